@@ -1,0 +1,199 @@
+"""Asynchronous client for OpenAI-compatible endpoints (vLLM, llama.cpp, Ollama, OpenAI, Azure).
+
+One :class:`OpenAICompatBackend` per model; it is used from the engine's event
+loop.  Failures are returned, never raised: after bounded retries with
+exponential backoff (429, 5xx, connection errors, timeouts, malformed bodies;
+``Retry-After`` honoured) a request that still fails becomes
+``Generation(error=...)``, which the pipeline records as an invalid response.
+
+The API key travels only in the ``Authorization`` header to the endpoint; error
+texts are passed through :func:`redact` before they are returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from typing import Any
+
+import httpx
+
+from ..secrets import redact
+from ..types import Generation, Request
+from . import ModelSpec
+
+__all__ = ["OpenAICompatBackend", "RETRYABLE_STATUS"]
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_MAX_BACKOFF = 60.0
+_MAX_ERROR_CHARS = 500
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class _Fatal(Exception):
+    pass
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        message = body.get("error", {}).get("message") if isinstance(body, dict) else None
+        if isinstance(body.get("error"), str):
+            message = body["error"]
+    except (ValueError, AttributeError):
+        message = None
+    text = message or response.text
+    return f"HTTP {response.status_code}: {text[:_MAX_ERROR_CHARS]}"
+
+
+class OpenAICompatBackend:
+    """Send :class:`Request` objects to ``spec.base_url`` with bounded concurrency."""
+
+    def __init__(self, spec: ModelSpec, *, concurrency: int, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        if not spec.base_url:
+            raise ValueError(f"model {spec.label!r} has no endpoint URL")
+        self.spec = spec
+        headers = {"Content-Type": "application/json"}
+        key = spec.api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._client = httpx.AsyncClient(
+            base_url=spec.base_url.rstrip("/") + "/",
+            headers=headers,
+            timeout=httpx.Timeout(spec.timeout, connect=min(10.0, spec.timeout)),
+            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+            transport=transport,
+        )
+        self._gate = asyncio.Semaphore(concurrency)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def payload(self, request: Request) -> tuple[str, dict[str, Any]]:
+        """The endpoint path and JSON body for ``request``."""
+        params = dict(request.params)
+        top = params.pop("top_logprobs", None)
+        body: dict[str, Any] = {"model": self.spec.model_id}
+        if request.mode == "chat":
+            body["messages"] = [m.model_dump() for m in request.messages]
+            if top is not None:
+                body["logprobs"] = True
+                body["top_logprobs"] = top
+            path = "chat/completions"
+        else:
+            body["prompt"] = request.prompt
+            if top is not None:
+                body["logprobs"] = top
+            path = "completions"
+        body.update(params)
+        return path, body
+
+    async def generate(self, request: Request) -> Generation:
+        path, body = self.payload(request)
+        content = json.dumps(body).encode()
+        attempts = 0
+        start = time.perf_counter()
+        async with self._gate:
+            while True:
+                attempts += 1
+                try:
+                    gen = await self._once(path, content)
+                    return gen.model_copy(update={"latency_s": time.perf_counter() - start, "attempts": attempts})
+                except _Fatal as err:
+                    message = str(err)
+                except _Retryable as err:
+                    message = str(err)
+                    if attempts <= self.spec.max_retries:
+                        await asyncio.sleep(self._backoff(attempts, err.retry_after))
+                        continue
+                    message += f" (gave up after {attempts} attempts)"
+                return Generation(
+                    error=redact(message),
+                    latency_s=time.perf_counter() - start,
+                    attempts=attempts,
+                )
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, _MAX_BACKOFF)
+        # Full jitter keeps many workers that failed together from retrying together.
+        return random.uniform(0.5, 1.0) * min(_MAX_BACKOFF, self.spec.retry_base * 2 ** (attempt - 1))
+
+    async def _once(self, path: str, content: bytes) -> Generation:
+        try:
+            response = await self._client.post(path, content=content)
+        except httpx.TimeoutException as err:
+            raise _Retryable(f"timeout: {type(err).__name__} after {self.spec.timeout:g}s") from None
+        except httpx.TransportError as err:
+            raise _Retryable(f"connection error: {type(err).__name__}: {err}") from None
+        if response.status_code != 200:
+            message = _error_text(response)
+            if response.status_code in RETRYABLE_STATUS:
+                raise _Retryable(message, _retry_after(response.headers.get("retry-after")))
+            raise _Fatal(message)
+        try:
+            data = response.json()
+            return _parse(data)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
+            snippet = response.text[:200].replace("\n", " ")
+            raise _Retryable(f"malformed response ({type(err).__name__}: {err}): {snippet!r}") from None
+
+
+def _parse(data: dict[str, Any]) -> Generation:
+    """Read a chat or completion response body into a :class:`Generation`."""
+    if not isinstance(data, dict) or not data.get("choices"):
+        raise ValueError("no 'choices' in the response")
+    choice = data["choices"][0]
+    if "message" in choice:
+        message = choice["message"] or {}
+        text = message.get("content") or ""
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+    else:
+        text = choice["text"] or ""
+        reasoning = None
+    if not isinstance(text, str):
+        raise TypeError("answer content is not a string")
+    return Generation(
+        text=text,
+        reasoning=reasoning if isinstance(reasoning, str) else None,
+        finish_reason=choice.get("finish_reason"),
+        usage=data.get("usage") or {},
+        top_logprobs=_top_logprobs(choice.get("logprobs")),
+        served_model=data.get("model"),
+    )
+
+
+def _top_logprobs(logprobs: Any) -> tuple[dict[str, float], ...] | None:
+    if not logprobs:
+        return None
+    if isinstance(logprobs.get("content"), list):  # chat format
+        return tuple(
+            {alt["token"]: float(alt["logprob"]) for alt in tok.get("top_logprobs") or []}
+            for tok in logprobs["content"]
+        )
+    if isinstance(logprobs.get("top_logprobs"), list):  # legacy completions format
+        return tuple({str(k): float(v) for k, v in (d or {}).items()} for d in logprobs["top_logprobs"])
+    return None

@@ -1,0 +1,214 @@
+"""Suite configs -> pytest items, and the ``question`` / ``pipeline`` / ``model`` fixtures.
+
+``suites/<bench>/suite.toml`` is collected as a :class:`SuiteFile`; each task is a
+:class:`TaskCollector` (so ``-k <task>`` selects it); each question x model is a
+:class:`BenchItem`, a real ``pytest.Function`` whose fixtures ``question``,
+``pipeline`` and ``model`` can be overridden in a ``conftest.py``.  Node ids read
+``suites/seceval/suite.toml::mcq::q0001[local]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from . import extract, scoring
+from .backends import ModelSpec
+from .options import RunOptions, get_options
+from .pipeline import Pipeline, PipelineError, apply_overrides, is_unspecified
+from .prompts import Template, TemplateError, render_request
+from .suites import SUITE_FILENAME, Suite, SuiteError, file_checksum, load_questions, load_suite
+from .types import Question, Request
+
+__all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "BenchmarkFailure", "collect_file",
+           "question", "pipeline", "model", "runnable_problems"]
+
+
+class BenchmarkFailure(AssertionError):
+    """A wrong or invalid answer: reported with a short message, no traceback."""
+
+
+@dataclass
+class ItemSpec:
+    """What one item evaluates; the defaults behind the overridable fixtures."""
+
+    suite: Suite
+    question: Question
+    pipeline: Pipeline
+    model: ModelSpec
+    shots: list[Question]
+    variant: str = ""
+
+    def template(self, pipeline: Pipeline) -> Template:
+        name = pipeline.prompt.template
+        if name not in self.suite.templates:
+            raise TemplateError(f"unknown prompt.template {name!r}; templates: {', '.join(self.suite.templates)}")
+        return self.suite.templates[name]
+
+    def render(self, question: Question, pipeline: Pipeline, model: ModelSpec) -> Request:
+        return render_request(pipeline, self.template(pipeline), question, self.shots,
+                              min_max_tokens=model.min_max_tokens)
+
+    @cached_property
+    def request(self) -> Request:
+        """The request under the default fixtures (what is prefetched)."""
+        return self.render(self.question, self.pipeline, self.model)
+
+
+def runnable_problems(pipeline: Pipeline, suite: Suite) -> list[str]:
+    """Fields that must be specified before this pipeline can produce a score."""
+    missing = pipeline.unspecified_fields(("extraction", "scoring"))
+    missing = [f for f in missing if f != "aggregation.method"]
+    if is_unspecified(pipeline.prompt.template):
+        missing.insert(0, "prompt.template")
+    if is_unspecified(pipeline.prompt.format.mode):
+        missing.insert(0, "prompt.format.mode")
+    tpl = suite.templates.get(pipeline.prompt.template)
+    if tpl and tpl.system and is_unspecified(pipeline.prompt.format.system_role):
+        missing.append("prompt.format.system_role")
+    return missing
+
+
+def _check_names(pipeline: Pipeline) -> None:
+    rule, metric = pipeline.extraction.rule, pipeline.scoring.metric
+    if not is_unspecified(rule) and rule not in extract.RULES:
+        raise PipelineError(f"extraction.rule {rule!r} is not a known rule; allowed: {', '.join(extract.rule_names())}")
+    if not is_unspecified(metric) and metric not in scoring.METRICS:
+        raise PipelineError(f"scoring.metric {metric!r} is not a known metric; allowed: {', '.join(scoring.metric_names())}")
+
+
+class SuiteFile(pytest.File):
+    """A ``suite.toml``: one child collector per task."""
+
+    def collect(self) -> Iterator[pytest.Collector]:
+        try:
+            suite = load_suite(self.path)
+        except SuiteError as err:
+            raise _CollectFailure(str(err)) from None
+        for task in suite.tasks:
+            yield TaskCollector.from_parent(self, name=task, suite=suite)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, _CollectFailure):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+
+class _CollectFailure(Exception):
+    """Collection stopped with a message that needs no traceback."""
+
+
+class TaskCollector(pytest.Collector):
+    def __init__(self, *, suite: Suite, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.suite = suite
+
+    def collect(self) -> Iterator[BenchItem]:
+        opts = get_options(self.config)
+        suite, task = self.suite, self.name
+        try:
+            base = suite.pipeline(task, opts.pipeline)
+            pipe = apply_overrides(base, opts.overrides)
+            _check_names(pipe)
+        except PipelineError as err:
+            raise _CollectFailure(f"{suite.name}.{task}: {err}") from None
+        try:
+            questions, path = load_questions(suite, task, opts.data_dir, opts.data_origin)
+            shots: list[Question] = []
+            if suite.tasks[task].few_shot:
+                shots, shot_path = load_questions(suite, task, opts.data_dir, opts.data_origin, few_shot=True)
+                opts.state.checksums[str(Path(suite.data_folder) / shot_path.name)] = file_checksum(shot_path)
+        except SuiteError as err:
+            raise _CollectFailure(str(err)) from None
+        opts.state.checksums[str(Path(suite.data_folder) / path.name)] = file_checksum(path)
+        card = pipe.card()
+        card["dataset_checksums"] = {path.name: file_checksum(path)}
+        opts.state.cards[f"{suite.name}.{task}"] = card
+        problems = runnable_problems(pipe, suite)
+        skip = (
+            pytest.mark.skip(
+                reason=f"{suite.name}.{task} under {pipe.name!r}: {', '.join(problems)} unspecified; "
+                "choose with --set FIELD=VALUE"
+            )
+            if problems
+            else None
+        )
+        if opts.limit is not None:
+            questions = questions[: opts.limit]
+        for q in questions:
+            for spec in opts.models:
+                item = BenchItem.from_parent(
+                    self,
+                    name=f"q{q.index + 1:04d}[{spec.label}]",
+                    callobj=_run_question,
+                    bench=ItemSpec(suite=suite, question=q, pipeline=pipe, model=spec, shots=shots),
+                )
+                if skip is not None:
+                    item.add_marker(skip)
+                yield item
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, _CollectFailure):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+
+def _run_question(question: Question, pipeline: Pipeline, model: ModelSpec, request: pytest.FixtureRequest) -> None:
+    """The body of every benchmark item: ask, read, score, record; fail when not correct."""
+    get_options(request.config).state.runner.run_item(request.node, question, pipeline, model)
+
+
+class BenchItem(pytest.Function):
+    """One question x model (x variant) as a pytest Function."""
+
+    def __init__(self, *, bench: ItemSpec, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bench = bench
+        self.record: dict[str, Any] | None = None
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        q = self.bench.question
+        return self.path, None, f"{q.benchmark}.{q.task} {q.id} [{self.bench.model.label}]"
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, BenchmarkFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+
+def _spec(request: pytest.FixtureRequest) -> ItemSpec:
+    spec = getattr(request.node, "bench", None)
+    if spec is None:
+        raise pytest.UsageError(
+            f"{request.fixturename!r} is a pytest-benchaudit fixture for benchmark items; "
+            f"{request.node.nodeid} is not one"
+        )
+    return spec
+
+
+@pytest.fixture
+def question(request: pytest.FixtureRequest) -> Question:
+    """The benchmark question of this item (override in conftest.py to transform it)."""
+    return _spec(request).question
+
+
+@pytest.fixture
+def pipeline(request: pytest.FixtureRequest) -> Pipeline:
+    """The resolved, frozen pipeline of this item's task."""
+    return _spec(request).pipeline
+
+
+@pytest.fixture
+def model(request: pytest.FixtureRequest) -> ModelSpec:
+    """The model this item asks."""
+    return _spec(request).model
+
+
+def collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile | None:
+    if file_path.name == SUITE_FILENAME:
+        return SuiteFile.from_parent(parent, path=file_path)
+    return None

@@ -1,0 +1,152 @@
+"""Run generations ahead of the pytest items that need them.
+
+pytest runs items one after another; a model server is only kept busy if many
+requests are in flight.  The :class:`Engine` owns one asyncio event loop in a
+background thread.  Before items run, the plugin *prefetches* the requests of
+the items this process will run (in run order); each item then only waits for
+its own result.  Concurrency per model is bounded by the backend; the number of
+started-but-unconsumed requests is bounded by a window so memory stays flat for
+large suites.  Identical requests to the same model are sent once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import json
+import threading
+from typing import Awaitable, Callable
+
+from .backends import Backend
+from .types import Generation, Request
+
+__all__ = ["Engine", "request_key"]
+
+BackendFactory = Callable[[], Backend]
+
+
+def request_key(model: str, request: Request) -> str:
+    """Identity of a generation: the model label and the full request."""
+    return model + "\x00" + json.dumps(request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+class _Slot:
+    __slots__ = ("future", "request", "model", "waiters", "started")
+
+    def __init__(self, model: str, request: Request) -> None:
+        self.future: concurrent.futures.Future[Generation] = concurrent.futures.Future()
+        self.model = model
+        self.request = request
+        self.waiters = 0
+        self.started = False
+
+
+class Engine:
+    """A background event loop that generates with bounded look-ahead."""
+
+    def __init__(self, window: int = 256) -> None:
+        self.window = window
+        self._factories: dict[str, BackendFactory] = {}
+        self._backends: dict[str, Backend] = {}
+        self._slots: dict[str, _Slot] = {}
+        self._pending: collections.deque[str] = collections.deque()
+        self._running = 0
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="benchaudit-engine", daemon=True)
+        self._thread.start()
+
+    # -- set-up -----------------------------------------------------------------
+    def add_model(self, label: str, factory: BackendFactory) -> None:
+        """Register how to build the backend of ``label`` (built lazily, on the loop)."""
+        self._factories[label] = factory
+
+    # -- called from the pytest thread -------------------------------------------
+    def prefetch(self, model: str, request: Request) -> None:
+        """Queue a request; it starts as soon as the window allows."""
+        self._claim(model, request, front=False)
+
+    def generate(self, model: str, request: Request) -> Generation:
+        """Wait for (and consume) the generation of ``request``; queue it first if needed."""
+        key = self._claim(model, request, front=True, consume=True)
+        slot = self._slots[key]
+        try:
+            return slot.future.result()
+        finally:
+            with self._lock:
+                slot.waiters -= 1
+                if slot.waiters <= 0 and slot.future.done():
+                    self._slots.pop(key, None)
+
+    def close(self) -> None:
+        async def shutdown() -> None:
+            for backend in self._backends.values():
+                await backend.aclose()
+
+        if self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout=30)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+        self._loop.close()
+
+    # -- internals ----------------------------------------------------------------
+    def _claim(self, model: str, request: Request, *, front: bool, consume: bool = False) -> str:
+        if model not in self._factories:
+            raise KeyError(f"no backend registered for model {model!r}")
+        key = request_key(model, request)
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                # Each prefetch (and an un-prefetched generate) counts one consumer.
+                slot = self._slots[key] = _Slot(model, request)
+                slot.waiters = 1
+                if front:
+                    self._pending.appendleft(key)
+                else:
+                    self._pending.append(key)
+                self._loop.call_soon_threadsafe(self._pump)
+                return key
+            if not consume:
+                slot.waiters += 1
+            if front and not slot.started:
+                # An item is waiting for it now: move it to the head of the queue.
+                try:
+                    self._pending.remove(key)
+                except ValueError:
+                    pass
+                self._pending.appendleft(key)
+                self._loop.call_soon_threadsafe(self._pump)
+        return key
+
+    def _pump(self) -> None:
+        """Start queued requests while the window has room (runs on the loop)."""
+        while True:
+            with self._lock:
+                if self._running >= self.window or not self._pending:
+                    return
+                key = self._pending.popleft()
+                slot = self._slots.get(key)
+                if slot is None or slot.started:
+                    continue
+                slot.started = True
+                self._running += 1
+            self._loop.create_task(self._run(slot))
+
+    async def _run(self, slot: _Slot) -> None:
+        try:
+            backend = self._backends.get(slot.model)
+            if backend is None:
+                backend = self._backends[slot.model] = self._factories[slot.model]()
+            result = await backend.generate(slot.request)
+            slot.future.set_result(result)
+        except BaseException as err:  # a backend bug must not hang the waiting item
+            slot.future.set_exception(err)
+        finally:
+            with self._lock:
+                self._running -= 1
+            self._pump()
+
+    def run_sync(self, coro: Awaitable[object]) -> object:
+        """Run a coroutine on the engine loop and wait for it (tests, diagnostics)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]

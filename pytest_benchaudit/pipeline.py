@@ -1,0 +1,308 @@
+"""The evaluation pipeline: five stages, their fields, layers, overrides, hash and card.
+
+A :class:`Pipeline` is a frozen pydantic model with one sub-model per stage
+(dataset, prompt, inference, extraction, scoring, aggregation).  A field that a
+layer does not define holds the explicit value ``"unspecified"``; nothing is
+filled in silently.  Inference fields that are unspecified are simply not sent
+to the endpoint (its own default applies, and the record shows it); downstream
+fields that are unspecified make the task impossible to score, which the
+collector reports as a skip naming the field.
+
+Overrides use dotted field names (``--set inference.max_tokens=5``) and are
+validated: an unknown field or an invalid value raises :class:`PipelineError`
+naming the field and what is allowed.
+
+This module is pure: no pytest, no I/O.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = [
+    "UNSPECIFIED",
+    "CARD_VERSION",
+    "LAYERS",
+    "UPSTREAM_STAGES",
+    "DOWNSTREAM_STAGES",
+    "Pipeline",
+    "PipelineError",
+    "apply_overrides",
+    "build_pipeline",
+    "deep_merge",
+    "field_paths",
+    "parse_override",
+    "is_unspecified",
+]
+
+UNSPECIFIED = "unspecified"
+Unspecified = Literal["unspecified"]
+CARD_VERSION = "benchaudit.pipeline-card/1"
+LAYERS = ("documented", "released", "standardized")
+# Upstream stages change what the model is asked (new generations needed);
+# downstream stages only change how stored outputs are read and counted.
+UPSTREAM_STAGES = ("dataset", "prompt", "inference")
+DOWNSTREAM_STAGES = ("extraction", "scoring", "aggregation")
+
+
+class PipelineError(ValueError):
+    """A pipeline could not be built: unknown field, invalid value, missing layer."""
+
+
+def is_unspecified(value: Any) -> bool:
+    return isinstance(value, str) and value == UNSPECIFIED
+
+
+class _Stage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DatasetStage(_Stage):
+    """Which questions: the source and revision the suite declares, the split, a subset."""
+
+    source: str = UNSPECIFIED
+    revision: str = UNSPECIFIED
+    files: tuple[str, ...] = ()
+    split: str | None = None
+    subset: str | None = None
+
+
+class PromptFormat(_Stage):
+    """How the rendered template is packaged for the endpoint."""
+
+    mode: Literal["chat", "completion"] | Unspecified = UNSPECIFIED
+    # "system": a real system message; "prepend_user": system text glued to the user
+    # text with a space (CTI-Bench's Gemini/Llama path); "none": no system text.
+    system_role: Literal["system", "prepend_user", "none"] | Unspecified = UNSPECIFIED
+    few_shot: int | Unspecified = Field(default=UNSPECIFIED)
+
+    @field_validator("few_shot")
+    @classmethod
+    def _non_negative(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 0:
+            raise ValueError("few_shot must be >= 0")
+        return v
+
+
+class PromptStage(_Stage):
+    template: str = UNSPECIFIED
+    format: PromptFormat = PromptFormat()
+
+
+class Decoding(_Stage):
+    temperature: float | None | Unspecified = UNSPECIFIED
+    top_p: float | None | Unspecified = UNSPECIFIED
+    seed: int | None | Unspecified = UNSPECIFIED
+    # Number of top alternatives per generated token to return (None: none asked).
+    top_logprobs: int | None = None
+
+
+class InferenceStage(_Stage):
+    decoding: Decoding = Decoding()
+    max_tokens: int | Unspecified = UNSPECIFIED
+    stop: tuple[str, ...] | Unspecified = UNSPECIFIED
+
+    @field_validator("max_tokens")
+    @classmethod
+    def _positive(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("max_tokens must be >= 1")
+        return v
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_from_string(cls, v: Any) -> Any:
+        # `--set inference.stop=\n` arrives as a plain string with a literal escape.
+        if isinstance(v, str) and v != UNSPECIFIED:
+            return (codecs.decode(v, "unicode_escape"),)
+        return v
+
+
+class ExtractionStage(_Stage):
+    rule: str = UNSPECIFIED
+    # "strip": drop <think> spans and a separate reasoning field before reading the
+    # answer; "keep": read the raw text as it came (what most released code does).
+    reasoning: Literal["strip", "keep"] | Unspecified = UNSPECIFIED
+
+
+class ScoringStage(_Stage):
+    metric: str = UNSPECIFIED
+    denominator: Literal["total", "valid"] | Unspecified = UNSPECIFIED
+
+
+class AggregationStage(_Stage):
+    # micro: every question weighs the same; macro: every task weighs the same.
+    method: Literal["micro", "macro"] | Unspecified = UNSPECIFIED
+    # Optional question metadata field to break scores down by (e.g. SecEval topics).
+    by: str | None = None
+
+
+class Pipeline(BaseModel):
+    """A resolved pipeline for one task under one layer (plus overrides)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="layer name, e.g. 'standardized'")
+    benchmark: str
+    task: str
+    dataset: DatasetStage = DatasetStage()
+    prompt: PromptStage = PromptStage()
+    inference: InferenceStage = InferenceStage()
+    extraction: ExtractionStage = ExtractionStage()
+    scoring: ScoringStage = ScoringStage()
+    aggregation: AggregationStage = AggregationStage()
+    why: dict[str, str] = Field(default_factory=dict, description="field -> reason or citation")
+    notes: tuple[str, ...] = ()
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+    def stages(self) -> dict[str, Any]:
+        """The five stages as plain JSON-ready data (what the hash covers)."""
+        dumped = self.model_dump(mode="json")
+        return {k: dumped[k] for k in (*UPSTREAM_STAGES, *DOWNSTREAM_STAGES)}
+
+    @property
+    def hash(self) -> str:
+        return _digest(self.stages())
+
+    @property
+    def upstream_hash(self) -> str:
+        """Hash of the fields that decide what the model is asked."""
+        stages = self.stages()
+        return _digest({k: stages[k] for k in UPSTREAM_STAGES})
+
+    def unspecified_fields(self, stages: tuple[str, ...] = DOWNSTREAM_STAGES) -> list[str]:
+        """Dotted names of fields in ``stages`` whose value is ``unspecified``."""
+        stage_data = self.stages()
+        return [path for path, value in _leaves(stage_data) if path.split(".")[0] in stages and is_unspecified(value)]
+
+    def card(self) -> dict[str, Any]:
+        """The machine-readable pipeline card written into every run."""
+        return {
+            "card_version": CARD_VERSION,
+            "benchmark": self.benchmark,
+            "task": self.task,
+            "pipeline": self.name,
+            "hash": self.hash,
+            "upstream_hash": self.upstream_hash,
+            "fields": dict(_leaves(self.stages())),
+            "overrides": dict(self.overrides),
+            "why": dict(self.why),
+            "notes": list(self.notes),
+            "unspecified": self.unspecified_fields(tuple((*UPSTREAM_STAGES, *DOWNSTREAM_STAGES))),
+        }
+
+
+def _digest(data: Any) -> str:
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _leaves(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.extend(_leaves(value, path + "."))
+        else:
+            out.append((path, value))
+    return out
+
+
+def field_paths() -> list[str]:
+    """Every dotted field name ``--set`` accepts (stages and their sub-fields)."""
+    paths: list[str] = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            path = f"{prefix}{name}"
+            paths.append(path)
+            ann = info.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                walk(ann, path + ".")
+
+    for stage in (*UPSTREAM_STAGES, *DOWNSTREAM_STAGES):
+        paths.append(stage)
+        ann = Pipeline.model_fields[stage].annotation
+        assert isinstance(ann, type)
+        walk(ann, stage + ".")
+    return paths
+
+
+def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """Recursive dict merge; values in ``top`` win. Inputs are not modified."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Split ``FIELD=VALUE``; the value is read as JSON when it parses, else as a string."""
+    if "=" not in text:
+        raise PipelineError(f"--set {text!r}: expected FIELD=VALUE, e.g. inference.max_tokens=5")
+    path, raw = text.split("=", 1)
+    path = path.strip()
+    if path not in field_paths():
+        raise PipelineError(
+            f"--set {text!r}: unknown field {path!r}; known fields: {', '.join(field_paths())}"
+        )
+    try:
+        value: Any = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return path, value
+
+
+def _set_path(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    head, _, rest = path.partition(".")
+    if not rest:
+        return {**data, head: value}
+    child = data.get(head)
+    return {**data, head: _set_path(child if isinstance(child, dict) else {}, rest, value)}
+
+
+def _describe_error(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith(("function-", "literal[", "int", "float", "str", "tuple", "none")))
+        parts.append(f"{loc}: {e['msg']}" if loc else e["msg"])
+    return "; ".join(dict.fromkeys(parts))
+
+
+def build_pipeline(name: str, benchmark: str, task: str, fields: dict[str, Any]) -> Pipeline:
+    """Validate raw layer data (from a suite config) into a :class:`Pipeline`."""
+    try:
+        return Pipeline(name=name, benchmark=benchmark, task=task, **fields)
+    except ValidationError as err:
+        raise PipelineError(f"{benchmark}.{task} layer {name!r}: {_describe_error(err)}") from None
+    except TypeError as err:
+        raise PipelineError(f"{benchmark}.{task} layer {name!r}: {err}") from None
+
+
+def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, Any]]) -> Pipeline:
+    """Return ``pipeline`` with each ``(field, value)`` set; invalid values raise PipelineError."""
+    if not overrides:
+        return pipeline
+    data = pipeline.model_dump(mode="json")
+    applied = dict(pipeline.overrides)
+    for path, value in overrides:
+        data = _set_path(data, path, value)
+        applied[path] = value
+    data["overrides"] = applied
+    try:
+        return Pipeline.model_validate(data)
+    except ValidationError as err:
+        fields = ", ".join(p for p, _ in overrides)
+        raise PipelineError(f"--set {fields}: invalid value: {_describe_error(err)}") from None
+
+
+# Type alias used by suites.py for layer tables read from TOML.
+LayerData = dict[str, Union[str, int, float, list, dict, None]]

@@ -1,0 +1,136 @@
+"""The record schema and the run directory.
+
+A run directory ``<report-dir>/<run-id>/`` holds:
+
+- ``run.json``: run id, start/end time, argv (secrets removed), versions, models
+  (spec, endpoint without credentials, served model id), the pipeline card of
+  every task, dataset file checksums;
+- ``records.jsonl``: one :class:`Record` per item, appended and flushed as items
+  finish (append-only, so a crash loses at most the line being written);
+- ``summary.json``: ``{"results": [...]}`` from :mod:`pytest_benchaudit.aggregate`.
+
+Only the process that owns the run (the pytest controller) writes here.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import secrets as _random
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .secrets import redact_obj
+
+__all__ = ["Record", "RunDirectory", "new_run_id", "read_records", "RECORD_VERSION"]
+
+RECORD_VERSION = "benchaudit.record/1"
+
+
+class Record(BaseModel):
+    """Everything known about one item: what was asked, what came back, how it was read and scored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    record_version: str = RECORD_VERSION
+    item_id: str = ""
+    benchmark: str
+    task: str
+    question_id: str
+    question_index: int
+    model: str
+    variant: str = ""
+    pipeline: str
+    pipeline_hash: str
+    upstream_hash: str = ""
+    request: dict[str, Any]
+    raw_output: str
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    prediction: str | None = None
+    valid: bool
+    invalid_reason: str | None = None
+    invalid_stage: str | None = None
+    extraction_detail: str = ""
+    gold: str
+    score: float
+    correct: bool
+    metric: str = ""
+    question_meta: dict[str, Any] = Field(default_factory=dict)
+    usage: dict[str, Any] = Field(default_factory=dict)
+    latency_s: float = 0.0
+    attempts: int = 1
+    served_model: str | None = None
+    timestamp: str = ""
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    """Sortable and unique enough for concurrent runs: UTC time plus random hex."""
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + _random.token_hex(3)
+
+
+class RunDirectory:
+    """Writer for one run directory. Every string written is passed through redaction."""
+
+    def __init__(self, root: Path, run_id: str | None = None) -> None:
+        self.run_id = run_id or new_run_id()
+        self.path = Path(root) / self.run_id
+        self.path.mkdir(parents=True, exist_ok=False)
+        self.records_path = self.path / "records.jsonl"
+        self._records = self.records_path.open("a", encoding="utf-8")
+        self.count = 0
+        self.meta: dict[str, Any] = {"run_id": self.run_id, "started": _now(), "ended": None}
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record and flush it to disk."""
+        line = json.dumps(redact_obj(record), ensure_ascii=False, separators=(",", ":"))
+        self._records.write(line + "\n")
+        self._records.flush()
+        self.count += 1
+
+    def write_json(self, name: str, data: Any) -> Path:
+        """Write ``name`` atomically (temp file + rename) so readers never see half a file."""
+        target = self.path / name
+        tmp = target.with_suffix(target.suffix + ".tmp")
+        tmp.write_text(json.dumps(redact_obj(data), indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+        return target
+
+    def write_run(self, **fields: Any) -> Path:
+        self.meta.update(fields)
+        return self.write_json("run.json", self.meta)
+
+    def finish(self, **fields: Any) -> Path:
+        self._records.close()
+        self.meta["ended"] = _now()
+        self.meta["n_records"] = self.count
+        return self.write_run(**fields)
+
+
+def read_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield records from ``records.jsonl`` (a run directory or the file itself)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "records.jsonl"
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}: line {lineno}: invalid JSON ({err.msg})") from None
+
+
+def dump_records(records: Iterable[dict[str, Any]], path: Path) -> None:
+    with Path(path).open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")

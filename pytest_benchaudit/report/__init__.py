@@ -1,0 +1,1 @@
+"""Reporting: terminal summary, gates, JUnit properties."""

@@ -1,0 +1,103 @@
+"""Quality gates: ``--gate 'seceval>=0.70'``, ``--gate 'seceval.mcq:invalid<=0.05'``.
+
+Grammar: ``TARGET[:QUANTITY] OP NUMBER`` where TARGET is a benchmark or
+``benchmark.task``, QUANTITY is ``score`` (default: the pipeline's headline
+score), ``score_total``, ``score_valid`` or ``invalid`` (the invalid rate), and
+OP is one of ``>= <= > < ==``.  A gate holds when it holds for every model and
+variant in the run; a target with no result, or a score the pipeline cannot
+state (unspecified aggregation or denominator), fails the gate with that reason.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["Gate", "GateError", "GateVerdict", "parse_gate", "evaluate_gates"]
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
+}
+_QUANTITIES = {"score": "score", "score_total": "score_total", "score_valid": "score_valid",
+               "invalid": "invalid_rate"}
+_GATE = re.compile(r"^\s*([A-Za-z0-9_\-]+)(?:\.([A-Za-z0-9_\-]+))?(?::([a-z_]+))?\s*(>=|<=|==|>|<)\s*([0-9.eE+\-]+)\s*$")
+
+
+class GateError(ValueError):
+    """A ``--gate`` expression could not be parsed."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    text: str
+    benchmark: str
+    task: str | None
+    quantity: str
+    op: str
+    threshold: float
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    gate: Gate
+    passed: bool
+    detail: str
+
+
+def parse_gate(text: str) -> Gate:
+    m = _GATE.match(text)
+    if not m:
+        raise GateError(
+            f"--gate {text!r}: expected BENCHMARK[.TASK][:QUANTITY]OPNUMBER, e.g. 'seceval>=0.70' or "
+            f"'seceval.mcq:invalid<=0.05' (quantities: {', '.join(_QUANTITIES)}; operators: {' '.join(_OPS)})"
+        )
+    bench, task, quantity, op, number = m.groups()
+    quantity = quantity or "score"
+    if quantity not in _QUANTITIES:
+        raise GateError(f"--gate {text!r}: unknown quantity {quantity!r}; allowed: {', '.join(_QUANTITIES)}")
+    try:
+        threshold = float(number)
+    except ValueError:
+        raise GateError(f"--gate {text!r}: {number!r} is not a number") from None
+    return Gate(text=text.strip(), benchmark=bench, task=task, quantity=quantity, op=op, threshold=threshold)
+
+
+def _benchmark_value(gate: Gate, entry: dict[str, Any], results: list[dict[str, Any]]) -> float | None:
+    if gate.quantity == "score":
+        return entry["score"]
+    rows = [r for r in results if r["benchmark"] == entry["benchmark"] and r["model"] == entry["model"]
+            and r["variant"] == entry["variant"]]
+    key = _QUANTITIES[gate.quantity]
+    if key == "invalid_rate":
+        n = sum(r["n"] for r in rows)
+        return sum(r["invalid_rate"] * r["n"] for r in rows) / n if n else None
+    values = [r[key] for r in rows]
+    return values[0] if len(values) == 1 else None
+
+
+def evaluate_gates(gates: list[Gate], results: list[dict[str, Any]], benchmarks: list[dict[str, Any]]) -> list[GateVerdict]:
+    verdicts = []
+    for gate in gates:
+        if gate.task:
+            rows = [r for r in results if r["benchmark"] == gate.benchmark and r["task"] == gate.task]
+            values = [(f"{r['model']}{'|' + r['variant'] if r['variant'] else ''}", r[_QUANTITIES[gate.quantity]]) for r in rows]
+        else:
+            rows = [b for b in benchmarks if b["benchmark"] == gate.benchmark]
+            values = [(f"{b['model']}{'|' + b['variant'] if b['variant'] else ''}", _benchmark_value(gate, b, results)) for b in rows]
+        if not values:
+            verdicts.append(GateVerdict(gate, False, "no results for this target in the run"))
+            continue
+        failed, parts = [], []
+        for who, value in values:
+            if value is None:
+                failed.append(who)
+                parts.append(f"{who}: no {gate.quantity} (unspecified by the pipeline)")
+                continue
+            ok = _OPS[gate.op](value, gate.threshold)
+            if not ok:
+                failed.append(who)
+            parts.append(f"{who}: {value:.4f}")
+        verdicts.append(GateVerdict(gate, not failed, "; ".join(parts)))
+    return verdicts

@@ -1,0 +1,184 @@
+"""The per-process runner: asks models ahead of the items and turns answers into records.
+
+Registered in every process that runs items (a serial run, or each xdist
+worker).  It prefetches the requests of exactly the items this process will
+run: all selected items in a serial run; on an xdist worker, the items the
+controller has queued for *this* worker (read from xdist's worker queue), so a
+worker never generates for another worker's items.  Each item then waits only
+for its own generation, runs extraction and scoring, and attaches its record to
+its test report, which carries it to the controller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .backends import ModelSpec
+from .backends.openai_compat import OpenAICompatBackend
+from .collect import BenchItem, BenchmarkFailure
+from .engine import Engine
+from .evaluate import evaluate, failure_message
+from .options import RunOptions
+from .pipeline import Pipeline
+from .secrets import register_secret_env
+from .types import Question
+
+__all__ = ["Runner", "default_concurrency"]
+
+_FIXTURE_MODULE = "pytest_benchaudit.collect"
+
+
+def default_concurrency(spec: ModelSpec, option: int | None) -> int:
+    if option:
+        return option
+    # llama.cpp's server answers one request at a time: one in flight plus one queued
+    # keeps it busy without piling up timeouts.
+    return spec.concurrency or 32
+
+
+class Runner:
+    """pytest plugin object: engine, prefetch, per-item evaluation."""
+
+    def __init__(self, config: pytest.Config, opts: RunOptions, local_url: "LocalUrl") -> None:
+        self.config = config
+        self.opts = opts
+        self.local_url = local_url
+        self.engine: Engine | None = None
+        self._registered: set[str] = set()
+        self._prefetched: set[str] = set()
+        self._worker_queue: Any = None
+        register_secret_env(m.api_key_env for m in opts.models)
+
+    # -- engine ---------------------------------------------------------------------
+    def _engine(self) -> Engine:
+        if self.engine is None:
+            window = max(256, 4 * sum(default_concurrency(m, self.opts.concurrency) for m in self.opts.models))
+            self.engine = Engine(window=window)
+        return self.engine
+
+    def _ensure_model(self, spec: ModelSpec) -> None:
+        if spec.label in self._registered:
+            return
+        if spec.kind == "local":
+            spec = spec.model_copy(update={"base_url": self.local_url.get()})
+        concurrency = default_concurrency(spec, self.opts.concurrency)
+        register_secret_env([spec.api_key_env])
+        self._engine().add_model(spec.label, lambda: OpenAICompatBackend(spec, concurrency=concurrency))
+        self._registered.add(spec.label)
+
+    # -- prefetch ---------------------------------------------------------------------
+    def _prefetch(self, item: pytest.Item) -> None:
+        if not isinstance(item, BenchItem) or item.nodeid in self._prefetched:
+            return
+        self._prefetched.add(item.nodeid)
+        if item.get_closest_marker("skip") or item.get_closest_marker("skipif"):
+            return
+        # A conftest.py that overrides question/pipeline/model may change the request;
+        # asking ahead with the defaults would then pay for an answer nobody reads.
+        defs = item._fixtureinfo.name2fixturedefs
+        for name in ("question", "pipeline", "model"):
+            chain = defs.get(name)
+            if chain and getattr(chain[-1].func, "__module__", "") != _FIXTURE_MODULE:
+                return
+        try:
+            request = item.bench.request
+            self._ensure_model(item.bench.model)
+        except Exception:  # rendering/start-up errors surface when the item itself runs
+            return
+        self._engine().prefetch(item.bench.model.label, request)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        if session.config.option.collectonly or hasattr(session.config, "workerinput"):
+            return
+        for item in session.items:
+            self._prefetch(item)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        if not hasattr(self.config, "workerinput"):
+            return
+        self._prefetch(item)
+        items = item.session.items
+        for index in self._queued_indices():
+            if 0 <= index < len(items):
+                self._prefetch(items[index])
+
+    def _queued_indices(self) -> list[int]:
+        """Indices xdist has assigned to this worker but not yet run (empty if unknown)."""
+        if self._worker_queue is None:
+            for plugin in self.config.pluginmanager.get_plugins():
+                if hasattr(plugin, "torun") and hasattr(plugin, "nextitem_index"):
+                    self._worker_queue = plugin
+                    break
+            else:
+                self._worker_queue = False
+        if not self._worker_queue:
+            return []
+        interactor = self._worker_queue
+        with interactor.torun.lock() as queued:
+            indices = [i for i in queued if isinstance(i, int)]
+        nxt = interactor.nextitem_index
+        return ([nxt] if isinstance(nxt, int) else []) + indices
+
+    # -- one item --------------------------------------------------------------------
+    def run_item(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec) -> None:
+        self._ensure_model(model)
+        request = node.bench.render(question, pipeline, model)
+        generation = self._engine().generate(model.label, request)
+        record = evaluate(question, pipeline, request, generation, model=model.label,
+                          variant=node.bench.variant, item_id=node.nodeid)
+        node.record = record.model_dump(mode="json")
+        node.user_properties.extend([
+            ("benchmark", record.benchmark), ("task", record.task), ("model", record.model),
+            ("pipeline", record.pipeline), ("gold", record.gold), ("prediction", record.prediction or ""),
+            ("valid", record.valid), ("score", record.score),
+        ])
+        if not record.valid:
+            node.user_properties.append(("invalid_reason", record.invalid_reason))
+        if not record.correct:
+            raise BenchmarkFailure(failure_message(record))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        record = getattr(item, "record", None)
+        if call.when == "call" and record is not None:
+            # Travels to the xdist controller with the report (extra report attributes are serialised).
+            report.benchaudit_record = record
+        return report
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput["benchaudit"] = {"cards": self.opts.state.cards, "checksums": self.opts.state.checksums}
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+
+class LocalUrl:
+    """Where the embedded model is served: started on demand (controller) or handed over (worker)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.server: Any = None
+        self._url: str | None = getattr(config, "workerinput", {}).get("benchaudit_local_url")
+
+    def get(self) -> str:
+        if self._url is None:
+            if hasattr(self.config, "workerinput"):
+                raise RuntimeError("the controller did not hand a local model URL to this worker")
+            from .backends.local import LocalServer
+
+            self.server = LocalServer()
+            self._url = self.server.start()
+        return self._url
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None

@@ -1,0 +1,698 @@
+"""A scripted OpenAI-compatible HTTP server for tests, fault injection and benchmarks.
+
+The server speaks just enough of the OpenAI API for the plugin's backends:
+
+* ``GET  /v1/models``            -> ``{"object": "list", "data": [{"id": model_id, "object": "model"}]}``
+* ``POST /v1/chat/completions``  -> a chat completion (``choices[0].message``)
+* ``POST /v1/completions``       -> a legacy text completion (``choices[0].text``)
+* anything else                  -> 404 with an OpenAI-style JSON error body
+
+What each completion request gets back is decided by a *script*: a callable that
+receives a :class:`Call` (path, parsed body, headers, attempt number) and returns
+a :class:`Reply` (content, reasoning, finish reason, HTTP status, extra headers,
+delay, raw bytes, dropped connection, first-token log-probabilities, usage).
+
+Before the script runs, two built-in checks answer HTTP 400 on their own:
+
+* the request body is not a JSON object;
+* ``min_max_tokens`` is set and the request's ``max_tokens`` (or
+  ``max_completion_tokens``) is below it -- the Azure-style refusal
+  ``{"error": {"message": "max_tokens is too small. Minimum value is N.", ...}}``.
+
+Design (why it looks like this):
+
+* ``ThreadingHTTPServer`` with HTTP/1.1 keep-alive: one daemon thread per
+  connection, so a request's ``delay`` sleeps only its own thread and 32
+  concurrent clients are served concurrently.  The listen backlog is 1024 because
+  the default of 5 makes the kernel reset connections under a burst of 32.
+* Each response is written with a single ``sendall`` (status line, headers and
+  body together) and ``TCP_NODELAY`` is set: a header write followed by a body
+  write would otherwise meet Nagle's algorithm plus delayed ACKs and add ~40 ms
+  to every keep-alive request, which would swamp a 20 ms benchmark latency.
+* ``stop()`` wakes sleeping handlers and shuts down open keep-alive sockets, so a
+  stopped server really stops answering and its threads go away promptly.
+
+Command line (used by the benchmarks and by stand-in executables)::
+
+    python -m pytest_benchaudit.testing.scripted_server --port 0 --latency 0.02 \\
+        [--answer "Answer: A"] [--model-id NAME] [--min-max-tokens 16]
+
+prints one line ``READY http://127.0.0.1:PORT/v1`` (flushed) once listening and
+serves until SIGTERM or SIGINT, then exits with status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType, TracebackType
+from typing import Any
+
+__all__ = [
+    "Call",
+    "Reply",
+    "Script",
+    "ScriptedServer",
+    "by_marker",
+    "sequence",
+    "main",
+]
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass
+class Reply:
+    """What the server answers to one completion request.
+
+    ``content``            message content (chat) or ``text`` (completion); ``None`` is sent as JSON null.
+    ``reasoning_content``  sent as ``choices[0].message.reasoning_content`` (chat only) when not ``None``.
+    ``finish_reason``      ``choices[0].finish_reason``.
+    ``status``             HTTP status; anything but 200 sends the JSON error body
+                           ``{"error": {"message": error_message, "type": ..., "code": ...}}``.
+    ``error_message``      the ``message`` of that error body.
+    ``headers``            extra response headers, e.g. ``{"Retry-After": "1"}`` (sent with any status).
+    ``delay``              seconds to hold the request before answering; ``None``: the server's ``latency``.
+    ``raw_body``           bytes sent verbatim as the body (with ``status`` and ``content_type``),
+                           replacing whatever JSON would have been sent -- for malformed responses.
+    ``content_type``       the ``Content-Type`` of the response.
+    ``drop_connection``    after the delay, close the socket without sending any response.
+    ``top_logprobs``       first-token alternatives ``{token: logprob}``.  The sampled token is the
+                           one with the highest logprob (greedy).  Sent only when the request asked
+                           for log-probabilities (chat: ``"logprobs": true`` + ``"top_logprobs": N``;
+                           completions: ``"logprobs": N``), truncated to the N best.
+    ``usage``              the ``usage`` object; ``None``: whitespace word counts of prompt and content.
+    """
+
+    content: str | None = "Answer: A"
+    reasoning_content: str | None = None
+    finish_reason: str = "stop"
+    status: int = 200
+    error_message: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float | None = None
+    raw_body: bytes | None = None
+    content_type: str = "application/json"
+    drop_connection: bool = False
+    top_logprobs: dict[str, float] | None = None
+    usage: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request as the server received it.
+
+    ``path``     the request path without query string, e.g. ``"/v1/chat/completions"``.
+    ``body``     the parsed JSON body (``{}`` for a request without a body, such as ``GET /v1/models``).
+    ``headers``  request headers with lower-case names (repeated headers joined with ``", "``).
+    ``attempt``  1 for the first request with this exact (path, body), 2 for the next one
+                 (a client retry), and so on.  Bodies are compared as canonical JSON, so key
+                 order does not matter.
+    """
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    attempt: int
+
+    @property
+    def last_user_text(self) -> str:
+        """The last user message's text (chat) or the prompt (completion); ``""`` if none.
+
+        Content given as a list of parts has its text parts joined with newlines; a
+        prompt given as a list of strings is joined the same way.
+        """
+        messages = self.body.get("messages")
+        if isinstance(messages, list):
+            for message in reversed(messages):
+                if isinstance(message, dict) and message.get("role") == "user":
+                    return _text_of(message.get("content"))
+            return ""
+        return _text_of(self.body.get("prompt"))
+
+
+Script = Callable[[Call], Reply]
+"""Decides the reply for each completion request."""
+
+
+def _text_of(content: Any) -> str:
+    """Text of a message content / prompt that may be a string or a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "\n".join(parts)
+    return ""
+
+
+# --------------------------------------------------------------------------- scripts
+
+
+def _default_script(call: Call) -> Reply:
+    return Reply()
+
+
+def by_marker(mapping: Mapping[str, Reply], default: Reply) -> Script:
+    """Answer with the reply whose key occurs in ``call.last_user_text``.
+
+    Keys are tried in mapping order and the first one found as a substring wins;
+    ``default`` answers when none is found.  Typical use: put a marker such as
+    ``"Q-17"`` in one question's text and map it to a fault.
+    """
+    items = list(mapping.items())
+
+    def script(call: Call) -> Reply:
+        text = call.last_user_text
+        for marker, reply in items:
+            if marker in text:
+                return reply
+        return default
+
+    return script
+
+
+def sequence(*replies: Reply) -> Script:
+    """Answer by attempt number: attempt 1 gets ``replies[0]``, attempt 2 ``replies[1]``, ...
+
+    The last reply repeats for every later attempt.  Attempts are counted per
+    (path, body), so each distinct request walks through the sequence on its own:
+    ``sequence(Reply(status=503), Reply())`` fails every first try and answers the retry.
+    """
+    if not replies:
+        raise ValueError("sequence() needs at least one Reply")
+    chosen = tuple(replies)
+
+    def script(call: Call) -> Reply:
+        return chosen[min(call.attempt, len(chosen)) - 1]
+
+    return script
+
+
+# --------------------------------------------------------------------------- responses
+
+_ERROR_TYPES: dict[int, tuple[str, str | None]] = {
+    400: ("invalid_request_error", None),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("not_found_error", None),
+    408: ("timeout_error", None),
+    413: ("invalid_request_error", None),
+    422: ("invalid_request_error", None),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+}
+
+
+def _error_body(status: int, message: str, *, param: str | None = None, code: Any = None,
+                type_: str | None = None) -> dict[str, Any]:
+    """An OpenAI-style error object; type and code are guessed from the status."""
+    default_type, default_code = _ERROR_TYPES.get(
+        status, ("server_error" if status >= 500 else "invalid_request_error", None)
+    )
+    error: dict[str, Any] = {
+        "message": message,
+        "type": type_ or default_type,
+        "param": param,
+        "code": code if code is not None else (default_code or str(status)),
+    }
+    return {"error": error}
+
+
+def _words(text: str | None) -> int:
+    return len(text.split()) if text else 0
+
+
+def _prompt_words(body: Mapping[str, Any]) -> int:
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        return sum(_words(_text_of(m.get("content"))) for m in messages if isinstance(m, dict))
+    return _words(_text_of(body.get("prompt")))
+
+
+def _ranked(top: Mapping[str, float], n: int) -> list[tuple[str, float]]:
+    """The ``n`` best (token, logprob) pairs, best first; ties keep dict order."""
+    return sorted(top.items(), key=lambda kv: -kv[1])[: max(n, 0)]
+
+
+def _requested_n(value: Any) -> int | None:
+    """An integer count from a request field; ``None`` when absent or not an int (bools excluded)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def _chat_logprobs(body: Mapping[str, Any], top: Mapping[str, float]) -> dict[str, Any] | None:
+    if body.get("logprobs") is not True or not top:
+        return None
+    n = _requested_n(body.get("top_logprobs")) or 0
+    token, logprob = _ranked(top, 1)[0]
+    return {
+        "content": [
+            {
+                "token": token,
+                "logprob": logprob,
+                "bytes": list(token.encode("utf-8")),
+                "top_logprobs": [
+                    {"token": t, "logprob": lp, "bytes": list(t.encode("utf-8"))}
+                    for t, lp in _ranked(top, n)
+                ],
+            }
+        ]
+    }
+
+
+def _completion_logprobs(body: Mapping[str, Any], top: Mapping[str, float]) -> dict[str, Any] | None:
+    n = _requested_n(body.get("logprobs"))
+    if n is None or not top:
+        return None
+    token, logprob = _ranked(top, 1)[0]
+    return {
+        "tokens": [token],
+        "token_logprobs": [logprob],
+        "top_logprobs": [dict(_ranked(top, n))],
+        "text_offset": [0],
+    }
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _Response:
+    """A fully built response, written with one ``sendall``."""
+
+    __slots__ = ("status", "body", "content_type", "headers")
+
+    def __init__(self, status: int, body: bytes, content_type: str = "application/json",
+                 headers: Mapping[str, str] | None = None) -> None:
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+        self.headers = dict(headers or {})
+
+
+def _json_response(status: int, obj: Any, headers: Mapping[str, str] | None = None) -> _Response:
+    return _Response(status, json.dumps(obj).encode("utf-8"), "application/json", headers)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer with a deep backlog, quiet disconnect handling and a back-pointer."""
+
+    # The default backlog of 5 makes the kernel refuse/reset connections when 32
+    # clients connect at once.
+    request_queue_size = 1024
+    daemon_threads = True
+    allow_reuse_address = True
+    owner: ScriptedServer
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup that
+        # can stall for seconds on machines without working DNS; we never need it.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that vanish mid-request (timeouts, fault tests, stop()) are
+        # normal here; anything else is a server bug worth a traceback.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive; every response carries Content-Length
+    server_version = "ScriptedServer/1"
+    sys_version = ""
+    disable_nagle_algorithm = True  # see module docstring: avoids ~40 ms Nagle/delayed-ACK stalls
+    server: _HTTPServer
+
+    # -- connection bookkeeping so that stop() can close idle keep-alive sockets
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.owner._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.owner._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass  # silent: tests and benchmarks would drown in access logs
+
+    # -- HTTP verbs
+
+    def do_GET(self) -> None:
+        self._serve(b"")
+
+    def do_POST(self) -> None:
+        body = self._read_body()
+        if body is None:
+            return
+        self._serve(body)
+
+    # -- plumbing
+
+    def _read_body(self) -> bytes | None:
+        """Read the request body (Content-Length or chunked); ``None`` if the connection failed."""
+        try:
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                chunks: list[bytes] = []
+                while True:
+                    size_line = self.rfile.readline(65537)
+                    size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
+                    if size == 0:
+                        # trailer section ends with an empty line
+                        while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                            pass
+                        break
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline(65537)  # CRLF after the chunk
+                return b"".join(chunks)
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length > 0 else b""
+        except (ValueError, OSError):
+            self.close_connection = True
+            return None
+
+    def _serve(self, raw: bytes) -> None:
+        owner = self.server.owner
+        path = self.path.split("?", 1)[0]
+        if len(path) > 1:
+            path = path.rstrip("/")
+        headers: dict[str, str] = {}
+        for name, value in self.headers.items():
+            key = name.lower()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        result = owner._respond(self.command, path, raw, headers)
+        if result is None:  # drop_connection
+            self._drop()
+            return
+        self._write(result)
+
+    def _write(self, response: _Response) -> None:
+        reason = self.responses.get(response.status, ("",))[0]
+        lines = [
+            f"HTTP/1.1 {response.status} {reason}",
+            f"Server: {self.server_version}",
+            f"Content-Type: {response.content_type}",
+            f"Content-Length: {len(response.body)}",
+        ]
+        lines.extend(f"{name}: {value}" for name, value in response.headers.items())
+        if self.close_connection:
+            lines.append("Connection: close")
+        else:
+            lines.append("Connection: keep-alive")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        try:
+            self.wfile.write(head + response.body)
+        except OSError:
+            self.close_connection = True
+
+    def _drop(self) -> None:
+        """Close the socket without a byte of response (client sees a disconnect)."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class ScriptedServer:
+    """An OpenAI-compatible HTTP server whose answers come from a script.
+
+    ``script``          decides each completion reply; ``None`` answers ``Reply()`` to everything.
+    ``latency``         default seconds to hold each request (a reply's ``delay`` overrides it).
+    ``model_id``        listed by ``/v1/models`` and reported as ``model`` in every completion.
+    ``min_max_tokens``  when set, a request whose ``max_tokens``/``max_completion_tokens`` is
+                        below it gets the Azure-style HTTP 400 (before the script runs).
+    ``host``/``port``   where to listen; port 0 picks a free port (see :attr:`url`).
+
+    ``calls`` records every request that reached routing (including ``GET /v1/models``,
+    404s and ``min_max_tokens`` refusals), in arrival order; requests whose body was not
+    a JSON object are refused with 400 and not recorded (they have no ``body`` to give).
+    ``script_errors`` collects exceptions raised by the script (each answered with 500).
+
+    Use as a context manager or call :meth:`start` / :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        script: Script | None = None,
+        *,
+        latency: float = 0.0,
+        model_id: str = "scripted-model",
+        min_max_tokens: int | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.script: Script = script or _default_script
+        self.latency = latency
+        self.model_id = model_id
+        self.min_max_tokens = min_max_tokens
+        self.host = host
+        self.port = port
+        self.calls: list[Call] = []
+        self.script_errors: list[BaseException] = []
+        self._lock = threading.Lock()
+        self._attempts: dict[tuple[str, str], int] = {}
+        self._ids = itertools.count(1)
+        self._conns: set[socket.socket] = set()
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle
+
+    @property
+    def url(self) -> str:
+        """Base URL ending in ``/v1``, e.g. ``http://127.0.0.1:43123/v1`` (after :meth:`start`)."""
+        if self._httpd is None:
+            raise RuntimeError("ScriptedServer is not started")
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> ScriptedServer:
+        """Bind, start serving in a daemon thread and return ``self``."""
+        if self._httpd is not None:
+            raise RuntimeError("ScriptedServer is already started")
+        self._stopping.clear()
+        httpd = _HTTPServer((self.host, self.port), _Handler)
+        httpd.owner = self
+        self.port = httpd.server_address[1]
+        self._httpd = httpd
+        # A short poll interval keeps stop() fast (serve_forever checks it between polls).
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+            name=f"ScriptedServer:{self.port}", daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving: no new connections, sleeping requests are dropped, open sockets closed."""
+        httpd = self._httpd
+        if httpd is None:
+            return
+        self._stopping.set()  # wakes handlers sleeping out a delay; they then drop their connection
+        httpd.shutdown()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)  # unblocks handler threads waiting for the next request
+            except OSError:
+                pass
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._conns.add(conn)
+            else:
+                self._conns.discard(conn)
+
+    # -- request handling (runs in the connection's handler thread)
+
+    def _record(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> Call:
+        key = (path, json.dumps(body, sort_keys=True, separators=(",", ":")))
+        with self._lock:
+            attempt = self._attempts.get(key, 0) + 1
+            self._attempts[key] = attempt
+            call = Call(path=path, body=body, headers=headers, attempt=attempt)
+            self.calls.append(call)
+        return call
+
+    def _respond(self, method: str, path: str, raw: bytes, headers: dict[str, str]) -> _Response | None:
+        """Build the response for one request; ``None`` means drop the connection."""
+        if raw.strip():
+            try:
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                return _json_response(400, _error_body(400, f"invalid JSON body: {exc}"))
+            if not isinstance(body, dict):
+                return _json_response(400, _error_body(400, "request body must be a JSON object"))
+        else:
+            body = {}
+        call = self._record(path, body, headers)
+
+        if method == "GET" and path == "/v1/models":
+            return _json_response(200, {
+                "object": "list",
+                "data": [{"id": self.model_id, "object": "model", "created": 0, "owned_by": "scripted"}],
+            })
+        if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
+            return _json_response(404, _error_body(404, f"no route for {method} {path}"))
+
+        refusal = self._check_max_tokens(body)
+        if refusal is not None:
+            return refusal
+
+        try:
+            reply = self.script(call)
+        except Exception as exc:  # a broken script must not hang or kill the client
+            with self._lock:
+                self.script_errors.append(exc)
+            return _json_response(500, _error_body(500, f"script raised {type(exc).__name__}: {exc}"))
+
+        delay = reply.delay if reply.delay is not None else self.latency
+        if delay > 0 and self._stopping.wait(delay):
+            return None  # server stopping: do not answer late
+        if reply.drop_connection:
+            return None
+        if reply.raw_body is not None:
+            return _Response(reply.status, reply.raw_body, reply.content_type, reply.headers)
+        if reply.status != 200:
+            return _Response(reply.status, json.dumps(_error_body(reply.status, reply.error_message)).encode(),
+                             reply.content_type, reply.headers)
+        chat = path == "/v1/chat/completions"
+        payload = self._completion(chat, body, reply)
+        return _Response(200, json.dumps(payload).encode("utf-8"), reply.content_type, reply.headers)
+
+    def _check_max_tokens(self, body: Mapping[str, Any]) -> _Response | None:
+        if self.min_max_tokens is None:
+            return None
+        for param in ("max_tokens", "max_completion_tokens"):
+            value = body.get(param)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < self.min_max_tokens:
+                message = f"{param} is too small. Minimum value is {self.min_max_tokens}."
+                return _json_response(400, _error_body(
+                    400, message, param=param, code="integer_below_min_value", type_="invalid_request_error"))
+        return None
+
+    def _completion(self, chat: bool, body: Mapping[str, Any], reply: Reply) -> dict[str, Any]:
+        n = next(self._ids)
+        usage = reply.usage
+        if usage is None:
+            prompt_tokens = _prompt_words(body)
+            completion_tokens = _words(reply.content) + _words(reply.reasoning_content if chat else None)
+            usage = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            }
+        choice: dict[str, Any] = {"index": 0}
+        if chat:
+            message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+            if reply.reasoning_content is not None:
+                message["reasoning_content"] = reply.reasoning_content
+            choice["message"] = message
+            logprobs = _chat_logprobs(body, reply.top_logprobs or {})
+        else:
+            choice["text"] = reply.content
+            logprobs = _completion_logprobs(body, reply.top_logprobs or {})
+        choice["logprobs"] = logprobs
+        choice["finish_reason"] = reply.finish_reason
+        return {
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-scripted-{n}",
+            "object": "chat.completion" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": self.model_id,
+            "choices": [choice],
+            "usage": usage,
+        }
+
+
+# --------------------------------------------------------------------------- command line
+
+
+class _Terminate(Exception):
+    """Raised from the signal handler to leave the main thread's wait."""
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    raise _Terminate(signum)
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """Serve until SIGTERM/SIGINT; print ``READY <url>`` once listening.  Returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_benchaudit.testing.scripted_server",
+        description="Scripted OpenAI-compatible server answering every completion with a fixed reply.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds to hold each request")
+    parser.add_argument("--answer", default="Answer: A", help="content of every reply")
+    parser.add_argument("--model-id", default="scripted-model")
+    parser.add_argument("--min-max-tokens", type=int, default=None)
+    args = parser.parse_args(list(argv) if argv is not None else None)
+
+    answer = Reply(content=args.answer)
+    server = ScriptedServer(
+        lambda call: answer,
+        latency=args.latency,
+        model_id=args.model_id,
+        min_max_tokens=args.min_max_tokens,
+        host=args.host,
+        port=args.port,
+    )
+    # Handlers go in before READY so a signal sent right after READY is honoured.
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        server.start()
+        print(f"READY {server.url}", flush=True)
+        while True:
+            time.sleep(3600)  # interrupted by the signal handler's exception
+    except _Terminate:
+        pass
+    finally:
+        # Ignore further signals while shutting down so a second SIGTERM cannot
+        # interrupt the cleanup with a traceback.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Value objects that flow through the five stages.
+
+``Question`` (dataset) -> ``Request`` (prompt) -> ``Generation`` (inference)
+-> ``Extraction`` (extraction) -> ``Score`` (scoring).
+
+They are plain frozen pydantic models so that they serialise to records and
+travel between pytest-xdist workers unchanged.  Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Question",
+    "Message",
+    "Request",
+    "Generation",
+    "Extraction",
+    "Score",
+    "InvalidReason",
+    "INVALID_STAGE",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Question(_Frozen):
+    """One benchmark question as read from the data file.
+
+    ``choices`` maps option labels ("A".."D") to option text, in order.
+    ``prompt`` is a ready-made prompt shipped by the dataset (CTI-Bench), if any.
+    ``gold`` is the label as stored in the file (not normalised: quirks such as a
+    lower-case ``b`` or an empty SecEval answer are kept for the audit).
+    """
+
+    benchmark: str
+    task: str
+    id: str
+    index: int = Field(description="0-based row position in the data file")
+    text: str = ""
+    choices: dict[str, str] = Field(default_factory=dict)
+    gold: str
+    prompt: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class Message(_Frozen):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Request(_Frozen):
+    """What is sent to a model: chat messages or a completion prompt, plus parameters.
+
+    ``params`` holds only the inference parameters that the pipeline *specifies*;
+    an unspecified field is absent, so the endpoint's own default applies and the
+    record shows that nothing was sent.
+    """
+
+    mode: Literal["chat", "completion"]
+    messages: tuple[Message, ...] = ()
+    prompt: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    adjustments: tuple[str, ...] = Field(
+        default=(), description="changes a provider limit forced on the pipeline's request"
+    )
+
+
+class Generation(_Frozen):
+    """A model's answer exactly as the endpoint returned it (nothing stripped).
+
+    ``error`` is set when the request failed for good (after retries); ``text`` is
+    then empty.  ``reasoning`` carries a separate ``reasoning_content`` field when the
+    server returns one.  ``top_logprobs`` is the first generated token's top
+    alternatives (token -> log-probability) when log-probabilities were requested.
+    """
+
+    text: str = ""
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    usage: dict[str, Any] = Field(default_factory=dict)
+    latency_s: float = 0.0
+    attempts: int = 1
+    top_logprobs: tuple[dict[str, float], ...] | None = None
+    served_model: str | None = None
+
+
+InvalidReason = Literal[
+    "inference_error",  # the request failed (HTTP error, timeout, garbage) after retries
+    "empty",  # the model returned no answer text at all
+    "truncated",  # stopped by the token budget before an answer could be read
+    "unclosed_reasoning",  # a <think> span was opened and never closed
+    "unparseable",  # text present, but the extraction rule found no answer in it
+]
+
+# Which pipeline stage an invalid response is charged to.
+INVALID_STAGE: dict[str, str] = {
+    "inference_error": "inference",
+    "empty": "inference",
+    "truncated": "inference",
+    "unclosed_reasoning": "inference",
+    "unparseable": "extraction",
+}
+
+
+class Extraction(_Frozen):
+    """The answer an extraction rule read from a generation, or why it could not."""
+
+    prediction: str | None = None
+    invalid_reason: InvalidReason | None = None
+    answer_text: str = Field(default="", description="the text the rule looked at (reasoning removed)")
+    detail: str = ""
+
+    @property
+    def valid(self) -> bool:
+        return self.invalid_reason is None
+
+
+class Score(_Frozen):
+    """Per-item result of a metric. ``value`` is the number aggregated; ``correct`` the pass/fail."""
+
+    value: float
+    correct: bool
