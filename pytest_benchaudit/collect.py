@@ -110,6 +110,12 @@ class TaskCollector(pytest.Collector):
     def collect(self) -> Iterator[BenchItem]:
         opts = get_options(self.config)
         suite, task = self.suite, self.name
+        if opts.pipeline not in suite.tasks[task].layers:
+            # Not an error: `pytest suites/ --pipeline released_base` runs where that layer exists.
+            missing = pytest.mark.skip(reason=f"{suite.name}.{task} defines no {opts.pipeline!r} pipeline "
+                                              f"(available: {', '.join(suite.tasks[task].layers)})")
+            yield from self._placeholder(missing)
+            return
         try:
             base = suite.pipeline(task, opts.pipeline)
             pipe = apply_overrides(base, opts.overrides)
@@ -147,14 +153,27 @@ class TaskCollector(pytest.Collector):
                     callobj=_run_question,
                     bench=ItemSpec(suite=suite, question=q, pipeline=pipe, model=spec, shots=shots),
                 )
+                # `-k <question id>` works too, whatever the item is named.
+                item.extra_keyword_matches.update({q.id, suite.name})
                 if skip is not None:
                     item.add_marker(skip)
                 yield item
+
+    def _placeholder(self, skip: pytest.MarkDecorator) -> Iterator[BenchItem]:
+        """One skipped item per model, so the reason shows up in the run's output."""
+        for spec in get_options(self.config).models:
+            item = pytest.Function.from_parent(self, name=f"no-pipeline[{spec.label}]", callobj=_never_called)
+            item.add_marker(skip)
+            yield item  # type: ignore[misc]
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
         if isinstance(excinfo.value, _CollectFailure):
             return str(excinfo.value)
         return str(super().repr_failure(excinfo))
+
+
+def _never_called() -> None:
+    raise AssertionError("skipped placeholder item ran")
 
 
 def _run_question(question: Question, pipeline: Pipeline, model: ModelSpec, request: pytest.FixtureRequest) -> None:
@@ -167,12 +186,16 @@ class BenchItem(pytest.Function):
 
     def __init__(self, *, bench: ItemSpec, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if "[" in self.name and hasattr(self._id, "params"):
+            # pytest >= 9.2 keeps structured node ids; parse ours the way a nodeid string is
+            # parsed (name + "[params]") so --lf and the cache recognise our items.
+            self._id = type(self._id).parse(str(self._id))
         self.bench = bench
         self.record: dict[str, Any] | None = None
 
-    def reportinfo(self) -> tuple[Path, int | None, str]:
+    def reportinfo(self) -> tuple[Path, int, str]:
         q = self.bench.question
-        return self.path, None, f"{q.benchmark}.{q.task} {q.id} [{self.bench.model.label}]"
+        return self.path, 0, f"{q.benchmark}.{q.task} {q.id} [{self.bench.model.label}]"
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, BenchmarkFailure):

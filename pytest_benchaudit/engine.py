@@ -52,6 +52,7 @@ class Engine:
         self._slots: dict[str, _Slot] = {}
         self._pending: collections.deque[str] = collections.deque()
         self._running = 0
+        self._closing = False
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="benchaudit-engine", daemon=True)
@@ -80,7 +81,14 @@ class Engine:
                     self._slots.pop(key, None)
 
     def close(self) -> None:
+        """Cancel what is still queued or in flight (items that will not run) and stop the loop."""
+
         async def shutdown() -> None:
+            self._closing = True
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             for backend in self._backends.values():
                 await backend.aclose()
 
@@ -123,7 +131,7 @@ class Engine:
         """Start queued requests while the window has room (runs on the loop)."""
         while True:
             with self._lock:
-                if self._running >= self.window or not self._pending:
+                if self._closing or self._running >= self.window or not self._pending:
                     return
                 key = self._pending.popleft()
                 slot = self._slots.get(key)

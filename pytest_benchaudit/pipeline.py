@@ -119,7 +119,7 @@ class InferenceStage(_Stage):
     def _stop_from_string(cls, v: Any) -> Any:
         # `--set inference.stop=\n` arrives as a plain string with a literal escape.
         if isinstance(v, str) and v != UNSPECIFIED:
-            return (codecs.decode(v, "unicode_escape"),)
+            return (codecs.decode(v.encode("latin-1", "backslashreplace"), "unicode_escape"),)
         return v
 
 

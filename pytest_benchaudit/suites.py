@@ -225,7 +225,7 @@ def _rows(path: Path, mapping: dict[str, Any]) -> Iterator[tuple[str, dict[str, 
         for i, row in enumerate(data):
             yield f"record {i + 1}", row
     elif fmt == "jsonl":
-        for lineno, line in enumerate(text.splitlines(), 1):
+        for lineno, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             try:

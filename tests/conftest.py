@@ -1,0 +1,173 @@
+"""Shared fixtures: a scripted OpenAI-compatible server, a toy benchmark, real data, run readers."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer, by_marker, sequence
+
+REPO = Path(__file__).resolve().parent.parent
+SUITES = REPO / "suites"
+
+# Toy questions written for these tests (not benchmark data). The marker in each question
+# tells the scripted server how to answer it.
+TOY_QUESTIONS = [
+    ("t01", "CORRECT", "B"),
+    ("t02", "WRONG", "B"),
+    ("t03", "THINK_CLOSED", "A"),
+    ("t04", "THINK_ONLY_CLOSE", "A"),
+    ("t05", "THINK_UNCLOSED", "A"),
+    ("t06", "REASONING_FIELD", "A"),
+    ("t07", "EMPTY", "A"),
+    ("t08", "TRUNCATED", "A"),
+    ("t09", "HTTP_500", "A"),
+    ("t10", "RETRY_503", "A"),
+    ("t11", "RATE_LIMITED", "A"),
+    ("t12", "UNPARSEABLE", "A"),
+]
+
+TOY_SCRIPT = {
+    "CORRECT": Reply(content="The option that fits is B.\nAnswer: B"),
+    "WRONG": Reply(content="Answer: C"),
+    "THINK_CLOSED": Reply(content="<think>Is it C? Answer: C</think>\nAnswer: A"),
+    "THINK_ONLY_CLOSE": Reply(content="Hmm, maybe Answer: C\n</think>\n\nAnswer: A"),
+    "THINK_UNCLOSED": Reply(content="<think>Let me weigh the options. Answer: C seems", finish_reason="length"),
+    "REASONING_FIELD": Reply(content="Answer: A", reasoning_content="First guess. Answer: C"),
+    "EMPTY": Reply(content=""),
+    "TRUNCATED": Reply(content="Let me think step by step about each option", finish_reason="length"),
+    "HTTP_500": Reply(status=500, error_message="upstream exploded"),
+    "UNPARSEABLE": Reply(content="I am not sure about this one."),
+}
+
+
+def toy_script() -> Any:
+    """by_marker for the static replies plus stateful ones (retry, rate limit)."""
+    static = by_marker(TOY_SCRIPT, Reply(content="Answer: A"))
+    retry = sequence(Reply(status=503), Reply(content="Answer: A"))
+    limited = sequence(Reply(status=429, headers={"Retry-After": "0"}), Reply(content="Answer: A"))
+
+    def script(call: Any) -> Reply:
+        text = call.last_user_text
+        if "RETRY_503" in text:
+            return retry(call)
+        if "RATE_LIMITED" in text:
+            return limited(call)
+        return static(call)
+
+    return script
+
+
+TOY_SUITE = """
+[benchmark]
+name = "toy"
+title = "Toy benchmark for tests"
+data_folder = "toy"
+
+[templates.plain]
+user = "{question}\\n{options}"
+
+[tasks.mcq]
+[tasks.mcq.data]
+file = "toy.jsonl"
+format = "jsonl"
+id = "id"
+question = "question"
+choices = "options"
+gold = "gold"
+meta = ["topic"]
+
+[tasks.mcq.standardized]
+prompt.template = "plain"
+prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
+inference.decoding = { temperature = 0.0 }
+inference.max_tokens = 64
+inference.stop = []
+extraction = { rule = "final_answer_letter", reasoning = "strip" }
+scoring = { metric = "exact_match", denominator = "total" }
+aggregation = { method = "micro", by = "topic" }
+
+[tasks.mcq.released]
+prompt.template = "plain"
+prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
+inference.decoding = { temperature = 0.0 }
+inference.max_tokens = 64
+inference.stop = []
+extraction = { rule = "final_answer_letter", reasoning = "keep" }
+scoring = { metric = "exact_match", denominator = "valid" }
+aggregation = { method = "micro" }
+
+[tasks.extra]
+[tasks.extra.data]
+file = "extra.jsonl"
+format = "jsonl"
+id = "id"
+question = "question"
+choices = "options"
+gold = "gold"
+
+[tasks.extra.standardized]
+prompt.template = "plain"
+prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
+inference.max_tokens = 64
+extraction = { rule = "final_answer_letter", reasoning = "strip" }
+scoring = { metric = "exact_match", denominator = "total" }
+aggregation = { method = "micro" }
+"""
+
+
+def write_toy(root: Path) -> tuple[Path, Path]:
+    """Write the toy suite under ``root/suites/toy`` and its data under ``root/data/toy``."""
+    suite_dir = root / "suites" / "toy"
+    data_dir = root / "data"
+    (data_dir / "toy").mkdir(parents=True, exist_ok=True)
+    suite_dir.mkdir(parents=True, exist_ok=True)
+    (suite_dir / "suite.toml").write_text(textwrap.dedent(TOY_SUITE))
+    options = ["first option", "second option", "third option", "fourth option"]
+    with (data_dir / "toy" / "toy.jsonl").open("w") as fh:
+        for qid, marker, gold in TOY_QUESTIONS:
+            fh.write(json.dumps({"id": qid, "question": f"Toy question {marker}?", "options": options,
+                                 "gold": gold, "topic": ["alpha", "beta"] if qid < "t05" else ["alpha"]}) + "\n")
+    with (data_dir / "toy" / "extra.jsonl").open("w") as fh:
+        fh.write(json.dumps({"id": "x1", "question": "Extra question CORRECT?", "options": options, "gold": "B"}) + "\n")
+    return suite_dir, data_dir
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedServer]:
+    with ScriptedServer(toy_script()) as server:
+        yield server
+
+
+@pytest.fixture
+def toy(pytester: pytest.Pytester) -> tuple[Path, Path]:
+    return write_toy(pytester.path)
+
+
+def only_run_dir(report_dir: Path) -> Path:
+    runs = [p for p in report_dir.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def read_run(run_dir: Path) -> dict[str, Any]:
+    return {
+        "records": [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()],
+        "summary": json.loads((run_dir / "summary.json").read_text()),
+        "run": json.loads((run_dir / "run.json").read_text()),
+    }
+
+
+@pytest.fixture
+def real_data() -> Path:
+    """The real benchmark data directory, or a skip saying why there is none."""
+    value = os.environ.get("BENCHAUDIT_DATA")
+    if not value or not Path(value).is_dir():
+        pytest.skip("real benchmark data not available: set BENCHAUDIT_DATA to the datasets directory "
+                    "(make test does this when ../shared/datasets exists)")
+    return Path(value)

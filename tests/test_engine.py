@@ -1,0 +1,275 @@
+"""Tests for pytest_benchaudit.engine: prefetching with bounded concurrency against a
+real endpoint (the scripted server), de-duplication of identical requests,
+on-demand generation, priority of a waiting item, failures and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_benchaudit.backends import ModelSpec
+from pytest_benchaudit.backends.openai_compat import OpenAICompatBackend
+from pytest_benchaudit.engine import Engine, request_key
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+from pytest_benchaudit.types import Generation, Message, Request
+
+LATENCY = 0.05
+
+
+class ConcurrencyProbe:
+    """A script that holds each request for ``latency`` and records the peak number in flight."""
+
+    def __init__(self, latency: float = LATENCY) -> None:
+        self.latency = latency
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.peak = 0
+        self.order: list[str] = []
+
+    def __call__(self, call: Call) -> Reply:
+        text = call.last_user_text
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            self.order.append(text)
+        try:
+            time.sleep(self.latency)  # the hold happens inside the script so it is counted
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+        return Reply(content=f"echo {text}", delay=0)
+
+
+@pytest.fixture
+def probe() -> ConcurrencyProbe:
+    return ConcurrencyProbe()
+
+
+@pytest.fixture
+def server(probe: ConcurrencyProbe) -> Iterator[ScriptedServer]:
+    srv = ScriptedServer(probe).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def make_engine(server: ScriptedServer, *, concurrency: int = 8, window: int = 256) -> Engine:
+    spec = ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m", api_key_env=None,
+                     retry_base=0.01, max_retries=1, timeout=10.0)
+    engine = Engine(window=window)
+    engine.add_model("m", lambda: OpenAICompatBackend(spec, concurrency=concurrency))
+    return engine
+
+
+@pytest.fixture
+def engine(server: ScriptedServer) -> Iterator[Engine]:
+    eng = make_engine(server)
+    try:
+        yield eng
+    finally:
+        eng.close()
+
+
+def req(text: str, **params: object) -> Request:
+    return Request(mode="chat", messages=(Message(role="user", content=text),), params=params)
+
+
+def n_completions(server: ScriptedServer) -> int:
+    return sum(1 for c in server.calls if c.path == "/v1/chat/completions")
+
+
+def wait_for(predicate, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.005)
+
+
+# --------------------------------------------------------------------------- prefetch and concurrency
+
+
+def test_prefetch_runs_concurrently_but_never_above_the_backend_limit(server, engine, probe):
+    n = 40
+    requests = [req(f"q{i}") for i in range(n)]
+    start = time.perf_counter()
+    for r in requests:
+        engine.prefetch("m", r)
+    gens = [engine.generate("m", r) for r in requests]
+    elapsed = time.perf_counter() - start
+
+    assert [g.text for g in gens] == [f"echo q{i}" for i in range(n)]
+    assert all(g.error is None for g in gens)
+    assert n_completions(server) == n
+    assert probe.peak <= 8
+    assert probe.peak >= 4  # really concurrent, not one at a time
+    assert elapsed < n * LATENCY * 0.6  # sequential would take n * LATENCY
+
+
+def test_window_bounds_requests_in_flight(server, probe):
+    engine = make_engine(server, concurrency=8, window=3)
+    try:
+        requests = [req(f"w{i}") for i in range(12)]
+        for r in requests:
+            engine.prefetch("m", r)
+        gens = [engine.generate("m", r) for r in requests]
+    finally:
+        engine.close()
+    assert [g.text for g in gens] == [f"echo w{i}" for i in range(12)]
+    assert probe.peak <= 3
+    assert n_completions(server) == 12
+
+
+# --------------------------------------------------------------------------- consumption and de-duplication
+
+
+def test_generate_of_prefetched_request_does_not_send_again(server, engine):
+    r = req("once")
+    engine.prefetch("m", r)
+    wait_for(lambda: n_completions(server) == 1)
+    gen = engine.generate("m", r)
+    assert gen.text == "echo once"
+    time.sleep(LATENCY)  # a second request would have reached the server by now
+    assert n_completions(server) == 1
+
+
+def test_identical_prefetches_are_sent_once_and_share_the_generation(server, engine):
+    r = req("twice", temperature=0.0)
+    engine.prefetch("m", r)
+    engine.prefetch("m", Request(mode="chat", messages=(Message(role="user", content="twice"),),
+                                 params={"temperature": 0.0}))  # equal, not the same object
+    first = engine.generate("m", r)
+    second = engine.generate("m", r)
+    assert isinstance(first, Generation)
+    assert second is first
+    assert n_completions(server) == 1
+
+
+def test_different_params_are_different_requests(server, engine):
+    a, b = req("same text", temperature=0.0), req("same text", temperature=1.0)
+    assert request_key("m", a) != request_key("m", b)
+    assert request_key("m", a) != request_key("other", a)
+    engine.prefetch("m", a)
+    engine.prefetch("m", b)
+    engine.generate("m", a)
+    engine.generate("m", b)
+    assert n_completions(server) == 2
+
+
+def test_consumed_request_is_forgotten(server, engine):
+    r = req("again")
+    engine.prefetch("m", r)
+    engine.generate("m", r)
+    engine.generate("m", r)  # every consumer has had it: generated anew
+    assert n_completions(server) == 2
+    assert [c.attempt for c in server.calls] == [1, 2]
+
+
+def test_generate_without_prefetch_runs_on_demand(server, engine):
+    gen = engine.generate("m", req("on demand"))
+    assert gen.text == "echo on demand"
+    assert gen.error is None
+    assert n_completions(server) == 1
+
+
+def test_waiting_item_jumps_the_queue(server, probe):
+    engine = make_engine(server, window=1)
+    try:
+        for i in range(5):
+            engine.prefetch("m", req(f"bg{i}"))
+        urgent = engine.generate("m", req("urgent"))
+        assert urgent.text == "echo urgent"
+        # at most the one request already in flight went before it
+        assert probe.order.index("urgent") <= 1
+        for i in range(5):
+            assert engine.generate("m", req(f"bg{i}")).text == f"echo bg{i}"
+    finally:
+        engine.close()
+    assert probe.peak == 1
+
+
+def test_prefetched_item_requested_now_moves_to_the_front(server, probe):
+    engine = make_engine(server, window=1)
+    try:
+        for i in range(6):
+            engine.prefetch("m", req(f"p{i}"))
+        assert engine.generate("m", req("p5")).text == "echo p5"
+        assert probe.order.index("p5") <= 1
+        for i in range(5):
+            engine.generate("m", req(f"p{i}"))
+    finally:
+        engine.close()
+    assert n_completions(server) == 6
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_unknown_model_is_refused(engine):
+    with pytest.raises(KeyError, match="no backend registered for model 'nope'"):
+        engine.prefetch("nope", req("x"))
+    with pytest.raises(KeyError):
+        engine.generate("nope", req("x"))
+
+
+def test_failed_request_comes_back_as_generation_error(server, engine):
+    server.script = lambda call: Reply(status=400, error_message="bad request here")
+    gen = engine.generate("m", req("bad"))
+    assert gen.error == "HTTP 400: bad request here"
+    assert gen.text == ""
+
+
+class _Broken:
+    async def generate(self, request: Request) -> Generation:
+        raise RuntimeError("backend bug")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_backend_exception_reaches_the_waiting_item_instead_of_hanging():
+    engine = Engine()
+    engine.add_model("b", _Broken)
+    try:
+        with pytest.raises(RuntimeError, match="backend bug"):
+            engine.generate("b", req("x"))
+    finally:
+        engine.close()
+
+
+# --------------------------------------------------------------------------- shutdown
+
+
+def test_close_stops_the_loop_thread_and_closes_backends(server):
+    engine = make_engine(server)
+    assert engine.generate("m", req("hello")).text == "echo hello"
+    backend = engine._backends["m"]
+    assert engine._thread.is_alive()
+    engine.close()
+    assert not engine._thread.is_alive()
+    assert engine._loop.is_closed()
+    assert backend._client.is_closed
+    engine.close()  # a second close is harmless
+
+
+def test_close_without_any_request():
+    engine = Engine()
+    engine.close()
+    assert not engine._thread.is_alive()
+
+
+def test_run_sync_runs_on_the_engine_loop():
+    engine = Engine()
+    try:
+        async def where() -> str:
+            await asyncio.sleep(0)
+            return threading.current_thread().name
+
+        assert engine.run_sync(where()) == "benchaudit-engine"
+    finally:
+        engine.close()

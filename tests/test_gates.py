@@ -1,0 +1,228 @@
+"""Tests for pytest_benchaudit.report.gates: the ``--gate`` grammar and its verdicts
+over real summaries (built with :mod:`pytest_benchaudit.aggregate`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_benchaudit.aggregate import benchmark_scores, summarize
+from pytest_benchaudit.report.gates import Gate, GateError, GateVerdict, evaluate_gates, parse_gate
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("seceval>=0.70", ("seceval", None, "score", ">=", 0.70)),
+        ("seceval.mcq:invalid<=0.05", ("seceval", "mcq", "invalid", "<=", 0.05)),
+        ("cti_bench.mcq:score_valid>0.5", ("cti_bench", "mcq", "score_valid", ">", 0.5)),
+        ("cti_bench:score_total<0.9", ("cti_bench", None, "score_total", "<", 0.9)),
+        ("  mmlu-cs.t1 == 1  ", ("mmlu-cs", "t1", "score", "==", 1.0)),
+        ("seceval:score>=7e-1", ("seceval", None, "score", ">=", 0.7)),
+    ],
+)
+def test_parse_valid_forms(text: str, expected: tuple[Any, ...]):
+    gate = parse_gate(text)
+    assert isinstance(gate, Gate)
+    assert (gate.benchmark, gate.task, gate.quantity, gate.op, gate.threshold) == pytest.approx(expected)
+    assert gate.text == text.strip()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "seceval",  # no operator
+        "seceval>=",  # no number
+        ">=0.7",  # no target
+        "seceval=>0.7",  # wrong operator
+        "seceval!=0.7",  # unsupported operator
+        "seceval>=high",  # not a number
+        "seceval:Score>=0.7",  # quantity is lower case
+        "sec eval>=0.7",  # space in the name
+        "a.b.c>=0.7",  # too many parts
+    ],
+)
+def test_malformed_gate_shows_the_grammar(text: str):
+    with pytest.raises(GateError) as info:
+        parse_gate(text)
+    message = str(info.value)
+    assert repr(text) in message
+    assert "BENCHMARK[.TASK][:QUANTITY]OPNUMBER" in message
+    assert "seceval>=0.70" in message  # an example
+    for word in ("score_total", "score_valid", "invalid", ">=", "<="):
+        assert word in message
+
+
+def test_unknown_quantity_lists_the_allowed_ones():
+    with pytest.raises(GateError, match=r"unknown quantity 'accuracy'.*score, score_total, score_valid, invalid"):
+        parse_gate("seceval:accuracy>=0.7")
+
+
+def test_number_that_regex_accepts_but_float_rejects():
+    with pytest.raises(GateError, match="is not a number"):
+        parse_gate("seceval>=1.2.3")
+
+
+def test_gate_error_is_a_value_error():
+    assert issubclass(GateError, ValueError)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def rec(model: str, task: str, *, correct: bool = False, valid: bool = True, benchmark: str = "seceval",
+        variant: str = "") -> dict[str, Any]:
+    return {
+        "benchmark": benchmark, "task": task, "model": model, "variant": variant,
+        "pipeline": "p", "pipeline_hash": "h", "valid": valid,
+        "invalid_reason": None if valid else "unparseable",
+        "invalid_stage": None if valid else "extraction",
+        "score": 1.0 if (correct and valid) else 0.0, "correct": correct and valid,
+        "metric": "exact_match", "question_meta": {},
+    }
+
+
+def card(denominator: str = "total", method: str = "micro") -> dict[str, Any]:
+    return {"fields": {"scoring.metric": "exact_match", "scoring.denominator": denominator,
+                       "aggregation.method": method}}
+
+
+def items(model: str, task: str, right: int, wrong: int, invalid: int, **kw: Any) -> list[dict[str, Any]]:
+    return ([rec(model, task, correct=True, **kw) for _ in range(right)]
+            + [rec(model, task, **kw) for _ in range(wrong)]
+            + [rec(model, task, valid=False, **kw) for _ in range(invalid)])
+
+
+def run(records: list[dict[str, Any]], cards: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+    results = summarize(records, cards)
+    return results, benchmark_scores(results, cards)
+
+
+def verdict(text: str, results: list[dict], benchmarks: list[dict]) -> GateVerdict:
+    (v,) = evaluate_gates([parse_gate(text)], results, benchmarks)
+    return v
+
+
+@pytest.fixture
+def two_models() -> tuple[list[dict], list[dict]]:
+    """seceval with tasks mcq and qa, models good and bad, headline over all items.
+
+    good: mcq 9/10 (0 invalid), qa 8/10 (1 invalid)  -> micro 17/20 = 0.85
+    bad:  mcq 5/10 (2 invalid), qa 4/10 (4 invalid) -> micro 9/20 = 0.45
+    """
+    records = (items("good", "mcq", 9, 1, 0) + items("good", "qa", 8, 1, 1)
+               + items("bad", "mcq", 5, 3, 2) + items("bad", "qa", 4, 2, 4))
+    return run(records, {"seceval.mcq": card(), "seceval.qa": card()})
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def test_benchmark_gate_passes_only_if_every_model_passes(two_models):
+    results, benchmarks = two_models
+    v = verdict("seceval>=0.40", results, benchmarks)
+    assert v.passed is True
+    assert "good: 0.8500" in v.detail and "bad: 0.4500" in v.detail
+
+    v = verdict("seceval>=0.70", results, benchmarks)
+    assert v.passed is False
+    assert "good: 0.8500" in v.detail and "bad: 0.4500" in v.detail
+
+
+def test_gate_per_model_single_model_passes():
+    results, benchmarks = run(items("good", "mcq", 9, 1, 0), {"seceval.mcq": card()})
+    assert verdict("seceval>=0.9", results, benchmarks).passed is True
+    assert verdict("seceval>0.9", results, benchmarks).passed is False
+    assert verdict("seceval==0.9", results, benchmarks).passed is True
+    assert verdict("seceval<1", results, benchmarks).passed is True
+
+
+def test_task_gate_uses_the_task_row(two_models):
+    results, benchmarks = two_models
+    assert verdict("seceval.mcq>=0.5", results, benchmarks).passed is True  # 0.9 and 0.5
+    v = verdict("seceval.qa>=0.5", results, benchmarks)  # 0.8 and 0.4
+    assert v.passed is False
+    assert "bad: 0.4000" in v.detail
+
+
+def test_task_invalid_rate_gate(two_models):
+    results, benchmarks = two_models
+    v = verdict("seceval.mcq:invalid<=0.05", results, benchmarks)  # good 0.0, bad 0.2
+    assert v.passed is False
+    assert "good: 0.0000" in v.detail and "bad: 0.2000" in v.detail
+    assert verdict("seceval.mcq:invalid<=0.2", results, benchmarks).passed is True
+
+
+def test_task_score_valid_gate(two_models):
+    results, benchmarks = two_models
+    # mcq score_valid: good 9/10, bad 5/8
+    v = verdict("seceval.mcq:score_valid>0.6", results, benchmarks)
+    assert v.passed is True
+    assert "bad: 0.6250" in v.detail
+    assert verdict("seceval.mcq:score_valid>0.7", results, benchmarks).passed is False
+
+
+def test_benchmark_level_invalid_rate_pools_tasks(two_models):
+    results, benchmarks = two_models
+    # good: 1 of 20 invalid = 0.05; bad: 6 of 20 = 0.30
+    v = verdict("seceval:invalid<=0.30", results, benchmarks)
+    assert v.passed is True
+    assert "good: 0.0500" in v.detail and "bad: 0.3000" in v.detail
+    v = verdict("seceval:invalid<0.30", results, benchmarks)
+    assert v.passed is False
+
+
+def test_benchmark_level_score_total_of_single_task():
+    results, benchmarks = run(items("m", "mcq", 3, 0, 1), {"seceval.mcq": card("valid")})
+    assert verdict("seceval:score_total>=0.75", results, benchmarks).passed is True
+    assert verdict("seceval:score_valid>=1.0", results, benchmarks).passed is True
+    assert verdict("seceval>=1.0", results, benchmarks).passed is True  # headline = valid
+
+
+def test_missing_target_fails_with_reason(two_models):
+    results, benchmarks = two_models
+    for text in ("cti_bench>=0.5", "seceval.nosuchtask>=0.5"):
+        v = verdict(text, results, benchmarks)
+        assert v.passed is False
+        assert v.detail == "no results for this target in the run"
+
+
+def test_unspecified_score_fails_with_reason():
+    # denominator unspecified -> no headline score for the task
+    results, benchmarks = run(items("m", "mcq", 10, 0, 0), {"seceval.mcq": card("unspecified")})
+    v = verdict("seceval.mcq>=0.0", results, benchmarks)
+    assert v.passed is False
+    assert "m: no score (unspecified by the pipeline)" in v.detail
+    # the single-task benchmark inherits the missing score
+    v = verdict("seceval>=0.0", results, benchmarks)
+    assert v.passed is False
+    assert "unspecified" in v.detail
+
+
+def test_unspecified_aggregation_fails_benchmark_gate_but_not_task_gate(two_models):
+    records = items("m", "mcq", 9, 1, 0) + items("m", "qa", 9, 1, 0)
+    cards = {"seceval.mcq": card(method="unspecified"), "seceval.qa": card(method="unspecified")}
+    results, benchmarks = run(records, cards)
+    v = verdict("seceval>=0.1", results, benchmarks)
+    assert v.passed is False and "no score" in v.detail
+    assert verdict("seceval.mcq>=0.1", results, benchmarks).passed is True
+
+
+def test_variants_are_judged_separately():
+    records = items("m", "mcq", 9, 1, 0) + items("m", "mcq", 1, 9, 0, variant="cot")
+    results, benchmarks = run(records, {"seceval.mcq": card()})
+    v = verdict("seceval.mcq>=0.5", results, benchmarks)
+    assert v.passed is False
+    assert "m: 0.9000" in v.detail and "m|cot: 0.1000" in v.detail
+
+
+def test_one_verdict_per_gate_in_order(two_models):
+    results, benchmarks = two_models
+    gates = [parse_gate("seceval>=0.4"), parse_gate("seceval>=0.9"), parse_gate("nope>=0")]
+    verdicts = evaluate_gates(gates, results, benchmarks)
+    assert [v.gate for v in verdicts] == gates
+    assert [v.passed for v in verdicts] == [True, False, False]
