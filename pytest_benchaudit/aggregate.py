@@ -143,7 +143,11 @@ def benchmark_scores(results: list[dict[str, Any]], cards: dict[str, dict[str, A
         groups[(r["benchmark"], r["model"], r["variant"])].append(r)
     out = []
     for (bench, model, variant), rs in groups.items():
-        methods = {cards.get(f"{bench}.{r['task']}", {}).get("fields", {}).get("aggregation.method", "unspecified") for r in rs}
+        methods = {
+            (cards.get(f"{bench}.{r['task']}|{variant}") or cards.get(f"{bench}.{r['task']}", {}))
+            .get("fields", {}).get("aggregation.method", "unspecified")
+            for r in rs
+        }
         entry: dict[str, Any] = {"benchmark": bench, "model": model, "variant": variant,
                                  "tasks": [r["task"] for r in rs], "pipeline": rs[0]["pipeline"],
                                  "n": sum(r["n"] for r in rs), "score": None, "method": None, "note": ""}

@@ -197,10 +197,10 @@ class BenchItem(pytest.Function):
         q = self.bench.question
         return self.path, 0, f"{q.benchmark}.{q.task} {q.id} [{self.bench.model.label}]"
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         if isinstance(excinfo.value, BenchmarkFailure):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style=style)
+        return super().repr_failure(excinfo)
 
 
 def _spec(request: pytest.FixtureRequest) -> ItemSpec:

@@ -5,8 +5,10 @@ requests are in flight.  The :class:`Engine` owns one asyncio event loop in a
 background thread.  Before items run, the plugin *prefetches* the requests of
 the items this process will run (in run order); each item then only waits for
 its own result.  Concurrency per model is bounded by the backend; the number of
-started-but-unconsumed requests is bounded by a window so memory stays flat for
-large suites.  Identical requests to the same model are sent once.
+requests in flight (started, not finished) is bounded by a window, so a suite of
+any size never opens more than that many requests at once.  Finished
+generations wait, one small object per item, until their item consumes them.
+Identical requests to the same model are sent once.
 """
 
 from __future__ import annotations

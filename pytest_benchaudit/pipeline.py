@@ -61,6 +61,14 @@ def is_unspecified(value: Any) -> bool:
 class _Stage(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans(cls, v: Any) -> Any:
+        # pydantic would read true as 1 / 1.0; in a pipeline field that is always a typo.
+        if isinstance(v, bool):
+            raise ValueError("a boolean is not a valid value here")
+        return v
+
 
 class DatasetStage(_Stage):
     """Which questions: the source and revision the suite declares, the split, a subset."""

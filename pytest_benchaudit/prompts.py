@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .pipeline import Pipeline, is_unspecified
 from .types import Message, Question, Request
@@ -60,7 +60,13 @@ class Template(BaseModel):
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> "Template":
-        tpl = cls.model_validate(data)
+        try:
+            tpl = cls.model_validate(data)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            allowed = ", ".join(cls.model_fields)
+            raise TemplateError(f"{where}: {first['msg']} (template keys: {allowed})") from None
         for text in (tpl.header, tpl.user, tpl.answer, tpl.system or ""):
             _check_placeholders(text)
         return tpl

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
 import tomllib
@@ -235,7 +236,8 @@ def _rows(path: Path, mapping: dict[str, Any]) -> Iterator[tuple[str, dict[str, 
     elif fmt in ("csv", "tsv"):
         csv.field_size_limit(1 << 30)
         delimiter = "\t" if fmt == "tsv" else ","
-        reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter)
+        # newline="" lets the csv module handle quoted newlines (and only \r/\n end a row).
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
         columns = mapping.get("columns")
         first_data_line = 1
         if not columns:
@@ -259,7 +261,7 @@ def _field(row: dict[str, Any], name: str, path: Path, label: str, kind: type | 
     if name not in row:
         raise SuiteError(f"{path}: {label}: missing field {name!r}")
     value = row[name]
-    if not isinstance(value, kind):
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))):
         expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise SuiteError(f"{path}: {label}: field {name!r} should be {expected}, found {type(value).__name__}")
     return value

@@ -257,6 +257,19 @@ def test_close_stops_the_loop_thread_and_closes_backends(server):
     engine.close()  # a second close is harmless
 
 
+def test_close_with_requests_queued_and_in_flight_returns_promptly(server, probe):
+    engine = make_engine(server, concurrency=2, window=2)
+    for i in range(30):  # 30 x 50 ms at 2 in flight would take 0.75 s to drain
+        engine.prefetch("m", req(f"late{i}"))
+    wait_for(lambda: n_completions(server) >= 1)
+    start = time.perf_counter()
+    engine.close()
+    assert time.perf_counter() - start < 0.5
+    assert not engine._thread.is_alive()
+    time.sleep(LATENCY)
+    assert n_completions(server) < 30  # the queue was dropped, not drained
+
+
 def test_close_without_any_request():
     engine = Engine()
     engine.close()

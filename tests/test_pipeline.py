@@ -241,11 +241,6 @@ def test_invalid_override_among_several_names_all_set_fields():
     assert "inference.max_tokens: " not in msg.split("invalid value:", 1)[1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="package bug: pydantic lax mode turns JSON true into 1 (Decoding/InferenceStage fields are not strict), "
-    "so '--set inference.max_tokens=true' silently becomes max_tokens=1",
-)
 def test_boolean_is_not_accepted_as_max_tokens():
     with pytest.raises(PipelineError):
         override(full(), "inference.max_tokens=true")

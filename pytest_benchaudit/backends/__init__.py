@@ -75,11 +75,8 @@ class Backend(Protocol):
 def strip_credentials(url: str) -> str:
     """Drop ``user:password@`` from a URL so it can be written to a record."""
     parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
-        parts = parts._replace(netloc=host)
+    if "@" in parts.netloc:
+        parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
     return urlunsplit(parts)
 
 

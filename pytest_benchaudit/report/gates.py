@@ -93,7 +93,10 @@ def evaluate_gates(gates: list[Gate], results: list[dict[str, Any]], benchmarks:
         for who, value in values:
             if value is None:
                 failed.append(who)
-                parts.append(f"{who}: no {gate.quantity} (unspecified by the pipeline)")
+                why = ("not defined across several tasks; gate a task instead"
+                       if not gate.task and gate.quantity in ("score_total", "score_valid")
+                       else "unspecified by the pipeline")
+                parts.append(f"{who}: no {gate.quantity} ({why})")
                 continue
             ok = _OPS[gate.op](value, gate.threshold)
             if not ok:
