@@ -16,8 +16,6 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
-from scipy import stats
-
 from .pipeline import is_unspecified
 from .scoring import METRIC_INFO
 
@@ -30,6 +28,8 @@ def group_key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
 
 def confidence_interval(values: list[float], binary: bool) -> list[float] | None:
     """95% interval for a mean: Wilson for 0/1 values, Student t otherwise (scipy)."""
+    from scipy import stats  # imported here: scipy costs ~1 s of start-up for every pytest run
+
     n = len(values)
     if n == 0:
         return None

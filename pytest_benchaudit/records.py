@@ -19,7 +19,7 @@ import json
 import os
 import secrets as _random
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -115,19 +115,29 @@ class RunDirectory:
         return self.write_run(**fields)
 
 
-def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Yield records from ``records.jsonl`` (a run directory or the file itself)."""
+def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None) -> Iterator[dict[str, Any]]:
+    """Yield records from ``records.jsonl`` (a run directory or the file itself).
+
+    A last line without its newline that does not parse is a record torn by a
+    killed run: it is skipped and reported to ``on_torn_tail``.  Any other line
+    that does not parse raises ``ValueError`` naming the file and line.
+    """
     path = Path(path)
     if path.is_dir():
         path = path / "records.jsonl"
     with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}: line {lineno}: invalid JSON ({err.msg})") from None
+        lines = fh.readlines()
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as err:
+            if lineno == len(lines) and not line.endswith("\n"):
+                if on_torn_tail:
+                    on_torn_tail(f"{path}: line {lineno} is incomplete (the run was interrupted); skipped")
+                return
+            raise ValueError(f"{path}: line {lineno}: invalid JSON ({err.msg})") from None
 
 
 def dump_records(records: Iterable[dict[str, Any]], path: Path) -> None:

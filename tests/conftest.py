@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+# pytester's in-process runs restore sys.modules afterwards; numpy's C extension cannot be
+# imported twice in one process, so the plugin's lazy scipy import must happen out here first.
+import scipy.stats  # noqa: F401
 
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer, by_marker, sequence
 

@@ -1,0 +1,106 @@
+"""``benchaudit``: commands over run directories; no pytest run and no model server needed.
+
+    benchaudit show RUN_DIR               summary tables, gate verdicts and pipeline cards of a run
+    benchaudit summarize RUN_DIR          recompute summary.json from records.jsonl and run.json
+                                          (e.g. after a run was killed before it could write it)
+    benchaudit card RUN_DIR [TASK]        the pipeline card(s) as JSON; TASK is <benchmark>.<task>
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from .aggregate import benchmark_scores, summarize
+from .records import read_records
+from .report.terminal import render_summary
+
+__all__ = ["main"]
+
+
+class CliError(Exception):
+    """A problem with the command's input; printed without a traceback."""
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CliError(f"{path}: not found (is {path.parent} a benchaudit run directory?)") from None
+    except json.JSONDecodeError as err:
+        raise CliError(f"{path}: invalid JSON at line {err.lineno}: {err.msg}") from None
+
+
+def _cards(run_dir: Path) -> dict[str, dict[str, Any]]:
+    return _load_json(run_dir / "run.json").get("pipeline_cards", {})
+
+
+def cmd_show(run_dir: Path) -> int:
+    summary = _load_json(run_dir / "summary.json")
+    cards = _cards(run_dir)
+    print(render_summary(summary.get("results", []), summary.get("benchmarks", []), cards, []))
+    for gate in summary.get("gates", []):
+        print(f"  {'PASS' if gate['passed'] else 'FAIL'}  {gate['gate']}   {gate['detail']}")
+    for key, card in cards.items():
+        fields = card["fields"]
+        print(f"\n{key}: pipeline '{card['pipeline']}' {card['hash']}")
+        for name in ("prompt.template", "prompt.format.mode", "inference.max_tokens", "inference.stop",
+                     "extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator",
+                     "aggregation.method"):
+            print(f"  {name:<24} {json.dumps(fields.get(name))}")
+        for note in card.get("notes", []):
+            print(f"  note: {note}")
+    return 0
+
+
+def cmd_summarize(run_dir: Path) -> int:
+    try:
+        records = list(read_records(run_dir, on_torn_tail=lambda msg: print(f"warning: {msg}", file=sys.stderr)))
+    except (OSError, ValueError) as err:
+        raise CliError(str(err)) from None
+    cards = _cards(run_dir)
+    results = summarize(records, cards)
+    out = {"results": results, "benchmarks": benchmark_scores(results, cards), "gates": []}
+    (run_dir / "summary.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    print(f"{run_dir / 'summary.json'}: {len(results)} results from {len(records)} records")
+    return 0
+
+
+def cmd_card(run_dir: Path, task: str | None) -> int:
+    cards = _cards(run_dir)
+    if task:
+        if task not in cards:
+            raise CliError(f"no card for {task!r}; tasks in this run: {', '.join(cards) or 'none'}")
+        cards = {task: cards[task]}
+    print(json.dumps(cards, indent=2))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchaudit", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("show", help="print a run's summary and pipeline cards")
+    p.add_argument("run_dir", type=Path)
+    p = sub.add_parser("summarize", help="recompute summary.json from records.jsonl (no model calls)")
+    p.add_argument("run_dir", type=Path)
+    p = sub.add_parser("card", help="print pipeline cards as JSON")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("task", nargs="?", help="<benchmark>.<task>, e.g. seceval.mcq")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "show":
+            return cmd_show(args.run_dir)
+        if args.command == "summarize":
+            return cmd_summarize(args.run_dir)
+        return cmd_card(args.run_dir, args.task)
+    except CliError as err:
+        print(f"benchaudit {args.command}: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

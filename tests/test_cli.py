@@ -1,0 +1,64 @@
+"""The `benchaudit` command over real run directories made by a pytest run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_benchaudit.cli import main
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
+
+from conftest import only_run_dir
+
+
+@pytest.fixture
+def run_dir(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> Path:
+    pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
+                       "--report-dir", "out", "-k", "mcq", "--max-retries", "0")
+    return only_run_dir(pytester.path / "out")
+
+
+def test_show_prints_summary_and_cards(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "toy — pipeline 'standardized'" in out and "toy-model" in out
+    assert 'extraction.reasoning     "strip"' in out
+
+
+def test_summarize_recomputes_the_same_summary(run_dir: Path) -> None:
+    before = json.loads((run_dir / "summary.json").read_text())["results"]
+    (run_dir / "summary.json").unlink()
+    assert main(["summarize", str(run_dir)]) == 0
+    after = json.loads((run_dir / "summary.json").read_text())["results"]
+    assert after == before
+
+
+def test_summarize_skips_a_torn_last_line(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    records = run_dir / "records.jsonl"
+    n = len(records.read_text().splitlines())
+    with records.open("a") as fh:
+        fh.write('{"benchmark": "toy", "task": "mc')  # a run killed mid-write
+    assert main(["summarize", str(run_dir)]) == 0
+    assert "incomplete" in capsys.readouterr().err
+    (res,) = json.loads((run_dir / "summary.json").read_text())["results"]
+    assert res["n"] == n
+
+
+def test_card_and_errors(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["card", str(run_dir), "toy.mcq"]) == 0
+    card = json.loads(capsys.readouterr().out)["toy.mcq"]
+    assert card["fields"]["scoring.denominator"] == "total"
+    assert main(["card", str(run_dir), "toy.nope"]) == 2
+    assert "no card for 'toy.nope'; tasks in this run: toy.mcq" in capsys.readouterr().err
+    assert main(["show", str(tmp_path)]) == 2
+    assert "not found (is" in capsys.readouterr().err
+
+
+def test_console_script_is_installed() -> None:
+    exe = Path(sys.executable).parent / "benchaudit"
+    proc = subprocess.run([str(exe), "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "summarize" in proc.stdout
