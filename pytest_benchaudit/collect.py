@@ -18,7 +18,7 @@ import pytest
 
 from . import extract, scoring
 from .backends import ModelSpec
-from .options import RunOptions, get_options
+from .options import get_options
 from .pipeline import Pipeline, PipelineError, apply_overrides, is_unspecified
 from .prompts import Template, TemplateError, render_request
 from .suites import SUITE_FILENAME, Suite, SuiteError, file_checksum, load_questions, load_suite

@@ -68,28 +68,35 @@ def strip_reasoning(text: str) -> tuple[str, bool]:
 _CTI_VALID = frozenset("ABCDX")
 
 
-def _cti_format_mcq(text: str) -> str:
-    """``format_mcq`` from CTI-Bench ``evaluation/model-prediction.ipynb``, verbatim.
+def _letter_on_line(line: str) -> str | None:
+    """What CTI-Bench's heuristic reads on one line (already right-stripped), or None.
 
-    May raise IndexError (last line ``**``, a one-line empty text): the notebook's
-    try/except turned that into the answer ``'Error'``.
+    In order: a leading "A)".."D)"; else a final A-D (any word: "...DNA" reads A);
+    else, for a line ending in "**", its third-last character (IndexError on "**").
     """
-    last_line = text.split("\n")[-1].rstrip()
-    if last_line.startswith(("A)", "B)", "C)", "D)")):
-        return last_line[0]
-    if last_line.endswith(("A", "B", "C", "D")):
-        return last_line[-1]
-    if last_line.endswith("**"):
-        return last_line[-3]
-    if len(last_line) == 0:
-        last_line = text.split("\n")[-2].rstrip()
-        if last_line.startswith(("A)", "B)", "C)", "D)")):
-            return last_line[0]
-        if last_line.endswith(("A", "B", "C", "D")):
-            return last_line[-1]
-        if last_line.endswith("**"):
-            return last_line[-3]
-    return " ".join(text.split("\n"))
+    if line[:2] in ("A)", "B)", "C)", "D)"):
+        return line[0]
+    if line[-1:] in ("A", "B", "C", "D"):
+        return line[-1]
+    if line.endswith("**"):
+        return line[-3]
+    return None
+
+
+def _cti_format_mcq(text: str) -> str:
+    """Behaviour of ``format_mcq`` in CTI-Bench ``evaluation/model-prediction.ipynb``.
+
+    The last line is read; only when it is empty is the second-to-last one read.
+    Nothing found: the whole response flattened to one line (which the scorer then
+    excludes).  May raise IndexError (a last line ``**``, a one-line empty text),
+    which the notebook's try/except turned into the answer ``'Error'``.
+    """
+    lines = text.split("\n")
+    last = lines[-1].rstrip()
+    found = _letter_on_line(last)
+    if found is None and not last:
+        found = _letter_on_line(lines[-2].rstrip())
+    return found if found is not None else " ".join(lines)
 
 
 def last_line_letter(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import textwrap
@@ -166,11 +167,33 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def real_data() -> Path:
+def real_data_dir() -> Path:
     """The real benchmark data directory, or a skip saying why there is none."""
     value = os.environ.get("BENCHAUDIT_DATA")
-    if not value or not Path(value).is_dir():
+    if not value or not Path(value).expanduser().is_dir():
         pytest.skip("real benchmark data not available: set BENCHAUDIT_DATA to the datasets directory "
                     "(make test does this when ../shared/datasets exists)")
-    return Path(value)
+    return Path(value).expanduser()
+
+
+def data_file(*parts: str) -> Path:
+    """One real data file (e.g. ``data_file("cti-bench", "cti-mcq.tsv")``), or a skip."""
+    path = real_data_dir().joinpath(*parts)
+    if not path.is_file():
+        pytest.skip(f"real-data file missing: {path}")
+    return path
+
+
+def read_tsv(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+@pytest.fixture(scope="session")
+def real_data() -> Path:
+    return real_data_dir()
+
+
+@pytest.fixture(scope="session")
+def data_dir(real_data: Path) -> Path:
+    return real_data

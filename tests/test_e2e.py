@@ -256,7 +256,7 @@ def test_xdist_matches_serial(pytester: pytest.Pytester, scripted, toy) -> None:
 
     args = ["suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--max-retries", "2"]
     serial = pytester.runpytest_subprocess(*args, "--report-dir", "serial")
-    parallel = pytester.runpytest_subprocess(*args, "--report-dir", "parallel", "-n", "2")
+    parallel = pytester.runpytest_subprocess(*args, "--report-dir", "parallel", "-n", "2", "--junitxml", "junit.xml")
     assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
     s_recs, s_sum = comparable(only_run_dir(pytester.path / "serial"))
     p_recs, p_sum = comparable(only_run_dir(pytester.path / "parallel"))
@@ -265,6 +265,10 @@ def test_xdist_matches_serial(pytester: pytest.Pytester, scripted, toy) -> None:
     assert sorted(p_sum, key=lambda r: r["task"]) == sorted(s_sum, key=lambda r: r["task"])
     cards = read_run(only_run_dir(pytester.path / "parallel"))["run"]["pipeline_cards"]
     assert set(cards) == {"toy.mcq", "toy.extra"}
+    # JUnit properties survive the trip from the workers
+    cases = list(ET.parse(pytester.path / "junit.xml").getroot().iter("testcase"))
+    assert len(cases) == 13
+    assert all({p.get("name") for p in tc.iter("property")} >= {"task", "model", "gold", "valid", "score"} for tc in cases)
 
 
 def test_real_seceval_items_against_loopback(pytester: pytest.Pytester, real_data: Path) -> None:

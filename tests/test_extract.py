@@ -4,15 +4,13 @@ and invalid-answer classification; plus checks on real benchmark rows (skipped w
 
 from __future__ import annotations
 
-import csv
 import json
-import os
-from pathlib import Path
 
 import pytest
 
 from pytest_benchaudit.extract import RULES, extract, rule_names, strip_reasoning
 from pytest_benchaudit.scoring import score
+from conftest import data_file, read_tsv
 from pytest_benchaudit.types import Generation, Question
 
 ABCD = {"A": "Audit", "B": "Execution Prevention", "C": "Process", "D": "User Account"}
@@ -376,21 +374,6 @@ def test_valid_answer_even_when_truncated():
 
 
 # --------------------------------------------------------------------------- real data rows
-
-
-def data_file(*parts: str) -> Path:
-    root = os.environ.get("BENCHAUDIT_DATA")
-    if not root:
-        pytest.skip("BENCHAUDIT_DATA is not set: real-data tests need the benchmark data directory")
-    path = Path(root, *parts)
-    if not path.is_file():
-        pytest.skip(f"real-data file missing: {path}")
-    return path
-
-
-def read_tsv(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh, delimiter="\t"))
 
 
 def cti_question(i: int, row: dict[str, str]) -> Question:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 from pathlib import Path
 
@@ -252,17 +251,6 @@ def test_request_round_trips_through_json():
 
 
 # =========================================================================== released prompts on real data
-
-
-@pytest.fixture(scope="module")
-def data_dir() -> Path:
-    env = os.environ.get(DATA_ENV)
-    if not env:
-        pytest.skip(f"real benchmark data not available: ${DATA_ENV} not set")
-    path = Path(env).expanduser()
-    if not path.is_dir():
-        pytest.skip(f"real benchmark data not available: ${DATA_ENV}={env} is not a directory")
-    return path
 
 
 def load(data_dir: Path, name: str, task: str, few_shot: bool = False) -> tuple[Suite, list[Question], Path]:

@@ -4,15 +4,13 @@ and the CTI-Bench / SecEval released computations on real rows (skipped without
 
 from __future__ import annotations
 
-import csv
 import json
-import os
-from pathlib import Path
 
 import pytest
 
 from pytest_benchaudit.extract import extract
 from pytest_benchaudit.scoring import METRIC_INFO, METRICS, MetricInfo, metric_names, score
+from conftest import data_file, read_tsv
 from pytest_benchaudit.types import Extraction, Generation, Question, Score
 
 
@@ -123,21 +121,6 @@ def test_end_to_end_extract_then_score():
 
 
 # --------------------------------------------------------------------------- real data rows
-
-
-def data_file(*parts: str) -> Path:
-    root = os.environ.get("BENCHAUDIT_DATA")
-    if not root:
-        pytest.skip("BENCHAUDIT_DATA is not set: real-data tests need the benchmark data directory")
-    path = Path(root, *parts)
-    if not path.is_file():
-        pytest.skip(f"real-data file missing: {path}")
-    return path
-
-
-def read_tsv(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh, delimiter="\t"))
 
 
 CTI_MODELS = ("ChatGPT-3.5", "ChatGPT-4", "Gemini-1.5", "LLAMA3-70B", "LLAMA3-8B")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 
@@ -38,17 +37,6 @@ TASKS = [
 
 def suite(name: str) -> Suite:
     return load_suite(SUITES_DIR / name / "suite.toml")
-
-
-@pytest.fixture(scope="module")
-def data_dir() -> Path:
-    env = os.environ.get(DATA_ENV)
-    if not env:
-        pytest.skip(f"real benchmark data not available: ${DATA_ENV} not set")
-    path = Path(env).expanduser()
-    if not path.is_dir():
-        pytest.skip(f"real benchmark data not available: ${DATA_ENV}={env} is not a directory")
-    return path
 
 
 def real_questions(data_dir: Path, name: str, task: str, *, few_shot: bool = False):
