@@ -380,3 +380,13 @@ def test_model_spec_is_frozen_and_strict():
         spec.label = "other"  # type: ignore[misc]
     with pytest.raises(Exception):
         ModelSpec(label="x", kind="endpoint", api_key="secret")  # type: ignore[call-arg]
+
+
+def test_read_timeout_is_reported_as_timeout_and_retried(server):
+    server.script = sequence(Reply(delay=1.0), Reply(content="Answer: B", delay=0.0))
+    gen = generate(server, chat(), timeout=0.3, max_retries=1)
+    assert gen.error is None and gen.text == "Answer: B" and gen.attempts == 2
+    server.script = lambda call: Reply(delay=1.0)
+    gen = generate(server, chat("other"), timeout=0.3, max_retries=1)
+    assert gen.error is not None and gen.error.startswith("timeout: no answer within 0.3s")
+    assert gen.attempts == 2
