@@ -3,7 +3,9 @@
     benchaudit show RUN_DIR               summary tables, gate verdicts and pipeline cards of a run
     benchaudit summarize RUN_DIR          recompute summary.json from records.jsonl and run.json
                                           (e.g. after a run was killed before it could write it)
-    benchaudit card RUN_DIR [TASK]        the pipeline card(s) as JSON; TASK is <benchmark>.<task>
+    benchaudit card BENCH [--task T] [--pipeline P] [--set FIELD=VALUE]...
+                                          a task's pipeline card as JSON, resolved from suites/
+    benchaudit card RUN_DIR [--task T]    the pipeline cards a run was made with
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .aggregate import benchmark_scores, summarize
+from .pipeline import PipelineError, apply_overrides, parse_override
 from .records import read_records
 from .report.terminal import render_summary
+from .suites import SUITE_FILENAME, SuiteError, load_suite
 
 __all__ = ["main"]
 
@@ -69,12 +73,33 @@ def cmd_summarize(run_dir: Path) -> int:
     return 0
 
 
-def cmd_card(run_dir: Path, task: str | None) -> int:
-    cards = _cards(run_dir)
-    if task:
-        if task not in cards:
-            raise CliError(f"no card for {task!r}; tasks in this run: {', '.join(cards) or 'none'}")
-        cards = {task: cards[task]}
+def _suite_cards(bench: str, suites_dir: Path, task: str | None, layer: str, sets: list[str]) -> dict[str, Any]:
+    path = suites_dir / bench / SUITE_FILENAME
+    if not path.is_file():
+        known = sorted(p.parent.name for p in suites_dir.glob(f"*/{SUITE_FILENAME}"))
+        raise CliError(f"no suite {bench!r} in {suites_dir}; suites: {', '.join(known) or 'none'}")
+    try:
+        suite = load_suite(path)
+        overrides = [parse_override(text) for text in sets]
+        tasks = [task] if task else list(suite.tasks)
+        for name in tasks:
+            if name not in suite.tasks:
+                raise CliError(f"{bench} has no task {name!r}; tasks: {', '.join(suite.tasks)}")
+        return {f"{bench}.{name}": apply_overrides(suite.pipeline(name, layer), overrides).card() for name in tasks}
+    except (SuiteError, PipelineError) as err:
+        raise CliError(str(err)) from None
+
+
+def cmd_card(target: str, task: str | None, layer: str, sets: list[str], suites_dir: Path) -> int:
+    if (Path(target) / "run.json").is_file():
+        cards = _cards(Path(target))
+        if task:
+            key = task if "." in task else next((k for k in cards if k.endswith(f".{task}")), task)
+            if key not in cards:
+                raise CliError(f"no card for {task!r}; tasks in this run: {', '.join(cards) or 'none'}")
+            cards = {key: cards[key]}
+    else:
+        cards = _suite_cards(target, suites_dir, task, layer, sets)
     print(json.dumps(cards, indent=2))
     return 0
 
@@ -87,16 +112,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("run_dir", type=Path)
     p = sub.add_parser("summarize", help="recompute summary.json from records.jsonl (no model calls)")
     p.add_argument("run_dir", type=Path)
-    p = sub.add_parser("card", help="print pipeline cards as JSON")
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("task", nargs="?", help="<benchmark>.<task>, e.g. seceval.mcq")
+    p = sub.add_parser("card", help="print pipeline cards as JSON (of a benchmark's suite, or of a run)")
+    p.add_argument("target", help="a benchmark name (e.g. seceval) or a run directory")
+    p.add_argument("--task", help="one task (e.g. mcq)")
+    p.add_argument("--pipeline", default="standardized", help="layer (default: standardized)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a field, as in pytest --set")
+    p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
     args = parser.parse_args(argv)
     try:
         if args.command == "show":
             return cmd_show(args.run_dir)
         if args.command == "summarize":
             return cmd_summarize(args.run_dir)
-        return cmd_card(args.run_dir, args.task)
+        return cmd_card(args.target, args.task, args.pipeline, args.sets, args.suites_dir)
     except CliError as err:
         print(f"benchaudit {args.command}: {err}", file=sys.stderr)
         return 2

@@ -31,10 +31,9 @@ _FIXTURE_MODULE = "pytest_benchaudit.collect"
 
 
 def default_concurrency(spec: ModelSpec, option: int | None) -> int:
+    """``--concurrency`` if given, else the model's own setting (2 for the local model), else 32."""
     if option:
         return option
-    # llama.cpp's server answers one request at a time: one in flight plus one queued
-    # keeps it busy without piling up timeouts.
     return spec.concurrency or 32
 
 

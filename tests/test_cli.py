@@ -49,10 +49,10 @@ def test_summarize_skips_a_torn_last_line(run_dir: Path, capsys: pytest.CaptureF
 
 
 def test_card_and_errors(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["card", str(run_dir), "toy.mcq"]) == 0
+    assert main(["card", str(run_dir), "--task", "toy.mcq"]) == 0
     card = json.loads(capsys.readouterr().out)["toy.mcq"]
     assert card["fields"]["scoring.denominator"] == "total"
-    assert main(["card", str(run_dir), "toy.nope"]) == 2
+    assert main(["card", str(run_dir), "--task", "toy.nope"]) == 2
     assert "no card for 'toy.nope'; tasks in this run: toy.mcq" in capsys.readouterr().err
     assert main(["show", str(tmp_path)]) == 2
     assert "not found (is" in capsys.readouterr().err
@@ -62,3 +62,18 @@ def test_console_script_is_installed() -> None:
     exe = Path(sys.executable).parent / "benchaudit"
     proc = subprocess.run([str(exe), "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "summarize" in proc.stdout
+
+
+def test_card_of_a_suite_with_layer_and_override(capsys: pytest.CaptureFixture[str]) -> None:
+    suites = str(Path(__file__).resolve().parent.parent / "suites")
+    assert main(["card", "cti_bench", "--task", "mcq", "--pipeline", "released", "--suites-dir", suites,
+                 "--set", "prompt.format.system_role=prepend_user"]) == 0
+    card = json.loads(capsys.readouterr().out)["cti_bench.mcq"]
+    assert card["pipeline"] == "released" and card["fields"]["scoring.denominator"] == "valid"
+    assert card["fields"]["prompt.format.system_role"] == "prepend_user"
+    assert card["overrides"] == {"prompt.format.system_role": "prepend_user"}
+    assert card["why"]["extraction.rule"].startswith("format_mcq()")
+    assert main(["card", "nosuch", "--suites-dir", suites]) == 2
+    assert "no suite 'nosuch'" in capsys.readouterr().err
+    assert main(["card", "seceval", "--set", "inference.max_tokens=zero", "--suites-dir", suites]) == 2
+    assert "inference.max_tokens" in capsys.readouterr().err

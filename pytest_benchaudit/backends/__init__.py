@@ -84,6 +84,8 @@ def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None) 
     """Turn a ``--model`` value into a :class:`ModelSpec` (see module docstring)."""
     named = named or {}
     if spec == "local":
+        # llama.cpp's server answers one request at a time: one in flight plus one queued
+        # keeps it busy without piling up timeouts.
         return ModelSpec(label="local", kind="local", model_id="SmolLM2-135M-Instruct", api_key_env=None,
                          concurrency=2, timeout=600.0)
     if spec in named:
