@@ -91,6 +91,14 @@ def _result(recs: list[dict[str, Any]], card: dict[str, Any] | None) -> dict[str
         },
         "ci95": None if headline is None else confidence_interval(headline_values, binary=(info is None or info.kind == "binary")),
     }
+    extras: dict[str, list[float]] = defaultdict(list)
+    for r in (valid if denominator == "valid" else recs):
+        for name, value in (r.get("score_extras") or {}).items():
+            extras[name].append(float(value))
+    if extras:
+        # Per-item numbers a benchmark reports beside the headline (e.g. TAA plausible),
+        # averaged over the same denominator as the headline.
+        result["extras"] = {name: sum(vals) / len(vals) for name, vals in extras.items()}
     by = fields.get("aggregation.by")
     if by:
         result["breakdown"] = {by: _breakdown(recs, by, denominator)}

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,7 +21,7 @@ from .backends import ModelSpec
 from .options import get_options
 from .pipeline import Pipeline, PipelineError, apply_overrides, is_unspecified
 from .prompts import Template, TemplateError, render_request
-from .suites import SUITE_FILENAME, Suite, SuiteError, file_checksum, load_questions, load_suite
+from .suites import SUITE_FILENAME, Suite, SuiteError, file_checksum, load_questions, load_resources, load_suite
 from .types import Question, Request
 
 __all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "BenchmarkFailure", "collect_file",
@@ -42,6 +42,7 @@ class ItemSpec:
     model: ModelSpec
     shots: list[Question]
     variant: str = ""
+    resources: dict[str, Any] = field(default_factory=dict)
 
     def template(self, pipeline: Pipeline) -> Template:
         name = pipeline.prompt.template
@@ -71,6 +72,15 @@ def runnable_problems(pipeline: Pipeline, suite: Suite) -> list[str]:
     if tpl and tpl.system and is_unspecified(pipeline.prompt.format.system_role):
         missing.append("prompt.format.system_role")
     return missing
+
+
+def judge_problem(pipeline: Pipeline) -> str | None:
+    """Why items of this pipeline cannot be scored yet (an LLM judge is needed), or None."""
+    info = scoring.METRIC_INFO.get(pipeline.scoring.metric)
+    if info is not None and info.needs_judge:
+        return (f"scoring.metric {pipeline.scoring.metric!r} needs an LLM judge (--judge, not available yet); "
+                "collected but never scored without one")
+    return None
 
 
 def _check_names(pipeline: Pipeline) -> None:
@@ -124,6 +134,9 @@ class TaskCollector(pytest.Collector):
             raise _CollectFailure(f"{suite.name}.{task}: {err}") from None
         try:
             questions, path = load_questions(suite, task, opts.data_dir, opts.data_origin)
+            resources, resource_paths = load_resources(suite, task, opts.data_dir, opts.data_origin)
+            for res_path in resource_paths.values():
+                opts.state.checksums[str(res_path.relative_to(opts.data_dir.resolve()))] = file_checksum(res_path)
             shots: list[Question] = []
             if suite.tasks[task].few_shot:
                 shots, shot_path = load_questions(suite, task, opts.data_dir, opts.data_origin, few_shot=True)
@@ -135,14 +148,13 @@ class TaskCollector(pytest.Collector):
         card["dataset_checksums"] = {path.name: file_checksum(path)}
         opts.state.cards[f"{suite.name}.{task}"] = card
         problems = runnable_problems(pipe, suite)
-        skip = (
-            pytest.mark.skip(
-                reason=f"{suite.name}.{task} under {pipe.name!r}: {', '.join(problems)} unspecified; "
-                "choose with --set FIELD=VALUE"
-            )
-            if problems
-            else None
-        )
+        judge = judge_problem(pipe)
+        skip = None
+        if problems:
+            skip = pytest.mark.skip(reason=f"{suite.name}.{task} under {pipe.name!r}: {', '.join(problems)} "
+                                           "unspecified; choose with --set FIELD=VALUE")
+        elif judge:
+            skip = pytest.mark.skip(reason=f"{suite.name}.{task}: {judge}")
         if opts.limit is not None:
             questions = questions[: opts.limit]
         for q in questions:
@@ -151,7 +163,8 @@ class TaskCollector(pytest.Collector):
                     self,
                     name=f"q{q.index + 1:04d}[{spec.label}]",
                     callobj=_run_question,
-                    bench=ItemSpec(suite=suite, question=q, pipeline=pipe, model=spec, shots=shots),
+                    bench=ItemSpec(suite=suite, question=q, pipeline=pipe, model=spec, shots=shots,
+                                   resources=resources),
                 )
                 # `-k <question id>` works too, whatever the item is named.
                 item.extra_keyword_matches.update({q.id, suite.name})

@@ -8,7 +8,7 @@ different ``extraction.reasoning`` gives what a new run would give.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from typing import Any, Mapping
 
 from . import extract as _extract
 from . import scoring as _scoring
@@ -28,10 +28,14 @@ def evaluate(
     model: str,
     variant: str = "",
     item_id: str = "",
+    resources: Mapping[str, Any] | None = None,
 ) -> Record:
-    """Run extraction and scoring on ``generation`` and build the item's record."""
+    """Run extraction and scoring on ``generation`` and build the item's record.
+
+    ``resources`` are the task's data files its metric reads (e.g. alias graphs).
+    """
     extraction = _extract.extract(pipeline.extraction.rule, generation, question, pipeline.extraction.reasoning)
-    score = _scoring.score(pipeline.scoring.metric, extraction, question)
+    score = _scoring.score(pipeline.scoring.metric, extraction, question, resources)
     reason = extraction.invalid_reason
     return Record(
         item_id=item_id,
@@ -57,6 +61,7 @@ def evaluate(
         gold=question.gold,
         score=score.value,
         correct=score.correct,
+        score_extras=score.extras,
         metric=pipeline.scoring.metric,
         question_meta=question.meta,
         usage=generation.usage,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from .tasks import TASK_RULES
 from .types import Extraction, Generation, InvalidReason, Question
 
 __all__ = ["RULES", "Rule", "rule_names", "strip_reasoning", "extract"]
@@ -262,6 +263,7 @@ RULES: dict[str, Rule] = {
     "final_answer_letter": final_answer_letter,
     "final_answer_letters": final_answer_letters,
     "final_line": final_line,
+    **TASK_RULES,  # task-family rules (CWE ids, CVSS vectors, ATT&CK ids, ...): pytest_benchaudit.tasks
 }
 
 

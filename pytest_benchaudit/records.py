@@ -59,6 +59,7 @@ class Record(BaseModel):
     gold: str
     score: float
     correct: bool
+    score_extras: dict[str, float] = Field(default_factory=dict)
     metric: str = ""
     question_meta: dict[str, Any] = Field(default_factory=dict)
     usage: dict[str, Any] = Field(default_factory=dict)

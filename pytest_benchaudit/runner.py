@@ -131,7 +131,7 @@ class Runner:
         request = node.bench.render(question, pipeline, model)
         generation = self._engine().generate(model.label, request)
         record = evaluate(question, pipeline, request, generation, model=model.label,
-                          variant=node.bench.variant, item_id=node.nodeid)
+                          variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources)
         node.record = record.model_dump(mode="json")
         node.user_properties.extend([
             ("benchmark", record.benchmark), ("task", record.task), ("model", record.model),

@@ -37,10 +37,13 @@ __all__ = [
     "load_suite",
     "resolve_data_dir",
     "load_questions",
+    "load_resources",
     "file_checksum",
 ]
 
 SUITE_FILENAME = "suite.toml"
+# Keys of a [tasks.NAME] table that are not pipeline layers.
+_TASK_KEYS = frozenset({"data", "few_shot", "title", "resources"})
 DATA_ENV = "BENCHAUDIT_DATA"
 _LABELS = ("A", "B", "C", "D", "E", "F", "G", "H")
 
@@ -58,6 +61,8 @@ class TaskSpec:
     data: dict[str, Any]
     few_shot: dict[str, Any] | None
     layers: dict[str, dict[str, Any]]
+    # name -> data-directory-relative JSON file a metric reads (e.g. TAA alias graphs)
+    resources: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ def load_suite(path: Path) -> Suite:
         if "file" not in data:
             raise SuiteError(f"{path}: task {tname!r} has no data.file")
         layers = {}
-        for layer in (*LAYERS, *[k for k in tdata if k not in LAYERS and k not in ("data", "few_shot", "title")]):
+        for layer in (*LAYERS, *[k for k in tdata if k not in LAYERS and k not in _TASK_KEYS]):
             if layer in tdata or layer in shared_layers:
                 layers[layer] = deep_merge(shared_layers.get(layer, {}), tdata.get(layer, {}))
         tasks[tname] = TaskSpec(
@@ -136,6 +141,7 @@ def load_suite(path: Path) -> Suite:
             data=data,
             few_shot=tdata.get("few_shot"),
             layers=layers,
+            resources=dict(tdata.get("resources") or {}),
         )
     if not tasks:
         raise SuiteError(f"{path}: no [tasks.*] defined")
@@ -296,6 +302,20 @@ def _gold(row: dict[str, Any], mapping: dict[str, Any], path: Path, label: str) 
     if isinstance(value, list):
         return "".join(str(v) for v in value)
     return str(value)
+
+
+def load_resources(suite: Suite, task: str, data_dir: Path, origin: str) -> tuple[dict[str, Any], dict[str, Path]]:
+    """The task's resource files (JSON), read from the data directory: (data, paths)."""
+    data: dict[str, Any] = {}
+    paths: dict[str, Path] = {}
+    for name, filename in suite.tasks[task].resources.items():
+        path = data_file(data_dir, suite, filename, origin)
+        try:
+            data[name] = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise SuiteError(f"{path}: resource {name!r} is not valid JSON: {err}") from None
+        paths[name] = path
+    return data, paths
 
 
 def load_questions(

@@ -9,6 +9,7 @@ travel between pytest-xdist workers unchanged.  Nothing here does I/O.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +21,7 @@ __all__ = [
     "Generation",
     "Extraction",
     "Score",
+    "MetricInfo",
     "InvalidReason",
     "INVALID_STAGE",
 ]
@@ -123,7 +125,31 @@ class Extraction(_Frozen):
 
 
 class Score(_Frozen):
-    """Per-item result of a metric. ``value`` is the number aggregated; ``correct`` the pass/fail."""
+    """Per-item result of a metric. ``value`` is the number aggregated; ``correct`` the pass/fail.
+
+    ``extras`` are further per-item numbers a benchmark reports next to the headline
+    (e.g. TAA "plausible"); the summary gives their means over the same denominator.
+    """
 
     value: float
     correct: bool
+    extras: dict[str, float] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """What an aggregator and a report need to know about a metric.
+
+    ``invalid_value`` is what an item without a readable answer scores when the
+    denominator is ``total``: 0 for accuracies, the worst case for an error metric
+    (a MAD has no neutral value), written here so the choice is visible.
+    """
+
+    lower_is_better: bool
+    kind: Literal["binary", "continuous"]
+    description: str
+    invalid_value: float = 0.0
+    # Per-task data files the metric reads (e.g. alias graphs), by resource name.
+    resources: tuple[str, ...] = ()
+    # Graded by an LLM judge: such items are collected but never scored without one.
+    needs_judge: bool = False

@@ -27,11 +27,24 @@ def valid(prediction: str) -> Extraction:
 
 
 def test_metric_names_and_info_cover_every_metric():
-    assert metric_names() == sorted(METRICS) == ["exact_match", "letter_set_exact"]
+    assert metric_names() == sorted(METRICS)
+    assert {"exact_match", "letter_set_exact", "judge_graded"} <= set(METRICS)
     assert set(METRIC_INFO) == set(METRICS)
     for info in METRIC_INFO.values():
-        assert isinstance(info, MetricInfo)
-        assert info.kind == "binary" and info.lower_is_better is False and info.description
+        assert isinstance(info, MetricInfo) and info.description
+
+
+def test_invalid_extraction_scores_the_metric_invalid_value():
+    q = Question(benchmark="b", task="t", id="1", index=0, gold="A")
+    bad = Extraction(invalid_reason="unparseable")
+    assert score("exact_match", bad, q) == Score(value=0.0, correct=False)
+
+
+def test_judge_graded_is_never_scored_without_a_judge():
+    assert METRIC_INFO["judge_graded"].needs_judge
+    q = Question(benchmark="b", task="t", id="1", index=0, gold="reference answer")
+    with pytest.raises(RuntimeError, match="need a judge"):
+        score("judge_graded", valid("some answer"), q)
 
 
 def test_metric_info_is_frozen():
