@@ -157,6 +157,9 @@ class TaskCollector(pytest.Collector):
             skip = pytest.mark.skip(reason=f"{suite.name}.{task}: {judge}")
         if opts.limit is not None:
             questions = questions[: opts.limit]
+        # empty_gold = "skip": a row without a gold label is reported (skipped with the
+        # reason), never scored; "score" (default) keeps it, as released code may (SecEval).
+        skip_empty_gold = suite.tasks[task].data.get("empty_gold", "score") == "skip"
         for q in questions:
             for spec in opts.models:
                 item = BenchItem.from_parent(
@@ -170,6 +173,9 @@ class TaskCollector(pytest.Collector):
                 item.extra_keyword_matches.update({q.id, suite.name})
                 if skip is not None:
                     item.add_marker(skip)
+                elif skip_empty_gold and not q.gold.strip():
+                    item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: empty gold label "
+                                                            "in the data file; reported, not scored"))
                 yield item
 
     def _placeholder(self, skip: pytest.MarkDecorator) -> Iterator[BenchItem]:

@@ -318,16 +318,38 @@ def load_resources(suite: Suite, task: str, data_dir: Path, origin: str) -> tupl
     return data, paths
 
 
+def _gold_column(suite: Suite, mapping: dict[str, Any], data_dir: Path, origin: str,
+                 n_rows: int, path: Path) -> list[str] | None:
+    """Gold labels kept in a second file, joined by row order (CTI-TAA keeps them in its
+    released responses file): ``gold_file = {file = "...", column = "GT", format = "tsv"}``."""
+    spec = mapping.get("gold_file")
+    if not spec:
+        return None
+    gold_path = data_file(data_dir, suite, spec["file"], origin)
+    values = [str(_field(row, spec["column"], gold_path, label, (str, int))) for label, row in _rows(gold_path, spec)]
+    if len(values) != n_rows:
+        raise SuiteError(f"{gold_path}: {len(values)} gold rows, but {path.name} has {n_rows} questions; "
+                         "the files are joined by row order and must have the same length")
+    return values
+
+
 def load_questions(
     suite: Suite, task: str, data_dir: Path, origin: str, *, few_shot: bool = False
 ) -> tuple[list[Question], Path]:
-    """Read a task's questions (or its few-shot examples) from the data directory."""
+    """Read a task's questions (or its few-shot examples) from the data directory.
+
+    Gold labels come from the ``gold`` field, or from ``gold_file`` (a second file joined
+    by row order).  An empty gold is kept as ``""``: whether such rows are scored is the
+    task's ``empty_gold`` setting, applied by the collector.
+    """
     spec = suite.tasks[task]
     mapping = spec.data if not few_shot else deep_merge(spec.data, spec.few_shot or {})
     path = data_file(data_dir, suite, mapping["file"], origin)
+    rows = list(_rows(path, mapping))
+    golds = _gold_column(suite, mapping, data_dir, origin, len(rows), path)
     questions: list[Question] = []
     seen: dict[str, str] = {}
-    for index, (label, row) in enumerate(_rows(path, mapping)):
+    for index, (label, row) in enumerate(rows):
         qid = str(_field(row, mapping["id"], path, label, (str, int))) if mapping.get("id") else f"{index + 1:04d}"
         if qid in seen:
             raise SuiteError(f"{path}: {label}: duplicate question id {qid!r} (first at {seen[qid]})")
@@ -341,7 +363,7 @@ def load_questions(
                 index=index,
                 text=_field(row, mapping["question"], path, label) if mapping.get("question") else "",
                 choices=_choices(row, mapping, path, label),
-                gold=_gold(row, mapping, path, label),
+                gold=golds[index] if golds is not None else _gold(row, mapping, path, label),
                 prompt=_field(row, mapping["prompt"], path, label) if mapping.get("prompt") else None,
                 meta=meta,
             )
