@@ -114,12 +114,22 @@ class InferenceStage(_Stage):
     decoding: Decoding = Decoding()
     max_tokens: int | Unspecified = UNSPECIFIED
     stop: tuple[str, ...] | Unspecified = UNSPECIFIED
+    # Ask the same question again, up to this many extra times, while no answer can be
+    # read from the reply (CyberMetric's released evaluator re-asks up to 5 times in all).
+    reask_on_invalid: int = 0
 
     @field_validator("max_tokens")
     @classmethod
     def _positive(cls, v: int | str) -> int | str:
         if isinstance(v, int) and v < 1:
             raise ValueError("max_tokens must be >= 1")
+        return v
+
+    @field_validator("reask_on_invalid")
+    @classmethod
+    def _reasks(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError("reask_on_invalid must be >= 0")
         return v
 
     @field_validator("stop", mode="before")

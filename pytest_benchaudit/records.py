@@ -63,6 +63,9 @@ class Record(BaseModel):
     metric: str = ""
     question_meta: dict[str, Any] = Field(default_factory=dict)
     usage: dict[str, Any] = Field(default_factory=dict)
+    asks: int = 1
+    earlier_outputs: list[str] = Field(default_factory=list, description="raw outputs of earlier asks "
+                                       "whose answer could not be read (inference.reask_on_invalid)")
     latency_s: float = 0.0
     attempts: int = 1
     served_model: str | None = None

@@ -129,9 +129,16 @@ class Runner:
     def run_item(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec) -> None:
         self._ensure_model(model)
         request = node.bench.render(question, pipeline, model)
-        generation = self._engine().generate(model.label, request)
-        record = evaluate(question, pipeline, request, generation, model=model.label,
-                          variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources)
+        earlier: list[str] = []
+        for ask in range(1 + pipeline.inference.reask_on_invalid):
+            asked = request if ask == 0 else request.model_copy(update={"sample": ask})
+            generation = self._engine().generate(model.label, asked)
+            record = evaluate(question, pipeline, asked, generation, model=model.label,
+                              variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources)
+            if record.valid:
+                break
+            earlier.append(generation.text if generation.error is None else f"[error] {generation.error}")
+        record = record.model_copy(update={"asks": ask + 1, "earlier_outputs": earlier[: ask]})
         node.record = record.model_dump(mode="json")
         node.user_properties.extend([
             ("benchmark", record.benchmark), ("task", record.task), ("model", record.model),

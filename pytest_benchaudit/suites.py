@@ -318,6 +318,22 @@ def load_resources(suite: Suite, task: str, data_dir: Path, origin: str) -> tupl
     return data, paths
 
 
+def _ensure_hub_export(suite: Suite, mapping: dict[str, Any], data_dir: Path) -> None:
+    """Download a hub-only dataset into its local export file once (see ``hub``)."""
+    from .hub import HubUnavailable, export_hub_dataset
+
+    root = (data_dir / suite.data_folder).resolve()
+    target = (root / mapping["file"]).resolve()
+    if not target.is_relative_to(root):
+        raise SuiteError(f"{suite.path}: data file {mapping['file']!r} points outside the data directory {root}")
+    if target.is_file():
+        return
+    try:
+        export_hub_dataset(mapping["hub"], target)
+    except HubUnavailable as err:
+        raise SuiteError(f"{suite.name}: {err}") from None
+
+
 def _gold_column(suite: Suite, mapping: dict[str, Any], data_dir: Path, origin: str,
                  n_rows: int, path: Path) -> list[str] | None:
     """Gold labels kept in a second file, joined by row order (CTI-TAA keeps them in its
@@ -344,6 +360,8 @@ def load_questions(
     """
     spec = suite.tasks[task]
     mapping = spec.data if not few_shot else deep_merge(spec.data, spec.few_shot or {})
+    if mapping.get("hub"):
+        _ensure_hub_export(suite, mapping, data_dir)
     path = data_file(data_dir, suite, mapping["file"], origin)
     rows = list(_rows(path, mapping))
     golds = _gold_column(suite, mapping, data_dir, origin, len(rows), path)

@@ -71,6 +71,8 @@ class Request(_Frozen):
     adjustments: tuple[str, ...] = Field(
         default=(), description="changes a provider limit forced on the pipeline's request"
     )
+    sample: int = Field(default=0, description="0 for the first ask, n for the n-th re-ask; "
+                        "part of the generation's identity, never sent")
 
 
 class Generation(_Frozen):

@@ -283,3 +283,25 @@ def test_real_seceval_items_against_loopback(pytester: pytest.Pytester, real_dat
     assert first["question_meta"]["topics"] == ["SystemSecurity", "Vulnerability"]
     assert "breakdown" in out["summary"]["results"][0]
     assert json.dumps(out["run"]["pipeline_cards"]["seceval.mcq"]["fields"]["extraction.rule"]) == '"final_answer_letters"'
+
+
+def test_reask_on_invalid(pytester: pytest.Pytester, toy) -> None:
+    """CyberMetric's released policy: ask again while no answer can be read."""
+    from pytest_benchaudit.testing.scripted_server import sequence
+
+    script = sequence(Reply(content="I refuse to pick."), Reply(content="Still thinking"), Reply(content="Answer: B"))
+    with ScriptedServer(script) as server:
+        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
+                                    "--report-dir", "out", "-k", "t01", "--set", "inference.reask_on_invalid=2")
+        result.assert_outcomes(passed=1)
+        assert len(server.calls) == 3
+        assert server.calls[0].body == server.calls[2].body  # the same question, asked again
+    rec = read_run(only_run_dir(pytester.path / "out"))["records"][0]
+    assert rec["asks"] == 3 and rec["earlier_outputs"] == ["I refuse to pick.", "Still thinking"]
+    assert rec["request"]["sample"] == 2
+    # without re-asking the same server state answers the first reply only: invalid
+    with ScriptedServer(sequence(Reply(content="I refuse to pick."), Reply(content="Answer: B"))) as server:
+        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
+                                    "--report-dir", "out2", "-k", "t01")
+        result.assert_outcomes(failed=1)
+        assert len(server.calls) == 1
