@@ -20,7 +20,7 @@ import io
 import json
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -61,8 +61,8 @@ class TaskSpec:
     data: dict[str, Any]
     few_shot: dict[str, Any] | None
     layers: dict[str, dict[str, Any]]
-    # name -> data-directory-relative JSON file a metric reads (e.g. TAA alias graphs)
-    resources: dict[str, str] = field(default_factory=dict)
+    # name -> JSON file a metric reads (e.g. TAA alias graphs); see ``load_resources``
+    resources: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -305,11 +305,24 @@ def _gold(row: dict[str, Any], mapping: dict[str, Any], path: Path, label: str) 
 
 
 def load_resources(suite: Suite, task: str, data_dir: Path, origin: str) -> tuple[dict[str, Any], dict[str, Path]]:
-    """The task's resource files (JSON), read from the data directory: (data, paths)."""
+    """The task's resource files (JSON), read from the data directory: (data, paths).
+
+    A resource is a file in the suite's data folder (``aliases = "taa/aliases.json"``) or
+    in another benchmark's folder of the same data directory
+    (``aliases = { folder = "cti-bench", file = "taa-lookups/alias_dict.json" }``), e.g.
+    when a benchmark is scored with another one's published lookup tables.
+    """
     data: dict[str, Any] = {}
     paths: dict[str, Path] = {}
-    for name, filename in suite.tasks[task].resources.items():
-        path = data_file(data_dir, suite, filename, origin)
+    for name, ref in suite.tasks[task].resources.items():
+        if isinstance(ref, dict):
+            folder = str(ref.get("folder", suite.data_folder))
+            if not (data_dir / folder).resolve().is_relative_to(data_dir.resolve()):
+                raise SuiteError(f"{suite.path}: resource {name!r} folder {folder!r} is outside the data directory")
+            owner = replace(suite, data_folder=folder)
+            path = data_file(data_dir, owner, str(ref["file"]), origin)
+        else:
+            path = data_file(data_dir, suite, ref, origin)
         try:
             data[name] = json.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:

@@ -825,3 +825,26 @@ def test_extends_invalid_base(mini):
     mini.suite_path.write_text('extends = "../base.toml"\n[tasks.t.data]\nfile = "q.jsonl"\n')
     with pytest.raises(SuiteError, match=r"base\.toml: not valid TOML"):
         load_suite(mini.suite_path)
+
+
+def test_resources_from_own_and_other_benchmark_folders(tmp_path):
+    from pytest_benchaudit.suites import load_resources
+
+    (tmp_path / "suites" / "b").mkdir(parents=True)
+    (tmp_path / "data" / "b").mkdir(parents=True)
+    (tmp_path / "data" / "other" / "lookups").mkdir(parents=True)
+    (tmp_path / "data" / "b" / "q.jsonl").write_text('{"q": "x", "gold": "A"}\n')
+    (tmp_path / "data" / "b" / "own.json").write_text('{"a": ["b"]}')
+    (tmp_path / "data" / "other" / "lookups" / "aliases.json").write_text('{"x": ["y"]}')
+    cfg = tmp_path / "suites" / "b" / "suite.toml"
+    cfg.write_text(
+        '[benchmark]\nname = "b"\n[tasks.t]\ndata = { file = "q.jsonl", format = "jsonl", question = "q", gold = "gold" }\n'
+        'resources = { own = "own.json", shared = { folder = "other", file = "lookups/aliases.json" } }\n'
+    )
+    suite = load_suite(cfg)
+    data, paths = load_resources(suite, "t", tmp_path / "data", "test")
+    assert data == {"own": {"a": ["b"]}, "shared": {"x": ["y"]}}
+    assert paths["shared"].name == "aliases.json"
+    cfg.write_text(cfg.read_text().replace('folder = "other"', 'folder = "../.."'))
+    with pytest.raises(SuiteError, match="outside the data directory"):
+        load_resources(load_suite(cfg), "t", tmp_path / "data", "test")
