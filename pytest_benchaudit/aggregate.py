@@ -161,7 +161,11 @@ def benchmark_scores(results: list[dict[str, Any]], cards: dict[str, dict[str, A
                                  "n": sum(r["n"] for r in rs), "score": None, "method": None, "note": ""}
         method = methods.pop() if len(methods) == 1 else None
         scores = [r["score"] for r in rs]
-        if method is None or is_unspecified(method):
+        if len({r["lower_is_better"] for r in rs}) > 1:
+            # An accuracy and an error (lower is better) cannot be averaged into one number.
+            entry["note"] = "tasks mix higher-is-better and lower-is-better metrics: " + ", ".join(
+                sorted({r["metric"] for r in rs}))
+        elif method is None or is_unspecified(method):
             entry["note"] = "aggregation unspecified" if method else "tasks disagree on aggregation.method"
             if len(rs) == 1:  # one task: its score is the benchmark's, whatever the method
                 entry["score"], entry["method"], entry["note"] = scores[0], "single task", ""

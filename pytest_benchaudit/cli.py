@@ -6,6 +6,12 @@
     benchaudit card BENCH [--task T] [--pipeline P] [--set FIELD=VALUE]...
                                           a task's pipeline card as JSON, resolved from suites/
     benchaudit card RUN_DIR [--task T]    the pipeline cards a run was made with
+    benchaudit ledger [--format table|json|markdown]
+                                          per benchmark and pipeline field: does the documentation
+                                          match the released code (matched / undefined / contradicted)
+    benchaudit fetch BENCH... [--data-dir DIR] [--force]
+                                          download a benchmark's files from its public origin into
+                                          the data directory, sha256-verified
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from .aggregate import benchmark_scores, summarize
 from .pipeline import PipelineError, apply_overrides, parse_override
 from .records import read_records
 from .report.terminal import render_summary
-from .suites import SUITE_FILENAME, SuiteError, load_suite
+from .suites import SUITE_FILENAME, SuiteError, load_suite, resolve_data_dir
 
 __all__ = ["main"]
 
@@ -104,6 +110,43 @@ def cmd_card(target: str, task: str | None, layer: str, sets: list[str], suites_
     return 0
 
 
+def cmd_ledger(fmt: str, suites_dir: Path) -> int:
+    from .ledger import build_ledger, render
+
+    try:
+        ledger = build_ledger(suites_dir)
+    except (SuiteError, PipelineError) as err:
+        raise CliError(str(err)) from None
+    print(render(ledger, fmt))
+    return 0
+
+
+def cmd_fetch(benches: list[str], data_dir: str | None, origin: str | None, force: bool, suites_dir: Path) -> int:
+    from .fetch import FetchError, fetch_suite
+
+    suites = []
+    for bench in benches:
+        path = suites_dir / bench / SUITE_FILENAME
+        if not path.is_file():
+            known = sorted(p.parent.name for p in suites_dir.glob(f"*/{SUITE_FILENAME}"))
+            raise CliError(f"no suite {bench!r} in {suites_dir}; suites: {', '.join(known) or 'none'}")
+        try:
+            suites.append(load_suite(path))
+        except SuiteError as err:
+            raise CliError(str(err)) from None
+    root, chosen_by = resolve_data_dir(data_dir)
+    print(f"data directory: {root} (from {chosen_by})", file=sys.stderr)
+    errors: list[str] = []
+    for suite in suites:
+        try:
+            errors += fetch_suite(suite, root, origin=origin, force=force)
+        except FetchError as err:
+            raise CliError(str(err)) from None
+    for message in errors:
+        print(f"benchaudit fetch: {message}", file=sys.stderr)
+    return 1 if errors else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchaudit", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -119,12 +162,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a field, as in pytest --set")
     p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
+    p = sub.add_parser("ledger", help="documented vs released pipeline, per benchmark and field")
+    p.add_argument("--format", dest="fmt", choices=("table", "json", "markdown"), default="table")
+    p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
+    p = sub.add_parser("fetch", help="download benchmark files from their public origin, sha256-verified")
+    p.add_argument("benches", nargs="+", metavar="BENCH", help="benchmark (suite folder) names, e.g. seceval")
+    p.add_argument("--data-dir", help="data directory (default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets)")
+    p.add_argument("--origin", metavar="URL", help="replace the suite's base_url (a mirror, or a test server)")
+    p.add_argument("--force", action="store_true", help="replace existing files whose checksum differs")
+    p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
     args = parser.parse_args(argv)
     try:
         if args.command == "show":
             return cmd_show(args.run_dir)
         if args.command == "summarize":
             return cmd_summarize(args.run_dir)
+        if args.command == "ledger":
+            return cmd_ledger(args.fmt, args.suites_dir)
+        if args.command == "fetch":
+            return cmd_fetch(args.benches, args.data_dir, args.origin, args.force, args.suites_dir)
         return cmd_card(args.target, args.task, args.pipeline, args.sets, args.suites_dir)
     except CliError as err:
         print(f"benchaudit {args.command}: {err}", file=sys.stderr)

@@ -113,5 +113,5 @@ def score(metric: str, extraction: Extraction, question: Question,
         raise KeyError(f"metric {metric!r} needs the task resource(s) {', '.join(missing)}; "
                        "declare them under [tasks.<task>.resources] in the suite config")
     if not extraction.valid or extraction.prediction is None:
-        return Score(value=info.invalid_value, correct=False)
+        return Score(value=info.invalid_value, correct=False, extras=dict(info.invalid_extras))
     return METRICS[metric](extraction.prediction, question, resources)

@@ -378,14 +378,22 @@ def load_questions(
     path = data_file(data_dir, suite, mapping["file"], origin)
     rows = list(_rows(path, mapping))
     golds = _gold_column(suite, mapping, data_dir, origin, len(rows), path)
+    where = mapping.get("where") or {}
     questions: list[Question] = []
     seen: dict[str, str] = {}
     for index, (label, row) in enumerate(rows):
+        # `where = {language = "English"}`: keep only rows whose fields equal these values
+        # (SecBench mixes languages in one file). Row positions stay those of the file.
+        if where and not all(_field(row, key, path, label, (str, int, float)) == value for key, value in where.items()):
+            continue
         qid = str(_field(row, mapping["id"], path, label, (str, int))) if mapping.get("id") else f"{index + 1:04d}"
         if qid in seen:
             raise SuiteError(f"{path}: {label}: duplicate question id {qid!r} (first at {seen[qid]})")
         seen[qid] = label
         meta = {m: row.get(m) for m in mapping.get("meta", []) if isinstance(row, dict)}
+        if mapping.get("labels"):
+            # The answer labels a rule may read (e.g. "TFX"), when they are not option letters.
+            meta["labels"] = str(mapping["labels"])
         questions.append(
             Question(
                 benchmark=suite.name,
@@ -400,5 +408,5 @@ def load_questions(
             )
         )
     if not questions:
-        raise SuiteError(f"{path}: no questions found")
+        raise SuiteError(f"{path}: no questions found" + (f" matching where = {where}" if where else ""))
     return questions, path

@@ -155,3 +155,5 @@ class MetricInfo:
     resources: tuple[str, ...] = ()
     # Graded by an LLM judge: such items are collected but never scored without one.
     needs_judge: bool = False
+    # Extras an invalid item gets (so extras share the headline's denominator under "total").
+    invalid_extras: tuple[tuple[str, float], ...] = ()

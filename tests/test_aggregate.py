@@ -355,3 +355,18 @@ def test_benchmark_scores_group_by_model_and_variant():
     got = {(b["model"], b["variant"]): b["score"] for b in out}
     assert got == {("m1", ""): 0.5, ("m2", ""): 1.0, ("m1", "cot"): 0.0}
     assert all(b["n"] == 4 and b["tasks"] == ["t1", "t2"] for b in out)
+
+
+def test_benchmark_score_refuses_to_mix_metric_kinds():
+    """An accuracy and a mean absolute error cannot be averaged into one benchmark number."""
+    from pytest_benchaudit.aggregate import benchmark_scores
+
+    results = [
+        {"benchmark": "b", "task": "acc", "model": "m", "variant": "", "pipeline": "p", "n": 10, "n_valid": 10,
+         "score": 0.8, "metric": "exact_match", "lower_is_better": False, "denominator": "total"},
+        {"benchmark": "b", "task": "mad", "model": "m", "variant": "", "pipeline": "p", "n": 10, "n_valid": 10,
+         "score": 1.7, "metric": "cvss_abs_error", "lower_is_better": True, "denominator": "total"},
+    ]
+    cards = {f"b.{t}": {"fields": {"aggregation.method": "micro"}} for t in ("acc", "mad")}
+    (entry,) = benchmark_scores(results, cards)
+    assert entry["score"] is None and "lower-is-better" in entry["note"]

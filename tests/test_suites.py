@@ -68,7 +68,7 @@ def test_suite_tasks_and_data_folders():
         "seceval": ["mcq"],
         "mmlu_cs": ["mcq"],
         "cybermetric": ["cm2000", "cm500", "cm80"],
-        "cti_bench": ["mcq"],
+        "cti_bench": ["ate", "mcq", "rcm", "rcm_2021", "taa", "vsp"],
     }
     assert {n: suite(n).data_folder for n in SUITE_NAMES} == {
         "seceval": "seceval",

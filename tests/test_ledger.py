@@ -1,0 +1,219 @@
+"""The reproducibility ledger: documented vs released layer, per benchmark and pipeline field."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_benchaudit.cli import main
+from pytest_benchaudit.ledger import (CONTRADICTED, LEDGER_FIELDS, MATCHED, UNDEFINED, build_ledger, render,
+                                      suite_ledger)
+from pytest_benchaudit.suites import load_suite
+
+from conftest import SUITES
+
+# The suites whose cells and totals these tests pin down (others are added to suites/ and
+# edited concurrently by their owners; they are checked only for consistency).
+KNOWN = ("seceval", "mmlu_cs", "cybermetric")
+
+
+@pytest.fixture(scope="module")
+def suites_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("suites")
+    shutil.copy(SUITES / "standardized.toml", root / "standardized.toml")
+    for name in KNOWN:
+        shutil.copytree(SUITES / name, root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def ledger(suites_dir: Path) -> dict:
+    return build_ledger(suites_dir)
+
+
+def row(ledger: dict, bench: str) -> dict:
+    return next(r for r in ledger["benchmarks"] if r["benchmark"] == bench)
+
+
+def status(ledger: dict, bench: str, field: str) -> str:
+    return row(ledger, bench)["cells"][field]["status"]
+
+
+def test_cybermetric_prompt_template_contradicted_readme_vs_code(ledger: dict) -> None:
+    cell = row(ledger, "cybermetric")["cells"]["prompt.template"]
+    assert cell["status"] == CONTRADICTED
+    assert cell["tasks"] == {"cm80": CONTRADICTED, "cm500": CONTRADICTED, "cm2000": CONTRADICTED}
+    assert cell["values"]["cm80"]["prompt.template"] == {"documented": "documented", "released": "released"}
+    assert 'documented "documented", released "released"' in cell["note"]
+    assert "README 'Prompt' section" in cell["note"] and "CyberMetric_evaluator.py ask_llm()" in cell["note"]
+    # documented: chat + system role, few_shot not stated -> the stage is undefined
+    assert status(ledger, "cybermetric", "prompt.format") == UNDEFINED
+    quirks = row(ledger, "cybermetric")["quirks"]
+    assert row(ledger, "cybermetric")["quirks_source"] == "ledger"
+    assert any("<xml>answer</xml>" in q and "ANSWER: X" in q for q in quirks)
+
+
+def test_seceval_cells(ledger: dict) -> None:
+    r = row(ledger, "seceval")
+    assert r["cells"]["inference.max_tokens"]["status"] == UNDEFINED
+    assert "HF backends" in r["cells"]["inference.max_tokens"]["note"]  # the released why
+    # the README states chat mode (-c) and per-topic results, nothing else
+    assert r["cells"]["prompt.format"]["status"] == UNDEFINED
+    assert "-c flag" in r["cells"]["prompt.format"]["note"]
+    assert r["cells"]["aggregation"]["status"] == UNDEFINED
+    assert r["cells"]["dataset"]["status"] == MATCHED
+    assert all(c["status"] != CONTRADICTED for c in r["cells"].values())
+    assert r["quirks_source"] == "ledger"
+    assert any("2,126" in q and "2,189" in q for q in r["quirks"])
+    assert any("'AA'" in q for q in r["quirks"]) and any("empty" in q for q in r["quirks"])
+
+
+def test_mmlu_everything_but_the_dataset_undefined(ledger: dict) -> None:
+    r = row(ledger, "mmlu_cs")
+    # the documented layer states only the split (test), which the released code uses too
+    assert r["cells"]["dataset"]["status"] == MATCHED
+    assert {f: c["status"] for f, c in r["cells"].items() if f != "dataset"} == \
+        {f: UNDEFINED for f in LEDGER_FIELDS if f != "dataset"}
+    assert r["summary"] == "9 of 10 fields cannot be reproduced from documentation alone"
+    assert any("C 30" in q for q in r["quirks"])
+
+
+def test_cti_bench_mcq_template_contradicted() -> None:
+    r = suite_ledger(load_suite(SUITES / "cti_bench" / "suite.toml"))
+    # documented: the dataset's Prompt column alone; released: a system message on top
+    assert r["cells"]["prompt.template"]["tasks"]["mcq"] == CONTRADICTED
+    assert r["cells"]["prompt.template"]["status"] == CONTRADICTED
+    assert r["not_reproducible"] == r["counts"][UNDEFINED] + r["counts"][CONTRADICTED]
+
+
+def test_totals_add_up(ledger: dict) -> None:
+    rows = ledger["benchmarks"]
+    assert [r["benchmark"] for r in rows] == sorted(KNOWN)
+    for r in rows:
+        assert sum(r["counts"].values()) == r["fields_total"] == len(LEDGER_FIELDS)
+        assert r["not_reproducible"] == r["counts"][UNDEFINED] + r["counts"][CONTRADICTED]
+        assert r["summary"] == f"{r['not_reproducible']} of {r['fields_total']} fields cannot be reproduced from documentation alone"
+        assert r["counts"] == {s: [c["status"] for c in r["cells"].values()].count(s) for s in r["counts"]}
+    t = ledger["totals"]
+    assert t["not_reproducible"] == sum(r["not_reproducible"] for r in rows) == 27
+    assert t["fields_total"] == 30
+    assert t["counts"] == {MATCHED: 3, UNDEFINED: 26, CONTRADICTED: 1}
+    assert t["summary"] == "27 of 30 fields cannot be reproduced from documentation alone"
+
+
+def test_all_formats_render(ledger: dict) -> None:
+    table = render(ledger, "table")
+    assert "CONTRADICTED" in table and "overall: 27 of 30 fields" in table
+    assert "data quirks (from ledger)" in table
+    md = render(ledger, "markdown")
+    assert "| cybermetric | matched | CONTRADICTED |" in md and "**Overall: 27 of 30" in md
+    assert json.loads(render(ledger, "json")) == json.loads(json.dumps(ledger))
+    with pytest.raises(ValueError, match="unknown format"):
+        render(ledger, "html")
+
+
+def test_cli_ledger(suites_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", "--format", "json", "--suites-dir", str(suites_dir)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["totals"]["not_reproducible"] == 27 and data["fields"] == list(LEDGER_FIELDS)
+    assert main(["ledger", "--suites-dir", str(suites_dir), "--format", "markdown"]) == 0
+    assert capsys.readouterr().out.startswith("# Reproducibility ledger")
+    assert main(["ledger", "--suites-dir", str(tmp_path)]) == 2
+    assert "no suite.toml under" in capsys.readouterr().err
+
+
+def test_the_repository_suites_all_load() -> None:
+    """Every suite in suites/ (including ones added after this test) has a ledger row."""
+    ledger = build_ledger(SUITES)
+    names = {r["benchmark"] for r in ledger["benchmarks"]}
+    assert set(KNOWN) <= names
+    assert len(names) == len(list(SUITES.glob("*/suite.toml")))
+
+
+TOY = """
+[benchmark]
+name = "toy"
+[templates.a]
+user = "{question}"
+[templates.b]
+user = "{question}"
+[templates.c]
+system = "sys"
+user = "{question}"
+[tasks.one]
+data = { file = "one.jsonl" }
+[tasks.one.documented]
+prompt.template = "a"
+inference.max_tokens = 5
+inference.decoding = { temperature = 0.0 }
+scoring = { metric = "exact_match", denominator = "total" }
+extraction.rule = "final_answer_letter"
+why = { "inference.max_tokens" = "README: five tokens." }
+[tasks.one.released]
+prompt.template = "b"
+inference.max_tokens = 5
+inference.decoding = { temperature = 0.0, top_logprobs = 5 }
+scoring = { metric = "exact_match", denominator = "valid" }
+why = { "scoring.denominator" = "code: only parsed answers." }
+[tasks.two]
+data = { file = "two.jsonl" }
+[tasks.two.documented]
+prompt.template = "a"
+inference.max_tokens = 5
+[tasks.two.released]
+prompt.template = "c"
+inference.max_tokens = 5
+"""
+
+
+def test_rules_on_a_toy_suite(tmp_path: Path) -> None:
+    path = tmp_path / "toy" / "suite.toml"
+    path.parent.mkdir()
+    path.write_text(textwrap.dedent(TOY))
+    r = suite_ledger(load_suite(path))
+    cells = r["cells"]
+    # same template content under another name: matched for task one; task two adds a system text
+    assert cells["prompt.template"]["tasks"] == {"one": MATCHED, "two": CONTRADICTED}
+    assert cells["prompt.template"]["status"] == CONTRADICTED
+    assert "tasks differ: one matched, two contradicted" in cells["prompt.template"]["note"]
+    assert '[two]' in cells["prompt.template"]["note"]
+    assert cells["inference.max_tokens"]["status"] == MATCHED
+    assert "documented why (inference.max_tokens): README: five tokens." in cells["inference.max_tokens"]["notes"]
+    # top_logprobs is only a default in the documented layer: silent, not contradicted;
+    # top_p / seed unspecified -> undefined
+    assert cells["inference.decoding"]["tasks"]["one"] == UNDEFINED
+    # stated "total" vs released "valid"
+    assert cells["scoring.denominator"]["tasks"] == {"one": CONTRADICTED, "two": UNDEFINED}
+    assert cells["scoring.denominator"]["values"]["one"]["scoring.denominator"] == {"documented": "total", "released": "valid"}
+    # stated extraction rule, released code leaves it unspecified: contradicted, said so
+    assert cells["extraction.rule"]["tasks"]["one"] == CONTRADICTED
+    assert "endpoint's default" in cells["extraction.rule"]["note"]
+    assert cells["scoring.metric"]["tasks"] == {"one": MATCHED, "two": UNDEFINED}
+    assert cells["scoring.metric"]["status"] == UNDEFINED
+    assert r["quirks"] == [] and r["quirks_source"] == "layer notes"
+
+
+def test_missing_layer_and_bad_quirks(tmp_path: Path) -> None:
+    path = tmp_path / "toy" / "suite.toml"
+    path.parent.mkdir()
+    path.write_text(textwrap.dedent("""
+        [benchmark]
+        name = "toy"
+        [tasks.one]
+        data = { file = "one.jsonl" }
+        [tasks.one.released]
+        inference.max_tokens = 5
+        notes = ["Data: two golds are empty.", "Quirk: unrelated to the files."]
+    """))
+    r = suite_ledger(load_suite(path))
+    assert all(c["status"] == UNDEFINED for f, c in r["cells"].items() if f != "dataset")
+    assert "one has no documented layer (compared as empty)" in r["cells"]["inference.max_tokens"]["note"]
+    assert r["quirks"] == ["Data: two golds are empty."]
+    path.write_text(path.read_text() + '\n[ledger]\nquirks = "not a list"\n')
+    from pytest_benchaudit.suites import SuiteError
+    with pytest.raises(SuiteError, match=r"\[ledger\] quirks must be a list of strings"):
+        suite_ledger(load_suite(path))
