@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -185,6 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as err:
         print(f"benchaudit {args.command}: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `benchaudit ledger | head`: the reader left; stop quietly instead of a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

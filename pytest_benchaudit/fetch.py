@@ -48,7 +48,6 @@ import os
 import re
 import sys
 import tempfile
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TextIO
@@ -128,11 +127,7 @@ class FetchPlan:
 
 def fetch_plan(suite: Suite) -> FetchPlan:
     """Read and check the suite's ``[fetch]`` table.  Raises :class:`FetchError`."""
-    try:
-        with suite.path.open("rb") as fh:
-            table = tomllib.load(fh).get(FETCH_KEY)
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise FetchError(f"{suite.path}: {err}") from None
+    table = suite.own_tables.get(FETCH_KEY)
     where = f"{suite.path}: [{FETCH_KEY}]"
     if table is None:
         raise FetchError(f"{suite.name} has no [{FETCH_KEY}] table in {suite.path}; "

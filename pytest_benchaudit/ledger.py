@@ -67,7 +67,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -191,11 +190,7 @@ def _show(value: Any) -> str:
 # ----------------------------------------------------------------------------- quirks
 def _suite_table(suite: Suite, key: str) -> Any:
     """A top-level table of the suite's own TOML file (not merged from ``extends``)."""
-    try:
-        with suite.path.open("rb") as fh:
-            return tomllib.load(fh).get(key)
-    except (OSError, tomllib.TOMLDecodeError) as err:  # load_suite read it a moment ago
-        raise SuiteError(f"{suite.path}: {err}") from None
+    return suite.own_tables.get(key)
 
 
 def suite_quirks(suite: Suite) -> tuple[list[str], str]:

@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 SUITE_FILENAME = "suite.toml"
+# Top-level keys a suite.toml may have: a typo such as [ledgr] is an error, not silence.
+_TOP_LEVEL_KEYS = frozenset({"extends", "benchmark", "templates", "layers", "data_defaults", "tasks", "fetch", "ledger"})
 # Keys of a [tasks.NAME] table that are not pipeline layers.
 _TASK_KEYS = frozenset({"data", "few_shot", "title", "resources"})
 DATA_ENV = "BENCHAUDIT_DATA"
@@ -74,6 +76,8 @@ class Suite:
     info: dict[str, Any]
     templates: dict[str, Template]
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
+    # The suite file's own top-level tables (not merged from `extends`), e.g. [fetch], [ledger].
+    own_tables: dict[str, Any] = field(default_factory=dict)
 
     def layer_names(self, task: str) -> list[str]:
         return list(self.tasks[task].layers)
@@ -110,6 +114,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def load_suite(path: Path) -> Suite:
     """Read and check a ``suite.toml``. Raises :class:`SuiteError` naming the problem."""
     cfg = _read_toml(path)
+    unknown = set(cfg) - _TOP_LEVEL_KEYS
+    if unknown:
+        raise SuiteError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}; "
+                         f"known: {', '.join(sorted(_TOP_LEVEL_KEYS))}")
+    own_tables = {k: v for k, v in cfg.items() if k in ("fetch", "ledger")}
     if "extends" in cfg:
         # Shared defaults (e.g. the project's standardized layer) live once in a base file.
         base_path = (path.parent / cfg.pop("extends")).resolve()
@@ -153,6 +162,7 @@ def load_suite(path: Path) -> Suite:
         info=bench,
         templates=templates,
         tasks=tasks,
+        own_tables=own_tables,
     )
     # Validate every layer now so a typo fails at collection, not mid-run.
     for tname, spec in tasks.items():

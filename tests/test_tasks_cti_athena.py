@@ -16,7 +16,7 @@ import pytest
 
 from pytest_benchaudit import extract, scoring
 from pytest_benchaudit.suites import load_suite
-from pytest_benchaudit.tasks import actors, attack, cvss, cwe
+from pytest_benchaudit.tasks import cvss, cwe
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 from pytest_benchaudit.types import Extraction, Generation, Question
 

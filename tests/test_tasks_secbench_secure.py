@@ -6,6 +6,8 @@ the benchmarks is copied here.  Model answers below are written for these tests.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 from pathlib import Path
@@ -24,8 +26,13 @@ from pytest_benchaudit.types import Extraction, Generation, Question
 GEN = Generation(text="")
 
 
-def load(bench: str, task: str, data_dir: Path) -> list[Question]:
+def load(bench: str, task: str, data_dir: Path, *, all_rows: bool = False) -> list[Question]:
+    """Questions of a task; ``all_rows`` drops the task's ``where`` row filter (all languages)."""
     suite = load_suite(SUITES / bench / "suite.toml")
+    if all_rows:
+        spec = suite.tasks[task]
+        data = {k: v for k, v in spec.data.items() if k != "where"}
+        suite = dataclasses.replace(suite, tasks={**suite.tasks, task: dataclasses.replace(spec, data=data)})
     return load_questions(suite, task, data_dir, "test")[0]
 
 
@@ -40,8 +47,9 @@ def grade(metric: str, prediction: str | None, q: Question):
 
 @pytest.fixture(scope="module")
 def secbench_mcq(real_data: Path) -> list[Question]:
+    """All 2,730 MCQs (every language): the data quirks live across the whole file."""
     data_file("secbench", "MCQs_2730.jsonl")
-    return load("secbench", "mcq_en", real_data)
+    return load("secbench", "mcq_en", real_data, all_rows=True)
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +61,12 @@ def secure(real_data: Path) -> dict[str, list[Question]]:
 # ----------------------------------------------------------------------------------- task sizes
 
 def test_question_counts_per_task(real_data: Path, secbench_mcq, secure) -> None:
-    saq = load("secbench", "saq_en", real_data)
-    # TODO(core `where`): mcq_en / saq_en load every row until the loader can select English rows.
-    assert len(secbench_mcq) == 2730 and len(saq) == 270
-    assert sum(q.meta["language"] == "English" for q in secbench_mcq) == 661
-    assert sum(q.meta["language"] == "English" for q in saq) == 3
+    english_mcq = load("secbench", "mcq_en", real_data)
+    english_saq = load("secbench", "saq_en", real_data)
+    # `where = { language = "English" }` keeps the English rows, at their positions in the file
+    assert len(secbench_mcq) == 2730 and len(english_mcq) == 661 and len(english_saq) == 3
+    assert {q.meta["language"] for q in english_mcq + english_saq} == {"English"}
+    assert [q.id for q in english_mcq] == [q.id for q in secbench_mcq if q.meta["language"] == "English"]
     assert {t: len(qs) for t, qs in secure.items()} == {
         "maet": 1072, "cwet": 965, "kcv": 466, "vood": 466, "rert": 1000, "cpst": 100}
     # CWET: exactly one empty gold, at 0-based row 572 (item q0573)
@@ -260,7 +269,8 @@ def test_secbench_end_to_end(pytester: pytest.Pytester, real_data: Path) -> None
     (res,) = out["summary"]["results"]
     assert res["task"] == "mcq_en" and res["n"] == 6 and res["metric"] == "label_set_match"
     golds = [r["gold"] for r in out["records"]]
-    assert res["n_correct"] == golds.count("B") and "language" in res["breakdown"]
+    assert res["n_correct"] == golds.count("B")
+    assert all(r["question_meta"]["language"] == "English" for r in out["records"])
     assert calls == 6  # the SAQs are never asked
-    result.assert_outcomes(passed=golds.count("B"), failed=6 - golds.count("B"), skipped=6)
+    result.assert_outcomes(passed=golds.count("B"), failed=6 - golds.count("B"), skipped=3)
     result.stdout.fnmatch_lines(["*secbench.saq_en: scoring.metric 'judge_graded' needs an LLM judge*"])
