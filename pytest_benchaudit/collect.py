@@ -21,7 +21,8 @@ from .backends import ModelSpec
 from .options import get_options
 from .pipeline import Pipeline, PipelineError, apply_overrides, is_unspecified
 from .prompts import Template, TemplateError, render_request
-from .suites import SUITE_FILENAME, Suite, SuiteError, file_checksum, load_questions, load_resources, load_suite
+from .suites import (SUITE_FILENAME, DataUnavailable, Suite, SuiteError, file_checksum, load_questions,
+                     load_resources, load_suite)
 from .types import Question, Request
 
 __all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "BenchmarkFailure", "collect_file",
@@ -141,6 +142,9 @@ class TaskCollector(pytest.Collector):
             if suite.tasks[task].few_shot:
                 shots, shot_path = load_questions(suite, task, opts.data_dir, opts.data_origin, few_shot=True)
                 opts.state.checksums[str(Path(suite.data_folder) / shot_path.name)] = file_checksum(shot_path)
+        except DataUnavailable as err:
+            yield from self._placeholder(pytest.mark.skip(reason=str(err)))
+            return
         except SuiteError as err:
             raise _CollectFailure(str(err)) from None
         opts.state.checksums[str(Path(suite.data_folder) / path.name)] = file_checksum(path)
@@ -179,9 +183,10 @@ class TaskCollector(pytest.Collector):
                 yield item
 
     def _placeholder(self, skip: pytest.MarkDecorator) -> Iterator[BenchItem]:
-        """One skipped item per model, so the reason shows up in the run's output."""
+        """One skipped item per model (no pipeline layer, or data that cannot be had here),
+        so the reason shows up in the run's output instead of stopping the whole run."""
         for spec in get_options(self.config).models:
-            item = pytest.Function.from_parent(self, name=f"no-pipeline[{spec.label}]", callobj=_never_called)
+            item = pytest.Function.from_parent(self, name=f"unavailable[{spec.label}]", callobj=_never_called)
             item.add_marker(skip)
             yield item  # type: ignore[misc]
 

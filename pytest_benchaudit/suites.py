@@ -32,6 +32,7 @@ __all__ = [
     "SUITE_FILENAME",
     "DATA_ENV",
     "SuiteError",
+    "DataUnavailable",
     "Suite",
     "TaskSpec",
     "load_suite",
@@ -52,6 +53,14 @@ _LABELS = ("A", "B", "C", "D", "E", "F", "G", "H")
 
 class SuiteError(Exception):
     """A suite config or data file is missing or malformed; the message says where."""
+
+
+class DataUnavailable(SuiteError):
+    """Data that cannot be had here (a hub-only dataset, offline or without its library).
+
+    Unlike a missing or malformed local file, this does not stop a run over many suites:
+    the task's items are skipped with the message.
+    """
 
 
 @dataclass(frozen=True)
@@ -354,7 +363,7 @@ def _ensure_hub_export(suite: Suite, mapping: dict[str, Any], data_dir: Path) ->
     try:
         export_hub_dataset(mapping["hub"], target)
     except HubUnavailable as err:
-        raise SuiteError(f"{suite.name}: {err}") from None
+        raise DataUnavailable(f"{suite.name}: {err}") from None
 
 
 def _gold_column(suite: Suite, mapping: dict[str, Any], data_dir: Path, origin: str,

@@ -21,7 +21,7 @@ from pytest_benchaudit.suites import load_suite
 
 from conftest import SUITES, real_data_dir
 
-OWN_SUITES = ("seceval", "mmlu_cs", "cybermetric")
+OWN_SUITES = ("seceval", "mmlu_cs", "cybermetric", "cti_bench", "athenabench", "secbench", "secure")
 
 
 class Origin:
@@ -259,9 +259,11 @@ def provenance_checksums(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("bench", OWN_SUITES)
-def test_real_suite_fetch_from_a_local_mirror(bench: str, tmp_path: Path, origin: Origin) -> None:
+def test_real_suite_fetch_from_a_local_mirror(bench: str, tmp_path: Path, origin: Origin,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     """Serve the shared copies at the suite's base_url-relative paths (derived files as a
-    reconstructed JavaScript source) and fetch them: every checksum must hold."""
+    reconstructed JavaScript source) and fetch them: every checksum must hold.  Files marked
+    ``manual`` are never requested; they count as present once put in place by hand."""
     shared = real_data_dir()
     suite = load_suite(SUITES / bench / "suite.toml")
     plan = fetch_plan(suite)
@@ -270,17 +272,50 @@ def test_real_suite_fetch_from_a_local_mirror(bench: str, tmp_path: Path, origin
     source = shared / suite.data_folder
     if not source.is_dir():
         pytest.skip(f"real-data folder missing: {source}")
-    assert {f.name: f.sha256 for f in plan.files} == provenance_checksums(source)
-    for f in plan.files:
+    provenance = (source / "PROVENANCE.md").read_text(encoding="utf-8")
+    auto = [f for f in plan.files if f.manual is None]
+    manual = [f for f in plan.files if f.manual is not None]
+    assert {f.name: f.sha256 for f in auto} == provenance_checksums(source)
+    for f in auto:  # the origin path is the one PROVENANCE.md names (CTI-Bench: `evaluation/responses/…`)
+        assert f"`{f.path}`" in provenance or f"`{f.path.rsplit('/', 1)[0]}/\u2026`" in provenance, f.path
+    for f in manual:  # derived files: named in PROVENANCE.md, no upstream checksum to pin
+        assert f.name in provenance and f.sha256 is None and (source / f.name).is_file()
+    for f in auto:
         body = (source / f.name).read_bytes()
         if f.transform == "js_assignment_to_json":
             body = b"problem_data = " + json.dumps(json.loads(body)).encode() + b";\n"
         origin.routes["/base/" + f.path.replace(" ", "%20")] = body
-    assert main(["fetch", bench, "--suites-dir", str(SUITES), "--data-dir", str(tmp_path), "--origin", origin.url]) == 0
-    for f in plan.files:
+    argv = ["fetch", bench, "--suites-dir", str(SUITES), "--data-dir", str(tmp_path), "--origin", origin.url]
+    assert main(argv) == (1 if manual else 0)
+    err = capsys.readouterr().err
+    for f in manual:
+        assert f"{bench}/{f.name}:" in err and "it is not fetched automatically" in err
+    for f in auto:
         assert sha((tmp_path / suite.data_folder / f.name).read_bytes()) == f.sha256
-    assert main(["fetch", bench, "--suites-dir", str(SUITES), "--data-dir", str(tmp_path), "--origin", origin.url]) == 0
-    assert len(origin.requests) == len(plan.files)  # the re-run downloaded nothing
+    assert len(origin.requests) == len(auto)  # manual files are never requested
+    for f in manual:  # put in place by hand, as the message says
+        target = tmp_path / suite.data_folder / f.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((source / f.name).read_bytes())
+    assert main(argv) == 0
+    assert len(origin.requests) == len(auto)  # the re-run downloaded nothing
+
+
+def test_published_outputs_and_hub_data_are_not_fetched() -> None:
+    """AthenaBench's runs-mini/ (model outputs, no checksums) is not benchmark input; RedSage's data
+    is on the Hugging Face hub only, so it has no [fetch] table and its ledger says why."""
+    assert not any(f.path.startswith("runs-mini/") for f in fetch_plan(load_suite(SUITES / "athenabench" / "suite.toml")).files)
+    redsage = load_suite(SUITES / "redsage" / "suite.toml")
+    with pytest.raises(FetchError, match=r"redsage has no \[fetch\] table"):
+        fetch_plan(redsage)
+    quirks = redsage.own_tables["ledger"]["quirks"]
+    assert any("Hugging Face hub" in q and "[fetch]" in q for q in quirks)
+
+
+def test_own_suites_have_ledger_quirks() -> None:
+    for bench in (*OWN_SUITES, "redsage"):
+        quirks = load_suite(SUITES / bench / "suite.toml").own_tables["ledger"]["quirks"]
+        assert quirks and all(isinstance(q, str) and q.strip() for q in quirks), bench
 
 
 def test_own_suites_pin_a_commit() -> None:

@@ -80,3 +80,15 @@ def test_redsage_end_to_end_against_loopback(pytester: pytest.Pytester) -> None:
         "knowledge_frameworks", "knowledge_generals", "skills", "tools_cli", "tools_kali"]
     (bench,) = out["summary"]["benchmarks"]
     assert bench["method"] == "micro" and bench["score"] == pytest.approx(0.5)
+
+
+def test_unavailable_hub_data_skips_instead_of_stopping_the_run(pytester: pytest.Pytester,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pytest suites/` on a machine without the hub data: RedSage skips with the reason."""
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    (pytester.path / "data").mkdir()
+    result = pytester.runpytest(str(SUITES / "redsage"), "--data-dir", "data", "--model", "m@http://127.0.0.1:9/v1",
+                                "-rs", "--report-dir", "out")
+    result.assert_outcomes(skipped=5)
+    result.stdout.fnmatch_lines(["*redsage: RISys-Lab/Benchmarks_CyberSec_RedSageMCQ*'datasets' package is not installed*"])
+    assert "Traceback" not in result.stdout.str()
