@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 
 from .tasks import TASK_RULES
+from .tasks.labels import read_label
 from .types import Extraction, Generation, InvalidReason, Question
 
 __all__ = ["RULES", "Rule", "rule_names", "strip_reasoning", "extract"]
@@ -169,7 +170,6 @@ def logprob_argmax(text: str, question: Question, generation: Generation) -> tup
 # "Answer:", "Final answer is", "The correct answers are" … (case-insensitive marker;
 # the letter itself stays case-sensitive so that prose never turns into an answer).
 _MARKER = r"(?i:\b(?:final\s+)?answers?\b\s*(?:is|are)?\s*[:：]?\s*(?:option|choice)?\s*)"
-_OPEN = r"(?:\*\*|\(|\[|\\boxed\{)?\s*"
 _NOT_WORD = r"(?![A-Za-z0-9])"
 
 
@@ -177,34 +177,13 @@ def _label_alt(labels: tuple[str, ...]) -> str:
     return "(?:" + "|".join(re.escape(lbl) for lbl in sorted(labels, key=len, reverse=True)) + ")"
 
 
-def _single_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    lab = _label_alt(labels)
-    marker = re.compile(_MARKER + _OPEN + rf"(?<![A-Za-z0-9])({lab}){_NOT_WORD}")
-    # A line that *is* the answer: C / C) / (C) / C. / **C** / \boxed{C}, or "C) text",
-    # "C: text", "C. text".  A bare sentence "A firewall is…" never matches: the letter
-    # must be followed by end of line or by ) : . decoration.
-    alone = re.compile(
-        r"^\s*(?:\*\*)?\s*(?:\(|\[|\\boxed\{)?\s*"
-        rf"({lab})"
-        r"(?:\s*[)\]}.:]?\s*(?:\*\*)?\s*\.?\s*$|\s*[).:]\s*(?:\*\*)?\s*\S.*$)"
-    )
-    return marker, alone
-
-
 def final_answer_letter(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """Standardized single answer: bottom-up, an explicit marker first, else a letter-only line.
 
     Labels are the question's choice keys (A–D by default), upper-case and standalone only.
     """
-    marker, alone = _single_patterns(_labels(question))
-    for line in reversed([ln for ln in text.splitlines() if ln.strip()]):
-        hits = list(marker.finditer(line))
-        if hits:
-            return hits[-1].group(1), f"answer marker: {line.strip()[:60]!r}"
-        match = alone.match(line)
-        if match:
-            return match.group(1), f"letter line: {line.strip()[:60]!r}"
-    return None, "no answer marker or letter line"
+    # One reader for every label set (SECURE's A-D+X and T/F/X use it too): tasks.labels.
+    return read_label(text, _labels(question), {})
 
 
 def _list_pattern(labels: tuple[str, ...]) -> str:

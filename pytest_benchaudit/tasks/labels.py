@@ -32,7 +32,7 @@ from typing import Any
 
 from ..types import Generation, MetricInfo, Question, Score
 
-__all__ = ["ABSTAIN", "METRICS", "METRIC_INFO", "RULES", "gold_label_set", "label_rule"]
+__all__ = ["ABSTAIN", "METRICS", "METRIC_INFO", "RULES", "gold_label_set", "label_rule", "read_label"]
 
 ABSTAIN = "X"  # SECURE's "if you do not know the answer, return X"
 _DEFAULT_LABELS = ("A", "B", "C", "D")
@@ -41,7 +41,7 @@ Rule = Callable[[str, Question, Generation], tuple[str | None, str]]
 
 # "Answer:", "Final answer is", "My answer: " … case-insensitive; the label itself is
 # matched case-sensitively (or as a whole alias word such as "True").
-_MARKER = r"(?i:\b(?:final\s+)?answers?\b\s*(?:is|would\s+be|:)?\s*[:：]?\s*(?:option|choice)?\s*)"
+_MARKER = r"(?i:\b(?:final\s+)?answers?\b\s*(?:is|are|would\s+be|:)?\s*[:：]?\s*(?:option|choice)?\s*)"
 _OPEN = r"(?:\*\*|\(|\[|\\boxed\{|[\"'`])?\s*"
 _NOT_WORD = r"(?![A-Za-z0-9])"
 
@@ -64,7 +64,8 @@ def _compile(labels: Sequence[str], aliases: Mapping[str, str]) -> tuple[re.Patt
     return marker, alone
 
 
-def _read_label(text: str, labels: Sequence[str], aliases: Mapping[str, str]) -> tuple[str | None, str]:
+def read_label(text: str, labels: Sequence[str], aliases: Mapping[str, str]) -> tuple[str | None, str]:
+    """The final answer label, bottom-up: an explicit answer marker first, else a label-only line."""
     marker, alone = _compile(labels, aliases)
     fold = {k.lower(): v for k, v in aliases.items()}
 
@@ -104,7 +105,7 @@ def label_rule(labels: Sequence[str] | None = None, *, extra: Sequence[str] = ()
             else:
                 allowed = tuple(question.choices) or _DEFAULT_LABELS
         allowed = tuple(dict.fromkeys((*allowed, *extra)))
-        return _read_label(text, allowed, alias_map)
+        return read_label(text, allowed, alias_map)
 
     rule.__doc__ = doc or label_rule.__doc__
     return rule
