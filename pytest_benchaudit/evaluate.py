@@ -64,6 +64,8 @@ def evaluate(
         score_extras=score.extras,
         metric=pipeline.scoring.metric,
         question_meta=question.meta,
+        question_labels=list(question.choices),
+        top_logprobs=[dict(d) for d in generation.top_logprobs[:1]] if generation.top_logprobs else None,
         usage=generation.usage,
         latency_s=round(generation.latency_s, 4),
         attempts=generation.attempts,

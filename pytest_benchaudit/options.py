@@ -22,7 +22,8 @@ from .suites import resolve_data_dir
 if TYPE_CHECKING:
     from .runner import Runner
 
-__all__ = ["RunOptions", "RunState", "add_options", "build_options", "get_options", "OPTIONS_KEY"]
+__all__ = ["RunOptions", "RunState", "add_options", "build_options", "get_options", "OPTIONS_KEY",
+           "parse_vary", "default_cache_dir"]
 
 
 @dataclass
@@ -45,6 +46,10 @@ class RunOptions:
     concurrency: int | None
     report_dir: Path
     gates: list[Gate]
+    # --vary FIELD=v1,v2: each value is one variant changing only that field from the base.
+    vary: list[tuple[str, list[Any]]] = field(default_factory=list)
+    cache_dir: Path | None = None  # None: generation cache off (--no-cache)
+    resume: Path | None = None  # --resume RUN_DIR
     state: RunState = field(default_factory=RunState)
 
 
@@ -76,6 +81,16 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gate", action="append", default=[], metavar="EXPR",
                     help="quality gate (repeatable), e.g. 'seceval>=0.70' or 'seceval.mcq:invalid<=0.05'; "
                          "when given, the gates alone decide the exit status")
+    group.addoption("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",
+                    help="single-field counterfactuals (repeatable): each value is a variant of the base pipeline "
+                         "that changes only FIELD; downstream variants reuse the base generation")
+    group.addoption("--cache-dir", default=None, metavar="DIR",
+                    help="generation cache directory (SQLite, shared by xdist workers and later runs); "
+                         "default: ~/.cache/benchaudit")
+    group.addoption("--no-cache", action="store_true", default=False,
+                    help="do not read or write the generation cache")
+    group.addoption("--resume", default=None, metavar="RUN_DIR",
+                    help="continue an interrupted run: items already in RUN_DIR/records.jsonl are not asked again")
     group.addoption("--max-retries", type=int, default=None, metavar="N",
                     help="retries per request on 429/5xx/connection errors (default 4)")
     group.addoption("--request-timeout", type=float, default=None, metavar="SECONDS",
@@ -133,6 +148,16 @@ def build_options(config: pytest.Config) -> RunOptions:
     if opt.concurrency is not None and opt.concurrency < 1:
         raise pytest.UsageError("--concurrency must be at least 1")
     data_dir, origin = resolve_data_dir(opt.data_dir)
+    vary: list[tuple[str, list[Any]]] = []
+    for text in opt.vary:
+        try:
+            vary.append(parse_vary(text))
+        except PipelineError as err:
+            raise pytest.UsageError(str(err)) from None
+    cache_dir = None if opt.no_cache else Path(opt.cache_dir).expanduser() if opt.cache_dir else default_cache_dir()
+    resume = Path(opt.resume) if opt.resume else None
+    if resume is not None and not (resume / "records.jsonl").is_file():
+        raise pytest.UsageError(f"--resume {opt.resume}: not a run directory (no records.jsonl there)")
     return RunOptions(
         pipeline=opt.pipeline,
         overrides=overrides,
@@ -143,7 +168,61 @@ def build_options(config: pytest.Config) -> RunOptions:
         concurrency=opt.concurrency,
         report_dir=Path(opt.report_dir),
         gates=gates,
+        vary=vary,
+        cache_dir=cache_dir,
+        resume=resume,
     )
+
+
+def default_cache_dir() -> Path:
+    """Per-user cache directory for generations (``$XDG_CACHE_HOME/benchaudit``)."""
+    import os
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benchaudit"
+
+
+def parse_vary(text: str) -> tuple[str, list[Any]]:
+    """``FIELD=v1,v2,...`` -> (field, [values]); each value validated like ``--set FIELD=value``.
+
+    Values are split on commas outside brackets and quotes, so ``inference.stop=["\\n"],[]``
+    gives two values.
+    """
+    if "=" not in text:
+        raise PipelineError(f"--vary {text!r}: expected FIELD=V1,V2,..., e.g. inference.max_tokens=5,16,2048")
+    name, raw = text.split("=", 1)
+    values: list[Any] = []
+    for part in _split_values(raw):
+        try:
+            path, value = parse_override(f"{name}={part}")
+            apply_overrides(Pipeline(name="check", benchmark="check", task="check"), [(path, value)])
+        except PipelineError as err:
+            raise PipelineError(str(err).replace("--set", "--vary", 1)) from None
+        values.append(value)
+    if not values:
+        raise PipelineError(f"--vary {text!r}: no values")
+    return name.strip(), values
+
+
+def _split_values(raw: str) -> list[str]:
+    parts, depth, quote, current = [], 0, "", ""
+    for ch in raw:
+        if quote:
+            current += ch
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote, current = ch, current + ch
+        elif ch in "[{":
+            depth, current = depth + 1, current + ch
+        elif ch in "]}":
+            depth, current = depth - 1, current + ch
+        elif ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    return [p for p in (s.strip() for s in parts) if p]
 
 
 def get_options(config: pytest.Config) -> RunOptions:

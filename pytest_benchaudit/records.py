@@ -62,6 +62,10 @@ class Record(BaseModel):
     score_extras: dict[str, float] = Field(default_factory=dict)
     metric: str = ""
     question_meta: dict[str, Any] = Field(default_factory=dict)
+    # What the downstream stages read besides the raw output, so a record can be re-scored
+    # offline: the option labels of the question and the first tokens' top log-probabilities.
+    question_labels: list[str] = Field(default_factory=list)
+    top_logprobs: list[dict[str, float]] | None = None
     usage: dict[str, Any] = Field(default_factory=dict)
     asks: int = 1
     earlier_outputs: list[str] = Field(default_factory=list, description="raw outputs of earlier asks "

@@ -142,6 +142,13 @@ def write_toy(root: Path) -> tuple[Path, Path]:
     return suite_dir, data_dir
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own per-user cache directory (the generation cache lives there), so
+    a scripted answer cached by one test never answers another test's request."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
 @pytest.fixture
 def scripted() -> Iterator[ScriptedServer]:
     with ScriptedServer(toy_script()) as server:
