@@ -1,6 +1,13 @@
 """``benchaudit``: commands over run directories; no pytest run and no model server needed.
 
     benchaudit show RUN_DIR               summary tables, gate verdicts and pipeline cards of a run
+    benchaudit rescore RUN_DIR [--pipeline P] [--set FIELD=VALUE]...
+                                          re-score stored outputs under other downstream fields
+    benchaudit sweep RUN_DIR [--vary FIELD=V1,V2,...]... [--toward LAYER]
+                                          single-field counterfactuals from stored outputs: each
+                                          variant's score, delta, invalid rate and the stage that moved it
+    benchaudit import athenabench-runs DIR | cti-bench-responses DIR
+                                          published model outputs as run directories (one per model)
     benchaudit summarize RUN_DIR          recompute summary.json from records.jsonl and run.json
                                           (e.g. after a run was killed before it could write it)
     benchaudit card BENCH [--task T] [--pipeline P] [--set FIELD=VALUE]...
@@ -23,10 +30,13 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from .aggregate import benchmark_scores, summarize
+from .aggregate import benchmark_scores, summarize, summary_document
+from .importers import add_import_parser, run_import
+from .offline import OfflineError, rescore_run, sweep_run
+from .options import parse_vary
 from .pipeline import PipelineError, apply_overrides, parse_override
 from .records import read_records
-from .report.terminal import render_summary
+from .report.terminal import render_summary, render_variant_deltas
 from .suites import SUITE_FILENAME, SuiteError, load_suite, resolve_data_dir
 
 __all__ = ["main"]
@@ -74,7 +84,7 @@ def cmd_summarize(run_dir: Path) -> int:
         raise CliError(str(err)) from None
     cards = _cards(run_dir)
     results = summarize(records, cards)
-    out = {"results": results, "benchmarks": benchmark_scores(results, cards), "gates": []}
+    out = summary_document(results, benchmark_scores(results, cards), [], cards)
     (run_dir / "summary.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     print(f"{run_dir / 'summary.json'}: {len(results)} results from {len(records)} records")
     return 0
@@ -148,6 +158,41 @@ def cmd_fetch(benches: list[str], data_dir: str | None, origin: str | None, forc
     return 1 if errors else 0
 
 
+def cmd_rescore(args: argparse.Namespace) -> int:
+    try:
+        overrides = [parse_override(text) for text in args.sets]
+    except PipelineError as err:
+        raise CliError(str(err)) from None
+    try:
+        out, results, cards = rescore_run(args.run_dir, layer=args.pipeline, overrides=overrides,
+                                          report_dir=args.report_dir, suites_dir=args.suites_dir,
+                                          data_dir=args.data_dir)
+    except OfflineError as err:
+        raise CliError(str(err)) from None
+    print(render_summary(results, [], cards, []))
+    print(f"run directory: {out.path}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    try:
+        vary = [parse_vary(text) for text in args.vary]
+    except PipelineError as err:
+        raise CliError(str(err)) from None
+    if not vary and not args.toward:
+        raise CliError("nothing to vary: give --vary FIELD=V1,V2,... and/or --toward LAYER")
+    try:
+        rows, _results, _cards = sweep_run(args.run_dir, vary, toward=args.toward, suites_dir=args.suites_dir,
+                                          data_dir=args.data_dir)
+    except OfflineError as err:
+        raise CliError(str(err)) from None
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(render_variant_deltas(rows))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchaudit", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -172,6 +217,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--origin", metavar="URL", help="replace the suite's base_url (a mirror, or a test server)")
     p.add_argument("--force", action="store_true", help="replace existing files whose checksum differs")
     p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
+    p = sub.add_parser("rescore", help="re-score a run's stored outputs under another pipeline (no model calls)")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--pipeline", help="apply this layer's downstream stages (extraction, scoring, aggregation)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a downstream field (an upstream one needs new generations and is refused)")
+    p.add_argument("--report-dir", type=Path, help="where the new run directory goes (default: beside RUN_DIR)")
+    p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
+    p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
+    p = sub.add_parser("sweep", help="single-field counterfactuals on a run's stored outputs (downstream fields)")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",
+                   help="each value is a variant changing only FIELD (repeatable)")
+    p.add_argument("--toward", metavar="LAYER",
+                   help="one variant per downstream field whose value in LAYER differs from the run's pipeline")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
+    p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
+    add_import_parser(sub)
     args = parser.parse_args(argv)
     try:
         if args.command == "show":
@@ -180,6 +243,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_summarize(args.run_dir)
         if args.command == "ledger":
             return cmd_ledger(args.fmt, args.suites_dir)
+        if args.command == "import":
+            return run_import(args)
+        if args.command == "sweep":
+            return cmd_sweep(args)
+        if args.command == "rescore":
+            return cmd_rescore(args)
         if args.command == "fetch":
             return cmd_fetch(args.benches, args.data_dir, args.origin, args.force, args.suites_dir)
         return cmd_card(args.target, args.task, args.pipeline, args.sets, args.suites_dir)

@@ -4,7 +4,8 @@
 :class:`TaskCollector` (so ``-k <task>`` selects it); each question x model is a
 :class:`BenchItem`, a real ``pytest.Function`` whose fixtures ``question``,
 ``pipeline`` and ``model`` can be overridden in a ``conftest.py``.  Node ids read
-``suites/seceval/suite.toml::mcq::q0001[local]``.
+``suites/seceval/suite.toml::mcq::q0001[local]``; with ``--vary`` each question x model
+also runs once per variant: ``q0001[local|max_tokens=5]`` (see :mod:`.variants`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .prompts import Template, TemplateError, render_request
 from .suites import (SUITE_FILENAME, DataUnavailable, Suite, SuiteError, file_checksum, load_questions,
                      load_resources, load_suite)
 from .types import Question, Request
+from .variants import build_variants, card_key
 
 __all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "BenchmarkFailure", "collect_file",
            "question", "pipeline", "model", "runnable_problems"]
@@ -84,6 +86,19 @@ def judge_problem(pipeline: Pipeline) -> str | None:
     return None
 
 
+def _skip_marker(pipe: Pipeline, suite: Suite, task: str, variant: str) -> pytest.MarkDecorator | None:
+    """The skip every item of this (variant) pipeline gets, or None: unspecified fields, a judge."""
+    where = f"{suite.name}.{task}" + (f" [{variant}]" if variant else "")
+    problems = runnable_problems(pipe, suite)
+    if problems:
+        return pytest.mark.skip(reason=f"{where} under {pipe.name!r}: {', '.join(problems)} "
+                                       "unspecified; choose with --set FIELD=VALUE")
+    judge = judge_problem(pipe)
+    if judge:
+        return pytest.mark.skip(reason=f"{where}: {judge}")
+    return None
+
+
 def _check_names(pipeline: Pipeline) -> None:
     rule, metric = pipeline.extraction.rule, pipeline.scoring.metric
     if not is_unspecified(rule) and rule not in extract.RULES:
@@ -134,6 +149,12 @@ class TaskCollector(pytest.Collector):
         except PipelineError as err:
             raise _CollectFailure(f"{suite.name}.{task}: {err}") from None
         try:
+            variants = build_variants(pipe, opts.vary)
+            for v in variants[1:]:
+                _check_names(v.pipeline)
+        except PipelineError as err:
+            raise _CollectFailure(f"{suite.name}.{task}: {err}") from None
+        try:
             questions, path = load_questions(suite, task, opts.data_dir, opts.data_origin)
             resources, resource_paths = load_resources(suite, task, opts.data_dir, opts.data_origin)
             for res_path in resource_paths.values():
@@ -147,40 +168,43 @@ class TaskCollector(pytest.Collector):
             return
         except SuiteError as err:
             raise _CollectFailure(str(err)) from None
-        opts.state.checksums[str(Path(suite.data_folder) / path.name)] = file_checksum(path)
-        card = pipe.card()
-        card["dataset_checksums"] = {path.name: file_checksum(path)}
-        opts.state.cards[f"{suite.name}.{task}"] = card
-        problems = runnable_problems(pipe, suite)
-        judge = judge_problem(pipe)
-        skip = None
-        if problems:
-            skip = pytest.mark.skip(reason=f"{suite.name}.{task} under {pipe.name!r}: {', '.join(problems)} "
-                                           "unspecified; choose with --set FIELD=VALUE")
-        elif judge:
-            skip = pytest.mark.skip(reason=f"{suite.name}.{task}: {judge}")
+        checksum = file_checksum(path)
+        opts.state.checksums[str(Path(suite.data_folder) / path.name)] = checksum
+        skips: dict[str, pytest.MarkDecorator | None] = {}
+        for v in variants:
+            card = v.pipeline.card()
+            card["dataset_checksums"] = {path.name: checksum}
+            if not v.is_base:
+                card["variant"] = v.info()
+            opts.state.cards[card_key(suite.name, task, v.name)] = card
+            skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name)
         if opts.limit is not None:
             questions = questions[: opts.limit]
         # empty_gold = "skip": a row without a gold label is reported (skipped with the
         # reason), never scored; "score" (default) keeps it, as released code may (SecEval).
         skip_empty_gold = suite.tasks[task].data.get("empty_gold", "score") == "skip"
+        # Question by question, each model, then each variant: the variants of a question run
+        # next to its base, so a downstream variant reads the generation the base just got.
         for q in questions:
             for spec in opts.models:
-                item = BenchItem.from_parent(
-                    self,
-                    name=f"q{q.index + 1:04d}[{spec.label}]",
-                    callobj=_run_question,
-                    bench=ItemSpec(suite=suite, question=q, pipeline=pipe, model=spec, shots=shots,
-                                   resources=resources),
-                )
-                # `-k <question id>` works too, whatever the item is named.
-                item.extra_keyword_matches.update({q.id, suite.name})
-                if skip is not None:
-                    item.add_marker(skip)
-                elif skip_empty_gold and not q.gold.strip():
-                    item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: empty gold label "
-                                                            "in the data file; reported, not scored"))
-                yield item
+                for v in variants:
+                    params = spec.label if v.is_base else f"{spec.label}|{v.name}"
+                    item = BenchItem.from_parent(
+                        self,
+                        name=f"q{q.index + 1:04d}[{params}]",
+                        callobj=_run_question,
+                        bench=ItemSpec(suite=suite, question=q, pipeline=v.pipeline, model=spec, shots=shots,
+                                       variant=v.name, resources=resources),
+                    )
+                    # `-k <question id>` works too, whatever the item is named.
+                    item.extra_keyword_matches.update({q.id, suite.name})
+                    skip = skips[v.name]
+                    if skip is not None:
+                        item.add_marker(skip)
+                    elif skip_empty_gold and not q.gold.strip():
+                        item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: empty gold label "
+                                                                "in the data file; reported, not scored"))
+                    yield item
 
     def _placeholder(self, skip: pytest.MarkDecorator) -> Iterator[BenchItem]:
         """One skipped item per model (no pipeline layer, or data that cannot be had here),

@@ -9,6 +9,14 @@ requests in flight (started, not finished) is bounded by a window, so a suite of
 any size never opens more than that many requests at once.  Finished
 generations wait, one small object per item, until their item consumes them.
 Identical requests to the same model are sent once.
+
+With a :class:`~pytest_benchaudit.cache.GenerationCache`, each request is first
+looked up (by the model's identity and the full request) and, when stored, its
+generation is returned as it was first received (original latency, usage,
+attempts) without a request being sent; a generation received without error is
+stored.  ``cache_hits``/``cache_misses`` count them.  A cache that fails turns
+itself off with one :class:`~pytest_benchaudit.cache.CacheWarning`, issued on the
+pytest thread by the next :meth:`Engine.generate`.
 """
 
 from __future__ import annotations
@@ -17,10 +25,13 @@ import asyncio
 import collections
 import concurrent.futures
 import json
+import sys
 import threading
-from typing import Awaitable, Callable
+import warnings
+from typing import Any, Awaitable, Callable
 
-from .backends import Backend
+from .backends import Backend, ModelSpec
+from .cache import CacheWarning, GenerationCache, model_identity
 from .types import Generation, Request
 
 __all__ = ["Engine", "request_key"]
@@ -47,9 +58,16 @@ class _Slot:
 class Engine:
     """A background event loop that generates with bounded look-ahead."""
 
-    def __init__(self, window: int = 256) -> None:
+    def __init__(self, window: int = 256, cache: GenerationCache | None = None) -> None:
         self.window = window
+        self.cache = cache
+        self.cache_hits = 0
+        self.cache_misses = 0
+        self._cache_warnings: list[str] = []
+        if cache is not None:
+            cache.on_warning = self._cache_warnings.append  # said on the pytest thread, see generate()
         self._factories: dict[str, BackendFactory] = {}
+        self._identities: dict[str, str | None] = {}
         self._backends: dict[str, Backend] = {}
         self._slots: dict[str, _Slot] = {}
         self._pending: collections.deque[str] = collections.deque()
@@ -61,9 +79,24 @@ class Engine:
         self._thread.start()
 
     # -- set-up -----------------------------------------------------------------
-    def add_model(self, label: str, factory: BackendFactory) -> None:
-        """Register how to build the backend of ``label`` (built lazily, on the loop)."""
+    def add_model(self, label: str, factory: BackendFactory, identity: str | None = None) -> None:
+        """Register how to build the backend of ``label`` (built lazily, on the loop).
+
+        ``identity`` names the model for the generation cache; by default it is read
+        from the backend's ``spec`` (:func:`~pytest_benchaudit.cache.model_identity`);
+        a backend with neither is not cached.
+        """
         self._factories[label] = factory
+        if identity is not None:
+            self._identities[label] = identity
+
+    def cache_stats(self) -> dict[str, Any]:
+        """Lookups of this engine that the cache answered (hits) or not (misses)."""
+        out: dict[str, Any] = {"enabled": self.cache is not None, "hits": self.cache_hits,
+                               "misses": self.cache_misses}
+        if self.cache is not None:
+            out.update(path=str(self.cache.path), stores=self.cache.stores, disabled=self.cache.disabled)
+        return out
 
     # -- called from the pytest thread -------------------------------------------
     def prefetch(self, model: str, request: Request) -> None:
@@ -81,6 +114,15 @@ class Engine:
                 slot.waiters -= 1
                 if slot.waiters <= 0 and slot.future.done():
                     self._slots.pop(key, None)
+            self._say_cache_warnings()
+
+    def _say_cache_warnings(self) -> None:
+        while self._cache_warnings:
+            message = self._cache_warnings.pop(0)
+            try:
+                warnings.warn(message, CacheWarning, stacklevel=3)
+            except Warning:  # -W error: a cache that turned itself off must not fail the item
+                print(f"CacheWarning: {message}", file=sys.stderr)
 
     def close(self) -> None:
         """Cancel what is still queued or in flight (items that will not run) and stop the loop."""
@@ -99,6 +141,8 @@ class Engine:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=30)
         self._loop.close()
+        if self.cache is not None:
+            self.cache.close()
 
     # -- internals ----------------------------------------------------------------
     def _claim(self, model: str, request: Request, *, front: bool, consume: bool = False) -> str:
@@ -148,7 +192,17 @@ class Engine:
             backend = self._backends.get(slot.model)
             if backend is None:
                 backend = self._backends[slot.model] = self._factories[slot.model]()
+            identity = self._identity(slot.model, backend) if self.cache is not None else None
+            if identity is not None:
+                cached = self.cache.get(identity, slot.request)
+                if cached is not None:
+                    self.cache_hits += 1
+                    slot.future.set_result(cached)
+                    return
+                self.cache_misses += 1
             result = await backend.generate(slot.request)
+            if identity is not None and result.error is None:
+                self.cache.put(identity, slot.request, result)
             slot.future.set_result(result)
         except BaseException as err:  # a backend bug must not hang the waiting item
             slot.future.set_exception(err)
@@ -156,6 +210,14 @@ class Engine:
             with self._lock:
                 self._running -= 1
             self._pump()
+
+    def _identity(self, label: str, backend: Backend) -> str | None:
+        """The model's identity for the cache; ``None`` (not cached) for a backend that has no
+        endpoint spec and was registered without one (e.g. a replay of a stored run)."""
+        if label not in self._identities:
+            spec = getattr(backend, "spec", None)
+            self._identities[label] = model_identity(spec) if isinstance(spec, ModelSpec) else None
+        return self._identities[label]
 
     def run_sync(self, coro: Awaitable[object]) -> object:
         """Run a coroutine on the engine loop and wait for it (tests, diagnostics)."""

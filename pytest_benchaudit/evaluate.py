@@ -22,7 +22,7 @@ __all__ = ["evaluate", "failure_message"]
 def evaluate(
     question: Question,
     pipeline: Pipeline,
-    request: Request,
+    request: Request | Mapping[str, Any],
     generation: Generation,
     *,
     model: str,
@@ -33,6 +33,7 @@ def evaluate(
     """Run extraction and scoring on ``generation`` and build the item's record.
 
     ``resources`` are the task's data files its metric reads (e.g. alias graphs).
+    ``request`` may be a stored record's request (a mapping), taken over as it is.
     """
     extraction = _extract.extract(pipeline.extraction.rule, generation, question, pipeline.extraction.reasoning)
     score = _scoring.score(pipeline.scoring.metric, extraction, question, resources)
@@ -48,7 +49,7 @@ def evaluate(
         pipeline=pipeline.name,
         pipeline_hash=pipeline.hash,
         upstream_hash=pipeline.upstream_hash,
-        request=request.model_dump(mode="json"),
+        request=request.model_dump(mode="json") if isinstance(request, Request) else dict(request),
         raw_output=generation.text,
         reasoning=generation.reasoning,
         finish_reason=generation.finish_reason,

@@ -17,6 +17,7 @@ charged to the right pipeline stage (see ``types.INVALID_STAGE``).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from collections.abc import Callable
 
 from .tasks import TASK_RULES
@@ -191,7 +192,18 @@ def _list_pattern(labels: tuple[str, ...]) -> str:
     item = rf"(?:\*\*)?[(\[]?(?<![A-Za-z0-9])(?:{lab})+{_NOT_WORD}[)\]]?(?:\*\*)?"
     # ", " / " and " / ", and " / " " between items (an Oxford comma must not end the list)
     sep = r"(?:\s*[,;/&]\s*(?:and\s+)?|\s+and\s+|\s+)"
-    return rf"(?:\*\*|\\boxed\{{)?\s*{item}(?:{sep}{item})*\s*(?:\*\*|\}})?"
+    return rf"(?:\*\*|\$?\\boxed\{{)?\s*{item}(?:{sep}{item})*\s*(?:\*\*|\}}\$?)?"
+
+
+@lru_cache(maxsize=64)
+def _letters_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """(marker, letter-list line, single label) patterns for a label set; built once per set."""
+    letters_list = _list_pattern(labels)
+    marker = re.compile(_MARKER + f"({letters_list})")
+    alone = re.compile(rf"^\s*({letters_list})\s*\.?\s*$")
+    # Inside a matched list only labels, decoration and separators remain ("and" is
+    # lower case), so every label occurrence is an answer letter.
+    return marker, alone, re.compile(_label_alt(labels))
 
 
 def final_answer_letters(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
@@ -200,13 +212,7 @@ def final_answer_letters(text: str, question: Question, generation: Generation) 
     Same bottom-up scan as ``final_answer_letter``; after a marker, or alone on a line,
     accepts ``ACD``, ``A, C, D``, ``A C D``, ``A and C``, ``(A), (C)``, ``**A, C**``.
     """
-    labels = _labels(question)
-    letters_list = _list_pattern(labels)
-    marker = re.compile(_MARKER + f"({letters_list})")
-    alone = re.compile(rf"^\s*({letters_list})\s*\.?\s*$")
-    # Inside a matched list only labels, decoration and separators remain ("and" is
-    # lower case), so every label occurrence is an answer letter.
-    label_re = re.compile(_label_alt(labels))
+    marker, alone, label_re = _letters_patterns(_labels(question))
     for line in reversed([ln for ln in text.splitlines() if ln.strip()]):
         hits = list(marker.finditer(line))
         kind = "answer marker"

@@ -18,6 +18,7 @@ from .backends import ModelSpec, ModelSpecError, parse_model_spec
 from .pipeline import Pipeline, PipelineError, apply_overrides, parse_override
 from .report.gates import Gate, GateError, parse_gate
 from .suites import resolve_data_dir
+from .variants import check_vary
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -152,6 +153,7 @@ def build_options(config: pytest.Config) -> RunOptions:
     for text in opt.vary:
         try:
             vary.append(parse_vary(text))
+            check_vary(vary[-1:])  # unknown rule / metric names are usage errors too
         except PipelineError as err:
             raise pytest.UsageError(str(err)) from None
     cache_dir = None if opt.no_cache else Path(opt.cache_dir).expanduser() if opt.cache_dir else default_cache_dir()

@@ -18,6 +18,7 @@ This module is pure: no pytest, no I/O.
 from __future__ import annotations
 
 import codecs
+from functools import cached_property
 import hashlib
 import json
 from typing import Any, Literal, Union
@@ -183,11 +184,12 @@ class Pipeline(BaseModel):
         dumped = self.model_dump(mode="json")
         return {k: dumped[k] for k in (*UPSTREAM_STAGES, *DOWNSTREAM_STAGES)}
 
-    @property
+    # Cached: a pipeline is frozen, and records ask for its hashes once per item.
+    @cached_property
     def hash(self) -> str:
         return _digest(self.stages())
 
-    @property
+    @cached_property
     def upstream_hash(self) -> str:
         """Hash of the fields that decide what the model is asked."""
         stages = self.stages()

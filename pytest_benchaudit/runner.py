@@ -11,6 +11,8 @@ its test report, which carries it to the controller.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,12 +55,23 @@ class Runner:
     # -- engine ---------------------------------------------------------------------
     def _engine(self) -> Engine:
         if self.engine is None:
+            from .cache import GenerationCache  # imported here: this method is the cache's one entry point
+
             window = max(256, 4 * sum(default_concurrency(m, self.opts.concurrency) for m in self.opts.models))
-            self.engine = Engine(window=window)
+            # --no-cache: cache_dir is None. The cache opens lazily on the engine's loop thread.
+            cache = GenerationCache(self.opts.cache_dir) if self.opts.cache_dir is not None else None
+            self.engine = Engine(window=window, cache=cache)
         return self.engine
 
     def _ensure_model(self, spec: ModelSpec) -> None:
         if spec.label in self._registered:
+            return
+        if spec.kind == "replay":
+            from .backends.replay import ReplayBackend
+
+            replay_dir = Path(spec.replay_dir or "")
+            self._engine().add_model(spec.label, lambda: ReplayBackend(replay_dir, spec.label))
+            self._registered.add(spec.label)
             return
         if spec.kind == "local":
             spec = spec.model_copy(update={"base_url": self.local_url.get()})
@@ -66,6 +79,22 @@ class Runner:
         register_secret_env([spec.api_key_env])
         self._engine().add_model(spec.label, lambda: OpenAICompatBackend(spec, concurrency=concurrency))
         self._registered.add(spec.label)
+
+    def _check_replays(self) -> None:
+        """``--model replay:RUN_DIR`` with upstream fields that differ: one usage error, before any item."""
+        from .backends.replay import ReplayError, upstream_mismatches
+
+        for spec in self.opts.models:
+            if spec.kind != "replay":
+                continue
+            try:
+                meta = json.loads((Path(spec.replay_dir or "") / "run.json").read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as err:
+                raise pytest.UsageError(f"--model replay:{spec.replay_dir}: {ReplayError(err)}") from None
+            problems = upstream_mismatches(meta.get("pipeline_cards", {}), self.opts.state.cards)
+            if problems:
+                raise pytest.UsageError(f"--model replay:{spec.replay_dir}: " + "; ".join(problems)
+                                        + " — this needs new generations")
 
     # -- prefetch ---------------------------------------------------------------------
     def _prefetch(self, item: pytest.Item) -> None:
@@ -92,6 +121,7 @@ class Runner:
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         if session.config.option.collectonly or hasattr(session.config, "workerinput"):
             return
+        self._check_replays()
         if any(isinstance(i, BenchItem) and i.bench.model.kind == "local" and not i.get_closest_marker("skip")
                for i in session.items):
             self.local_url.get_or_usage_error()  # one clear error now, not one per item

@@ -449,3 +449,11 @@ def test_real_seceval_golds_through_letter_rules():
         else:
             # Empty gold: the standardized rule finds no answer where SecEval's finds "".
             assert run("final_answer_letters", "Answer: ", question=question).invalid_reason == "unparseable"
+
+
+@pytest.mark.parametrize("text", ["The final answer is $\\boxed{C}$", "$\\boxed{C}$", "Answer: \\boxed{C}"])
+def test_latex_boxed_answers(text):
+    """Seen in real published outputs (AthenaBench gemini-2.5-flash): 'The final answer is $\\boxed{C}$'."""
+    q = Question(benchmark="b", task="t", id="1", index=0, gold="C", choices={k: "" for k in "ABCD"})
+    assert extract("final_answer_letter", Generation(text=text), q, "strip").prediction == "C"
+    assert extract("final_answer_letters", Generation(text=text), q, "strip").prediction == "C"

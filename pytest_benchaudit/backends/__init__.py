@@ -7,6 +7,8 @@ same client.  ``--model`` accepts:
 - ``local``: the embedded SmolLM2-135M-Instruct, served by llama-cpp-python on
   127.0.0.1, started once per run by the controller and shared by xdist workers;
 - ``ID@URL``: any OpenAI-compatible endpoint (key from ``$OPENAI_API_KEY``);
+- ``replay:RUN_DIR`` (``replay:RUN_DIR#MODEL`` for a run with several models): the
+  run's stored generations, no model at all (downstream changes only);
 - ``NAME``: a model defined under ``[tool.benchaudit.models.NAME]`` in pyproject.toml
   (``endpoint``, ``model``, ``api_key_env``, ``min_max_tokens``, ``concurrency``,
   ``timeout``, ``max_retries``).
@@ -35,7 +37,7 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     label: str
-    kind: Literal["local", "endpoint"]
+    kind: Literal["local", "endpoint", "replay"]
     base_url: str | None = None
     model_id: str | None = None
     api_key_env: str | None = "OPENAI_API_KEY"
@@ -44,6 +46,7 @@ class ModelSpec(BaseModel):
     timeout: float = 120.0
     max_retries: int = 4
     retry_base: float = 0.5
+    replay_dir: str | None = None  # kind "replay": the run directory whose generations are served
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -57,6 +60,7 @@ class ModelSpec(BaseModel):
             "model_id": self.model_id,
             "api_key_env": self.api_key_env if self.api_key() else None,
             "min_max_tokens": self.min_max_tokens,
+            **({"replay_of": self.replay_dir} if self.replay_dir else {}),
         }
 
 
@@ -83,6 +87,17 @@ def strip_credentials(url: str) -> str:
 def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None) -> ModelSpec:
     """Turn a ``--model`` value into a :class:`ModelSpec` (see module docstring)."""
     named = named or {}
+    if spec.startswith("replay:"):
+        from pathlib import Path
+
+        from .replay import ReplayError, replay_model_label
+
+        target, _, model = spec[len("replay:"):].partition("#")
+        try:
+            label = replay_model_label(Path(target), model or None)
+        except ReplayError as err:
+            raise ModelSpecError(f"--model {spec}: {err}") from None
+        return ModelSpec(label=label, kind="replay", replay_dir=target, api_key_env=None, concurrency=64)
     if spec == "local":
         # llama.cpp's server answers one request at a time: one in flight plus one queued
         # keeps it busy without piling up timeouts.

@@ -6,9 +6,10 @@ from typing import Any
 
 from tabulate import tabulate
 
+from ..aggregate import reason_text, variant_deltas
 from ..report.gates import GateVerdict
 
-__all__ = ["render_summary"]
+__all__ = ["render_summary", "render_variant_deltas"]
 
 
 def _pct(value: float | None) -> str:
@@ -56,6 +57,9 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
             + (f", overrides {card.get('overrides')}" if card.get("overrides") else "") + ")\n"
             + tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)
         )
+    counterfactuals = render_variant_deltas(variant_deltas(results, cards))
+    if counterfactuals:
+        blocks.append(counterfactuals)
     multi = [b for b in benchmarks if len(b["tasks"]) > 1]
     if multi:
         table = [[b["benchmark"], b["model"] + (f" | {b['variant']}" if b["variant"] else ""), b["method"] or "—",
@@ -66,3 +70,44 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
         lines = [f"  {'PASS' if v.passed else 'FAIL'}  {v.gate.text}   {v.detail}" for v in verdicts]
         blocks.append("gates (they decide the exit status)\n" + "\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _delta(row: dict[str, Any]) -> str:
+    if row["delta"] is None:
+        return "—"
+    if row["lower_is_better"]:
+        # An error metric: the change in its own unit, and whether that is better or worse.
+        word = "" if row["better"] is None else (" better" if row["better"] else " worse")
+        return f"{row['delta']:+.3f} {row['metric']}{word}"
+    return f"{row['delta_pp']:+.1f}"
+
+
+def render_variant_deltas(rows: list[dict[str, Any]]) -> str:
+    """The "single-field counterfactuals" table: each variant against its base, and what moved it."""
+    if not rows:
+        return ""
+    table = []
+    for r in rows:
+        lib = r["lower_is_better"]
+        moved = "—" if r["moved_by"] is None else r["moved_by"]
+        if r["moved_by"] in ("inference", "extraction") and r.get("invalid_reason_changes"):
+            moved += f": {reason_text(r['invalid_reason_changes'], limit=2)}"
+        elif r["moved_by"] in ("inference", "extraction", "scoring") and r["moved_by_detail"]:
+            moved += f": {r['moved_by_detail']}"
+        elif r["moved_by"] == "none" and r["same_as_base"]:
+            moved += " (same as base)"
+        table.append([
+            f"{r['benchmark']}.{r['task']}", r["model"],
+            r["variant"] + (" (= base)" if r["same_as_base"] else ""),
+            f"{_num(r['score'], lib, r['metric'])} vs {_num(r['base_score'], lib, r['metric'])}",
+            _delta(r),
+            f"{_pct(r['invalid_rate'])} vs {_pct(r['base_invalid_rate'])}",
+            moved,
+        ])
+    title = "single-field counterfactuals (each variant changes one field of the base pipeline)"
+    headers = ["task", "model", "variant", "score vs base", "Δ pp", "invalid % vs base", "moved by"]
+    if all(r["lower_is_better"] for r in rows):
+        headers[4] = "Δ (metric unit)"
+    elif any(r["lower_is_better"] for r in rows):
+        headers[4] = "Δ pp (error metrics: own unit)"
+    return title + "\n" + tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)

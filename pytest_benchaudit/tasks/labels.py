@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -42,7 +43,8 @@ Rule = Callable[[str, Question, Generation], tuple[str | None, str]]
 # "Answer:", "Final answer is", "My answer: " … case-insensitive; the label itself is
 # matched case-sensitively (or as a whole alias word such as "True").
 _MARKER = r"(?i:\b(?:final\s+)?answers?\b\s*(?:is|are|would\s+be|:)?\s*[:：]?\s*(?:option|choice)?\s*)"
-_OPEN = r"(?:\*\*|\(|\[|\\boxed\{|[\"'`])?\s*"
+# LaTeX answers come as \boxed{C} or, inside math mode, $\boxed{C}$.
+_OPEN = r"(?:\*\*|\(|\[|\$?\\boxed\{|[\"'`])?\s*"
 _NOT_WORD = r"(?![A-Za-z0-9])"
 
 
@@ -53,13 +55,19 @@ def _alternatives(labels: Sequence[str], aliases: Mapping[str, str]) -> str:
 
 
 def _compile(labels: Sequence[str], aliases: Mapping[str, str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    alt = _alternatives(labels, aliases)
+    # Built once per label set: rules run for every item of a suite.
+    return _compile_cached(tuple(labels), tuple(sorted(aliases.items())))
+
+
+@lru_cache(maxsize=64)
+def _compile_cached(labels: tuple[str, ...], aliases: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    alt = _alternatives(labels, dict(aliases))
     marker = re.compile(_MARKER + _OPEN + rf"(?<![A-Za-z0-9])({alt}){_NOT_WORD}")
     # A line that *is* the answer: X / X. / (X) / **X** / \boxed{X}, or "C) text", "C: text".
     alone = re.compile(
-        r"^\s*(?:\*\*)?\s*(?:\(|\[|\\boxed\{|[\"'`])?\s*"
+        r"^\s*(?:\*\*)?\s*(?:\(|\[|\$?\\boxed\{|[\"'`])?\s*"
         rf"({alt})"
-        r"(?:\s*[)\]}.:\"'`]?\s*(?:\*\*)?\s*\.?\s*$|\s*[).:]\s*(?:\*\*)?\s*\S.*$)"
+        r"(?:\s*[)\]}.:\"'`]?\$?\s*(?:\*\*)?\s*\.?\s*$|\s*[).:]\s*(?:\*\*)?\s*\S.*$)"
     )
     return marker, alone
 
