@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import pytest
 
-from .aggregate import benchmark_scores, summarize
+from .aggregate import benchmark_scores, summarize, summary_document
 from .backends import strip_credentials
 from .options import RunOptions
 from .records import RunDirectory, read_records
@@ -270,7 +270,7 @@ class Controller:
         self.benchmarks = benchmark_scores(self.results, cards)
         self.verdicts = evaluate_gates(self.opts.gates, self.results, self.benchmarks) if self.opts.gates else []
         gates = [{"gate": v.gate.text, "passed": v.passed, "detail": v.detail} for v in self.verdicts]
-        self.run_dir.write_json("summary.json", {"results": self.results, "benchmarks": self.benchmarks, "gates": gates})
+        self.run_dir.write_json("summary.json", summary_document(self.results, self.benchmarks, gates, cards))
         self.run_dir.finish(**self._run_meta(), exitstatus=int(exitstatus))
         if self.resumed_from and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.recorded:
             session.exitstatus = pytest.ExitCode.OK  # everything was already recorded: nothing left to do

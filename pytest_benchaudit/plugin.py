@@ -41,6 +41,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(runner, "benchaudit-runner")
     if not is_worker:
         config.pluginmanager.register(Controller(config, opts, local_url), "benchaudit-controller")
+    else:
+        from .controller import ResumeFilter
+
+        # --resume under xdist: workers deselect the items the run already recorded.
+        config.pluginmanager.register(ResumeFilter(config), "benchaudit-resume")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -193,7 +193,8 @@ class Runner:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
-            workeroutput["benchaudit"] = {"cards": self.opts.state.cards, "checksums": self.opts.state.checksums}
+            workeroutput["benchaudit"] = {"cards": self.opts.state.cards, "checksums": self.opts.state.checksums,
+                                          "cache": self.engine.cache_stats() if self.engine is not None else {}}
         if self.engine is not None:
             self.engine.close()
             self.engine = None
