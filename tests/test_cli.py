@@ -77,3 +77,21 @@ def test_card_of_a_suite_with_layer_and_override(capsys: pytest.CaptureFixture[s
     assert "no suite 'nosuch'" in capsys.readouterr().err
     assert main(["card", "seceval", "--set", "inference.max_tokens=zero", "--suites-dir", suites]) == 2
     assert "inference.max_tokens" in capsys.readouterr().err
+
+
+def test_import_and_sweep_through_the_command(tmp_path: Path, real_data: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The published AthenaBench outputs become run directories the offline commands accept."""
+    runs = real_data / "athenabench" / "runs-mini"
+    if not runs.is_dir():
+        pytest.skip(f"published AthenaBench outputs not found under {runs}")
+    suites = str(Path(__file__).resolve().parent.parent / "suites")
+    assert main(["import", "athenabench-runs", str(runs), "--report-dir", str(tmp_path), "--suites-dir", suites]) == 0
+    capsys.readouterr()
+    (qwen4b,) = [p for p in tmp_path.iterdir() if p.name.endswith("Qwen3-4B-Instruct-2507")]
+    assert main(["sweep", str(qwen4b), "--vary", "scoring.denominator=total", "--json", "--suites-dir", suites]) == 0
+    rows = {(r["task"], r["variant"]): r for r in json.loads(capsys.readouterr().out)}
+    vsp = rows[("vsp", "denominator=total")]
+    # the released VSP score counts valid vectors only: 90 of 200 were invalid for this model
+    assert vsp["base_invalid_rate"] == pytest.approx(90 / 200) and vsp["moved_by"] == "scoring"
+    assert vsp["delta_pp"] < -40
