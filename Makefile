@@ -20,7 +20,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 # standardized pipeline (budget lowered to 256 tokens: SmolLM2 rambles) and under the released one.
 DEMO_PYTEST := $(BIN)/pytest suites/cybermetric -k cm80 -p no:cacheprovider -q --no-header --tb=no -rN
 
-.PHONY: demo test install install-local clean
+.PHONY: demo test install install-local install-browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,13 +39,20 @@ $(VENV)/.local-installed: | $(BIN)/python
 install: $(VENV)/.installed
 install-local: $(VENV)/.installed $(VENV)/.local-installed
 
+# tests/test_html_report.py opens the HTML report in headless Chromium. Install Debian's chromium
+# when it is missing and we are root (CI); otherwise leave it alone: that test then skips, saying why.
+install-browser:
+	@if [ "$$(id -u)" = 0 ]; then \
+	  command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null); \
+	fi
+
 demo: install-local
 	@echo "== CyberMetric-80 on the embedded SmolLM2-135M, standardized pipeline =="
 	@$(DEMO_PYTEST) --set inference.max_tokens=256; rc=$$?; [ $$rc -le 1 ]
 	@echo "== the same questions under the benchmark's released pipeline =="
 	@$(DEMO_PYTEST) --pipeline released; rc=$$?; [ $$rc -le 1 ]
 
-test: install-local
+test: install-local install-browser
 	$(BIN)/pytest
 
 clean:

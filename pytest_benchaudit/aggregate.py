@@ -373,9 +373,30 @@ def variant_deltas(results: list[dict[str, Any]], cards: dict[str, dict[str, Any
     return out
 
 
+def model_rankings(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ranks per task and tau-b between tasks when a run has two or more models (base variant only).
+
+    ``{}`` for a single-model run.  Same conventions as ``benchaudit compare`` (1 = best,
+    direction-aware, ties averaged; tau-b for task pairs with at least 3 common models).
+    """
+    from .compare import task_ranks, tau_b_table
+
+    base = [r for r in results if not r.get("variant") and r.get("score") is not None]
+    if len({r["model"] for r in base}) < 2:
+        return {}
+    scores: dict[str, dict[str, float]] = {}
+    lib: dict[str, bool] = {}
+    for r in base:
+        key = f"{r['benchmark']}.{r['task']}"
+        scores.setdefault(key, {})[r["model"]] = float(r["score"])
+        lib[key] = bool(r["lower_is_better"])
+    return {"ranks": task_ranks(scores, lib), "tau_b": tau_b_table(scores, lib)}
+
+
 def summary_document(results: list[dict[str, Any]], benchmarks: list[dict[str, Any]], gates: list[dict[str, Any]],
                      cards: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """What ``summary.json`` holds: ``results``, ``benchmarks``, ``gates`` and ``variants``
-    (:func:`variant_deltas`; an empty list when the run had no ``--vary``)."""
+    """What ``summary.json`` holds: ``results``, ``benchmarks``, ``gates``, ``variants``
+    (:func:`variant_deltas`; an empty list when the run had no ``--vary``) and, when the run
+    has two or more models, ``ranks`` and ``tau_b`` (:func:`model_rankings`)."""
     return {"results": results, "benchmarks": benchmarks, "gates": gates,
-            "variants": variant_deltas(results, cards)}
+            "variants": variant_deltas(results, cards), **model_rankings(results)}

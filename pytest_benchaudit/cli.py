@@ -6,6 +6,9 @@
     benchaudit sweep RUN_DIR [--vary FIELD=V1,V2,...]... [--toward LAYER]
                                           single-field counterfactuals from stored outputs: each
                                           variant's score, delta, invalid rate and the stage that moved it
+    benchaudit compare RUN... [--pipelines A,B] [--against RUN...] --out DIR [--html PATH]
+                                          ranks per task, tau-b between tasks, rank shifts and Spearman rho
+                                          with paired-bootstrap CIs, PCA; compare.json and an HTML report
     benchaudit import athenabench-runs DIR | cti-bench-responses DIR
                                           published model outputs as run directories (one per model)
     benchaudit summarize RUN_DIR          recompute summary.json from records.jsonl and run.json
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .aggregate import benchmark_scores, summarize, summary_document
+from .compare import add_compare_parser, run_compare
 from .importers import add_import_parser, run_import
 from .offline import OfflineError, rescore_run, sweep_run
 from .options import parse_vary
@@ -235,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
     p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
     add_import_parser(sub)
+    add_compare_parser(sub)
     args = parser.parse_args(argv)
     try:
         if args.command == "show":
@@ -243,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_summarize(args.run_dir)
         if args.command == "ledger":
             return cmd_ledger(args.fmt, args.suites_dir)
+        if args.command == "compare":
+            return run_compare(args)
         if args.command == "import":
             return run_import(args)
         if args.command == "sweep":

@@ -305,3 +305,22 @@ def test_reask_on_invalid(pytester: pytest.Pytester, toy) -> None:
                                     "--report-dir", "out2", "-k", "t01")
         result.assert_outcomes(failed=1)
         assert len(server.calls) == 1
+
+
+def test_multi_model_run_reports_ranks_and_tau_b(pytester: pytest.Pytester, toy) -> None:
+    """Three models: the summary ranks them per task and gives tau-b between the two toy tasks."""
+    replies = {"good": "Answer: B", "half": "Answer: A", "bad": "no idea"}
+    servers = {name: ScriptedServer(lambda call, text=text: Reply(content=text)).start() for name, text in replies.items()}
+    try:
+        args = [a for name, s in servers.items() for a in ("--model", f"{name}@{s.url}")]
+        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--report-dir", "out", *args)
+    finally:
+        for s in servers.values():
+            s.stop()
+    out = read_run(only_run_dir(pytester.path / "out"))
+    ranks = out["summary"]["ranks"]
+    assert ranks["toy.extra"] == {"good": 1.0, "half": 2.5, "bad": 2.5}  # gold B: only 'good' right, a tie
+    assert ranks["toy.mcq"]["half"] == 1.0  # most toy golds are A
+    (tau,) = out["summary"]["tau_b"]
+    assert (tau["task_a"], tau["task_b"], tau["n_models"]) == ("toy.extra", "toy.mcq", 3)
+    result.stdout.fnmatch_lines(["*model ranks per task*", "*Kendall tau-b between tasks*"])

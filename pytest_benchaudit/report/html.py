@@ -46,12 +46,13 @@ h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.8em;border
 h3{font-size:1em;margin-top:1.2em}
 p.note{color:#555;font-size:.9em;margin:.3em 0}
 table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
-th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;max-width:32em;overflow-wrap:anywhere}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;max-width:32em;overflow-wrap:break-word}
 th{background:#f1f3f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr:nth-child(even) td{background:#fafafa}
 figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{color:#555;font-size:.85em}
 pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:.85em}
+.wrap{overflow-x:auto;max-width:100%}
 .up{color:#1a7f37}.down{color:#cf222e}
 """
 
@@ -106,7 +107,7 @@ def _table(headers: list[Any], rows: Iterable[list[Any]], *, raw_cols: set[int] 
     for row in rows:
         cells = "".join(f"<td>{c}</td>" if i in raw_cols else _cell(c) for i, c in enumerate(row))
         body.append(f"<tr>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="wrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def _short(label: Any) -> str:
@@ -120,7 +121,7 @@ def _figure(width: float, height: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), dpi=100)
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
@@ -166,22 +167,27 @@ def _bump_pipelines(shifts: list[dict[str, Any]], label_a: str, label_b: str) ->
     nrows = math.ceil(n / cols)
     max_rank = max(max(r["rank_a"], r["rank_b"]) for rows in by_bench.values() for r in rows)
     with _rc():
-        fig = _figure(4.6 * cols, max(2.6, 0.38 * max_rank + 1.2) * nrows)
+        fig = _figure(6.8 * cols, max(2.6, 0.42 * max_rank + 1.3) * nrows)
         for k, (bench, rows) in enumerate(sorted(by_bench.items())):
             ax = fig.add_subplot(nrows, cols, k + 1)
+            right = ax.twinx()
             for r in rows:
                 m = str(r.get("model"))
-                ax.plot([0, 1], [r["rank_a"], r["rank_b"]], "-o", color=color[m], lw=2, ms=6)
-                ax.text(-0.06, r["rank_a"], _short(m), ha="right", va="center", fontsize=8)
-                ax.text(1.06, r["rank_b"], _short(m), ha="left", va="center", fontsize=8)
-            ax.set_xlim(-0.9, 1.9)
+                ax.plot([0, 1], [r["rank_a"], r["rank_b"]], "-o", color=color[m], lw=2.2, ms=7)
+            for axis, key in ((ax, "rank_a"), (right, "rank_b")):
+                names: dict[float, list[str]] = {}
+                for r in rows:
+                    names.setdefault(r[key], []).append(_short(r.get("model")))
+                ticks = sorted(names)
+                axis.set_yticks(ticks, [f"{t:g}. {', '.join(names[t])}" if axis is ax else
+                                        f"{', '.join(names[t])} ({t:g})" for t in ticks], fontsize=8)
+                axis.set_ylim(max_rank + 0.5, 0.5)
+                axis.tick_params(axis="y", length=0)
+                for side in ("top", "left", "right"):
+                    axis.spines[side].set_visible(False)
+            ax.set_xlim(-0.12, 1.12)
             ax.set_xticks([0, 1], [_short(label_a), _short(label_b)])
-            ax.set_ylim(max_rank + 0.5, 0.5)
-            ax.set_yticks(range(1, int(math.ceil(max_rank)) + 1))
-            ax.set_ylabel("rank (1 = best)")
             ax.set_title(_short(bench))
-            for side in ("top", "right"):
-                ax.spines[side].set_visible(False)
         fig.suptitle(f"Rank shift: {_short(label_a)} → {_short(label_b)}")
         return _img(fig, "rank shift bump chart",
                     f"Each model's rank under pipeline {label_a} (left) and {label_b} (right), per benchmark.")
@@ -202,10 +208,9 @@ def _bump_tasks(ranks: dict[str, dict[str, Any]]) -> str:
             xs = [i for i, t in enumerate(tasks) if _is_num(ranks[t].get(m))]
             ys = [ranks[tasks[i]][m] for i in xs]
             ax.plot(xs, ys, "-o", color=color[m], lw=2, ms=6, label=_short(m))
-            if xs:
-                ax.text(xs[-1] + 0.08, ys[-1], _short(m), ha="left", va="center", fontsize=8)
         ax.set_xticks(range(len(tasks)), [_short(t) for t in tasks], rotation=20, ha="right")
-        ax.set_xlim(-0.3, len(tasks) - 0.2 + 0.25 * max(1, len(tasks)))
+        ax.set_xlim(-0.3, len(tasks) - 0.7)
+        fig.legend(loc="outside right upper", fontsize=8, title="model")
         ax.set_ylim(max_rank + 0.5, 0.5)
         ax.set_yticks(range(1, int(math.ceil(max_rank)) + 1))
         ax.set_ylabel("rank (1 = best)")
@@ -271,7 +276,7 @@ def _sweep_plot(sweeps: list[dict[str, Any]]) -> str:
             ax.set_xlim(lo - pad, hi + pad)
         stages = sorted({r[3] for rows in by_field.values() for r in rows})
         fig.legend(handles=[Patch(color=_STAGE_COLORS.get(s, "#8c564b"), label=f"moved by {_short(s)}") for s in stages],
-                   loc="upper right", fontsize=8)
+                   loc="outside lower center", ncols=max(1, len(stages)), fontsize=8)
         fig.suptitle("Per-field score deltas (variant − base)")
         return _img(fig, "per-field score deltas", "Change of the headline score under each single-field variant, "
                     "coloured by the stage that moved it.")

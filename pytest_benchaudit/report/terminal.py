@@ -6,7 +6,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ..aggregate import reason_text, variant_deltas
+from ..aggregate import model_rankings, reason_text, variant_deltas
 from ..report.gates import GateVerdict
 
 __all__ = ["render_summary", "render_variant_deltas"]
@@ -66,10 +66,30 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
                   _pct(b["score"]), b["note"]] for b in multi]
         blocks.append("benchmark scores\n" + tabulate(table, headers=["benchmark", "model", "aggregation", "score %", "note"],
                                                        tablefmt="simple", disable_numparse=True))
+    rankings = model_rankings(results)
+    if rankings:
+        blocks.append(_render_rankings(rankings))
     if verdicts:
         lines = [f"  {'PASS' if v.passed else 'FAIL'}  {v.gate.text}   {v.detail}" for v in verdicts]
         blocks.append("gates (they decide the exit status)\n" + "\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _render_rankings(rankings: dict[str, Any]) -> str:
+    """Ranks per task (1 = best, direction-aware) and Kendall tau-b between tasks."""
+    ranks: dict[str, dict[str, float]] = rankings["ranks"]
+    models = sorted({m for by_model in ranks.values() for m in by_model})
+    table = [[key, *[("—" if m not in by_model else f"{by_model[m]:g}") for m in models]] for key, by_model in ranks.items()]
+    text = "model ranks per task (1 = best; ties share the average rank)\n" + tabulate(
+        table, headers=["task", *models], tablefmt="simple", disable_numparse=True)
+    if rankings["tau_b"]:
+        rows = [[r["task_a"], r["task_b"], "—" if r["tau"] is None else f"{r['tau']:.3f}",
+                 "—" if r["p_value"] is None else f"{r['p_value']:.3g}", r["inversions"], r["n_models"]]
+                for r in rankings["tau_b"]]
+        text += "\n\nKendall tau-b between tasks (each rests on few models)\n" + tabulate(
+            rows, headers=["task a", "task b", "tau-b", "p", "inversions", "models"], tablefmt="simple",
+            disable_numparse=True)
+    return text
 
 
 def _delta(row: dict[str, Any]) -> str:
