@@ -507,8 +507,9 @@ def render_compare(doc: dict[str, Any]) -> str:
             out.append(f"\nKendall tau-b between tasks, set {side}"
                        + (f" (range {min(taus):.3f} .. {max(taus):.3f})" if taus else ""))
             out.append(tabulate([[r["task_a"], r["task_b"], _fmt(r["tau"]), _fmt(r["p_value"]), r["inversions"],
-                                  r["n_models"]] for r in an["tau_b"]],
-                                headers=["task a", "task b", "tau-b", "p", "inversions", "models"], tablefmt="simple"))
+                                  r["n_models"], "declared similar" if r.get("similar") else ""] for r in an["tau_b"]],
+                                headers=["task a", "task b", "tau-b", "p", "inversions", "models", ""],
+                                tablefmt="simple"))
         pca = an["pca"]
         if "variance_explained" in pca:
             shares = ", ".join(f"{100 * v:.1f}%" for v in pca["variance_explained"])
@@ -560,10 +561,45 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--against", nargs="+", type=Path, metavar="RUN", help="a second run set (set b)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where compare.json goes")
     p.add_argument("--html", type=Path, metavar="PATH", help="also write an HTML report (if the HTML writer is installed)")
+    p.add_argument("--similar", action="append", default=[], metavar="TASK~TASK",
+                   help="declare two tasks semantically similar (repeatable), e.g. cti_bench.vsp~athenabench.vsp; "
+                        "their tau-b rows are marked, so disagreement between similar tasks stands out")
     p.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (default 5000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of parallel analysis (default 0)")
     p.add_argument("--permutations", type=int, default=1000, help="parallel-analysis null matrices (default 1000)")
     return p
+
+
+def _parse_pair(text: str) -> tuple[str, str]:
+    a, sep, b = text.partition("~")
+    if not sep or not a.strip() or not b.strip():
+        raise CompareError(f"--similar {text!r}: expected TASK~TASK, e.g. cti_bench.vsp~athenabench.vsp")
+    return a.strip(), b.strip()
+
+
+def mark_similar(doc: dict[str, Any], pairs: list[tuple[str, str]]) -> None:
+    """Mark the tau-b rows of declared similar task pairs (``similar: true``) in place."""
+    if not pairs:
+        return
+    wanted = {frozenset(p) for p in pairs}
+    known = set(doc.get("scores", {}))
+    for a, b in pairs:
+        missing = [t for t in (a, b) if t not in known]
+        if missing:
+            raise CompareError(f"--similar {a}~{b}: no scores for {', '.join(missing)} in these runs; "
+                               f"tasks: {', '.join(sorted(known))}")
+    tables = [doc.get("tau_b", [])] + [s.get("tau_b", []) for s in doc.get("by_set", {}).values()]
+    for rows in tables:
+        for row in rows:
+            row["similar"] = frozenset((row["task_a"], row["task_b"])) in wanted
+    doc["similar_pairs"] = [list(p) for p in pairs]
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
 
 
 def _json_default(obj: Any) -> Any:
@@ -589,6 +625,7 @@ def run_compare(args: argparse.Namespace) -> int:
         runs_b = _load(args.against) if args.against else None
         doc = build_compare(runs_a, runs_b, pipelines, n_resamples=args.resamples, seed=args.seed,
                             permutations=getattr(args, "permutations", 1000))
+        mark_similar(doc, [_parse_pair(text) for text in getattr(args, "similar", [])])
     except CompareError as err:
         print(f"benchaudit compare: {err}", file=sys.stderr)
         return 2
@@ -611,6 +648,9 @@ def run_compare(args: argparse.Namespace) -> int:
             print(f"benchaudit compare: --html skipped: the HTML writer (pytest_benchaudit.report.html) is not "
                   f"available ({err}); compare.json was written", file=sys.stderr)
         else:
-            html.write_html(doc, args.html)
+            # The runs' own summaries give the invalid rates and any --vary deltas to plot.
+            summaries = [_summary(run.path) for run in _load(args.runs + (args.against or []))]
+            html.write_html(doc, args.html, sweeps=[v for s in summaries for v in s.get("variants", [])],
+                            runs=[r for s in summaries for r in s.get("results", []) if not r.get("variant")])
             print(f"HTML report: {args.html}")
     return 0

@@ -199,7 +199,7 @@ def test_html_is_written_by_the_report_module_or_skipped(athena_runs, tmp_path, 
     released = str(athena_runs["root"] / "released")
     calls = []
     fake = types.ModuleType("pytest_benchaudit.report.html")
-    fake.write_html = lambda compare_doc, path: calls.append((compare_doc, path))
+    fake.write_html = lambda compare_doc, path, **plots: calls.append((compare_doc, path))
     monkeypatch.setitem(sys.modules, "pytest_benchaudit.report.html", fake)
     assert _compare(released, "--out", str(tmp_path), "--html", str(tmp_path / "r.html")) == 0
     (compare_doc, path), = calls
@@ -208,3 +208,14 @@ def test_html_is_written_by_the_report_module_or_skipped(athena_runs, tmp_path, 
     monkeypatch.setitem(sys.modules, "pytest_benchaudit.report.html", None)  # not installed
     assert _compare(released, "--out", str(tmp_path), "--html", str(tmp_path / "r2.html"), "--resamples", "10") == 0
     assert "--html skipped" in capsys.readouterr().err and not (tmp_path / "r2.html").exists()
+
+
+def test_similar_pairs_are_marked_and_checked():
+    from pytest_benchaudit.compare import CompareError, mark_similar
+
+    doc = {"scores": {"a.x": {}, "b.y": {}, "c.z": {}},
+           "tau_b": [{"task_a": "a.x", "task_b": "b.y"}, {"task_a": "a.x", "task_b": "c.z"}]}
+    mark_similar(doc, [("b.y", "a.x")])
+    assert [r["similar"] for r in doc["tau_b"]] == [True, False] and doc["similar_pairs"] == [["b.y", "a.x"]]
+    with pytest.raises(CompareError, match="no scores for q.q"):
+        mark_similar(doc, [("a.x", "q.q")])
