@@ -19,6 +19,7 @@ import pytest
 
 from . import extract, scoring
 from .backends import ModelSpec
+from .judge import judge_card
 from .options import get_options
 from .pipeline import Pipeline, PipelineError, apply_overrides, is_unspecified
 from .prompts import Template, TemplateError, render_request
@@ -77,23 +78,30 @@ def runnable_problems(pipeline: Pipeline, suite: Suite) -> list[str]:
     return missing
 
 
-def judge_problem(pipeline: Pipeline) -> str | None:
-    """Why items of this pipeline cannot be scored yet (an LLM judge is needed), or None."""
+def needs_judge(pipeline: Pipeline) -> bool:
+    """True when a judge model extracts (``extraction.rule = judge``) or grades (the metric)."""
     info = scoring.METRIC_INFO.get(pipeline.scoring.metric)
-    if info is not None and info.needs_judge:
-        return (f"scoring.metric {pipeline.scoring.metric!r} needs an LLM judge (--judge, not available yet); "
-                "collected but never scored without one")
-    return None
+    return pipeline.extraction.rule == "judge" or bool(info is not None and info.needs_judge)
 
 
-def _skip_marker(pipe: Pipeline, suite: Suite, task: str, variant: str) -> pytest.MarkDecorator | None:
+def judge_problem(pipeline: Pipeline, judge_given: bool = False) -> str | None:
+    """Why items of this pipeline cannot be scored without ``--judge``, or None."""
+    if judge_given or not needs_judge(pipeline):
+        return None
+    what = ("extraction.rule 'judge'" if pipeline.extraction.rule == "judge"
+            else f"scoring.metric {pipeline.scoring.metric!r}")
+    return f"{what} needs an LLM judge (--judge SPEC); collected but never scored without one"
+
+
+def _skip_marker(pipe: Pipeline, suite: Suite, task: str, variant: str,
+                 judge_given: bool = False) -> pytest.MarkDecorator | None:
     """The skip every item of this (variant) pipeline gets, or None: unspecified fields, a judge."""
     where = f"{suite.name}.{task}" + (f" [{variant}]" if variant else "")
     problems = runnable_problems(pipe, suite)
     if problems:
         return pytest.mark.skip(reason=f"{where} under {pipe.name!r}: {', '.join(problems)} "
                                        "unspecified; choose with --set FIELD=VALUE")
-    judge = judge_problem(pipe)
+    judge = judge_problem(pipe, judge_given)
     if judge:
         return pytest.mark.skip(reason=f"{where}: {judge}")
     return None
@@ -176,8 +184,10 @@ class TaskCollector(pytest.Collector):
             card["dataset_checksums"] = {path.name: checksum}
             if not v.is_base:
                 card["variant"] = v.info()
+            if opts.judge is not None and needs_judge(v.pipeline):
+                card["judge"] = judge_card(opts.judge.label)
             opts.state.cards[card_key(suite.name, task, v.name)] = card
-            skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name)
+            skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name, opts.judge is not None)
         if opts.limit is not None:
             questions = questions[: opts.limit]
         # empty_gold = "skip": a row without a gold label is reported (skipped with the

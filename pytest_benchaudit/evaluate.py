@@ -14,7 +14,7 @@ from . import extract as _extract
 from . import scoring as _scoring
 from .pipeline import Pipeline
 from .records import Record
-from .types import INVALID_STAGE, Generation, Question, Request
+from .types import INVALID_STAGE, Extraction, Generation, Question, Request, Score
 
 __all__ = ["evaluate", "failure_message"]
 
@@ -29,14 +29,21 @@ def evaluate(
     variant: str = "",
     item_id: str = "",
     resources: Mapping[str, Any] | None = None,
+    extraction: Extraction | None = None,
+    score: Score | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Record:
     """Run extraction and scoring on ``generation`` and build the item's record.
 
     ``resources`` are the task's data files its metric reads (e.g. alias graphs).
     ``request`` may be a stored record's request (a mapping), taken over as it is.
+    ``extraction`` / ``score`` given by the caller (an LLM judge's reading or verdict) replace
+    the rule / metric; ``extra`` fields (the judge's own record) are added to the record.
     """
-    extraction = _extract.extract(pipeline.extraction.rule, generation, question, pipeline.extraction.reasoning)
-    score = _scoring.score(pipeline.scoring.metric, extraction, question, resources)
+    if extraction is None:
+        extraction = _extract.extract(pipeline.extraction.rule, generation, question, pipeline.extraction.reasoning)
+    if score is None:
+        score = _scoring.score(pipeline.scoring.metric, extraction, question, resources)
     reason = extraction.invalid_reason
     return Record(
         item_id=item_id,
@@ -72,6 +79,7 @@ def evaluate(
         attempts=generation.attempts,
         served_model=generation.served_model,
         timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **dict(extra or {}),
     )
 
 

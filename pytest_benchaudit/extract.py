@@ -240,7 +240,17 @@ def final_line(text: str, question: Question, generation: Generation) -> tuple[s
     return None, "no line with content"
 
 
+def judge_rule(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """``extraction.rule = "judge"``: an LLM judge reads the answer (see ``judge.py``).
+
+    The runner asks the judge; this placeholder only names the rule, so a pipeline can
+    choose it, and fails loudly if something tries to run it without a judge.
+    """
+    raise RuntimeError("extraction.rule 'judge' needs --judge; the runner asks the judge model")
+
+
 RULES: dict[str, Rule] = {
+    "judge": judge_rule,
     "last_line_letter": last_line_letter,
     "all_capital_letters": all_capital_letters,
     "answer_regex": answer_regex,

@@ -51,6 +51,7 @@ class RunOptions:
     vary: list[tuple[str, list[Any]]] = field(default_factory=list)
     cache_dir: Path | None = None  # None: generation cache off (--no-cache)
     resume: Path | None = None  # --resume RUN_DIR
+    judge: ModelSpec | None = None  # --judge SPEC: the model that extracts or grades, never the one evaluated
     state: RunState = field(default_factory=RunState)
 
 
@@ -85,6 +86,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",
                     help="single-field counterfactuals (repeatable): each value is a variant of the base pipeline "
                          "that changes only FIELD; downstream variants reuse the base generation")
+    group.addoption("--judge", default=None, metavar="SPEC",
+                    help="LLM judge (same specs as --model, independent of it) for extraction.rule=judge and "
+                         "judge-graded tasks (SecBench SAQ, SECURE RERT); without it those items are skipped")
     group.addoption("--cache-dir", default=None, metavar="DIR",
                     help="generation cache directory (SQLite, shared by xdist workers and later runs); "
                          "default: ~/.cache/benchaudit")
@@ -156,6 +160,12 @@ def build_options(config: pytest.Config) -> RunOptions:
             check_vary(vary[-1:])  # unknown rule / metric names are usage errors too
         except PipelineError as err:
             raise pytest.UsageError(str(err)) from None
+    judge = None
+    if opt.judge:
+        try:
+            judge = parse_model_spec(opt.judge, named)
+        except ModelSpecError as err:
+            raise pytest.UsageError(str(err).replace("--model", "--judge", 1)) from None
     cache_dir = None if opt.no_cache else Path(opt.cache_dir).expanduser() if opt.cache_dir else default_cache_dir()
     resume = Path(opt.resume) if opt.resume else None
     if resume is not None and not (resume / "records.jsonl").is_file():
@@ -171,6 +181,7 @@ def build_options(config: pytest.Config) -> RunOptions:
         report_dir=Path(opt.report_dir),
         gates=gates,
         vary=vary,
+        judge=judge,
         cache_dir=cache_dir,
         resume=resume,
     )

@@ -17,17 +17,26 @@ from typing import Any
 
 import pytest
 
+from . import judge
 from .backends import ModelSpec
 from .backends.openai_compat import OpenAICompatBackend
-from .collect import BenchItem, BenchmarkFailure
+from .collect import BenchItem, BenchmarkFailure, needs_judge
 from .engine import Engine
 from .evaluate import evaluate, failure_message
+from .extract import extract
 from .options import RunOptions
 from .pipeline import Pipeline
 from .secrets import register_secret_env
-from .types import Question
+from .types import Extraction, Generation, Question, Score
 
 __all__ = ["Runner", "default_concurrency"]
+
+
+def _judge_record(model: str, purpose: str, version: str, reply: Generation, status: str,
+                  verdict: str | None) -> dict[str, Any]:
+    """What a record keeps of one judge call."""
+    return {"model": model, "purpose": purpose, "prompt_version": version, "raw_output": reply.text,
+            "parse_status": status, "verdict": verdict, "error": reply.error}
 
 _FIXTURE_MODULE = "pytest_benchaudit.collect"
 
@@ -163,8 +172,10 @@ class Runner:
         for ask in range(1 + pipeline.inference.reask_on_invalid):
             asked = request if ask == 0 else request.model_copy(update={"sample": ask})
             generation = self._engine().generate(model.label, asked)
+            judged, verdict, extra = self._judge(question, pipeline, generation)
             record = evaluate(question, pipeline, asked, generation, model=model.label,
-                              variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources)
+                              variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources,
+                              extraction=judged, score=verdict, extra=extra)
             if record.valid:
                 break
             earlier.append(generation.text if generation.error is None else f"[error] {generation.error}")
@@ -179,6 +190,51 @@ class Runner:
             node.user_properties.append(("invalid_reason", record.invalid_reason))
         if not record.correct:
             raise BenchmarkFailure(failure_message(record))
+
+    def _judge(self, question: Question, pipeline: Pipeline,
+               generation: Generation) -> tuple[Extraction | None, Score | None, dict[str, Any]]:
+        """Ask the ``--judge`` model to extract or grade, when the pipeline wants it.
+
+        Returns the judge's extraction and/or score (``None`` to let the rule / metric run)
+        and the judge's record (model, purpose, prompt version, raw output, parse status,
+        verdict).  A judge failure is an invalid response (``judge_error``) with its reason.
+        """
+        if self.opts.judge is None or not needs_judge(pipeline) or generation.error is not None:
+            return None, None, {}
+        spec = self.opts.judge.model_copy(update={"label": f"judge:{self.opts.judge.label}"})
+        self._ensure_model(spec)
+        reasoning = pipeline.extraction.reasoning
+        labels = tuple(question.choices) or ("A", "B", "C", "D")
+        if pipeline.extraction.rule == "judge":
+            multi = pipeline.scoring.metric in ("letter_set_exact", "label_set_match")
+            regex = extract(("final_answer_letters" if multi else "final_answer_letter"), generation, question,
+                            reasoning if reasoning in ("strip", "keep") else "strip")
+            extra: dict[str, Any] = {"regex_prediction": regex.prediction}
+            if not regex.answer_text.strip():  # nothing to read: empty / truncated / unclosed reasoning
+                return regex, None, extra
+            reply = self._engine().generate(spec.label, judge.extraction_request(question, regex.answer_text, labels))
+            answer, status = judge.parse_extraction(reply.text, labels) if reply.error is None else (None, "failed")
+            extra["judge"] = _judge_record(spec.label, "extraction", judge.EXTRACTION_PROMPT_VERSION, reply,
+                                           status, answer)
+            if answer is None:
+                why = reply.error or f"unreadable judge verdict: {reply.text[:120]!r}"
+                return Extraction(invalid_reason="judge_error", answer_text=regex.answer_text, detail=why), None, extra
+            if answer == "NONE":
+                return Extraction(invalid_reason="unparseable", answer_text=regex.answer_text,
+                                  detail="judge: the response commits to no option"), None, extra
+            return Extraction(prediction=answer, answer_text=regex.answer_text, detail=f"judge ({status})"), None, extra
+        # Grading: the rule reads the answer; the judge decides whether it is correct.
+        read = extract(pipeline.extraction.rule, generation, question, reasoning)
+        if not read.valid or read.prediction is None:
+            return read, None, {}
+        reply = self._engine().generate(spec.label, judge.grading_request(question, read.prediction))
+        verdict, status = judge.parse_grading(reply.text) if reply.error is None else (None, "failed")
+        extra = {"judge": _judge_record(spec.label, "grading", judge.GRADING_PROMPT_VERSION, reply, status, verdict)}
+        if verdict is None:
+            why = reply.error or f"unreadable judge verdict: {reply.text[:120]!r}"
+            return (Extraction(invalid_reason="judge_error", answer_text=read.answer_text, detail=why),
+                    Score(value=0.0, correct=False), extra)
+        return read, Score(value=1.0 if verdict == "CORRECT" else 0.0, correct=verdict == "CORRECT"), extra
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:

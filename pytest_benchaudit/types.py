@@ -101,6 +101,7 @@ InvalidReason = Literal[
     "truncated",  # stopped by the token budget before an answer could be read
     "unclosed_reasoning",  # a <think> span was opened and never closed
     "unparseable",  # text present, but the extraction rule found no answer in it
+    "judge_error",  # the judge failed (request error or an unreadable verdict)
 ]
 
 # Which pipeline stage an invalid response is charged to.
@@ -110,6 +111,7 @@ INVALID_STAGE: dict[str, str] = {
     "truncated": "inference",
     "unclosed_reasoning": "inference",
     "unparseable": "extraction",
+    "judge_error": "extraction",
 }
 
 
