@@ -9,6 +9,8 @@
     benchaudit compare RUN... [--pipelines A,B] [--against RUN...] --out DIR [--html PATH]
                                           ranks per task, tau-b between tasks, rank shifts and Spearman rho
                                           with paired-bootstrap CIs, PCA; compare.json and an HTML report
+    benchaudit export RUN_DIR --format every-eval-ever [--out DIR] [--samples] [--include-questions]
+                                          results in the Every Eval Ever schema (questions withheld by default)
     benchaudit import athenabench-runs DIR | cti-bench-responses DIR
                                           published model outputs as run directories (one per model)
     benchaudit summarize RUN_DIR          recompute summary.json from records.jsonl and run.json
@@ -35,6 +37,7 @@ from typing import Any, Sequence
 
 from .aggregate import benchmark_scores, summarize, summary_document
 from .compare import add_compare_parser, run_compare
+from .export import add_export_parser, run_export
 from .importers import add_import_parser, run_import
 from .offline import OfflineError, rescore_run, sweep_run
 from .options import parse_vary
@@ -240,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
     add_import_parser(sub)
     add_compare_parser(sub)
+    add_export_parser(sub)
     args = parser.parse_args(argv)
     try:
         if args.command == "show":
@@ -248,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_summarize(args.run_dir)
         if args.command == "ledger":
             return cmd_ledger(args.fmt, args.suites_dir)
+        if args.command == "export":
+            return run_export(args)
         if args.command == "compare":
             return run_compare(args)
         if args.command == "import":

@@ -43,6 +43,7 @@ def test_rule_names_lists_every_rule_sorted():
         "final_answer_letter",
         "final_answer_letters",
         "final_line",
+        "judge",
     }
 
 
