@@ -11,6 +11,10 @@
                                           with paired-bootstrap CIs, PCA; compare.json and an HTML report
     benchaudit export RUN_DIR --format every-eval-ever [--out DIR] [--samples] [--include-questions]
                                           results in the Every Eval Ever schema (questions withheld by default)
+    benchaudit audit-gold RUN... [--min-models K] [--out CSV]
+                                          questions where most models agree on one answer against gold (for review)
+    benchaudit judge-agreement RUN_A RUN_B | RUN
+                                          agreement, Cohen's kappa, confusion table and strata of two judges
     benchaudit import athenabench-runs DIR | cti-bench-responses DIR
                                           published model outputs as run directories (one per model)
     benchaudit summarize RUN_DIR          recompute summary.json from records.jsonl and run.json
@@ -38,6 +42,8 @@ from typing import Any, Sequence
 from .aggregate import benchmark_scores, summarize, summary_document
 from .compare import add_compare_parser, run_compare
 from .export import add_export_parser, run_export
+from .goldaudit import add_audit_gold_parser, run_audit_gold
+from .judgeagree import add_judge_agreement_parser, run_judge_agreement
 from .importers import add_import_parser, run_import
 from .offline import OfflineError, rescore_run, sweep_run
 from .options import parse_vary
@@ -244,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_import_parser(sub)
     add_compare_parser(sub)
     add_export_parser(sub)
+    add_audit_gold_parser(sub)
+    add_judge_agreement_parser(sub)
     args = parser.parse_args(argv)
     try:
         if args.command == "show":
@@ -252,6 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_summarize(args.run_dir)
         if args.command == "ledger":
             return cmd_ledger(args.fmt, args.suites_dir)
+        if args.command == "audit-gold":
+            return run_audit_gold(args)
+        if args.command == "judge-agreement":
+            return run_judge_agreement(args)
         if args.command == "export":
             return run_export(args)
         if args.command == "compare":

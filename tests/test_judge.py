@@ -95,3 +95,32 @@ def test_without_a_judge_judge_items_skip(pytester: pytest.Pytester, toy) -> Non
                                 "-k", "t01", "--set", "extraction.rule=judge", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*extraction.rule 'judge' needs an LLM judge (--judge SPEC)*"])
+
+
+def test_judge_agreement_on_two_judged_runs(pytester: pytest.Pytester, real_data: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Two judges grade the same SecBench SAQ answers; judge-agreement reports kappa on them."""
+    from pytest_benchaudit.cli import main
+
+    def strict(call):  # only answers that mention a firewall are correct
+        return judge_script(call)
+
+    def lenient(call):  # everything is correct
+        return Reply(content='{"verdict": "CORRECT"}')
+
+    runs = []
+    for name, script in (("strict", strict), ("lenient", lenient)):
+        answers = iter(["Use a firewall and patch.", "No idea.", "A firewall, mostly."])
+        with ScriptedServer(lambda call, a=answers: Reply(content=next(a, "x"))) as model, \
+                ScriptedServer(script) as jdg:
+            pytester.runpytest(str(SUITES / "secbench"), "-k", "saq_en", "--data-dir", str(real_data),
+                               "--model", f"m@{model.url}", "--judge", f"{name}@{jdg.url}", "--report-dir", name,
+                               "-p", "no:randomly", "--no-cache")
+        runs.append(only_run_dir(pytester.path / name))
+    capsys.readouterr()
+    assert main(["judge-agreement", str(runs[0]), str(runs[1]), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # strict: CORRECT, INCORRECT, CORRECT; lenient: CORRECT x3 -> agreement 2/3, and kappa 0
+    # (the lenient judge never varies, so all agreement is chance agreement)
+    assert report["n_paired"] == 3 and report["agreement"] == pytest.approx(2 / 3)
+    assert report["kappa"] == pytest.approx(0.0)
