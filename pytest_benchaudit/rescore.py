@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .evaluate import evaluate
 from .pipeline import DOWNSTREAM_STAGES, UPSTREAM_STAGES, Pipeline, PipelineError, apply_overrides
-from .types import Generation, Question
+from .scoring import METRIC_INFO
+from .types import Extraction, Generation, Question, Score
 
 __all__ = [
     "UpstreamChange",
@@ -139,12 +140,14 @@ def rescore_records(
     out: list[dict[str, Any]] = []
     for rec in records:
         pipeline = pipeline_for(rec)
+        judged_extraction, judged_score = _stored_judgement(rec, pipeline)
         # The stored request (often most of a record's bytes) is only carried over: it is
         # kept out of validation and serialisation and put back as it was.
         new = evaluate(
             record_question(rec), pipeline, {}, record_generation(rec),
             model=rec["model"], variant=rec.get("variant", ""),
             resources=resources_for(rec["benchmark"], rec["task"]),
+            extraction=judged_extraction, score=judged_score,
         ).model_dump(mode="json")
         new["request"] = rec["request"]
         for key in _KEPT:
@@ -153,6 +156,27 @@ def rescore_records(
         extras = {k: v for k, v in rec.items() if k not in new}
         out.append({**new, **extras})
     return out
+
+
+def _stored_judgement(rec: Mapping[str, Any], pipeline: Pipeline) -> tuple[Extraction | None, Score | None]:
+    """A judge's stored reading / verdict, reused as it is: re-scoring offline cannot ask a judge.
+
+    With ``extraction.rule = judge`` the stored prediction (or invalid reason) stands in for
+    the rule; with a judge-graded metric the stored score stands in for the metric.  Other
+    downstream changes (denominator, aggregation) apply on top.
+    """
+    info = METRIC_INFO.get(pipeline.scoring.metric)
+    graded = bool(info and info.needs_judge)
+    if pipeline.extraction.rule != "judge" and not graded:
+        return None, None
+    if pipeline.extraction.rule == "judge" and not rec.get("judge") and rec.get("invalid_reason") is None \
+            and rec.get("prediction") is None:
+        raise UpstreamChange(f"{rec['benchmark']}.{rec['task']} {rec['question_id']}: extraction.rule 'judge' "
+                             "needs the judge's stored reading, and this record has none — run pytest with --judge")
+    extraction = Extraction(prediction=rec.get("prediction"), invalid_reason=rec.get("invalid_reason"),
+                            detail=rec.get("extraction_detail") or "", answer_text="")
+    score = Score(value=float(rec["score"]), correct=bool(rec["correct"])) if graded else None
+    return extraction, score
 
 
 def rescore_paths(run_dir: Path) -> tuple[Path, Path]:

@@ -124,3 +124,20 @@ def test_judge_agreement_on_two_judged_runs(pytester: pytest.Pytester, real_data
     # (the lenient judge never varies, so all agreement is chance agreement)
     assert report["n_paired"] == 3 and report["agreement"] == pytest.approx(2 / 3)
     assert report["kappa"] == pytest.approx(0.0)
+
+
+def test_rescoring_a_judged_run_reuses_the_stored_verdicts(pytester: pytest.Pytester, real_data: Path) -> None:
+    from pytest_benchaudit.offline import rescore_run
+
+    answers = iter(["Use a firewall and patch.", "No idea.", "A firewall, mostly."])
+    with ScriptedServer(lambda call: Reply(content=next(answers, "x"))) as model, ScriptedServer(judge_script) as jdg:
+        pytester.runpytest(str(SUITES / "secbench"), "-k", "saq_en", "--data-dir", str(real_data),
+                           "--model", f"m@{model.url}", "--judge", f"j@{jdg.url}", "--report-dir", "out",
+                           "-p", "no:randomly", "--no-cache")
+    run = only_run_dir(pytester.path / "out")
+    out, results, _ = rescore_run(run, overrides=[("scoring.denominator", "valid")], report_dir=pytester.path / "re",
+                                  suites_dir=SUITES, data_dir=str(real_data))
+    (res,) = results
+    assert (res["n"], res["n_correct"], res["denominator"]) == (3, 2, "valid")
+    new = [json.loads(line) for line in (out.path / "records.jsonl").read_text().splitlines()]
+    assert all(r["judge"]["purpose"] == "grading" for r in new)  # the judge's record is kept
