@@ -18,6 +18,7 @@ import datetime as _dt
 import json
 import os
 import secrets as _random
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -95,6 +96,7 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=False)
         self.records_path = self.path / "records.jsonl"
         self._records = self.records_path.open("a", encoding="utf-8")
+        self._last_flush = time.monotonic()
         self.count = 0
         self.meta: dict[str, Any] = {"run_id": self.run_id, "started": _now(), "ended": None}
         # Filled by reopen(): the records already there, and what reopening had to say.
@@ -145,15 +147,27 @@ class RunDirectory:
         self.meta = meta
         self.count = len(self.previous)
         self._records = records_path.open("a", encoding="utf-8")
+        self._last_flush = time.monotonic()
         self.write_json("run.json", self.meta)
         return self
 
+    # Records reach the disk at most this long after their item finished: flushing every
+    # line cost ~0.15 ms per item at hundreds of items/s; a kill loses at most this much,
+    # which --resume asks again (and the generation cache usually answers).
+    FLUSH_INTERVAL_S = 0.2
+
     def append(self, record: dict[str, Any]) -> None:
-        """Append one record and flush it to disk."""
-        line = json.dumps(redact_obj(record), ensure_ascii=False, separators=(",", ":"))
-        self._records.write(line + "\n")
-        self._records.flush()
+        """Append one record; it is flushed within ``FLUSH_INTERVAL_S`` (and at ``finish``)."""
+        self._records.write(orjson.dumps(redact_obj(record)).decode() + "\n")
         self.count += 1
+        now = time.monotonic()
+        if now - self._last_flush >= self.FLUSH_INTERVAL_S:
+            self._records.flush()
+            self._last_flush = now
+
+    def flush(self) -> None:
+        self._records.flush()
+        self._last_flush = time.monotonic()
 
     def append_many(self, records: Iterable[dict[str, Any]]) -> None:
         """Append many records with one flush at the end (offline re-scoring, imports)."""
