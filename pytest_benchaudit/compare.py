@@ -64,6 +64,7 @@ import numpy as np
 from . import stats
 from .aggregate import summarize
 from .offline import OfflineError, load_run
+from .progress import iterate
 
 __all__ = ["CompareError", "add_compare_parser", "run_compare", "build_compare", "load_run_set", "expand_runs",
            "render_compare", "COMPARE_VERSION"]
@@ -117,7 +118,7 @@ def expand_runs(paths: Iterable[Path]) -> list[Path]:
 
 def _load(paths: Iterable[Path]) -> list[LoadedRun]:
     runs = []
-    for path in expand_runs(paths):
+    for path in iterate(expand_runs(paths), label="load", unit="runs"):
         try:
             meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
         except OfflineError as err:
@@ -323,7 +324,7 @@ def compare_sets(a: RunSet, b: RunSet, an_a: dict[str, Any], an_b: dict[str, Any
     questions: dict[str, dict[str, Any]] = {}
     t0 = time.perf_counter()
     benches = sorted({k.split(".", 1)[0] for k in an_a["scores"]} | {k.split(".", 1)[0] for k in an_b["scores"]})
-    for bench in benches:
+    for bench in iterate(benches, label="bootstrap", unit="benchmarks"):
         ka = {k for k in an_a["scores"] if k.startswith(bench + ".")}
         kb = {k for k in an_b["scores"] if k.startswith(bench + ".")}
         keys = sorted(ka & kb)

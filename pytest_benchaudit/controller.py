@@ -197,8 +197,8 @@ class Controller:
         models = []
         for m in self.opts.models:
             info = m.public()
-            if m.kind == "local" and self.local_url.server is not None:
-                info["endpoint"] = self.local_url.server.url
+            if self.local_url.url_of(m):  # launched by this run (local, vllm:)
+                info["endpoint"] = self.local_url.url_of(m)
             info["served_model_ids"] = sorted(served.get(m.label, ()))
             models.append(info)
         meta = {
@@ -229,9 +229,13 @@ class Controller:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """xdist: hand the shared local model server to each worker (started once, here)."""
-        if any(m.kind == "local" for m in self.opts.models):
-            node.workerinput["benchaudit_local_url"] = self.local_url.get_or_usage_error()
+        """xdist: hand the servers the run launches (local model, vLLM) to each worker.
+
+        Each is started once, here in the controller, before the first worker starts;
+        a failed start is one usage error."""
+        urls = self.local_url.start_all([*self.opts.models, self.opts.judge])
+        if urls:
+            node.workerinput["benchaudit_launched_urls"] = urls
         if self.recorded:
             # Workers collect; they deselect what is already recorded (ResumeFilter).
             node.workerinput[RESUME_KEYS] = [list(k) for k in sorted(self.recorded)]
@@ -297,4 +301,5 @@ class Controller:
         terminalreporter.write_line(f"run directory: {self.run_dir.path}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Stop every server the run launched (terminate, then kill after a grace period)."""
         self.local_url.stop()

@@ -55,6 +55,7 @@ from urllib.parse import quote
 
 import httpx
 
+from .progress import Progress
 from .suites import Suite
 
 __all__ = [
@@ -190,14 +191,17 @@ def _download(client: httpx.Client, url: str, fh: Any, label: str, progress: Tex
         if response.status_code != 200:
             raise FetchError(f"{label}: download failed: HTTP {response.status_code} from {url}")
         total = int(response.headers.get("content-length") or 0)
-        show = total > PROGRESS_MIN_BYTES
+        bar = Progress(total or None, label, "B", stream=progress)
+        show = total > PROGRESS_MIN_BYTES and not bar.enabled  # the bar replaces the quarter lines
         done, next_report = 0, 0.0
         for chunk in response.iter_bytes(1 << 16):
             fh.write(chunk)
             done += len(chunk)
+            bar.update(len(chunk))
             if show and done / total >= next_report:
                 print(f"  {label}: {done / 1e6:.1f} of {total / 1e6:.1f} MB", file=progress, flush=True)
                 next_report += 0.25
+        bar.close()
         if total and done != total:
             raise FetchError(f"{label}: download from {url} ended after {done} of {total} bytes")
 

@@ -41,6 +41,7 @@ from typing import Any
 from .aggregate import benchmark_scores, summarize
 from .evaluate import evaluate
 from .pipeline import Pipeline, PipelineError, apply_overrides, is_unspecified
+from .progress import Progress
 from .prompts import TemplateError, render_request
 from .records import RunDirectory, new_run_id
 from .suites import (
@@ -303,6 +304,7 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
     models = _athena_models(source)
     # Read and check everything before writing anything.
     prepared = []
+    bar = Progress(len(models) * sum(len(c.questions) for c in contexts.values()), "import", "rows")
     for model, folder in models.items():
         records: list[dict[str, Any]] = []
         differences: list[dict[str, Any]] = []
@@ -322,7 +324,7 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
                                         "questions; rows are matched to the benchmark file by order")
             values: list[float | None] = []
             agree = 0
-            for (label, row), question in zip(rows, ctx.questions):
+            for (label, row), question in bar.count(zip(rows, ctx.questions)):
                 _check_athena_row(path, label, row, task)
                 if row["prompt"] != question.prompt:
                     raise ImportSourceError(
@@ -356,6 +358,7 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
             released[task] = values
             counts[task] = {"agree": agree, "differ": len(rows) - agree}
         prepared.append((model, records, differences, released, counts, files, source_checksums))
+    bar.close()
 
     cards = {ctx.key: ctx.card for ctx in contexts.values()}
     checksums: dict[str, str] = {}
@@ -475,6 +478,7 @@ def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path,
     for ctx in contexts.values():
         checksums.update(ctx.checksums)
     prepared = []
+    bar = Progress(len(models) * sum(len(rows) for rows in tables.values()), "import", "rows")
     for model in models:
         records: list[dict[str, Any]] = []
         differences: list[dict[str, Any]] = []
@@ -482,7 +486,7 @@ def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path,
         for task, rows in tables.items():
             ctx = contexts[task]
             agree = 0
-            for (label, row), question in zip(rows, ctx.questions):
+            for (label, row), question in bar.count(zip(rows, ctx.questions)):
                 answer = row[model]
                 extra = {"released_prediction": answer, "source_row": label}
                 rec = _record(ctx, question, _cti_request(ctx, suite, question, model), answer, model, extra)
@@ -498,6 +502,7 @@ def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path,
                                         "released_prediction": answer, "score": rec["score"], "reason": reason})
             counts[task] = {"prediction_agree": agree, "prediction_differ": len(rows) - agree}
         prepared.append((model, records, differences, counts))
+    bar.close()
 
     stamp = new_run_id()
     out = []

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 from .aggregate import benchmark_scores, summarize, summary_document
 from .pipeline import Pipeline, PipelineError
+from .progress import Progress, iterate
 from .records import RunDirectory, read_records
 from .rescore import pipeline_from_card, rescore_records, retarget
 from .scoring import METRIC_INFO
@@ -105,7 +106,7 @@ def rescore_run(
             raise OfflineError(f"{key}: {err}") from None
     resources = _Resources(suites_dir, data_dir)
     new_records = rescore_records(
-        records,
+        iterate(records, len(records), "rescore", "records"),
         lambda rec: pipelines[card_key(rec)],
         lambda bench, task: resources(bench, task, pipelines[f"{bench}.{task}"].scoring.metric
                                       if f"{bench}.{task}" in pipelines else ""),
@@ -161,6 +162,7 @@ def sweep_run(
     by_key: dict[str, list[dict[str, Any]]] = {}
     for rec in base_records:
         by_key.setdefault(card_key(rec), []).append(rec)
+    bar = Progress(0, "sweep", "records")
     for key, recs in by_key.items():
         if key not in stored_cards:
             raise OfflineError(f"{run_dir / 'run.json'}: no pipeline card for {key}")
@@ -178,12 +180,14 @@ def sweep_run(
             variants = build_variants(stored, changes)[1:]
         except PipelineError as err:
             raise OfflineError(f"{key}: {err}") from None
+        bar.total = (bar.total or 0) + len(recs) * len(variants)
         for variant in variants:
             pipeline = variant.pipeline
             cards[f"{key}|{variant.name}"] = {**pipeline.card(), "variant": variant.info()}
-            rescored = rescore_records(recs, lambda rec, p=pipeline: p,
+            rescored = rescore_records(bar.count(recs), lambda rec, p=pipeline: p,
                                        lambda bench, task, p=pipeline: resources(bench, task, p.scoring.metric))
             all_records += [{**r, "variant": variant.name} for r in rescored]
+    bar.close()
     results = summarize(all_records, cards)
     return variant_deltas(results, cards), results, cards
 

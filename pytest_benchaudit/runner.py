@@ -82,11 +82,20 @@ class Runner:
             self._engine().add_model(spec.label, lambda: ReplayBackend(replay_dir, spec.label))
             self._registered.add(spec.label)
             return
-        if spec.kind == "local":
-            spec = spec.model_copy(update={"base_url": self.local_url.get()})
+        identity = None
+        if spec.kind in LAUNCHED:  # a server this run launched (here, or in the xdist controller)
+            identity = launched_identity(spec)  # its port changes every run; the cache must not care
+            spec = spec.model_copy(update={"base_url": self.local_url.get(spec)})
         concurrency = default_concurrency(spec, self.opts.concurrency)
         register_secret_env([spec.api_key_env])
-        self._engine().add_model(spec.label, lambda: OpenAICompatBackend(spec, concurrency=concurrency))
+        if spec.endpoints:
+            from .backends.balanced import BalancedBackend, balanced_identity
+
+            self._engine().add_model(spec.label, lambda: BalancedBackend(spec, concurrency=concurrency),
+                                     identity=balanced_identity(spec))
+        else:
+            self._engine().add_model(spec.label, lambda: OpenAICompatBackend(spec, concurrency=concurrency),
+                                     identity=identity)
         self._registered.add(spec.label)
 
     def _check_replays(self) -> None:
@@ -131,9 +140,9 @@ class Runner:
         if session.config.option.collectonly or hasattr(session.config, "workerinput"):
             return
         self._check_replays()
-        if any(isinstance(i, BenchItem) and i.bench.model.kind == "local" and not i.get_closest_marker("skip")
-               for i in session.items):
-            self.local_url.get_or_usage_error()  # one clear error now, not one per item
+        # Servers the run launches (local, vllm:): once, now; a failed start is one usage error, not one per item.
+        self.local_url.start_all({i.bench.model for i in session.items
+                                  if isinstance(i, BenchItem) and not i.get_closest_marker("skip")})
         for item in session.items:
             self._prefetch(item)
 
@@ -256,41 +265,104 @@ class Runner:
             self.engine = None
 
 
+LAUNCHED = ("local", "vllm")  # model kinds whose server the run launches itself
+_URLS_KEY = "benchaudit_launched_urls"  # workerinput: launch key -> base URL
+
+
+def launch_key(spec: ModelSpec) -> str:
+    """Which server a launched model needs: one per distinct launch (a judge on the same vLLM
+    model as the one evaluated shares its server)."""
+    if spec.kind == "local":
+        return "local"
+    return " ".join(["vllm", str(spec.model_id), *spec.launch_args])
+
+
+def launched_identity(spec: ModelSpec) -> str:
+    """The generation cache's name for a launched model: what is served and how, not the port."""
+    if spec.kind == "local":
+        from .cache import model_identity
+
+        return model_identity(spec)
+    return json.dumps({"spec": spec.label, "endpoint": None, "model_id": spec.model_id,
+                       "launch": ["vllm", *spec.launch_args]}, sort_keys=True, separators=(",", ":"))
+
+
+def _spec_text(spec: ModelSpec) -> str:
+    """How the user wrote the model, for messages."""
+    if spec.kind == "vllm" and spec.label == spec.model_id:
+        return f"vllm:{spec.model_id}"
+    return spec.label.removeprefix("judge:")
+
+
 class LocalUrl:
-    """Where the embedded model is served: started on demand (controller) or handed over (worker)."""
+    """Servers the run launches itself (``local``: llama.cpp; ``vllm:``): a small registry.
+
+    The process that owns the run starts each one on demand, once (a serial run: before
+    items run; under xdist: the controller, in ``pytest_configure_node``), and stops them
+    in ``pytest_unconfigure``; xdist workers get the URLs in ``workerinput`` and never
+    launch anything.  A failed start is remembered, so it is not retried for every item.
+    """
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.server: Any = None
-        self._failure: Exception | None = None
-        self._url: str | None = getattr(config, "workerinput", {}).get("benchaudit_local_url")
+        self.servers: dict[str, Any] = {}
+        self._failures: dict[str, Exception] = {}
+        self._urls: dict[str, str] = dict(getattr(config, "workerinput", {}).get(_URLS_KEY) or {})
 
-    def get(self) -> str:
-        if self._url is None:
+    @property
+    def server(self) -> Any:
+        """The embedded model's server, if this process started it."""
+        return self.servers.get("local")
+
+    def get(self, spec: ModelSpec | None = None) -> str:
+        """The base URL serving ``spec`` (default: the local model), launching it if needed."""
+        key = "local" if spec is None else launch_key(spec)
+        if key not in self._urls:
             if hasattr(self.config, "workerinput"):
-                raise RuntimeError("the controller did not hand a local model URL to this worker")
-            if self._failure is not None:  # do not retry a failed start for every item
-                raise self._failure
-            from .backends.local import LocalModelUnavailable, LocalServer
-
-            self.server = LocalServer()
+                raise RuntimeError(f"the controller did not hand a URL for {key!r} to this worker")
+            if key in self._failures:
+                raise self._failures[key]
+            server = self._new_server(spec)
+            self.servers[key] = server
             try:
-                self._url = self.server.start()
-            except LocalModelUnavailable as err:
-                self._failure = err
+                self._urls[key] = server.start()
+            except Exception as err:
+                self._failures[key] = err
                 raise
-        return self._url
+        return self._urls[key]
 
-    def get_or_usage_error(self) -> str:
+    @staticmethod
+    def _new_server(spec: ModelSpec | None) -> Any:
+        if spec is None or spec.kind == "local":
+            from .backends.local import LocalServer
+
+            return LocalServer()
+        from .backends.vllm import VllmServer
+
+        return VllmServer(str(spec.model_id), spec.launch_args, startup_timeout=spec.startup_timeout)
+
+    def get_or_usage_error(self, spec: ModelSpec | None = None) -> str:
         """``get()``, with a missing runtime or a failed start turned into a usage error."""
         from .backends.local import LocalModelUnavailable
+        from .backends.vllm import VllmUnavailable
 
         try:
-            return self.get()
-        except LocalModelUnavailable as err:
-            raise pytest.UsageError(f"--model local: {err}") from None
+            return self.get(spec)
+        except (LocalModelUnavailable, VllmUnavailable) as err:
+            raise pytest.UsageError(f"--model {'local' if spec is None else _spec_text(spec)}: {err}") from None
+
+    def start_all(self, specs: Any) -> dict[str, str]:
+        """Launch every server ``specs`` need (each once); the URLs by launch key, for workers."""
+        for spec in specs:
+            if spec is not None and spec.kind in LAUNCHED:
+                self.get_or_usage_error(spec)
+        return dict(self._urls)
+
+    def url_of(self, spec: ModelSpec) -> str | None:
+        """Where this run served ``spec`` (``None`` if it launched nothing for it)."""
+        return self._urls.get(launch_key(spec)) if spec.kind in LAUNCHED else None
 
     def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
+        servers, self.servers = self.servers, {}
+        for server in servers.values():
+            server.stop()

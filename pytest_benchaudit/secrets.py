@@ -2,9 +2,17 @@
 
 Keys are read from environment variables named by model specs and sent only as
 a bearer token to their endpoint.  :func:`redact` replaces any known key value in
-a text (an error message echoed by a server, a traceback, an argv element) with
-``***``; the records writer, run.json and the terminal report pass their text
-through it as a last line of defence.
+a text (an error message echoed by a server, a model answer that quotes the key,
+a traceback, an argv element) with ``***``; the HTTP client redacts every text it
+hands back (answers and errors, so the generation cache never holds a key), and
+the records writer, run.json and the terminal report pass their text through it
+as a last line of defence.
+
+Known values are those registered (:func:`register_secret_env`,
+:func:`register_secret`) plus the *current* values of the registered variable
+names, read when redacting.  ``OPENAI_API_KEY`` (the default key variable of every
+``ID@URL`` model) is always one of those names, so a process that never built a
+model (the xdist controller, which writes the records) still masks it.
 """
 
 from __future__ import annotations
@@ -12,40 +20,72 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
-__all__ = ["register_secret_env", "redact", "redact_obj", "secret_values"]
+__all__ = ["register_secret", "register_secret_env", "redact", "redact_obj", "secret_values"]
 
 _MIN_SECRET_LEN = 8  # shorter values would redact ordinary words
+_MASK = "***"
 _values: set[str] = set()
+_names: set[str] = {"OPENAI_API_KEY"}
 
 
 def register_secret_env(names: Iterable[str | None]) -> None:
-    """Remember the current values of these environment variables as secrets."""
+    """Treat the values of these environment variables (now and later) as secrets."""
     for name in names:
-        value = os.environ.get(name) if name else None
+        if not name:
+            continue
+        _names.add(name)
+        value = os.environ.get(name)
         if value and len(value) >= _MIN_SECRET_LEN:
             _values.add(value)
 
 
+def register_secret(value: str | None) -> None:
+    """Treat ``value`` itself as a secret (e.g. a password written into an endpoint URL)."""
+    if value and len(value) >= _MIN_SECRET_LEN:
+        _values.add(value)
+
+
 def secret_values() -> frozenset[str]:
-    return frozenset(_values)
+    found = set(_values)
+    for name in _names:
+        value = os.environ.get(name)
+        if value and len(value) >= _MIN_SECRET_LEN:
+            found.add(value)
+    return frozenset(found)
 
 
-def redact(text: str) -> str:
-    """``text`` with every registered secret value replaced by ``***``."""
-    for value in _values:
+def _ordered(values: Iterable[str]) -> list[str]:
+    """Longest first: a key that contains another key is masked whole."""
+    return sorted(values, key=len, reverse=True)
+
+
+def _redact_with(text: str, values: list[str]) -> str:
+    for value in values:
         if value in text:
-            text = text.replace(value, "***")
+            text = text.replace(value, _MASK)
     return text
 
 
+def redact(text: str) -> str:
+    """``text`` with every known secret value replaced by ``***``."""
+    if not isinstance(text, str):
+        return text
+    return _redact_with(text, _ordered(secret_values()))
+
+
 def redact_obj(obj: Any) -> Any:
-    """Redact every string inside a JSON-like structure."""
-    if not _values:
+    """Redact every string inside a JSON-like structure (dict keys included)."""
+    values = _ordered(secret_values())
+    if not values:
         return obj
+    return _walk(obj, values)
+
+
+def _walk(obj: Any, values: list[str]) -> Any:
     if isinstance(obj, str):
-        return redact(obj)
+        return _redact_with(obj, values)
     if isinstance(obj, dict):
-        return {k: redact_obj(v) for k, v in obj.items()}
+        return {(_redact_with(k, values) if isinstance(k, str) else k): _walk(v, values) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [redact_obj(v) for v in obj]
+        return [_walk(v, values) for v in obj]
     return obj

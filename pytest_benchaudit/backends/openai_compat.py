@@ -6,8 +6,17 @@ exponential backoff (429, 5xx, connection errors, timeouts, malformed bodies;
 ``Retry-After`` honoured) a request that still fails becomes
 ``Generation(error=...)``, which the pipeline records as an invalid response.
 
-The API key travels only in the ``Authorization`` header to the endpoint; error
-texts are passed through :func:`redact` before they are returned.
+The API key travels only in the ``Authorization`` header to the endpoint.  Every
+text this client hands back is passed through :func:`redact` first: error texts
+(redacted *before* they are cut to length, so no part of a key survives a cut),
+and the answer itself (content, reasoning, served model id) -- a key a server or
+model echoes is model output, but it is still a secret, and what leaves here is
+written to records, the terminal and the generation cache.  A password written
+into the endpoint URL (``http://user:pass@host``) is treated as a secret too.
+
+Whatever goes wrong with one request (including an exception the HTTP stack was
+not expected to raise) becomes ``Generation(error=...)``; only cancellation
+propagates.
 """
 
 from __future__ import annotations
@@ -18,11 +27,12 @@ import json
 import random
 import time
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from ..secrets import redact
+from ..secrets import redact, register_secret
 from ..types import Generation, Request
 from . import ModelSpec
 
@@ -70,7 +80,7 @@ def _error_text(response: httpx.Response) -> str:
             message = error["message"]
         elif isinstance(error, str):
             message = error
-    text = message or response.text
+    text = redact(message or response.text)
     return f"HTTP {response.status_code}: {text[:_MAX_ERROR_CHARS]}"
 
 
@@ -81,6 +91,10 @@ class OpenAICompatBackend:
         if not spec.base_url:
             raise ValueError(f"model {spec.label!r} has no endpoint URL")
         self.spec = spec
+        password = urlsplit(spec.base_url).password
+        if password:  # as written in the URL, and decoded (error texts may show either)
+            register_secret(password)
+            register_secret(unquote(password))
         headers = {"Content-Type": "application/json"}
         key = spec.api_key()
         if key:
@@ -141,6 +155,8 @@ class OpenAICompatBackend:
                         await asyncio.sleep(self._backoff(attempts, err.retry_after))
                         continue
                     message += f" (gave up after {attempts} attempts)"
+                except Exception as err:  # noqa: BLE001 - never raise for one failed request
+                    message = f"client error ({type(err).__name__}): {err}"
                 return Generation(
                     error=redact(message),
                     latency_s=time.perf_counter() - start,
@@ -158,6 +174,10 @@ class OpenAICompatBackend:
             response = await self._client.post(path, content=content)
         except httpx.TransportError as err:
             raise _Retryable(_transport_failure(err, self.spec.timeout)) from None
+        except httpx.DecodingError as err:  # e.g. a body that is not the gzip it claims to be
+            raise _Retryable(f"malformed response (DecodingError: {err})") from None
+        except httpx.HTTPError as err:  # too many redirects and the like: asking again will not help
+            raise _Fatal(f"request error ({type(err).__name__}): {err}") from None
         if response.status_code != 200:
             message = _error_text(response)
             if response.status_code in RETRYABLE_STATUS:
@@ -165,10 +185,11 @@ class OpenAICompatBackend:
             raise _Fatal(message)
         try:
             data = response.json()
-            return _parse(data)
+            gen = _parse(data)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
-            snippet = response.text[:200].replace("\n", " ")
+            snippet = redact(response.text)[:200].replace("\n", " ")
             raise _Retryable(f"malformed response ({type(err).__name__}: {err}): {snippet!r}") from None
+        return _redacted(gen)
 
 
 def _transport_failure(err: httpx.TransportError, timeout: float) -> str:
@@ -204,6 +225,18 @@ def _parse(data: dict[str, Any]) -> Generation:
         top_logprobs=_top_logprobs(choice.get("logprobs")),
         served_model=data.get("model"),
     )
+
+
+def _redacted(gen: Generation) -> Generation:
+    """``gen`` with known secrets masked in every text it carries (answer, reasoning, model id)."""
+    update: dict[str, Any] = {}
+    for name in ("text", "reasoning", "served_model"):
+        value = getattr(gen, name)
+        if isinstance(value, str):
+            masked = redact(value)
+            if masked != value:
+                update[name] = masked
+    return gen.model_copy(update=update) if update else gen
 
 
 def _top_logprobs(logprobs: Any) -> tuple[dict[str, float], ...] | None:

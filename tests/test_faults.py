@@ -1,0 +1,280 @@
+"""Fault injection: real pytest runs (pytester) against a ScriptedServer that misbehaves.
+
+For every run: each question ends recorded exactly once (valid, or invalid with the error
+stored), and the run completes -- no crash, no hang, no lost or duplicated record.
+"""
+
+from __future__ import annotations
+
+import collections
+import email.utils
+import json
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+
+from conftest import only_run_dir, read_run
+
+FAULT_SUITE = """
+[benchmark]
+name = "faulty"
+title = "Fault-injection benchmark for tests"
+data_folder = "faulty"
+
+[templates.plain]
+user = "{question}\\n{options}"
+
+[tasks.mcq]
+[tasks.mcq.data]
+file = "faulty.jsonl"
+format = "jsonl"
+id = "id"
+question = "question"
+choices = "options"
+gold = "gold"
+
+[tasks.mcq.standardized]
+prompt.template = "plain"
+prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
+inference.decoding = { temperature = 0.0 }
+inference.max_tokens = 64
+extraction = { rule = "final_answer_letter", reasoning = "strip" }
+scoring = { metric = "exact_match", denominator = "total" }
+aggregation = { method = "micro" }
+"""
+
+OK = Reply(content="Answer: A")
+HUGE_CHARS = 10 * 1024 * 1024
+HTML_PAGE = (b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
+             b"<body><h1>Bad Gateway</h1><p>The upstream server is unavailable.</p></body></html>")
+
+
+def write_suite(root: Path, markers: list[str]) -> list[str]:
+    """The ``faulty`` suite with one question per marker (gold A); returns the question ids."""
+    suite_dir = root / "suites" / "faulty"
+    data_dir = root / "data" / "faulty"
+    suite_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (suite_dir / "suite.toml").write_text(textwrap.dedent(FAULT_SUITE))
+    ids = []
+    with (data_dir / "faulty.jsonl").open("w") as fh:
+        for n, marker in enumerate(markers, 1):
+            qid = f"f{n:02d}_{marker}"
+            ids.append(qid)
+            fh.write(json.dumps({"id": qid, "question": f"Fault question [{marker}]?",
+                                 "options": ["alpha", "beta", "gamma", "delta"], "gold": "A"}) + "\n")
+    return ids
+
+
+def marker_of(call: Call) -> str:
+    text = call.last_user_text
+    return text[text.index("[") + 1: text.index("]")] if "[" in text else ""
+
+
+class Faults:
+    """Script: the reply for each marker, by attempt; remembers when each attempt arrived."""
+
+    def __init__(self, table: dict[str, Callable[[int], Reply]]) -> None:
+        self.table = table
+        self.seen: dict[str, list[float]] = collections.defaultdict(list)
+        self.lock = threading.Lock()
+
+    def __call__(self, call: Call) -> Reply:
+        marker = marker_of(call)
+        with self.lock:
+            self.seen[marker].append(time.monotonic())
+        return self.table.get(marker, lambda attempt: OK)(call.attempt)
+
+
+def then_ok(fault: Reply, times: int = 1) -> Callable[[int], Reply]:
+    return lambda attempt: fault if attempt <= times else OK
+
+
+def always(fault: Reply) -> Callable[[int], Reply]:
+    return lambda attempt: fault
+
+
+def http_date(seconds_ahead: float) -> str:
+    return email.utils.formatdate(time.time() + seconds_ahead, usegmt=True)
+
+
+FAULTS: dict[str, Callable[[int], Reply]] = {
+    "OK": always(OK),
+    "R429_SECONDS": then_ok(Reply(status=429, headers={"Retry-After": "1"}, error_message="slow down")),
+    "R429_DATE": lambda attempt: (Reply(status=429, headers={"Retry-After": http_date(2)}) if attempt == 1 else OK),
+    "R429_BARE": then_ok(Reply(status=429, error_message="rate limited, no hint")),
+    "R429_FOREVER": always(Reply(status=429, error_message="quota exhausted")),
+    "T500": then_ok(Reply(status=500, error_message="transient 500")),
+    "T502": then_ok(Reply(status=502, error_message="transient 502")),
+    "T503": then_ok(Reply(status=503, error_message="transient 503"), times=2),
+    "P500": always(Reply(status=500, error_message="permanent 500")),
+    "P502": always(Reply(status=502, error_message="permanent 502")),
+    "P503": always(Reply(status=503, error_message="permanent 503")),
+    "RESET_ONCE": then_ok(Reply(drop_connection=True)),
+    "RESET_ALWAYS": always(Reply(drop_connection=True)),
+    "TIMEOUT_ONCE": then_ok(Reply(delay=4.0)),
+    "TIMEOUT_ALWAYS": always(Reply(delay=4.0)),
+    "MALFORMED": always(Reply(raw_body=b'{"choices": [{"message": {"content": "Answer: A"')),
+    "MALFORMED_ONCE": then_ok(Reply(raw_body=b"\x00\xff not json at all")),
+    "HTML_200": always(Reply(raw_body=HTML_PAGE, content_type="text/html")),
+    "HTML_502": always(Reply(status=502, raw_body=HTML_PAGE, content_type="text/html; charset=utf-8")),
+    "NOT_COMPLETION": always(Reply(raw_body=b'{"object": "list", "data": [{"id": "x"}]}')),
+    "CONTENT_NOT_TEXT": always(Reply(raw_body=b'{"choices": [{"message": {"content": 42}, "finish_reason": "stop"}]}')),
+    "BAD_GZIP": always(Reply(raw_body=b"certainly not gzip", headers={"Content-Encoding": "gzip"})),
+    "HUGE": always(Reply(content="x" * HUGE_CHARS + "\nAnswer: A")),
+}
+
+# (valid, correct, attempts, text every error must contain)
+EXPECTED: dict[str, tuple[bool, bool, int | None, str | None]] = {
+    "OK": (True, True, 1, None),
+    "R429_SECONDS": (True, True, 2, None),
+    "R429_DATE": (True, True, 2, None),
+    "R429_BARE": (True, True, 2, None),
+    "R429_FOREVER": (False, False, 3, "HTTP 429: quota exhausted (gave up after 3 attempts)"),
+    "T500": (True, True, 2, None),
+    "T502": (True, True, 2, None),
+    "T503": (True, True, 3, None),
+    "P500": (False, False, 3, "HTTP 500: permanent 500"),
+    "P502": (False, False, 3, "HTTP 502: permanent 502"),
+    "P503": (False, False, 3, "HTTP 503: permanent 503"),
+    "RESET_ONCE": (True, True, 2, None),
+    "RESET_ALWAYS": (False, False, 3, "connection error"),
+    "TIMEOUT_ONCE": (True, True, 2, None),
+    "TIMEOUT_ALWAYS": (False, False, 3, "timeout: no answer within 1s"),
+    "MALFORMED": (False, False, 3, "malformed response"),
+    "MALFORMED_ONCE": (True, True, 2, None),
+    "HTML_200": (False, False, 3, "malformed response (JSONDecodeError"),
+    "HTML_502": (False, False, 3, "HTTP 502: <!DOCTYPE html>"),
+    "NOT_COMPLETION": (False, False, 3, "no 'choices' in the response"),
+    "CONTENT_NOT_TEXT": (False, False, 3, "answer content is not a string"),
+    "BAD_GZIP": (False, False, 3, "malformed response (DecodingError"),
+    "HUGE": (True, True, 1, None),
+}
+
+COMMON = ["--data-dir", "data", "--report-dir", "out", "--max-retries", "2", "--request-timeout", "1",
+          "-p", "no:randomly", "-p", "timeout", "--timeout", "60", "--no-cache"]
+
+
+def run(pytester: pytest.Pytester, server: ScriptedServer, *extra: str, subprocess: bool = False) -> pytest.RunResult:
+    args = ["suites/faulty", "--model", f"m@{server.url}", *COMMON, *extra]
+    return pytester.runpytest_subprocess(*args, timeout=180) if subprocess else pytester.runpytest(*args)
+
+
+def check_once(pytester: pytest.Pytester, result: pytest.RunResult, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The run completed and every question is recorded exactly once; records by question id."""
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out and "+ Timeout +" not in out, out[-3000:]
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) == 0 and outcomes.get("error", 0) == 0, out[-3000:]
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == len(ids), outcomes
+    run_dir = only_run_dir(pytester.path / "out")
+    data = read_run(run_dir)
+    counts = collections.Counter(r["question_id"] for r in data["records"])
+    assert counts == collections.Counter(ids), counts  # every question, exactly once
+    recs = {r["question_id"]: r for r in data["records"]}
+    for rec in recs.values():
+        if rec["valid"]:
+            assert rec["error"] is None
+        elif rec["invalid_reason"] == "inference_error":
+            assert rec["error"] and rec["raw_output"] == ""
+    (res,) = data["summary"]["results"]
+    assert res["n"] == len(ids)
+    assert data["run"]["ended"] and data["run"]["n_records"] == len(ids)
+    return recs
+
+
+def check_expected(recs: dict[str, dict[str, Any]], ids: list[str]) -> None:
+    for qid in ids:
+        marker = qid.split("_", 1)[1]
+        valid, correct, attempts, error = EXPECTED[marker]
+        rec = recs[qid]
+        assert (rec["valid"], rec["correct"]) == (valid, correct), (qid, rec["error"], rec["invalid_reason"])
+        if attempts is not None:
+            assert rec["attempts"] == attempts, (qid, rec["attempts"], rec["error"])
+        if error is None:
+            assert rec["error"] is None
+        else:
+            assert rec["invalid_reason"] == "inference_error" and error in rec["error"], (qid, rec["error"])
+
+
+def test_every_fault_recorded_once(pytester: pytest.Pytester) -> None:
+    markers = list(FAULTS)
+    ids = write_suite(pytester.path, markers)
+    faults = Faults(FAULTS)
+    started = time.monotonic()
+    with ScriptedServer(faults) as server:
+        result = run(pytester, server)
+    assert time.monotonic() - started < 60  # bounded retries and timeouts: no hang
+    recs = check_once(pytester, result, ids)
+    check_expected(recs, ids)
+    assert not server.script_errors
+    # Retry-After is honoured: seconds and an HTTP date both hold the retry back (the jittered
+    # backoff of a first retry would be at most 0.5 s here).
+    for marker in ("R429_SECONDS", "R429_DATE"):
+        first, second = faults.seen[marker][:2]
+        assert second - first >= 0.9, (marker, second - first)
+    # 10 MB answer: stored in full (the raw output is stored as it came back), scored, and the
+    # terminal shows only the short failure messages, never the answer.
+    huge = recs[ids[markers.index("HUGE")]]
+    assert len(huge["raw_output"]) == HUGE_CHARS + len("\nAnswer: A") and huge["prediction"] == "A"
+    assert len(result.stdout.str()) < 200_000
+    # wrong content type / not a completion: the start of what came back is kept in the error
+    assert "Bad Gateway" in recs[ids[markers.index("HTML_200")]]["error"]
+    # failure messages say why, and pytest reported each invalid item as failed, not errored
+    result.stdout.fnmatch_lines(["*INVALID (inference_error): HTTP 500: permanent 500*"])
+
+
+def test_server_dies_mid_run(pytester: pytest.Pytester) -> None:
+    """The server stops after N answers: the rest end invalid with a connection error, none
+    lost, none duplicated."""
+    n_answered = 5
+    ids = write_suite(pytester.path, [f"Q{i}" for i in range(16)])
+    answered: list[str] = []
+    lock = threading.Lock()
+    holder: dict[str, ScriptedServer] = {}
+
+    def script(call: Call) -> Reply:
+        with lock:
+            if len(answered) < n_answered and marker_of(call) not in answered:
+                answered.append(marker_of(call))
+                return OK
+            if not holder.get("stopping"):
+                holder["stopping"] = True  # type: ignore[assignment]
+                # stop from another thread (a handler cannot wait for its own server to stop);
+                # this request and any in flight are held until the stop drops them
+                threading.Thread(target=lambda: (time.sleep(0.3), holder["server"].stop()), daemon=True).start()
+        return Reply(delay=30)
+
+    server = ScriptedServer(script)
+    holder["server"] = server
+    with server:
+        result = run(pytester, server, "--concurrency", "3")
+    recs = check_once(pytester, result, ids)
+    valid = sorted(marker_of_id(q) for q, r in recs.items() if r["valid"])
+    assert valid == sorted(answered) and len(valid) == n_answered
+    for rec in recs.values():
+        if not rec["valid"]:
+            assert rec["invalid_reason"] == "inference_error"
+            assert rec["error"].startswith("connection error"), rec["error"]
+            assert "gave up after 3 attempts" in rec["error"]
+
+
+def marker_of_id(qid: str) -> str:
+    return qid.split("_", 1)[1]
+
+
+def test_faults_under_xdist(pytester: pytest.Pytester) -> None:
+    markers = ["OK", "R429_SECONDS", "R429_BARE", "T502", "P503", "RESET_ONCE", "RESET_ALWAYS",
+               "TIMEOUT_ONCE", "MALFORMED", "HTML_200", "NOT_COMPLETION", "BAD_GZIP", "OK", "T500"]
+    ids = write_suite(pytester.path, markers)
+    with ScriptedServer(Faults(FAULTS)) as server:
+        result = run(pytester, server, "-n", "2", "--junitxml", "junit.xml", subprocess=True)
+    recs = check_once(pytester, result, ids)
+    check_expected(recs, ids)
+    assert (pytester.path / "junit.xml").read_text().count("<testcase ") == len(ids)

@@ -1,0 +1,216 @@
+"""A canary API key must appear nowhere the project writes or prints.
+
+The key is sent as the bearer token to a ScriptedServer that echoes it back everywhere it
+can: error messages (401, 500 cut at the error-length limit, a 429 without Retry-After,
+an HTML 502 page), a 200 answer's content and reasoning, a malformed body, the served model
+id; the HTTP stack raises exceptions whose message holds a URL carrying the key; a second
+model has a password in its endpoint URL.  Then every output is searched: records, run.json,
+summary.json, JUnit XML, terminal output (-rA, --tb=long, -l), the generation cache, the HTML
+compare report, the Every Eval Ever export and a rescore.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from httpx_aiohttp import AiohttpTransport
+
+import pytest_benchaudit.secrets as secrets
+from pytest_benchaudit.backends import openai_compat
+from pytest_benchaudit.cli import main
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+
+from conftest import read_run
+
+CANARY = "sk-canary-9f3b2c7d1e8a4f6b0c5d2e7a9b1f3c8d"
+URL_PASSWORD = "urlpass-5e1d7c9a3b2f4e6d8c0a"  # a secret that lives only in an endpoint URL
+# Any 12 characters of the secret part give a key away, even when a cut kept only a prefix.
+FRAGMENTS = [CANARY, CANARY[10:22], CANARY[-12:], URL_PASSWORD, URL_PASSWORD[8:20]]
+
+SUITE = """
+[benchmark]
+name = "leaky"
+title = "Secret-leak benchmark for tests"
+data_folder = "leaky"
+
+[templates.plain]
+user = "{question}\\n{options}"
+
+[tasks.mcq]
+[tasks.mcq.data]
+file = "leaky.jsonl"
+format = "jsonl"
+id = "id"
+question = "question"
+choices = "options"
+gold = "gold"
+
+[tasks.mcq.standardized]
+prompt.template = "plain"
+prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
+inference.max_tokens = 64
+extraction = { rule = "final_answer_letter", reasoning = "strip" }
+scoring = { metric = "exact_match", denominator = "total" }
+aggregation = { method = "micro" }
+"""
+
+MARKERS = ["PLAIN", "ECHO_401", "ECHO_500_LONG", "ECHO_429", "ECHO_HTML", "ECHO_ANSWER", "ECHO_WRONG",
+           "ECHO_REASONING", "ECHO_MALFORMED", "RAISE_URL", "CONNECT_URL"]
+
+
+def script(call: Call) -> Reply:
+    assert call.headers.get("authorization") == f"Bearer {CANARY}"
+    text = call.last_user_text
+    marker = text[text.index("[") + 1: text.index("]")]
+    if marker == "ECHO_401":
+        return Reply(status=401, error_message=f"Incorrect API key provided: {CANARY}. Check your key.")
+    if marker == "ECHO_500_LONG":  # the key straddles the cut of a long error text
+        return Reply(status=500, error_message="x" * 490 + CANARY + " was rejected")
+    if marker == "ECHO_429":  # no Retry-After; a plain-text body
+        return Reply(status=429, raw_body=f"Too many requests for key {CANARY}".encode(), content_type="text/plain")
+    if marker == "ECHO_HTML":
+        return Reply(status=502, raw_body=f"<html><body>Bad gateway for {CANARY}</body></html>".encode(),
+                     content_type="text/html")
+    if marker == "ECHO_ANSWER":
+        return Reply(content=f"The key you sent is {CANARY}.\nAnswer: B")
+    if marker == "ECHO_WRONG":
+        return Reply(content=f"{CANARY} Answer: C")
+    if marker == "ECHO_REASONING":
+        return Reply(content="Answer: B", reasoning_content=f"The header said Bearer {CANARY}; Answer: C")
+    if marker == "ECHO_MALFORMED":
+        return Reply(raw_body=f"upstream said: key {CANARY} invalid".encode())
+    return Reply(content="Answer: B")
+
+
+class UrlRaisingTransport(httpx.AsyncBaseTransport):
+    """The real transport, except that two questions fail with an exception whose message holds
+    the request URL as a client that passes the key in the query string would build it."""
+
+    def __init__(self, limits: Any = None) -> None:
+        self.inner = AiohttpTransport(limits=limits)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.content
+        keyed = request.url.copy_add_param("key", CANARY)
+        if b"[RAISE_URL]" in body:
+            raise RuntimeError(f"unexpected failure posting to {keyed}")
+        if b"[CONNECT_URL]" in body:
+            raise httpx.ConnectError(f"All connection attempts failed for {keyed}", request=request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def write_suite(root: Path) -> None:
+    (root / "suites" / "leaky").mkdir(parents=True)
+    (root / "data" / "leaky").mkdir(parents=True)
+    (root / "suites" / "leaky" / "suite.toml").write_text(textwrap.dedent(SUITE))
+    with (root / "data" / "leaky" / "leaky.jsonl").open("w") as fh:
+        for n, marker in enumerate(MARKERS, 1):
+            fh.write(json.dumps({"id": f"s{n:02d}", "question": f"Secret question [{marker}]?",
+                                 "options": ["one", "two", "three", "four"], "gold": "B"}) + "\n")
+
+
+def assert_clean(where: str, text: str | bytes) -> None:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    for fragment in FRAGMENTS:
+        assert fragment not in text, f"{fragment!r} leaked into {where}"
+
+
+def assert_tree_clean(root: Path) -> int:
+    files = [p for p in root.rglob("*") if p.is_file()]
+    for path in files:
+        assert_clean(str(path), path.read_bytes())
+    return len(files)
+
+
+@pytest.fixture
+def leaky_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[pytest.RunResult, Path]:
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    monkeypatch.setattr(openai_compat, "AiohttpTransport", UrlRaisingTransport)
+    write_suite(pytester.path)
+    with ScriptedServer(script, model_id=f"served-{CANARY}") as server:
+        url_cred = server.url.replace("http://", f"http://apikey:{URL_PASSWORD}@")
+        result = pytester.runpytest(
+            "suites/leaky", "--data-dir", "data", "--report-dir", "out", "--cache-dir", "cache",
+            "--model", f"m@{server.url}", "--model", f"cred@{url_cred}",
+            "--max-retries", "1", "--request-timeout", "5", "-p", "no:randomly",
+            "--junitxml", "junit.xml", "-rA", "--tb=long", "-l", "--log-level=DEBUG",
+        )
+        assert not server.script_errors, server.script_errors
+        assert len(server.calls) >= len(MARKERS) - 2
+    runs = [p for p in (pytester.path / "out").iterdir() if p.is_dir()]
+    assert len(runs) == 1
+    return result, runs[0]
+
+
+def test_canary_key_appears_nowhere(leaky_run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    result, run_dir = leaky_run
+    out = read_run(run_dir)
+    # The run itself: every item recorded, none crashed.
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) == 0 and "INTERNALERROR" not in result.stdout.str()
+    assert len(out["records"]) == 2 * len(MARKERS)
+    recs = {(r["model"], r["question_id"]): r for r in out["records"]}
+    by_marker = {MARKERS[int(qid[1:]) - 1]: r for (model, qid), r in recs.items() if model == "m"}
+    # The key is masked, and what is around it is kept.
+    assert by_marker["ECHO_401"]["error"] == "HTTP 401: Incorrect API key provided: ***. Check your key."
+    assert by_marker["ECHO_ANSWER"]["raw_output"] == "The key you sent is ***.\nAnswer: B"
+    assert by_marker["ECHO_ANSWER"]["correct"] and by_marker["ECHO_ANSWER"]["served_model"] == "served-***"
+    assert by_marker["ECHO_REASONING"]["reasoning"] == "The header said Bearer ***; Answer: C"
+    assert "Too many requests for key ***" in by_marker["ECHO_429"]["error"]
+    assert "***" in by_marker["ECHO_500_LONG"]["error"] and "sk-canary" not in by_marker["ECHO_500_LONG"]["error"]
+    assert "key=***" in by_marker["CONNECT_URL"]["error"]
+    assert by_marker["RAISE_URL"]["invalid_reason"] == "inference_error"
+    assert "RuntimeError" in by_marker["RAISE_URL"]["error"] and "key=***" in by_marker["RAISE_URL"]["error"]
+    cred = [r for r in out["records"] if r["model"] == "cred"]
+    assert all(r["invalid_reason"] == "inference_error" and r["error"] for r in cred)
+    # Written files of the run, JUnit XML, the generation cache (SQLite and its WAL).
+    assert assert_tree_clean(run_dir) >= 3
+    assert_clean("junit.xml", (pytester.path / "junit.xml").read_bytes())
+    assert assert_tree_clean(pytester.path / "cache") >= 1
+    # Terminal output, failure tracebacks included.
+    assert "***" in result.stdout.str()
+    assert_clean("stdout", result.stdout.str())
+    assert_clean("stderr", result.stderr.str())
+
+    # Offline commands read only what the run wrote: forget every registered secret first so
+    # that they cannot mask a leak on their own.
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setattr(secrets, "_values", set())
+    compare_dir = pytester.path / "compare"
+    assert main(["compare", str(run_dir), "--out", str(compare_dir), "--html", str(compare_dir / "r.html"),
+                 "--resamples", "50"]) == 0
+    assert (compare_dir / "r.html").is_file()
+    export_dir = pytester.path / "export"
+    assert main(["export", str(run_dir), "--format", "every-eval-ever", "--samples", "--out", str(export_dir),
+                 "--suites-dir", str(pytester.path / "suites")]) == 0
+    rescored = pytester.path / "rescored"
+    rescored.mkdir()
+    assert main(["rescore", str(run_dir), "--report-dir", str(rescored), "--suites-dir",
+                 str(pytester.path / "suites")]) == 0
+    assert main(["show", str(run_dir)]) == 0
+    for tree in (compare_dir, export_dir, rescored):
+        assert assert_tree_clean(tree) >= 1, tree
+    captured = capsys.readouterr()
+    assert_clean("offline commands' stdout", captured.out)
+    assert_clean("offline commands' stderr", captured.err)
+
+
+def test_redact_masks_before_cutting_and_longest_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(secrets, "_values", set())
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)  # read when redacting, even if never registered
+    assert secrets.redact(f"a {CANARY} b") == "a *** b"
+    secrets.register_secret(CANARY[:20])  # a shorter secret inside the key: the key goes whole
+    assert secrets.redact(f"[{CANARY}]") == "[***]"
+    assert secrets.redact_obj({f"k{CANARY}": [CANARY, 1, None]}) == {"k***": ["***", 1, None]}
+    secrets.register_secret("short")  # too short to be a key: never masks ordinary words
+    assert secrets.redact("a short text") == "a short text"
