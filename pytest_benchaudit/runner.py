@@ -19,7 +19,6 @@ import pytest
 
 from . import judge
 from .backends import ModelSpec
-from .backends.openai_compat import OpenAICompatBackend
 from .collect import BenchItem, BenchmarkFailure, needs_judge
 from .engine import Engine
 from .evaluate import evaluate, failure_message
@@ -82,6 +81,10 @@ class Runner:
             self._engine().add_model(spec.label, lambda: ReplayBackend(replay_dir, spec.label))
             self._registered.add(spec.label)
             return
+        # Imported here: the HTTP client stack (httpx, aiohttp) is start-up time that replay-only
+        # and collect-only runs do not need.
+        from .backends.openai_compat import OpenAICompatBackend
+
         identity = None
         if spec.kind in LAUNCHED:  # a server this run launched (here, or in the xdist controller)
             identity = launched_identity(spec)  # its port changes every run; the cache must not care
