@@ -58,9 +58,14 @@ def request_bodies(limit: int | None) -> list[bytes]:
     return bodies
 
 
-async def bare_client(url: str, bodies: list[bytes], concurrency: int) -> None:
+async def bare_client(url: str, bodies: list[bytes], concurrency: int, transport: str = "httpx") -> None:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url + "/", limits=limits, timeout=60) as client:
+    extra = {}
+    if transport == "aiohttp":  # the transport the plugin itself uses: a like-for-like client
+        from httpx_aiohttp import AiohttpTransport
+
+        extra["transport"] = AiohttpTransport(limits=limits)
+    async with httpx.AsyncClient(base_url=url + "/", limits=limits, timeout=60, **extra) as client:
         gate = asyncio.Semaphore(concurrency)
 
         async def one(body: bytes) -> None:
@@ -71,14 +76,14 @@ async def bare_client(url: str, bodies: list[bytes], concurrency: int) -> None:
         await asyncio.gather(*(one(b) for b in bodies))
 
 
-def time_bare(url: str, bodies: list[bytes], concurrency: int) -> float:
+def time_bare(url: str, bodies: list[bytes], concurrency: int, transport: str = "httpx") -> float:
     # A fresh interpreter, like the pytest run, so start-up costs are comparable.
     code = (
         "import asyncio, json, sys; sys.path.insert(0, %r);"
         "from throughput import bare_client;"
         "bodies = [b.encode() for b in json.load(sys.stdin)];"
-        "asyncio.run(bare_client(%r, bodies, %d))"
-    ) % (str(Path(__file__).parent), url, concurrency)
+        "asyncio.run(bare_client(%r, bodies, %d, %r))"
+    ) % (str(Path(__file__).parent), url, concurrency, transport)
     payload = json.dumps([b.decode() for b in bodies])
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], input=payload, text=True, check=True)
@@ -88,7 +93,7 @@ def time_bare(url: str, bodies: list[bytes], concurrency: int) -> float:
 def time_pytest(url: str, concurrency: int, limit: int | None, report_dir: str) -> float:
     cmd = [sys.executable, "-m", "pytest", str(REPO / "suites" / "seceval"), "--model", f"m@{url}",
            "--concurrency", str(concurrency), "-p", "no:cacheprovider", "-q", "--no-header", "--tb=no", "-rN",
-           "--report-dir", report_dir]
+           "--report-dir", report_dir, "--no-cache"]  # measure the requests, not the cache
     if limit:
         cmd += ["--limit", str(limit)]
     start = time.perf_counter()
@@ -105,6 +110,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--limit", type=int, default=None, help="questions (default: all 2,189)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--bare-transport", choices=["httpx", "aiohttp"], default="httpx",
+                        help="the bare client's transport: plain httpx (the issue's reference) or httpx over aiohttp "
+                             "(what the plugin uses)")
     args = parser.parse_args()
     if not os.environ.get("BENCHAUDIT_DATA"):
         sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
@@ -117,7 +125,7 @@ def main() -> None:
             for conc in args.concurrency:
                 bare, ours = [], []
                 for _ in range(args.repeats):  # interleaved, so drift hits both alike
-                    bare.append(time_bare(url, bodies, conc))
+                    bare.append(time_bare(url, bodies, conc, args.bare_transport))
                     ours.append(time_pytest(url, conc, args.limit, tmp))
                 b, p = statistics.median(bare), statistics.median(ours)
                 rows.append((conc, b, p))
@@ -125,7 +133,7 @@ def main() -> None:
         server.terminate()
         server.wait()
     print(f"SecEval standardized, {n} items, server latency {args.latency * 1000:.0f} ms, "
-          f"median of {args.repeats} (whole-process wall time)")
+          f"median of {args.repeats} (whole-process wall time), bare client over {args.bare_transport}")
     print(f"{'concurrency':>11} {'bare s':>8} {'pytest s':>9} {'bare items/s':>13} {'pytest items/s':>15} {'ratio':>6}")
     for conc, b, p in rows:
         print(f"{conc:>11} {b:>8.2f} {p:>9.2f} {n / b:>13.1f} {n / p:>15.1f} {b / p:>6.2f}")
