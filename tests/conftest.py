@@ -125,6 +125,46 @@ aggregation = { method = "micro" }
 """
 
 
+MCQ_SUITE = """
+[benchmark]
+name = "{name}"
+title = "{title}"
+data_folder = "{name}"
+
+[templates.plain]
+user = "{{question}}\\n{{options}}"
+
+[tasks.mcq]
+[tasks.mcq.data]
+file = "{name}.jsonl"
+format = "jsonl"
+id = "id"
+question = "question"
+choices = "options"
+gold = "gold"
+
+[tasks.mcq.standardized]
+prompt.template = "plain"
+prompt.format = {{ mode = "chat", system_role = "none", few_shot = 0 }}
+inference.decoding = {{ temperature = 0.0 }}
+inference.max_tokens = 64
+extraction = {{ rule = "final_answer_letter", reasoning = "strip" }}
+scoring = {{ metric = "exact_match", denominator = "total" }}
+aggregation = {{ method = "micro" }}
+"""
+
+
+def write_mcq_suite(root: Path, name: str, rows: list[dict[str, Any]], title: str = "Test benchmark") -> None:
+    """A one-task MCQ suite ``name`` under ``root/suites`` with ``rows`` (id, question, options, gold)
+    as its data under ``root/data``: the shape the fault, secret and scale tests need."""
+    (root / "suites" / name).mkdir(parents=True, exist_ok=True)
+    (root / "data" / name).mkdir(parents=True, exist_ok=True)
+    (root / "suites" / name / "suite.toml").write_text(MCQ_SUITE.format(name=name, title=title))
+    with (root / "data" / name / f"{name}.jsonl").open("w") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+
+
 def write_toy(root: Path) -> tuple[Path, Path]:
     """Write the toy suite under ``root/suites/toy`` and its data under ``root/data/toy``."""
     suite_dir = root / "suites" / "toy"

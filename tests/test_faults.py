@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import collections
 import email.utils
-import json
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -19,35 +17,8 @@ import pytest
 
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
-from conftest import only_run_dir, read_run
+from conftest import only_run_dir, read_run, write_mcq_suite
 
-FAULT_SUITE = """
-[benchmark]
-name = "faulty"
-title = "Fault-injection benchmark for tests"
-data_folder = "faulty"
-
-[templates.plain]
-user = "{question}\\n{options}"
-
-[tasks.mcq]
-[tasks.mcq.data]
-file = "faulty.jsonl"
-format = "jsonl"
-id = "id"
-question = "question"
-choices = "options"
-gold = "gold"
-
-[tasks.mcq.standardized]
-prompt.template = "plain"
-prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
-inference.decoding = { temperature = 0.0 }
-inference.max_tokens = 64
-extraction = { rule = "final_answer_letter", reasoning = "strip" }
-scoring = { metric = "exact_match", denominator = "total" }
-aggregation = { method = "micro" }
-"""
 
 OK = Reply(content="Answer: A")
 HUGE_CHARS = 10 * 1024 * 1024
@@ -57,18 +28,10 @@ HTML_PAGE = (b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
 
 def write_suite(root: Path, markers: list[str]) -> list[str]:
     """The ``faulty`` suite with one question per marker (gold A); returns the question ids."""
-    suite_dir = root / "suites" / "faulty"
-    data_dir = root / "data" / "faulty"
-    suite_dir.mkdir(parents=True, exist_ok=True)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    (suite_dir / "suite.toml").write_text(textwrap.dedent(FAULT_SUITE))
-    ids = []
-    with (data_dir / "faulty.jsonl").open("w") as fh:
-        for n, marker in enumerate(markers, 1):
-            qid = f"f{n:02d}_{marker}"
-            ids.append(qid)
-            fh.write(json.dumps({"id": qid, "question": f"Fault question [{marker}]?",
-                                 "options": ["alpha", "beta", "gamma", "delta"], "gold": "A"}) + "\n")
+    ids = [f"f{n:02d}_{marker}" for n, marker in enumerate(markers, 1)]
+    write_mcq_suite(root, "faulty", [{"id": qid, "question": f"Fault question [{marker}]?",
+                                      "options": ["alpha", "beta", "gamma", "delta"], "gold": "A"}
+                                     for qid, marker in zip(ids, markers)], title="Fault-injection benchmark")
     return ids
 
 

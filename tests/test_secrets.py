@@ -11,8 +11,6 @@ compare report, the Every Eval Ever export and a rescore.
 
 from __future__ import annotations
 
-import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -25,39 +23,13 @@ from pytest_benchaudit.backends import openai_compat
 from pytest_benchaudit.cli import main
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
-from conftest import read_run
+from conftest import read_run, write_mcq_suite
 
 CANARY = "sk-canary-9f3b2c7d1e8a4f6b0c5d2e7a9b1f3c8d"
 URL_PASSWORD = "urlpass-5e1d7c9a3b2f4e6d8c0a"  # a secret that lives only in an endpoint URL
 # Any 12 characters of the secret part give a key away, even when a cut kept only a prefix.
 FRAGMENTS = [CANARY, CANARY[10:22], CANARY[-12:], URL_PASSWORD, URL_PASSWORD[8:20]]
 
-SUITE = """
-[benchmark]
-name = "leaky"
-title = "Secret-leak benchmark for tests"
-data_folder = "leaky"
-
-[templates.plain]
-user = "{question}\\n{options}"
-
-[tasks.mcq]
-[tasks.mcq.data]
-file = "leaky.jsonl"
-format = "jsonl"
-id = "id"
-question = "question"
-choices = "options"
-gold = "gold"
-
-[tasks.mcq.standardized]
-prompt.template = "plain"
-prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
-inference.max_tokens = 64
-extraction = { rule = "final_answer_letter", reasoning = "strip" }
-scoring = { metric = "exact_match", denominator = "total" }
-aggregation = { method = "micro" }
-"""
 
 MARKERS = ["PLAIN", "ECHO_401", "ECHO_500_LONG", "ECHO_429", "ECHO_HTML", "ECHO_ANSWER", "ECHO_WRONG",
            "ECHO_REASONING", "ECHO_MALFORMED", "RAISE_URL", "CONNECT_URL"]
@@ -108,13 +80,9 @@ class UrlRaisingTransport(httpx.AsyncBaseTransport):
 
 
 def write_suite(root: Path) -> None:
-    (root / "suites" / "leaky").mkdir(parents=True)
-    (root / "data" / "leaky").mkdir(parents=True)
-    (root / "suites" / "leaky" / "suite.toml").write_text(textwrap.dedent(SUITE))
-    with (root / "data" / "leaky" / "leaky.jsonl").open("w") as fh:
-        for n, marker in enumerate(MARKERS, 1):
-            fh.write(json.dumps({"id": f"s{n:02d}", "question": f"Secret question [{marker}]?",
-                                 "options": ["one", "two", "three", "four"], "gold": "B"}) + "\n")
+    write_mcq_suite(root, "leaky", [{"id": f"s{n:02d}", "question": f"Secret question [{marker}]?",
+                                     "options": ["one", "two", "three", "four"], "gold": "B"}
+                                    for n, marker in enumerate(MARKERS, 1)], title="Secret-leak benchmark")
 
 
 def assert_clean(where: str, text: str | bytes) -> None:
