@@ -390,11 +390,13 @@ def model_rankings(results: list[dict[str, Any]]) -> dict[str, Any]:
     ``{}`` for a single-model run.  Same conventions as ``benchaudit compare`` (1 = best,
     direction-aware, ties averaged; tau-b for task pairs with at least 3 common models).
     """
-    from .compare import task_ranks, tau_b_table
-
     base = [r for r in results if not r.get("variant") and r.get("score") is not None]
     if len({r["model"] for r in base}) < 2:
         return {}
+    # Imported only now: scipy.stats (via compare/stats) costs ~1 s of start-up, and a
+    # single-model run never needs it.
+    from .compare import task_ranks, tau_b_table
+
     scores: dict[str, dict[str, float]] = {}
     lib: dict[str, bool] = {}
     for r in base:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
-import json
 import sys
 import threading
 import warnings
@@ -41,7 +40,7 @@ BackendFactory = Callable[[], Backend]
 
 def request_key(model: str, request: Request) -> str:
     """Identity of a generation: the model label and the full request."""
-    return model + "\x00" + json.dumps(request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return model + "\x00" + request.identity
 
 
 class _Slot:

@@ -179,7 +179,12 @@ class Runner:
     # -- one item --------------------------------------------------------------------
     def run_item(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec) -> None:
         self._ensure_model(model)
-        request = node.bench.render(question, pipeline, model)
+        spec = node.bench
+        # The default fixtures give the very objects the request was prefetched with: reuse it.
+        if question is spec.question and pipeline is spec.pipeline and model is spec.model:
+            request = spec.request
+        else:
+            request = spec.render(question, pipeline, model)
         earlier: list[str] = []
         for ask in range(1 + pipeline.inference.reask_on_invalid):
             asked = request if ask == 0 else request.model_copy(update={"sample": ask})

@@ -9,7 +9,9 @@ travel between pytest-xdist workers unchanged.  Nothing here does I/O.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -73,6 +75,11 @@ class Request(_Frozen):
     )
     sample: int = Field(default=0, description="0 for the first ask, n for the n-th re-ask; "
                         "part of the generation's identity, never sent")
+
+    @cached_property
+    def identity(self) -> str:
+        """Canonical JSON of the whole request (cached: the engine looks a request up more than once)."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
 
 class Generation(_Frozen):
