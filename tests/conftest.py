@@ -200,6 +200,15 @@ def toy(pytester: pytest.Pytester) -> tuple[Path, Path]:
     return write_toy(pytester.path)
 
 
+def write_run_dir(root: Path, name: str, records: list[dict[str, Any]]) -> Path:
+    """A minimal run directory (run.json + records.jsonl) holding hand-made records."""
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"run_id": name}), encoding="utf-8")
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return run
+
+
 def only_run_dir(report_dir: Path) -> Path:
     runs = [p for p in report_dir.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from pytest_benchaudit.goldaudit import (CSV_COLUMNS, GoldAuditError, add_audit_
                                          normalize_answer, run_audit_gold)
 from pytest_benchaudit.importers import import_athenabench_runs
 
-from conftest import SUITES
+from conftest import SUITES, write_run_dir
 
 LABELS = ["A", "B", "C", "D"]
 
@@ -124,18 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _write_run(root: Path, name: str, records: list[dict[str, Any]]) -> Path:
-    run = root / name
-    run.mkdir(parents=True)
-    (run / "run.json").write_text(json.dumps({"run_id": name}), encoding="utf-8")
-    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return run
-
-
 def test_command_writes_the_review_csv_and_never_a_rate(tmp_path, capsys):
     records = three_models()
     for model in ("m1", "m2", "m3"):
-        _write_run(tmp_path / "runs", model, [r for r in records if r["model"] == model])
+        write_run_dir(tmp_path / "runs", model, [r for r in records if r["model"] == model])
     out = tmp_path / "flags.csv"
     args = _parser().parse_args(["audit-gold", str(tmp_path / "runs"), "--out", str(out)])
     assert run_audit_gold(args) == 0
@@ -149,7 +140,7 @@ def test_command_writes_the_review_csv_and_never_a_rate(tmp_path, capsys):
 
 
 def test_command_refuses_a_single_model_and_a_missing_path(tmp_path, capsys):
-    _write_run(tmp_path, "only", [rec("m1", "q1", "B", "A")])
+    write_run_dir(tmp_path, "only", [rec("m1", "q1", "B", "A")])
     assert run_audit_gold(_parser().parse_args(["audit-gold", str(tmp_path / "only")])) == 2
     assert run_audit_gold(_parser().parse_args(["audit-gold", str(tmp_path / "nope")])) == 2
     assert "benchaudit audit-gold:" in capsys.readouterr().err

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import write_run_dir
 from pytest_benchaudit.judgeagree import (JudgeAgreementError, add_judge_agreement_parser, agreement_report,
                                           cohen_kappa, pair_runs, run_judge_agreement, within_run)
 
@@ -152,17 +152,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _write_run(root: Path, name: str, records: list[dict[str, Any]]) -> Path:
-    run = root / name
-    run.mkdir(parents=True)
-    (run / "run.json").write_text(json.dumps({"run_id": name}), encoding="utf-8")
-    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return run
-
-
 def test_command_tables_and_json(tmp_path, capsys):
     a, b = graded_runs()
-    ra, rb = _write_run(tmp_path, "a", a), _write_run(tmp_path, "b", b)
+    ra, rb = write_run_dir(tmp_path, "a", a), write_run_dir(tmp_path, "b", b)
     assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(ra), str(rb)])) == 0
     text = capsys.readouterr().out
     assert "Cohen's kappa: 0.400" in text and "raw agreement: 0.700" in text
@@ -171,17 +163,17 @@ def test_command_tables_and_json(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["kappa"] == pytest.approx(0.4) and doc["n_paired"] == 10 and doc["kappa_method"]
 
-    rw = _write_run(tmp_path, "within", within_records())
+    rw = write_run_dir(tmp_path, "within", within_records())
     assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(rw)])) == 0
     text = capsys.readouterr().out
     assert "regex found nothing" in text and "regex and judge disagree" in text
 
 
 def test_command_bad_input(tmp_path, capsys):
-    plain = _write_run(tmp_path, "plain", [rec("m", "q1", prediction="A")])
+    plain = write_run_dir(tmp_path, "plain", [rec("m", "q1", prediction="A")])
     assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(plain)])) == 2
     assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(plain), str(plain)])) == 2
     assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(tmp_path / "missing")])) == 2
-    other = _write_run(tmp_path, "other", [rec("m", "q9", prediction="A")])
+    other = write_run_dir(tmp_path, "other", [rec("m", "q9", prediction="A")])
     assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(plain), str(other)])) == 2
     assert capsys.readouterr().err.count("benchaudit judge-agreement:") == 4
