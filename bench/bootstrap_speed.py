@@ -1,6 +1,6 @@
 """Paired bootstrap speed: 5,000 resamples of a 12 models x 6 tasks benchmark under two pipelines.
 
-Times :func:`pytest_benchaudit.stats.paired_bootstrap` (draw the shared question indices,
+Times :func:`pytest_benchaudit.aggregate.stats.paired_bootstrap` (draw the shared question indices,
 recompute every model's task scores under both pipelines from the per-item scores and
 validity, rank per task, rank by mean task rank, Spearman rho per resample), median of
 --repeats, on synthetic item matrices with AthenaBench mini's task sizes (300, 100, 100, 200,
@@ -26,7 +26,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_benchaudit import stats  # noqa: E402
+from pytest_benchaudit.aggregate import stats
 
 SIZES = (300, 100, 100, 200, 200, 50)
 
@@ -68,7 +68,7 @@ def main() -> int:
           f"(runs: {', '.join(f'{t:.3f}' for t in times)}); rho {res['rho']:.3f}, CI [{ci[0]:.3f}, {ci[1]:.3f}]")
 
     if args.runs:
-        from pytest_benchaudit.compare import _load, build_compare
+        from pytest_benchaudit.audit.compare import _load, build_compare
 
         t0 = time.perf_counter()
         runs_a, runs_b = _load([args.runs[0]]), _load([args.runs[1]])

@@ -1,6 +1,6 @@
 """How busy the embedded model is kept during a local run (target: idle <= 5% of the time).
 
-Starts the embedded llama.cpp server itself (``pytest_benchaudit.backends.local.LocalServer``),
+Starts the embedded llama.cpp server itself (``pytest_benchaudit.inference.launch.local.LocalServer``),
 puts a small timestamping HTTP proxy on 127.0.0.1 in front of it, and runs
 
     pytest suites/cybermetric -k cm80 --limit 30 --set inference.max_tokens=32 \
@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_benchaudit.backends.local import MODEL_ID, LocalServer  # noqa: E402
+from pytest_benchaudit.inference.launch.local import MODEL_ID, LocalServer
 
 
 class Proxy:

@@ -23,10 +23,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_benchaudit.evaluate import evaluate  # noqa: E402
-from pytest_benchaudit.prompts import render_request  # noqa: E402
-from pytest_benchaudit.suites import load_questions, load_suite, resolve_data_dir  # noqa: E402
-from pytest_benchaudit.types import Generation  # noqa: E402
+from pytest_benchaudit.scoring.evaluate import evaluate
+from pytest_benchaudit.prompt.templates import render_request
+from pytest_benchaudit.dataset.suites import load_questions, load_suite, resolve_data_dir
+from pytest_benchaudit.pipeline.types import Generation
 
 ANSWERS = ["<think>A or C?</think>\nAnswer: AC", "Answer: B", "I think B and D.\nAnswer: BD", "no idea",
            "Let me think step by step", "Answer: A"]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from .collect import collect_file, model, pipeline, question  # noqa: F401  (fixtures)
-from .options import OPTIONS_KEY, add_options, build_options
+from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question
+from pytest_benchaudit.pytest_plugin.options import OPTIONS_KEY, add_options, build_options
 
 __all__ = ["pytest_addoption", "pytest_configure", "pytest_collect_file"]
 
@@ -24,8 +24,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from .controller import Controller
-    from .runner import LocalUrl, Runner
+    from pytest_benchaudit.pytest_plugin.controller import Controller
+    from pytest_benchaudit.pytest_plugin.runner import LocalUrl, Runner
 
     opts = build_options(config)
     config.stash[OPTIONS_KEY] = opts
@@ -42,7 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not is_worker:
         config.pluginmanager.register(Controller(config, opts, local_url), "benchaudit-controller")
     else:
-        from .controller import ResumeFilter
+        from pytest_benchaudit.pytest_plugin.controller import ResumeFilter
 
         # --resume under xdist: workers deselect the items the run already recorded.
         config.pluginmanager.register(ResumeFilter(config), "benchaudit-resume")

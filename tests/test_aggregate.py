@@ -1,4 +1,4 @@
-"""Tests for pytest_benchaudit.aggregate: per-task results (both denominators, the
+"""Tests for pytest_benchaudit.aggregate.results: per-task results (both denominators, the
 headline, stage rates, invalid reasons, Wilson intervals, breakdowns) and the
 per-benchmark micro / macro / unspecified / single-task combination.
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from scipy import stats
 
-from pytest_benchaudit.aggregate import benchmark_scores, confidence_interval, group_key, summarize
+from pytest_benchaudit.aggregate.results import benchmark_scores, confidence_interval, group_key, summarize
 
 
 # --------------------------------------------------------------------------- helpers
@@ -359,7 +359,7 @@ def test_benchmark_scores_group_by_model_and_variant():
 
 def test_benchmark_score_refuses_to_mix_metric_kinds():
     """An accuracy and a mean absolute error cannot be averaged into one benchmark number."""
-    from pytest_benchaudit.aggregate import benchmark_scores
+    from pytest_benchaudit.aggregate.results import benchmark_scores
 
     results = [
         {"benchmark": "b", "task": "acc", "model": "m", "variant": "", "pipeline": "p", "n": 10, "n_valid": 10,

@@ -1,5 +1,5 @@
-"""Tests for the model specs (pytest_benchaudit.backends) and the OpenAI-compatible
-client (pytest_benchaudit.backends.openai_compat) against a real HTTP endpoint: the
+"""Tests for the model specs (pytest_benchaudit.inference.backend) and the OpenAI-compatible
+client (pytest_benchaudit.inference.openai_compat) against a real HTTP endpoint: the
 scripted test server on 127.0.0.1."""
 
 from __future__ import annotations
@@ -10,11 +10,16 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit import secrets
-from pytest_benchaudit.backends import ModelSpec, ModelSpecError, parse_model_spec, strip_credentials
-from pytest_benchaudit.backends.openai_compat import OpenAICompatBackend
+from pytest_benchaudit.common import secrets
+from pytest_benchaudit.inference.backend import (
+    ModelSpec,
+    ModelSpecError,
+    parse_model_spec,
+    strip_credentials,
+)
+from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer, by_marker, sequence
-from pytest_benchaudit.types import Generation, Message, Request
+from pytest_benchaudit.pipeline.types import Generation, Message, Request
 
 CANARY = "sk-canary-1234567890"
 

@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 from conftest import TOY_QUESTIONS, only_run_dir, read_run
 
-from pytest_benchaudit.backends import ModelSpec
-from pytest_benchaudit.backends.openai_compat import OpenAICompatBackend
-from pytest_benchaudit.cache import (
+from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
+from pytest_benchaudit.inference.cache import (
     CACHE_FILENAME,
     CacheWarning,
     GenerationCache,
     cache_key,
     model_identity,
 )
-from pytest_benchaudit.engine import Engine
-from pytest_benchaudit.options import default_cache_dir
+from pytest_benchaudit.inference.engine import Engine
+from pytest_benchaudit.pytest_plugin.options import default_cache_dir
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-from pytest_benchaudit.types import Generation, Message, Request
+from pytest_benchaudit.pipeline.types import Generation, Message, Request
 
 IDENTITY = model_identity(ModelSpec(label="m", kind="endpoint", base_url="http://127.0.0.1:9/v1", model_id="m"))
 

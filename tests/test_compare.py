@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from scipy import stats as st
 
-from pytest_benchaudit import stats
-from pytest_benchaudit.compare import add_compare_parser, run_compare
-from pytest_benchaudit.importers import import_athenabench_runs
-from pytest_benchaudit.offline import rescore_run
+from pytest_benchaudit.aggregate import stats
+from pytest_benchaudit.audit.compare import add_compare_parser, run_compare
+from pytest_benchaudit.audit.importers import import_athenabench_runs
+from pytest_benchaudit.audit.offline import rescore_run
 
 from conftest import SUITES
 
@@ -211,7 +211,7 @@ def test_html_is_written_by_the_report_module_or_skipped(athena_runs, tmp_path, 
 
 
 def test_similar_pairs_are_marked_and_checked():
-    from pytest_benchaudit.compare import CompareError, mark_similar
+    from pytest_benchaudit.audit.compare import CompareError, mark_similar
 
     doc = {"scores": {"a.x": {}, "b.y": {}, "c.z": {}},
            "tau_b": [{"task_a": "a.x", "task_b": "b.y"}, {"task_a": "a.x", "task_b": "c.z"}]}

@@ -1,4 +1,4 @@
-"""Tests for pytest_benchaudit.engine: prefetching with bounded concurrency against a
+"""Tests for pytest_benchaudit.inference.engine: prefetching with bounded concurrency against a
 real endpoint (the scripted server), de-duplication of identical requests,
 on-demand generation, priority of a waiting item, failures and shutdown."""
 
@@ -11,11 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_benchaudit.backends import ModelSpec
-from pytest_benchaudit.backends.openai_compat import OpenAICompatBackend
-from pytest_benchaudit.engine import Engine, request_key
+from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
+from pytest_benchaudit.inference.engine import Engine, request_key
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
-from pytest_benchaudit.types import Generation, Message, Request
+from pytest_benchaudit.pipeline.types import Generation, Message, Request
 
 LATENCY = 0.05
 

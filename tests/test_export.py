@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.export import add_export_parser, run_export
-from pytest_benchaudit.importers import add_import_parser, run_import
+from pytest_benchaudit.report.export import add_export_parser, run_export
+from pytest_benchaudit.audit.importers import add_import_parser, run_import
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 from conftest import SUITES, only_run_dir, read_run

@@ -1,4 +1,4 @@
-"""Tests for pytest_benchaudit.extract: every rule, its released quirks, reasoning handling
+"""Tests for pytest_benchaudit.scoring.extract: every rule, its released quirks, reasoning handling
 and invalid-answer classification; plus checks on real benchmark rows (skipped without
 ``BENCHAUDIT_DATA``)."""
 
@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from pytest_benchaudit.extract import RULES, extract, rule_names, strip_reasoning
-from pytest_benchaudit.scoring import score
+from pytest_benchaudit.scoring.extract import RULES, extract, rule_names, strip_reasoning
+from pytest_benchaudit.scoring.metrics import score
 from conftest import data_file, read_tsv
-from pytest_benchaudit.types import Generation, Question
+from pytest_benchaudit.pipeline.types import Generation, Question
 
 ABCD = {"A": "Audit", "B": "Execution Prevention", "C": "Process", "D": "User Account"}
 
@@ -32,7 +32,7 @@ def pred(rule: str, text: str, **kw) -> str | None:
 
 
 def test_rule_names_lists_every_rule_sorted():
-    from pytest_benchaudit.tasks import TASK_RULES
+    from pytest_benchaudit.scoring.tasks import TASK_RULES
 
     assert rule_names() == sorted(RULES)
     assert set(rule_names()) - set(TASK_RULES) == {

@@ -14,10 +14,10 @@ from typing import Iterator
 
 import pytest
 
-from pytest_benchaudit import fetch as fetch_mod
-from pytest_benchaudit.cli import main
-from pytest_benchaudit.fetch import FetchError, fetch_plan, js_assignment_to_json
-from pytest_benchaudit.suites import load_suite
+from pytest_benchaudit.dataset import fetch as fetch_mod
+from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.dataset.fetch import FetchError, fetch_plan, js_assignment_to_json
+from pytest_benchaudit.dataset.suites import load_suite
 
 from conftest import SUITES, real_data_dir
 

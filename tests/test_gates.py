@@ -1,5 +1,5 @@
 """Tests for pytest_benchaudit.report.gates: the ``--gate`` grammar and its verdicts
-over real summaries (built with :mod:`pytest_benchaudit.aggregate`)."""
+over real summaries (built with :mod:`pytest_benchaudit.aggregate.results`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.aggregate import benchmark_scores, summarize
+from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
 from pytest_benchaudit.report.gates import Gate, GateError, GateVerdict, evaluate_gates, parse_gate
 
 

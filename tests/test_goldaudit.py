@@ -9,9 +9,15 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.goldaudit import (CSV_COLUMNS, GoldAuditError, add_audit_gold_parser, audit_gold,
-                                         normalize_answer, run_audit_gold)
-from pytest_benchaudit.importers import import_athenabench_runs
+from pytest_benchaudit.audit.goldaudit import (
+    CSV_COLUMNS,
+    GoldAuditError,
+    add_audit_gold_parser,
+    audit_gold,
+    normalize_answer,
+    run_audit_gold,
+)
+from pytest_benchaudit.audit.importers import import_athenabench_runs
 
 from conftest import SUITES, write_run_dir
 

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from pytest_benchaudit.report.html import render_html, write_html  # noqa: E402
+from pytest_benchaudit.report.html import render_html, write_html
 
 SCRIPT = "<script>document.title='pwned'</script>"
 IMG = "<img src=x onerror=\"document.title='pwned-img'\">"

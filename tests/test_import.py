@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.importers import add_import_parser, run_dir_name, run_import
-from pytest_benchaudit.records import Record
+from pytest_benchaudit.audit.importers import add_import_parser, run_dir_name, run_import
+from pytest_benchaudit.pipeline.record import Record
 
 from conftest import SUITES, read_run
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit import judge
+from pytest_benchaudit.scoring import judge
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 from conftest import SUITES, only_run_dir, read_run
@@ -100,7 +100,7 @@ def test_without_a_judge_judge_items_skip(pytester: pytest.Pytester, toy) -> Non
 def test_judge_agreement_on_two_judged_runs(pytester: pytest.Pytester, real_data: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Two judges grade the same SecBench SAQ answers; judge-agreement reports kappa on them."""
-    from pytest_benchaudit.cli import main
+    from pytest_benchaudit.cli.app import main
 
     def strict(call):  # only answers that mention a firewall are correct
         return judge_script(call)
@@ -127,7 +127,7 @@ def test_judge_agreement_on_two_judged_runs(pytester: pytest.Pytester, real_data
 
 
 def test_rescoring_a_judged_run_reuses_the_stored_verdicts(pytester: pytest.Pytester, real_data: Path) -> None:
-    from pytest_benchaudit.offline import rescore_run
+    from pytest_benchaudit.audit.offline import rescore_run
 
     answers = iter(["Use a firewall and patch.", "No idea.", "A firewall, mostly."])
     with ScriptedServer(lambda call: Reply(content=next(answers, "x"))) as model, ScriptedServer(judge_script) as jdg:

@@ -9,8 +9,15 @@ from typing import Any
 import pytest
 
 from conftest import write_run_dir
-from pytest_benchaudit.judgeagree import (JudgeAgreementError, add_judge_agreement_parser, agreement_report,
-                                          cohen_kappa, pair_runs, run_judge_agreement, within_run)
+from pytest_benchaudit.audit.judgeagree import (
+    JudgeAgreementError,
+    add_judge_agreement_parser,
+    agreement_report,
+    cohen_kappa,
+    pair_runs,
+    run_judge_agreement,
+    within_run,
+)
 
 LABELS = ["A", "B", "C", "D"]
 

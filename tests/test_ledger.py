@@ -9,10 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.cli import main
-from pytest_benchaudit.ledger import (CONTRADICTED, LEDGER_FIELDS, MATCHED, UNDEFINED, build_ledger, render,
-                                      suite_ledger)
-from pytest_benchaudit.suites import load_suite
+from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.audit.ledger import (
+    CONTRADICTED,
+    LEDGER_FIELDS,
+    MATCHED,
+    UNDEFINED,
+    build_ledger,
+    render,
+    suite_ledger,
+)
+from pytest_benchaudit.dataset.suites import load_suite
 
 from conftest import SUITES
 
@@ -214,6 +221,6 @@ def test_missing_layer_and_bad_quirks(tmp_path: Path) -> None:
     assert "one has no documented layer (compared as empty)" in r["cells"]["inference.max_tokens"]["note"]
     assert r["quirks"] == ["Data: two golds are empty."]
     path.write_text(path.read_text() + '\n[ledger]\nquirks = "not a list"\n')
-    from pytest_benchaudit.suites import SuiteError
+    from pytest_benchaudit.dataset.suites import SuiteError
     with pytest.raises(SuiteError, match=r"\[ledger\] quirks must be a list of strings"):
         suite_ledger(load_suite(path))

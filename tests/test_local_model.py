@@ -59,7 +59,7 @@ def test_local_server_shared_by_xdist_workers(pytester: pytest.Pytester, real_da
 
 def test_missing_runtime_is_one_clear_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, toy) -> None:
     """No llama-cpp-python: a usage error naming the fix, not a traceback per item."""
-    from pytest_benchaudit.backends import local
+    from pytest_benchaudit.inference.launch import local
 
     def unavailable(self: local.LocalServer) -> str:
         raise local.LocalModelUnavailable("llama-cpp-python is not installed: run `make demo` once")

@@ -1,4 +1,4 @@
-"""Tests for pytest_benchaudit.pipeline: ``--set`` parsing and validation, layer building,
+"""Tests for pytest_benchaudit.pipeline.stages: ``--set`` parsing and validation, layer building,
 the pipeline hash / upstream hash, the pipeline card and ``unspecified_fields``.
 
 Pure tests: no data files, no network."""
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from pytest_benchaudit.pipeline import (
+from pytest_benchaudit.pipeline.stages import (
     CARD_VERSION,
     DOWNSTREAM_STAGES,
     UNSPECIFIED,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit import progress
-from pytest_benchaudit.cli import main
-from pytest_benchaudit.progress import Progress, iterate, progress_enabled
+from pytest_benchaudit.common import progress
+from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.common.progress import Progress, iterate, progress_enabled
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 from conftest import only_run_dir

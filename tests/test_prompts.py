@@ -1,4 +1,4 @@
-"""Tests for pytest_benchaudit.prompts: template placeholders, rendering into chat / completion
+"""Tests for pytest_benchaudit.prompt.templates: template placeholders, rendering into chat / completion
 requests, system-role handling, few-shot examples, inference parameters and provider
 adjustments; plus the exact released prompts of the four suites rendered from the real data
 (``BENCHAUDIT_DATA``; skipped when unset)."""
@@ -12,10 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.pipeline import apply_overrides, build_pipeline, parse_override
-from pytest_benchaudit.prompts import PLACEHOLDERS, Template, TemplateError, inference_params, render_request
-from pytest_benchaudit.suites import DATA_ENV, Suite, load_questions, load_suite
-from pytest_benchaudit.types import Message, Question, Request
+from pytest_benchaudit.pipeline.stages import apply_overrides, build_pipeline, parse_override
+from pytest_benchaudit.prompt.templates import (
+    PLACEHOLDERS,
+    Template,
+    TemplateError,
+    inference_params,
+    render_request,
+)
+from pytest_benchaudit.dataset.suites import DATA_ENV, Suite, load_questions, load_suite
+from pytest_benchaudit.pipeline.types import Message, Question, Request
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 

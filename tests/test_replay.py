@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.backends.replay import ReplayBackend
+from pytest_benchaudit.runs.replay import ReplayBackend
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
-from pytest_benchaudit.types import Request
+from pytest_benchaudit.pipeline.types import Request
 
 from conftest import read_run
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.cli import main
+from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 from conftest import only_run_dir, read_run

@@ -17,7 +17,7 @@ import pytest
 from conftest import write_toy
 
 import pytest_benchaudit.plugin
-from pytest_benchaudit.records import RunDirectory
+from pytest_benchaudit.runs.store import RunDirectory
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 N_QUESTIONS = 60

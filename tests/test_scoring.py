@@ -1,4 +1,4 @@
-"""Tests for pytest_benchaudit.scoring: metrics, their released quirks, invalid handling,
+"""Tests for pytest_benchaudit.scoring.metrics: metrics, their released quirks, invalid handling,
 and the CTI-Bench / SecEval released computations on real rows (skipped without
 ``BENCHAUDIT_DATA``)."""
 
@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from pytest_benchaudit.extract import extract
-from pytest_benchaudit.scoring import METRIC_INFO, METRICS, MetricInfo, metric_names, score
+from pytest_benchaudit.scoring.extract import extract
+from pytest_benchaudit.scoring.metrics import METRIC_INFO, METRICS, MetricInfo, metric_names, score
 from conftest import data_file, read_tsv
-from pytest_benchaudit.types import Extraction, Generation, Question, Score
+from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
 
 
 def q(gold: str) -> Question:

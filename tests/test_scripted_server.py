@@ -22,13 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_benchaudit.testing.scripted_server import (
-    Call,
-    Reply,
-    ScriptedServer,
-    by_marker,
-    sequence,
-)
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer, by_marker, sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 

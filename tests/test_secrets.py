@@ -18,9 +18,9 @@ import httpx
 import pytest
 from httpx_aiohttp import AiohttpTransport
 
-import pytest_benchaudit.secrets as secrets
-from pytest_benchaudit.backends import openai_compat
-from pytest_benchaudit.cli import main
+import pytest_benchaudit.common.secrets as secrets
+from pytest_benchaudit.inference import openai_compat
+from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
 from conftest import read_run, write_mcq_suite

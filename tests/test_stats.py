@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from pytest_benchaudit import stats
+from pytest_benchaudit.aggregate import stats
 
 # --------------------------------------------------------------------------- ranks
 

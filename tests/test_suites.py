@@ -1,4 +1,4 @@
-"""Tests for pytest_benchaudit.suites: the four shipped suite configs (layers validated, released
+"""Tests for pytest_benchaudit.dataset.suites: the four shipped suite configs (layers validated, released
 layers checked against the facts sheet of the benchmarks' released code), question loading from
 the real data (``BENCHAUDIT_DATA``; skipped when unset), data-directory resolution, and every
 malformed-config / malformed-data path on small files written to tmp_path."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.pipeline import LAYERS, UNSPECIFIED, Pipeline, PipelineError
-from pytest_benchaudit.suites import (
+from pytest_benchaudit.pipeline.stages import LAYERS, UNSPECIFIED, Pipeline, PipelineError
+from pytest_benchaudit.dataset.suites import (
     DATA_ENV,
     Suite,
     SuiteError,
@@ -828,7 +828,7 @@ def test_extends_invalid_base(mini):
 
 
 def test_resources_from_own_and_other_benchmark_folders(tmp_path):
-    from pytest_benchaudit.suites import load_resources
+    from pytest_benchaudit.dataset.suites import load_resources
 
     (tmp_path / "suites" / "b").mkdir(parents=True)
     (tmp_path / "data" / "b").mkdir(parents=True)

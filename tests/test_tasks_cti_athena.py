@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit import extract, scoring
-from pytest_benchaudit.suites import load_suite
-from pytest_benchaudit.tasks import cvss, cwe
+from pytest_benchaudit.scoring import extract, metrics as scoring
+from pytest_benchaudit.dataset.suites import load_suite
+from pytest_benchaudit.scoring.tasks import cvss, cwe
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-from pytest_benchaudit.types import Extraction, Generation, Question
+from pytest_benchaudit.pipeline.types import Extraction, Generation, Question
 
 from conftest import SUITES, data_file, only_run_dir, read_run, read_tsv, real_data_dir
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from conftest import SUITES, TOY_QUESTIONS, only_run_dir, read_run, toy_script
 
-from pytest_benchaudit.aggregate import summarize, summary_document, variant_deltas
-from pytest_benchaudit.pipeline import Pipeline, PipelineError, build_pipeline
+from pytest_benchaudit.aggregate.results import summarize, summary_document, variant_deltas
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, build_pipeline
 from pytest_benchaudit.report.terminal import render_variant_deltas
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
-from pytest_benchaudit.variants import (
+from pytest_benchaudit.pipeline.variants import (
     build_variants,
     card_key,
     check_vary,
@@ -313,7 +313,7 @@ def test_vary_under_xdist(pytester: pytest.Pytester, toy) -> None:
 
 
 def test_a_metric_change_gives_no_meaningless_delta():
-    from pytest_benchaudit.aggregate import variant_deltas
+    from pytest_benchaudit.aggregate.results import variant_deltas
 
     def result(variant, metric, score, lib):
         return {"benchmark": "b", "task": "vsp", "model": "m", "variant": variant, "metric": metric,

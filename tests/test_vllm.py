@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from conftest import TOY_QUESTIONS, only_run_dir, read_run
 
-from pytest_benchaudit.backends import ModelSpec, parse_model_spec
-from pytest_benchaudit.backends.balanced import BalancedBackend
+from pytest_benchaudit.inference.backend import ModelSpec, parse_model_spec
+from pytest_benchaudit.inference.balanced import BalancedBackend
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
-from pytest_benchaudit.types import Message, Request
+from pytest_benchaudit.pipeline.types import Message, Request
 
 MCQ = len(TOY_QUESTIONS)  # the toy mcq task; the fake answers "Answer: A" to all of them
 GOLD_A = sum(1 for _, _, gold in TOY_QUESTIONS if gold == "A")
@@ -134,7 +134,7 @@ def test_named_vllm_model_with_args(pytester: pytest.Pytester, toy, fake_vllm: P
 
 def test_missing_vllm_is_one_usage_error(pytester: pytest.Pytester, toy, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_benchaudit.backends import vllm
+    from pytest_benchaudit.inference.launch import vllm
 
     empty = tmp_path / "empty-bin"
     empty.mkdir()
@@ -257,7 +257,7 @@ def test_pick_fewest_in_flight_ties_round_robin() -> None:
 
 
 def test_all_endpoints_refusing_is_an_error_after_retries() -> None:
-    from pytest_benchaudit.backends.local import _free_port
+    from pytest_benchaudit.inference.launch.local import _free_port
 
     async def go() -> None:
         urls = tuple(f"http://127.0.0.1:{_free_port()}/v1" for _ in range(2))  # nothing listens there
@@ -276,7 +276,7 @@ def test_all_endpoints_refusing_is_an_error_after_retries() -> None:
 
 
 def test_failover_to_a_live_endpoint_costs_no_retry() -> None:
-    from pytest_benchaudit.backends.local import _free_port
+    from pytest_benchaudit.inference.launch.local import _free_port
 
     async def go(url: str) -> None:
         dead = f"http://127.0.0.1:{_free_port()}/v1"

@@ -17,7 +17,7 @@ Sections (each present only when its data is):
 * a bump chart: each model's rank under pipeline A and B per benchmark when
   ``rank_shift`` is there, else its rank across the tasks;
 * per-field score deltas of single-field counterfactuals (``sweeps``: rows of
-  :func:`pytest_benchaudit.aggregate.variant_deltas`);
+  :func:`pytest_benchaudit.aggregate.results.variant_deltas`);
 * invalid rates per model and task (``runs``: summary result rows);
 * any other key of the document (``pca``, ``win_rate``, ...) as a generic table.
 """
@@ -473,7 +473,7 @@ def write_html(compare_doc: dict[str, Any], path: Path, *, sweeps: list[dict[str
     """Write the compare document (plus optional sweep deltas and run summary rows) as one
     self-contained HTML file at ``path``; returns the path.
 
-    ``sweeps``: rows of :func:`pytest_benchaudit.aggregate.variant_deltas` (task, model,
+    ``sweeps``: rows of :func:`pytest_benchaudit.aggregate.results.variant_deltas` (task, model,
     variant, ``delta_pp`` or ``delta``, ``moved_by``).  ``runs``: summary result rows
     (task, model, ``invalid_rate``).
     """

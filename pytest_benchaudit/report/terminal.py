@@ -6,8 +6,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ..aggregate import model_rankings, reason_text, variant_deltas
-from ..report.gates import GateVerdict
+from pytest_benchaudit.aggregate.results import model_rankings, reason_text, variant_deltas
+from pytest_benchaudit.report.gates import GateVerdict
 
 __all__ = ["render_summary", "render_variant_deltas"]
 

@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Iterable
 
-from . import scripted_server
+from pytest_benchaudit.testing import scripted_server
 
 __all__ = ["main"]
 

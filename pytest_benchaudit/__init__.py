@@ -1,0 +1,70 @@
+"""pytest-benchaudit: LLM benchmarks as pytest suites, with the pipeline that produced every score.
+
+The package is laid out as the pipeline it measures (see docs/DESIGN.md)::
+
+    common      leaf helpers: errors, secret redaction, progress lines
+    pipeline    the five stages' fields, layers, --set/--vary, hashing, the card, the
+                value types passed between stages and the record schema        [pure]
+    prompt      templates and chat formats -> requests                        (upstream)
+    dataset     suite config schema, readers, questions, data dir, fetch        (upstream)
+    inference   model specs, the backend protocol, OpenAI-compatible client, cache, launchers
+    scoring     extraction rules, metrics, judge prompts, task families      (downstream, pure)
+    aggregate   task results, benchmark scores, variant deltas, ranks, statistics
+    runs        the run-directory store (the one reader and writer), replay of stored runs
+    pytest_plugin  the pytest side: options, collection, runner, controller (only here is pytest imported)
+    audit       rescore, sweep, compare, imports, gold audit, judge agreement, ledger
+    report      terminal, gates, HTML report, Every Eval Ever export
+    cli         one module per ``benchaudit`` command
+
+Importing the package is cheap: the public names below are loaded on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+
+# public name -> module that defines it (loaded lazily so `import pytest_benchaudit.cli`
+# stays free of pydantic-heavy modules until a command needs them)
+_PUBLIC = {
+    "Pipeline": "pytest_benchaudit.pipeline.stages",
+    "PipelineError": "pytest_benchaudit.pipeline.stages",
+    "build_pipeline": "pytest_benchaudit.pipeline.stages",
+    "apply_overrides": "pytest_benchaudit.pipeline.stages",
+    "parse_override": "pytest_benchaudit.pipeline.stages",
+    "Question": "pytest_benchaudit.pipeline.types",
+    "Request": "pytest_benchaudit.pipeline.types",
+    "Generation": "pytest_benchaudit.pipeline.types",
+    "Extraction": "pytest_benchaudit.pipeline.types",
+    "Score": "pytest_benchaudit.pipeline.types",
+    "Record": "pytest_benchaudit.pipeline.record",
+    "load_suite": "pytest_benchaudit.dataset.suites",
+    "evaluate": "pytest_benchaudit.scoring.evaluate",
+    "summarize": "pytest_benchaudit.aggregate.results",
+    "RunDirectory": "pytest_benchaudit.runs.store",
+    "read_records": "pytest_benchaudit.runs.store",
+    "BenchauditError": "pytest_benchaudit.common.errors",
+}
+
+__all__ = ["__version__", *sorted(_PUBLIC)]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from pytest_benchaudit.aggregate.results import summarize
+    from pytest_benchaudit.common.errors import BenchauditError
+    from pytest_benchaudit.dataset.suites import load_suite
+    from pytest_benchaudit.pipeline.record import Record
+    from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, build_pipeline, parse_override
+    from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Request, Score
+    from pytest_benchaudit.runs.store import RunDirectory, read_records
+    from pytest_benchaudit.scoring.evaluate import evaluate
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_benchaudit' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,1 @@
+"""Downstream aggregation, pure: per-task results, benchmark scores, variant deltas, ranks, statistics."""

@@ -1,0 +1,415 @@
+"""Aggregation: records -> per task/model/variant results and per-benchmark scores.
+
+Both denominators are always computed (``score_total`` over every item,
+``score_valid`` over items with a readable answer); the pipeline's
+``scoring.denominator`` only decides which one is the headline ``score``.
+Stage rates are cumulative pass rates: the share of items that got through
+inference, through extraction (valid), and that were correct.
+
+Pure: no pytest, no I/O.  Works on record dicts, so it serves pytest runs and
+offline re-scoring alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Any, Iterable
+
+from pytest_benchaudit.pipeline.stages import is_unspecified
+from pytest_benchaudit.scoring.metrics import METRIC_INFO
+
+__all__ = ["summarize", "benchmark_scores", "confidence_interval", "group_key", "variant_deltas", "summary_document"]
+
+
+def group_key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
+    return (rec["benchmark"], rec["task"], rec["model"], rec.get("variant", ""))
+
+
+# The 0.975 quantile of the standard normal: the Wilson interval needs only this constant.
+_Z95 = 1.959963984540054
+
+
+def confidence_interval(values: list[float], binary: bool) -> list[float] | None:
+    """95% interval for a mean: Wilson for 0/1 values, Student t otherwise.
+
+    Wilson's closed form (the one ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``
+    computes; the tests check they agree) needs no scipy import, which alone cost ~1.4 s of every
+    run's start-up; the t quantile comes from ``scipy.special.stdtrit``, a much lighter import.
+    """
+    n = len(values)
+    if n == 0:
+        return None
+    if binary:
+        p = sum(values) / n
+        z2 = _Z95 * _Z95
+        centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+        half = _Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+        return [round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6)]
+    mean = sum(values) / n
+    if n < 2:
+        return [mean, mean]
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    if sd == 0 or math.isnan(sd):
+        return [mean, mean]
+    from scipy.special import stdtrit  # lazy: only continuous metrics need it
+
+    half = float(stdtrit(n - 1, 0.975)) * sd / math.sqrt(n)
+    return [round(mean - half, 6), round(mean + half, 6)]
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _result(recs: list[dict[str, Any]], card: dict[str, Any] | None) -> dict[str, Any]:
+    first = recs[0]
+    fields = (card or {}).get("fields", {})
+    metric = fields.get("scoring.metric", first.get("metric", ""))
+    info = METRIC_INFO.get(metric)
+    denominator = fields.get("scoring.denominator", "unspecified")
+    n = len(recs)
+    valid = [r for r in recs if r["valid"]]
+    all_scores = [float(r["score"]) for r in recs]
+    valid_scores = [float(r["score"]) for r in valid]
+    score_total = _mean(all_scores)
+    score_valid = _mean(valid_scores)
+    headline_values = valid_scores if denominator == "valid" else all_scores
+    headline = None if is_unspecified(denominator) else (score_valid if denominator == "valid" else score_total)
+    inference_failed = sum(1 for r in recs if r.get("invalid_stage") == "inference")
+    result: dict[str, Any] = {
+        "benchmark": first["benchmark"],
+        "task": first["task"],
+        "model": first["model"],
+        "variant": first.get("variant", ""),
+        "pipeline": first["pipeline"],
+        "pipeline_hash": first["pipeline_hash"],
+        "metric": metric,
+        "lower_is_better": bool(info.lower_is_better) if info else False,
+        "denominator": denominator,
+        "n": n,
+        "n_valid": len(valid),
+        "n_correct": sum(1 for r in recs if r["correct"]),
+        "score": headline,
+        "score_total": score_total,
+        "score_valid": score_valid,
+        "invalid_rate": 1 - len(valid) / n,
+        "invalid_reasons": dict(Counter(r["invalid_reason"] for r in recs if not r["valid"])),
+        "stage_rates": {
+            "inference_ok": 1 - inference_failed / n,
+            "extraction_ok": len(valid) / n,
+            "correct": sum(1 for r in recs if r["correct"]) / n,
+        },
+        "ci95": None if headline is None else confidence_interval(headline_values, binary=(info is None or info.kind == "binary")),
+    }
+    extras: dict[str, list[float]] = defaultdict(list)
+    for r in (valid if denominator == "valid" else recs):
+        for name, value in (r.get("score_extras") or {}).items():
+            extras[name].append(float(value))
+    if extras:
+        # Per-item numbers a benchmark reports beside the headline (e.g. TAA plausible),
+        # averaged over the same denominator as the headline.
+        result["extras"] = {name: sum(vals) / len(vals) for name, vals in extras.items()}
+    by = fields.get("aggregation.by")
+    if by:
+        result["breakdown"] = {by: _breakdown(recs, by, denominator)}
+    return result
+
+
+def _breakdown(recs: list[dict[str, Any]], by: str, denominator: str) -> dict[str, dict[str, Any]]:
+    """Score per value of a question metadata field; a list value counts in each of its entries."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in recs:
+        value = r.get("question_meta", {}).get(by)
+        for v in value if isinstance(value, list) else [value]:
+            groups[str(v)].append(r)
+    out = {}
+    for key in sorted(groups):
+        g = groups[key]
+        scores = [float(r["score"]) for r in g if r["valid"] or denominator != "valid"]
+        out[key] = {"n": len(g), "score": _mean(scores)}
+    return out
+
+
+def summarize(records: Iterable[dict[str, Any]], cards: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One result per benchmark x task x model x variant, in first-seen order.
+
+    ``cards`` maps ``"<benchmark>.<task>"`` (or ``"<benchmark>.<task>|<variant>"``)
+    to the pipeline card the records were scored under.
+    """
+    cards = cards or {}
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for rec in records:
+        groups.setdefault(group_key(rec), []).append(rec)
+    out = []
+    for (bench, task, _model, variant), recs in groups.items():
+        card = cards.get(f"{bench}.{task}|{variant}") or cards.get(f"{bench}.{task}")
+        out.append(_result(recs, card))
+    return out
+
+
+def benchmark_scores(results: list[dict[str, Any]], cards: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Per benchmark x model x variant: the tasks' headline scores combined by ``aggregation.method``.
+
+    ``micro`` pools items (each question weighs the same, under each task's
+    denominator); ``macro`` is the unweighted mean of task scores.  If the tasks
+    disagree on the method or leave it unspecified, the score is ``None`` and the
+    reason is given: the project does not pick a method silently.
+    """
+    cards = cards or {}
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        groups[(r["benchmark"], r["model"], r["variant"])].append(r)
+    out = []
+    for (bench, model, variant), rs in groups.items():
+        methods = {
+            (cards.get(f"{bench}.{r['task']}|{variant}") or cards.get(f"{bench}.{r['task']}", {}))
+            .get("fields", {}).get("aggregation.method", "unspecified")
+            for r in rs
+        }
+        entry: dict[str, Any] = {"benchmark": bench, "model": model, "variant": variant,
+                                 "tasks": [r["task"] for r in rs], "pipeline": rs[0]["pipeline"],
+                                 "n": sum(r["n"] for r in rs), "score": None, "method": None, "note": ""}
+        method = methods.pop() if len(methods) == 1 else None
+        scores = [r["score"] for r in rs]
+        if len({r["lower_is_better"] for r in rs}) > 1:
+            # An accuracy and an error (lower is better) cannot be averaged into one number.
+            entry["note"] = "tasks mix higher-is-better and lower-is-better metrics: " + ", ".join(
+                sorted({r["metric"] for r in rs}))
+        elif method is None or is_unspecified(method):
+            entry["note"] = "aggregation unspecified" if method else "tasks disagree on aggregation.method"
+            if len(rs) == 1:  # one task: its score is the benchmark's, whatever the method
+                entry["score"], entry["method"], entry["note"] = scores[0], "single task", ""
+        elif any(s is None for s in scores):
+            entry["note"] = "a task has no headline score"
+        elif method == "macro":
+            entry["score"], entry["method"] = sum(scores) / len(scores), "macro"
+        else:
+            denominators = [r["n_valid"] if r["denominator"] == "valid" else r["n"] for r in rs]
+            total = sum(denominators)
+            entry["score"] = sum(s * d for s, d in zip(scores, denominators)) / total if total else None
+            entry["method"] = "micro"
+        out.append(entry)
+    return out
+
+
+# -- single-field counterfactuals (--vary) ---------------------------------------------
+
+_EPS = 1e-9
+_STAGES = ("inference", "extraction", "scoring")
+
+
+def _order(results: list[dict[str, Any]], cards: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Variant name -> position: the order the cards were made in (the --vary order), else first seen."""
+    order: dict[str, int] = {"": -1}
+    for key in cards:
+        if "|" in key:
+            order.setdefault(key.split("|", 1)[1], len(order))
+    for r in results:
+        order.setdefault(r["variant"], len(order))
+    return order
+
+
+def _invalid_value(r: dict[str, Any]) -> float:
+    """What an invalid item scored in this result (read back from the two denominators)."""
+    n, n_valid = r["n"], r["n_valid"]
+    if n > n_valid and r["score_total"] is not None:
+        valid_sum = (r["score_valid"] or 0.0) * n_valid
+        return (r["score_total"] * n - valid_sum) / (n - n_valid)
+    info = METRIC_INFO.get(r["metric"])
+    return float(info.invalid_value) if info else 0.0
+
+
+def _fmt(value: float | None) -> str:
+    return "none" if value is None else f"{value:.3f}"
+
+
+def _reason_changes(base: dict[str, Any], var: dict[str, Any]) -> dict[str, int]:
+    """Invalid reasons whose count changed (variant minus base), largest change first."""
+    b, v = base.get("invalid_reasons") or {}, var.get("invalid_reasons") or {}
+    changes = [(reason, v.get(reason, 0) - b.get(reason, 0)) for reason in dict.fromkeys([*v, *b])]
+    return dict(sorted((c for c in changes if c[1]), key=lambda c: -abs(c[1])))
+
+
+def reason_text(changes: dict[str, int], limit: int | None = None) -> str:
+    """``truncated +11, empty -1``; with ``limit``, the largest changes and an ellipsis."""
+    items = list(changes.items())
+    text = ", ".join(f"{reason} {d:+d}" for reason, d in items[:limit])
+    return text + (", …" if limit is not None and len(items) > limit else "")
+
+
+def _contributions(base: dict[str, Any], var: dict[str, Any], delta: float) -> dict[str, float]:
+    """Chain decomposition of the headline change over the stages (they add up to ``delta``).
+
+    Over all items an item scores ``v`` (the mean score of valid answers) when it gets
+    through inference (share ``i``) and extraction (share ``x`` of those), else the
+    metric's invalid value ``w``: ``T = i*x*v + (1 - i*x)*w``.  Changing the stages one
+    at a time in pipeline order gives the inference part (``i``), the extraction part
+    (``x``); the rest (verdicts among valid answers, the denominator) is scoring's.
+    """
+    w = _invalid_value(base)
+    i0, i1 = base["stage_rates"]["inference_ok"], var["stage_rates"]["inference_ok"]
+    e0, e1 = base["stage_rates"]["extraction_ok"], var["stage_rates"]["extraction_ok"]
+    x0 = e0 / i0 if i0 else 0.0
+    x1 = e1 / i1 if i1 else 0.0
+    v0 = base["score_valid"] if base["score_valid"] is not None else var["score_valid"]
+    v0 = w if v0 is None else v0
+
+    def total(i: float, x: float) -> float:
+        return i * x * v0 + (1 - i * x) * w
+
+    c_inf = total(i1, x0) - total(i0, x0)
+    c_ext = total(i1, x1) - total(i1, x0)
+    return {"inference": c_inf, "extraction": c_ext, "scoring": delta - c_inf - c_ext}
+
+
+def _moved_by(base: dict[str, Any], var: dict[str, Any], delta: float, same: bool) -> tuple[str, str, dict[str, float]]:
+    """Which stage moved the headline: ``none``, ``inference``, ``extraction`` or ``scoring``.
+
+    The rule (documented in :func:`variant_deltas`): no move -> ``none``; the same
+    validity (inference-ok and extraction-ok rates equal) -> ``scoring``; both
+    headlines over valid answers only -> the validity stage whose failure share changed
+    most (the set of scored items changed); otherwise the stage with the largest part
+    in the chain decomposition of :func:`_contributions` (ties: the earlier stage).
+    """
+    sr0, sr1 = base["stage_rates"], var["stage_rates"]
+    d_inf = sr1["inference_ok"] - sr0["inference_ok"]
+    d_ext_fail = (sr1["inference_ok"] - sr1["extraction_ok"]) - (sr0["inference_ok"] - sr0["extraction_ok"])
+    same_validity = abs(d_inf) < _EPS and abs(d_ext_fail) < _EPS
+    parts = {s: 0.0 for s in _STAGES}
+    if abs(delta) < _EPS:
+        return "none", "same pipeline as the base" if same else "headline unchanged", parts
+    if same_validity:
+        parts["scoring"] = delta
+        stage = "scoring"
+    elif base["denominator"] == var["denominator"] == "valid":
+        stage = "inference" if abs(d_inf) >= abs(d_ext_fail) else "extraction"
+        parts[stage] = delta
+    else:
+        parts = _contributions(base, var, delta)
+        stage = max(_STAGES, key=lambda s: (abs(parts[s]) - _EPS * _STAGES.index(s)))
+    reasons = reason_text(_reason_changes(base, var))
+    if stage == "inference":
+        detail = (f"inference ok {100 * sr0['inference_ok']:.1f}% -> {100 * sr1['inference_ok']:.1f}%"
+                  + (f" ({reasons})" if reasons else ""))
+    elif stage == "extraction":
+        detail = (f"extraction ok {100 * sr0['extraction_ok']:.1f}% -> {100 * sr1['extraction_ok']:.1f}%"
+                  + (f" ({reasons})" if reasons else ""))
+    elif base["denominator"] != var["denominator"]:
+        detail = f"denominator {base['denominator']} -> {var['denominator']}"
+    else:
+        detail = (f"same validity, different verdicts: correct {100 * sr0['correct']:.1f}% -> "
+                  f"{100 * sr1['correct']:.1f}%" if same_validity else
+                  f"verdicts among valid answers: score/valid {_fmt(base['score_valid'])} -> {_fmt(var['score_valid'])}")
+    return stage, detail, parts
+
+
+def variant_deltas(results: list[dict[str, Any]], cards: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Per benchmark x task x model, one row per non-base variant: how it moved the score.
+
+    Each row holds the variant's headline ``score`` and the base's (``base_score``), the
+    change ``delta`` in the metric's own unit and ``delta_pp`` in percentage points
+    (``None`` for lower-is-better metrics such as MAD, whose ``delta`` is in the metric's
+    unit; ``lower_is_better`` says so, ``better`` says whether the variant scores better),
+    the invalid rate of both, the stage rates of both and their change, the varied
+    ``field``/``value``/``kind`` (from the variant's pipeline card when ``cards`` is given)
+    and ``moved_by``: the stage that moved the score, with ``moved_by_detail``.
+
+    The ``moved_by`` rule compares the cumulative stage rates (``inference_ok``,
+    ``extraction_ok``, ``correct``) of variant and base:
+
+    * ``none``: the headline did not move (``same pipeline as the base`` when the varied
+      value equals the base's);
+    * ``scoring``: inference-ok and extraction-ok rates are equal, so the same items are
+      valid: the verdicts or the denominator changed the score;
+    * when validity changed, the headline change is split over the stages by changing
+      them one at a time in pipeline order (see :func:`_contributions`): the share of
+      items that got through inference (``inference``: more/fewer errors, empty,
+      truncated or unclosed-reasoning outputs), the share of those with a readable answer
+      (``extraction``: more/fewer unreadable answers), and the rest (``scoring``: verdicts
+      among valid answers, denominator); the largest part names the stage, ties going to
+      the earlier stage.  When both headlines count valid answers only, validity moves the
+      score only through which items are scored: the validity stage whose failure share
+      changed most is named.
+
+    A variant whose group has no base result (base items deselected) gets ``None`` scores
+    and ``moved_by`` ``None``.
+    """
+    cards = cards or {}
+    order = _order(results, cards)
+    groups: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((r["benchmark"], r["task"], r["model"]), {})[r["variant"]] = r
+    out: list[dict[str, Any]] = []
+    for (bench, task, model), by_variant in groups.items():
+        base = by_variant.get("")
+        for name in sorted((v for v in by_variant if v), key=lambda v: order.get(v, len(order))):
+            var = by_variant[name]
+            info = (cards.get(f"{bench}.{task}|{name}") or {}).get("variant") or {}
+            lib = bool(var["lower_is_better"])
+            row: dict[str, Any] = {
+                "benchmark": bench, "task": task, "model": model, "variant": name,
+                "field": info.get("field"), "value": info.get("value"), "base_value": info.get("base_value"),
+                "kind": info.get("kind"), "same_as_base": bool(info.get("same_as_base", False)),
+                "metric": var["metric"], "lower_is_better": lib,
+                "unit": var["metric"] if lib else "pp",
+                "denominator": var["denominator"], "base_denominator": base["denominator"] if base else None,
+                "n": var["n"], "base_n": base["n"] if base else None,
+                "score": var["score"], "base_score": base["score"] if base else None,
+                "delta": None, "delta_pp": None, "better": None,
+                "invalid_rate": var["invalid_rate"], "base_invalid_rate": base["invalid_rate"] if base else None,
+                "stage_rates": dict(var["stage_rates"]),
+                "base_stage_rates": dict(base["stage_rates"]) if base else None,
+                "stage_deltas": None, "contributions": None,
+                "moved_by": None, "moved_by_detail": "no base result (base items not run)" if base is None else "",
+                "invalid_reason_changes": _reason_changes(base, var) if base else None,
+            }
+            if base is not None:
+                row["stage_deltas"] = {k: var["stage_rates"][k] - base["stage_rates"][k] for k in var["stage_rates"]}
+                if var["score"] is None or base["score"] is None:
+                    row["moved_by_detail"] = "no headline score (denominator unspecified)"
+                elif var["metric"] != base["metric"]:
+                    # e.g. MAD vs 1 - MAD/7.7: two units, so a difference would mean nothing.
+                    row["moved_by"] = "scoring"
+                    row["moved_by_detail"] = (f"metric changed: {base['metric']} -> {var['metric']} "
+                                              "(different scales; no delta)")
+                else:
+                    delta = var["score"] - base["score"]
+                    row["delta"] = delta
+                    row["delta_pp"] = None if lib else 100 * delta
+                    row["better"] = None if abs(delta) < _EPS else (delta < 0 if lib else delta > 0)
+                    stage, detail, parts = _moved_by(base, var, delta, row["same_as_base"])
+                    row["moved_by"], row["moved_by_detail"], row["contributions"] = stage, detail, parts
+            out.append(row)
+    return out
+
+
+def model_rankings(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ranks per task and tau-b between tasks when a run has two or more models (base variant only).
+
+    ``{}`` for a single-model run.  Same conventions as ``benchaudit compare`` (1 = best,
+    direction-aware, ties averaged; tau-b for task pairs with at least 3 common models).
+    """
+    base = [r for r in results if not r.get("variant") and r.get("score") is not None]
+    if len({r["model"] for r in base}) < 2:
+        return {}
+    # Imported only now: scipy.stats (via compare/stats) costs ~1 s of start-up, and a
+    # single-model run never needs it.
+    from pytest_benchaudit.audit.compare import task_ranks, tau_b_table
+
+    scores: dict[str, dict[str, float]] = {}
+    lib: dict[str, bool] = {}
+    for r in base:
+        key = f"{r['benchmark']}.{r['task']}"
+        scores.setdefault(key, {})[r["model"]] = float(r["score"])
+        lib[key] = bool(r["lower_is_better"])
+    return {"ranks": task_ranks(scores, lib), "tau_b": tau_b_table(scores, lib)}
+
+
+def summary_document(results: list[dict[str, Any]], benchmarks: list[dict[str, Any]], gates: list[dict[str, Any]],
+                     cards: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What ``summary.json`` holds: ``results``, ``benchmarks``, ``gates``, ``variants``
+    (:func:`variant_deltas`; an empty list when the run had no ``--vary``) and, when the run
+    has two or more models, ``ranks`` and ``tau_b`` (:func:`model_rankings`)."""
+    return {"results": results, "benchmarks": benchmarks, "gates": gates,
+            "variants": variant_deltas(results, cards), **model_rankings(results)}

@@ -1,0 +1,368 @@
+"""The reproducibility ledger: what each benchmark's documentation pins down of its pipeline.
+
+One row per benchmark (every ``suites/*/suite.toml``), one column per pipeline field in
+:data:`LEDGER_FIELDS`.  A cell compares the benchmark's ``documented`` layer (what its
+README/paper says) with its ``released`` layer (what its released code does):
+
+``matched``
+    the documentation states the value and the released code uses the same one;
+``undefined``
+    the documentation leaves it unspecified: it cannot be reproduced from the
+    documentation alone;
+``contradicted``
+    the documentation states a value and the released code does something else.
+
+Rules
+-----
+
+*Leaves.*  A stage-level column (``prompt.format``, ``inference.decoding``, ``dataset``,
+``aggregation``) is decided over all of its sub-fields ("leaves") together; a leaf column
+(``prompt.template``, ``inference.max_tokens``, ...) is its own single leaf.  For one task,
+with ``d`` the documented value of a leaf and ``r`` the released value:
+
+1. ``d`` is ``"unspecified"``                         -> undefined (whatever ``r`` is:
+   documentation and code both silent is still not reproducible from documentation);
+2. ``d == r``                                        -> matched (for ``prompt.template``
+   two template *names* match when their templates have the same content);
+3. the documented layer states ``d`` explicitly      -> contradicted (a released value of
+   ``"unspecified"`` counts as a value here: the code sends nothing, the endpoint's
+   default applies, which is not what the documentation says);
+4. otherwise ``d`` is only a model default (``None``, e.g. ``inference.decoding.top_logprobs``
+   or ``aggregation.by`` left out of the documented layer) that the released code changes
+   -> undefined: the documentation is silent about it.
+
+``dataset.source``, ``dataset.revision`` and ``dataset.files`` are filled from the suite's
+``[benchmark]`` table and the task's data mapping for every layer, so they count as stated.
+
+*Stage columns.*  Any contradicted leaf makes the column contradicted, else any undefined
+leaf makes it undefined, else it is matched.
+
+*Benchmarks with several tasks.*  The benchmark cell is ``contradicted`` if any task
+contradicts, else ``undefined`` if any task is undefined, else ``matched``; the per-task
+statuses are kept in the JSON output, and the note names the tasks when they differ.
+
+*Missing layers.*  A task without a ``documented`` layer is compared as if it had an empty one
+(every field undefined); a task without a ``released`` layer likewise against an empty one.
+
+*Totals.*  Per benchmark: "N of M fields cannot be reproduced from documentation alone",
+N = undefined + contradicted columns, M = the number of columns; overall, the same summed over
+benchmarks.
+
+*Notes.*  Each cell carries the ``why`` texts of the documented and released layers for the field
+(the field's own key and its sub-fields' keys), and, when contradicted, both values.
+
+*Data quirks.*  A suite lists its data quirks in a suite-level table::
+
+    [ledger]
+    quirks = ["README says 2,126 questions; the released data has 2,189.", ...]
+
+Without that table the ledger falls back to the layers' ``notes`` that mention data, datasets
+or gold labels (marked as such in the output).
+
+This module reads suite configs only: no model, no network, no benchmark data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pytest_benchaudit.pipeline.stages import UNSPECIFIED, Pipeline, is_unspecified
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
+
+__all__ = [
+    "LEDGER_VERSION",
+    "LEDGER_FIELDS",
+    "STATUSES",
+    "LEDGER_KEY",
+    "build_ledger",
+    "suite_ledger",
+    "suite_quirks",
+    "render",
+    "render_table",
+    "render_markdown",
+    "render_json",
+]
+
+LEDGER_VERSION = "benchaudit.ledger/1"
+LEDGER_FIELDS = (
+    "dataset",
+    "prompt.template",
+    "prompt.format",
+    "inference.decoding",
+    "inference.max_tokens",
+    "inference.stop",
+    "extraction.rule",
+    "scoring.metric",
+    "scoring.denominator",
+    "aggregation",
+)
+MATCHED, UNDEFINED, CONTRADICTED = "matched", "undefined", "contradicted"
+STATUSES = (MATCHED, UNDEFINED, CONTRADICTED)
+# The suite-level table a suite lists its data quirks in: [ledger] quirks = [...]
+LEDGER_KEY = "ledger"
+_SUITE_FILLED = frozenset({"dataset.source", "dataset.revision", "dataset.files"})
+_DATA_NOTE = re.compile(r"\b(data|dataset|datasets|golds?)\b", re.IGNORECASE)
+
+
+# ----------------------------------------------------------------------------- comparison
+def _leaves(pipe: Pipeline, field: str) -> dict[str, Any]:
+    fields = pipe.card()["fields"]
+    return {k: v for k, v in fields.items() if k == field or k.startswith(field + ".")}
+
+
+def _stated(raw: dict[str, Any], path: str) -> bool:
+    """Whether a raw layer table sets ``path`` (dotted) to a value other than 'unspecified'."""
+    if path in _SUITE_FILLED:
+        return True
+    node: Any = raw
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return not is_unspecified(node)
+
+
+def _same(suite: Suite, leaf: str, d: Any, r: Any) -> bool:
+    if d == r:
+        return True
+    if leaf == "prompt.template" and d in suite.templates and r in suite.templates:
+        return suite.templates[d] == suite.templates[r]
+    return False
+
+
+def _with_layer(suite: Suite, task: str, layer: str) -> tuple[Suite, bool]:
+    """``suite`` with an empty ``layer`` added to ``task`` when it has none (and whether it had)."""
+    spec = suite.tasks[task]
+    if layer in spec.layers:
+        return suite, True
+    spec = dataclasses.replace(spec, layers={**spec.layers, layer: {}})
+    return dataclasses.replace(suite, tasks={**suite.tasks, task: spec}), False
+
+
+def _compare_task(suite: Suite, task: str) -> dict[str, dict[str, Any]]:
+    """Per field: status, contradicting leaf values, why texts, for one task."""
+    s_doc, has_doc = _with_layer(suite, task, "documented")
+    s_rel, has_rel = _with_layer(suite, task, "released")
+    doc, rel = s_doc.pipeline(task, "documented"), s_rel.pipeline(task, "released")
+    raw_doc = s_doc.tasks[task].layers["documented"]
+    out: dict[str, dict[str, Any]] = {}
+    for field in LEDGER_FIELDS:
+        d_leaves, r_leaves = _leaves(doc, field), _leaves(rel, field)
+        statuses: list[str] = []
+        differing: dict[str, tuple[Any, Any]] = {}
+        for leaf, d in d_leaves.items():
+            r = r_leaves.get(leaf, UNSPECIFIED)
+            if is_unspecified(d):
+                statuses.append(UNDEFINED)
+            elif _same(suite, leaf, d, r):
+                statuses.append(MATCHED)
+            elif _stated(raw_doc, leaf):
+                statuses.append(CONTRADICTED)
+                differing[leaf] = (d, r)
+            else:
+                statuses.append(UNDEFINED)
+        status = _combine(statuses)
+        why = {
+            "documented": {k: v for k, v in doc.why.items() if k == field or k.startswith(field + ".")},
+            "released": {k: v for k, v in rel.why.items() if k == field or k.startswith(field + ".")},
+        }
+        out[field] = {"status": status, "differing": differing, "why": why,
+                      "missing": [n for n, has in (("documented", has_doc), ("released", has_rel)) if not has]}
+    return out
+
+
+def _combine(statuses: list[str]) -> str:
+    if CONTRADICTED in statuses:
+        return CONTRADICTED
+    if UNDEFINED in statuses or not statuses:
+        return UNDEFINED
+    return MATCHED
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+# ----------------------------------------------------------------------------- quirks
+def _suite_table(suite: Suite, key: str) -> Any:
+    """A top-level table of the suite's own TOML file (not merged from ``extends``)."""
+    return suite.own_tables.get(key)
+
+
+def suite_quirks(suite: Suite) -> tuple[list[str], str]:
+    """The suite's data quirks and where they came from (``"ledger"`` or ``"layer notes"``)."""
+    table = _suite_table(suite, LEDGER_KEY)
+    if table is not None:
+        quirks = table.get("quirks", []) if isinstance(table, dict) else None
+        if not isinstance(quirks, list) or not all(isinstance(q, str) for q in quirks):
+            raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] quirks must be a list of strings")
+        unknown = set(table) - {"quirks"}
+        if unknown:
+            raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] has unknown keys {', '.join(sorted(unknown))} (known: quirks)")
+        return list(quirks), LEDGER_KEY
+    notes: dict[str, None] = {}
+    for spec in suite.tasks.values():
+        for layer in spec.layers.values():
+            for note in layer.get("notes", []):
+                if isinstance(note, str) and _DATA_NOTE.search(note):
+                    notes[note] = None
+    return list(notes), "layer notes"
+
+
+# ----------------------------------------------------------------------------- ledger
+def suite_ledger(suite: Suite) -> dict[str, Any]:
+    """One benchmark's row: a cell per field, counts, and its data quirks."""
+    per_task = {task: _compare_task(suite, task) for task in suite.tasks}
+    cells: dict[str, Any] = {}
+    for field in LEDGER_FIELDS:
+        task_status = {task: per_task[task][field]["status"] for task in suite.tasks}
+        status = _combine(list(task_status.values()))
+        notes: list[str] = []
+        values: dict[str, Any] = {}
+        if len(set(task_status.values())) > 1:
+            notes.append("tasks differ: " + ", ".join(f"{t} {s}" for t, s in task_status.items()))
+        contradictions: dict[str, list[str]] = {}
+        for task, cmp in ((t, per_task[t][field]) for t in suite.tasks):
+            for leaf, (d, r) in cmp["differing"].items():
+                values.setdefault(task, {})[leaf] = {"documented": d, "released": r}
+                text = f"{leaf}: documented {_show(d)}, released {_show(r)}"
+                if is_unspecified(r):
+                    text += " (nothing set: the endpoint's default applies)"
+                contradictions.setdefault(text, []).append(task)
+            for layer in cmp["missing"]:
+                notes.append(f"{task} has no {layer} layer (compared as empty)")
+        for text, tasks in contradictions.items():
+            scope = "" if len(tasks) == len(suite.tasks) else f" [{', '.join(tasks)}]"
+            notes.append(f"contradicted: {text}{scope}")
+        why: dict[str, dict[str, str]] = {"documented": {}, "released": {}}
+        for task in suite.tasks:
+            for layer in ("documented", "released"):
+                for key, text in per_task[task][field]["why"][layer].items():
+                    why[layer].setdefault(key, text)
+        for layer in ("documented", "released"):
+            for key, text in why[layer].items():
+                notes.append(f"{layer} why ({key}): {text}")
+        notes = list(dict.fromkeys(notes))
+        cells[field] = {"status": status, "tasks": task_status, "values": values,
+                        "why": why, "notes": notes, "note": " | ".join(notes)}
+    counts = {s: sum(1 for c in cells.values() if c["status"] == s) for s in STATUSES}
+    n = counts[UNDEFINED] + counts[CONTRADICTED]
+    quirks, source = suite_quirks(suite)
+    return {
+        "benchmark": suite.name,
+        "title": suite.title,
+        "suite": str(suite.path),
+        "tasks": list(suite.tasks),
+        "cells": cells,
+        "counts": counts,
+        "not_reproducible": n,
+        "fields_total": len(LEDGER_FIELDS),
+        "summary": f"{n} of {len(LEDGER_FIELDS)} fields cannot be reproduced from documentation alone",
+        "quirks": quirks,
+        "quirks_source": source,
+    }
+
+
+def build_ledger(suites_dir: Path) -> dict[str, Any]:
+    """The ledger of every ``suites_dir/*/suite.toml``.  Raises :class:`SuiteError`."""
+    paths = sorted(suites_dir.glob(f"*/{SUITE_FILENAME}"))
+    if not paths:
+        raise SuiteError(f"no {SUITE_FILENAME} under {suites_dir}/*/")
+    rows = [suite_ledger(load_suite(path)) for path in paths]
+    counts = {s: sum(r["counts"][s] for r in rows) for s in STATUSES}
+    n = sum(r["not_reproducible"] for r in rows)
+    m = sum(r["fields_total"] for r in rows)
+    return {
+        "ledger_version": LEDGER_VERSION,
+        "compares": ["documented", "released"],
+        "fields": list(LEDGER_FIELDS),
+        "statuses": list(STATUSES),
+        "benchmarks": rows,
+        "totals": {
+            "benchmarks": len(rows),
+            "counts": counts,
+            "not_reproducible": n,
+            "fields_total": m,
+            "summary": f"{n} of {m} fields cannot be reproduced from documentation alone",
+        },
+    }
+
+
+# ----------------------------------------------------------------------------- rendering
+_MARK = {MATCHED: "matched", UNDEFINED: "undefined", CONTRADICTED: "CONTRADICTED"}
+
+
+def _rows(ledger: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    headers = ["benchmark", *ledger["fields"], "not reproducible"]
+    rows = []
+    for row in ledger["benchmarks"]:
+        cells = [_MARK[row["cells"][f]["status"]] for f in ledger["fields"]]
+        rows.append([row["benchmark"], *cells, f"{row['not_reproducible']} of {row['fields_total']}"])
+    t = ledger["totals"]
+    rows.append(["total", *[""] * len(ledger["fields"]), f"{t['not_reproducible']} of {t['fields_total']}"])
+    return headers, rows
+
+
+def render_table(ledger: dict[str, Any]) -> str:
+    from tabulate import tabulate
+
+    headers, rows = _rows(ledger)
+    # "prompt.template" -> two header lines, so the table stays narrow enough for a terminal
+    headers = [h.replace(".", "\n", 1).replace("not reproducible", "not\nreproducible") for h in headers]
+    lines = [tabulate(rows, headers=headers, tablefmt="simple"), ""]
+    for row in ledger["benchmarks"]:
+        lines.append(f"{row['benchmark']}: {row['summary']}")
+        for field in ledger["fields"]:
+            cell = row["cells"][field]
+            if cell["notes"]:
+                lines.append(f"  {field} [{cell['status']}]:")
+                lines.extend(f"    {note}" for note in cell["notes"])
+        if row["quirks"]:
+            lines.append(f"  data quirks (from {row['quirks_source']}):")
+            lines.extend(f"    - {q}" for q in row["quirks"])
+        lines.append("")
+    lines.append(f"overall: {ledger['totals']['summary']}")
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(ledger: dict[str, Any]) -> str:
+    headers, rows = _rows(ledger)
+    lines = ["# Reproducibility ledger", "",
+             "Each cell compares the benchmark's documented pipeline with its released code: "
+             "`matched`, `undefined` (the documentation leaves it unspecified) or `CONTRADICTED`.", "",
+             "| " + " | ".join(f"`{h}`" if h in ledger["fields"] else h for h in headers) + " |",
+             "|" + "|".join("---" for _ in headers) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(_md(c) for c in r) + " |")
+    lines += ["", f"**Overall: {ledger['totals']['summary']}.**", ""]
+    for row in ledger["benchmarks"]:
+        lines += [f"## {row['title']} (`{row['benchmark']}`)", "", f"{row['summary']}.", ""]
+        for field in ledger["fields"]:
+            cell = row["cells"][field]
+            if cell["notes"]:
+                lines.append(f"- `{field}` — {cell['status']}")
+                lines.extend(f"  - {_md(note)}" for note in cell["notes"])
+        if row["quirks"]:
+            lines += ["", f"Data quirks (from {row['quirks_source']}):", ""]
+            lines.extend(f"- {_md(q)}" for q in row["quirks"])
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_json(ledger: dict[str, Any]) -> str:
+    return json.dumps(ledger, indent=2, ensure_ascii=False)
+
+
+def render(ledger: dict[str, Any], fmt: str) -> str:
+    renderers = {"table": render_table, "json": render_json, "markdown": render_markdown}
+    if fmt not in renderers:
+        raise ValueError(f"unknown format {fmt!r}; formats: {', '.join(renderers)}")
+    return renderers[fmt](ledger)

@@ -1,0 +1,200 @@
+"""Run-directory level re-scoring: ``benchaudit rescore`` (and the base of ``sweep``).
+
+Reads a run directory (``run.json`` cards + ``records.jsonl``), re-scores every record
+under a new pipeline (see :mod:`.rescore`), and writes a *new* run directory with the
+same contracts, so ``show``, ``summarize``, ``sweep`` and later ``compare`` accept it.
+No pytest, no model server.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError
+from pytest_benchaudit.common.progress import Progress, iterate
+from pytest_benchaudit.runs.store import RunDirectory, read_records
+from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
+from pytest_benchaudit.scoring.metrics import METRIC_INFO
+from pytest_benchaudit.dataset.suites import (
+    SUITE_FILENAME,
+    SuiteError,
+    load_resources,
+    load_suite,
+    resolve_data_dir,
+)
+
+__all__ = ["OfflineError", "load_run", "rescore_run", "sweep_run", "card_key"]
+
+
+class OfflineError(Exception):
+    """A run directory cannot be re-scored as asked; the message says why."""
+
+
+def card_key(rec: Mapping[str, Any]) -> str:
+    key = f"{rec['benchmark']}.{rec['task']}"
+    return f"{key}|{rec['variant']}" if rec.get("variant") else key
+
+
+def load_run(run_dir: Path, warn: Callable[[str], None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(run.json, records) of a run directory; a torn last record line is skipped with ``warn``."""
+    import json
+
+    run_json = run_dir / "run.json"
+    try:
+        meta = json.loads(run_json.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise OfflineError(f"{run_json}: not found (is {run_dir} a benchaudit run directory?)") from None
+    except json.JSONDecodeError as err:
+        raise OfflineError(f"{run_json}: invalid JSON at line {err.lineno}: {err.msg}") from None
+    try:
+        records = list(read_records(run_dir, on_torn_tail=warn))
+    except (OSError, ValueError) as err:
+        raise OfflineError(str(err)) from None
+    return meta, records
+
+
+class _Resources:
+    """Task resources (e.g. alias graphs), loaded from the data directory only when a metric needs them."""
+
+    def __init__(self, suites_dir: Path, data_dir: str | None) -> None:
+        self.suites_dir = suites_dir
+        self.data_dir, self.origin = resolve_data_dir(data_dir)
+        self._cache: dict[tuple[str, str], Mapping[str, Any]] = {}
+
+    def __call__(self, bench: str, task: str, metric: str) -> Mapping[str, Any]:
+        info = METRIC_INFO.get(metric)
+        if info is None or not info.resources:
+            return {}
+        if (bench, task) not in self._cache:
+            try:
+                suite = load_suite(self.suites_dir / bench / SUITE_FILENAME)
+                self._cache[(bench, task)] = load_resources(suite, task, self.data_dir, self.origin)[0]
+            except SuiteError as err:
+                raise OfflineError(f"metric {metric!r} of {bench}.{task} needs its resource files: {err}") from None
+        return self._cache[(bench, task)]
+
+
+def _layer(suites_dir: Path, bench: str, task: str, layer: str) -> Pipeline:
+    try:
+        return load_suite(suites_dir / bench / SUITE_FILENAME).pipeline(task, layer)
+    except (SuiteError, PipelineError) as err:
+        raise OfflineError(str(err)) from None
+
+
+def rescore_run(
+    run_dir: Path,
+    *,
+    layer: str | None = None,
+    overrides: list[tuple[str, Any]] | None = None,
+    report_dir: Path | None = None,
+    suites_dir: Path = Path("suites"),
+    data_dir: str | None = None,
+    warn: Callable[[str], None] = lambda msg: print(f"warning: {msg}", file=sys.stderr),
+) -> tuple[RunDirectory, list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Re-score ``run_dir`` and write a new run directory; return it with its results and cards."""
+    meta, records = load_run(run_dir, warn)
+    stored_cards: dict[str, dict[str, Any]] = meta.get("pipeline_cards") or {}
+    overrides = overrides or []
+    pipelines: dict[str, Pipeline] = {}
+    for key in sorted({card_key(r) for r in records}):
+        card = stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0])
+        if card is None:
+            raise OfflineError(f"{run_dir / 'run.json'}: no pipeline card for {key}; cannot tell what was asked")
+        stored = pipeline_from_card(card)
+        target = _layer(suites_dir, stored.benchmark, stored.task, layer) if layer else None
+        try:
+            pipelines[key] = retarget(stored, target, overrides)
+        except PipelineError as err:
+            raise OfflineError(f"{key}: {err}") from None
+    resources = _Resources(suites_dir, data_dir)
+    new_records = rescore_records(
+        iterate(records, len(records), "rescore", "records"),
+        lambda rec: pipelines[card_key(rec)],
+        lambda bench, task: resources(bench, task, pipelines[f"{bench}.{task}"].scoring.metric
+                                      if f"{bench}.{task}" in pipelines else ""),
+    )
+    cards = {key: {**p.card(), "dataset_checksums": (stored_cards.get(key) or {}).get("dataset_checksums", {})}
+             for key, p in pipelines.items()}
+    out = RunDirectory(report_dir or run_dir.parent)
+    out.append_many(new_records)
+    results = summarize(new_records, cards)
+    out.write_json("summary.json", summary_document(results, benchmark_scores(results, cards), [], cards))
+    out.finish(
+        source={"kind": "rescore", "run_dir": str(run_dir), "run_id": meta.get("run_id"), "pipeline": layer,
+                "overrides": {k: v for k, v in overrides}},
+        rescored_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        models=meta.get("models", []), versions=meta.get("versions", {}),
+        pipeline_cards=cards, dataset_checksums=meta.get("dataset_checksums", {}),
+    )
+    return out, results, cards
+
+
+def _downstream_leaves(pipeline: Pipeline) -> dict[str, Any]:
+    from pytest_benchaudit.audit.rescore import _flatten
+
+    return _flatten({k: v for k, v in pipeline.stages().items() if k in ("extraction", "scoring", "aggregation")})
+
+
+def sweep_run(
+    run_dir: Path,
+    vary: list[tuple[str, list[Any]]],
+    *,
+    toward: str | None = None,
+    suites_dir: Path = Path("suites"),
+    data_dir: str | None = None,
+    warn: Callable[[str], None] = lambda msg: print(f"warning: {msg}", file=sys.stderr),
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Single-field counterfactuals from a stored run: (delta rows, results, cards).
+
+    Each ``(field, value)`` of ``vary`` re-scores the run's base records with only that
+    downstream field changed.  ``toward=LAYER`` adds one variant for every downstream field
+    whose value in LAYER differs from the stored pipeline, which attributes the move from
+    the stored pipeline to LAYER field by field.  Upstream fields are refused (they need
+    new generations: use ``pytest --vary`` for those).
+    """
+    from pytest_benchaudit.aggregate.results import variant_deltas
+    from pytest_benchaudit.pipeline.variants import build_variants
+
+    meta, records = load_run(run_dir, warn)
+    base_records = [r for r in records if not r.get("variant")]
+    stored_cards: dict[str, dict[str, Any]] = meta.get("pipeline_cards") or {}
+    resources = _Resources(suites_dir, data_dir)
+    cards: dict[str, dict[str, Any]] = {}
+    all_records: list[dict[str, Any]] = list(base_records)
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for rec in base_records:
+        by_key.setdefault(card_key(rec), []).append(rec)
+    bar = Progress(0, "sweep", "records")
+    for key, recs in by_key.items():
+        if key not in stored_cards:
+            raise OfflineError(f"{run_dir / 'run.json'}: no pipeline card for {key}")
+        stored = pipeline_from_card(stored_cards[key])
+        cards[key] = stored_cards[key]
+        changes = [(f, list(values)) for f, values in vary]
+        if toward:
+            target = _downstream_leaves(_layer(suites_dir, stored.benchmark, stored.task, toward))
+            mine = _downstream_leaves(stored)
+            changes += [(f, [v]) for f, v in target.items() if mine.get(f) != v]
+        try:
+            for field, values in changes:  # refuse upstream fields with the field named
+                for value in values:
+                    retarget(stored, None, [(field, value)])
+            variants = build_variants(stored, changes)[1:]
+        except PipelineError as err:
+            raise OfflineError(f"{key}: {err}") from None
+        bar.total = (bar.total or 0) + len(recs) * len(variants)
+        for variant in variants:
+            pipeline = variant.pipeline
+            cards[f"{key}|{variant.name}"] = {**pipeline.card(), "variant": variant.info()}
+            rescored = rescore_records(bar.count(recs), lambda rec, p=pipeline: p,
+                                       lambda bench, task, p=pipeline: resources(bench, task, p.scoring.metric))
+            all_records += [{**r, "variant": variant.name} for r in rescored]
+    bar.close()
+    results = summarize(all_records, cards)
+    return variant_deltas(results, cards), results, cards
+
+

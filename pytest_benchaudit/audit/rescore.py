@@ -1,0 +1,189 @@
+"""Offline re-scoring: new downstream results from stored raw outputs, no model, no pytest.
+
+A record keeps everything the downstream stages read (raw output, reasoning field,
+finish reason, error, first-token log-probabilities, option labels, gold, question
+metadata), so extraction, scoring, denominator and aggregation can be changed after
+the fact.  Upstream fields (dataset, prompt, inference) decide what the model was
+asked: changing one of them needs new generations, and is refused with a message
+naming the field ("inference.max_tokens: stored 5, asked 2048 — this needs new
+generations").
+
+Switching layers (``--pipeline standardized`` on a ``released`` run) applies the
+*downstream* stages of that layer to the stored generations; its upstream fields
+cannot be applied without asking the model again, so they stay as stored and the
+new card lists them under ``notes``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from pytest_benchaudit.scoring.evaluate import evaluate
+from pytest_benchaudit.pipeline.stages import (
+    DOWNSTREAM_STAGES,
+    UPSTREAM_STAGES,
+    Pipeline,
+    PipelineError,
+    apply_overrides,
+)
+from pytest_benchaudit.scoring.metrics import METRIC_INFO
+from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
+
+__all__ = [
+    "UpstreamChange",
+    "upstream_differences",
+    "pipeline_from_card",
+    "retarget",
+    "record_question",
+    "record_generation",
+    "rescore_records",
+]
+
+
+class UpstreamChange(PipelineError):
+    """A re-scoring asked for an upstream change: it needs new generations."""
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping) and value:
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _unflatten(fields: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for path, value in fields.items():
+        node = out
+        *heads, last = path.split(".")
+        for head in heads:
+            node = node.setdefault(head, {})
+        node[last] = value
+    return out
+
+
+def upstream_differences(stored: Pipeline, asked: Pipeline) -> list[str]:
+    """``"field: stored X, asked Y"`` for every upstream field that differs."""
+    a = _flatten({k: v for k, v in stored.stages().items() if k in UPSTREAM_STAGES})
+    b = _flatten({k: v for k, v in asked.stages().items() if k in UPSTREAM_STAGES})
+    return [f"{key}: stored {a.get(key)!r}, asked {b.get(key)!r}" for key in sorted(set(a) | set(b))
+            if a.get(key) != b.get(key)]
+
+
+def pipeline_from_card(card: Mapping[str, Any]) -> Pipeline:
+    """Rebuild the pipeline a stored card describes (fields, name, reasons, notes)."""
+    fields = _unflatten(card["fields"])
+    return Pipeline.model_validate({
+        "name": card["pipeline"], "benchmark": card["benchmark"], "task": card["task"], **fields,
+        "why": card.get("why", {}), "notes": list(card.get("notes", [])), "overrides": card.get("overrides", {}),
+    })
+
+
+def retarget(stored: Pipeline, layer: Pipeline | None, overrides: list[tuple[str, Any]]) -> Pipeline:
+    """The pipeline to re-score with: ``layer``'s downstream stages (if given) on the stored
+    upstream ones, then ``overrides``.  Raises :class:`UpstreamChange` when an override
+    touches an upstream field with a different value."""
+    base = stored
+    if layer is not None:
+        data = stored.model_dump(mode="json")
+        target = layer.model_dump(mode="json")
+        for stage in DOWNSTREAM_STAGES:
+            data[stage] = target[stage]
+        skipped = upstream_differences(stored, layer)
+        data["name"] = layer.name
+        data["why"] = {k: v for k, v in layer.why.items() if k.split(".")[0] in DOWNSTREAM_STAGES}
+        data["notes"] = [*layer.notes] + ([
+            "Re-scored offline from a run made under '" + stored.name + "': its upstream fields were kept "
+            "(changing them needs new generations): " + "; ".join(skipped)] if skipped else [])
+        data["overrides"] = {}
+        base = Pipeline.model_validate(data)
+    new = apply_overrides(base, overrides)
+    changed = upstream_differences(base, new)
+    if changed:
+        raise UpstreamChange("; ".join(changed) + " — this needs new generations (run pytest again, or use "
+                             "--model replay:RUN_DIR only for downstream changes)")
+    return new
+
+
+def record_question(rec: Mapping[str, Any]) -> Question:
+    """The parts of a question the downstream stages read, rebuilt from a record."""
+    labels = rec.get("question_labels") or []
+    return Question(
+        benchmark=rec["benchmark"], task=rec["task"], id=str(rec["question_id"]), index=int(rec["question_index"]),
+        gold=rec["gold"], choices={label: "" for label in labels}, meta=rec.get("question_meta") or {},
+    )
+
+
+def record_generation(rec: Mapping[str, Any]) -> Generation:
+    """The stored generation, exactly as the endpoint returned it."""
+    top = rec.get("top_logprobs")
+    return Generation(
+        text=rec.get("raw_output") or "", reasoning=rec.get("reasoning"), finish_reason=rec.get("finish_reason"),
+        error=rec.get("error"), usage=rec.get("usage") or {}, latency_s=rec.get("latency_s") or 0.0,
+        attempts=rec.get("attempts") or 1, top_logprobs=tuple(top) if top else None,
+        served_model=rec.get("served_model"),
+    )
+
+
+# Fields a re-scored record takes over from the stored one unchanged (what happened upstream).
+_KEPT = ("item_id", "usage", "latency_s", "attempts", "served_model", "asks", "earlier_outputs", "timestamp")
+
+
+def rescore_records(
+    records: Iterable[Mapping[str, Any]],
+    pipeline_for: Callable[[Mapping[str, Any]], Pipeline],
+    resources_for: Callable[[str, str], Mapping[str, Any]] = lambda bench, task: {},
+) -> list[dict[str, Any]]:
+    """Re-run extraction and scoring on each stored record under ``pipeline_for(record)``.
+
+    Extra fields a source put on a record (e.g. ``released_score`` of imported runs)
+    are kept; the fields the downstream stages produce are replaced.
+    """
+    out: list[dict[str, Any]] = []
+    for rec in records:
+        pipeline = pipeline_for(rec)
+        judged_extraction, judged_score = _stored_judgement(rec, pipeline)
+        # The stored request (often most of a record's bytes) is only carried over: it is
+        # kept out of validation and serialisation and put back as it was.
+        new = evaluate(
+            record_question(rec), pipeline, {}, record_generation(rec),
+            model=rec["model"], variant=rec.get("variant", ""),
+            resources=resources_for(rec["benchmark"], rec["task"]),
+            extraction=judged_extraction, score=judged_score,
+        ).model_dump(mode="json")
+        new["request"] = rec["request"]
+        for key in _KEPT:
+            if key in rec:
+                new[key] = rec[key]
+        extras = {k: v for k, v in rec.items() if k not in new}
+        out.append({**new, **extras})
+    return out
+
+
+def _stored_judgement(rec: Mapping[str, Any], pipeline: Pipeline) -> tuple[Extraction | None, Score | None]:
+    """A judge's stored reading / verdict, reused as it is: re-scoring offline cannot ask a judge.
+
+    With ``extraction.rule = judge`` the stored prediction (or invalid reason) stands in for
+    the rule; with a judge-graded metric the stored score stands in for the metric.  Other
+    downstream changes (denominator, aggregation) apply on top.
+    """
+    info = METRIC_INFO.get(pipeline.scoring.metric)
+    graded = bool(info and info.needs_judge)
+    if pipeline.extraction.rule != "judge" and not graded:
+        return None, None
+    if pipeline.extraction.rule == "judge" and not rec.get("judge") and rec.get("invalid_reason") is None \
+            and rec.get("prediction") is None:
+        raise UpstreamChange(f"{rec['benchmark']}.{rec['task']} {rec['question_id']}: extraction.rule 'judge' "
+                             "needs the judge's stored reading, and this record has none — run pytest with --judge")
+    extraction = Extraction(prediction=rec.get("prediction"), invalid_reason=rec.get("invalid_reason"),
+                            detail=rec.get("extraction_detail") or "", answer_text="")
+    score = Score(value=float(rec["score"]), correct=bool(rec["correct"])) if graded else None
+    return extraction, score
+
+
+def rescore_paths(run_dir: Path) -> tuple[Path, Path]:
+    return run_dir / "run.json", run_dir / "records.jsonl"

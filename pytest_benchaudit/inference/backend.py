@@ -1,0 +1,183 @@
+"""Model specs and the one backend interface every model speaks.
+
+Every model the project talks to over the network is an OpenAI-compatible
+endpoint; ``local`` and ``vllm:`` only *launch* a server in front of the same
+client.  ``--model`` accepts:
+
+- ``local``: the embedded SmolLM2-135M-Instruct, served by llama-cpp-python on
+  127.0.0.1, started once per run by the controller and shared by xdist workers;
+- ``vllm:HF_ID``: ``vllm serve HF_ID --host 127.0.0.1 --port P`` launched once per
+  run the same way (see :mod:`.vllm`); extra ``vllm serve`` arguments come from
+  ``$BENCHAUDIT_VLLM_ARGS`` (shell words) or a named entry with ``launch = "vllm"``;
+- ``ID@URL``: any OpenAI-compatible endpoint (key from ``$OPENAI_API_KEY``);
+- ``ID@URL1,URL2,...``: one model served by several endpoints, balanced request by
+  request (see :mod:`.balanced`; ``--concurrency`` applies to each endpoint);
+- ``replay:RUN_DIR`` (``replay:RUN_DIR#MODEL`` for a run with several models): the
+  run's stored generations, no model at all (downstream changes only);
+- ``NAME``: a model defined under ``[tool.benchaudit.models.NAME]`` in pyproject.toml
+  (``endpoint``, ``model``, ``api_key_env``, ``min_max_tokens``, ``concurrency``,
+  ``timeout``, ``max_retries``); ``endpoint`` may be a list (balanced), or the entry
+  may say ``launch = "vllm"`` with ``model`` (the HF id, default NAME), ``args``
+  (extra ``vllm serve`` arguments) and ``startup_timeout`` (seconds) instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pytest_benchaudit.pipeline.types import Generation, Request
+
+__all__ = ["ModelSpec", "ModelSpecError", "Backend", "parse_model_spec", "strip_credentials"]
+
+
+class ModelSpecError(ValueError):
+    """A ``--model`` value could not be understood."""
+
+
+class ModelSpec(BaseModel):
+    """How to reach one model. Holds the *name* of the key variable, never the key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: str
+    kind: Literal["local", "endpoint", "replay", "vllm"]
+    base_url: str | None = None
+    model_id: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    min_max_tokens: int | None = None
+    concurrency: int | None = None
+    timeout: float = 120.0
+    max_retries: int = 4
+    retry_base: float = 0.5
+    replay_dir: str | None = None  # kind "replay": the run directory whose generations are served
+    endpoints: tuple[str, ...] = ()  # kind "endpoint" balanced over several URLs (base_url is the first)
+    launch_args: tuple[str, ...] = ()  # kind "vllm": extra `vllm serve` arguments
+    startup_timeout: float | None = None  # kind "vllm": seconds to wait for health (default in .vllm)
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def public(self) -> dict[str, Any]:
+        """What run.json records about the model (no credentials)."""
+        return {
+            "spec": self.label,
+            "kind": self.kind,
+            "endpoint": strip_credentials(self.base_url) if self.base_url else None,
+            "model_id": self.model_id,
+            "api_key_env": self.api_key_env if self.api_key() else None,
+            "min_max_tokens": self.min_max_tokens,
+            **({"replay_of": self.replay_dir} if self.replay_dir else {}),
+            **({"endpoints": [strip_credentials(u) for u in self.endpoints]} if self.endpoints else {}),
+            **({"launch": ["vllm", "serve", self.model_id, *self.launch_args]} if self.kind == "vllm" else {}),
+        }
+
+
+class Backend(Protocol):
+    """Anything that turns a :class:`Request` into a :class:`Generation`.
+
+    ``generate`` never raises for a failed request: the failure is returned as
+    ``Generation(error=...)`` so that it becomes an invalid response, not a crash.
+    """
+
+    async def generate(self, request: Request) -> Generation: ...
+
+    async def aclose(self) -> None: ...
+
+
+def strip_credentials(url: str) -> str:
+    """Drop ``user:password@`` from a URL so it can be written to a record."""
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
+    return urlunsplit(parts)
+
+
+def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None) -> ModelSpec:
+    """Turn a ``--model`` value into a :class:`ModelSpec` (see module docstring)."""
+    named = named or {}
+    if spec.startswith("replay:"):
+        from pathlib import Path
+
+        from pytest_benchaudit.runs.replay import ReplayError, replay_model_label
+
+        target, _, model = spec[len("replay:"):].partition("#")
+        try:
+            label = replay_model_label(Path(target), model or None)
+        except ReplayError as err:
+            raise ModelSpecError(f"--model {spec}: {err}") from None
+        return ModelSpec(label=label, kind="replay", replay_dir=target, api_key_env=None, concurrency=64)
+    if spec == "local":
+        # llama.cpp's server answers one request at a time: one in flight plus one queued
+        # keeps it busy without piling up timeouts.
+        return ModelSpec(label="local", kind="local", model_id="SmolLM2-135M-Instruct", api_key_env=None,
+                         concurrency=2, timeout=600.0)
+    if spec.startswith("vllm:"):
+        hf_id = spec[len("vllm:"):]
+        if not hf_id or hf_id.startswith("-"):
+            raise ModelSpecError(f"--model {spec}: expected vllm:HF_ID, e.g. vllm:Qwen/Qwen3-0.6B")
+        return ModelSpec(label=hf_id, kind="vllm", model_id=hf_id, api_key_env=None,
+                         launch_args=_vllm_env_args(spec))
+    if spec in named:
+        cfg = dict(named[spec])
+        where = f"--model {spec}: [tool.benchaudit.models.{spec}]"
+        launch = cfg.pop("launch", None)
+        try:
+            if launch is not None:
+                if launch != "vllm":
+                    raise ModelSpecError(f"{where}: launch = {launch!r}; the only launcher is \"vllm\"")
+                if "endpoint" in cfg:
+                    raise ModelSpecError(f"{where}: give either launch = \"vllm\" or an 'endpoint', not both")
+                args = cfg.pop("args", [])
+                if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                    raise ModelSpecError(f"{where}: args must be a list of strings (extra `vllm serve` arguments)")
+                cfg.setdefault("api_key_env", None)
+                return ModelSpec(label=spec, kind="vllm", model_id=cfg.pop("model", spec),
+                                 launch_args=(*args, *_vllm_env_args(spec)), **cfg)
+            endpoint = cfg.pop("endpoint")
+            urls = [endpoint] if isinstance(endpoint, str) else list(endpoint)
+            if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
+                raise ModelSpecError(f"{where}: endpoint must be an http(s) URL or a list of them")
+            urls = [u.rstrip("/") for u in urls]
+            return ModelSpec(
+                label=spec,
+                kind="endpoint",
+                base_url=urls[0],
+                endpoints=tuple(urls) if len(urls) > 1 else (),
+                model_id=cfg.pop("model", spec),
+                **cfg,
+            )
+        except KeyError:
+            raise ModelSpecError(f"{where} needs an 'endpoint' (or launch = \"vllm\")") from None
+        except ValidationError as err:
+            raise ModelSpecError(f"{where}: {err.errors()[0]['loc'][0]}: {err.errors()[0]['msg']}") from None
+    if "@" in spec:
+        model_id, _, url_list = spec.partition("@")
+        urls = [u.strip().rstrip("/") for u in url_list.split(",")]
+        if not model_id or not all(u.startswith(("http://", "https://")) for u in urls):
+            raise ModelSpecError(f"--model {spec}: expected ID@URL or ID@URL1,URL2,..., "
+                                 "e.g. qwen3@http://127.0.0.1:8000/v1")
+        if len(set(urls)) != len(urls):
+            raise ModelSpecError(f"--model {spec}: the same endpoint is listed twice")
+        return ModelSpec(label=model_id, kind="endpoint", base_url=urls[0], model_id=model_id,
+                         endpoints=tuple(urls) if len(urls) > 1 else ())
+    known = ", ".join(["local", *named]) or "local"
+    raise ModelSpecError(
+        f"--model {spec}: unknown model; use 'local', vllm:HF_ID, ID@URL (e.g. qwen3@http://127.0.0.1:8000/v1) "
+        f"or a name from [tool.benchaudit.models] in pyproject.toml (known: {known})"
+    )
+
+
+VLLM_ARGS_ENV = "BENCHAUDIT_VLLM_ARGS"
+
+
+def _vllm_env_args(spec: str) -> tuple[str, ...]:
+    """Extra ``vllm serve`` arguments from ``$BENCHAUDIT_VLLM_ARGS`` (shell words), for every vLLM model."""
+    try:
+        return tuple(shlex.split(os.environ.get(VLLM_ARGS_ENV, "")))
+    except ValueError as err:
+        raise ModelSpecError(f"--model {spec}: ${VLLM_ARGS_ENV}: {err}") from None

@@ -1,0 +1,146 @@
+"""One model served by several OpenAI-compatible endpoints (``--model ID@URL1,URL2,...``).
+
+Data parallel: every endpoint serves the same model, so any request may go to
+any of them.  :class:`BalancedBackend` holds one :class:`OpenAICompatBackend` per
+URL and sends each attempt of a request to the endpoint with the fewest requests
+in flight *from this process* (assigned and not yet answered, including those
+waiting for the endpoint's concurrency slot); ties go round-robin.  Under xdist
+each worker balances its own requests.
+
+Concurrency (``--concurrency`` or the model's ``concurrency``) applies **per
+endpoint**: with N endpoints up to N × concurrency requests are in flight.
+
+Failures:
+
+* a **connection error** (refused, reset, dropped mid-response) marks the endpoint
+  down for a few seconds and sends the request again at once, without backoff, to
+  another endpoint it has not yet tried; this fail-over does not use up
+  ``max_retries``.  Only when every endpoint has refused it does the request fall
+  back to the ordinary retry: backoff, then another round over the endpoints.
+* other retryable failures (429, 5xx, timeouts, malformed bodies) are retried with
+  the usual exponential backoff (``Retry-After`` honoured, ``max_retries`` counted),
+  each retry going to the least-loaded endpoint that is not marked down;
+* a fatal answer (e.g. HTTP 400) is returned as the error at once.
+
+``attempts`` in the record counts every HTTP attempt, fail-overs included.  The
+request is the same on every endpoint (same model id), so a generation is
+cached under the model and its whole endpoint set, whichever endpoint answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from pytest_benchaudit.common.secrets import redact
+from pytest_benchaudit.pipeline.types import Generation, Request
+from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
+from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend, _Fatal, _Retryable
+
+__all__ = ["DOWN_FOR_S", "BalancedBackend", "balanced_identity"]
+
+DOWN_FOR_S = 5.0  # how long an endpoint that refused a connection is avoided
+
+
+@dataclass(eq=False)
+class Endpoint:
+    url: str
+    backend: OpenAICompatBackend
+    gate: asyncio.Semaphore
+    in_flight: int = 0
+    answered: int = 0
+    connection_errors: int = 0
+    down_until: float = 0.0
+
+
+def balanced_identity(spec: ModelSpec) -> str:
+    """The generation cache's name for a balanced model: label, model id and the set of endpoints."""
+    urls = sorted(strip_credentials(u).rstrip("/") for u in (spec.endpoints or (spec.base_url or "",)))
+    return json.dumps({"spec": spec.label, "endpoints": urls, "model_id": spec.model_id},
+                      sort_keys=True, separators=(",", ":"))
+
+
+class BalancedBackend:
+    """Least-in-flight balancing over one :class:`OpenAICompatBackend` per endpoint."""
+
+    def __init__(self, spec: ModelSpec, *, concurrency: int,
+                 transports: dict[str, httpx.AsyncBaseTransport] | None = None) -> None:
+        urls = list(spec.endpoints or ((spec.base_url,) if spec.base_url else ()))
+        if not urls:
+            raise ValueError(f"model {spec.label!r} has no endpoint URL")
+        self.spec = spec
+        self.endpoints = [
+            Endpoint(url, OpenAICompatBackend(spec.model_copy(update={"base_url": url, "endpoints": ()}),
+                                              concurrency=concurrency,
+                                              transport=(transports or {}).get(url)),
+                     asyncio.Semaphore(concurrency))
+            for url in urls
+        ]
+        self._turn = 0  # round-robin pointer for ties
+
+    async def aclose(self) -> None:
+        for ep in self.endpoints:
+            await ep.backend.aclose()
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Per endpoint: answers received and connection errors seen (for tests and diagnostics)."""
+        return {ep.url: {"answered": ep.answered, "connection_errors": ep.connection_errors} for ep in self.endpoints}
+
+    def pick(self, avoid: set[int] | frozenset[int] = frozenset()) -> int:
+        """Index of the endpoint for the next attempt: fewest in flight among those not avoided
+        and not marked down (falling back to all not avoided, then to all); ties round-robin."""
+        now = time.monotonic()
+        n = len(self.endpoints)
+        order = [(self._turn + k) % n for k in range(n)]
+        candidates = ([i for i in order if i not in avoid and self.endpoints[i].down_until <= now]
+                      or [i for i in order if i not in avoid] or order)
+        best = min(candidates, key=lambda i: self.endpoints[i].in_flight)  # first minimum in turn order
+        self._turn = (best + 1) % n
+        return best
+
+    async def generate(self, request: Request) -> Generation:
+        path, body = self.endpoints[0].backend.payload(request)
+        content = json.dumps(body).encode()
+        start = time.perf_counter()
+        attempts = 0
+        retries = 0
+        refused: set[int] = set()  # endpoints that refused this request in the current round
+        while True:
+            index = self.pick(refused)
+            ep = self.endpoints[index]
+            attempts += 1
+            ep.in_flight += 1
+            try:
+                async with ep.gate:
+                    gen = await ep.backend._once(path, content)
+                ep.answered += 1
+                ep.down_until = 0.0
+                return gen.model_copy(update={"latency_s": time.perf_counter() - start, "attempts": attempts})
+            except _Fatal as err:
+                return self._failed(str(err), start, attempts)
+            except _Retryable as err:
+                message, retry_after = str(err), err.retry_after
+            except Exception as err:  # noqa: BLE001 - never raise for one failed request
+                return self._failed(f"client error ({type(err).__name__}): {err}", start, attempts)
+            finally:
+                ep.in_flight -= 1
+            if message.startswith("connection error"):
+                ep.connection_errors += 1
+                ep.down_until = time.monotonic() + DOWN_FOR_S
+                refused.add(index)
+                if len(refused) < len(self.endpoints):
+                    continue  # fail over at once; not a retry
+                refused.clear()  # every endpoint refused: ordinary retry, then a new round
+            retries += 1
+            if retries > self.spec.max_retries:
+                return self._failed(f"{message} (gave up after {attempts} attempts over "
+                                    f"{len(self.endpoints)} endpoints)", start, attempts)
+            await asyncio.sleep(ep.backend._backoff(retries, retry_after))
+
+    @staticmethod
+    def _failed(message: str, start: float, attempts: int) -> Generation:
+        return Generation(error=redact(message), latency_s=time.perf_counter() - start, attempts=attempts)

@@ -1,0 +1,223 @@
+"""Run generations ahead of the pytest items that need them.
+
+pytest runs items one after another; a model server is only kept busy if many
+requests are in flight.  The :class:`Engine` owns one asyncio event loop in a
+background thread.  Before items run, the plugin *prefetches* the requests of
+the items this process will run (in run order); each item then only waits for
+its own result.  Concurrency per model is bounded by the backend; the number of
+requests in flight (started, not finished) is bounded by a window, so a suite of
+any size never opens more than that many requests at once.  Finished
+generations wait, one small object per item, until their item consumes them.
+Identical requests to the same model are sent once.
+
+With a :class:`~pytest_benchaudit.inference.cache.GenerationCache`, each request is first
+looked up (by the model's identity and the full request) and, when stored, its
+generation is returned as it was first received (original latency, usage,
+attempts) without a request being sent; a generation received without error is
+stored.  ``cache_hits``/``cache_misses`` count them.  A cache that fails turns
+itself off with one :class:`~pytest_benchaudit.inference.cache.CacheWarning`, issued on the
+pytest thread by the next :meth:`Engine.generate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import sys
+import threading
+import warnings
+from typing import Any, Awaitable, Callable
+
+from pytest_benchaudit.inference.backend import Backend, ModelSpec
+from pytest_benchaudit.inference.cache import CacheWarning, GenerationCache, model_identity
+from pytest_benchaudit.pipeline.types import Generation, Request
+
+__all__ = ["Engine", "request_key"]
+
+BackendFactory = Callable[[], Backend]
+
+
+def request_key(model: str, request: Request) -> str:
+    """Identity of a generation: the model label and the full request."""
+    return model + "\x00" + request.identity
+
+
+class _Slot:
+    __slots__ = ("future", "request", "model", "waiters", "started")
+
+    def __init__(self, model: str, request: Request) -> None:
+        self.future: concurrent.futures.Future[Generation] = concurrent.futures.Future()
+        self.model = model
+        self.request = request
+        self.waiters = 0
+        self.started = False
+
+
+class Engine:
+    """A background event loop that generates with bounded look-ahead."""
+
+    def __init__(self, window: int = 256, cache: GenerationCache | None = None) -> None:
+        self.window = window
+        self.cache = cache
+        self.cache_hits = 0
+        self.cache_misses = 0
+        self._cache_warnings: list[str] = []
+        if cache is not None:
+            cache.on_warning = self._cache_warnings.append  # said on the pytest thread, see generate()
+        self._factories: dict[str, BackendFactory] = {}
+        self._identities: dict[str, str | None] = {}
+        self._backends: dict[str, Backend] = {}
+        self._slots: dict[str, _Slot] = {}
+        self._pending: collections.deque[str] = collections.deque()
+        self._running = 0
+        self._closing = False
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="benchaudit-engine", daemon=True)
+        self._thread.start()
+
+    # -- set-up -----------------------------------------------------------------
+    def add_model(self, label: str, factory: BackendFactory, identity: str | None = None) -> None:
+        """Register how to build the backend of ``label`` (built lazily, on the loop).
+
+        ``identity`` names the model for the generation cache; by default it is read
+        from the backend's ``spec`` (:func:`~pytest_benchaudit.inference.cache.model_identity`);
+        a backend with neither is not cached.
+        """
+        self._factories[label] = factory
+        if identity is not None:
+            self._identities[label] = identity
+
+    def cache_stats(self) -> dict[str, Any]:
+        """Lookups of this engine that the cache answered (hits) or not (misses)."""
+        out: dict[str, Any] = {"enabled": self.cache is not None, "hits": self.cache_hits,
+                               "misses": self.cache_misses}
+        if self.cache is not None:
+            out.update(path=str(self.cache.path), stores=self.cache.stores, disabled=self.cache.disabled)
+        return out
+
+    # -- called from the pytest thread -------------------------------------------
+    def prefetch(self, model: str, request: Request) -> None:
+        """Queue a request; it starts as soon as the window allows."""
+        self._claim(model, request, front=False)
+
+    def generate(self, model: str, request: Request) -> Generation:
+        """Wait for (and consume) the generation of ``request``; queue it first if needed."""
+        key = self._claim(model, request, front=True, consume=True)
+        slot = self._slots[key]
+        try:
+            return slot.future.result()
+        finally:
+            with self._lock:
+                slot.waiters -= 1
+                if slot.waiters <= 0 and slot.future.done():
+                    self._slots.pop(key, None)
+            self._say_cache_warnings()
+
+    def _say_cache_warnings(self) -> None:
+        while self._cache_warnings:
+            message = self._cache_warnings.pop(0)
+            try:
+                warnings.warn(message, CacheWarning, stacklevel=3)
+            except Warning:  # -W error: a cache that turned itself off must not fail the item
+                print(f"CacheWarning: {message}", file=sys.stderr)
+
+    def close(self) -> None:
+        """Cancel what is still queued or in flight (items that will not run) and stop the loop."""
+
+        async def shutdown() -> None:
+            self._closing = True
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for backend in self._backends.values():
+                await backend.aclose()
+
+        if self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout=30)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+        self._loop.close()
+        if self.cache is not None:
+            self.cache.close()
+
+    # -- internals ----------------------------------------------------------------
+    def _claim(self, model: str, request: Request, *, front: bool, consume: bool = False) -> str:
+        if model not in self._factories:
+            raise KeyError(f"no backend registered for model {model!r}")
+        key = request_key(model, request)
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                # Each prefetch (and an un-prefetched generate) counts one consumer.
+                slot = self._slots[key] = _Slot(model, request)
+                slot.waiters = 1
+                if front:
+                    self._pending.appendleft(key)
+                else:
+                    self._pending.append(key)
+                self._loop.call_soon_threadsafe(self._pump)
+                return key
+            if not consume:
+                slot.waiters += 1
+            if front and not slot.started:
+                # An item is waiting for it now: move it to the head of the queue.
+                try:
+                    self._pending.remove(key)
+                except ValueError:
+                    pass
+                self._pending.appendleft(key)
+                self._loop.call_soon_threadsafe(self._pump)
+        return key
+
+    def _pump(self) -> None:
+        """Start queued requests while the window has room (runs on the loop)."""
+        while True:
+            with self._lock:
+                if self._closing or self._running >= self.window or not self._pending:
+                    return
+                key = self._pending.popleft()
+                slot = self._slots.get(key)
+                if slot is None or slot.started:
+                    continue
+                slot.started = True
+                self._running += 1
+            self._loop.create_task(self._run(slot))
+
+    async def _run(self, slot: _Slot) -> None:
+        try:
+            backend = self._backends.get(slot.model)
+            if backend is None:
+                backend = self._backends[slot.model] = self._factories[slot.model]()
+            identity = self._identity(slot.model, backend) if self.cache is not None else None
+            if identity is not None:
+                cached = self.cache.get(identity, slot.request)
+                if cached is not None:
+                    self.cache_hits += 1
+                    slot.future.set_result(cached)
+                    return
+                self.cache_misses += 1
+            result = await backend.generate(slot.request)
+            if identity is not None and result.error is None:
+                self.cache.put(identity, slot.request, result)
+            slot.future.set_result(result)
+        except BaseException as err:  # a backend bug must not hang the waiting item
+            slot.future.set_exception(err)
+        finally:
+            with self._lock:
+                self._running -= 1
+            self._pump()
+
+    def _identity(self, label: str, backend: Backend) -> str | None:
+        """The model's identity for the cache; ``None`` (not cached) for a backend that has no
+        endpoint spec and was registered without one (e.g. a replay of a stored run)."""
+        if label not in self._identities:
+            spec = getattr(backend, "spec", None)
+            self._identities[label] = model_identity(spec) if isinstance(spec, ModelSpec) else None
+        return self._identities[label]
+
+    def run_sync(self, coro: Awaitable[object]) -> object:
+        """Run a coroutine on the engine loop and wait for it (tests, diagnostics)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""Servers a run starts for itself: the embedded llama.cpp model and vLLM."""

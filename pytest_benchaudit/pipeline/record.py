@@ -1,0 +1,62 @@
+"""The record schema: everything known about one item, the contract between the stages and the store.
+
+One :class:`Record` per pytest item (question x model x variant) is written to
+``records.jsonl``; offline re-scoring, aggregation, compare and export read it back.
+Pure: the run-directory store (:mod:`pytest_benchaudit.runs.store`) does the I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["RECORD_VERSION", "Record"]
+
+RECORD_VERSION = "benchaudit.record/1"
+
+
+class Record(BaseModel):
+    """Everything known about one item: what was asked, what came back, how it was read and scored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    record_version: str = RECORD_VERSION
+    item_id: str = ""
+    benchmark: str
+    task: str
+    question_id: str
+    question_index: int
+    model: str
+    variant: str = ""
+    pipeline: str
+    pipeline_hash: str
+    upstream_hash: str = ""
+    request: dict[str, Any]
+    raw_output: str
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    prediction: str | None = None
+    valid: bool
+    invalid_reason: str | None = None
+    invalid_stage: str | None = None
+    extraction_detail: str = ""
+    gold: str
+    score: float
+    correct: bool
+    score_extras: dict[str, float] = Field(default_factory=dict)
+    metric: str = ""
+    question_meta: dict[str, Any] = Field(default_factory=dict)
+    # What the downstream stages read besides the raw output, so a record can be re-scored
+    # offline: the option labels of the question and the first tokens' top log-probabilities.
+    question_labels: list[str] = Field(default_factory=list)
+    top_logprobs: list[dict[str, float]] | None = None
+    usage: dict[str, Any] = Field(default_factory=dict)
+    asks: int = 1
+    earlier_outputs: list[str] = Field(default_factory=list, description="raw outputs of earlier asks "
+                                       "whose answer could not be read (inference.reask_on_invalid)")
+    latency_s: float = 0.0
+    attempts: int = 1
+    served_model: str | None = None
+    timestamp: str = ""

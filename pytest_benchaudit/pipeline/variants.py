@@ -1,0 +1,170 @@
+"""Single-field counterfactuals (``--vary FIELD=v1,v2,...``): the base pipeline and its variants.
+
+From the base pipeline (layer + ``--set``) and ``RunOptions.vary``, :func:`build_variants`
+returns the base itself (variant name ``""``) followed by one variant per
+``(field, value)`` in the order given; each variant changes exactly that one field
+of the base (single-field counterfactuals, not a cross product of the ``--vary``
+options).
+
+Names are readable and stable: ``max_tokens=5``, ``denominator=valid``,
+``stop=["\\n"]``.  A field is named by its last dotted segment when that segment
+says what it is on its own; fields whose last segment is generic (``rule``,
+``method``, ``mode``, ...) or which are whole stages keep the full dotted name
+(``extraction.rule=final_line``).  The value in the name is the value as the
+pipeline validated it (``5.0`` for an int field reads ``5``), so the same variant
+gets the same item ids whatever the command-line spelling.
+
+A value equal to the base value is **kept** as a variant, flagged ``same_as_base``:
+the set of variants (and so the item ids, ``--lf`` and the counterfactual table)
+then depends only on the command, not on which layer or ``--set`` made the base; the
+sweep reads as asked (``max_tokens=5,16,2048`` shows three rows even where the base
+already uses 2048); and it costs no generation, since its requests are the base's
+requests and the engine de-duplicates identical requests.
+
+A variant is *upstream* when the field belongs to a stage in
+:data:`~pytest_benchaudit.pipeline.stages.UPSTREAM_STAGES` (dataset, prompt, inference: the
+model is asked something else, so it needs new generations), *downstream* otherwise
+(extraction, scoring, aggregation: it reads the base generation again, so it sends
+the very same request as the base and costs no extra request).
+
+Pure: no pytest, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_benchaudit.scoring import extract, metrics as scoring
+from pytest_benchaudit.pipeline.stages import (
+    UPSTREAM_STAGES,
+    Pipeline,
+    PipelineError,
+    apply_overrides,
+    field_paths,
+    is_unspecified,
+)
+
+__all__ = ["BASE", "Variant", "build_variants", "card_key", "check_vary", "short_field", "variant_name"]
+
+BASE = ""
+
+# Last segments that do not say on their own which field they are: keep the dotted name.
+_GENERIC = frozenset({"rule", "method", "by", "mode", "format", "source", "revision", "files", "split",
+                      "subset", "metric", "template"})
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One pipeline of a run: the base (``name == ""``) or a single-field counterfactual."""
+
+    name: str
+    pipeline: Pipeline
+    field: str | None = None  # the dotted field changed (None for the base)
+    value: Any = None  # its value in this variant (as validated, JSON-ready)
+    base_value: Any = None  # its value in the base
+    same_as_base: bool = False  # the value equals the base's: identical pipeline stages
+
+    @property
+    def is_base(self) -> bool:
+        return self.name == BASE
+
+    @property
+    def stage(self) -> str | None:
+        return None if self.field is None else self.field.split(".", 1)[0]
+
+    @property
+    def upstream(self) -> bool:
+        """True when the model must be asked again (dataset, prompt or inference changed)."""
+        return self.stage in UPSTREAM_STAGES and not self.same_as_base
+
+    def info(self) -> dict[str, Any]:
+        """What the pipeline card of this variant says about it (``card["variant"]``)."""
+        return {
+            "name": self.name,
+            "field": self.field,
+            "value": self.value,
+            "base_value": self.base_value,
+            "stage": self.stage,
+            "kind": "base" if self.is_base else ("upstream" if self.stage in UPSTREAM_STAGES else "downstream"),
+            "needs_generations": self.upstream,
+            "same_as_base": self.same_as_base,
+        }
+
+
+def card_key(benchmark: str, task: str, variant: str) -> str:
+    """Key of a pipeline card in ``RunState.cards``: ``bench.task`` or ``bench.task|variant``."""
+    return f"{benchmark}.{task}" if variant == BASE else f"{benchmark}.{task}|{variant}"
+
+
+def short_field(path: str) -> str:
+    """``inference.max_tokens`` -> ``max_tokens``; generic or ambiguous last segments keep the full path."""
+    if "." not in path:
+        return path  # a whole stage
+    last = path.rsplit(".", 1)[1]
+    if last in _GENERIC or sum(1 for p in field_paths() if p.rsplit(".", 1)[-1] == last) > 1:
+        return path
+    return last
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, str) and value and all(c.isalnum() or c in "_-./+@" for c in value):
+        return value
+    text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
+    return text.replace("::", ":\\u003a")  # never a node-id separator inside an item name
+
+
+def variant_name(path: str, value: Any) -> str:
+    """Readable, stable name of the variant setting ``path`` to ``value``: ``max_tokens=5``."""
+    return f"{short_field(path)}={_value_text(value)}"
+
+
+def _get(data: dict[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        data = data[part]
+    return data
+
+
+def check_vary(vary: list[tuple[str, list[Any]]]) -> None:
+    """Raise :class:`PipelineError` naming the field for a value no pipeline can use.
+
+    ``parse_vary`` already checks types against a blank pipeline; this adds the
+    names that only the rule and metric registries know (``extraction.rule``,
+    ``scoring.metric``).
+    """
+    for path, values in vary:
+        for value in values:
+            if path == "extraction.rule" and not is_unspecified(value) and value not in extract.RULES:
+                raise PipelineError(f"--vary extraction.rule={value}: {value!r} is not a known rule; "
+                                    f"allowed: {', '.join(extract.rule_names())}")
+            if path == "scoring.metric" and not is_unspecified(value) and value not in scoring.METRICS:
+                raise PipelineError(f"--vary scoring.metric={value}: {value!r} is not a known metric; "
+                                    f"allowed: {', '.join(scoring.metric_names())}")
+
+
+def build_variants(base: Pipeline, vary: list[tuple[str, list[Any]]]) -> list[Variant]:
+    """The base, then one variant per (field, value) of ``vary``, in order; duplicates once.
+
+    Raises :class:`PipelineError` (naming the field and value) when a value does not fit
+    this base, e.g. ``scoring.metric`` set to a metric of another task family.
+    """
+    out = [Variant(name=BASE, pipeline=base)]
+    seen = {BASE}
+    base_stages = base.stages()
+    check_vary(vary)
+    for path, values in vary:
+        for value in values:
+            try:
+                pipe = apply_overrides(base, [(path, value)])
+            except PipelineError as err:
+                raise PipelineError(str(err).replace("--set", "--vary", 1)) from None
+            normalised = _get(pipe.model_dump(mode="json"), path)
+            name = variant_name(path, normalised)
+            if name in seen:
+                continue
+            seen.add(name)
+            out.append(Variant(name=name, pipeline=pipe, field=path, value=normalised,
+                               base_value=_get(base.model_dump(mode="json"), path),
+                               same_as_base=pipe.stages() == base_stages))
+    return out

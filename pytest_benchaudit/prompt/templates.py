@@ -1,0 +1,182 @@
+"""Prompt templates and how a pipeline turns a question into a :class:`Request`.
+
+Templates come from suite configs, so they are data, not code: placeholders are
+plain ``{name}`` substitutions from a fixed set (no attribute access, no format
+specs, no expressions), and substituted values are never re-read as templates.
+``{{`` and ``}}`` give literal braces.
+
+Placeholders: ``{question}``, ``{options}`` (choices rendered with
+``option_format`` and joined by ``option_separator``), ``{prompt}`` (a ready-made
+prompt shipped in the dataset), ``{answer}`` (the gold label, for few-shot
+examples), ``{labels}`` ("A, B, C, or D").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pytest_benchaudit.pipeline.stages import Pipeline, is_unspecified
+from pytest_benchaudit.pipeline.types import Message, Question, Request
+
+__all__ = ["Template", "TemplateError", "render_request", "PLACEHOLDERS", "inference_params"]
+
+PLACEHOLDERS = frozenset({"question", "options", "prompt", "answer", "labels"})
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+
+
+class TemplateError(ValueError):
+    """A template uses an unknown placeholder or a value it needs is missing."""
+
+
+class Shot(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    user: str
+    assistant: str
+
+
+class Template(BaseModel):
+    """A prompt template as declared under ``[templates.NAME]`` in a suite config.
+
+    Chat rendering: optional system message, fixed example turns, few-shot
+    examples from the dataset (user turn + assistant answer), then the question.
+    Completion rendering: ``header`` + each example (``user`` + ``answer``) +
+    the question's ``user`` text.  ``header`` also opens the final chat turn.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    system: str | None = None
+    header: str = ""
+    user: str = "{question}\n{options}"
+    answer: str = "Answer: {answer}"
+    fixed_shots: tuple[Shot, ...] = ()
+    option_format: str = "{label}. {text}"
+    option_separator: str = "\n"
+    # SecEval's released code replaces newlines in question and options with spaces.
+    flatten_newlines: bool = False
+
+    @classmethod
+    def from_config(cls, data: dict[str, Any]) -> "Template":
+        try:
+            tpl = cls.model_validate(data)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            allowed = ", ".join(cls.model_fields)
+            raise TemplateError(f"{where}: {first['msg']} (template keys: {allowed})") from None
+        for text in (tpl.header, tpl.user, tpl.answer, tpl.system or ""):
+            _check_placeholders(text)
+        return tpl
+
+
+def _check_placeholders(text: str) -> None:
+    for m in _PLACEHOLDER.finditer(text):
+        name = m.group(1)
+        if name is not None and name not in PLACEHOLDERS:
+            raise TemplateError(f"unknown placeholder {{{name}}}; allowed: {', '.join(sorted(PLACEHOLDERS))}")
+
+
+def _substitute(text: str, values: dict[str, str | None]) -> str:
+    def repl(m: re.Match[str]) -> str:
+        token = m.group(0)
+        if token in ("{{", "}}"):
+            return token[0]
+        value = values.get(m.group(1))
+        if value is None:
+            raise TemplateError(f"placeholder {token} has no value for this question")
+        return value
+
+    return _PLACEHOLDER.sub(repl, text)
+
+
+def _values(tpl: Template, q: Question) -> dict[str, str | None]:
+    labels = list(q.choices) or ["A", "B", "C", "D"]
+    question = q.text
+    options = tpl.option_separator.join(
+        tpl.option_format.replace("{label}", lab).replace("{text}", txt) for lab, txt in q.choices.items()
+    )
+    if tpl.flatten_newlines:
+        question, options = question.replace("\n", " "), options.replace("\n", " ")
+    return {
+        "question": question,
+        "options": options,
+        "prompt": q.prompt,
+        "answer": q.gold,
+        "labels": ", ".join(labels[:-1]) + f", or {labels[-1]}" if len(labels) > 1 else labels[0],
+    }
+
+
+def inference_params(pipeline: Pipeline) -> dict[str, Any]:
+    """The request parameters the pipeline specifies; unspecified ones are left out."""
+    inf = pipeline.inference
+    params: dict[str, Any] = {}
+    for name in ("temperature", "top_p", "seed"):
+        value = getattr(inf.decoding, name)
+        if value is not None and not is_unspecified(value):
+            params[name] = value
+    if not is_unspecified(inf.max_tokens):
+        params["max_tokens"] = inf.max_tokens
+    if not is_unspecified(inf.stop) and inf.stop:
+        params["stop"] = list(inf.stop)
+    if inf.decoding.top_logprobs is not None:
+        params["top_logprobs"] = inf.decoding.top_logprobs
+    return params
+
+
+def render_request(
+    pipeline: Pipeline,
+    template: Template,
+    question: Question,
+    shots: list[Question] = (),  # type: ignore[assignment]
+    *,
+    min_max_tokens: int | None = None,
+) -> Request:
+    """Render ``question`` under ``pipeline`` into the request a model receives.
+
+    ``shots`` are the dataset's few-shot examples; the first
+    ``prompt.format.few_shot`` of them are used.  ``min_max_tokens`` is a
+    provider limit: a smaller budget is raised to it and the change is listed in
+    ``Request.adjustments`` so the record shows what was really asked.
+    """
+    fmt = pipeline.prompt.format
+    k = 0 if is_unspecified(fmt.few_shot) else int(fmt.few_shot)
+    if k > len(shots):
+        raise TemplateError(f"prompt.format.few_shot={k} but only {len(shots)} few-shot examples are available")
+    examples = list(shots)[:k]
+    body = _substitute(template.user, _values(template, question))
+    params = inference_params(pipeline)
+    adjustments: list[str] = []
+    if min_max_tokens and "max_tokens" in params and params["max_tokens"] < min_max_tokens:
+        adjustments.append(f"inference.max_tokens raised from {params['max_tokens']} to the provider minimum {min_max_tokens}")
+        params["max_tokens"] = min_max_tokens
+
+    if fmt.mode == "completion":
+        parts = [_substitute(template.header, _values(template, question))]
+        for ex in examples:
+            vals = _values(template, ex)
+            parts.append(_substitute(template.user, vals) + _substitute(template.answer, vals))
+        parts.append(body)
+        return Request(mode="completion", prompt="".join(parts), params=params, adjustments=tuple(adjustments))
+
+    messages: list[Message] = []
+    for shot in template.fixed_shots:
+        messages += [Message(role="user", content=shot.user), Message(role="assistant", content=shot.assistant)]
+    for ex in examples:
+        vals = _values(template, ex)
+        messages += [
+            Message(role="user", content=_substitute(template.user, vals)),
+            Message(role="assistant", content=_substitute(template.answer, vals)),
+        ]
+    header = _substitute(template.header, _values(template, question))
+    messages.append(Message(role="user", content=header + body))
+    system = template.system
+    if system and fmt.system_role == "system":
+        messages.insert(0, Message(role="system", content=system))
+    elif system and fmt.system_role == "prepend_user":
+        # CTI-Bench's Gemini/Replicate path: system text + " " + the first user text.
+        first = messages[0]
+        messages[0] = Message(role="user", content=f"{system} {first.content}")
+    return Request(mode="chat", messages=tuple(messages), params=params, adjustments=tuple(adjustments))

@@ -1,0 +1,303 @@
+"""Suite configs -> pytest items, and the ``question`` / ``pipeline`` / ``model`` fixtures.
+
+``suites/<bench>/suite.toml`` is collected as a :class:`SuiteFile`; each task is a
+:class:`TaskCollector` (so ``-k <task>`` selects it); each question x model is a
+:class:`BenchItem`, a real ``pytest.Function`` whose fixtures ``question``,
+``pipeline`` and ``model`` can be overridden in a ``conftest.py``.  Node ids read
+``suites/seceval/suite.toml::mcq::q0001[local]``; with ``--vary`` each question x model
+also runs once per variant: ``q0001[local|max_tokens=5]`` (see :mod:`.variants`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from pytest_benchaudit.scoring import extract, metrics as scoring
+from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.scoring.judge import judge_card
+from pytest_benchaudit.pytest_plugin.options import get_options
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, is_unspecified
+from pytest_benchaudit.prompt.templates import Template, TemplateError, render_request
+from pytest_benchaudit.dataset.suites import (
+    SUITE_FILENAME,
+    DataUnavailable,
+    Suite,
+    SuiteError,
+    file_checksum,
+    load_questions,
+    load_resources,
+    load_suite,
+)
+from pytest_benchaudit.pipeline.types import Question, Request
+from pytest_benchaudit.pipeline.variants import build_variants, card_key
+
+__all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "BenchmarkFailure", "collect_file",
+           "question", "pipeline", "model", "runnable_problems"]
+
+
+class BenchmarkFailure(AssertionError):
+    """A wrong or invalid answer: reported with a short message, no traceback."""
+
+
+@dataclass
+class ItemSpec:
+    """What one item evaluates; the defaults behind the overridable fixtures."""
+
+    suite: Suite
+    question: Question
+    pipeline: Pipeline
+    model: ModelSpec
+    shots: list[Question]
+    variant: str = ""
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    def template(self, pipeline: Pipeline) -> Template:
+        name = pipeline.prompt.template
+        if name not in self.suite.templates:
+            raise TemplateError(f"unknown prompt.template {name!r}; templates: {', '.join(self.suite.templates)}")
+        return self.suite.templates[name]
+
+    def render(self, question: Question, pipeline: Pipeline, model: ModelSpec) -> Request:
+        return render_request(pipeline, self.template(pipeline), question, self.shots,
+                              min_max_tokens=model.min_max_tokens)
+
+    @cached_property
+    def request(self) -> Request:
+        """The request under the default fixtures (what is prefetched)."""
+        return self.render(self.question, self.pipeline, self.model)
+
+
+def runnable_problems(pipeline: Pipeline, suite: Suite) -> list[str]:
+    """Fields that must be specified before this pipeline can produce a score."""
+    missing = pipeline.unspecified_fields(("extraction", "scoring"))
+    missing = [f for f in missing if f != "aggregation.method"]
+    if is_unspecified(pipeline.prompt.template):
+        missing.insert(0, "prompt.template")
+    if is_unspecified(pipeline.prompt.format.mode):
+        missing.insert(0, "prompt.format.mode")
+    tpl = suite.templates.get(pipeline.prompt.template)
+    if tpl and tpl.system and is_unspecified(pipeline.prompt.format.system_role):
+        missing.append("prompt.format.system_role")
+    return missing
+
+
+def needs_judge(pipeline: Pipeline) -> bool:
+    """True when a judge model extracts (``extraction.rule = judge``) or grades (the metric)."""
+    info = scoring.METRIC_INFO.get(pipeline.scoring.metric)
+    return pipeline.extraction.rule == "judge" or bool(info is not None and info.needs_judge)
+
+
+def judge_problem(pipeline: Pipeline, judge_given: bool = False) -> str | None:
+    """Why items of this pipeline cannot be scored without ``--judge``, or None."""
+    if judge_given or not needs_judge(pipeline):
+        return None
+    what = ("extraction.rule 'judge'" if pipeline.extraction.rule == "judge"
+            else f"scoring.metric {pipeline.scoring.metric!r}")
+    return f"{what} needs an LLM judge (--judge SPEC); collected but never scored without one"
+
+
+def _skip_marker(pipe: Pipeline, suite: Suite, task: str, variant: str,
+                 judge_given: bool = False) -> pytest.MarkDecorator | None:
+    """The skip every item of this (variant) pipeline gets, or None: unspecified fields, a judge."""
+    where = f"{suite.name}.{task}" + (f" [{variant}]" if variant else "")
+    problems = runnable_problems(pipe, suite)
+    if problems:
+        return pytest.mark.skip(reason=f"{where} under {pipe.name!r}: {', '.join(problems)} "
+                                       "unspecified; choose with --set FIELD=VALUE")
+    judge = judge_problem(pipe, judge_given)
+    if judge:
+        return pytest.mark.skip(reason=f"{where}: {judge}")
+    return None
+
+
+def _check_names(pipeline: Pipeline) -> None:
+    rule, metric = pipeline.extraction.rule, pipeline.scoring.metric
+    if not is_unspecified(rule) and rule not in extract.RULES:
+        raise PipelineError(f"extraction.rule {rule!r} is not a known rule; allowed: {', '.join(extract.rule_names())}")
+    if not is_unspecified(metric) and metric not in scoring.METRICS:
+        raise PipelineError(f"scoring.metric {metric!r} is not a known metric; allowed: {', '.join(scoring.metric_names())}")
+
+
+class SuiteFile(pytest.File):
+    """A ``suite.toml``: one child collector per task."""
+
+    def collect(self) -> Iterator[pytest.Collector]:
+        try:
+            suite = load_suite(self.path)
+        except SuiteError as err:
+            raise _CollectFailure(str(err)) from None
+        for task in suite.tasks:
+            yield TaskCollector.from_parent(self, name=task, suite=suite)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, _CollectFailure):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+
+class _CollectFailure(Exception):
+    """Collection stopped with a message that needs no traceback."""
+
+
+class TaskCollector(pytest.Collector):
+    def __init__(self, *, suite: Suite, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.suite = suite
+
+    def collect(self) -> Iterator[BenchItem]:
+        opts = get_options(self.config)
+        suite, task = self.suite, self.name
+        if opts.pipeline not in suite.tasks[task].layers:
+            # Not an error: `pytest suites/ --pipeline released_base` runs where that layer exists.
+            missing = pytest.mark.skip(reason=f"{suite.name}.{task} defines no {opts.pipeline!r} pipeline "
+                                              f"(available: {', '.join(suite.tasks[task].layers)})")
+            yield from self._placeholder(missing)
+            return
+        try:
+            base = suite.pipeline(task, opts.pipeline)
+            pipe = apply_overrides(base, opts.overrides)
+            _check_names(pipe)
+        except PipelineError as err:
+            raise _CollectFailure(f"{suite.name}.{task}: {err}") from None
+        try:
+            variants = build_variants(pipe, opts.vary)
+            for v in variants[1:]:
+                _check_names(v.pipeline)
+        except PipelineError as err:
+            raise _CollectFailure(f"{suite.name}.{task}: {err}") from None
+        try:
+            questions, path = load_questions(suite, task, opts.data_dir, opts.data_origin)
+            resources, resource_paths = load_resources(suite, task, opts.data_dir, opts.data_origin)
+            for res_path in resource_paths.values():
+                opts.state.checksums[str(res_path.relative_to(opts.data_dir.resolve()))] = file_checksum(res_path)
+            shots: list[Question] = []
+            if suite.tasks[task].few_shot:
+                shots, shot_path = load_questions(suite, task, opts.data_dir, opts.data_origin, few_shot=True)
+                opts.state.checksums[str(Path(suite.data_folder) / shot_path.name)] = file_checksum(shot_path)
+        except DataUnavailable as err:
+            yield from self._placeholder(pytest.mark.skip(reason=str(err)))
+            return
+        except SuiteError as err:
+            raise _CollectFailure(str(err)) from None
+        checksum = file_checksum(path)
+        opts.state.checksums[str(Path(suite.data_folder) / path.name)] = checksum
+        skips: dict[str, pytest.MarkDecorator | None] = {}
+        for v in variants:
+            card = v.pipeline.card()
+            card["dataset_checksums"] = {path.name: checksum}
+            if not v.is_base:
+                card["variant"] = v.info()
+            if opts.judge is not None and needs_judge(v.pipeline):
+                card["judge"] = judge_card(opts.judge.label)
+            opts.state.cards[card_key(suite.name, task, v.name)] = card
+            skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name, opts.judge is not None)
+        if opts.limit is not None:
+            questions = questions[: opts.limit]
+        # empty_gold = "skip": a row without a gold label is reported (skipped with the
+        # reason), never scored; "score" (default) keeps it, as released code may (SecEval).
+        skip_empty_gold = suite.tasks[task].data.get("empty_gold", "score") == "skip"
+        # Question by question, each model, then each variant: the variants of a question run
+        # next to its base, so a downstream variant reads the generation the base just got.
+        for q in questions:
+            for spec in opts.models:
+                for v in variants:
+                    params = spec.label if v.is_base else f"{spec.label}|{v.name}"
+                    item = BenchItem.from_parent(
+                        self,
+                        name=f"q{q.index + 1:04d}[{params}]",
+                        callobj=_run_question,
+                        bench=ItemSpec(suite=suite, question=q, pipeline=v.pipeline, model=spec, shots=shots,
+                                       variant=v.name, resources=resources),
+                    )
+                    # `-k <question id>` works too, whatever the item is named.
+                    item.extra_keyword_matches.update({q.id, suite.name})
+                    skip = skips[v.name]
+                    if skip is not None:
+                        item.add_marker(skip)
+                    elif skip_empty_gold and not q.gold.strip():
+                        item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: empty gold label "
+                                                                "in the data file; reported, not scored"))
+                    yield item
+
+    def _placeholder(self, skip: pytest.MarkDecorator) -> Iterator[BenchItem]:
+        """One skipped item per model (no pipeline layer, or data that cannot be had here),
+        so the reason shows up in the run's output instead of stopping the whole run."""
+        for spec in get_options(self.config).models:
+            item = pytest.Function.from_parent(self, name=f"unavailable[{spec.label}]", callobj=_never_called)
+            item.add_marker(skip)
+            yield item  # type: ignore[misc]
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, _CollectFailure):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+
+def _never_called() -> None:
+    raise AssertionError("skipped placeholder item ran")
+
+
+def _run_question(question: Question, pipeline: Pipeline, model: ModelSpec, request: pytest.FixtureRequest) -> None:
+    """The body of every benchmark item: ask, read, score, record; fail when not correct."""
+    get_options(request.config).state.runner.run_item(request.node, question, pipeline, model)
+
+
+class BenchItem(pytest.Function):
+    """One question x model (x variant) as a pytest Function."""
+
+    def __init__(self, *, bench: ItemSpec, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if "[" in self.name and hasattr(self._id, "params"):
+            # pytest >= 9.2 keeps structured node ids; parse ours the way a nodeid string is
+            # parsed (name + "[params]") so --lf and the cache recognise our items.
+            self._id = type(self._id).parse(str(self._id))
+        self.bench = bench
+        self.record: dict[str, Any] | None = None
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        q = self.bench.question
+        return self.path, 0, f"{q.benchmark}.{q.task} {q.id} [{self.bench.model.label}]"
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
+        if isinstance(excinfo.value, BenchmarkFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+def _spec(request: pytest.FixtureRequest) -> ItemSpec:
+    spec = getattr(request.node, "bench", None)
+    if spec is None:
+        raise pytest.UsageError(
+            f"{request.fixturename!r} is a pytest-benchaudit fixture for benchmark items; "
+            f"{request.node.nodeid} is not one"
+        )
+    return spec
+
+
+@pytest.fixture
+def question(request: pytest.FixtureRequest) -> Question:
+    """The benchmark question of this item (override in conftest.py to transform it)."""
+    return _spec(request).question
+
+
+@pytest.fixture
+def pipeline(request: pytest.FixtureRequest) -> Pipeline:
+    """The resolved, frozen pipeline of this item's task."""
+    return _spec(request).pipeline
+
+
+@pytest.fixture
+def model(request: pytest.FixtureRequest) -> ModelSpec:
+    """The model this item asks."""
+    return _spec(request).model
+
+
+def collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile | None:
+    if file_path.name == SUITE_FILENAME:
+        return SuiteFile.from_parent(parent, path=file_path)
+    return None

@@ -1,0 +1,305 @@
+"""The controller side of a run: run directory, records, summary, gates, shared servers.
+
+Registered in the process that owns the run: the only process of a serial run,
+or the xdist controller.  Every record arrives here exactly once, attached to
+the ``call`` report of its item (xdist serialises reports from workers), and is
+appended to ``records.jsonl`` at once.  Pipeline cards and dataset checksums
+come from collection (serial) or from each worker's ``workeroutput`` (xdist).
+
+``--resume RUN_DIR`` reopens an interrupted run instead of creating one
+(:meth:`RunDirectory.reopen`: a torn last line is dropped with one warning): its
+records stay in the summary, new ones are appended, and every item whose
+(benchmark, task, question_id, model, variant) is already recorded is deselected
+at collection and never asked again.  In a serial run the controller deselects;
+under xdist the controller does not collect, so it hands the recorded keys to
+each worker (``workerinput["benchaudit_resume_keys"]``) and the worker's
+:class:`ResumeFilter` deselects the same items.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import sys
+from importlib import metadata
+from typing import Any, Iterable
+
+import pytest
+
+from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
+from pytest_benchaudit.inference.backend import strip_credentials
+from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.runs.store import RunDirectory, read_records
+from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
+from pytest_benchaudit.report.terminal import render_summary
+from pytest_benchaudit.pytest_plugin.runner import LocalUrl
+from pytest_benchaudit.common.secrets import redact
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME
+
+__all__ = ["Controller", "ResumeFilter", "ResumeWarning", "item_key", "record_key", "RESUME_KEYS"]
+
+RESUME_KEYS = "benchaudit_resume_keys"  # workerinput key: the (benchmark, task, question_id, model, variant) recorded
+
+RecordKey = tuple[str, str, str, str, str]
+
+
+class ResumeWarning(UserWarning):
+    """Something about the run directory given to --resume that the run worked around."""
+
+
+def record_key(record: dict[str, Any]) -> RecordKey:
+    """What identifies a record within a run: benchmark, task, question id, model, variant."""
+    return (str(record.get("benchmark")), str(record.get("task")), str(record.get("question_id")),
+            str(record.get("model")), str(record.get("variant") or ""))
+
+
+def item_key(item: pytest.Item) -> RecordKey | None:
+    """The record key an item would write (``None`` for anything that is not a benchmark item)."""
+    bench = getattr(item, "bench", None)
+    if bench is None:
+        return None
+    q = bench.question
+    return (str(q.benchmark), str(q.task), str(q.id), str(bench.model.label), str(bench.variant or ""))
+
+
+def deselect_recorded(config: pytest.Config, items: list[pytest.Item], recorded: set[RecordKey]) -> int:
+    """Remove the items whose record is already there; report them as deselected."""
+    if not recorded:
+        return 0
+    keep, drop = [], []
+    for item in items:
+        (drop if item_key(item) in recorded else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    return len(drop)
+
+
+class ResumeFilter:
+    """xdist worker side of ``--resume``: deselect the items the controller says are recorded.
+
+    Registered on workers only (the controller deselects in a serial run); the keys
+    come from ``workerinput``, so every worker drops the same items and their
+    collections still agree.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        keys = getattr(config, "workerinput", {}).get(RESUME_KEYS)
+        if keys:
+            deselect_recorded(config, items, {tuple(k) for k in keys})  # type: ignore[misc]
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("pytest", "pytest-benchaudit", "pytest-xdist", "httpx", "pydantic"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+_URL = re.compile(r"https?://[^\s,]+")
+
+
+def _clean_argv(args: list[str]) -> list[str]:
+    """argv as run.json records it: URL credentials dropped, known secrets masked."""
+    return [redact(_URL.sub(lambda m: strip_credentials(m.group(0)), arg)) for arg in args]
+
+
+def redact_json(value: Any) -> Any:
+    """``value`` as run.json stores it (JSON round trip, secrets masked), for comparisons."""
+    import json
+
+    from pytest_benchaudit.common.secrets import redact_obj
+
+    return json.loads(json.dumps(redact_obj(value), default=str))
+
+
+def _sum_cache_stats(stats: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    stats = list(stats)
+    return {"enabled": any(s.get("enabled") for s in stats),
+            "hits": sum(int(s.get("hits", 0)) for s in stats),
+            "misses": sum(int(s.get("misses", 0)) for s in stats),
+            "disabled": sorted({s["disabled"] for s in stats if s.get("disabled")})}
+
+
+class Controller:
+    """pytest plugin object owning the run directory and the end-of-run report."""
+
+    def __init__(self, config: pytest.Config, opts: RunOptions, local_url: LocalUrl) -> None:
+        self.config = config
+        self.opts = opts
+        self.local_url = local_url
+        self.run_dir: RunDirectory | None = None
+        self.records: list[dict[str, Any]] = []
+        self.results: list[dict[str, Any]] = []
+        self.benchmarks: list[dict[str, Any]] = []
+        self.verdicts: list[GateVerdict] = []
+        # --resume: keys of the records already in the run directory, and what its run.json held.
+        self.recorded: set[RecordKey] = set()
+        self.resumed_from: dict[str, Any] = {}
+        self.duplicates = 0
+        self.cache_stats: list[dict[str, Any]] = []
+        if opts.resume is not None:
+            self._resume(opts.resume)
+
+    # -- --resume ------------------------------------------------------------------
+    def _resume(self, path: Any) -> None:
+        torn: list[str] = []
+        try:
+            if self.config.option.collectonly:  # only show what would run: read, change nothing
+                previous = list(read_records(path, on_torn_tail=torn.append))
+            else:
+                self.run_dir = RunDirectory.reopen(path)
+                previous, torn = self.run_dir.previous, self.run_dir.warnings
+        except (ValueError, OSError) as err:
+            raise pytest.UsageError(f"--resume {path}: {err}") from None
+        meta = self.run_dir.meta if self.run_dir is not None else {}
+        self.resumed_from = dict(meta)
+        self._check_same_pipeline(path, meta)
+        for message in torn:
+            self.config.issue_config_time_warning(ResumeWarning(message + " (dropped; --resume asks it again)"),
+                                                  stacklevel=2)
+        self.records = list(previous)
+        self.recorded = {record_key(r) for r in previous}
+
+    def _check_same_pipeline(self, path: Any, meta: dict[str, Any]) -> None:
+        """A resumed run must ask with the same pipeline, or its summary would mix two."""
+        if "pipeline" in meta and meta["pipeline"] != self.opts.pipeline:
+            raise pytest.UsageError(f"--resume {path}: the run used --pipeline {meta['pipeline']}, "
+                                    f"not {self.opts.pipeline}; resume it with the same pipeline")
+        if "overrides" in meta:
+            now = redact_json({k: v for k, v in self.opts.overrides})
+            if meta["overrides"] != now:
+                raise pytest.UsageError(f"--resume {path}: the run used --set {meta['overrides']}, this invocation "
+                                        f"{now}; resume it with the same --set options")
+
+    def _cards(self) -> dict[str, Any]:
+        return {**self.resumed_from.get("pipeline_cards", {}), **self.opts.state.cards}
+
+    def _checksums(self) -> dict[str, Any]:
+        return {**self.resumed_from.get("dataset_checksums", {}), **self.opts.state.checksums}
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Serial run: items already recorded in the resumed run are deselected (never asked again)."""
+        deselect_recorded(config, items, self.recorded)
+
+    def _run_meta(self) -> dict[str, Any]:
+        served: dict[str, set[str]] = {}
+        for rec in self.records:
+            if rec.get("served_model"):
+                served.setdefault(rec["model"], set()).add(rec["served_model"])
+        models = []
+        for m in self.opts.models:
+            info = m.public()
+            if self.local_url.url_of(m):  # launched by this run (local, vllm:)
+                info["endpoint"] = self.local_url.url_of(m)
+            info["served_model_ids"] = sorted(served.get(m.label, ()))
+            models.append(info)
+        meta = {
+            "argv": _clean_argv(list(self.config.invocation_params.args)),
+            "pipeline": self.opts.pipeline,
+            "overrides": {k: v for k, v in self.opts.overrides},
+            "versions": _versions(),
+            "models": models,
+            "data_dir_origin": self.opts.data_origin,
+            "pipeline_cards": self._cards(),
+            "dataset_checksums": self._checksums(),
+            "platform": {"system": platform.system(), "machine": platform.machine(), "python": sys.version.split()[0]},
+        }
+        if self.cache_stats:
+            meta["generation_cache"] = _sum_cache_stats(self.cache_stats)
+        if self.resumed_from.get("argv"):
+            # The run's own command line stays; the one that resumed it is kept beside it.
+            meta["resume_argv"] = meta["argv"]
+            meta["argv"] = self.resumed_from["argv"]
+        return meta
+
+    def _open_run(self) -> RunDirectory:
+        # Created on the first benchmark report, so plain test sessions leave no empty runs.
+        if self.run_dir is None:
+            self.run_dir = RunDirectory(self.opts.report_dir)
+            self.run_dir.write_run(**self._run_meta())
+        return self.run_dir
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: hand the servers the run launches (local model, vLLM) to each worker.
+
+        Each is started once, here in the controller, before the first worker starts;
+        a failed start is one usage error."""
+        urls = self.local_url.start_all([*self.opts.models, self.opts.judge])
+        if urls:
+            node.workerinput["benchaudit_launched_urls"] = urls
+        if self.recorded:
+            # Workers collect; they deselect what is already recorded (ResumeFilter).
+            node.workerinput[RESUME_KEYS] = [list(k) for k in sorted(self.recorded)]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        out = getattr(node, "workeroutput", {}).get("benchaudit") or {}
+        self.opts.state.cards.update(out.get("cards", {}))
+        self.opts.state.checksums.update(out.get("checksums", {}))
+        if out.get("cache"):
+            self.cache_stats.append(out["cache"])
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.run_dir is None and report.nodeid.split("::", 1)[0].endswith(SUITE_FILENAME):
+            self._open_run()
+        record = getattr(report, "benchaudit_record", None)
+        if record is None or self.run_dir is None:
+            return
+        if self.recorded and record_key(record) in self.recorded:
+            # Already in the resumed run (a worker that did not deselect it): recorded once only.
+            self.duplicates += 1
+            return
+        self.records.append(record)
+        self.run_dir.append(record)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.run_dir is None:
+            return
+        runner = self.opts.state.runner
+        engine = getattr(runner, "engine", None) if runner is not None else None
+        if engine is not None and hasattr(engine, "cache_stats"):  # serial run: the runner is in this process
+            self.cache_stats.append(engine.cache_stats())
+        cards = self._cards()
+        self.results = summarize(self.records, cards)
+        self.benchmarks = benchmark_scores(self.results, cards)
+        self.verdicts = evaluate_gates(self.opts.gates, self.results, self.benchmarks) if self.opts.gates else []
+        gates = [{"gate": v.gate.text, "passed": v.passed, "detail": v.detail} for v in self.verdicts]
+        self.run_dir.write_json("summary.json", summary_document(self.results, self.benchmarks, gates, cards))
+        self.run_dir.finish(**self._run_meta(), exitstatus=int(exitstatus))
+        if self.resumed_from and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.recorded:
+            session.exitstatus = pytest.ExitCode.OK  # everything was already recorded: nothing left to do
+        if self.verdicts:
+            # With gates, the gates alone decide: wrong answers are measurements, not test errors.
+            session.exitstatus = pytest.ExitCode.OK if all(v.passed for v in self.verdicts) else pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.run_dir is None:
+            return
+        text = render_summary(self.results, self.benchmarks, self.opts.state.cards, self.verdicts)
+        terminalreporter.write_sep("=", "benchaudit summary")
+        if text:
+            terminalreporter.write_line(redact(text))
+        if self.cache_stats:
+            stats = _sum_cache_stats(self.cache_stats)
+            if stats["enabled"]:
+                terminalreporter.write_line(f"generation cache: {stats['hits']} hits, {stats['misses']} misses")
+        if self.resumed_from:
+            terminalreporter.write_line(f"resumed: {len(self.recorded)} items already recorded were not asked again")
+        if self.duplicates:
+            terminalreporter.write_line(f"resumed: {self.duplicates} records of items already recorded arrived "
+                                        f"again and were not appended")
+        terminalreporter.write_line(f"run directory: {self.run_dir.path}")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Stop every server the run launched (terminate, then kill after a grace period)."""
+        self.local_url.stop()

@@ -1,0 +1,242 @@
+"""Command-line options, validated once at configure time into :class:`RunOptions`.
+
+Every mistake in an option (an unknown ``--set`` field, a value of the wrong
+type, a malformed ``--gate``, an unknown ``--model``) is a ``pytest.UsageError``
+naming the option and what is allowed, before anything is collected or asked.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse_model_spec
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, parse_override
+from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
+from pytest_benchaudit.dataset.suites import resolve_data_dir
+from pytest_benchaudit.pipeline.variants import check_vary
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.pytest_plugin.runner import Runner
+
+__all__ = ["RunOptions", "RunState", "add_options", "build_options", "get_options", "OPTIONS_KEY",
+           "parse_vary", "default_cache_dir"]
+
+
+@dataclass
+class RunState:
+    """What collection learns and the runner needs (filled per process)."""
+
+    cards: dict[str, dict[str, Any]] = field(default_factory=dict)
+    checksums: dict[str, str] = field(default_factory=dict)
+    runner: "Runner | None" = None
+
+
+@dataclass
+class RunOptions:
+    pipeline: str
+    overrides: list[tuple[str, Any]]
+    models: list[ModelSpec]
+    data_dir: Path
+    data_origin: str
+    limit: int | None
+    concurrency: int | None
+    report_dir: Path
+    gates: list[Gate]
+    # --vary FIELD=v1,v2: each value is one variant changing only that field from the base.
+    vary: list[tuple[str, list[Any]]] = field(default_factory=list)
+    cache_dir: Path | None = None  # None: generation cache off (--no-cache)
+    resume: Path | None = None  # --resume RUN_DIR
+    judge: ModelSpec | None = None  # --judge SPEC: the model that extracts or grades, never the one evaluated
+    state: RunState = field(default_factory=RunState)
+
+
+OPTIONS_KEY = pytest.StashKey[RunOptions]()
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("benchaudit", "LLM benchmarks as test suites (pytest-benchaudit)")
+    group.addoption("--model", action="append", default=[], metavar="SPEC",
+                    help="model to evaluate (repeatable): 'local' (embedded SmolLM2-135M, the default), "
+                         "ID@URL for an OpenAI-compatible endpoint (key from $OPENAI_API_KEY), or a NAME "
+                         "from [tool.benchaudit.models] in pyproject.toml")
+    group.addoption("--pipeline", default="standardized", metavar="NAME",
+                    help="pipeline layer: standardized (default), released, documented, or another layer "
+                         "a suite defines")
+    group.addoption("--set", dest="benchaudit_set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override one pipeline field (repeatable, dotted name), e.g. inference.max_tokens=5, "
+                         "extraction.rule=final_line, scoring.denominator=valid; VALUE is read as JSON when it parses")
+    group.addoption("--data-dir", default=None, metavar="DIR",
+                    help="benchmark data directory (one folder per benchmark, original file names); "
+                         "default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets")
+    group.addoption("--limit", type=int, default=None, metavar="N",
+                    help="evaluate only the first N questions of each task")
+    group.addoption("--concurrency", type=int, default=None, metavar="N",
+                    help="requests in flight per model (default: 32 for endpoints, 2 for the local model)")
+    group.addoption("--report-dir", default="reports", metavar="DIR",
+                    help="where run directories (run.json, records.jsonl, summary.json) are written "
+                         "(default: reports/)")
+    group.addoption("--gate", action="append", default=[], metavar="EXPR",
+                    help="quality gate (repeatable), e.g. 'seceval>=0.70' or 'seceval.mcq:invalid<=0.05'; "
+                         "when given, the gates alone decide the exit status")
+    group.addoption("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",
+                    help="single-field counterfactuals (repeatable): each value is a variant of the base pipeline "
+                         "that changes only FIELD; downstream variants reuse the base generation")
+    group.addoption("--judge", default=None, metavar="SPEC",
+                    help="LLM judge (same specs as --model, independent of it) for extraction.rule=judge and "
+                         "judge-graded tasks (SecBench SAQ, SECURE RERT); without it those items are skipped")
+    group.addoption("--cache-dir", default=None, metavar="DIR",
+                    help="generation cache directory (SQLite, shared by xdist workers and later runs); "
+                         "default: ~/.cache/benchaudit")
+    group.addoption("--no-cache", action="store_true", default=False,
+                    help="do not read or write the generation cache")
+    group.addoption("--resume", default=None, metavar="RUN_DIR",
+                    help="continue an interrupted run: items already in RUN_DIR/records.jsonl are not asked again")
+    group.addoption("--max-retries", type=int, default=None, metavar="N",
+                    help="retries per request on 429/5xx/connection errors (default 4)")
+    group.addoption("--request-timeout", type=float, default=None, metavar="SECONDS",
+                    help="timeout of one request (default 120; 600 for the local model)")
+
+
+def _named_models(rootpath: Path) -> dict[str, dict[str, Any]]:
+    pyproject = rootpath / "pyproject.toml"
+    if not pyproject.is_file():
+        return {}
+    try:
+        with pyproject.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:
+        raise pytest.UsageError(f"{pyproject}: not valid TOML: {err}") from None
+    return data.get("tool", {}).get("benchaudit", {}).get("models", {})
+
+
+def build_options(config: pytest.Config) -> RunOptions:
+    """Validate the options; raise ``pytest.UsageError`` with a precise message."""
+    opt = config.option
+    overrides: list[tuple[str, Any]] = []
+    for text in opt.benchaudit_set:
+        try:
+            path, value = parse_override(text)
+            # Check the value's type against a blank pipeline now, so a typo fails at once.
+            apply_overrides(Pipeline(name="check", benchmark="check", task="check"), [(path, value)])
+        except PipelineError as err:
+            raise pytest.UsageError(str(err)) from None
+        overrides.append((path, value))
+    named = _named_models(config.rootpath)
+    models: list[ModelSpec] = []
+    for spec in opt.model or ["local"]:
+        try:
+            m = parse_model_spec(spec, named)
+        except ModelSpecError as err:
+            raise pytest.UsageError(str(err)) from None
+        update: dict[str, Any] = {}
+        if opt.max_retries is not None:
+            update["max_retries"] = opt.max_retries
+        if opt.request_timeout is not None:
+            update["timeout"] = opt.request_timeout
+        models.append(m.model_copy(update=update))
+    labels = [m.label for m in models]
+    if len(set(labels)) != len(labels):
+        raise pytest.UsageError(f"--model given twice for the same model: {labels}")
+    gates = []
+    for text in opt.gate:
+        try:
+            gates.append(parse_gate(text))
+        except GateError as err:
+            raise pytest.UsageError(str(err)) from None
+    if opt.limit is not None and opt.limit < 1:
+        raise pytest.UsageError("--limit must be at least 1")
+    if opt.concurrency is not None and opt.concurrency < 1:
+        raise pytest.UsageError("--concurrency must be at least 1")
+    data_dir, origin = resolve_data_dir(opt.data_dir)
+    vary: list[tuple[str, list[Any]]] = []
+    for text in opt.vary:
+        try:
+            vary.append(parse_vary(text))
+            check_vary(vary[-1:])  # unknown rule / metric names are usage errors too
+        except PipelineError as err:
+            raise pytest.UsageError(str(err)) from None
+    judge = None
+    if opt.judge:
+        try:
+            judge = parse_model_spec(opt.judge, named)
+        except ModelSpecError as err:
+            raise pytest.UsageError(str(err).replace("--model", "--judge", 1)) from None
+    cache_dir = None if opt.no_cache else Path(opt.cache_dir).expanduser() if opt.cache_dir else default_cache_dir()
+    resume = Path(opt.resume) if opt.resume else None
+    if resume is not None and not (resume / "records.jsonl").is_file():
+        raise pytest.UsageError(f"--resume {opt.resume}: not a run directory (no records.jsonl there)")
+    return RunOptions(
+        pipeline=opt.pipeline,
+        overrides=overrides,
+        models=models,
+        data_dir=data_dir,
+        data_origin=origin,
+        limit=opt.limit,
+        concurrency=opt.concurrency,
+        report_dir=Path(opt.report_dir),
+        gates=gates,
+        vary=vary,
+        judge=judge,
+        cache_dir=cache_dir,
+        resume=resume,
+    )
+
+
+def default_cache_dir() -> Path:
+    """Per-user cache directory for generations (``$XDG_CACHE_HOME/benchaudit``)."""
+    import os
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benchaudit"
+
+
+def parse_vary(text: str) -> tuple[str, list[Any]]:
+    """``FIELD=v1,v2,...`` -> (field, [values]); each value validated like ``--set FIELD=value``.
+
+    Values are split on commas outside brackets and quotes, so ``inference.stop=["\\n"],[]``
+    gives two values.
+    """
+    if "=" not in text:
+        raise PipelineError(f"--vary {text!r}: expected FIELD=V1,V2,..., e.g. inference.max_tokens=5,16,2048")
+    name, raw = text.split("=", 1)
+    values: list[Any] = []
+    for part in _split_values(raw):
+        try:
+            path, value = parse_override(f"{name}={part}")
+            apply_overrides(Pipeline(name="check", benchmark="check", task="check"), [(path, value)])
+        except PipelineError as err:
+            raise PipelineError(str(err).replace("--set", "--vary", 1)) from None
+        values.append(value)
+    if not values:
+        raise PipelineError(f"--vary {text!r}: no values")
+    return name.strip(), values
+
+
+def _split_values(raw: str) -> list[str]:
+    parts, depth, quote, current = [], 0, "", ""
+    for ch in raw:
+        if quote:
+            current += ch
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote, current = ch, current + ch
+        elif ch in "[{":
+            depth, current = depth + 1, current + ch
+        elif ch in "]}":
+            depth, current = depth - 1, current + ch
+        elif ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    return [p for p in (s.strip() for s in parts) if p]
+
+
+def get_options(config: pytest.Config) -> RunOptions:
+    return config.stash[OPTIONS_KEY]

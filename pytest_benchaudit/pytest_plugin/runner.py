@@ -1,0 +1,376 @@
+"""The per-process runner: asks models ahead of the items and turns answers into records.
+
+Registered in every process that runs items (a serial run, or each xdist
+worker).  It prefetches the requests of exactly the items this process will
+run: all selected items in a serial run; on an xdist worker, the items the
+controller has queued for *this* worker (read from xdist's worker queue), so a
+worker never generates for another worker's items.  Each item then waits only
+for its own generation, runs extraction and scoring, and attaches its record to
+its test report, which carries it to the controller.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_benchaudit.scoring import judge
+from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure, needs_judge
+from pytest_benchaudit.inference.engine import Engine
+from pytest_benchaudit.scoring.evaluate import evaluate, failure_message
+from pytest_benchaudit.scoring.extract import extract
+from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.common.secrets import register_secret_env
+from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
+
+__all__ = ["Runner", "default_concurrency"]
+
+
+def _judge_record(model: str, purpose: str, version: str, reply: Generation, status: str,
+                  verdict: str | None) -> dict[str, Any]:
+    """What a record keeps of one judge call."""
+    return {"model": model, "purpose": purpose, "prompt_version": version, "raw_output": reply.text,
+            "parse_status": status, "verdict": verdict, "error": reply.error}
+
+_FIXTURE_MODULE = "pytest_benchaudit.pytest_plugin.collect"
+
+
+def default_concurrency(spec: ModelSpec, option: int | None) -> int:
+    """``--concurrency`` if given, else the model's own setting (2 for the local model), else 32."""
+    if option:
+        return option
+    return spec.concurrency or 32
+
+
+class Runner:
+    """pytest plugin object: engine, prefetch, per-item evaluation."""
+
+    def __init__(self, config: pytest.Config, opts: RunOptions, local_url: "LocalUrl") -> None:
+        self.config = config
+        self.opts = opts
+        self.local_url = local_url
+        self.engine: Engine | None = None
+        self._registered: set[str] = set()
+        self._prefetched: set[str] = set()
+        self._worker_queue: Any = None
+        register_secret_env(m.api_key_env for m in opts.models)
+
+    # -- engine ---------------------------------------------------------------------
+    def _engine(self) -> Engine:
+        if self.engine is None:
+            from pytest_benchaudit.inference.cache import GenerationCache
+
+            window = max(256, 4 * sum(default_concurrency(m, self.opts.concurrency) for m in self.opts.models))
+            # --no-cache: cache_dir is None. The cache opens lazily on the engine's loop thread.
+            cache = GenerationCache(self.opts.cache_dir) if self.opts.cache_dir is not None else None
+            self.engine = Engine(window=window, cache=cache)
+        return self.engine
+
+    def _ensure_model(self, spec: ModelSpec) -> None:
+        if spec.label in self._registered:
+            return
+        if spec.kind == "replay":
+            from pytest_benchaudit.runs.replay import ReplayBackend
+
+            replay_dir = Path(spec.replay_dir or "")
+            self._engine().add_model(spec.label, lambda: ReplayBackend(replay_dir, spec.label))
+            self._registered.add(spec.label)
+            return
+        # Imported here: the HTTP client stack (httpx, aiohttp) is start-up time that replay-only
+        # and collect-only runs do not need.
+        from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
+
+        identity = None
+        if spec.kind in LAUNCHED:  # a server this run launched (here, or in the xdist controller)
+            identity = launched_identity(spec)  # its port changes every run; the cache must not care
+            spec = spec.model_copy(update={"base_url": self.local_url.get(spec)})
+        concurrency = default_concurrency(spec, self.opts.concurrency)
+        register_secret_env([spec.api_key_env])
+        if spec.endpoints:
+            from pytest_benchaudit.inference.balanced import BalancedBackend, balanced_identity
+
+            self._engine().add_model(spec.label, lambda: BalancedBackend(spec, concurrency=concurrency),
+                                     identity=balanced_identity(spec))
+        else:
+            self._engine().add_model(spec.label, lambda: OpenAICompatBackend(spec, concurrency=concurrency),
+                                     identity=identity)
+        self._registered.add(spec.label)
+
+    def _check_replays(self) -> None:
+        """``--model replay:RUN_DIR`` with upstream fields that differ: one usage error, before any item."""
+        from pytest_benchaudit.runs.replay import ReplayError, upstream_mismatches
+
+        for spec in self.opts.models:
+            if spec.kind != "replay":
+                continue
+            try:
+                meta = json.loads((Path(spec.replay_dir or "") / "run.json").read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as err:
+                raise pytest.UsageError(f"--model replay:{spec.replay_dir}: {ReplayError(err)}") from None
+            problems = upstream_mismatches(meta.get("pipeline_cards", {}), self.opts.state.cards)
+            if problems:
+                raise pytest.UsageError(f"--model replay:{spec.replay_dir}: " + "; ".join(problems)
+                                        + " — this needs new generations")
+
+    # -- prefetch ---------------------------------------------------------------------
+    def _prefetch(self, item: pytest.Item) -> None:
+        if not isinstance(item, BenchItem) or item.nodeid in self._prefetched:
+            return
+        self._prefetched.add(item.nodeid)
+        if item.get_closest_marker("skip") or item.get_closest_marker("skipif"):
+            return
+        # A conftest.py that overrides question/pipeline/model may change the request;
+        # asking ahead with the defaults would then pay for an answer nobody reads.
+        defs = item._fixtureinfo.name2fixturedefs
+        for name in ("question", "pipeline", "model"):
+            chain = defs.get(name)
+            if chain and getattr(chain[-1].func, "__module__", "") != _FIXTURE_MODULE:
+                return
+        try:
+            request = item.bench.request
+            self._ensure_model(item.bench.model)
+        except Exception:  # rendering/start-up errors surface when the item itself runs
+            return
+        self._engine().prefetch(item.bench.model.label, request)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        if session.config.option.collectonly or hasattr(session.config, "workerinput"):
+            return
+        self._check_replays()
+        # Servers the run launches (local, vllm:): once, now; a failed start is one usage error, not one per item.
+        self.local_url.start_all({i.bench.model for i in session.items
+                                  if isinstance(i, BenchItem) and not i.get_closest_marker("skip")})
+        for item in session.items:
+            self._prefetch(item)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        if not hasattr(self.config, "workerinput"):
+            return
+        self._prefetch(item)
+        items = item.session.items
+        for index in self._queued_indices():
+            if 0 <= index < len(items):
+                self._prefetch(items[index])
+
+    def _queued_indices(self) -> list[int]:
+        """Indices xdist has assigned to this worker but not yet run (empty if unknown)."""
+        if self._worker_queue is None:
+            for plugin in self.config.pluginmanager.get_plugins():
+                if hasattr(plugin, "torun") and hasattr(plugin, "nextitem_index"):
+                    self._worker_queue = plugin
+                    break
+            else:
+                self._worker_queue = False
+        if not self._worker_queue:
+            return []
+        interactor = self._worker_queue
+        with interactor.torun.lock() as queued:
+            indices = [i for i in queued if isinstance(i, int)]
+        nxt = interactor.nextitem_index
+        return ([nxt] if isinstance(nxt, int) else []) + indices
+
+    # -- one item --------------------------------------------------------------------
+    def run_item(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec) -> None:
+        self._ensure_model(model)
+        spec = node.bench
+        # The default fixtures give the very objects the request was prefetched with: reuse it.
+        if question is spec.question and pipeline is spec.pipeline and model is spec.model:
+            request = spec.request
+        else:
+            request = spec.render(question, pipeline, model)
+        earlier: list[str] = []
+        for ask in range(1 + pipeline.inference.reask_on_invalid):
+            asked = request if ask == 0 else request.model_copy(update={"sample": ask})
+            generation = self._engine().generate(model.label, asked)
+            judged, verdict, extra = self._judge(question, pipeline, generation)
+            record = evaluate(question, pipeline, asked, generation, model=model.label,
+                              variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources,
+                              extraction=judged, score=verdict, extra=extra)
+            if record.valid:
+                break
+            earlier.append(generation.text if generation.error is None else f"[error] {generation.error}")
+        record = record.model_copy(update={"asks": ask + 1, "earlier_outputs": earlier[: ask]})
+        node.record = record.model_dump(mode="json")
+        node.user_properties.extend([
+            ("benchmark", record.benchmark), ("task", record.task), ("model", record.model),
+            ("pipeline", record.pipeline), ("gold", record.gold), ("prediction", record.prediction or ""),
+            ("valid", record.valid), ("score", record.score),
+        ])
+        if not record.valid:
+            node.user_properties.append(("invalid_reason", record.invalid_reason))
+        if not record.correct:
+            raise BenchmarkFailure(failure_message(record))
+
+    def _judge(self, question: Question, pipeline: Pipeline,
+               generation: Generation) -> tuple[Extraction | None, Score | None, dict[str, Any]]:
+        """Ask the ``--judge`` model to extract or grade, when the pipeline wants it.
+
+        Returns the judge's extraction and/or score (``None`` to let the rule / metric run)
+        and the judge's record (model, purpose, prompt version, raw output, parse status,
+        verdict).  A judge failure is an invalid response (``judge_error``) with its reason.
+        """
+        if self.opts.judge is None or not needs_judge(pipeline) or generation.error is not None:
+            return None, None, {}
+        spec = self.opts.judge.model_copy(update={"label": f"judge:{self.opts.judge.label}"})
+        self._ensure_model(spec)
+        reasoning = pipeline.extraction.reasoning
+        labels = tuple(question.choices) or ("A", "B", "C", "D")
+        if pipeline.extraction.rule == "judge":
+            multi = pipeline.scoring.metric in ("letter_set_exact", "label_set_match")
+            regex = extract(("final_answer_letters" if multi else "final_answer_letter"), generation, question,
+                            reasoning if reasoning in ("strip", "keep") else "strip")
+            extra: dict[str, Any] = {"regex_prediction": regex.prediction}
+            if not regex.answer_text.strip():  # nothing to read: empty / truncated / unclosed reasoning
+                return regex, None, extra
+            reply = self._engine().generate(spec.label, judge.extraction_request(question, regex.answer_text, labels))
+            answer, status = judge.parse_extraction(reply.text, labels) if reply.error is None else (None, "failed")
+            extra["judge"] = _judge_record(spec.label, "extraction", judge.EXTRACTION_PROMPT_VERSION, reply,
+                                           status, answer)
+            if answer is None:
+                why = reply.error or f"unreadable judge verdict: {reply.text[:120]!r}"
+                return Extraction(invalid_reason="judge_error", answer_text=regex.answer_text, detail=why), None, extra
+            if answer == "NONE":
+                return Extraction(invalid_reason="unparseable", answer_text=regex.answer_text,
+                                  detail="judge: the response commits to no option"), None, extra
+            return Extraction(prediction=answer, answer_text=regex.answer_text, detail=f"judge ({status})"), None, extra
+        # Grading: the rule reads the answer; the judge decides whether it is correct.
+        read = extract(pipeline.extraction.rule, generation, question, reasoning)
+        if not read.valid or read.prediction is None:
+            return read, None, {}
+        reply = self._engine().generate(spec.label, judge.grading_request(question, read.prediction))
+        verdict, status = judge.parse_grading(reply.text) if reply.error is None else (None, "failed")
+        extra = {"judge": _judge_record(spec.label, "grading", judge.GRADING_PROMPT_VERSION, reply, status, verdict)}
+        if verdict is None:
+            why = reply.error or f"unreadable judge verdict: {reply.text[:120]!r}"
+            return (Extraction(invalid_reason="judge_error", answer_text=read.answer_text, detail=why),
+                    Score(value=0.0, correct=False), extra)
+        return read, Score(value=1.0 if verdict == "CORRECT" else 0.0, correct=verdict == "CORRECT"), extra
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        record = getattr(item, "record", None)
+        if call.when == "call" and record is not None:
+            # Travels to the xdist controller with the report (extra report attributes are serialised).
+            report.benchaudit_record = record
+        return report
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput["benchaudit"] = {"cards": self.opts.state.cards, "checksums": self.opts.state.checksums,
+                                          "cache": self.engine.cache_stats() if self.engine is not None else {}}
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+
+LAUNCHED = ("local", "vllm")  # model kinds whose server the run launches itself
+_URLS_KEY = "benchaudit_launched_urls"  # workerinput: launch key -> base URL
+
+
+def launch_key(spec: ModelSpec) -> str:
+    """Which server a launched model needs: one per distinct launch (a judge on the same vLLM
+    model as the one evaluated shares its server)."""
+    if spec.kind == "local":
+        return "local"
+    return " ".join(["vllm", str(spec.model_id), *spec.launch_args])
+
+
+def launched_identity(spec: ModelSpec) -> str:
+    """The generation cache's name for a launched model: what is served and how, not the port."""
+    if spec.kind == "local":
+        from pytest_benchaudit.inference.cache import model_identity
+
+        return model_identity(spec)
+    return json.dumps({"spec": spec.label, "endpoint": None, "model_id": spec.model_id,
+                       "launch": ["vllm", *spec.launch_args]}, sort_keys=True, separators=(",", ":"))
+
+
+def _spec_text(spec: ModelSpec) -> str:
+    """How the user wrote the model, for messages."""
+    if spec.kind == "vllm" and spec.label == spec.model_id:
+        return f"vllm:{spec.model_id}"
+    return spec.label.removeprefix("judge:")
+
+
+class LocalUrl:
+    """Servers the run launches itself (``local``: llama.cpp; ``vllm:``): a small registry.
+
+    The process that owns the run starts each one on demand, once (a serial run: before
+    items run; under xdist: the controller, in ``pytest_configure_node``), and stops them
+    in ``pytest_unconfigure``; xdist workers get the URLs in ``workerinput`` and never
+    launch anything.  A failed start is remembered, so it is not retried for every item.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.servers: dict[str, Any] = {}
+        self._failures: dict[str, Exception] = {}
+        self._urls: dict[str, str] = dict(getattr(config, "workerinput", {}).get(_URLS_KEY) or {})
+
+    @property
+    def server(self) -> Any:
+        """The embedded model's server, if this process started it."""
+        return self.servers.get("local")
+
+    def get(self, spec: ModelSpec | None = None) -> str:
+        """The base URL serving ``spec`` (default: the local model), launching it if needed."""
+        key = "local" if spec is None else launch_key(spec)
+        if key not in self._urls:
+            if hasattr(self.config, "workerinput"):
+                raise RuntimeError(f"the controller did not hand a URL for {key!r} to this worker")
+            if key in self._failures:
+                raise self._failures[key]
+            server = self._new_server(spec)
+            self.servers[key] = server
+            try:
+                self._urls[key] = server.start()
+            except Exception as err:
+                self._failures[key] = err
+                raise
+        return self._urls[key]
+
+    @staticmethod
+    def _new_server(spec: ModelSpec | None) -> Any:
+        if spec is None or spec.kind == "local":
+            from pytest_benchaudit.inference.launch.local import LocalServer
+
+            return LocalServer()
+        from pytest_benchaudit.inference.launch.vllm import VllmServer
+
+        return VllmServer(str(spec.model_id), spec.launch_args, startup_timeout=spec.startup_timeout)
+
+    def get_or_usage_error(self, spec: ModelSpec | None = None) -> str:
+        """``get()``, with a missing runtime or a failed start turned into a usage error."""
+        from pytest_benchaudit.inference.launch.local import LocalModelUnavailable
+        from pytest_benchaudit.inference.launch.vllm import VllmUnavailable
+
+        try:
+            return self.get(spec)
+        except (LocalModelUnavailable, VllmUnavailable) as err:
+            raise pytest.UsageError(f"--model {'local' if spec is None else _spec_text(spec)}: {err}") from None
+
+    def start_all(self, specs: Any) -> dict[str, str]:
+        """Launch every server ``specs`` need (each once); the URLs by launch key, for workers."""
+        for spec in specs:
+            if spec is not None and spec.kind in LAUNCHED:
+                self.get_or_usage_error(spec)
+        return dict(self._urls)
+
+    def url_of(self, spec: ModelSpec) -> str | None:
+        """Where this run served ``spec`` (``None`` if it launched nothing for it)."""
+        return self._urls.get(launch_key(spec)) if spec.kind in LAUNCHED else None
+
+    def stop(self) -> None:
+        servers, self.servers = self.servers, {}
+        for server in servers.values():
+            server.stop()

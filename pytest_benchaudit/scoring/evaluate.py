@@ -1,0 +1,100 @@
+"""From a generation to a record: the extraction and scoring stages for one item.
+
+Pure: no pytest, no I/O.  The raw output is stored as it came back; reasoning is
+handled only inside the extraction stage, so re-scoring a stored record with a
+different ``extraction.reasoning`` gives what a new run would give.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Mapping
+
+from pytest_benchaudit.scoring import extract as _extract
+from pytest_benchaudit.scoring import metrics as _scoring
+from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.record import Record
+from pytest_benchaudit.pipeline.types import INVALID_STAGE, Extraction, Generation, Question, Request, Score
+
+__all__ = ["evaluate", "failure_message"]
+
+
+def evaluate(
+    question: Question,
+    pipeline: Pipeline,
+    request: Request | Mapping[str, Any],
+    generation: Generation,
+    *,
+    model: str,
+    variant: str = "",
+    item_id: str = "",
+    resources: Mapping[str, Any] | None = None,
+    extraction: Extraction | None = None,
+    score: Score | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Record:
+    """Run extraction and scoring on ``generation`` and build the item's record.
+
+    ``resources`` are the task's data files its metric reads (e.g. alias graphs).
+    ``request`` may be a stored record's request (a mapping), taken over as it is.
+    ``extraction`` / ``score`` given by the caller (an LLM judge's reading or verdict) replace
+    the rule / metric; ``extra`` fields (the judge's own record) are added to the record.
+    """
+    if extraction is None:
+        extraction = _extract.extract(pipeline.extraction.rule, generation, question, pipeline.extraction.reasoning)
+    if score is None:
+        score = _scoring.score(pipeline.scoring.metric, extraction, question, resources)
+    reason = extraction.invalid_reason
+    return Record(
+        item_id=item_id,
+        benchmark=question.benchmark,
+        task=question.task,
+        question_id=question.id,
+        question_index=question.index,
+        model=model,
+        variant=variant,
+        pipeline=pipeline.name,
+        pipeline_hash=pipeline.hash,
+        upstream_hash=pipeline.upstream_hash,
+        request=request.model_dump(mode="json") if isinstance(request, Request) else dict(request),
+        raw_output=generation.text,
+        reasoning=generation.reasoning,
+        finish_reason=generation.finish_reason,
+        error=generation.error,
+        prediction=extraction.prediction,
+        valid=extraction.valid,
+        invalid_reason=reason,
+        invalid_stage=INVALID_STAGE.get(reason) if reason else None,
+        extraction_detail=extraction.detail,
+        gold=question.gold,
+        score=score.value,
+        correct=score.correct,
+        score_extras=score.extras,
+        metric=pipeline.scoring.metric,
+        question_meta=question.meta,
+        question_labels=list(question.choices),
+        top_logprobs=[dict(d) for d in generation.top_logprobs[:1]] if generation.top_logprobs else None,
+        usage=generation.usage,
+        latency_s=round(generation.latency_s, 4),
+        attempts=generation.attempts,
+        served_model=generation.served_model,
+        timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **dict(extra or {}),
+    )
+
+
+def _start(text: str, limit: int = 120) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def failure_message(record: Record | dict[str, Any]) -> str:
+    """The short message a failed item shows: gold, prediction, start of the raw output."""
+    r = record if isinstance(record, dict) else record.model_dump()
+    raw = _start(r["raw_output"]) if r["raw_output"] else "(empty)"
+    if not r["valid"]:
+        why = r["invalid_reason"]
+        if r.get("error"):
+            return f"INVALID ({why}): {_start(r['error'], 200)} | gold {r['gold']!r}"
+        return f"INVALID ({why}) at the {r['invalid_stage']} stage: gold {r['gold']!r}; raw output: {raw}"
+    return f"wrong: gold {r['gold']!r}, predicted {r['prediction']!r} (score {r['score']:g}); raw output: {raw}"

@@ -1,0 +1,317 @@
+"""Extraction stage: read an answer out of a model's generation.
+
+A *rule* turns answer text into a prediction.  The released rules reproduce each
+benchmark's own released code exactly, quirks included, because the audit measures
+what those quirks do to a score; the ``final_answer_*`` and ``final_line`` rules are
+the project's standardized alternatives.
+
+Contract of a rule: ``rule(text, question, generation) -> (prediction, detail)`` where
+``prediction`` is ``None`` when no answer was found and ``detail`` is a short human
+readable note on what was read.  A rule never raises for odd text and does no I/O.
+
+``extract`` wraps a rule: it removes reasoning when asked, runs the rule and, when the
+rule finds nothing, says *why* with an ``InvalidReason`` so that the failure can be
+charged to the right pipeline stage (see ``types.INVALID_STAGE``).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from collections.abc import Callable
+
+from pytest_benchaudit.scoring.tasks import TASK_RULES
+from pytest_benchaudit.scoring.tasks.labels import read_label
+from pytest_benchaudit.pipeline.types import Extraction, Generation, InvalidReason, Question
+
+__all__ = ["RULES", "Rule", "rule_names", "strip_reasoning", "extract"]
+
+Rule = Callable[[str, Question, Generation], tuple[str | None, str]]
+
+_DEFAULT_LABELS = ("A", "B", "C", "D")
+
+
+def _labels(question: Question) -> tuple[str, ...]:
+    # A question without choices (e.g. a prompt-only row) is still a 4-option MCQ.
+    return tuple(question.choices) or _DEFAULT_LABELS
+
+
+# --------------------------------------------------------------------------- reasoning
+
+_THINK_SPAN = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+
+
+def strip_reasoning(text: str) -> tuple[str, bool]:
+    """Remove ``<think>`` reasoning from ``text``; return ``(answer_text, unclosed_think)``.
+
+    1. every ``<think>…</think>`` span is removed (case-insensitive, across lines);
+    2. a ``</think>`` left without an opening tag (chat templates that put the opening
+       tag in the prompt) means everything up to and including the last one is reasoning;
+    3. an unclosed ``<think>`` left over: the answer is only what precedes it and
+       ``unclosed_think`` is True.
+
+    Nothing else is touched (whitespace included), so a text without tags reaches the
+    rule byte for byte — the released last-line rules are sensitive to trailing newlines.
+    """
+    answer = _THINK_SPAN.sub("", text)
+    closes = list(_THINK_CLOSE.finditer(answer))
+    if closes:
+        answer = answer[closes[-1].end() :]
+    opened = _THINK_OPEN.search(answer)
+    if opened:
+        return answer[: opened.start()], True
+    return answer, False
+
+
+# --------------------------------------------------------------------------- released rules
+
+# CTI-Bench `compute_mcq_accuracy` accepts these; X marks a refusal/error row.
+_CTI_VALID = frozenset("ABCDX")
+
+
+def _letter_on_line(line: str) -> str | None:
+    """What CTI-Bench's heuristic reads on one line (already right-stripped), or None.
+
+    In order: a leading "A)".."D)"; else a final A-D (any word: "...DNA" reads A);
+    else, for a line ending in "**", its third-last character (IndexError on "**").
+    """
+    if line[:2] in ("A)", "B)", "C)", "D)"):
+        return line[0]
+    if line[-1:] in ("A", "B", "C", "D"):
+        return line[-1]
+    if line.endswith("**"):
+        return line[-3]
+    return None
+
+
+def _cti_format_mcq(text: str) -> str:
+    """Behaviour of ``format_mcq`` in CTI-Bench ``evaluation/model-prediction.ipynb``.
+
+    The last line is read; only when it is empty is the second-to-last one read.
+    Nothing found: the whole response flattened to one line (which the scorer then
+    excludes).  May raise IndexError (a last line ``**``, a one-line empty text),
+    which the notebook's try/except turned into the answer ``'Error'``.
+    """
+    lines = text.split("\n")
+    last = lines[-1].rstrip()
+    found = _letter_on_line(last)
+    if found is None and not last:
+        found = _letter_on_line(lines[-2].rstrip())
+    return found if found is not None else " ".join(lines)
+
+
+def last_line_letter(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """CTI-Bench MCQ: the released last-line heuristic (any line ending in "…DNA" reads A)."""
+    try:
+        raw = _cti_format_mcq(text)
+    except IndexError:
+        return None, "format_mcq raised IndexError (released answer: 'Error')"
+    # The released scorer upper-cases and keeps only {A,B,C,D,X}; anything else (the
+    # flattened response) is printed as invalid and left out of the denominator.
+    pred = raw.upper()
+    if pred in _CTI_VALID:
+        return pred, f"format_mcq read {raw!r}"
+    return None, f"format_mcq returned {raw[:60]!r}, not in A/B/C/D/X"
+
+
+_SECEVAL_LETTER = re.compile(r"[A-D]")
+
+
+def all_capital_letters(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """SecEval: every capital A–D anywhere, de-duplicated and sorted (never invalid).
+
+    Capitals inside words count ("DEP and ASLR" -> "AD"); the released code has no
+    invalid category, so a text without any of them yields the valid prediction "".
+    """
+    cleaned = text.replace("Answer:", "")
+    letters = "".join(sorted(set(_SECEVAL_LETTER.findall(cleaned))))
+    return letters, f"capitals found: {letters or 'none'}"
+
+
+_CYBERMETRIC = re.compile(r"ANSWER:?\s*([A-D])", re.IGNORECASE)
+
+
+def answer_regex(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """CyberMetric ``extract_answer``: ``ANSWER:?\\s*([A-D])`` with IGNORECASE, upper-cased.
+
+    IGNORECASE makes "Answer: because…" read B (the "b" of "because").
+    """
+    if not text.strip():
+        return None, "blank response"
+    match = _CYBERMETRIC.search(text)
+    if match is None:
+        return None, "no 'ANSWER: X' found"
+    return match.group(1).upper(), f"matched {match.group(0)!r}"
+
+
+_MISSING_LOGPROB = -100.0  # what MMLU's evaluate.py substitutes for a label outside the top-100
+
+
+def logprob_argmax(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """MMLU ``evaluate.py``: argmax of the first token's log-probs of " A".." D".
+
+    A label missing from the returned alternatives gets -100; ``np.argmax`` keeps the
+    first maximum, so when all four are missing the prediction is "A".  ``text`` is
+    ignored: this rule reads ``generation.top_logprobs``.
+    """
+    if not generation.top_logprobs:
+        return None, "no log-probabilities returned"
+    first = generation.top_logprobs[0]
+    labels = _labels(question)
+    lprobs = [first.get(" " + label, _MISSING_LOGPROB) for label in labels]
+    best = max(range(len(labels)), key=lambda i: (lprobs[i], -i))  # first max wins
+    detail = " ".join(f"{label}={lp:g}" for label, lp in zip(labels, lprobs))
+    return labels[best], detail
+
+
+# --------------------------------------------------------------------------- standardized rules
+
+# "Answer:", "Final answer is", "The correct answers are" … (case-insensitive marker;
+# the letter itself stays case-sensitive so that prose never turns into an answer).
+_MARKER = r"(?i:\b(?:final\s+)?answers?\b\s*(?:is|are)?\s*[:：]?\s*(?:option|choice)?\s*)"
+_NOT_WORD = r"(?![A-Za-z0-9])"
+
+
+def _label_alt(labels: tuple[str, ...]) -> str:
+    return "(?:" + "|".join(re.escape(lbl) for lbl in sorted(labels, key=len, reverse=True)) + ")"
+
+
+def final_answer_letter(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """Standardized single answer: bottom-up, an explicit marker first, else a letter-only line.
+
+    Labels are the question's choice keys (A–D by default), upper-case and standalone only.
+    """
+    # One reader for every label set (SECURE's A-D+X and T/F/X use it too): tasks.labels.
+    return read_label(text, _labels(question), {})
+
+
+def _list_pattern(labels: tuple[str, ...]) -> str:
+    lab = _label_alt(labels)
+    item = rf"(?:\*\*)?[(\[]?(?<![A-Za-z0-9])(?:{lab})+{_NOT_WORD}[)\]]?(?:\*\*)?"
+    # ", " / " and " / ", and " / " " between items (an Oxford comma must not end the list)
+    sep = r"(?:\s*[,;/&]\s*(?:and\s+)?|\s+and\s+|\s+)"
+    return rf"(?:\*\*|\$?\\boxed\{{)?\s*{item}(?:{sep}{item})*\s*(?:\*\*|\}}\$?)?"
+
+
+@lru_cache(maxsize=64)
+def _letters_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """(marker, letter-list line, single label) patterns for a label set; built once per set."""
+    letters_list = _list_pattern(labels)
+    marker = re.compile(_MARKER + f"({letters_list})")
+    alone = re.compile(rf"^\s*({letters_list})\s*\.?\s*$")
+    # Inside a matched list only labels, decoration and separators remain ("and" is
+    # lower case), so every label occurrence is an answer letter.
+    return marker, alone, re.compile(_label_alt(labels))
+
+
+def final_answer_letters(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """Standardized multi-answer ("choose all that apply"): sorted unique letters, e.g. "ACD".
+
+    Same bottom-up scan as ``final_answer_letter``; after a marker, or alone on a line,
+    accepts ``ACD``, ``A, C, D``, ``A C D``, ``A and C``, ``(A), (C)``, ``**A, C**``.
+    """
+    marker, alone, label_re = _letters_patterns(_labels(question))
+    for line in reversed([ln for ln in text.splitlines() if ln.strip()]):
+        hits = list(marker.finditer(line))
+        kind = "answer marker"
+        match = hits[-1] if hits else None
+        if match is None:
+            match, kind = alone.match(line), "letter line"
+        if match:
+            found = label_re.findall(match.group(1))
+            return "".join(sorted(set(found))), f"{kind}: {line.strip()[:60]!r}"
+    return None, "no answer marker or letter-list line"
+
+
+_FINAL_LINE_PREFIX = re.compile(r"^(?:final\s+answer|answer)\s*:", re.IGNORECASE)
+_FINAL_LINE_STRIP = " \t\r\n*\"'`“”‘’"
+
+
+def final_line(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """The last line that still has content once whitespace, ``*``, quotes and an
+    ``answer:``/``final answer:`` prefix are stripped (free-text answers such as actor names)."""
+    for line in reversed(text.splitlines()):
+        value = line.strip(_FINAL_LINE_STRIP)
+        value = _FINAL_LINE_PREFIX.sub("", value).strip(_FINAL_LINE_STRIP)
+        if value:
+            return value, f"last line: {line.strip()[:60]!r}"
+    return None, "no line with content"
+
+
+def judge_rule(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """``extraction.rule = "judge"``: an LLM judge reads the answer (see ``judge.py``).
+
+    The runner asks the judge; this placeholder only names the rule, so a pipeline can
+    choose it, and fails loudly if something tries to run it without a judge.
+    """
+    raise RuntimeError("extraction.rule 'judge' needs --judge; the runner asks the judge model")
+
+
+RULES: dict[str, Rule] = {
+    "judge": judge_rule,
+    "last_line_letter": last_line_letter,
+    "all_capital_letters": all_capital_letters,
+    "answer_regex": answer_regex,
+    "logprob_argmax": logprob_argmax,
+    "final_answer_letter": final_answer_letter,
+    "final_answer_letters": final_answer_letters,
+    "final_line": final_line,
+    **TASK_RULES,  # task-family rules (CWE ids, CVSS vectors, ATT&CK ids, ...): pytest_benchaudit.scoring.tasks
+}
+
+
+def rule_names() -> list[str]:
+    """Names of the known extraction rules, sorted."""
+    return sorted(RULES)
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def extract(rule: str, generation: Generation, question: Question, reasoning: str) -> Extraction:
+    """Apply extraction ``rule`` to ``generation`` for ``question``.
+
+    ``reasoning`` is "strip" (remove ``<think>`` spans, see ``strip_reasoning``) or
+    "keep" (the rule reads the raw text, as most released code did).  A separate
+    ``generation.reasoning`` field is never part of the answer text in either mode.
+
+    Returns a valid ``Extraction`` when the rule found an answer (an empty string from
+    ``all_capital_letters`` counts as an answer), otherwise an invalid one whose reason is,
+    in order: ``inference_error`` (request failed), ``empty`` / ``truncated`` (no text;
+    truncated when the token budget ran out), ``unclosed_reasoning``, ``truncated``,
+    ``empty`` (nothing left after reasoning was removed), ``unparseable``.
+    Raises KeyError for an unknown rule and ValueError for a bad ``reasoning`` mode.
+    """
+    if rule not in RULES:
+        raise KeyError(f"unknown extraction rule {rule!r}; known rules: {', '.join(rule_names())}")
+    if reasoning not in ("strip", "keep"):
+        raise ValueError(f"reasoning must be 'strip' or 'keep', not {reasoning!r}")
+    if generation.error:
+        return Extraction(invalid_reason="inference_error", detail=generation.error)
+
+    stripped, unclosed = strip_reasoning(generation.text)
+    # Even when the text is kept, an unclosed <think> still explains a failure better
+    # than "unparseable": the model never reached its answer.
+    answer_text = generation.text if reasoning == "keep" else stripped
+
+    prediction, detail = RULES[rule](answer_text, question, generation)
+    if prediction is not None:
+        return Extraction(prediction=prediction, answer_text=answer_text, detail=detail)
+
+    truncated = generation.finish_reason == "length"
+    reason: InvalidReason
+    if not generation.text.strip():
+        reason = "truncated" if truncated else "empty"
+    elif unclosed:
+        reason = "unclosed_reasoning"
+    elif truncated:
+        reason = "truncated"
+    elif not answer_text.strip():
+        # Only "<think>…</think>" came back: no answer was produced at all, which is an
+        # inference-stage failure, not a failure of the rule.
+        reason = "empty"
+    else:
+        reason = "unparseable"
+    return Extraction(invalid_reason=reason, answer_text=answer_text, detail=detail)

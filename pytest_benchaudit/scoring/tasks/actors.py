@@ -1,0 +1,175 @@
+"""Threat-actor attribution (CTI-TAA, AthenaBench TAA): actor names scored over alias graphs.
+
+Resources (task ``resources``, JSON ``{actor: [alias_or_related, ...]}``, lower-case):
+``aliases`` (CTI-Bench ``alias_dict``) and ``related`` (``related_dict``).
+
+Rules:
+
+* ``athena_actor_line`` — AthenaBench ``extract_taa_answer``: the last non-empty line, label
+  prefix stripped, quotes stripped, whitespace collapsed.
+* ``actor_final_line``  — standardized: the final line with content once decoration, an
+  ``Answer:`` label, a trailing period and quotes are removed; whitespace collapsed.
+  (CTI-Bench's released extraction was manual: no rule.)
+
+Metrics (value = correct 1/0; ``extras`` = plausible 1/0 and combined C=1 / P=0.5 / I=0):
+
+* ``cti_actor_graph`` — CTI-Bench ``compute_taa_accuracy`` with its BFS as released:
+  the start node is never compared with the target, so gold == prediction counts only when
+  the name has an alias edge (a name absent from the graph is "I" even when identical);
+  the string ``"nan"`` in the lookups is a node like any other (it was a string in the
+  released pickles too), which links every actor that has a ``"nan"`` entry.
+* ``actor_graph``     — AthenaBench ``score_taa`` BFS: identity counts, then alias chain → C,
+  alias ∪ related chain → P.  ``"nan"`` entries (pandas artefacts) are dropped.  Used by
+  AthenaBench's released layer (with CTI-Bench's graphs; its own tables are not public) and
+  by the standardized layers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score
+from pytest_benchaudit.scoring.tasks.attack import athena_lines, clean_freeform
+
+__all__ = ["RULES", "METRICS", "METRIC_INFO", "connection"]
+
+RESOURCES = ("aliases", "related")
+_NAN = "nan"
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def athena_actor_line(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """AthenaBench TAA: the last non-empty line after the label prefix, quotes and extra spaces."""
+    value, detail = athena_lines(text, r"(.+)", clean_freeform)
+    return (value or None), detail
+
+
+_PREFIX = re.compile(r"^(?:final\s+answer|answer|threat\s+actor|actor|attribution)\s*[:\-–—]\s*", re.IGNORECASE)
+_STRIP = " \t\r\n*\"'`“”‘’_#>"
+
+
+def actor_final_line(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """Standardized: the last line with content once markdown, quotes, an ``Answer:``-style label
+    and a trailing period are removed; internal whitespace collapsed."""
+    for line in reversed(text.splitlines()):
+        value = line.strip(_STRIP)
+        value = _PREFIX.sub("", value).strip(_STRIP).rstrip(".").strip(_STRIP)
+        if value:
+            return re.sub(r"\s+", " ", value), f"last line: {line.strip()[:60]!r}"
+    return None, "no line with content"
+
+
+# --------------------------------------------------------------------------- graphs
+
+_graph_cache: dict[tuple[int, bool], dict[str, list[str]]] = {}
+
+
+def _graph(table: Mapping[str, Any], keep_nan: bool) -> dict[str, list[str]]:
+    """Normalised (strip + lower) undirected adjacency lists, in the released insertion order."""
+    key = (id(table), keep_nan)
+    cached = _graph_cache.get(key)
+    if cached is not None:
+        return cached
+    graph: dict[str, list[str]] = {}
+    for actor, values in table.items():
+        name = str(actor).strip().lower()
+        graph[name] = [str(v).strip().lower() for v in (values or []) if keep_nan or str(v).strip().lower() != _NAN]
+        if not keep_nan and name == _NAN:
+            graph[name] = []
+    for actor in list(graph):
+        for other in list(graph[actor]):
+            back = graph.setdefault(other, [])
+            if actor not in back:
+                back.append(actor)
+    if len(_graph_cache) > 64:
+        _graph_cache.clear()
+    _graph_cache[key] = graph
+    return graph
+
+
+def _bfs(start: str, target: str, graphs: tuple[dict[str, list[str]], ...], count_start: bool) -> bool:
+    if count_start and start == target:
+        return True
+    visited = {start}
+    queue = deque([start])
+    while queue:
+        current = queue.popleft()
+        for graph in graphs:
+            for nxt in graph.get(current, []):
+                if nxt == target:
+                    return True
+                if nxt not in visited:
+                    visited.add(nxt)
+                    queue.append(nxt)
+    return False
+
+
+def connection(gold: str, prediction: str, resources: Mapping[str, Any], *, released_cti: bool) -> str:
+    """"C" (alias chain), "P" (alias ∪ related chain) or "I", from gold to prediction.
+
+    ``released_cti`` selects CTI-Bench's variant (start node not compared, ``"nan"`` kept).
+    The BFS visits nodes once; the released code re-queues visited ones, which changes
+    nothing about reachability.
+    """
+    gold, prediction = gold.strip().lower(), prediction.strip().lower()
+    keep_nan = released_cti
+    aliases = _graph(resources["aliases"], keep_nan)
+    related = _graph(resources["related"], keep_nan)
+    count_start = not released_cti
+    if _bfs(gold, prediction, (aliases,), count_start):
+        return "C"
+    if _bfs(gold, prediction, (aliases, related), count_start):
+        return "P"
+    return "I"
+
+
+def _score(kind: str) -> Score:
+    return Score(
+        value=1.0 if kind == "C" else 0.0,
+        correct=kind == "C",
+        extras={"plausible": 1.0 if kind in ("C", "P") else 0.0,
+                "combined": {"C": 1.0, "P": 0.5}.get(kind, 0.0)},
+    )
+
+
+def cti_actor_graph(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+    """CTI-Bench ``compute_taa_accuracy``: value = correct (alias chain); extras plausible, combined."""
+    return _score(connection(question.gold, prediction, resources, released_cti=True))
+
+
+def actor_graph(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+    """AthenaBench ``score_taa`` BFS (identity counts, "nan" dropped): value = correct; extras plausible, combined."""
+    return _score(connection(question.gold, prediction, resources, released_cti=False))
+
+
+RULES = {
+    "athena_actor_line": athena_actor_line,
+    "actor_final_line": actor_final_line,
+}
+
+METRICS = {
+    "cti_actor_graph": cti_actor_graph,
+    "actor_graph": actor_graph,
+}
+
+METRIC_INFO = {
+    "cti_actor_graph": MetricInfo(
+        lower_is_better=False, kind="binary", resources=RESOURCES,
+        invalid_extras=(("plausible", 0.0), ("combined", 0.0)),
+        description="CTI-Bench TAA: 1 when the prediction is reached from the gold over the alias graph (BFS as "
+                    "released: an identical name counts only if it has an alias edge; 'nan' is a node); extras "
+                    "'plausible' (alias or related-group chain) and 'combined' (C=1, P=0.5)",
+    ),
+    "actor_graph": MetricInfo(
+        lower_is_better=False, kind="binary", resources=RESOURCES,
+        invalid_extras=(("plausible", 0.0), ("combined", 0.0)),
+        description="TAA: 1 when prediction equals the gold or is reached from it over the alias graph "
+                    "(AthenaBench BFS; 'nan' artefacts dropped); extras 'plausible' (alias or related-group chain) "
+                    "and 'combined' (C=1, P=0.5)",
+    ),
+}
