@@ -61,6 +61,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.aggregate import stats
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.audit.offline import OfflineError, load_run
@@ -73,7 +74,7 @@ COMPARE_VERSION = "benchaudit.compare/1"
 MIN_SHIFT = 3
 
 
-class CompareError(Exception):
+class CompareError(BenchauditError):
     """The runs cannot be compared as asked; the message says why."""
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.audit.compare import CompareError, expand_runs
 from pytest_benchaudit.audit.offline import OfflineError, load_run
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
@@ -60,7 +61,7 @@ REVIEW_NOTE = ("Flags are candidates for manual review, not label errors: a shar
 _SEPARATORS = re.compile(r"[\s,;/&+]+|\band\b", re.IGNORECASE)
 
 
-class GoldAuditError(Exception):
+class GoldAuditError(BenchauditError):
     """The runs cannot be audited as asked; the message says why."""
 
 

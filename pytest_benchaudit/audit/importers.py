@@ -38,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pytest_benchaudit.common.errors import DataError
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
 from pytest_benchaudit.scoring.evaluate import evaluate
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, is_unspecified
@@ -71,7 +72,7 @@ __all__ = [
 LAYER = "released"
 
 
-class ImportSourceError(Exception):
+class ImportSourceError(DataError):
     """The source folder or one of its files is missing or malformed; the message says where."""
 
 

@@ -40,6 +40,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.audit.goldaudit import normalize_answer
 from pytest_benchaudit.audit.offline import OfflineError, load_run
 
@@ -57,7 +58,7 @@ KAPPA_METHOD = ("sklearn.metrics.cohen_kappa_score" if _sk_kappa is not None els
 NONE_LABEL = "NONE"
 
 
-class JudgeAgreementError(Exception):
+class JudgeAgreementError(BenchauditError):
     """The runs cannot be compared as asked; the message says why."""
 
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError
 from pytest_benchaudit.common.progress import Progress, iterate
@@ -30,7 +31,7 @@ from pytest_benchaudit.dataset.suites import (
 __all__ = ["OfflineError", "load_run", "rescore_run", "sweep_run", "card_key"]
 
 
-class OfflineError(Exception):
+class OfflineError(BenchauditError):
     """A run directory cannot be re-scored as asked; the message says why."""
 
 

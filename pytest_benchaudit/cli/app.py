@@ -39,6 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.audit.compare import add_compare_parser, run_compare
 from pytest_benchaudit.report.export import add_export_parser, run_export
@@ -55,7 +56,7 @@ from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_su
 __all__ = ["main"]
 
 
-class CliError(Exception):
+class CliError(UsageError):
     """A problem with the command's input; printed without a traceback."""
 
 

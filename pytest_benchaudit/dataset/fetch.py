@@ -55,6 +55,7 @@ from urllib.parse import quote
 
 import httpx
 
+from pytest_benchaudit.common.errors import DataError
 from pytest_benchaudit.common.progress import Progress
 from pytest_benchaudit.dataset.suites import Suite
 
@@ -77,7 +78,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _FILE_KEYS = frozenset({"path", "sha256", "transform", "manual"})
 
 
-class FetchError(Exception):
+class FetchError(DataError):
     """A fetch config is malformed, or one file could not be fetched; the message says which."""
 
 

@@ -20,11 +20,12 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+from pytest_benchaudit.common.errors import DataError
 
 __all__ = ["HubUnavailable", "export_hub_dataset"]
 
 
-class HubUnavailable(RuntimeError):
+class HubUnavailable(DataError, RuntimeError):
     """The hub dataset could not be read; the message says why and what to do."""
 
 

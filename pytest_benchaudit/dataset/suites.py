@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
+from pytest_benchaudit.common.errors import ConfigError, DataError
 from pytest_benchaudit.pipeline.stages import LAYERS, Pipeline, PipelineError, build_pipeline, deep_merge
 from pytest_benchaudit.prompt.templates import Template, TemplateError
 from pytest_benchaudit.pipeline.types import Question
@@ -51,11 +52,11 @@ DATA_ENV = "BENCHAUDIT_DATA"
 _LABELS = ("A", "B", "C", "D", "E", "F", "G", "H")
 
 
-class SuiteError(Exception):
+class SuiteError(ConfigError):
     """A suite config or data file is missing or malformed; the message says where."""
 
 
-class DataUnavailable(SuiteError):
+class DataUnavailable(SuiteError, DataError):
     """Data that cannot be had here (a hub-only dataset, offline or without its library).
 
     Unlike a missing or malformed local file, this does not stop a run over many suites:

@@ -30,12 +30,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["ModelSpec", "ModelSpecError", "Backend", "parse_model_spec", "strip_credentials"]
 
 
-class ModelSpecError(ValueError):
+class ModelSpecError(UsageError):
     """A ``--model`` value could not be understood."""
 
 

@@ -24,6 +24,7 @@ import json
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pytest_benchaudit.common.errors import UsageError
 
 __all__ = [
     "UNSPECIFIED",
@@ -51,7 +52,7 @@ UPSTREAM_STAGES = ("dataset", "prompt", "inference")
 DOWNSTREAM_STAGES = ("extraction", "scoring", "aggregation")
 
 
-class PipelineError(ValueError):
+class PipelineError(UsageError):
     """A pipeline could not be built: unknown field, invalid value, missing layer."""
 
 

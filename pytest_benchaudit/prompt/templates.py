@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.pipeline.stages import Pipeline, is_unspecified
 from pytest_benchaudit.pipeline.types import Message, Question, Request
 
@@ -27,7 +28,7 @@ PLACEHOLDERS = frozenset({"question", "options", "prompt", "answer", "labels"})
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 
 
-class TemplateError(ValueError):
+class TemplateError(ConfigError):
     """A template uses an unknown placeholder or a value it needs is missing."""
 
 

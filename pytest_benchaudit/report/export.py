@@ -51,6 +51,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
+from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.runs.store import read_records
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.common.secrets import redact_obj
@@ -63,7 +64,7 @@ LIBRARY = "pytest-benchaudit"
 UNSPECIFIED = "unspecified"
 
 
-class ExportError(Exception):
+class ExportError(BenchauditError):
     """Bad input for an export (not a run directory, unknown format, ...): one message, no traceback."""
 
 

@@ -14,6 +14,7 @@ import operator
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
+from pytest_benchaudit.common.errors import UsageError
 
 __all__ = ["Gate", "GateError", "GateVerdict", "parse_gate", "evaluate_gates"]
 
@@ -25,7 +26,7 @@ _QUANTITIES = {"score": "score", "score_total": "score_total", "score_valid": "s
 _GATE = re.compile(r"^\s*([A-Za-z0-9_\-]+)(?:\.([A-Za-z0-9_\-]+))?(?::([a-z_]+))?\s*(>=|<=|==|>|<)\s*([0-9.eE+\-]+)\s*$")
 
 
-class GateError(ValueError):
+class GateError(UsageError):
     """A ``--gate`` expression could not be parsed."""
 
 

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import read_records
 from pytest_benchaudit.pipeline.types import Generation, Request
 
@@ -30,7 +31,7 @@ _PARAM_FIELDS = {
 _NEEDS_NEW = "this needs new generations"
 
 
-class ReplayError(ValueError):
+class ReplayError(RunDirError, ValueError):
     """The run directory cannot be replayed as asked."""
 
 

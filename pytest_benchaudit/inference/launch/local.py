@@ -18,6 +18,7 @@ from pathlib import Path
 
 import urllib.error
 import urllib.request
+from pytest_benchaudit.common.errors import BenchauditError
 
 __all__ = ["LocalServer", "LocalModelUnavailable", "MODEL_ID", "model_path"]
 
@@ -29,7 +30,7 @@ _INSTALL_HINT = (
 )
 
 
-class LocalModelUnavailable(RuntimeError):
+class LocalModelUnavailable(BenchauditError, RuntimeError):
     """The local runtime or model file is not installed, or the server did not start."""
 
 

@@ -43,6 +43,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.inference.launch.local import _free_port
 
 __all__ = ["DEFAULT_STARTUP_TIMEOUT", "VllmServer", "VllmUnavailable", "find_vllm"]
@@ -55,7 +56,7 @@ _STOP_GRACE = 30.0
 _LOG_TAIL_LINES = 15
 
 
-class VllmUnavailable(RuntimeError):
+class VllmUnavailable(BenchauditError, RuntimeError):
     """No vllm executable, bad launch arguments, or the server did not come up."""
 
 
