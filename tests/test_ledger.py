@@ -130,7 +130,7 @@ def test_cli_ledger(suites_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["ledger", "--suites-dir", str(suites_dir), "--format", "markdown"]) == 0
     assert capsys.readouterr().out.startswith("# Reproducibility ledger")
     assert main(["ledger", "--suites-dir", str(tmp_path)]) == 2
-    assert "no suite.toml under" in capsys.readouterr().err
+    assert "no */suite.toml found" in capsys.readouterr().err
 
 
 def test_the_repository_suites_all_load() -> None:
@@ -152,7 +152,7 @@ user = "{question}"
 system = "sys"
 user = "{question}"
 [tasks.one]
-data = { file = "one.jsonl" }
+data = { file = "one.jsonl", question = "q", gold = "a" }
 [tasks.one.documented]
 prompt.template = "a"
 inference.max_tokens = 5
@@ -167,7 +167,7 @@ inference.decoding = { temperature = 0.0, top_logprobs = 5 }
 scoring = { metric = "exact_match", denominator = "valid" }
 why = { "scoring.denominator" = "code: only parsed answers." }
 [tasks.two]
-data = { file = "two.jsonl" }
+data = { file = "two.jsonl", question = "q", gold = "a" }
 [tasks.two.documented]
 prompt.template = "a"
 inference.max_tokens = 5
@@ -211,7 +211,7 @@ def test_missing_layer_and_bad_quirks(tmp_path: Path) -> None:
         [benchmark]
         name = "toy"
         [tasks.one]
-        data = { file = "one.jsonl" }
+        data = { file = "one.jsonl", question = "q", gold = "a" }
         [tasks.one.released]
         inference.max_tokens = 5
         notes = ["Data: two golds are empty.", "Quirk: unrelated to the files."]

@@ -757,7 +757,7 @@ def test_invalid_layer_field_fails_at_load(mini, layer_toml, expected):
 
 def test_task_without_data_file(mini):
     mini.suite_path.write_text('[tasks.t]\ntitle = "x"\n')
-    with pytest.raises(SuiteError, match=r"task 't' has no data.file"):
+    with pytest.raises(SuiteError, match=r"\[tasks.t.data\]: missing key 'file'"):
         load_suite(mini.suite_path)
 
 

@@ -27,6 +27,7 @@ from typing import Any, Iterator
 from pytest_benchaudit.common.errors import ConfigError, DataError
 from pytest_benchaudit.pipeline.stages import LAYERS, Pipeline, PipelineError, build_pipeline, deep_merge
 from pytest_benchaudit.prompt.templates import Template, TemplateError
+from pytest_benchaudit.dataset.config import check_suite_config, check_task_data
 from pytest_benchaudit.pipeline.types import Question
 
 __all__ = [
@@ -44,8 +45,6 @@ __all__ = [
 ]
 
 SUITE_FILENAME = "suite.toml"
-# Top-level keys a suite.toml may have: a typo such as [ledgr] is an error, not silence.
-_TOP_LEVEL_KEYS = frozenset({"extends", "benchmark", "templates", "layers", "data_defaults", "tasks", "fetch", "ledger"})
 # Keys of a [tasks.NAME] table that are not pipeline layers.
 _TASK_KEYS = frozenset({"data", "few_shot", "title", "resources"})
 DATA_ENV = "BENCHAUDIT_DATA"
@@ -124,17 +123,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def load_suite(path: Path) -> Suite:
     """Read and check a ``suite.toml``. Raises :class:`SuiteError` naming the problem."""
     cfg = _read_toml(path)
-    unknown = set(cfg) - _TOP_LEVEL_KEYS
-    if unknown:
-        raise SuiteError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}; "
-                         f"known: {', '.join(sorted(_TOP_LEVEL_KEYS))}")
+    _check_config(cfg, path)
     own_tables = {k: v for k, v in cfg.items() if k in ("fetch", "ledger")}
     if "extends" in cfg:
         # Shared defaults (e.g. the project's standardized layer) live once in a base file.
         base_path = (path.parent / cfg.pop("extends")).resolve()
         if not base_path.is_relative_to(path.parent.parent.resolve()):
             raise SuiteError(f"{path}: 'extends' must name a file inside the suites directory")
-        cfg = deep_merge(_read_toml(base_path), cfg)
+        base = _read_toml(base_path)
+        _check_config(base, base_path)
+        cfg = deep_merge(base, cfg)
     bench = cfg.get("benchmark") or {}
     name = bench.get("name") or path.parent.name
     templates: dict[str, Template] = {}
@@ -148,8 +146,10 @@ def load_suite(path: Path) -> Suite:
     tasks: dict[str, TaskSpec] = {}
     for tname, tdata in (cfg.get("tasks") or {}).items():
         data = deep_merge(data_defaults, tdata.get("data") or {})
-        if "file" not in data:
-            raise SuiteError(f"{path}: task {tname!r} has no data.file")
+        try:
+            check_task_data(path, tname, data)
+        except ConfigError as err:
+            raise SuiteError(str(err)) from None
         layers = {}
         for layer in (*LAYERS, *[k for k in tdata if k not in LAYERS and k not in _TASK_KEYS]):
             if layer in tdata or layer in shared_layers:
@@ -188,6 +188,14 @@ def load_suite(path: Path) -> Suite:
                     f"templates: {', '.join(templates)}"
                 )
     return suite
+
+
+def _check_config(cfg: dict[str, Any], path: Path) -> None:
+    """Schema check of one file's own tables (see :mod:`.config`), as a :class:`SuiteError`."""
+    try:
+        check_suite_config(cfg, path)
+    except ConfigError as err:
+        raise SuiteError(str(err)) from None
 
 
 def resolve_data_dir(option: str | None) -> tuple[Path, str]:

@@ -33,6 +33,8 @@ from pytest_benchaudit.dataset.suites import (
     load_resources,
     load_suite,
 )
+from pytest_benchaudit.common.errors import ConfigError
+from pytest_benchaudit.scoring.registry import check_suite_names
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.pipeline.variants import build_variants, card_key
 
@@ -129,7 +131,8 @@ class SuiteFile(pytest.File):
     def collect(self) -> Iterator[pytest.Collector]:
         try:
             suite = load_suite(self.path)
-        except SuiteError as err:
+            check_suite_names(suite)
+        except ConfigError as err:
             raise _CollectFailure(str(err)) from None
         for task in suite.tasks:
             yield TaskCollector.from_parent(self, name=task, suite=suite)
