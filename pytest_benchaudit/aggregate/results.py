@@ -393,9 +393,9 @@ def model_rankings(results: list[dict[str, Any]]) -> dict[str, Any]:
     base = [r for r in results if not r.get("variant") and r.get("score") is not None]
     if len({r["model"] for r in base}) < 2:
         return {}
-    # Imported only now: scipy.stats (via compare/stats) costs ~1 s of start-up, and a
+    # Imported only now: scipy.stats (via aggregate.stats) costs ~1 s of start-up, and a
     # single-model run never needs it.
-    from pytest_benchaudit.audit.compare import task_ranks, tau_b_table
+    from pytest_benchaudit.aggregate.ranks import task_ranks, tau_b_table
 
     scores: dict[str, dict[str, float]] = {}
     lib: dict[str, bool] = {}

@@ -183,7 +183,3 @@ def _stored_judgement(rec: Mapping[str, Any], pipeline: Pipeline) -> tuple[Extra
                             detail=rec.get("extraction_detail") or "", answer_text="")
     score = Score(value=float(rec["score"]), correct=bool(rec["correct"])) if graded else None
     return extraction, score
-
-
-def rescore_paths(run_dir: Path) -> tuple[Path, Path]:
-    return run_dir / "run.json", run_dir / "records.jsonl"

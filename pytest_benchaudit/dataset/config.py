@@ -165,8 +165,9 @@ def _fields_at(parents: list[str]) -> list[str]:
     elif parents[-1] in ("data", "few_shot", "data_defaults"):
         model = DataConfig
     else:
-        model = {"benchmark": BenchmarkConfig, "fetch": FetchConfig, "hub": HubSource,
-                 "gold_file": GoldFile}.get(parents[-1])
+        tables: dict[str, type[BaseModel]] = {"benchmark": BenchmarkConfig, "fetch": FetchConfig,
+                                              "hub": HubSource, "gold_file": GoldFile}
+        model = tables.get(parents[-1])
     return list(model.model_fields) if model else []
 
 

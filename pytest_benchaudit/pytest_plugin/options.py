@@ -20,6 +20,7 @@ from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
 from pytest_benchaudit.dataset.suites import resolve_data_dir
 from pytest_benchaudit.pipeline.variants import parse_vary
 from pytest_benchaudit.scoring.registry import check_vary
+from pytest_benchaudit.runs.replay import resolve_replay_spec
 
 if TYPE_CHECKING:
     from pytest_benchaudit.pytest_plugin.runner import Runner
@@ -132,6 +133,8 @@ def build_options(config: pytest.Config) -> RunOptions:
     for spec in opt.model or ["local"]:
         try:
             m = parse_model_spec(spec, named)
+            if m.kind == "replay":
+                m = resolve_replay_spec(m)
         except ModelSpecError as err:
             raise pytest.UsageError(str(err)) from None
         update: dict[str, Any] = {}

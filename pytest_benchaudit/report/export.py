@@ -132,15 +132,6 @@ def _uuid4_from(*parts: str) -> str:
     return str(uuid.UUID(bytes=bytes(digest)))
 
 
-def _epoch(iso: str | None) -> str | None:
-    if not iso:
-        return None
-    try:
-        return str(int(_dt.datetime.fromisoformat(iso).timestamp()))
-    except ValueError:
-        return None
-
-
 def _evaluation_name(bench: str, task: str, variant: str) -> str:
     return f"{bench}.{task}" + (f"|{variant}" if variant else "")
 

@@ -20,9 +20,11 @@ __all__ = ["check_suite_names", "check_vary", "unknown_name"]
 class SuiteLike(Protocol):
     """What :func:`check_suite_names` reads of a suite (a :class:`pytest_benchaudit.dataset.suites.Suite`)."""
 
-    name: str
-    path: Path
-    tasks: Mapping[str, Any]
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def tasks(self) -> Mapping[str, Any]: ...
 
     def layer_names(self, task: str) -> list[str]: ...
 
