@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.report.export import add_export_parser, run_export
+from pytest_benchaudit.cli.export import add_parser as add_export_parser, run as run_export
 from pytest_benchaudit.audit.importers import add_import_parser, run_import
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
