@@ -20,7 +20,8 @@ from pytest_benchaudit.prompt.templates import (
     inference_params,
     render_request,
 )
-from pytest_benchaudit.dataset.suites import DATA_ENV, Suite, load_questions, load_suite
+from pytest_benchaudit.dataset.suites import Suite, load_suite
+from pytest_benchaudit.dataset.readers import DATA_ENV, load_questions
 from pytest_benchaudit.pipeline.types import Message, Question, Request
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.dataset.suites import SuiteError, load_questions, load_suite
+from pytest_benchaudit.dataset.suites import SuiteError, load_suite
+from pytest_benchaudit.dataset.readers import load_questions
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 from conftest import SUITES, only_run_dir, read_run

@@ -13,15 +13,8 @@ from pathlib import Path
 import pytest
 
 from pytest_benchaudit.pipeline.stages import LAYERS, UNSPECIFIED, Pipeline, PipelineError
-from pytest_benchaudit.dataset.suites import (
-    DATA_ENV,
-    Suite,
-    SuiteError,
-    file_checksum,
-    load_questions,
-    load_suite,
-    resolve_data_dir,
-)
+from pytest_benchaudit.dataset.suites import Suite, SuiteError, load_suite
+from pytest_benchaudit.dataset.readers import DATA_ENV, file_checksum, load_questions, resolve_data_dir
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 SUITE_NAMES = ("seceval", "mmlu_cs", "cybermetric", "cti_bench")
@@ -768,7 +761,7 @@ def test_suite_without_tasks(mini):
 
 
 def test_name_defaults_to_folder_and_data_folder_to_name(mini):
-    mini.suite_path.write_text('[tasks.t.data]\nfile = "q.jsonl"\n')
+    mini.suite_path.write_text('[tasks.t.data]\nfile = "q.jsonl"\nquestion = "q"\ngold = "a"\n')
     s = load_suite(mini.suite_path)
     assert s.name == "mini" and s.data_folder == "mini" and s.title == "mini"
 
@@ -784,10 +777,10 @@ def test_extends_merges_base_layers_and_templates(mini):
     )
     mini.suite_path.write_text(
         'extends = "../base.toml"\n[benchmark]\nname = "mini"\ndata_folder = "minidata"\n'
-        '[tasks.t.data]\nfile = "q.jsonl"\n'
+        '[tasks.t.data]\nfile = "q.jsonl"\nquestion = "q"\ngold = "a"\n'
         '[tasks.t.standardized]\ninference.max_tokens = 9\n[tasks.t.standardized.why]\n"scoring.denominator" = "all"\n'
-        '[tasks.u.data]\nfile = "u.jsonl"\n'
-        '[tasks.u.custom]\nscoring.metric = "m"\n'
+        '[tasks.u.data]\nfile = "u.jsonl"\nquestion = "q"\ngold = "a"\n'
+        '[tasks.u.released_custom]\nscoring.metric = "m"\n'
     )
     s = load_suite(mini.suite_path)
     assert "std" in s.templates
@@ -798,12 +791,12 @@ def test_extends_merges_base_layers_and_templates(mini):
     assert t.why == {"inference.max_tokens": "seven", "scoring.denominator": "all"}  # why tables merge
     u = s.pipeline("u", "standardized")
     assert u.inference.max_tokens == 7
-    # a non-standard layer name in a task becomes a layer of that task only
-    assert s.layer_names("u") == ["standardized", "custom"]
+    # a named variant of a layer (released_*) in a task becomes a layer of that task only
+    assert s.layer_names("u") == ["standardized", "released_custom"]
     assert s.layer_names("t") == ["standardized"]
     # the custom layer does not inherit the shared standardized fields
-    assert s.pipeline("u", "custom").inference.max_tokens == UNSPECIFIED
-    assert s.pipeline("u", "custom").scoring.metric == "m"
+    assert s.pipeline("u", "released_custom").inference.max_tokens == UNSPECIFIED
+    assert s.pipeline("u", "released_custom").scoring.metric == "m"
 
 
 def test_extends_outside_suites_directory_rejected(mini):
@@ -828,7 +821,7 @@ def test_extends_invalid_base(mini):
 
 
 def test_resources_from_own_and_other_benchmark_folders(tmp_path):
-    from pytest_benchaudit.dataset.suites import load_resources
+    from pytest_benchaudit.dataset.readers import load_resources
 
     (tmp_path / "suites" / "b").mkdir(parents=True)
     (tmp_path / "data" / "b").mkdir(parents=True)

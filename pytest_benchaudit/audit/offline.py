@@ -20,13 +20,8 @@ from pytest_benchaudit.common.progress import Progress, iterate
 from pytest_benchaudit.runs.store import RunDirectory, read_records
 from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
-from pytest_benchaudit.dataset.suites import (
-    SUITE_FILENAME,
-    SuiteError,
-    load_resources,
-    load_suite,
-    resolve_data_dir,
-)
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
+from pytest_benchaudit.dataset.readers import load_resources, resolve_data_dir
 
 __all__ = ["OfflineError", "load_run", "rescore_run", "sweep_run", "card_key"]
 

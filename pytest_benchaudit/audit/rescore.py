@@ -16,7 +16,6 @@ new card lists them under ``notes``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from pytest_benchaudit.scoring.evaluate import evaluate

@@ -42,7 +42,6 @@ from pytest_benchaudit.pipeline.stages import (
     PipelineError,
     apply_overrides,
     field_paths,
-    is_unspecified,
     parse_override,
 )
 

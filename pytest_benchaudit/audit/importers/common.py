@@ -12,16 +12,8 @@ from typing import Any
 
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
 from pytest_benchaudit.common.errors import DataError
-from pytest_benchaudit.dataset.suites import (
-    SUITE_FILENAME,
-    Suite,
-    SuiteError,
-    _rows,
-    file_checksum,
-    load_questions,
-    load_resources,
-    load_suite,
-)
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
+from pytest_benchaudit.dataset.readers import _rows, file_checksum, load_questions, load_resources
 from pytest_benchaudit.pipeline.stages import (
     Pipeline,
     apply_overrides,

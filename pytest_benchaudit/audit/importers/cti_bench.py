@@ -20,11 +20,8 @@ from pytest_benchaudit.audit.importers.common import (
     run_dir_name,
 )
 from pytest_benchaudit.common.progress import Progress
-from pytest_benchaudit.dataset.suites import (
-    Suite,
-    file_checksum,
-    resolve_data_dir,
-)
+from pytest_benchaudit.dataset.suites import Suite
+from pytest_benchaudit.dataset.readers import file_checksum, resolve_data_dir
 from pytest_benchaudit.pipeline.types import Message, Question, Request
 from pytest_benchaudit.prompt.templates import render_request
 from pytest_benchaudit.runs.store import new_run_id
