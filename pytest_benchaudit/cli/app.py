@@ -15,6 +15,8 @@
                                           questions where most models agree on one answer against gold (for review)
     benchaudit judge-agreement RUN_A RUN_B | RUN
                                           agreement, Cohen's kappa, confusion table and strata of two judges
+    benchaudit diagnose RUN... [--json]   the catalogued failure modes (docs/failure-modes.md) on every model x
+                                          task: hypothesis, evidence, the field that fixes it, effect in points
     benchaudit import athenabench-runs DIR | cti-bench-responses DIR
                                           published model outputs as run directories (one per model)
     benchaudit summarize RUN_DIR          recompute summary.json from records.jsonl and run.json
@@ -46,6 +48,7 @@ from pytest_benchaudit.report.export import add_export_parser, run_export
 from pytest_benchaudit.audit.goldaudit import add_audit_gold_parser, run_audit_gold
 from pytest_benchaudit.audit.judgeagree import add_judge_agreement_parser, run_judge_agreement
 from pytest_benchaudit.audit.importers import add_import_parser, run_import
+from pytest_benchaudit.cli import diagnose as diagnose_cmd
 from pytest_benchaudit.audit.offline import OfflineError, rescore_run, sweep_run
 from pytest_benchaudit.pytest_plugin.options import parse_vary
 from pytest_benchaudit.pipeline.stages import PipelineError, apply_overrides, parse_override
@@ -253,8 +256,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_export_parser(sub)
     add_audit_gold_parser(sub)
     add_judge_agreement_parser(sub)
+    diagnose_cmd.add_parser(sub).set_defaults(command_run=diagnose_cmd.run)
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "command_run", None):  # commands in their own module (cli/<command>.py)
+            return args.command_run(args)
         if args.command == "show":
             return cmd_show(args.run_dir)
         if args.command == "summarize":
