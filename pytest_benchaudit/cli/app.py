@@ -13,8 +13,14 @@
                                           results in the Every Eval Ever schema (questions withheld by default)
     benchaudit audit-gold RUN... [--min-models K] [--out CSV]
                                           questions where most models agree on one answer against gold (for review)
+    benchaudit audit-gold --confirm SAMPLE.csv
+                                          confirmed label-error rate among the flags people checked (Wilson CI)
     benchaudit judge-agreement RUN_A RUN_B | RUN
                                           agreement, Cohen's kappa, confusion table and strata of two judges
+    benchaudit judge-agreement --human SAMPLE.csv
+                                          the judge's accuracy against people, Cohen's kappa between two annotators
+    benchaudit sample RUN... --for judge|gold [--n 120] [--strata K,...] --out SAMPLE.csv
+                                          a stratified, seeded sample for annotators (local file with question text)
     benchaudit diagnose RUN... [--json]   the catalogued failure modes (docs/failure-modes.md) on every model x
                                           task: hypothesis, evidence, the field that fixes it, effect in points
     benchaudit import athenabench-runs DIR | cti-bench-responses DIR
@@ -49,6 +55,7 @@ from pytest_benchaudit.audit.goldaudit import add_audit_gold_parser, run_audit_g
 from pytest_benchaudit.audit.judgeagree import add_judge_agreement_parser, run_judge_agreement
 from pytest_benchaudit.audit.importers import add_import_parser, run_import
 from pytest_benchaudit.cli import diagnose as diagnose_cmd
+from pytest_benchaudit.cli import sample as sample_cmd
 from pytest_benchaudit.audit.offline import OfflineError, rescore_run, sweep_run
 from pytest_benchaudit.pytest_plugin.options import parse_vary
 from pytest_benchaudit.pipeline.stages import PipelineError, apply_overrides, parse_override
@@ -257,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_audit_gold_parser(sub)
     add_judge_agreement_parser(sub)
     diagnose_cmd.add_parser(sub).set_defaults(command_run=diagnose_cmd.run)
+    sample_cmd.add_parser(sub).set_defaults(command_run=sample_cmd.run)
     args = parser.parse_args(argv)
     try:
         if getattr(args, "command_run", None):  # commands in their own module (cli/<command>.py)
