@@ -273,6 +273,10 @@ def test_cli_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert f["failure_mode"] == "FM01-valid-only-denominator" and f["effect_pp"] == pytest.approx(-50.0)
     assert main(["diagnose", str(tmp_path / "missing")]) == 2
     assert "not found" in capsys.readouterr().err
+    bare = write_run_dir(tmp_path, "bare", recs)  # run.json without cards
+    assert main(["diagnose", str(bare), "--no-ledger"]) == 0
+    captured = capsys.readouterr()
+    assert "bare: cti_bench.mcq has no pipeline card" in captured.err and "no finding" in captured.out
 
 
 def test_render_without_findings() -> None:
@@ -323,3 +327,43 @@ def test_published_other_findings(published: list) -> None:
     gpt5 = _find(published, "FM14-sampling-without-seed", "athenabench", "mcq", "gpt-5")
     assert gpt5.evidence["temperature"] == ["not sent (provider default)"]
     assert all(f.hypothesis and f.field and f.effect for f in published)
+
+
+# --------------------------------------------------------------------------- a real pytest run
+
+
+def test_diagnose_a_pytest_run(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real run (pytester, scripted endpoint on 127.0.0.1) with a stop sequence, a valid-only denominator,
+    truncated answers and a refused token budget: diagnose reads each one back from the run directory."""
+    from conftest import only_run_dir, write_mcq_suite
+    from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+
+    markers = ["OK1", "OK2", "OK3", "WRONG", "THINK", "TRUNC", "BUDGET", "OK4"]
+    write_mcq_suite(pytester.path, "diag", [{"id": f"d{i}_{m}", "question": f"Question [{m}]?",
+                                             "options": ["alpha", "beta", "gamma", "delta"], "gold": "A"}
+                                            for i, m in enumerate(markers, 1)])
+    replies = {"WRONG": Reply(content="Answer: B"),
+               "THINK": Reply(content="<think>First, consider alpha", finish_reason="stop"),
+               "TRUNC": Reply(content="Let me weigh each option in", finish_reason="length"),
+               "BUDGET": Reply(status=400, error_message="max_tokens is too small for this model")}
+
+    def script(call: Call) -> Reply:
+        text = call.last_user_text
+        return replies.get(text[text.index("[") + 1: text.index("]")], Reply(content="Answer: A"))
+
+    with ScriptedServer(script) as server:
+        result = pytester.runpytest("suites/diag", "--model", f"m@{server.url}", "--data-dir", "data",
+                                    "--report-dir", "out", "--no-cache", "--max-retries", "0",
+                                    "--set", 'inference.stop=["\\n\\n"]', "--set", "scoring.denominator=valid")
+    assert result.parseoutcomes().get("passed") == 4, result.stdout.str()[-2000:]
+    run_dir = only_run_dir(pytester.path / "out")
+    capsys.readouterr()
+    assert main(["diagnose", str(run_dir), "--json", "--no-ledger"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    found = {f["failure_mode"]: f for f in doc["findings"]}
+    assert found["FM01-valid-only-denominator"]["evidence"]["n_invalid"] == 3
+    assert found["FM01-valid-only-denominator"]["effect_pp"] == pytest.approx(100 * (4 / 8 - 4 / 5), abs=0.01)
+    assert found["FM02-stop-inside-reasoning"]["evidence"]["question_ids"] == ["d5_THINK"]
+    assert found["FM03-token-budget-truncation"]["evidence"]["question_ids"] == ["d6_TRUNC"]
+    assert found["FM04-budget-below-provider-minimum"]["evidence"]["question_ids"] == ["d7_BUDGET"]
+    assert all(f["model"] == "m" and f["benchmark"] == "diag" for f in doc["findings"])

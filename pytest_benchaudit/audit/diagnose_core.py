@@ -31,7 +31,7 @@ from pytest_benchaudit.audit.diagnose_catalog import failure_mode
 from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
 from pytest_benchaudit.pipeline.stages import PipelineError
 
-__all__ = ["Finding", "Group", "LoadedRun", "Resources", "Effect", "group_runs", "delta_effect", "rescore_effect",
+__all__ = ["Finding", "Group", "LoadedRun", "Resources", "Effect", "group_runs", "missing_cards", "delta_effect", "rescore_effect",
            "recompute_without", "recompute_as_invalid", "recovery_estimate", "make_finding", "question_ids", "MAX_IDS"]
 
 # (benchmark, task, metric) -> the task's resource files (alias graphs, ...), for re-scoring.
@@ -114,10 +114,20 @@ def group_runs(runs: Sequence[LoadedRun]) -> list[Group]:
             if key not in groups:
                 card = cards.get(f"{key[1]}.{key[2]}")
                 if card is None:
-                    continue  # no card: nothing to say what was asked; the loader warned about it
+                    continue  # no card: nothing says what was asked (missing_cards() names these)
                 groups[key] = Group(key[1], key[2], key[3], key[4], run.name, card, [], run.meta)
             groups[key].records.append(rec)
     return list(groups.values())
+
+
+def missing_cards(runs: Sequence[LoadedRun]) -> list[str]:
+    """``"RUN: bench.task"`` for every task that has records but no pipeline card (left out of the checks)."""
+    out = []
+    for run in runs:
+        cards = run.meta.get("pipeline_cards") or {}
+        keys = {f"{r['benchmark']}.{r['task']}" for r in run.records if not r.get("variant")}
+        out += [f"{run.name}: {key}" for key in sorted(keys) if key not in cards]
+    return out
 
 
 def _units(result: Mapping[str, Any]) -> str:

@@ -4,8 +4,11 @@ Over the runs of several models, a question is *flagged* when at least K models 
 same valid prediction and that prediction differs from the gold answer.  Such a consensus
 is a hint that the gold label (or the question) may be wrong or ambiguous; it is a
 candidate for manual review, never a verdict.  The command therefore prints the number
-of flags per task and writes them to a CSV for review; it does not print, and this
-module does not compute, any "label error rate".
+of flags per task and writes them to a CSV for review; from the runs alone it does not
+print, and this module does not compute, any "label error rate".  Only people can confirm a
+flag: ``audit-gold --confirm SAMPLE.csv`` reads their verdicts on a sample drawn by
+``benchaudit sample --for gold`` (:mod:`.sample`) and prints the *confirmed* share among the
+checked flags, with a Wilson CI and the sentence that it is not a benchmark-wide rate.
 
 Choices (documented in the command's help as well):
 

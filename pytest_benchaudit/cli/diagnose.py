@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit diagnose``: 0 when the checks ran, 2 on bad input."""
     from pytest_benchaudit.audit.compare import expand_runs
     from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose, render, to_json
-    from pytest_benchaudit.audit.diagnose_core import group_runs
+    from pytest_benchaudit.audit.diagnose_core import group_runs, missing_cards
     from pytest_benchaudit.audit.offline import _Resources, load_run
 
     warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)  # noqa: E731
@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         benchmarks = {str(r["benchmark"]) for run_ in runs for r in run_.records}
         ledger = None if args.no_ledger else _ledger_rows(args.suites_dir, benchmarks)
         resources = _Resources(args.suites_dir, args.data_dir)
+        for where in missing_cards(runs):
+            warn(f"{where} has no pipeline card in run.json: its records are not checked")
         findings = diagnose(runs, resources=resources, ledger_rows=ledger)
         n_groups = len(group_runs(runs))
     except BenchauditError as err:
