@@ -27,7 +27,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Draw --n units, an equal share per stratum (capped at its size, leftovers to the strata that "
                     "still have units, so rare strata are over-represented), seeded and reproducible. The CSV holds "
                     "question text and responses for the annotators: a local file, never exported. Annotators fill "
-                    "one verdict_N column each; then run `judge-agreement --human CSV` or `audit-gold --confirm CSV`.")
+                    "one verdict_N column each (judge: their own label in the judge's vocabulary, CORRECT / "
+                    "INCORRECT for grading, the answer or NONE for extraction; gold: error, ok or unclear); then "
+                    "run `judge-agreement --human CSV` or `audit-gold --confirm CSV`.")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
                    help="run directories, or folders of run directories (e.g. an import's --report-dir)")
     p.add_argument("--for", dest="kind", required=True, choices=["judge", "gold"],
