@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import real_data_dir, write_run_dir
+
 from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose, render, to_json
 from pytest_benchaudit.audit.diagnose_catalog import CATALOGUE
 from pytest_benchaudit.audit.diagnose_checks import cross_task_checks, size_checks
@@ -289,7 +289,10 @@ def test_render_without_findings() -> None:
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> list:
-    from pytest_benchaudit.audit.importers import import_athenabench_runs, import_cti_bench_responses
+    from pytest_benchaudit.audit.importers import (
+        import_athenabench_runs,
+        import_cti_bench_responses,
+    )
     from pytest_benchaudit.audit.offline import _Resources, load_run
 
     data = real_data_dir()
@@ -336,6 +339,7 @@ def test_diagnose_a_pytest_run(pytester: pytest.Pytester, capsys: pytest.Capture
     """A real run (pytester, scripted endpoint on 127.0.0.1) with a stop sequence, a valid-only denominator,
     truncated answers and a refused token budget: diagnose reads each one back from the run directory."""
     from conftest import only_run_dir, write_mcq_suite
+
     from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
     markers = ["OK1", "OK2", "OK3", "WRONG", "THINK", "TRUNC", "BUDGET", "OK4"]

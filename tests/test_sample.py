@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import real_data_dir, write_run_dir
+
 from pytest_benchaudit.audit.sample import (
     NOT_BENCHMARK_WIDE,
     SampleError,

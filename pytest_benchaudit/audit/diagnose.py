@@ -9,13 +9,19 @@ them.  What a finding holds and how its effect is computed: :mod:`.diagnose_core
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pytest_benchaudit.audit import diagnose_checks as checks
 from pytest_benchaudit.audit.diagnose_catalog import CATALOGUE
-from pytest_benchaudit.audit.diagnose_core import Finding, LoadedRun, Resources, group_runs
+from pytest_benchaudit.audit.diagnose_core import (
+    Finding,
+    LoadedRun,
+    Resources,
+    group_runs,
+)
 
-__all__ = ["Finding", "LoadedRun", "diagnose", "render", "to_json", "NOT_A_VERDICT"]
+__all__ = ["NOT_A_VERDICT", "Finding", "LoadedRun", "diagnose", "render", "to_json"]
 
 
 def diagnose(runs: Sequence[LoadedRun], *, resources: Resources | None = None,

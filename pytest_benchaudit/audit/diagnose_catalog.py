@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["FailureMode", "CATALOGUE", "DOCUMENTED_SIZES", "failure_mode"]
+__all__ = ["CATALOGUE", "DOCUMENTED_SIZES", "FailureMode", "failure_mode"]
 
 Stage = Literal["upstream", "downstream", "dataset", "documentation"]
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from pytest_benchaudit.audit.diagnose_catalog import DOCUMENTED_SIZES
 from pytest_benchaudit.audit.diagnose_core import (
@@ -26,12 +27,11 @@ from pytest_benchaudit.audit.diagnose_core import (
     recovery_estimate,
     rescore_effect,
 )
-from pytest_benchaudit.audit.rescore import record_generation, record_question
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, is_unspecified
-from pytest_benchaudit.scoring.extract import extract, strip_reasoning
+from pytest_benchaudit.scoring.extract import strip_reasoning
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
-__all__ = ["GROUP_CHECKS", "cross_task_checks", "size_checks", "ledger_checks"]
+__all__ = ["GROUP_CHECKS", "cross_task_checks", "ledger_checks", "size_checks"]
 
 Check = Callable[[Group, "Resources | None"], list[Finding]]
 _THINK = re.compile(r"</?think>", re.IGNORECASE)
@@ -364,7 +364,7 @@ def cross_task_checks(groups: Sequence[Group]) -> list[Finding]:
             a, b = METRIC_INFO.get(metric), METRIC_INFO.get(other)
             if a is None or b is None:
                 continue
-            ev = {"metric": metric, "other_task": f"{other_bench}.{other_task}", "other_metric": other}
+            ev: dict[str, Any] = {"metric": metric, "other_task": f"{other_bench}.{other_task}", "other_metric": other}
             none = Effect("none", None, "not a score change of either task: re-score one of them with the other's "
                                         "metric (--set scoring.metric=...) before comparing the two")
             if a.lower_is_better != b.lower_is_better or (a.kind == b.kind == "continuous"):

@@ -21,18 +21,38 @@ percentage points.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.audit.diagnose_catalog import failure_mode
-from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
+from pytest_benchaudit.audit.rescore import (
+    pipeline_from_card,
+    rescore_records,
+    retarget,
+)
 from pytest_benchaudit.pipeline.stages import PipelineError
 
-__all__ = ["Finding", "Group", "LoadedRun", "Resources", "Effect", "group_runs", "missing_cards", "delta_effect", "rescore_effect",
-           "recompute_without", "recompute_as_invalid", "recovery_estimate", "make_finding", "question_ids", "MAX_IDS"]
+__all__ = [
+    "MAX_IDS",
+    "Effect",
+    "Finding",
+    "Group",
+    "LoadedRun",
+    "Resources",
+    "delta_effect",
+    "group_runs",
+    "make_finding",
+    "missing_cards",
+    "question_ids",
+    "recompute_as_invalid",
+    "recompute_without",
+    "recovery_estimate",
+    "rescore_effect",
+]
 
 # (benchmark, task, metric) -> the task's resource files (alias graphs, ...), for re-scoring.
 Resources = Callable[[str, str, str], Mapping[str, Any]]

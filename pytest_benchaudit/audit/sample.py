@@ -33,15 +33,35 @@ from __future__ import annotations
 import csv
 import random
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from pytest_benchaudit.aggregate.results import confidence_interval
 from pytest_benchaudit.common.errors import DataError, UsageError
 
-__all__ = ["SampleError", "cohen_kappa", "KAPPA_METHOD", "human_judge_report", "gold_confirm_report",
-           "render_human_judge", "render_gold_confirm", "NOT_BENCHMARK_WIDE", "JUDGE_STRATA", "GOLD_STRATA", "DEFAULT_STRATA", "judge_units", "gold_units", "allocate",
-           "stratified_sample", "write_sample", "read_sample", "verdict_columns", "wilson", "LOCAL_NOTE"]
+__all__ = [
+    "DEFAULT_STRATA",
+    "GOLD_STRATA",
+    "JUDGE_STRATA",
+    "KAPPA_METHOD",
+    "LOCAL_NOTE",
+    "NOT_BENCHMARK_WIDE",
+    "SampleError",
+    "allocate",
+    "cohen_kappa",
+    "gold_confirm_report",
+    "gold_units",
+    "human_judge_report",
+    "judge_units",
+    "read_sample",
+    "render_gold_confirm",
+    "render_human_judge",
+    "stratified_sample",
+    "verdict_columns",
+    "wilson",
+    "write_sample",
+]
 
 JUDGE_STRATA = ("benchmark", "task", "model", "purpose", "judge_label", "parse_status", "regex_disagrees")
 GOLD_STRATA = ("benchmark", "task", "n_agreeing", "consensus_answer")

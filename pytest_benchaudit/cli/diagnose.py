@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.audit.diagnose_core import group_runs, missing_cards
     from pytest_benchaudit.audit.offline import _Resources, load_run
 
-    warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)  # noqa: E731
+    warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
     try:
         runs = []
         for path in expand_runs(args.runs):

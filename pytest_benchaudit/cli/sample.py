@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         if args.kind == "judge":
             units, failed = smp.judge_units(records)
             what = f"{len(units)} judged records ({failed} judge calls without a verdict left out)"
-            allowed = smp.JUDGE_STRATA
+            allowed: tuple[str, ...] = smp.JUDGE_STRATA
         else:
             flags = audit_gold(records, min_models=args.min_models, pipeline=args.pipeline).flags
             units = smp.gold_units([f.row() for f in flags], records)
