@@ -157,3 +157,45 @@ def test_published_athena_gold_sample_and_confirm(tmp_path: Path, capsys: pytest
     assert f"5 of 20 = 25.0% (95% Wilson CI {100 * lo:.1f}-{100 * hi:.1f}%)" in text
     assert "not a benchmark-wide label-error rate" in text and "Cohen's kappa" in text
     assert not any(r["question"][:40] in text for r in rows)
+
+
+def test_judge_loop_on_a_pytest_run_with_a_judge(pytester: pytest.Pytester, toy: Any,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A real judged run (pytester; model and judge are scripted endpoints on 127.0.0.1) -> sample -> verdicts
+    -> judge-agreement --human: the sample reads the judge records the runner writes."""
+    from conftest import only_run_dir, read_run
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    def model(call: Any) -> Reply:
+        text = call.last_user_text
+        return Reply(content="I pick B [FALLBACK]" if "THINK_CLOSED" in text else
+                     "I pick B" if "CORRECT" in text or "WRONG" in text else "No clear option here.")
+
+    def judge(call: Any) -> Reply:
+        response = call.body["messages"][-1]["content"].split("<<<", 1)[1]
+        if "[FALLBACK]" in response:
+            return Reply(content="The answer: B")  # not JSON: read by the fallback parser
+        return Reply(content='{"answer": "B"}' if "pick B" in response else '{"answer": "NONE"}')
+
+    with ScriptedServer(model) as m, ScriptedServer(judge) as j:
+        pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{m.url}", "--judge", f"j@{j.url}",
+                           "--report-dir", "out", "--set", "extraction.rule=judge", "--no-cache")
+    run_dir = only_run_dir(pytester.path / "out")
+    judged = [r for r in read_run(run_dir)["records"] if r.get("judge")]
+    assert len(judged) >= 10 and {r["judge"]["parse_status"] for r in judged} == {"json", "fallback"}
+    capsys.readouterr()
+    out = pytester.path / "judge-sample.csv"
+    assert main(["sample", str(run_dir), "--for", "judge", "--n", "6", "--strata", "parse_status,judge_label",
+                 "--seed", "1", "--out", str(out)]) == 0
+    rows = read_csv(out)
+    assert len(rows) == 6 and {r["parse_status"] for r in rows} == {"json", "fallback"}
+    assert {r["judge_label"] for r in rows} == {"B", "NONE"} and all(r["purpose"] == "extraction" for r in rows)
+    assert all(r["question"].split(" ")[1] == "question" and "A. first option" in r["question"] for r in rows)
+    for i, r in enumerate(rows):  # both annotators read the same; they overrule the judge once
+        r["verdict_1"] = r["verdict_2"] = ("A" if i == 0 else r["judge_label"])
+    write_csv(out, rows)
+    capsys.readouterr()
+    assert main(["judge-agreement", "--human", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["judge_accuracy"]["k"] == 5 and doc["judge_accuracy"]["n"] == 6
+    assert doc["between_annotators"]["agreement"] == 1.0
