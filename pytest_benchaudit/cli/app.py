@@ -13,8 +13,16 @@
                                           results in the Every Eval Ever schema (questions withheld by default)
     benchaudit audit-gold RUN... [--min-models K] [--out CSV]
                                           questions where most models agree on one answer against gold (for review)
+    benchaudit audit-gold --confirm SAMPLE.csv
+                                          confirmed label-error rate among the flags people checked (Wilson CI)
     benchaudit judge-agreement RUN_A RUN_B | RUN
                                           agreement, Cohen's kappa, confusion table and strata of two judges
+    benchaudit judge-agreement --human SAMPLE.csv
+                                          the judge's accuracy against people, Cohen's kappa between two annotators
+    benchaudit sample RUN... --for judge|gold [--n 120] [--strata K,...] --out SAMPLE.csv
+                                          a stratified, seeded sample for annotators (local file with question text)
+    benchaudit diagnose RUN... [--json]   the catalogued failure modes (docs/failure-modes.md) on every model x
+                                          task: hypothesis, evidence, the field that fixes it, effect in points
     benchaudit import athenabench-runs DIR | cti-bench-responses DIR
                                           published model outputs as run directories (one per model)
     benchaudit summarize RUN_DIR          recompute summary.json from records.jsonl and run.json
@@ -63,6 +71,8 @@ COMMANDS: dict[str, str] = {
     "audit-gold": "audit_gold",
     "judge-agreement": "judge_agreement",
     "validate": "validate",
+    "diagnose": "diagnose",
+    "sample": "sample",
 }
 
 # One-line help per command for the command list, so listing them imports no command module.
@@ -80,6 +90,8 @@ _LIST_HELP: dict[str, str] = {
     "audit-gold": "questions where most models agree on one answer against gold (for review)",
     "judge-agreement": "agreement, Cohen's kappa, confusion table and strata of two judges",
     "validate": "check suite configs (suite.toml) against their schema",
+    "diagnose": "the catalogued failure modes on every model x task: hypotheses with evidence and effect",
+    "sample": "a stratified, seeded sample of judge verdicts or gold flags for people to check",
 }
 
 
