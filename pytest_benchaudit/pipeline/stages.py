@@ -42,7 +42,7 @@ __all__ = [
     "is_unspecified",
 ]
 
-UNSPECIFIED = "unspecified"
+UNSPECIFIED: Literal["unspecified"] = "unspecified"
 Unspecified = Literal["unspecified"]
 CARD_VERSION = "benchaudit.pipeline-card/1"
 LAYERS = ("documented", "released", "standardized")
