@@ -16,10 +16,10 @@ __all__ = ["task_ranks", "tau_b_table"]
 
 def task_ranks(scores: dict[str, dict[str, float]], lib: dict[str, bool]) -> dict[str, dict[str, float]]:
     """{task key: {model: rank}}: 1 = best, direction-aware (``lib``: lower is better), ties averaged."""
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for key, by_model in scores.items():
         models = list(by_model)
-        ranks = stats.rank_scores([by_model[m] for m in models], lib[key]) if models else []
+        ranks = list(stats.rank_scores([by_model[m] for m in models], lib[key])) if models else []
         out[key] = {m: float(r) for m, r in zip(models, ranks)}
     return out
 

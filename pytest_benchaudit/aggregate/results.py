@@ -215,7 +215,7 @@ def _invalid_value(r: dict[str, Any]) -> float:
     n, n_valid = r["n"], r["n_valid"]
     if n > n_valid and r["score_total"] is not None:
         valid_sum = (r["score_valid"] or 0.0) * n_valid
-        return (r["score_total"] * n - valid_sum) / (n - n_valid)
+        return float((r["score_total"] * n - valid_sum) / (n - n_valid))
     info = METRIC_INFO.get(r["metric"])
     return float(info.invalid_value) if info else 0.0
 

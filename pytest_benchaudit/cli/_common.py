@@ -8,11 +8,18 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_benchaudit.common.errors import UsageError
 
-__all__ = ["CliError", "add_data_dir", "add_suites_dir", "load_json", "run_cards", "suite_file"]
+__all__ = ["CliError", "Subparsers", "add_data_dir", "add_suites_dir", "load_json", "run_cards", "suite_file"]
+
+# What `ArgumentParser.add_subparsers()` returns; each command module adds its parser to it.
+# (The class is private, but it is what argparse hands out; only typeshed makes it generic.)
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    Subparsers = argparse._SubParsersAction
 
 
 class CliError(UsageError):

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 
+from pytest_benchaudit.cli._common import Subparsers
+
 HELP = "questions where most models agree on one answer against gold (for review)"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     from pytest_benchaudit.audit.goldaudit import add_audit_gold_parser
 
     return add_audit_gold_parser(sub)

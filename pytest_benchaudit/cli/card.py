@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_benchaudit.cli._common import CliError, add_suites_dir, run_cards, suite_file
+from pytest_benchaudit.cli._common import CliError, Subparsers, add_suites_dir, run_cards, suite_file
 
 HELP = "print pipeline cards as JSON (of a benchmark's suite, or of a run)"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser("card", help=HELP, description=HELP)
     p.add_argument("target", help="a benchmark name (e.g. seceval) or a run directory")
     p.add_argument("--task", help="one task (e.g. mcq)")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 
+from pytest_benchaudit.cli._common import Subparsers
+
 HELP = "ranks, tau-b, rank shifts with bootstrap CIs, PCA; compare.json and an HTML report"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     from pytest_benchaudit.audit.compare import add_compare_parser
 
     return add_compare_parser(sub)

@@ -14,12 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_benchaudit.cli._common import Subparsers
 from pytest_benchaudit.common.errors import BenchauditError
 
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """Add ``diagnose`` to the ``benchaudit`` sub-commands; returns its parser."""
     p = subparsers.add_parser(
         "diagnose", help="check every model x task of some runs for the catalogued failure modes "

@@ -9,12 +9,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from pytest_benchaudit.cli._common import Subparsers
 from pytest_benchaudit.report.export import FORMATS, ExportError, export_every_eval_ever, validate_export
 
 HELP = "write a run in another format (Every Eval Ever)"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "export", help="write a run in another format (Every Eval Ever: aggregate JSON + per-sample JSONL)",
         description="Write a run directory's results in another project's format. every-eval-ever: one aggregate "

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pytest_benchaudit.cli._common import add_suites_dir, suite_file
+from pytest_benchaudit.cli._common import Subparsers, add_suites_dir, suite_file
 
 HELP = "download benchmark files from their public origin, sha256-verified"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser("fetch", help=HELP, description=HELP)
     p.add_argument("benches", nargs="+", metavar="BENCH", help="benchmark (suite folder) names, e.g. seceval")
     p.add_argument("--data-dir", help="data directory (default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets)")

@@ -7,6 +7,8 @@ Each is scored with the suite's released layer and compared with the released sc
 from __future__ import annotations
 
 import argparse
+
+from pytest_benchaudit.cli._common import Subparsers
 from pathlib import Path
 
 HELP = "published model outputs as run directories (one per model)"
@@ -17,7 +19,7 @@ SOURCE_HELP = {
 }
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "import", help="turn published model outputs into run directories (one per model), scored with the "
                        "released layer",

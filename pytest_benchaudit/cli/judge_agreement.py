@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 
+from pytest_benchaudit.cli._common import Subparsers
+
 HELP = "agreement, Cohen's kappa, confusion table and strata of two judges"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     from pytest_benchaudit.audit.judgeagree import add_judge_agreement_parser
 
     return add_judge_agreement_parser(sub)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from pytest_benchaudit.cli._common import add_suites_dir
+from pytest_benchaudit.cli._common import Subparsers, add_suites_dir
 
 HELP = "documented vs released pipeline, per benchmark and field"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser("ledger", help=HELP, description=HELP)
     p.add_argument("--format", dest="fmt", choices=("table", "json", "markdown"), default="table")
     add_suites_dir(p)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pytest_benchaudit.cli._common import add_data_dir, add_suites_dir
+from pytest_benchaudit.cli._common import Subparsers, add_data_dir, add_suites_dir
 
 HELP = "re-score a run's stored outputs under another pipeline (no model calls)"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser("rescore", help=HELP, description=HELP)
     p.add_argument("run_dir", type=Path)
     p.add_argument("--pipeline", help="apply this layer's downstream stages (extraction, scoring, aggregation)")

@@ -13,12 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_benchaudit.cli._common import Subparsers
 from pytest_benchaudit.common.errors import BenchauditError
 
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """Add ``sample`` to the ``benchaudit`` sub-commands; returns its parser."""
     from pytest_benchaudit.audit.sample import DEFAULT_STRATA, GOLD_STRATA, JUDGE_STRATA
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from pytest_benchaudit.cli._common import load_json, run_cards
+from pytest_benchaudit.cli._common import Subparsers, load_json, run_cards
 
 HELP = "print a run's summary and pipeline cards"
 
@@ -16,7 +16,7 @@ _SHOWN_FIELDS = ("prompt.template", "prompt.format.mode", "inference.max_tokens"
                  "aggregation.method")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser("show", help=HELP, description=HELP)
     p.add_argument("run_dir", type=Path)
     return p

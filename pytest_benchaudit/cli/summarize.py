@@ -10,12 +10,12 @@ import json
 import sys
 from pathlib import Path
 
-from pytest_benchaudit.cli._common import CliError, run_cards
+from pytest_benchaudit.cli._common import CliError, Subparsers, run_cards
 
 HELP = "recompute summary.json from records.jsonl (no model calls)"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser("summarize", help=HELP, description=HELP)
     p.add_argument("run_dir", type=Path)
     return p

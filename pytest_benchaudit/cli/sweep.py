@@ -9,12 +9,12 @@ import argparse
 import json
 from pathlib import Path
 
-from pytest_benchaudit.cli._common import CliError, add_data_dir, add_suites_dir
+from pytest_benchaudit.cli._common import CliError, Subparsers, add_data_dir, add_suites_dir
 
 HELP = "single-field counterfactuals on a run's stored outputs (downstream fields)"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help=HELP, description=HELP)
     p.add_argument("run_dir", type=Path)
     p.add_argument("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",

@@ -13,12 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_benchaudit.cli._common import CliError
+from pytest_benchaudit.cli._common import CliError, Subparsers
 
 HELP = "check suite configs (suite.toml) against their schema"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help=HELP, description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("suites_dir", nargs="?", type=Path, default=Path("suites"),

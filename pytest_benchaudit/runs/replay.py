@@ -38,7 +38,8 @@ class ReplayError(RunDirError, ValueError):
 
 def _read_run(run_dir: Path) -> dict[str, Any]:
     try:
-        return json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        data: dict[str, Any] = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        return data
     except (OSError, json.JSONDecodeError) as err:
         raise ReplayError(f"replay:{run_dir}: not a readable run directory ({err})") from None
 
@@ -64,7 +65,7 @@ def replay_model_label(run_dir: Path, model: str | None = None) -> str:
     if len(labels) != 1:
         raise ReplayError(f"replay:{run_dir}: the run has models {', '.join(labels) or 'none'}; "
                           f"choose one with replay:{run_dir}#MODEL")
-    return labels[0]
+    return str(labels[0])
 
 
 def _prompt_key(request: Mapping[str, Any]) -> str:

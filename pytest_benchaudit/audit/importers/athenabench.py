@@ -191,7 +191,8 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
         results = summarize(records, cards)
         ours_by_task = {r["task"]: r["score"] for r in results}
         rel_vals = list(released_task.values())
-        released_combined = sum(rel_vals) / len(rel_vals) if all(v is not None for v in rel_vals) else None
+        known = [v for v in rel_vals if v is not None]
+        released_combined = sum(known) / len(known) if known and len(known) == len(rel_vals) else None
         bench = benchmark_scores(results, cards)
         report = {
             "source": {"kind": "athenabench-runs", "model": model},

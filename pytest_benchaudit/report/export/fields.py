@@ -106,7 +106,7 @@ def _card_for(cards: dict[str, Any], bench: str, task: str, variant: str) -> dic
 def _model_entry(run: dict[str, Any], spec: str) -> dict[str, Any]:
     for entry in run.get("models") or []:
         if entry.get("spec") == spec or entry.get("label") == spec:
-            return entry
+            return dict(entry)
     return {"spec": spec}
 
 
