@@ -16,6 +16,7 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
+from pytest_benchaudit.pipeline.variants import card_for, card_key
 from pytest_benchaudit.pipeline.stages import is_unspecified
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
@@ -143,8 +144,7 @@ def summarize(records: Iterable[dict[str, Any]], cards: dict[str, dict[str, Any]
         groups.setdefault(group_key(rec), []).append(rec)
     out = []
     for (bench, task, _model, variant), recs in groups.items():
-        card = cards.get(f"{bench}.{task}|{variant}") or cards.get(f"{bench}.{task}")
-        out.append(_result(recs, card))
+        out.append(_result(recs, card_for(cards, bench, task, variant)))
     return out
 
 
@@ -163,8 +163,7 @@ def benchmark_scores(results: list[dict[str, Any]], cards: dict[str, dict[str, A
     out = []
     for (bench, model, variant), rs in groups.items():
         methods = {
-            (cards.get(f"{bench}.{r['task']}|{variant}") or cards.get(f"{bench}.{r['task']}", {}))
-            .get("fields", {}).get("aggregation.method", "unspecified")
+            card_for(cards, bench, r["task"], variant).get("fields", {}).get("aggregation.method", "unspecified")
             for r in rs
         }
         entry: dict[str, Any] = {"benchmark": bench, "model": model, "variant": variant,
@@ -345,7 +344,7 @@ def variant_deltas(results: list[dict[str, Any]], cards: dict[str, dict[str, Any
         base = by_variant.get("")
         for name in sorted((v for v in by_variant if v), key=lambda v: order.get(v, len(order))):
             var = by_variant[name]
-            info = (cards.get(f"{bench}.{task}|{name}") or {}).get("variant") or {}
+            info = (cards.get(card_key(bench, task, name)) or {}).get("variant") or {}
             lib = bool(var["lower_is_better"])
             row: dict[str, Any] = {
                 "benchmark": bench, "task": task, "model": model, "variant": name,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from pytest_benchaudit.pipeline.stages import (
     UPSTREAM_STAGES,
@@ -45,7 +45,7 @@ from pytest_benchaudit.pipeline.stages import (
     parse_override,
 )
 
-__all__ = ["BASE", "Variant", "build_variants", "card_key", "parse_vary", "short_field", "variant_name"]
+__all__ = ["BASE", "Variant", "build_variants", "card_for", "card_key", "parse_vary", "short_field", "variant_name"]
 
 BASE = ""
 
@@ -92,9 +92,19 @@ class Variant:
         }
 
 
-def card_key(benchmark: str, task: str, variant: str) -> str:
-    """Key of a pipeline card in ``RunState.cards``: ``bench.task`` or ``bench.task|variant``."""
-    return f"{benchmark}.{task}" if variant == BASE else f"{benchmark}.{task}|{variant}"
+def card_key(benchmark: str, task: str, variant: str = BASE) -> str:
+    """Key of a pipeline card (run.json ``pipeline_cards``): ``bench.task`` or ``bench.task|variant``.
+
+    The one spelling of that key; every reader and writer of cards goes through it or
+    :func:`card_for`.
+    """
+    return f"{benchmark}.{task}" if not variant else f"{benchmark}.{task}|{variant}"
+
+
+def card_for(cards: Mapping[str, Any], benchmark: str, task: str, variant: str = BASE) -> dict[str, Any]:
+    """The card a variant was scored under: its own, else the task's base card, else ``{}``."""
+    card = cards.get(card_key(benchmark, task, variant)) or cards.get(card_key(benchmark, task)) or {}
+    return dict(card)
 
 
 def short_field(path: str) -> str:

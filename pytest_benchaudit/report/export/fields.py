@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.runs.store import read_records
+from pytest_benchaudit.pipeline.variants import card_for, card_key
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
 SCHEMA_VERSION = "0.3.0"
@@ -93,11 +94,11 @@ def _uuid4_from(*parts: str) -> str:
 
 
 def _evaluation_name(bench: str, task: str, variant: str) -> str:
-    return f"{bench}.{task}" + (f"|{variant}" if variant else "")
+    return card_key(bench, task, variant)
 
 
 def _card_for(cards: dict[str, Any], bench: str, task: str, variant: str) -> dict[str, Any]:
-    return cards.get(f"{bench}.{task}|{variant}") or cards.get(f"{bench}.{task}") or {}
+    return card_for(cards, bench, task, variant)
 
 
 # ------------------------------------------------------------------ model identity
