@@ -191,8 +191,14 @@ def test_seceval_released_matches_facts():
     assert f["aggregation.method"] == "micro"
     assert f["aggregation.by"] == "topics"
     assert f["inference.max_tokens"] == UNSPECIFIED
-    assert f["inference.decoding.temperature"] == UNSPECIFIED
+    # AzureChatOpenAI without a temperature sends LangChain's ChatOpenAI default, 0.7
+    assert f["inference.decoding.temperature"] == 0.7
+    assert "0.7" in suite("seceval").pipeline("mcq", "released").why["inference.decoding.temperature"]
     assert f["inference.stop"] == []
+    shots = suite("seceval").templates["released_chat"].fixed_shots
+    assert [(sh.user, sh.assistant) for sh in shots] == [
+        ("Question: Which mitigation prevent stack overflow bug? A: Stack Canary. B: ALSR. C: CFI. D: Code Signing.",
+         "Answer: ABC")]
 
 
 def test_seceval_released_base_matches_facts():
