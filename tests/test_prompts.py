@@ -415,6 +415,28 @@ def test_cybermetric_released_user_text(data_dir):
         assert req.params == {}
 
 
+def test_cybermetric_documented_messages_are_the_readme_make_messages(data_dir):
+    """README@2f5818b make_messages(question, answers), rebuilt from the raw rows."""
+    s, questions, path = load(data_dir, "cybermetric", "cm80")
+    p, t = released(s, "cm80", "documented")
+    raw = json.loads(path.read_text(encoding="utf-8"))["questions"]
+    instructions = (
+        "You are a helpful AI assistant.\n"
+        "Instructions:\n"
+        "a. Carefully read the question.\n"
+        "b. Choose the correct answer (A, B, C, or D) only.\n"
+        "c. Do NOT include any explanation or additional text in the response.\n"
+        "d. Always return the answer in this XML format: '<xml>answer</xml>'. "
+        "For example, if the correct answer is D, then return <xml>D</xml>.\n\n"
+    )
+    for row, question in zip(raw, questions):
+        options_str = ", ".join(f"{key}) {value}" for key, value in row["answers"].items())
+        expected = [{"role": "system", "content": instructions},
+                    {"role": "user", "content": f"#Question: {row['question']}\nOptions: {options_str}"}]
+        req = render_request(p, t, question)
+        assert [{"role": m.role, "content": m.content} for m in req.messages] == expected
+
+
 def test_cti_released_system_then_prompt_column_verbatim(data_dir):
     s, questions, path = load(data_dir, "cti_bench", "mcq")
     p, t = released(s, "mcq")
