@@ -40,6 +40,7 @@ def test_rule_names_lists_every_rule_sorted():
         "all_capital_letters",
         "answer_regex",
         "logprob_argmax",
+        "redsage_mcq_acc",
         "final_answer_letter",
         "final_answer_letters",
         "final_line",
@@ -458,3 +459,34 @@ def test_latex_boxed_answers(text):
     q = Question(benchmark="b", task="t", id="1", index=0, gold="C", choices={k: "" for k in "ABCD"})
     assert extract("final_answer_letter", Generation(text=text), q, "strip").prediction == "C"
     assert extract("final_answer_letters", Generation(text=text), q, "strip").prediction == "C"
+
+
+# --------------------------------------------------------------------------- RedSage MCQAcc (released)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("B", "B"),
+        ("C) Process", "C"),
+        ("D. User Account", "D"),
+        ("The answer is B", "B"),
+        ("A firewall would stop it.", "A"),  # quirk: the article is an answer letter
+        ("**C**", "C"),
+        ("I think C and then D", "C"),  # the first standalone letter on the line
+        ("line one\nline two\nline three\nline four\nline five\nline six\nOnly one letter: x", None),
+        ("B is wrong\n1\n2\n3\n4\n5", "B"),  # beyond the last five lines: the one distinct letter
+        ("B or C\n1\n2\n3\n4\n5", None),  # two distinct letters, none on the last five lines
+        ("ABCD", None),  # no standalone letter, no trailing letter after a non-alphanumeric
+        ("(D", "D"),  # ends with a letter after a non-alphanumeric character
+        ("", None),
+        ("<think>", None),
+    ],
+)
+def test_redsage_mcq_acc_reads_as_released(text, expected):
+    assert pred("redsage_mcq_acc", text, mode="keep") == expected
+
+
+def test_redsage_mcq_acc_after_a_newline_stop_is_unclosed_reasoning():
+    got = run("redsage_mcq_acc", "<think>", mode="keep", finish_reason="stop")
+    assert (got.valid, got.invalid_reason) == (False, "unclosed_reasoning")

@@ -166,6 +166,42 @@ def logprob_argmax(text: str, question: Question, generation: Generation) -> tup
     return labels[best], detail
 
 
+_LIGHTEVAL_LEADING = re.compile(r"^([ABCD])[).:]")
+_LIGHTEVAL_STANDALONE = re.compile(r"\b([ABCD])\b")
+_LIGHTEVAL_BOLD_END = re.compile(r"\*\*([ABCD])\*\*$")
+_LIGHTEVAL_ANY = re.compile(r"[ABCD]")
+
+
+def _lighteval_line(line: str) -> str | None:
+    cleaned = line.replace("**", " ")
+    for pattern, how in ((_LIGHTEVAL_LEADING, "match"), (_LIGHTEVAL_STANDALONE, "search"),
+                         (_LIGHTEVAL_BOLD_END, "search")):
+        m = pattern.match(cleaned) if how == "match" else pattern.search(cleaned)
+        if m:
+            return m.group(1)
+    # "ending with a letter" whose previous character is not alphanumeric (or absent)
+    if cleaned and cleaned[-1] in "ABCD" and not cleaned[-2:-1].isalnum():
+        return cleaned[-1]
+    return None
+
+
+def redsage_mcq_acc(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """RedSage ``MCQAcc.compute`` (eval/cybersecurity_benchmarks.py): the last five non-empty
+    lines, bottom-up: a leading ``A)``/``A.``/``A:``, else any standalone capital A-D (a
+    sentence-initial article "A" counts), else a trailing letter; fallback: the one distinct
+    A-D capital of the whole text.  Quirk kept: ``**`` is replaced before the ``**X**`` test,
+    which therefore never matches."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for line in lines[::-1][:5]:
+        found = _lighteval_line(line)
+        if found:
+            return found, f"line {line[:60]!r}"
+    letters = _LIGHTEVAL_ANY.findall(text)
+    if len(set(letters)) == 1:
+        return letters[0], "the only capital A-D in the text"
+    return None, "no letter on the last 5 lines and not exactly one distinct A-D in the text"
+
+
 # --------------------------------------------------------------------------- standardized rules
 
 # "Answer:", "Final answer is", "The correct answers are" … (case-insensitive marker;
@@ -255,6 +291,7 @@ RULES: dict[str, Rule] = {
     "all_capital_letters": all_capital_letters,
     "answer_regex": answer_regex,
     "logprob_argmax": logprob_argmax,
+    "redsage_mcq_acc": redsage_mcq_acc,
     "final_answer_letter": final_answer_letter,
     "final_answer_letters": final_answer_letters,
     "final_line": final_line,
