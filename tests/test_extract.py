@@ -490,3 +490,40 @@ def test_redsage_mcq_acc_reads_as_released(text, expected):
 def test_redsage_mcq_acc_after_a_newline_stop_is_unclosed_reasoning():
     got = run("redsage_mcq_acc", "<think>", mode="keep", finish_reason="stop")
     assert (got.valid, got.invalid_reason) == (False, "unclosed_reasoning")
+
+
+# --------------------------------------------------------------------------- standardized reader: echoed option lists
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "reason"),
+    [
+        ("A) Generate public keys\nB) Authenticate digital signatures\nC) Encrypt data using a password",
+         None, "unparseable"),  # the demo's echo: the last option listed is not an answer
+        ("A) To compare log files\nB) To accelerate system performance", None, "unparseable"),
+        ("C) Process", "C", None),  # one committed option line
+        ("Let me look at the options.\nC) Process", "C", None),
+        ("A) Audit\nB) Execution Prevention\n\nB", "B", None),  # listed, then a label-only line
+        ("A) Audit\nB) Execution Prevention\nAnswer: A", "A", None),  # listed, then a marker
+        ("A) Audit\nB) Execution Prevention\nC) Process\n\nThe best option is:\nC) Process", "C", None),  # restated
+        ("A) Audit\nThe answer is A.", "A", None),
+    ],
+)
+def test_standardized_reader_does_not_score_an_echoed_option_list(text, expected, reason):
+    got = run("final_answer_letter", text)
+    assert (got.prediction, got.invalid_reason) == (expected, reason)
+    if reason:
+        assert "without committing" in got.detail
+
+
+def test_real_demo_style_echoes_on_cybermetric_rows():
+    """CyberMetric-80 rows: a response that copies two or more options verbatim is unparseable
+    under the standardized reader, whichever row; one copied option is read."""
+    rows = json.loads(data_file("cybermetric", "CyberMetric-80-v1.json").read_text(encoding="utf-8"))["questions"]
+    for row in rows:
+        question = Question(benchmark="cybermetric", task="cm80", id=str(row["question"])[:20], index=0,
+                            gold=row["solution"], choices=row["answers"])
+        echo = "\n".join(f"{k}) {v}" for k, v in row["answers"].items())
+        assert run("final_answer_letter", echo, question=question).invalid_reason == "unparseable"
+        one = f"{row['solution']}) {row['answers'][row['solution']]}"
+        assert run("final_answer_letter", one, question=question).prediction == row["solution"]
