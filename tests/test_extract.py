@@ -40,6 +40,7 @@ def test_rule_names_lists_every_rule_sorted():
         "all_capital_letters",
         "answer_regex",
         "logprob_argmax",
+        "mmlu_logprob_argmax",
         "redsage_mcq_acc",
         "final_answer_letter",
         "final_answer_letters",
@@ -527,3 +528,14 @@ def test_real_demo_style_echoes_on_cybermetric_rows():
         assert run("final_answer_letter", echo, question=question).invalid_reason == "unparseable"
         one = f"{row['solution']}) {row['answers'][row['solution']]}"
         assert run("final_answer_letter", one, question=question).prediction == row["solution"]
+
+
+@pytest.mark.parametrize("top", [None, ()])
+def test_mmlu_released_reads_a_when_no_logprobs_come_back(top):
+    from pytest_benchaudit.scoring.extract import MMLU_FALLBACK
+
+    result = run("mmlu_logprob_argmax", " B", mode="keep", top_logprobs=top)
+    assert result.valid and result.prediction == "A" and result.detail.startswith(MMLU_FALLBACK)
+    # with log-probabilities it is the ordinary argmax; an error is still an inference error
+    assert pred("mmlu_logprob_argmax", "", mode="keep", top_logprobs=({" A": -3.0, " D": -0.2},)) == "D"
+    assert run("mmlu_logprob_argmax", "", mode="keep", error="HTTP 400").invalid_reason == "inference_error"

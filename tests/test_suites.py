@@ -215,7 +215,7 @@ def test_mmlu_released_matches_facts():
     assert f["inference.max_tokens"] == 1
     assert f["inference.decoding.top_logprobs"] == 100
     assert f["inference.stop"] == []
-    assert f["extraction.rule"] == "logprob_argmax"
+    assert f["extraction.rule"] == "mmlu_logprob_argmax"  # bare-except quirk: no log-probabilities reads A
     assert f["scoring.denominator"] == "total"
     assert f["aggregation.method"] == "micro"  # questions pooled
     assert f["dataset.files"] == ["computer_security_test.csv", "computer_security_dev.csv"]

@@ -166,6 +166,19 @@ def logprob_argmax(text: str, question: Question, generation: Generation) -> tup
     return labels[best], detail
 
 
+MMLU_FALLBACK = "released fallback 'A'"
+
+
+def mmlu_logprob_argmax(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """MMLU ``evaluate.py`` as released, quirk included: a response without log-probabilities
+    reads "A".  Each letter's lookup sits in a bare ``try/except`` that substitutes -100, so
+    when ``logprobs`` is missing all four get -100 and ``np.argmax`` picks the first.  The
+    detail starts with ``MMLU_FALLBACK`` so that runs can count how often it happened."""
+    if not generation.top_logprobs:
+        return _labels(question)[0], f"{MMLU_FALLBACK}: no log-probabilities returned, -100 for every letter"
+    return logprob_argmax(text, question, generation)
+
+
 _LIGHTEVAL_LEADING = re.compile(r"^([ABCD])[).:]")
 _LIGHTEVAL_STANDALONE = re.compile(r"\b([ABCD])\b")
 _LIGHTEVAL_BOLD_END = re.compile(r"\*\*([ABCD])\*\*$")
@@ -291,6 +304,7 @@ RULES: dict[str, Rule] = {
     "all_capital_letters": all_capital_letters,
     "answer_regex": answer_regex,
     "logprob_argmax": logprob_argmax,
+    "mmlu_logprob_argmax": mmlu_logprob_argmax,
     "redsage_mcq_acc": redsage_mcq_acc,
     "final_answer_letter": final_answer_letter,
     "final_answer_letters": final_answer_letters,
