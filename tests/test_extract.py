@@ -41,6 +41,7 @@ def test_rule_names_lists_every_rule_sorted():
         "answer_regex",
         "logprob_argmax",
         "mmlu_logprob_argmax",
+        "xml_answer",
         "redsage_mcq_acc",
         "final_answer_letter",
         "final_answer_letters",
@@ -539,3 +540,11 @@ def test_mmlu_released_reads_a_when_no_logprobs_come_back(top):
     # with log-probabilities it is the ordinary argmax; an error is still an inference error
     assert pred("mmlu_logprob_argmax", "", mode="keep", top_logprobs=({" A": -3.0, " D": -0.2},)) == "D"
     assert run("mmlu_logprob_argmax", "", mode="keep", error="HTTP 400").invalid_reason == "inference_error"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("<xml>D</xml>", "D"), ("The answer: <xml> b </xml>", "B"), ("<xml>A</xml> no, <xml>C</xml>", "C"),
+    ("<xml>answer</xml>", None), ("<xml>E</xml>", None), ("ANSWER: B", None),
+])
+def test_xml_answer_reads_cybermetric_documented_format(text, expected):
+    assert pred("xml_answer", text) == expected

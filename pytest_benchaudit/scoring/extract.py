@@ -166,6 +166,19 @@ def logprob_argmax(text: str, question: Question, generation: Generation) -> tup
     return labels[best], detail
 
 
+_XML_ANSWER = re.compile(r"<xml>\s*([A-Z])\s*</xml>", re.IGNORECASE)
+
+
+def xml_answer(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """CyberMetric's documented answer format (README 'Prompt': ``<xml>answer</xml>``): the
+    letter inside the last ``<xml>…</xml>`` pair, when it is one of the question's labels."""
+    labels = _labels(question)
+    hits = [m for m in _XML_ANSWER.finditer(text) if m.group(1).upper() in labels]
+    if not hits:
+        return None, "no <xml>X</xml> with an option letter"
+    return hits[-1].group(1).upper(), f"matched {hits[-1].group(0)!r}"
+
+
 MMLU_FALLBACK = "released fallback 'A'"
 
 
@@ -305,6 +318,7 @@ RULES: dict[str, Rule] = {
     "answer_regex": answer_regex,
     "logprob_argmax": logprob_argmax,
     "mmlu_logprob_argmax": mmlu_logprob_argmax,
+    "xml_answer": xml_answer,
     "redsage_mcq_acc": redsage_mcq_acc,
     "final_answer_letter": final_answer_letter,
     "final_answer_letters": final_answer_letters,
