@@ -23,8 +23,10 @@ Extra ``vllm serve`` arguments (``--max-model-len 4096``, ``--dtype half``, ...)
 refused in the extra arguments.  vLLM refuses a request for more log-probabilities than
 its ``--max-logprobs`` (20 by default); when a selected layer asks for more (MMLU's
 released layer: 100), the launcher passes ``--max-logprobs N`` (a larger value in the
-extra arguments is kept, a smaller one raised).  Against an endpoint it did not launch,
-:func:`logprob_refusal` turns the first such refusal into one message naming the flag.  The executable is ``vllm`` on ``PATH``, else the
+extra arguments is kept, a smaller one raised).  That needs the selected items, which a
+serial run has when it launches; an xdist controller launches before any worker collects, so
+there pass ``--max-logprobs N`` in ``$BENCHAUDIT_VLLM_ARGS``.  Against any endpoint that still
+refuses, :func:`logprob_refusal` turns the first refusal into one message naming the flag.  The executable is ``vllm`` on ``PATH``, else the
 one next to the running Python (the ``vllm`` extra installed in this virtual
 environment); without either the run stops with one usage error.  The server's
 output goes to a log file in the temporary directory; a failed start quotes its
