@@ -98,8 +98,8 @@ def test_released_and_standardized_layers_are_fully_specified_downstream(name, t
     assert std.unspecified_fields() == []
     assert std.card()["unspecified"] == []
     released = s.pipeline(task, "released")
-    # only CyberMetric leaves a downstream field open (no cross-file aggregation released)
-    expected = ["aggregation.method"] if name == "cybermetric" else []
+    # CyberMetric and CTI-Bench release no cross-file / cross-task aggregation
+    expected = ["aggregation.method"] if name in ("cybermetric", "cti_bench") else []
     assert released.unspecified_fields() == expected
 
 
@@ -139,6 +139,65 @@ def test_cti_mcq_released_matches_facts():
     assert tpl.user == "{prompt}"  # the Prompt column, as is
 
 
+@pytest.mark.parametrize("task", ["mcq", "rcm", "rcm_2021", "vsp", "ate", "taa"])
+def test_cti_released_provider_paths_follow_the_notebook(task):
+    """get_single_prediction has a branch per provider: GPT (system role, seed 42), Gemini
+    (system glued, no seed), Replicate (glued, seed 42) and Gemma on Replicate (temperature 0.01)."""
+    gpt = fields_of("cti_bench", task, "released")
+    paths = {layer: fields_of("cti_bench", task, layer)
+             for layer in ("released_gemini", "released_replicate", "released_gemma")}
+    changed = {layer: {k for k in gpt if f[k] != gpt[k]} for layer, f in paths.items()}
+    assert changed == {
+        "released_gemini": {"prompt.format.system_role", "inference.decoding.seed"},
+        "released_replicate": {"prompt.format.system_role"},
+        "released_gemma": {"prompt.format.system_role", "inference.decoding.temperature"},
+    }
+    assert gpt["prompt.format.system_role"] == "system" and gpt["inference.decoding.seed"] == 42
+    assert paths["released_gemini"]["inference.decoding.seed"] == UNSPECIFIED
+    assert paths["released_gemini"]["prompt.format.system_role"] == "prepend_user"
+    assert paths["released_gemma"]["inference.decoding.temperature"] == 0.01
+    pipe = suite("cti_bench").pipeline(task, "released_gemini")
+    assert "no seed" in pipe.why["inference.decoding.seed"]
+    # the base layer's notes and reasons come along
+    assert pipe.why["extraction.rule"] == suite("cti_bench").pipeline(task, "released").why["extraction.rule"]
+    # every task leaves the cross-task aggregation open: the notebook reports each task alone
+    assert gpt["aggregation.method"] == UNSPECIFIED
+
+
+def test_cti_gemini_path_sends_no_seed(data_dir):
+    from pytest_benchaudit.prompt.templates import render_request
+    s = suite("cti_bench")
+    qs, _ = real_questions(data_dir, "cti_bench", "mcq")
+    p = s.pipeline("mcq", "released_gemini")
+    req = render_request(p, s.templates[p.prompt.template], qs[0])
+    assert req.params == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 2048}
+    assert [m.role for m in req.messages] == ["user"]
+    assert req.messages[0].content == s.templates["released"].system + " " + qs[0].prompt
+
+
+def test_layer_base_must_name_another_layer(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "suite.toml").write_text(
+        '[tasks.t]\ndata = { file = "x.json" }\n[tasks.t.released]\nprompt.template = "unspecified"\n'
+        '[tasks.t.other]\nbase = "nope"\n')
+    with pytest.raises(SuiteError, match=r"t layer 'other': base 'nope' must name another layer"):
+        load_suite(tmp_path / "b" / "suite.toml")
+
+
+def test_every_released_layer_field_has_a_why():
+    missing = []
+    for path in sorted(SUITES_DIR.glob("*/suite.toml")):
+        s = load_suite(path)
+        for task, spec in s.tasks.items():
+            for layer, raw in spec.layers.items():
+                if not layer.startswith("released"):
+                    continue
+                fields = _leaf_paths({k: v for k, v in raw.items() if k not in ("why", "notes", "base")})
+                why = s.pipeline(task, layer).why
+                missing += [f"{s.name}.{task}:{layer}:{f}" for f in fields if not why.get(f, "").strip()]
+    assert missing == []
+
+
 def test_mmlu_released_matches_facts():
     f = fields_of("mmlu_cs", "mcq", "released")
     assert f["dataset.split"] == "test"
@@ -149,7 +208,7 @@ def test_mmlu_released_matches_facts():
     assert f["inference.max_tokens"] == 1
     assert f["inference.decoding.top_logprobs"] == 100
     assert f["inference.stop"] == []
-    assert f["extraction.rule"] == "logprob_argmax"
+    assert f["extraction.rule"] == "mmlu_logprob_argmax"  # bare-except quirk: no log-probabilities reads A
     assert f["scoring.denominator"] == "total"
     assert f["aggregation.method"] == "micro"  # questions pooled
     assert f["dataset.files"] == ["computer_security_test.csv", "computer_security_dev.csv"]
@@ -184,8 +243,14 @@ def test_seceval_released_matches_facts():
     assert f["aggregation.method"] == "micro"
     assert f["aggregation.by"] == "topics"
     assert f["inference.max_tokens"] == UNSPECIFIED
-    assert f["inference.decoding.temperature"] == UNSPECIFIED
+    # AzureChatOpenAI without a temperature sends LangChain's ChatOpenAI default, 0.7
+    assert f["inference.decoding.temperature"] == 0.7
+    assert "0.7" in suite("seceval").pipeline("mcq", "released").why["inference.decoding.temperature"]
     assert f["inference.stop"] == []
+    shots = suite("seceval").templates["released_chat"].fixed_shots
+    assert [(sh.user, sh.assistant) for sh in shots] == [
+        ("Question: Which mitigation prevent stack overflow bug? A: Stack Canary. B: ALSR. C: CFI. D: Code Signing.",
+         "Answer: ABC")]
 
 
 def test_seceval_released_base_matches_facts():

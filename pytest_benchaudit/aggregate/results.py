@@ -249,8 +249,10 @@ def _contributions(base: dict[str, Any], var: dict[str, Any], delta: float) -> d
     w = _invalid_value(base)
     i0, i1 = base["stage_rates"]["inference_ok"], var["stage_rates"]["inference_ok"]
     e0, e1 = base["stage_rates"]["extraction_ok"], var["stage_rates"]["extraction_ok"]
-    x0 = e0 / i0 if i0 else 0.0
-    x1 = e1 / i1 if i1 else 0.0
+    # With no item through inference a side's extraction rate is undefined: take the other
+    # side's, so that a base with 0% inference ok credits the recovery to inference.
+    x0 = e0 / i0 if i0 else (e1 / i1 if i1 else 0.0)
+    x1 = e1 / i1 if i1 else x0
     v0 = base["score_valid"] if base["score_valid"] is not None else var["score_valid"]
     v0 = w if v0 is None else v0
 
