@@ -178,9 +178,9 @@ def test_cti_gemini_path_sends_no_seed(data_dir):
 def test_layer_base_must_name_another_layer(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "suite.toml").write_text(
-        '[tasks.t]\ndata = { file = "x.json" }\n[tasks.t.released]\nprompt.template = "unspecified"\n'
-        '[tasks.t.other]\nbase = "nope"\n')
-    with pytest.raises(SuiteError, match=r"t layer 'other': base 'nope' must name another layer"):
+        '[tasks.t]\ndata = { file = "x.json", question = "q", gold = "a" }\n[tasks.t.released]\n'
+        'prompt.template = "unspecified"\n[tasks.t.released_other]\nbase = "nope"\n')
+    with pytest.raises(SuiteError, match=r"t layer 'released_other': base 'nope' must name another layer"):
         load_suite(tmp_path / "b" / "suite.toml")
 
 
