@@ -69,6 +69,9 @@ class Quirk(BaseModel):
     rename: dict[str, str] = Field(default_factory=dict)
     why: str
 
+    def __hash__(self) -> int:  # dict fields: hash the canonical JSON (a ModelSpec holding quirks is hashed)
+        return hash(self.model_dump_json())
+
     def applies_to(self, model: str) -> bool:
         name = model.lower()
         if self.models and not any(fnmatch.fnmatchcase(name, p.lower()) for p in self.models):

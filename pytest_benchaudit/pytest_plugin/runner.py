@@ -21,6 +21,8 @@ from pytest_benchaudit.scoring import judge
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure, needs_judge
 from pytest_benchaudit.inference.engine import Engine
+from pytest_benchaudit.inference.providers import adjust_request
+from pytest_benchaudit.inference.usage import NOT_ASKED
 from pytest_benchaudit.scoring.evaluate import evaluate, failure_message
 from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.pytest_plugin.options import RunOptions
@@ -38,6 +40,12 @@ def _judge_record(model: str, purpose: str, version: str, reply: Generation, sta
             "parse_status": status, "verdict": verdict, "error": reply.error}
 
 _FIXTURE_MODULE = "pytest_benchaudit.pytest_plugin.collect"
+
+
+def _skip_if_not_asked(generation: Generation, max_cost: float | None) -> None:
+    """A request --max-cost kept from being sent: the item is skipped, not recorded, so --resume asks it."""
+    if generation.error == NOT_ASKED:
+        pytest.skip(f"{NOT_ASKED} ({max_cost:g} USD); --resume continues the run")
 
 
 def default_concurrency(spec: ModelSpec, option: int | None) -> int:
@@ -58,6 +66,7 @@ class Runner:
         self._registered: set[str] = set()
         self._prefetched: set[str] = set()
         self._worker_queue: Any = None
+        self._meter: Any = None  # --max-cost: what this process spent (inference.usage.CostMeter)
         register_secret_env(m.api_key_env for m in opts.models)
 
     # -- engine ---------------------------------------------------------------------
@@ -94,12 +103,24 @@ class Runner:
         if spec.endpoints:
             from pytest_benchaudit.inference.balanced import BalancedBackend, balanced_identity
 
-            self._engine().add_model(spec.label, lambda: BalancedBackend(spec, concurrency=concurrency),
-                                     identity=balanced_identity(spec))
+            factory: Any = lambda: BalancedBackend(spec, concurrency=concurrency)  # noqa: E731
+            identity = balanced_identity(spec)
         else:
-            self._engine().add_model(spec.label, lambda: OpenAICompatBackend(spec, concurrency=concurrency),
-                                     identity=identity)
+            factory = lambda: OpenAICompatBackend(spec, concurrency=concurrency)  # noqa: E731
+        self._engine().add_model(spec.label, self._budgeted(factory, spec), identity=identity)
         self._registered.add(spec.label)
+
+    def _budgeted(self, factory: Any, spec: ModelSpec) -> Any:
+        """``factory`` behind the --max-cost meter (this process's share of it under xdist)."""
+        if self.opts.max_cost is None:
+            return factory
+        from pytest_benchaudit.inference.usage import BudgetedBackend, CostMeter, price_for
+
+        if self._meter is None:
+            workers = int(getattr(self.config, "workerinput", {}).get("workercount", 1) or 1)
+            self._meter = CostMeter(self.opts.max_cost / workers)
+        meter, price = self._meter, price_for(self.opts.prices, spec.label.removeprefix("judge:"), spec)
+        return lambda: BudgetedBackend(factory(), meter, price)
 
     def _check_replays(self) -> None:
         """``--model replay:RUN_DIR`` with upstream fields that differ: one usage error, before any item."""
@@ -189,6 +210,7 @@ class Runner:
         for ask in range(1 + pipeline.inference.reask_on_invalid):
             asked = request if ask == 0 else request.model_copy(update={"sample": ask})
             generation = self._engine().generate(model.label, asked)
+            _skip_if_not_asked(generation, self.opts.max_cost)
             judged, verdict, extra = self._judge(question, pipeline, generation)
             record = evaluate(question, pipeline, asked, generation, model=model.label,
                               variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources,
@@ -229,7 +251,9 @@ class Runner:
             extra: dict[str, Any] = {"regex_prediction": regex.prediction}
             if not regex.answer_text.strip():  # nothing to read: empty / truncated / unclosed reasoning
                 return regex, None, extra
-            reply = self._engine().generate(spec.label, judge.extraction_request(question, regex.answer_text, labels))
+            reply = self._engine().generate(spec.label, adjust_request(
+                judge.extraction_request(question, regex.answer_text, labels), spec))
+            _skip_if_not_asked(reply, self.opts.max_cost)
             answer, status = judge.parse_extraction(reply.text, labels) if reply.error is None else (None, "failed")
             extra["judge"] = _judge_record(spec.label, "extraction", judge.EXTRACTION_PROMPT_VERSION, reply,
                                            status, answer)
@@ -244,7 +268,8 @@ class Runner:
         read = extract(pipeline.extraction.rule, generation, question, reasoning)
         if not read.valid or read.prediction is None:
             return read, None, {}
-        reply = self._engine().generate(spec.label, judge.grading_request(question, read.prediction))
+        reply = self._engine().generate(spec.label, adjust_request(judge.grading_request(question, read.prediction), spec))
+        _skip_if_not_asked(reply, self.opts.max_cost)
         verdict, status = judge.parse_grading(reply.text) if reply.error is None else (None, "failed")
         extra = {"judge": _judge_record(spec.label, "grading", judge.GRADING_PROMPT_VERSION, reply, status, verdict)}
         if verdict is None:
