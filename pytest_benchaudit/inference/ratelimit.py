@@ -143,7 +143,7 @@ class AdaptiveLimiter:
     def success(self, headers: Mapping[str, str] | None = None) -> None:
         """An answer arrived: grow by one per round; pause if the headers say a budget is spent."""
         if self.limit < self.ceiling:
-            self.limit = min(float(self.ceiling), self.limit + 1.0 / max(1.0, self.limit))
+            self.limit = min(float(self.ceiling), self.limit + 1.0 / self.cap)  # +1 per `cap` answers
             self._wake()
         if headers:
             wait = rate_limit_wait(headers)

@@ -19,6 +19,7 @@ runner turns into a skipped item (no record), so ``--resume`` asks it later.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -124,21 +125,32 @@ class CostMeter:
 
 
 class BudgetedBackend:
-    """A backend that sends nothing once the meter is exhausted, and charges each answer's usage to it."""
+    """A backend that sends nothing once the meter is exhausted, and charges each answer's usage to it.
 
-    def __init__(self, inner: Backend, meter: CostMeter, price: Mapping[str, float] | None) -> None:
+    The engine queues far more requests than are in flight; the meter is read when a request
+    is about to go out (one of ``concurrency`` slots), so at most ``concurrency`` requests sent
+    before the limit was reached finish after it.
+    """
+
+    def __init__(self, inner: Backend, meter: CostMeter, price: Mapping[str, float] | None,
+                 concurrency: int) -> None:
         self.inner = inner
         self.meter = meter
         self.price = price
         self.spec = getattr(inner, "spec", None)  # the cache names the model by its spec
+        self._slots: asyncio.Semaphore | None = None
+        self._concurrency = max(1, concurrency)
 
     async def generate(self, request: Request) -> Generation:
-        if self.meter.exhausted:
-            self.meter.refused += 1
-            return Generation(error=NOT_ASKED, attempts=0)
-        gen = await self.inner.generate(request)
-        self.meter.add(cost_of(gen.usage, self.price))
-        return gen
+        if self._slots is None:  # created on the engine's loop
+            self._slots = asyncio.Semaphore(self._concurrency)
+        async with self._slots:
+            if self.meter.exhausted:
+                self.meter.refused += 1
+                return Generation(error=NOT_ASKED, attempts=0)
+            gen = await self.inner.generate(request)
+            self.meter.add(cost_of(gen.usage, self.price))
+            return gen
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -17,7 +17,7 @@ import pytest
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse_model_spec
 from pytest_benchaudit.inference.providers import load_providers
-from pytest_benchaudit.inference.usage import check_prices
+from pytest_benchaudit.inference.usage import check_prices, price_for
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, parse_override
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
 from pytest_benchaudit.dataset.suites import resolve_data_dir
@@ -194,6 +194,10 @@ def build_options(config: pytest.Config) -> RunOptions:
             raise pytest.UsageError(str(err)) from None
     if opt.max_cost is not None and opt.max_cost <= 0:
         raise pytest.UsageError("--max-cost must be a positive amount in USD")
+    for m in models if opt.max_cost is not None else ():
+        if m.kind == "endpoint" and price_for(prices, m.label, m) is None:
+            raise pytest.UsageError(f"--max-cost: no price for --model {m.label} in [tool.benchaudit.prices] "
+                                    "(give it by label, PROVIDER/MODEL_ID or model id, USD per million tokens)")
     judge = None
     if opt.judge:
         try:

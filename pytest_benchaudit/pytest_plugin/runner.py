@@ -107,10 +107,10 @@ class Runner:
             identity = balanced_identity(spec)
         else:
             factory = lambda: OpenAICompatBackend(spec, concurrency=concurrency)  # noqa: E731
-        self._engine().add_model(spec.label, self._budgeted(factory, spec), identity=identity)
+        self._engine().add_model(spec.label, self._budgeted(factory, spec, concurrency), identity=identity)
         self._registered.add(spec.label)
 
-    def _budgeted(self, factory: Any, spec: ModelSpec) -> Any:
+    def _budgeted(self, factory: Any, spec: ModelSpec, concurrency: int) -> Any:
         """``factory`` behind the --max-cost meter (this process's share of it under xdist)."""
         if self.opts.max_cost is None:
             return factory
@@ -120,7 +120,7 @@ class Runner:
             workers = int(getattr(self.config, "workerinput", {}).get("workercount", 1) or 1)
             self._meter = CostMeter(self.opts.max_cost / workers)
         meter, price = self._meter, price_for(self.opts.prices, spec.label.removeprefix("judge:"), spec)
-        return lambda: BudgetedBackend(factory(), meter, price)
+        return lambda: BudgetedBackend(factory(), meter, price, concurrency)
 
     def _check_replays(self) -> None:
         """``--model replay:RUN_DIR`` with upstream fields that differ: one usage error, before any item."""

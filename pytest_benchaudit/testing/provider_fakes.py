@@ -117,6 +117,7 @@ class ProviderFake:
         self.bucket = _Bucket(*bucket) if bucket else None
         self.calls: list[FakeCall] = []
         self.granted = 0  # requests answered 200
+        self.grant_times: list[float] = []  # time.monotonic() of each 200, for throughput
         self.refused_429 = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -196,6 +197,7 @@ class ProviderFake:
             self.calls.append(call)
             if status == 200:
                 self.granted += 1
+                self.grant_times.append(time.monotonic())
             elif status == 429:
                 self.refused_429 += 1
         return status, extra, out
