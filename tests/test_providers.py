@@ -202,3 +202,22 @@ def test_spec_is_hashable_and_public_has_no_key() -> None:
     m = spec("gpt-5.4", OPENAI_API_KEY="sk-CANARY-zz")
     assert hash(m) == hash(m.model_copy())
     assert "sk-CANARY-zz" not in repr(m.public()) and "sk-CANARY-zz" not in repr(m)
+
+
+def test_anthropic_payload_translation_and_completion_refusal() -> None:
+    from pytest_benchaudit.inference.openai_compat import _anthropic_payload, _parse_anthropic
+
+    request = Request(mode="chat", messages=(Message(role="system", content="Be brief."),
+                                             Message(role="user", content="q")),
+                      params={"max_tokens": 8, "stop": ["\n"], "temperature": 0.0})
+    path, body = _anthropic_payload("claude-x", request)
+    assert path == "v1/messages"
+    assert body == {"model": "claude-x", "system": "Be brief.", "messages": [{"role": "user", "content": "q"}],
+                    "stop_sequences": ["\n"], "max_tokens": 8, "temperature": 0.0}
+    with pytest.raises(ValueError, match="not a completion prompt"):
+        _anthropic_payload("claude-x", Request(mode="completion", prompt="p"))
+    gen = _parse_anthropic({"model": "claude-x", "stop_reason": "max_tokens",
+                            "content": [{"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": "Answer: B"}],
+                            "usage": {"input_tokens": 7, "output_tokens": 3}})
+    assert (gen.text, gen.reasoning, gen.finish_reason) == ("Answer: B", "hmm", "length")
+    assert gen.usage["prompt_tokens"] == 7 and gen.usage["completion_tokens"] == 3
