@@ -53,27 +53,33 @@ def test_halves_once_per_burst_and_recovers_gradually() -> None:
     asyncio.run(scenario())
 
 
-def test_pause_and_bound_are_honoured() -> None:
+def test_pause_pacing_and_bound_are_honoured() -> None:
     async def scenario() -> None:
         lim = AdaptiveLimiter(2)
         t = await lim.acquire()
-        lim.throttle(t, 0.2)
+        lim.throttle(t, 0.05)
         lim.release()
+        assert lim.interval == 0.05  # sends spaced by the endpoint's wait
         start = time.monotonic()
         await lim.acquire()
-        assert time.monotonic() - start >= 0.19  # waited out the endpoint's Retry-After
-        peak = 0
+        assert time.monotonic() - start >= 0.049  # waited out the endpoint's Retry-After
+        lim.release()
+        peak, sent = 0, []
 
         async def one() -> None:
             nonlocal peak
             await lim.acquire()
+            sent.append(time.monotonic())
             peak = max(peak, lim.in_flight)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.001)
             lim.release()
 
-        lim.release()
-        await asyncio.gather(*(one() for _ in range(20)))
+        await asyncio.gather(*(one() for _ in range(5)))
         assert peak == 1 and lim.in_flight == 0  # halved from 2 to 1: one at a time
+        assert min(b - a for a, b in zip(sent, sent[1:])) >= 0.045  # and paced
+        for _ in range(200):
+            lim.success()
+        assert lim.interval < 0.001 and lim.cap == 2  # recovered gradually
 
     asyncio.run(scenario())
 

@@ -10,9 +10,12 @@ control (additive increase, multiplicative decrease):
   pauses until the time the endpoint names: ``Retry-After`` / ``retry-after-ms``,
   else the ``x-ratelimit-reset-*`` header of an exhausted budget (OpenAI's
   durations ``1s``, ``6m0s``, ``20ms``; Anthropic's RFC 3339 times), else the
-  caller's backoff.
+  caller's backoff.  Sends are also *spaced*: at each decrease the interval
+  between two sends becomes at least the endpoint's wait (at most 0.25 s), so a
+  request-rate limit is met by pacing rather than only by collapsing concurrency
+  to one request, which would leave the client bound by its own latency.
 * **success**: the limit grows by 1 per ``limit`` successes (one step per round of
-  requests), up to the ceiling.  A success whose headers say a budget is
+  requests), up to the ceiling, and the spacing shrinks by 2% per answer.  A success whose headers say a budget is
   exhausted (``x-ratelimit-remaining-requests: 0``) pauses until its reset, so the
   next requests are not sent only to be refused.
 
@@ -99,6 +102,8 @@ class AdaptiveLimiter:
         self.decreases = 0
         self.lowest = self.ceiling
         self._last_decrease = 0.0
+        self.interval = 0.0  # seconds between two sends (pacing), 0 = none
+        self._next_send = 0.0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._woken = 0
 
@@ -114,8 +119,13 @@ class AdaptiveLimiter:
                 await asyncio.sleep(delay)
                 continue
             if self.in_flight < self.cap:
+                now = time.monotonic()
+                if now < self._next_send:
+                    await asyncio.sleep(self._next_send - now)
+                    continue
+                self._next_send = max(now, self._next_send) + self.interval
                 self.in_flight += 1
-                return time.monotonic()
+                return now
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
             try:
@@ -145,6 +155,8 @@ class AdaptiveLimiter:
         if self.limit < self.ceiling:
             self.limit = min(float(self.ceiling), self.limit + 1.0 / self.cap)  # +1 per `cap` answers
             self._wake()
+        if self.interval:
+            self.interval = self.interval * 0.98 if self.interval > 1e-4 else 0.0
         if headers:
             wait = rate_limit_wait(headers)
             if wait:
@@ -159,8 +171,9 @@ class AdaptiveLimiter:
             self._last_decrease = now
             self.decreases += 1
             self.lowest = min(self.lowest, self.cap)
+            self.interval = max(self.interval, min(wait, 0.25))
         self.paused_until = max(self.paused_until, now + wait)
 
     def stats(self) -> dict[str, float]:
         return {"limit": self.cap, "ceiling": self.ceiling, "lowest": self.lowest, "throttled": self.throttled,
-                "decreases": self.decreases}
+                "decreases": self.decreases, "interval_s": round(self.interval, 4)}

@@ -107,7 +107,8 @@ class Runner:
             identity = balanced_identity(spec)
         else:
             factory = lambda: OpenAICompatBackend(spec, concurrency=concurrency)  # noqa: E731
-        self._engine().add_model(spec.label, self._budgeted(factory, spec, concurrency), identity=identity)
+        in_flight = concurrency * max(1, len(spec.endpoints))  # --concurrency applies per endpoint
+        self._engine().add_model(spec.label, self._budgeted(factory, spec, in_flight), identity=identity)
         self._registered.add(spec.label)
 
     def _budgeted(self, factory: Any, spec: ModelSpec, concurrency: int) -> Any:
