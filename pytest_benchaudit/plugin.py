@@ -15,7 +15,7 @@ import pytest
 from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question
 from pytest_benchaudit.pytest_plugin.options import OPTIONS_KEY, add_options, build_options
 
-__all__ = ["pytest_addoption", "pytest_configure", "pytest_collect_file"]
+__all__ = ["pytest_addoption", "pytest_configure", "pytest_collect_file", "pytest_report_header"]
 
 
 @pytest.hookimpl
@@ -28,7 +28,15 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_benchaudit.pytest_plugin.controller import Controller
     from pytest_benchaudit.pytest_plugin.runner import LocalUrl, Runner
 
+    from pytest_benchaudit.common.errors import UsageError
+    from pytest_benchaudit.pytest_plugin.paths import resolve_suite_args
+
+    try:  # `pytest suites/secEval` runs suites/seceval (said in the header); an unknown suite lists them
+        config.args[:], path_notes = resolve_suite_args(list(config.args), config.invocation_params.dir)
+    except UsageError as err:
+        raise pytest.UsageError(str(err)) from None
     opts = build_options(config)
+    opts.notes[:0] = path_notes
     config.stash[OPTIONS_KEY] = opts
     local_url = LocalUrl(config)
     is_worker = hasattr(config, "workerinput")
@@ -52,3 +60,9 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     return collect_file(file_path, parent)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """One line per name the run resolved for the user (a suite path's case, a bare model name)."""
+    opts = config.stash.get(OPTIONS_KEY, None)
+    return [f"benchaudit: {note}" for note in opts.notes] if opts is not None else []

@@ -354,9 +354,9 @@ def test_named_model_errors():
 
 def test_unknown_model_lists_options():
     with pytest.raises(ModelSpecError) as info:
-        parse_model_spec("gpt-9", {"gpt-5-4": {"endpoint": "https://h/v1"}, "azure": {"endpoint": "https://a/v1"}})
+        parse_model_spec("mystery-9", {"gpt-5-4": {"endpoint": "https://h/v1"}, "azure": {"endpoint": "https://a/v1"}})
     message = str(info.value)
-    assert "gpt-9" in message
+    assert "mystery-9" in message
     assert "ID@URL" in message
     assert "known: local, gpt-5-4, azure" in message
 

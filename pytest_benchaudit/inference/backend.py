@@ -14,6 +14,12 @@ client.  ``--model`` accepts:
   request (see :mod:`.balanced`; ``--concurrency`` applies to each endpoint);
 - ``replay:RUN_DIR`` (``replay:RUN_DIR#MODEL`` for a run with several models): the
   run's stored generations, no model at all (downstream changes only);
+- ``PROVIDER/MODEL`` (``openai/gpt-4o``, ``azure/DEPLOYMENT``, ``anthropic/MODEL``,
+  ``gemini/MODEL``, ``openrouter/VENDOR/MODEL``, ``together/``, ``groq/``, ``deepseek/``,
+  ``mistral/``, ``ollama/MODEL[@URL]``, ``vllm/MODEL@URL``) and bare well-known names
+  (``gpt-*``, ``o1``/``o3``/``o4-*``, ``claude-*``, ``gemini-*``): a hosted or local provider
+  from the registry (see :mod:`.providers`), key and base URL from its conventional
+  environment variables, its quirks applied to each request and recorded;
 - ``NAME``: a model defined under ``[tool.benchaudit.models.NAME]`` in pyproject.toml
   (``endpoint``, ``model``, ``api_key_env``, ``min_max_tokens``, ``concurrency``,
   ``timeout``, ``max_retries``); ``endpoint`` may be a list (balanced), or the entry
@@ -31,6 +37,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.inference.providers import Provider, ProviderError, Quirk, adjust_params, load_providers, resolve
 from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["ModelSpec", "ModelSpecError", "Backend", "parse_model_spec", "strip_credentials"]
@@ -59,6 +66,15 @@ class ModelSpec(BaseModel):
     endpoints: tuple[str, ...] = ()  # kind "endpoint" balanced over several URLs (base_url is the first)
     launch_args: tuple[str, ...] = ()  # kind "vllm": extra `vllm serve` arguments
     startup_timeout: float | None = None  # kind "vllm": seconds to wait for health (default in .vllm)
+    # Providers (see .providers): who serves the model, how it is asked, what is adjusted.
+    provider: str | None = None
+    api: Literal["openai", "anthropic"] = "openai"
+    auth: Literal["bearer", "api-key", "x-api-key"] = "bearer"
+    headers: tuple[tuple[str, str], ...] = ()  # fixed extra headers (never a key)
+    query: tuple[tuple[str, str], ...] = ()  # query parameters of every request (Azure's api-version)
+    quirks: tuple[Quirk, ...] = ()
+    strict_provider: bool = False  # --strict-provider: send the layer as it is, no quirk applied
+    resolved_note: str | None = None  # how a bare name was resolved, said once and in the card
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -75,7 +91,22 @@ class ModelSpec(BaseModel):
             **({"replay_of": self.replay_dir} if self.replay_dir else {}),
             **({"endpoints": [strip_credentials(u) for u in self.endpoints]} if self.endpoints else {}),
             **({"launch": ["vllm", "serve", self.model_id, *self.launch_args]} if self.kind == "vllm" else {}),
+            **({"provider": self.provider, "api": self.api, "auth": self.auth,
+                "strict_provider": self.strict_provider} if self.provider else {}),
+            **({"resolved": self.resolved_note} if self.resolved_note else {}),
         }
+
+    def provider_card(self, params: dict[str, Any]) -> dict[str, Any]:
+        """What a pipeline card says about this provider model for a layer's request parameters:
+        how it is reached and each adjustment its quirks make (none under --strict-provider)."""
+        _, notes = adjust_params(params, () if self.strict_provider else self.quirks)
+        card: dict[str, Any] = {"provider": self.provider, "model_id": self.model_id,
+                                "endpoint": strip_credentials(self.base_url) if self.base_url else None,
+                                "api": self.api, "auth": self.auth, "strict_provider": self.strict_provider,
+                                "adjustments": notes}
+        if self.resolved_note:
+            card["resolved"] = self.resolved_note
+        return card
 
 
 class Backend(Protocol):
@@ -98,8 +129,12 @@ def strip_credentials(url: str) -> str:
     return urlunsplit(parts)
 
 
-def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None) -> ModelSpec:
-    """Turn a ``--model`` value into a :class:`ModelSpec` (see module docstring)."""
+def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None,
+                     providers: dict[str, Provider] | None = None) -> ModelSpec:
+    """Turn a ``--model`` value into a :class:`ModelSpec` (see module docstring).
+
+    ``providers`` is the registry (:func:`~.providers.load_providers`; the shipped one by default).
+    """
     named = named or {}
     if spec.startswith("replay:"):
         # Which model a run directory replays is read from its run.json by the run-directory
@@ -153,6 +188,16 @@ def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None) 
             raise ModelSpecError(f"{where} needs an 'endpoint' (or launch = \"vllm\")") from None
         except ValidationError as err:
             raise ModelSpecError(f"{where}: {err.errors()[0]['loc'][0]}: {err.errors()[0]['msg']}") from None
+    try:
+        found = resolve(spec, providers if providers is not None else load_providers())
+    except ProviderError as err:
+        raise ModelSpecError(str(err)) from None
+    if found is not None:
+        p = found.provider
+        return ModelSpec(label=spec, kind="endpoint", base_url=found.base_url, model_id=found.model,
+                         api_key_env=found.api_key_env, concurrency=p.concurrency, provider=p.name, api=p.api,
+                         auth=p.auth, headers=tuple(p.headers.items()), query=found.query, quirks=found.quirks,
+                         resolved_note=found.note)
     if "@" in spec:
         model_id, _, url_list = spec.partition("@")
         urls = [u.strip().rstrip("/") for u in url_list.split(",")]
@@ -164,9 +209,10 @@ def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None) 
         return ModelSpec(label=model_id, kind="endpoint", base_url=urls[0], model_id=model_id,
                          endpoints=tuple(urls) if len(urls) > 1 else ())
     known = ", ".join(["local", *named]) or "local"
+    names = "/, ".join(providers if providers is not None else load_providers()) + "/"
     raise ModelSpecError(
-        f"--model {spec}: unknown model; use 'local', vllm:HF_ID, ID@URL (e.g. qwen3@http://127.0.0.1:8000/v1) "
-        f"or a name from [tool.benchaudit.models] in pyproject.toml (known: {known})"
+        f"--model {spec}: unknown model; use 'local', vllm:HF_ID, ID@URL (e.g. qwen3@http://127.0.0.1:8000/v1), "
+        f"PROVIDER/MODEL ({names}) or a name from [tool.benchaudit.models] in pyproject.toml (known: {known})"
     )
 
 

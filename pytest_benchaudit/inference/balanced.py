@@ -17,7 +17,10 @@ Failures:
   another endpoint it has not yet tried; this fail-over does not use up
   ``max_retries``.  Only when every endpoint has refused it does the request fall
   back to the ordinary retry: backoff, then another round over the endpoints.
-* other retryable failures (429, 5xx, timeouts, malformed bodies) are retried with
+* a 429 that says how long to wait halves that endpoint's adaptive limit and pauses it
+  (see :mod:`.ratelimit`); the request goes at once to another endpoint that is not
+  paused (or waits for the pause), without using up ``max_retries``;
+* other retryable failures (bare 429s, 5xx, timeouts, malformed bodies) are retried with
   the usual exponential backoff (``Retry-After`` honoured, ``max_retries`` counted),
   each retry going to the least-loaded endpoint that is not marked down;
 * a fatal answer (e.g. HTTP 400) is returned as the error at once.
@@ -39,7 +42,7 @@ import httpx
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.pipeline.types import Generation, Request
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
-from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend, _Fatal, _Retryable
+from pytest_benchaudit.inference.openai_compat import RATE_LIMIT_RETRIES, OpenAICompatBackend, _Fatal, _Retryable
 
 __all__ = ["DOWN_FOR_S", "BalancedBackend", "balanced_identity"]
 
@@ -49,8 +52,7 @@ DOWN_FOR_S = 5.0  # how long an endpoint that refused a connection is avoided
 @dataclass(eq=False)
 class Endpoint:
     url: str
-    backend: OpenAICompatBackend
-    gate: asyncio.Semaphore
+    backend: OpenAICompatBackend  # its AdaptiveLimiter bounds the requests in flight to this endpoint
     in_flight: int = 0
     answered: int = 0
     connection_errors: int = 0
@@ -76,8 +78,7 @@ class BalancedBackend:
         self.endpoints = [
             Endpoint(url, OpenAICompatBackend(spec.model_copy(update={"base_url": url, "endpoints": ()}),
                                               concurrency=concurrency,
-                                              transport=(transports or {}).get(url)),
-                     asyncio.Semaphore(concurrency))
+                                              transport=(transports or {}).get(url)))
             for url in urls
         ]
         self._turn = 0  # round-robin pointer for ties
@@ -96,18 +97,23 @@ class BalancedBackend:
         now = time.monotonic()
         n = len(self.endpoints)
         order = [(self._turn + k) % n for k in range(n)]
-        candidates = ([i for i in order if i not in avoid and self.endpoints[i].down_until <= now]
+        candidates = ([i for i in order if i not in avoid and self.endpoints[i].down_until <= now
+                       and self.endpoints[i].backend.limiter.paused_until <= now]
                       or [i for i in order if i not in avoid] or order)
         best = min(candidates, key=lambda i: self.endpoints[i].in_flight)  # first minimum in turn order
         self._turn = (best + 1) % n
         return best
 
     async def generate(self, request: Request) -> Generation:
-        path, body = self.endpoints[0].backend.payload(request)
-        content = json.dumps(body).encode()
         start = time.perf_counter()
+        try:
+            path, body = self.endpoints[0].backend.payload(request)
+        except ValueError as err:
+            return Generation(error=redact(f"not sent: {err}"), attempts=0)
+        content = json.dumps(body).encode()
         attempts = 0
         retries = 0
+        throttles = 0
         refused: set[int] = set()  # endpoints that refused this request in the current round
         while True:
             index = self.pick(refused)
@@ -115,15 +121,14 @@ class BalancedBackend:
             attempts += 1
             ep.in_flight += 1
             try:
-                async with ep.gate:
-                    gen = await ep.backend._once(path, content)
+                gen = await ep.backend.attempt(path, content, retries + 1)
                 ep.answered += 1
                 ep.down_until = 0.0
                 return gen.model_copy(update={"latency_s": time.perf_counter() - start, "attempts": attempts})
             except _Fatal as err:
                 return self._failed(str(err), start, attempts)
             except _Retryable as err:
-                message, retry_after = str(err), err.retry_after
+                message, retry_after, throttled = str(err), err.retry_after, err.throttled
             except Exception as err:  # noqa: BLE001 - never raise for one failed request
                 return self._failed(f"client error ({type(err).__name__}): {err}", start, attempts)
             finally:
@@ -135,6 +140,9 @@ class BalancedBackend:
                 if len(refused) < len(self.endpoints):
                     continue  # fail over at once; not a retry
                 refused.clear()  # every endpoint refused: ordinary retry, then a new round
+            elif throttled and throttles < RATE_LIMIT_RETRIES:
+                throttles += 1
+                continue  # to an endpoint that is not paused, or wait in the limiter for the pause to end
             retries += 1
             if retries > self.spec.max_retries:
                 return self._failed(f"{message} (gave up after {attempts} attempts over "

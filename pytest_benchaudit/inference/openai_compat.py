@@ -1,4 +1,4 @@
-"""Asynchronous client for OpenAI-compatible endpoints (vLLM, llama.cpp, Ollama, OpenAI, Azure).
+"""Asynchronous client for OpenAI-compatible endpoints (vLLM, llama.cpp, Ollama, OpenAI, Azure, ...).
 
 One :class:`OpenAICompatBackend` per model; it is used from the engine's event
 loop.  Failures are returned, never raised: after bounded retries with
@@ -6,7 +6,22 @@ exponential backoff (429, 5xx, connection errors, timeouts, malformed bodies;
 ``Retry-After`` honoured) a request that still fails becomes
 ``Generation(error=...)``, which the pipeline records as an invalid response.
 
-The API key travels only in the ``Authorization`` header to the endpoint.  Every
+Providers (:mod:`.providers`) differ by data: the auth header (``Authorization:
+Bearer`` by default, ``api-key`` for Azure, ``x-api-key`` for Anthropic), fixed
+headers and query parameters (Azure's ``api-version``), and the API: OpenAI's
+``chat/completions`` and ``completions``, or Anthropic's native ``messages``
+(translated both ways here: system messages to ``system``, ``stop`` to
+``stop_sequences``, ``thinking`` blocks to the reasoning field, ``input_tokens`` /
+``output_tokens`` to the usual usage names; 529 "overloaded" is retried).
+
+Requests in flight are bounded per endpoint by an :class:`~.ratelimit.AdaptiveLimiter`
+that starts at the configured concurrency, halves on 429 and recovers gradually.
+A 429 that says how long to wait (``Retry-After``, ``retry-after-ms``,
+``x-ratelimit-reset-*``) is rate limiting, not a failure: it is retried after that
+wait without using up ``max_retries`` (up to ``RATE_LIMIT_RETRIES`` times); a bare
+429 counts as an ordinary retry.
+
+The API key travels only in the auth header to the endpoint.  Every
 text this client hands back is passed through :func:`redact` first: error texts
 (redacted *before* they are cut to length, so no part of a key survives a cut),
 and the answer itself (content, reasoning, served model id) -- a key a server or
@@ -35,18 +50,21 @@ from httpx_aiohttp import AiohttpTransport
 from pytest_benchaudit.common.secrets import redact, register_secret
 from pytest_benchaudit.pipeline.types import Generation, Request
 from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.inference.ratelimit import AdaptiveLimiter, rate_limit_wait
 
-__all__ = ["OpenAICompatBackend", "RETRYABLE_STATUS"]
+__all__ = ["OpenAICompatBackend", "RETRYABLE_STATUS", "RATE_LIMIT_RETRIES"]
 
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})  # 529: Anthropic overloaded
+RATE_LIMIT_RETRIES = 64  # 429s with a wait hint, per request, beside max_retries
 _MAX_BACKOFF = 60.0
 _MAX_ERROR_CHARS = 500
 
 
 class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, retry_after: float | None = None, *, throttled: bool = False) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.throttled = throttled  # a 429 that said how long to wait: rate limiting, not a failure
 
 
 class _Fatal(Exception):
@@ -95,10 +113,16 @@ class OpenAICompatBackend:
         if password:  # as written in the URL, and decoded (error texts may show either)
             register_secret(password)
             register_secret(unquote(password))
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **dict(spec.headers)}
         key = spec.api_key()
         if key:
-            headers["Authorization"] = f"Bearer {key}"
+            register_secret(key)
+            if spec.auth == "api-key":
+                headers["api-key"] = key
+            elif spec.auth == "x-api-key":
+                headers["x-api-key"] = key
+            else:
+                headers["Authorization"] = f"Bearer {key}"
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         if transport is None:
             # aiohttp underneath the httpx API: httpcore's pool costs several ms of CPU per
@@ -108,17 +132,20 @@ class OpenAICompatBackend:
         self._client = httpx.AsyncClient(
             base_url=spec.base_url.rstrip("/") + "/",
             headers=headers,
+            params=dict(spec.query),
             timeout=httpx.Timeout(spec.timeout, connect=min(10.0, spec.timeout)),
             limits=limits,
             transport=transport,
         )
-        self._gate = asyncio.Semaphore(concurrency)
+        self.limiter = AdaptiveLimiter(concurrency)
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
     def payload(self, request: Request) -> tuple[str, dict[str, Any]]:
-        """The endpoint path and JSON body for ``request``."""
+        """The endpoint path and JSON body for ``request`` (``ValueError``: the API cannot take it)."""
+        if self.spec.api == "anthropic":
+            return _anthropic_payload(self.spec.model_id, request)
         params = dict(request.params)
         top = params.pop("top_logprobs", None)
         body: dict[str, Any] = {"model": self.spec.model_id}
@@ -137,31 +164,45 @@ class OpenAICompatBackend:
         return path, body
 
     async def generate(self, request: Request) -> Generation:
-        path, body = self.payload(request)
-        content = json.dumps(body).encode()
-        attempts = 0
         start = time.perf_counter()
-        async with self._gate:
-            while True:
-                attempts += 1
-                try:
-                    gen = await self._once(path, content)
-                    return gen.model_copy(update={"latency_s": time.perf_counter() - start, "attempts": attempts})
-                except _Fatal as err:
-                    message = str(err)
-                except _Retryable as err:
-                    message = str(err)
-                    if attempts <= self.spec.max_retries:
-                        await asyncio.sleep(self._backoff(attempts, err.retry_after))
-                        continue
-                    message += f" (gave up after {attempts} attempts)"
-                except Exception as err:  # noqa: BLE001 - never raise for one failed request
-                    message = f"client error ({type(err).__name__}): {err}"
-                return Generation(
-                    error=redact(message),
-                    latency_s=time.perf_counter() - start,
-                    attempts=attempts,
-                )
+        try:
+            path, body = self.payload(request)
+        except ValueError as err:
+            return Generation(error=redact(f"not sent: {err}"), attempts=0)
+        content = json.dumps(body).encode()
+        attempts = retries = throttles = 0
+        while True:
+            attempts += 1
+            try:
+                gen = await self.attempt(path, content, retries + 1)
+                return gen.model_copy(update={"latency_s": time.perf_counter() - start, "attempts": attempts})
+            except _Fatal as err:
+                message = str(err)
+            except _Retryable as err:
+                message = str(err)
+                if err.throttled and throttles < RATE_LIMIT_RETRIES:
+                    throttles += 1
+                    continue  # the limiter holds the next attempt until the endpoint's wait is over
+                retries += 1
+                if retries <= self.spec.max_retries:
+                    await asyncio.sleep(self._backoff(retries, err.retry_after))
+                    continue
+                message += f" (gave up after {attempts} attempts)"
+            except Exception as err:  # noqa: BLE001 - never raise for one failed request
+                message = f"client error ({type(err).__name__}): {err}"
+            return Generation(
+                error=redact(message),
+                latency_s=time.perf_counter() - start,
+                attempts=attempts,
+            )
+
+    async def attempt(self, path: str, content: bytes, retry: int = 1) -> Generation:
+        """One HTTP attempt within the endpoint's adaptive limit (raises ``_Retryable`` / ``_Fatal``)."""
+        sent_at = await self.limiter.acquire()
+        try:
+            return await self._once(path, content, sent_at, retry)
+        finally:
+            self.limiter.release()
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -169,7 +210,7 @@ class OpenAICompatBackend:
         # Full jitter keeps many workers that failed together from retrying together.
         return random.uniform(0.5, 1.0) * min(_MAX_BACKOFF, self.spec.retry_base * 2 ** (attempt - 1))
 
-    async def _once(self, path: str, content: bytes) -> Generation:
+    async def _once(self, path: str, content: bytes, sent_at: float = 0.0, retry: int = 1) -> Generation:
         try:
             response = await self._client.post(path, content=content)
         except httpx.TransportError as err:
@@ -180,12 +221,18 @@ class OpenAICompatBackend:
             raise _Fatal(f"request error ({type(err).__name__}): {err}") from None
         if response.status_code != 200:
             message = _error_text(response)
+            if response.status_code == 429:
+                hint = rate_limit_wait(response.headers, exhausted_only=False)
+                wait = hint if hint is not None else self._backoff(retry, None)
+                self.limiter.throttle(sent_at, min(wait, _MAX_BACKOFF))
+                raise _Retryable(message, wait, throttled=hint is not None)
             if response.status_code in RETRYABLE_STATUS:
                 raise _Retryable(message, _retry_after(response.headers.get("retry-after")))
             raise _Fatal(message)
+        self.limiter.success(response.headers)
         try:
             data = response.json()
-            gen = _parse(data)
+            gen = _parse_anthropic(data) if self.spec.api == "anthropic" else _parse(data)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
             snippet = redact(response.text)[:200].replace("\n", " ")
             raise _Retryable(f"malformed response ({type(err).__name__}: {err}): {snippet!r}") from None
@@ -225,6 +272,42 @@ def _parse(data: dict[str, Any]) -> Generation:
         top_logprobs=_top_logprobs(choice.get("logprobs")),
         served_model=data.get("model"),
     )
+
+
+def _anthropic_payload(model: str | None, request: Request) -> tuple[str, dict[str, Any]]:
+    """A chat request as Anthropic's Messages API takes it (``v1/messages``)."""
+    if request.mode != "chat":
+        raise ValueError("Anthropic's Messages API takes chat messages, not a completion prompt "
+                         "(prompt.format.mode = completion)")
+    params = dict(request.params)
+    body: dict[str, Any] = {"model": model}
+    system = [m.content for m in request.messages if m.role == "system"]
+    if system:
+        body["system"] = "\n\n".join(system)
+    body["messages"] = [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"]
+    if "stop" in params:
+        body["stop_sequences"] = params.pop("stop")
+    body.update(params)
+    return "v1/messages", body
+
+
+_ANTHROPIC_STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
+
+
+def _parse_anthropic(data: dict[str, Any]) -> Generation:
+    """Read a Messages API response: text blocks are the answer, thinking blocks the reasoning."""
+    if not isinstance(data, dict) or not isinstance(data.get("content"), list):
+        raise ValueError("no 'content' in the response")
+    text = "".join(b.get("text") or "" for b in data["content"] if b.get("type") == "text")
+    thinking = "".join(b.get("thinking") or "" for b in data["content"] if b.get("type") == "thinking")
+    usage = dict(data.get("usage") or {})
+    if "input_tokens" in usage:
+        usage.setdefault("prompt_tokens", usage["input_tokens"])
+    if "output_tokens" in usage:
+        usage.setdefault("completion_tokens", usage["output_tokens"])
+    stop = data.get("stop_reason")
+    return Generation(text=text, reasoning=thinking or None, finish_reason=_ANTHROPIC_STOP.get(stop, stop),
+                      usage=usage, served_model=data.get("model"))
 
 
 def _redacted(gen: Generation) -> Generation:

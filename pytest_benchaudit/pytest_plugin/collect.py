@@ -19,10 +19,11 @@ import pytest
 
 from pytest_benchaudit.scoring import extract, metrics as scoring
 from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.scoring.judge import judge_card
 from pytest_benchaudit.pytest_plugin.options import get_options
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, is_unspecified
-from pytest_benchaudit.prompt.templates import Template, TemplateError, render_request
+from pytest_benchaudit.prompt.templates import Template, TemplateError, inference_params, render_request
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, DataUnavailable, Suite, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import file_checksum, load_questions, load_resources
 from pytest_benchaudit.common.errors import ConfigError
@@ -57,8 +58,9 @@ class ItemSpec:
         return self.suite.templates[name]
 
     def render(self, question: Question, pipeline: Pipeline, model: ModelSpec) -> Request:
-        return render_request(pipeline, self.template(pipeline), question, self.shots,
-                              min_max_tokens=model.min_max_tokens)
+        request = render_request(pipeline, self.template(pipeline), question, self.shots,
+                                 min_max_tokens=model.min_max_tokens)
+        return adjust_request(request, model)  # the provider's quirks, each listed in request.adjustments
 
     @cached_property
     def request(self) -> Request:
@@ -189,6 +191,9 @@ class TaskCollector(pytest.Collector):
                 card["variant"] = v.info()
             if opts.judge is not None and needs_judge(v.pipeline):
                 card["judge"] = judge_card(opts.judge.label)
+            providers = {m.label: m.provider_card(inference_params(v.pipeline)) for m in opts.models if m.provider}
+            if providers:  # how each hosted model is reached, and what its provider's quirks change
+                card["providers"] = providers
             opts.state.cards[card_key(suite.name, task, v.name)] = card
             skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name, opts.judge is not None)
         if opts.limit is not None:

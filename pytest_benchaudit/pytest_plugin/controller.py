@@ -31,7 +31,7 @@ from pytest_benchaudit.inference.backend import strip_credentials
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.runs.store import RunDirectory, read_records
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
-from pytest_benchaudit.report.terminal import render_summary
+from pytest_benchaudit.report.terminal import render_summary, render_usage
 from pytest_benchaudit.pytest_plugin.runner import LocalUrl
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
@@ -145,6 +145,8 @@ class Controller:
         self.resumed_from: dict[str, Any] = {}
         self.duplicates = 0
         self.cache_stats: list[dict[str, Any]] = []
+        self.usage: list[dict[str, Any]] = []  # tokens and cost per model x task (inference.usage)
+        self.not_asked = 0  # items --max-cost kept from being asked
         if opts.resume is not None:
             self._resume(opts.resume)
 
@@ -214,6 +216,8 @@ class Controller:
         }
         if self.cache_stats:
             meta["generation_cache"] = _sum_cache_stats(self.cache_stats)
+        if self.opts.max_cost is not None:
+            meta["max_cost"] = {"usd": self.opts.max_cost, "not_asked": self.not_asked}
         if self.resumed_from.get("argv"):
             # The run's own command line stays; the one that resumed it is kept beside it.
             meta["resume_argv"] = meta["argv"]
@@ -252,6 +256,8 @@ class Controller:
         if self.run_dir is None and report.nodeid.split("::", 1)[0].endswith(SUITE_FILENAME):
             self._open_run()
         record = getattr(report, "benchaudit_record", None)
+        if report.skipped and self.opts.max_cost is not None and "not asked: --max-cost" in str(report.longrepr):
+            self.not_asked += 1
         if record is None or self.run_dir is None:
             return
         if self.recorded and record_key(record) in self.recorded:
@@ -274,7 +280,14 @@ class Controller:
         self.benchmarks = benchmark_scores(self.results, cards)
         self.verdicts = evaluate_gates(self.opts.gates, self.results, self.benchmarks) if self.opts.gates else []
         gates = [{"gate": v.gate.text, "passed": v.passed, "detail": v.detail} for v in self.verdicts]
-        self.run_dir.write_json("summary.json", summary_document(self.results, self.benchmarks, gates, cards))
+        from pytest_benchaudit.inference.usage import usage_rows
+
+        self.usage = usage_rows(self.records, self.opts.prices, {m.label: m for m in self.opts.models})
+        document = summary_document(self.results, self.benchmarks, gates, cards)
+        document["usage"] = {"prices_date": self.opts.prices.get("date"), "rows": self.usage,
+                             **({"max_cost_usd": self.opts.max_cost, "not_asked": self.not_asked}
+                                if self.opts.max_cost is not None else {})}
+        self.run_dir.write_json("summary.json", document)
         self.run_dir.finish(**self._run_meta(), exitstatus=int(exitstatus))
         if self.resumed_from and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.recorded:
             session.exitstatus = pytest.ExitCode.OK  # everything was already recorded: nothing left to do
@@ -289,6 +302,12 @@ class Controller:
         terminalreporter.write_sep("=", "benchaudit summary")
         if text:
             terminalreporter.write_line(redact(text))
+        usage = render_usage(self.usage, self.opts.prices.get("date"))
+        if usage:
+            terminalreporter.write_line(redact(usage))
+        if self.not_asked:
+            terminalreporter.write_line(f"--max-cost {self.opts.max_cost:g} USD reached: {self.not_asked} items not "
+                                        f"asked; --resume {self.run_dir.path} continues")
         if self.cache_stats:
             stats = _sum_cache_stats(self.cache_stats)
             if stats["enabled"]:

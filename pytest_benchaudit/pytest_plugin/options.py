@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse_model_spec
+from pytest_benchaudit.inference.providers import load_providers
+from pytest_benchaudit.inference.usage import check_prices, price_for
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, parse_override
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
 from pytest_benchaudit.dataset.readers import resolve_data_dir
@@ -54,6 +57,9 @@ class RunOptions:
     cache_dir: Path | None = None  # None: generation cache off (--no-cache)
     resume: Path | None = None  # --resume RUN_DIR
     judge: ModelSpec | None = None  # --judge SPEC: the model that extracts or grades, never the one evaluated
+    notes: list[str] = field(default_factory=list)  # one line each, said in the report header (model resolution)
+    max_cost: float | None = None  # --max-cost USD: stop asking once the run has spent this much
+    prices: dict[str, Any] = field(default_factory=dict)  # [tool.benchaudit.prices]
     state: RunState = field(default_factory=RunState)
 
 
@@ -64,8 +70,18 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("benchaudit", "LLM benchmarks as test suites (pytest-benchaudit)")
     group.addoption("--model", action="append", default=[], metavar="SPEC",
                     help="model to evaluate (repeatable): 'local' (embedded SmolLM2-135M, the default), "
-                         "ID@URL for an OpenAI-compatible endpoint (key from $OPENAI_API_KEY), or a NAME "
-                         "from [tool.benchaudit.models] in pyproject.toml")
+                         "PROVIDER/MODEL (openai/, azure/, anthropic/, gemini/, openrouter/, together/, groq/, "
+                         "deepseek/, mistral/, ollama/, vllm/MODEL@URL) or a well-known name (gpt-5.4, o3, "
+                         "claude-..., gemini-...) with the provider's key and base URL from its environment "
+                         "variables, ID@URL for any OpenAI-compatible endpoint (key from $OPENAI_API_KEY), or a "
+                         "NAME from [tool.benchaudit.models] in pyproject.toml")
+    group.addoption("--strict-provider", action="store_true", default=False,
+                    help="send exactly what the pipeline layer says: no provider quirk applied (Azure's minimum "
+                         "max_tokens, reasoning models' max_completion_tokens, ...), so the provider's refusal "
+                         "becomes the record")
+    group.addoption("--max-cost", type=float, default=None, metavar="USD",
+                    help="stop asking new questions once the run's cost (prices from [tool.benchaudit.prices]) "
+                         "reaches USD; the rest are skipped as not asked, --resume continues them")
     group.addoption("--pipeline", default="standardized", metavar="NAME",
                     help="pipeline layer: standardized (default), released, documented, or another layer "
                          "a suite defines")
@@ -104,7 +120,8 @@ def add_options(parser: pytest.Parser) -> None:
                     help="timeout of one request (default 120; 600 for the local model)")
 
 
-def _named_models(rootpath: Path) -> dict[str, dict[str, Any]]:
+def _tool_table(rootpath: Path) -> dict[str, Any]:
+    """``[tool.benchaudit]`` of the project's pyproject.toml (empty without one)."""
     pyproject = rootpath / "pyproject.toml"
     if not pyproject.is_file():
         return {}
@@ -113,7 +130,11 @@ def _named_models(rootpath: Path) -> dict[str, dict[str, Any]]:
             data = tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:
         raise pytest.UsageError(f"{pyproject}: not valid TOML: {err}") from None
-    return data.get("tool", {}).get("benchaudit", {}).get("models", {})
+    return data.get("tool", {}).get("benchaudit", {})
+
+
+def _named_models(rootpath: Path) -> dict[str, dict[str, Any]]:
+    return _tool_table(rootpath).get("models", {})
 
 
 def build_options(config: pytest.Config) -> RunOptions:
@@ -128,16 +149,27 @@ def build_options(config: pytest.Config) -> RunOptions:
         except PipelineError as err:
             raise pytest.UsageError(str(err)) from None
         overrides.append((path, value))
-    named = _named_models(config.rootpath)
+    tool = _tool_table(config.rootpath)
+    named = tool.get("models", {})
+    try:
+        providers = load_providers(tool.get("providers"))
+        prices = check_prices(tool.get("prices"))
+    except UsageError as err:
+        raise pytest.UsageError(str(err)) from None
     models: list[ModelSpec] = []
+    notes: list[str] = []
     for spec in opt.model or ["local"]:
         try:
-            m = parse_model_spec(spec, named)
+            m = parse_model_spec(spec, named, providers)
             if m.kind == "replay":
                 m = resolve_replay_spec(m)
         except ModelSpecError as err:
             raise pytest.UsageError(str(err)) from None
+        if m.resolved_note:
+            notes.append(m.resolved_note)
         update: dict[str, Any] = {}
+        if opt.strict_provider:  # the layer as written: no quirk, no declared minimum
+            update.update(strict_provider=True, min_max_tokens=None)
         if opt.max_retries is not None:
             update["max_retries"] = opt.max_retries
         if opt.request_timeout is not None:
@@ -164,10 +196,16 @@ def build_options(config: pytest.Config) -> RunOptions:
             check_vary(vary[-1:])  # unknown rule / metric names are usage errors too
         except PipelineError as err:
             raise pytest.UsageError(str(err)) from None
+    if opt.max_cost is not None and opt.max_cost <= 0:
+        raise pytest.UsageError("--max-cost must be a positive amount in USD")
+    for m in models if opt.max_cost is not None else ():
+        if m.kind == "endpoint" and price_for(prices, m.label, m) is None:
+            raise pytest.UsageError(f"--max-cost: no price for --model {m.label} in [tool.benchaudit.prices] "
+                                    "(give it by label, PROVIDER/MODEL_ID or model id, USD per million tokens)")
     judge = None
     if opt.judge:
         try:
-            judge = parse_model_spec(opt.judge, named)
+            judge = parse_model_spec(opt.judge, named, providers)
         except ModelSpecError as err:
             raise pytest.UsageError(str(err).replace("--model", "--judge", 1)) from None
     cache_dir = None if opt.no_cache else Path(opt.cache_dir).expanduser() if opt.cache_dir else default_cache_dir()
@@ -188,6 +226,9 @@ def build_options(config: pytest.Config) -> RunOptions:
         judge=judge,
         cache_dir=cache_dir,
         resume=resume,
+        notes=notes,
+        max_cost=opt.max_cost,
+        prices=prices,
     )
 
 

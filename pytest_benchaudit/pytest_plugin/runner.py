@@ -21,6 +21,8 @@ from pytest_benchaudit.scoring import judge
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure, needs_judge
 from pytest_benchaudit.inference.engine import Engine
+from pytest_benchaudit.inference.providers import adjust_request
+from pytest_benchaudit.inference.usage import NOT_ASKED
 from pytest_benchaudit.scoring.evaluate import evaluate, failure_message
 from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.pytest_plugin.options import RunOptions
@@ -38,6 +40,12 @@ def _judge_record(model: str, purpose: str, version: str, reply: Generation, sta
             "parse_status": status, "verdict": verdict, "error": reply.error}
 
 _FIXTURE_MODULE = "pytest_benchaudit.pytest_plugin.collect"
+
+
+def _skip_if_not_asked(generation: Generation, max_cost: float | None) -> None:
+    """A request --max-cost kept from being sent: the item is skipped, not recorded, so --resume asks it."""
+    if generation.error == NOT_ASKED:
+        pytest.skip(f"{NOT_ASKED} ({max_cost:g} USD); --resume continues the run")
 
 
 def default_concurrency(spec: ModelSpec, option: int | None) -> int:
@@ -58,6 +66,7 @@ class Runner:
         self._registered: set[str] = set()
         self._prefetched: set[str] = set()
         self._worker_queue: Any = None
+        self._meter: Any = None  # --max-cost: what this process spent (inference.usage.CostMeter)
         register_secret_env(m.api_key_env for m in opts.models)
 
     # -- engine ---------------------------------------------------------------------
@@ -94,12 +103,25 @@ class Runner:
         if spec.endpoints:
             from pytest_benchaudit.inference.balanced import BalancedBackend, balanced_identity
 
-            self._engine().add_model(spec.label, lambda: BalancedBackend(spec, concurrency=concurrency),
-                                     identity=balanced_identity(spec))
+            factory: Any = lambda: BalancedBackend(spec, concurrency=concurrency)  # noqa: E731
+            identity = balanced_identity(spec)
         else:
-            self._engine().add_model(spec.label, lambda: OpenAICompatBackend(spec, concurrency=concurrency),
-                                     identity=identity)
+            factory = lambda: OpenAICompatBackend(spec, concurrency=concurrency)  # noqa: E731
+        in_flight = concurrency * max(1, len(spec.endpoints))  # --concurrency applies per endpoint
+        self._engine().add_model(spec.label, self._budgeted(factory, spec, in_flight), identity=identity)
         self._registered.add(spec.label)
+
+    def _budgeted(self, factory: Any, spec: ModelSpec, concurrency: int) -> Any:
+        """``factory`` behind the --max-cost meter (this process's share of it under xdist)."""
+        if self.opts.max_cost is None:
+            return factory
+        from pytest_benchaudit.inference.usage import BudgetedBackend, CostMeter, price_for
+
+        if self._meter is None:
+            workers = int(getattr(self.config, "workerinput", {}).get("workercount", 1) or 1)
+            self._meter = CostMeter(self.opts.max_cost / workers)
+        meter, price = self._meter, price_for(self.opts.prices, spec.label.removeprefix("judge:"), spec)
+        return lambda: BudgetedBackend(factory(), meter, price, concurrency)
 
     def _check_replays(self) -> None:
         """``--model replay:RUN_DIR`` with upstream fields that differ: one usage error, before any item."""
@@ -198,6 +220,7 @@ class Runner:
                 refusal = logprob_refusal(generation.error)
                 if refusal:  # every item would fail the same way: one message instead of 100% inference_error
                     pytest.exit(f"--model {model.label}: {refusal}", returncode=pytest.ExitCode.USAGE_ERROR)
+            _skip_if_not_asked(generation, self.opts.max_cost)
             judged, verdict, extra = self._judge(question, pipeline, generation)
             record = evaluate(question, pipeline, asked, generation, model=model.label,
                               variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources,
@@ -238,7 +261,9 @@ class Runner:
             extra: dict[str, Any] = {"regex_prediction": regex.prediction}
             if not regex.answer_text.strip():  # nothing to read: empty / truncated / unclosed reasoning
                 return regex, None, extra
-            reply = self._engine().generate(spec.label, judge.extraction_request(question, regex.answer_text, labels))
+            reply = self._engine().generate(spec.label, adjust_request(
+                judge.extraction_request(question, regex.answer_text, labels), spec))
+            _skip_if_not_asked(reply, self.opts.max_cost)
             answer, status = judge.parse_extraction(reply.text, labels) if reply.error is None else (None, "failed")
             extra["judge"] = _judge_record(spec.label, "extraction", judge.EXTRACTION_PROMPT_VERSION, reply,
                                            status, answer)
@@ -253,7 +278,8 @@ class Runner:
         read = extract(pipeline.extraction.rule, generation, question, reasoning)
         if not read.valid or read.prediction is None:
             return read, None, {}
-        reply = self._engine().generate(spec.label, judge.grading_request(question, read.prediction))
+        reply = self._engine().generate(spec.label, adjust_request(judge.grading_request(question, read.prediction), spec))
+        _skip_if_not_asked(reply, self.opts.max_cost)
         verdict, status = judge.parse_grading(reply.text) if reply.error is None else (None, "failed")
         extra = {"judge": _judge_record(spec.label, "grading", judge.GRADING_PROMPT_VERSION, reply, status, verdict)}
         if verdict is None:

@@ -9,7 +9,7 @@ from tabulate import tabulate
 from pytest_benchaudit.aggregate.results import model_rankings, reason_text, variant_deltas
 from pytest_benchaudit.report.gates import GateVerdict
 
-__all__ = ["render_summary", "render_variant_deltas"]
+__all__ = ["render_summary", "render_variant_deltas", "render_usage"]
 
 
 def _pct(value: float | None) -> str:
@@ -131,3 +131,18 @@ def render_variant_deltas(rows: list[dict[str, Any]]) -> str:
     elif any(r["lower_is_better"] for r in rows):
         headers[4] = "Δ pp (error metrics: own unit)"
     return title + "\n" + tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def render_usage(rows: list[dict[str, Any]], prices_date: str | None = None) -> str:
+    """Tokens per model and task, with the cost where the price table knows the model."""
+    if not any(r["prompt_tokens"] or r["completion_tokens"] for r in rows):
+        return ""
+    table = [[r["model"], f"{r['benchmark']}.{r['task']}", r["items"], r["prompt_tokens"], r["completion_tokens"],
+              "—" if r["cost_usd"] is None else f"{r['cost_usd']:.4f}"] for r in rows]
+    priced = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
+    if priced and len(rows) > 1:
+        table.append(["total", "", sum(r["items"] for r in rows), sum(r["prompt_tokens"] for r in rows),
+                      sum(r["completion_tokens"] for r in rows), f"{sum(priced):.4f}"])
+    head = f"usage (prices of {prices_date}, USD)" if prices_date else "usage (no price table: [tool.benchaudit.prices])"
+    return head + "\n" + tabulate(table, headers=["model", "task", "items", "prompt tokens", "completion tokens",
+                                                   "cost USD"])

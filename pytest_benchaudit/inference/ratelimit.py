@@ -1,0 +1,179 @@
+"""Adaptive concurrency per endpoint: back off on 429, recover gradually.
+
+One :class:`AdaptiveLimiter` per endpoint client.  It starts at the configured
+concurrency (``--concurrency``, the ceiling) and behaves like TCP's congestion
+control (additive increase, multiplicative decrease):
+
+* **429**: the limit is halved, once per burst: a 429 to a request sent *before*
+  the last decrease says nothing new (all requests in flight then were sent at
+  the old rate), so a burst of 32 refusals halves once, not 32 times.  Sending
+  pauses until the time the endpoint names: ``Retry-After`` / ``retry-after-ms``,
+  else the ``x-ratelimit-reset-*`` header of an exhausted budget (OpenAI's
+  durations ``1s``, ``6m0s``, ``20ms``; Anthropic's RFC 3339 times), else the
+  caller's backoff.  Sends are also *spaced*: at each decrease the interval
+  between two sends becomes at least the endpoint's wait (at most 0.25 s), so a
+  request-rate limit is met by pacing rather than only by collapsing concurrency
+  to one request, which would leave the client bound by its own latency.
+* **success**: the limit grows by 1 per ``limit`` successes (one step per round of
+  requests), up to the ceiling, and the spacing shrinks by 2% per answer.  A success whose headers say a budget is
+  exhausted (``x-ratelimit-remaining-requests: 0``) pauses until its reset, so the
+  next requests are not sent only to be refused.
+
+The limiter lives on the engine's event loop; it is not thread-safe and needs none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import email.utils
+import re
+import time
+from collections.abc import Mapping
+from datetime import datetime
+
+__all__ = ["AdaptiveLimiter", "rate_limit_wait", "parse_duration"]
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_BUDGETS = ("requests", "tokens", "input-tokens", "output-tokens")
+
+
+def parse_duration(value: str | None) -> float | None:
+    """Seconds from a rate-limit reset header: ``1s``, ``6m0s``, ``20ms``, ``0.5``, or an RFC 3339 / HTTP date."""
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if parts and "".join(n + u for n, u in parts) == text.replace(" ", ""):
+        return sum(float(n) * _UNIT[u] for n, u in parts)
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return max(0.0, when.timestamp() - time.time())
+    except ValueError:
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(text).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def rate_limit_wait(headers: Mapping[str, str], *, exhausted_only: bool = True) -> float | None:
+    """How long the headers say to wait: ``retry-after-ms``, ``Retry-After``, else the longest reset of a
+    budget whose remaining count is 0 (every reset given, with ``exhausted_only=False``)."""
+    h = {k.lower(): v for k, v in headers.items()}
+    if h.get("retry-after-ms"):
+        try:
+            return max(0.0, float(h["retry-after-ms"]) / 1000.0)
+        except ValueError:
+            pass
+    if h.get("retry-after"):
+        wait = parse_duration(h["retry-after"])
+        if wait is not None:
+            return wait
+    waits = []
+    for budget in _BUDGETS:
+        for remaining, reset in ((f"x-ratelimit-remaining-{budget}", f"x-ratelimit-reset-{budget}"),
+                                 (f"anthropic-ratelimit-{budget}-remaining", f"anthropic-ratelimit-{budget}-reset")):
+            if reset not in h:
+                continue
+            if exhausted_only and h.get(remaining, "").strip() not in ("0", "0.0"):
+                continue
+            wait = parse_duration(h[reset])
+            if wait is not None:
+                waits.append(wait)
+    return max(waits) if waits else None
+
+
+class AdaptiveLimiter:
+    """Requests in flight to one endpoint, adapted to its 429s (see the module docstring)."""
+
+    def __init__(self, ceiling: int, *, floor: int = 1) -> None:
+        self.ceiling = max(1, ceiling)
+        self.floor = max(1, min(floor, self.ceiling))
+        self.limit = float(self.ceiling)
+        self.in_flight = 0
+        self.paused_until = 0.0
+        self.throttled = 0  # 429s seen
+        self.decreases = 0
+        self.lowest = self.ceiling
+        self._last_decrease = 0.0
+        self.interval = 0.0  # seconds between two sends (pacing), 0 = none
+        self._next_send = 0.0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._woken = 0
+
+    @property
+    def cap(self) -> int:
+        return max(self.floor, int(self.limit))
+
+    async def acquire(self) -> float:
+        """Wait for a slot (and for any pause to end); returns the send time, the ticket for :meth:`throttle`."""
+        while True:
+            delay = self.paused_until - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+                continue
+            if self.in_flight < self.cap:
+                now = time.monotonic()
+                if now < self._next_send:
+                    await asyncio.sleep(self._next_send - now)
+                    continue
+                self._next_send = max(now, self._next_send) + self.interval
+                self.in_flight += 1
+                return now
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():  # woken, then cancelled: pass the wake-up on
+                    self._woken -= 1
+                    self._wake()
+                raise
+            self._woken -= 1
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        free = self.cap - self.in_flight - self._woken
+        while free > 0 and self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                self._woken += 1
+                free -= 1
+
+    def success(self, headers: Mapping[str, str] | None = None) -> None:
+        """An answer arrived: grow by one per round; pause if the headers say a budget is spent."""
+        if self.limit < self.ceiling:
+            self.limit = min(float(self.ceiling), self.limit + 1.0 / self.cap)  # +1 per `cap` answers
+            self._wake()
+        if self.interval:
+            self.interval = self.interval * 0.98 if self.interval > 1e-4 else 0.0
+        if headers:
+            wait = rate_limit_wait(headers)
+            if wait:
+                self.paused_until = max(self.paused_until, time.monotonic() + min(wait, 60.0))
+
+    def throttle(self, sent_at: float, wait: float) -> None:
+        """A 429 for a request sent at ``sent_at``: halve (once per burst) and pause ``wait`` seconds."""
+        self.throttled += 1
+        now = time.monotonic()
+        if sent_at >= self._last_decrease:
+            self.limit = max(float(self.floor), self.limit / 2.0)
+            self._last_decrease = now
+            self.decreases += 1
+            self.lowest = min(self.lowest, self.cap)
+            self.interval = max(self.interval, min(wait, 0.25))
+        self.paused_until = max(self.paused_until, now + wait)
+
+    def stats(self) -> dict[str, float]:
+        return {"limit": self.cap, "ceiling": self.ceiling, "lowest": self.lowest, "throttled": self.throttled,
+                "decreases": self.decreases, "interval_s": round(self.interval, 4)}

@@ -1,0 +1,156 @@
+"""Token usage and cost: per model and task, a dated price table, and ``--max-cost``.
+
+Prices are the project's own data, dated, under ``[tool.benchaudit.prices]`` in
+pyproject.toml, in USD per million tokens::
+
+    [tool.benchaudit.prices]
+    date = "2026-11-20"                                  # when they were read (required)
+    source = "https://openai.com/api/pricing"            # optional
+    "gpt-5.4" = { input = 1.25, output = 10.0 }          # by --model label,
+    "openai/gpt-5.4" = { input = 1.25, output = 10.0 }   # or PROVIDER/MODEL_ID, or the model id
+
+:func:`usage_rows` sums the usage stored in records (``prompt_tokens``,
+``completion_tokens``) per model and task, with a cost where a price is known;
+:class:`CostMeter` counts what this process actually spent on requests (cache hits
+cost nothing) and :class:`BudgetedBackend` stops sending once ``--max-cost`` is
+reached: a request not sent comes back as ``Generation(error=NOT_ASKED)``, which the
+runner turns into a skipped item (no record), so ``--resume`` asks it later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pytest_benchaudit.common.errors import ConfigError
+from pytest_benchaudit.inference.backend import Backend, ModelSpec
+from pytest_benchaudit.pipeline.types import Generation, Request
+
+__all__ = ["NOT_ASKED", "BudgetedBackend", "CostMeter", "check_prices", "price_for", "cost_of", "usage_rows"]
+
+NOT_ASKED = "not asked: --max-cost reached"
+_META = ("date", "source", "currency")
+
+
+def check_prices(table: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate ``[tool.benchaudit.prices]``: a ``date`` and ``{input, output}`` per model (USD / 1M tokens)."""
+    if not table:
+        return {}
+    where = "[tool.benchaudit.prices]"
+    date = table.get("date")
+    if isinstance(date, _dt.date):
+        date = date.isoformat()
+    if not isinstance(date, str) or not date:
+        raise ConfigError(f"{where}: needs date = \"YYYY-MM-DD\" (when the prices were read)")
+    out: dict[str, Any] = {"date": date, **{k: table[k] for k in ("source", "currency") if k in table}}
+    if out.get("currency", "USD") != "USD":
+        raise ConfigError(f"{where}: currency must be USD")
+    for name, price in table.items():
+        if name in _META:
+            continue
+        ok = (isinstance(price, Mapping) and set(price) <= {"input", "output"} and
+              all(isinstance(price.get(k), (int, float)) and price.get(k) >= 0 for k in ("input", "output")))
+        if not ok:
+            raise ConfigError(f"{where} {name!r}: expected {{ input = USD_PER_1M, output = USD_PER_1M }}")
+        out[name] = {"input": float(price["input"]), "output": float(price["output"])}
+    return out
+
+
+def price_for(prices: Mapping[str, Any], label: str, spec: ModelSpec | None = None) -> dict[str, float] | None:
+    """The price of a model: by label, then ``PROVIDER/MODEL_ID``, then the model id."""
+    keys = [label]
+    if spec is not None:
+        if spec.provider and spec.model_id:
+            keys.append(f"{spec.provider}/{spec.model_id}")
+        if spec.model_id:
+            keys.append(spec.model_id)
+    for key in keys:
+        if key in prices and key not in _META:
+            return prices[key]
+    return None
+
+
+def _tokens(usage: Mapping[str, Any] | None) -> tuple[int, int]:
+    usage = usage or {}
+    prompt = usage.get("prompt_tokens", usage.get("input_tokens", 0))
+    completion = usage.get("completion_tokens", usage.get("output_tokens", 0))
+    return (int(prompt) if isinstance(prompt, (int, float)) else 0,
+            int(completion) if isinstance(completion, (int, float)) else 0)
+
+
+def cost_of(usage: Mapping[str, Any] | None, price: Mapping[str, float] | None) -> float:
+    if price is None:
+        return 0.0
+    prompt, completion = _tokens(usage)
+    return (prompt * price["input"] + completion * price["output"]) / 1e6
+
+
+def usage_rows(records: Iterable[Mapping[str, Any]], prices: Mapping[str, Any],
+               specs: Mapping[str, ModelSpec] | None = None) -> list[dict[str, Any]]:
+    """Per model × benchmark × task: requests with usage, prompt/completion tokens, and cost (or ``None``)."""
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for rec in records:
+        key = (str(rec.get("model")), str(rec.get("benchmark")), str(rec.get("task")))
+        row = rows.setdefault(key, {"model": key[0], "benchmark": key[1], "task": key[2], "items": 0,
+                                    "prompt_tokens": 0, "completion_tokens": 0})
+        row["items"] += 1
+        usage = rec.get("usage")
+        prompt, completion = _tokens(usage if isinstance(usage, Mapping) else None)
+        row["prompt_tokens"] += prompt
+        row["completion_tokens"] += completion
+    for row in rows.values():
+        price = price_for(prices, row["model"], (specs or {}).get(row["model"]))
+        row["cost_usd"] = None if price is None else round(
+            cost_of({"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"]}, price), 6)
+        row["prices_date"] = prices.get("date") if price is not None else None
+    return sorted(rows.values(), key=lambda r: (r["model"], r["benchmark"], r["task"]))
+
+
+class CostMeter:
+    """What this process spent on requests, against a limit (``--max-cost``, this process's share)."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.spent = 0.0
+        self.refused = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.limit is not None and self.spent >= self.limit
+
+    def add(self, amount: float) -> None:
+        self.spent += amount
+
+
+class BudgetedBackend:
+    """A backend that sends nothing once the meter is exhausted, and charges each answer's usage to it.
+
+    The engine queues far more requests than are in flight; the meter is read when a request
+    is about to go out (one of ``concurrency`` slots), so at most ``concurrency`` requests sent
+    before the limit was reached finish after it.
+    """
+
+    def __init__(self, inner: Backend, meter: CostMeter, price: Mapping[str, float] | None,
+                 concurrency: int) -> None:
+        self.inner = inner
+        self.meter = meter
+        self.price = price
+        self.spec = getattr(inner, "spec", None)  # the cache names the model by its spec
+        self._slots: asyncio.Semaphore | None = None
+        self._concurrency = max(1, concurrency)
+
+    async def generate(self, request: Request) -> Generation:
+        if self._slots is None:  # created on the engine's loop
+            self._slots = asyncio.Semaphore(self._concurrency)
+        async with self._slots:
+            if self.meter.exhausted:
+                self.meter.refused += 1
+                return Generation(error=NOT_ASKED, attempts=0)
+            gen = await self.inner.generate(request)
+            self.meter.add(cost_of(gen.usage, self.price))
+            return gen
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,0 +1,87 @@
+"""Suite paths as users type them: ``pytest suites/secEval`` runs ``suites/seceval``.
+
+pytest resolves its path arguments exactly (case-sensitive on Linux) when it
+collects; before that, at configure time, :func:`resolve_suite_args` rewrites
+``config.args``: a path that does not exist but matches exactly one entry per
+component case-insensitively is replaced by the real path, said in one line; a
+path that matches nothing, under a folder that holds suites, is one usage error
+listing the suites there are.  Any other missing path is left for pytest to
+report as it always does.  A ``::node`` suffix is kept.  xdist workers re-parse
+the original command line and rewrite it the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_benchaudit.common.errors import UsageError, did_you_mean
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME
+
+__all__ = ["SuitePathError", "resolve_suite_args"]
+
+
+class SuitePathError(UsageError):
+    """A suite path that names no suite."""
+
+
+def resolve_suite_args(args: list[str], invocation_dir: Path) -> tuple[list[str], list[str]]:
+    """The arguments with case-mismatched paths corrected, and one note per correction."""
+    out: list[str] = []
+    notes: list[str] = []
+    for arg in args:
+        fixed = _resolve_one(arg, invocation_dir)
+        if fixed != arg:
+            notes.append(f"{arg} → {fixed} (case-insensitive match)")
+        out.append(fixed)
+    return out, notes
+
+
+def _resolve_one(arg: str, invocation_dir: Path) -> str:
+    if arg.startswith("-"):
+        return arg
+    text, sep, node = arg.partition("::")
+    path = Path(text)
+    full = path if path.is_absolute() else invocation_dir / path
+    if not text or full.exists():
+        return arg
+    current = Path(full.anchor) if path.is_absolute() else invocation_dir
+    parts = [p for p in path.parts if p not in (path.anchor, "")]
+    fixed: list[str] = []
+    for i, part in enumerate(parts):
+        if part in (".", ".."):
+            current, fixed = current / part, [*fixed, part]
+            continue
+        if (current / part).exists():
+            current, fixed = current / part, [*fixed, part]
+            continue
+        matches = _entries(current, part)
+        if len(matches) != 1:
+            _unknown(arg, current, part, parts[:i])
+            return arg
+        current, fixed = current / matches[0], [*fixed, matches[0]]
+    head = path.anchor if path.is_absolute() else ""
+    return head + "/".join(fixed) + sep + node
+
+
+def _entries(folder: Path, part: str) -> list[str]:
+    try:
+        return sorted(e.name for e in folder.iterdir() if e.name.lower() == part.lower())
+    except OSError:
+        return []
+
+
+def _suites_in(folder: Path) -> list[str]:
+    try:
+        return sorted(e.name for e in folder.iterdir() if (e / SUITE_FILENAME).is_file())
+    except OSError:
+        return []
+
+
+def _unknown(arg: str, folder: Path, part: str, before: list[str]) -> None:
+    """Raise a usage error listing the suites when ``folder`` holds suites; else let pytest say it."""
+    suites = _suites_in(folder)
+    if not suites:
+        return
+    where = "/".join(before) or "."
+    raise SuitePathError(f"{arg}: no suite {part!r} in {where}/{did_you_mean(part, suites)}; "
+                         f"suites there: {', '.join(suites)}")

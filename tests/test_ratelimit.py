@@ -1,0 +1,116 @@
+"""Adaptive concurrency: halve once per burst of 429s, pause as the endpoint says, recover gradually;
+against a loopback token bucket no request is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from pytest_benchaudit.inference.backend import parse_model_spec
+from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
+from pytest_benchaudit.inference.ratelimit import AdaptiveLimiter, parse_duration, rate_limit_wait
+from pytest_benchaudit.pipeline.types import Message, Request
+from pytest_benchaudit.testing.provider_fakes import ProviderFake
+
+
+@pytest.mark.parametrize("text, seconds", [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1m30.5s", 90.5),
+                                           ("0.25", 0.25), ("soon", None), ("", None)])
+def test_parse_duration(text, seconds) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_rate_limit_wait_prefers_explicit_hints() -> None:
+    assert rate_limit_wait({"Retry-After-Ms": "250", "Retry-After": "3"}) == 0.25
+    assert rate_limit_wait({"retry-after": "2"}) == 2.0
+    spent = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s",
+             "x-ratelimit-remaining-tokens": "900", "x-ratelimit-reset-tokens": "6m0s"}
+    assert rate_limit_wait(spent) == 1.0  # only the exhausted budget counts
+    assert rate_limit_wait(spent, exhausted_only=False) == 360.0
+    assert rate_limit_wait({"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "1s"}) is None
+
+
+def test_halves_once_per_burst_and_recovers_gradually() -> None:
+    async def scenario() -> None:
+        lim = AdaptiveLimiter(32)
+        tickets = [await lim.acquire() for _ in range(32)]
+        for t in tickets:  # 32 refusals of requests sent at the old rate: one decrease
+            lim.throttle(t, 0.0)
+            lim.release()
+        assert lim.cap == 16 and lim.decreases == 1 and lim.throttled == 32
+        late = await lim.acquire()  # sent after the decrease: a new 429 halves again
+        lim.throttle(late, 0.0)
+        lim.release()
+        assert lim.cap == 8
+        for _ in range(8):  # one round of successes at limit 8 adds one
+            lim.success()
+        assert lim.cap == 9
+        for _ in range(500):
+            lim.success()
+        assert lim.cap == 32  # never above the ceiling
+
+    asyncio.run(scenario())
+
+
+def test_pause_pacing_and_bound_are_honoured() -> None:
+    async def scenario() -> None:
+        lim = AdaptiveLimiter(2)
+        t = await lim.acquire()
+        lim.throttle(t, 0.05)
+        lim.release()
+        assert lim.interval == 0.05  # sends spaced by the endpoint's wait
+        start = time.monotonic()
+        await lim.acquire()
+        assert time.monotonic() - start >= 0.049  # waited out the endpoint's Retry-After
+        lim.release()
+        peak, sent = 0, []
+
+        async def one() -> None:
+            nonlocal peak
+            await lim.acquire()
+            sent.append(time.monotonic())
+            peak = max(peak, lim.in_flight)
+            await asyncio.sleep(0.001)
+            lim.release()
+
+        await asyncio.gather(*(one() for _ in range(5)))
+        assert peak == 1 and lim.in_flight == 0  # halved from 2 to 1: one at a time
+        assert min(b - a for a, b in zip(sent, sent[1:])) >= 0.045  # and paced
+        for _ in range(200):
+            lim.success()
+        assert lim.interval < 0.001 and lim.cap == 2  # recovered gradually
+
+    asyncio.run(scenario())
+
+
+def test_success_with_an_exhausted_budget_pauses() -> None:
+    async def scenario() -> None:
+        lim = AdaptiveLimiter(4)
+        lim.success({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "150ms"})
+        start = time.monotonic()
+        await lim.acquire()
+        assert time.monotonic() - start >= 0.14
+
+    asyncio.run(scenario())
+
+
+def test_no_request_lost_against_a_token_bucket(monkeypatch: pytest.MonkeyPatch) -> None:
+    n, rate = 150, 100.0
+    with ProviderFake("openai", key="sk-bucket", bucket=(rate, 5)) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.root + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-bucket")
+        spec = parse_model_spec("openai/gpt-4o").model_copy(update={"max_retries": 0})
+
+        async def scenario() -> tuple[list, OpenAICompatBackend]:
+            backend = OpenAICompatBackend(spec, concurrency=32)
+            requests = [Request(mode="chat", messages=(Message(role="user", content=f"q{i}"),)) for i in range(n)]
+            try:
+                return await asyncio.gather(*(backend.generate(r) for r in requests)), backend
+            finally:
+                await backend.aclose()
+
+        gens, backend = asyncio.run(scenario())
+    assert all(g.error is None for g in gens), [g.error for g in gens if g.error][:3]
+    assert fake.granted == n and fake.refused_429 > 0
+    assert backend.limiter.decreases >= 1 and backend.limiter.lowest < 32
