@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-COMMANDS = {"--help": ["--help"], "ledger": ["ledger", "--suites-dir", str(REPO / "suites")]}
+# each tree reads its own suites (the suite format grew between revisions)
+COMMANDS = {"--help": ["--help"], "ledger": ["ledger", "--suites-dir", "{tree}/suites"]}
 
 
 def _time(tree: Path, argv: list[str]) -> float:
@@ -28,6 +29,7 @@ def _time(tree: Path, argv: list[str]) -> float:
             "raise SystemExit(main(sys.argv[1:]))")
     env = {**os.environ, "PYTHONPATH": str(tree)}
     start = time.perf_counter()
+    argv = [a.replace("{tree}", str(tree)) for a in argv]
     subprocess.run([sys.executable, "-c", code, *argv], cwd=tree, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
