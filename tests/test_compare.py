@@ -18,7 +18,7 @@ import pytest
 from scipy import stats as st
 
 from pytest_benchaudit.aggregate import stats
-from pytest_benchaudit.audit.compare import add_compare_parser, run_compare
+from pytest_benchaudit.cli.compare import add_parser as add_compare_parser, run as run_compare
 from pytest_benchaudit.audit.importers import import_athenabench_runs
 from pytest_benchaudit.audit.offline import rescore_run
 

@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
-from pytest_benchaudit.audit.compare import add_compare_parser, run_compare
+from pytest_benchaudit.cli import compare as compare_cmd
 from pytest_benchaudit.report.export import add_export_parser, run_export
 from pytest_benchaudit.audit.goldaudit import add_audit_gold_parser, run_audit_gold
 from pytest_benchaudit.audit.judgeagree import add_judge_agreement_parser, run_judge_agreement
@@ -249,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
     p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
     add_import_parser(sub)
-    add_compare_parser(sub)
+    compare_cmd.add_parser(sub)
     add_export_parser(sub)
     add_audit_gold_parser(sub)
     add_judge_agreement_parser(sub)
@@ -268,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "export":
             return run_export(args)
         if args.command == "compare":
-            return run_compare(args)
+            return compare_cmd.run(args)
         if args.command == "import":
             return run_import(args)
         if args.command == "sweep":

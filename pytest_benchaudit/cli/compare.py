@@ -1,0 +1,99 @@
+"""``benchaudit compare``: the command line (parser, run, writing compare.json and the HTML report)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_benchaudit.audit.compare import (CompareError, build_compare, load_runs, mark_similar, parse_pair,
+                                             render_compare)
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``compare`` to the ``benchaudit`` sub-commands; returns its parser."""
+    p = subparsers.add_parser(
+        "compare", help="rank agreement across tasks (Kendall tau-b, win rates, PCA) and rank shifts between two "
+                        "pipelines or run sets (Spearman rho, paired bootstrap over questions)",
+        description="Compare model rankings across tasks, and between two pipelines (--pipelines A,B) or two run "
+                    "sets (--against RUN...). Writes DIR/compare.json and prints the tables.")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                   help="run directories, or folders of run directories (e.g. an import's --report-dir)")
+    p.add_argument("--pipelines", metavar="A,B", help="compare the runs' records under pipeline A with those under B")
+    p.add_argument("--against", nargs="+", type=Path, metavar="RUN", help="a second run set (set b)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where compare.json goes")
+    p.add_argument("--html", type=Path, metavar="PATH", help="also write an HTML report (if the HTML writer is installed)")
+    p.add_argument("--similar", action="append", default=[], metavar="TASK~TASK",
+                   help="declare two tasks semantically similar (repeatable), e.g. cti_bench.vsp~athenabench.vsp; "
+                        "their tau-b rows are marked, so disagreement between similar tasks stands out")
+    p.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (default 5000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of parallel analysis (default 0)")
+    p.add_argument("--permutations", type=int, default=1000, help="parallel-analysis null matrices (default 1000)")
+    return p
+
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``benchaudit compare``: 0 when compare.json was written, 2 on bad input."""
+    try:
+        pipelines = None
+        if args.pipelines:
+            parts = [p.strip() for p in args.pipelines.split(",")]
+            if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+                raise CompareError(f"--pipelines {args.pipelines!r}: give two different pipeline names, A,B")
+            pipelines = (parts[0], parts[1])
+        if args.resamples < 1 or getattr(args, "permutations", 1000) < 1:
+            raise CompareError("--resamples and --permutations must be at least 1")
+        runs_a = load_runs(args.runs)
+        runs_b = load_runs(args.against) if args.against else None
+        doc = build_compare(runs_a, runs_b, pipelines, n_resamples=args.resamples, seed=args.seed,
+                            permutations=getattr(args, "permutations", 1000))
+        mark_similar(doc, [parse_pair(text) for text in getattr(args, "similar", [])])
+    except CompareError as err:
+        print(f"benchaudit compare: {err}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    target = args.out / "compare.json"
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=_json_default, allow_nan=False) + "\n",
+                   encoding="utf-8")
+    tmp.replace(target)
+    print(render_compare(doc))
+    for m in doc["missing"]:
+        print(f"warning: {m['model']} ({m['benchmark']}): {m['reason']}", file=sys.stderr)
+    print(f"\ncompare.json: {target}")
+    if args.html:
+        try:
+            html = importlib.import_module("pytest_benchaudit.report.html")
+        except ImportError as err:
+            print(f"benchaudit compare: --html skipped: the HTML writer (pytest_benchaudit.report.html) is not "
+                  f"available ({err}); compare.json was written", file=sys.stderr)
+        else:
+            # The runs' own summaries give the invalid rates and any --vary deltas to plot.
+            summaries = [_summary(run.path) for run in load_runs(args.runs + (args.against or []))]
+            html.write_html(doc, args.html, sweeps=[v for s in summaries for v in s.get("variants", [])],
+                            runs=[r for s in summaries for r in s.get("results", []) if not r.get("variant")])
+            print(f"HTML report: {args.html}")
+    return 0
