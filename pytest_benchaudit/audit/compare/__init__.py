@@ -47,7 +47,8 @@ With two sets, also:
 """
 
 
-from pytest_benchaudit.audit.compare.document import COMPARE_VERSION, build_compare, mark_similar, parse_pair
+from pytest_benchaudit.audit.compare.document import (COMPARE_VERSION, build_compare, compare_document, make_sets,
+                                                      mark_similar, parse_pair)
 from pytest_benchaudit.audit.compare.oneset import analyse_set, task_ranks, tau_b_table
 from pytest_benchaudit.audit.compare.render import render_compare
 from pytest_benchaudit.audit.compare.runsets import (CompareError, LoadedRun, RunSet, expand_runs, load_run_set,
@@ -55,7 +56,7 @@ from pytest_benchaudit.audit.compare.runsets import (CompareError, LoadedRun, Ru
 from pytest_benchaudit.audit.compare.twosets import MIN_SHIFT, compare_sets
 
 __all__ = ["CompareError", "LoadedRun", "RunSet", "expand_runs", "load_runs", "load_run_set", "analyse_set",
-           "task_ranks", "tau_b_table", "compare_sets", "MIN_SHIFT", "build_compare", "mark_similar", "parse_pair",
+           "task_ranks", "tau_b_table", "compare_sets", "MIN_SHIFT", "build_compare", "compare_document", "make_sets", "mark_similar", "parse_pair",
            "render_compare", "COMPARE_VERSION"]
 
 #: Old private name, still used by bench/bootstrap_speed.py.

@@ -8,8 +8,9 @@ from typing import Any
 from pytest_benchaudit.audit.compare.oneset import analyse_set
 from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.audit.compare.twosets import MIN_SHIFT, compare_sets
+from pytest_benchaudit.audit.peers import peer_gaps
 
-__all__ = ["COMPARE_VERSION", "build_compare", "mark_similar", "parse_pair"]
+__all__ = ["COMPARE_VERSION", "make_sets", "build_compare", "compare_document", "mark_similar", "parse_pair"]
 
 COMPARE_VERSION = "benchaudit.compare/1"
 
@@ -18,20 +19,32 @@ def _set_meta(rs: RunSet, side: str, pipeline: str | None) -> dict[str, Any]:
     return {"key": side, "label": rs.label, "pipeline_filter": pipeline, "pipelines": rs.pipelines, "runs": rs.runs}
 
 
-def build_compare(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None, pipelines: tuple[str, str] | None = None,
-                  n_resamples: int = 5000, seed: int = 0, permutations: int = 1000) -> dict[str, Any]:
-    """The compare document (what ``compare.json`` holds) of one or two run sets."""
+def make_sets(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None,
+              pipelines: tuple[str, str] | None = None) -> tuple[RunSet, RunSet | None]:
+    """The run sets compared: set a, and set b when there is a second pipeline or run set."""
     pa, pb = pipelines if pipelines else (None, None)
     if runs_b is None and pipelines is not None:
         runs_b = runs_a
-    label_a = pa or "a"
-    label_b = pb or "b"
-    set_a = load_run_set(label_a, runs_a, pa)
-    set_b = load_run_set(label_b, runs_b, pb) if runs_b is not None else None
+    set_a = load_run_set(pa or "a", runs_a, pa)
+    set_b = load_run_set(pb or "b", runs_b, pb) if runs_b is not None else None
     if set_b is not None and pa is None:
         # --against without --pipelines: name each side by its pipeline when that says something.
         if len(set_a.pipelines) == 1 and len(set_b.pipelines) == 1 and set_a.pipelines != set_b.pipelines:
             set_a.label, set_b.label = set_a.pipelines[0], set_b.pipelines[0]
+    return set_a, set_b
+
+
+def build_compare(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None, pipelines: tuple[str, str] | None = None,
+                  n_resamples: int = 5000, seed: int = 0, permutations: int = 1000) -> dict[str, Any]:
+    """The compare document (what ``compare.json`` holds) of one or two run sets."""
+    set_a, set_b = make_sets(runs_a, runs_b, pipelines)
+    return compare_document(set_a, set_b, pipelines, n_resamples, seed, permutations)
+
+
+def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, str] | None = None,
+                     n_resamples: int = 5000, seed: int = 0, permutations: int = 1000) -> dict[str, Any]:
+    """The compare document of run sets already loaded (see :func:`make_sets`)."""
+    pa, pb = pipelines if pipelines else (None, None)
     an_a = analyse_set(set_a, seed, permutations)
     doc: dict[str, Any] = {
         "version": COMPARE_VERSION,
@@ -50,6 +63,8 @@ def build_compare(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None
             "shift": "rank_a - rank_b: positive = the model ranks higher (better) under set b",
             "direction_stability": f"for |shift| >= {MIN_SHIFT}: share of bootstrap resamples in which rank_a - "
                                    "rank_b has the same sign; null for smaller shifts",
+            "peer_gap": "score - mean score of the other models on the task (oriented higher = better), per set; "
+                        "delta = gap_b - gap_a: the model's move relative to its peers (docs/peer-gaps.md)",
             "mean_win_rate": "HELM-style: share of other models beaten per task (tie = 1/2), averaged over tasks",
         },
         "scores": an_a["scores"], "ranks": an_a["ranks"], "tau_b": an_a["tau_b"],
@@ -72,6 +87,7 @@ def build_compare(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None
             doc[key] = cmp[key]
         doc["min_shift_for_stability"] = cmp["min_shift_for_stability"]
         doc["notes"] += cmp["notes"]
+        doc["peer_gaps"] = peer_gaps(an_a, an_b)
     return doc
 
 

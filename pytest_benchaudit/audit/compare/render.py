@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_benchaudit.audit.peers import render_peer_gaps
+
 __all__ = ["render_compare"]
 
 
@@ -74,6 +76,8 @@ def render_compare(doc: dict[str, Any]) -> str:
                                 tablefmt="simple"))
         else:
             out.append("\nNo rank shifts.")
+        if doc.get("peer_gaps") is not None:
+            out.append("\n" + render_peer_gaps(doc["peer_gaps"]))
         for m in doc["missing"]:
             out.append(f"missing: {m['benchmark']}: {m['model']}: {m['reason']}")
     for note in doc.get("notes", []):
