@@ -30,6 +30,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--against", nargs="+", type=Path, metavar="RUN", help="a second run set (set b)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where compare.json goes")
     p.add_argument("--html", type=Path, metavar="PATH", help="also write an HTML report (if the HTML writer is installed)")
+    p.add_argument("--findings", type=Path, metavar="JSON",
+                   help="diagnose findings to show in the HTML report: the JSON of `benchaudit diagnose --json` "
+                        "(an object with 'findings') or a list of findings")
     p.add_argument("--similar", action="append", default=[], metavar="TASK~TASK",
                    help="declare two tasks semantically similar (repeatable), e.g. cti_bench.vsp~athenabench.vsp; "
                         "their tau-b rows are marked, so disagreement between similar tasks stands out")
@@ -72,6 +75,20 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
+def read_findings(path: Path) -> list[dict[str, Any]]:
+    """The findings of a diagnose JSON file (``{"findings": [...]}`` or a bare list of objects)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CompareError(f"--findings {path}: not found") from None
+    except json.JSONDecodeError as err:
+        raise CompareError(f"--findings {path}: invalid JSON at line {err.lineno}: {err.msg}") from None
+    findings = data.get("findings") if isinstance(data, dict) else data
+    if not isinstance(findings, list) or not all(isinstance(f, dict) for f in findings):
+        raise CompareError(f"--findings {path}: expected a list of findings, or an object with a 'findings' list")
+    return findings
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit compare``: 0 when compare.json was written, 2 on bad input."""
     try:
@@ -83,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             pipelines = (parts[0], parts[1])
         if args.resamples < 1 or getattr(args, "permutations", 1000) < 1:
             raise CompareError("--resamples and --permutations must be at least 1")
+        findings = read_findings(args.findings) if getattr(args, "findings", None) else None
         runs_a = load_runs(args.runs)
         runs_b = load_runs(args.against) if args.against else None
         permutations = getattr(args, "permutations", 1000)
@@ -136,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
             # The runs' own summaries give the invalid rates and any --vary deltas to plot.
             summaries = [_summary(run.path) for run in load_runs(args.runs + (args.against or []))]
             html.write_html(doc, args.html, sweeps=[v for s in summaries for v in s.get("variants", [])],
-                            runs=[r for s in summaries for r in s.get("results", []) if not r.get("variant")])
+                            runs=[r for s in summaries for r in s.get("results", []) if not r.get("variant")],
+                            **({"findings": findings} if findings is not None else {}))
             print(f"HTML report: {args.html}")
     return 0

@@ -110,6 +110,11 @@ def _pca(scores: dict[str, dict[str, float]], lib: dict[str, bool], seed: int, p
         return {"skipped": "fewer than two tasks vary across models", "constant_tasks": constant}
     p = stats.pca(matrix)
     pa = stats.parallel_analysis(matrix, n_permutations=permutations, seed=seed)
+    # Model coordinates on the first two components (standardized rows times unit eigenvectors): the biplot.
+    z = (matrix - matrix.mean(axis=0)) / matrix.std(axis=0, ddof=1)
+    ev = np.asarray(p["eigenvalues"], dtype=float)
+    unit = np.asarray(p["loadings"], dtype=float)[:, :2] / np.sqrt(np.where(ev[:2] > 0, ev[:2], 1.0))
+    coords = z @ unit
     return {
         "rows": "models", "columns": keys, "models": models, "models_left_out": left_out, "constant_tasks": constant,
         "orientation": "scores negated for lower-is-better tasks (higher = better), columns standardized",
@@ -117,11 +122,22 @@ def _pca(scores: dict[str, dict[str, float]], lib: dict[str, bool], seed: int, p
         "variance_explained": [float(v) for v in p["variance_explained"]],
         "cumulative": [float(v) for v in p["cumulative"]],
         "loadings": {k: [float(v) for v in row] for k, row in zip(keys, p["loadings"])},
+        "model_coordinates": {m: [float(v) for v in row] for m, row in zip(models, coords)},
         "parallel_analysis": {"threshold": [float(v) for v in pa["threshold"]], "n_components": pa["n_components"],
                               "n_permutations": pa["n_permutations"], "quantile": pa["quantile"], "seed": pa["seed"],
                               "rule": "leading components whose eigenvalue exceeds the 95th percentile of the "
                                       "eigenvalues of column-permuted matrices"},
     }
+
+
+def _pca_by_benchmark(scores: dict[str, dict[str, float]], lib: dict[str, bool], seed: int,
+                      permutations: int) -> dict[str, dict[str, Any]]:
+    """The PCA of each benchmark's own tasks (its models rarely score on another benchmark's)."""
+    benches = sorted({k.split(".", 1)[0] for k in scores})
+    if len(benches) < 2:
+        return {}
+    return {b: _pca({k: v for k, v in scores.items() if k.startswith(b + ".")}, lib, seed, permutations)
+            for b in benches}
 
 
 def analyse_set(rs: RunSet, seed: int = 0, permutations: int = 1000) -> dict[str, Any]:
@@ -137,4 +153,5 @@ def analyse_set(rs: RunSet, seed: int = 0, permutations: int = 1000) -> dict[str
         "mean_win_rate": stats.mean_win_rate(scores, lib),
         "benchmark_ranks": _benchmark_ranks(ranks),
         "pca": _pca(scores, lib, seed, permutations),
+        "pca_by_benchmark": _pca_by_benchmark(scores, lib, seed, permutations),
     }
