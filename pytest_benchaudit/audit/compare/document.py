@@ -64,7 +64,7 @@ def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, 
             "direction_stability": f"for |shift| >= {MIN_SHIFT}: share of bootstrap resamples in which rank_a - "
                                    "rank_b has the same sign; null for smaller shifts",
             "peer_gap": "score - mean score of the other models on the task (oriented higher = better), per set; "
-                        "delta = gap_b - gap_a: the model's move relative to its peers (docs/peer-gaps.md)",
+                        "delta = gap_b - gap_a: the model's move relative to its peers (docs/compare.md, peer gaps)",
             "mean_win_rate": "HELM-style: share of other models beaten per task (tie = 1/2), averaged over tasks",
         },
         "scores": an_a["scores"], "ranks": an_a["ranks"], "tau_b": an_a["tau_b"],
