@@ -236,3 +236,46 @@ def test_a_failing_endpoint_or_bad_spec_is_one_clear_error(sets, tmp_path, capsy
                     "NO_SUCH_KEY_VAR", "--out", str(tmp_path)) == 2
     assert "NO_SUCH_KEY_VAR: the variable is not set" in capsys.readouterr().err
     assert not (tmp_path / "compare.json").exists()
+
+
+def test_sensitivity_on_pytest_runs_with_a_changed_token_budget(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Three models asked through pytest (scripted server on 127.0.0.1) under a 64-token budget, again
+    under 8 tokens (new generations: the order reverses), and re-scored offline (same outputs)."""
+    import re
+
+    from pytest_benchaudit.audit.offline import rescore_run
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    from conftest import only_run_dir, write_mcq_suite
+
+    rows = [{"id": f"q{i:02d}", "question": f"Question number {i:02d}?", "options": ["a", "b", "c", "d"],
+             "gold": "A"} for i in range(12)]
+    write_mcq_suite(pytester.path, "sens", rows)
+    right = {"m1": 10, "m2": 7, "m3": 4}
+
+    def script(call: Any) -> Reply:
+        i = int(re.search(r"number (\d+)", call.last_user_text).group(1))
+        k = right[call.body["model"]]
+        if call.body.get("max_tokens", 64) < 16:
+            k = 12 - k  # the short budget hurts the strong models most
+        return Reply(content="Answer: A" if i < k else "Answer: B")
+
+    with ScriptedServer(script) as server:
+        models = [a for m in right for a in ("--model", f"{m}@{server.url}")]
+        for name, extra in (("base", []), ("short", ["--set", "inference.max_tokens=8"])):
+            result = pytester.runpytest("suites/sens", "--data-dir", "data", *models, "--report-dir", f"out/{name}",
+                                        "-p", "no:randomly", *extra)
+            assert (pytester.path / f"out/{name}").is_dir(), result.stdout.str()[-2000:]
+    base, short = only_run_dir(pytester.path / "out/base"), only_run_dir(pytester.path / "out/short")
+    rescored, _results, _cards = rescore_run(base, overrides=[("scoring.denominator", "valid")],
+                                             report_dir=pytester.path / "out/rescored",
+                                             suites_dir=pytester.path / "suites", data_dir=str(pytester.path / "data"))
+    out = tmp_path / "cmp"
+    assert _compare(str(base), "--sensitivity", str(short), str(rescored.path), "--resamples", "200",
+                    "--out", str(out)) == 0
+    sens = json.loads((out / "compare.json").read_text())["sensitivity"]
+    kinds = {Path(r["run"]).name: (r["kind"], r["upstream_fields_differ"]) for r in sens["runs"]}
+    assert kinds == {short.name: ("upstream", ["inference.max_tokens"]), rescored.path.name: ("downstream", [])}
+    (row,) = sens["benchmarks"]
+    assert row["benchmark"] == "sens" and row["rho_gen"] == pytest.approx(-1.0) and row["rho_ext"] == pytest.approx(1.0)
+    assert row["n_models_gen"] == row["n_models_ext"] == 3 and row["generation_moves_more"] is True
