@@ -8,7 +8,9 @@
                                           variant's score, delta, invalid rate and the stage that moved it
     benchaudit compare RUN... [--pipelines A,B] [--against RUN...] --out DIR [--html PATH]
                                           ranks per task, tau-b between tasks, rank shifts and Spearman rho
-                                          with paired-bootstrap CIs, PCA; compare.json and an HTML report
+                                          with paired-bootstrap CIs, PCA, peer gaps; compare.json and an HTML
+                                          report; --similarity (task texts vs tau-b), --sensitivity RUN...
+                                          (rho_gen / rho_ext)
     benchaudit export RUN_DIR --format every-eval-ever [--out DIR] [--samples] [--include-questions]
                                           results in the Every Eval Ever schema (questions withheld by default)
     benchaudit audit-gold RUN... [--min-models K] [--out CSV]

@@ -1,6 +1,7 @@
 """``benchaudit compare``: how model rankings agree across tasks, and move between pipelines.
 
     benchaudit compare RUN... [--pipelines A,B] [--against RUN...] --out DIR [--html PATH]
+                              [--similarity [--embedder SPEC]] [--sensitivity RUN...] [--findings JSON]
                               [--resamples 5000] [--seed 0] [--permutations 1000]
 
 RUN is a run directory (``run.json`` + ``records.jsonl``) or a folder of run directories
@@ -43,7 +44,14 @@ With two sets, also:
   task, resampled indices of the questions every compared model has under both sets, shared by
   all models and both sets; each model's task score recomputed from its per-item ``score`` and
   ``valid`` under its own denominator).
-- ``missing``: models left out of a comparison and why.
+- ``missing``: models left out of a comparison and why;
+- ``peer_gaps`` [{task, model, gap_a, gap_b, delta, ...}]: each model's score minus the mean of the
+  other models', per set, and its change (:mod:`pytest_benchaudit.audit.peers`).
+
+Also ``pca_by_benchmark`` (a PCA of each benchmark's own tasks when there are several) and, on
+request (``benchaudit compare --similarity`` / ``--sensitivity RUN...``, see docs/compare.md),
+``similarity`` (:mod:`pytest_benchaudit.audit.similarity`) and ``sensitivity``
+(:mod:`pytest_benchaudit.audit.sensitivity`).  The command line is :mod:`pytest_benchaudit.cli.compare`.
 """
 
 
