@@ -279,3 +279,20 @@ def test_sensitivity_on_pytest_runs_with_a_changed_token_budget(pytester: pytest
     (row,) = sens["benchmarks"]
     assert row["benchmark"] == "sens" and row["rho_gen"] == pytest.approx(-1.0) and row["rho_ext"] == pytest.approx(1.0)
     assert row["n_models_gen"] == row["n_models_ext"] == 3 and row["generation_moves_more"] is True
+
+
+def test_the_mantel_test_permutes_within_benchmarks():
+    """Two benchmarks whose tasks differ only in level (one template each): r is high across the blocks,
+    but within a benchmark similarity says nothing about tau-b, and the permutation p-value says so."""
+    rng = np.random.default_rng(7)
+    vectors, rows = {}, []
+    for bench, (axis, spread, level) in {"a": (0, 0.2, 0.8), "b": (1, 0.9, 0.2)}.items():
+        keys = [f"{bench}.t{i}" for i in range(6)]
+        for k in keys:
+            v = np.eye(50)[axis] + spread * rng.normal(size=50) / np.sqrt(50)
+            vectors[k] = v / np.linalg.norm(v)
+        rows += [{"task_a": x, "task_b": y, "tau": level + 0.05 * rng.normal(), "n_models": 5}
+                 for i, x in enumerate(keys) for y in keys[i + 1:]]
+    sim = similarity_table(rows, vectors, "test", permutations=999, seed=0)
+    assert sim["n_pairs"] == 30 and sim["pearson_r"] > 0.9 and sim["p_value"] < 1e-6
+    assert sim["permutation"]["p_value"] > 0.2 and "within each benchmark" in sim["permutation"]["test"]

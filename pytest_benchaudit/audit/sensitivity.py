@@ -124,7 +124,7 @@ def render_sensitivity(sens: dict[str, Any]) -> str:
     out = ["Sensitivity: Spearman rho of each benchmark ranking, base vs regenerated (gen) and vs re-scored (ext); "
            f"paired bootstrap, {sens['n_resamples']} resamples",
            tabulate(rows, headers=["benchmark", "rho_gen", "95% CI", "models", "rho_ext", "95% CI", "models"],
-                    tablefmt="simple")]
+                    tablefmt="simple", disable_numparse=True)]
     counts = {k: sum(c["kind"] == k for c in sens["runs"]) for k in KINDS}
     out.append(f"runs: {counts['upstream']} regenerated, {counts['downstream']} re-scored")
     for r in sens["benchmarks"]:

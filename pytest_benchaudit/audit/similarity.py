@@ -8,8 +8,9 @@ L2-normalised.  The cosine similarity of two tasks' vectors is set next to their
 
 - ``pearson_r`` and ``p_value``: :func:`scipy.stats.pearsonr` (two-sided).  Pairs that share a
   task are not independent, so that p-value is optimistic;
-- ``permutation``: a Mantel test: the task labels of the similarity matrix are permuted (the tau
-  matrix held fixed), which keeps the dependence between pairs; p = (1 + #|r_perm| >= |r|) / (1 + n).
+- ``permutation``: a Mantel test: the task labels of the similarity matrix are permuted within each
+  benchmark (the tau matrix held fixed), which keeps the dependence between pairs and the level each
+  benchmark's shared template gives its similarities; p = (1 + #|r_perm| >= |r|) / (1 + n).
 
 Embedders (``--embedder SPEC``):
 
@@ -227,10 +228,16 @@ def similarity_table(tau_rows: list[dict[str, Any]], vectors: dict[str, np.ndarr
     rng = np.random.default_rng(seed)
     ia = np.array([index[p["task_a"]] for p in used])
     ib = np.array([index[p["task_b"]] for p in used])
-    perms = rng.permuted(np.tile(np.arange(len(tasks)), (permutations, 1)), axis=1)
+    # Labels move only within their benchmark: pairs of two benchmarks' tasks rarely have a tau (no common
+    # models), and a benchmark's tasks share a template, so a free permutation would test that instead.
+    perms = np.tile(np.arange(len(tasks)), (permutations, 1))
+    for bench in sorted({t.split(".", 1)[0] for t in tasks}):
+        block = np.array([i for i, t in enumerate(tasks) if t.split(".", 1)[0] == bench])
+        perms[:, block] = block[rng.permuted(np.tile(np.arange(len(block)), (permutations, 1)), axis=1)]
     null = _row_pearson(sim[perms[:, ia], perms[:, ib]], t)
     hits = int(np.sum(np.abs(np.nan_to_num(null, nan=0.0)) >= abs(r) - 1e-12))
-    doc["permutation"] = {"test": "Mantel (task labels of the similarity matrix permuted)", "n_permutations":
+    doc["permutation"] = {"test": "Mantel (task labels of the similarity matrix permuted within each benchmark)",
+                          "n_permutations":
                           permutations, "seed": seed, "p_value": (1 + hits) / (1 + permutations)}
     return doc
 
