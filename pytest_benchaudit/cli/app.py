@@ -11,6 +11,9 @@
                                           with paired-bootstrap CIs, PCA, peer gaps; compare.json and an HTML
                                           report; --similarity (task texts vs tau-b), --sensitivity RUN...
                                           (rho_gen / rho_ext)
+    benchaudit audit RUN... --out DIR [--toward LAYER] [--similarity] [--findings JSON]
+                                          the whole audit of stored runs: re-scored toward LAYER, field-by-
+                                          field attribution, both layers compared, ledger, report, export
     benchaudit export RUN_DIR --format every-eval-ever [--out DIR] [--samples] [--include-questions]
                                           results in the Every Eval Ever schema (questions withheld by default)
     benchaudit audit-gold RUN... [--min-models K] [--out CSV]
@@ -43,6 +46,7 @@ from typing import Any, Sequence
 
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
+from pytest_benchaudit.cli import audit as audit_cmd
 from pytest_benchaudit.cli import compare as compare_cmd
 from pytest_benchaudit.report.export import add_export_parser, run_export
 from pytest_benchaudit.audit.goldaudit import add_audit_gold_parser, run_audit_gold
@@ -252,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
     add_import_parser(sub)
     compare_cmd.add_parser(sub)
+    audit_cmd.add_parser(sub)
     add_export_parser(sub)
     add_audit_gold_parser(sub)
     add_judge_agreement_parser(sub)
@@ -271,6 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_export(args)
         if args.command == "compare":
             return compare_cmd.run(args)
+        if args.command == "audit":
+            return audit_cmd.run(args)
         if args.command == "import":
             return run_import(args)
         if args.command == "sweep":

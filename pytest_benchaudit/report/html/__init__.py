@@ -18,7 +18,8 @@ Sections, each present only when its data is (in this order):
 * task similarity against tau-b (scatter, r, p-values, pairs), generation against extraction
   sensitivity (rho_gen, rho_ext), peer gaps, diagnose findings (``findings``: dicts with
   benchmark, task, model, failure_mode, field, evidence, effect_pp) (:mod:`.audits`);
-* per-field score deltas (``sweeps``), invalid rates (``runs``) and the document's notes.
+* per-field score deltas (``sweeps``), invalid rates (``runs``), the ledger and the upstream fields that
+  differ (``benchaudit audit``), and the document's notes.
 
 Numbers are rounded to what they mean (see :mod:`.format`); the raw numbers are in compare.json.
 """
@@ -28,8 +29,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_benchaudit.report.html.audits import (findings_section, invalid_section, notes_section, peers_section,
-                                                  sensitivity_section, similarity_section, sweeps_section)
+from pytest_benchaudit.report.html.audits import (findings_section, invalid_section, ledger_section, notes_section,
+                                                  peers_section, sensitivity_section, similarity_section,
+                                                  sweeps_section)
 from pytest_benchaudit.report.html.format import CSP, CSS, esc, note, table
 from pytest_benchaudit.report.html.sets import (pca_section, ranks_section, scores_section, set_views, shift_section,
                                                 tau_section)
@@ -59,11 +61,12 @@ def _summary(doc: dict[str, Any]) -> str:
 _NAV = [("summary", "Summary"), ("scores", "Scores"), ("ranks", "Ranks"), ("shift", "Rank shifts"),
         ("bump", "Ranks across tasks"), ("tau", "τ-b"), ("pca", "PCA"), ("similarity", "Similarity"),
         ("sensitivity", "Sensitivity"), ("peers", "Peer gaps"), ("findings", "Findings"),
-        ("sweeps", "Field deltas"), ("invalid", "Invalid rates"), ("notes", "Notes")]
+        ("sweeps", "Field deltas"), ("invalid", "Invalid rates"), ("ledger", "Ledger"), ("notes", "Notes")]
 
 
 def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | None = None,
                 runs: list[dict[str, Any]] | None = None, findings: list[dict[str, Any]] | None = None,
+                ledger: list[dict[str, Any]] | None = None, upstream: list[dict[str, Any]] | None = None,
                 title: str = "benchaudit compare report") -> str:
     """The report as an HTML string (see :func:`write_html`)."""
     doc = compare_doc or {}
@@ -73,7 +76,8 @@ def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | N
         findings = doc["findings"]
     sections = [_summary(doc), scores_section(doc), ranks_section(doc), shift_section(doc), tau_section(doc),
                 pca_section(doc), similarity_section(doc), sensitivity_section(doc), peers_section(doc),
-                findings_section(findings), sweeps_section(sweeps), invalid_section(runs), notes_section(doc)]
+                findings_section(findings), sweeps_section(sweeps), invalid_section(runs),
+                ledger_section(ledger, upstream), notes_section(doc)]
     body = "\n".join(s for s in sections if s)
     links = " ".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in _NAV if f'<section id="{a}">' in body)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -87,7 +91,9 @@ def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | N
 
 
 def write_html(compare_doc: dict[str, Any], path: Path, *, sweeps: list[dict[str, Any]] | None = None,
-               runs: list[dict[str, Any]] | None = None, findings: list[dict[str, Any]] | None = None) -> Path:
+               runs: list[dict[str, Any]] | None = None, findings: list[dict[str, Any]] | None = None,
+               ledger: list[dict[str, Any]] | None = None, upstream: list[dict[str, Any]] | None = None,
+               title: str = "benchaudit compare report") -> Path:
     """Write the compare document (plus optional sweep deltas, run summary rows and diagnose findings)
     as one self-contained HTML file at ``path``; returns the path.
 
@@ -95,8 +101,10 @@ def write_html(compare_doc: dict[str, Any], path: Path, *, sweeps: list[dict[str
     variant, ``delta_pp`` or ``delta``, ``moved_by``).  ``runs``: summary result rows (task, model,
     ``invalid_rate``).  ``findings``: diagnose findings (benchmark, task, model, failure_mode,
     field, evidence, effect_pp); ``None`` leaves the section out, ``[]`` says there is none.
+    ``ledger``/``upstream``: ledger rows and upstream differences of ``benchaudit audit``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(compare_doc, sweeps=sweeps, runs=runs, findings=findings), encoding="utf-8")
+    path.write_text(render_html(compare_doc, sweeps=sweeps, runs=runs, findings=findings, ledger=ledger,
+                                upstream=upstream, title=title), encoding="utf-8")
     return path

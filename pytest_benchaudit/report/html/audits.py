@@ -12,7 +12,7 @@ from pytest_benchaudit.report.html.plots import invalid_plot, sweep_plot
 from pytest_benchaudit.report.html.sets import section
 
 __all__ = ["similarity_section", "sensitivity_section", "peers_section", "findings_section", "sweeps_section",
-           "invalid_section", "notes_section", "FINDING_COLUMNS"]
+           "ledger_section", "invalid_section", "notes_section", "FINDING_COLUMNS"]
 
 #: The fields of a diagnose finding the report shows, in order.
 FINDING_COLUMNS = ["benchmark", "task", "model", "failure_mode", "field", "evidence", "effect_pp"]
@@ -144,3 +144,26 @@ def notes_section(doc: dict[str, Any]) -> str:
         return ""
     items = "".join(f"<li>{esc(n)}</li>" for n in notes)
     return section("notes", "Notes", f'<ul class="notes">{items}</ul>')
+
+
+def ledger_section(ledger: list[dict[str, Any]] | None, upstream: list[dict[str, Any]] | None) -> str:
+    """The ledger rows of the audited benchmarks (documented vs released, per field) and the upstream fields
+    in which the target layer differs from the stored runs (they need new generations)."""
+    parts = []
+    rows = [r for r in ledger or [] if isinstance(r, dict) and isinstance(r.get("cells"), dict)]
+    if rows:
+        fields = list(dict.fromkeys(f for r in rows for f in r["cells"]))
+        body = [[r["benchmark"], *[(r["cells"].get(f) or {}).get("status", "—") for f in fields],
+                 r.get("summary", "")] for r in rows]
+        parts.append("<h3>Ledger: documented against released</h3>"
+                     + table(["benchmark", *fields, "reproducible from the documentation?"], body))
+    up = [r for r in upstream or [] if isinstance(r, dict) and r.get("fields")]
+    if up:
+        body = [[r["task"], d["field"], fmt(d.get("stored")), fmt(next((v for k, v in d.items()
+                                                                        if k not in ("field", "stored")), None))]
+                for r in up for d in r["fields"]]
+        parts.append("<h3>Upstream fields that differ (need new generations, not estimated)</h3>"
+                     + table(["task", "field", "stored runs", "target layer"], body))
+    if not parts:
+        return ""
+    return section("ledger", "Ledger and upstream fields", *parts)
