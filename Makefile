@@ -1,6 +1,6 @@
 # Two entry points, both self-contained on a fresh machine:
 #   make demo   set up, then run a real benchmark subset on the embedded local model
-#   make test   set up, then run the test suite
+#   make test   set up, then type-check and run the test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -52,7 +52,10 @@ demo: install-local
 	@echo "== the same questions under the benchmark's released pipeline =="
 	@$(DEMO_PYTEST) --pipeline released; rc=$$?; [ $$rc -le 1 ]
 
+# The type checker first (strict for the pure core: pipeline, scoring, aggregate, runs; see
+# [tool.mypy] in pyproject.toml), then the tests.
 test: install-local install-browser
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 clean:

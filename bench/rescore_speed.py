@@ -25,7 +25,8 @@ sys.path.insert(0, str(REPO))
 
 from pytest_benchaudit.scoring.evaluate import evaluate
 from pytest_benchaudit.prompt.templates import render_request
-from pytest_benchaudit.dataset.suites import load_questions, load_suite, resolve_data_dir
+from pytest_benchaudit.dataset.suites import load_suite
+from pytest_benchaudit.dataset.readers import load_questions, resolve_data_dir
 from pytest_benchaudit.pipeline.types import Generation
 
 ANSWERS = ["<think>A or C?</think>\nAnswer: AC", "Answer: B", "I think B and D.\nAnswer: BD", "no idea",

@@ -43,7 +43,8 @@ def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
 def request_bodies(limit: int | None) -> list[bytes]:
     """The exact JSON bodies the plugin sends for SecEval (standardized pipeline)."""
     from pytest_benchaudit.prompt.templates import render_request
-    from pytest_benchaudit.dataset.suites import load_questions, load_suite, resolve_data_dir
+    from pytest_benchaudit.dataset.suites import load_suite
+    from pytest_benchaudit.dataset.readers import load_questions, resolve_data_dir
 
     suite = load_suite(REPO / "suites" / "seceval" / "suite.toml")
     data_dir, origin = resolve_data_dir(None)

@@ -1,9 +1,9 @@
 """pytest entry point: options, fixtures and the parts that do the work.
 
-Thin by design: options are declared and validated in :mod:`.options`, suite
-files are collected by :mod:`.collect`, items are run by :mod:`.runner` (every
-process that runs items) and the run directory, summary and gates belong to
-:mod:`.controller` (the process that owns the run).
+Thin by design: the pytest side lives in :mod:`pytest_benchaudit.pytest_plugin`.
+Options are declared and validated in ``options``, suite files are collected by
+``collect``, items are run by ``runner`` (every process that runs items) and the run
+directory, summary and gates belong to ``controller`` (the process that owns the run).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pytest_benchaudit.pytest_plugin.options import OPTIONS_KEY, add_options, bu
 __all__ = ["pytest_addoption", "pytest_configure", "pytest_collect_file"]
 
 
+@pytest.hookimpl
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
@@ -48,5 +49,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ResumeFilter(config), "benchaudit-resume")
 
 
+@pytest.hookimpl
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     return collect_file(file_path, parent)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.report.export import add_export_parser, run_export
-from pytest_benchaudit.audit.importers import add_import_parser, run_import
+from pytest_benchaudit.cli.export import add_parser as add_export_parser, run as run_export
+from pytest_benchaudit.cli.app import main as benchaudit_main
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 from conftest import SUITES, only_run_dir, read_run
@@ -178,11 +178,8 @@ def test_imported_athenabench_runs_export_valid(tmp_path: Path, real_data: Path,
     source = real_data / "athenabench" / "runs-mini"
     if not source.is_dir():
         pytest.skip(f"AthenaBench released runs not available: {source}")
-    parser = argparse.ArgumentParser()
-    add_import_parser(parser.add_subparsers(dest="command"))
-    assert run_import(parser.parse_args(["import", "athenabench-runs", str(source), "--report-dir",
-                                         str(tmp_path / "runs"), "--suites-dir", str(SUITES),
-                                         "--data-dir", str(real_data)])) == 0
+    assert benchaudit_main(["import", "athenabench-runs", str(source), "--report-dir", str(tmp_path / "runs"),
+                            "--suites-dir", str(SUITES), "--data-dir", str(real_data)]) == 0
     runs = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
     assert runs
     out = tmp_path / "eee"

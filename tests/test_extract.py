@@ -40,6 +40,9 @@ def test_rule_names_lists_every_rule_sorted():
         "all_capital_letters",
         "answer_regex",
         "logprob_argmax",
+        "mmlu_logprob_argmax",
+        "xml_answer",
+        "redsage_mcq_acc",
         "final_answer_letter",
         "final_answer_letters",
         "final_line",
@@ -458,3 +461,90 @@ def test_latex_boxed_answers(text):
     q = Question(benchmark="b", task="t", id="1", index=0, gold="C", choices={k: "" for k in "ABCD"})
     assert extract("final_answer_letter", Generation(text=text), q, "strip").prediction == "C"
     assert extract("final_answer_letters", Generation(text=text), q, "strip").prediction == "C"
+
+
+# --------------------------------------------------------------------------- RedSage MCQAcc (released)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("B", "B"),
+        ("C) Process", "C"),
+        ("D. User Account", "D"),
+        ("The answer is B", "B"),
+        ("A firewall would stop it.", "A"),  # quirk: the article is an answer letter
+        ("**C**", "C"),
+        ("I think C and then D", "C"),  # the first standalone letter on the line
+        ("line one\nline two\nline three\nline four\nline five\nline six\nOnly one letter: x", None),
+        ("B is wrong\n1\n2\n3\n4\n5", "B"),  # beyond the last five lines: the one distinct letter
+        ("B or C\n1\n2\n3\n4\n5", None),  # two distinct letters, none on the last five lines
+        ("ABCD", None),  # no standalone letter, no trailing letter after a non-alphanumeric
+        ("(D", "D"),  # ends with a letter after a non-alphanumeric character
+        ("", None),
+        ("<think>", None),
+    ],
+)
+def test_redsage_mcq_acc_reads_as_released(text, expected):
+    assert pred("redsage_mcq_acc", text, mode="keep") == expected
+
+
+def test_redsage_mcq_acc_after_a_newline_stop_is_unclosed_reasoning():
+    got = run("redsage_mcq_acc", "<think>", mode="keep", finish_reason="stop")
+    assert (got.valid, got.invalid_reason) == (False, "unclosed_reasoning")
+
+
+# --------------------------------------------------------------------------- standardized reader: echoed option lists
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "reason"),
+    [
+        ("A) Generate public keys\nB) Authenticate digital signatures\nC) Encrypt data using a password",
+         None, "unparseable"),  # the demo's echo: the last option listed is not an answer
+        ("A) To compare log files\nB) To accelerate system performance", None, "unparseable"),
+        ("C) Process", "C", None),  # one committed option line
+        ("Let me look at the options.\nC) Process", "C", None),
+        ("A) Audit\nB) Execution Prevention\n\nB", "B", None),  # listed, then a label-only line
+        ("A) Audit\nB) Execution Prevention\nAnswer: A", "A", None),  # listed, then a marker
+        ("A) Audit\nB) Execution Prevention\nC) Process\n\nThe best option is:\nC) Process", "C", None),  # restated
+        ("A) Audit\nThe answer is A.", "A", None),
+    ],
+)
+def test_standardized_reader_does_not_score_an_echoed_option_list(text, expected, reason):
+    got = run("final_answer_letter", text)
+    assert (got.prediction, got.invalid_reason) == (expected, reason)
+    if reason:
+        assert "without committing" in got.detail
+
+
+def test_real_demo_style_echoes_on_cybermetric_rows():
+    """CyberMetric-80 rows: a response that copies two or more options verbatim is unparseable
+    under the standardized reader, whichever row; one copied option is read."""
+    rows = json.loads(data_file("cybermetric", "CyberMetric-80-v1.json").read_text(encoding="utf-8"))["questions"]
+    for row in rows:
+        question = Question(benchmark="cybermetric", task="cm80", id=str(row["question"])[:20], index=0,
+                            gold=row["solution"], choices=row["answers"])
+        echo = "\n".join(f"{k}) {v}" for k, v in row["answers"].items())
+        assert run("final_answer_letter", echo, question=question).invalid_reason == "unparseable"
+        one = f"{row['solution']}) {row['answers'][row['solution']]}"
+        assert run("final_answer_letter", one, question=question).prediction == row["solution"]
+
+
+@pytest.mark.parametrize("top", [None, ()])
+def test_mmlu_released_reads_a_when_no_logprobs_come_back(top):
+    from pytest_benchaudit.scoring.extract import MMLU_FALLBACK
+
+    result = run("mmlu_logprob_argmax", " B", mode="keep", top_logprobs=top)
+    assert result.valid and result.prediction == "A" and result.detail.startswith(MMLU_FALLBACK)
+    # with log-probabilities it is the ordinary argmax; an error is still an inference error
+    assert pred("mmlu_logprob_argmax", "", mode="keep", top_logprobs=({" A": -3.0, " D": -0.2},)) == "D"
+    assert run("mmlu_logprob_argmax", "", mode="keep", error="HTTP 400").invalid_reason == "inference_error"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("<xml>D</xml>", "D"), ("The answer: <xml> b </xml>", "B"), ("<xml>A</xml> no, <xml>C</xml>", "C"),
+    ("<xml>answer</xml>", None), ("<xml>E</xml>", None), ("ANSWER: B", None),
+])
+def test_xml_answer_reads_cybermetric_documented_format(text, expected):
+    assert pred("xml_answer", text) == expected

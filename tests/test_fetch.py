@@ -85,7 +85,7 @@ def write_toy(root: Path, base_url: str = "https://example.invalid/OWNER/REPO/CO
         name = "toy"
         data_folder = "toy-data"
         [tasks.mcq]
-        data = {{ file = "plain.csv" }}
+        data = {{ file = "plain.csv", question = "q", gold = "a" }}
 
         [fetch]
         base_url = "{base_url}"
@@ -228,7 +228,7 @@ def test_bad_fetch_config_is_a_usage_error(tmp_path: Path, entry: str, message: 
                                            capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "suites" / "toy" / "suite.toml"
     path.parent.mkdir(parents=True)
-    path.write_text(f'[benchmark]\nname = "toy"\n[tasks.mcq]\ndata = {{ file = "x" }}\n'
+    path.write_text(f'[benchmark]\nname = "toy"\n[tasks.mcq]\ndata = {{ file = "x", question = "q", gold = "a" }}\n'
                     f'[fetch]\nbase_url = "https://example.invalid/"\n[fetch.files]\n{entry}\n')
     assert main(["fetch", "toy", "--suites-dir", str(tmp_path / "suites"), "--data-dir", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
@@ -239,7 +239,7 @@ def test_unknown_suite_and_suite_without_fetch(tmp_path: Path, capsys: pytest.Ca
     assert "no suite 'nope'" in capsys.readouterr().err
     path = tmp_path / "suites" / "toy" / "suite.toml"
     path.parent.mkdir(parents=True)
-    path.write_text('[benchmark]\nname = "toy"\n[tasks.mcq]\ndata = { file = "x" }\n')
+    path.write_text('[benchmark]\nname = "toy"\n[tasks.mcq]\ndata = { file = "x", question = "q", gold = "a" }\n')
     with pytest.raises(FetchError, match=r"toy has no \[fetch\] table"):
         fetch_plan(load_suite(path))
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.audit.importers import add_import_parser, run_dir_name, run_import
+from pytest_benchaudit.audit.importers import run_dir_name
+from pytest_benchaudit.cli.app import build_parser, main
 from pytest_benchaudit.pipeline.record import Record
 
 from conftest import SUITES, read_run
@@ -27,16 +28,9 @@ ATHENA_COUNTS = {"mcq": 300, "ate": 100, "rms": 100, "rcm": 200, "vsp": 200, "ta
 CTI_COUNTS = {"mcq": 2500, "rcm": 1000, "rcm_2021": 1000, "vsp": 1000, "taa": 50}
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="benchaudit")
-    add_import_parser(parser.add_subparsers(dest="command", required=True))
-    return parser
-
-
 def _import(kind: str, source: Path, report_dir: Path, data_dir: Path) -> int:
-    args = _parser().parse_args(["import", kind, str(source), "--report-dir", str(report_dir),
-                                 "--suites-dir", str(SUITES), "--data-dir", str(data_dir)])
-    return run_import(args)
+    return main(["import", kind, str(source), "--report-dir", str(report_dir),
+                 "--suites-dir", str(SUITES), "--data-dir", str(data_dir)])
 
 
 def _runs(report_dir: Path) -> dict[str, dict[str, Any]]:
@@ -102,6 +96,10 @@ def test_run_dir_names_are_safe():
     for hostile in ("../../etc/passwd", "a\\b", "..", ".hidden", "", "a b:c*?"):
         name = run_dir_name(hostile)
         assert name and "/" not in name and "\\" not in name and not name.startswith("."), (hostile, name)
+
+
+def _parser() -> argparse.ArgumentParser:
+    return build_parser(["import"])
 
 
 def test_parser_defaults():

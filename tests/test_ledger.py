@@ -14,6 +14,7 @@ from pytest_benchaudit.audit.ledger import (
     CONTRADICTED,
     LEDGER_FIELDS,
     MATCHED,
+    PIPELINE_FIELDS,
     UNDEFINED,
     build_ledger,
     render,
@@ -56,9 +57,13 @@ def test_cybermetric_prompt_template_contradicted_readme_vs_code(ledger: dict) -
     assert cell["tasks"] == {"cm80": CONTRADICTED, "cm500": CONTRADICTED, "cm2000": CONTRADICTED}
     assert cell["values"]["cm80"]["prompt.template"] == {"documented": "documented", "released": "released"}
     assert 'documented "documented", released "released"' in cell["note"]
-    assert "README 'Prompt' section" in cell["note"] and "CyberMetric_evaluator.py ask_llm()" in cell["note"]
-    # documented: chat + system role, few_shot not stated -> the stage is undefined
-    assert status(ledger, "cybermetric", "prompt.format") == UNDEFINED
+    assert "README.md 'Prompt' section" in cell["note"] and "CyberMetric_evaluator.py ask_llm()" in cell["note"]
+    # documented (README make_messages): chat, a system message, no exemplars -> as released
+    assert status(ledger, "cybermetric", "prompt.format") == MATCHED
+    # the README asks for <xml>X</xml>; the released code reads only 'ANSWER: X'
+    ext = row(ledger, "cybermetric")["cells"]["extraction.rule"]
+    assert ext["status"] == CONTRADICTED
+    assert ext["values"]["cm80"]["extraction.rule"] == {"documented": "xml_answer", "released": "answer_regex"}
     quirks = row(ledger, "cybermetric")["quirks"]
     assert row(ledger, "cybermetric")["quirks_source"] == "ledger"
     assert any("<xml>answer</xml>" in q and "ANSWER: X" in q for q in quirks)
@@ -84,8 +89,10 @@ def test_mmlu_everything_but_the_dataset_undefined(ledger: dict) -> None:
     # the documented layer states only the split (test), which the released code uses too
     assert r["cells"]["dataset"]["status"] == MATCHED
     assert {f: c["status"] for f, c in r["cells"].items() if f != "dataset"} == \
-        {f: UNDEFINED for f in LEDGER_FIELDS if f != "dataset"}
-    assert r["summary"] == "9 of 10 fields cannot be reproduced from documentation alone"
+        {f: UNDEFINED for f in PIPELINE_FIELDS}
+    assert r["summary"] == "9 of 9 pipeline fields cannot be reproduced from documentation alone"
+    # every undefined cell says where it was looked for
+    assert all("looked in: README.md @ 4450500" in r["cells"][f]["note"] for f in PIPELINE_FIELDS)
     assert any("C 30" in q for q in r["quirks"])
 
 
@@ -101,23 +108,29 @@ def test_totals_add_up(ledger: dict) -> None:
     rows = ledger["benchmarks"]
     assert [r["benchmark"] for r in rows] == sorted(KNOWN)
     for r in rows:
-        assert sum(r["counts"].values()) == r["fields_total"] == len(LEDGER_FIELDS)
+        # the nine pipeline fields are counted, the dataset row apart
+        assert sum(r["counts"].values()) == r["fields_total"] == len(PIPELINE_FIELDS) == 9
         assert r["not_reproducible"] == r["counts"][UNDEFINED] + r["counts"][CONTRADICTED]
-        assert r["summary"] == f"{r['not_reproducible']} of {r['fields_total']} fields cannot be reproduced from documentation alone"
-        assert r["counts"] == {s: [c["status"] for c in r["cells"].values()].count(s) for s in r["counts"]}
+        assert r["summary"] == (f"{r['not_reproducible']} of {r['fields_total']} pipeline fields cannot be "
+                                "reproduced from documentation alone")
+        assert r["counts"] == {s: [r["cells"][f]["status"] for f in PIPELINE_FIELDS].count(s) for s in r["counts"]}
+        assert r["dataset"] == r["cells"]["dataset"]["status"] == MATCHED
     t = ledger["totals"]
-    assert t["not_reproducible"] == sum(r["not_reproducible"] for r in rows) == 27
-    assert t["fields_total"] == 30
-    assert t["counts"] == {MATCHED: 3, UNDEFINED: 26, CONTRADICTED: 1}
-    assert t["summary"] == "27 of 30 fields cannot be reproduced from documentation alone"
+    assert t["not_reproducible"] == sum(r["not_reproducible"] for r in rows) == 26
+    assert t["fields_total"] == t["cells"] == 27
+    assert t["counts"] == {MATCHED: 1, UNDEFINED: 24, CONTRADICTED: 2}
+    assert t["paper_counts"] == {MATCHED: 28, UNDEFINED: 36, CONTRADICTED: 8}
+    assert t["dataset_counts"] == {MATCHED: 3, UNDEFINED: 0, CONTRADICTED: 0}
+    assert t["summary"] == "26 of 27 cells cannot be reproduced from documentation alone"
 
 
 def test_all_formats_render(ledger: dict) -> None:
     table = render(ledger, "table")
-    assert "CONTRADICTED" in table and "overall: 27 of 30 fields" in table
+    assert "CONTRADICTED" in table and "overall: 26 of 27 cells" in table
+    assert "ours 1 matched / 24 undefined / 2 contradicted; paper 28 matched / 36 undefined / 8 contradicted" in table
     assert "data quirks (from ledger)" in table
     md = render(ledger, "markdown")
-    assert "| cybermetric | matched | CONTRADICTED |" in md and "**Overall: 27 of 30" in md
+    assert "| cybermetric | CONTRADICTED | matched |" in md and "**Overall: 26 of 27" in md
     assert json.loads(render(ledger, "json")) == json.loads(json.dumps(ledger))
     with pytest.raises(ValueError, match="unknown format"):
         render(ledger, "html")
@@ -126,11 +139,11 @@ def test_all_formats_render(ledger: dict) -> None:
 def test_cli_ledger(suites_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ledger", "--format", "json", "--suites-dir", str(suites_dir)]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["totals"]["not_reproducible"] == 27 and data["fields"] == list(LEDGER_FIELDS)
+    assert data["totals"]["not_reproducible"] == 26 and data["fields"] == list(PIPELINE_FIELDS)
     assert main(["ledger", "--suites-dir", str(suites_dir), "--format", "markdown"]) == 0
     assert capsys.readouterr().out.startswith("# Reproducibility ledger")
     assert main(["ledger", "--suites-dir", str(tmp_path)]) == 2
-    assert "no suite.toml under" in capsys.readouterr().err
+    assert "no */suite.toml found" in capsys.readouterr().err
 
 
 def test_the_repository_suites_all_load() -> None:
@@ -152,7 +165,7 @@ user = "{question}"
 system = "sys"
 user = "{question}"
 [tasks.one]
-data = { file = "one.jsonl" }
+data = { file = "one.jsonl", question = "q", gold = "a" }
 [tasks.one.documented]
 prompt.template = "a"
 inference.max_tokens = 5
@@ -167,7 +180,7 @@ inference.decoding = { temperature = 0.0, top_logprobs = 5 }
 scoring = { metric = "exact_match", denominator = "valid" }
 why = { "scoring.denominator" = "code: only parsed answers." }
 [tasks.two]
-data = { file = "two.jsonl" }
+data = { file = "two.jsonl", question = "q", gold = "a" }
 [tasks.two.documented]
 prompt.template = "a"
 inference.max_tokens = 5
@@ -211,7 +224,7 @@ def test_missing_layer_and_bad_quirks(tmp_path: Path) -> None:
         [benchmark]
         name = "toy"
         [tasks.one]
-        data = { file = "one.jsonl" }
+        data = { file = "one.jsonl", question = "q", gold = "a" }
         [tasks.one.released]
         inference.max_tokens = 5
         notes = ["Data: two golds are empty.", "Quirk: unrelated to the files."]
@@ -224,3 +237,75 @@ def test_missing_layer_and_bad_quirks(tmp_path: Path) -> None:
     from pytest_benchaudit.dataset.suites import SuiteError
     with pytest.raises(SuiteError, match=r"\[ledger\] quirks must be a list of strings"):
         suite_ledger(load_suite(path))
+
+
+# --------------------------------------------------------------------------- the 72-cell view of the repository suites
+
+
+def test_the_72_cell_view_with_totals_next_to_the_papers(capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = build_ledger(SUITES)
+    rows = ledger["benchmarks"]
+    assert len(rows) == 8 and ledger["fields"] == list(PIPELINE_FIELDS) and len(PIPELINE_FIELDS) == 9
+    t = ledger["totals"]
+    assert t["cells"] == 72 and sum(t["counts"].values()) == 72
+    assert t["counts"] == {MATCHED: 6, UNDEFINED: 62, CONTRADICTED: 4}
+    assert t["paper_counts"] == {MATCHED: 28, UNDEFINED: 36, CONTRADICTED: 8}
+    assert t["dataset_counts"] == {MATCHED: 8, UNDEFINED: 0, CONTRADICTED: 0}  # the dataset row, apart
+    assert main(["ledger", "--suites-dir", str(SUITES)]) == 0
+    out = capsys.readouterr().out
+    assert ("72 cells (8 benchmarks x 9 fields): ours 6 matched / 62 undefined / 4 contradicted; "
+            "paper 28 matched / 36 undefined / 8 contradicted.") in out
+    assert "dataset (apart)" in out
+
+
+def test_every_matched_or_contradicted_cell_cites_both_sides_and_every_undefined_says_where_looked() -> None:
+    ledger = build_ledger(SUITES)
+    for r in ledger["benchmarks"]:
+        assert r["sources"], f"{r['benchmark']}: [ledger] sources lists no document"
+        for field in PIPELINE_FIELDS:
+            cell = r["cells"][field]
+            where = f"{r['benchmark']}.{field}"
+            if cell["status"] in (MATCHED, CONTRADICTED):
+                assert cell["why"]["documented"], f"{where}: {cell['status']} without a documented citation"
+                assert cell["why"]["released"], f"{where}: {cell['status']} without a released citation"
+            else:
+                assert "looked in: " in cell["note"], where
+
+
+def test_documented_cells_read_from_the_documents() -> None:
+    ledger = {r["benchmark"]: r for r in build_ledger(SUITES)["benchmarks"]}
+    athena = ledger["athenabench"]["cells"]
+    # readme.md: Combined = unweighted mean of the six columns -> the released macro mean
+    assert athena["aggregation"]["status"] == MATCHED and "Combined" in athena["aggregation"]["note"]
+    # CKT/RCM accuracy and RMS F1 are documented; ATE/VSP/TAA accuracies are not defined
+    assert athena["scoring.metric"]["tasks"] == {"mcq": MATCHED, "ate": UNDEFINED, "rms": MATCHED,
+                                                 "rcm": MATCHED, "vsp": UNDEFINED, "taa": UNDEFINED}
+    redsage = ledger["redsage"]["cells"]
+    # eval/README.md: instruct models run the '_em' tasks = exact match of the generated answer;
+    # the released headline reads the letter with MCQAcc
+    assert redsage["extraction.rule"]["status"] == CONTRADICTED and redsage["scoring.metric"]["status"] == MATCHED
+
+
+def test_the_documented_pipeline_runs_documented_values(pytester: pytest.Pytester) -> None:
+    """CyberMetric's README prompt and <xml>X</xml> answer format run as the documented layer;
+    the fields it leaves open (metric, denominator) are supplied with --set."""
+    from conftest import real_data_dir, only_run_dir, read_run
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    data = real_data_dir()
+    if not (data / "cybermetric" / "CyberMetric-80-v1.json").is_file():
+        pytest.skip("real CyberMetric-80 data missing under $BENCHAUDIT_DATA")
+    with ScriptedServer(lambda call: Reply(content="<xml>B</xml>")) as server:
+        skipped = pytester.runpytest(str(SUITES / "cybermetric"), "--data-dir", str(data), "-k", "cm80",
+                                     "--model", f"m@{server.url}", "--pipeline", "documented", "--limit", "4",
+                                     "--report-dir", "skip", "-rs")
+        ran = pytester.runpytest(str(SUITES / "cybermetric"), "--data-dir", str(data), "-k", "cm80",
+                                 "--model", f"m@{server.url}", "--pipeline", "documented", "--limit", "4",
+                                 "--set", "scoring.metric=exact_match", "--set", "scoring.denominator=total",
+                                 "--report-dir", "out")
+        sent = [c.body for c in server.calls if c.path.endswith("/chat/completions")]
+    skipped.assert_outcomes(skipped=4)
+    skipped.stdout.fnmatch_lines(["*scoring.metric*"])
+    records = read_run(only_run_dir(pytester.path / "out"))["records"]
+    assert len(records) == 4 and all(r["valid"] and r["prediction"] == "B" for r in records)
+    assert sent and sent[0]["messages"][0]["content"].startswith("You are a helpful AI assistant.\nInstructions:")

@@ -20,7 +20,8 @@ from pytest_benchaudit.prompt.templates import (
     inference_params,
     render_request,
 )
-from pytest_benchaudit.dataset.suites import DATA_ENV, Suite, load_questions, load_suite
+from pytest_benchaudit.dataset.suites import Suite, load_suite
+from pytest_benchaudit.dataset.readers import DATA_ENV, load_questions
 from pytest_benchaudit.pipeline.types import Message, Question, Request
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
@@ -278,6 +279,12 @@ SECEVAL_INSTRUCTION = (
     "Below are multiple-choice questions concerning cybersecurity. "
     "Please select the correct answers and respond with the letters ABCD only."
 )
+# eval.py@7aef317 chat_few_shot (HumanMessage, AIMessage); the older "capital of China" pair was
+# replaced in affa571.
+SECEVAL_CHAT_SHOT = (
+    "Question: Which mitigation prevent stack overflow bug? A: Stack Canary. B: ALSR. C: CFI. D: Code Signing.",
+    "Answer: ABC",
+)
 
 
 def test_seceval_released_chat_first_question(data_dir):
@@ -291,13 +298,36 @@ def test_seceval_released_chat_first_question(data_dir):
     assert req.mode == "chat"
     assert [(m.role, m.content) for m in req.messages] == [
         ("system", SECEVAL_INSTRUCTION),
-        ("user", "Question: What's the capital of China? A: Beijing B: Shanghai C: Guangzhou D: Shenzhen"),
-        ("assistant", "Answer: A"),
+        ("user", SECEVAL_CHAT_SHOT[0]),
+        ("assistant", SECEVAL_CHAT_SHOT[1]),
         ("user", expected_user),
     ]
     assert "security?A: The storage must" in expected_user  # no separator before 'A:'
-    assert req.params == {}  # decoding and budget unspecified: nothing sent
+    # LangChain's ChatOpenAI sends its default temperature (0.7); budget and top_p unspecified
+    assert req.params == {"temperature": 0.7}
     assert req.adjustments == ()
+
+
+def test_seceval_released_chat_every_request_byte_for_byte(data_dir):
+    """All 2,189 released requests, as the chat messages eval.py@7aef317 builds and
+    langchain's convert_message_to_dict serialises them, compared as JSON bytes."""
+    s, questions, path = load(data_dir, "seceval", "mcq")
+    p, t = released(s, "mcq")
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert len(raw) == len(questions) == 2189
+    for row, question in zip(raw, questions):
+        question_text = ("Question: " + row["question"] + " ".join(row["choices"])).replace("\n", " ")
+        expected = [
+            {"role": "system", "content": SECEVAL_INSTRUCTION},
+            {"role": "user", "content": SECEVAL_CHAT_SHOT[0]},
+            {"role": "assistant", "content": SECEVAL_CHAT_SHOT[1]},
+            {"role": "user", "content": question_text},
+        ]
+        req = render_request(p, t, question)
+        got = [{"role": m.role, "content": m.content} for m in req.messages]
+        assert json.dumps(got, ensure_ascii=False).encode() == json.dumps(expected, ensure_ascii=False).encode(), row["id"]
+    # the exemplar teaches a multi-letter answer: 925 of the 2,189 golds have two or more letters
+    assert sum(len(set(r["answer"])) >= 2 for r in raw) == 925
 
 
 def test_seceval_released_chat_flattens_newlines_everywhere(data_dir):
@@ -384,6 +414,28 @@ def test_cybermetric_released_user_text(data_dir):
         assert req.messages[-1].content.endswith("'ANSWER: X' ")  # trailing space kept
         assert "temperature" not in req.params and "max_tokens" not in req.params
         assert req.params == {}
+
+
+def test_cybermetric_documented_messages_are_the_readme_make_messages(data_dir):
+    """README@2f5818b make_messages(question, answers), rebuilt from the raw rows."""
+    s, questions, path = load(data_dir, "cybermetric", "cm80")
+    p, t = released(s, "cm80", "documented")
+    raw = json.loads(path.read_text(encoding="utf-8"))["questions"]
+    instructions = (
+        "You are a helpful AI assistant.\n"
+        "Instructions:\n"
+        "a. Carefully read the question.\n"
+        "b. Choose the correct answer (A, B, C, or D) only.\n"
+        "c. Do NOT include any explanation or additional text in the response.\n"
+        "d. Always return the answer in this XML format: '<xml>answer</xml>'. "
+        "For example, if the correct answer is D, then return <xml>D</xml>.\n\n"
+    )
+    for row, question in zip(raw, questions):
+        options_str = ", ".join(f"{key}) {value}" for key, value in row["answers"].items())
+        expected = [{"role": "system", "content": instructions},
+                    {"role": "user", "content": f"#Question: {row['question']}\nOptions: {options_str}"}]
+        req = render_request(p, t, question)
+        assert [{"role": m.role, "content": m.content} for m in req.messages] == expected
 
 
 def test_cti_released_system_then_prompt_column_verbatim(data_dir):

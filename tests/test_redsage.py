@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.dataset.suites import SuiteError, load_questions, load_suite
+from pytest_benchaudit.dataset.suites import SuiteError, load_suite
+from pytest_benchaudit.dataset.readers import load_questions
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 from conftest import SUITES, only_run_dir, read_run
@@ -92,3 +93,100 @@ def test_unavailable_hub_data_skips_instead_of_stopping_the_run(pytester: pytest
     result.assert_outcomes(skipped=5)
     result.stdout.fnmatch_lines(["*redsage: RISys-Lab/Benchmarks_CyberSec_RedSageMCQ*'datasets' package is not installed*"])
     assert "Traceback" not in result.stdout.str()
+
+
+# --------------------------------------------------------------------------- released (instruct) vs released_base
+
+
+def test_released_is_the_instruct_generative_task_and_released_base_the_loglikelihood_one() -> None:
+    suite = load_suite(SUITES / "redsage" / "suite.toml")
+    gen = suite.pipeline("skills", "released").card()["fields"]
+    base = suite.pipeline("skills", "released_base").card()["fields"]
+    # redsage_mcqs_ins.txt: redsage_mcq_em|0 -> 100 tokens, stop at a newline, MCQAcc
+    assert (gen["prompt.format.mode"], gen["prompt.format.few_shot"]) == ("chat", 0)
+    assert (gen["inference.max_tokens"], gen["inference.stop"]) == (100, ["\n"])
+    assert gen["extraction.rule"] == "redsage_mcq_acc" and gen["scoring.denominator"] == "total"
+    # redsage_mcqs_base.txt: redsage_mcq|0 (zero-shot, not 5) -> log-likelihood of " A".." D"
+    assert (base["prompt.format.mode"], base["prompt.format.few_shot"]) == ("completion", 0)
+    assert base["extraction.rule"] == "logprob_argmax" and base["inference.decoding.top_logprobs"] == 20
+    notes = " ".join(suite.pipeline("skills", "released_base").notes)
+    assert "uses 5" not in notes and "zero-shot" in notes
+
+
+def test_released_prompt_is_cybersec_prompt_fn_byte_for_byte(tmp_path: Path) -> None:
+    from pytest_benchaudit.prompt.templates import render_request
+
+    write_export(tmp_path, "cybersecurity_skills")
+    suite = load_suite(SUITES / "redsage" / "suite.toml")
+    questions, _ = load_questions(suite, "skills", tmp_path, "test")
+    for layer in ("released", "released_base"):
+        pipe = suite.pipeline("skills", layer)
+        for row, q in zip(FIXTURE, questions):
+            # cybersec_prompt_fn(include_context=False), rebuilt from the row
+            instructions = ("You are given multiple choice questions. Answer with the option letter "
+                            "(A, B, C, D) from the given choices directly.")
+            expected = (instructions + "\n" + "Question: " + row["question"] + "\n"
+                        + "\n".join(f"{k}. {row['answers'][k]}" for k in "ABCD") + "\nAnswer:")
+            req = render_request(pipe, suite.templates[pipe.prompt.template], q)
+            text = req.prompt if layer == "released_base" else req.messages[0].content
+            assert text == expected
+            if layer == "released":
+                assert [m.role for m in req.messages] == ["user"]
+                assert req.params == {"temperature": 0.0, "max_tokens": 100, "stop": ["\n"]}
+
+
+def reasoning_model(call) -> Reply:
+    """A scripted reasoning model: a <think> preamble over several lines, then the letter.
+
+    It honours the request's stop sequences and token budget (one token per word) as a
+    server would, so the released newline stop cuts it off inside its preamble.
+    """
+    letter = "A" if "open ports" in call.last_user_text else "B"
+    full = f"<think>\nThe question asks which tool fits.\nOption {letter} is the standard one.\n</think>\n\n{letter}"
+    text, finish = full, "stop"
+    for stop in call.body.get("stop") or []:
+        if stop in text:
+            text = text[: text.index(stop)]
+    budget = call.body.get("max_tokens")
+    if budget is not None and len(text.split(" ")) > budget:
+        text, finish = " ".join(text.split(" ")[:budget]), "length"
+    return Reply(content=text, finish_reason=finish)
+
+
+def test_reasoning_model_released_invalid_standardized_recovers_and_stop_is_named(pytester: pytest.Pytester) -> None:
+    from pytest_benchaudit.aggregate.results import variant_deltas
+
+    for subset in ("cybersecurity_knowledge_generals", "cybersecurity_knowledge_frameworks", "cybersecurity_skills",
+                   "cybersecurity_tools_cli", "cybersecurity_tools_kali"):
+        write_export(pytester.path / "data", subset)
+    common = ("--data-dir", "data", "--no-cache", "-p", "no:randomly")
+    with ScriptedServer(reasoning_model) as server:
+        released = pytester.runpytest(str(SUITES / "redsage"), *common, "--model", f"qwen@{server.url}",
+                                      "--pipeline", "released", "--report-dir", "rel",
+                                      "--vary", "inference.stop=[]", "--vary", "inference.max_tokens=2048")
+        standardized = pytester.runpytest(str(SUITES / "redsage"), *common, "--model", f"qwen@{server.url}",
+                                          "--report-dir", "std")
+        sent = [c.body for c in server.calls if c.path.endswith("/chat/completions")]
+    rel = read_run(only_run_dir(pytester.path / "rel"))
+    base = [r for r in rel["records"] if r["variant"] == ""]
+    # released: the newline stop leaves '<think>' and nothing else -> invalid, score 0
+    assert len(base) == 10 and {r["raw_output"] for r in base} == {"<think>"}
+    assert {(r["valid"], r["invalid_reason"], r["invalid_stage"]) for r in base} == {
+        (False, "unclosed_reasoning", "inference")}
+    # (the five subsets share the two fixture rows, so identical requests are asked once)
+    assert sum(b.get("stop") == ["\n"] and b["max_tokens"] == 100 for b in sent) == 2
+    results = {(r["task"], r["variant"]): r for r in rel["summary"]["results"]}
+    assert all(results[(t, "")]["score"] == 0.0 for t, _ in results)
+    # the variants: without the stop every answer is read; a larger budget alone changes nothing
+    rows = variant_deltas(rel["summary"]["results"], rel["run"]["pipeline_cards"])
+    by = {(r["task"], r["field"]): r for r in rows}
+    for task in ("skills", "tools_kali"):
+        stop = by[(task, "inference.stop")]
+        assert stop["value"] == [] and stop["moved_by"] == "inference"
+        assert stop["delta_pp"] == pytest.approx(100.0) and stop["invalid_rate"] == 0.0
+        assert by[(task, "inference.max_tokens")]["moved_by"] == "none"
+    # standardized (no stop, 2048 tokens, reasoning stripped) recovers every answer
+    std = read_run(only_run_dir(pytester.path / "std"))
+    assert all(r["valid"] and r["correct"] for r in std["records"]) and len(std["records"]) == 10
+    standardized.assert_outcomes(passed=10)
+    released.assert_outcomes(passed=10, failed=20)  # base and max_tokens=2048 fail, stop=[] passes

@@ -13,15 +13,8 @@ from pathlib import Path
 import pytest
 
 from pytest_benchaudit.pipeline.stages import LAYERS, UNSPECIFIED, Pipeline, PipelineError
-from pytest_benchaudit.dataset.suites import (
-    DATA_ENV,
-    Suite,
-    SuiteError,
-    file_checksum,
-    load_questions,
-    load_suite,
-    resolve_data_dir,
-)
+from pytest_benchaudit.dataset.suites import Suite, SuiteError, load_suite
+from pytest_benchaudit.dataset.readers import DATA_ENV, file_checksum, load_questions, resolve_data_dir
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 SUITE_NAMES = ("seceval", "mmlu_cs", "cybermetric", "cti_bench")
@@ -105,8 +98,8 @@ def test_released_and_standardized_layers_are_fully_specified_downstream(name, t
     assert std.unspecified_fields() == []
     assert std.card()["unspecified"] == []
     released = s.pipeline(task, "released")
-    # only CyberMetric leaves a downstream field open (no cross-file aggregation released)
-    expected = ["aggregation.method"] if name == "cybermetric" else []
+    # CyberMetric and CTI-Bench release no cross-file / cross-task aggregation
+    expected = ["aggregation.method"] if name in ("cybermetric", "cti_bench") else []
     assert released.unspecified_fields() == expected
 
 
@@ -146,6 +139,65 @@ def test_cti_mcq_released_matches_facts():
     assert tpl.user == "{prompt}"  # the Prompt column, as is
 
 
+@pytest.mark.parametrize("task", ["mcq", "rcm", "rcm_2021", "vsp", "ate", "taa"])
+def test_cti_released_provider_paths_follow_the_notebook(task):
+    """get_single_prediction has a branch per provider: GPT (system role, seed 42), Gemini
+    (system glued, no seed), Replicate (glued, seed 42) and Gemma on Replicate (temperature 0.01)."""
+    gpt = fields_of("cti_bench", task, "released")
+    paths = {layer: fields_of("cti_bench", task, layer)
+             for layer in ("released_gemini", "released_replicate", "released_gemma")}
+    changed = {layer: {k for k in gpt if f[k] != gpt[k]} for layer, f in paths.items()}
+    assert changed == {
+        "released_gemini": {"prompt.format.system_role", "inference.decoding.seed"},
+        "released_replicate": {"prompt.format.system_role"},
+        "released_gemma": {"prompt.format.system_role", "inference.decoding.temperature"},
+    }
+    assert gpt["prompt.format.system_role"] == "system" and gpt["inference.decoding.seed"] == 42
+    assert paths["released_gemini"]["inference.decoding.seed"] == UNSPECIFIED
+    assert paths["released_gemini"]["prompt.format.system_role"] == "prepend_user"
+    assert paths["released_gemma"]["inference.decoding.temperature"] == 0.01
+    pipe = suite("cti_bench").pipeline(task, "released_gemini")
+    assert "no seed" in pipe.why["inference.decoding.seed"]
+    # the base layer's notes and reasons come along
+    assert pipe.why["extraction.rule"] == suite("cti_bench").pipeline(task, "released").why["extraction.rule"]
+    # every task leaves the cross-task aggregation open: the notebook reports each task alone
+    assert gpt["aggregation.method"] == UNSPECIFIED
+
+
+def test_cti_gemini_path_sends_no_seed(data_dir):
+    from pytest_benchaudit.prompt.templates import render_request
+    s = suite("cti_bench")
+    qs, _ = real_questions(data_dir, "cti_bench", "mcq")
+    p = s.pipeline("mcq", "released_gemini")
+    req = render_request(p, s.templates[p.prompt.template], qs[0])
+    assert req.params == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 2048}
+    assert [m.role for m in req.messages] == ["user"]
+    assert req.messages[0].content == s.templates["released"].system + " " + qs[0].prompt
+
+
+def test_layer_base_must_name_another_layer(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "suite.toml").write_text(
+        '[tasks.t]\ndata = { file = "x.json", question = "q", gold = "a" }\n[tasks.t.released]\n'
+        'prompt.template = "unspecified"\n[tasks.t.released_other]\nbase = "nope"\n')
+    with pytest.raises(SuiteError, match=r"t layer 'released_other': base 'nope' must name another layer"):
+        load_suite(tmp_path / "b" / "suite.toml")
+
+
+def test_every_released_layer_field_has_a_why():
+    missing = []
+    for path in sorted(SUITES_DIR.glob("*/suite.toml")):
+        s = load_suite(path)
+        for task, spec in s.tasks.items():
+            for layer, raw in spec.layers.items():
+                if not layer.startswith("released"):
+                    continue
+                fields = _leaf_paths({k: v for k, v in raw.items() if k not in ("why", "notes", "base")})
+                why = s.pipeline(task, layer).why
+                missing += [f"{s.name}.{task}:{layer}:{f}" for f in fields if not why.get(f, "").strip()]
+    assert missing == []
+
+
 def test_mmlu_released_matches_facts():
     f = fields_of("mmlu_cs", "mcq", "released")
     assert f["dataset.split"] == "test"
@@ -156,7 +208,7 @@ def test_mmlu_released_matches_facts():
     assert f["inference.max_tokens"] == 1
     assert f["inference.decoding.top_logprobs"] == 100
     assert f["inference.stop"] == []
-    assert f["extraction.rule"] == "logprob_argmax"
+    assert f["extraction.rule"] == "mmlu_logprob_argmax"  # bare-except quirk: no log-probabilities reads A
     assert f["scoring.denominator"] == "total"
     assert f["aggregation.method"] == "micro"  # questions pooled
     assert f["dataset.files"] == ["computer_security_test.csv", "computer_security_dev.csv"]
@@ -191,8 +243,14 @@ def test_seceval_released_matches_facts():
     assert f["aggregation.method"] == "micro"
     assert f["aggregation.by"] == "topics"
     assert f["inference.max_tokens"] == UNSPECIFIED
-    assert f["inference.decoding.temperature"] == UNSPECIFIED
+    # AzureChatOpenAI without a temperature sends LangChain's ChatOpenAI default, 0.7
+    assert f["inference.decoding.temperature"] == 0.7
+    assert "0.7" in suite("seceval").pipeline("mcq", "released").why["inference.decoding.temperature"]
     assert f["inference.stop"] == []
+    shots = suite("seceval").templates["released_chat"].fixed_shots
+    assert [(sh.user, sh.assistant) for sh in shots] == [
+        ("Question: Which mitigation prevent stack overflow bug? A: Stack Canary. B: ALSR. C: CFI. D: Code Signing.",
+         "Answer: ABC")]
 
 
 def test_seceval_released_base_matches_facts():
@@ -757,7 +815,7 @@ def test_invalid_layer_field_fails_at_load(mini, layer_toml, expected):
 
 def test_task_without_data_file(mini):
     mini.suite_path.write_text('[tasks.t]\ntitle = "x"\n')
-    with pytest.raises(SuiteError, match=r"task 't' has no data.file"):
+    with pytest.raises(SuiteError, match=r"\[tasks.t.data\]: missing key 'file'"):
         load_suite(mini.suite_path)
 
 
@@ -768,7 +826,7 @@ def test_suite_without_tasks(mini):
 
 
 def test_name_defaults_to_folder_and_data_folder_to_name(mini):
-    mini.suite_path.write_text('[tasks.t.data]\nfile = "q.jsonl"\n')
+    mini.suite_path.write_text('[tasks.t.data]\nfile = "q.jsonl"\nquestion = "q"\ngold = "a"\n')
     s = load_suite(mini.suite_path)
     assert s.name == "mini" and s.data_folder == "mini" and s.title == "mini"
 
@@ -784,10 +842,10 @@ def test_extends_merges_base_layers_and_templates(mini):
     )
     mini.suite_path.write_text(
         'extends = "../base.toml"\n[benchmark]\nname = "mini"\ndata_folder = "minidata"\n'
-        '[tasks.t.data]\nfile = "q.jsonl"\n'
+        '[tasks.t.data]\nfile = "q.jsonl"\nquestion = "q"\ngold = "a"\n'
         '[tasks.t.standardized]\ninference.max_tokens = 9\n[tasks.t.standardized.why]\n"scoring.denominator" = "all"\n'
-        '[tasks.u.data]\nfile = "u.jsonl"\n'
-        '[tasks.u.custom]\nscoring.metric = "m"\n'
+        '[tasks.u.data]\nfile = "u.jsonl"\nquestion = "q"\ngold = "a"\n'
+        '[tasks.u.released_custom]\nscoring.metric = "m"\n'
     )
     s = load_suite(mini.suite_path)
     assert "std" in s.templates
@@ -798,12 +856,12 @@ def test_extends_merges_base_layers_and_templates(mini):
     assert t.why == {"inference.max_tokens": "seven", "scoring.denominator": "all"}  # why tables merge
     u = s.pipeline("u", "standardized")
     assert u.inference.max_tokens == 7
-    # a non-standard layer name in a task becomes a layer of that task only
-    assert s.layer_names("u") == ["standardized", "custom"]
+    # a named variant of a layer (released_*) in a task becomes a layer of that task only
+    assert s.layer_names("u") == ["standardized", "released_custom"]
     assert s.layer_names("t") == ["standardized"]
     # the custom layer does not inherit the shared standardized fields
-    assert s.pipeline("u", "custom").inference.max_tokens == UNSPECIFIED
-    assert s.pipeline("u", "custom").scoring.metric == "m"
+    assert s.pipeline("u", "released_custom").inference.max_tokens == UNSPECIFIED
+    assert s.pipeline("u", "released_custom").scoring.metric == "m"
 
 
 def test_extends_outside_suites_directory_rejected(mini):
@@ -828,7 +886,7 @@ def test_extends_invalid_base(mini):
 
 
 def test_resources_from_own_and_other_benchmark_folders(tmp_path):
-    from pytest_benchaudit.dataset.suites import load_resources
+    from pytest_benchaudit.dataset.readers import load_resources
 
     (tmp_path / "suites" / "b").mkdir(parents=True)
     (tmp_path / "data" / "b").mkdir(parents=True)

@@ -18,7 +18,8 @@ from conftest import SUITES, data_file, only_run_dir, read_run, read_tsv
 from pytest_benchaudit.scoring import extract, metrics as scoring
 from pytest_benchaudit.pytest_plugin.collect import judge_problem
 from pytest_benchaudit.prompt.templates import render_request
-from pytest_benchaudit.dataset.suites import load_questions, load_suite
+from pytest_benchaudit.dataset.suites import load_suite
+from pytest_benchaudit.dataset.readers import load_questions
 from pytest_benchaudit.scoring.tasks import labels, numeric
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question

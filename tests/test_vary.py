@@ -13,10 +13,10 @@ from pytest_benchaudit.aggregate.results import summarize, summary_document, var
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, build_pipeline
 from pytest_benchaudit.report.terminal import render_variant_deltas
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+from pytest_benchaudit.scoring.registry import check_vary
 from pytest_benchaudit.pipeline.variants import (
     build_variants,
     card_key,
-    check_vary,
     short_field,
     variant_name,
 )
@@ -81,7 +81,7 @@ def test_variant_values_checked_against_names() -> None:
     with pytest.raises(PipelineError, match=r"--vary extraction.rule=psychic.*not a known rule.*final_answer_letter"):
         check_vary([("extraction.rule", ["final_line", "psychic"])])
     with pytest.raises(PipelineError, match=r"--vary scoring.metric=nope.*not a known metric"):
-        build_variants(base_pipeline(), [("scoring.metric", ["nope"])])
+        check_vary([("scoring.metric", ["nope"])])
     check_vary([("inference.max_tokens", [5])])
 
 

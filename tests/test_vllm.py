@@ -295,3 +295,86 @@ def test_failover_to_a_live_endpoint_costs_no_retry() -> None:
 
     with ScriptedServer(lambda c: Reply(content="Answer: B"), model_id="m") as live:
         asyncio.run(go(live.url))
+
+
+# -- log-probabilities: vLLM's --max-logprobs against MMLU's released 100 -------------------------------
+
+
+def test_launcher_raises_max_logprobs_when_a_selected_layer_needs_more(pytester: pytest.Pytester, toy,
+                                                                       fake_vllm: Path) -> None:
+    result = pytester.runpytest(*vllm_args("--set", "inference.decoding.top_logprobs=100"))
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    (launch,) = launches(fake_vllm)
+    assert launch["extra"][-2:] == ["--max-logprobs", "100"]
+    # a layer that asks for none (or for vLLM's default 20 or fewer) changes nothing
+    pytester.runpytest(*vllm_args("--report-dir", "out2"))
+    assert "--max-logprobs" not in launches(fake_vllm)[1]["extra"]
+
+
+def test_with_max_logprobs_keeps_a_larger_value_and_raises_a_smaller_one() -> None:
+    from pytest_benchaudit.inference.launch.vllm import with_max_logprobs
+
+    assert with_max_logprobs(("--dtype", "half"), None) == ("--dtype", "half")
+    assert with_max_logprobs(("--dtype", "half"), 20) == ("--dtype", "half")
+    assert with_max_logprobs(("--max-logprobs", "50", "--dtype", "half"), 100) == ("--dtype", "half", "--max-logprobs", "100")
+    assert with_max_logprobs(("--max-logprobs=200",), 100) == ("--max-logprobs", "200")
+
+
+def vllm_refusing(allowed: int = 20):
+    """A completions endpoint that refuses more log-probabilities than ``allowed``, as vLLM does."""
+    def script(call: Call) -> Reply:
+        asked = call.body.get("logprobs") if "messages" not in call.body else call.body.get("top_logprobs")
+        if isinstance(asked, int) and not isinstance(asked, bool) and asked > allowed:
+            return Reply(status=400, error_message=f"Requested sample logprobs of {asked}, which is greater "
+                                                   f"than max allowed: {allowed}")
+        return Reply(content=" B", top_logprobs={" B": -0.1, " A": -2.0})
+    return script
+
+
+def test_mmlu_released_against_a_refusing_endpoint_is_one_clear_message(pytester: pytest.Pytester,
+                                                                       real_data: Path) -> None:
+    from conftest import SUITES
+
+    if not (real_data / "mmlu-computer-security" / "computer_security_test.csv").is_file():
+        pytest.skip("real MMLU computer_security data missing under $BENCHAUDIT_DATA")
+    with ScriptedServer(vllm_refusing()) as server:
+        result = pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(real_data), "--model",
+                                    f"m@{server.url}", "--pipeline", "released", "--limit", "20",
+                                    "--report-dir", "out", "--no-cache", "--max-retries", "0")
+        asked = [c for c in server.calls if c.path.endswith("/completions")]
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert ("this endpoint allows 20 log-probabilities; the layer needs 100: "
+            "start vLLM with --max-logprobs 100") in out
+    assert out.count("this endpoint allows 20") == 1 and "Traceback" not in out
+    assert asked  # (the engine asks ahead, so the other questions' requests may have gone out too)
+    # the run stops at the first refusal instead of recording 20 inference errors
+    runs = list((pytester.path / "out").iterdir())
+    records = (runs[0] / "records.jsonl") if runs else None
+    assert records is None or not records.is_file() or records.read_text() == ""
+
+
+def test_mmlu_released_counts_the_bare_except_a_quirk(pytester: pytest.Pytester, real_data: Path) -> None:
+    """An endpoint that answers without log-probabilities for some questions: released MMLU reads
+    'A' for each (evaluate.py's bare except), and the records say how often."""
+    from conftest import SUITES
+    from pytest_benchaudit.scoring.extract import MMLU_FALLBACK
+
+    if not (real_data / "mmlu-computer-security" / "computer_security_test.csv").is_file():
+        pytest.skip("real MMLU computer_security data missing under $BENCHAUDIT_DATA")
+    seen: list[int] = []
+
+    def script(call: Call) -> Reply:
+        seen.append(1)
+        if len(seen) % 4 == 0:  # every 4th request: no logprobs in the answer
+            return Reply(content=" B", top_logprobs=None)
+        return Reply(content=" B", top_logprobs={" B": -0.1, " A": -2.0, " C": -3.0, " D": -4.0})
+
+    with ScriptedServer(script) as server:
+        pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(real_data), "--model", f"m@{server.url}",
+                           "--pipeline", "released", "--limit", "20", "--report-dir", "out", "--no-cache")
+    records = read_run(only_run_dir(pytester.path / "out"))["records"]
+    fallback = [r for r in records if (r["extraction_detail"] or "").startswith(MMLU_FALLBACK)]
+    assert len(records) == 20 and len(fallback) == 5
+    assert all(r["prediction"] == "A" and r["valid"] for r in fallback)
+    assert {r["prediction"] for r in records if r not in fallback} == {"B"}

@@ -16,6 +16,7 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
+from pytest_benchaudit.pipeline.variants import card_for, card_key
 from pytest_benchaudit.pipeline.stages import is_unspecified
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
@@ -143,8 +144,7 @@ def summarize(records: Iterable[dict[str, Any]], cards: dict[str, dict[str, Any]
         groups.setdefault(group_key(rec), []).append(rec)
     out = []
     for (bench, task, _model, variant), recs in groups.items():
-        card = cards.get(f"{bench}.{task}|{variant}") or cards.get(f"{bench}.{task}")
-        out.append(_result(recs, card))
+        out.append(_result(recs, card_for(cards, bench, task, variant)))
     return out
 
 
@@ -163,8 +163,7 @@ def benchmark_scores(results: list[dict[str, Any]], cards: dict[str, dict[str, A
     out = []
     for (bench, model, variant), rs in groups.items():
         methods = {
-            (cards.get(f"{bench}.{r['task']}|{variant}") or cards.get(f"{bench}.{r['task']}", {}))
-            .get("fields", {}).get("aggregation.method", "unspecified")
+            card_for(cards, bench, r["task"], variant).get("fields", {}).get("aggregation.method", "unspecified")
             for r in rs
         }
         entry: dict[str, Any] = {"benchmark": bench, "model": model, "variant": variant,
@@ -215,7 +214,7 @@ def _invalid_value(r: dict[str, Any]) -> float:
     n, n_valid = r["n"], r["n_valid"]
     if n > n_valid and r["score_total"] is not None:
         valid_sum = (r["score_valid"] or 0.0) * n_valid
-        return (r["score_total"] * n - valid_sum) / (n - n_valid)
+        return float((r["score_total"] * n - valid_sum) / (n - n_valid))
     info = METRIC_INFO.get(r["metric"])
     return float(info.invalid_value) if info else 0.0
 
@@ -250,8 +249,10 @@ def _contributions(base: dict[str, Any], var: dict[str, Any], delta: float) -> d
     w = _invalid_value(base)
     i0, i1 = base["stage_rates"]["inference_ok"], var["stage_rates"]["inference_ok"]
     e0, e1 = base["stage_rates"]["extraction_ok"], var["stage_rates"]["extraction_ok"]
-    x0 = e0 / i0 if i0 else 0.0
-    x1 = e1 / i1 if i1 else 0.0
+    # With no item through inference a side's extraction rate is undefined: take the other
+    # side's, so that a base with 0% inference ok credits the recovery to inference.
+    x0 = e0 / i0 if i0 else (e1 / i1 if i1 else 0.0)
+    x1 = e1 / i1 if i1 else x0
     v0 = base["score_valid"] if base["score_valid"] is not None else var["score_valid"]
     v0 = w if v0 is None else v0
 
@@ -345,7 +346,7 @@ def variant_deltas(results: list[dict[str, Any]], cards: dict[str, dict[str, Any
         base = by_variant.get("")
         for name in sorted((v for v in by_variant if v), key=lambda v: order.get(v, len(order))):
             var = by_variant[name]
-            info = (cards.get(f"{bench}.{task}|{name}") or {}).get("variant") or {}
+            info = (cards.get(card_key(bench, task, name)) or {}).get("variant") or {}
             lib = bool(var["lower_is_better"])
             row: dict[str, Any] = {
                 "benchmark": bench, "task": task, "model": model, "variant": name,
@@ -393,9 +394,9 @@ def model_rankings(results: list[dict[str, Any]]) -> dict[str, Any]:
     base = [r for r in results if not r.get("variant") and r.get("score") is not None]
     if len({r["model"] for r in base}) < 2:
         return {}
-    # Imported only now: scipy.stats (via compare/stats) costs ~1 s of start-up, and a
+    # Imported only now: scipy.stats (via aggregate.stats) costs ~1 s of start-up, and a
     # single-model run never needs it.
-    from pytest_benchaudit.audit.compare import task_ranks, tau_b_table
+    from pytest_benchaudit.aggregate.ranks import task_ranks, tau_b_table
 
     scores: dict[str, dict[str, float]] = {}
     lib: dict[str, bool] = {}

@@ -66,7 +66,7 @@ def rank_scores(scores: Any, lower_is_better: bool = False, axis: int = -1) -> n
     """Ranks along ``axis``: 1 = best, ties averaged, ``NaN`` ranks last (tied with other NaNs)."""
     key = -orient(scores, lower_is_better)  # ascending key: smaller is better
     key = np.where(np.isnan(key), np.inf, key)
-    return _st.rankdata(key, method="average", axis=axis)
+    return np.asarray(_st.rankdata(key, method="average", axis=axis), dtype=float)
 
 
 def mean_rank_ranking(task_ranks: Any, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +83,7 @@ def mean_rank_ranking(task_ranks: Any, axis: int = 0) -> tuple[np.ndarray, np.nd
 # --------------------------------------------------------------------------- rank agreement
 
 
-def discordant_pairs(x: Sequence[float], y: Sequence[float]) -> int:
+def discordant_pairs(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> int:
     """Pairs (i < j) that ``x`` and ``y`` order oppositely (ties in either are not counted)."""
     a = np.asarray(x, dtype=float)
     b = np.asarray(y, dtype=float)
@@ -97,7 +97,7 @@ def _none_if_nan(v: float) -> float | None:
     return None if math.isnan(v) else v
 
 
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> dict[str, Any]:
+def kendall_tau_b(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> dict[str, Any]:
     """Kendall tau-b (scipy, variant "b"), its p-value and the inversions counted directly.
 
     ``x`` and ``y`` must be oriented the same way (ranks, or oriented scores).  ``tau`` and
@@ -162,7 +162,7 @@ def _standardize(matrix: Any) -> np.ndarray:
     sd = x.std(axis=0, ddof=1)
     if np.any(sd == 0) or np.any(np.isnan(sd)):
         raise ValueError("pca: a column is constant (or has fewer than two rows); it cannot be standardized")
-    return (x - x.mean(axis=0)) / sd
+    return np.asarray((x - x.mean(axis=0)) / sd, dtype=float)
 
 
 def _eigenvalues(z: np.ndarray) -> np.ndarray:
@@ -263,7 +263,8 @@ class TaskItems:
 
     def point_scores(self) -> np.ndarray:
         """(M,) task scores over all n items (no resampling)."""
-        return bootstrap_task_scores(self.scores, self.valid, self.use_valid, np.ones((1, self.scores.shape[1])))[0]
+        ones = np.ones((1, self.scores.shape[1]))
+        return np.asarray(bootstrap_task_scores(self.scores, self.valid, self.use_valid, ones)[0], dtype=float)
 
 
 def paired_bootstrap(tasks_a: Sequence[TaskItems], tasks_b: Sequence[TaskItems], n_resamples: int = 5000,
@@ -280,9 +281,9 @@ def paired_bootstrap(tasks_a: Sequence[TaskItems], tasks_b: Sequence[TaskItems],
     if len(tasks_a) != len(tasks_b) or not tasks_a:
         raise ValueError("paired_bootstrap: the same, non-empty list of tasks is needed under both pipelines")
     rng = np.random.default_rng(seed)
-    point = {"a": [], "b": []}
-    boot = {"a": [], "b": []}
-    indices = []
+    point: dict[str, list[np.ndarray]] = {"a": [], "b": []}
+    boot: dict[str, list[np.ndarray]] = {"a": [], "b": []}
+    indices: list[np.ndarray] = []
     for ta, tb in zip(tasks_a, tasks_b):
         if ta.scores.shape != tb.scores.shape:
             raise ValueError(f"paired_bootstrap: item matrices differ in shape: {ta.scores.shape} vs {tb.scores.shape}")
@@ -299,7 +300,7 @@ def paired_bootstrap(tasks_a: Sequence[TaskItems], tasks_b: Sequence[TaskItems],
     mean_b, rank_b = mean_rank_ranking(point["b"])
     _, boot_a = mean_rank_ranking(np.stack(boot["a"]))
     _, boot_b = mean_rank_ranking(np.stack(boot["b"]))
-    out = {"rank_a": rank_a, "rank_b": rank_b, "mean_rank_a": mean_a, "mean_rank_b": mean_b,
+    out: dict[str, Any] = {"rank_a": rank_a, "rank_b": rank_b, "mean_rank_a": mean_a, "mean_rank_b": mean_b,
            "rho": _none_if_nan(rowwise_spearman(rank_a[None, :], rank_b[None, :])[0]),
            "boot_rank_a": boot_a, "boot_rank_b": boot_b, "boot_rho": rowwise_spearman(boot_a, boot_b)}
     if return_indices:

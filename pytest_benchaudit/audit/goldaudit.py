@@ -4,8 +4,11 @@ Over the runs of several models, a question is *flagged* when at least K models 
 same valid prediction and that prediction differs from the gold answer.  Such a consensus
 is a hint that the gold label (or the question) may be wrong or ambiguous; it is a
 candidate for manual review, never a verdict.  The command therefore prints the number
-of flags per task and writes them to a CSV for review; it does not print, and this
-module does not compute, any "label error rate".
+of flags per task and writes them to a CSV for review; from the runs alone it does not
+print, and this module does not compute, any "label error rate".  Only people can confirm a
+flag: ``audit-gold --confirm SAMPLE.csv`` reads their verdicts on a sample drawn by
+``benchaudit sample --for gold`` (:mod:`.sample`) and prints the *confirmed* share among the
+checked flags, with a Wilson CI and the sentence that it is not a benchmark-wide rate.
 
 Choices (documented in the command's help as well):
 
@@ -240,8 +243,15 @@ def add_audit_gold_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "majority of the models that have a record for the question (invalid answers count in that "
                     "total but never agree). Tasks with continuous metrics (VSP/CVSS, F1, ...) and judge-graded "
                     "tasks are skipped. Prints flags per task; flags are candidates for review, not label errors.")
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+    p.add_argument("runs", nargs="*", type=Path, metavar="RUN",
                    help="run directories, or folders of run directories (e.g. an import's --report-dir)")
+    p.add_argument("--confirm", type=Path, metavar="CSV",
+                   help="instead of runs: a sample from `benchaudit sample --for gold` with the annotators' verdicts "
+                        "(error / ok / unclear) filled; prints the confirmed label-error rate among the checked flags "
+                        "with its Wilson CI (not a benchmark-wide rate)")
+    p.add_argument("--rule", choices=["all", "any"], default="all",
+                   help="with --confirm: a flag is confirmed when all (default) or any of its annotators say 'error'")
+    p.add_argument("--json", action="store_true", help="with --confirm: print the result as JSON")
     p.add_argument("--min-models", type=int, default=None, metavar="K",
                    help="flag when at least K models agree (default: strict majority of the models with a record)")
     p.add_argument("--pipeline", default=None, metavar="P", help="only records under pipeline P")
@@ -251,6 +261,11 @@ def add_audit_gold_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_audit_gold(args: argparse.Namespace) -> int:
     """Run ``benchaudit audit-gold``: 0 when the audit ran (flags or not), 2 on bad input."""
+    if getattr(args, "confirm", None) is not None:
+        return _run_confirm(args)
+    if not args.runs:
+        print("benchaudit audit-gold: give run directories (or --confirm CSV)", file=sys.stderr)
+        return 2
     try:
         records: list[dict[str, Any]] = []
         for path in expand_runs(args.runs):
@@ -268,4 +283,23 @@ def run_audit_gold(args: argparse.Namespace) -> int:
     if args.out:
         write_csv(result.flags, args.out)
         print(f"\n{len(result.flags)} flags for review: {args.out}")
+    return 0
+
+
+def _run_confirm(args: argparse.Namespace) -> int:
+    """``audit-gold --confirm CSV``: the confirmed label-error rate among the flags people checked."""
+    import json
+
+    from pytest_benchaudit.audit.sample import SampleError, gold_confirm_report, read_sample, render_gold_confirm
+
+    if args.runs:
+        print("benchaudit audit-gold: give either runs or --confirm CSV, not both", file=sys.stderr)
+        return 2
+    try:
+        rows, verdicts = read_sample(args.confirm, "gold")
+        doc = gold_confirm_report(rows, verdicts, rule=args.rule)
+    except (SampleError, BenchauditError) as err:
+        print(f"benchaudit audit-gold: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(doc, indent=2) if args.json else render_gold_confirm(doc))
     return 0

@@ -43,17 +43,11 @@ from typing import Any, Iterable, Mapping, Sequence
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.audit.goldaudit import normalize_answer
 from pytest_benchaudit.audit.offline import OfflineError, load_run
+# Shared with the human-validation loop (judge-agreement --human, audit-gold --confirm).
+from pytest_benchaudit.audit.sample import KAPPA_METHOD, SampleError, cohen_kappa
 
 __all__ = ["JudgeAgreementError", "cohen_kappa", "pair_runs", "within_run", "agreement_report",
            "add_judge_agreement_parser", "run_judge_agreement", "KAPPA_METHOD"]
-
-try:  # optional: only if already installed; never a dependency
-    from sklearn.metrics import cohen_kappa_score as _sk_kappa  # type: ignore[import-not-found]
-except Exception:  # noqa: BLE001 - any import problem means "not available"
-    _sk_kappa = None
-
-KAPPA_METHOD = ("sklearn.metrics.cohen_kappa_score" if _sk_kappa is not None else
-                "computed here from the confusion matrix (scikit-learn is not installed; scipy has no Cohen's kappa)")
 
 NONE_LABEL = "NONE"
 
@@ -98,28 +92,6 @@ def _regex_info(rec: Mapping[str, Any]) -> tuple[str, str | None] | None:
         return None
     verdict = judge.get("verdict")
     return _answer_label(rec["regex_prediction"], rec), None if verdict is None else _answer_label(verdict, rec)
-
-
-# --------------------------------------------------------------------------- kappa
-
-
-def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> dict[str, Any]:
-    """Observed agreement, chance agreement and Cohen's kappa of two label sequences."""
-    if len(a) != len(b):
-        raise ValueError("label sequences differ in length")
-    n = len(a)
-    if n == 0:
-        return {"n": 0, "agreement": None, "expected_agreement": None, "kappa": None}
-    p_o = sum(x == y for x, y in zip(a, b)) / n
-    ca, cb = Counter(a), Counter(b)
-    p_e = sum(ca[label] * cb[label] for label in ca) / (n * n)
-    if p_e >= 1.0:
-        kappa = None  # both sides constant and equal: undefined
-    elif _sk_kappa is not None:
-        kappa = float(_sk_kappa(list(a), list(b)))
-    else:
-        kappa = (p_o - p_e) / (1 - p_e)
-    return {"n": n, "agreement": p_o, "expected_agreement": p_e, "kappa": kappa}
 
 
 # --------------------------------------------------------------------------- pairing
@@ -334,7 +306,11 @@ def add_judge_agreement_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "within one run with judge extraction, the judge's answer vs regex_prediction. Prints raw "
                     "agreement, Cohen's kappa, a confusion table, per-model score differences (pp) and strata "
                     "(regex found nothing; regex and judge disagree).")
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="one run directory, or two (A then B)")
+    p.add_argument("runs", nargs="*", type=Path, metavar="RUN", help="one run directory, or two (A then B)")
+    p.add_argument("--human", type=Path, metavar="CSV",
+                   help="instead of runs: a sample from `benchaudit sample --for judge` with the annotators' "
+                        "verdict columns filled; prints the judge's accuracy against people and Cohen's kappa "
+                        "between the first two annotators")
     p.add_argument("--purpose", choices=["auto", "extraction", "grading"], default="auto",
                    help="what to compare for two runs (default: grading if the records carry grading judges, "
                         "else extraction)")
@@ -352,6 +328,8 @@ def _load(path: Path) -> list[dict[str, Any]]:
 
 def run_judge_agreement(args: argparse.Namespace) -> int:
     """Run ``benchaudit judge-agreement``: 0 when a comparison was printed, 2 on bad input."""
+    if getattr(args, "human", None) is not None:
+        return _run_human(args)
     try:
         if len(args.runs) not in (1, 2):
             raise JudgeAgreementError(f"give one run directory or two, not {len(args.runs)}")
@@ -375,4 +353,21 @@ def run_judge_agreement(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
         print(render(doc, max_labels=max(1, args.max_labels)))
+    return 0
+
+
+def _run_human(args: argparse.Namespace) -> int:
+    """``judge-agreement --human CSV``: the judge against the annotators of a filled sample."""
+    from pytest_benchaudit.audit.sample import human_judge_report, read_sample, render_human_judge
+
+    if args.runs:
+        print("benchaudit judge-agreement: give either runs or --human CSV, not both", file=sys.stderr)
+        return 2
+    try:
+        rows, verdicts = read_sample(args.human, "judge")
+        doc = human_judge_report(rows, verdicts)
+    except SampleError as err:
+        print(f"benchaudit judge-agreement: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(doc, indent=2) if args.json else render_human_judge(doc))
     return 0

@@ -1,7 +1,10 @@
 """The reproducibility ledger: what each benchmark's documentation pins down of its pipeline.
 
 One row per benchmark (every ``suites/*/suite.toml``), one column per pipeline field in
-:data:`LEDGER_FIELDS`.  A cell compares the benchmark's ``documented`` layer (what its
+:data:`PIPELINE_FIELDS` (the nine the paper classifies: 8 benchmarks x 9 fields = 72 cells),
+and the dataset provenance reported apart.  The ``documented`` layer is what the benchmark's
+paper, README and dataset card say (each value cites where); ``[ledger] sources`` lists the
+documents read, named in every undefined cell.  A cell compares the benchmark's ``documented`` layer (what its
 README/paper says) with its ``released`` layer (what its released code does):
 
 ``matched``
@@ -44,9 +47,9 @@ statuses are kept in the JSON output, and the note names the tasks when they dif
 *Missing layers.*  A task without a ``documented`` layer is compared as if it had an empty one
 (every field undefined); a task without a ``released`` layer likewise against an empty one.
 
-*Totals.*  Per benchmark: "N of M fields cannot be reproduced from documentation alone",
-N = undefined + contradicted columns, M = the number of columns; overall, the same summed over
-benchmarks.
+*Totals.*  Per benchmark: "N of 9 pipeline fields cannot be reproduced from documentation
+alone", N = undefined + contradicted columns; overall, the counts over all cells next to the
+paper's (:data:`PAPER_COUNTS`), and the dataset row's counts apart.
 
 *Notes.*  Each cell carries the ``why`` texts of the documented and released layers for the field
 (the field's own key and its sub-fields' keys), and, when contradicted, both values.
@@ -76,20 +79,26 @@ from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, 
 __all__ = [
     "LEDGER_VERSION",
     "LEDGER_FIELDS",
+    "PIPELINE_FIELDS",
+    "DATASET_FIELD",
+    "PAPER_COUNTS",
     "STATUSES",
     "LEDGER_KEY",
     "build_ledger",
     "suite_ledger",
     "suite_quirks",
+    "suite_sources",
     "render",
     "render_table",
     "render_markdown",
     "render_json",
 ]
 
-LEDGER_VERSION = "benchaudit.ledger/1"
-LEDGER_FIELDS = (
-    "dataset",
+LEDGER_VERSION = "benchaudit.ledger/2"
+DATASET_FIELD = "dataset"
+# The nine pipeline fields the paper classifies (8 benchmarks x 9 fields = 72 cells);
+# dataset provenance is reported apart (DATASET_FIELD).
+PIPELINE_FIELDS = (
     "prompt.template",
     "prompt.format",
     "inference.decoding",
@@ -100,7 +109,10 @@ LEDGER_FIELDS = (
     "scoring.denominator",
     "aggregation",
 )
+LEDGER_FIELDS = (DATASET_FIELD, *PIPELINE_FIELDS)
 MATCHED, UNDEFINED, CONTRADICTED = "matched", "undefined", "contradicted"
+# The paper's classification of the same 72 cells, shown next to ours.
+PAPER_COUNTS = {"matched": 28, "undefined": 36, "contradicted": 8}
 STATUSES = (MATCHED, UNDEFINED, CONTRADICTED)
 # The suite-level table a suite lists its data quirks in: [ledger] quirks = [...]
 LEDGER_KEY = "ledger"
@@ -200,9 +212,10 @@ def suite_quirks(suite: Suite) -> tuple[list[str], str]:
         quirks = table.get("quirks", []) if isinstance(table, dict) else None
         if not isinstance(quirks, list) or not all(isinstance(q, str) for q in quirks):
             raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] quirks must be a list of strings")
-        unknown = set(table) - {"quirks"}
+        unknown = set(table) - {"quirks", "sources"}
         if unknown:
-            raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] has unknown keys {', '.join(sorted(unknown))} (known: quirks)")
+            raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] has unknown keys {', '.join(sorted(unknown))} "
+                             "(known: quirks, sources)")
         return list(quirks), LEDGER_KEY
     notes: dict[str, None] = {}
     for spec in suite.tasks.values():
@@ -213,10 +226,21 @@ def suite_quirks(suite: Suite) -> tuple[list[str], str]:
     return list(notes), "layer notes"
 
 
+def suite_sources(suite: Suite) -> list[str]:
+    """The documents read for the ``documented`` layer (``[ledger] sources``): where an
+    undefined cell was looked for, besides the layer's own ``why`` for that field."""
+    table = _suite_table(suite, LEDGER_KEY)
+    sources = table.get("sources", []) if isinstance(table, dict) else []
+    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+        raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] sources must be a list of strings")
+    return list(sources)
+
+
 # ----------------------------------------------------------------------------- ledger
 def suite_ledger(suite: Suite) -> dict[str, Any]:
     """One benchmark's row: a cell per field, counts, and its data quirks."""
     per_task = {task: _compare_task(suite, task) for task in suite.tasks}
+    sources = suite_sources(suite)
     cells: dict[str, Any] = {}
     for field in LEDGER_FIELDS:
         task_status = {task: per_task[task][field]["status"] for task in suite.tasks}
@@ -246,10 +270,13 @@ def suite_ledger(suite: Suite) -> dict[str, Any]:
         for layer in ("documented", "released"):
             for key, text in why[layer].items():
                 notes.append(f"{layer} why ({key}): {text}")
+        if status == UNDEFINED and sources and field != DATASET_FIELD:
+            notes.append("looked in: " + "; ".join(sources))
         notes = list(dict.fromkeys(notes))
         cells[field] = {"status": status, "tasks": task_status, "values": values,
                         "why": why, "notes": notes, "note": " | ".join(notes)}
-    counts = {s: sum(1 for c in cells.values() if c["status"] == s) for s in STATUSES}
+    # The nine pipeline fields are counted; the dataset row is reported apart.
+    counts = {s: sum(1 for f in PIPELINE_FIELDS if cells[f]["status"] == s) for s in STATUSES}
     n = counts[UNDEFINED] + counts[CONTRADICTED]
     quirks, source = suite_quirks(suite)
     return {
@@ -259,9 +286,11 @@ def suite_ledger(suite: Suite) -> dict[str, Any]:
         "tasks": list(suite.tasks),
         "cells": cells,
         "counts": counts,
+        "dataset": cells[DATASET_FIELD]["status"],
         "not_reproducible": n,
-        "fields_total": len(LEDGER_FIELDS),
-        "summary": f"{n} of {len(LEDGER_FIELDS)} fields cannot be reproduced from documentation alone",
+        "fields_total": len(PIPELINE_FIELDS),
+        "summary": f"{n} of {len(PIPELINE_FIELDS)} pipeline fields cannot be reproduced from documentation alone",
+        "sources": sources,
         "quirks": quirks,
         "quirks_source": source,
     }
@@ -276,18 +305,23 @@ def build_ledger(suites_dir: Path) -> dict[str, Any]:
     counts = {s: sum(r["counts"][s] for r in rows) for s in STATUSES}
     n = sum(r["not_reproducible"] for r in rows)
     m = sum(r["fields_total"] for r in rows)
+    dataset = {s: sum(1 for r in rows if r["dataset"] == s) for s in STATUSES}
     return {
         "ledger_version": LEDGER_VERSION,
         "compares": ["documented", "released"],
-        "fields": list(LEDGER_FIELDS),
+        "fields": list(PIPELINE_FIELDS),
+        "dataset_field": DATASET_FIELD,
         "statuses": list(STATUSES),
         "benchmarks": rows,
         "totals": {
             "benchmarks": len(rows),
+            "cells": m,
             "counts": counts,
+            "paper_counts": dict(PAPER_COUNTS),
+            "dataset_counts": dataset,
             "not_reproducible": n,
             "fields_total": m,
-            "summary": f"{n} of {m} fields cannot be reproduced from documentation alone",
+            "summary": f"{n} of {m} cells cannot be reproduced from documentation alone",
         },
     }
 
@@ -297,14 +331,25 @@ _MARK = {MATCHED: "matched", UNDEFINED: "undefined", CONTRADICTED: "CONTRADICTED
 
 
 def _rows(ledger: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    headers = ["benchmark", *ledger["fields"], "not reproducible"]
+    headers = ["benchmark", *ledger["fields"], "not reproducible", "dataset (apart)"]
     rows = []
     for row in ledger["benchmarks"]:
         cells = [_MARK[row["cells"][f]["status"]] for f in ledger["fields"]]
-        rows.append([row["benchmark"], *cells, f"{row['not_reproducible']} of {row['fields_total']}"])
+        rows.append([row["benchmark"], *cells, f"{row['not_reproducible']} of {row['fields_total']}",
+                     _MARK[row["dataset"]]])
     t = ledger["totals"]
-    rows.append(["total", *[""] * len(ledger["fields"]), f"{t['not_reproducible']} of {t['fields_total']}"])
+    rows.append(["total", *[""] * len(ledger["fields"]), f"{t['not_reproducible']} of {t['fields_total']}", ""])
     return headers, rows
+
+
+def totals_line(ledger: dict[str, Any]) -> str:
+    """Our counts over the cells next to the paper's (e.g. 'ours 5/60/7, paper 28/36/8')."""
+    t = ledger["totals"]
+    ours = " / ".join(f"{t['counts'][s]} {s}" for s in STATUSES)
+    paper = " / ".join(f"{t['paper_counts'][s]} {s}" for s in STATUSES)
+    d = t["dataset_counts"]
+    return (f"{t['cells']} cells ({t['benchmarks']} benchmarks x {len(ledger['fields'])} fields): ours {ours}; "
+            f"paper {paper}. Dataset row apart: " + ", ".join(f"{d[s]} {s}" for s in STATUSES) + ".")
 
 
 def render_table(ledger: dict[str, Any]) -> str:
@@ -316,7 +361,7 @@ def render_table(ledger: dict[str, Any]) -> str:
     lines = [tabulate(rows, headers=headers, tablefmt="simple"), ""]
     for row in ledger["benchmarks"]:
         lines.append(f"{row['benchmark']}: {row['summary']}")
-        for field in ledger["fields"]:
+        for field in (*ledger["fields"], ledger["dataset_field"]):
             cell = row["cells"][field]
             if cell["notes"]:
                 lines.append(f"  {field} [{cell['status']}]:")
@@ -326,6 +371,7 @@ def render_table(ledger: dict[str, Any]) -> str:
             lines.extend(f"    - {q}" for q in row["quirks"])
         lines.append("")
     lines.append(f"overall: {ledger['totals']['summary']}")
+    lines.append(totals_line(ledger))
     return "\n".join(lines)
 
 
@@ -342,10 +388,10 @@ def render_markdown(ledger: dict[str, Any]) -> str:
              "|" + "|".join("---" for _ in headers) + "|"]
     for r in rows:
         lines.append("| " + " | ".join(_md(c) for c in r) + " |")
-    lines += ["", f"**Overall: {ledger['totals']['summary']}.**", ""]
+    lines += ["", f"**Overall: {ledger['totals']['summary']}.** {totals_line(ledger)}", ""]
     for row in ledger["benchmarks"]:
         lines += [f"## {row['title']} (`{row['benchmark']}`)", "", f"{row['summary']}.", ""]
-        for field in ledger["fields"]:
+        for field in (*ledger["fields"], ledger["dataset_field"]):
             cell = row["cells"][field]
             if cell["notes"]:
                 lines.append(f"- `{field}` — {cell['status']}")

@@ -15,18 +15,14 @@ from typing import Any, Callable, Mapping
 
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
+from pytest_benchaudit.pipeline.variants import card_key as variant_card_key
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError
 from pytest_benchaudit.common.progress import Progress, iterate
 from pytest_benchaudit.runs.store import RunDirectory, read_records
 from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
-from pytest_benchaudit.dataset.suites import (
-    SUITE_FILENAME,
-    SuiteError,
-    load_resources,
-    load_suite,
-    resolve_data_dir,
-)
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
+from pytest_benchaudit.dataset.readers import load_resources, resolve_data_dir
 
 __all__ = ["OfflineError", "load_run", "rescore_run", "sweep_run", "card_key"]
 
@@ -36,8 +32,8 @@ class OfflineError(BenchauditError):
 
 
 def card_key(rec: Mapping[str, Any]) -> str:
-    key = f"{rec['benchmark']}.{rec['task']}"
-    return f"{key}|{rec['variant']}" if rec.get("variant") else key
+    """The pipeline-card key a record was scored under (see :func:`pipeline.variants.card_key`)."""
+    return variant_card_key(rec["benchmark"], rec["task"], rec.get("variant") or "")
 
 
 def load_run(run_dir: Path, warn: Callable[[str], None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:

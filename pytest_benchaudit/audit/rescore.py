@@ -16,7 +16,6 @@ new card lists them under ``notes``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from pytest_benchaudit.scoring.evaluate import evaluate
@@ -183,7 +182,3 @@ def _stored_judgement(rec: Mapping[str, Any], pipeline: Pipeline) -> tuple[Extra
                             detail=rec.get("extraction_detail") or "", answer_text="")
     score = Score(value=float(rec["score"]), correct=bool(rec["correct"])) if graded else None
     return extraction, score
-
-
-def rescore_paths(run_dir: Path) -> tuple[Path, Path]:
-    return run_dir / "run.json", run_dir / "records.jsonl"

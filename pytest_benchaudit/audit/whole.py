@@ -13,8 +13,8 @@ For runs made under one layer (pytest runs or imported published outputs), towar
    analysis, peer gaps), the sensitivity table (rho_ext; rho_gen when ``--regenerated`` runs are
    given) and, with ``--similarity``, task similarity against tau-b;
 4. the ledger rows of the runs' benchmarks; the diagnose findings given with ``--findings``;
-5. ``DIR/audit.json``, ``DIR/report.html`` and an Every Eval Ever export per run
-   (``DIR/every-eval-ever/``).
+5. the command (:mod:`pytest_benchaudit.cli.audit`) writes ``DIR/audit.json``, ``DIR/report.html``
+   and an Every Eval Ever export per run (``DIR/every-eval-ever/``).
 """
 
 from __future__ import annotations
@@ -82,7 +82,6 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str = "standardized
     from pytest_benchaudit.dataset.suites import SuiteError
     from pytest_benchaudit.pipeline.stages import PipelineError
     from pytest_benchaudit.audit.sensitivity import sensitivity_table
-    from pytest_benchaudit.report.export import export_every_eval_ever
 
     base = load_runs(run_paths)
     layers = sorted({r["pipeline"] for run in base for r in run.records})
@@ -114,10 +113,6 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str = "standardized
         ledger = [row for row in build_ledger(suites_dir)["benchmarks"] if row.get("benchmark") in benches]
     except (SuiteError, PipelineError) as err:  # reported; the audit goes on
         ledger = [{"note": f"no ledger: {err}"}]
-    exports: list[str] = []
-    for run in base:
-        exports += [str(p) for p in export_every_eval_ever(run.path, out / "every-eval-ever" / run.path.name,
-                                                           suites_dir=suites_dir)]
     results = {"a": [r for by in set_a.results.values() for r in by.values()],
                "b": [r for by in set_b.results.values() for r in by.values()]}
     return {
@@ -127,7 +122,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str = "standardized
         "rescored_runs": [str(p) for p in rescored_dirs],
         "scores": scores_both_ways(doc, results),
         "attribution": attribution, "upstream_differences": upstream,
-        "ledger": ledger, "findings": findings, "exports": exports,
+        "ledger": ledger, "findings": findings, "exports": [],
         "compare": doc,
         "how": "downstream fields re-scored from the stored outputs; upstream differences listed, never estimated; "
                "see docs/compare.md for the analyses",

@@ -7,19 +7,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from pytest_benchaudit.cli._common import Subparsers
 
-from pytest_benchaudit.audit.compare import CompareError
-from pytest_benchaudit.audit.offline import OfflineError
+__all__ = ["HELP", "add_parser", "run"]
 
-__all__ = ["add_parser", "run"]
+HELP = "the whole audit of stored runs toward a layer: attribution, both layers compared, ledger, report"
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """Add ``audit`` to the ``benchaudit`` sub-commands; returns its parser."""
     p = subparsers.add_parser(
-        "audit", help="the whole audit of stored runs: re-scored toward a layer, field-by-field attribution, both "
-                      "layers compared (ranks, shifts, tau-b, PCA, peer gaps, sensitivity), ledger, report, export",
+        "audit", help=HELP,
         description="Audit stored runs (pytest runs or imported published outputs) made under one layer against "
                     "another (--toward): downstream fields are re-scored from the stored outputs, upstream "
                     "differences are listed as needing new generations. Writes DIR/audit.json, DIR/report.html, "
@@ -43,8 +41,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit audit``: 0 when everything was written, 2 on bad input."""
+    from pytest_benchaudit.audit.compare import CompareError
+    from pytest_benchaudit.audit.offline import OfflineError
     from pytest_benchaudit.audit.whole import build_audit
-    from pytest_benchaudit.cli.compare import _json_default, read_findings
+    from pytest_benchaudit.cli.compare import json_default, read_findings
+    from pytest_benchaudit.report.export import export_every_eval_ever
 
     try:
         if args.resamples < 1:
@@ -62,9 +63,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"benchaudit audit: {err}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    for path in doc["runs"]:
+        doc["exports"] += [str(p) for p in export_every_eval_ever(Path(path), args.out / "every-eval-ever" / Path(path).name,
+                                                                  suites_dir=args.suites_dir)]
     target = args.out / "audit.json"
     tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=_json_default, allow_nan=False) + "\n",
+    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=json_default, allow_nan=False) + "\n",
                    encoding="utf-8")
     tmp.replace(target)
     from pytest_benchaudit.audit.compare import render_compare

@@ -1,4 +1,10 @@
-"""``benchaudit compare``: the command line (parser, run, writing compare.json and the HTML report)."""
+"""``benchaudit compare``: ranks per task, tau-b between tasks, rank shifts and Spearman rho with paired-bootstrap
+CIs, PCA, peer gaps; ``--similarity`` and ``--sensitivity``; compare.json and the HTML report.
+
+The work lives in :mod:`pytest_benchaudit.audit.compare` (and :mod:`~pytest_benchaudit.audit.similarity`,
+:mod:`~pytest_benchaudit.audit.sensitivity`); this module loads them only when the command runs, so
+``benchaudit --help`` and the other commands never pay for their imports.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +15,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from pytest_benchaudit.cli._common import Subparsers
 
-from pytest_benchaudit.audit.compare import (CompareError, compare_document, load_runs, make_sets, mark_similar,
-                                             parse_pair, render_compare)
+__all__ = ["HELP", "add_parser", "run", "read_findings", "json_default"]
 
-__all__ = ["add_parser", "run"]
+HELP = ("ranks, tau-b, rank shifts with bootstrap CIs, PCA, peer gaps, similarity, sensitivity; compare.json and an "
+        "HTML report")
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """Add ``compare`` to the ``benchaudit`` sub-commands; returns its parser."""
     p = subparsers.add_parser(
-        "compare", help="rank agreement across tasks (Kendall tau-b, win rates, PCA) and rank shifts between two "
-                        "pipelines or run sets (Spearman rho, paired bootstrap over questions)",
+        "compare", help=HELP,
         description="Compare model rankings across tasks, and between two pipelines (--pipelines A,B) or two run "
                     "sets (--against RUN...). Writes DIR/compare.json and prints the tables.")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
@@ -67,16 +72,17 @@ def _summary(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
+def json_default(obj: Any) -> Any:
+    """numpy scalars and arrays as JSON (``tolist`` gives Python numbers); anything else as text."""
+    if hasattr(obj, "tolist"):
         return obj.tolist()
     return str(obj)
 
 
 def read_findings(path: Path) -> list[dict[str, Any]]:
     """The findings of a diagnose JSON file (``{"findings": [...]}`` or a bare list of objects)."""
+    from pytest_benchaudit.audit.compare import CompareError
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -91,6 +97,9 @@ def read_findings(path: Path) -> list[dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit compare``: 0 when compare.json was written, 2 on bad input."""
+    from pytest_benchaudit.audit.compare import (CompareError, compare_document, load_runs, make_sets, mark_similar,
+                                                 parse_pair, render_compare)
+
     try:
         pipelines = None
         if args.pipelines:
@@ -129,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / "compare.json"
     tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=_json_default, allow_nan=False) + "\n",
+    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=json_default, allow_nan=False) + "\n",
                    encoding="utf-8")
     tmp.replace(target)
     print(render_compare(doc))

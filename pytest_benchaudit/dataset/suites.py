@@ -14,42 +14,34 @@ and the problem.
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
-import json
-import os
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pytest_benchaudit.common.errors import ConfigError, DataError
-from pytest_benchaudit.pipeline.stages import LAYERS, Pipeline, PipelineError, build_pipeline, deep_merge
+from pytest_benchaudit.dataset.config import check_suite_config, check_task_data
+from pytest_benchaudit.pipeline.stages import (
+    LAYERS,
+    Pipeline,
+    PipelineError,
+    build_pipeline,
+    deep_merge,
+)
 from pytest_benchaudit.prompt.templates import Template, TemplateError
-from pytest_benchaudit.pipeline.types import Question
 
 __all__ = [
     "SUITE_FILENAME",
-    "DATA_ENV",
     "SuiteError",
     "DataUnavailable",
     "Suite",
     "TaskSpec",
     "load_suite",
-    "resolve_data_dir",
-    "load_questions",
-    "load_resources",
-    "file_checksum",
 ]
 
 SUITE_FILENAME = "suite.toml"
-# Top-level keys a suite.toml may have: a typo such as [ledgr] is an error, not silence.
-_TOP_LEVEL_KEYS = frozenset({"extends", "benchmark", "templates", "layers", "data_defaults", "tasks", "fetch", "ledger"})
 # Keys of a [tasks.NAME] table that are not pipeline layers.
 _TASK_KEYS = frozenset({"data", "few_shot", "title", "resources"})
-DATA_ENV = "BENCHAUDIT_DATA"
-_LABELS = ("A", "B", "C", "D", "E", "F", "G", "H")
 
 
 class SuiteError(ConfigError):
@@ -124,17 +116,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def load_suite(path: Path) -> Suite:
     """Read and check a ``suite.toml``. Raises :class:`SuiteError` naming the problem."""
     cfg = _read_toml(path)
-    unknown = set(cfg) - _TOP_LEVEL_KEYS
-    if unknown:
-        raise SuiteError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}; "
-                         f"known: {', '.join(sorted(_TOP_LEVEL_KEYS))}")
+    _check_config(cfg, path)
     own_tables = {k: v for k, v in cfg.items() if k in ("fetch", "ledger")}
     if "extends" in cfg:
         # Shared defaults (e.g. the project's standardized layer) live once in a base file.
         base_path = (path.parent / cfg.pop("extends")).resolve()
         if not base_path.is_relative_to(path.parent.parent.resolve()):
             raise SuiteError(f"{path}: 'extends' must name a file inside the suites directory")
-        cfg = deep_merge(_read_toml(base_path), cfg)
+        base = _read_toml(base_path)
+        _check_config(base, base_path)
+        cfg = deep_merge(base, cfg)
     bench = cfg.get("benchmark") or {}
     name = bench.get("name") or path.parent.name
     templates: dict[str, Template] = {}
@@ -148,12 +139,16 @@ def load_suite(path: Path) -> Suite:
     tasks: dict[str, TaskSpec] = {}
     for tname, tdata in (cfg.get("tasks") or {}).items():
         data = deep_merge(data_defaults, tdata.get("data") or {})
-        if "file" not in data:
-            raise SuiteError(f"{path}: task {tname!r} has no data.file")
+        try:
+            check_task_data(path, tname, data)
+        except ConfigError as err:
+            raise SuiteError(str(err)) from None
         layers = {}
-        for layer in (*LAYERS, *[k for k in tdata if k not in LAYERS and k not in _TASK_KEYS]):
+        for layer in (*LAYERS, *[k for k in tdata if k not in LAYERS and k not in _TASK_KEYS],
+                      *[k for k in shared_layers if k not in LAYERS and k not in tdata]):
             if layer in tdata or layer in shared_layers:
                 layers[layer] = deep_merge(shared_layers.get(layer, {}), tdata.get(layer, {}))
+        layers = _resolve_bases(path, tname, layers)
         tasks[tname] = TaskSpec(
             name=tname,
             title=tdata.get("title", tname),
@@ -190,243 +185,30 @@ def load_suite(path: Path) -> Suite:
     return suite
 
 
-def resolve_data_dir(option: str | None) -> tuple[Path, str]:
-    """Where benchmark data is read from, and which setting chose it."""
-    if option:
-        return Path(option).expanduser(), "--data-dir"
-    env = os.environ.get(DATA_ENV)
-    if env:
-        return Path(env).expanduser(), f"${DATA_ENV}"
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "benchaudit" / "datasets", "the per-user cache directory"
-
-
-def data_file(data_dir: Path, suite: Suite, filename: str, origin: str) -> Path:
-    """The path of one data file, checked to stay inside the data directory."""
-    root = (data_dir / suite.data_folder).resolve()
-    path = (root / filename).resolve()
-    if not path.is_relative_to(root):
-        raise SuiteError(f"{suite.path}: data file {filename!r} points outside the data directory {root}")
-    if not path.is_file():
-        raise SuiteError(
-            f"{suite.name}: data file not found: {path} (data directory from {origin}). "
-            f"Put the benchmark's original files in a '{suite.data_folder}/' folder there, "
-            f"or point --data-dir / ${DATA_ENV} at a directory that has one."
-        )
-    return path
-
-
-_checksums: dict[tuple[str, int, int], str] = {}
-
-
-def file_checksum(path: Path) -> str:
-    """sha256 of a file, memoised on (path, size, mtime)."""
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _checksums:
-        _checksums[key] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return _checksums[key]
-
-
-def _rows(path: Path, mapping: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield (row label for messages, row dict) from a JSON / JSONL / CSV / TSV file."""
-    fmt = mapping.get("format") or path.suffix.lstrip(".")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SuiteError(f"{path}: not UTF-8 text: {err}") from None
-    if not text.strip():
-        raise SuiteError(f"{path}: file is empty")
-    if fmt == "json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise SuiteError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
-        key = mapping.get("records")
-        if key:
-            if not isinstance(data, dict) or key not in data:
-                raise SuiteError(f"{path}: expected a JSON object with a {key!r} list")
-            data = data[key]
-        if not isinstance(data, list):
-            raise SuiteError(f"{path}: expected a JSON array of records")
-        for i, row in enumerate(data):
-            yield f"record {i + 1}", row
-    elif fmt == "jsonl":
-        for lineno, line in enumerate(text.split("\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                yield f"line {lineno}", json.loads(line)
-            except json.JSONDecodeError as err:
-                raise SuiteError(f"{path}: line {lineno}: invalid JSON: {err.msg}") from None
-    elif fmt in ("csv", "tsv"):
-        csv.field_size_limit(1 << 30)
-        delimiter = "\t" if fmt == "tsv" else ","
-        # newline="" lets the csv module handle quoted newlines (and only \r/\n end a row).
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-        columns = mapping.get("columns")
-        first_data_line = 1
-        if not columns:
-            try:
-                columns = next(reader)
-            except StopIteration:
-                raise SuiteError(f"{path}: no header row") from None
-            first_data_line = 2
-        for i, values in enumerate(reader):
-            label = f"row {i + first_data_line}"
-            if len(values) != len(columns):
-                raise SuiteError(f"{path}: {label}: expected {len(columns)} columns ({', '.join(columns)}), found {len(values)}")
-            yield label, dict(zip(columns, values))
-    else:
-        raise SuiteError(f"{path}: unknown data format {fmt!r} (json, jsonl, csv, tsv)")
-
-
-def _field(row: dict[str, Any], name: str, path: Path, label: str, kind: type | tuple[type, ...] = str) -> Any:
-    if not isinstance(row, dict):
-        raise SuiteError(f"{path}: {label}: expected an object, found {type(row).__name__}")
-    if name not in row:
-        raise SuiteError(f"{path}: {label}: missing field {name!r}")
-    value = row[name]
-    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))):
-        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise SuiteError(f"{path}: {label}: field {name!r} should be {expected}, found {type(value).__name__}")
-    return value
-
-
-def _choices(row: dict[str, Any], mapping: dict[str, Any], path: Path, label: str) -> dict[str, str]:
-    spec = mapping.get("choices")
-    if spec is None:
-        return {}
-    if isinstance(spec, list):  # one column per option, in label order
-        return {_LABELS[i]: _field(row, col, path, label) for i, col in enumerate(spec)}
-    value = _field(row, spec, path, label, (list, dict))
-    if isinstance(value, dict):
-        return {str(k): str(v) for k, v in value.items()}
-    out: dict[str, str] = {}
-    prefixed = mapping.get("choices_prefixed", False)
-    for i, text in enumerate(value):
-        lab = _LABELS[i]
-        if not isinstance(text, str):
-            raise SuiteError(f"{path}: {label}: option {i + 1} of {spec!r} is not a string")
-        if prefixed:
-            # SecEval stores "A: text"; keep only the text, the template re-adds labels.
-            if not text.startswith(f"{lab}: "):
-                raise SuiteError(f"{path}: {label}: option {i + 1} should start with '{lab}: '")
-            text = text[len(lab) + 2 :]
-        out[lab] = text
+def _resolve_bases(path: Path, task: str, layers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Apply ``base = "LAYER"``: a layer that is another layer of the same task with a few
+    fields changed (CTI-Bench's per-provider paths of one notebook). The base's notes come
+    first, then the layer's own; one level only, so a card never hides a chain."""
+    out = {}
+    for name, table in layers.items():
+        base = table.get("base")
+        if base is None:
+            out[name] = table
+            continue
+        parent = layers.get(base) if isinstance(base, str) else None
+        if parent is None or base == name or "base" in parent:
+            raise SuiteError(f"{path}: {task} layer {name!r}: base {base!r} must name another layer of the task "
+                             f"that has no base itself; layers: {', '.join(layers)}")
+        own = {k: v for k, v in table.items() if k != "base"}
+        merged = deep_merge(parent, own)
+        merged["notes"] = [*parent.get("notes", []), *own.get("notes", [])]
+        out[name] = merged
     return out
 
 
-def _gold(row: dict[str, Any], mapping: dict[str, Any], path: Path, label: str) -> str:
-    value = _field(row, mapping["gold"], path, label, (str, int, list))
-    if isinstance(value, list):
-        return "".join(str(v) for v in value)
-    return str(value)
-
-
-def load_resources(suite: Suite, task: str, data_dir: Path, origin: str) -> tuple[dict[str, Any], dict[str, Path]]:
-    """The task's resource files (JSON), read from the data directory: (data, paths).
-
-    A resource is a file in the suite's data folder (``aliases = "taa/aliases.json"``) or
-    in another benchmark's folder of the same data directory
-    (``aliases = { folder = "cti-bench", file = "taa-lookups/alias_dict.json" }``), e.g.
-    when a benchmark is scored with another one's published lookup tables.
-    """
-    data: dict[str, Any] = {}
-    paths: dict[str, Path] = {}
-    for name, ref in suite.tasks[task].resources.items():
-        if isinstance(ref, dict):
-            folder = str(ref.get("folder", suite.data_folder))
-            if not (data_dir / folder).resolve().is_relative_to(data_dir.resolve()):
-                raise SuiteError(f"{suite.path}: resource {name!r} folder {folder!r} is outside the data directory")
-            owner = replace(suite, data_folder=folder)
-            path = data_file(data_dir, owner, str(ref["file"]), origin)
-        else:
-            path = data_file(data_dir, suite, ref, origin)
-        try:
-            data[name] = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise SuiteError(f"{path}: resource {name!r} is not valid JSON: {err}") from None
-        paths[name] = path
-    return data, paths
-
-
-def _ensure_hub_export(suite: Suite, mapping: dict[str, Any], data_dir: Path) -> None:
-    """Download a hub-only dataset into its local export file once (see ``hub``)."""
-    from pytest_benchaudit.dataset.hub import HubUnavailable, export_hub_dataset
-
-    root = (data_dir / suite.data_folder).resolve()
-    target = (root / mapping["file"]).resolve()
-    if not target.is_relative_to(root):
-        raise SuiteError(f"{suite.path}: data file {mapping['file']!r} points outside the data directory {root}")
-    if target.is_file():
-        return
+def _check_config(cfg: dict[str, Any], path: Path) -> None:
+    """Schema check of one file's own tables (see :mod:`.config`), as a :class:`SuiteError`."""
     try:
-        export_hub_dataset(mapping["hub"], target)
-    except HubUnavailable as err:
-        raise DataUnavailable(f"{suite.name}: {err}") from None
-
-
-def _gold_column(suite: Suite, mapping: dict[str, Any], data_dir: Path, origin: str,
-                 n_rows: int, path: Path) -> list[str] | None:
-    """Gold labels kept in a second file, joined by row order (CTI-TAA keeps them in its
-    released responses file): ``gold_file = {file = "...", column = "GT", format = "tsv"}``."""
-    spec = mapping.get("gold_file")
-    if not spec:
-        return None
-    gold_path = data_file(data_dir, suite, spec["file"], origin)
-    values = [str(_field(row, spec["column"], gold_path, label, (str, int))) for label, row in _rows(gold_path, spec)]
-    if len(values) != n_rows:
-        raise SuiteError(f"{gold_path}: {len(values)} gold rows, but {path.name} has {n_rows} questions; "
-                         "the files are joined by row order and must have the same length")
-    return values
-
-
-def load_questions(
-    suite: Suite, task: str, data_dir: Path, origin: str, *, few_shot: bool = False
-) -> tuple[list[Question], Path]:
-    """Read a task's questions (or its few-shot examples) from the data directory.
-
-    Gold labels come from the ``gold`` field, or from ``gold_file`` (a second file joined
-    by row order).  An empty gold is kept as ``""``: whether such rows are scored is the
-    task's ``empty_gold`` setting, applied by the collector.
-    """
-    spec = suite.tasks[task]
-    mapping = spec.data if not few_shot else deep_merge(spec.data, spec.few_shot or {})
-    if mapping.get("hub"):
-        _ensure_hub_export(suite, mapping, data_dir)
-    path = data_file(data_dir, suite, mapping["file"], origin)
-    rows = list(_rows(path, mapping))
-    golds = _gold_column(suite, mapping, data_dir, origin, len(rows), path)
-    where = mapping.get("where") or {}
-    questions: list[Question] = []
-    seen: dict[str, str] = {}
-    for index, (label, row) in enumerate(rows):
-        # `where = {language = "English"}`: keep only rows whose fields equal these values
-        # (SecBench mixes languages in one file). Row positions stay those of the file.
-        if where and not all(_field(row, key, path, label, (str, int, float)) == value for key, value in where.items()):
-            continue
-        qid = str(_field(row, mapping["id"], path, label, (str, int))) if mapping.get("id") else f"{index + 1:04d}"
-        if qid in seen:
-            raise SuiteError(f"{path}: {label}: duplicate question id {qid!r} (first at {seen[qid]})")
-        seen[qid] = label
-        meta = {m: row.get(m) for m in mapping.get("meta", []) if isinstance(row, dict)}
-        if mapping.get("labels"):
-            # The answer labels a rule may read (e.g. "TFX"), when they are not option letters.
-            meta["labels"] = str(mapping["labels"])
-        questions.append(
-            Question(
-                benchmark=suite.name,
-                task=task,
-                id=qid,
-                index=index,
-                text=_field(row, mapping["question"], path, label) if mapping.get("question") else "",
-                choices=_choices(row, mapping, path, label),
-                gold=golds[index] if golds is not None else _gold(row, mapping, path, label),
-                prompt=_field(row, mapping["prompt"], path, label) if mapping.get("prompt") else None,
-                meta=meta,
-            )
-        )
-    if not questions:
-        raise SuiteError(f"{path}: no questions found" + (f" matching where = {where}" if where else ""))
-    return questions, path
+        check_suite_config(cfg, path)
+    except ConfigError as err:
+        raise SuiteError(str(err)) from None

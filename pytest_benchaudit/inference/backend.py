@@ -102,16 +102,13 @@ def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None) 
     """Turn a ``--model`` value into a :class:`ModelSpec` (see module docstring)."""
     named = named or {}
     if spec.startswith("replay:"):
-        from pathlib import Path
-
-        from pytest_benchaudit.runs.replay import ReplayError, replay_model_label
-
+        # Which model a run directory replays is read from its run.json by the run-directory
+        # side (pytest_benchaudit.runs.replay.resolve_replay_spec); here the label is the
+        # `#MODEL` part, or empty until resolved.
         target, _, model = spec[len("replay:"):].partition("#")
-        try:
-            label = replay_model_label(Path(target), model or None)
-        except ReplayError as err:
-            raise ModelSpecError(f"--model {spec}: {err}") from None
-        return ModelSpec(label=label, kind="replay", replay_dir=target, api_key_env=None, concurrency=64)
+        if not target:
+            raise ModelSpecError(f"--model {spec}: expected replay:RUN_DIR or replay:RUN_DIR#MODEL")
+        return ModelSpec(label=model, kind="replay", replay_dir=target, api_key_env=None, concurrency=64)
     if spec == "local":
         # llama.cpp's server answers one request at a time: one in flight plus one queued
         # keeps it busy without piling up timeouts.

@@ -21,7 +21,7 @@ import codecs
 from functools import cached_property
 import hashlib
 import json
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pytest_benchaudit.common.errors import UsageError
@@ -42,7 +42,7 @@ __all__ = [
     "is_unspecified",
 ]
 
-UNSPECIFIED = "unspecified"
+UNSPECIFIED: Literal["unspecified"] = "unspecified"
 Unspecified = Literal["unspecified"]
 CARD_VERSION = "benchaudit.pipeline-card/1"
 LAYERS = ("documented", "released", "standardized")
@@ -324,6 +324,3 @@ def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, Any]]) -> Pip
         fields = ", ".join(p for p, _ in overrides)
         raise PipelineError(f"--set {fields}: invalid value: {_describe_error(err)}") from None
 
-
-# Type alias used by suites.py for layer tables read from TOML.
-LayerData = dict[str, Union[str, int, float, list, dict, None]]

@@ -34,19 +34,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
-from pytest_benchaudit.scoring import extract, metrics as scoring
 from pytest_benchaudit.pipeline.stages import (
     UPSTREAM_STAGES,
     Pipeline,
     PipelineError,
     apply_overrides,
     field_paths,
-    is_unspecified,
+    parse_override,
 )
 
-__all__ = ["BASE", "Variant", "build_variants", "card_key", "check_vary", "short_field", "variant_name"]
+__all__ = ["BASE", "Variant", "build_variants", "card_for", "card_key", "parse_vary", "short_field", "variant_name"]
 
 BASE = ""
 
@@ -93,9 +92,19 @@ class Variant:
         }
 
 
-def card_key(benchmark: str, task: str, variant: str) -> str:
-    """Key of a pipeline card in ``RunState.cards``: ``bench.task`` or ``bench.task|variant``."""
-    return f"{benchmark}.{task}" if variant == BASE else f"{benchmark}.{task}|{variant}"
+def card_key(benchmark: str, task: str, variant: str = BASE) -> str:
+    """Key of a pipeline card (run.json ``pipeline_cards``): ``bench.task`` or ``bench.task|variant``.
+
+    The one spelling of that key; every reader and writer of cards goes through it or
+    :func:`card_for`.
+    """
+    return f"{benchmark}.{task}" if not variant else f"{benchmark}.{task}|{variant}"
+
+
+def card_for(cards: Mapping[str, Any], benchmark: str, task: str, variant: str = BASE) -> dict[str, Any]:
+    """The card a variant was scored under: its own, else the task's base card, else ``{}``."""
+    card = cards.get(card_key(benchmark, task, variant)) or cards.get(card_key(benchmark, task)) or {}
+    return dict(card)
 
 
 def short_field(path: str) -> str:
@@ -126,23 +135,6 @@ def _get(data: dict[str, Any], path: str) -> Any:
     return data
 
 
-def check_vary(vary: list[tuple[str, list[Any]]]) -> None:
-    """Raise :class:`PipelineError` naming the field for a value no pipeline can use.
-
-    ``parse_vary`` already checks types against a blank pipeline; this adds the
-    names that only the rule and metric registries know (``extraction.rule``,
-    ``scoring.metric``).
-    """
-    for path, values in vary:
-        for value in values:
-            if path == "extraction.rule" and not is_unspecified(value) and value not in extract.RULES:
-                raise PipelineError(f"--vary extraction.rule={value}: {value!r} is not a known rule; "
-                                    f"allowed: {', '.join(extract.rule_names())}")
-            if path == "scoring.metric" and not is_unspecified(value) and value not in scoring.METRICS:
-                raise PipelineError(f"--vary scoring.metric={value}: {value!r} is not a known metric; "
-                                    f"allowed: {', '.join(scoring.metric_names())}")
-
-
 def build_variants(base: Pipeline, vary: list[tuple[str, list[Any]]]) -> list[Variant]:
     """The base, then one variant per (field, value) of ``vary``, in order; duplicates once.
 
@@ -152,7 +144,6 @@ def build_variants(base: Pipeline, vary: list[tuple[str, list[Any]]]) -> list[Va
     out = [Variant(name=BASE, pipeline=base)]
     seen = {BASE}
     base_stages = base.stages()
-    check_vary(vary)
     for path, values in vary:
         for value in values:
             try:
@@ -168,3 +159,47 @@ def build_variants(base: Pipeline, vary: list[tuple[str, list[Any]]]) -> list[Va
                                base_value=_get(base.model_dump(mode="json"), path),
                                same_as_base=pipe.stages() == base_stages))
     return out
+
+
+def parse_vary(text: str) -> tuple[str, list[Any]]:
+    """``FIELD=v1,v2,...`` -> (field, [values]); each value validated like ``--set FIELD=value``.
+
+    Values are split on commas outside brackets and quotes, so ``inference.stop=["\\n"],[]``
+    gives two values.
+    """
+    if "=" not in text:
+        raise PipelineError(f"--vary {text!r}: expected FIELD=V1,V2,..., e.g. inference.max_tokens=5,16,2048")
+    name, raw = text.split("=", 1)
+    values: list[Any] = []
+    for part in _split_values(raw):
+        try:
+            path, value = parse_override(f"{name}={part}")
+            apply_overrides(Pipeline(name="check", benchmark="check", task="check"), [(path, value)])
+        except PipelineError as err:
+            raise PipelineError(str(err).replace("--set", "--vary", 1)) from None
+        values.append(value)
+    if not values:
+        raise PipelineError(f"--vary {text!r}: no values")
+    return name.strip(), values
+
+
+def _split_values(raw: str) -> list[str]:
+    parts, depth, quote, current = [], 0, "", ""
+    for ch in raw:
+        if quote:
+            current += ch
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote, current = ch, current + ch
+        elif ch in "[{":
+            depth, current = depth + 1, current + ch
+        elif ch in "]}":
+            depth, current = depth - 1, current + ch
+        elif ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    return [p for p in (s.strip() for s in parts) if p]

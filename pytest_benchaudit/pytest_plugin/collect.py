@@ -23,16 +23,10 @@ from pytest_benchaudit.scoring.judge import judge_card
 from pytest_benchaudit.pytest_plugin.options import get_options
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, is_unspecified
 from pytest_benchaudit.prompt.templates import Template, TemplateError, render_request
-from pytest_benchaudit.dataset.suites import (
-    SUITE_FILENAME,
-    DataUnavailable,
-    Suite,
-    SuiteError,
-    file_checksum,
-    load_questions,
-    load_resources,
-    load_suite,
-)
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME, DataUnavailable, Suite, SuiteError, load_suite
+from pytest_benchaudit.dataset.readers import file_checksum, load_questions, load_resources
+from pytest_benchaudit.common.errors import ConfigError
+from pytest_benchaudit.scoring.registry import check_suite_names
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.pipeline.variants import build_variants, card_key
 
@@ -129,7 +123,8 @@ class SuiteFile(pytest.File):
     def collect(self) -> Iterator[pytest.Collector]:
         try:
             suite = load_suite(self.path)
-        except SuiteError as err:
+            check_suite_names(suite)
+        except ConfigError as err:
             raise _CollectFailure(str(err)) from None
         for task in suite.tasks:
             yield TaskCollector.from_parent(self, name=task, suite=suite)

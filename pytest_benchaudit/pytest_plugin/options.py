@@ -17,8 +17,10 @@ import pytest
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse_model_spec
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, parse_override
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
-from pytest_benchaudit.dataset.suites import resolve_data_dir
-from pytest_benchaudit.pipeline.variants import check_vary
+from pytest_benchaudit.dataset.readers import resolve_data_dir
+from pytest_benchaudit.pipeline.variants import parse_vary
+from pytest_benchaudit.scoring.registry import check_vary
+from pytest_benchaudit.runs.replay import resolve_replay_spec
 
 if TYPE_CHECKING:
     from pytest_benchaudit.pytest_plugin.runner import Runner
@@ -131,6 +133,8 @@ def build_options(config: pytest.Config) -> RunOptions:
     for spec in opt.model or ["local"]:
         try:
             m = parse_model_spec(spec, named)
+            if m.kind == "replay":
+                m = resolve_replay_spec(m)
         except ModelSpecError as err:
             raise pytest.UsageError(str(err)) from None
         update: dict[str, Any] = {}
@@ -192,50 +196,6 @@ def default_cache_dir() -> Path:
     import os
 
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benchaudit"
-
-
-def parse_vary(text: str) -> tuple[str, list[Any]]:
-    """``FIELD=v1,v2,...`` -> (field, [values]); each value validated like ``--set FIELD=value``.
-
-    Values are split on commas outside brackets and quotes, so ``inference.stop=["\\n"],[]``
-    gives two values.
-    """
-    if "=" not in text:
-        raise PipelineError(f"--vary {text!r}: expected FIELD=V1,V2,..., e.g. inference.max_tokens=5,16,2048")
-    name, raw = text.split("=", 1)
-    values: list[Any] = []
-    for part in _split_values(raw):
-        try:
-            path, value = parse_override(f"{name}={part}")
-            apply_overrides(Pipeline(name="check", benchmark="check", task="check"), [(path, value)])
-        except PipelineError as err:
-            raise PipelineError(str(err).replace("--set", "--vary", 1)) from None
-        values.append(value)
-    if not values:
-        raise PipelineError(f"--vary {text!r}: no values")
-    return name.strip(), values
-
-
-def _split_values(raw: str) -> list[str]:
-    parts, depth, quote, current = [], 0, "", ""
-    for ch in raw:
-        if quote:
-            current += ch
-            if ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote, current = ch, current + ch
-        elif ch in "[{":
-            depth, current = depth + 1, current + ch
-        elif ch in "]}":
-            depth, current = depth - 1, current + ch
-        elif ch == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    parts.append(current)
-    return [p for p in (s.strip() for s in parts) if p]
 
 
 def get_options(config: pytest.Config) -> RunOptions:

@@ -144,8 +144,11 @@ class Runner:
             return
         self._check_replays()
         # Servers the run launches (local, vllm:): once, now; a failed start is one usage error, not one per item.
-        self.local_url.start_all({i.bench.model for i in session.items
-                                  if isinstance(i, BenchItem) and not i.get_closest_marker("skip")})
+        selected = [i for i in session.items if isinstance(i, BenchItem) and not i.get_closest_marker("skip")]
+        # vLLM refuses more log-probabilities than its --max-logprobs: launch it with what the layers ask for
+        self.local_url.max_logprobs = max((i.bench.pipeline.inference.decoding.top_logprobs or 0 for i in selected),
+                                          default=0) or None
+        self.local_url.start_all({i.bench.model for i in selected})
         for item in session.items:
             self._prefetch(item)
 
@@ -189,6 +192,12 @@ class Runner:
         for ask in range(1 + pipeline.inference.reask_on_invalid):
             asked = request if ask == 0 else request.model_copy(update={"sample": ask})
             generation = self._engine().generate(model.label, asked)
+            if generation.error and "logprob" in generation.error:
+                from pytest_benchaudit.inference.launch.vllm import logprob_refusal
+
+                refusal = logprob_refusal(generation.error)
+                if refusal:  # every item would fail the same way: one message instead of 100% inference_error
+                    pytest.exit(f"--model {model.label}: {refusal}", returncode=pytest.ExitCode.USAGE_ERROR)
             judged, verdict, extra = self._judge(question, pipeline, generation)
             record = evaluate(question, pipeline, asked, generation, model=model.label,
                               variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources,
@@ -316,6 +325,7 @@ class LocalUrl:
         self.servers: dict[str, Any] = {}
         self._failures: dict[str, Exception] = {}
         self._urls: dict[str, str] = dict(getattr(config, "workerinput", {}).get(_URLS_KEY) or {})
+        self.max_logprobs: int | None = None  # the most log-probabilities a selected layer asks for
 
     @property
     def server(self) -> Any:
@@ -330,7 +340,7 @@ class LocalUrl:
                 raise RuntimeError(f"the controller did not hand a URL for {key!r} to this worker")
             if key in self._failures:
                 raise self._failures[key]
-            server = self._new_server(spec)
+            server = self._new_server(spec, self.max_logprobs)
             self.servers[key] = server
             try:
                 self._urls[key] = server.start()
@@ -340,14 +350,15 @@ class LocalUrl:
         return self._urls[key]
 
     @staticmethod
-    def _new_server(spec: ModelSpec | None) -> Any:
+    def _new_server(spec: ModelSpec | None, max_logprobs: int | None = None) -> Any:
         if spec is None or spec.kind == "local":
             from pytest_benchaudit.inference.launch.local import LocalServer
 
             return LocalServer()
         from pytest_benchaudit.inference.launch.vllm import VllmServer
 
-        return VllmServer(str(spec.model_id), spec.launch_args, startup_timeout=spec.startup_timeout)
+        return VllmServer(str(spec.model_id), spec.launch_args, startup_timeout=spec.startup_timeout,
+                          max_logprobs=max_logprobs)
 
     def get_or_usage_error(self, spec: ModelSpec | None = None) -> str:
         """``get()``, with a missing runtime or a failed start turned into a usage error."""

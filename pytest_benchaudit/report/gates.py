@@ -67,7 +67,8 @@ def parse_gate(text: str) -> Gate:
 
 def _benchmark_value(gate: Gate, entry: dict[str, Any], results: list[dict[str, Any]]) -> float | None:
     if gate.quantity == "score":
-        return entry["score"]
+        score = entry["score"]
+        return None if score is None else float(score)
     rows = [r for r in results if r["benchmark"] == entry["benchmark"] and r["model"] == entry["model"]
             and r["variant"] == entry["variant"]]
     key = _QUANTITIES[gate.quantity]

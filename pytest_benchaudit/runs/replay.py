@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_benchaudit.common.errors import RunDirError
+from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError
 from pytest_benchaudit.runs.store import read_records
 from pytest_benchaudit.pipeline.types import Generation, Request
 
@@ -37,9 +38,21 @@ class ReplayError(RunDirError, ValueError):
 
 def _read_run(run_dir: Path) -> dict[str, Any]:
     try:
-        return json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        data: dict[str, Any] = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        return data
     except (OSError, json.JSONDecodeError) as err:
         raise ReplayError(f"replay:{run_dir}: not a readable run directory ({err})") from None
+
+
+def resolve_replay_spec(spec: ModelSpec) -> ModelSpec:
+    """A ``replay:`` model spec with its label read from the run directory it replays."""
+    target = Path(spec.replay_dir or "")
+    try:
+        label = replay_model_label(target, spec.label or None)
+    except ReplayError as err:
+        suffix = f"#{spec.label}" if spec.label else ""
+        raise ModelSpecError(f"--model replay:{target}{suffix}: {err}") from None
+    return spec.model_copy(update={"label": label})
 
 
 def replay_model_label(run_dir: Path, model: str | None = None) -> str:
@@ -52,7 +65,7 @@ def replay_model_label(run_dir: Path, model: str | None = None) -> str:
     if len(labels) != 1:
         raise ReplayError(f"replay:{run_dir}: the run has models {', '.join(labels) or 'none'}; "
                           f"choose one with replay:{run_dir}#MODEL")
-    return labels[0]
+    return str(labels[0])
 
 
 def _prompt_key(request: Mapping[str, Any]) -> str:

@@ -179,9 +179,3 @@ def _truncate_to_last_line(path: Path) -> None:
         fh.truncate(data.rfind(b"\n") + 1)
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def dump_records(records: Iterable[dict[str, Any]], path: Path) -> None:
-    with Path(path).open("w", encoding="utf-8") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")

@@ -166,6 +166,68 @@ def logprob_argmax(text: str, question: Question, generation: Generation) -> tup
     return labels[best], detail
 
 
+_XML_ANSWER = re.compile(r"<xml>\s*([A-Z])\s*</xml>", re.IGNORECASE)
+
+
+def xml_answer(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """CyberMetric's documented answer format (README 'Prompt': ``<xml>answer</xml>``): the
+    letter inside the last ``<xml>…</xml>`` pair, when it is one of the question's labels."""
+    labels = _labels(question)
+    hits = [m for m in _XML_ANSWER.finditer(text) if m.group(1).upper() in labels]
+    if not hits:
+        return None, "no <xml>X</xml> with an option letter"
+    return hits[-1].group(1).upper(), f"matched {hits[-1].group(0)!r}"
+
+
+MMLU_FALLBACK = "released fallback 'A'"
+
+
+def mmlu_logprob_argmax(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """MMLU ``evaluate.py`` as released, quirk included: a response without log-probabilities
+    reads "A".  Each letter's lookup sits in a bare ``try/except`` that substitutes -100, so
+    when ``logprobs`` is missing all four get -100 and ``np.argmax`` picks the first.  The
+    detail starts with ``MMLU_FALLBACK`` so that runs can count how often it happened."""
+    if not generation.top_logprobs:
+        return _labels(question)[0], f"{MMLU_FALLBACK}: no log-probabilities returned, -100 for every letter"
+    return logprob_argmax(text, question, generation)
+
+
+_LIGHTEVAL_LEADING = re.compile(r"^([ABCD])[).:]")
+_LIGHTEVAL_STANDALONE = re.compile(r"\b([ABCD])\b")
+_LIGHTEVAL_BOLD_END = re.compile(r"\*\*([ABCD])\*\*$")
+_LIGHTEVAL_ANY = re.compile(r"[ABCD]")
+
+
+def _lighteval_line(line: str) -> str | None:
+    cleaned = line.replace("**", " ")
+    for pattern, how in ((_LIGHTEVAL_LEADING, "match"), (_LIGHTEVAL_STANDALONE, "search"),
+                         (_LIGHTEVAL_BOLD_END, "search")):
+        m = pattern.match(cleaned) if how == "match" else pattern.search(cleaned)
+        if m:
+            return m.group(1)
+    # "ending with a letter" whose previous character is not alphanumeric (or absent)
+    if cleaned and cleaned[-1] in "ABCD" and not cleaned[-2:-1].isalnum():
+        return cleaned[-1]
+    return None
+
+
+def redsage_mcq_acc(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
+    """RedSage ``MCQAcc.compute`` (eval/cybersecurity_benchmarks.py): the last five non-empty
+    lines, bottom-up: a leading ``A)``/``A.``/``A:``, else any standalone capital A-D (a
+    sentence-initial article "A" counts), else a trailing letter; fallback: the one distinct
+    A-D capital of the whole text.  Quirk kept: ``**`` is replaced before the ``**X**`` test,
+    which therefore never matches."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for line in lines[::-1][:5]:
+        found = _lighteval_line(line)
+        if found:
+            return found, f"line {line[:60]!r}"
+    letters = _LIGHTEVAL_ANY.findall(text)
+    if len(set(letters)) == 1:
+        return letters[0], "the only capital A-D in the text"
+    return None, "no letter on the last 5 lines and not exactly one distinct A-D in the text"
+
+
 # --------------------------------------------------------------------------- standardized rules
 
 # "Answer:", "Final answer is", "The correct answers are" … (case-insensitive marker;
@@ -255,6 +317,9 @@ RULES: dict[str, Rule] = {
     "all_capital_letters": all_capital_letters,
     "answer_regex": answer_regex,
     "logprob_argmax": logprob_argmax,
+    "mmlu_logprob_argmax": mmlu_logprob_argmax,
+    "xml_answer": xml_answer,
+    "redsage_mcq_acc": redsage_mcq_acc,
     "final_answer_letter": final_answer_letter,
     "final_answer_letters": final_answer_letters,
     "final_line": final_line,

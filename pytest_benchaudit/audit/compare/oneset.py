@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from pytest_benchaudit.aggregate import stats
+from pytest_benchaudit.aggregate.ranks import task_ranks, tau_b_table
 from pytest_benchaudit.audit.compare.runsets import RunSet
 
 __all__ = ["task_ranks", "tau_b_table", "analyse_set"]
@@ -47,31 +48,6 @@ def _task_info(rs: RunSet) -> dict[str, dict[str, Any]]:
 def _scores(rs: RunSet, info: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
     return {key: {m: float(r["score"]) for m, r in sorted(rs.results[key].items()) if r["score"] is not None}
             for key in info if info[key]["lower_is_better"] is not None}
-
-
-def task_ranks(scores: dict[str, dict[str, float]], lib: dict[str, bool]) -> dict[str, dict[str, float]]:
-    """{task key: {model: rank}}: 1 = best, direction-aware (``lib``: lower is better), ties averaged."""
-    out = {}
-    for key, by_model in scores.items():
-        models = list(by_model)
-        ranks = stats.rank_scores([by_model[m] for m in models], lib[key]) if models else []
-        out[key] = {m: float(r) for m, r in zip(models, ranks)}
-    return out
-
-
-def tau_b_table(scores: dict[str, dict[str, float]], lib: dict[str, bool]) -> list[dict[str, Any]]:
-    """Kendall tau-b and inversions for every pair of tasks scored on at least 3 common models."""
-    keys = sorted(scores)
-    rows = []
-    for i, ka in enumerate(keys):
-        for kb in keys[i + 1:]:
-            common = sorted(set(scores[ka]) & set(scores[kb]))
-            if len(common) < 3:
-                continue
-            xa = stats.orient([scores[ka][m] for m in common], lib[ka])
-            xb = stats.orient([scores[kb][m] for m in common], lib[kb])
-            rows.append({"task_a": ka, "task_b": kb, **stats.kendall_tau_b(xa, xb)})
-    return rows
 
 
 def _benchmark_ranks(ranks: dict[str, dict[str, float]]) -> dict[str, dict[str, dict[str, float]]]:

@@ -49,7 +49,7 @@ def _answers(url: str) -> bool:
     """True when ``url`` answers 200 (stdlib on purpose: no client state to set up for a poll)."""
     try:
         with urllib.request.urlopen(url, timeout=2.0) as response:
-            return response.status == 200
+            return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False
 

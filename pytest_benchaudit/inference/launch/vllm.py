@@ -20,7 +20,13 @@ Extra ``vllm serve`` arguments (``--max-model-len 4096``, ``--dtype half``, ...)
   ``--model NAME`` then launches it (the environment's words come after ``args``).
 
 ``--host``, ``--port`` and ``--served-model-name`` are set by the launcher and are
-refused in the extra arguments.  The executable is ``vllm`` on ``PATH``, else the
+refused in the extra arguments.  vLLM refuses a request for more log-probabilities than
+its ``--max-logprobs`` (20 by default); when a selected layer asks for more (MMLU's
+released layer: 100), the launcher passes ``--max-logprobs N`` (a larger value in the
+extra arguments is kept, a smaller one raised).  That needs the selected items, which a
+serial run has when it launches; an xdist controller launches before any worker collects, so
+there pass ``--max-logprobs N`` in ``$BENCHAUDIT_VLLM_ARGS``.  Against any endpoint that still
+refuses, :func:`logprob_refusal` turns the first refusal into one message naming the flag.  The executable is ``vllm`` on ``PATH``, else the
 one next to the running Python (the ``vllm`` extra installed in this virtual
 environment); without either the run stops with one usage error.  The server's
 output goes to a log file in the temporary directory; a failed start quotes its
@@ -33,6 +39,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -46,7 +53,8 @@ from pathlib import Path
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.inference.launch.local import _free_port
 
-__all__ = ["DEFAULT_STARTUP_TIMEOUT", "VllmServer", "VllmUnavailable", "find_vllm"]
+__all__ = ["DEFAULT_MAX_LOGPROBS", "DEFAULT_STARTUP_TIMEOUT", "VllmServer", "VllmUnavailable", "find_vllm",
+           "logprob_refusal", "with_max_logprobs"]
 
 DEFAULT_STARTUP_TIMEOUT = 900.0
 STARTUP_TIMEOUT_ENV = "BENCHAUDIT_VLLM_STARTUP_TIMEOUT"
@@ -54,6 +62,62 @@ _INSTALL_HINT = "install the vllm extra (pip install 'pytest-benchaudit[vllm]') 
 _RESERVED = ("--host", "--port", "--served-model-name")
 _STOP_GRACE = 30.0
 _LOG_TAIL_LINES = 15
+
+
+DEFAULT_MAX_LOGPROBS = 20  # vLLM's --max-logprobs default
+_MAX_LOGPROBS_FLAG = "--max-logprobs"
+# vLLM: "Requested sample logprobs of 100, which is greater than max allowed: 20" (V0),
+# "Requested logprobs of 100, which is greater than max allowed: 20" (V1); OpenAI:
+# "... 'top_logprobs': integer above maximum value. Expected a value <= 20, but got 100 ...".
+_REFUSALS = (
+    re.compile(r"logprobs of (?P<asked>\d+), which is greater than max allowed: (?P<allowed>\d+)", re.I),
+    re.compile(r"logprobs'?:? integer above maximum value\. Expected a value <= (?P<allowed>\d+), "
+               r"but got (?P<asked>\d+)", re.I),
+)
+
+
+def with_max_logprobs(args: tuple[str, ...] | list[str], needed: int | None) -> tuple[str, ...]:
+    """``args`` with ``--max-logprobs`` at least ``needed`` (unchanged when vLLM's default suffices)."""
+    args = tuple(args)
+    if needed is None or needed <= DEFAULT_MAX_LOGPROBS and not any(
+            a.split("=", 1)[0] == _MAX_LOGPROBS_FLAG for a in args):
+        return args
+    out: list[str] = []
+    given: int | None = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == _MAX_LOGPROBS_FLAG and i + 1 < len(args):
+            given, i = _int(args[i + 1]), i + 2
+            continue
+        if arg.startswith(_MAX_LOGPROBS_FLAG + "="):
+            given, i = _int(arg.split("=", 1)[1]), i + 1
+            continue
+        out.append(arg)
+        i += 1
+    limit = max(needed or 0, given or 0)
+    return (*out, _MAX_LOGPROBS_FLAG, str(limit))
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def logprob_refusal(error: str | None) -> str | None:
+    """One clear message when ``error`` is an endpoint refusing the number of log-probabilities
+    asked for, else ``None``."""
+    if not error:
+        return None
+    for pattern in _REFUSALS:
+        m = pattern.search(error)
+        if m:
+            asked, allowed = m.group("asked"), m.group("allowed")
+            return (f"this endpoint allows {allowed} log-probabilities; the layer needs {asked}: "
+                    f"start vLLM with --max-logprobs {asked}")
+    return None
 
 
 class VllmUnavailable(BenchauditError, RuntimeError):
@@ -100,9 +164,11 @@ class VllmServer:
     """One ``vllm serve`` process on 127.0.0.1; ``start()`` returns its base URL (``.../v1``)."""
 
     def __init__(self, model_id: str, args: tuple[str, ...] | list[str] = (), *,
-                 startup_timeout: float | None = None, poll_interval: float = 0.5) -> None:
+                 startup_timeout: float | None = None, poll_interval: float = 0.5,
+                 max_logprobs: int | None = None) -> None:
         self.model_id = model_id
-        self.args = tuple(args)
+        # the most log-probabilities a selected layer asks for (None: none asks)
+        self.args = with_max_logprobs(args, max_logprobs)
         if startup_timeout is None:
             startup_timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV) or DEFAULT_STARTUP_TIMEOUT)
         self.startup_timeout = startup_timeout

@@ -75,7 +75,7 @@ def clean_freeform(value: str) -> str:
     return re.sub(r"\s+", " ", value.strip().strip("\"'"))
 
 
-def _athena_rule(pattern: str, transform: Callable[[str], str], what: str):
+def _athena_rule(pattern: str, transform: Callable[[str], str], what: str) -> Callable[..., tuple[str | None, str]]:
     def rule(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
         value, detail = athena_lines(text, pattern, transform)
         # An empty string is what the released extractor returns for "nothing found"; the

@@ -17,6 +17,7 @@ Scoring uses the generic ``exact_match`` (case-insensitive, as both released sco
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pytest_benchaudit.pipeline.types import Generation, Question
 from pytest_benchaudit.scoring.tasks.attack import athena_lines
@@ -82,5 +83,5 @@ RULES = {
     "athena_cwe": athena_cwe,
     "cwe_final_answer": cwe_final_answer,
 }
-METRICS: dict = {}
-METRIC_INFO: dict = {}
+METRICS: dict[str, Any] = {}
+METRIC_INFO: dict[str, Any] = {}

@@ -20,7 +20,10 @@ The rule name fixes the label set, so the pipeline card shows which answers were
 accepted.  Reading is the project's standardized one: bottom-up, an explicit answer
 marker ("Answer: X", "The answer is T") first, else a line that is only the label
 (``C``, ``C)``, ``**X**``, ``C) option text``); labels are upper-case and standalone, so
-prose ("A firewall…", "Xen", "The") never becomes an answer.
+prose ("A firewall…", "Xen", "The") never becomes an answer.  A ``C) option text`` line
+commits only when it is the response's one option line (or repeats one listed earlier):
+a response that echoes several options ("A) …", "B) …", "C) …") without a marker or a
+label-only line is unparseable, not an answer for the last option listed.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def _compile_cached(labels: tuple[str, ...], aliases: tuple[tuple[str, str], ...
     alone = re.compile(
         r"^\s*(?:\*\*)?\s*(?:\(|\[|\$?\\boxed\{|[\"'`])?\s*"
         rf"({alt})"
-        r"(?:\s*[)\]}.:\"'`]?\$?\s*(?:\*\*)?\s*\.?\s*$|\s*[).:]\s*(?:\*\*)?\s*\S.*$)"
+        r"(?:\s*[)\]}.:\"'`]?\$?\s*(?:\*\*)?\s*\.?\s*$|(?P<text>\s*[).:]\s*(?:\*\*)?\s*\S.*$))"
     )
     return marker, alone
 
@@ -80,14 +83,32 @@ def read_label(text: str, labels: Sequence[str], aliases: Mapping[str, str]) -> 
     def norm(found: str) -> str:
         return found if found in labels else fold[found.lower()]
 
-    for line in reversed([ln for ln in text.splitlines() if ln.strip()]):
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    for line in reversed(lines):
         hits = list(marker.finditer(line))
         if hits:
             return norm(hits[-1].group(1)), f"answer marker: {line.strip()[:60]!r}"
         match = alone.match(line)
         if match:
-            return norm(match.group(1)), f"label line: {line.strip()[:60]!r}"
+            found = norm(match.group(1))
+            if match.group("text") is not None:
+                listed = _option_lines(lines, alone, norm)
+                # "A) …\nB) …\nC) …" echoes the options; the last one listed is not a choice.
+                # The label counts only when it is the one option line, or is stated again.
+                if len(set(listed)) > 1 and listed.count(found) < 2:
+                    return None, f"lists options {', '.join(dict.fromkeys(listed))} without committing to one"
+            return found, f"label line: {line.strip()[:60]!r}"
     return None, f"no answer marker or label line (labels {'/'.join(labels)})"
+
+
+def _option_lines(lines: Sequence[str], alone: re.Pattern[str], norm: Callable[[str], str]) -> list[str]:
+    """Labels of the lines written as an option ("C) text", "C. text"), in order."""
+    out = []
+    for line in lines:
+        m = alone.match(line)
+        if m and m.group("text") is not None:
+            out.append(norm(m.group(1)))
+    return out
 
 
 def label_rule(labels: Sequence[str] | None = None, *, extra: Sequence[str] = (),

@@ -1,0 +1,436 @@
+"""The checks of ``diagnose``: one function per failure mode of :mod:`.diagnose_catalog`.
+
+A group check takes one :class:`.diagnose_core.Group` (one benchmark x task x model x
+pipeline) and returns its findings (none when the evidence is absent).  Task-level checks
+(metric differences between similar tasks, dataset size, the ledger) look at all groups.
+Each check's rule is written in its docstring and in docs/failure-modes.md; wording of every
+sentence is a hypothesis ("may", "suggests"), never a verdict.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pytest_benchaudit.audit.diagnose_catalog import DOCUMENTED_SIZES
+from pytest_benchaudit.audit.diagnose_core import (
+    Effect,
+    Finding,
+    Group,
+    Resources,
+    make_finding,
+    question_ids,
+    recompute_as_invalid,
+    recompute_without,
+    recovery_estimate,
+    rescore_effect,
+)
+from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, is_unspecified
+from pytest_benchaudit.scoring.extract import strip_reasoning
+from pytest_benchaudit.scoring.metrics import METRIC_INFO
+
+__all__ = ["GROUP_CHECKS", "cross_task_checks", "ledger_checks", "size_checks"]
+
+Check = Callable[[Group, "Resources | None"], list[Finding]]
+_THINK = re.compile(r"</?think>", re.IGNORECASE)
+_BUDGET_ERROR = re.compile(r"max_(?:completion_)?tokens|max_new_tokens|token limit", re.IGNORECASE)
+_OPTION_LINE = re.compile(r"^\s*(?:\*\*)?\(?([A-Z])(?:\)|\.|:)\s+\S", re.MULTILINE)
+_SEPARATORS = re.compile(r"[\s,;/&+]+")
+_ID_GOLD = re.compile(r"^(?:CWE-\d+|T\d{4}(?:\.\d{3})?|M\d{4}|CVSS:.*|AV:.*|[\d.]+)$", re.IGNORECASE)
+_STRICT_RULES = {"final_answer_letter", "final_answer_letters", "logprob_argmax", "judge"}
+
+
+def _invalid(group: Group) -> list[dict[str, Any]]:
+    return [r for r in group.records if not r.get("valid")]
+
+
+def _pct(k: int, n: int) -> str:
+    return f"{k} of {n} ({100 * k / n:.0f}%)" if n else f"{k} of 0"
+
+
+# --------------------------------------------------------------------------- scoring / extraction
+
+
+def check_valid_denominator(group: Group, resources: Resources | None) -> list[Finding]:
+    """FM01: ``scoring.denominator = valid`` with invalid records; re-scored with ``total``."""
+    bad = _invalid(group)
+    if group.fields.get("scoring.denominator") != "valid" or not bad:
+        return []
+    n = len(group.records)
+    reasons = dict(Counter(str(r.get("invalid_reason")) for r in bad).most_common())
+    effect = rescore_effect(group, [("scoring.denominator", "total")], resources)
+    hyp = (f"{_pct(len(bad), n)} answers could not be read and the valid-only denominator leaves them out, so the "
+           f"headline may describe only the answers that parsed rather than the task.")
+    return [make_finding(group, "FM01-valid-only-denominator", hyp,
+                         {"n": n, "n_invalid": len(bad), "invalid_reasons": reasons, "question_ids": question_ids(bad)},
+                         effect)]
+
+
+def check_reasoning_kept(group: Group, resources: Resources | None) -> list[Finding]:
+    """FM05: ``extraction.reasoning = keep`` and think tags in the raw outputs; re-scored with ``strip``."""
+    if group.fields.get("extraction.reasoning") != "keep":
+        return []
+    tagged = [r for r in group.records if _THINK.search(r.get("raw_output") or "")]
+    if not tagged:
+        return []
+    effect = rescore_effect(group, [("extraction.reasoning", "strip")], resources)
+    hyp = (f"{_pct(len(tagged), len(group.records))} outputs carry <think> tags that reach the extraction rule, "
+           f"which may then read an answer from the reasoning instead of the final reply.")
+    return [make_finding(group, "FM05-reasoning-left-in-text", hyp,
+                         {"n": len(group.records), "n_with_think_tags": len(tagged),
+                          "question_ids": question_ids(tagged)}, effect)]
+
+
+def _labelled(group: Group) -> bool:
+    return bool(group.records) and all(r.get("question_labels") for r in group.records)
+
+
+def _strict_rule(group: Group) -> str:
+    multi = group.fields.get("scoring.metric") == "letter_set_exact" or any(
+        len(_SEPARATORS.sub("", str(r.get("gold", "")))) > 1 for r in group.records)
+    return "final_answer_letters" if multi else "final_answer_letter"
+
+
+def _answer_text(rec: Mapping[str, Any], reasoning: str) -> str:
+    text = rec.get("raw_output") or ""
+    return text if reasoning == "keep" else strip_reasoning(text)[0]
+
+
+def check_letters_anywhere(group: Group, resources: Resources | None) -> list[Finding]:
+    """FM06: a valid MCQ prediction letter that never stands alone, upper-case, in the text read."""
+    rule = str(group.fields.get("extraction.rule", ""))
+    if not _labelled(group) or rule in _STRICT_RULES:
+        return []
+    reasoning = str(group.fields.get("extraction.reasoning", "keep"))
+    hits = []
+    for rec in group.records:
+        pred = str(rec.get("prediction") or "")
+        if not rec.get("valid") or not pred:
+            continue
+        text = _answer_text(rec, reasoning)
+        letters = set(_SEPARATORS.sub("", pred).upper())
+        if any(not re.search(rf"(?<![A-Za-z0-9]){re.escape(ch)}(?![A-Za-z0-9])", text) for ch in letters):
+            hits.append(rec)
+    if not hits:
+        return []
+    strict = _strict_rule(group)
+    effect = rescore_effect(group, [("extraction.rule", strict)], resources)
+    effect.text += " (the whole rule replaced, not only these items)"
+    n_correct = sum(1 for r in hits if r.get("correct"))
+    hyp = (f"In {_pct(len(hits), len(group.records))} answers the rule '{rule}' read a letter that never stands alone "
+           f"in the text (inside a word such as 'DEP', or a lower-case article), so it may be scoring letters the "
+           f"model did not choose ({n_correct} of them scored correct).")
+    return [make_finding(group, "FM06-letters-read-anywhere", hyp,
+                         {"n": len(group.records), "n_letter_not_standalone": len(hits), "n_scored_correct": n_correct,
+                          "rule": rule, "question_ids": question_ids(hits)}, effect)]
+
+
+def check_echoed_options(group: Group, resources: Resources | None) -> list[Finding]:
+    """FM07: the output repeats the option list and the answer scored comes from that list.
+
+    From the list means: the text's last non-empty line is one of the echoed option lines (a
+    last-line or bottom-up rule reads its label), or the prediction holds three or more of the
+    echoed labels (a rule reading letters anywhere).  The effect counts these items invalid.
+    """
+    rule = str(group.fields.get("extraction.rule", ""))
+    if not _labelled(group) or rule in ("logprob_argmax", "judge"):
+        return []
+    reasoning = str(group.fields.get("extraction.reasoning", "keep"))
+    hits = []
+    for rec in group.records:
+        pred = set(_SEPARATORS.sub("", str(rec.get("prediction") or "")).upper())
+        if not rec.get("valid") or not pred:
+            continue
+        text = _answer_text(rec, reasoning)
+        labels = {str(x) for x in rec.get("question_labels") or ()}
+        echoed = {m for m in _OPTION_LINE.findall(text) if m in labels}
+        if len(echoed) < min(3, len(labels)):
+            continue
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if (lines and _OPTION_LINE.match(lines[-1])) or len(pred & echoed) >= 3:
+            hits.append(rec)
+    if not hits:
+        return []
+    n_correct = sum(1 for r in hits if r.get("correct"))
+    effect = recompute_as_invalid(group, {str(r["question_id"]) for r in hits},
+                                  f"recomputed with the {len(hits)} items counted as unreadable")
+    hyp = (f"{_pct(len(hits), len(group.records))} outputs repeat the option list and the answer '{rule}' read "
+           f"comes from that list ({n_correct} scored correct), so the echo itself may be what was scored.")
+    return [make_finding(group, "FM07-echoed-options-scored", hyp,
+                         {"n": len(group.records), "n_echo_scored": len(hits), "n_scored_correct": n_correct,
+                          "rule": rule, "question_ids": question_ids(hits)}, effect)]
+
+
+def check_free_text_near_miss(group: Group, resources: Resources | None) -> list[Finding]:
+    """BA02: free-text task, valid wrong predictions that contain the gold name (or are contained in it)."""
+    info = METRIC_INFO.get(str(group.fields.get("scoring.metric", "")))
+    if info is None or info.kind != "binary" or info.needs_judge or not group.records:
+        return []
+    if any(r.get("question_labels") or _ID_GOLD.match(str(r.get("gold", "")).strip()) for r in group.records):
+        return []
+    hits, pairs = [], []
+    for rec in group.records:
+        if not rec.get("valid") or rec.get("correct"):
+            continue
+        pred, gold = (" ".join(str(rec.get(k) or "").casefold().split()) for k in ("prediction", "gold"))
+        if len(pred) >= 3 and len(gold) >= 3 and pred != gold and (gold in pred or pred in gold):
+            hits.append(rec)
+            pairs.append({"question_id": str(rec["question_id"]), "prediction": str(rec["prediction"])[:60],
+                          "gold": str(rec["gold"])[:60]})
+    if not hits:
+        return []
+    n = len(group.records)
+    pp = round(100.0 * len(hits) / n, 2)
+    effect = Effect("estimate", pp, f"upper bound {pp:+.1f} pp if every such answer names the gold; fixing it means "
+                                    f"an alias-aware scoring.metric (or extraction.rule), re-scored offline")
+    hyp = (f"{_pct(len(hits), n)} answers scored wrong contain the gold name or are contained in it (e.g. "
+           f"'{pairs[0]['prediction']}' for '{pairs[0]['gold']}'), which suggests name variants the metric does "
+           f"not resolve, or answer sentences the extraction rule kept whole.")
+    return [make_finding(group, "BA02-free-text-near-miss", hyp,
+                         {"n": n, "n_near_miss": len(hits), "examples": pairs[:3],
+                          "question_ids": question_ids(hits)}, effect)]
+
+
+def check_judge(group: Group, resources: Resources | None) -> list[Finding]:
+    """BA01: judge verdicts that needed the fallback parser, or failed (the item is then invalid)."""
+    status = Counter(str((r.get("judge") or {}).get("parse_status")) for r in group.records if r.get("judge"))
+    fallback, failed = status.get("fallback", 0), status.get("failed", 0)
+    if not fallback and not failed:
+        return []
+    judged = [r for r in group.records if (r.get("judge") or {}).get("parse_status") in ("fallback", "failed")]
+    effect = recovery_estimate(group, failed) if failed else Effect("none", None, "fallback verdicts are scored; no "
+                                                                                  "estimate without new judge calls")
+    effect.text = effect.text.replace("needs new generations", "needs new judge calls")
+    hyp = (f"{fallback} judge answers needed the fallback parser and {failed} gave no verdict, of "
+           f"{sum(status.values())} judged items, so the judge's prompt or model may not hold to the strict "
+           f"JSON format and its verdicts deserve a human check.")
+    return [make_finding(group, "BA01-judge-fallback-or-failure", hyp,
+                         {"n_judged": sum(status.values()), "n_fallback": fallback, "n_failed": failed,
+                          "question_ids": question_ids(judged)}, effect)]
+
+
+# --------------------------------------------------------------------------- inference (upstream)
+
+
+def check_stop_in_reasoning(group: Group, resources: Resources | None) -> list[Finding]:
+    """FM02: a stop sequence is set and outputs end, finish_reason 'stop', inside an unclosed <think>."""
+    stop = group.fields.get("inference.stop")
+    if not stop or is_unspecified(stop):
+        return []
+    hits = [r for r in group.records if r.get("finish_reason") == "stop" and strip_reasoning(r.get("raw_output") or "")[1]]
+    if not hits:
+        return []
+    n_invalid = sum(1 for r in hits if not r.get("valid"))
+    hyp = (f"{_pct(len(hits), len(group.records))} generations stopped inside an unclosed <think> span while "
+           f"inference.stop is {stop!r}, which suggests the stop sequence cut the reasoning before any answer.")
+    return [make_finding(group, "FM02-stop-inside-reasoning", hyp,
+                         {"n": len(group.records), "n_stopped_in_reasoning": len(hits), "n_invalid": n_invalid,
+                          "stop": stop, "question_ids": question_ids(hits)}, recovery_estimate(group, n_invalid))]
+
+
+def check_truncation(group: Group, resources: Resources | None) -> list[Finding]:
+    """FM03: generations that ended at the token budget (finish_reason 'length')."""
+    hits = [r for r in group.records if r.get("finish_reason") == "length"]
+    if not hits:
+        return []
+    n_invalid = sum(1 for r in hits if not r.get("valid"))
+    budget = group.fields.get("inference.max_tokens")
+    hyp = (f"{_pct(len(hits), len(group.records))} generations ended at the token budget "
+           f"(inference.max_tokens {budget!r}), {n_invalid} of them without a readable answer, so the budget may "
+           f"be cutting answers short.")
+    return [make_finding(group, "FM03-token-budget-truncation", hyp,
+                         {"n": len(group.records), "n_truncated": len(hits), "n_truncated_invalid": n_invalid,
+                          "max_tokens": budget, "question_ids": question_ids(hits)},
+                         recovery_estimate(group, n_invalid))]
+
+
+def check_provider_minimum(group: Group, resources: Resources | None) -> list[Finding]:
+    """FM04: error payloads naming the token limit, or requests raised to a provider minimum."""
+    errors = [r for r in group.records if r.get("error") and _BUDGET_ERROR.search(str(r["error"]))]
+    raised = [r for r in group.records
+              if any("provider minimum" in str(a) for a in (r.get("request") or {}).get("adjustments") or ())]
+    if not errors and not raised:
+        return []
+    n_invalid = sum(1 for r in errors if not r.get("valid"))
+    budget = group.fields.get("inference.max_tokens")
+    hyp = (f"{len(errors)} requests failed with an error about the token limit and {len(raised)} were raised to a "
+           f"provider minimum, so inference.max_tokens {budget!r} may sit below what the provider accepts and the "
+           f"run may not have used the pipeline's budget.")
+    return [make_finding(group, "FM04-budget-below-provider-minimum", hyp,
+                         {"n": len(group.records), "n_token_limit_errors": len(errors), "n_raised_to_minimum":
+                          len(raised), "max_tokens": budget, "question_ids": question_ids(errors or raised)},
+                         recovery_estimate(group, n_invalid))]
+
+
+def check_seed(group: Group, resources: Resources | None) -> list[Finding]:
+    """FM14: sampled requests (temperature above 0 or not sent) without a seed, one generation per question."""
+    params = [(r.get("request") or {}).get("params") or {} for r in group.records]
+    sampled = [p for p in params if "temperature" not in p or (p.get("temperature") or 0) > 0]
+    if not sampled or any("seed" in p for p in sampled):
+        return []
+    per_question = Counter(str(r["question_id"]) for r in group.records)
+    if max(per_question.values()) > 1:
+        return []  # repeats exist: the spread can be measured from them
+    temps = sorted({str(p.get("temperature", "not sent (provider default)")) for p in sampled})
+    hyp = (f"{_pct(len(sampled), len(group.records))} requests were sampled (temperature {', '.join(temps)}) without "
+           f"a seed and with one generation per question, so the score may move on a rerun by an amount these "
+           f"records cannot show.")
+    return [make_finding(group, "FM14-sampling-without-seed", hyp,
+                         {"n": len(group.records), "n_sampled_without_seed": len(sampled), "temperature": temps},
+                         Effect("none", None, "needs repeated generations; one sample per question gives no estimate"))]
+
+
+# --------------------------------------------------------------------------- dataset
+
+
+def check_gold(group: Group, resources: Resources | None) -> list[Finding]:
+    """FM11: blank gold labels; MCQ golds with a letter that is not an option, or a repeated letter."""
+    bad: dict[str, str] = {}
+    for rec in group.records:
+        gold = str(rec.get("gold") or "").strip()
+        qid = str(rec["question_id"])
+        labels = {str(x).upper() for x in rec.get("question_labels") or ()}
+        compact = _SEPARATORS.sub("", gold).upper()
+        if not gold:
+            bad[qid] = "empty"
+        elif labels and all(len(x) == 1 for x in labels):
+            if any(ch not in labels for ch in compact):
+                bad[qid] = "not an option"
+            elif len(set(compact)) < len(compact):
+                bad[qid] = "repeated letter"
+    if not bad:
+        return []
+    kinds = dict(Counter(bad.values()))
+    effect = recompute_without(group, set(bad), f"recomputed without the {len(bad)} questions")
+    hyp = (f"{len(bad)} questions have a gold label that is {', '.join(f'{k} ({v})' for k, v in kinds.items())}, so "
+           f"their scores may reward or punish answers for the label rather than the question.")
+    return [make_finding(group, "FM11-empty-or-unmatchable-gold", hyp,
+                         {"n": len(group.records), "n_bad_gold": len(bad), "kinds": kinds,
+                          "question_ids": sorted(bad)[:5]}, effect)]
+
+
+def _prompt_text(rec: Mapping[str, Any]) -> str:
+    req = rec.get("request") or {}
+    text = req.get("prompt") or ""
+    if not text:
+        users = [m.get("content", "") for m in req.get("messages") or () if m.get("role") == "user"]
+        text = users[-1] if users else ""
+    return " ".join(str(text).casefold().split())
+
+
+def check_duplicates(group: Group, resources: Resources | None) -> list[Finding]:
+    """FM12: question ids whose prompt text is identical (whitespace and case folded)."""
+    by_text: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rec in group.records:
+        text = _prompt_text(rec)
+        if text:
+            by_text[text].append(rec)
+    dups = [recs for recs in by_text.values() if len({str(r["question_id"]) for r in recs}) > 1]
+    if not dups:
+        return []
+    conflicting = sum(1 for recs in dups if len({str(r.get("gold", "")).strip().casefold() for r in recs}) > 1)
+    drop = {str(r["question_id"]) for recs in dups for r in recs[1:]}
+    effect = recompute_without(group, drop, "recomputed keeping the first of each duplicate group")
+    hyp = (f"{len(dups)} prompts occur under more than one question id ({len(drop)} extra copies, {conflicting} "
+           f"groups with different golds), so those questions may weigh twice in the score.")
+    return [make_finding(group, "FM12-duplicate-questions", hyp,
+                         {"n": len(group.records), "n_duplicate_groups": len(dups), "n_extra_copies": len(drop),
+                          "n_groups_conflicting_gold": conflicting,
+                          "question_ids": [str(r["question_id"]) for r in dups[0]][:5]}, effect)]
+
+
+GROUP_CHECKS: list[Check] = [
+    check_valid_denominator, check_stop_in_reasoning, check_truncation, check_provider_minimum, check_reasoning_kept,
+    check_letters_anywhere, check_echoed_options, check_gold, check_duplicates, check_seed, check_judge,
+    check_free_text_near_miss,
+]
+
+
+# --------------------------------------------------------------------------- task-level checks
+
+
+def cross_task_checks(groups: Sequence[Group]) -> list[Finding]:
+    """FM08 / FM09 / FM10: tasks of the same name in different benchmarks whose metrics differ."""
+    metrics: dict[tuple[str, str], str] = {}
+    for g in groups:
+        metrics.setdefault((g.benchmark, g.task), str(g.fields.get("scoring.metric", "")))
+    out: list[Finding] = []
+    for (bench, task), metric in sorted(metrics.items()):
+        for (other_bench, other_task), other in sorted(metrics.items()):
+            if other_task != task or other_bench == bench or other == metric:
+                continue
+            a, b = METRIC_INFO.get(metric), METRIC_INFO.get(other)
+            if a is None or b is None:
+                continue
+            ev: dict[str, Any] = {"metric": metric, "other_task": f"{other_bench}.{other_task}", "other_metric": other}
+            none = Effect("none", None, "not a score change of either task: re-score one of them with the other's "
+                                        "metric (--set scoring.metric=...) before comparing the two")
+            if a.lower_is_better != b.lower_is_better or (a.kind == b.kind == "continuous"):
+                ev.update(lower_is_better=a.lower_is_better, other_lower_is_better=b.lower_is_better)
+                hyp = (f"{bench}.{task} is scored with {metric} ({'lower' if a.lower_is_better else 'higher'} is "
+                       f"better) and {other_bench}.{other_task} with {other} ({'lower' if b.lower_is_better else 'higher'} "
+                       f"is better), so comparing or averaging the two may mix directions or scales.")
+                out.append(make_finding(None, "FM08-metric-direction-or-scale", hyp, ev, none, benchmark=bench, task=task))
+            elif a.kind != b.kind:
+                hyp = (f"{bench}.{task} gives {a.kind} credit ({metric}) where {other_bench}.{other_task} gives "
+                       f"{b.kind} credit ({other}), so their scores may not measure the same thing.")
+                out.append(make_finding(None, "FM09-partial-vs-binary-credit", hyp, ev, none, benchmark=bench, task=task))
+            elif "alias" in a.description and "alias" in b.description:
+                hyp = (f"{bench}.{task} ({metric}) and {other_bench}.{other_task} ({other}) both resolve actor aliases "
+                       f"but by different rules, so the same answer may be right in one and wrong in the other.")
+                out.append(make_finding(None, "FM10-alias-handling", hyp, ev, none, benchmark=bench, task=task))
+    return out
+
+
+def size_checks(groups: Sequence[Group]) -> list[Finding]:
+    """FM13: distinct questions of a task against the size its documentation states (unless the run used --limit)."""
+    seen: dict[tuple[str, str], tuple[int, bool]] = {}
+    for g in groups:
+        argv = [str(a) for a in g.meta.get("argv") or ()]
+        # Fewer questions than documented is only evidence for a full pytest run: a selection
+        # (--limit, -k, a node id) or an import that cannot say what it left out proves nothing.
+        full = bool(argv) and not any(a.startswith(("--limit", "-k")) or "::" in a for a in argv)
+        n = len({str(r["question_id"]) for r in g.records})
+        prev = seen.get((g.benchmark, g.task), (0, True))
+        seen[(g.benchmark, g.task)] = (max(prev[0], n), prev[1] and full)
+    out = []
+    for (bench, task), (n, full) in sorted(seen.items()):
+        doc = DOCUMENTED_SIZES.get((bench, task))
+        if doc is None or n == doc[0] or (n < doc[0] and not full):
+            continue
+        hyp = (f"The runs hold {n} distinct questions of {bench}.{task} where the documentation states {doc[0]} "
+               f"({doc[1]}), so the released data may not be the set the published numbers describe.")
+        out.append(make_finding(None, "FM13-dataset-size-vs-documentation", hyp,
+                                {"n_questions": n, "documented": doc[0], "source": doc[1]},
+                                Effect("none", None, "not computable: the documented set is not available"),
+                                benchmark=bench, task=task))
+    return out
+
+
+def ledger_checks(groups: Sequence[Group], ledger_rows: Mapping[str, Mapping[str, Any]],
+                  resources: Resources | None) -> list[Finding]:
+    """FM15: released-layer runs, for fields the ledger marks contradicted (documented value != released)."""
+    out: list[Finding] = []
+    upstream_done: set[tuple[str, str, str]] = set()
+    for g in groups:
+        if g.card.get("pipeline") != "released":
+            continue
+        row = ledger_rows.get(g.benchmark) or {}
+        for cell in (row.get("cells") or {}).values():
+            for leaf, values in ((cell.get("values") or {}).get(g.task) or {}).items():
+                doc, rel = values.get("documented"), values.get("released")
+                ev = {"documented": doc, "released": rel}
+                hyp = (f"The documentation of {g.benchmark} gives {leaf} = {doc!r} where the released code uses "
+                       f"{rel!r}, so this run (released layer) may not reproduce the documented number.")
+                if leaf.split(".")[0] in DOWNSTREAM_STAGES:
+                    effect = rescore_effect(g, [(leaf, doc)], resources)
+                    out.append(make_finding(g, "FM15-documented-vs-released", hyp, ev, effect, field_name=leaf))
+                elif (g.benchmark, g.task, leaf) not in upstream_done:
+                    upstream_done.add((g.benchmark, g.task, leaf))
+                    out.append(make_finding(None, "FM15-documented-vs-released", hyp, ev,
+                                            Effect("none", None, "needs new generations under the documented value; "
+                                                                 "no honest estimate from these records"),
+                                            benchmark=g.benchmark, task=g.task, field_name=leaf))
+    return out

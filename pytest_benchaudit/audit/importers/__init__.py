@@ -1,0 +1,48 @@
+"""``benchaudit import``: published model outputs -> run directories, one per model.
+
+    benchaudit import athenabench-runs DIR [--report-dir D] [--suites-dir S] [--data-dir X]
+        DIR: AthenaBench's released ``runs-mini/`` (``<model path>/<TASK>-scored.jsonl``: the
+        prompt, the model's raw response, the released extraction and per-item score).
+    benchaudit import cti-bench-responses DIR [--report-dir D] [--suites-dir S] [--data-dir X]
+        DIR: CTI-Bench's released ``responses/`` (``cti-<task>-responses.tsv``: gold and one
+        already-extracted answer per model and row; no raw outputs).
+
+Each model becomes a run directory under ``--report-dir`` with the same contract as a
+pytest run (``run.json``, ``records.jsonl``, ``summary.json``), scored here with the
+suite's ``released`` layer, so an imported run can be shown, compared and re-scored like
+any other.  ``run.json`` has ``source`` ({kind, path, ...}) where a pytest run has argv.
+
+Every record keeps what the source published next to our reading of it:
+``released_prediction`` (the released extracted answer) and, for AthenaBench,
+``released_score`` (the released per-item score as published), ``released_success`` and
+``released_value`` (that score on the record's metric scale; ``null`` where the released
+aggregation leaves the row out).  ``import_report.json`` lists every item where our
+released-layer score differs from the released one, with the reason when it is known,
+and the released per-task aggregates beside ours.
+
+Rows are matched to the benchmark files (read from the data directory, as a pytest run
+reads them) by order, and the match is checked (AthenaBench: the prompt and the gold of
+each row; CTI-Bench: the gold).  A missing file, a malformed row or a failed match stops
+the import with one message naming the file and the row; nothing is written then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pytest_benchaudit.audit.importers.athenabench import import_athenabench_runs
+from pytest_benchaudit.audit.importers.common import (
+           ImportedRun,
+           ImportSourceError,
+           run_dir_name,
+)
+from pytest_benchaudit.audit.importers.cti_bench import import_cti_bench_responses
+
+__all__ = ["SOURCES", "ImportSourceError", "ImportedRun", "import_athenabench_runs", "import_cti_bench_responses",
+           "run_dir_name"]
+
+# `benchaudit import SOURCE DIR`: source name -> importer
+SOURCES: dict[str, Callable[..., list[ImportedRun]]] = {
+    "athenabench-runs": import_athenabench_runs,
+    "cti-bench-responses": import_cti_bench_responses,
+}

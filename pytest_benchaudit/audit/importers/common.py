@@ -1,0 +1,162 @@
+"""What both importers share: the imported-run type, task contexts, records and writing run directories."""
+
+from __future__ import annotations
+
+import platform
+import re
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
+from pytest_benchaudit.common.errors import DataError
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
+from pytest_benchaudit.dataset.readers import _rows, file_checksum, load_questions, load_resources
+from pytest_benchaudit.pipeline.stages import (
+    Pipeline,
+    apply_overrides,
+    is_unspecified,
+)
+from pytest_benchaudit.pipeline.types import Generation, Question, Request
+from pytest_benchaudit.runs.store import RunDirectory
+from pytest_benchaudit.scoring.evaluate import evaluate
+
+LAYER = "released"
+
+
+class ImportSourceError(DataError):
+    """The source folder or one of its files is missing or malformed; the message says where."""
+
+
+@dataclass
+class ImportedRun:
+    model: str
+    path: Path
+    n_records: int
+    n_differences: int
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def run_dir_name(model: str) -> str:
+    """A file-name-safe form of a model name: '/' becomes '--', anything outside
+    [A-Za-z0-9._-] becomes '_', no leading dot (so never '.', '..' or a hidden name)."""
+    slug = model.replace("/", "--").replace("\\", "--")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", slug).strip("._-")
+    return slug or "model"
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("pytest-benchaudit", "pydantic"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _load_suite(suites_dir: Path, bench: str) -> Suite:
+    path = Path(suites_dir) / bench / SUITE_FILENAME
+    if not path.is_file():
+        raise ImportSourceError(f"no suite {bench!r} in {suites_dir} ({path} not found); pass --suites-dir")
+    return load_suite(path)
+
+
+@dataclass
+class _TaskContext:
+    """What scoring one task of a suite under the released layer needs, loaded once."""
+
+    key: str
+    pipeline: Pipeline
+    questions: list[Question]
+    resources: dict[str, Any]
+    card: dict[str, Any]
+    checksums: dict[str, str]
+    data_file: Path
+
+
+def _task_context(suite: Suite, task: str, data_dir: Path, origin: str,
+                  overrides: list[tuple[str, Any]] | None = None) -> _TaskContext:
+    pipe = apply_overrides(suite.pipeline(task, LAYER), list(overrides or []))
+    missing = [f for f in ("extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator")
+               if is_unspecified(_field_value(pipe, f))]
+    if missing:
+        raise ImportSourceError(f"{suite.name}.{task}: the {LAYER!r} layer leaves {', '.join(missing)} "
+                                "unspecified; it cannot score imported outputs")
+    questions, path = load_questions(suite, task, data_dir, origin)
+    resources, res_paths = load_resources(suite, task, data_dir, origin)
+    root = data_dir.resolve()
+    checksums = {str(Path(suite.data_folder) / path.name): file_checksum(path)}
+    for p in res_paths.values():
+        checksums[str(p.relative_to(root))] = file_checksum(p)
+    card = pipe.card()
+    card["dataset_checksums"] = {path.name: file_checksum(path)}
+    return _TaskContext(f"{suite.name}.{task}", pipe, questions, resources, card, checksums, path)
+
+
+def _field_value(pipe: Pipeline, dotted: str) -> Any:
+    obj: Any = pipe
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _read_rows(path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]]:
+    if not path.is_file():
+        raise ImportSourceError(f"{path}: file not found")
+    try:
+        rows = list(_rows(path, {"format": fmt}))
+    except SuiteError as err:
+        raise ImportSourceError(str(err)) from None
+    for label, row in rows:
+        if not isinstance(row, dict):
+            raise ImportSourceError(f"{path}: {label}: expected an object, found {type(row).__name__}")
+    return rows
+
+
+def _record(ctx: _TaskContext, question: Question, request: Request, text: str, model: str,
+            extra: dict[str, Any]) -> dict[str, Any]:
+    rec = evaluate(question, ctx.pipeline, request, Generation(text=text), model=model,
+                   item_id=f"{ctx.key}::q{question.index + 1:04d}[{model}]", resources=ctx.resources)
+    out = rec.model_dump(mode="json")
+    out.update(extra)
+    return out
+
+
+def _released_aggregate(values: list[float | None]) -> float | None:
+    counted = [v for v in values if v is not None]
+    return sum(counted) / len(counted) if counted else None
+
+
+def _write_run(report_dir: Path, bench: str, model: str, records: list[dict[str, Any]],
+               cards: dict[str, dict[str, Any]], checksums: dict[str, str], source: dict[str, Any],
+               report: dict[str, Any], origin: str, extra_meta: dict[str, Any], stamp: str) -> ImportedRun:
+    results = summarize(records, cards)
+    benchmarks = benchmark_scores(results, cards)
+    run = RunDirectory(report_dir, f"{stamp}-{bench}-{run_dir_name(model)}")
+    run.write_run(source=source, pipeline=LAYER, overrides={}, versions=_versions(),
+                  models=[{"spec": model, "kind": "imported", "served_model_ids": []}],
+                  data_dir_origin=origin, pipeline_cards=cards, dataset_checksums=checksums,
+                  platform={"system": platform.system(), "machine": platform.machine(),
+                            "python": sys.version.split()[0]}, **extra_meta)
+    for rec in records:
+        run.append(rec)
+    run.write_json("summary.json", {"results": results, "benchmarks": benchmarks, "gates": []})
+    run.write_json("import_report.json", report)
+    run.finish()
+    return ImportedRun(model, run.path, len(records), len(report["differences"]), results)
+
+
+def _task_summary(results: list[dict[str, Any]], released: dict[str, float | None],
+                  counts: dict[str, dict[str, int]]) -> dict[str, Any]:
+    out = {}
+    for r in results:
+        task = r["task"]
+        out[task] = {"n": r["n"], "n_valid": r["n_valid"], "metric": r["metric"], "denominator": r["denominator"],
+                     "score": r["score"], "released_score": released.get(task), **counts.get(task, {})}
+    return out

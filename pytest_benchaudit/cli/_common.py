@@ -1,0 +1,64 @@
+"""What several ``benchaudit`` commands share: reading a run's JSON files and the ``--suites-dir`` option.
+
+Kept free of heavy imports: every command module imports this at start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_benchaudit.common.errors import UsageError
+
+__all__ = ["CliError", "Subparsers", "add_data_dir", "add_suites_dir", "load_json", "run_cards", "suite_file"]
+
+# What `ArgumentParser.add_subparsers()` returns; each command module adds its parser to it.
+# (The class is private, but it is what argparse hands out; only typeshed makes it generic.)
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    Subparsers = argparse._SubParsersAction
+
+
+class CliError(UsageError):
+    """A problem with the command's input; printed as one line, exit status 2."""
+
+
+def load_json(path: Path) -> Any:
+    """The parsed JSON file at ``path``; a missing or malformed file is one :class:`CliError`."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CliError(f"{path}: not found (is {path.parent} a benchaudit run directory?)") from None
+    except json.JSONDecodeError as err:
+        raise CliError(f"{path}: invalid JSON at line {err.lineno}: {err.msg}") from None
+
+
+def run_cards(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The pipeline cards recorded in a run's ``run.json``, keyed ``benchmark.task[@variant]``."""
+    cards = load_json(run_dir / "run.json").get("pipeline_cards", {})
+    if not isinstance(cards, dict):
+        raise CliError(f"{run_dir / 'run.json'}: pipeline_cards is not an object")
+    return cards
+
+
+def add_suites_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
+
+
+def add_data_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
+
+
+def suite_file(bench: str, suites_dir: Path) -> Path:
+    """``suites_dir/bench/suite.toml``; a missing suite is one error listing the suites there are."""
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME
+
+    path = suites_dir / bench / SUITE_FILENAME
+    if not path.is_file():
+        known = sorted(p.parent.name for p in suites_dir.glob(f"*/{SUITE_FILENAME}"))
+        where = f"{suites_dir}" + ("" if suites_dir.is_dir() else " (no such folder)")
+        raise CliError(f"no suite {bench!r} in {where}; suites: {', '.join(known) or 'none'}")
+    return path

@@ -1,0 +1,53 @@
+"""``benchaudit card BENCH|RUN_DIR``: pipeline cards as JSON, of a benchmark's suite or of a run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from pytest_benchaudit.cli._common import CliError, Subparsers, add_suites_dir, run_cards, suite_file
+
+HELP = "print pipeline cards as JSON (of a benchmark's suite, or of a run)"
+
+
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = sub.add_parser("card", help=HELP, description=HELP)
+    p.add_argument("target", help="a benchmark name (e.g. seceval) or a run directory")
+    p.add_argument("--task", help="one task (e.g. mcq)")
+    p.add_argument("--pipeline", default="standardized", help="layer (default: standardized)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a field, as in pytest --set")
+    add_suites_dir(p)
+    return p
+
+
+def _suite_cards(bench: str, suites_dir: Path, task: str | None, layer: str, sets: list[str]) -> dict[str, Any]:
+    from pytest_benchaudit.dataset.suites import load_suite
+    from pytest_benchaudit.pipeline.stages import apply_overrides, parse_override
+    from pytest_benchaudit.scoring.registry import check_suite_names
+
+    suite = load_suite(suite_file(bench, suites_dir))
+    check_suite_names(suite)
+    overrides = [parse_override(text) for text in sets]
+    tasks = [task] if task else list(suite.tasks)
+    for name in tasks:
+        if name not in suite.tasks:
+            raise CliError(f"{bench} has no task {name!r}; tasks: {', '.join(suite.tasks)}")
+    return {f"{bench}.{name}": apply_overrides(suite.pipeline(name, layer), overrides).card() for name in tasks}
+
+
+def run(args: argparse.Namespace) -> int:
+    target, task = args.target, args.task
+    if (Path(target) / "run.json").is_file():
+        cards = run_cards(Path(target))
+        if task:
+            key = task if "." in task else next((k for k in cards if k.endswith(f".{task}")), task)
+            if key not in cards:
+                raise CliError(f"no card for {task!r}; tasks in this run: {', '.join(cards) or 'none'}")
+            cards = {key: cards[key]}
+    else:
+        cards = _suite_cards(target, args.suites_dir, task, args.pipeline, args.sets)
+    print(json.dumps(cards, indent=2))
+    return 0

@@ -1,0 +1,85 @@
+"""``benchaudit diagnose RUN...``: the catalogued failure modes, checked on every model x task of the runs.
+
+Loads the run directories (pytest runs or imports; a folder of run directories is expanded),
+runs :func:`pytest_benchaudit.audit.diagnose.diagnose` and prints a table, or the JSON
+document with ``--json``.  No model and no network: downstream effects are re-scored from the
+stored outputs, upstream ones are marked "needs new generations".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_benchaudit.cli._common import Subparsers
+from pytest_benchaudit.common.errors import BenchauditError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    """Add ``diagnose`` to the ``benchaudit`` sub-commands; returns its parser."""
+    p = subparsers.add_parser(
+        "diagnose", help="check every model x task of some runs for the catalogued failure modes "
+                         "(hypotheses with evidence, the field that fixes each, the effect in points)",
+        description="For every benchmark x task x model of the runs, check the failure modes of "
+                    "docs/failure-modes.md and report each finding: catalogue id, one sentence worded as a "
+                    "hypothesis, the evidence (counts, a few question ids), the pipeline field that would fix it "
+                    "and its effect: re-scored offline for downstream fields, 'needs new generations' (with an "
+                    "estimate where one is honest) for upstream ones. Exit status 0 whether or not there are "
+                    "findings, 2 on bad input.")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                   help="run directories, or folders of run directories (e.g. an import's --report-dir)")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON (key 'findings')")
+    p.add_argument("--no-ledger", action="store_true",
+                   help="skip FM15 (documented vs released layers), which reads the suites' configs")
+    p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
+    p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
+    return p
+
+
+def _ledger_rows(suites_dir: Path, benchmarks: set[str]) -> dict[str, Any]:
+    from pytest_benchaudit.audit.ledger import suite_ledger
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, load_suite
+
+    rows = {}
+    for bench in sorted(benchmarks):
+        path = suites_dir / bench / SUITE_FILENAME
+        if path.is_file():
+            rows[bench] = suite_ledger(load_suite(path))
+        else:
+            print(f"warning: no {path}: FM15 (ledger) not checked for {bench}", file=sys.stderr)
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``benchaudit diagnose``: 0 when the checks ran, 2 on bad input."""
+    from pytest_benchaudit.audit.compare import expand_runs
+    from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose, render, to_json
+    from pytest_benchaudit.audit.diagnose_core import group_runs, missing_cards
+    from pytest_benchaudit.audit.offline import _Resources, load_run
+
+    warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
+    try:
+        runs = []
+        for path in expand_runs(args.runs):
+            meta, records = load_run(path, warn=warn)
+            runs.append(LoadedRun(path.name, meta, records))
+        benchmarks = {str(r["benchmark"]) for run_ in runs for r in run_.records}
+        ledger = None if args.no_ledger else _ledger_rows(args.suites_dir, benchmarks)
+        resources = _Resources(args.suites_dir, args.data_dir)
+        for where in missing_cards(runs):
+            warn(f"{where} has no pipeline card in run.json: its records are not checked")
+        findings = diagnose(runs, resources=resources, ledger_rows=ledger)
+        n_groups = len(group_runs(runs))
+    except BenchauditError as err:
+        print(f"benchaudit diagnose: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(to_json(findings, n_groups), indent=2, ensure_ascii=False))
+    else:
+        print(render(findings, n_groups))
+    return 0

@@ -1,0 +1,26 @@
+"""``benchaudit ledger``: per benchmark and pipeline field, does the documentation match the released code."""
+
+from __future__ import annotations
+
+import argparse
+
+from pytest_benchaudit.cli._common import Subparsers, add_suites_dir
+
+HELP = "documented vs released pipeline, per benchmark and field"
+
+
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = sub.add_parser("ledger", help=HELP, description=HELP)
+    p.add_argument("--format", dest="fmt", choices=("table", "json", "markdown"), default="table")
+    add_suites_dir(p)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_benchaudit.audit.ledger import build_ledger, render
+    from pytest_benchaudit.cli.validate import validate_suites
+
+    # The ledger reads every suite; a typo in one (an unknown rule or key) fails here, not silently.
+    validate_suites(args.suites_dir)
+    print(render(build_ledger(args.suites_dir), args.fmt))
+    return 0
