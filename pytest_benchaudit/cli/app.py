@@ -8,7 +8,12 @@
                                           variant's score, delta, invalid rate and the stage that moved it
     benchaudit compare RUN... [--pipelines A,B] [--against RUN...] --out DIR [--html PATH]
                                           ranks per task, tau-b between tasks, rank shifts and Spearman rho
-                                          with paired-bootstrap CIs, PCA; compare.json and an HTML report
+                                          with paired-bootstrap CIs, PCA, peer gaps; compare.json and an HTML
+                                          report; --similarity (task texts vs tau-b), --sensitivity RUN...
+                                          (rho_gen / rho_ext)
+    benchaudit audit RUN... --out DIR [--toward LAYER] [--similarity] [--findings JSON]
+                                          the whole audit of stored runs: re-scored toward LAYER, field-by-
+                                          field attribution, both layers compared, ledger, report, export
     benchaudit export RUN_DIR --format every-eval-ever [--out DIR] [--samples] [--include-questions]
                                           results in the Every Eval Ever schema (questions withheld by default)
     benchaudit audit-gold RUN... [--min-models K] [--out CSV]
@@ -73,6 +78,7 @@ COMMANDS: dict[str, str] = {
     "validate": "validate",
     "diagnose": "diagnose",
     "sample": "sample",
+    "audit": "audit",
 }
 
 # One-line help per command for the command list, so listing them imports no command module.
@@ -85,13 +91,15 @@ _LIST_HELP: dict[str, str] = {
     "rescore": "re-score a run's stored outputs under another pipeline (no model calls)",
     "sweep": "single-field counterfactuals on a run's stored outputs (downstream fields)",
     "import": "published model outputs as run directories (one per model)",
-    "compare": "ranks, tau-b, rank shifts with bootstrap CIs, PCA; compare.json and an HTML report",
+    "compare": "ranks, tau-b, rank shifts with bootstrap CIs, PCA, peer gaps, similarity, sensitivity; compare.json "
+               "and an HTML report",
     "export": "write a run in another format (Every Eval Ever)",
     "audit-gold": "questions where most models agree on one answer against gold (for review)",
     "judge-agreement": "agreement, Cohen's kappa, confusion table and strata of two judges",
     "validate": "check suite configs (suite.toml) against their schema",
     "diagnose": "the catalogued failure modes on every model x task: hypotheses with evidence and effect",
     "sample": "a stratified, seeded sample of judge verdicts or gold flags for people to check",
+    "audit": "the whole audit of stored runs toward a layer: attribution, both layers compared, ledger, report",
 }
 
 

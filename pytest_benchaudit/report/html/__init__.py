@@ -1,0 +1,110 @@
+"""A self-contained HTML report of a ``benchaudit compare`` document.
+
+:func:`write_html` writes one file a reviewer opens offline: inline CSS, no script, no external
+reference; plots are matplotlib PNGs embedded as base64 ``data:`` URIs.  Model names, task keys,
+variants and every other string come from model outputs and user configuration, so they are
+untrusted: each one is escaped before it reaches the page (:mod:`.format`), and matplotlib draws
+them with mathtext off.  A Content-Security-Policy meta tag forbids scripts and any load other
+than inline styles and ``data:`` images, as a second line of defence.
+
+Sections, each present only when its data is (in this order):
+
+* summary (the compared sets, their pipelines and runs);
+* scores per task and ranks per task, for each compared set, labelled (:mod:`.sets`);
+* rank shifts between the two sets (bump chart, table) and Spearman rho with its CI;
+* Kendall tau-b between tasks (heatmap and table, per set);
+* PCA (scree plot with the parallel-analysis threshold, biplot, table), per benchmark when no
+  model scores on every task;
+* task similarity against tau-b (scatter, r, p-values, pairs), generation against extraction
+  sensitivity (rho_gen, rho_ext), peer gaps, diagnose findings (``findings``: dicts with
+  benchmark, task, model, failure_mode, field, evidence, effect_pp) (:mod:`.audits`);
+* per-field score deltas (``sweeps``), invalid rates (``runs``), the ledger and the upstream fields that
+  differ (``benchaudit audit``), and the document's notes.
+
+Numbers are rounded to what they mean (see :mod:`.format`); the raw numbers are in compare.json.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_benchaudit.report.html.audits import (findings_section, invalid_section, ledger_section, notes_section,
+                                                  peers_section, sensitivity_section, similarity_section,
+                                                  sweeps_section)
+from pytest_benchaudit.report.html.format import CSP, CSS, esc, note, table
+from pytest_benchaudit.report.html.sets import (pca_section, ranks_section, scores_section, set_views, shift_section,
+                                                tau_section)
+
+__all__ = ["write_html", "render_html"]
+
+
+def _summary(doc: dict[str, Any]) -> str:
+    views = set_views(doc)
+    if not views:
+        return ""
+    rows = []
+    for side, label, an in views:
+        meta = (doc.get("sets") or {}).get(side) or {}
+        tasks = [t for t, v in (an.get("scores") or {}).items() if isinstance(v, dict)]
+        models = {m for t in tasks for m in an["scores"][t]}
+        rows.append([side, label, ", ".join(map(str, meta.get("pipelines") or an.get("pipelines") or [])) or "—",
+                     len(meta.get("runs") or an.get("runs") or []), len(models), len(tasks)])
+    cmp = doc.get("comparison") or {}
+    text = (f"Set a ({cmp.get('a')}) against set b ({cmp.get('b')}), by {cmp.get('by')}." if cmp else
+            "One run set: agreement between its tasks.")
+    created = f" Written {doc['created']}." if doc.get("created") else ""
+    return ('<section id="summary"><h2>Summary</h2>' + note(text + created)
+            + table(["set", "label", "pipelines", "runs", "models", "tasks"], rows) + "</section>")
+
+
+_NAV = [("summary", "Summary"), ("scores", "Scores"), ("ranks", "Ranks"), ("shift", "Rank shifts"),
+        ("bump", "Ranks across tasks"), ("tau", "τ-b"), ("pca", "PCA"), ("similarity", "Similarity"),
+        ("sensitivity", "Sensitivity"), ("peers", "Peer gaps"), ("findings", "Findings"),
+        ("sweeps", "Field deltas"), ("invalid", "Invalid rates"), ("ledger", "Ledger"), ("notes", "Notes")]
+
+
+def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | None = None,
+                runs: list[dict[str, Any]] | None = None, findings: list[dict[str, Any]] | None = None,
+                ledger: list[dict[str, Any]] | None = None, upstream: list[dict[str, Any]] | None = None,
+                title: str = "benchaudit compare report") -> str:
+    """The report as an HTML string (see :func:`write_html`)."""
+    doc = compare_doc or {}
+    sweeps = [r for r in (sweeps or []) if isinstance(r, dict)]
+    runs = [r for r in (runs or []) if isinstance(r, dict)]
+    if findings is None and isinstance(doc.get("findings"), list):
+        findings = doc["findings"]
+    sections = [_summary(doc), scores_section(doc), ranks_section(doc), shift_section(doc), tau_section(doc),
+                pca_section(doc), similarity_section(doc), sensitivity_section(doc), peers_section(doc),
+                findings_section(findings), sweeps_section(sweeps), invalid_section(runs),
+                ledger_section(ledger, upstream), notes_section(doc)]
+    body = "\n".join(s for s in sections if s)
+    links = " ".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in _NAV if f'<section id="{a}">' in body)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n"
+            f"<h1>{esc(title)}</h1>\n"
+            + note("Offline, self-contained report: no script, no external resource. Every name and string is shown "
+                   "as text; numbers are rounded for reading, compare.json holds them in full.")
+            + (f"<nav>{links}</nav>\n" if links else "") + body + "\n</body></html>\n")
+
+
+def write_html(compare_doc: dict[str, Any], path: Path, *, sweeps: list[dict[str, Any]] | None = None,
+               runs: list[dict[str, Any]] | None = None, findings: list[dict[str, Any]] | None = None,
+               ledger: list[dict[str, Any]] | None = None, upstream: list[dict[str, Any]] | None = None,
+               title: str = "benchaudit compare report") -> Path:
+    """Write the compare document (plus optional sweep deltas, run summary rows and diagnose findings)
+    as one self-contained HTML file at ``path``; returns the path.
+
+    ``sweeps``: rows of :func:`pytest_benchaudit.aggregate.results.variant_deltas` (task, model,
+    variant, ``delta_pp`` or ``delta``, ``moved_by``).  ``runs``: summary result rows (task, model,
+    ``invalid_rate``).  ``findings``: diagnose findings (benchmark, task, model, failure_mode,
+    field, evidence, effect_pp); ``None`` leaves the section out, ``[]`` says there is none.
+    ``ledger``/``upstream``: ledger rows and upstream differences of ``benchaudit audit``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(compare_doc, sweeps=sweeps, runs=runs, findings=findings, ledger=ledger,
+                                upstream=upstream, title=title), encoding="utf-8")
+    return path

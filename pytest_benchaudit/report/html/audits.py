@@ -1,0 +1,169 @@
+"""Sections on what moved the scores: task similarity, generation against extraction sensitivity,
+peer gaps, diagnose findings, per-field score deltas, invalid rates, and the document's notes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_benchaudit.report.html.analysis_plots import similarity_scatter
+from pytest_benchaudit.report.html.format import (esc, fmt, fmt_ci, fmt_corr, fmt_p, fmt_pp, fmt_share, is_num, note,
+                                                  table)
+from pytest_benchaudit.report.html.plots import invalid_plot, sweep_plot
+from pytest_benchaudit.report.html.sets import section
+
+__all__ = ["similarity_section", "sensitivity_section", "peers_section", "findings_section", "sweeps_section",
+           "ledger_section", "invalid_section", "notes_section", "FINDING_COLUMNS"]
+
+#: The fields of a diagnose finding the report shows, in order.
+FINDING_COLUMNS = ["benchmark", "task", "model", "failure_mode", "field", "evidence", "effect_pp"]
+#: Peer-gap rows shown (largest change first).
+PEER_ROWS = 30
+
+
+def similarity_section(doc: dict[str, Any]) -> str:
+    sim = doc.get("similarity")
+    if not isinstance(sim, dict) or not sim.get("pairs"):
+        return ""
+    perm = sim.get("permutation") or {}
+    if is_num(sim.get("pearson_r")):
+        head = (f"Pearson r = {fmt_corr(sim['pearson_r'])} over {sim.get('n_pairs')} task pairs (scipy p = "
+                f"{fmt_p(sim.get('p_value'))}; Mantel permutation p = {fmt_p(perm.get('p_value'))}, "
+                f"{perm.get('n_permutations', '—')} permutations).")
+    else:
+        head = f"No correlation: {sim.get('skipped', 'too few pairs')}."
+    rows = [[p["task_a"], p["task_b"], f"{p['similarity']:.3f}", fmt_corr(p.get("tau_b")), p.get("n_models", "—")]
+            for p in sorted(sim["pairs"], key=lambda p: -p["similarity"])]
+    return section("similarity", "Task similarity and ranking agreement",
+                   note(f"Embedder: {sim.get('embedder')}. Each task's description and "
+                        f"{sim.get('n_prompts', 'some')} sampled prompts, embedded; cosine similarity per pair."),
+                   f"<p><strong>{esc(head)}</strong></p>",
+                   note("Each τ-b comes from the few models two tasks share, so r² is not a share of variance; pairs "
+                        "sharing a task are dependent, which the Mantel test respects."),
+                   similarity_scatter(sim),
+                   table(["task a", "task b", "cosine similarity", "τ-b", "models"], rows))
+
+
+def sensitivity_section(doc: dict[str, Any]) -> str:
+    sens = doc.get("sensitivity")
+    if not isinstance(sens, dict) or not sens.get("benchmarks"):
+        return ""
+    rows = []
+    for r in sens["benchmarks"]:
+        why = "; ".join(str(r[k]) for k in ("why_no_gen", "why_no_ext") if r.get(k))
+        more = r.get("generation_moves_more")
+        rows.append([r["benchmark"], fmt_corr(r.get("rho_gen")), fmt_ci(r.get("ci95_gen")), r.get("n_models_gen", 0),
+                     fmt_corr(r.get("rho_ext")), fmt_ci(r.get("ci95_ext")), r.get("n_models_ext", 0),
+                     "—" if more is None else ("generation" if more else "extraction"), why])
+    runs = sens.get("runs") or []
+    n_gen = sum(r.get("kind") == "upstream" for r in runs)
+    return section("sensitivity", "Generation against extraction sensitivity",
+                   note(f"Spearman ρ between the base ranking and the ranking under regenerated runs (ρ_gen, {n_gen} "
+                        f"runs) and re-scored runs (ρ_ext, {len(runs) - n_gen} runs); 95% CI from the paired bootstrap "
+                        f"over questions ({sens.get('n_resamples', '—')} resamples). 1 = the change kept the order."),
+                   table(["benchmark", "ρ_gen", "95% CI", "models", "ρ_ext", "95% CI", "models", "moves more",
+                          "missing"], rows))
+
+
+def peers_section(doc: dict[str, Any]) -> str:
+    gaps = [r for r in doc.get("peer_gaps") or [] if isinstance(r, dict)]
+    if not gaps:
+        return ""
+
+    def v(r: dict[str, Any], k: str) -> str:
+        return fmt_pp(r.get(k + "_pp")) + " pp" if is_num(r.get(k + "_pp")) else fmt(r.get(k), 2)
+
+    ordered = sorted(gaps, key=lambda r: (not r.get("comparable"), -abs(r.get("delta") or 0), r["task"], r["model"]))
+    rows = [[r["task"], r["model"], v(r, "gap_a"), v(r, "gap_b"), v(r, "delta") if r.get("comparable") else
+             "— (metrics differ)", r.get("n_peers")] for r in ordered[:PEER_ROWS]]
+    more = note(f"The {PEER_ROWS} largest of {len(gaps)}; compare.json has them all.") if len(gaps) > PEER_ROWS else ""
+    return section("peers", "Peer gaps",
+                   note(f"Gap = the model's score minus the mean of the other models on the task (higher = better), "
+                        f"under {doc.get('label_a', 'a')} and {doc.get('label_b', 'b')}; delta = gap b − gap a, the "
+                        "move relative to its peers that a change common to all models cannot explain. Largest first."),
+                   table(["task", "model", f"gap ({doc.get('label_a', 'a')})", f"gap ({doc.get('label_b', 'b')})",
+                          "delta", "peers"], rows), more)
+
+
+def _evidence(value: Any) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_evidence(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        shown = ", ".join(_evidence(v) for v in list(value)[:8])
+        return shown + (f", … ({len(value)} in all)" if len(value) > 8 else "")
+    return fmt(value, 2)
+
+
+def findings_section(findings: list[dict[str, Any]] | None) -> str:
+    if findings is None:
+        return ""
+    findings = [f for f in findings if isinstance(f, dict)]
+    said = any(f.get("hypothesis") for f in findings)  # diagnose's sentence, when the finding carries one
+    rows = []
+    for f in findings:
+        mode = str(f.get("failure_mode") or "—") + (f": {f['title']}" if f.get("title") else "")
+        effect = fmt_pp(f["effect_pp"]) if is_num(f.get("effect_pp")) else str(f.get("effect") or "—")
+        rows.append([f.get("benchmark"), f.get("task"), f.get("model"), mode, f.get("field"),
+                     *([f.get("hypothesis") or ""] if said else []), _evidence(f.get("evidence")), effect])
+    heads = ["benchmark", "task", "model", "failure mode", "field that fixes it", *(["hypothesis"] if said else []),
+             "evidence", "effect (pp)"]
+    return section("findings", "Diagnose findings",
+                   note(f"{len(rows)} findings. Each is a hypothesis with its evidence, not a verdict: check the "
+                        "questions named. Effect in percentage points, re-scored offline for downstream fields; "
+                        "upstream ones need new generations."),
+                   table(heads, rows) if rows else note("No finding."))
+
+
+def sweeps_section(sweeps: list[dict[str, Any]]) -> str:
+    if not sweeps:
+        return ""
+    rows = [[r.get("benchmark"), r.get("task"), r.get("model"), r.get("variant"), r.get("field"),
+             fmt_share(r.get("base_score")) if is_num(r.get("delta_pp")) else fmt(r.get("base_score"), 2),
+             fmt_share(r.get("score")) if is_num(r.get("delta_pp")) else fmt(r.get("score"), 2),
+             fmt_pp(r.get("delta_pp")) if is_num(r.get("delta_pp")) else fmt(r.get("delta"), 3),
+             fmt_share(r.get("invalid_rate")), r.get("moved_by"), r.get("moved_by_detail")] for r in sweeps]
+    return section("sweeps", "Per-field score deltas", sweep_plot(sweeps),
+                   table(["benchmark", "task", "model", "variant", "field", "base score", "score", "Δ (pp)",
+                          "invalid", "moved by", "detail"], rows))
+
+
+def invalid_section(runs: list[dict[str, Any]]) -> str:
+    if not runs:
+        return ""
+    rows = [[r.get("benchmark"), r.get("task"), r.get("model"), r.get("pipeline"), r.get("n"), r.get("n_valid"),
+             fmt_share(r.get("invalid_rate")),
+             ", ".join(f"{k}: {v}" for k, v in (r.get("invalid_reasons") or {}).items())] for r in runs]
+    return section("invalid", "Invalid rates", invalid_plot(runs),
+                   table(["benchmark", "task", "model", "pipeline", "n", "valid", "invalid", "reasons"], rows))
+
+
+def notes_section(doc: dict[str, Any]) -> str:
+    notes = [str(n) for n in doc.get("notes") or []]
+    notes += [f"{m.get('benchmark')}: {m.get('model')}: {m.get('reason')}" for m in doc.get("missing") or []
+              if isinstance(m, dict)]
+    if not notes:
+        return ""
+    items = "".join(f"<li>{esc(n)}</li>" for n in notes)
+    return section("notes", "Notes", f'<ul class="notes">{items}</ul>')
+
+
+def ledger_section(ledger: list[dict[str, Any]] | None, upstream: list[dict[str, Any]] | None) -> str:
+    """The ledger rows of the audited benchmarks (documented vs released, per field) and the upstream fields
+    in which the target layer differs from the stored runs (they need new generations)."""
+    parts = []
+    rows = [r for r in ledger or [] if isinstance(r, dict) and isinstance(r.get("cells"), dict)]
+    if rows:
+        fields = list(dict.fromkeys(f for r in rows for f in r["cells"]))
+        body = [[r["benchmark"], *[(r["cells"].get(f) or {}).get("status", "—") for f in fields],
+                 r.get("summary", "")] for r in rows]
+        parts.append("<h3>Ledger: documented against released</h3>"
+                     + table(["benchmark", *fields, "reproducible from the documentation?"], body))
+    up = [r for r in upstream or [] if isinstance(r, dict) and r.get("fields")]
+    if up:
+        body = [[r["task"], d["field"], fmt(d.get("stored")), fmt(next((v for k, v in d.items()
+                                                                        if k not in ("field", "stored")), None))]
+                for r in up for d in r["fields"]]
+        parts.append("<h3>Upstream fields that differ (need new generations, not estimated)</h3>"
+                     + table(["task", "field", "stored runs", "target layer"], body))
+    if not parts:
+        return ""
+    return section("ledger", "Ledger and upstream fields", *parts)

@@ -1,0 +1,197 @@
+"""Sections on the compared run sets: scores and ranks of each set (labelled), rank shifts with
+Spearman rho, Kendall tau-b (heatmap and table) and the PCA (scree plot and biplot).
+
+Each function takes the compare document and returns the section's HTML, or ``""`` when the
+document has nothing for it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pytest_benchaudit.report.html.analysis_plots import biplot, scree_plot, tau_heatmap
+from pytest_benchaudit.report.html.format import (esc, fmt_ci, fmt_corr, fmt_p, fmt_rank, fmt_score, fmt_share,
+                                                  is_num, note, table)
+from pytest_benchaudit.report.html.plots import bump_pipelines, bump_tasks
+
+__all__ = ["set_views", "section", "scores_section", "ranks_section", "shift_section", "tau_section", "pca_section"]
+
+
+def section(anchor: str, heading: str, *parts: str) -> str:
+    body = "".join(p for p in parts if p)
+    return f'<section id="{esc(anchor)}"><h2>{esc(heading)}</h2>{body}</section>'
+
+
+def set_views(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(side, label, analysis) per compared set; a bare document (scores/ranks at the top) is set a."""
+    by_set = doc.get("by_set") or {}
+    if by_set:
+        sets = doc.get("sets") or {}
+        return [(side, str((sets.get(side) or {}).get("label") or an.get("label") or side), an)
+                for side, an in by_set.items() if isinstance(an, dict)]
+    if doc.get("scores") or doc.get("ranks"):
+        return [("a", str(doc.get("label_a") or "a"), {k: doc.get(k) for k in ("scores", "ranks", "tau_b", "tasks",
+                                                                                 "mean_win_rate", "benchmark_ranks")})]
+    return []
+
+
+def _caption(side: str, label: str, an: dict[str, Any]) -> str:
+    pipes = ", ".join(map(str, an.get("pipelines") or []))
+    return f"<h3>Set {esc(side)}: {esc(label)}" + (f" (pipeline {esc(pipes)})" if pipes else "") + "</h3>"
+
+
+def _tasks(matrix: dict[str, Any]) -> list[str]:
+    return [t for t, v in (matrix or {}).items() if isinstance(v, dict)]
+
+
+def _models(an: dict[str, Any]) -> list[str]:
+    """Models ordered by mean task rank (best first), then by name."""
+    ranks, scores = an.get("ranks") or {}, an.get("scores") or {}
+    models = sorted({str(m) for t in _tasks(scores) + _tasks(ranks) for m in (scores.get(t) or ranks.get(t) or {})})
+
+    def mean_rank(m: str) -> float:
+        values = [v[m] for v in ranks.values() if isinstance(v, dict) and is_num(v.get(m))]
+        return sum(values) / len(values) if values else math.inf
+
+    return sorted(models, key=lambda m: (mean_rank(m), m))
+
+
+def _share(an: dict[str, Any], task: str) -> bool:
+    """A share metric (higher is better, every score in [0, 1]): printed in percent."""
+    info = (an.get("tasks") or {}).get(task) or {}
+    values = [v for v in ((an.get("scores") or {}).get(task) or {}).values() if is_num(v)]
+    return not info.get("lower_is_better") and all(0 <= v <= 1 for v in values)
+
+
+def _task_head(an: dict[str, Any], task: str, share: bool) -> str:
+    info = (an.get("tasks") or {}).get(task) or {}
+    return task + (" (%)" if share else "") + (" ↓" if info.get("lower_is_better") else "")
+
+
+def scores_section(doc: dict[str, Any]) -> str:
+    parts = []
+    for side, label, an in set_views(doc):
+        scores = an.get("scores") or {}
+        tasks = _tasks(scores)
+        if not tasks:
+            continue
+        share = {t: _share(an, t) for t in tasks}
+        wr = an.get("mean_win_rate") or {}
+        rows = [[m, *[fmt_score(scores[t].get(m), share[t]) for t in tasks]] + ([fmt_share(wr.get(m))] if wr else [])
+                for m in _models(an)]
+        heads = ["model", *[_task_head(an, t, share[t]) for t in tasks]] + (["mean win rate"] if wr else [])
+        parts.append(_caption(side, label, an) + table(heads, rows))
+    if not parts:
+        return ""
+    return section("scores", "Scores per task", note("Each run's headline score under its task's denominator; "
+                   "(%) = a share metric in percent, ↓ = lower is better (e.g. a MAD). Models best first by mean "
+                   "rank. Mean win rate: share of other models beaten per task, averaged."), *parts)
+
+
+def ranks_section(doc: dict[str, Any]) -> str:
+    parts = []
+    for side, label, an in set_views(doc):
+        ranks = an.get("ranks") or {}
+        tasks = _tasks(ranks)
+        if not tasks:
+            continue
+        bench = an.get("benchmark_ranks") or {}
+        rows = []
+        for m in _models(an):
+            row = [m, *[fmt_rank(ranks[t].get(m)) for t in tasks]]
+            for b in sorted(bench):
+                e = bench[b].get(m)
+                row.append(f"{fmt_rank(e['rank'])} (mean {e['mean_task_rank']:.2f})" if e else "—")
+            rows.append(row)
+        heads = ["model", *tasks, *[f"{b} (by mean task rank)" for b in sorted(bench)]]
+        parts.append(_caption(side, label, an) + table(heads, rows))
+    if not parts:
+        return ""
+    return section("ranks", "Ranks per task", note("1 = best, direction-aware; tied models share the average rank "
+                   "(e.g. 2.5). The benchmark ranking orders models by their mean task rank."), *parts)
+
+
+def shift_section(doc: dict[str, Any]) -> str:
+    shifts = [r for r in doc.get("rank_shift") or [] if isinstance(r, dict)]
+    spearman = [r for r in doc.get("spearman") or [] if isinstance(r, dict)]
+    label_a = str(doc.get("label_a") or "a")
+    label_b = str(doc.get("label_b") or "b")
+    if not shifts and not spearman:
+        ranks = doc.get("ranks") or {}
+        plot = bump_tasks(ranks) if ranks else ""
+        return section("bump", "Ranks across tasks", plot) if plot else ""
+    rows = []
+    for r in sorted(shifts, key=lambda r: (str(r.get("benchmark")), -abs(r.get("shift") or 0), str(r.get("model")))):
+        shift = r.get("shift")
+        if is_num(shift) and shift:
+            up = is_num(r.get("rank_a")) and is_num(r.get("rank_b")) and r["rank_b"] < r["rank_a"]
+            arrow = f'<span class="{"up" if up else "down"}">{"▲" if up else "▼"} {esc(fmt_rank(abs(shift)))}</span>'
+        else:
+            arrow = "0"
+        stab = r.get("direction_stability")
+        rows.append([r.get("benchmark"), r.get("model"), fmt_rank(r.get("rank_a")), fmt_rank(r.get("rank_b")), arrow,
+                     fmt_share(stab, 0) if is_num(stab) else "—"])
+    sp_rows = [[r.get("benchmark"), fmt_corr(r.get("rho")), fmt_ci(r.get("ci95")), fmt_p(r.get("p_value")),
+                r.get("n_models", "—"), len(r.get("tasks") or [])] for r in spearman]
+    return section(
+        "shift", f"Rank shifts between {label_a} and {label_b}",
+        bump_pipelines(shifts, label_a, label_b),
+        table(["benchmark", "model", f"rank ({label_a})", f"rank ({label_b})", "shift", "direction stability"], rows,
+              raw_cols={4}) if rows else "",
+        note("▲ = the model ranks higher under the second set. Direction stability (for shifts of "
+             f"{doc.get('min_shift_for_stability', 3)} or more): share of bootstrap resamples keeping the sign."),
+        "<h3>Spearman ρ between the two rankings</h3>" + table(
+            ["benchmark", "Spearman ρ", "95% CI (paired bootstrap)", "p", "models", "tasks"], sp_rows) if sp_rows else "")
+
+
+def tau_section(doc: dict[str, Any]) -> str:
+    parts = []
+    for side, label, an in set_views(doc):
+        rows = [r for r in an.get("tau_b") or [] if isinstance(r, dict)]
+        if not rows:
+            continue
+        body = [[r.get("task_a"), r.get("task_b"), fmt_corr(r.get("tau")), fmt_p(r.get("p_value")),
+                 r.get("inversions", "—"), r.get("n_models", "—"), "yes" if r.get("similar") else ""] for r in rows]
+        parts.append(_caption(side, label, an) + tau_heatmap(rows, f"Kendall τ-b, set {side} ({label})")
+                     + table(["task a", "task b", "τ-b", "p", "inversions", "models", "declared similar"], body))
+    if not parts:
+        return ""
+    return section("tau", "Kendall τ-b between tasks", note("Agreement of two tasks' model rankings on their common "
+                   "models (1 = same order, −1 = reversed); inversions = model pairs ordered oppositely."), *parts)
+
+
+def _pca_block(title: str, pca: dict[str, Any]) -> str:
+    if not isinstance(pca, dict) or "variance_explained" not in pca:
+        reason = (pca or {}).get("skipped") if isinstance(pca, dict) else None
+        return f"<h3>{esc(title)}</h3>" + note(f"PCA skipped: {reason}") if reason else ""
+    pa = pca.get("parallel_analysis") or {}
+    thr = pa.get("threshold") or []
+    rows = [[k + 1, f"{ev:.2f}", fmt_share(share), fmt_share(cum), f"{thr[k]:.2f}" if k < len(thr) else "—",
+             "yes" if k < pa.get("n_components", 0) else "no"]
+            for k, (ev, share, cum) in enumerate(zip(pca["eigenvalues"], pca["variance_explained"], pca["cumulative"]))]
+    left = pca.get("models_left_out") or []
+    return (f"<h3>{esc(title)}</h3>" + note(f"{len(pca.get('models') or [])} models x {len(pca.get('columns') or [])} "
+            f"tasks, standardized; parallel analysis retains {pa.get('n_components', '—')} component(s) "
+            f"({pa.get('n_permutations', '—')} permuted matrices)." + (f" Left out (a task missing): "
+                                                                     f"{', '.join(map(str, left))}." if left else ""))
+            + scree_plot(pca, title) + biplot(pca, title)
+            + table(["component", "eigenvalue", "variance", "cumulative", "parallel-analysis threshold", "retained"],
+                    rows))
+
+
+def pca_section(doc: dict[str, Any]) -> str:
+    pca = doc.get("pca")
+    by_bench = doc.get("pca_by_benchmark") or {}
+    blocks = []
+    if isinstance(pca, dict) and ("variance_explained" in pca or not by_bench):
+        blocks.append(_pca_block("all tasks", pca))
+    for bench, p in sorted(by_bench.items()):
+        blocks.append(_pca_block(bench, p))
+    blocks = [b for b in blocks if b]
+    if not blocks:
+        return ""
+    return section("pca", "Principal components of the score matrix",
+                   note("Models x tasks, scores oriented higher = better, columns standardized (set a). One dominant "
+                        "component means the tasks rank models alike."), *blocks)
+

@@ -1,0 +1,80 @@
+"""``benchaudit audit`` on AthenaBench's published runs: re-scored toward the standardized layer,
+attributed field by field, both layers compared, ledger, report and Every Eval Ever files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_benchaudit.audit.importers import import_athenabench_runs
+from pytest_benchaudit.cli.audit import add_parser, run
+
+from conftest import SUITES
+
+
+def _audit(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="benchaudit")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return run(parser.parse_args(["audit", *argv]))
+
+
+@pytest.fixture(scope="module")
+def released(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = real_data / "athenabench" / "runs-mini"
+    if not source.is_dir():
+        pytest.skip(f"real-data folder missing: {source}")
+    root = tmp_path_factory.mktemp("athena-audit") / "released"
+    import_athenabench_runs(source, root, SUITES, str(real_data))
+    return root
+
+
+def test_audit_of_the_published_runs(released: Path, real_data: Path, tmp_path: Path, capsys) -> None:
+    findings = tmp_path / "findings.json"
+    findings.write_text(json.dumps({"findings": [{"benchmark": "athenabench", "task": "vsp", "model": "m",
+                                                  "failure_mode": "FM01", "field": "scoring.denominator",
+                                                  "evidence": {"n_invalid": 90}, "effect_pp": -48.6}]}))
+    out = tmp_path / "audit"
+    assert _audit(str(released), "--out", str(out), "--suites-dir", str(SUITES), "--data-dir", str(real_data),
+                  "--findings", str(findings), "--resamples", "200") == 0
+    doc = json.loads((out / "audit.json").read_text())
+    assert doc["layers"] == {"from": ["released"], "toward": "standardized"} and len(doc["rescored_runs"]) == 12
+    # the paper's largest single-field effect: Qwen3-4B's VSP under the total denominator
+    (vsp,) = [r for r in doc["attribution"] if r["model"] == "Qwen/Qwen3-4B-Instruct-2507" and r["task"] == "vsp"
+              and r["field"] == "scoring.denominator"]
+    assert vsp["delta_pp"] == pytest.approx(-48.6, abs=0.05)
+    ups = {r["task"]: {d["field"] for d in r["fields"]} for r in doc["upstream_differences"]}
+    assert "prompt.template" in ups["athenabench.mcq"] and "inference.max_tokens" in ups["athenabench.mcq"]
+    assert [r["benchmark"] for r in doc["ledger"]] == ["athenabench"]
+    both = {(r["layer"], r["task"], r["model"]) for r in doc["scores"]}
+    assert len(both) == 2 * 6 * 12 and all("score_total" in r and "score_valid" in r for r in doc["scores"])
+    cmp = doc["compare"]
+    assert cmp["spearman"][0]["n_models"] == 12 and cmp["sensitivity"]["benchmarks"][0]["rho_ext"] is not None
+    assert len(doc["exports"]) == 12 and all(Path(p).is_file() for p in doc["exports"])
+    page = (out / "report.html").read_text()
+    for heading in ("Rank shifts between released and standardized", "Ledger and upstream fields",
+                    "Per-field score deltas", "Generation against extraction sensitivity", "Diagnose findings",
+                    "Peer gaps", "Principal components"):
+        assert heading in page, heading
+    text = capsys.readouterr().out
+    assert "single-field variants moved a score" in text and "needs new generations" in text
+    assert doc["findings"][0]["failure_mode"] == "FM01"  # the file given, not a new diagnosis
+
+
+def test_audit_diagnoses_the_runs_when_no_findings_are_given(released: Path, real_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "audit"
+    assert _audit(str(released), "--out", str(out), "--suites-dir", str(SUITES), "--data-dir", str(real_data),
+                  "--resamples", "50") == 0
+    doc = json.loads((out / "audit.json").read_text())
+    hidden = [f for f in doc["findings"] if f["model"] == "Qwen/Qwen3-4B-Instruct-2507" and f["task"] == "vsp"
+              and f["field"] == "scoring.denominator"]
+    assert hidden and hidden[0]["effect_pp"] == pytest.approx(-48.6, abs=0.1)
+    assert "Diagnose findings" in (out / "report.html").read_text()
+
+
+def test_audit_refuses_runs_already_under_the_target_layer(released: Path, tmp_path: Path, capsys) -> None:
+    assert _audit(str(released), "--toward", "released", "--out", str(tmp_path / "o")) == 2
+    assert "already under 'released'" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "audit.json").exists()
