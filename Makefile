@@ -39,7 +39,7 @@ $(VENV)/.local-installed: | $(BIN)/python
 install: $(VENV)/.installed
 install-local: $(VENV)/.installed $(VENV)/.local-installed
 
-# tests/test_html_report.py opens the HTML report in headless Chromium. Install Debian's chromium
+# tests/report/test_html_report.py opens the HTML report in headless Chromium. Install Debian's chromium
 # when it is missing and we are root (CI); otherwise leave it alone: that test then skips, saying why.
 install-browser:
 	@if [ "$$(id -u)" = 0 ]; then \

@@ -21,7 +21,7 @@ from pytest_benchaudit.pipeline.stages import Pipeline, apply_overrides
 from pytest_benchaudit.pipeline.types import Generation, Question
 from pytest_benchaudit.scoring.evaluate import evaluate
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
+SUITES = Path(__file__).resolve().parents[2] / "suites"
 ABCD = {k: f"option {k}" for k in "ABCD"}
 
 
@@ -250,7 +250,7 @@ def test_ledger_contradictions_upstream_and_downstream() -> None:
 
 
 def test_every_finding_id_is_catalogued_and_documented() -> None:
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "failure-modes.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "failure-modes.md").read_text(encoding="utf-8")
     for fm in CATALOGUE.values():  # the table row is the catalogue entry, word for word
         assert f"| `{fm.id}` | {fm.title} | `{fm.field}` | {fm.stage} | {fm.source} | {fm.detection} |" in doc, fm.id
 

@@ -24,7 +24,7 @@ from pytest_benchaudit.dataset.suites import Suite, load_suite
 from pytest_benchaudit.dataset.readers import DATA_ENV, load_questions
 from pytest_benchaudit.pipeline.types import Message, Question, Request
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
+SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 
 
 def q(text="What is 2+2?", choices=None, gold="B", prompt=None, qid="1") -> Question:

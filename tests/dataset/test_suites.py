@@ -16,7 +16,7 @@ from pytest_benchaudit.pipeline.stages import LAYERS, UNSPECIFIED, Pipeline, Pip
 from pytest_benchaudit.dataset.suites import Suite, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import DATA_ENV, file_checksum, load_questions, resolve_data_dir
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
+SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 SUITE_NAMES = ("seceval", "mmlu_cs", "cybermetric", "cti_bench")
 TASKS = [
     ("seceval", "mcq"),

@@ -24,7 +24,7 @@ import pytest
 
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer, by_marker, sequence
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

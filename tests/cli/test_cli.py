@@ -65,7 +65,7 @@ def test_console_script_is_installed() -> None:
 
 
 def test_card_of_a_suite_with_layer_and_override(capsys: pytest.CaptureFixture[str]) -> None:
-    suites = str(Path(__file__).resolve().parent.parent / "suites")
+    suites = str(Path(__file__).resolve().parents[2] / "suites")
     assert main(["card", "cti_bench", "--task", "mcq", "--pipeline", "released", "--suites-dir", suites,
                  "--set", "prompt.format.system_role=prepend_user"]) == 0
     card = json.loads(capsys.readouterr().out)["cti_bench.mcq"]
@@ -85,7 +85,7 @@ def test_import_and_sweep_through_the_command(tmp_path: Path, real_data: Path,
     runs = real_data / "athenabench" / "runs-mini"
     if not runs.is_dir():
         pytest.skip(f"published AthenaBench outputs not found under {runs}")
-    suites = str(Path(__file__).resolve().parent.parent / "suites")
+    suites = str(Path(__file__).resolve().parents[2] / "suites")
     assert main(["import", "athenabench-runs", str(runs), "--report-dir", str(tmp_path), "--suites-dir", suites]) == 0
     capsys.readouterr()
     (qwen4b,) = [p for p in tmp_path.iterdir() if p.name.endswith("Qwen3-4B-Instruct-2507")]

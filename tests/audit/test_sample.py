@@ -22,7 +22,7 @@ from pytest_benchaudit.audit.sample import (
 )
 from pytest_benchaudit.cli.app import main
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
+SUITES = Path(__file__).resolve().parents[2] / "suites"
 
 
 def judged(qid: str, model: str, verdict: str | None, status: str = "json", task: str = "saq_en",

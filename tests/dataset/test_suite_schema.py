@@ -11,7 +11,7 @@ import pytest
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset.suites import SuiteError, load_suite
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SUITES = REPO / "suites"
 
 
