@@ -13,7 +13,7 @@ kind           path                                             auth
 =============  ===============================================  ===================================
 
 A request with another path gets 404, one without the right auth 401 (nothing else
-is checked then).  Then the documented refusals, as the providers word them:
+is checked then); ``key=""`` is a server without keys, which expects no auth header.  Then the documented refusals, as the providers word them:
 
 * Azure: ``max_tokens`` (or ``max_completion_tokens``) below 16 -> 400
   ``integer_below_min_value``;
@@ -238,7 +238,8 @@ class ProviderFake:
         else:
             prefix = "/v1beta/openai" if self.kind == "gemini" else "/v1"
             ok_path = call.path in (f"{prefix}/chat/completions", f"{prefix}/completions")
-            auth_ok = headers.get("authorization") == f"Bearer {self.key}"
+            # key "" stands for a server without keys (Ollama, vLLM): then no auth header is expected.
+            auth_ok = headers.get("authorization") == f"Bearer {self.key}" if self.key else "authorization" not in headers
         if not ok_path:
             return 404, {}, {"error": {"message": f"no route {call.path}", "code": "not_found"}}
         if not auth_ok:
