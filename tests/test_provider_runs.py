@@ -6,7 +6,6 @@ provider variable is cleared, so no test can reach a real provider.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest

@@ -183,8 +183,8 @@ def test_quirks_openai_anthropic_gemini_mistral() -> None:
     assert claude.adjustments[0] == "inference.max_tokens unspecified → 4096: required by the Messages API [anthropic]"
     gem = adjust_request(_request(max_tokens=64), spec("gemini-2.5-pro", **env))
     assert gem.params == {"max_tokens": 64, "reasoning_effort": "low"}
-    assert gem.adjustments == ('reasoning_effort not sent → "low": fixed reasoning effort for Gemini thinking models '
-                               '[gemini]',)
+    assert gem.adjustments == (('reasoning_effort not sent → "low": fixed reasoning effort for Gemini thinking '
+                                'models [gemini]'),)
     assert adjust_request(_request(), spec("gemini-2.0-flash", **env)).adjustments == ()
     assert adjust_request(_request(seed=3), spec("mistral/mistral-small", **env)).params == {"random_seed": 3}
 

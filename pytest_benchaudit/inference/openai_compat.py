@@ -306,7 +306,8 @@ def _parse_anthropic(data: dict[str, Any]) -> Generation:
     if "output_tokens" in usage:
         usage.setdefault("completion_tokens", usage["output_tokens"])
     stop = data.get("stop_reason")
-    return Generation(text=text, reasoning=thinking or None, finish_reason=_ANTHROPIC_STOP.get(stop, stop),
+    finish = _ANTHROPIC_STOP.get(stop, stop) if isinstance(stop, str) else None
+    return Generation(text=text, reasoning=thinking or None, finish_reason=finish,
                       usage=usage, served_model=data.get("model"))
 
 
