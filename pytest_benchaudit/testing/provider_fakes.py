@@ -24,7 +24,8 @@ is checked then); ``key=""`` is a server without keys, which expects no auth hea
 * Anthropic: no ``max_tokens`` -> 400 ``invalid_request_error``;
 * ``bucket=(rate, burst)``: a token bucket of requests; an empty bucket -> 429 with
   ``Retry-After`` (whole seconds, rounded up), ``retry-after-ms`` and
-  ``x-ratelimit-limit/remaining/reset-requests``; every answer carries the headers;
+  ``x-ratelimit-limit/remaining/reset-requests`` (the limit per minute, as OpenAI
+  sends it); every answer carries the headers;
 * ``script``: a callable ``(FakeCall) -> FakeReply | None`` run first, for one-off
   statuses (a 429 with headers, Anthropic's 529 ``overloaded_error``).
 
@@ -209,7 +210,7 @@ class ProviderFake:
         limits: dict[str, str] = {}
         if self.bucket is not None:
             granted, wait, left = self.bucket.take()
-            limits = {"x-ratelimit-limit-requests": str(self.bucket.burst),
+            limits = {"x-ratelimit-limit-requests": str(round(self.bucket.rate * 60)),  # per minute, as OpenAI
                       "x-ratelimit-remaining-requests": str(left),
                       "x-ratelimit-reset-requests": f"{max(1, round(wait * 1000))}ms"}
             if not granted:
