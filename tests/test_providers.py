@@ -221,3 +221,9 @@ def test_anthropic_payload_translation_and_completion_refusal() -> None:
                             "usage": {"input_tokens": 7, "output_tokens": 3}})
     assert (gen.text, gen.reasoning, gen.finish_reason) == ("Answer: B", "hmm", "length")
     assert gen.usage["prompt_tokens"] == 7 and gen.usage["completion_tokens"] == 3
+
+
+def test_named_models_cannot_half_set_a_provider() -> None:
+    with pytest.raises(ModelSpecError, match=r"auth, provider cannot be set here; use --model PROVIDER/MODEL"):
+        parse_model_spec("corp", {"corp": {"endpoint": "http://127.0.0.1:1/v1", "provider": "azure",
+                                           "auth": "api-key"}})
