@@ -7,6 +7,8 @@ answer mix is realistic: mostly wrong, ~10% unreadable, ~3% HTTP 500 once (retri
 throughput the endpoint granted (first to last 200) against the floor, measured in the same run: the
 bucket's rate, or the same run against the same endpoint without a limit when the client cannot reach
 that rate on this machine; and the requests lost (items without a record, or with an inference error).
+First, the same against the backend alone (no pytest in the process), which shows what the limiter
+achieves when nothing competes with the engine's event loop for the GIL.
 
     BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/ratelimit.py --rate 200 --burst 10 --concurrency 32
 """
@@ -54,6 +56,33 @@ def run_once(args: argparse.Namespace, mix, bucket: tuple[float, int] | None) ->
             "invalid": sum(not r["valid"] for r in records), "span": span, "rate": len(times) / span, "wall": wall}
 
 
+def client_only(rate: float, burst: int, concurrency: int, n: int) -> tuple[float, int, int]:
+    """The backend alone (no pytest in the process) against the bucket: steady rate / bucket rate, 429s,
+    errors -- what the limiter achieves when nothing competes with the engine's event loop for the GIL."""
+    import asyncio
+
+    from pytest_benchaudit.inference.backend import parse_model_spec
+    from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
+    from pytest_benchaudit.pipeline.types import Message, Request
+
+    with ProviderFake("openai", key="sk-bench", bucket=(rate, burst)) as fake:
+        os.environ.update(fake.env())
+        spec = parse_model_spec("openai/gpt-4o")
+
+        async def go() -> list:
+            backend = OpenAICompatBackend(spec, concurrency=concurrency)
+            try:
+                return await asyncio.gather(*(backend.generate(Request(
+                    mode="chat", messages=(Message(role="user", content=f"q{i}"),))) for i in range(n)))
+            finally:
+                await backend.aclose()
+
+        gens = asyncio.run(go())
+        times = fake.grant_times
+        lo, hi = len(times) // 20, len(times) * 19 // 20
+        return (hi - lo) / (times[hi] - times[lo]) / rate, fake.refused_429, sum(g.error is not None for g in gens)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=float, default=200.0)
@@ -74,6 +103,8 @@ def main() -> int:
             return FakeReply(status=500, error={"error": {"message": "upstream hiccup"}})
         return FakeReply(content="I am not sure." if h < 13 else "Answer: " + "ABCD"[h % 4])
 
+    ratio_client, refused, errors = client_only(args.rate, args.burst, args.concurrency, args.limit or 2189)
+    print(f"client only: steady state {ratio_client:.3f} of the bucket rate, 429s {refused}, errors {errors}")
     free = run_once(args, mix, bucket=None)  # the floor: the same run with no rate limit
     failed_once.clear()
     limited = run_once(args, mix, bucket=(args.rate, args.burst))
@@ -89,7 +120,7 @@ def main() -> int:
     whole = limited["granted"] / (args.burst + args.rate * limited["span"])  # incl. the burst and the retry tail
     steady = limited["steady"] / floor
     lost = n - limited["items"] + limited["errors"]
-    print(f"throughput / floor (min of bucket rate {args.rate:g}/s and unlimited {free['steady']:.0f}/s)"
+    print(f"pytest run: throughput / floor (min of bucket rate {args.rate:g}/s and unlimited {free['steady']:.0f}/s)"
           f": steady state {steady:.3f} (target >= 0.90: {'met' if steady >= 0.9 else 'NOT met'}); "
           f"whole span / what the bucket allowed {whole:.3f}; lost {lost} (target 0: {'met' if lost == 0 else 'NOT met'})")
     return 0 if steady >= 0.9 and lost == 0 else 1

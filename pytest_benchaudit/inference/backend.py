@@ -158,6 +158,10 @@ def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None,
     if spec in named:
         cfg = dict(named[spec])
         where = f"--model {spec}: [tool.benchaudit.models.{spec}]"
+        provider_keys = sorted(set(cfg) & _PROVIDER_FIELDS)
+        if provider_keys:  # set by the registry only, so that auth, URL and quirks always agree
+            raise ModelSpecError(f"{where}: {', '.join(provider_keys)} cannot be set here; use --model "
+                                 "PROVIDER/MODEL, or define a provider under [tool.benchaudit.providers]")
         launch = cfg.pop("launch", None)
         try:
             if launch is not None:
@@ -215,6 +219,9 @@ def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None,
         f"PROVIDER/MODEL ({names}) or a name from [tool.benchaudit.models] in pyproject.toml (known: {known})"
     )
 
+
+_PROVIDER_FIELDS = frozenset({"provider", "api", "auth", "headers", "query", "quirks", "strict_provider",
+                              "resolved_note"})
 
 VLLM_ARGS_ENV = "BENCHAUDIT_VLLM_ARGS"
 

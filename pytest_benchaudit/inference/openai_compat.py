@@ -224,7 +224,7 @@ class OpenAICompatBackend:
             if response.status_code == 429:
                 hint = rate_limit_wait(response.headers, exhausted_only=False)
                 wait = hint if hint is not None else self._backoff(retry, None)
-                self.limiter.throttle(sent_at, min(wait, _MAX_BACKOFF))
+                self.limiter.throttle(sent_at, min(wait, _MAX_BACKOFF), response.headers)
                 raise _Retryable(message, wait, throttled=hint is not None)
             if response.status_code in RETRYABLE_STATUS:
                 raise _Retryable(message, _retry_after(response.headers.get("retry-after")))

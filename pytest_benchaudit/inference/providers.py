@@ -149,8 +149,8 @@ def load_providers(extra: dict[str, Any] | None = None) -> dict[str, Provider]:
     for name, table in merged.items():
         where = f"[tool.benchaudit.providers.{name}]" if name in (extra or {}) else f"providers.toml [{name}]"
         try:
-            quirk_list = tuple(Quirk(provider=name, **q) for q in table.get("quirks", []))
-            out[name] = Provider(name=name, **{**table, "quirks": quirk_list})
+            parsed = tuple(Quirk(provider=name, **q) for q in table.get("quirks", []))
+            out[name] = Provider(name=name, **{k: v for k, v in table.items() if k != "quirks"}, quirks=parsed)
         except (ValidationError, TypeError) as err:
             raise ProviderError(f"{where}: {_first_error(err)}") from None
     return out

@@ -4,18 +4,21 @@ One :class:`AdaptiveLimiter` per endpoint client.  It starts at the configured
 concurrency (``--concurrency``, the ceiling) and behaves like TCP's congestion
 control (additive increase, multiplicative decrease):
 
-* **429**: the limit is halved, once per burst: a 429 to a request sent *before*
+* **429**: the limit is halved (down to a quarter of the ceiling), once per burst: a 429 to a request sent *before*
   the last decrease says nothing new (all requests in flight then were sent at
   the old rate), so a burst of 32 refusals halves once, not 32 times.  Sending
   pauses until the time the endpoint names: ``Retry-After`` / ``retry-after-ms``,
   else the ``x-ratelimit-reset-*`` header of an exhausted budget (OpenAI's
   durations ``1s``, ``6m0s``, ``20ms``; Anthropic's RFC 3339 times), else the
   caller's backoff.  Sends are also *spaced*: at each decrease the interval
-  between two sends becomes at least the endpoint's wait (at most 0.25 s), so a
-  request-rate limit is met by pacing rather than only by collapsing concurrency
-  to one request, which would leave the client bound by its own latency.
+  between two sends becomes at least the endpoint's wait (at most 0.25 s), or the
+  interval its request limit allows (``x-ratelimit-limit-requests`` and
+  ``anthropic-ratelimit-requests-limit`` are per minute), so a request-rate limit
+  is met by pacing rather than only by collapsing concurrency, which would leave
+  the client bound by its own latency.
 * **success**: the limit grows by 1 per ``limit`` successes (one step per round of
-  requests), up to the ceiling, and the spacing shrinks by 2% per answer.  A success whose headers say a budget is
+  requests), up to the ceiling, and the spacing shrinks by 2% per answer (not
+  below 95% of the interval the endpoint's per-minute request limit allows, once known).  A success whose headers say a budget is
   exhausted (``x-ratelimit-remaining-requests: 0``) pauses until its reset, so the
   next requests are not sent only to be refused.
 
@@ -92,9 +95,11 @@ def rate_limit_wait(headers: Mapping[str, str], *, exhausted_only: bool = True) 
 class AdaptiveLimiter:
     """Requests in flight to one endpoint, adapted to its 429s (see the module docstring)."""
 
-    def __init__(self, ceiling: int, *, floor: int = 1) -> None:
+    def __init__(self, ceiling: int, *, floor: int | None = None) -> None:
         self.ceiling = max(1, ceiling)
-        self.floor = max(1, min(floor, self.ceiling))
+        # Hosted limits are rates (requests or tokens per minute): below a quarter of the ceiling,
+        # pacing does the backing off, so the client is not left bound by its own latency.
+        self.floor = max(1, min(self.ceiling // 4 if floor is None else floor, self.ceiling))
         self.limit = float(self.ceiling)
         self.in_flight = 0
         self.paused_until = 0.0
@@ -103,6 +108,7 @@ class AdaptiveLimiter:
         self.lowest = self.ceiling
         self._last_decrease = 0.0
         self.interval = 0.0  # seconds between two sends (pacing), 0 = none
+        self.rate_interval = 0.0  # 60 / the endpoint's per-minute request limit, once it has said it
         self._next_send = 0.0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._woken = 0
@@ -123,7 +129,8 @@ class AdaptiveLimiter:
                 if now < self._next_send:
                     await asyncio.sleep(self._next_send - now)
                     continue
-                self._next_send = max(now, self._next_send) + self.interval
+                # A late wake-up (a busy machine) may be made up by the next sends, up to 4 intervals.
+                self._next_send = max(now - 4 * self.interval, self._next_send) + self.interval
                 self.in_flight += 1
                 return now
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -155,15 +162,31 @@ class AdaptiveLimiter:
         if self.limit < self.ceiling:
             self.limit = min(float(self.ceiling), self.limit + 1.0 / self.cap)  # +1 per `cap` answers
             self._wake()
+        if headers:
+            self._learn(headers)
         if self.interval:
-            self.interval = self.interval * 0.98 if self.interval > 1e-4 else 0.0
+            shrunk = self.interval * 0.98 if self.interval > 1e-4 else 0.0
+            # 5% under the limit's interval: timer and scheduling delays only ever make sends late.
+            self.interval = max(shrunk, 0.95 * self.rate_interval) if self.throttled else shrunk
         if headers:
             wait = rate_limit_wait(headers)
             if wait:
                 self.paused_until = max(self.paused_until, time.monotonic() + min(wait, 60.0))
 
-    def throttle(self, sent_at: float, wait: float) -> None:
+    def _learn(self, headers: Mapping[str, str]) -> None:
+        h = {k.lower(): v for k, v in headers.items()}
+        for name in ("x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit"):
+            try:
+                per_minute = float(h[name])
+            except (KeyError, ValueError):
+                continue
+            if per_minute > 0:
+                self.rate_interval = 60.0 / per_minute
+
+    def throttle(self, sent_at: float, wait: float, headers: Mapping[str, str] | None = None) -> None:
         """A 429 for a request sent at ``sent_at``: halve (once per burst) and pause ``wait`` seconds."""
+        if headers:
+            self._learn(headers)
         self.throttled += 1
         now = time.monotonic()
         if sent_at >= self._last_decrease:
@@ -171,7 +194,7 @@ class AdaptiveLimiter:
             self._last_decrease = now
             self.decreases += 1
             self.lowest = min(self.lowest, self.cap)
-            self.interval = max(self.interval, min(wait, 0.25))
+            self.interval = max(self.interval, min(wait, 0.25), min(self.rate_interval, 0.25))
         self.paused_until = max(self.paused_until, now + wait)
 
     def stats(self) -> dict[str, float]:

@@ -51,7 +51,7 @@ def check_prices(table: Mapping[str, Any] | None) -> dict[str, Any]:
         if name in _META:
             continue
         ok = (isinstance(price, Mapping) and set(price) <= {"input", "output"} and
-              all(isinstance(price.get(k), (int, float)) and price[k] >= 0 for k in ("input", "output")))
+              all(isinstance(v, (int, float)) and v >= 0 for v in (price.get("input"), price.get("output"))))
         if not ok:
             raise ConfigError(f"{where} {name!r}: expected {{ input = USD_PER_1M, output = USD_PER_1M }}")
         out[name] = {"input": float(price["input"]), "output": float(price["output"])}

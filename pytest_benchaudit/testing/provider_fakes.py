@@ -13,7 +13,7 @@ kind           path                                             auth
 =============  ===============================================  ===================================
 
 A request with another path gets 404, one without the right auth 401 (nothing else
-is checked then).  Then the documented refusals, as the providers word them:
+is checked then); ``key=""`` is a server without keys, which expects no auth header.  Then the documented refusals, as the providers word them:
 
 * Azure: ``max_tokens`` (or ``max_completion_tokens``) below 16 -> 400
   ``integer_below_min_value``;
@@ -24,7 +24,8 @@ is checked then).  Then the documented refusals, as the providers word them:
 * Anthropic: no ``max_tokens`` -> 400 ``invalid_request_error``;
 * ``bucket=(rate, burst)``: a token bucket of requests; an empty bucket -> 429 with
   ``Retry-After`` (whole seconds, rounded up), ``retry-after-ms`` and
-  ``x-ratelimit-limit/remaining/reset-requests``; every answer carries the headers;
+  ``x-ratelimit-limit/remaining/reset-requests`` (the limit per minute, as OpenAI
+  sends it); every answer carries the headers;
 * ``script``: a callable ``(FakeCall) -> FakeReply | None`` run first, for one-off
   statuses (a 429 with headers, Anthropic's 529 ``overloaded_error``).
 
@@ -209,7 +210,7 @@ class ProviderFake:
         limits: dict[str, str] = {}
         if self.bucket is not None:
             granted, wait, left = self.bucket.take()
-            limits = {"x-ratelimit-limit-requests": str(self.bucket.burst),
+            limits = {"x-ratelimit-limit-requests": str(round(self.bucket.rate * 60)),  # per minute, as OpenAI
                       "x-ratelimit-remaining-requests": str(left),
                       "x-ratelimit-reset-requests": f"{max(1, round(wait * 1000))}ms"}
             if not granted:
@@ -238,7 +239,8 @@ class ProviderFake:
         else:
             prefix = "/v1beta/openai" if self.kind == "gemini" else "/v1"
             ok_path = call.path in (f"{prefix}/chat/completions", f"{prefix}/completions")
-            auth_ok = headers.get("authorization") == f"Bearer {self.key}"
+            # key "" stands for a server without keys (Ollama, vLLM): then no auth header is expected.
+            auth_ok = headers.get("authorization") == f"Bearer {self.key}" if self.key else "authorization" not in headers
         if not ok_path:
             return 404, {}, {"error": {"message": f"no route {call.path}", "code": "not_found"}}
         if not auth_ok:

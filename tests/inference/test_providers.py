@@ -183,8 +183,8 @@ def test_quirks_openai_anthropic_gemini_mistral() -> None:
     assert claude.adjustments[0] == "inference.max_tokens unspecified → 4096: required by the Messages API [anthropic]"
     gem = adjust_request(_request(max_tokens=64), spec("gemini-2.5-pro", **env))
     assert gem.params == {"max_tokens": 64, "reasoning_effort": "low"}
-    assert gem.adjustments == ('reasoning_effort not sent → "low": fixed reasoning effort for Gemini thinking models '
-                               '[gemini]',)
+    assert gem.adjustments == (('reasoning_effort not sent → "low": fixed reasoning effort for Gemini thinking '
+                                'models [gemini]'),)
     assert adjust_request(_request(), spec("gemini-2.0-flash", **env)).adjustments == ()
     assert adjust_request(_request(seed=3), spec("mistral/mistral-small", **env)).params == {"random_seed": 3}
 
@@ -221,3 +221,9 @@ def test_anthropic_payload_translation_and_completion_refusal() -> None:
                             "usage": {"input_tokens": 7, "output_tokens": 3}})
     assert (gen.text, gen.reasoning, gen.finish_reason) == ("Answer: B", "hmm", "length")
     assert gen.usage["prompt_tokens"] == 7 and gen.usage["completion_tokens"] == 3
+
+
+def test_named_models_cannot_half_set_a_provider() -> None:
+    with pytest.raises(ModelSpecError, match=r"auth, provider cannot be set here; use --model PROVIDER/MODEL"):
+        parse_model_spec("corp", {"corp": {"endpoint": "http://127.0.0.1:1/v1", "provider": "azure",
+                                           "auth": "api-key"}})

@@ -76,7 +76,7 @@ def test_pause_pacing_and_bound_are_honoured() -> None:
 
         await asyncio.gather(*(one() for _ in range(5)))
         assert peak == 1 and lim.in_flight == 0  # halved from 2 to 1: one at a time
-        assert min(b - a for a, b in zip(sent, sent[1:])) >= 0.045  # and paced
+        assert min(b - a for a, b in zip(sent, sent[1:], strict=False)) >= 0.045  # and paced
         for _ in range(200):
             lim.success()
         assert lim.interval < 0.001 and lim.cap == 2  # recovered gradually

@@ -6,7 +6,6 @@ provider variable is cleared, so no test can reach a real provider.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -233,3 +232,52 @@ def test_the_cards_usage_line_works_as_written(pytester, monkeypatch) -> None:
 def assert_no_canary_in(folder: Path, result: pytest.RunResult) -> None:
     assert CANARY not in result.stdout.str() + result.stderr.str()
     assert not any(CANARY in p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("model, env_key, env_url, url_suffix, sent_model", [
+    ("openrouter/meta-llama/llama-3.1-8b-instruct", "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL", "/v1",
+     "meta-llama/llama-3.1-8b-instruct"),
+    ("together/Qwen/Qwen3-8B", "TOGETHER_API_KEY", "TOGETHER_BASE_URL", "/v1", "Qwen/Qwen3-8B"),
+    ("groq/llama-3.3-70b-versatile", "GROQ_API_KEY", "GROQ_BASE_URL", "/v1", "llama-3.3-70b-versatile"),
+    ("deepseek/deepseek-reasoner", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "/v1", "deepseek-reasoner"),
+    ("mistral/mistral-small-latest", "MISTRAL_API_KEY", "MISTRAL_BASE_URL", "/v1", "mistral-small-latest"),
+    ("ollama/qwen3:0.6b", None, "OLLAMA_HOST", "", "qwen3:0.6b"),
+])
+def test_openai_compatible_providers_request_shape(monkeypatch, model, env_key, env_url, url_suffix,
+                                                    sent_model) -> None:
+    """Each OpenAI-compatible provider: base URL from its variable, bearer key (none for Ollama), model id
+    as the provider names it, quirks applied to the body."""
+    import asyncio
+
+    from pytest_benchaudit.inference.backend import parse_model_spec
+    from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
+    from pytest_benchaudit.inference.providers import adjust_request
+    from pytest_benchaudit.pipeline.types import Message, Request
+
+    with ProviderFake("openai", key=CANARY if env_key else "") as fake:
+        if env_key:
+            monkeypatch.setenv(env_key, CANARY)
+        monkeypatch.setenv(env_url, (fake.root + url_suffix) if url_suffix else fake.root.removeprefix("http://"))
+        spec = parse_model_spec(model)
+        request = adjust_request(Request(mode="chat", messages=(Message(role="user", content="q"),),
+                                         params={"temperature": 0.0, "seed": 7, "max_tokens": 8}), spec)
+
+        async def ask():
+            backend = OpenAICompatBackend(spec, concurrency=2)
+            try:
+                return await backend.generate(request)
+            finally:
+                await backend.aclose()
+
+        gen = asyncio.run(ask())
+    assert gen.error is None and gen.text == "Answer: A"
+    (call,) = fake.calls
+    assert call.path == "/v1/chat/completions" and call.body["model"] == sent_model
+    assert call.headers.get("authorization") == ("Bearer <key>" if env_key else None)
+    expected = {"temperature": 0.0, "seed": 7, "max_tokens": 8}
+    if model.startswith("mistral/"):
+        expected = {"temperature": 0.0, "random_seed": 7, "max_tokens": 8}
+    if model.startswith("deepseek/"):
+        expected = {"seed": 7, "max_tokens": 8}
+    assert {k: v for k, v in call.body.items() if k not in ("model", "messages")} == expected
+    assert CANARY not in repr(gen)
