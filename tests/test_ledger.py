@@ -118,6 +118,30 @@ def test_cti_bench_mcq_template_contradicted() -> None:
     assert r["not_reproducible"] == r["counts"][UNDEFINED] + r["counts"][CONTRADICTED]
 
 
+def test_cti_bench_cells_from_the_paper() -> None:
+    """CTIBench paper (section 4.1/4.2, Appendix C/D): zero-shot, temperature 0 / top_p 1, the
+    expert-sentence prompts, accuracy / MAD / Correct-Plausible BFS; ATE's metric is named two ways."""
+    r = suite_ledger(load_suite(SUITES / "cti_bench" / "suite.toml"))
+    metric = r["cells"]["scoring.metric"]
+    assert metric["tasks"] == {"mcq": MATCHED, "rcm": MATCHED, "rcm_2021": MATCHED, "vsp": MATCHED,
+                               "ate": UNDEFINED, "taa": CONTRADICTED}
+    assert metric["status"] == CONTRADICTED
+    assert metric["values"]["taa"]["scoring.metric"] == {"documented": "actor_graph", "released": "cti_actor_graph"}
+    assert "We use accuracy to evaluate the CTI-MCQ" in metric["note"]
+    # temperature and top_p are stated and match; the seed is not stated, so the column stays undefined
+    suite = load_suite(SUITES / "cti_bench" / "suite.toml")
+    doc = suite.pipeline("mcq", "documented").card()["fields"]
+    assert doc["inference.decoding.temperature"] == 0.0 and doc["inference.decoding.top_p"] == 1.0
+    assert doc["prompt.format.few_shot"] == 0 and doc["inference.decoding.seed"] == "unspecified"
+    assert r["cells"]["inference.decoding"]["status"] == UNDEFINED
+    assert "We set the temperature of LLMs at 0" in r["cells"]["inference.decoding"]["note"]
+    # the paper's prompts: the expert sentence in front of the Prompt column, except CTI-VSP
+    assert suite.templates["documented"].user.startswith(
+        "You are a cybersecurity expert specializing in cyber threat intelligence. {prompt}")
+    assert suite.tasks["vsp"].layers["documented"]["prompt"]["template"] == "dataset_prompt"
+    assert "Micro-F1" in suite.pipeline("ate", "documented").why["scoring.metric"]
+
+
 def test_totals_add_up(ledger: dict) -> None:
     rows = ledger["benchmarks"]
     assert [r["benchmark"] for r in rows] == sorted(KNOWN)
@@ -262,12 +286,12 @@ def test_the_72_cell_view_with_totals_next_to_the_papers(capsys: pytest.CaptureF
     assert len(rows) == 8 and ledger["fields"] == list(PIPELINE_FIELDS) and len(PIPELINE_FIELDS) == 9
     t = ledger["totals"]
     assert t["cells"] == 72 and sum(t["counts"].values()) == 72
-    assert t["counts"] == {MATCHED: 8, UNDEFINED: 59, CONTRADICTED: 5}
+    assert t["counts"] == {MATCHED: 8, UNDEFINED: 58, CONTRADICTED: 6}
     assert t["paper_counts"] == {MATCHED: 28, UNDEFINED: 36, CONTRADICTED: 8}
     assert t["dataset_counts"] == {MATCHED: 8, UNDEFINED: 0, CONTRADICTED: 0}  # the dataset row, apart
     assert main(["ledger", "--suites-dir", str(SUITES)]) == 0
     out = capsys.readouterr().out
-    assert ("72 cells (8 benchmarks x 9 fields): ours 8 matched / 59 undefined / 5 contradicted; "
+    assert ("72 cells (8 benchmarks x 9 fields): ours 8 matched / 58 undefined / 6 contradicted; "
             "paper 28 matched / 36 undefined / 8 contradicted.") in out
     assert "dataset (apart)" in out
 
@@ -378,3 +402,36 @@ def test_mmlu_documented_pipeline_runs_the_papers_argmax(pytester: pytest.Pytest
     assert all(not r["valid"] for r in doc if r["item_id"] in doc_missing)
     assert all(r["valid"] for r in rel)
     assert {r["prediction"] for r in doc if r["item_id"] not in doc_missing} == {"B"}
+
+
+def test_cti_bench_documented_pipeline_sends_the_papers_prompt_and_decoding(pytester: pytest.Pytester) -> None:
+    """CTI-MCQ as the paper documents it: the expert sentence in front of the Prompt column,
+    temperature 0 and top_p 1; what the paper leaves open is supplied with --set."""
+    from conftest import real_data_dir, only_run_dir, read_run
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    data = real_data_dir()
+    if not (data / "cti-bench" / "cti-mcq.tsv").is_file():
+        pytest.skip("real CTI-Bench data missing under $BENCHAUDIT_DATA")
+    common = [str(SUITES / "cti_bench"), "--data-dir", str(data), "-k", "mcq and not rcm", "--limit", "3", "--no-cache"]
+    open_fields = ["prompt.format.mode=chat", "prompt.format.system_role=none", "inference.max_tokens=2048",
+                   "inference.stop=[]", "extraction.rule=last_line_letter", "extraction.reasoning=keep",
+                   "scoring.denominator=total"]
+    with ScriptedServer(lambda call: Reply(content="Reasoning...\nB")) as server:
+        skipped = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "documented",
+                                     "--report-dir", "skip", "-rs")
+        ran = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "documented",
+                                 *[a for f in open_fields for a in ("--set", f)], "--report-dir", "out")
+        sent = [c.body for c in server.calls if c.path.endswith("/chat/completions")]
+    skipped.assert_outcomes(skipped=3)
+    skipped.stdout.fnmatch_lines(["*prompt.format.mode*"])
+    assert ran.ret in (0, 1)
+    records = read_run(only_run_dir(pytester.path / "out"))["records"]
+    assert len(records) == 3 and all(r["prediction"] == "B" for r in records)
+    assert len(sent) == 3
+    for body in sent:
+        assert [m["role"] for m in body["messages"]] == ["user"]
+        assert body["messages"][0]["content"].startswith(
+            "You are a cybersecurity expert specializing in cyber threat intelligence. "
+            "You are given a multiple-choice question (MCQ)")
+        assert body["temperature"] == 0.0 and body["top_p"] == 1.0 and "seed" not in body
