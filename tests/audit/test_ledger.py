@@ -84,15 +84,29 @@ def test_seceval_cells(ledger: dict) -> None:
     assert any("'AA'" in q for q in r["quirks"]) and any("empty" in q for q in r["quirks"])
 
 
-def test_mmlu_everything_but_the_dataset_undefined(ledger: dict) -> None:
+def test_mmlu_cells_from_the_papers_evaluation_paragraph(ledger: dict) -> None:
     r = row(ledger, "mmlu_cs")
-    # the documented layer states only the split (test), which the released code uses too
+    # the documented layer states the split (test), which the released code uses too
     assert r["cells"]["dataset"]["status"] == MATCHED
-    assert {f: c["status"] for f, c in r["cells"].items() if f != "dataset"} == \
-        {f: UNDEFINED for f in PIPELINE_FIELDS}
-    assert r["summary"] == "9 of 9 pipeline fields cannot be reproduced from documentation alone"
-    # every undefined cell says where it was looked for
-    assert all("looked in: README.md @ 4450500" in r["cells"][f]["note"] for f in PIPELINE_FIELDS)
+    # arXiv 2009.03300: 5-shot completion prompts, the highest-probability letter, accuracy
+    assert {f: c["status"] for f, c in r["cells"].items() if f != "dataset"} == {
+        **{f: UNDEFINED for f in PIPELINE_FIELDS},
+        "prompt.format": MATCHED, "scoring.metric": MATCHED, "extraction.rule": CONTRADICTED,
+    }
+    assert r["summary"] == "7 of 9 pipeline fields cannot be reproduced from documentation alone"
+    fmt = r["cells"]["prompt.format"]["note"]
+    assert "add up to 5 demonstration examples" in fmt and "evaluate.py --ntrain default 5" in fmt
+    # the paper's argmax against the released bare-except fallback 'A'
+    ext = r["cells"]["extraction.rule"]
+    assert ext["values"]["mcq"]["extraction.rule"] == {"documented": "logprob_argmax", "released": "mmlu_logprob_argmax"}
+    assert "we treat the highest probability option as the prediction" in ext["note"]
+    assert "bare try/except" in ext["note"]
+    # the template: the header is quoted, the option lines (Figure 1a) were not read
+    tpl = r["cells"]["prompt.template"]
+    assert tpl["status"] == UNDEFINED and "Figure 1a" in tpl["note"]
+    # every undefined cell says where it was looked for, the paper included
+    assert all("looked in: README.md @ 4450500" in r["cells"][f]["note"] and "arXiv 2009.03300" in r["cells"][f]["note"]
+               for f in PIPELINE_FIELDS if r["cells"][f]["status"] == UNDEFINED)
     assert any("C 30" in q for q in r["quirks"])
 
 
@@ -102,6 +116,30 @@ def test_cti_bench_mcq_template_contradicted() -> None:
     assert r["cells"]["prompt.template"]["tasks"]["mcq"] == CONTRADICTED
     assert r["cells"]["prompt.template"]["status"] == CONTRADICTED
     assert r["not_reproducible"] == r["counts"][UNDEFINED] + r["counts"][CONTRADICTED]
+
+
+def test_cti_bench_cells_from_the_paper() -> None:
+    """CTIBench paper (section 4.1/4.2, Appendix C/D): zero-shot, temperature 0 / top_p 1, the
+    expert-sentence prompts, accuracy / MAD / Correct-Plausible BFS; ATE's metric is named two ways."""
+    r = suite_ledger(load_suite(SUITES / "cti_bench" / "suite.toml"))
+    metric = r["cells"]["scoring.metric"]
+    assert metric["tasks"] == {"mcq": MATCHED, "rcm": MATCHED, "rcm_2021": MATCHED, "vsp": MATCHED,
+                               "ate": UNDEFINED, "taa": CONTRADICTED}
+    assert metric["status"] == CONTRADICTED
+    assert metric["values"]["taa"]["scoring.metric"] == {"documented": "actor_graph", "released": "cti_actor_graph"}
+    assert "We use accuracy to evaluate the CTI-MCQ" in metric["note"]
+    # temperature and top_p are stated and match; the seed is not stated, so the column stays undefined
+    suite = load_suite(SUITES / "cti_bench" / "suite.toml")
+    doc = suite.pipeline("mcq", "documented").card()["fields"]
+    assert doc["inference.decoding.temperature"] == 0.0 and doc["inference.decoding.top_p"] == 1.0
+    assert doc["prompt.format.few_shot"] == 0 and doc["inference.decoding.seed"] == "unspecified"
+    assert r["cells"]["inference.decoding"]["status"] == UNDEFINED
+    assert "We set the temperature of LLMs at 0" in r["cells"]["inference.decoding"]["note"]
+    # the paper's prompts: the expert sentence in front of the Prompt column, except CTI-VSP
+    assert suite.templates["documented"].user.startswith(
+        "You are a cybersecurity expert specializing in cyber threat intelligence. {prompt}")
+    assert suite.tasks["vsp"].layers["documented"]["prompt"]["template"] == "dataset_prompt"
+    assert "Micro-F1" in suite.pipeline("ate", "documented").why["scoring.metric"]
 
 
 def test_totals_add_up(ledger: dict) -> None:
@@ -116,21 +154,21 @@ def test_totals_add_up(ledger: dict) -> None:
         assert r["counts"] == {s: [r["cells"][f]["status"] for f in PIPELINE_FIELDS].count(s) for s in r["counts"]}
         assert r["dataset"] == r["cells"]["dataset"]["status"] == MATCHED
     t = ledger["totals"]
-    assert t["not_reproducible"] == sum(r["not_reproducible"] for r in rows) == 26
+    assert t["not_reproducible"] == sum(r["not_reproducible"] for r in rows) == 24
     assert t["fields_total"] == t["cells"] == 27
-    assert t["counts"] == {MATCHED: 1, UNDEFINED: 24, CONTRADICTED: 2}
+    assert t["counts"] == {MATCHED: 3, UNDEFINED: 21, CONTRADICTED: 3}
     assert t["paper_counts"] == {MATCHED: 28, UNDEFINED: 36, CONTRADICTED: 8}
     assert t["dataset_counts"] == {MATCHED: 3, UNDEFINED: 0, CONTRADICTED: 0}
-    assert t["summary"] == "26 of 27 cells cannot be reproduced from documentation alone"
+    assert t["summary"] == "24 of 27 cells cannot be reproduced from documentation alone"
 
 
 def test_all_formats_render(ledger: dict) -> None:
     table = render(ledger, "table")
-    assert "CONTRADICTED" in table and "overall: 26 of 27 cells" in table
-    assert "ours 1 matched / 24 undefined / 2 contradicted; paper 28 matched / 36 undefined / 8 contradicted" in table
+    assert "CONTRADICTED" in table and "overall: 24 of 27 cells" in table
+    assert "ours 3 matched / 21 undefined / 3 contradicted; paper 28 matched / 36 undefined / 8 contradicted" in table
     assert "data quirks (from ledger)" in table
     md = render(ledger, "markdown")
-    assert "| cybermetric | CONTRADICTED | matched |" in md and "**Overall: 26 of 27" in md
+    assert "| cybermetric | CONTRADICTED | matched |" in md and "**Overall: 24 of 27" in md
     assert json.loads(render(ledger, "json")) == json.loads(json.dumps(ledger))
     with pytest.raises(ValueError, match="unknown format"):
         render(ledger, "html")
@@ -139,7 +177,7 @@ def test_all_formats_render(ledger: dict) -> None:
 def test_cli_ledger(suites_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ledger", "--format", "json", "--suites-dir", str(suites_dir)]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["totals"]["not_reproducible"] == 26 and data["fields"] == list(PIPELINE_FIELDS)
+    assert data["totals"]["not_reproducible"] == 24 and data["fields"] == list(PIPELINE_FIELDS)
     assert main(["ledger", "--suites-dir", str(suites_dir), "--format", "markdown"]) == 0
     assert capsys.readouterr().out.startswith("# Reproducibility ledger")
     assert main(["ledger", "--suites-dir", str(tmp_path)]) == 2
@@ -248,12 +286,12 @@ def test_the_72_cell_view_with_totals_next_to_the_papers(capsys: pytest.CaptureF
     assert len(rows) == 8 and ledger["fields"] == list(PIPELINE_FIELDS) and len(PIPELINE_FIELDS) == 9
     t = ledger["totals"]
     assert t["cells"] == 72 and sum(t["counts"].values()) == 72
-    assert t["counts"] == {MATCHED: 6, UNDEFINED: 62, CONTRADICTED: 4}
+    assert t["counts"] == {MATCHED: 8, UNDEFINED: 58, CONTRADICTED: 6}
     assert t["paper_counts"] == {MATCHED: 28, UNDEFINED: 36, CONTRADICTED: 8}
     assert t["dataset_counts"] == {MATCHED: 8, UNDEFINED: 0, CONTRADICTED: 0}  # the dataset row, apart
     assert main(["ledger", "--suites-dir", str(SUITES)]) == 0
     out = capsys.readouterr().out
-    assert ("72 cells (8 benchmarks x 9 fields): ours 6 matched / 62 undefined / 4 contradicted; "
+    assert ("72 cells (8 benchmarks x 9 fields): ours 8 matched / 58 undefined / 6 contradicted; "
             "paper 28 matched / 36 undefined / 8 contradicted.") in out
     assert "dataset (apart)" in out
 
@@ -277,9 +315,15 @@ def test_documented_cells_read_from_the_documents() -> None:
     athena = ledger["athenabench"]["cells"]
     # readme.md: Combined = unweighted mean of the six columns -> the released macro mean
     assert athena["aggregation"]["status"] == MATCHED and "Combined" in athena["aggregation"]["note"]
-    # CKT/RCM accuracy and RMS F1 are documented; ATE/VSP/TAA accuracies are not defined
-    assert athena["scoring.metric"]["tasks"] == {"mcq": MATCHED, "ate": UNDEFINED, "rms": MATCHED,
-                                                 "rcm": MATCHED, "vsp": UNDEFINED, "taa": UNDEFINED}
+    # readme + paper (arXiv 2511.01144 section 4.2, Table 1): CKT/RCM accuracy, RMS F1, ATE accuracy of
+    # the parent technique id, VSP 1 - MAD/7.7; TAA 'accuracy' does not say whether aliases count
+    assert athena["scoring.metric"]["tasks"] == {"mcq": MATCHED, "ate": MATCHED, "rms": MATCHED,
+                                                 "rcm": MATCHED, "vsp": MATCHED, "taa": UNDEFINED}
+    athena_suite = load_suite(SUITES / "athenabench" / "suite.toml")
+    assert "1 - MAD/7.7" in athena_suite.pipeline("vsp", "documented").why["scoring.metric"]
+    # temperature 0 is stated (section 4.1), top_p and seed are not: the decoding column stays undefined
+    assert athena["inference.decoding"]["status"] == UNDEFINED
+    assert "decoding temperature to 0" in athena["inference.decoding"]["note"]
     redsage = ledger["redsage"]["cells"]
     # eval/README.md: instruct models run the '_em' tasks = exact match of the generated answer;
     # the released headline reads the letter with MCQAcc
@@ -309,3 +353,91 @@ def test_the_documented_pipeline_runs_documented_values(pytester: pytest.Pyteste
     records = read_run(only_run_dir(pytester.path / "out"))["records"]
     assert len(records) == 4 and all(r["valid"] and r["prediction"] == "B" for r in records)
     assert sent and sent[0]["messages"][0]["content"].startswith("You are a helpful AI assistant.\nInstructions:")
+
+
+def test_mmlu_documented_pipeline_runs_the_papers_argmax(pytester: pytest.Pytester) -> None:
+    """The contradicted MMLU extraction cell, end to end: one scripted endpoint that answers every
+    4th question without log-probabilities.  The documented layer (the paper's argmax) finds no
+    prediction there; the released layer (evaluate.py's bare except) reads 'A' and scores it."""
+    from conftest import real_data_dir, only_run_dir, read_run
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    data = real_data_dir()
+    if not (data / "mmlu-computer-security" / "computer_security_test.csv").is_file():
+        pytest.skip("real MMLU computer_security data missing under $BENCHAUDIT_DATA")
+    seen: list[str] = []
+    bare: set[str] = set()  # the prompts answered without log-probabilities (the same in both runs)
+    phase = {"pick": True}  # every 4th prompt of the documented run is picked; the released run replays them
+
+    def script(call) -> Reply:
+        prompt = call.body.get("prompt", "")
+        seen.append(prompt)
+        if phase["pick"] and len(seen) % 4 == 0:
+            bare.add(prompt)
+        if prompt in bare:
+            return Reply(content=" B", top_logprobs=None)
+        return Reply(content=" B", top_logprobs={" B": -0.1, " A": -2.0, " C": -3.0, " D": -4.0})
+
+    # what the paper leaves open is supplied with --set, as the released code does it
+    open_fields = ["prompt.template=released", "inference.decoding.temperature=0", "inference.max_tokens=1",
+                   "inference.decoding.top_logprobs=100", "inference.stop=[]", "scoring.denominator=total",
+                   "aggregation.method=micro"]
+    common = [str(SUITES / "mmlu_cs"), "--data-dir", str(data), "--limit", "8", "--no-cache"]
+    with ScriptedServer(script) as server:
+        skipped = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "documented",
+                                     "--report-dir", "skip", "-rs")
+        documented = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "documented",
+                                        *[a for f in open_fields for a in ("--set", f)], "--report-dir", "doc")
+        phase["pick"] = False  # keep `bare`: the released run meets the same endpoint behaviour per question
+        released = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "released",
+                                      "--report-dir", "rel")
+        prompts = [c.body["prompt"] for c in server.calls if c.path.endswith("/completions")
+                   and not c.path.endswith("/chat/completions")]
+    skipped.assert_outcomes(skipped=8)
+    skipped.stdout.fnmatch_lines(["*prompt.template*"])
+    assert documented.ret in (0, 1) and released.ret in (0, 1)
+    doc = read_run(only_run_dir(pytester.path / "doc"))["records"]
+    rel = read_run(only_run_dir(pytester.path / "rel"))["records"]
+    assert len(doc) == len(rel) == 8
+    # 5-shot completion prompts, as the paper says (five 'Answer: X' exemplars before the question)
+    assert prompts and all(p.count("\nAnswer:") == 6 for p in prompts)
+    assert len(bare) == 2
+    doc_missing = {r["item_id"] for r in doc if r["prediction"] is None}
+    rel_a = {r["item_id"] for r in rel if r["prediction"] == "A"}
+    assert len(doc_missing) == 2 and doc_missing <= rel_a  # documented: no prediction; released: 'A'
+    assert all(not r["valid"] for r in doc if r["item_id"] in doc_missing)
+    assert all(r["valid"] for r in rel)
+    assert {r["prediction"] for r in doc if r["item_id"] not in doc_missing} == {"B"}
+
+
+def test_cti_bench_documented_pipeline_sends_the_papers_prompt_and_decoding(pytester: pytest.Pytester) -> None:
+    """CTI-MCQ as the paper documents it: the expert sentence in front of the Prompt column,
+    temperature 0 and top_p 1; what the paper leaves open is supplied with --set."""
+    from conftest import real_data_dir, only_run_dir, read_run
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    data = real_data_dir()
+    if not (data / "cti-bench" / "cti-mcq.tsv").is_file():
+        pytest.skip("real CTI-Bench data missing under $BENCHAUDIT_DATA")
+    common = [str(SUITES / "cti_bench"), "--data-dir", str(data), "-k", "mcq and not rcm", "--limit", "3", "--no-cache"]
+    open_fields = ["prompt.format.mode=chat", "prompt.format.system_role=none", "inference.max_tokens=2048",
+                   "inference.stop=[]", "extraction.rule=last_line_letter", "extraction.reasoning=keep",
+                   "scoring.denominator=total"]
+    with ScriptedServer(lambda call: Reply(content="Reasoning...\nB")) as server:
+        skipped = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "documented",
+                                     "--report-dir", "skip", "-rs")
+        ran = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "documented",
+                                 *[a for f in open_fields for a in ("--set", f)], "--report-dir", "out")
+        sent = [c.body for c in server.calls if c.path.endswith("/chat/completions")]
+    skipped.assert_outcomes(skipped=3)
+    skipped.stdout.fnmatch_lines(["*prompt.format.mode*"])
+    assert ran.ret in (0, 1)
+    records = read_run(only_run_dir(pytester.path / "out"))["records"]
+    assert len(records) == 3 and all(r["prediction"] == "B" for r in records)
+    assert len(sent) == 3
+    for body in sent:
+        assert [m["role"] for m in body["messages"]] == ["user"]
+        assert body["messages"][0]["content"].startswith(
+            "You are a cybersecurity expert specializing in cyber threat intelligence. "
+            "You are given a multiple-choice question (MCQ)")
+        assert body["temperature"] == 0.0 and body["top_p"] == 1.0 and "seed" not in body
