@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
+from pytest_benchaudit.cli.audit_gold import add_parser as add_audit_gold_parser, run as run_audit_gold
 from pytest_benchaudit.audit.goldaudit import (
     CSV_COLUMNS,
     GoldAuditError,
-    add_audit_gold_parser,
     audit_gold,
     normalize_answer,
-    run_audit_gold,
 )
 from pytest_benchaudit.audit.importers import import_athenabench_runs
 

@@ -9,13 +9,12 @@ from typing import Any
 import pytest
 
 from conftest import write_run_dir
+from pytest_benchaudit.cli.judge_agreement import add_parser as add_judge_agreement_parser, run as run_judge_agreement
 from pytest_benchaudit.audit.judgeagree import (
     JudgeAgreementError,
-    add_judge_agreement_parser,
     agreement_report,
     cohen_kappa,
     pair_runs,
-    run_judge_agreement,
     within_run,
 )
 
