@@ -39,6 +39,9 @@ Command line (used by the benchmarks and by stand-in executables)::
 
 prints one line ``READY http://127.0.0.1:PORT/v1`` (flushed) once listening and
 serves until SIGTERM or SIGINT, then exits with status 0.
+
+The values and script builders live in :mod:`.scripts`, the response bodies in :mod:`.responses`;
+they are re-exported here, where tests have always imported them from.
 """
 
 from __future__ import annotations
@@ -52,241 +55,28 @@ import socketserver
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = [
-    "Call",
-    "Reply",
-    "Script",
-    "ScriptedServer",
-    "by_marker",
-    "sequence",
-    "main",
-]
+from pytest_benchaudit.testing.responses import (
+    chat_logprobs,
+    completion_logprobs,
+    count_words,
+    error_body,
+    prompt_words,
+)
+from pytest_benchaudit.testing.scripts import (
+    Call,
+    Reply,
+    Script,
+    by_marker,
+    default_script,
+    sequence,
+)
 
-
-# --------------------------------------------------------------------------- values
-
-
-@dataclass
-class Reply:
-    """What the server answers to one completion request.
-
-    ``content``            message content (chat) or ``text`` (completion); ``None`` is sent as JSON null.
-    ``reasoning_content``  sent as ``choices[0].message.reasoning_content`` (chat only) when not ``None``.
-    ``finish_reason``      ``choices[0].finish_reason``.
-    ``status``             HTTP status; anything but 200 sends the JSON error body
-                           ``{"error": {"message": error_message, "type": ..., "code": ...}}``.
-    ``error_message``      the ``message`` of that error body.
-    ``headers``            extra response headers, e.g. ``{"Retry-After": "1"}`` (sent with any status).
-    ``delay``              seconds to hold the request before answering; ``None``: the server's ``latency``.
-    ``raw_body``           bytes sent verbatim as the body (with ``status`` and ``content_type``),
-                           replacing whatever JSON would have been sent -- for malformed responses.
-    ``content_type``       the ``Content-Type`` of the response.
-    ``drop_connection``    after the delay, close the socket without sending any response.
-    ``top_logprobs``       first-token alternatives ``{token: logprob}``.  The sampled token is the
-                           one with the highest logprob (greedy).  Sent only when the request asked
-                           for log-probabilities (chat: ``"logprobs": true`` + ``"top_logprobs": N``;
-                           completions: ``"logprobs": N``), truncated to the N best.
-    ``usage``              the ``usage`` object; ``None``: whitespace word counts of prompt and content.
-    """
-
-    content: str | None = "Answer: A"
-    reasoning_content: str | None = None
-    finish_reason: str = "stop"
-    status: int = 200
-    error_message: str = "scripted error"
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float | None = None
-    raw_body: bytes | None = None
-    content_type: str = "application/json"
-    drop_connection: bool = False
-    top_logprobs: dict[str, float] | None = None
-    usage: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class Call:
-    """One request as the server received it.
-
-    ``path``     the request path without query string, e.g. ``"/v1/chat/completions"``.
-    ``body``     the parsed JSON body (``{}`` for a request without a body, such as ``GET /v1/models``).
-    ``headers``  request headers with lower-case names (repeated headers joined with ``", "``).
-    ``attempt``  1 for the first request with this exact (path, body), 2 for the next one
-                 (a client retry), and so on.  Bodies are compared as canonical JSON, so key
-                 order does not matter.
-    """
-
-    path: str
-    body: dict[str, Any]
-    headers: dict[str, str]
-    attempt: int
-
-    @property
-    def last_user_text(self) -> str:
-        """The last user message's text (chat) or the prompt (completion); ``""`` if none.
-
-        Content given as a list of parts has its text parts joined with newlines; a
-        prompt given as a list of strings is joined the same way.
-        """
-        messages = self.body.get("messages")
-        if isinstance(messages, list):
-            for message in reversed(messages):
-                if isinstance(message, dict) and message.get("role") == "user":
-                    return _text_of(message.get("content"))
-            return ""
-        return _text_of(self.body.get("prompt"))
-
-
-Script = Callable[[Call], Reply]
-"""Decides the reply for each completion request."""
-
-
-def _text_of(content: Any) -> str:
-    """Text of a message content / prompt that may be a string or a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "\n".join(parts)
-    return ""
-
-
-# --------------------------------------------------------------------------- scripts
-
-
-def _default_script(call: Call) -> Reply:
-    return Reply()
-
-
-def by_marker(mapping: Mapping[str, Reply], default: Reply) -> Script:
-    """Answer with the reply whose key occurs in ``call.last_user_text``.
-
-    Keys are tried in mapping order and the first one found as a substring wins;
-    ``default`` answers when none is found.  Typical use: put a marker such as
-    ``"Q-17"`` in one question's text and map it to a fault.
-    """
-    items = list(mapping.items())
-
-    def script(call: Call) -> Reply:
-        text = call.last_user_text
-        for marker, reply in items:
-            if marker in text:
-                return reply
-        return default
-
-    return script
-
-
-def sequence(*replies: Reply) -> Script:
-    """Answer by attempt number: attempt 1 gets ``replies[0]``, attempt 2 ``replies[1]``, ...
-
-    The last reply repeats for every later attempt.  Attempts are counted per
-    (path, body), so each distinct request walks through the sequence on its own:
-    ``sequence(Reply(status=503), Reply())`` fails every first try and answers the retry.
-    """
-    if not replies:
-        raise ValueError("sequence() needs at least one Reply")
-    chosen = tuple(replies)
-
-    def script(call: Call) -> Reply:
-        return chosen[min(call.attempt, len(chosen)) - 1]
-
-    return script
-
-
-# --------------------------------------------------------------------------- responses
-
-_ERROR_TYPES: dict[int, tuple[str, str | None]] = {
-    400: ("invalid_request_error", None),
-    401: ("authentication_error", "invalid_api_key"),
-    403: ("permission_error", None),
-    404: ("not_found_error", None),
-    408: ("timeout_error", None),
-    413: ("invalid_request_error", None),
-    422: ("invalid_request_error", None),
-    429: ("rate_limit_error", "rate_limit_exceeded"),
-}
-
-
-def _error_body(status: int, message: str, *, param: str | None = None, code: Any = None,
-                type_: str | None = None) -> dict[str, Any]:
-    """An OpenAI-style error object; type and code are guessed from the status."""
-    default_type, default_code = _ERROR_TYPES.get(
-        status, ("server_error" if status >= 500 else "invalid_request_error", None)
-    )
-    error: dict[str, Any] = {
-        "message": message,
-        "type": type_ or default_type,
-        "param": param,
-        "code": code if code is not None else (default_code or str(status)),
-    }
-    return {"error": error}
-
-
-def _words(text: str | None) -> int:
-    return len(text.split()) if text else 0
-
-
-def _prompt_words(body: Mapping[str, Any]) -> int:
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        return sum(_words(_text_of(m.get("content"))) for m in messages if isinstance(m, dict))
-    return _words(_text_of(body.get("prompt")))
-
-
-def _ranked(top: Mapping[str, float], n: int) -> list[tuple[str, float]]:
-    """The ``n`` best (token, logprob) pairs, best first; ties keep dict order."""
-    return sorted(top.items(), key=lambda kv: -kv[1])[: max(n, 0)]
-
-
-def _requested_n(value: Any) -> int | None:
-    """An integer count from a request field; ``None`` when absent or not an int (bools excluded)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
-
-
-def _chat_logprobs(body: Mapping[str, Any], top: Mapping[str, float]) -> dict[str, Any] | None:
-    if body.get("logprobs") is not True or not top:
-        return None
-    n = _requested_n(body.get("top_logprobs")) or 0
-    token, logprob = _ranked(top, 1)[0]
-    return {
-        "content": [
-            {
-                "token": token,
-                "logprob": logprob,
-                "bytes": list(token.encode("utf-8")),
-                "top_logprobs": [
-                    {"token": t, "logprob": lp, "bytes": list(t.encode("utf-8"))}
-                    for t, lp in _ranked(top, n)
-                ],
-            }
-        ]
-    }
-
-
-def _completion_logprobs(body: Mapping[str, Any], top: Mapping[str, float]) -> dict[str, Any] | None:
-    n = _requested_n(body.get("logprobs"))
-    if n is None or not top:
-        return None
-    token, logprob = _ranked(top, 1)[0]
-    return {
-        "tokens": [token],
-        "token_logprobs": [logprob],
-        "top_logprobs": [dict(_ranked(top, n))],
-        "text_offset": [0],
-    }
+__all__ = ["Call", "Reply", "Script", "ScriptedServer", "by_marker", "main", "sequence"]
 
 
 # --------------------------------------------------------------------------- server
@@ -464,7 +254,7 @@ class ScriptedServer:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        self.script: Script = script or _default_script
+        self.script: Script = script or default_script
         self.latency = latency
         self.model_id = model_id
         self.min_max_tokens = min_max_tokens
@@ -557,9 +347,9 @@ class ScriptedServer:
             try:
                 body = json.loads(raw)
             except (ValueError, UnicodeDecodeError) as exc:
-                return _json_response(400, _error_body(400, f"invalid JSON body: {exc}"))
+                return _json_response(400, error_body(400, f"invalid JSON body: {exc}"))
             if not isinstance(body, dict):
-                return _json_response(400, _error_body(400, "request body must be a JSON object"))
+                return _json_response(400, error_body(400, "request body must be a JSON object"))
         else:
             body = {}
         call = self._record(path, body, headers)
@@ -570,7 +360,7 @@ class ScriptedServer:
                 "data": [{"id": self.model_id, "object": "model", "created": 0, "owned_by": "scripted"}],
             })
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
-            return _json_response(404, _error_body(404, f"no route for {method} {path}"))
+            return _json_response(404, error_body(404, f"no route for {method} {path}"))
 
         refusal = self._check_max_tokens(body)
         if refusal is not None:
@@ -581,7 +371,7 @@ class ScriptedServer:
         except Exception as exc:  # a broken script must not hang or kill the client
             with self._lock:
                 self.script_errors.append(exc)
-            return _json_response(500, _error_body(500, f"script raised {type(exc).__name__}: {exc}"))
+            return _json_response(500, error_body(500, f"script raised {type(exc).__name__}: {exc}"))
 
         delay = reply.delay if reply.delay is not None else self.latency
         if delay > 0 and self._stopping.wait(delay):
@@ -591,7 +381,7 @@ class ScriptedServer:
         if reply.raw_body is not None:
             return _Response(reply.status, reply.raw_body, reply.content_type, reply.headers)
         if reply.status != 200:
-            return _Response(reply.status, json.dumps(_error_body(reply.status, reply.error_message)).encode(),
+            return _Response(reply.status, json.dumps(error_body(reply.status, reply.error_message)).encode(),
                              reply.content_type, reply.headers)
         chat = path == "/v1/chat/completions"
         payload = self._completion(chat, body, reply)
@@ -604,7 +394,7 @@ class ScriptedServer:
             value = body.get(param)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value < self.min_max_tokens:
                 message = f"{param} is too small. Minimum value is {self.min_max_tokens}."
-                return _json_response(400, _error_body(
+                return _json_response(400, error_body(
                     400, message, param=param, code="integer_below_min_value", type_="invalid_request_error"))
         return None
 
@@ -612,8 +402,8 @@ class ScriptedServer:
         n = next(self._ids)
         usage = reply.usage
         if usage is None:
-            prompt_tokens = _prompt_words(body)
-            completion_tokens = _words(reply.content) + _words(reply.reasoning_content if chat else None)
+            prompt_tokens = prompt_words(body)
+            completion_tokens = count_words(reply.content) + count_words(reply.reasoning_content if chat else None)
             usage = {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
@@ -625,10 +415,10 @@ class ScriptedServer:
             if reply.reasoning_content is not None:
                 message["reasoning_content"] = reply.reasoning_content
             choice["message"] = message
-            logprobs = _chat_logprobs(body, reply.top_logprobs or {})
+            logprobs = chat_logprobs(body, reply.top_logprobs or {})
         else:
             choice["text"] = reply.content
-            logprobs = _completion_logprobs(body, reply.top_logprobs or {})
+            logprobs = completion_logprobs(body, reply.top_logprobs or {})
         choice["logprobs"] = logprobs
         choice["finish_reason"] = reply.finish_reason
         return {
