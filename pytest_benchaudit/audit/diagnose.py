@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_benchaudit.audit import diagnose_checks as checks
+from pytest_benchaudit.audit import diagnose_data as data_checks
 from pytest_benchaudit.audit.diagnose_catalog import CATALOGUE
 from pytest_benchaudit.audit.diagnose_core import (
     Finding,
@@ -33,14 +34,20 @@ def diagnose(runs: Sequence[LoadedRun], *, resources: Resources | None = None,
     ledger row (:func:`.ledger.suite_ledger`); without it FM15 is not checked.
     """
     groups = group_runs(runs)
+    group_checks: list[checks.Check] = [
+        checks.check_valid_denominator, checks.check_stop_in_reasoning, checks.check_truncation,
+        checks.check_provider_minimum, checks.check_reasoning_kept, checks.check_letters_anywhere,
+        checks.check_echoed_options, data_checks.check_gold, data_checks.check_duplicates, checks.check_seed,
+        checks.check_judge, checks.check_free_text_near_miss,
+    ]
     findings: list[Finding] = []
     for group in groups:
-        for check in checks.GROUP_CHECKS:
+        for check in group_checks:
             findings += check(group, resources)
-    findings += checks.cross_task_checks(groups)
-    findings += checks.size_checks(groups)
+    findings += data_checks.cross_task_checks(groups)
+    findings += data_checks.size_checks(groups)
     if ledger_rows is not None:
-        findings += checks.ledger_checks(groups, ledger_rows, resources)
+        findings += data_checks.ledger_checks(groups, ledger_rows, resources)
     order = {fm: i for i, fm in enumerate(CATALOGUE)}
     findings.sort(key=lambda f: (f.benchmark, f.task, order.get(f.failure_mode, 99), f.model, f.pipeline, f.run))
     return findings
