@@ -7,7 +7,8 @@ Stage rates are cumulative pass rates: the share of items that got through
 inference, through extraction (valid), and that were correct.
 
 Pure: no pytest, no I/O.  Works on record dicts, so it serves pytest runs and
-offline re-scoring alike.
+offline re-scoring alike.  Each per-task result is built and checked as a :class:`TaskResult`
+(the contract of a ``summary.json`` ``results`` row) and handed on as that row.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
+from pydantic import BaseModel, ConfigDict
+
 from pytest_benchaudit.pipeline.variants import card_for, card_key
 from pytest_benchaudit.pipeline.stages import is_unspecified
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
-__all__ = ["summarize", "benchmark_scores", "confidence_interval", "group_key", "variant_deltas", "summary_document"]
+__all__ = ["TaskResult", "summarize", "benchmark_scores", "confidence_interval", "group_key", "variant_deltas", "summary_document"]
 
 
 def group_key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -61,6 +64,49 @@ def confidence_interval(values: list[float], binary: bool) -> list[float] | None
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+class StageRates(BaseModel):
+    """Cumulative pass rates: through inference, through extraction (valid), correct."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inference_ok: float
+    extraction_ok: float
+    correct: float
+
+
+class TaskResult(BaseModel):
+    """One benchmark x task x model x variant: both denominators, stage rates, the headline and its CI."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: str
+    task: str
+    model: str
+    variant: str
+    pipeline: str
+    pipeline_hash: str
+    metric: str
+    lower_is_better: bool
+    denominator: str
+    n: int
+    n_valid: int
+    n_correct: int
+    score: float | None  # under the pipeline's denominator; None while it is unspecified
+    score_total: float | None
+    score_valid: float | None
+    invalid_rate: float
+    invalid_reasons: dict[str, int]
+    stage_rates: StageRates
+    ci95: list[float] | None
+    extras: dict[str, float] | None = None  # per-item numbers beside the headline (e.g. TAA plausible)
+    breakdown: dict[str, dict[str, dict[str, Any]]] | None = None  # aggregation.by field -> value -> n, score
+
+    def row(self) -> dict[str, Any]:
+        """The ``summary.json`` row: optional parts only when present."""
+        return self.model_dump(exclude_none=False, exclude={k for k in ("extras", "breakdown")
+                                                             if getattr(self, k) is None})
 
 
 def _result(recs: list[dict[str, Any]], card: dict[str, Any] | None) -> dict[str, Any]:
@@ -114,7 +160,7 @@ def _result(recs: list[dict[str, Any]], card: dict[str, Any] | None) -> dict[str
     by = fields.get("aggregation.by")
     if by:
         result["breakdown"] = {by: _breakdown(recs, by, denominator)}
-    return result
+    return TaskResult.model_validate(result).row()
 
 
 def _breakdown(recs: list[dict[str, Any]], by: str, denominator: str) -> dict[str, dict[str, Any]]:
