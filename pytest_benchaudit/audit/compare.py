@@ -61,7 +61,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.common.errors import BenchauditError, RunDirError, cli_exit_code
 from pytest_benchaudit.aggregate import stats
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.audit.offline import OfflineError, load_run
@@ -121,7 +121,7 @@ def _load(paths: Iterable[Path]) -> list[LoadedRun]:
     runs = []
     for path in iterate(expand_runs(paths), label="load", unit="runs"):
         try:
-            meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
+            meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr), require_records=True)
         except OfflineError as err:
             raise CompareError(str(err)) from None
         base = [r for r in records if not r.get("variant")]
@@ -598,9 +598,11 @@ def mark_similar(doc: dict[str, Any], pairs: list[tuple[str, str]]) -> None:
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:
+    from pytest_benchaudit.runs.store import read_summary_json
+
     try:
-        return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        return read_summary_json(run_dir)
+    except RunDirError:  # optional here: ranks come from the records
         return {}
 
 
@@ -631,6 +633,9 @@ def run_compare(args: argparse.Namespace) -> int:
     except CompareError as err:
         print(f"benchaudit compare: {err}", file=sys.stderr)
         return 2
+    except BenchauditError as err:  # a run directory that is missing, corrupt or empty
+        print(f"benchaudit compare: {err}", file=sys.stderr)
+        return cli_exit_code(err)
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / "compare.json"
     tmp = target.with_suffix(".json.tmp")

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.common.errors import BenchauditError, cli_exit_code
 from pytest_benchaudit.audit.compare import CompareError, expand_runs
 from pytest_benchaudit.audit.offline import OfflineError, load_run
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
@@ -254,12 +254,15 @@ def run_audit_gold(args: argparse.Namespace) -> int:
     try:
         records: list[dict[str, Any]] = []
         for path in expand_runs(args.runs):
-            _meta, recs = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
+            _meta, recs = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr), require_records=True)
             records += recs
         result = audit_gold(records, min_models=args.min_models, pipeline=getattr(args, "pipeline", None))
     except (CompareError, OfflineError, GoldAuditError) as err:
         print(f"benchaudit audit-gold: {err}", file=sys.stderr)
         return 2
+    except BenchauditError as err:  # a run directory that is missing, corrupt or empty
+        print(f"benchaudit audit-gold: {err}", file=sys.stderr)
+        return cli_exit_code(err)
     if len(result.models) < 2:
         print(f"benchaudit audit-gold: records of {len(result.models)} model(s); a consensus needs runs of at least "
               f"2 models", file=sys.stderr)

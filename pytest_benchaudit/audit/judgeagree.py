@@ -40,7 +40,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.common.errors import BenchauditError, cli_exit_code
 from pytest_benchaudit.audit.goldaudit import normalize_answer
 from pytest_benchaudit.audit.offline import OfflineError, load_run
 
@@ -346,7 +346,7 @@ def add_judge_agreement_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
-    _meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
+    _meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr), require_records=True)
     return records
 
 
@@ -371,6 +371,9 @@ def run_judge_agreement(args: argparse.Namespace) -> int:
     except (OfflineError, JudgeAgreementError) as err:
         print(f"benchaudit judge-agreement: {err}", file=sys.stderr)
         return 2
+    except BenchauditError as err:  # a run directory that is missing, corrupt or empty
+        print(f"benchaudit judge-agreement: {err}", file=sys.stderr)
+        return cli_exit_code(err)
     if args.json:
         print(json.dumps(doc, indent=2, ensure_ascii=False))
     else:

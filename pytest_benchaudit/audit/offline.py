@@ -17,7 +17,8 @@ from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError
 from pytest_benchaudit.common.progress import Progress, iterate
-from pytest_benchaudit.runs.store import RunDirectory, read_records
+from pytest_benchaudit.runs.store import RunDirectory
+from pytest_benchaudit.runs.store import load_run as _store_load_run
 from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.dataset.suites import (
@@ -40,22 +41,10 @@ def card_key(rec: Mapping[str, Any]) -> str:
     return f"{key}|{rec['variant']}" if rec.get("variant") else key
 
 
-def load_run(run_dir: Path, warn: Callable[[str], None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(run.json, records) of a run directory; a torn last record line is skipped with ``warn``."""
-    import json
-
-    run_json = run_dir / "run.json"
-    try:
-        meta = json.loads(run_json.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise OfflineError(f"{run_json}: not found (is {run_dir} a benchaudit run directory?)") from None
-    except json.JSONDecodeError as err:
-        raise OfflineError(f"{run_json}: invalid JSON at line {err.lineno}: {err.msg}") from None
-    try:
-        records = list(read_records(run_dir, on_torn_tail=warn))
-    except (OSError, ValueError) as err:
-        raise OfflineError(str(err)) from None
-    return meta, records
+def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *,
+             require_records: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(run.json, validated records) of a run directory: :func:`pytest_benchaudit.runs.store.load_run`."""
+    return _store_load_run(Path(run_dir), warn, require_records=require_records)
 
 
 class _Resources:
@@ -97,7 +86,7 @@ def rescore_run(
     warn: Callable[[str], None] = lambda msg: print(f"warning: {msg}", file=sys.stderr),
 ) -> tuple[RunDirectory, list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Re-score ``run_dir`` and write a new run directory; return it with its results and cards."""
-    meta, records = load_run(run_dir, warn)
+    meta, records = load_run(run_dir, warn, require_records=True)
     stored_cards: dict[str, dict[str, Any]] = meta.get("pipeline_cards") or {}
     overrides = overrides or []
     pipelines: dict[str, Pipeline] = {}
@@ -160,7 +149,7 @@ def sweep_run(
     from pytest_benchaudit.aggregate.results import variant_deltas
     from pytest_benchaudit.pipeline.variants import build_variants
 
-    meta, records = load_run(run_dir, warn)
+    meta, records = load_run(run_dir, warn, require_records=True)
     base_records = [r for r in records if not r.get("variant")]
     stored_cards: dict[str, dict[str, Any]] = meta.get("pipeline_cards") or {}
     resources = _Resources(suites_dir, data_dir)

@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.common.errors import BenchauditError, UsageError, cli_exit_code
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.audit.compare import add_compare_parser, run_compare
 from pytest_benchaudit.report.export import add_export_parser, run_export
@@ -49,7 +49,8 @@ from pytest_benchaudit.audit.importers import add_import_parser, run_import
 from pytest_benchaudit.audit.offline import OfflineError, rescore_run, sweep_run
 from pytest_benchaudit.pytest_plugin.options import parse_vary
 from pytest_benchaudit.pipeline.stages import PipelineError, apply_overrides, parse_override
-from pytest_benchaudit.runs.store import read_records
+from pytest_benchaudit.cli.runargs import add_skip_bad_records
+from pytest_benchaudit.runs.store import load_run, read_run_json, read_summary_json, skip_bad_records, write_json_atomic
 from pytest_benchaudit.report.terminal import render_summary, render_variant_deltas
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite, resolve_data_dir
 
@@ -60,28 +61,21 @@ class CliError(UsageError):
     """A problem with the command's input; printed without a traceback."""
 
 
-def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CliError(f"{path}: not found (is {path.parent} a benchaudit run directory?)") from None
-    except json.JSONDecodeError as err:
-        raise CliError(f"{path}: invalid JSON at line {err.lineno}: {err.msg}") from None
-
-
 def _cards(run_dir: Path) -> dict[str, dict[str, Any]]:
-    return _load_json(run_dir / "run.json").get("pipeline_cards", {})
+    return read_run_json(run_dir).get("pipeline_cards", {})
 
 
 def cmd_show(run_dir: Path) -> int:
-    summary = _load_json(run_dir / "summary.json")
     cards = _cards(run_dir)
+    summary = read_summary_json(run_dir)
+    if not summary.get("results"):
+        load_run(run_dir, require_records=True)  # an empty run: say why there is nothing to show
     print(render_summary(summary.get("results", []), summary.get("benchmarks", []), cards, []))
     for gate in summary.get("gates", []):
         print(f"  {'PASS' if gate['passed'] else 'FAIL'}  {gate['gate']}   {gate['detail']}")
     for key, card in cards.items():
-        fields = card["fields"]
-        print(f"\n{key}: pipeline '{card['pipeline']}' {card['hash']}")
+        fields = card.get("fields", {})
+        print(f"\n{key}: pipeline '{card.get('pipeline')}' {card.get('hash')}")
         for name in ("prompt.template", "prompt.format.mode", "inference.max_tokens", "inference.stop",
                      "extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator",
                      "aggregation.method"):
@@ -92,14 +86,11 @@ def cmd_show(run_dir: Path) -> int:
 
 
 def cmd_summarize(run_dir: Path) -> int:
-    try:
-        records = list(read_records(run_dir, on_torn_tail=lambda msg: print(f"warning: {msg}", file=sys.stderr)))
-    except (OSError, ValueError) as err:
-        raise CliError(str(err)) from None
-    cards = _cards(run_dir)
+    meta, records = load_run(run_dir, lambda msg: print(f"warning: {msg}", file=sys.stderr), require_records=True)
+    cards = meta.get("pipeline_cards", {})
     results = summarize(records, cards)
     out = summary_document(results, benchmark_scores(results, cards), [], cards)
-    (run_dir / "summary.json").write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    write_json_atomic(run_dir / "summary.json", out)
     print(f"{run_dir / 'summary.json'}: {len(results)} results from {len(records)} records")
     return 0
 
@@ -253,7 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_export_parser(sub)
     add_audit_gold_parser(sub)
     add_judge_agreement_parser(sub)
+    add_skip_bad_records(sub)
     args = parser.parse_args(argv)
+    skip_bad_records(bool(getattr(args, "skip_bad_records", False)))
     try:
         if args.command == "show":
             return cmd_show(args.run_dir)
@@ -278,13 +271,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "fetch":
             return cmd_fetch(args.benches, args.data_dir, args.origin, args.force, args.suites_dir)
         return cmd_card(args.target, args.task, args.pipeline, args.sets, args.suites_dir)
-    except CliError as err:
+    except BenchauditError as err:  # CliError and every other error of the package: one line, no traceback
         print(f"benchaudit {args.command}: {err}", file=sys.stderr)
-        return 2
+        return cli_exit_code(err)
     except BrokenPipeError:
         # `benchaudit ledger | head`: the reader left; stop quietly instead of a traceback.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as err:  # a path that cannot be written or read (a file in the way, no permission)
+        print(f"benchaudit {args.command}: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_benchaudit.common.errors import RunDirError
-from pytest_benchaudit.runs.store import read_records
+from pytest_benchaudit.runs.store import read_records, read_run_json
 from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["ReplayBackend", "ReplayError", "replay_model_label", "upstream_mismatches"]
@@ -37,8 +37,8 @@ class ReplayError(RunDirError, ValueError):
 
 def _read_run(run_dir: Path) -> dict[str, Any]:
     try:
-        return json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
+        return read_run_json(run_dir)
+    except RunDirError as err:
         raise ReplayError(f"replay:{run_dir}: not a readable run directory ({err})") from None
 
 
