@@ -175,6 +175,8 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     except OfflineError as err:
         raise CliError(str(err)) from None
     print(render_summary(results, [], cards, []))
+    for skip in out.meta.get("skipped", []):
+        print(f"skipped {skip['records']} records: {skip['reason']}")
     print(f"run directory: {out.path}")
     return 0
 
