@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question
 from pytest_benchaudit.pytest_plugin.options import OPTIONS_KEY, add_options, build_options
 
@@ -27,8 +28,15 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_benchaudit.pytest_plugin.controller import Controller
     from pytest_benchaudit.pytest_plugin.runner import LocalUrl, Runner
 
-    opts = build_options(config)
+    from pytest_benchaudit.pytest_plugin.checks import PreRunChecks
+
+    try:
+        opts = build_options(config)
+    except BenchauditError as err:  # any error of the package before the first item: a usage error
+        raise pytest.UsageError(str(err)) from None
     config.stash[OPTIONS_KEY] = opts
+    # Problems collection finds (pipeline values, layer, gate targets): one usage error before any item.
+    config.pluginmanager.register(PreRunChecks(config, opts.pipeline, opts.gates), "benchaudit-checks")
     local_url = LocalUrl(config)
     is_worker = hasattr(config, "workerinput")
     # xdist has already set option.dist when -n is given (its cmdline_main runs first).

@@ -222,3 +222,96 @@ def test_case12_empty_run_reader_raises_empty_run(tmp_path: Path) -> None:
     with pytest.raises(EmptyRun):
         load_run(run, require_records=True)
     assert complete_record({})["question_index"] == 0
+
+
+# ----------------------------------------------------------------------------- cases 2, 3, 9: before any item
+
+
+def run_toy(pytester: pytest.Pytester, server: ScriptedServer, *args: str) -> pytest.RunResult:
+    """A real pytest run of the toy suite (with its `documented` layer) against ``server``."""
+    if not (pytester.path / "suites" / "toy").is_dir():
+        write_toy(pytester.path)
+        with (pytester.path / "suites" / "toy" / "suite.toml").open("a") as fh:
+            fh.write(DOCUMENTED)
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}",
+                                "--report-dir", "out", "--max-retries", "0", *args)
+    no_traceback(result.stdout.str() + result.stderr.str())
+    return result
+
+
+def usage_error(result: pytest.RunResult) -> str:
+    """The ERROR lines of a run stopped with exit status 4."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    return result.stderr.str() + result.stdout.str()
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--set", "prompt.template=foo"], "toy.mcq under 'standardized': prompt.template 'foo' is not a template of "
+                                       "toy; allowed: plain"),
+    (["--set", "prompt.format.few_shot=3"], "toy.mcq under 'standardized': prompt.format.few_shot=3 but only 0 "
+                                            "few-shot examples are available"),
+    (["--set", "aggregation.by=topik"], "toy.mcq under 'standardized': aggregation.by 'topik' is not a metadata "
+                                        "field of its questions (did you mean 'topic'?); allowed: topic, or null"),
+    (["--vary", "prompt.template=plain,foo"], "toy.mcq under 'standardized': prompt.template 'foo' is not a "
+                                              "template of toy"),
+    (["--max-retries", "-1"], "--max-retries -1: must be 0 or more"),
+    (["--request-timeout", "0"], "--request-timeout 0: must be more than 0 seconds"),
+])
+def test_case2_bad_pipeline_values_are_one_usage_error_before_any_item(
+        pytester: pytest.Pytester, scripted: ScriptedServer, args: list[str], expected: str) -> None:
+    result = run_toy(pytester, scripted, *args)
+    text = usage_error(result)
+    assert expected in text and text.count(expected) == 1
+    assert len(text.splitlines()) < 12 and not scripted.calls and not (pytester.path / "out").exists()
+
+
+def test_case2_under_xdist_too(pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    result = run_toy(pytester, scripted, "-n", "2", "--set", "prompt.template=foo")
+    text = usage_error(result)
+    assert text.count("toy.mcq under 'standardized': prompt.template 'foo' is not a template of toy") == 1
+    assert not scripted.calls
+
+
+def test_case3_a_misspelled_layer_is_a_usage_error_naming_the_nearest(
+        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    text = usage_error(run_toy(pytester, scripted, "--pipeline", "relesed"))
+    assert ("--pipeline 'relesed': no collected task defines this layer (did you mean 'released'?); layers of the "
+            "selected suites: documented, released, standardized") in text
+    # A layer some tasks define still runs there and skips the others with the reason.
+    result = run_toy(pytester, scripted, "--pipeline", "released")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*1 skipped*"])
+
+
+@pytest.mark.parametrize(("gate", "expected"), [
+    ("secevall>=0.7", "--gate 'secevall>=0.7': no collected benchmark 'secevall'; benchmarks: toy"),
+    ("toi>=0.7", "--gate 'toi>=0.7': no collected benchmark 'toi' (did you mean 'toy'?)"),
+    ("toy.mcqq>=0.5", "--gate 'toy.mcqq>=0.5': toy has no task 'mcqq' (did you mean 'mcq'?); tasks: extra, mcq"),
+    ("toy>=70", "--gate 'toy>=70': 70 is outside the range of score (0 to 1); a fraction is meant: did you mean "
+                "0.7 for 70%?"),
+    ("toy.mcq:invalid<=5", "--gate 'toy.mcq:invalid<=5': 5 is outside the range of invalid (0 to 1)"),
+])
+def test_case9_gate_targets_and_ranges_are_checked_before_any_item(
+        pytester: pytest.Pytester, scripted: ScriptedServer, gate: str, expected: str) -> None:
+    text = usage_error(run_toy(pytester, scripted, "--gate", gate))
+    assert expected in text and not scripted.calls
+
+
+def test_case9_a_good_gate_still_decides_the_exit_status(pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    assert run_toy(pytester, scripted, "--gate", "toy.mcq>=0.3").ret == pytest.ExitCode.OK
+    assert run_toy(pytester, scripted, "--gate", "toy.mcq>=0.99").ret == pytest.ExitCode.TESTS_FAILED
+
+
+# ----------------------------------------------------------------------------- case 10
+
+
+def test_case10_a_partial_object_merges_into_the_layer(pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    result = run_toy(pytester, scripted, "-k", "mcq", "--set", 'inference={"max_tokens": 5}')
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    run = read_run(only_run_dir(pytester.path / "out"))
+    card = run["run"]["pipeline_cards"]["toy.mcq"]
+    assert card["fields"]["inference.max_tokens"] == 5
+    assert card["fields"]["inference.decoding.temperature"] == 0.0 and card["fields"]["inference.stop"] == []
+    assert card["overrides"] == {"inference.max_tokens": 5}
+    params = run["records"][0]["request"]["params"]
+    assert params["max_tokens"] == 5 and params["temperature"] == 0.0

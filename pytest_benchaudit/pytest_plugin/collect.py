@@ -20,6 +20,8 @@ import pytest
 from pytest_benchaudit.scoring import extract, metrics as scoring
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.scoring.judge import judge_card
+from pytest_benchaudit.common.errors import did_you_mean
+from pytest_benchaudit.pytest_plugin.checks import checks_of
 from pytest_benchaudit.pytest_plugin.options import get_options
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, is_unspecified
 from pytest_benchaudit.prompt.templates import Template, TemplateError, render_request
@@ -123,6 +125,42 @@ def _check_names(pipeline: Pipeline) -> None:
         raise PipelineError(f"scoring.metric {metric!r} is not a known metric; allowed: {', '.join(scoring.metric_names())}")
 
 
+def pipeline_problems(suite: Suite, task: str, pipe: Pipeline, questions: list[Question], shots: list[Question],
+                      models: list[ModelSpec]) -> list[str]:
+    """What is wrong with a resolved pipeline against its task's data, found once before any item:
+    the first question's request is rendered for each model (an unknown template, a few-shot count
+    the data cannot supply, a bad placeholder), and ``aggregation.by`` must name a metadata field."""
+    where = f"{suite.name}.{task}" + (f" under {pipe.name!r}" if pipe.name else "")
+    problems: list[str] = []
+    if questions:
+        for spec in {m.min_max_tokens: m for m in models}.values():
+            try:
+                name = pipe.prompt.template
+                if name not in suite.templates:
+                    raise TemplateError(f"prompt.template {name!r} is not a template of {suite.name}; "
+                                        f"allowed: {', '.join(suite.templates)}")
+                render_request(pipe, suite.templates[name], questions[0], shots, min_max_tokens=spec.min_max_tokens)
+            except (TemplateError, PipelineError) as err:
+                problems.append(f"{where}: {err}")
+                break
+    by = pipe.aggregation.by
+    if by is not None and questions and not any(by in q.meta for q in questions):
+        fields = sorted({k for q in questions for k in q.meta})
+        problems.append(f"{where}: aggregation.by {by!r} is not a metadata field of its questions"
+                        f"{did_you_mean(by, fields)}; allowed: {', '.join(fields) or 'none (this task has no metadata)'}"
+                        ", or null")
+    return problems
+
+
+def resource_key(suite: Suite, task: str, name: str) -> str:
+    """How run.json names a resource file: its folder in the data directory and its file, as the
+    suite writes them (not resolved: a benchmark folder may be a symlink to elsewhere)."""
+    ref = suite.tasks[task].resources[name]
+    if isinstance(ref, dict):
+        return str(Path(str(ref.get("folder", suite.data_folder))) / str(ref["file"]))
+    return str(Path(suite.data_folder) / str(ref))
+
+
 class SuiteFile(pytest.File):
     """A ``suite.toml``: one child collector per task."""
 
@@ -152,29 +190,36 @@ class TaskCollector(pytest.Collector):
     def collect(self) -> Iterator[BenchItem]:
         opts = get_options(self.config)
         suite, task = self.suite, self.name
-        if opts.pipeline not in suite.tasks[task].layers:
-            # Not an error: `pytest suites/ --pipeline released_base` runs where that layer exists.
+        checks = checks_of(self.config)
+        checks.layers.update(suite.tasks[task].layers)
+        checks.targets.setdefault((suite.name, task), "")
+        if opts.pipeline in suite.tasks[task].layers:
+            checks.layer_found = True
+        else:
+            # Not an error: `pytest suites/ --pipeline released_base` runs where that layer exists
+            # (a layer that no collected task defines is one usage error: checks.PreRunChecks).
             missing = pytest.mark.skip(reason=f"{suite.name}.{task} defines no {opts.pipeline!r} pipeline "
                                               f"(available: {', '.join(suite.tasks[task].layers)})")
             yield from self._placeholder(missing)
             return
+        # A bad pipeline value is noted once for the task (checks.PreRunChecks raises every such
+        # problem as one usage error before any item) instead of failing item by item.
         try:
             base = suite.pipeline(task, opts.pipeline)
             pipe = apply_overrides(base, opts.overrides)
             _check_names(pipe)
-        except PipelineError as err:
-            raise _CollectFailure(f"{suite.name}.{task}: {err}") from None
-        try:
             variants = build_variants(pipe, opts.vary)
             for v in variants[1:]:
                 _check_names(v.pipeline)
         except PipelineError as err:
-            raise _CollectFailure(f"{suite.name}.{task}: {err}") from None
+            checks.problem(f"{suite.name}.{task}: {err}")
+            return
+        checks.targets[(suite.name, task)] = pipe.scoring.metric
         try:
             questions, path = load_questions(suite, task, opts.data_dir, opts.data_origin)
             resources, resource_paths = load_resources(suite, task, opts.data_dir, opts.data_origin)
-            for res_path in resource_paths.values():
-                opts.state.checksums[str(res_path.relative_to(opts.data_dir.resolve()))] = file_checksum(res_path)
+            for name, res_path in resource_paths.items():
+                opts.state.checksums[resource_key(suite, task, name)] = file_checksum(res_path)
             shots: list[Question] = []
             if suite.tasks[task].few_shot:
                 shots, shot_path = load_questions(suite, task, opts.data_dir, opts.data_origin, few_shot=True)
@@ -198,6 +243,10 @@ class TaskCollector(pytest.Collector):
             skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name, opts.judge is not None)
         if opts.limit is not None:
             questions = questions[: opts.limit]
+        for v in variants:
+            if skips[v.name] is None:
+                for problem in pipeline_problems(suite, task, v.pipeline, questions, shots, opts.models):
+                    checks.problem(problem)
         # empty_gold = "skip": a row without a gold label is reported (skipped with the
         # reason), never scored; "score" (default) keeps it, as released code may (SecEval).
         skip_empty_gold = suite.tasks[task].data.get("empty_gold", "score") == "skip"

@@ -152,6 +152,10 @@ def build_options(config: pytest.Config) -> RunOptions:
         raise pytest.UsageError("--limit must be at least 1")
     if opt.concurrency is not None and opt.concurrency < 1:
         raise pytest.UsageError("--concurrency must be at least 1")
+    if opt.max_retries is not None and opt.max_retries < 0:
+        raise pytest.UsageError(f"--max-retries {opt.max_retries}: must be 0 or more")
+    if opt.request_timeout is not None and not opt.request_timeout > 0:  # `not >` also refuses nan
+        raise pytest.UsageError(f"--request-timeout {opt.request_timeout:g}: must be more than 0 seconds")
     data_dir, origin = resolve_data_dir(opt.data_dir)
     vary: list[tuple[str, list[Any]]] = []
     for text in opt.vary:

@@ -1,0 +1,111 @@
+"""Checks made once, after collection and before any item runs: one usage error, never one per item.
+
+Collection (:mod:`.collect`) resolves every task's pipeline (layer, ``--set``, ``--vary``)
+and notes here what is wrong with it instead of failing item by item: a prompt template
+the suite does not have, a few-shot count the data cannot supply, an ``aggregation.by``
+field no question carries, an unknown rule or metric.  It also notes which layers the
+collected tasks define and which (benchmark, task) targets exist with which metric.
+
+:class:`PreRunChecks` then raises one ``pytest.UsageError`` (exit status 4) listing:
+
+- every pipeline problem found, each naming the task, the field and what is allowed;
+- ``--pipeline NAME`` when no collected task defines that layer (the layers there are, and
+  the nearest name): a misspelled layer would otherwise skip everything and pass CI;
+- each ``--gate`` whose target is not a collected benchmark or task, or whose threshold lies
+  outside the quantity's range (``seceval>=70`` against a fraction: the hint says 0.70).
+
+Under xdist the workers collect: each runs nothing and hands its problems to the controller,
+which prints them once and exits with status 4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from pytest_benchaudit.common.errors import did_you_mean
+from pytest_benchaudit.report.gates import check_gate_targets
+
+__all__ = ["CollectChecks", "PreRunChecks", "checks_of"]
+
+
+@dataclass
+class CollectChecks:
+    """What collection found out, for :class:`PreRunChecks` (one per process)."""
+
+    problems: list[str] = field(default_factory=list)
+    layers: set[str] = field(default_factory=set)  # layers the collected tasks define
+    layer_found: bool = False  # some collected task defines --pipeline's layer
+    targets: dict[tuple[str, str], str] = field(default_factory=dict)  # (benchmark, task) -> metric
+
+    def problem(self, message: str) -> None:
+        if message not in self.problems:
+            self.problems.append(message)
+
+
+_KEY = pytest.StashKey[CollectChecks]()
+
+
+def checks_of(config: pytest.Config) -> CollectChecks:
+    """This process's :class:`CollectChecks` (created on first use)."""
+    if _KEY not in config.stash:
+        config.stash[_KEY] = CollectChecks()
+    return config.stash[_KEY]
+
+
+def pre_run_problems(checks: CollectChecks, layer: str, gates: list[Any]) -> list[str]:
+    """Everything that must stop the run before its first item, one message each."""
+    problems = list(checks.problems)
+    if not checks.targets and not checks.layers:
+        return problems  # no benchmark suite collected (a plain test session): nothing to check against
+    if not checks.layer_found:
+        problems.insert(0, f"--pipeline {layer!r}: no collected task defines this layer"
+                           f"{did_you_mean(layer, checks.layers)}; layers of the selected suites: "
+                           f"{', '.join(sorted(checks.layers))}")
+    problems += check_gate_targets(gates, checks.targets)
+    return problems
+
+
+_WORKER_KEY = "benchaudit_usage_errors"  # workeroutput: the problems a worker found
+
+
+class PreRunChecks:
+    """pytest plugin object: raise the problems collection found as one usage error.
+
+    In a serial run it raises ``pytest.UsageError`` (exit status 4, ``ERROR: ...``).  An xdist
+    worker cannot raise one (xdist would report an internal error), so it runs nothing and hands
+    its problems to the controller in ``workeroutput``; the controller prints them once and exits
+    with status 4.
+    """
+
+    def __init__(self, config: pytest.Config, layer: str, gates: list[Any]) -> None:
+        self.config, self.layer, self.gates = config, layer, gates
+        self.from_workers: list[str] = []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        problems = pre_run_problems(checks_of(config), self.layer, self.gates)
+        if not problems:
+            return
+        workeroutput = getattr(config, "workeroutput", None)
+        if workeroutput is None:
+            raise pytest.UsageError("\n".join(problems))
+        workeroutput[_WORKER_KEY] = problems
+        items[:] = []
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        for problem in (getattr(node, "workeroutput", {}) or {}).get(_WORKER_KEY, []):
+            if problem not in self.from_workers:
+                self.from_workers.append(problem)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.from_workers:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for problem in self.from_workers:
+            terminalreporter.write_line(f"ERROR: {problem}", red=True)
