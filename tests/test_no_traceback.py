@@ -315,3 +315,56 @@ def test_case10_a_partial_object_merges_into_the_layer(pytester: pytest.Pytester
     assert card["overrides"] == {"inference.max_tokens": 5}
     params = run["records"][0]["request"]["params"]
     assert params["max_tokens"] == 5 and params["temperature"] == 0.0
+
+
+# ----------------------------------------------------------------------------- case 4
+
+
+def test_case4_a_benchmark_folder_that_is_a_symlink_collects(pytester: pytest.Pytester) -> None:
+    real = data_file("athenabench", "athena-cti-taa.jsonl").parent.parent
+    (pytester.path / "data").mkdir()
+    for folder in ("athenabench", "cti-bench"):  # athena's TAA reads cti-bench's alias graphs
+        (pytester.path / "data" / folder).symlink_to(real / folder, target_is_directory=True)
+    suites = Path(__file__).resolve().parent.parent / "suites"
+    result = pytester.runpytest(suites / "athenabench", "--data-dir", "data", "-k", "taa", "--collect-only", "-q")
+    no_traceback(result.stdout.str() + result.stderr.str())
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["50/* tests collected*"])
+
+
+@pytest.mark.parametrize("where", ['data_folder = "../elsewhere"', 'data_folder = "/etc"'])
+def test_case4_suite_configs_still_cannot_leave_the_data_directory(pytester: pytest.Pytester, where: str) -> None:
+    write_toy(pytester.path)
+    path = pytester.path / "suites" / "toy" / "suite.toml"
+    path.write_text(path.read_text().replace('data_folder = "toy"', where))
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--collect-only", "-q")
+    no_traceback(result.stdout.str() + result.stderr.str())
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*data_folder*is outside the data directory*"])
+
+
+# ----------------------------------------------------------------------------- case 8
+
+
+def test_case8_a_report_dir_that_cannot_be_created_is_one_usage_error(
+        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    write_toy(pytester.path)
+    (pytester.path / "blocked").write_text("a file where the report folder should go")
+    for report_dir in ("blocked", "blocked/deeper"):
+        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{scripted.url}",
+                                    "--report-dir", report_dir)
+        no_traceback(result.stdout.str() + result.stderr.str())
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: --report-dir {report_dir}: *blocked is a file, not a folder*"])
+    assert not scripted.calls
+
+
+def test_case8_the_store_refuses_to_create_a_run_where_it_cannot(tmp_path: Path) -> None:
+    from pytest_benchaudit.common.errors import RunDirError
+    from pytest_benchaudit.runs.store import RunDirectory, check_report_dir
+
+    (tmp_path / "f").write_text("")
+    with pytest.raises(RunDirError, match="cannot create the run directory"):
+        RunDirectory(tmp_path / "f")
+    check_report_dir(tmp_path / "new" / "reports")  # creatable: no error, nothing created
+    assert not (tmp_path / "new").exists()

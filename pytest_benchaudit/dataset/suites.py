@@ -164,6 +164,9 @@ def load_suite(path: Path) -> Suite:
         )
     if not tasks:
         raise SuiteError(f"{path}: no [tasks.*] defined")
+    if not _is_folder_name(str(bench.get("data_folder", name))):
+        raise SuiteError(f"{path}: [benchmark] data_folder {bench.get('data_folder')!r} is outside the data directory "
+                         "(give a folder name inside it)")
     suite = Suite(
         name=name,
         title=bench.get("title", name),
@@ -324,6 +327,12 @@ def _gold(row: dict[str, Any], mapping: dict[str, Any], path: Path, label: str) 
     return str(value)
 
 
+def _is_folder_name(folder: str) -> bool:
+    """A relative path of plain names (``cti-bench``, ``a/b``): no ``..``, not absolute, not empty."""
+    parts = Path(folder).parts
+    return bool(parts) and not Path(folder).is_absolute() and ".." not in parts and "\\" not in folder
+
+
 def load_resources(suite: Suite, task: str, data_dir: Path, origin: str) -> tuple[dict[str, Any], dict[str, Path]]:
     """The task's resource files (JSON), read from the data directory: (data, paths).
 
@@ -337,7 +346,10 @@ def load_resources(suite: Suite, task: str, data_dir: Path, origin: str) -> tupl
     for name, ref in suite.tasks[task].resources.items():
         if isinstance(ref, dict):
             folder = str(ref.get("folder", suite.data_folder))
-            if not (data_dir / folder).resolve().is_relative_to(data_dir.resolve()):
+            # Checked by name, not by resolving: a benchmark folder may be a symlink to elsewhere
+            # (data_file still keeps the file inside that folder), but a suite config names one
+            # folder of the data directory, never a path out of it.
+            if not _is_folder_name(folder):
                 raise SuiteError(f"{suite.path}: resource {name!r} folder {folder!r} is outside the data directory")
             owner = replace(suite, data_folder=folder)
             path = data_file(data_dir, owner, str(ref["file"]), origin)

@@ -29,6 +29,7 @@ import pytest
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.inference.backend import strip_credentials
 from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import RunDirectory, read_records
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
 from pytest_benchaudit.report.terminal import render_summary
@@ -157,7 +158,7 @@ class Controller:
             else:
                 self.run_dir = RunDirectory.reopen(path)
                 previous, torn = self.run_dir.previous, self.run_dir.warnings
-        except (ValueError, OSError) as err:
+        except (ValueError, OSError, RunDirError) as err:
             raise pytest.UsageError(f"--resume {path}: {err}") from None
         meta = self.run_dir.meta if self.run_dir is not None else {}
         self.resumed_from = dict(meta)
@@ -223,7 +224,10 @@ class Controller:
     def _open_run(self) -> RunDirectory:
         # Created on the first benchmark report, so plain test sessions leave no empty runs.
         if self.run_dir is None:
-            self.run_dir = RunDirectory(self.opts.report_dir)
+            try:
+                self.run_dir = RunDirectory(self.opts.report_dir)
+            except RunDirError as err:  # checked at start-up; this is the race (the folder went away since)
+                pytest.exit(str(err), returncode=pytest.ExitCode.USAGE_ERROR)
             self.run_dir.write_run(**self._run_meta())
         return self.run_dir
 

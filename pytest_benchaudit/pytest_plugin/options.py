@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse_model_spec
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, parse_override
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
@@ -174,6 +175,13 @@ def build_options(config: pytest.Config) -> RunOptions:
     resume = Path(opt.resume) if opt.resume else None
     if resume is not None and not (resume / "records.jsonl").is_file():
         raise pytest.UsageError(f"--resume {opt.resume}: not a run directory (no records.jsonl there)")
+    if not config.option.collectonly:
+        from pytest_benchaudit.runs.store import check_report_dir
+
+        try:
+            check_report_dir(Path(opt.report_dir))  # a file in the way: one usage error now, not at the first item
+        except UsageError as err:
+            raise pytest.UsageError(str(err)) from None
     return RunOptions(
         pipeline=opt.pipeline,
         overrides=overrides,

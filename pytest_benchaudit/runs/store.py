@@ -41,7 +41,8 @@ from pytest_benchaudit.common.secrets import redact_obj
 
 from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
 
-__all__ = ["BadRecord", "EmptyRun", "NotARunDir", "Record", "RunDirectory", "RECORD_VERSION", "check_record", "load_run",
+__all__ = ["BadRecord", "EmptyRun", "NotARunDir", "Record", "RunDirectory", "RECORD_VERSION", "check_record",
+           "check_report_dir", "load_run",
            "new_run_id", "read_json", "read_records", "read_run_json", "read_summary_json", "skip_bad_records",
            "write_json_atomic", "write_text_atomic"]
 
@@ -300,6 +301,23 @@ def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *,
         raise EmptyRun(f"{run_dir / 'records.jsonl'}: no records (every item was skipped or deselected, or the "
                        "run was stopped before its first item finished); nothing to work on")
     return meta, records
+
+
+def check_report_dir(root: Path, option: str = "--report-dir") -> None:
+    """Raise a :class:`UsageError` now if run directories cannot be created under ``root`` later:
+    a file in the way of it or of a parent, or a folder without write permission.  Creates nothing."""
+    root = Path(root)
+    probe = root
+    while not probe.exists():
+        if probe.is_symlink():  # a dangling symlink is in the way as much as a file
+            raise UsageError(f"{option} {root}: {probe} is a broken symbolic link; run directories cannot go there")
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise UsageError(f"{option} {root}: {probe} is a file, not a folder; run directories cannot go there")
+    if probe.is_dir() and not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {root}: no permission to create folders in {probe}")
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
