@@ -19,7 +19,7 @@ from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.runs.store import BadRecord, EmptyRun, read_records
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import complete_record, data_file, only_run_dir, read_run, toy_script, write_run_dir, write_toy
+from conftest import complete_record, data_file, only_run_dir, read_run, toy_script, write_mcq_suite, write_run_dir, write_toy
 
 # A `documented` layer as a paper leaves it: the prompt and budget said, the reading and counting not.
 DOCUMENTED = """
@@ -368,3 +368,50 @@ def test_case8_the_store_refuses_to_create_a_run_where_it_cannot(tmp_path: Path)
         RunDirectory(tmp_path / "f")
     check_report_dir(tmp_path / "new" / "reports")  # creatable: no error, nothing created
     assert not (tmp_path / "new").exists()
+
+
+# ----------------------------------------------------------------------------- case 11
+
+
+def test_case11_replaying_past_the_stored_items_skips_them_as_not_in_the_run(
+        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    first = run_toy(pytester, scripted, "-k", "mcq", "--limit", "5")
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    stored = only_run_dir(pytester.path / "out")
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "-k", "mcq", "--limit", "8",
+                                "--model", f"replay:{stored}", "--report-dir", "replayed", "-rs")
+    no_traceback(result.stdout.str() + result.stderr.str())
+    result.stdout.fnmatch_lines(["*toy.mcq t06: not in the replayed run*nothing stored to replay*"])
+    outcomes = result.parseoutcomes()
+    assert outcomes["skipped"] == 3 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 5
+    records = read_run(only_run_dir(pytester.path / "replayed"))["records"]
+    assert len(records) == 5 and not any("changed" in (r["error"] or "") for r in records)
+
+
+# ----------------------------------------------------------------------------- case 6
+
+
+def test_case6_resume_refuses_another_model_limit_suite_or_data(
+        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    run_toy(pytester, scripted, "-k", "mcq", "--limit", "3")
+    run = only_run_dir(pytester.path / "out")
+    records = (run / "records.jsonl").read_text()
+
+    def resume(*args: str, model: str = "toy-model", suites: tuple[str, ...] = ("suites/toy",)) -> pytest.RunResult:
+        result = pytester.runpytest(*suites, "--data-dir", "data", "--model", f"{model}@{scripted.url}",
+                                    "--max-retries", "0", "--resume", str(run), *args)
+        no_traceback(result.stdout.str() + result.stderr.str())
+        return result
+
+    text = usage_error(resume("-k", "mcq", "--limit", "3", model="other-model"))
+    assert "the run used --model toy-model, this invocation other-model; resume it with the same models" in text
+    text = usage_error(resume("-k", "mcq", "--limit", "5"))
+    assert "the run used --limit 3, this invocation 5; resume it with the same --limit" in text
+    write_mcq_suite(pytester.path, "other", [{"id": "o1", "question": "Q CORRECT?", "options": ["a", "b"], "gold": "B"}])
+    text = usage_error(resume("--limit", "3", suites=("suites/toy", "suites/other")))
+    assert "the run has no other.mcq (its tasks: toy.extra, toy.mcq); resume it with the same suites" in text
+    data = pytester.path / "data" / "toy" / "toy.jsonl"
+    data.write_text(data.read_text().replace("Toy question", "Edited question"))
+    text = usage_error(resume("-k", "mcq", "--limit", "3"))
+    assert "data file(s) changed since the run: toy/toy.jsonl" in text
+    assert (run / "records.jsonl").read_text() == records  # nothing appended by a refused resume

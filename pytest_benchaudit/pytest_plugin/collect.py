@@ -152,6 +152,21 @@ def pipeline_problems(suite: Suite, task: str, pipe: Pipeline, questions: list[Q
     return problems
 
 
+def _replayed_questions(models: list[ModelSpec], checks: Any) -> dict[str, frozenset[tuple[str, str, str]]]:
+    """For each ``replay:`` model, the questions its run directory holds (others skip: not in the run)."""
+    from pytest_benchaudit.runs.replay import ReplayError, stored_questions
+
+    out: dict[str, frozenset[tuple[str, str, str]]] = {}
+    for spec in models:
+        if spec.kind == "replay":
+            try:
+                out[spec.label] = stored_questions(Path(spec.replay_dir or ""), spec.label)
+            except ReplayError as err:
+                checks.problem(f"--model replay:{spec.replay_dir}: {err}")
+                out[spec.label] = frozenset()
+    return out
+
+
 def resource_key(suite: Suite, task: str, name: str) -> str:
     """How run.json names a resource file: its folder in the data directory and its file, as the
     suite writes them (not resolved: a benchmark folder may be a symlink to elsewhere)."""
@@ -250,6 +265,7 @@ class TaskCollector(pytest.Collector):
         # empty_gold = "skip": a row without a gold label is reported (skipped with the
         # reason), never scored; "score" (default) keeps it, as released code may (SecEval).
         skip_empty_gold = suite.tasks[task].data.get("empty_gold", "score") == "skip"
+        replayed = _replayed_questions(opts.models, checks)
         # Question by question, each model, then each variant: the variants of a question run
         # next to its base, so a downstream variant reads the generation the base just got.
         for q in questions:
@@ -268,6 +284,9 @@ class TaskCollector(pytest.Collector):
                     skip = skips[v.name]
                     if skip is not None:
                         item.add_marker(skip)
+                    elif spec.label in replayed and (suite.name, task, q.id) not in replayed[spec.label]:
+                        item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: not in the replayed "
+                                                                f"run {spec.replay_dir}; nothing stored to replay"))
                     elif skip_empty_gold and not q.gold.strip():
                         item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: empty gold label "
                                                                 "in the data file; reported, not scored"))

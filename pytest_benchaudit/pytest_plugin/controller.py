@@ -179,6 +179,37 @@ class Controller:
             if meta["overrides"] != now:
                 raise pytest.UsageError(f"--resume {path}: the run used --set {meta['overrides']}, this invocation "
                                         f"{now}; resume it with the same --set options")
+        stored_models = [m.get("spec") for m in meta.get("models") or [] if isinstance(m, dict)]
+        models = [m.label for m in self.opts.models]
+        if stored_models and sorted(stored_models) != sorted(models):
+            raise pytest.UsageError(f"--resume {path}: the run used --model {', '.join(stored_models)}, this "
+                                    f"invocation {', '.join(models)}; resume it with the same models")
+        for key, option, now_value in (("limit", "--limit", self.opts.limit),
+                                       ("vary", "--vary", redact_json([[f, v] for f, v in self.opts.vary]))):
+            if key in meta and meta[key] != now_value:
+                raise pytest.UsageError(f"--resume {path}: the run used {option} {meta[key]}, this invocation "
+                                        f"{now_value}; resume it with the same {option}")
+
+    def _check_same_collection(self) -> None:
+        """After collection (serial run): the same suites and tasks, pipelines and data files as the run."""
+        path, stored = self.opts.resume, self.resumed_from
+        cards, old_cards = self.opts.state.cards, stored.get("pipeline_cards") or {}
+        if not old_cards:
+            return
+        new_tasks = sorted(set(cards) - set(old_cards))
+        if new_tasks:
+            raise pytest.UsageError(f"--resume {path}: the run has no {', '.join(new_tasks)} (its tasks: "
+                                    f"{', '.join(sorted(old_cards))}); resume it with the same suites")
+        for key in sorted(cards):
+            if cards[key].get("hash") != old_cards[key].get("hash"):
+                raise pytest.UsageError(f"--resume {path}: {key} was run under pipeline {old_cards[key].get('hash')}, "
+                                        f"this invocation resolves {cards[key].get('hash')}; resume it with the same "
+                                        "pipeline (suite.toml changed?)")
+        old_sums = stored.get("dataset_checksums") or {}
+        changed = sorted(f for f, digest in self.opts.state.checksums.items() if f in old_sums and old_sums[f] != digest)
+        if changed:
+            raise pytest.UsageError(f"--resume {path}: data file(s) changed since the run: {', '.join(changed)} "
+                                    "(checksums differ); resume with the same data or start a new run")
 
     def _cards(self) -> dict[str, Any]:
         return {**self.resumed_from.get("pipeline_cards", {}), **self.opts.state.cards}
@@ -188,6 +219,8 @@ class Controller:
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Serial run: items already recorded in the resumed run are deselected (never asked again)."""
+        if self.resumed_from:
+            self._check_same_collection()
         deselect_recorded(config, items, self.recorded)
 
     def _run_meta(self) -> dict[str, Any]:
@@ -206,6 +239,8 @@ class Controller:
             "argv": _clean_argv(list(self.config.invocation_params.args)),
             "pipeline": self.opts.pipeline,
             "overrides": {k: v for k, v in self.opts.overrides},
+            "limit": self.opts.limit,
+            "vary": [[f, v] for f, v in self.opts.vary],
             "versions": _versions(),
             "models": models,
             "data_dir_origin": self.opts.data_origin,
