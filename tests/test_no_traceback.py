@@ -415,3 +415,54 @@ def test_case6_resume_refuses_another_model_limit_suite_or_data(
     text = usage_error(resume("-k", "mcq", "--limit", "3"))
     assert "data file(s) changed since the run: toy/toy.jsonl" in text
     assert (run / "records.jsonl").read_text() == records  # nothing appended by a refused resume
+
+
+# ----------------------------------------------------------------------------- case 5
+
+
+def _completions(server: ScriptedServer) -> int:
+    return sum(1 for c in server.calls if c.path.endswith("completions"))
+
+
+def test_case5_the_cache_never_answers_for_another_model_behind_the_same_url(pytester: pytest.Pytester) -> None:
+    write_toy(pytester.path)
+    with ScriptedServer(toy_script(), model_id="model-a") as first:
+        port = first.port
+        args = ["suites/toy", "--data-dir", "data", "-k", "mcq", "--model", f"m@{first.url}", "--max-retries", "0",
+                "--cache-dir", "cache"]
+        pytester.runpytest(*args, "--report-dir", "a")
+        asked_a = _completions(first)
+        pytester.runpytest(*args, "--report-dir", "a2")  # the same model again: all but errors from the cache
+        errors = sum(1 for r in read_run(only_run_dir(pytester.path / "a"))["records"] if r["error"])
+        assert _completions(first) == asked_a + errors
+    a2 = read_run(only_run_dir(pytester.path / "a2"))
+    answered_before = {r["question_id"] for r in read_run(only_run_dir(pytester.path / "a"))["records"]
+                       if r["error"] is None}
+    assert {r["question_id"] for r in a2["records"] if r["from_cache"]} == answered_before
+    assert not any(r["from_cache"] for r in read_run(only_run_dir(pytester.path / "a"))["records"])
+    # Restarted with another model behind the same URL: nothing comes from the old model's answers.
+    with ScriptedServer(toy_script(), model_id="model-b", port=port) as second:
+        result = pytester.runpytest(*args, "--report-dir", "b")
+        no_traceback(result.stdout.str())
+        assert _completions(second) > 0
+    b = read_run(only_run_dir(pytester.path / "b"))
+    assert not any(r["from_cache"] for r in b["records"])
+    assert b["run"]["models"][0]["served_model_ids"] == ["model-b"]
+
+
+def test_case5_cache_expiry(pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    write_toy(pytester.path)
+    args = ["suites/toy", "--data-dir", "data", "-k", "t01", "--model", f"m@{scripted.url}", "--cache-dir", "cache"]
+    pytester.runpytest(*args, "--report-dir", "a")
+    asked = _completions(scripted)
+    pytester.runpytest(*args, "--report-dir", "b", "--cache-expiry", "1h")
+    assert _completions(scripted) == asked  # fresh enough
+    import sqlite3
+    with sqlite3.connect(pytester.path / "cache" / "generations.sqlite") as conn:
+        conn.execute("UPDATE generations SET created = created - 7200")
+    pytester.runpytest(*args, "--report-dir", "c", "--cache-expiry", "1h")
+    assert _completions(scripted) == asked + 1  # expired: asked again, and stored afresh
+    assert not read_run(only_run_dir(pytester.path / "c"))["records"][0]["from_cache"]
+    result = pytester.runpytest(*args, "--cache-expiry", "soon")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--cache-expiry 'soon': expected a duration above 0 such as 3600, 30m, 12h*"])

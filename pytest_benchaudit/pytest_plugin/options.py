@@ -51,6 +51,7 @@ class RunOptions:
     # --vary FIELD=v1,v2: each value is one variant changing only that field from the base.
     vary: list[tuple[str, list[Any]]] = field(default_factory=list)
     cache_dir: Path | None = None  # None: generation cache off (--no-cache)
+    cache_expiry_s: float | None = None  # --cache-expiry: older cached generations are asked again
     resume: Path | None = None  # --resume RUN_DIR
     judge: ModelSpec | None = None  # --judge SPEC: the model that extracts or grades, never the one evaluated
     state: RunState = field(default_factory=RunState)
@@ -95,6 +96,10 @@ def add_options(parser: pytest.Parser) -> None:
                          "default: ~/.cache/benchaudit")
     group.addoption("--no-cache", action="store_true", default=False,
                     help="do not read or write the generation cache")
+    group.addoption("--cache-expiry", default=None, metavar="DURATION",
+                    help="cached generations older than this are asked again (e.g. 3600, 30m, 12h, 7d, 2w); "
+                         "default: never expire. The cache is keyed on the model, the endpoint and the model ids "
+                         "it serves, and each record says whether it came from the cache (from_cache)")
     group.addoption("--resume", default=None, metavar="RUN_DIR",
                     help="continue an interrupted run: items already in RUN_DIR/records.jsonl are not asked again")
     group.addoption("--max-retries", type=int, default=None, metavar="N",
@@ -171,6 +176,14 @@ def build_options(config: pytest.Config) -> RunOptions:
             judge = parse_model_spec(opt.judge, named)
         except ModelSpecError as err:
             raise pytest.UsageError(str(err).replace("--model", "--judge", 1)) from None
+    expiry = None
+    if opt.cache_expiry is not None:
+        from pytest_benchaudit.inference.cache import parse_expiry
+
+        try:
+            expiry = parse_expiry(opt.cache_expiry)
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
     cache_dir = None if opt.no_cache else Path(opt.cache_dir).expanduser() if opt.cache_dir else default_cache_dir()
     resume = Path(opt.resume) if opt.resume else None
     if resume is not None and not (resume / "records.jsonl").is_file():
@@ -195,6 +208,7 @@ def build_options(config: pytest.Config) -> RunOptions:
         vary=vary,
         judge=judge,
         cache_dir=cache_dir,
+        cache_expiry_s=expiry,
         resume=resume,
     )
 

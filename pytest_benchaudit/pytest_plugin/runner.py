@@ -67,7 +67,8 @@ class Runner:
 
             window = max(256, 4 * sum(default_concurrency(m, self.opts.concurrency) for m in self.opts.models))
             # --no-cache: cache_dir is None. The cache opens lazily on the engine's loop thread.
-            cache = GenerationCache(self.opts.cache_dir) if self.opts.cache_dir is not None else None
+            cache = (GenerationCache(self.opts.cache_dir, expiry_s=self.opts.cache_expiry_s)
+                     if self.opts.cache_dir is not None else None)
             self.engine = Engine(window=window, cache=cache)
         return self.engine
 

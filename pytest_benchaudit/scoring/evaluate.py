@@ -78,6 +78,7 @@ def evaluate(
         latency_s=round(generation.latency_s, 4),
         attempts=generation.attempts,
         served_model=generation.served_model,
+        from_cache=generation.from_cache,
         timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         **dict(extra or {}),
     )
