@@ -466,3 +466,66 @@ def test_case5_cache_expiry(pytester: pytest.Pytester, scripted: ScriptedServer)
     result = pytester.runpytest(*args, "--cache-expiry", "soon")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--cache-expiry 'soon': expected a duration above 0 such as 3600, 30m, 12h*"])
+
+
+# ----------------------------------------------------------------------------- case 14
+
+
+@pytest.fixture
+def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``vllm`` first on PATH that runs the scripted stand-in; returns its launch log."""
+    import os
+    import stat
+
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "vllm"
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m pytest_benchaudit.testing.fake_vllm "$@"\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_VLLM_LAUNCH_LOG", str(tmp_path / "launches.jsonl"))
+    monkeypatch.delenv("BENCHAUDIT_VLLM_ARGS", raising=False)
+    return tmp_path / "launches.jsonl"
+
+
+def test_case14_a_launched_server_requires_its_per_run_key(fake_vllm: Path) -> None:
+    import urllib.error
+    import urllib.request
+
+    from pytest_benchaudit.common.secrets import redact
+    from pytest_benchaudit.inference.launch.vllm import VllmServer
+
+    server = VllmServer("org/tiny", startup_timeout=60)
+    url = server.start()
+    try:
+        assert url.startswith("http://127.0.0.1:")
+        (launch,) = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
+        assert launch["host"] == "127.0.0.1" and launch["api_key"] == server.api_key and len(server.api_key) >= 32
+        assert server.api_key not in " ".join(server.command)  # the key is not on the command line (ps)
+        with pytest.raises(urllib.error.HTTPError) as refused:  # another local process, without the key
+            urllib.request.urlopen(f"{url}/models", timeout=5)
+        assert refused.value.code == 401
+        ok = urllib.request.Request(f"{url}/models", headers={"Authorization": f"Bearer {server.api_key}"})
+        with urllib.request.urlopen(ok, timeout=5) as response:
+            assert response.status == 200
+        assert server.api_key not in redact(f"key={server.api_key}")
+    finally:
+        server.stop()
+    assert VllmServer("org/tiny").api_key != server.api_key  # a new key each launch
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
+def test_case14_runs_and_workers_use_the_key_and_never_write_it(
+        pytester: pytest.Pytester, fake_vllm: Path, xdist: list[str]) -> None:
+    write_toy(pytester.path)
+    result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", "vllm:org/tiny",
+                                           "--report-dir", "out", "-k", "mcq", "--junitxml", "junit.xml", *xdist)
+    no_traceback(result.stdout.str() + result.stderr.str())
+    (launch,) = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
+    key = launch["api_key"]
+    assert key
+    run = only_run_dir(pytester.path / "out")
+    records = read_run(run)["records"]
+    assert len(records) == 12 and all(r["error"] is None for r in records)  # every request carried the key
+    written = [p.read_text() for p in run.iterdir()] + [(pytester.path / "junit.xml").read_text()]
+    assert not any(key in text for text in written + [result.stdout.str(), result.stderr.str()])

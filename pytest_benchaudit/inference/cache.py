@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
 from pytest_benchaudit.pipeline.types import Generation, Request
 
@@ -169,7 +170,7 @@ class GenerationCache:
             with conn:  # one transaction, committed (or rolled back) here
                 # REPLACE: an expired entry is refreshed by the new answer.
                 conn.execute("INSERT OR REPLACE INTO generations (key, model, generation, created) VALUES (?, ?, ?, ?)",
-                             (key, identity, value, time.time()))
+                             (key, redact(identity), value, time.time()))  # the key is a hash; this column is text
             return True
 
         stored = self._run("write", write)

@@ -33,7 +33,7 @@ from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import RunDirectory, read_records
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
 from pytest_benchaudit.report.terminal import render_summary
-from pytest_benchaudit.pytest_plugin.runner import LocalUrl
+from pytest_benchaudit.pytest_plugin.runner import KEYS_KEY, LocalUrl
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
@@ -275,6 +275,7 @@ class Controller:
         urls = self.local_url.start_all([*self.opts.models, self.opts.judge])
         if urls:
             node.workerinput["benchaudit_launched_urls"] = urls
+            node.workerinput[KEYS_KEY] = self.local_url.keys()  # each server's per-run key, like its URL
         if self.recorded:
             # Workers collect; they deselect what is already recorded (ResumeFilter).
             node.workerinput[RESUME_KEYS] = [list(k) for k in sorted(self.recorded)]

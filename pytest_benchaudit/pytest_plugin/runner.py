@@ -89,7 +89,8 @@ class Runner:
         identity = None
         if spec.kind in LAUNCHED:  # a server this run launched (here, or in the xdist controller)
             identity = launched_identity(spec)  # its port changes every run; the cache must not care
-            spec = spec.model_copy(update={"base_url": self.local_url.get(spec)})
+            spec = spec.model_copy(update={"base_url": self.local_url.get(spec),
+                                           "api_key_env": self.local_url.api_key_env(spec)})
         concurrency = default_concurrency(spec, self.opts.concurrency)
         register_secret_env([spec.api_key_env])
         if spec.endpoints:
@@ -276,6 +277,7 @@ class Runner:
 
 LAUNCHED = ("local", "vllm")  # model kinds whose server the run launches itself
 _URLS_KEY = "benchaudit_launched_urls"  # workerinput: launch key -> base URL
+KEYS_KEY = "benchaudit_launched_keys"  # workerinput: launch key -> the server's per-run API key
 
 
 def launch_key(spec: ModelSpec) -> str:
@@ -317,6 +319,7 @@ class LocalUrl:
         self.servers: dict[str, Any] = {}
         self._failures: dict[str, Exception] = {}
         self._urls: dict[str, str] = dict(getattr(config, "workerinput", {}).get(_URLS_KEY) or {})
+        self._keys: dict[str, str] = dict(getattr(config, "workerinput", {}).get(KEYS_KEY) or {})
 
     @property
     def server(self) -> Any:
@@ -333,6 +336,7 @@ class LocalUrl:
                 raise self._failures[key]
             server = self._new_server(spec)
             self.servers[key] = server
+            self._keys[key] = server.api_key
             try:
                 self._urls[key] = server.start()
             except Exception as err:
@@ -366,6 +370,17 @@ class LocalUrl:
             if spec is not None and spec.kind in LAUNCHED:
                 self.get_or_usage_error(spec)
         return dict(self._urls)
+
+    def api_key_env(self, spec: ModelSpec) -> str | None:
+        """The environment variable holding the per-run key of the server launched for ``spec``."""
+        from pytest_benchaudit.inference.launch.keys import use_api_key
+
+        key = launch_key(spec)
+        return use_api_key(key, self._keys[key]) if self._keys.get(key) else None
+
+    def keys(self) -> dict[str, str]:
+        """Launch key -> API key of every server launched, for xdist workers (``workerinput``)."""
+        return dict(self._keys)
 
     def url_of(self, spec: ModelSpec) -> str | None:
         """Where this run served ``spec`` (``None`` if it launched nothing for it)."""
