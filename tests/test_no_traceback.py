@@ -17,7 +17,7 @@ import pytest
 
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.runs.store import BadRecord, EmptyRun, read_records
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 from conftest import complete_record, data_file, only_run_dir, read_run, toy_script, write_mcq_suite, write_run_dir, write_toy
 
@@ -529,3 +529,73 @@ def test_case14_runs_and_workers_use_the_key_and_never_write_it(
     assert len(records) == 12 and all(r["error"] is None for r in records)  # every request carried the key
     written = [p.read_text() for p in run.iterdir()] + [(pytester.path / "junit.xml").read_text()]
     assert not any(key in text for text in written + [result.stdout.str(), result.stderr.str()])
+
+
+# ----------------------------------------------------------------------------- case 13
+
+
+def test_case13_pytest_help_lists_every_model_form(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    text = " ".join(result.stdout.str().split())
+    for form in ("'local'", "'vllm:HF_ID'", "'ID@URL'", "'ID@URL1,URL2,...'", "'replay:RUN_DIR'",
+                 "'replay:RUN_DIR#MODEL'", "'NAME'", "--cache-expiry"):
+        assert form in text, form
+
+
+def test_case13_card_outside_the_repo_finds_the_shipped_suites_or_says_where_it_looked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # no suites/ here
+    rc, out, _ = cli(capsys, "card", "seceval", "--task", "mcq")
+    assert rc == 0 and json.loads(out)["seceval.mcq"]["benchmark"] == "seceval"
+    rc, _, err = cli(capsys, "card", "secevl")
+    assert rc == 2 and "no suite 'secevl' in " in err and "(did you mean 'seceval'?)" in err
+    rc, _, err = cli(capsys, "card", "seceval", "--suites-dir", tmp_path / "nowhere")
+    assert rc == 2 and f"{tmp_path / 'nowhere'} is not a folder" in err and "pass --suites-dir DIR" in err
+
+
+def test_case13_fetch_prints_the_real_folder_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_benchaudit.dataset.fetch import fetch_suite
+    from pytest_benchaudit.dataset.suites import load_suite
+
+    suite = load_suite(Path(__file__).resolve().parent.parent / "suites" / "mmlu_cs" / "suite.toml")
+    origin = tmp_path / "origin"
+    errors = fetch_suite(suite, tmp_path / "data", origin=origin.as_uri())  # nothing there: errors, named
+    out = capsys.readouterr()
+    assert errors and "mmlu-computer-security/" in out.out + out.err and "mmlu_cs/" not in out.out
+
+
+def test_case13_run_directories_carry_a_benchmark_and_model_slug(
+        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    run_toy(pytester, scripted, "-k", "mcq")
+    assert only_run_dir(pytester.path / "out").name.endswith("-toy-toy-model")
+    from pytest_benchaudit.runs.store import run_slug
+    assert run_slug(["seceval", "cti_bench", "seceval"], ["a@x", "b"]) == "2-benchmarks-2-models"
+    assert run_slug(["seceval"], ["gpt-5.4@http://h/v1"]) == "seceval-gpt-5.4_http_h_v1"
+
+
+def test_case13_a_subset_is_labelled_as_one(pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    result = run_toy(pytester, scripted, "-k", "t01 or t02")
+    result.stdout.fnmatch_lines(["subset: mcq toy-model: 2 of 12 questions (-k, --lf or --limit): not the full "
+                                 "task's score"])
+    full = run_toy(pytester, scripted, "-k", "extra")
+    assert "subset:" not in full.stdout.str()
+
+
+def test_case13_a_judge_failure_shows_its_reason(pytester: pytest.Pytester) -> None:
+    write_toy(pytester.path)
+    with ScriptedServer(lambda call: Reply(content="Answer: B")) as m, \
+            ScriptedServer(lambda call: Reply(status=500, error_message="judge exploded")) as jdg:
+        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{m.url}", "--judge",
+                                    f"j@{jdg.url}", "-k", "t01", "--set", "extraction.rule=judge", "--no-cache",
+                                    "--max-retries", "0", "--report-dir", "out")
+    no_traceback(result.stdout.str())
+    result.stdout.fnmatch_lines(["*INVALID (judge_error): HTTP 500: judge exploded*"])
+
+
+def test_case13_ranks_print_as_integers_unless_tied() -> None:
+    from pytest_benchaudit.report.terminal import _render_rankings
+
+    text = _render_rankings({"ranks": {"toy.mcq": {"a": 1.0, "b": 2.0}, "toy.extra": {"a": 1.5, "b": 1.5}},
+                             "tau_b": []})
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith("toy.")}
+    assert rows == {"toy.mcq": ["1", "2"], "toy.extra": ["1.5", "1.5"]}

@@ -49,7 +49,7 @@ from pytest_benchaudit.audit.importers import add_import_parser, run_import
 from pytest_benchaudit.audit.offline import OfflineError, rescore_run, sweep_run
 from pytest_benchaudit.pytest_plugin.options import parse_vary
 from pytest_benchaudit.pipeline.stages import PipelineError, apply_overrides, parse_override
-from pytest_benchaudit.cli.runargs import add_skip_bad_records
+from pytest_benchaudit.cli.runargs import add_skip_bad_records, locate_suites_dir, no_suite_message
 from pytest_benchaudit.runs.store import load_run, read_run_json, read_summary_json, skip_bad_records, write_json_atomic
 from pytest_benchaudit.report.terminal import render_summary, render_variant_deltas
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite, resolve_data_dir
@@ -99,7 +99,7 @@ def _suite_cards(bench: str, suites_dir: Path, task: str | None, layer: str, set
     path = suites_dir / bench / SUITE_FILENAME
     if not path.is_file():
         known = sorted(p.parent.name for p in suites_dir.glob(f"*/{SUITE_FILENAME}"))
-        raise CliError(f"no suite {bench!r} in {suites_dir}; suites: {', '.join(known) or 'none'}")
+        raise CliError(no_suite_message(bench, suites_dir, known))
     try:
         suite = load_suite(path)
         overrides = [parse_override(text) for text in sets]
@@ -145,7 +145,7 @@ def cmd_fetch(benches: list[str], data_dir: str | None, origin: str | None, forc
         path = suites_dir / bench / SUITE_FILENAME
         if not path.is_file():
             known = sorted(p.parent.name for p in suites_dir.glob(f"*/{SUITE_FILENAME}"))
-            raise CliError(f"no suite {bench!r} in {suites_dir}; suites: {', '.join(known) or 'none'}")
+            raise CliError(no_suite_message(bench, suites_dir, known))
         try:
             suites.append(load_suite(path))
         except SuiteError as err:
@@ -249,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_skip_bad_records(sub)
     args = parser.parse_args(argv)
     skip_bad_records(bool(getattr(args, "skip_bad_records", False)))
+    locate_suites_dir(args)
     try:
         if args.command == "show":
             return cmd_show(args.run_dir)

@@ -256,6 +256,8 @@ class TaskCollector(pytest.Collector):
                 card["judge"] = judge_card(opts.judge.label)
             opts.state.cards[card_key(suite.name, task, v.name)] = card
             skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name, opts.judge is not None)
+        for v in variants:  # how many questions the task has: a -k / --lf / --limit run is labelled a subset
+            opts.state.cards[card_key(suite.name, task, v.name)]["questions_total"] = len(questions)
         if opts.limit is not None:
             questions = questions[: opts.limit]
         for v in variants:

@@ -30,7 +30,7 @@ from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, sum
 from pytest_benchaudit.inference.backend import strip_credentials
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.common.errors import RunDirError
-from pytest_benchaudit.runs.store import RunDirectory, read_records
+from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
 from pytest_benchaudit.report.terminal import render_summary
 from pytest_benchaudit.pytest_plugin.runner import KEYS_KEY, LocalUrl
@@ -260,7 +260,9 @@ class Controller:
         # Created on the first benchmark report, so plain test sessions leave no empty runs.
         if self.run_dir is None:
             try:
-                self.run_dir = RunDirectory(self.opts.report_dir)
+                # Under xdist the cards arrive at the end: the name then says the model only.
+                slug = run_slug({k.split(".", 1)[0] for k in self.opts.state.cards}, (m.label for m in self.opts.models))
+                self.run_dir = RunDirectory(self.opts.report_dir, new_run_id(slug))
             except RunDirError as err:  # checked at start-up; this is the race (the folder went away since)
                 pytest.exit(str(err), returncode=pytest.ExitCode.USAGE_ERROR)
             self.run_dir.write_run(**self._run_meta())

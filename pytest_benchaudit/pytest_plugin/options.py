@@ -63,9 +63,13 @@ OPTIONS_KEY = pytest.StashKey[RunOptions]()
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("benchaudit", "LLM benchmarks as test suites (pytest-benchaudit)")
     group.addoption("--model", action="append", default=[], metavar="SPEC",
-                    help="model to evaluate (repeatable): 'local' (embedded SmolLM2-135M, the default), "
-                         "ID@URL for an OpenAI-compatible endpoint (key from $OPENAI_API_KEY), or a NAME "
-                         "from [tool.benchaudit.models] in pyproject.toml")
+                    help="model to evaluate (repeatable). Forms: 'local' (the default: embedded SmolLM2-135M "
+                         "served by llama-cpp-python on 127.0.0.1); 'vllm:HF_ID' (`vllm serve HF_ID` launched on "
+                         "127.0.0.1 for the run; extra arguments in $BENCHAUDIT_VLLM_ARGS); 'ID@URL' (any "
+                         "OpenAI-compatible endpoint, key from $OPENAI_API_KEY); 'ID@URL1,URL2,...' (one model "
+                         "balanced over several endpoints); 'replay:RUN_DIR' or 'replay:RUN_DIR#MODEL' (a run's "
+                         "stored generations, no model); 'NAME' (a model under [tool.benchaudit.models.NAME] in "
+                         "pyproject.toml)")
     group.addoption("--pipeline", default="standardized", metavar="NAME",
                     help="pipeline layer: standardized (default), released, documented, or another layer "
                          "a suite defines")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import secrets as _random
 import sys
 import time
@@ -43,16 +44,28 @@ from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
 
 __all__ = ["BadRecord", "EmptyRun", "NotARunDir", "Record", "RunDirectory", "RECORD_VERSION", "check_record",
            "check_report_dir", "load_run",
-           "new_run_id", "read_json", "read_records", "read_run_json", "read_summary_json", "skip_bad_records",
+           "new_run_id", "run_slug", "read_json", "read_records", "read_run_json", "read_summary_json", "skip_bad_records",
            "write_json_atomic", "write_text_atomic"]
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def new_run_id() -> str:
-    """Sortable and unique enough for concurrent runs: UTC time plus random hex."""
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + _random.token_hex(3)
+def new_run_id(slug: str = "") -> str:
+    """Sortable and unique enough for concurrent runs: UTC time plus random hex, then ``slug``
+    (which benchmark and model: ``20261201T074856Z-25d115-seceval-gpt-5.4``) when given."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + _random.token_hex(3)
+    return f"{stamp}-{slug}" if slug else stamp
+
+
+def run_slug(benchmarks: Iterable[str], models: Iterable[str]) -> str:
+    """``seceval-gpt-5.4``, ``3-benchmarks-2-models``: what a run directory's name says it holds."""
+    def part(names: list[str], what: str) -> str:
+        if len(names) == 1:
+            return re.sub(r"[^A-Za-z0-9._-]+", "_", names[0]).strip("._-")[:40] or what
+        return f"{len(names)}-{what}s" if names else ""
+    return "-".join(p for p in (part(sorted(set(benchmarks)), "benchmark"), part(list(dict.fromkeys(models)), "model"))
+                    if p)
 
 
 class RunDirectory:
