@@ -48,7 +48,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out: dict[str, Path] = {}
     with ScriptedServer(toy_script()) as model, \
             ScriptedServer(lambda call: Reply(content='{"answer": "A"}')) as judge:
-        for kind, args in (("pytest", []), ("variants", ["--vary", "scoring.denominator=valid,total"]),
+        for kind, args in (("pytest", ["--model", f"n@{model.url}"]),  # two models: compare and audit-gold rank them
+                           ("variants", ["--vary", "scoring.denominator=valid,total"]),
                            ("judged", ["--judge", f"j@{judge.url}", "--set", "extraction.rule=judge", "-k", "mcq"])):
             _pytest(root, "--model", f"m@{model.url}", "--report-dir", kind, *args)
             out[kind] = only_run_dir(root / kind)
@@ -94,7 +95,7 @@ def _argv(command: str, run: Path, tmp_path: Path, suites: Path) -> list[str]:
         "sweep": ["sweep", run, "--vary", "extraction.reasoning=keep,strip", "--suites-dir", suites],
         "compare": ["compare", run, "--out", tmp_path / "cmp"],
         "export": ["export", run, "--out", tmp_path / "exp", "--samples"],
-        "audit-gold": ["audit-gold", run, "--min-models", "1", "--out", tmp_path / "gold.csv"],
+        "audit-gold": ["audit-gold", run, "--out", tmp_path / "gold.csv"],
         "judge-agreement": ["judge-agreement", run],
     }[command]
 
@@ -110,7 +111,8 @@ EXPECTED: dict[str, dict[str, int]] = {
     "sweep": {"empty": 1, "corrupt": 1},
     "compare": {"empty": 1, "corrupt": 1},
     "export": {"empty": 1, "corrupt": 1},
-    "audit-gold": {"empty": 1, "corrupt": 1},
+    # a consensus needs two models: a one-model run is a usage error saying so
+    "audit-gold": {"imported": 2, "variants": 2, "judged": 2, "empty": 1, "corrupt": 1},
     "judge-agreement": {"pytest": 2, "imported": 2, "rescored": 2, "variants": 2, "empty": 1, "corrupt": 1},
 }
 
@@ -156,7 +158,7 @@ def test_commands_without_a_run_directory(tmp_path: Path, capsys: pytest.Capture
         (["card", "nosuch", "--suites-dir", str(REPO / "suites")], 2),
         (["card", "seceval", "--pipeline", "relesed", "--suites-dir", str(REPO / "suites")], 2),
         (["card", "seceval", "--set", "inference.max_tokens=-3", "--suites-dir", str(REPO / "suites")], 2),
-        (["ledger", "--suites-dir", str(tmp_path / "none")], 0),
+        (["ledger", "--suites-dir", str(tmp_path / "none")], 2),
         (["fetch", "nosuch", "--suites-dir", str(REPO / "suites")], 2),
         (["import", "cti-bench-responses", str(tmp_path / "none"), "--report-dir", str(tmp_path / "r")], 2),
         (["show", str(tmp_path / "none")], 2),
