@@ -199,16 +199,17 @@ class Engine:
                 # is not answered from (nor written to) the cache.
                 served = await self._served(slot.model, backend)
                 identity = with_served(identity, served) if served else None
-            if identity is not None:
-                cached = self.cache.get(identity, slot.request, served=served)
+            cache = self.cache
+            if cache is not None and identity is not None:
+                cached = cache.get(identity, slot.request, served=served)
                 if cached is not None:
                     self.cache_hits += 1
                     slot.future.set_result(cached.model_copy(update={"from_cache": True}))
                     return
                 self.cache_misses += 1
             result = await backend.generate(slot.request)
-            if identity is not None and result.error is None:
-                self.cache.put(identity, slot.request, result)
+            if cache is not None and identity is not None and result.error is None:
+                cache.put(identity, slot.request, result)
             slot.future.set_result(result)
         except BaseException as err:  # a backend bug must not hang the waiting item
             slot.future.set_exception(err)

@@ -179,7 +179,7 @@ class Controller:
             if meta["overrides"] != now:
                 raise pytest.UsageError(f"--resume {path}: the run used --set {meta['overrides']}, this invocation "
                                         f"{now}; resume it with the same --set options")
-        stored_models = [m.get("spec") for m in meta.get("models") or [] if isinstance(m, dict)]
+        stored_models = [str(m["spec"]) for m in meta.get("models") or [] if isinstance(m, dict) and m.get("spec")]
         models = [m.label for m in self.opts.models]
         if stored_models and sorted(stored_models) != sorted(models):
             raise pytest.UsageError(f"--resume {path}: the run used --model {', '.join(stored_models)}, this "
