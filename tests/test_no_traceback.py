@@ -414,6 +414,8 @@ def test_case6_resume_refuses_another_model_limit_suite_or_data(
     data.write_text(data.read_text().replace("Toy question", "Edited question"))
     text = usage_error(resume("-k", "mcq", "--limit", "3"))
     assert "data file(s) changed since the run: toy/toy.jsonl" in text
+    text = usage_error(resume("-k", "mcq", "--limit", "3", "-n", "2"))  # the workers check under xdist
+    assert text.count("data file(s) changed since the run: toy/toy.jsonl") == 1
     assert (run / "records.jsonl").read_text() == records  # nothing appended by a refused resume
 
 

@@ -20,6 +20,7 @@ which prints them once and exits with status 4.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,30 @@ import pytest
 from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.report.gates import check_gate_targets
 
-__all__ = ["CollectChecks", "PreRunChecks", "checks_of"]
+__all__ = ["CollectChecks", "PreRunChecks", "RESUME_RUN", "checks_of", "resume_mismatch"]
+
+RESUME_RUN = "benchaudit_resume_run"  # workerinput: the resumed run's card hashes and checksums
+
+
+def resume_mismatch(old_cards: dict[str, Any], old_sums: dict[str, Any], cards: dict[str, Any],
+                    sums: dict[str, Any]) -> str | None:
+    """Why a collection cannot continue a run (``--resume``): a task the run does not have, a task
+    whose pipeline hash differs (suite.toml changed), a data file whose checksum differs; or None."""
+    if not old_cards:
+        return None
+    new_tasks = sorted(set(cards) - set(old_cards))
+    if new_tasks:
+        return (f"the run has no {', '.join(new_tasks)} (its tasks: {', '.join(sorted(old_cards))}); resume it "
+                "with the same suites")
+    for key in sorted(cards):
+        if cards[key].get("hash") != old_cards[key].get("hash"):
+            return (f"{key} was run under pipeline {old_cards[key].get('hash')}, this invocation resolves "
+                    f"{cards[key].get('hash')}; resume it with the same pipeline (suite.toml changed?)")
+    changed = sorted(f for f, digest in sums.items() if f in old_sums and old_sums[f] != digest)
+    if changed:
+        return (f"data file(s) changed since the run: {', '.join(changed)} (checksums differ); resume with the "
+                "same data or start a new run")
+    return None
 
 
 @dataclass
@@ -87,6 +111,14 @@ class PreRunChecks:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         problems = pre_run_problems(checks_of(config), self.layer, self.gates)
+        resumed = getattr(config, "workerinput", {}).get(RESUME_RUN)
+        if resumed and not problems:  # --resume under xdist: the controller does not collect, workers check
+            from pytest_benchaudit.pytest_plugin.options import get_options
+
+            state = get_options(config).state
+            mismatch = resume_mismatch(resumed["cards"], resumed["checksums"], state.cards, state.checksums)
+            if mismatch:
+                problems.append(f"--resume {resumed['path']}: {mismatch}")
         if not problems:
             return
         workeroutput = getattr(config, "workeroutput", None)
@@ -101,6 +133,9 @@ class PreRunChecks:
             if problem not in self.from_workers:
                 self.from_workers.append(problem)
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.from_workers:
@@ -109,3 +144,14 @@ class PreRunChecks:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for problem in self.from_workers:
             terminalreporter.write_line(f"ERROR: {problem}", red=True)
+        self.told = len(self.from_workers)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        # xdist may deliver a worker's output only while it shuts its nodes down, after the
+        # terminal summary: the status is still set here (pytest returns it after unconfigure).
+        session = getattr(self, "session", None)
+        if self.from_workers and session is not None:
+            for problem in self.from_workers[getattr(self, "told", 0):]:
+                print(f"ERROR: {problem}", file=sys.stderr)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR

@@ -33,6 +33,7 @@ from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
 from pytest_benchaudit.report.terminal import render_summary
+from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
 from pytest_benchaudit.pytest_plugin.runner import KEYS_KEY, LocalUrl
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
@@ -192,30 +193,19 @@ class Controller:
 
     def _check_same_collection(self) -> None:
         """After collection (serial run): the same suites and tasks, pipelines and data files as the run."""
-        path, stored = self.opts.resume, self.resumed_from
-        cards, old_cards = self.opts.state.cards, stored.get("pipeline_cards") or {}
-        if not old_cards:
-            return
-        new_tasks = sorted(set(cards) - set(old_cards))
-        if new_tasks:
-            raise pytest.UsageError(f"--resume {path}: the run has no {', '.join(new_tasks)} (its tasks: "
-                                    f"{', '.join(sorted(old_cards))}); resume it with the same suites")
-        for key in sorted(cards):
-            if cards[key].get("hash") != old_cards[key].get("hash"):
-                raise pytest.UsageError(f"--resume {path}: {key} was run under pipeline {old_cards[key].get('hash')}, "
-                                        f"this invocation resolves {cards[key].get('hash')}; resume it with the same "
-                                        "pipeline (suite.toml changed?)")
-        old_sums = stored.get("dataset_checksums") or {}
-        changed = sorted(f for f, digest in self.opts.state.checksums.items() if f in old_sums and old_sums[f] != digest)
-        if changed:
-            raise pytest.UsageError(f"--resume {path}: data file(s) changed since the run: {', '.join(changed)} "
-                                    "(checksums differ); resume with the same data or start a new run")
+        problem = resume_mismatch(self.resumed_from.get("pipeline_cards") or {},
+                                  self.resumed_from.get("dataset_checksums") or {},
+                                  self.opts.state.cards, self.opts.state.checksums)
+        if problem:
+            raise pytest.UsageError(f"--resume {self.opts.resume}: {problem}")
 
+    # A resumed run keeps the cards and checksums it was made with (a resume that differs is refused,
+    # and a refused one must not overwrite them, or the next --resume would compare against its values).
     def _cards(self) -> dict[str, Any]:
-        return {**self.resumed_from.get("pipeline_cards", {}), **self.opts.state.cards}
+        return {**self.opts.state.cards, **self.resumed_from.get("pipeline_cards", {})}
 
     def _checksums(self) -> dict[str, Any]:
-        return {**self.resumed_from.get("dataset_checksums", {}), **self.opts.state.checksums}
+        return {**self.opts.state.checksums, **self.resumed_from.get("dataset_checksums", {})}
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Serial run: items already recorded in the resumed run are deselected (never asked again)."""
@@ -281,6 +271,11 @@ class Controller:
         if self.recorded:
             # Workers collect; they deselect what is already recorded (ResumeFilter).
             node.workerinput[RESUME_KEYS] = [list(k) for k in sorted(self.recorded)]
+        if self.resumed_from:  # and check their collection against the run's (checks.PreRunChecks)
+            node.workerinput[RESUME_RUN] = {
+                "path": str(self.opts.resume),
+                "cards": {k: {"hash": c.get("hash")} for k, c in (self.resumed_from.get("pipeline_cards") or {}).items()},
+                "checksums": self.resumed_from.get("dataset_checksums") or {}}
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

@@ -105,15 +105,17 @@ class Runner:
 
     def _check_replays(self) -> None:
         """``--model replay:RUN_DIR`` with upstream fields that differ: one usage error, before any item."""
-        from pytest_benchaudit.runs.replay import ReplayError, upstream_mismatches
+        from pytest_benchaudit.common.errors import RunDirError
+        from pytest_benchaudit.runs.replay import upstream_mismatches
+        from pytest_benchaudit.runs.store import read_run_json
 
         for spec in self.opts.models:
             if spec.kind != "replay":
                 continue
             try:
-                meta = json.loads((Path(spec.replay_dir or "") / "run.json").read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as err:
-                raise pytest.UsageError(f"--model replay:{spec.replay_dir}: {ReplayError(err)}") from None
+                meta = read_run_json(Path(spec.replay_dir or ""))
+            except RunDirError as err:
+                raise pytest.UsageError(f"--model replay:{spec.replay_dir}: {err}") from None
             problems = upstream_mismatches(meta.get("pipeline_cards", {}), self.opts.state.cards)
             if problems:
                 raise pytest.UsageError(f"--model replay:{spec.replay_dir}: " + "; ".join(problems)
