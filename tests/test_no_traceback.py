@@ -19,7 +19,8 @@ from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.runs.store import BadRecord, EmptyRun, read_records
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import complete_record, data_file, only_run_dir, read_run, toy_script, write_mcq_suite, write_run_dir, write_toy
+from conftest import (complete_record, data_file, only_run_dir, read_run, toy_script, write_mcq_suite, write_run_dir,
+                      write_toy)
 
 # A `documented` layer as a paper leaves it: the prompt and budget said, the reading and counting not.
 DOCUMENTED = """
@@ -141,11 +142,13 @@ def _corrupt(run: Path, *lines: str) -> None:
 def test_case7_lines_that_are_json_but_not_records_name_file_line_and_field(tmp_path: Path) -> None:
     run = write_run_dir(tmp_path, "r", [{"question_id": "q1"}])
     _corrupt(run, "[1,2,3]")
-    with pytest.raises(BadRecord, match=r"records.jsonl:2: not a record \(a JSON object is expected, this is an array\)"):
+    array = r"records.jsonl:2: not a record \(a JSON object is expected, this is an array\)"
+    with pytest.raises(BadRecord, match=array):
         list(read_records(run))
     run2 = write_run_dir(tmp_path, "r2", [{"question_id": "q1"}])
     _corrupt(run2, '{"benchmark": "seceval"}')
-    with pytest.raises(BadRecord, match=r"records.jsonl:2: not a record: field 'task': Field required \(and \d+ more\)"):
+    missing = r"records.jsonl:2: not a record: field 'task': Field required \(and \d+ more\)"
+    with pytest.raises(BadRecord, match=missing):
         list(read_records(run2))
     seen: list[str] = []
     recs = list(read_records(run2, skip_bad=True, on_skipped=seen.append))
@@ -165,7 +168,7 @@ def test_case7_every_command_reports_a_bad_line_in_one_line(
              "compare": ["--out", toy_root / "cmp"], "export": ["--out", toy_root / "exp"]}.get(command, [])
     rc, _, err = cli(capsys, command, toy_run, *extra)
     assert rc == 1 and len(err.strip().splitlines()) == 1, err
-    assert f"records.jsonl:14: " in err
+    assert "records.jsonl:14: " in err
     # --skip-bad-records goes on and says how many lines it skipped.
     rc, _, err = cli(capsys, command, toy_run, *extra, "--skip-bad-records")
     assert "skipped 1 line(s) that are not records" in err
@@ -407,7 +410,8 @@ def test_case6_resume_refuses_another_model_limit_suite_or_data(
     assert "the run used --model toy-model, this invocation other-model; resume it with the same models" in text
     text = usage_error(resume("-k", "mcq", "--limit", "5"))
     assert "the run used --limit 3, this invocation 5; resume it with the same --limit" in text
-    write_mcq_suite(pytester.path, "other", [{"id": "o1", "question": "Q CORRECT?", "options": ["a", "b"], "gold": "B"}])
+    write_mcq_suite(pytester.path, "other", [{"id": "o1", "question": "Q CORRECT?", "options": ["a", "b"],
+                                              "gold": "B"}])
     text = usage_error(resume("--limit", "3", suites=("suites/toy", "suites/other")))
     assert "the run has no other.mcq (its tasks: toy.extra, toy.mcq); resume it with the same suites" in text
     data = pytester.path / "data" / "toy" / "toy.jsonl"

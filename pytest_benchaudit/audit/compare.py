@@ -121,7 +121,8 @@ def _load(paths: Iterable[Path]) -> list[LoadedRun]:
     runs = []
     for path in iterate(expand_runs(paths), label="load", unit="runs"):
         try:
-            meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr), require_records=True)
+            meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
+                                     require_records=True)
         except OfflineError as err:
             raise CompareError(str(err)) from None
         base = [r for r in records if not r.get("variant")]

@@ -254,7 +254,8 @@ def run_audit_gold(args: argparse.Namespace) -> int:
     try:
         records: list[dict[str, Any]] = []
         for path in expand_runs(args.runs):
-            _meta, recs = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr), require_records=True)
+            _meta, recs = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
+                                   require_records=True)
             records += recs
         result = audit_gold(records, min_models=args.min_models, pipeline=getattr(args, "pipeline", None))
     except (CompareError, OfflineError, GoldAuditError) as err:

@@ -146,9 +146,9 @@ def pipeline_problems(suite: Suite, task: str, pipe: Pipeline, questions: list[Q
     by = pipe.aggregation.by
     if by is not None and questions and not any(by in q.meta for q in questions):
         fields = sorted({k for q in questions for k in q.meta})
+        allowed = ", ".join(fields) or "none (this task has no metadata)"
         problems.append(f"{where}: aggregation.by {by!r} is not a metadata field of its questions"
-                        f"{did_you_mean(by, fields)}; allowed: {', '.join(fields) or 'none (this task has no metadata)'}"
-                        ", or null")
+                        f"{did_you_mean(by, fields)}; allowed: {allowed}, or null")
     return problems
 
 

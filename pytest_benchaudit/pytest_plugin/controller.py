@@ -251,7 +251,8 @@ class Controller:
         if self.run_dir is None:
             try:
                 # Under xdist the cards arrive at the end: the name then says the model only.
-                slug = run_slug({k.split(".", 1)[0] for k in self.opts.state.cards}, (m.label for m in self.opts.models))
+                benches = {k.split(".", 1)[0] for k in self.opts.state.cards}
+                slug = run_slug(benches, (m.label for m in self.opts.models))
                 self.run_dir = RunDirectory(self.opts.report_dir, new_run_id(slug))
             except RunDirError as err:  # checked at start-up; this is the race (the folder went away since)
                 pytest.exit(str(err), returncode=pytest.ExitCode.USAGE_ERROR)
@@ -274,7 +275,8 @@ class Controller:
         if self.resumed_from:  # and check their collection against the run's (checks.PreRunChecks)
             node.workerinput[RESUME_RUN] = {
                 "path": str(self.opts.resume),
-                "cards": {k: {"hash": c.get("hash")} for k, c in (self.resumed_from.get("pipeline_cards") or {}).items()},
+                "cards": {k: {"hash": c.get("hash")}
+                          for k, c in (self.resumed_from.get("pipeline_cards") or {}).items()},
                 "checksums": self.resumed_from.get("dataset_checksums") or {}}
 
     @pytest.hookimpl(optionalhook=True)

