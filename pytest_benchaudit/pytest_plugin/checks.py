@@ -106,7 +106,9 @@ class PreRunChecks:
 
     def __init__(self, config: pytest.Config, layer: str, gates: list[Any]) -> None:
         self.config, self.layer, self.gates = config, layer, gates
-        self.from_workers: list[str] = []
+        self.from_workers: list[str] = []  # problems xdist workers reported (controller side)
+        self.told = 0  # how many of them the terminal summary printed
+        self.session: pytest.Session | None = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -150,8 +152,7 @@ class PreRunChecks:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         # xdist may deliver a worker's output only while it shuts its nodes down, after the
         # terminal summary: the status is still set here (pytest returns it after unconfigure).
-        session = getattr(self, "session", None)
-        if self.from_workers and session is not None:
-            for problem in self.from_workers[getattr(self, "told", 0):]:
+        if self.from_workers and self.session is not None:
+            for problem in self.from_workers[self.told:]:
                 print(f"ERROR: {problem}", file=sys.stderr)
-            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            self.session.exitstatus = pytest.ExitCode.USAGE_ERROR
