@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question
 from pytest_benchaudit.pytest_plugin.options import OPTIONS_KEY, add_options, build_options
 
@@ -28,16 +29,19 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_benchaudit.pytest_plugin.controller import Controller
     from pytest_benchaudit.pytest_plugin.runner import LocalUrl, Runner
 
-    from pytest_benchaudit.common.errors import UsageError
+    from pytest_benchaudit.pytest_plugin.checks import PreRunChecks
     from pytest_benchaudit.pytest_plugin.paths import resolve_suite_args
 
-    try:  # `pytest suites/secEval` runs suites/seceval (said in the header); an unknown suite lists them
+    try:  # any error of the package before the first item is a usage error (exit 4)
+        # `pytest suites/secEval` runs suites/seceval (said in the header); an unknown suite lists them
         config.args[:], path_notes = resolve_suite_args(list(config.args), config.invocation_params.dir)
-    except UsageError as err:
+        opts = build_options(config)
+    except BenchauditError as err:
         raise pytest.UsageError(str(err)) from None
-    opts = build_options(config)
     opts.notes[:0] = path_notes
     config.stash[OPTIONS_KEY] = opts
+    # Problems collection finds (pipeline values, layer, gate targets): one usage error before any item.
+    config.pluginmanager.register(PreRunChecks(config, opts.pipeline, opts.gates), "benchaudit-checks")
     local_url = LocalUrl(config)
     is_worker = hasattr(config, "workerinput")
     # xdist has already set option.dist when -n is given (its cmdline_main runs first).

@@ -200,12 +200,25 @@ def toy(pytester: pytest.Pytester) -> tuple[Path, Path]:
     return write_toy(pytester.path)
 
 
+# Record fields a hand-made record may leave out: filled so it passes the store's schema check.
+RECORD_DEFAULTS: dict[str, Any] = {"benchmark": "toy", "task": "mcq", "question_id": "q1", "question_index": 0,
+                                   "model": "m", "pipeline": "standardized", "pipeline_hash": "", "request": {},
+                                   "raw_output": "", "valid": True, "gold": "A", "score": 0.0, "correct": False}
+
+
+def complete_record(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with the schema's required fields it lacks filled from :data:`RECORD_DEFAULTS`."""
+    return {**RECORD_DEFAULTS, **record}
+
+
 def write_run_dir(root: Path, name: str, records: list[dict[str, Any]]) -> Path:
-    """A minimal run directory (run.json + records.jsonl) holding hand-made records."""
+    """A minimal run directory (run.json + records.jsonl) holding hand-made records (completed
+    with :func:`complete_record`, so they are records under the schema)."""
     run = root / name
     run.mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"run_id": name}), encoding="utf-8")
-    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    (run / "records.jsonl").write_text("".join(json.dumps(complete_record(r)) + "\n" for r in records),
+                                       encoding="utf-8")
     return run
 
 

@@ -13,12 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.common.errors import BenchauditError, did_you_mean
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.pipeline.variants import card_key as variant_card_key
-from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, is_unspecified
 from pytest_benchaudit.common.progress import Progress, iterate
-from pytest_benchaudit.runs.store import RunDirectory, read_records
+from pytest_benchaudit.runs.store import RunDirectory
+from pytest_benchaudit.runs.store import load_run as _store_load_run
 from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
@@ -36,22 +37,10 @@ def card_key(rec: Mapping[str, Any]) -> str:
     return variant_card_key(rec["benchmark"], rec["task"], rec.get("variant") or "")
 
 
-def load_run(run_dir: Path, warn: Callable[[str], None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(run.json, records) of a run directory; a torn last record line is skipped with ``warn``."""
-    import json
-
-    run_json = run_dir / "run.json"
-    try:
-        meta = json.loads(run_json.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise OfflineError(f"{run_json}: not found (is {run_dir} a benchaudit run directory?)") from None
-    except json.JSONDecodeError as err:
-        raise OfflineError(f"{run_json}: invalid JSON at line {err.lineno}: {err.msg}") from None
-    try:
-        records = list(read_records(run_dir, on_torn_tail=warn))
-    except (OSError, ValueError) as err:
-        raise OfflineError(str(err)) from None
-    return meta, records
+def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *,
+             require_records: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(run.json, validated records) of a run directory: :func:`pytest_benchaudit.runs.store.load_run`."""
+    return _store_load_run(Path(run_dir), warn, require_records=require_records)
 
 
 class _Resources:
@@ -82,6 +71,47 @@ def _layer(suites_dir: Path, bench: str, task: str, layer: str) -> Pipeline:
         raise OfflineError(str(err)) from None
 
 
+class _Layers:
+    """A layer per task, or the reason there is none: a task without that layer is skipped, as
+    collection skips it; a layer that no task of the run defines is an unknown layer (an error
+    listing the layers there are, with the nearest name)."""
+
+    def __init__(self, suites_dir: Path, layer: str) -> None:
+        self.suites_dir, self.layer = suites_dir, layer
+        self.seen: set[str] = set()
+
+    def get(self, bench: str, task: str) -> Pipeline | str:
+        try:
+            suite = load_suite(self.suites_dir / bench / SUITE_FILENAME)
+            if task not in suite.tasks:
+                raise OfflineError(f"{self.suites_dir / bench / SUITE_FILENAME}: no task {task!r}; "
+                                   f"tasks: {', '.join(suite.tasks)}")
+            layers = suite.layer_names(task)
+            self.seen.update(layers)
+            if self.layer not in layers:
+                return f"{bench}.{task} defines no {self.layer!r} pipeline (available: {', '.join(layers)})"
+            return suite.pipeline(task, self.layer)
+        except (SuiteError, PipelineError) as err:
+            raise OfflineError(str(err)) from None
+
+    def check_known(self) -> None:
+        if self.seen and self.layer not in self.seen:
+            raise OfflineError(f"unknown pipeline layer {self.layer!r}{did_you_mean(self.layer, self.seen)}; "
+                               f"layers of the run's suites: {', '.join(sorted(self.seen))}")
+
+
+def unscorable_fields(pipeline: Pipeline) -> list[str]:
+    """Downstream fields left ``unspecified`` that scoring needs (as collection skips their items)."""
+    return pipeline.unspecified_fields(("extraction", "scoring"))
+
+
+def _skip_reason(key: str, pipeline: Pipeline) -> str | None:
+    missing = unscorable_fields(pipeline)
+    if not missing:
+        return None
+    return f"{key} under {pipeline.name!r}: {', '.join(missing)} unspecified; choose with --set FIELD=VALUE"
+
+
 def rescore_run(
     run_dir: Path,
     *,
@@ -93,20 +123,37 @@ def rescore_run(
     warn: Callable[[str], None] = lambda msg: print(f"warning: {msg}", file=sys.stderr),
 ) -> tuple[RunDirectory, list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Re-score ``run_dir`` and write a new run directory; return it with its results and cards."""
-    meta, records = load_run(run_dir, warn)
+    meta, records = load_run(run_dir, warn, require_records=True)
     stored_cards: dict[str, dict[str, Any]] = meta.get("pipeline_cards") or {}
     overrides = overrides or []
     pipelines: dict[str, Pipeline] = {}
+    skipped: dict[str, str] = {}  # card key -> why its records are not re-scored
+    layers = _Layers(suites_dir, layer) if layer else None
     for key in sorted({card_key(r) for r in records}):
         card = stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0])
         if card is None:
             raise OfflineError(f"{run_dir / 'run.json'}: no pipeline card for {key}; cannot tell what was asked")
-        stored = pipeline_from_card(card)
-        target = _layer(suites_dir, stored.benchmark, stored.task, layer) if layer else None
+        stored = _stored_pipeline(run_dir, key, card)
+        target = layers.get(stored.benchmark, stored.task) if layers else None
+        if isinstance(target, str):
+            skipped[key] = target
+            continue
         try:
             pipelines[key] = retarget(stored, target, overrides)
         except PipelineError as err:
             raise OfflineError(f"{key}: {err}") from None
+        why = _skip_reason(key, pipelines[key])
+        if why:
+            skipped[key] = why
+            del pipelines[key]
+    if layers:
+        layers.check_known()
+    skips = [{"task": key, "records": sum(1 for r in records if card_key(r) == key), "reason": why}
+             for key, why in skipped.items()]
+    if not pipelines:
+        raise OfflineError("nothing re-scored: " + "; ".join(f"{s['reason']} ({s['records']} records)" for s in skips))
+    if skipped:
+        records = [r for r in records if card_key(r) in pipelines]
     resources = _Resources(suites_dir, data_dir)
     new_records = rescore_records(
         iterate(records, len(records), "rescore", "records"),
@@ -119,8 +166,10 @@ def rescore_run(
     out = RunDirectory(report_dir or run_dir.parent)
     out.append_many(new_records)
     results = summarize(new_records, cards)
-    out.write_json("summary.json", summary_document(results, benchmark_scores(results, cards), [], cards))
+    out.write_json("summary.json", {**summary_document(results, benchmark_scores(results, cards), [], cards),
+                                    "skipped": skips})
     out.finish(
+        skipped=skips,
         source={"kind": "rescore", "run_dir": str(run_dir), "run_id": meta.get("run_id"), "pipeline": layer,
                 "overrides": {k: v for k, v in overrides}},
         rescored_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -128,6 +177,31 @@ def rescore_run(
         pipeline_cards=cards, dataset_checksums=meta.get("dataset_checksums", {}),
     )
     return out, results, cards
+
+
+def _drop_unscorable(key: str, changes: list[tuple[str, list[Any]]], where: str, n: int,
+                     warn: Callable[[str], None]) -> list[tuple[str, list[Any]]]:
+    """``changes`` without downstream values of ``unspecified``: such a variant cannot be scored, so it
+    is skipped with the field named, as collection skips items whose pipeline leaves a field unspecified."""
+    out = []
+    for field, values in changes:
+        scorable = field.split(".")[0] not in ("extraction", "scoring")
+        kept = [v for v in values if scorable or not is_unspecified(v)]
+        if len(kept) < len(values):
+            warn(f"{key}: {field} is unspecified ({where}): that variant is skipped ({n} records); "
+                 f"choose a value with --vary {field}=VALUE")
+        if kept:
+            out.append((field, kept))
+    return out
+
+
+def _stored_pipeline(run_dir: Path, key: str, card: Mapping[str, Any]) -> Pipeline:
+    """The pipeline a stored card describes, or an error naming the run and the card."""
+    try:
+        return pipeline_from_card(card)
+    except (KeyError, TypeError, ValueError) as err:  # pydantic's ValidationError is a ValueError
+        raise OfflineError(f"{run_dir / 'run.json'}: pipeline card {key!r} is not a valid card "
+                           f"({type(err).__name__}: {str(err).splitlines()[0]})") from None
 
 
 def _downstream_leaves(pipeline: Pipeline) -> dict[str, Any]:
@@ -156,7 +230,7 @@ def sweep_run(
     from pytest_benchaudit.aggregate.results import variant_deltas
     from pytest_benchaudit.pipeline.variants import build_variants
 
-    meta, records = load_run(run_dir, warn)
+    meta, records = load_run(run_dir, warn, require_records=True)
     base_records = [r for r in records if not r.get("variant")]
     stored_cards: dict[str, dict[str, Any]] = meta.get("pipeline_cards") or {}
     resources = _Resources(suites_dir, data_dir)
@@ -166,16 +240,24 @@ def sweep_run(
     for rec in base_records:
         by_key.setdefault(card_key(rec), []).append(rec)
     bar = Progress(0, "sweep", "records")
+    layers = _Layers(suites_dir, toward) if toward else None
+    notes: list[str] = []  # told after the layer is known to exist, so a typo gives one error only
+    user_warn, warn = warn, notes.append
     for key, recs in by_key.items():
         if key not in stored_cards:
             raise OfflineError(f"{run_dir / 'run.json'}: no pipeline card for {key}")
-        stored = pipeline_from_card(stored_cards[key])
+        stored = _stored_pipeline(run_dir, key, stored_cards[key])
         cards[key] = stored_cards[key]
         changes = [(f, list(values)) for f, values in vary]
-        if toward:
-            target = _downstream_leaves(_layer(suites_dir, stored.benchmark, stored.task, toward))
-            mine = _downstream_leaves(stored)
-            changes += [(f, [v]) for f, v in target.items() if mine.get(f) != v]
+        if layers:
+            layer = layers.get(stored.benchmark, stored.task)
+            if isinstance(layer, str):
+                warn(f"{layer}: no --toward variants for {key}")
+            else:
+                target = _downstream_leaves(layer)
+                mine = _downstream_leaves(stored)
+                changes += [(f, [v]) for f, v in target.items() if mine.get(f) != v]
+        changes = _drop_unscorable(key, changes, f"--toward {toward}" if toward else "--vary", len(recs), warn)
         try:
             for field, values in changes:  # refuse upstream fields with the field named
                 for value in values:
@@ -191,6 +273,10 @@ def sweep_run(
                                        lambda bench, task, p=pipeline: resources(bench, task, p.scoring.metric))
             all_records += [{**r, "variant": variant.name} for r in rescored]
     bar.close()
+    if layers:
+        layers.check_known()
+    for note in notes:
+        user_warn(note)
     results = summarize(all_records, cards)
     return variant_deltas(results, cards), results, cards
 

@@ -129,7 +129,8 @@ def record_generation(rec: Mapping[str, Any]) -> Generation:
 
 
 # Fields a re-scored record takes over from the stored one unchanged (what happened upstream).
-_KEPT = ("item_id", "usage", "latency_s", "attempts", "served_model", "asks", "earlier_outputs", "timestamp")
+_KEPT = ("item_id", "usage", "latency_s", "attempts", "served_model", "from_cache", "asks", "earlier_outputs",
+         "timestamp")
 
 
 def rescore_records(

@@ -37,8 +37,10 @@ def load_json(path: Path) -> Any:
 
 
 def run_cards(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """The pipeline cards recorded in a run's ``run.json``, keyed ``benchmark.task[@variant]``."""
-    cards = load_json(run_dir / "run.json").get("pipeline_cards", {})
+    """The pipeline cards recorded in a run's ``run.json``, keyed ``benchmark.task[|variant]``."""
+    from pytest_benchaudit.runs.store import read_run_json
+
+    cards = read_run_json(run_dir).get("pipeline_cards", {})
     if not isinstance(cards, dict):
         raise CliError(f"{run_dir / 'run.json'}: pipeline_cards is not an object")
     return cards
@@ -56,9 +58,10 @@ def suite_file(bench: str, suites_dir: Path) -> Path:
     """``suites_dir/bench/suite.toml``; a missing suite is one error listing the suites there are."""
     from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
+    from pytest_benchaudit.cli.runargs import no_suite_message
+
     path = suites_dir / bench / SUITE_FILENAME
     if not path.is_file():
         known = sorted(p.parent.name for p in suites_dir.glob(f"*/{SUITE_FILENAME}"))
-        where = f"{suites_dir}" + ("" if suites_dir.is_dir() else " (no such folder)")
-        raise CliError(f"no suite {bench!r} in {where}; suites: {', '.join(known) or 'none'}")
+        raise CliError(no_suite_message(bench, suites_dir, known))
     return path

@@ -55,6 +55,7 @@ from importlib import import_module
 from typing import Sequence
 
 from pytest_benchaudit import __version__
+from pytest_benchaudit.cli.runargs import add_skip_bad_records, locate_suites_dir
 from pytest_benchaudit.common.errors import BenchauditError, cli_exit_code
 
 __all__ = ["COMMANDS", "main"]
@@ -119,6 +120,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         if name == chosen:
             module = import_module(f"pytest_benchaudit.cli.{module_name}")
             module.add_parser(sub).set_defaults(_run=module.run)
+            add_skip_bad_records(sub)
         else:
             sub.add_parser(name, help=_LIST_HELP[name])
     return parser
@@ -128,6 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``benchaudit`` command; returns its exit status (0 ok, 1 failed, 2 bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
+    if getattr(args, "skip_bad_records", False):
+        from pytest_benchaudit.runs.store import skip_bad_records
+
+        skip_bad_records(True)
+    locate_suites_dir(args)
     try:
         return int(args._run(args))
     except BrokenPipeError:

@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         records: list[dict[str, Any]] = []
         for path in expand_runs(args.runs):
-            _meta, recs = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
+            _meta, recs = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
+                                   require_records=True)
             records += recs
         result = audit_gold(records, min_models=args.min_models, pipeline=getattr(args, "pipeline", None))
     except (CompareError, OfflineError, GoldAuditError) as err:

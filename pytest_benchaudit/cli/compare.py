@@ -66,11 +66,13 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 def _summary(run_dir: Path) -> dict[str, Any]:
     """A run's summary.json, or ``{}`` (the report then lacks its invalid rates, nothing else)."""
+    from pytest_benchaudit.common.errors import RunDirError
+    from pytest_benchaudit.runs.store import read_summary_json
+
     try:
-        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        return read_summary_json(run_dir)
+    except RunDirError:  # optional here: ranks come from the records
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def json_default(obj: Any) -> Any:

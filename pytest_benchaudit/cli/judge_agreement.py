@@ -43,7 +43,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
-    _meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
+    _meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
+                                   require_records=True)
     return records
 
 

@@ -32,5 +32,7 @@ def run(args: argparse.Namespace) -> int:
                                       report_dir=args.report_dir, suites_dir=args.suites_dir,
                                       data_dir=args.data_dir)
     print(render_summary(results, [], cards, []))
+    for skip in out.meta.get("skipped", []):
+        print(f"skipped {skip['records']} records: {skip['reason']}")
     print(f"run directory: {out.path}")
     return 0

@@ -6,11 +6,10 @@ For a run killed before it could write its summary; no model calls.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from pytest_benchaudit.cli._common import CliError, Subparsers, run_cards
+from pytest_benchaudit.cli._common import Subparsers
 
 HELP = "recompute summary.json from records.jsonl (no model calls)"
 
@@ -23,20 +22,14 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
-    from pytest_benchaudit.runs.store import read_records
+    from pytest_benchaudit.runs.store import load_run, write_json_atomic
 
     run_dir: Path = args.run_dir
-    try:
-        records = list(read_records(run_dir, on_torn_tail=lambda msg: print(f"warning: {msg}", file=sys.stderr)))
-    except (OSError, ValueError) as err:
-        raise CliError(str(err)) from None
-    cards = run_cards(run_dir)
+    meta, records = load_run(run_dir, lambda msg: print(f"warning: {msg}", file=sys.stderr), require_records=True)
+    cards = meta.get("pipeline_cards", {})
     results = summarize(records, cards)
     out = summary_document(results, benchmark_scores(results, cards), [], cards)
     target = run_dir / "summary.json"
-    # Written beside and renamed over: a reader never sees half a summary.
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(target)
+    write_json_atomic(target, out)  # a reader never sees half a summary
     print(f"{target}: {len(results)} results from {len(records)} records")
     return 0

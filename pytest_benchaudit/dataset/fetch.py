@@ -289,9 +289,10 @@ def fetch_suite(
                 what = fetch_file(client, plan, spec, folder, base_url=origin, force=force, progress=progress)
             except FetchError as err:
                 errors.append(str(err))
-                print(f"error    {plan.benchmark}/{spec.name}", file=out)
+                print(f"error    {plan.data_folder}/{spec.name}", file=out)
                 continue
-            print(f"{what:<8} {plan.benchmark}/{spec.name}", file=out)
+            # The folder as it is on disk (mmlu-computer-security/), not the suite's name (mmlu_cs).
+            print(f"{what:<8} {plan.data_folder}/{spec.name}", file=out)
     finally:
         if own:
             client.close()

@@ -176,7 +176,10 @@ def load_resources(suite: Suite, task: str, data_dir: Path, origin: str) -> tupl
     for name, ref in suite.tasks[task].resources.items():
         if isinstance(ref, dict):
             folder = str(ref.get("folder", suite.data_folder))
-            if not (data_dir / folder).resolve().is_relative_to(data_dir.resolve()):
+            # Checked by name, not by resolving: a benchmark folder may be a symlink to elsewhere
+            # (data_file still keeps the file inside that folder), but a suite config names one
+            # folder of the data directory, never a path out of it.
+            if not is_folder_name(folder):
                 raise SuiteError(f"{suite.path}: resource {name!r} folder {folder!r} is outside the data directory")
             owner = replace(suite, data_folder=folder)
             path = data_file(data_dir, owner, str(ref["file"]), origin)

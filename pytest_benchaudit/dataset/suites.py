@@ -159,6 +159,9 @@ def load_suite(path: Path) -> Suite:
         )
     if not tasks:
         raise SuiteError(f"{path}: no [tasks.*] defined")
+    if not is_folder_name(str(bench.get("data_folder", name))):
+        raise SuiteError(f"{path}: [benchmark] data_folder {bench.get('data_folder')!r} is outside the data directory "
+                         "(give a folder name inside it)")
     suite = Suite(
         name=name,
         title=bench.get("title", name),
@@ -204,6 +207,12 @@ def _resolve_bases(path: Path, task: str, layers: dict[str, dict[str, Any]]) -> 
         merged["notes"] = [*parent.get("notes", []), *own.get("notes", [])]
         out[name] = merged
     return out
+
+
+def is_folder_name(folder: str) -> bool:
+    """A relative path of plain names (``cti-bench``, ``a/b``): no ``..``, not absolute, not empty."""
+    parts = Path(folder).parts
+    return bool(parts) and not Path(folder).is_absolute() and ".." not in parts and "\\" not in folder
 
 
 def _check_config(cfg: dict[str, Any], path: Path) -> None:

@@ -87,6 +87,16 @@ class BalancedBackend:
         for ep in self.endpoints:
             await ep.backend.aclose()
 
+    async def served_models(self) -> list[str] | None:
+        """What the endpoints serve, together (``None`` if any cannot say: the cache then stays out)."""
+        ids: set[str] = set()
+        for ep in self.endpoints:
+            served = await ep.backend.served_models()
+            if served is None:
+                return None
+            ids.update(served)
+        return sorted(ids)
+
     def stats(self) -> dict[str, dict[str, int]]:
         """Per endpoint: answers received and connection errors seen (for tests and diagnostics)."""
         return {ep.url: {"answered": ep.answered, "connection_errors": ep.connection_errors} for ep in self.endpoints}

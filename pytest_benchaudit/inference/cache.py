@@ -31,10 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["CACHE_FILENAME", "CACHE_VERSION", "CacheWarning", "GenerationCache", "cache_key", "model_identity"]
+__all__ = ["CACHE_FILENAME", "CACHE_VERSION", "CacheWarning", "GenerationCache", "cache_key", "model_identity",
+           "parse_expiry", "with_served"]
 
 CACHE_FILENAME = "generations.sqlite"
 CACHE_VERSION = 1  # part of every key: a change of what a key means starts afresh
@@ -67,6 +69,28 @@ def model_identity(spec: ModelSpec) -> str:
                       sort_keys=True, separators=(",", ":"))
 
 
+def with_served(identity: str, served: list[str]) -> str:
+    """``identity`` extended with the model ids the endpoint serves (``GET /models``), so the same URL
+    serving another model after a restart has other keys."""
+    return json.dumps({"identity": identity, "served": sorted(served)}, sort_keys=True, separators=(",", ":"))
+
+
+def parse_expiry(text: str) -> float:
+    """``--cache-expiry`` as seconds: a number of seconds, or a number with ``s``, ``m``, ``h``, ``d``
+    or ``w`` (``12h``, ``7d``); ``ValueError`` naming the forms otherwise."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    value = text.strip().lower()
+    scale = units.get(value[-1:], None)
+    number = value[:-1] if scale else value
+    try:
+        seconds = float(number) * (scale or 1)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"--cache-expiry {text!r}: expected a duration above 0 such as 3600, 30m, 12h, 7d or 2w")
+    return seconds
+
+
 def cache_key(identity: str, request: Request) -> str:
     """sha256 of the model identity and the full request (sample index included)."""
     payload = {"v": CACHE_VERSION, "model": identity, "request": request.model_dump(mode="json")}
@@ -88,8 +112,10 @@ class GenerationCache:
     """
 
     def __init__(self, directory: Path | str, *, busy_timeout: float = 0.5, retries: int = 6,
-                 on_warning: Callable[[str], None] | None = None) -> None:
+                 on_warning: Callable[[str], None] | None = None, expiry_s: float | None = None) -> None:
         self.directory = Path(directory).expanduser()
+        self.expiry_s = expiry_s  # entries older than this are not answered from (and are re-written)
+        self.expired = 0
         self.path = self.directory / CACHE_FILENAME
         self.busy_timeout = busy_timeout
         self.retries = retries
@@ -103,20 +129,32 @@ class GenerationCache:
         self._lock = threading.Lock()
 
     # -- public ----------------------------------------------------------------
-    def get(self, identity: str, request: Request) -> Generation | None:
-        """The stored generation of ``request`` to the model ``identity``, or ``None``."""
+    def get(self, identity: str, request: Request, served: list[str] | None = None) -> Generation | None:
+        """The stored generation of ``request`` to the model ``identity``, or ``None``.
+
+        Not answered: an entry older than ``expiry_s``, and one whose response named a model
+        (the response's ``model``) that is not among ``served`` (what the endpoint serves now).
+        """
         if self.disabled:
             return None
         key = cache_key(identity, request)
         row = self._run("read", lambda conn: conn.execute(
-            "SELECT generation FROM generations WHERE key = ?", (key,)).fetchone())
+            "SELECT generation, created FROM generations WHERE key = ?", (key,)).fetchone())
         if row is None or row is _FAILED:
+            self.misses += 1
+            return None
+        if self.expiry_s is not None and time.time() - float(row[1]) > self.expiry_s:
+            self.expired += 1
             self.misses += 1
             return None
         try:
             generation = Generation.model_validate_json(row[0])
         except ValueError:  # a row written by another version: treat as absent
             self.misses += 1
+            return None
+        answered_by = generation.served_model
+        if served and answered_by and not any(answered_by == s or answered_by.startswith(s) for s in served):
+            self.misses += 1  # stored from another model than the one served now
             return None
         self.hits += 1
         return generation
@@ -130,8 +168,9 @@ class GenerationCache:
 
         def write(conn: sqlite3.Connection) -> bool:
             with conn:  # one transaction, committed (or rolled back) here
-                conn.execute("INSERT OR IGNORE INTO generations (key, model, generation, created) VALUES (?, ?, ?, ?)",
-                             (key, identity, value, time.time()))
+                # REPLACE: an expired entry is refreshed by the new answer.
+                conn.execute("INSERT OR REPLACE INTO generations (key, model, generation, created) VALUES (?, ?, ?, ?)",
+                             (key, redact(identity), value, time.time()))  # the key is a hash; this column is text
             return True
 
         stored = self._run("write", write)

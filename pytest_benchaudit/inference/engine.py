@@ -30,7 +30,7 @@ import warnings
 from typing import Any, Awaitable, Callable
 
 from pytest_benchaudit.inference.backend import Backend, ModelSpec
-from pytest_benchaudit.inference.cache import CacheWarning, GenerationCache, model_identity
+from pytest_benchaudit.inference.cache import CacheWarning, GenerationCache, model_identity, with_served
 from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["Engine", "request_key"]
@@ -60,6 +60,7 @@ class Engine:
     def __init__(self, window: int = 256, cache: GenerationCache | None = None) -> None:
         self.window = window
         self.cache = cache
+        self._served_tasks: dict[str, Any] = {}  # model label -> task asking what its endpoint serves
         self.cache_hits = 0
         self.cache_misses = 0
         self._cache_warnings: list[str] = []
@@ -192,16 +193,23 @@ class Engine:
             if backend is None:
                 backend = self._backends[slot.model] = self._factories[slot.model]()
             identity = self._identity(slot.model, backend) if self.cache is not None else None
-            if identity is not None:
-                cached = self.cache.get(identity, slot.request)
+            served: list[str] | None = None
+            if identity is not None and hasattr(backend, "served_models"):
+                # What the endpoint serves now is part of the key; an endpoint that cannot say
+                # is not answered from (nor written to) the cache.
+                served = await self._served(slot.model, backend)
+                identity = with_served(identity, served) if served else None
+            cache = self.cache
+            if cache is not None and identity is not None:
+                cached = cache.get(identity, slot.request, served=served)
                 if cached is not None:
                     self.cache_hits += 1
-                    slot.future.set_result(cached)
+                    slot.future.set_result(cached.model_copy(update={"from_cache": True}))
                     return
                 self.cache_misses += 1
             result = await backend.generate(slot.request)
-            if identity is not None and result.error is None:
-                self.cache.put(identity, slot.request, result)
+            if cache is not None and identity is not None and result.error is None:
+                cache.put(identity, slot.request, result)
             slot.future.set_result(result)
         except BaseException as err:  # a backend bug must not hang the waiting item
             slot.future.set_exception(err)
@@ -209,6 +217,16 @@ class Engine:
             with self._lock:
                 self._running -= 1
             self._pump()
+
+    async def _served(self, label: str, backend: Any) -> list[str] | None:
+        """The endpoint's served model ids, asked once per model (concurrent callers share the answer)."""
+        task = self._served_tasks.get(label)
+        if task is None:
+            task = self._served_tasks[label] = asyncio.ensure_future(backend.served_models())
+        try:
+            return await asyncio.shield(task)
+        except Exception:  # noqa: BLE001 - the cache is an optimisation: an odd endpoint just skips it
+            return None
 
     def _identity(self, label: str, backend: Backend) -> str | None:
         """The model's identity for the cache; ``None`` (not cached) for a backend that has no

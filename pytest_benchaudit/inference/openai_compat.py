@@ -142,6 +142,20 @@ class OpenAICompatBackend:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    async def served_models(self) -> list[str] | None:
+        """The model ids the endpoint says it serves (``GET /models``), or ``None`` when it cannot say.
+
+        Part of the generation cache's key: a different model restarted behind the same URL must
+        not be answered from the old model's generations."""
+        try:
+            response = await self._client.get("models", timeout=min(10.0, self.spec.timeout))
+            data = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, OSError):
+            return None
+        items = data.get("data") if isinstance(data, dict) else None
+        ids = sorted({m["id"] for m in items or [] if isinstance(m, dict) and isinstance(m.get("id"), str)})
+        return ids or None
+
     def payload(self, request: Request) -> tuple[str, dict[str, Any]]:
         """The endpoint path and JSON body for ``request`` (``ValueError``: the API cannot take it)."""
         if self.spec.api == "anthropic":

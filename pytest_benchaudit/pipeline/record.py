@@ -59,4 +59,6 @@ class Record(BaseModel):
     latency_s: float = 0.0
     attempts: int = 1
     served_model: str | None = None
+    from_cache: bool = Field(default=False, description="the generation came from the generation cache, not "
+                             "from a request sent in this run")
     timestamp: str = ""

@@ -283,9 +283,12 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def _set_path(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """``data`` with ``path`` set to ``value``; an object value merges into the object already there
+    (``inference={"max_tokens": 5}`` changes only max_tokens, not temperature, seed or stop)."""
     head, _, rest = path.partition(".")
     if not rest:
-        return {**data, head: value}
+        old = data.get(head)
+        return {**data, head: deep_merge(old, value) if isinstance(value, dict) and isinstance(old, dict) else value}
     child = data.get(head)
     return {**data, head: _set_path(child if isinstance(child, dict) else {}, rest, value)}
 
@@ -316,7 +319,9 @@ def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, Any]]) -> Pip
     applied = dict(pipeline.overrides)
     for path, value in overrides:
         data = _set_path(data, path, value)
-        applied[path] = value
+        # The card's overrides name each field replaced, so a partial object shows what it changed.
+        leaves = _leaves(value, path + ".") if isinstance(value, dict) and value else [(path, value)]
+        applied.update(leaves)
     data["overrides"] = applied
     try:
         return Pipeline.model_validate(data)

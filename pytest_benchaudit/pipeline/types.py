@@ -100,6 +100,8 @@ class Generation(_Frozen):
     attempts: int = 1
     top_logprobs: tuple[dict[str, float], ...] | None = None
     served_model: str | None = None
+    # True when the generation cache answered (no request was sent this run).
+    from_cache: bool = False
 
 
 InvalidReason = Literal[

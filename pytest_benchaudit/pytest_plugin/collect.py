@@ -21,6 +21,8 @@ from pytest_benchaudit.scoring import extract, metrics as scoring
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.scoring.judge import judge_card
+from pytest_benchaudit.common.errors import did_you_mean
+from pytest_benchaudit.pytest_plugin.checks import checks_of
 from pytest_benchaudit.pytest_plugin.options import get_options
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, is_unspecified
 from pytest_benchaudit.prompt.templates import Template, TemplateError, inference_params, render_request
@@ -119,6 +121,57 @@ def _check_names(pipeline: Pipeline) -> None:
         raise PipelineError(f"scoring.metric {metric!r} is not a known metric; allowed: {', '.join(scoring.metric_names())}")
 
 
+def pipeline_problems(suite: Suite, task: str, pipe: Pipeline, questions: list[Question], shots: list[Question],
+                      models: list[ModelSpec]) -> list[str]:
+    """What is wrong with a resolved pipeline against its task's data, found once before any item:
+    the first question's request is rendered for each model (an unknown template, a few-shot count
+    the data cannot supply, a bad placeholder), and ``aggregation.by`` must name a metadata field."""
+    where = f"{suite.name}.{task}" + (f" under {pipe.name!r}" if pipe.name else "")
+    problems: list[str] = []
+    if questions:
+        for spec in {m.min_max_tokens: m for m in models}.values():
+            try:
+                name = pipe.prompt.template
+                if name not in suite.templates:
+                    raise TemplateError(f"prompt.template {name!r} is not a template of {suite.name}; "
+                                        f"allowed: {', '.join(suite.templates)}")
+                render_request(pipe, suite.templates[name], questions[0], shots, min_max_tokens=spec.min_max_tokens)
+            except (TemplateError, PipelineError) as err:
+                problems.append(f"{where}: {err}")
+                break
+    by = pipe.aggregation.by
+    if by is not None and questions and not any(by in q.meta for q in questions):
+        fields = sorted({k for q in questions for k in q.meta})
+        allowed = ", ".join(fields) or "none (this task has no metadata)"
+        problems.append(f"{where}: aggregation.by {by!r} is not a metadata field of its questions"
+                        f"{did_you_mean(by, fields)}; allowed: {allowed}, or null")
+    return problems
+
+
+def _replayed_questions(models: list[ModelSpec], checks: Any) -> dict[str, frozenset[tuple[str, str, str]]]:
+    """For each ``replay:`` model, the questions its run directory holds (others skip: not in the run)."""
+    from pytest_benchaudit.runs.replay import ReplayError, stored_questions
+
+    out: dict[str, frozenset[tuple[str, str, str]]] = {}
+    for spec in models:
+        if spec.kind == "replay":
+            try:
+                out[spec.label] = stored_questions(Path(spec.replay_dir or ""), spec.label)
+            except ReplayError as err:
+                checks.problem(f"--model replay:{spec.replay_dir}: {err}")
+                out[spec.label] = frozenset()
+    return out
+
+
+def resource_key(suite: Suite, task: str, name: str) -> str:
+    """How run.json names a resource file: its folder in the data directory and its file, as the
+    suite writes them (not resolved: a benchmark folder may be a symlink to elsewhere)."""
+    ref = suite.tasks[task].resources[name]
+    if isinstance(ref, dict):
+        return str(Path(str(ref.get("folder", suite.data_folder))) / str(ref["file"]))
+    return str(Path(suite.data_folder) / str(ref))
+
+
 class SuiteFile(pytest.File):
     """A ``suite.toml``: one child collector per task."""
 
@@ -149,29 +202,36 @@ class TaskCollector(pytest.Collector):
     def collect(self) -> Iterator[BenchItem]:
         opts = get_options(self.config)
         suite, task = self.suite, self.name
-        if opts.pipeline not in suite.tasks[task].layers:
-            # Not an error: `pytest suites/ --pipeline released_base` runs where that layer exists.
+        checks = checks_of(self.config)
+        checks.layers.update(suite.tasks[task].layers)
+        checks.targets.setdefault((suite.name, task), "")
+        if opts.pipeline in suite.tasks[task].layers:
+            checks.layer_found = True
+        else:
+            # Not an error: `pytest suites/ --pipeline released_base` runs where that layer exists
+            # (a layer that no collected task defines is one usage error: checks.PreRunChecks).
             missing = pytest.mark.skip(reason=f"{suite.name}.{task} defines no {opts.pipeline!r} pipeline "
                                               f"(available: {', '.join(suite.tasks[task].layers)})")
             yield from self._placeholder(missing)
             return
+        # A bad pipeline value is noted once for the task (checks.PreRunChecks raises every such
+        # problem as one usage error before any item) instead of failing item by item.
         try:
             base = suite.pipeline(task, opts.pipeline)
             pipe = apply_overrides(base, opts.overrides)
             _check_names(pipe)
-        except PipelineError as err:
-            raise _CollectFailure(f"{suite.name}.{task}: {err}") from None
-        try:
             variants = build_variants(pipe, opts.vary)
             for v in variants[1:]:
                 _check_names(v.pipeline)
         except PipelineError as err:
-            raise _CollectFailure(f"{suite.name}.{task}: {err}") from None
+            checks.problem(f"{suite.name}.{task}: {err}")
+            return
+        checks.targets[(suite.name, task)] = pipe.scoring.metric
         try:
             questions, path = load_questions(suite, task, opts.data_dir, opts.data_origin)
             resources, resource_paths = load_resources(suite, task, opts.data_dir, opts.data_origin)
-            for res_path in resource_paths.values():
-                opts.state.checksums[str(res_path.relative_to(opts.data_dir.resolve()))] = file_checksum(res_path)
+            for name, res_path in resource_paths.items():
+                opts.state.checksums[resource_key(suite, task, name)] = file_checksum(res_path)
             shots: list[Question] = []
             if suite.tasks[task].few_shot:
                 shots, shot_path = load_questions(suite, task, opts.data_dir, opts.data_origin, few_shot=True)
@@ -196,11 +256,18 @@ class TaskCollector(pytest.Collector):
                 card["providers"] = providers
             opts.state.cards[card_key(suite.name, task, v.name)] = card
             skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name, opts.judge is not None)
+        for v in variants:  # how many questions the task has: a -k / --lf / --limit run is labelled a subset
+            opts.state.cards[card_key(suite.name, task, v.name)]["questions_total"] = len(questions)
         if opts.limit is not None:
             questions = questions[: opts.limit]
+        for v in variants:
+            if skips[v.name] is None:
+                for problem in pipeline_problems(suite, task, v.pipeline, questions, shots, opts.models):
+                    checks.problem(problem)
         # empty_gold = "skip": a row without a gold label is reported (skipped with the
         # reason), never scored; "score" (default) keeps it, as released code may (SecEval).
         skip_empty_gold = suite.tasks[task].data.get("empty_gold", "score") == "skip"
+        replayed = _replayed_questions(opts.models, checks)
         # Question by question, each model, then each variant: the variants of a question run
         # next to its base, so a downstream variant reads the generation the base just got.
         for q in questions:
@@ -219,6 +286,9 @@ class TaskCollector(pytest.Collector):
                     skip = skips[v.name]
                     if skip is not None:
                         item.add_marker(skip)
+                    elif spec.label in replayed and (suite.name, task, q.id) not in replayed[spec.label]:
+                        item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: not in the replayed "
+                                                                f"run {spec.replay_dir}; nothing stored to replay"))
                     elif skip_empty_gold and not q.gold.strip():
                         item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: empty gold label "
                                                                 "in the data file; reported, not scored"))

@@ -29,10 +29,12 @@ import pytest
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.inference.backend import strip_credentials
 from pytest_benchaudit.pytest_plugin.options import RunOptions
-from pytest_benchaudit.runs.store import RunDirectory, read_records
+from pytest_benchaudit.common.errors import RunDirError
+from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
 from pytest_benchaudit.report.terminal import render_summary, render_usage
-from pytest_benchaudit.pytest_plugin.runner import LocalUrl
+from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
+from pytest_benchaudit.pytest_plugin.runner import KEYS_KEY, LocalUrl
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
@@ -159,7 +161,7 @@ class Controller:
             else:
                 self.run_dir = RunDirectory.reopen(path)
                 previous, torn = self.run_dir.previous, self.run_dir.warnings
-        except (ValueError, OSError) as err:
+        except (ValueError, OSError, RunDirError) as err:
             raise pytest.UsageError(f"--resume {path}: {err}") from None
         meta = self.run_dir.meta if self.run_dir is not None else {}
         self.resumed_from = dict(meta)
@@ -180,15 +182,37 @@ class Controller:
             if meta["overrides"] != now:
                 raise pytest.UsageError(f"--resume {path}: the run used --set {meta['overrides']}, this invocation "
                                         f"{now}; resume it with the same --set options")
+        stored_models = [str(m["spec"]) for m in meta.get("models") or [] if isinstance(m, dict) and m.get("spec")]
+        models = [m.label for m in self.opts.models]
+        if stored_models and sorted(stored_models) != sorted(models):
+            raise pytest.UsageError(f"--resume {path}: the run used --model {', '.join(stored_models)}, this "
+                                    f"invocation {', '.join(models)}; resume it with the same models")
+        for key, option, now_value in (("limit", "--limit", self.opts.limit),
+                                       ("vary", "--vary", redact_json([[f, v] for f, v in self.opts.vary]))):
+            if key in meta and meta[key] != now_value:
+                raise pytest.UsageError(f"--resume {path}: the run used {option} {meta[key]}, this invocation "
+                                        f"{now_value}; resume it with the same {option}")
 
+    def _check_same_collection(self) -> None:
+        """After collection (serial run): the same suites and tasks, pipelines and data files as the run."""
+        problem = resume_mismatch(self.resumed_from.get("pipeline_cards") or {},
+                                  self.resumed_from.get("dataset_checksums") or {},
+                                  self.opts.state.cards, self.opts.state.checksums)
+        if problem:
+            raise pytest.UsageError(f"--resume {self.opts.resume}: {problem}")
+
+    # A resumed run keeps the cards and checksums it was made with (a resume that differs is refused,
+    # and a refused one must not overwrite them, or the next --resume would compare against its values).
     def _cards(self) -> dict[str, Any]:
-        return {**self.resumed_from.get("pipeline_cards", {}), **self.opts.state.cards}
+        return {**self.opts.state.cards, **self.resumed_from.get("pipeline_cards", {})}
 
     def _checksums(self) -> dict[str, Any]:
-        return {**self.resumed_from.get("dataset_checksums", {}), **self.opts.state.checksums}
+        return {**self.opts.state.checksums, **self.resumed_from.get("dataset_checksums", {})}
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Serial run: items already recorded in the resumed run are deselected (never asked again)."""
+        if self.resumed_from:
+            self._check_same_collection()
         deselect_recorded(config, items, self.recorded)
 
     def _run_meta(self) -> dict[str, Any]:
@@ -207,6 +231,8 @@ class Controller:
             "argv": _clean_argv(list(self.config.invocation_params.args)),
             "pipeline": self.opts.pipeline,
             "overrides": {k: v for k, v in self.opts.overrides},
+            "limit": self.opts.limit,
+            "vary": [[f, v] for f, v in self.opts.vary],
             "versions": _versions(),
             "models": models,
             "data_dir_origin": self.opts.data_origin,
@@ -227,7 +253,13 @@ class Controller:
     def _open_run(self) -> RunDirectory:
         # Created on the first benchmark report, so plain test sessions leave no empty runs.
         if self.run_dir is None:
-            self.run_dir = RunDirectory(self.opts.report_dir)
+            try:
+                # Under xdist the cards arrive at the end: the name then says the model only.
+                benches = {k.split(".", 1)[0] for k in self.opts.state.cards}
+                slug = run_slug(benches, (m.label for m in self.opts.models))
+                self.run_dir = RunDirectory(self.opts.report_dir, new_run_id(slug))
+            except RunDirError as err:  # checked at start-up; this is the race (the folder went away since)
+                pytest.exit(str(err), returncode=pytest.ExitCode.USAGE_ERROR)
             self.run_dir.write_run(**self._run_meta())
         return self.run_dir
 
@@ -240,9 +272,16 @@ class Controller:
         urls = self.local_url.start_all([*self.opts.models, self.opts.judge])
         if urls:
             node.workerinput["benchaudit_launched_urls"] = urls
+            node.workerinput[KEYS_KEY] = self.local_url.keys()  # each server's per-run key, like its URL
         if self.recorded:
             # Workers collect; they deselect what is already recorded (ResumeFilter).
             node.workerinput[RESUME_KEYS] = [list(k) for k in sorted(self.recorded)]
+        if self.resumed_from:  # and check their collection against the run's (checks.PreRunChecks)
+            node.workerinput[RESUME_RUN] = {
+                "path": str(self.opts.resume),
+                "cards": {k: {"hash": c.get("hash")}
+                          for k, c in (self.resumed_from.get("pipeline_cards") or {}).items()},
+                "checksums": self.resumed_from.get("dataset_checksums") or {}}
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

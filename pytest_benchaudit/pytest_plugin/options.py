@@ -55,6 +55,7 @@ class RunOptions:
     # --vary FIELD=v1,v2: each value is one variant changing only that field from the base.
     vary: list[tuple[str, list[Any]]] = field(default_factory=list)
     cache_dir: Path | None = None  # None: generation cache off (--no-cache)
+    cache_expiry_s: float | None = None  # --cache-expiry: older cached generations are asked again
     resume: Path | None = None  # --resume RUN_DIR
     judge: ModelSpec | None = None  # --judge SPEC: the model that extracts or grades, never the one evaluated
     notes: list[str] = field(default_factory=list)  # one line each, said in the report header (model resolution)
@@ -69,12 +70,16 @@ OPTIONS_KEY = pytest.StashKey[RunOptions]()
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("benchaudit", "LLM benchmarks as test suites (pytest-benchaudit)")
     group.addoption("--model", action="append", default=[], metavar="SPEC",
-                    help="model to evaluate (repeatable): 'local' (embedded SmolLM2-135M, the default), "
-                         "PROVIDER/MODEL (openai/, azure/, anthropic/, gemini/, openrouter/, together/, groq/, "
-                         "deepseek/, mistral/, ollama/, vllm/MODEL@URL) or a well-known name (gpt-5.4, o3, "
-                         "claude-..., gemini-...) with the provider's key and base URL from its environment "
-                         "variables, ID@URL for any OpenAI-compatible endpoint (key from $OPENAI_API_KEY), or a "
-                         "NAME from [tool.benchaudit.models] in pyproject.toml")
+                    help="model to evaluate (repeatable). Forms: 'local' (the default: embedded SmolLM2-135M "
+                         "served by llama-cpp-python on 127.0.0.1); PROVIDER/MODEL (openai/, azure/, anthropic/, "
+                         "gemini/, openrouter/, together/, groq/, deepseek/, mistral/, ollama/, vllm/MODEL@URL) or a "
+                         "well-known name (gpt-5.4, o3, claude-..., gemini-...), key and base URL from the "
+                         "provider's environment variables; 'vllm:HF_ID' (`vllm serve HF_ID` launched on "
+                         "127.0.0.1 for the run; extra arguments in $BENCHAUDIT_VLLM_ARGS); 'ID@URL' (any "
+                         "OpenAI-compatible endpoint, key from $OPENAI_API_KEY); 'ID@URL1,URL2,...' (one model "
+                         "balanced over several endpoints); 'replay:RUN_DIR' or 'replay:RUN_DIR#MODEL' (a run's "
+                         "stored generations, no model); 'NAME' (a model under [tool.benchaudit.models.NAME] in "
+                         "pyproject.toml)")
     group.addoption("--strict-provider", action="store_true", default=False,
                     help="send exactly what the pipeline layer says: no provider quirk applied (Azure's minimum "
                          "max_tokens, reasoning models' max_completion_tokens, ...), so the provider's refusal "
@@ -112,6 +117,10 @@ def add_options(parser: pytest.Parser) -> None:
                          "default: ~/.cache/benchaudit")
     group.addoption("--no-cache", action="store_true", default=False,
                     help="do not read or write the generation cache")
+    group.addoption("--cache-expiry", default=None, metavar="DURATION",
+                    help="cached generations older than this are asked again (e.g. 3600, 30m, 12h, 7d, 2w); "
+                         "default: never expire. The cache is keyed on the model, the endpoint and the model ids "
+                         "it serves, and each record says whether it came from the cache (from_cache)")
     group.addoption("--resume", default=None, metavar="RUN_DIR",
                     help="continue an interrupted run: items already in RUN_DIR/records.jsonl are not asked again")
     group.addoption("--max-retries", type=int, default=None, metavar="N",
@@ -188,6 +197,10 @@ def build_options(config: pytest.Config) -> RunOptions:
         raise pytest.UsageError("--limit must be at least 1")
     if opt.concurrency is not None and opt.concurrency < 1:
         raise pytest.UsageError("--concurrency must be at least 1")
+    if opt.max_retries is not None and opt.max_retries < 0:
+        raise pytest.UsageError(f"--max-retries {opt.max_retries}: must be 0 or more")
+    if opt.request_timeout is not None and not opt.request_timeout > 0:  # `not >` also refuses nan
+        raise pytest.UsageError(f"--request-timeout {opt.request_timeout:g}: must be more than 0 seconds")
     data_dir, origin = resolve_data_dir(opt.data_dir)
     vary: list[tuple[str, list[Any]]] = []
     for text in opt.vary:
@@ -208,10 +221,25 @@ def build_options(config: pytest.Config) -> RunOptions:
             judge = parse_model_spec(opt.judge, named, providers)
         except ModelSpecError as err:
             raise pytest.UsageError(str(err).replace("--model", "--judge", 1)) from None
+    expiry = None
+    if opt.cache_expiry is not None:
+        from pytest_benchaudit.inference.cache import parse_expiry
+
+        try:
+            expiry = parse_expiry(opt.cache_expiry)
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
     cache_dir = None if opt.no_cache else Path(opt.cache_dir).expanduser() if opt.cache_dir else default_cache_dir()
     resume = Path(opt.resume) if opt.resume else None
     if resume is not None and not (resume / "records.jsonl").is_file():
         raise pytest.UsageError(f"--resume {opt.resume}: not a run directory (no records.jsonl there)")
+    if not config.option.collectonly:
+        from pytest_benchaudit.runs.store import check_report_dir
+
+        try:
+            check_report_dir(Path(opt.report_dir))  # a file in the way: one usage error now, not at the first item
+        except UsageError as err:
+            raise pytest.UsageError(str(err)) from None
     return RunOptions(
         pipeline=opt.pipeline,
         overrides=overrides,
@@ -225,6 +253,7 @@ def build_options(config: pytest.Config) -> RunOptions:
         vary=vary,
         judge=judge,
         cache_dir=cache_dir,
+        cache_expiry_s=expiry,
         resume=resume,
         notes=notes,
         max_cost=opt.max_cost,

@@ -76,7 +76,8 @@ class Runner:
 
             window = max(256, 4 * sum(default_concurrency(m, self.opts.concurrency) for m in self.opts.models))
             # --no-cache: cache_dir is None. The cache opens lazily on the engine's loop thread.
-            cache = GenerationCache(self.opts.cache_dir) if self.opts.cache_dir is not None else None
+            cache = (GenerationCache(self.opts.cache_dir, expiry_s=self.opts.cache_expiry_s)
+                     if self.opts.cache_dir is not None else None)
             self.engine = Engine(window=window, cache=cache)
         return self.engine
 
@@ -97,7 +98,8 @@ class Runner:
         identity = None
         if spec.kind in LAUNCHED:  # a server this run launched (here, or in the xdist controller)
             identity = launched_identity(spec)  # its port changes every run; the cache must not care
-            spec = spec.model_copy(update={"base_url": self.local_url.get(spec)})
+            spec = spec.model_copy(update={"base_url": self.local_url.get(spec),
+                                           "api_key_env": self.local_url.api_key_env(spec)})
         concurrency = default_concurrency(spec, self.opts.concurrency)
         register_secret_env([spec.api_key_env])
         if spec.endpoints:
@@ -125,15 +127,17 @@ class Runner:
 
     def _check_replays(self) -> None:
         """``--model replay:RUN_DIR`` with upstream fields that differ: one usage error, before any item."""
-        from pytest_benchaudit.runs.replay import ReplayError, upstream_mismatches
+        from pytest_benchaudit.common.errors import RunDirError
+        from pytest_benchaudit.runs.replay import upstream_mismatches
+        from pytest_benchaudit.runs.store import read_run_json
 
         for spec in self.opts.models:
             if spec.kind != "replay":
                 continue
             try:
-                meta = json.loads((Path(spec.replay_dir or "") / "run.json").read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as err:
-                raise pytest.UsageError(f"--model replay:{spec.replay_dir}: {ReplayError(err)}") from None
+                meta = read_run_json(Path(spec.replay_dir or ""))
+            except RunDirError as err:
+                raise pytest.UsageError(f"--model replay:{spec.replay_dir}: {err}") from None
             problems = upstream_mismatches(meta.get("pipeline_cards", {}), self.opts.state.cards)
             if problems:
                 raise pytest.UsageError(f"--model replay:{spec.replay_dir}: " + "; ".join(problems)
@@ -310,6 +314,7 @@ class Runner:
 
 LAUNCHED = ("local", "vllm")  # model kinds whose server the run launches itself
 _URLS_KEY = "benchaudit_launched_urls"  # workerinput: launch key -> base URL
+KEYS_KEY = "benchaudit_launched_keys"  # workerinput: launch key -> the server's per-run API key
 
 
 def launch_key(spec: ModelSpec) -> str:
@@ -352,6 +357,7 @@ class LocalUrl:
         self._failures: dict[str, Exception] = {}
         self._urls: dict[str, str] = dict(getattr(config, "workerinput", {}).get(_URLS_KEY) or {})
         self.max_logprobs: int | None = None  # the most log-probabilities a selected layer asks for
+        self._keys: dict[str, str] = dict(getattr(config, "workerinput", {}).get(KEYS_KEY) or {})
 
     @property
     def server(self) -> Any:
@@ -368,6 +374,7 @@ class LocalUrl:
                 raise self._failures[key]
             server = self._new_server(spec, self.max_logprobs)
             self.servers[key] = server
+            self._keys[key] = server.api_key
             try:
                 self._urls[key] = server.start()
             except Exception as err:
@@ -402,6 +409,17 @@ class LocalUrl:
             if spec is not None and spec.kind in LAUNCHED:
                 self.get_or_usage_error(spec)
         return dict(self._urls)
+
+    def api_key_env(self, spec: ModelSpec) -> str | None:
+        """The environment variable holding the per-run key of the server launched for ``spec``."""
+        from pytest_benchaudit.inference.launch.keys import use_api_key
+
+        key = launch_key(spec)
+        return use_api_key(key, self._keys[key]) if self._keys.get(key) else None
+
+    def keys(self) -> dict[str, str]:
+        """Launch key -> API key of every server launched, for xdist workers (``workerinput``)."""
+        return dict(self._keys)
 
     def url_of(self, spec: ModelSpec) -> str | None:
         """Where this run served ``spec`` (``None`` if it launched nothing for it)."""

@@ -14,9 +14,9 @@ import operator
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
-from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.common.errors import UsageError, did_you_mean
 
-__all__ = ["Gate", "GateError", "GateVerdict", "parse_gate", "evaluate_gates"]
+__all__ = ["Gate", "GateError", "GateVerdict", "parse_gate", "evaluate_gates", "check_gate_targets"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
@@ -63,6 +63,38 @@ def parse_gate(text: str) -> Gate:
     except ValueError:
         raise GateError(f"--gate {text!r}: {number!r} is not a number") from None
     return Gate(text=text.strip(), benchmark=bench, task=task, quantity=quantity, op=op, threshold=threshold)
+
+
+def check_gate_targets(gates: list[Gate], targets: dict[tuple[str, str], str]) -> list[str]:
+    """Problems with ``gates`` against the collected (benchmark, task) -> metric ``targets``, checked
+    before any item: an unknown benchmark or task (with the nearest name), a threshold outside the
+    quantity's range (fractions in [0, 1]: ``seceval>=70`` gets the hint ``0.70``)."""
+    from pytest_benchaudit.scoring.metrics import METRIC_INFO
+
+    benches = sorted({b for b, _ in targets})
+    problems = []
+    for gate in gates:
+        if gate.benchmark not in benches:
+            problems.append(f"--gate {gate.text!r}: no collected benchmark {gate.benchmark!r}"
+                            f"{did_you_mean(gate.benchmark, benches)}; benchmarks: {', '.join(benches)}")
+            continue
+        tasks = sorted(t for b, t in targets if b == gate.benchmark)
+        if gate.task is not None and gate.task not in tasks:
+            problems.append(f"--gate {gate.text!r}: {gate.benchmark} has no task {gate.task!r}"
+                            f"{did_you_mean(gate.task, tasks)}; tasks: {', '.join(tasks)}")
+            continue
+        metrics = [METRIC_INFO.get(targets[(gate.benchmark, t)]) for t in ([gate.task] if gate.task else tasks)]
+        # The invalid rate and the scores of higher-is-better metrics (accuracies, F1, 1 - MAD/7.7) are
+        # fractions; an error metric (MAD) has no upper bound.
+        fraction = gate.quantity == "invalid" or all(m is not None and not m.lower_is_better for m in metrics)
+        if fraction and not 0.0 <= gate.threshold <= 1.0:
+            hint = (f"; a fraction is meant: did you mean {gate.threshold / 100:g} for {gate.threshold:g}%?"
+                    if 1.0 < gate.threshold <= 100.0 else "")
+            problems.append(f"--gate {gate.text!r}: {gate.threshold:g} is outside the range of "
+                            f"{gate.quantity} (0 to 1){hint}")
+        elif gate.threshold < 0:
+            problems.append(f"--gate {gate.text!r}: {gate.threshold:g} is below 0, where no {gate.quantity} lies")
+    return problems
 
 
 def _benchmark_value(gate: Gate, entry: dict[str, Any], results: list[dict[str, Any]]) -> float | None:

@@ -23,6 +23,19 @@ def _num(value: float | None, lower_is_better: bool, metric: str) -> str:
     return f"{value:.3f}" if lower_is_better else _pct(value)
 
 
+def _subset_notes(bench: str, rows: list[dict[str, Any]], cards: dict[str, dict[str, Any]]) -> str:
+    """A line per task scored on fewer questions than it has (``-k``, ``--lf``, ``--limit``), so a
+    subset never reads as the benchmark's score."""
+    notes = []
+    for r in rows:
+        key = f"{bench}.{r['task']}" + (f"|{r['variant']}" if r["variant"] else "")
+        total = (cards.get(key) or cards.get(f"{bench}.{r['task']}") or {}).get("questions_total")
+        if isinstance(total, int) and r["n"] < total:
+            notes.append(f"subset: {r['task']}{' | ' + r['variant'] if r['variant'] else ''} {r['model']}: "
+                         f"{r['n']:,} of {total:,} questions (-k, --lf or --limit): not the full task's score")
+    return "".join("\n" + line for line in dict.fromkeys(notes))
+
+
 def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any]],
                    cards: dict[str, dict[str, Any]], verdicts: list[GateVerdict]) -> str:
     """Human-readable summary. Scores of accuracy-type metrics are shown in percent."""
@@ -56,6 +69,7 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
             f"{bench} — pipeline '{first['pipeline']}' (card {card.get('hash', first['pipeline_hash'])}"
             + (f", overrides {card.get('overrides')}" if card.get("overrides") else "") + ")\n"
             + tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)
+            + _subset_notes(bench, rows, cards)
         )
     counterfactuals = render_variant_deltas(variant_deltas(results, cards))
     if counterfactuals:
@@ -75,11 +89,17 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
     return "\n\n".join(blocks)
 
 
+def _rank_text(rank: float) -> str:
+    """A rank as an integer (``2``), or with its fraction when tied (``1.5``)."""
+    return str(int(rank)) if float(rank).is_integer() else f"{rank:g}"
+
+
 def _render_rankings(rankings: dict[str, Any]) -> str:
     """Ranks per task (1 = best, direction-aware) and Kendall tau-b between tasks."""
     ranks: dict[str, dict[str, float]] = rankings["ranks"]
     models = sorted({m for by_model in ranks.values() for m in by_model})
-    table = [[key, *[("—" if m not in by_model else f"{by_model[m]:g}") for m in models]] for key, by_model in ranks.items()]
+    table = [[key, *[("—" if m not in by_model else _rank_text(by_model[m])) for m in models]]
+             for key, by_model in ranks.items()]
     text = "model ranks per task (1 = best; ties share the average rank)\n" + tabulate(
         table, headers=["task", *models], tablefmt="simple", disable_numparse=True)
     if rankings["tau_b"]:

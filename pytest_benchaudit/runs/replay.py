@@ -13,15 +13,16 @@ pipeline cards so a run can stop with one usage error before any item runs.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError
-from pytest_benchaudit.runs.store import read_records
+from pytest_benchaudit.runs.store import read_records, read_run_json
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["ReplayBackend", "ReplayError", "replay_model_label", "upstream_mismatches"]
+__all__ = ["ReplayBackend", "ReplayError", "replay_model_label", "stored_questions", "upstream_mismatches"]
 
 # Request parameter -> the pipeline field that sets it.
 _PARAM_FIELDS = {
@@ -38,9 +39,8 @@ class ReplayError(RunDirError, ValueError):
 
 def _read_run(run_dir: Path) -> dict[str, Any]:
     try:
-        data: dict[str, Any] = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-        return data
-    except (OSError, json.JSONDecodeError) as err:
+        return read_run_json(run_dir)
+    except RunDirError as err:
         raise ReplayError(f"replay:{run_dir}: not a readable run directory ({err})") from None
 
 
@@ -66,6 +66,21 @@ def replay_model_label(run_dir: Path, model: str | None = None) -> str:
         raise ReplayError(f"replay:{run_dir}: the run has models {', '.join(labels) or 'none'}; "
                           f"choose one with replay:{run_dir}#MODEL")
     return str(labels[0])
+
+
+@lru_cache(maxsize=8)
+def _stored_questions(run_dir: str, model: str) -> frozenset[tuple[str, str, str]]:
+    return frozenset((str(r.get("benchmark")), str(r.get("task")), str(r.get("question_id")))
+                     for r in read_records(Path(run_dir)) if r.get("model") == model)
+
+
+def stored_questions(run_dir: Path, model: str) -> frozenset[tuple[str, str, str]]:
+    """The (benchmark, task, question id) a run directory holds generations of for ``model``:
+    a question outside it is *not in the replayed run* (skipped), never an answer made up."""
+    try:
+        return _stored_questions(str(run_dir), model)
+    except RunDirError as err:
+        raise ReplayError(f"replay:{run_dir}: {err}") from None
 
 
 def _prompt_key(request: Mapping[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The record schema and the run directory.
+"""The run directory: the one reader and writer of ``run.json``, ``records.jsonl`` and ``summary.json``.
 
 A run directory ``<report-dir>/<run-id>/`` holds:
 
@@ -9,7 +9,17 @@ A run directory ``<report-dir>/<run-id>/`` holds:
   finish (append-only, so a crash loses at most the line being written);
 - ``summary.json``: ``{"results": [...]}`` from :mod:`pytest_benchaudit.aggregate.results`.
 
-Only the process that owns the run (the pytest controller) writes here.
+Only the process that owns the run (the pytest controller) writes a run while it runs;
+offline commands write new run directories or replace ``summary.json`` atomically.
+
+Reading: :func:`load_run` (``run.json`` + validated records), :func:`read_run_json`,
+:func:`read_summary_json` and :func:`read_records` are what every command uses.  Each
+record line is validated against :class:`Record`: a line that is JSON but not a record
+is one :class:`BadRecord` error naming ``file:line`` and the field, unless bad lines are
+skipped (``skip_bad=True``, or :func:`skip_bad_records` for a whole command), in which
+case the count is reported once.  Every problem is a :class:`RunDirError`, never a
+traceback.  Writing: :func:`write_json_atomic` / :func:`write_text_atomic` (temp file in
+the same folder + ``os.replace``), so a reader never sees half a file.
 """
 
 from __future__ import annotations
@@ -17,26 +27,46 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import secrets as _random
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import orjson  # records.jsonl is read and re-written in bulk by rescore/sweep: ~5x faster than json
+from pydantic import ValidationError
 
+from pytest_benchaudit.common.errors import RunDirError, UsageError
 from pytest_benchaudit.common.secrets import redact_obj
 
 from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
 
-__all__ = ["Record", "RunDirectory", "new_run_id", "read_records", "RECORD_VERSION"]
+__all__ = ["BadRecord", "EmptyRun", "NotARunDir", "Record", "RunDirectory", "RECORD_VERSION", "check_record",
+           "check_report_dir", "load_run",
+           "new_run_id", "run_slug", "read_json", "read_records", "read_run_json", "read_summary_json",
+           "skip_bad_records",
+           "write_json_atomic", "write_text_atomic"]
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def new_run_id() -> str:
-    """Sortable and unique enough for concurrent runs: UTC time plus random hex."""
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + _random.token_hex(3)
+def new_run_id(slug: str = "") -> str:
+    """Sortable and unique enough for concurrent runs: UTC time plus random hex, then ``slug``
+    (which benchmark and model: ``20261201T074856Z-25d115-seceval-gpt-5.4``) when given."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + _random.token_hex(3)
+    return f"{stamp}-{slug}" if slug else stamp
+
+
+def run_slug(benchmarks: Iterable[str], models: Iterable[str]) -> str:
+    """``seceval-gpt-5.4``, ``3-benchmarks-2-models``: what a run directory's name says it holds."""
+    def part(names: list[str], what: str) -> str:
+        if len(names) == 1:
+            return re.sub(r"[^A-Za-z0-9._-]+", "_", names[0]).strip("._-")[:40] or what
+        return f"{len(names)}-{what}s" if names else ""
+    return "-".join(p for p in (part(sorted(set(benchmarks)), "benchmark"), part(list(dict.fromkeys(models)), "model"))
+                    if p)
 
 
 class RunDirectory:
@@ -45,7 +75,10 @@ class RunDirectory:
     def __init__(self, root: Path, run_id: str | None = None) -> None:
         self.run_id = run_id or new_run_id()
         self.path = Path(root) / self.run_id
-        self.path.mkdir(parents=True, exist_ok=False)
+        try:
+            self.path.mkdir(parents=True, exist_ok=False)
+        except OSError as err:  # a file in the way, no permission, a read-only disk
+            raise RunDirError(f"cannot create the run directory {self.path}: {err.strerror or err}") from None
         self.records_path = self.path / "records.jsonl"
         self._records = self.records_path.open("a", encoding="utf-8")
         self._last_flush = time.monotonic()
@@ -69,7 +102,7 @@ class RunDirectory:
         path = Path(path)
         records_path = path / "records.jsonl"
         if not records_path.is_file():
-            raise ValueError(f"{path}: not a run directory (no records.jsonl there)")
+            raise RunDirError(f"{path}: not a run directory (no records.jsonl there)")
         self = cls.__new__(cls)
         self.path = path
         self.records_path = records_path
@@ -82,15 +115,7 @@ class RunDirectory:
                 fh.seek(-1, os.SEEK_END)
                 if fh.read(1) != b"\n":
                     fh.write(b"\n")
-        meta: dict[str, Any] = {}
-        run_json = path / "run.json"
-        if run_json.is_file():
-            try:
-                meta = json.loads(run_json.read_text(encoding="utf-8"))
-            except (ValueError, OSError) as err:
-                raise ValueError(f"{run_json}: not valid JSON ({err})") from None
-            if not isinstance(meta, dict):
-                raise ValueError(f"{run_json}: not a JSON object")
+        meta: dict[str, Any] = read_run_json(path) if (path / "run.json").is_file() else {}
         self.run_id = str(meta.get("run_id") or path.name)
         meta["run_id"] = self.run_id
         meta.setdefault("started", _now())
@@ -130,11 +155,7 @@ class RunDirectory:
 
     def write_json(self, name: str, data: Any) -> Path:
         """Write ``name`` atomically (temp file + rename) so readers never see half a file."""
-        target = self.path / name
-        tmp = target.with_suffix(target.suffix + ".tmp")
-        tmp.write_text(json.dumps(redact_obj(data), indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, target)
-        return target
+        return write_json_atomic(self.path / name, data)
 
     def write_run(self, **fields: Any) -> Path:
         self.meta.update(fields)
@@ -147,29 +168,188 @@ class RunDirectory:
         return self.write_run(**fields)
 
 
-def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None) -> Iterator[dict[str, Any]]:
-    """Yield records from ``records.jsonl`` (a run directory or the file itself).
+# Set by a command's --skip-bad-records: read_records then skips lines that are not records.
+_SKIP_BAD = False
 
-    A last line without its newline that does not parse is a record torn by a
-    killed run: it is skipped and reported to ``on_torn_tail``.  Any other line
-    that does not parse raises ``ValueError`` naming the file and line.
+
+def skip_bad_records(enabled: bool = True) -> None:
+    """Make :func:`read_records` skip (and count) lines that are not records, for this process."""
+    global _SKIP_BAD
+    _SKIP_BAD = enabled
+
+
+class BadRecord(RunDirError, ValueError):
+    """A ``records.jsonl`` line that is not valid JSON, or JSON that is not a record."""
+
+
+class NotARunDir(RunDirError, UsageError):
+    """A path given as a run directory that is not one (missing, no ``run.json``): a usage error."""
+
+    exit_code = 2
+
+
+class EmptyRun(RunDirError):
+    """A run directory without a single record: nothing to re-score, compare or export."""
+
+
+def check_record(obj: Any, where: str) -> dict[str, Any]:
+    """``obj`` if it is a record under :class:`Record`'s schema, else :class:`BadRecord` naming the field.
+
+    The dict is returned as it was read (no coercion, extra fields kept): validation only decides.
+    """
+    if not isinstance(obj, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(obj), "a number")
+        raise BadRecord(f"{where}: not a record (a JSON object is expected, this is {kind})")
+    try:
+        Record.model_validate(obj)
+    except ValidationError as err:
+        problems = err.errors()
+        first = problems[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(record)"
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise BadRecord(f"{where}: not a record: field {field!r}: {first['msg']}{more}") from None
+    return obj
+
+
+def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, *,
+                 skip_bad: bool | None = None, on_skipped: Callable[[str], None] | None = None,
+                 validate: bool = True) -> Iterator[dict[str, Any]]:
+    """Yield the records of ``records.jsonl`` (a run directory or the file itself), validated.
+
+    A last line without its newline that does not parse is a record torn by a killed
+    run: it is skipped and reported to ``on_torn_tail``.  Any other line that is not
+    JSON, or is JSON but not a record, raises :class:`BadRecord` naming ``file:line``
+    and the field, unless ``skip_bad`` (default: :func:`skip_bad_records`'s setting):
+    then such lines are skipped and, at the end, one message with their count and the
+    first problem goes to ``on_skipped`` (else ``on_torn_tail``, else stderr).  A file
+    that cannot be read is a :class:`RunDirError`.
     """
     path = Path(path)
     if path.is_dir():
         path = path / "records.jsonl"
-    with path.open(encoding="utf-8") as fh:
-        lines = fh.readlines()
+    skip = _SKIP_BAD if skip_bad is None else skip_bad
+    try:
+        with path.open(encoding="utf-8") as fh:
+            lines = fh.readlines()
+    except FileNotFoundError:
+        raise NotARunDir(f"{path}: not found (is {path.parent} a benchaudit run directory?)") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise RunDirError(f"{path}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
+    skipped: list[str] = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            yield orjson.loads(line)
-        except json.JSONDecodeError as err:
-            if lineno == len(lines) and not line.endswith("\n"):
-                if on_torn_tail:
-                    on_torn_tail(f"{path}: line {lineno} is incomplete (the run was interrupted); skipped")
-                return
-            raise ValueError(f"{path}: line {lineno}: invalid JSON ({err.msg})") from None
+            try:
+                obj = orjson.loads(line)
+            except json.JSONDecodeError as err:
+                if lineno == len(lines) and not line.endswith("\n"):
+                    if on_torn_tail:
+                        on_torn_tail(f"{path}: line {lineno} is incomplete (the run was interrupted); skipped")
+                    break
+                raise BadRecord(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
+            yield check_record(obj, f"{path}:{lineno}") if validate else obj
+        except BadRecord as err:
+            if not skip:
+                raise
+            skipped.append(str(err))
+    if skipped:
+        report = on_skipped or on_torn_tail or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
+        report(f"{path}: skipped {len(skipped)} line(s) that are not records (first: {skipped[0]})")
+
+
+def read_json(path: Path, what: str = "") -> dict[str, Any]:
+    """A JSON object from ``path``, or a :class:`RunDirError` naming the file and the problem."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunDirError(f"{path}: not found{what}") from None
+    except json.JSONDecodeError as err:
+        raise RunDirError(f"{path}: invalid JSON at line {err.lineno}: {err.msg}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise RunDirError(f"{path}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: not a JSON object")
+    return data
+
+
+def read_run_json(run_dir: Path) -> dict[str, Any]:
+    """``run.json`` of a run directory; its ``pipeline_cards`` and ``models`` checked for shape."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise NotARunDir(f"{run_dir}: not a directory (expected a benchaudit run directory)")
+    if not (run_dir / "run.json").exists():
+        raise NotARunDir(f"{run_dir}: not a benchaudit run directory (no run.json there)")
+    meta = read_json(run_dir / "run.json")
+    cards = meta.get("pipeline_cards", {})
+    if not isinstance(cards, dict) or not all(isinstance(c, dict) and isinstance(c.get("fields", {}), dict)
+                                              for c in cards.values()):
+        raise RunDirError(f"{run_dir / 'run.json'}: 'pipeline_cards' is not an object of pipeline cards")
+    if not isinstance(meta.get("models", []), list):
+        raise RunDirError(f"{run_dir / 'run.json'}: 'models' is not a list")
+    return meta
+
+
+def read_summary_json(run_dir: Path) -> dict[str, Any]:
+    """``summary.json`` of a run directory (``benchaudit summarize`` writes one from the records)."""
+    run_dir = Path(run_dir)
+    summary = read_json(run_dir / "summary.json",
+                        f" (the run did not finish; `benchaudit summarize {run_dir}` writes it from records.jsonl)")
+    for key in ("results", "benchmarks", "gates"):
+        if not isinstance(summary.get(key, []), list):
+            raise RunDirError(f"{run_dir / 'summary.json'}: {key!r} is not a list")
+    return summary
+
+
+def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *,
+             require_records: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(``run.json``, validated records) of a run directory; a torn last line is skipped with ``warn``.
+
+    ``require_records``: a run without records is an :class:`EmptyRun` error saying why it may be empty.
+    """
+    run_dir = Path(run_dir)
+    meta = read_run_json(run_dir)
+    records = list(read_records(run_dir, on_torn_tail=warn))
+    if require_records and not records:
+        raise EmptyRun(f"{run_dir / 'records.jsonl'}: no records (every item was skipped or deselected, or the "
+                       "run was stopped before its first item finished); nothing to work on")
+    return meta, records
+
+
+def check_report_dir(root: Path, option: str = "--report-dir") -> None:
+    """Raise a :class:`UsageError` now if run directories cannot be created under ``root`` later:
+    a file in the way of it or of a parent, or a folder without write permission.  Creates nothing."""
+    root = Path(root)
+    probe = root
+    while not probe.exists():
+        if probe.is_symlink():  # a dangling symlink is in the way as much as a file
+            raise UsageError(f"{option} {root}: {probe} is a broken symbolic link; run directories cannot go there")
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise UsageError(f"{option} {root}: {probe} is a file, not a folder; run directories cannot go there")
+    if probe.is_dir() and not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {root}: no permission to create folders in {probe}")
+
+
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` via a temp file in the same folder and a rename (never half a file)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise RunDirError(f"cannot write {path}: {err.strerror or err}") from None
+    return path
+
+
+def write_json_atomic(path: Path, data: Any) -> Path:
+    """``data`` as indented JSON, secrets redacted, written atomically."""
+    return write_text_atomic(path, json.dumps(redact_obj(data), indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def _truncate_to_last_line(path: Path) -> None:

@@ -78,6 +78,7 @@ def evaluate(
         latency_s=round(generation.latency_s, 4),
         attempts=generation.attempts,
         served_model=generation.served_model,
+        from_cache=generation.from_cache,
         timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         **dict(extra or {}),
     )
@@ -94,6 +95,9 @@ def failure_message(record: Record | dict[str, Any]) -> str:
     raw = _start(r["raw_output"]) if r["raw_output"] else "(empty)"
     if not r["valid"]:
         why = r["invalid_reason"]
+        if why == "judge_error":  # the judge's own failure (HTTP error, unreadable verdict) is the reason
+            why_judge = _start(r.get("extraction_detail") or "the judge failed", 200)
+            return f"INVALID (judge_error): {why_judge} | gold {r['gold']!r}"
         if r.get("error"):
             return f"INVALID ({why}): {_start(r['error'], 200)} | gold {r['gold']!r}"
         return f"INVALID ({why}) at the {r['invalid_stage']} stage: gold {r['gold']!r}; raw output: {raw}"

@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import signal
 import socket
 import socketserver
@@ -253,8 +254,12 @@ class ScriptedServer:
         min_max_tokens: int | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        api_key: str | None = None,
     ) -> None:
         self.script: Script = script or default_script
+        # When set, every request must carry `Authorization: Bearer <api_key>` (else HTTP 401), as
+        # `vllm serve --api-key` and llama-cpp-python's `api_key` setting require.
+        self.api_key = api_key
         self.latency = latency
         self.model_id = model_id
         self.min_max_tokens = min_max_tokens
@@ -354,6 +359,10 @@ class ScriptedServer:
             body = {}
         call = self._record(path, body, headers)
 
+        if self.api_key is not None and path.startswith("/v1/"):  # as vLLM: /health stays open
+            sent = {k.lower(): v for k, v in headers.items()}.get("authorization", "")
+            if sent != f"Bearer {self.api_key}":
+                return _json_response(401, error_body(401, "invalid or missing API key"))
         if method == "GET" and path == "/v1/models":
             return _json_response(200, {
                 "object": "list",
@@ -454,6 +463,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--answer", default="Answer: A", help="content of every reply")
     parser.add_argument("--model-id", default="scripted-model")
     parser.add_argument("--min-max-tokens", type=int, default=None)
+    parser.add_argument("--api-key-env", default=None, metavar="VAR",
+                        help="require the key in $VAR as a bearer token (HTTP 401 otherwise)")
     args = parser.parse_args(list(argv) if argv is not None else None)
 
     answer = Reply(content=args.answer)
@@ -464,6 +475,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         min_max_tokens=args.min_max_tokens,
         host=args.host,
         port=args.port,
+        api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
     )
     # Handlers go in before READY so a signal sent right after READY is honoured.
     signal.signal(signal.SIGTERM, _on_signal)

@@ -77,4 +77,4 @@ def test_switching_layer_applies_its_downstream_stages(pytester: pytest.Pytester
 
 def test_rescore_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rescore", str(tmp_path)]) == 2
-    assert "not found (is" in capsys.readouterr().err
+    assert "not a benchaudit run directory" in capsys.readouterr().err

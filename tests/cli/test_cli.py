@@ -55,7 +55,7 @@ def test_card_and_errors(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["card", str(run_dir), "--task", "toy.nope"]) == 2
     assert "no card for 'toy.nope'; tasks in this run: toy.mcq" in capsys.readouterr().err
     assert main(["show", str(tmp_path)]) == 2
-    assert "not found (is" in capsys.readouterr().err
+    assert "not a benchaudit run directory" in capsys.readouterr().err
 
 
 def test_console_script_is_installed() -> None:

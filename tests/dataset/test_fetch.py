@@ -121,14 +121,14 @@ def test_fetch_verify_and_rerun(tmp_path: Path, origin: Origin, capsys: pytest.C
     folder = tmp_path / "data" / "toy-data"
     assert listing(folder) == {"plain.csv": PLAIN, "sub/questions.json": DERIVED, "big.bin": BIG}
     out = capsys.readouterr().out
-    assert out.count("fetched  toy/") == 3
+    assert out.count("fetched  toy-data/") == 3  # the folder on disk, not the suite name
     # re-run: everything present, nothing downloaded or rewritten
     mtimes = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
     origin.requests.clear()
     assert run_fetch(tmp_path, origin) == 0
     assert origin.requests == []
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == mtimes
-    assert capsys.readouterr().out.count("present  toy/") == 3
+    assert capsys.readouterr().out.count("present  toy-data/") == 3
 
 
 def test_corrupted_file_refused_then_forced(tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixture[str]) -> None:
@@ -143,7 +143,7 @@ def test_corrupted_file_refused_then_forced(tmp_path: Path, origin: Origin, caps
     assert (folder / "plain.csv").read_bytes() == b"edited by hand\n"
     assert (folder / "big.bin").read_bytes() == BIG  # the other files were still fetched
     assert run_fetch(tmp_path, origin, "--force") == 0
-    assert "replaced toy/plain.csv" in capsys.readouterr().out
+    assert "replaced toy-data/plain.csv" in capsys.readouterr().out
     assert (folder / "plain.csv").read_bytes() == PLAIN
     assert not list(folder.rglob(".*.part"))
 
@@ -214,7 +214,7 @@ def test_manual_files(tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixt
     assert not any("lookup" in r for r in origin.requests)
     (tmp_path / "data" / "toy-data" / "lookup.json").write_bytes(b"{}")
     assert run_fetch(tmp_path, origin) == 0
-    assert "present  toy/lookup.json" in capsys.readouterr().out
+    assert "present  toy-data/lookup.json" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("entry, message", [

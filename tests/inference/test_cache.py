@@ -173,6 +173,10 @@ def _engine(server: ScriptedServer, cache: GenerationCache | None) -> Engine:
     return engine
 
 
+def _n_asked(server: ScriptedServer) -> int:
+    return sum(1 for c in server.calls if c.path.endswith("completions"))
+
+
 def test_engine_asks_once_then_answers_from_the_cache(tmp_path: Path) -> None:
     def script(call):
         if "FAIL" in call.last_user_text:
@@ -188,7 +192,7 @@ def test_engine_asks_once_then_answers_from_the_cache(tmp_path: Path) -> None:
             assert first.cache_stats()["hits"] == 0 and first.cache_stats()["misses"] == 3
         finally:
             first.close()
-        sent = len(server.calls)
+        sent = _n_asked(server)  # completions only: each engine also asks GET /models once (served model ids)
         assert sent == 3
         second = _engine(server, GenerationCache(tmp_path))
         try:
@@ -196,8 +200,9 @@ def test_engine_asks_once_then_answers_from_the_cache(tmp_path: Path) -> None:
             assert (second.cache_hits, second.cache_misses) == (2, 1)
         finally:
             second.close()
-        assert len(server.calls) == sent + 1  # only the failed request is asked again
-        assert again[:2] == answers[:2]
+        assert _n_asked(server) == sent + 1  # only the failed request is asked again
+        assert [g.model_copy(update={"from_cache": False}) for g in again[:2]] == answers[:2]
+        assert all(g.from_cache for g in again[:2]) and not any(g.from_cache for g in answers)
         assert again[2].error and answers[2].error
 
 
@@ -213,7 +218,7 @@ def test_engine_says_a_cache_failure_once_on_the_calling_thread(tmp_path: Path) 
                 assert engine.generate("m", req("b")).text == "Answer: A"
         finally:
             engine.close()
-        assert len(server.calls) == 2
+        assert _n_asked(server) == 2
 
 
 # -- end to end -----------------------------------------------------------------------------
@@ -225,7 +230,8 @@ def _toy_args(server: ScriptedServer, report_dir: str, *extra: str) -> list[str]
 
 
 def _comparable(record: dict) -> dict:
-    return {k: v for k, v in record.items() if k not in ("timestamp", "latency_s")}
+    # from_cache says where the generation came from (issue 12): the rest must be the same
+    return {k: v for k, v in record.items() if k not in ("timestamp", "latency_s", "from_cache")}
 
 
 def _asked(server: ScriptedServer) -> list[str]:
@@ -253,6 +259,7 @@ def test_a_second_run_asks_nothing_and_records_the_same(pytester: pytest.Pyteste
     for qid, rec in two.items():
         assert _comparable(rec) == _comparable(one[qid]), qid
         assert rec["latency_s"] == one[qid]["latency_s"]  # the original generation's latency is kept
+        assert rec["from_cache"] and not one[qid]["from_cache"]
 
     # A failed generation was not stored: it is asked again.
     pytester.runpytest(*_toy_args(scripted, "three", "-k", "q0009"))

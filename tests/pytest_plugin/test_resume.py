@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write_toy
+from conftest import complete_record, write_toy
 
 import pytest_benchaudit.plugin
 from pytest_benchaudit.runs.store import RunDirectory
@@ -140,7 +140,7 @@ def test_resume_with_nothing_left_and_bad_lines(pytester: pytest.Pytester) -> No
         (run_dir / "records.jsonl").write_text("\n".join(lines) + "\n")
         bad = resume(pytester.path, server, run_dir)
         assert bad.returncode == pytest.ExitCode.USAGE_ERROR
-        assert "records.jsonl: line 4: invalid JSON" in bad.stderr
+        assert "records.jsonl:4: invalid JSON" in bad.stderr
         # resuming under another pipeline would mix two pipelines in one summary
         (run_dir / "records.jsonl").write_text("\n".join(lines[:3]) + "\n")
         other = resume(pytester.path, server, run_dir, "--pipeline", "released")
@@ -150,13 +150,14 @@ def test_resume_with_nothing_left_and_bad_lines(pytester: pytest.Pytester) -> No
 def test_reopen_keeps_complete_lines(tmp_path: Path) -> None:
     run = RunDirectory(tmp_path)
     run.write_run(argv=["pytest"])
-    run.append({"benchmark": "b", "task": "t", "question_id": "1", "model": "m", "variant": ""})
+    run.append(complete_record({"benchmark": "b", "task": "t", "question_id": "1", "model": "m", "variant": ""}))
     run.finish()
     with run.records_path.open("a") as fh:
-        fh.write('{"benchmark":"b","task":"t","question_id":"2","model":"m","variant":""}')  # no newline
+        fh.write(json.dumps(complete_record({"benchmark": "b", "task": "t", "question_id": "2", "model": "m",
+                                              "variant": ""})))  # no newline
     again = RunDirectory.reopen(run.path)
     assert [r["question_id"] for r in again.previous] == ["1", "2"] and not again.warnings
-    again.append({"benchmark": "b", "task": "t", "question_id": "3", "model": "m", "variant": ""})
+    again.append(complete_record({"benchmark": "b", "task": "t", "question_id": "3", "model": "m", "variant": ""}))
     again.finish()
     assert [json.loads(x)["question_id"] for x in run.records_path.read_text().splitlines()] == ["1", "2", "3"]
     meta = json.loads((run.path / "run.json").read_text())

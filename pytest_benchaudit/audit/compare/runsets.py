@@ -69,7 +69,8 @@ def load_runs(paths: Iterable[Path]) -> list[LoadedRun]:
     runs = []
     for path in iterate(expand_runs(paths), label="load", unit="runs"):
         try:
-            meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
+            meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
+                                     require_records=True)
         except OfflineError as err:
             raise CompareError(str(err)) from None
         base = [r for r in records if not r.get("variant")]

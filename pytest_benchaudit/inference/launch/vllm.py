@@ -50,6 +50,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from pytest_benchaudit.inference.launch.keys import new_api_key
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.inference.launch.local import _free_port
 
@@ -59,7 +60,7 @@ __all__ = ["DEFAULT_MAX_LOGPROBS", "DEFAULT_STARTUP_TIMEOUT", "VllmServer", "Vll
 DEFAULT_STARTUP_TIMEOUT = 900.0
 STARTUP_TIMEOUT_ENV = "BENCHAUDIT_VLLM_STARTUP_TIMEOUT"
 _INSTALL_HINT = "install the vllm extra (pip install 'pytest-benchaudit[vllm]') or put vllm on PATH"
-_RESERVED = ("--host", "--port", "--served-model-name")
+_RESERVED = ("--host", "--port", "--served-model-name", "--api-key")
 _STOP_GRACE = 30.0
 _LOG_TAIL_LINES = 15
 
@@ -141,10 +142,11 @@ def find_vllm() -> str:
     raise VllmUnavailable(f"the vllm executable was not found: {_INSTALL_HINT}")
 
 
-def _get(url: str) -> tuple[int, bytes]:
+def _get(url: str, api_key: str | None = None) -> tuple[int, bytes]:
     """Status and body of a GET (0 when nothing answers); stdlib, no client state for a poll."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(url, timeout=2.0) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2.0) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as err:
         return err.code, b""
@@ -176,6 +178,7 @@ class VllmServer:
         self.url: str | None = None
         self.log_path: Path | None = None
         self.command: list[str] = []
+        self.api_key = new_api_key()  # required by the server (VLLM_API_KEY): see launch/keys.py
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
@@ -191,7 +194,8 @@ class VllmServer:
         with os.fdopen(fd, "wb") as log:
             # Own process group: vLLM forks engine processes; stop() signals them all.
             self._proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+                                          stdin=subprocess.DEVNULL, start_new_session=True,
+                                          env={**os.environ, "VLLM_API_KEY": self.api_key})
         atexit.register(self.stop)  # a run that dies on its way out still leaves no server behind
         base = f"http://127.0.0.1:{port}"
         url = f"{base}/v1"
@@ -201,7 +205,7 @@ class VllmServer:
                 if self._proc.poll() is not None:
                     raise VllmUnavailable(f"`vllm serve {self.model_id}` exited with status "
                                           f"{self._proc.returncode} during start-up{self._log_tail()}")
-                status, body = _get(f"{url}/models")
+                status, body = _get(f"{url}/models", self.api_key)
                 if status == 200 and _get(f"{base}/health")[0] in (200, 404):
                     served = _served_ids(body)
                     if self.model_id not in served:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchaudit.common.errors import BenchauditError
-from pytest_benchaudit.runs.store import read_records
 from pytest_benchaudit.pipeline.variants import card_for, card_key
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
@@ -42,26 +41,25 @@ def _load_json(path: Path) -> Any:
 
 
 def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
-    """``run.json``, ``summary.json`` and the records of a run directory, or :class:`ExportError`."""
+    """``run.json``, a summary and the records of a run directory (a :class:`RunDirError` if unusable).
+
+    The summary is computed here from the records and the run's cards, never taken from
+    ``summary.json``, which may be stale (a run killed before it finished, records edited or
+    re-scored since); only its gate verdicts are kept from the file when there is one.
+    """
+    from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
+    from pytest_benchaudit.runs.store import load_run, read_summary_json
+
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise ExportError(f"{run_dir}: not a directory (expected a benchaudit run directory)")
-    missing = [name for name in ("run.json", "records.jsonl") if not (run_dir / name).is_file()]
-    if missing:
-        raise ExportError(f"{run_dir}: not a benchaudit run directory (no {' or '.join(missing)} there)")
-    if not (run_dir / "summary.json").is_file():
-        raise ExportError(f"{run_dir}: no summary.json (the run did not finish); "
-                          f"`benchaudit summarize {run_dir}` writes it from records.jsonl")
-    run = _load_json(run_dir / "run.json")
-    summary = _load_json(run_dir / "summary.json")
-    if not isinstance(run, dict) or not isinstance(summary, dict):
-        raise ExportError(f"{run_dir}: run.json and summary.json must be JSON objects")
-    try:
-        records = list(read_records(run_dir, on_torn_tail=lambda msg: print(f"warning: {msg}", file=sys.stderr)))
-    except (OSError, ValueError) as err:
-        raise ExportError(str(err)) from None
-    if not summary.get("results"):
-        raise ExportError(f"{run_dir / 'summary.json'}: no results to export")
+    run, records = load_run(run_dir, lambda msg: print(f"warning: {msg}", file=sys.stderr), require_records=True)
+    cards = run.get("pipeline_cards") or {}
+    results = summarize(records, cards)
+    if not results:
+        raise ExportError(f"{run_dir}: no results to export from {len(records)} records")
+    gates = []
+    if (run_dir / "summary.json").is_file():
+        gates = read_summary_json(run_dir).get("gates", [])
+    summary = summary_document(results, benchmark_scores(results, cards), gates, cards)
     return run, summary, records
 
 

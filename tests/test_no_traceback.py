@@ -1,0 +1,607 @@
+"""Issue 12: never a traceback, never a silently wrong record (one test per numbered case).
+
+Each test reproduces the case as a new user met it (real pytest runs through pytester, the real
+scripted server on 127.0.0.1, real ``benchaudit`` commands) and checks the new behaviour: one
+line naming what and where, the right exit status, and no record lost or made up.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.runs.store import BadRecord, EmptyRun, read_records
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+from conftest import (complete_record, data_file, only_run_dir, read_run, toy_script, write_mcq_suite, write_run_dir,
+                      write_toy)
+
+# A `documented` layer as a paper leaves it: the prompt and budget said, the reading and counting not.
+DOCUMENTED = """
+[tasks.mcq.documented]
+prompt.template = "plain"
+prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
+inference.decoding = { temperature = 0.0 }
+inference.max_tokens = 64
+inference.stop = []
+scoring = { metric = "exact_match" }
+"""
+
+
+def no_traceback(text: str) -> None:
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text[-3000:]
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``benchaudit ARGV`` in-process: (exit status, stdout, stderr), never a traceback."""
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    no_traceback(out + err)
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def built_toy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Once per module: the toy suite (with a `documented` layer for mcq) and a finished run of both
+    tasks against the scripted server, made by a real pytest process."""
+    root = tmp_path_factory.mktemp("toy")
+    write_toy(root)
+    with (root / "suites" / "toy" / "suite.toml").open("a") as fh:
+        fh.write(DOCUMENTED)
+    with ScriptedServer(toy_script()) as server:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/toy", "--data-dir",
+                               "data", "--model", f"toy-model@{server.url}", "--report-dir", "out",
+                               "--max-retries", "0", "--no-cache"], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return root
+
+
+@pytest.fixture
+def toy_root(built_toy: Path, tmp_path: Path) -> Path:
+    """A private copy of :func:`built_toy` (tests change their run directories)."""
+    shutil.copytree(built_toy, tmp_path / "root")
+    return tmp_path / "root"
+
+
+@pytest.fixture
+def toy_run(toy_root: Path) -> Path:
+    return only_run_dir(toy_root / "out")
+
+
+# ----------------------------------------------------------------------------- case 1
+
+
+def test_case1_rescore_skips_tasks_whose_layer_leaves_scoring_fields_unspecified(
+        toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suites = toy_root / "suites"
+    # Every task unscorable (mcq: fields unspecified; extra: no such layer): one error, the reasons, no run dir.
+    before = set(toy_run.parent.iterdir())
+    rc, _, err = cli(capsys, "rescore", toy_run, "--pipeline", "documented", "--suites-dir", suites)
+    assert rc == 2 and set(toy_run.parent.iterdir()) == before
+    assert "toy.mcq under 'documented': extraction.rule, extraction.reasoning, scoring.denominator unspecified" in err
+    assert "(12 records)" in err and "toy.extra defines no 'documented' pipeline" in err
+    # Supplied with --set, the same layer re-scores.
+    rc, out, _ = cli(capsys, "rescore", toy_run, "--pipeline", "documented", "--suites-dir", suites,
+                     "--set", "extraction.rule=final_answer_letter", "--set", "extraction.reasoning=strip",
+                     "--set", "scoring.denominator=total")
+    assert rc == 0 and "skipped 1 records: toy.extra defines no 'documented' pipeline" in out
+    new = Path(out.strip().splitlines()[-1].split(": ", 1)[1])
+    run = read_run(new)
+    assert {r["task"] for r in run["records"]} == {"mcq"} and len(run["records"]) == 12
+    assert run["summary"]["skipped"] == [{"task": "toy.extra", "records": 1,
+                                          "reason": "toy.extra defines no 'documented' pipeline (available: "
+                                                    "standardized)"}]
+
+
+def test_case1_sweep_toward_a_layer_skips_unspecified_variants_naming_them(
+        toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = cli(capsys, "sweep", toy_run, "--toward", "documented", "--suites-dir", toy_root / "suites",
+                       "--json")
+    assert rc == 0
+    for field in ("extraction.rule", "extraction.reasoning", "scoring.denominator"):
+        assert f"toy.mcq: {field} is unspecified (--toward documented): that variant is skipped (12 records)" in err
+    assert all("unspecified" not in row["variant"] or row["variant"].startswith("aggregation")
+               for row in json.loads(out))
+
+
+def test_case1_rescore_of_an_imported_cti_bench_run_under_released(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    responses = data_file("cti-bench", "responses", "cti-mcq-responses.tsv").parent
+    suites = Path(__file__).resolve().parent.parent / "suites"
+    rc, _, _ = cli(capsys, "import", "cti-bench-responses", responses, "--report-dir", tmp_path / "imp",
+                   "--suites-dir", suites, "--data-dir", responses.parent.parent)
+    assert rc == 0
+    run = sorted((tmp_path / "imp").iterdir())[0]
+    rc, out, _ = cli(capsys, "rescore", run, "--pipeline", "released", "--suites-dir", suites,
+                     "--report-dir", tmp_path / "rs", "--data-dir", responses.parent.parent)
+    assert rc == 0
+    new = only_run_dir(tmp_path / "rs")
+    skipped = read_run(new)["summary"]["skipped"]
+    # Whatever the released layer leaves unspecified is skipped with the field named and counted.
+    assert all("unspecified" in s["reason"] and s["records"] > 0 for s in skipped)
+    assert all(f"skipped {s['records']} records: {s['reason']}" in out for s in skipped)
+    rc, _, err = cli(capsys, "sweep", run, "--toward", "released", "--suites-dir", suites,
+                     "--data-dir", responses.parent.parent)
+    assert rc == 0
+
+
+# ----------------------------------------------------------------------------- case 7
+
+
+def _corrupt(run: Path, *lines: str) -> None:
+    with (run / "records.jsonl").open("a") as fh:
+        fh.write("".join(line + "\n" for line in lines))
+
+
+def test_case7_lines_that_are_json_but_not_records_name_file_line_and_field(tmp_path: Path) -> None:
+    run = write_run_dir(tmp_path, "r", [{"question_id": "q1"}])
+    _corrupt(run, "[1,2,3]")
+    array = r"records.jsonl:2: not a record \(a JSON object is expected, this is an array\)"
+    with pytest.raises(BadRecord, match=array):
+        list(read_records(run))
+    run2 = write_run_dir(tmp_path, "r2", [{"question_id": "q1"}])
+    _corrupt(run2, '{"benchmark": "seceval"}')
+    missing = r"records.jsonl:2: not a record: field 'task': Field required \(and \d+ more\)"
+    with pytest.raises(BadRecord, match=missing):
+        list(read_records(run2))
+    seen: list[str] = []
+    recs = list(read_records(run2, skip_bad=True, on_skipped=seen.append))
+    assert len(recs) == 1 and len(seen) == 1 and "skipped 1 line(s) that are not records" in seen[0]
+
+
+@pytest.mark.parametrize("bad", ["[1,2,3]", '{"benchmark": "seceval"}', '{"benchmark": "toy", "task": 3}', "null",
+                                 "{not json"])
+@pytest.mark.parametrize("command", ["summarize", "rescore", "sweep", "compare", "export", "audit-gold",
+                                     "judge-agreement"])
+def test_case7_every_command_reports_a_bad_line_in_one_line(
+        command: str, bad: str, toy_run: Path, toy_root: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _corrupt(toy_run, bad)
+    extra = {"sweep": ["--vary", "scoring.denominator=valid", "--suites-dir", toy_root / "suites"],
+             "rescore": ["--suites-dir", toy_root / "suites"],
+             "compare": ["--out", toy_root / "cmp"], "export": ["--out", toy_root / "exp"]}.get(command, [])
+    rc, _, err = cli(capsys, command, toy_run, *extra)
+    assert rc == 1 and len(err.strip().splitlines()) == 1, err
+    assert "records.jsonl:14: " in err
+    # --skip-bad-records goes on and says how many lines it skipped.
+    rc, _, err = cli(capsys, command, toy_run, *extra, "--skip-bad-records")
+    assert "skipped 1 line(s) that are not records" in err
+    assert rc in (0, 2)  # judge-agreement: this run has no judge (a usage error); the rest work
+
+
+# ----------------------------------------------------------------------------- case 12
+
+
+@pytest.mark.parametrize("command", ["show", "summarize", "rescore", "sweep", "export", "compare", "audit-gold",
+                                     "judge-agreement"])
+def test_case12_an_empty_run_is_an_error_with_its_reason(
+        command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run_dir(tmp_path, "empty", [])
+    (run / "summary.json").write_text(json.dumps({"results": [], "benchmarks": [], "gates": []}))
+    extra = {"sweep": ["--vary", "scoring.denominator=valid"], "compare": ["--out", tmp_path / "cmp"],
+             "export": ["--out", tmp_path / "exp"]}.get(command, [])
+    rc, _, err = cli(capsys, command, run, *extra)
+    assert rc == 1 and "records.jsonl: no records (every item was skipped or deselected" in err
+    assert not (tmp_path / "exp").exists() and not (tmp_path / "cmp" / "compare.json").exists()
+
+
+def test_case12_export_computes_from_the_records_not_a_stale_summary(
+        toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    summary = json.loads((toy_run / "summary.json").read_text())
+    for result in summary["results"]:
+        result["n"], result["score"] = 999, 0.999  # stale: what a killed or edited run may leave
+    (toy_run / "summary.json").write_text(json.dumps(summary))
+    rc, _, _ = cli(capsys, "export", toy_run, "--out", toy_root / "exp", "--samples")
+    assert rc == 0
+    (agg,) = [p for p in (toy_root / "exp").rglob("*.json")]
+    results = {r["evaluation_name"]: r for r in json.loads(agg.read_text())["evaluation_results"]}
+    mcq = next(r for name, r in results.items() if "mcq" in name)
+    assert mcq["score_details"]["score"] != 0.999
+    samples = next((toy_root / "exp").rglob("*_samples.jsonl")).read_text().splitlines()
+    assert len(samples) == 13
+
+
+def test_case12_summarize_replaces_summary_atomically(toy_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = cli(capsys, "summarize", toy_run)
+    assert rc == 0 and "2 results from 13 records" in out
+    assert sorted(p.name for p in toy_run.iterdir()) == ["records.jsonl", "run.json", "summary.json"]
+    (toy_run / "summary.json").unlink()
+    (toy_run / "summary.json").mkdir()  # cannot be replaced: one error, nothing half-written
+    rc, _, err = cli(capsys, "summarize", toy_run)
+    assert rc == 1 and "cannot write" in err and "summary.json" in err
+
+
+def test_case12_empty_run_reader_raises_empty_run(tmp_path: Path) -> None:
+    from pytest_benchaudit.runs.store import load_run
+
+    run = write_run_dir(tmp_path, "e", [])
+    assert load_run(run) == ({"run_id": "e"}, [])
+    with pytest.raises(EmptyRun):
+        load_run(run, require_records=True)
+    assert complete_record({})["question_index"] == 0
+
+
+# ----------------------------------------------------------------------------- cases 2, 3, 9: before any item
+
+
+def run_toy(pytester: pytest.Pytester, server: ScriptedServer, *args: str) -> pytest.RunResult:
+    """A real pytest run of the toy suite (with its `documented` layer) against ``server``."""
+    if not (pytester.path / "suites" / "toy").is_dir():
+        write_toy(pytester.path)
+        with (pytester.path / "suites" / "toy" / "suite.toml").open("a") as fh:
+            fh.write(DOCUMENTED)
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}",
+                                "--report-dir", "out", "--max-retries", "0", *args)
+    no_traceback(result.stdout.str() + result.stderr.str())
+    return result
+
+
+def usage_error(result: pytest.RunResult) -> str:
+    """The ERROR lines of a run stopped with exit status 4."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    return result.stderr.str() + result.stdout.str()
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--set", "prompt.template=foo"], "toy.mcq under 'standardized': prompt.template 'foo' is not a template of "
+                                       "toy; allowed: plain"),
+    (["--set", "prompt.format.few_shot=3"], "toy.mcq under 'standardized': prompt.format.few_shot=3 but only 0 "
+                                            "few-shot examples are available"),
+    (["--set", "aggregation.by=topik"], "toy.mcq under 'standardized': aggregation.by 'topik' is not a metadata "
+                                        "field of its questions (did you mean 'topic'?); allowed: topic, or null"),
+    (["--vary", "prompt.template=plain,foo"], "toy.mcq under 'standardized': prompt.template 'foo' is not a "
+                                              "template of toy"),
+    (["--max-retries", "-1"], "--max-retries -1: must be 0 or more"),
+    (["--request-timeout", "0"], "--request-timeout 0: must be more than 0 seconds"),
+])
+def test_case2_bad_pipeline_values_are_one_usage_error_before_any_item(
+        pytester: pytest.Pytester, scripted: ScriptedServer, args: list[str], expected: str) -> None:
+    result = run_toy(pytester, scripted, *args)
+    text = usage_error(result)
+    assert expected in text and text.count(expected) == 1
+    assert len(text.splitlines()) < 12 and not scripted.calls and not (pytester.path / "out").exists()
+
+
+def test_case2_under_xdist_too(pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    result = run_toy(pytester, scripted, "-n", "2", "--set", "prompt.template=foo")
+    text = usage_error(result)
+    assert text.count("toy.mcq under 'standardized': prompt.template 'foo' is not a template of toy") == 1
+    assert not scripted.calls
+
+
+def test_case3_a_misspelled_layer_is_a_usage_error_naming_the_nearest(
+        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    text = usage_error(run_toy(pytester, scripted, "--pipeline", "relesed"))
+    assert ("--pipeline 'relesed': no collected task defines this layer (did you mean 'released'?); layers of the "
+            "selected suites: documented, released, standardized") in text
+    # A layer some tasks define still runs there and skips the others with the reason.
+    result = run_toy(pytester, scripted, "--pipeline", "released")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*1 skipped*"])
+
+
+@pytest.mark.parametrize(("gate", "expected"), [
+    ("secevall>=0.7", "--gate 'secevall>=0.7': no collected benchmark 'secevall'; benchmarks: toy"),
+    ("toi>=0.7", "--gate 'toi>=0.7': no collected benchmark 'toi' (did you mean 'toy'?)"),
+    ("toy.mcqq>=0.5", "--gate 'toy.mcqq>=0.5': toy has no task 'mcqq' (did you mean 'mcq'?); tasks: extra, mcq"),
+    ("toy>=70", "--gate 'toy>=70': 70 is outside the range of score (0 to 1); a fraction is meant: did you mean "
+                "0.7 for 70%?"),
+    ("toy.mcq:invalid<=5", "--gate 'toy.mcq:invalid<=5': 5 is outside the range of invalid (0 to 1)"),
+])
+def test_case9_gate_targets_and_ranges_are_checked_before_any_item(
+        pytester: pytest.Pytester, scripted: ScriptedServer, gate: str, expected: str) -> None:
+    text = usage_error(run_toy(pytester, scripted, "--gate", gate))
+    assert expected in text and not scripted.calls
+
+
+def test_case9_a_good_gate_still_decides_the_exit_status(pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    assert run_toy(pytester, scripted, "--gate", "toy.mcq>=0.3").ret == pytest.ExitCode.OK
+    assert run_toy(pytester, scripted, "--gate", "toy.mcq>=0.99").ret == pytest.ExitCode.TESTS_FAILED
+
+
+# ----------------------------------------------------------------------------- case 10
+
+
+def test_case10_a_partial_object_merges_into_the_layer(pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    result = run_toy(pytester, scripted, "-k", "mcq", "--set", 'inference={"max_tokens": 5}')
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    run = read_run(only_run_dir(pytester.path / "out"))
+    card = run["run"]["pipeline_cards"]["toy.mcq"]
+    assert card["fields"]["inference.max_tokens"] == 5
+    assert card["fields"]["inference.decoding.temperature"] == 0.0 and card["fields"]["inference.stop"] == []
+    assert card["overrides"] == {"inference.max_tokens": 5}
+    params = run["records"][0]["request"]["params"]
+    assert params["max_tokens"] == 5 and params["temperature"] == 0.0
+
+
+# ----------------------------------------------------------------------------- case 4
+
+
+def test_case4_a_benchmark_folder_that_is_a_symlink_collects(pytester: pytest.Pytester) -> None:
+    real = data_file("athenabench", "athena-cti-taa.jsonl").parent.parent
+    (pytester.path / "data").mkdir()
+    for folder in ("athenabench", "cti-bench"):  # athena's TAA reads cti-bench's alias graphs
+        (pytester.path / "data" / folder).symlink_to(real / folder, target_is_directory=True)
+    suites = Path(__file__).resolve().parent.parent / "suites"
+    result = pytester.runpytest(suites / "athenabench", "--data-dir", "data", "-k", "taa", "--collect-only", "-q")
+    no_traceback(result.stdout.str() + result.stderr.str())
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["50/* tests collected*"])
+
+
+@pytest.mark.parametrize("where", ['data_folder = "../elsewhere"', 'data_folder = "/etc"'])
+def test_case4_suite_configs_still_cannot_leave_the_data_directory(pytester: pytest.Pytester, where: str) -> None:
+    write_toy(pytester.path)
+    path = pytester.path / "suites" / "toy" / "suite.toml"
+    path.write_text(path.read_text().replace('data_folder = "toy"', where))
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--collect-only", "-q")
+    no_traceback(result.stdout.str() + result.stderr.str())
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*data_folder*is outside the data directory*"])
+
+
+# ----------------------------------------------------------------------------- case 8
+
+
+def test_case8_a_report_dir_that_cannot_be_created_is_one_usage_error(
+        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    write_toy(pytester.path)
+    (pytester.path / "blocked").write_text("a file where the report folder should go")
+    for report_dir in ("blocked", "blocked/deeper"):
+        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{scripted.url}",
+                                    "--report-dir", report_dir)
+        no_traceback(result.stdout.str() + result.stderr.str())
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: --report-dir {report_dir}: *blocked is a file, not a folder*"])
+    assert not scripted.calls
+
+
+def test_case8_the_store_refuses_to_create_a_run_where_it_cannot(tmp_path: Path) -> None:
+    from pytest_benchaudit.common.errors import RunDirError
+    from pytest_benchaudit.runs.store import RunDirectory, check_report_dir
+
+    (tmp_path / "f").write_text("")
+    with pytest.raises(RunDirError, match="cannot create the run directory"):
+        RunDirectory(tmp_path / "f")
+    check_report_dir(tmp_path / "new" / "reports")  # creatable: no error, nothing created
+    assert not (tmp_path / "new").exists()
+
+
+# ----------------------------------------------------------------------------- case 11
+
+
+def test_case11_replaying_past_the_stored_items_skips_them_as_not_in_the_run(
+        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    first = run_toy(pytester, scripted, "-k", "mcq", "--limit", "5")
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    stored = only_run_dir(pytester.path / "out")
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "-k", "mcq", "--limit", "8",
+                                "--model", f"replay:{stored}", "--report-dir", "replayed", "-rs")
+    no_traceback(result.stdout.str() + result.stderr.str())
+    result.stdout.fnmatch_lines(["*toy.mcq t06: not in the replayed run*nothing stored to replay*"])
+    outcomes = result.parseoutcomes()
+    assert outcomes["skipped"] == 3 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 5
+    records = read_run(only_run_dir(pytester.path / "replayed"))["records"]
+    assert len(records) == 5 and not any("changed" in (r["error"] or "") for r in records)
+
+
+# ----------------------------------------------------------------------------- case 6
+
+
+def test_case6_resume_refuses_another_model_limit_suite_or_data(
+        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    run_toy(pytester, scripted, "-k", "mcq", "--limit", "3")
+    run = only_run_dir(pytester.path / "out")
+    records = (run / "records.jsonl").read_text()
+
+    def resume(*args: str, model: str = "toy-model", suites: tuple[str, ...] = ("suites/toy",)) -> pytest.RunResult:
+        result = pytester.runpytest(*suites, "--data-dir", "data", "--model", f"{model}@{scripted.url}",
+                                    "--max-retries", "0", "--resume", str(run), *args)
+        no_traceback(result.stdout.str() + result.stderr.str())
+        return result
+
+    text = usage_error(resume("-k", "mcq", "--limit", "3", model="other-model"))
+    assert "the run used --model toy-model, this invocation other-model; resume it with the same models" in text
+    text = usage_error(resume("-k", "mcq", "--limit", "5"))
+    assert "the run used --limit 3, this invocation 5; resume it with the same --limit" in text
+    write_mcq_suite(pytester.path, "other", [{"id": "o1", "question": "Q CORRECT?", "options": ["a", "b"],
+                                              "gold": "B"}])
+    text = usage_error(resume("--limit", "3", suites=("suites/toy", "suites/other")))
+    assert "the run has no other.mcq (its tasks: toy.extra, toy.mcq); resume it with the same suites" in text
+    data = pytester.path / "data" / "toy" / "toy.jsonl"
+    data.write_text(data.read_text().replace("Toy question", "Edited question"))
+    text = usage_error(resume("-k", "mcq", "--limit", "3"))
+    assert "data file(s) changed since the run: toy/toy.jsonl" in text
+    text = usage_error(resume("-k", "mcq", "--limit", "3", "-n", "2"))  # the workers check under xdist
+    assert text.count("data file(s) changed since the run: toy/toy.jsonl") == 1
+    assert (run / "records.jsonl").read_text() == records  # nothing appended by a refused resume
+
+
+# ----------------------------------------------------------------------------- case 5
+
+
+def _completions(server: ScriptedServer) -> int:
+    return sum(1 for c in server.calls if c.path.endswith("completions"))
+
+
+def test_case5_the_cache_never_answers_for_another_model_behind_the_same_url(pytester: pytest.Pytester) -> None:
+    write_toy(pytester.path)
+    with ScriptedServer(toy_script(), model_id="model-a") as first:
+        port = first.port
+        args = ["suites/toy", "--data-dir", "data", "-k", "mcq", "--model", f"m@{first.url}", "--max-retries", "0",
+                "--cache-dir", "cache"]
+        pytester.runpytest(*args, "--report-dir", "a")
+        asked_a = _completions(first)
+        pytester.runpytest(*args, "--report-dir", "a2")  # the same model again: all but errors from the cache
+        errors = sum(1 for r in read_run(only_run_dir(pytester.path / "a"))["records"] if r["error"])
+        assert _completions(first) == asked_a + errors
+    a2 = read_run(only_run_dir(pytester.path / "a2"))
+    answered_before = {r["question_id"] for r in read_run(only_run_dir(pytester.path / "a"))["records"]
+                       if r["error"] is None}
+    assert {r["question_id"] for r in a2["records"] if r["from_cache"]} == answered_before
+    assert not any(r["from_cache"] for r in read_run(only_run_dir(pytester.path / "a"))["records"])
+    # Restarted with another model behind the same URL: nothing comes from the old model's answers.
+    with ScriptedServer(toy_script(), model_id="model-b", port=port) as second:
+        result = pytester.runpytest(*args, "--report-dir", "b")
+        no_traceback(result.stdout.str())
+        assert _completions(second) > 0
+    b = read_run(only_run_dir(pytester.path / "b"))
+    assert not any(r["from_cache"] for r in b["records"])
+    assert b["run"]["models"][0]["served_model_ids"] == ["model-b"]
+
+
+def test_case5_cache_expiry(pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    write_toy(pytester.path)
+    args = ["suites/toy", "--data-dir", "data", "-k", "t01", "--model", f"m@{scripted.url}", "--cache-dir", "cache"]
+    pytester.runpytest(*args, "--report-dir", "a")
+    asked = _completions(scripted)
+    pytester.runpytest(*args, "--report-dir", "b", "--cache-expiry", "1h")
+    assert _completions(scripted) == asked  # fresh enough
+    import sqlite3
+    with sqlite3.connect(pytester.path / "cache" / "generations.sqlite") as conn:
+        conn.execute("UPDATE generations SET created = created - 7200")
+    pytester.runpytest(*args, "--report-dir", "c", "--cache-expiry", "1h")
+    assert _completions(scripted) == asked + 1  # expired: asked again, and stored afresh
+    assert not read_run(only_run_dir(pytester.path / "c"))["records"][0]["from_cache"]
+    result = pytester.runpytest(*args, "--cache-expiry", "soon")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--cache-expiry 'soon': expected a duration above 0 such as 3600, 30m, 12h*"])
+
+
+# ----------------------------------------------------------------------------- case 14
+
+
+@pytest.fixture
+def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``vllm`` first on PATH that runs the scripted stand-in; returns its launch log."""
+    import os
+    import stat
+
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "vllm"
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m pytest_benchaudit.testing.fake_vllm "$@"\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_VLLM_LAUNCH_LOG", str(tmp_path / "launches.jsonl"))
+    monkeypatch.delenv("BENCHAUDIT_VLLM_ARGS", raising=False)
+    return tmp_path / "launches.jsonl"
+
+
+def test_case14_a_launched_server_requires_its_per_run_key(fake_vllm: Path) -> None:
+    import urllib.error
+    import urllib.request
+
+    from pytest_benchaudit.common.secrets import redact
+    from pytest_benchaudit.inference.launch.vllm import VllmServer
+
+    server = VllmServer("org/tiny", startup_timeout=60)
+    url = server.start()
+    try:
+        assert url.startswith("http://127.0.0.1:")
+        (launch,) = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
+        assert launch["host"] == "127.0.0.1" and launch["api_key"] == server.api_key and len(server.api_key) >= 32
+        assert server.api_key not in " ".join(server.command)  # the key is not on the command line (ps)
+        with pytest.raises(urllib.error.HTTPError) as refused:  # another local process, without the key
+            urllib.request.urlopen(f"{url}/models", timeout=5)
+        assert refused.value.code == 401
+        ok = urllib.request.Request(f"{url}/models", headers={"Authorization": f"Bearer {server.api_key}"})
+        with urllib.request.urlopen(ok, timeout=5) as response:
+            assert response.status == 200
+        assert server.api_key not in redact(f"key={server.api_key}")
+    finally:
+        server.stop()
+    assert VllmServer("org/tiny").api_key != server.api_key  # a new key each launch
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
+def test_case14_runs_and_workers_use_the_key_and_never_write_it(
+        pytester: pytest.Pytester, fake_vllm: Path, xdist: list[str]) -> None:
+    write_toy(pytester.path)
+    result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", "vllm:org/tiny",
+                                           "--report-dir", "out", "-k", "mcq", "--junitxml", "junit.xml", *xdist)
+    no_traceback(result.stdout.str() + result.stderr.str())
+    (launch,) = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
+    key = launch["api_key"]
+    assert key
+    run = only_run_dir(pytester.path / "out")
+    records = read_run(run)["records"]
+    assert len(records) == 12 and all(r["error"] is None for r in records)  # every request carried the key
+    written = [p.read_text() for p in run.iterdir()] + [(pytester.path / "junit.xml").read_text()]
+    assert not any(key in text for text in written + [result.stdout.str(), result.stderr.str()])
+
+
+# ----------------------------------------------------------------------------- case 13
+
+
+def test_case13_pytest_help_lists_every_model_form(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    text = " ".join(result.stdout.str().split())
+    for form in ("'local'", "'vllm:HF_ID'", "'ID@URL'", "'ID@URL1,URL2,...'", "'replay:RUN_DIR'",
+                 "'replay:RUN_DIR#MODEL'", "'NAME'", "--cache-expiry"):
+        assert form in text, form
+
+
+def test_case13_card_outside_the_repo_finds_the_shipped_suites_or_says_where_it_looked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # no suites/ here
+    rc, out, _ = cli(capsys, "card", "seceval", "--task", "mcq")
+    assert rc == 0 and json.loads(out)["seceval.mcq"]["benchmark"] == "seceval"
+    rc, _, err = cli(capsys, "card", "secevl")
+    assert rc == 2 and "no suite 'secevl' in " in err and "(did you mean 'seceval'?)" in err
+    rc, _, err = cli(capsys, "card", "seceval", "--suites-dir", tmp_path / "nowhere")
+    assert rc == 2 and f"{tmp_path / 'nowhere'} is not a folder" in err and "pass --suites-dir DIR" in err
+
+
+def test_case13_fetch_prints_the_real_folder_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_benchaudit.dataset.fetch import fetch_suite
+    from pytest_benchaudit.dataset.suites import load_suite
+
+    suite = load_suite(Path(__file__).resolve().parent.parent / "suites" / "mmlu_cs" / "suite.toml")
+    origin = tmp_path / "origin"
+    errors = fetch_suite(suite, tmp_path / "data", origin=origin.as_uri())  # nothing there: errors, named
+    out = capsys.readouterr()
+    assert errors and "mmlu-computer-security/" in out.out + out.err and "mmlu_cs/" not in out.out
+
+
+def test_case13_run_directories_carry_a_benchmark_and_model_slug(
+        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    run_toy(pytester, scripted, "-k", "mcq")
+    assert only_run_dir(pytester.path / "out").name.endswith("-toy-toy-model")
+    from pytest_benchaudit.runs.store import run_slug
+    assert run_slug(["seceval", "cti_bench", "seceval"], ["a@x", "b"]) == "2-benchmarks-2-models"
+    assert run_slug(["seceval"], ["gpt-5.4@http://h/v1"]) == "seceval-gpt-5.4_http_h_v1"
+
+
+def test_case13_a_subset_is_labelled_as_one(pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    result = run_toy(pytester, scripted, "-k", "t01 or t02")
+    result.stdout.fnmatch_lines(["subset: mcq toy-model: 2 of 12 questions (-k, --lf or --limit): not the full "
+                                 "task's score"])
+    full = run_toy(pytester, scripted, "-k", "extra")
+    assert "subset:" not in full.stdout.str()
+
+
+def test_case13_a_judge_failure_shows_its_reason(pytester: pytest.Pytester) -> None:
+    write_toy(pytester.path)
+    with ScriptedServer(lambda call: Reply(content="Answer: B")) as m, \
+            ScriptedServer(lambda call: Reply(status=500, error_message="judge exploded")) as jdg:
+        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{m.url}", "--judge",
+                                    f"j@{jdg.url}", "-k", "t01", "--set", "extraction.rule=judge", "--no-cache",
+                                    "--max-retries", "0", "--report-dir", "out")
+    no_traceback(result.stdout.str())
+    result.stdout.fnmatch_lines(["*INVALID (judge_error): HTTP 500: judge exploded*"])
+
+
+def test_case13_ranks_print_as_integers_unless_tied() -> None:
+    from pytest_benchaudit.report.terminal import _render_rankings
+
+    text = _render_rankings({"ranks": {"toy.mcq": {"a": 1.0, "b": 2.0}, "toy.extra": {"a": 1.5, "b": 1.5}},
+                             "tau_b": []})
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith("toy.")}
+    assert rows == {"toy.mcq": ["1", "2"], "toy.extra": ["1.5", "1.5"]}
