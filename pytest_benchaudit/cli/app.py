@@ -130,10 +130,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``benchaudit`` command; returns its exit status (0 ok, 1 failed, 2 bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
-    if getattr(args, "skip_bad_records", False):
+    # The store's switch is per process: set it for this command either way (tests call main()
+    # many times in one process), importing the store only when something needs it.
+    skip = bool(getattr(args, "skip_bad_records", False))
+    if skip or "pytest_benchaudit.runs.store" in sys.modules:
         from pytest_benchaudit.runs.store import skip_bad_records
 
-        skip_bad_records(True)
+        skip_bad_records(skip)
     locate_suites_dir(args)
     try:
         return int(args._run(args))

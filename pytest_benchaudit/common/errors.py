@@ -10,8 +10,8 @@ of four kinds; the kind decides the exit status, the message is the one line the
 - :class:`RunDirError`: a run directory that is missing, corrupt, or holds lines that are not records.
 
 The mapping to exit codes lives here and only here: :func:`cli_exit_code` for ``benchaudit``
-commands (2 for any of them: the command's input was bad, as argparse reports usage errors; 1 is
-kept for "ran, and what it checked failed"), and the pytest plugin turns
+commands (2 for bad input, as argparse reports usage errors; 1 when a stored run directory is
+unusable or a file cannot be read or written), and the pytest plugin turns
 every ``BenchauditError`` raised before the first item into ``pytest.UsageError`` (exit 4).
 A message names what and where (``suites/seceval/suite.toml: [tasks.mcq.relased]: unknown layer
 'relased' (did you mean 'released'?)``) and never carries a traceback.
@@ -36,6 +36,8 @@ __all__ = [
 class BenchauditError(Exception):
     """Base of every error pytest-benchaudit raises on purpose; ``str(err)`` is the one-line message."""
 
+    exit_code: int = 2  # the command's input was bad (argparse's status for usage errors)
+
 
 class UsageError(BenchauditError, ValueError):
     """A bad command-line value: option, pipeline field, model spec, gate, path."""
@@ -52,10 +54,12 @@ class DataError(BenchauditError):
 class RunDirError(BenchauditError):
     """A run directory that is missing, corrupt, or holds lines that are not records."""
 
+    exit_code = 1  # the stored run, not the command line, is what failed
+
 
 def cli_exit_code(err: BaseException) -> int:
-    """The ``benchaudit`` exit status for an error that stopped a command: 2, bad input of any kind."""
-    return 2 if isinstance(err, (BenchauditError, OSError)) else 1
+    """The ``benchaudit`` exit status for an error that stopped a command (see the module docstring)."""
+    return err.exit_code if isinstance(err, BenchauditError) else 1
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:

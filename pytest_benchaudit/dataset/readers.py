@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from pytest_benchaudit.dataset.suites import DataUnavailable, Suite, SuiteError
+from pytest_benchaudit.dataset.suites import DataUnavailable, Suite, SuiteError, is_folder_name
 from pytest_benchaudit.pipeline.stages import (
     deep_merge,
 )

@@ -138,12 +138,13 @@ def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None,
     named = named or {}
     if spec.startswith("replay:"):
         # Which model a run directory replays is read from its run.json by the run-directory
-        # side (pytest_benchaudit.runs.replay.resolve_replay_spec); here the label is the
-        # `#MODEL` part, or empty until resolved.
+        # side (pytest_benchaudit.runs.replay.resolve_replay_spec).
         target, _, model = spec[len("replay:"):].partition("#")
         if not target:
             raise ModelSpecError(f"--model {spec}: expected replay:RUN_DIR or replay:RUN_DIR#MODEL")
-        return ModelSpec(label=model, kind="replay", replay_dir=target, api_key_env=None, concurrency=64)
+        # the label is provisional until resolved; `#MODEL` is kept as the model id it asks for
+        return ModelSpec(label=spec, kind="replay", replay_dir=target, model_id=model or None, api_key_env=None,
+                         concurrency=64)
     if spec == "local":
         # llama.cpp's server answers one request at a time: one in flight plus one queued
         # keeps it busy without piling up timeouts.

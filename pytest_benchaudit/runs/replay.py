@@ -48,11 +48,10 @@ def resolve_replay_spec(spec: ModelSpec) -> ModelSpec:
     """A ``replay:`` model spec with its label read from the run directory it replays."""
     target = Path(spec.replay_dir or "")
     try:
-        label = replay_model_label(target, spec.label or None)
+        label = replay_model_label(target, spec.model_id)
     except ReplayError as err:
-        suffix = f"#{spec.label}" if spec.label else ""
-        raise ModelSpecError(f"--model replay:{target}{suffix}: {err}") from None
-    return spec.model_copy(update={"label": label})
+        raise ModelSpecError(f"--model {spec.label}: {err}") from None
+    return spec.model_copy(update={"label": label, "model_id": None})
 
 
 def replay_model_label(run_dir: Path, model: str | None = None) -> str:

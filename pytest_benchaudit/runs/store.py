@@ -187,6 +187,8 @@ class NotARunDir(RunDirError, UsageError):
 
     exit_code = 2
 
+    exit_code = 2
+
 
 class EmptyRun(RunDirError):
     """A run directory without a single record: nothing to re-score, compare or export."""

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from conftest import write_run_dir
-from pytest_benchaudit.cli.judge_agreement import add_parser as add_judge_agreement_parser, run as run_judge_agreement
+from pytest_benchaudit.cli.app import main as benchaudit_main
+from pytest_benchaudit.cli.judge_agreement import add_parser as add_judge_agreement_parser
 from pytest_benchaudit.audit.judgeagree import (
     JudgeAgreementError,
     agreement_report,
@@ -161,25 +162,25 @@ def _parser() -> argparse.ArgumentParser:
 def test_command_tables_and_json(tmp_path, capsys):
     a, b = graded_runs()
     ra, rb = write_run_dir(tmp_path, "a", a), write_run_dir(tmp_path, "b", b)
-    assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(ra), str(rb)])) == 0
+    assert benchaudit_main(["judge-agreement", str(ra), str(rb)]) == 0
     text = capsys.readouterr().out
     assert "Cohen's kappa: 0.400" in text and "raw agreement: 0.700" in text
     assert "A=CORRECT" in text and "B=INCORRECT" in text and "+20.0" in text
-    assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(ra), str(rb), "--json"])) == 0
+    assert benchaudit_main(["judge-agreement", str(ra), str(rb), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kappa"] == pytest.approx(0.4) and doc["n_paired"] == 10 and doc["kappa_method"]
 
     rw = write_run_dir(tmp_path, "within", within_records())
-    assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(rw)])) == 0
+    assert benchaudit_main(["judge-agreement", str(rw)]) == 0
     text = capsys.readouterr().out
     assert "regex found nothing" in text and "regex and judge disagree" in text
 
 
 def test_command_bad_input(tmp_path, capsys):
     plain = write_run_dir(tmp_path, "plain", [rec("m", "q1", prediction="A")])
-    assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(plain)])) == 2
-    assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(plain), str(plain)])) == 2
-    assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(tmp_path / "missing")])) == 2
+    assert benchaudit_main(["judge-agreement", str(plain)]) == 2
+    assert benchaudit_main(["judge-agreement", str(plain), str(plain)]) == 2
+    assert benchaudit_main(["judge-agreement", str(tmp_path / "missing")]) == 2
     other = write_run_dir(tmp_path, "other", [rec("m", "q9", prediction="A")])
-    assert run_judge_agreement(_parser().parse_args(["judge-agreement", str(plain), str(other)])) == 2
+    assert benchaudit_main(["judge-agreement", str(plain), str(other)]) == 2
     assert capsys.readouterr().err.count("benchaudit judge-agreement:") == 4

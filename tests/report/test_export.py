@@ -6,14 +6,12 @@ The schemas are read from the shared reference folder beside the data directory
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.cli.export import add_parser as add_export_parser, run as run_export
 from pytest_benchaudit.cli.app import main as benchaudit_main
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
@@ -45,9 +43,7 @@ def schemas() -> dict[str, object]:
 
 
 def export(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="benchaudit")
-    add_export_parser(parser.add_subparsers(dest="command"))
-    return run_export(parser.parse_args(["export", *argv]))
+    return benchaudit_main(["export", *argv])
 
 
 def written(out: Path) -> tuple[list[dict], list[dict]]:
