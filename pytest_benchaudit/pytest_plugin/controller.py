@@ -31,7 +31,8 @@ from pytest_benchaudit.inference.backend import strip_credentials
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.runs.store import RunDirectory, read_records
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
-from pytest_benchaudit.report.terminal import render_summary
+from pytest_benchaudit.report.terminal import render_answers, render_summary
+from pytest_benchaudit.pytest_plugin.reporting import AnswerReporting, show_answers
 from pytest_benchaudit.pytest_plugin.runner import LocalUrl
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
@@ -145,6 +146,9 @@ class Controller:
         self.resumed_from: dict[str, Any] = {}
         self.duplicates = 0
         self.cache_stats: list[dict[str, Any]] = []
+        self.show_answers = show_answers(config)  # a bad --show-answers is a usage error now, not at the end
+        # Wrong/invalid answers: compact, and kept out of pytest's per-failure sections (see reporting.py).
+        config.pluginmanager.register(AnswerReporting(), "benchaudit-answers")
         if opts.resume is not None:
             self._resume(opts.resume)
 
@@ -289,6 +293,10 @@ class Controller:
         terminalreporter.write_sep("=", "benchaudit summary")
         if text:
             terminalreporter.write_line(redact(text))
+        answers = render_answers(self.records, self.show_answers)
+        if answers:
+            terminalreporter.write_line("")
+            terminalreporter.write_line(redact(answers))
         if self.cache_stats:
             stats = _sum_cache_stats(self.cache_stats)
             if stats["enabled"]:

@@ -206,7 +206,8 @@ class Runner:
         if not record.valid:
             node.user_properties.append(("invalid_reason", record.invalid_reason))
         if not record.correct:
-            raise BenchmarkFailure(failure_message(record))
+            raise BenchmarkFailure(f"{record.benchmark}.{record.task} {record.question_id} [{record.model}]: "
+                                   + failure_message(record))
 
     def _judge(self, question: Question, pipeline: Pipeline,
                generation: Generation) -> tuple[Extraction | None, Score | None, dict[str, Any]]:
