@@ -28,7 +28,18 @@ from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.secrets import register_secret_env
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
 
-__all__ = ["Runner", "default_concurrency"]
+__all__ = ["Runner", "default_concurrency", "add_runner_options"]
+
+
+def add_runner_options(parser: pytest.Parser) -> None:
+    """Options of the runner (registered with the other benchaudit options)."""
+    from pytest_benchaudit.inference.breaker import DEFAULT_THRESHOLD
+
+    parser.getgroup("benchaudit").addoption(
+        "--breaker", type=int, default=DEFAULT_THRESHOLD, metavar="N",
+        help=f"stop asking a model after N consecutive connection failures or timeouts (default "
+             f"{DEFAULT_THRESHOLD}; 0: never); its remaining questions are recorded invalid (endpoint_down) "
+             "and --resume asks them later. HTTP 401/403 stops it at once")
 
 
 def _judge_record(model: str, purpose: str, version: str, reply: Generation, status: str,
@@ -58,6 +69,9 @@ class Runner:
         self._registered: set[str] = set()
         self._prefetched: set[str] = set()
         self._worker_queue: Any = None
+        self.breaker_threshold = int(config.getoption("breaker", 20) or 0)
+        if self.breaker_threshold < 0:
+            raise pytest.UsageError(f"--breaker {self.breaker_threshold}: expected 0 (off) or a positive number")
         register_secret_env(m.api_key_env for m in opts.models)
 
     # -- engine ---------------------------------------------------------------------
@@ -89,15 +103,22 @@ class Runner:
         if spec.kind in LAUNCHED:  # a server this run launched (here, or in the xdist controller)
             identity = launched_identity(spec)  # its port changes every run; the cache must not care
             spec = spec.model_copy(update={"base_url": self.local_url.get(spec)})
+        from pytest_benchaudit.inference.breaker import BreakerBackend
+
         concurrency = default_concurrency(spec, self.opts.concurrency)
         register_secret_env([spec.api_key_env])
+        threshold = self.breaker_threshold
+        # Every HTTP model sits behind a circuit breaker: a dead endpoint is not asked every question.
         if spec.endpoints:
             from pytest_benchaudit.inference.balanced import BalancedBackend, balanced_identity
 
-            self._engine().add_model(spec.label, lambda: BalancedBackend(spec, concurrency=concurrency),
+            self._engine().add_model(spec.label, lambda: BreakerBackend(BalancedBackend(spec, concurrency=concurrency),
+                                                                        threshold, spec.label,
+                                                                        concurrency * len(spec.endpoints)),
                                      identity=balanced_identity(spec))
         else:
-            self._engine().add_model(spec.label, lambda: OpenAICompatBackend(spec, concurrency=concurrency),
+            self._engine().add_model(spec.label, lambda: BreakerBackend(OpenAICompatBackend(spec, concurrency=concurrency),
+                                                                        threshold, spec.label, concurrency),
                                      identity=identity)
         self._registered.add(spec.label)
 
@@ -193,7 +214,7 @@ class Runner:
             record = evaluate(question, pipeline, asked, generation, model=model.label,
                               variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources,
                               extraction=judged, score=verdict, extra=extra)
-            if record.valid:
+            if record.valid or record.invalid_reason == "endpoint_down":  # re-asking a dead endpoint is no use
                 break
             earlier.append(generation.text if generation.error is None else f"[error] {generation.error}")
         record = record.model_copy(update={"asks": ask + 1, "earlier_outputs": earlier[: ask]})
