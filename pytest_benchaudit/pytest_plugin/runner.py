@@ -48,8 +48,6 @@ def _judge_record(model: str, purpose: str, version: str, reply: Generation, sta
     return {"model": model, "purpose": purpose, "prompt_version": version, "raw_output": reply.text,
             "parse_status": status, "verdict": verdict, "error": reply.error}
 
-_FIXTURE_MODULE = "pytest_benchaudit.pytest_plugin.collect"
-
 
 def default_concurrency(spec: ModelSpec, option: int | None) -> int:
     """``--concurrency`` if given, else the model's own setting (2 for the local model), else 32."""
@@ -139,7 +137,8 @@ class Runner:
                                         + " — this needs new generations")
 
     # -- prefetch ---------------------------------------------------------------------
-    def _prefetch(self, item: pytest.Item) -> None:
+    def _prefetch(self, item: pytest.Item, batch: list[tuple[str, Any]] | None = None) -> None:
+        """Queue ``item``'s request (into ``batch`` when given: one engine wake-up for many)."""
         if not isinstance(item, BenchItem) or item.nodeid in self._prefetched:
             return
         self._prefetched.add(item.nodeid)
@@ -147,17 +146,17 @@ class Runner:
             return
         # A conftest.py that overrides question/pipeline/model may change the request;
         # asking ahead with the defaults would then pay for an answer nobody reads.
-        defs = item._fixtureinfo.name2fixturedefs
-        for name in ("question", "pipeline", "model"):
-            chain = defs.get(name)
-            if chain and getattr(chain[-1].func, "__module__", "") != _FIXTURE_MODULE:
-                return
+        if not item.direct:
+            return
         try:
             request = item.bench.request
             self._ensure_model(item.bench.model)
         except Exception:  # rendering/start-up errors surface when the item itself runs
             return
-        self._engine().prefetch(item.bench.model.label, request)
+        if batch is not None:
+            batch.append((item.bench.model.label, request))
+        else:
+            self._engine().prefetch(item.bench.model.label, request)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -167,8 +166,11 @@ class Runner:
         # Servers the run launches (local, vllm:): once, now; a failed start is one usage error, not one per item.
         self.local_url.start_all({i.bench.model for i in session.items
                                   if isinstance(i, BenchItem) and not i.get_closest_marker("skip")})
+        batch: list[tuple[str, Any]] = []
         for item in session.items:
-            self._prefetch(item)
+            self._prefetch(item, batch)
+        if batch:
+            self._engine().prefetch_many(batch)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
