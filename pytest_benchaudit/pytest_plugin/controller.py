@@ -190,7 +190,7 @@ class Controller:
         self.down_reason: dict[str, str] = {}
         self.show_answers = show_answers(config)  # a bad --show-answers is a usage error now, not at the end
         # Wrong/invalid answers: compact, and kept out of pytest's per-failure sections (see reporting.py).
-        config.pluginmanager.register(AnswerReporting(), "benchaudit-answers")
+        config.pluginmanager.register(AnswerReporting(config), "benchaudit-answers")
         if opts.resume is not None:
             self._resume(opts.resume)
 

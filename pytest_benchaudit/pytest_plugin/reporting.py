@@ -24,15 +24,27 @@ category, the summary line computed after the hook).
 
 In verbose mode (``-v``), pytest's per-item line reads ``WRONG`` or ``INVALID`` rather
 than ``FAILED`` for benchmark items (``pytest_report_teststatus``; category ``failed``).
+
+Progress: on a terminal (and at pytest's default verbosity or ``-q``), benchmark items print
+no progress letter; one live line (:class:`LiveLine`, redrawn at most 10 times a second with
+``TerminalReporter.rewrite``) shows questions done of total, rate, ETA and the running score
+and invalid rate per model.  pytest's own ``[NN%]`` column is turned off for such a session
+(it would count characters the live line overwrote); plain tests keep their letters.  Not a
+terminal (CI logs, pipes): no live line, pytest's usual letters.  ``BENCHAUDIT_PROGRESS=1``/``0``
+forces it on/off (:func:`~pytest_benchaudit.common.progress.progress_enabled`).
 """
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any, Generator
 
 import pytest
 
-__all__ = ["AnswerReporting", "add_output_options", "is_bench_failure", "show_answers"]
+from pytest_benchaudit.common.progress import ENV as PROGRESS_ENV
+
+__all__ = ["AnswerReporting", "LiveLine", "add_output_options", "is_bench_failure", "live_enabled", "show_answers"]
 
 DEFAULT_SHOWN = 5  # wrong answers listed per task by default
 
@@ -72,11 +84,114 @@ def is_bench_failure(report: Any) -> bool:
         and getattr(report, "benchaudit_record", None) is not None
 
 
+def _clock(seconds: float) -> str:
+    s = int(seconds + 0.5)
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class LiveLine:
+    """Done/total, rate, ETA and the running score and invalid rate per model, as one line."""
+
+    MIN_INTERVAL = 0.1
+
+    def __init__(self, total: int, clock: Any = time.monotonic) -> None:
+        self.total = total
+        self.done = 0
+        self.by_model: dict[str, list[int]] = {}  # model -> [answered, correct, invalid]
+        self._clock = clock
+        self._start = clock()
+        self._last = float("-inf")
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.done += 1
+        counts = self.by_model.setdefault(str(record.get("model")), [0, 0, 0])
+        counts[0] += 1
+        counts[1] += bool(record.get("correct"))
+        counts[2] += not record.get("valid", True)
+
+    def due(self) -> bool:
+        now = self._clock()
+        if now - self._last < self.MIN_INTERVAL and self.done < self.total:
+            return False
+        self._last = now
+        return True
+
+    def text(self) -> str:
+        elapsed = max(self._clock() - self._start, 1e-9)
+        rate = self.done / elapsed
+        left = max(self.total - self.done, 0)
+        eta = _clock(left / rate) if rate > 0 else "?"
+        models = " | ".join(f"{m}: {100 * c / n:.1f}% correct, {100 * i / n:.1f}% invalid"
+                            for m, (n, c, i) in self.by_model.items() if n)
+        return (f"benchaudit {self.done:,}/{self.total:,} questions  {rate:,.1f}/s  ETA {eta}"
+                + (f"  {models}" if models else ""))
+
+
+def live_enabled(config: pytest.Config, reporter: Any) -> bool:
+    """A live line: forced by ``BENCHAUDIT_PROGRESS``, else on a terminal at verbosity <= 0."""
+    forced = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    if forced in ("0", "false", "no", "off") or reporter is None or config.option.collectonly:
+        return False
+    if config.get_verbosity() > 0:
+        return False
+    return forced in ("1", "true", "yes", "on") or bool(getattr(reporter, "isatty", False))
+
+
 class AnswerReporting:
     """pytest plugin object (the process with the terminal: serial run or xdist controller)."""
 
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.live: LiveLine | None = None
+        self._drawn = False
+
+    # -- the live line ---------------------------------------------------------------
+    def _reporter(self) -> Any:
+        return self.config.pluginmanager.get_plugin("terminalreporter")
+
+    def _start_live(self, total: int) -> None:
+        reporter = self._reporter()
+        if self.live is not None or total <= 0 or not live_enabled(self.config, reporter):
+            return
+        self.live = LiveLine(total)
+        # pytest's [NN%] column counts the characters on the current line, which the live line
+        # overwrites; with it on, every item would end a line.  (tests/test_output.py checks it.)
+        reporter._show_progress_info = False
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._start_live(sum(1 for i in session.items if getattr(i, "bench", None) is not None))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:
+        self._start_live(sum(1 for nodeid in ids if ".toml::" in nodeid))  # every worker collects the same
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = getattr(report, "benchaudit_record", None)
+        if self.live is None or record is None or report.when != "call":
+            return
+        self.live.add(record)
+        if self.live.due():
+            reporter = self._reporter()
+            width = max(getattr(reporter._tw, "fullwidth", 100) - 1, 20)
+            reporter.rewrite(self.live.text()[:width], erase=True)
+            self._drawn = True
+
+    def pytest_sessionfinish(self) -> None:
+        if self.live is not None and self._drawn:
+            reporter = self._reporter()
+            reporter.rewrite(self.live.text()[: max(reporter._tw.fullwidth - 1, 20)], erase=True)
+            reporter.write_line("")
+            self._drawn = False
+
+    # -- per-item status ---------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        if self.live is not None and report.when == "call" and getattr(report, "benchaudit_record", None) is not None:
+            # The live line stands for benchmark items; no letter for each of them.
+            return ("failed" if report.failed else "passed"), "", ""
         if not is_bench_failure(report):
             return None
         record = report.benchaudit_record  # type: ignore[attr-defined]

@@ -171,6 +171,33 @@ class Runner:
             self._prefetch(item, batch)
         if batch:
             self._engine().prefetch_many(batch)
+        self._estimate_local(session)
+
+    def _estimate_local(self, session: pytest.Session) -> None:
+        """Before a run on the embedded model goes on: wait for its first answer (the first item's
+        own, kept for it) and say what the run will take ("~N s per question here: M questions
+        ≈ T"), so that a 9-hour run is no surprise."""
+        local = [i for i in session.items if isinstance(i, BenchItem) and i.bench.model.kind == "local"
+                 and not i.get_closest_marker("skip") and i.direct]
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if len(local) < 2 or reporter is None or self.engine is None:
+            return
+        import time
+
+        label, request = local[0].bench.model.label, local[0].bench.request
+        self.engine.prefetch(label, request)  # one more claim: the item still finds its answer
+        hits = self.engine.cache_hits
+        start = time.perf_counter()
+        generation = self.engine.generate(label, request)
+        if self.engine.cache_hits > hits or generation.error is not None:
+            return  # a stored answer (or none) says nothing about this machine's speed
+        took = max(time.perf_counter() - start, generation.latency_s, 0.01)
+        # The first answer shared the server with the other requests in flight (--concurrency).
+        per_question = took / min(default_concurrency(local[0].bench.model, self.opts.concurrency), len(local))
+        total = per_question * len(local)
+        reporter.write_line(f"benchaudit: the embedded model takes ~{per_question:.0f} s per question here (first "
+                            f"answer after {took:.1f} s): {len(local):,} questions ≈ {_duration(total)}"
+                            + ("; --limit N asks fewer" if total > 600 else ""))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -295,6 +322,14 @@ class Runner:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 LAUNCHED = ("local", "vllm")  # model kinds whose server the run launches itself
