@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,24 @@ def test_estimate_before_a_run_on_the_embedded_model(pytester: pytest.Pytester, 
     result.stdout.fnmatch_lines(["benchaudit: the embedded model takes ~* s per question here (first answer after "
                                  "* s): 3 questions ≈ * s"])
     assert len(read_run(only_run_dir(pytester.path / "out"))["records"]) == 3  # the probe was the first item's answer
+
+
+def test_demo_explains_two_runs_of_the_same_questions(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                      toy) -> None:
+    from pytest_benchaudit.report.demo import explain, main
+
+    common = ["suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--max-retries", "2",
+              "-p", "no:randomly", "-k", "mcq"]
+    pytester.runpytest_subprocess(*common, "--pipeline", "released", "--vary", "extraction.reasoning=strip",
+                                  "--report-dir", "rel")
+    pytester.runpytest_subprocess(*common, "--report-dir", "std")
+    rel, std = only_run_dir(pytester.path / "rel"), only_run_dir(pytester.path / "std")
+    text = explain(rel, std, html="out/report.html")
+    assert "Same 12 questions (toy.mcq), same model (toy-model), two pipelines:" in text
+    assert re.search(r"  released     : \d+\.\d% of all questions, \d+\.\d% of valid answers", text)
+    assert "standardized : 50.0% of all questions, 85.7% of valid answers, 41.7% invalid" in text
+    assert "difference   :" in text and "percentage points" in text
+    assert "Which fields move the released score" in text and "reasoning=strip" in text
+    assert str(rel) in text and str(std) in text and "HTML report" in text and "benchaudit rescore" in text
+    assert max(len(line) for line in text.splitlines() if str(rel) not in line and str(std) not in line) <= WIDTH
+    assert main([str(rel), str(pytester.path / "missing")]) == 1
