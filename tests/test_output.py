@@ -101,7 +101,7 @@ def test_bench_failures_never_enter_pytests_failure_sections(pytester: pytest.Py
     assert "Traceback" not in text.split("benchaudit summary")[1]
     # the benchaudit summary lists the answers, one line each
     result.stdout.fnmatch_lines(["*first wrong or invalid answers per task*",
-                                 "toy.mcq [[]toy-model[]]: 6 not correct",
+                                 "toy.mcq [[]toy-model[]]: 6 not correct (1 more in records.jsonl)",
                                  "  t02  wrong: gold 'B', predicted 'C'*"])
 
 
@@ -127,14 +127,15 @@ def test_verbose_words_and_every_answer(pytester: pytest.Pytester, scripted: Scr
         "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out",
         "--max-retries", "2", "-p", "no:randomly", "-k", "mcq", "-v")
     result.stdout.fnmatch_lines(["*q0002*WRONG*", "*q0007*INVALID*", "*every wrong or invalid answer*"])
-    assert "more (records.jsonl" not in result.stdout.str()
+    assert "more in records.jsonl" not in result.stdout.str()
 
 
 def test_show_answers_bounds_the_list(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> None:
     args = ["suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out",
             "--max-retries", "2", "-p", "no:randomly", "-k", "mcq"]
     two = pytester.runpytest_subprocess(*args, "--show-answers", "2")
-    two.stdout.fnmatch_lines(["*up to 2*", "  t02  wrong*", "  t05  INVALID*", "  … 4 more (records.jsonl*"])
+    two.stdout.fnmatch_lines(["*up to 2*", "toy.mcq [[]toy-model[]]: 6 not correct (4 more in records.jsonl)",
+                              "  t02  wrong*", "  t05  INVALID*"])
     none = pytester.runpytest_subprocess(*args, "--show-answers", "0")
     assert "not correct" not in none.stdout.str()
     bad = pytester.runpytest_subprocess(*args, "--show-answers", "some")
@@ -189,11 +190,17 @@ def test_render_answers_bounds_and_counts() -> None:
                 "raw_output": "Answer: B " + "blah " * 50} for i in range(100)]
     text = render_answers(records, 5)
     lines = text.splitlines()
-    assert lines[1] == "b.t [m]: 90 not correct" and len(lines) == 2 + 5 + 1
-    assert lines[-1] == "  … 85 more (records.jsonl has every one)"
+    assert lines[1] == "b.t [m]: 90 not correct (85 more in records.jsonl)" and len(lines) == 2 + 5
     assert all(len(line) <= WIDTH for line in lines)
     assert len(render_answers(records, None).splitlines()) == 2 + 90
     assert render_answers(records, 0) == ""
+    # many tasks: about total_budget answers in all, at least one per task
+    many = [dict(r, task=f"t{i % 40}") for i, r in enumerate(records * 4)]
+    groups = len({r["task"] for r in many if not r["correct"]})
+    assert groups > 10
+    lines = render_answers(many, 5, total_budget=50).splitlines()
+    assert len(lines) == 1 + groups * (1 + 50 // groups) and f"up to {50 // groups};" in lines[0]
+    assert len(render_answers(many, 5).splitlines()) == 1 + groups * (1 + 5)
 
 
 def test_live_line_replaces_letters_of_benchmark_items(pytester: pytest.Pytester, scripted: ScriptedServer,
@@ -249,7 +256,7 @@ def test_estimate_before_a_run_on_the_embedded_model(pytester: pytest.Pytester, 
     result = pytester.runpytest_subprocess(str(SUITES / "cybermetric"), "-k", "cm80", "--limit", "3",
                                            "--data-dir", str(real_data), "--set", "inference.max_tokens=8",
                                            "--report-dir", "out", "--no-cache")
-    result.stdout.fnmatch_lines(["benchaudit: the embedded model takes ~* s per question here (first answer after "
+    result.stdout.fnmatch_lines(["benchaudit: the embedded model takes ~* s per question here (2 answers in "
                                  "* s): 3 questions ≈ * s"])
     assert len(read_run(only_run_dir(pytester.path / "out"))["records"]) == 3  # the probe was the first item's answer
 

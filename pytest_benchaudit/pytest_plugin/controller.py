@@ -33,7 +33,7 @@ from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.runs.store import RunDirectory, read_records
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
 from pytest_benchaudit.report.terminal import render_answers, render_summary
-from pytest_benchaudit.pytest_plugin.reporting import AnswerReporting, show_answers
+from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
 from pytest_benchaudit.pytest_plugin.runner import LocalUrl
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.pipeline.types import ENDPOINT_DOWN_PREFIX
@@ -362,7 +362,8 @@ class Controller:
         terminalreporter.write_sep("=", "benchaudit summary")
         if text:
             terminalreporter.write_line(redact(text))
-        answers = render_answers(self.records, self.show_answers)
+        budget = DEFAULT_BUDGET if self.config.getoption("show_answers", None) is None else None
+        answers = render_answers(self.records, self.show_answers, budget)
         if answers:
             terminalreporter.write_line("")
             terminalreporter.write_line(redact(answers))

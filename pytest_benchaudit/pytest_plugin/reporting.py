@@ -47,6 +47,7 @@ from pytest_benchaudit.common.progress import ENV as PROGRESS_ENV
 __all__ = ["AnswerReporting", "LiveLine", "add_output_options", "is_bench_failure", "live_enabled", "show_answers"]
 
 DEFAULT_SHOWN = 5  # wrong answers listed per task by default
+DEFAULT_BUDGET = 50  # ... but about this many in all when a run has many tasks (at least one each)
 
 
 def add_output_options(parser: pytest.Parser) -> None:
@@ -54,7 +55,8 @@ def add_output_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("benchaudit")
     group.addoption("--show-answers", default=None, metavar="N|all",
                     help=f"wrong/invalid answers listed per task in the benchaudit summary (default "
-                         f"{DEFAULT_SHOWN}; 'all' lists every one, as -v does; 0 none)")
+                         f"{DEFAULT_SHOWN}, fewer per task when a run has many, about {DEFAULT_BUDGET} in all; "
+                         "'all' lists every one, as -v does; 0 none)")
 
 
 def show_answers(config: pytest.Config) -> int | None:

@@ -64,10 +64,10 @@ def explain(released: Path, standardized: Path, html: str | None = None) -> str:
         *_pipeline_lines("standardized", std),
         f"  difference   : {diff:+.1f} percentage points (standardized - released), from pipeline choices alone.",
         "",
-        "Why: the released pipeline reads the answer with the benchmark's own regex over the whole output",
-        "(reasoning kept), re-asks while no answer can be read, and sends no token budget; the standardized one",
-        "reads an explicit final answer, strips reasoning and asks once. An unreadable answer counts as wrong",
-        "in both (denominator: all questions), and the invalid rate says how many there were.",
+        "Why: each pipeline reads and counts answers its own way. Here the released one reads the answer with",
+        "the benchmark's own regex over the whole output (reasoning kept) and re-asks while none can be read;",
+        "the standardized one reads an explicit final answer, strips reasoning and asks once. Each run's",
+        "pipeline card (run.json) lists every field; the invalid rate says how many answers could not be read.",
     ]
     rows = variant_deltas(rel_results, rel_cards)
     if rows:
@@ -78,9 +78,9 @@ def explain(released: Path, standardized: Path, html: str | None = None) -> str:
     if html:
         lines.append(f"HTML report (ranks, score shifts, plots; one self-contained file): {html}")
     lines += ["", "Next, try:",
-              f"  benchaudit show {standardized}                          # the summary and pipeline cards again",
-              f"  benchaudit rescore {released} --set scoring.denominator=valid   # re-score, no model",
-              f"  benchaudit sweep {released} --toward standardized        # every downstream field, one at a time",
+              f"  benchaudit show {standardized}    # the summary and pipeline cards again",
+              f"  benchaudit rescore {released} --set scoring.denominator=valid    # re-score, no model",
+              f"  benchaudit sweep {released} --toward standardized    # each downstream field alone",
               "  pytest suites/cybermetric -k cm80 --pipeline released --vary extraction.rule=final_answer_letter"]
     return "\n".join(lines)
 

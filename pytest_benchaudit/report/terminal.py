@@ -200,11 +200,13 @@ def render_variant_deltas(rows: list[dict[str, Any]]) -> str:
     return title + "\n" + fit_columns(table, headers, keep=3)
 
 
-def render_answers(records: Iterable[dict[str, Any]], limit: int | None) -> str:
+def render_answers(records: Iterable[dict[str, Any]], limit: int | None, total_budget: int | None = None) -> str:
     """The first ``limit`` wrong or invalid answers of each task x model (x variant), one line each.
 
-    ``limit=None`` lists every one; a group with more says how many more.  Lines are cut to
-    :data:`WIDTH`.  Records come in the order they were recorded (the run order).
+    ``limit=None`` lists every one.  With ``total_budget`` (the default listing), a run with many
+    groups lists fewer per group, so that about ``total_budget`` answers are listed in all (at
+    least one per group).  Each group's header says how many were not correct and how many are
+    not listed.  Lines are cut to :data:`WIDTH`; records come in run order.
     """
     if limit == 0:
         return ""
@@ -220,15 +222,18 @@ def render_answers(records: Iterable[dict[str, Any]], limit: int | None) -> str:
             shown.append(r)
     if not groups:
         return ""
+    if limit is not None and total_budget is not None and len(groups) * limit > total_budget:
+        limit = max(1, total_budget // len(groups))
     title = ("every wrong or invalid answer" if limit is None else
              f"first wrong or invalid answers per task (up to {limit}; --show-answers all or -v for every one)")
     lines = [title]
-    for key, shown in groups.items():
+    # Base pipelines first, then their variants, each in run order.
+    for key, shown in sorted(groups.items(), key=lambda kv: (kv[0][:3], kv[0][3] != "")):
         bench, task, model, variant = key
-        lines.append(f"{bench}.{task} [{model}{'|' + variant if variant else ''}]: {counts[key]:,} not correct")
+        shown = shown if limit is None else shown[:limit]
+        more = counts[key] - len(shown)
+        tail = f" ({more:,} more in records.jsonl)" if more > 0 else ""
+        lines.append(f"{bench}.{task} [{model}{'|' + variant if variant else ''}]: {counts[key]:,} not correct{tail}")
         for r in shown:
             lines.append(_cut(f"  {r.get('question_id')}  {failure_message(r)}", WIDTH))
-        more = counts[key] - len(shown)
-        if more > 0:
-            lines.append(f"  … {more:,} more (records.jsonl has every one)")
     return "\n".join(lines)
