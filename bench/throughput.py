@@ -3,8 +3,8 @@
 Both drive the same mixed scripted server (``pytest_benchaudit.testing.mixed_server``, its own
 process, holding every request for a fixed latency; answers mostly wrong, ~10% invalid, ~3% of
 first attempts HTTP 500/429 that are retried) at the same concurrency.  The pytest run uses
-pytest's *default* options (what a user types: FAILURES and short summary on, live line off
-because the output is not a terminal); the bare client is aiohttp with one retry on a non-200,
+pytest's *default* options (what a user types: FAILURES and short summary on; the output is
+not a terminal, so progress is a plain line per tenth of the run); the bare client is aiohttp with one retry on a non-200,
 sending as many requests as the run recorded (SecEval's request bodies, cycled).
 Whole-process wall time (interpreter start-up, collection, run directory included), median of
 --repeats, interleaved.  Ratio = bare time / pytest time (1.0: the harness costs nothing).
@@ -87,9 +87,8 @@ def time_pytest(url: str, target: str, concurrency: int, limit: int | None, repo
            "-p", "no:cacheprovider", "--report-dir", str(report_dir), "--no-cache", "--max-retries", "2"]
     if limit:
         cmd += ["--limit", str(limit)]
-    env = {**os.environ, "BENCHAUDIT_PROGRESS": "0"}
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=report_dir.parent, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=report_dir.parent)
     elapsed = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise RuntimeError(proc.stdout[-3000:] + proc.stderr[-3000:])

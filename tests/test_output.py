@@ -223,8 +223,15 @@ def test_no_live_line_when_not_a_terminal(pytester: pytest.Pytester, scripted: S
     monkeypatch.delenv("BENCHAUDIT_PROGRESS", raising=False)
     pytester.makepyfile(test_plain=PLAIN_TESTS)
     result = _run(pytester, scripted)
-    assert not any(line.startswith("benchaudit ") for line in result.stdout.lines)
-    result.stdout.fnmatch_lines(["suites/toy/suite.toml .F..I.III..I *[[] 85%[]]"])
+    # a log: one plain line per tenth of the run (12 questions: 10 lines), no letter per question
+    steps = [line for line in result.stdout.lines if line.startswith("benchaudit ") and "questions" in line]
+    assert len(steps) == 10 and steps[-1].startswith("benchaudit 12/12 questions")
+    assert not any(line.startswith("suites/toy/suite.toml .") for line in result.stdout.lines)
+    assert any(line.startswith("test_plain.py .F") for line in result.stdout.lines)
+    # BENCHAUDIT_PROGRESS=0: pytest's own per-item letters
+    monkeypatch.setenv("BENCHAUDIT_PROGRESS", "0")
+    plain = _run(pytester, scripted)
+    plain.stdout.fnmatch_lines(["suites/toy/suite.toml .F..I.III..I *[[] 85%[]]"])
 
 
 def test_pytest_internals_the_live_line_relies_on() -> None:

@@ -30,8 +30,9 @@ no progress letter; one live line (:class:`LiveLine`, redrawn at most 10 times a
 ``TerminalReporter.rewrite``) shows questions done of total, rate, ETA and the running score
 and invalid rate per model.  pytest's own ``[NN%]`` column is turned off for such a session
 (it would count characters the live line overwrote); plain tests keep their letters.  Not a
-terminal (CI logs, pipes): no live line, pytest's usual letters.  ``BENCHAUDIT_PROGRESS=1``/``0``
-forces it on/off (:func:`~pytest_benchaudit.common.progress.progress_enabled`).
+terminal (CI logs, pipes): no live line and no letters for benchmark items either, but the same
+text as a plain line at each tenth of the run (ten lines, not one letter per question).
+``BENCHAUDIT_PROGRESS=1`` forces the live line, ``=0`` (or ``-v``) pytest's usual per-item output.
 """
 
 from __future__ import annotations
@@ -141,12 +142,21 @@ def live_enabled(config: pytest.Config, reporter: Any) -> bool:
     return forced in ("1", "true", "yes", "on") or bool(getattr(reporter, "isatty", False))
 
 
+def log_lines_enabled(config: pytest.Config, reporter: Any) -> bool:
+    """Not a terminal (CI logs, pipes): a plain progress line at each tenth instead of a letter per
+    item; ``BENCHAUDIT_PROGRESS=0`` or ``-v`` keeps pytest's own per-item output."""
+    forced = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    return (reporter is not None and not config.option.collectonly and config.get_verbosity() <= 0
+            and forced not in ("0", "false", "no", "off"))
+
+
 class AnswerReporting:
     """pytest plugin object (the process with the terminal: serial run or xdist controller)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.live: LiveLine | None = None
+        self.tty = False  # live line redrawn in place (a terminal) or a line per tenth (a log)
         self._drawn = False
 
     # -- the live line ---------------------------------------------------------------
@@ -155,7 +165,13 @@ class AnswerReporting:
 
     def _start_live(self, total: int) -> None:
         reporter = self._reporter()
-        if self.live is not None or total <= 0 or not live_enabled(self.config, reporter):
+        if self.live is not None or total <= 0:
+            return
+        if live_enabled(self.config, reporter):
+            self.tty = True
+        elif log_lines_enabled(self.config, reporter):
+            self.tty = False
+        else:
             return
         self.live = LiveLine(total)
         # pytest's [NN%] column counts the characters on the current line, which the live line
@@ -174,15 +190,21 @@ class AnswerReporting:
         record = getattr(report, "benchaudit_record", None)
         if self.live is None or record is None or report.when != "call":
             return
-        self.live.add(record)
-        if self.live.due():
-            reporter = self._reporter()
+        live = self.live
+        step = live.done * 10 // live.total
+        live.add(record)
+        reporter = self._reporter()
+        if not self.tty:  # a log: one plain line at each tenth of the run
+            if live.done * 10 // live.total > step:
+                reporter.write_line(live.text())
+            return
+        if live.due():
             width = max(getattr(reporter._tw, "fullwidth", 100) - 1, 20)
-            reporter.rewrite(self.live.text()[:width], erase=True)
+            reporter.rewrite(live.text()[:width], erase=True)
             self._drawn = True
 
     def pytest_sessionfinish(self) -> None:
-        if self.live is not None and self._drawn:
+        if self.live is not None and self.tty and self._drawn:
             reporter = self._reporter()
             reporter.rewrite(self.live.text()[: max(reporter._tw.fullwidth - 1, 20)], erase=True)
             reporter.write_line("")
