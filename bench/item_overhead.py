@@ -1,23 +1,26 @@
-"""Per-item overhead of a benchaudit run with the replay backend vs bare pytest (target <= 1.5x).
+"""Harness CPU per item, passing vs failing, on the replay backend (target <= 1 ms per item).
 
-First makes a run directory of N SecEval items (standardized pipeline) against the scripted
-server; then times, interleaved and in fresh processes:
+Makes two run directories of N SecEval items (standardized pipeline) against an in-process
+scripted server: one where every answer is the gold (items pass), one where answers are
+wrong (~90%) or invalid (~10%: unreadable prose), as a small model's are.  Then times, in
+fresh processes, interleaved, with pytest's default options (what a user runs):
 
-- ``pytest suites/seceval --limit N --model replay:RUN_DIR`` (no model: stored generations;
-  collection, fixtures, extraction, scoring, records, summary, run directory);
-- ``pytest test_trivial.py``: a generated file with ``@pytest.mark.parametrize`` over N values,
-  each doing a trivial assert.
+- ``pytest suites/seceval --limit N --model replay:RUN_DIR`` for each run directory (no model:
+  stored generations; collection, items, extraction, scoring, records, summary, run directory);
+- ``pytest test_trivial.py``: N trivial parametrized items (the floor: pytest itself).
 
-Whole-process wall time, median of --repeats; ratio = benchaudit / bare.  Per-item figures are
-(wall - wall of the same command with --limit 1 / 1 item) / (N - 1), to take out start-up.
+CPU = user + system time of the child process (the machine is shared, so wall time is
+noisy; CPU is what the harness spends).  Per item = (CPU at N items - CPU at 1 item) / (N - 1),
+which takes out start-up.  Median of --repeats.
 
-    BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/item_overhead.py --items 1000
+    BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/item_overhead.py --items 2000
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,50 +29,74 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).parent))
-
-from throughput import start_server  # noqa: E402
-
-PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=no", "-rN"]
+PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
 
 
-def run(cmd: list[str], cwd: str) -> float:
+def run(cmd: list[str], cwd: str) -> tuple[float, float]:
+    """(wall s, CPU s) of one child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
-    elapsed = time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1):
         raise RuntimeError(" ".join(cmd) + "\n" + proc.stdout[-2000:] + proc.stderr[-2000:])
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
-def make_run_dir(tmp: Path, n: int) -> Path:
-    server, url = start_server(0.0)
-    try:
-        run(PYTEST + [str(REPO / "suites" / "seceval"), "--limit", str(n), "--model", f"m@{url}",
-                      "--report-dir", str(tmp / "source"), "--no-cache"], str(tmp))
-    finally:
-        server.terminate()
-        server.wait()
-    (run_dir,) = [p for p in (tmp / "source").iterdir() if (p / "run.json").is_file()]
+def golds_by_prompt(n: int) -> dict[str, str]:
+    """The last user message of each of the first n SecEval requests -> its gold letters."""
+    from pytest_benchaudit.dataset.suites import load_questions, load_suite, resolve_data_dir
+    from pytest_benchaudit.prompt.templates import render_request
+
+    suite = load_suite(REPO / "suites" / "seceval" / "suite.toml")
+    data_dir, origin = resolve_data_dir(None)
+    questions, _ = load_questions(suite, "mcq", data_dir, origin)
+    pipe = suite.pipeline("mcq", "standardized")
+    tpl = suite.templates[pipe.prompt.template]
+    out = {}
+    for q in questions[:n]:
+        req = render_request(pipe, tpl, q)
+        out[[m.content for m in req.messages if m.role == "user"][-1]] = q.gold
+    return out
+
+
+def make_run_dir(tmp: Path, n: int, correct: bool) -> Path:
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    golds = golds_by_prompt(n)
+
+    def script(call: object) -> Reply:
+        gold = golds.get(call.last_user_text, "")  # type: ignore[attr-defined]
+        if correct:
+            return Reply(content=f"Answer: {gold}")
+        if hash(call.last_user_text) % 10 == 0:  # type: ignore[attr-defined]
+            return Reply(content="I am not sure which option is meant here.")
+        wrong = next((x for x in "DCBA" if x not in gold), "D")
+        return Reply(content=f"Answer: {wrong}")
+
+    name = "passing" if correct else "failing"
+    with ScriptedServer(script) as server:
+        run(PYTEST + [str(REPO / "suites" / "seceval"), "--limit", str(n), "--model", f"m@{server.url}",
+                      "--report-dir", str(tmp / name), "--no-cache", "--tb=no", "-rN"], str(tmp))
+    (run_dir,) = [p for p in (tmp / name).iterdir() if (p / "run.json").is_file()]
     return run_dir
 
 
 def write_trivial(tmp: Path, n: int) -> Path:
     path = tmp / "trivial" / f"test_trivial_{n}.py"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(
-        "import pytest\n\n\n"
-        f"@pytest.mark.parametrize('i', range({n}))\n"
-        "def test_item(i):\n"
-        "    assert i >= 0\n"
-        "    assert str(i).isdigit()\n"
-    )
+    path.write_text("import pytest\n\n\n"
+                    f"@pytest.mark.parametrize('i', range({n}))\n"
+                    "def test_item(i):\n"
+                    "    assert i >= 0\n")
     return path
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--items", type=int, default=1000)
+    parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     if not os.environ.get("BENCHAUDIT_DATA"):
@@ -77,28 +104,32 @@ def main() -> None:
     n = args.items
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        run_dir = make_run_dir(tmp, n)
+        dirs = {"passing": make_run_dir(tmp, n, True), "failing": make_run_dir(tmp, n, False)}
         cmds = {}
         for size in (1, n):
-            cmds[("benchaudit", size)] = PYTEST + [str(REPO / "suites" / "seceval"), "--limit", str(size),
-                                                   "--model", f"replay:{run_dir}", "--report-dir",
-                                                   str(tmp / "replayed")]
-            cmds[("bare", size)] = PYTEST + [str(write_trivial(tmp, size))]
-        times: dict[tuple[str, int], list[float]] = {k: [] for k in cmds}
-        for _ in range(args.repeats):  # interleaved, so drift hits both alike
+            for kind, run_dir in dirs.items():
+                cmds[(kind, size)] = PYTEST + [str(REPO / "suites" / "seceval"), "--limit", str(size),
+                                               "--model", f"replay:{run_dir}", "--report-dir", str(tmp / "replayed")]
+            cmds[("bare pytest", size)] = PYTEST + [str(write_trivial(tmp, size))]
+        cpu: dict[tuple[str, int], list[float]] = {k: [] for k in cmds}
+        wall: dict[tuple[str, int], list[float]] = {k: [] for k in cmds}
+        for _ in range(args.repeats):  # interleaved, so drift hits all alike
             for key, cmd in cmds.items():
-                times[key].append(run(cmd, str(tmp)))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"{n} items, whole-process wall, median of {args.repeats} (interleaved)")
-    print(f"{'':>22} {'1 item s':>9} {f'{n} items s':>11} {'per item ms':>12}")
-    for kind in ("bare", "benchaudit"):
-        per = (med[(kind, n)] - med[(kind, 1)]) / (n - 1) * 1000
-        print(f"{kind:>22} {med[(kind, 1)]:>9.2f} {med[(kind, n)]:>11.2f} {per:>12.3f}")
-    ratio = med[("benchaudit", n)] / med[("bare", n)]
-    per_ratio = ((med[("benchaudit", n)] - med[("benchaudit", 1)]) / (med[("bare", n)] - med[("bare", 1)]))
-    print(f"ratio benchaudit/bare, whole process: {ratio:.2f}x (target <= 1.5x -> {'met' if ratio <= 1.5 else 'NOT met'})")
-    print(f"ratio benchaudit/bare, per item (start-up taken out): {per_ratio:.2f}x")
-    print("raw:", {f"{k[0]}@{k[1]}": [round(t, 2) for t in v] for k, v in times.items()})
+                w, c = run(cmd, str(tmp))
+                wall[key].append(w)
+                cpu[key].append(c)
+    med = {k: statistics.median(v) for k, v in cpu.items()}
+    medw = {k: statistics.median(v) for k, v in wall.items()}
+    print(f"SecEval via replay, {n} items, default options, CPU (user+sys) of the whole process, "
+          f"median of {args.repeats} (interleaved)")
+    print(f"{'':>12} {'1 item CPU s':>13} {f'{n} items CPU s':>15} {'per item ms':>12} {'wall s':>8}")
+    per = {}
+    for kind in ("bare pytest", "passing", "failing"):
+        per[kind] = (med[(kind, n)] - med[(kind, 1)]) / (n - 1) * 1000
+        print(f"{kind:>12} {med[(kind, 1)]:>13.2f} {med[(kind, n)]:>15.2f} {per[kind]:>12.3f} {medw[(kind, n)]:>8.2f}")
+    for kind in ("passing", "failing"):
+        print(f"{kind}: {per[kind]:.3f} ms per item (target <= 1 ms: {'met' if per[kind] <= 1 else 'NOT met'}); "
+              f"{per[kind] - per['bare pytest']:.3f} ms above bare pytest's own per-item cost")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,17 @@
-"""Throughput of `pytest suites/seceval` against a loopback server vs a bare asyncio+httpx client.
+"""Throughput of a benchaudit run against a loopback server vs a bare aiohttp client, realistic mix.
 
-Both drive the same scripted OpenAI-compatible server (a separate process holding every
-request for a fixed latency) with the same requests (SecEval under the standardized
-pipeline) at the same concurrency; measured side by side in one run, whole-process wall
-time, median of --repeats.  Prints items/s and the ratio bare_time / pytest_time
-(1.0 = the harness costs nothing on top of the requests).
+Both drive the same mixed scripted server (``pytest_benchaudit.testing.mixed_server``, its own
+process, holding every request for a fixed latency; answers mostly wrong, ~10% invalid, ~3% of
+first attempts HTTP 500/429 that are retried) at the same concurrency.  The pytest run uses
+pytest's *default* options (what a user types: FAILURES and short summary on; the output is
+not a terminal, so progress is a plain line per tenth of the run); the bare client is aiohttp with one retry on a non-200,
+sending as many requests as the run recorded (SecEval's request bodies, cycled).
+Whole-process wall time (interpreter start-up, collection, run directory included), median of
+--repeats, interleaved.  Ratio = bare time / pytest time (1.0: the harness costs nothing).
+Also prints the lines of terminal output of the pytest run.
 
-    BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/throughput.py --latency 0.02 --concurrency 1 8 32
+    BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/throughput.py --latency 0.1 --concurrency 32
+    BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/throughput.py --latency 0.02 --suites all
 """
 
 from __future__ import annotations
@@ -22,25 +27,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).parent))
+
+from failure_summary import start_mixed  # noqa: E402
 
 
-def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_benchaudit.testing.scripted_server", "--port", "0",
-         "--latency", str(latency), "--answer", "Answer: B"],
-        stdout=subprocess.PIPE, text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("READY "):
-        raise RuntimeError(f"server did not start: {line!r}")
-    return proc, line.split()[1]
-
-
-def request_bodies(limit: int | None) -> list[bytes]:
+def request_bodies(limit: int | None = None) -> list[bytes]:
     """The exact JSON bodies the plugin sends for SecEval (standardized pipeline)."""
     from pytest_benchaudit.prompt.templates import render_request
     from pytest_benchaudit.dataset.suites import load_suite
@@ -59,85 +52,88 @@ def request_bodies(limit: int | None) -> list[bytes]:
     return bodies
 
 
-async def bare_client(url: str, bodies: list[bytes], concurrency: int, transport: str = "httpx") -> None:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    extra = {}
-    if transport == "aiohttp":  # the transport the plugin itself uses: a like-for-like client
-        from httpx_aiohttp import AiohttpTransport
+async def bare_client(url: str, bodies: list[bytes], concurrency: int) -> None:
+    """aiohttp, ``concurrency`` requests in flight, one retry on a non-200 (as the plugin retries)."""
+    import aiohttp
 
-        extra["transport"] = AiohttpTransport(limits=limits)
-    async with httpx.AsyncClient(base_url=url + "/", limits=limits, timeout=60, **extra) as client:
-        gate = asyncio.Semaphore(concurrency)
+    gate = asyncio.Semaphore(concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector, headers={"Content-Type": "application/json"}) as session:
 
         async def one(body: bytes) -> None:
             async with gate:
-                r = await client.post("chat/completions", content=body, headers={"Content-Type": "application/json"})
-                r.json()
+                for _ in range(2):
+                    async with session.post(url + "/chat/completions", data=body) as r:
+                        await r.json(content_type=None)
+                        if r.status == 200:
+                            return
 
         await asyncio.gather(*(one(b) for b in bodies))
 
 
-def time_bare(url: str, bodies: list[bytes], concurrency: int, transport: str = "httpx") -> float:
+def time_bare(url: str, bodies: list[bytes], n: int, concurrency: int) -> float:
     # A fresh interpreter, like the pytest run, so start-up costs are comparable.
-    code = (
-        "import asyncio, json, sys; sys.path.insert(0, %r);"
-        "from throughput import bare_client;"
-        "bodies = [b.encode() for b in json.load(sys.stdin)];"
-        "asyncio.run(bare_client(%r, bodies, %d, %r))"
-    ) % (str(Path(__file__).parent), url, concurrency, transport)
-    payload = json.dumps([b.decode() for b in bodies])
+    sent = [bodies[i % len(bodies)].decode() for i in range(n)]
+    code = ("import asyncio, json, sys; sys.path.insert(0, %r); from throughput import bare_client;"
+            "bodies = [b.encode() for b in json.load(sys.stdin)]; asyncio.run(bare_client(%r, bodies, %d))"
+            ) % (str(Path(__file__).parent), url, concurrency)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], input=payload, text=True, check=True)
+    subprocess.run([sys.executable, "-c", code], input=json.dumps(sent), text=True, check=True)
     return time.perf_counter() - start
 
 
-def time_pytest(url: str, concurrency: int, limit: int | None, report_dir: str) -> float:
-    cmd = [sys.executable, "-m", "pytest", str(REPO / "suites" / "seceval"), "--model", f"m@{url}",
-           "--concurrency", str(concurrency), "-p", "no:cacheprovider", "-q", "--no-header", "--tb=no", "-rN",
-           "--report-dir", report_dir, "--no-cache"]  # measure the requests, not the cache
+def time_pytest(url: str, target: str, concurrency: int, limit: int | None, report_dir: Path) -> tuple[float, int, int]:
+    """(wall s, lines printed, records written) of one default-options run."""
+    cmd = [sys.executable, "-m", "pytest", target, "--model", f"m@{url}", "--concurrency", str(concurrency),
+           "-p", "no:cacheprovider", "--report-dir", str(report_dir), "--no-cache", "--max-retries", "2"]
     if limit:
         cmd += ["--limit", str(limit)]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=report_dir)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=report_dir.parent)
     elapsed = time.perf_counter() - start
     if proc.returncode not in (0, 1):
-        raise RuntimeError(proc.stdout[-2000:] + proc.stderr[-2000:])
-    return elapsed
+        raise RuntimeError(proc.stdout[-3000:] + proc.stderr[-3000:])
+    newest = max(report_dir.iterdir(), key=lambda p: p.stat().st_mtime)
+    with (newest / "records.jsonl").open() as fh:
+        records = sum(1 for _ in fh)
+    return elapsed, len(proc.stdout.splitlines()), records
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--latency", type=float, default=0.02)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
-    parser.add_argument("--limit", type=int, default=None, help="questions (default: all 2,189)")
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[32])
+    parser.add_argument("--suites", choices=["seceval", "all"], default="seceval",
+                        help="seceval (2,189 questions) or all (every suite with data, one model)")
+    parser.add_argument("--limit", type=int, default=None, help="questions per task (default: all)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--bare-transport", choices=["httpx", "aiohttp"], default="httpx",
-                        help="the bare client's transport: plain httpx (the issue's reference) or httpx over aiohttp "
-                             "(what the plugin uses)")
     args = parser.parse_args()
     if not os.environ.get("BENCHAUDIT_DATA"):
         sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
-    bodies = request_bodies(args.limit)
-    n = len(bodies)
-    server, url = start_server(args.latency)
+    target = str(REPO / "suites" / "seceval") if args.suites == "seceval" else str(REPO / "suites")
+    bodies = request_bodies()
+    server, url = start_mixed(args.latency)
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
+            report = Path(tmp) / "reports"
+            report.mkdir()
             for conc in args.concurrency:
-                bare, ours = [], []
+                bare, ours, lines, n = [], [], 0, 0
                 for _ in range(args.repeats):  # interleaved, so drift hits both alike
-                    bare.append(time_bare(url, bodies, conc, args.bare_transport))
-                    ours.append(time_pytest(url, conc, args.limit, tmp))
-                b, p = statistics.median(bare), statistics.median(ours)
-                rows.append((conc, b, p))
+                    t, lines, n = time_pytest(url, target, conc, args.limit, report)
+                    ours.append(t)
+                    bare.append(time_bare(url, bodies, n, conc))
+                rows.append((conc, n, statistics.median(bare), statistics.median(ours), lines))
     finally:
         server.terminate()
         server.wait()
-    print(f"SecEval standardized, {n} items, server latency {args.latency * 1000:.0f} ms, "
-          f"median of {args.repeats} (whole-process wall time), bare client over {args.bare_transport}")
-    print(f"{'concurrency':>11} {'bare s':>8} {'pytest s':>9} {'bare items/s':>13} {'pytest items/s':>15} {'ratio':>6}")
-    for conc, b, p in rows:
-        print(f"{conc:>11} {b:>8.2f} {p:>9.2f} {n / b:>13.1f} {n / p:>15.1f} {b / p:>6.2f}")
+    print(f"{args.suites}: mixed server (mostly wrong, ~10% invalid, ~3% HTTP 500/429 retried), latency "
+          f"{args.latency * 1000:.0f} ms, default pytest options, median of {args.repeats}, whole-process wall")
+    print(f"{'concurrency':>11} {'items':>6} {'bare s':>8} {'pytest s':>9} {'bare items/s':>13} "
+          f"{'pytest items/s':>15} {'ratio':>6} {'lines':>6}")
+    for conc, n, b, p, lines in rows:
+        print(f"{conc:>11} {n:>6} {b:>8.2f} {p:>9.2f} {n / b:>13.1f} {n / p:>15.1f} {b / p:>6.2f} {lines:>6}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,12 @@ __all__ = ["pytest_addoption", "pytest_configure", "pytest_collect_file", "pytes
 
 @pytest.hookimpl
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from pytest_benchaudit.pytest_plugin.reporting import add_output_options
+    from pytest_benchaudit.pytest_plugin.runner import add_runner_options
+
     add_options(parser)
+    add_output_options(parser)
+    add_runner_options(parser)
 
 
 @pytest.hookimpl(trylast=True)

@@ -103,6 +103,24 @@ class Engine:
         """Queue a request; it starts as soon as the window allows."""
         self._claim(model, request, front=False)
 
+    def prefetch_many(self, pairs: list[tuple[str, Request]]) -> None:
+        """Queue many (model, request) pairs in order, with one lock and one wake-up of the loop
+        (one ``prefetch`` each costs a cross-thread wake-up: ~0.1 ms per item)."""
+        for model, _ in pairs:
+            if model not in self._factories:
+                raise KeyError(f"no backend registered for model {model!r}")
+        with self._lock:
+            for model, request in pairs:
+                key = request_key(model, request)
+                slot = self._slots.get(key)
+                if slot is None:
+                    slot = self._slots[key] = _Slot(model, request)
+                    slot.waiters = 1
+                    self._pending.append(key)
+                else:
+                    slot.waiters += 1
+        self._loop.call_soon_threadsafe(self._pump)
+
     def generate(self, model: str, request: Request) -> Generation:
         """Wait for (and consume) the generation of ``request``; queue it first if needed."""
         key = self._claim(model, request, front=True, consume=True)

@@ -26,6 +26,7 @@ __all__ = [
     "MetricInfo",
     "InvalidReason",
     "INVALID_STAGE",
+    "ENDPOINT_DOWN_PREFIX",
 ]
 
 
@@ -111,7 +112,12 @@ InvalidReason = Literal[
     "unclosed_reasoning",  # a <think> span was opened and never closed
     "unparseable",  # text present, but the extraction rule found no answer in it
     "judge_error",  # the judge failed (request error or an unreadable verdict)
+    "endpoint_down",  # not asked: the model's endpoint was down or refused the key (circuit breaker)
 ]
+
+# A Generation whose error starts with this was never sent (inference/breaker.py): extraction
+# records it as ``endpoint_down``, and --resume asks the question again.
+ENDPOINT_DOWN_PREFIX = "endpoint_down: "
 
 # Which pipeline stage an invalid response is charged to.
 INVALID_STAGE: dict[str, str] = {
@@ -121,6 +127,7 @@ INVALID_STAGE: dict[str, str] = {
     "unclosed_reasoning": "inference",
     "unparseable": "extraction",
     "judge_error": "extraction",
+    "endpoint_down": "inference",
 }
 
 

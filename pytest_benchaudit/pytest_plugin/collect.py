@@ -34,6 +34,7 @@ from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.pipeline.variants import build_variants, card_key
 
 __all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "BenchmarkFailure", "collect_file",
+           "default_fixtures_only",
            "question", "pipeline", "model", "runnable_problems"]
 
 
@@ -268,6 +269,10 @@ class TaskCollector(pytest.Collector):
         # reason), never scored; "score" (default) keeps it, as released code may (SecEval).
         skip_empty_gold = suite.tasks[task].data.get("empty_gold", "score") == "skip"
         replayed = _replayed_questions(opts.models, checks)
+        # Every item of a task calls the same function under the same conftests: its fixture
+        # closure is computed once and shared, as pytest shares it among parametrized items.
+        fixtureinfo: Any = None
+        direct = False
         # Question by question, each model, then each variant: the variants of a question run
         # next to its base, so a downstream variant reads the generation the base just got.
         for q in questions:
@@ -280,7 +285,12 @@ class TaskCollector(pytest.Collector):
                         callobj=_run_question,
                         bench=ItemSpec(suite=suite, question=q, pipeline=v.pipeline, model=spec, shots=shots,
                                        variant=v.name, resources=resources),
+                        fixtureinfo=fixtureinfo,
                     )
+                    if fixtureinfo is None:
+                        fixtureinfo = item._fixtureinfo
+                        direct = default_fixtures_only(fixtureinfo)
+                    item.direct = direct
                     # `-k <question id>` works too, whatever the item is named.
                     item.extra_keyword_matches.update({q.id, suite.name})
                     skip = skips[v.name]
@@ -317,8 +327,26 @@ def _run_question(question: Question, pipeline: Pipeline, model: ModelSpec, requ
     get_options(request.config).state.runner.run_item(request.node, question, pipeline, model)
 
 
+def default_fixtures_only(fixtureinfo: Any) -> bool:
+    """True when an item uses this module's ``question``/``pipeline``/``model`` fixtures and
+    nothing else (no conftest override, no autouse or ``usefixtures`` fixture)."""
+    if not set(fixtureinfo.names_closure) <= {"question", "pipeline", "model", "request"}:
+        return False
+    for name in ("question", "pipeline", "model"):
+        chain = fixtureinfo.name2fixturedefs.get(name)
+        if not chain or getattr(chain[-1].func, "__module__", "") != __name__:
+            return False
+    return True
+
+
 class BenchItem(pytest.Function):
-    """One question x model (x variant) as a pytest Function."""
+    """One question x model (x variant) as a pytest Function.
+
+    ``direct``: the item uses only this module's default fixtures, whose values are its own
+    :class:`ItemSpec` fields; it then skips pytest's fixture set-up (about a third of the
+    harness's CPU per item) and calls the runner with them.  Any override in a
+    ``conftest.py``, or any other fixture, keeps pytest's usual fixture path.
+    """
 
     def __init__(self, *, bench: ItemSpec, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -328,6 +356,18 @@ class BenchItem(pytest.Function):
             self._id = type(self._id).parse(str(self._id))
         self.bench = bench
         self.record: dict[str, Any] | None = None
+        self.direct = False
+
+    def setup(self) -> None:
+        if not self.direct:
+            super().setup()
+
+    def runtest(self) -> None:
+        if not self.direct:
+            super().runtest()
+            return
+        spec = self.bench
+        get_options(self.config).state.runner.run_item(self, spec.question, spec.pipeline, spec.model)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         q = self.bench.question

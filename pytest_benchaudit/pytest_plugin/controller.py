@@ -22,6 +22,7 @@ import platform
 import re
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Iterable
 
 import pytest
@@ -32,10 +33,12 @@ from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
-from pytest_benchaudit.report.terminal import render_summary, render_usage
+from pytest_benchaudit.report.terminal import render_answers, render_summary, render_usage
 from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
+from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
 from pytest_benchaudit.pytest_plugin.runner import KEYS_KEY, LocalUrl
 from pytest_benchaudit.common.secrets import redact
+from pytest_benchaudit.pipeline.types import ENDPOINT_DOWN_PREFIX
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
 __all__ = ["Controller", "ResumeFilter", "ResumeWarning", "item_key", "record_key", "RESUME_KEYS"]
@@ -95,6 +98,43 @@ class ResumeFilter:
             deselect_recorded(config, items, {tuple(k) for k in keys})  # type: ignore[misc]
 
 
+def _not_asked(record: dict[str, Any]) -> bool:
+    """A placeholder record of a question the circuit breaker never sent (``--resume`` asks it)."""
+    return record.get("invalid_reason") == "endpoint_down"
+
+
+def _drop_not_asked(path: Path) -> None:
+    """Rewrite ``path/records.jsonl`` without its ``endpoint_down`` placeholders (atomically,
+    other lines byte for byte), so that ``--resume`` asks those questions and each key keeps
+    one record.  A line that does not parse is kept for :meth:`RunDirectory.reopen` to judge."""
+    import os
+
+    records = path / "records.jsonl"
+    if not records.is_file():
+        return
+    with records.open("rb") as fh:
+        lines = fh.readlines()
+    marker = b'"invalid_reason":"endpoint_down"'
+    if not any(marker in line.replace(b" ", b"") for line in lines):
+        return
+    import orjson
+
+    kept = []
+    for line in lines:
+        try:
+            if _not_asked(orjson.loads(line)):
+                continue
+        except orjson.JSONDecodeError:
+            pass
+        kept.append(line)
+    tmp = records.with_name("records.jsonl.resume-tmp")
+    with tmp.open("wb") as fh:
+        fh.writelines(kept)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, records)
+
+
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for dist in ("pytest", "pytest-benchaudit", "pytest-xdist", "httpx", "pydantic"):
@@ -148,7 +188,13 @@ class Controller:
         self.duplicates = 0
         self.cache_stats: list[dict[str, Any]] = []
         self.usage: list[dict[str, Any]] = []  # tokens and cost per model x task (inference.usage)
-        self.not_asked = 0  # items --max-cost kept from being asked
+        self.not_asked_cost = 0  # items --max-cost kept from being asked
+        # Circuit breaker: per model, how many questions were not asked and why (run incomplete).
+        self.not_asked: dict[str, int] = {}
+        self.down_reason: dict[str, str] = {}
+        self.show_answers = show_answers(config)  # a bad --show-answers is a usage error now, not at the end
+        # Wrong/invalid answers: compact, and kept out of pytest's per-failure sections (see reporting.py).
+        config.pluginmanager.register(AnswerReporting(config), "benchaudit-answers")
         if opts.resume is not None:
             self._resume(opts.resume)
 
@@ -157,8 +203,9 @@ class Controller:
         torn: list[str] = []
         try:
             if self.config.option.collectonly:  # only show what would run: read, change nothing
-                previous = list(read_records(path, on_torn_tail=torn.append))
+                previous = [r for r in read_records(path, on_torn_tail=torn.append) if not _not_asked(r)]
             else:
+                _drop_not_asked(Path(path))  # questions a dead endpoint never got: asked now
                 self.run_dir = RunDirectory.reopen(path)
                 previous, torn = self.run_dir.previous, self.run_dir.warnings
         except (ValueError, OSError, RunDirError) as err:
@@ -227,7 +274,7 @@ class Controller:
                 info["endpoint"] = self.local_url.url_of(m)
             info["served_model_ids"] = sorted(served.get(m.label, ()))
             models.append(info)
-        meta = {
+        meta: dict[str, Any] = {
             "argv": _clean_argv(list(self.config.invocation_params.args)),
             "pipeline": self.opts.pipeline,
             "overrides": {k: v for k, v in self.opts.overrides},
@@ -243,7 +290,12 @@ class Controller:
         if self.cache_stats:
             meta["generation_cache"] = _sum_cache_stats(self.cache_stats)
         if self.opts.max_cost is not None:
-            meta["max_cost"] = {"usd": self.opts.max_cost, "not_asked": self.not_asked}
+            meta["max_cost"] = {"usd": self.opts.max_cost, "not_asked": self.not_asked_cost}
+        if self.not_asked:
+            meta["incomplete"] = {m: {"not_asked": n, "reason": self.down_reason.get(m, "")}
+                                  for m, n in self.not_asked.items()}
+        elif self.run_dir is not None:
+            self.run_dir.meta.pop("incomplete", None)  # a resumed run that asked what was left
         if self.resumed_from.get("argv"):
             # The run's own command line stays; the one that resumed it is kept beside it.
             meta["resume_argv"] = meta["argv"]
@@ -296,7 +348,7 @@ class Controller:
             self._open_run()
         record = getattr(report, "benchaudit_record", None)
         if report.skipped and self.opts.max_cost is not None and "not asked: --max-cost" in str(report.longrepr):
-            self.not_asked += 1
+            self.not_asked_cost += 1
         if record is None or self.run_dir is None:
             return
         if self.recorded and record_key(record) in self.recorded:
@@ -305,6 +357,24 @@ class Controller:
             return
         self.records.append(record)
         self.run_dir.append(record)
+        if record.get("invalid_reason") == "endpoint_down":
+            self._endpoint_down(record)
+
+    def _endpoint_down(self, record: dict[str, Any]) -> None:
+        """Count a question the breaker did not send; the first one of a model says so, at once."""
+        model = str(record.get("model"))
+        self.not_asked[model] = self.not_asked.get(model, 0) + 1
+        if model in self.down_reason:
+            return
+        why = str(record.get("error") or "").removeprefix(ENDPOINT_DOWN_PREFIX).removesuffix("; not asked")
+        self.down_reason[model] = why
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(redact(f"benchaudit: model {model}: endpoint down — {why}. Its remaining questions are "
+                                       f"recorded invalid (endpoint_down) without being asked; --resume "
+                                       f"{self.run_dir.path if self.run_dir else 'RUN_DIR'} asks them later."),
+                                yellow=True, bold=True)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -324,7 +394,7 @@ class Controller:
         self.usage = usage_rows(self.records, self.opts.prices, {m.label: m for m in self.opts.models})
         document = summary_document(self.results, self.benchmarks, gates, cards)
         document["usage"] = {"prices_date": self.opts.prices.get("date"), "rows": self.usage,
-                             **({"max_cost_usd": self.opts.max_cost, "not_asked": self.not_asked}
+                             **({"max_cost_usd": self.opts.max_cost, "not_asked": self.not_asked_cost}
                                 if self.opts.max_cost is not None else {})}
         self.run_dir.write_json("summary.json", document)
         self.run_dir.finish(**self._run_meta(), exitstatus=int(exitstatus))
@@ -333,6 +403,9 @@ class Controller:
         if self.verdicts:
             # With gates, the gates alone decide: wrong answers are measurements, not test errors.
             session.exitstatus = pytest.ExitCode.OK if all(v.passed for v in self.verdicts) else pytest.ExitCode.TESTS_FAILED
+        if self.not_asked:
+            # Questions were never asked: no score (and no gate) of this run is complete.
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.run_dir is None:
@@ -344,13 +417,22 @@ class Controller:
         usage = render_usage(self.usage, self.opts.prices.get("date"))
         if usage:
             terminalreporter.write_line(redact(usage))
-        if self.not_asked:
-            terminalreporter.write_line(f"--max-cost {self.opts.max_cost:g} USD reached: {self.not_asked} items not "
+        if self.not_asked_cost:
+            terminalreporter.write_line(f"--max-cost {self.opts.max_cost:g} USD reached: {self.not_asked_cost} items not "
                                         f"asked; --resume {self.run_dir.path} continues")
+        budget = DEFAULT_BUDGET if self.config.getoption("show_answers", None) is None else None
+        answers = render_answers(self.records, self.show_answers, budget)
+        if answers:
+            terminalreporter.write_line("")
+            terminalreporter.write_line(redact(answers))
         if self.cache_stats:
             stats = _sum_cache_stats(self.cache_stats)
             if stats["enabled"]:
                 terminalreporter.write_line(f"generation cache: {stats['hits']} hits, {stats['misses']} misses")
+        for model, n in self.not_asked.items():
+            terminalreporter.write_line(redact(
+                f"INCOMPLETE: model {model}: {n:,} questions not asked (endpoint_down: {self.down_reason.get(model)}); "
+                f"exit status 2; `--resume {self.run_dir.path}` with the same options asks them"), red=True, bold=True)
         if self.resumed_from:
             terminalreporter.write_line(f"resumed: {len(self.recorded)} items already recorded were not asked again")
         if self.duplicates:

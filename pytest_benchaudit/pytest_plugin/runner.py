@@ -30,7 +30,18 @@ from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.secrets import register_secret_env
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
 
-__all__ = ["Runner", "default_concurrency"]
+__all__ = ["Runner", "default_concurrency", "add_runner_options"]
+
+
+def add_runner_options(parser: pytest.Parser) -> None:
+    """Options of the runner (registered with the other benchaudit options)."""
+    from pytest_benchaudit.inference.breaker import DEFAULT_THRESHOLD
+
+    parser.getgroup("benchaudit").addoption(
+        "--breaker", type=int, default=DEFAULT_THRESHOLD, metavar="N",
+        help=f"stop asking a model after N consecutive connection failures or timeouts (default "
+             f"{DEFAULT_THRESHOLD}; 0: never); its remaining questions are recorded invalid (endpoint_down) "
+             "and --resume asks them later. HTTP 401/403 stops it at once")
 
 
 def _judge_record(model: str, purpose: str, version: str, reply: Generation, status: str,
@@ -38,8 +49,6 @@ def _judge_record(model: str, purpose: str, version: str, reply: Generation, sta
     """What a record keeps of one judge call."""
     return {"model": model, "purpose": purpose, "prompt_version": version, "raw_output": reply.text,
             "parse_status": status, "verdict": verdict, "error": reply.error}
-
-_FIXTURE_MODULE = "pytest_benchaudit.pytest_plugin.collect"
 
 
 def _skip_if_not_asked(generation: Generation, max_cost: float | None) -> None:
@@ -67,6 +76,9 @@ class Runner:
         self._prefetched: set[str] = set()
         self._worker_queue: Any = None
         self._meter: Any = None  # --max-cost: what this process spent (inference.usage.CostMeter)
+        self.breaker_threshold = int(config.getoption("breaker", 20) or 0)
+        if self.breaker_threshold < 0:
+            raise pytest.UsageError(f"--breaker {self.breaker_threshold}: expected 0 (off) or a positive number")
         register_secret_env(m.api_key_env for m in opts.models)
 
     # -- engine ---------------------------------------------------------------------
@@ -100,15 +112,21 @@ class Runner:
             identity = launched_identity(spec)  # its port changes every run; the cache must not care
             spec = spec.model_copy(update={"base_url": self.local_url.get(spec),
                                            "api_key_env": self.local_url.api_key_env(spec)})
+        from pytest_benchaudit.inference.breaker import BreakerBackend
+
         concurrency = default_concurrency(spec, self.opts.concurrency)
         register_secret_env([spec.api_key_env])
+        threshold = self.breaker_threshold
+        # Every HTTP model sits behind a circuit breaker: a dead endpoint is not asked every question.
         if spec.endpoints:
             from pytest_benchaudit.inference.balanced import BalancedBackend, balanced_identity
 
-            factory: Any = lambda: BalancedBackend(spec, concurrency=concurrency)  # noqa: E731
+            factory: Any = lambda: BreakerBackend(  # noqa: E731
+                BalancedBackend(spec, concurrency=concurrency), threshold, spec.label, concurrency * len(spec.endpoints))
             identity = balanced_identity(spec)
         else:
-            factory = lambda: OpenAICompatBackend(spec, concurrency=concurrency)  # noqa: E731
+            factory = lambda: BreakerBackend(  # noqa: E731
+                OpenAICompatBackend(spec, concurrency=concurrency), threshold, spec.label, concurrency)
         in_flight = concurrency * max(1, len(spec.endpoints))  # --concurrency applies per endpoint
         self._engine().add_model(spec.label, self._budgeted(factory, spec, in_flight), identity=identity)
         self._registered.add(spec.label)
@@ -144,7 +162,8 @@ class Runner:
                                         + " — this needs new generations")
 
     # -- prefetch ---------------------------------------------------------------------
-    def _prefetch(self, item: pytest.Item) -> None:
+    def _prefetch(self, item: pytest.Item, batch: list[tuple[str, Any]] | None = None) -> None:
+        """Queue ``item``'s request (into ``batch`` when given: one engine wake-up for many)."""
         if not isinstance(item, BenchItem) or item.nodeid in self._prefetched:
             return
         self._prefetched.add(item.nodeid)
@@ -152,17 +171,17 @@ class Runner:
             return
         # A conftest.py that overrides question/pipeline/model may change the request;
         # asking ahead with the defaults would then pay for an answer nobody reads.
-        defs = item._fixtureinfo.name2fixturedefs
-        for name in ("question", "pipeline", "model"):
-            chain = defs.get(name)
-            if chain and getattr(chain[-1].func, "__module__", "") != _FIXTURE_MODULE:
-                return
+        if not item.direct:
+            return
         try:
             request = item.bench.request
             self._ensure_model(item.bench.model)
         except Exception:  # rendering/start-up errors surface when the item itself runs
             return
-        self._engine().prefetch(item.bench.model.label, request)
+        if batch is not None:
+            batch.append((item.bench.model.label, request))
+        else:
+            self._engine().prefetch(item.bench.model.label, request)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -175,8 +194,45 @@ class Runner:
         self.local_url.max_logprobs = max((i.bench.pipeline.inference.decoding.top_logprobs or 0 for i in selected),
                                           default=0) or None
         self.local_url.start_all({i.bench.model for i in selected})
+        batch: list[tuple[str, Any]] = []
         for item in session.items:
-            self._prefetch(item)
+            self._prefetch(item, batch)
+        if batch:
+            self._engine().prefetch_many(batch)
+        self._estimate_local(session)
+
+    def _estimate_local(self, session: pytest.Session) -> None:
+        """Before a run on the embedded model goes on: wait for its first answer (the first item's
+        own, kept for it) and say what the run will take ("~N s per question here: M questions
+        ≈ T"), so that a 9-hour run is no surprise."""
+        local = [i for i in session.items if isinstance(i, BenchItem) and i.bench.model.kind == "local"
+                 and not i.get_closest_marker("skip") and i.direct]
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if len(local) < 2 or reporter is None or self.engine is None:
+            return
+        import time
+
+        # Downstream variants of a question share its request: count what will really be asked.
+        unique = list({(i.bench.model.label, i.bench.request.identity): i for i in local}.values())
+        if len(unique) < 2:
+            return
+        hits = self.engine.cache_hits
+        start = time.perf_counter()
+        for item in unique[:2]:  # one more claim each: the items still find their answers
+            self.engine.prefetch(item.bench.model.label, item.bench.request)
+        answers = [self.engine.generate(i.bench.model.label, i.bench.request) for i in unique[:2]]
+        if self.engine.cache_hits > hits or any(a.error is not None for a in answers):
+            return  # a stored answer (or none) says nothing about this machine's speed
+        took = time.perf_counter() - start
+        # Two answers, asked together: (time of the second) / 2 is the pace of a server that answers
+        # one at a time and of one that answers both at once alike; start-up is spread over both.
+        per_question = max(took / 2, 0.01)
+        total = per_question * len(unique)
+        reporter.write_line(f"benchaudit: the embedded model takes ~{per_question:.0f} s per question here (2 "
+                            f"answers in {took:.1f} s): {len(unique):,} questions ≈ {_duration(total)}"
+                            + (f" (up to {1 + reask}x that while answers cannot be read: the pipeline re-asks)"
+                               if (reask := max(i.bench.pipeline.inference.reask_on_invalid for i in local)) else "")
+                            + ("; --limit N asks fewer" if total > 600 else ""))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -229,7 +285,7 @@ class Runner:
             record = evaluate(question, pipeline, asked, generation, model=model.label,
                               variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources,
                               extraction=judged, score=verdict, extra=extra)
-            if record.valid:
+            if record.valid or record.invalid_reason == "endpoint_down":  # re-asking a dead endpoint is no use
                 break
             earlier.append(generation.text if generation.error is None else f"[error] {generation.error}")
         record = record.model_copy(update={"asks": ask + 1, "earlier_outputs": earlier[: ask]})
@@ -242,7 +298,8 @@ class Runner:
         if not record.valid:
             node.user_properties.append(("invalid_reason", record.invalid_reason))
         if not record.correct:
-            raise BenchmarkFailure(failure_message(record))
+            raise BenchmarkFailure(f"{record.benchmark}.{record.task} {record.question_id} [{record.model}]: "
+                                   + failure_message(record))
 
     def _judge(self, question: Question, pipeline: Pipeline,
                generation: Generation) -> tuple[Extraction | None, Score | None, dict[str, Any]]:
@@ -310,6 +367,14 @@ class Runner:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 LAUNCHED = ("local", "vllm")  # model kinds whose server the run launches itself

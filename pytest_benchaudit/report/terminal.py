@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from tabulate import tabulate
 
 from pytest_benchaudit.aggregate.results import model_rankings, reason_text, variant_deltas
 from pytest_benchaudit.report.gates import GateVerdict
+from pytest_benchaudit.scoring.evaluate import failure_message
 
-__all__ = ["render_summary", "render_variant_deltas", "render_usage"]
+__all__ = ["render_summary", "render_variant_deltas", "render_answers", "render_usage", "fit_columns", "metric_unit", "WIDTH"]
+
+
+WIDTH = 120  # every line of the summary fits this many columns
+
+# Error-type metrics (lower is better) are printed in their own unit, never as a percentage.
+_UNITS = {"cvss_abs_diff_cti": "MAD", "cvss_abs_diff": "MAD", "cvss_abs_error": "MAE"}
 
 
 def _pct(value: float | None) -> str:
@@ -36,57 +43,117 @@ def _subset_notes(bench: str, rows: list[dict[str, Any]], cards: dict[str, dict[
     return "".join("\n" + line for line in dict.fromkeys(notes))
 
 
+def metric_unit(metric: str, lower_is_better: bool) -> str:
+    """The unit a score of ``metric`` is printed in: ``%``, or the error metric's own (``MAD``)."""
+    return _UNITS.get(metric, metric) if lower_is_better else "%"
+
+
+def _value(value: float | None, lower_is_better: bool, metric: str) -> str:
+    """A score with its unit: ``12.4%``, ``1.234 MAD``."""
+    if value is None:
+        return "—"
+    if lower_is_better:
+        return f"{value:.3f} {metric_unit(metric, True)}"
+    return f"{100 * value:.1f}%"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _table(rows: list[list[Any]], headers: list[str]) -> str:
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def fit_columns(rows: list[list[Any]], headers: list[str], keep: int = 1, width: int = WIDTH) -> str:
+    """A table whose lines fit ``width``: when too wide, its columns after the first ``keep``
+    are split over several tables, each repeating the ``keep`` key columns."""
+    text = _table(rows, headers)
+    if max(map(len, text.splitlines()), default=0) <= width or len(headers) <= keep + 1:
+        return text
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for col in range(keep, len(headers)):
+        trial = list(range(keep)) + current + [col]
+        part = _table([[r[i] for i in trial] for r in rows], [headers[i] for i in trial])
+        if current and max(map(len, part.splitlines())) > width:
+            chunks.append(current)
+            current = [col]
+        else:
+            current.append(col)
+    chunks.append(current)
+    out = []
+    for chunk in chunks:
+        cols = list(range(keep)) + chunk
+        out.append(_table([[r[i] for i in cols] for r in rows], [headers[i] for i in cols]))
+    return "\n\n".join(out)
+
+
 def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any]],
                    cards: dict[str, dict[str, Any]], verdicts: list[GateVerdict]) -> str:
-    """Human-readable summary. Scores of accuracy-type metrics are shown in percent."""
+    """Human-readable summary, every line at most :data:`WIDTH` columns.
+
+    Per benchmark: one row per task x model (x variant) with the score over all items and over
+    valid answers (``*`` marks the headline, the pipeline's ``scoring.denominator``), the invalid
+    rate and the headline's 95% CI; accuracy-type metrics in percent, error metrics (MAD) in
+    their own unit.  Rows with invalid answers get a second table: where they failed (the
+    per-stage rates) and why (the invalid reasons).
+    """
     blocks: list[str] = []
     by_bench: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         by_bench.setdefault(r["benchmark"], []).append(r)
     for bench, rows in by_bench.items():
-        table = []
+        table, invalid_rows = [], []
         for r in rows:
-            lib = r["lower_is_better"]
+            lib, metric = r["lower_is_better"], r["metric"]
             ci = r["ci95"]
+            total, valid = _value(r["score_total"], lib, metric), _value(r["score_valid"], lib, metric)
+            if r["denominator"] == "valid":
+                valid += "*"
+            else:
+                total += "*"
+            name = _cut(r["task"] + (f" | {r['variant']}" if r["variant"] else ""), 28)
+            model = _cut(r["model"], 20)
             table.append([
-                r["task"] + (f" | {r['variant']}" if r["variant"] else ""),
-                r["model"],
-                r["n"], r["n_valid"], r["n_correct"],
-                _num(r["score_total"], lib, r["metric"]),
-                _num(r["score_valid"], lib, r["metric"]),
-                f"{_num(r['score'], lib, r['metric'])} ({r['denominator']})",
-                _pct(r["invalid_rate"]),
-                "—" if not ci else f"{_num(ci[0], lib, r['metric'])}–{_num(ci[1], lib, r['metric'])}",
-                _pct(r["stage_rates"]["inference_ok"]),
-                _pct(r["stage_rates"]["extraction_ok"]),
-                ", ".join(f"{k} {v}" for k, v in sorted(r["invalid_reasons"].items())) or "",
+                name, model, f"{r['n']:,}", f"{r['n_valid']:,}", f"{r['n_correct']:,}", total, valid,
+                _value(r["invalid_rate"], False, ""),
+                "—" if not ci else f"{_num(ci[0], lib, metric)}–{_num(ci[1], lib, metric)}",
             ])
-        headers = ["task", "model", "n", "valid", "correct", "score/total %", "score/valid %",
-                   "headline %", "invalid %", "95% CI", "inference ok %", "extraction ok %", "invalid reasons"]
+            if r["invalid_rate"]:
+                invalid_rows.append([
+                    name, model, _pct(r["stage_rates"]["inference_ok"]), _pct(r["stage_rates"]["extraction_ok"]),
+                    _cut(", ".join(f"{k} {v}" for k, v in sorted(r["invalid_reasons"].items())), 56),
+                ])
+        headers = ["task", "model", "n", "valid", "correct", "score/all", "score/valid", "invalid", "95% CI"]
         first = rows[0]
         card = cards.get(f"{bench}.{first['task']}", {})
-        blocks.append(
-            f"{bench} — pipeline '{first['pipeline']}' (card {card.get('hash', first['pipeline_hash'])}"
-            + (f", overrides {card.get('overrides')}" if card.get("overrides") else "") + ")\n"
-            + tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)
-            + _subset_notes(bench, rows, cards)
-        )
+        overrides = f", overrides {card.get('overrides')}" if card.get("overrides") else ""
+        title = _cut(f"{bench} — pipeline '{first['pipeline']}' (card {card.get('hash', first['pipeline_hash'])}"
+                     + overrides + ")", WIDTH)
+        text = title + "\n" + fit_columns(table, headers, keep=2) + _subset_notes(bench, rows, cards)
+        if invalid_rows:
+            text += "\n\n" + fit_columns(invalid_rows, ["task", "model", "inference ok %", "extraction ok %",
+                                                          "invalid reasons"], keep=2)
+        blocks.append(text)
+    if by_bench:
+        blocks.append("* headline (the pipeline's scoring.denominator); error metrics (MAD, MAE) in their own "
+                      "unit, lower is better")
     counterfactuals = render_variant_deltas(variant_deltas(results, cards))
     if counterfactuals:
         blocks.append(counterfactuals)
     multi = [b for b in benchmarks if len(b["tasks"]) > 1]
     if multi:
-        table = [[b["benchmark"], b["model"] + (f" | {b['variant']}" if b["variant"] else ""), b["method"] or "—",
-                  _pct(b["score"]), b["note"]] for b in multi]
-        blocks.append("benchmark scores\n" + tabulate(table, headers=["benchmark", "model", "aggregation", "score %", "note"],
-                                                       tablefmt="simple", disable_numparse=True))
+        table = [[b["benchmark"], _cut(b["model"] + (f" | {b['variant']}" if b["variant"] else ""), 36),
+                  b["method"] or "—", _pct(b["score"]), _cut(b["note"] or "", 50)] for b in multi]
+        blocks.append("benchmark scores\n" + fit_columns(table, ["benchmark", "model", "aggregation", "score %", "note"]))
     rankings = model_rankings(results)
     if rankings:
         blocks.append(_render_rankings(rankings))
     if verdicts:
-        lines = [f"  {'PASS' if v.passed else 'FAIL'}  {v.gate.text}   {v.detail}" for v in verdicts]
+        lines = [_cut(f"  {'PASS' if v.passed else 'FAIL'}  {v.gate.text}   {v.detail}", WIDTH) for v in verdicts]
         blocks.append("gates (they decide the exit status)\n" + "\n".join(lines))
-    return "\n\n".join(blocks)
+    return "\n\n".join(b for b in blocks if b)
 
 
 def _rank_text(rank: float) -> str:
@@ -98,17 +165,15 @@ def _render_rankings(rankings: dict[str, Any]) -> str:
     """Ranks per task (1 = best, direction-aware) and Kendall tau-b between tasks."""
     ranks: dict[str, dict[str, float]] = rankings["ranks"]
     models = sorted({m for by_model in ranks.values() for m in by_model})
-    table = [[key, *[("—" if m not in by_model else _rank_text(by_model[m])) for m in models]]
-             for key, by_model in ranks.items()]
-    text = "model ranks per task (1 = best; ties share the average rank)\n" + tabulate(
-        table, headers=["task", *models], tablefmt="simple", disable_numparse=True)
+    table = [[key, *[("—" if m not in by_model else _rank_text(by_model[m])) for m in models]] for key, by_model in ranks.items()]
+    text = "model ranks per task (1 = best; ties share the average rank)\n" + fit_columns(
+        table, ["task", *[_cut(m, 16) for m in models]])
     if rankings["tau_b"]:
         rows = [[r["task_a"], r["task_b"], "—" if r["tau"] is None else f"{r['tau']:.3f}",
                  "—" if r["p_value"] is None else f"{r['p_value']:.3g}", r["inversions"], r["n_models"]]
                 for r in rankings["tau_b"]]
-        text += "\n\nKendall tau-b between tasks (each rests on few models)\n" + tabulate(
-            rows, headers=["task a", "task b", "tau-b", "p", "inversions", "models"], tablefmt="simple",
-            disable_numparse=True)
+        text += "\n\nKendall tau-b between tasks (each rests on few models)\n" + fit_columns(
+            rows, ["task a", "task b", "tau-b", "p", "inversions", "models"], keep=2)
     return text
 
 
@@ -118,7 +183,7 @@ def _delta(row: dict[str, Any]) -> str:
     if row["lower_is_better"]:
         # An error metric: the change in its own unit, and whether that is better or worse.
         word = "" if row["better"] is None else (" better" if row["better"] else " worse")
-        return f"{row['delta']:+.3f} {row['metric']}{word}"
+        return f"{row['delta']:+.3f} {metric_unit(row['metric'], True)}{word}"
     return f"{row['delta_pp']:+.1f}"
 
 
@@ -137,12 +202,12 @@ def render_variant_deltas(rows: list[dict[str, Any]]) -> str:
         elif r["moved_by"] == "none" and r["same_as_base"]:
             moved += " (same as base)"
         table.append([
-            f"{r['benchmark']}.{r['task']}", r["model"],
-            r["variant"] + (" (= base)" if r["same_as_base"] else ""),
+            _cut(f"{r['benchmark']}.{r['task']}", 24), _cut(r["model"], 16),
+            _cut(r["variant"] + (" (= base)" if r["same_as_base"] else ""), 28),
             f"{_num(r['score'], lib, r['metric'])} vs {_num(r['base_score'], lib, r['metric'])}",
             _delta(r),
             f"{_pct(r['invalid_rate'])} vs {_pct(r['base_invalid_rate'])}",
-            moved,
+            _cut(moved, 34),
         ])
     title = "single-field counterfactuals (each variant changes one field of the base pipeline)"
     headers = ["task", "model", "variant", "score vs base", "Δ pp", "invalid % vs base", "moved by"]
@@ -150,7 +215,7 @@ def render_variant_deltas(rows: list[dict[str, Any]]) -> str:
         headers[4] = "Δ (metric unit)"
     elif any(r["lower_is_better"] for r in rows):
         headers[4] = "Δ pp (error metrics: own unit)"
-    return title + "\n" + tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)
+    return title + "\n" + fit_columns(table, headers, keep=3)
 
 
 def render_usage(rows: list[dict[str, Any]], prices_date: str | None = None) -> str:
@@ -166,3 +231,42 @@ def render_usage(rows: list[dict[str, Any]], prices_date: str | None = None) -> 
     head = f"usage (prices of {prices_date}, USD)" if prices_date else "usage (no price table: [tool.benchaudit.prices])"
     return head + "\n" + tabulate(table, headers=["model", "task", "items", "prompt tokens", "completion tokens",
                                                    "cost USD"])
+
+
+def render_answers(records: Iterable[dict[str, Any]], limit: int | None, total_budget: int | None = None) -> str:
+    """The first ``limit`` wrong or invalid answers of each task x model (x variant), one line each.
+
+    ``limit=None`` lists every one.  With ``total_budget`` (the default listing), a run with many
+    groups lists fewer per group, so that about ``total_budget`` answers are listed in all (at
+    least one per group).  Each group's header says how many were not correct and how many are
+    not listed.  Lines are cut to :data:`WIDTH`; records come in run order.
+    """
+    if limit == 0:
+        return ""
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    counts: dict[tuple[str, str, str, str], int] = {}
+    for r in records:
+        if r.get("correct"):
+            continue
+        key = (str(r.get("benchmark")), str(r.get("task")), str(r.get("model")), str(r.get("variant") or ""))
+        counts[key] = counts.get(key, 0) + 1
+        shown = groups.setdefault(key, [])
+        if limit is None or len(shown) < limit:
+            shown.append(r)
+    if not groups:
+        return ""
+    if limit is not None and total_budget is not None and len(groups) * limit > total_budget:
+        limit = max(1, total_budget // len(groups))
+    title = ("every wrong or invalid answer" if limit is None else
+             f"first wrong or invalid answers per task (up to {limit}; --show-answers all or -v for every one)")
+    lines = [title]
+    # Base pipelines first, then their variants, each in run order.
+    for key, shown in sorted(groups.items(), key=lambda kv: (kv[0][:3], kv[0][3] != "")):
+        bench, task, model, variant = key
+        shown = shown if limit is None else shown[:limit]
+        more = counts[key] - len(shown)
+        tail = f" ({more:,} more in records.jsonl)" if more > 0 else ""
+        lines.append(f"{bench}.{task} [{model}{'|' + variant if variant else ''}]: {counts[key]:,} not correct{tail}")
+        for r in shown:
+            lines.append(_cut(f"  {r.get('question_id')}  {failure_message(r)}", WIDTH))
+    return "\n".join(lines)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from pytest_benchaudit.scoring.tasks import TASK_RULES
 from pytest_benchaudit.scoring.tasks.labels import read_label
-from pytest_benchaudit.pipeline.types import Extraction, Generation, InvalidReason, Question
+from pytest_benchaudit.pipeline.types import ENDPOINT_DOWN_PREFIX, Extraction, Generation, InvalidReason, Question
 
 __all__ = ["RULES", "Rule", "rule_names", "strip_reasoning", "extract"]
 
@@ -344,7 +344,7 @@ def extract(rule: str, generation: Generation, question: Question, reasoning: st
 
     Returns a valid ``Extraction`` when the rule found an answer (an empty string from
     ``all_capital_letters`` counts as an answer), otherwise an invalid one whose reason is,
-    in order: ``inference_error`` (request failed), ``empty`` / ``truncated`` (no text;
+    in order: ``inference_error`` (request failed; ``endpoint_down`` when it was never sent), ``empty`` / ``truncated`` (no text;
     truncated when the token budget ran out), ``unclosed_reasoning``, ``truncated``,
     ``empty`` (nothing left after reasoning was removed), ``unparseable``.
     Raises KeyError for an unknown rule and ValueError for a bad ``reasoning`` mode.
@@ -354,7 +354,9 @@ def extract(rule: str, generation: Generation, question: Question, reasoning: st
     if reasoning not in ("strip", "keep"):
         raise ValueError(f"reasoning must be 'strip' or 'keep', not {reasoning!r}")
     if generation.error:
-        return Extraction(invalid_reason="inference_error", detail=generation.error)
+        # A question the circuit breaker did not send (its endpoint was down) is no inference error.
+        down = generation.error.startswith(ENDPOINT_DOWN_PREFIX)
+        return Extraction(invalid_reason="endpoint_down" if down else "inference_error", detail=generation.error)
 
     stripped, unclosed = strip_reasoning(generation.text)
     # Even when the text is kept, an unclosed <think> still explains a failure better

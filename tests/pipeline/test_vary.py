@@ -140,7 +140,7 @@ def test_lower_is_better_delta_in_metric_unit() -> None:
     assert row["lower_is_better"] and row["delta_pp"] is None and row["unit"] == "cvss_abs_error"
     assert row["delta"] == pytest.approx(-1.0) and row["better"] is True and row["moved_by"] == "scoring"
     text = render_variant_deltas([row])
-    assert "-1.000 cvss_abs_error better" in text and "Δ (metric unit)" in text
+    assert "-1.000 MAE better" in text and "Δ (metric unit)" in text
 
 
 def test_summary_document_has_variants() -> None:
@@ -210,7 +210,7 @@ def test_vary_end_to_end(pytester: pytest.Pytester, toy) -> None:
         "*task*model*variant*score vs base*Δ pp*invalid % vs base*moved by*",
         "*toy.mcq*toy-model*max_tokens=5 *0.0 vs 50.0*-50.0*100.0 vs 41.7*inference: *truncated +11*",
         "*toy.mcq*toy-model*max_tokens=16 *50.0 vs 50.0*+0.0*none*",
-        "*toy.mcq*toy-model*denominator=valid*85.7 vs 50.0*+35.7*41.7 vs 41.7*scoring: denominator total -> valid*",
+        "*toy.mcq*toy-model*denominator=valid*85.7 vs 50.0*+35.7*41.7 vs 41.7*scoring: denominator total -> val*",
     ])
     # requests at the server: one set per upstream variant; the downstream variant sends none of its own
     by_budget = Counter(c.body["max_tokens"] for c in calls)

@@ -32,7 +32,7 @@ def by_id(records: list[dict]) -> dict[str, dict]:
 
 
 def test_scripted_behaviours_end_to_end(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> None:
-    result = run_toy(pytester, scripted, "-k", "mcq")
+    result = run_toy(pytester, scripted, "-k", "mcq", "--show-answers", "all")
     result.assert_outcomes(passed=6, failed=6)
     out = read_run(only_run_dir(pytester.path / "out"))
     recs = by_id(out["records"])

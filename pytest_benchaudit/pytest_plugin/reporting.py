@@ -1,0 +1,242 @@
+"""How benchmark answers appear in pytest's terminal: compact, bounded, linear in the run's size.
+
+A wrong or invalid answer is an expected outcome of a benchmark item, not a crash.  Its
+report stays a *failed* report (the exit status, JUnit XML, ``--lf``, ``--sw``, ``--maxfail``
+and xdist all see it failed), with a one-line ``longrepr`` (see
+:meth:`~.collect.BenchItem.repr_failure`), but pytest's own end-of-run sections never
+iterate benchmark reports:
+
+* pytest's ``FAILURES`` section (``TerminalReporter.summary_failures``) prints one section
+  per failed report and, for each, scans every passed setup/teardown report for teardown
+  output (``_get_teardown_reports``): O(failures x reports), pytest issue #13360; at
+  16,167 items ~90% wrong that was 380 s after the last answer.
+* the short test summary (``-rf``, on by default) prints one line per failed report.
+
+Mechanism: :meth:`AnswerReporting.pytest_terminal_summary` is a hook wrapper that runs
+*around* the terminal reporter's own wrapper (``tryfirst``).  Before it, the benchmark
+reports are taken out of ``terminalreporter.stats["failed"]``; pytest's sections then
+see plain tests only (their output is unchanged); after it they are put back, so the
+final ``N failed, M passed`` line still counts them.  In between, the benchaudit summary
+lists the first wrong answers of each task (``--show-answers N``, default 5; ``all`` or
+``-v`` lists every one).  ``tests/test_output.py`` breaks if a pytest release changes
+any of what this relies on (the order of the wrapped sections, ``stats`` keyed by
+category, the summary line computed after the hook).
+
+In verbose mode (``-v``), pytest's per-item line reads ``WRONG`` or ``INVALID`` rather
+than ``FAILED`` for benchmark items (``pytest_report_teststatus``; category ``failed``).
+
+Progress: on a terminal (and at pytest's default verbosity or ``-q``), benchmark items print
+no progress letter; one live line (:class:`LiveLine`, redrawn at most 10 times a second with
+``TerminalReporter.rewrite``) shows questions done of total, rate, ETA and the running score
+and invalid rate per model.  pytest's own ``[NN%]`` column is turned off for such a session
+(it would count characters the live line overwrote); plain tests keep their letters.  Not a
+terminal (CI logs, pipes): no live line and no letters for benchmark items either, but the same
+text as a plain line at each tenth of the run (ten lines, not one letter per question).
+``BENCHAUDIT_PROGRESS=1`` forces the live line, ``=0`` (or ``-v``) pytest's usual per-item output.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Generator
+
+import pytest
+
+from pytest_benchaudit.common.progress import ENV as PROGRESS_ENV
+
+__all__ = ["AnswerReporting", "LiveLine", "add_output_options", "is_bench_failure", "live_enabled", "show_answers"]
+
+DEFAULT_SHOWN = 5  # wrong answers listed per task by default
+DEFAULT_BUDGET = 50  # ... but about this many in all when a run has many tasks (at least one each)
+
+
+def add_output_options(parser: pytest.Parser) -> None:
+    """Options of the terminal output (registered with the other benchaudit options)."""
+    group = parser.getgroup("benchaudit")
+    group.addoption("--show-answers", default=None, metavar="N|all",
+                    help=f"wrong/invalid answers listed per task in the benchaudit summary (default "
+                         f"{DEFAULT_SHOWN}, fewer per task when a run has many, about {DEFAULT_BUDGET} in all; "
+                         "'all' lists every one, as -v does; 0 none)")
+
+
+def show_answers(config: pytest.Config) -> int | None:
+    """How many non-correct answers to list per task: ``None`` for all.  A bad value is a usage error."""
+    raw = config.getoption("show_answers", None)
+    if raw is None:
+        return None if config.get_verbosity() >= 1 else DEFAULT_SHOWN
+    text = str(raw).strip().lower()
+    if text == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise pytest.UsageError(f"--show-answers {raw}: expected a number of answers (0 or more) or 'all'")
+    return value
+
+
+def is_bench_failure(report: Any) -> bool:
+    """A failed ``call`` report of a benchmark item that carries its record (a wrong or invalid answer).
+
+    A benchmark item that crashed (a bug, not an answer) carries no record and keeps
+    pytest's usual traceback and sections.
+    """
+    return getattr(report, "when", None) == "call" and bool(getattr(report, "failed", False)) \
+        and getattr(report, "benchaudit_record", None) is not None
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds + 0.5)
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class LiveLine:
+    """Done/total, rate, ETA and the running score and invalid rate per model, as one line."""
+
+    MIN_INTERVAL = 0.1
+
+    def __init__(self, total: int, clock: Any = time.monotonic) -> None:
+        self.total = total
+        self.done = 0
+        self.by_model: dict[str, list[int]] = {}  # model -> [answered, correct, invalid]
+        self._clock = clock
+        self._start = clock()
+        self._last = float("-inf")
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.done += 1
+        counts = self.by_model.setdefault(str(record.get("model")), [0, 0, 0])
+        counts[0] += 1
+        counts[1] += bool(record.get("correct"))
+        counts[2] += not record.get("valid", True)
+
+    def due(self) -> bool:
+        now = self._clock()
+        if now - self._last < self.MIN_INTERVAL and self.done < self.total:
+            return False
+        self._last = now
+        return True
+
+    def text(self) -> str:
+        elapsed = max(self._clock() - self._start, 1e-9)
+        rate = self.done / elapsed
+        left = max(self.total - self.done, 0)
+        eta = _clock(left / rate) if rate > 0 else "?"
+        models = " | ".join(f"{m}: {100 * c / n:.1f}% correct, {100 * i / n:.1f}% invalid"
+                            for m, (n, c, i) in self.by_model.items() if n)
+        return (f"benchaudit {self.done:,}/{self.total:,} questions  {rate:,.1f}/s  ETA {eta}"
+                + (f"  {models}" if models else ""))
+
+
+def live_enabled(config: pytest.Config, reporter: Any) -> bool:
+    """A live line: forced by ``BENCHAUDIT_PROGRESS``, else on a terminal at verbosity <= 0."""
+    forced = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    if forced in ("0", "false", "no", "off") or reporter is None or config.option.collectonly:
+        return False
+    if config.get_verbosity() > 0:
+        return False
+    return forced in ("1", "true", "yes", "on") or bool(getattr(reporter, "isatty", False))
+
+
+def log_lines_enabled(config: pytest.Config, reporter: Any) -> bool:
+    """Not a terminal (CI logs, pipes): a plain progress line at each tenth instead of a letter per
+    item; ``BENCHAUDIT_PROGRESS=0`` or ``-v`` keeps pytest's own per-item output."""
+    forced = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    return (reporter is not None and not config.option.collectonly and config.get_verbosity() <= 0
+            and forced not in ("0", "false", "no", "off"))
+
+
+class AnswerReporting:
+    """pytest plugin object (the process with the terminal: serial run or xdist controller)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.live: LiveLine | None = None
+        self.tty = False  # live line redrawn in place (a terminal) or a line per tenth (a log)
+        self._drawn = False
+
+    # -- the live line ---------------------------------------------------------------
+    def _reporter(self) -> Any:
+        return self.config.pluginmanager.get_plugin("terminalreporter")
+
+    def _start_live(self, total: int) -> None:
+        reporter = self._reporter()
+        if self.live is not None or total <= 0:
+            return
+        if live_enabled(self.config, reporter):
+            self.tty = True
+        elif log_lines_enabled(self.config, reporter):
+            self.tty = False
+        else:
+            return
+        self.live = LiveLine(total)
+        # pytest's [NN%] column counts the characters on the current line, which the live line
+        # overwrites; with it on, every item would end a line.  (tests/test_output.py checks it.)
+        reporter._show_progress_info = False
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._start_live(sum(1 for i in session.items if getattr(i, "bench", None) is not None))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:
+        self._start_live(sum(1 for nodeid in ids if ".toml::" in nodeid))  # every worker collects the same
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = getattr(report, "benchaudit_record", None)
+        if self.live is None or record is None or report.when != "call":
+            return
+        live = self.live
+        step = live.done * 10 // live.total
+        live.add(record)
+        reporter = self._reporter()
+        if not self.tty:  # a log: one plain line at each tenth of the run
+            if live.done * 10 // live.total > step:
+                reporter.write_line(live.text())
+            return
+        if live.due():
+            width = max(getattr(reporter._tw, "fullwidth", 100) - 1, 20)
+            reporter.rewrite(live.text()[:width], erase=True)
+            self._drawn = True
+
+    def pytest_sessionfinish(self) -> None:
+        if self.live is not None and self.tty and self._drawn:
+            reporter = self._reporter()
+            reporter.rewrite(self.live.text()[: max(reporter._tw.fullwidth - 1, 20)], erase=True)
+            reporter.write_line("")
+            self._drawn = False
+
+    # -- per-item status ---------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        if self.live is not None and report.when == "call" and getattr(report, "benchaudit_record", None) is not None:
+            # The live line stands for benchmark items; no letter for each of them.
+            return ("failed" if report.failed else "passed"), "", ""
+        if not is_bench_failure(report):
+            return None
+        record = report.benchaudit_record  # type: ignore[attr-defined]
+        if record.get("valid", True):
+            return "failed", "F", ("WRONG", {"red": True})
+        return "failed", "I", ("INVALID", {"yellow": True})
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, Any, Any]:
+        stats = getattr(terminalreporter, "stats", None)
+        failed = stats.get("failed") if isinstance(stats, dict) else None
+        if not failed:
+            return (yield)
+        kept = [r for r in failed if not is_bench_failure(r)]
+        if len(kept) == len(failed):
+            return (yield)
+        # The same list object, emptied of benchmark reports for the duration of the summary
+        # sections, then restored in its original order (the final stats line counts it).
+        original = list(failed)
+        failed[:] = kept
+        try:
+            return (yield)
+        finally:
+            failed[:] = original

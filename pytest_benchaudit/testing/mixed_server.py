@@ -1,0 +1,100 @@
+"""A realistic answer mix for benchmarks: mostly wrong, some invalid, some HTTP errors and retries.
+
+Benchmarks of the harness must measure what a user meets with a real (small) model, not a
+server that answers every question alike: most answers wrong, 5–15% invalid, a few HTTP
+errors that the client retries.  :func:`realistic_mix` is a :data:`~.scripted_server.Script`
+for :class:`~.scripted_server.ScriptedServer` that decides each reply from a hash of the
+question text (so every run, and the bare client of a benchmark, gets the same mix):
+
+* ``invalid`` share: an invalid answer, in turn empty, unparseable prose, and a truncated
+  reply (``finish_reason: length``);
+* ``http_errors`` share: the first attempt fails (HTTP 500, or 429 with ``Retry-After: 0``),
+  the retry answers with a letter;
+* the rest: ``Answer: X`` with X drawn from ``letters`` (on four-option questions about a
+  quarter right, on SecEval's multi-answer questions far fewer).
+
+Command line (like ``scripted_server``)::
+
+    python -m pytest_benchaudit.testing.mixed_server --latency 0.1 [--invalid 0.10] [--http-errors 0.03]
+
+prints ``READY http://127.0.0.1:PORT/v1`` once listening, serves until SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import signal
+import sys
+import time
+from typing import Iterable
+
+from pytest_benchaudit.testing.scripted_server import Call, Reply, Script, ScriptedServer
+
+__all__ = ["realistic_mix", "main"]
+
+_INVALID = (Reply(content=""), Reply(content="I am not sure which option is meant here."),
+            Reply(content="Let me think about each option in turn. First,", finish_reason="length"))
+
+
+def _fraction(text: str, salt: str) -> float:
+    digest = hashlib.blake2b((salt + text).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def realistic_mix(invalid: float = 0.10, http_errors: float = 0.03, letters: str = "ABCD") -> Script:
+    """A script answering by a hash of the question: ``invalid`` / ``http_errors`` shares, else a letter."""
+    if not 0 <= invalid + http_errors <= 1:
+        raise ValueError("invalid + http_errors must lie in [0, 1]")
+
+    def script(call: Call) -> Reply:
+        text = call.last_user_text
+        x = _fraction(text, "kind")
+        letter = letters[int(_fraction(text, "letter") * len(letters))]
+        if x < invalid:
+            return _INVALID[int(x / invalid * len(_INVALID)) % len(_INVALID)]
+        if x < invalid + http_errors and call.attempt == 1:
+            if _fraction(text, "status") < 0.5:
+                return Reply(status=500, error_message="scripted overload")
+            return Reply(status=429, error_message="scripted rate limit", headers={"Retry-After": "0"})
+        return Reply(content=f"Answer: {letter}")
+
+    return script
+
+
+class _Terminate(Exception):
+    pass
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    raise _Terminate(signum)
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_benchaudit.testing.mixed_server",
+                                     description="Scripted OpenAI-compatible server with a realistic answer mix.")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds to hold each request")
+    parser.add_argument("--invalid", type=float, default=0.10, help="share of invalid answers (default 0.10)")
+    parser.add_argument("--http-errors", type=float, default=0.03,
+                        help="share of requests whose first attempt gets HTTP 500/429 (default 0.03)")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    server = ScriptedServer(realistic_mix(args.invalid, args.http_errors), latency=args.latency, port=args.port)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        server.start()
+        print(f"READY {server.url}", flush=True)
+        while True:
+            time.sleep(3600)
+    except _Terminate:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

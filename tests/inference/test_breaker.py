@@ -1,0 +1,159 @@
+"""Fail fast: the per-endpoint circuit breaker, 401/403, an incomplete run and --resume."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from pytest_benchaudit.inference.breaker import BreakerBackend, classify_error
+from pytest_benchaudit.pipeline.types import Generation, Question, Request
+from pytest_benchaudit.scoring.extract import extract
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+from conftest import only_run_dir, read_run, write_mcq_suite
+
+OPTIONS = ["first", "second", "third", "fourth"]
+
+
+class _Inner:
+    """A backend stand-in answering from a list of errors (None: an answer)."""
+
+    spec = None
+
+    def __init__(self, errors: list[str | None]) -> None:
+        self.errors = list(errors)
+        self.sent = 0
+
+    async def generate(self, request: Request) -> Generation:
+        self.sent += 1
+        error = self.errors.pop(0) if self.errors else None
+        return Generation(error=error) if error else Generation(text="Answer: A")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _ask(backend: BreakerBackend, n: int) -> list[Generation]:
+    request = Request(mode="chat", messages=[{"role": "user", "content": "q"}], params={})
+
+    async def go() -> list[Generation]:
+        return [await backend.generate(request) for _ in range(n)]
+
+    return asyncio.run(go())
+
+
+def test_classify_error() -> None:
+    assert classify_error(None) == "ok"
+    assert classify_error("timeout: no answer within 5s (TimeoutError) (gave up after 3 attempts)") == "down"
+    assert classify_error("connection error: ClientConnectorError: refused") == "down"
+    assert classify_error("HTTP 401: Incorrect API key provided") == "auth"
+    assert classify_error("HTTP 403: forbidden") == "auth"
+    assert classify_error("HTTP 500: overloaded (gave up after 3 attempts)") == "other"
+    assert classify_error("HTTP 4011: no") == "other"
+
+
+def test_trips_after_n_consecutive_connection_failures_and_stops_sending() -> None:
+    down = "connection error: refused"
+    inner = _Inner([down] * 3 + [None] + [down] * 5)
+    breaker = BreakerBackend(inner, threshold=5, label="m")
+    out = _ask(breaker, 20)
+    # 3 failures, an answer resets the count, then 5 failures trip it; the last 11 are never sent
+    assert inner.sent == 9 and breaker.state.tripped and breaker.state.not_asked == 11
+    assert all(g.error and g.error.startswith("endpoint_down: 5 consecutive") and g.attempts == 0 for g in out[9:])
+    q = Question(benchmark="b", task="t", id="q1", index=0, text="q", choices={"A": "x", "B": "y"}, gold="A")
+    assert extract("final_answer_letter", out[-1], q, "strip").invalid_reason == "endpoint_down"
+    assert extract("final_answer_letter", out[0], q, "strip").invalid_reason == "inference_error"
+
+
+def test_auth_failure_trips_at_once_and_threshold_zero_never_counts() -> None:
+    inner = _Inner(["HTTP 401: Incorrect API key provided"])
+    breaker = BreakerBackend(inner, threshold=0)
+    out = _ask(breaker, 4)
+    assert inner.sent == 1 and out[0].error == "HTTP 401: Incorrect API key provided"
+    assert "Incorrect API key provided" in out[1].error and breaker.state.kind == "auth"
+    never = BreakerBackend(_Inner(["timeout: slow"] * 50), threshold=0)
+    _ask(never, 50)
+    assert never.state.tripped is None and never.inner.sent == 50
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _suite(pytester: pytest.Pytester, n: int) -> None:
+    rows = [{"id": f"q{i:03d}", "question": f"Question {i}?", "options": OPTIONS, "gold": "A"} for i in range(n)]
+    write_mcq_suite(pytester.path, "deadbench", rows)
+
+
+def _run(pytester: pytest.Pytester, url: str, *extra: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("suites/deadbench", "--data-dir", "data", "--model", f"m@{url}",
+                                         "--report-dir", "out", "--max-retries", "0", "-p", "no:randomly",
+                                         "--no-cache", *extra)
+
+
+def test_dead_endpoint_is_not_asked_every_question_and_resume_asks_the_rest(pytester: pytest.Pytester) -> None:
+    _suite(pytester, 60)
+    dead = f"http://127.0.0.1:{_closed_port()}/v1"
+    result = _run(pytester, dead, "--breaker", "5", "--concurrency", "2")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # incomplete
+    text = result.stdout.str()
+    assert text.count("endpoint down — 5 consecutive connection failures or timeouts") == 1
+    result.stdout.fnmatch_lines(["*INCOMPLETE: model m: * questions not asked (endpoint_down: *--resume out/*"])
+    run_dir = only_run_dir(pytester.path / "out")
+    out = read_run(run_dir)
+    reasons = [r["invalid_reason"] for r in out["records"]]
+    assert len(reasons) == 60  # every question recorded
+    assert 5 <= reasons.count("inference_error") <= 5 + 2  # the breaker's N, plus those already in flight
+    assert reasons.count("endpoint_down") == 60 - reasons.count("inference_error")
+    assert out["run"]["incomplete"]["m"]["not_asked"] == reasons.count("endpoint_down")
+    (res,) = out["summary"]["results"]
+    assert res["invalid_reasons"]["endpoint_down"] == reasons.count("endpoint_down")
+    # --resume, endpoint back: the questions not asked are asked now, each key recorded once
+    with ScriptedServer(lambda call: Reply(content="Answer: A")) as server:
+        resumed = _run(pytester, server.url, "--breaker", "5", "--concurrency", "2", "--resume", str(run_dir))
+        asked = [c for c in server.calls if c.path.endswith("/completions")]
+    assert resumed.ret == pytest.ExitCode.OK  # the questions asked now were answered; nothing left incomplete
+    again = read_run(run_dir)
+    keys = [r["question_id"] for r in again["records"]]
+    assert len(keys) == len(set(keys)) == 60
+    assert len(asked) == reasons.count("endpoint_down")
+    assert not any(r["invalid_reason"] == "endpoint_down" for r in again["records"])
+    assert "incomplete" not in again["run"]
+
+
+def test_401_stops_the_model_at_its_first_answer_with_the_providers_message(pytester: pytest.Pytester) -> None:
+    _suite(pytester, 20)
+    refuse = Reply(status=401, error_message="Incorrect API key provided: sk-****1234.")
+    with ScriptedServer(lambda call: refuse) as server:
+        result = _run(pytester, server.url, "--concurrency", "1")
+        asked = [c for c in server.calls if c.path.endswith("/completions")]
+    assert len(asked) == 1
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*model m: endpoint down — the endpoint refused the credentials "
+                                 "(HTTP 401: Incorrect API key provided*"])
+    records = read_run(only_run_dir(pytester.path / "out"))["records"]
+    assert records[0]["invalid_reason"] == "inference_error" and "Incorrect API key" in records[0]["error"]
+    assert [r["invalid_reason"] for r in records[1:]] == ["endpoint_down"] * 19
+
+
+def test_breaker_option_is_validated(pytester: pytest.Pytester) -> None:
+    _suite(pytester, 2)
+    result = _run(pytester, f"http://127.0.0.1:{_closed_port()}/v1", "--breaker", "-1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--breaker -1: expected 0 (off) or a positive number*"])
+
+
+def test_endpoint_that_never_answers_trips_on_timeouts(pytester: pytest.Pytester) -> None:
+    _suite(pytester, 40)
+    with ScriptedServer(lambda call: Reply(content="Answer: A", delay=30)) as server:
+        result = _run(pytester, server.url, "--breaker", "3", "--concurrency", "2", "--request-timeout", "0.3")
+        asked = [c for c in server.calls if c.path.endswith("/completions")]
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert 3 <= len(asked) <= 3 + 2  # N timeouts, plus what was in flight when it tripped
+    result.stdout.fnmatch_lines(["*endpoint down — 3 consecutive connection failures or timeouts (last: timeout*"])
+    records = read_run(only_run_dir(pytester.path / "out"))["records"]
+    assert len(records) == 40 and sum(r["invalid_reason"] == "endpoint_down" for r in records) >= 35
