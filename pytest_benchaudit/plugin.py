@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from pytest_benchaudit.common.errors import BenchauditError
-from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question
+from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question  # noqa: F401  (fixtures)
 from pytest_benchaudit.pytest_plugin.options import OPTIONS_KEY, add_options, build_options
 
-__all__ = ["pytest_addoption", "pytest_configure", "pytest_collect_file", "pytest_report_header"]
+__all__ = ["model", "pipeline", "pytest_addoption", "pytest_collect_file", "pytest_configure", "pytest_report_header",
+           "question"]
 
 
 @pytest.hookimpl

@@ -269,8 +269,8 @@ def sweep_run(
         for variant in variants:
             pipeline = variant.pipeline
             cards[f"{key}|{variant.name}"] = {**pipeline.card(), "variant": variant.info()}
-            rescored = rescore_records(bar.count(recs), lambda rec, p=pipeline: p,
-                                       lambda bench, task, p=pipeline: resources(bench, task, p.scoring.metric))
+            rescored = rescore_records(bar.count(recs), _constant(pipeline),
+                                       _resources_under(resources, pipeline))
             all_records += [{**r, "variant": variant.name} for r in rescored]
     bar.close()
     if layers:
@@ -281,3 +281,11 @@ def sweep_run(
     return variant_deltas(results, cards), results, cards
 
 
+def _constant(pipeline: Pipeline) -> Callable[[Mapping[str, Any]], Pipeline]:
+    """Every record under one pipeline (a sweep variant)."""
+    return lambda _rec: pipeline
+
+
+def _resources_under(resources: Any, pipeline: Pipeline) -> Callable[[str, str], Mapping[str, Any]]:
+    """The lookup files a variant's metric reads."""
+    return lambda bench, task: resources(bench, task, pipeline.scoring.metric)

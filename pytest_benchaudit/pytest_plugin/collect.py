@@ -23,7 +23,7 @@ from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.scoring.judge import judge_card
 from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.pytest_plugin.checks import checks_of
-from pytest_benchaudit.pytest_plugin.options import get_options
+from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, is_unspecified
 from pytest_benchaudit.prompt.templates import Template, TemplateError, inference_params, render_request
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, DataUnavailable, Suite, SuiteError, load_suite
@@ -324,7 +324,7 @@ def _never_called() -> None:
 
 def _run_question(question: Question, pipeline: Pipeline, model: ModelSpec, request: pytest.FixtureRequest) -> None:
     """The body of every benchmark item: ask, read, score, record; fail when not correct."""
-    get_options(request.config).state.runner.run_item(request.node, question, pipeline, model)
+    item_runner(request.config).run_item(request.node, question, pipeline, model)
 
 
 def default_fixtures_only(fixtureinfo: Any) -> bool:
@@ -367,7 +367,7 @@ class BenchItem(pytest.Function):
             super().runtest()
             return
         spec = self.bench
-        get_options(self.config).state.runner.run_item(self, spec.question, spec.pipeline, spec.model)
+        item_runner(self.config).run_item(self, spec.question, spec.pipeline, spec.model)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         q = self.bench.question

@@ -71,7 +71,8 @@ def deselect_recorded(config: pytest.Config, items: list[pytest.Item], recorded:
     """Remove the items whose record is already there; report them as deselected."""
     if not recorded:
         return 0
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         (drop if item_key(item) in recorded else keep).append(item)
     if drop:
@@ -95,7 +96,7 @@ class ResumeFilter:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         keys = getattr(config, "workerinput", {}).get(RESUME_KEYS)
         if keys:
-            deselect_recorded(config, items, {tuple(k) for k in keys})  # type: ignore[misc]
+            deselect_recorded(config, items, {tuple(k) for k in keys})
 
 
 def _not_asked(record: dict[str, Any]) -> bool:

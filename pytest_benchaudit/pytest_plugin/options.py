@@ -10,7 +10,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -26,9 +26,22 @@ from pytest_benchaudit.scoring.registry import check_vary
 from pytest_benchaudit.runs.replay import resolve_replay_spec
 
 if TYPE_CHECKING:
-    from pytest_benchaudit.pytest_plugin.runner import Runner
+    from pytest_benchaudit.inference.backend import ModelSpec as _ModelSpec
+    from pytest_benchaudit.pipeline.stages import Pipeline as _Pipeline
+    from pytest_benchaudit.pipeline.types import Question as _Question
 
-__all__ = ["RunOptions", "RunState", "add_options", "build_options", "get_options", "OPTIONS_KEY",
+
+class ItemRunner(Protocol):
+    """What a benchmark item needs of the process's runner (``pytest_plugin.runner.Runner``).
+
+    Collection hands items this interface, not the runner module, so the two modules do not
+    import each other.
+    """
+
+    def run_item(self, item: Any, question: "_Question", pipeline: "_Pipeline",
+                 model: "_ModelSpec") -> None: ...
+
+__all__ = ["ItemRunner", "RunOptions", "RunState", "item_runner", "add_options", "build_options", "get_options", "OPTIONS_KEY",
            "parse_vary", "default_cache_dir"]
 
 
@@ -38,7 +51,7 @@ class RunState:
 
     cards: dict[str, dict[str, Any]] = field(default_factory=dict)
     checksums: dict[str, str] = field(default_factory=dict)
-    runner: "Runner | None" = None
+    runner: ItemRunner | None = None
 
 
 @dataclass
@@ -270,3 +283,11 @@ def default_cache_dir() -> Path:
 
 def get_options(config: pytest.Config) -> RunOptions:
     return config.stash[OPTIONS_KEY]
+
+
+def item_runner(config: pytest.Config) -> ItemRunner:
+    """The runner of this process; items never run where there is none (the xdist controller)."""
+    runner = get_options(config).state.runner
+    if runner is None:
+        raise RuntimeError("a benchmark item ran in a process without a runner (the xdist controller)")
+    return runner

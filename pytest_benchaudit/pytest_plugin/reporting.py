@@ -218,7 +218,7 @@ class AnswerReporting:
             return ("failed" if report.failed else "passed"), "", ""
         if not is_bench_failure(report):
             return None
-        record = report.benchaudit_record  # type: ignore[attr-defined]
+        record = report.benchaudit_record
         if record.get("valid", True):
             return "failed", "F", ("WRONG", {"red": True})
         return "failed", "I", ("INVALID", {"yellow": True})

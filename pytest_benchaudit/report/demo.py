@@ -73,7 +73,7 @@ def explain(released: Path, standardized: Path, html: str | None = None) -> str:
     if rows:
         lines += ["", "Which fields move the released score (each variant of the released run changes one field):",
                   render_variant_deltas(rows)]
-    lines += ["", f"Run directories (records.jsonl, summary.json, run.json with the pipeline cards):",
+    lines += ["", "Run directories (records.jsonl, summary.json, run.json with the pipeline cards):",
               f"  released     : {released}", f"  standardized : {standardized}"]
     if html:
         lines.append(f"HTML report (ranks, score shifts, plots; one self-contained file): {html}")
