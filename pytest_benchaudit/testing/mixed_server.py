@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import signal
 import sys
-import time
 from typing import Iterable
 
-from pytest_benchaudit.testing.scripted_server import Call, Reply, Script, ScriptedServer
+from pytest_benchaudit.testing.scripted_server import (
+    Call,
+    Reply,
+    Script,
+    ScriptedServer,
+    serve_until_signal,
+)
 
 __all__ = ["realistic_mix", "main"]
 
@@ -62,14 +66,6 @@ def realistic_mix(invalid: float = 0.10, http_errors: float = 0.03, letters: str
     return script
 
 
-class _Terminate(Exception):
-    pass
-
-
-def _on_signal(signum: int, frame: object) -> None:
-    raise _Terminate(signum)
-
-
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_benchaudit.testing.mixed_server",
                                      description="Scripted OpenAI-compatible server with a realistic answer mix.")
@@ -80,20 +76,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                         help="share of requests whose first attempt gets HTTP 500/429 (default 0.03)")
     args = parser.parse_args(list(argv) if argv is not None else None)
     server = ScriptedServer(realistic_mix(args.invalid, args.http_errors), latency=args.latency, port=args.port)
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    try:
-        server.start()
-        print(f"READY {server.url}", flush=True)
-        while True:
-            time.sleep(3600)
-    except _Terminate:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        server.stop()
-    return 0
+    return serve_until_signal(server)
 
 
 if __name__ == "__main__":

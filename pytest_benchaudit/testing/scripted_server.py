@@ -77,7 +77,7 @@ from pytest_benchaudit.testing.scripts import (
     sequence,
 )
 
-__all__ = ["Call", "Reply", "Script", "ScriptedServer", "by_marker", "main", "sequence"]
+__all__ = ["Call", "Reply", "Script", "ScriptedServer", "by_marker", "main", "sequence", "serve_until_signal"]
 
 
 # --------------------------------------------------------------------------- server
@@ -451,6 +451,27 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise _Terminate(signum)
 
 
+def serve_until_signal(server: "ScriptedServer") -> int:
+    """Start ``server``, print ``READY URL`` (flushed), serve until SIGTERM or SIGINT, stop; exit status 0."""
+    # Handlers go in before READY so a signal sent right after READY is honoured.
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        server.start()
+        print(f"READY {server.url}", flush=True)
+        while True:
+            time.sleep(3600)  # interrupted by the signal handler's exception
+    except _Terminate:
+        pass
+    finally:
+        # Ignore further signals while shutting down so a second SIGTERM cannot
+        # interrupt the cleanup with a traceback.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        server.stop()
+    return 0
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     """Serve until SIGTERM/SIGINT; print ``READY <url>`` once listening.  Returns the exit status."""
     parser = argparse.ArgumentParser(
@@ -477,23 +498,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         port=args.port,
         api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
     )
-    # Handlers go in before READY so a signal sent right after READY is honoured.
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    try:
-        server.start()
-        print(f"READY {server.url}", flush=True)
-        while True:
-            time.sleep(3600)  # interrupted by the signal handler's exception
-    except _Terminate:
-        pass
-    finally:
-        # Ignore further signals while shutting down so a second SIGTERM cannot
-        # interrupt the cleanup with a traceback.
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        server.stop()
-    return 0
+    return serve_until_signal(server)
 
 
 if __name__ == "__main__":
