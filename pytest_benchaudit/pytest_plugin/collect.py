@@ -6,6 +6,9 @@
 ``pipeline`` and ``model`` can be overridden in a ``conftest.py``.  Node ids read
 ``suites/seceval/suite.toml::mcq::q0001[local]``; with ``--vary`` each question x model
 also runs once per variant: ``q0001[local|max_tokens=5]`` (see :mod:`.variants`).
+
+Why ~410 lines: the suite file, task collector, item class and fixtures form pytest's
+collection tree for one suite; the pre-run checks already live in :mod:`.checks`.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ at collection and never asked again.  In a serial run the controller deselects;
 under xdist the controller does not collect, so it hands the recorded keys to
 each worker (``workerinput["benchaudit_resume_keys"]``) and the worker's
 :class:`ResumeFilter` deselects the same items.
+
+Why ~450 lines: the run directory, resume, the breaker's incomplete-run accounting, cost,
+gates, xdist node glue and the terminal summary all act on the one run the controller owns.
 """
 
 from __future__ import annotations

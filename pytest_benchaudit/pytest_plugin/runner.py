@@ -7,6 +7,11 @@ controller has queued for *this* worker (read from xdist's worker queue), so a
 worker never generates for another worker's items.  Each item then waits only
 for its own generation, runs extraction and scoring, and attaches its record to
 its test report, which carries it to the controller.
+
+Why ~500 lines: one per-process object owns the engine, the launched servers' URLs and keys,
+the prefetch order (serial and per xdist worker), the breaker and cost meter around each
+backend, the judge and the per-item record; they share its state for every item.  The
+next split is the judge and the launched-server bookkeeping (tracked in issue 11's note).
 """
 
 from __future__ import annotations
