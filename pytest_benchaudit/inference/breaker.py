@@ -77,6 +77,11 @@ class BreakerBackend:
         """The wrapped backend's model spec (the generation cache names the model by it)."""
         return getattr(self.inner, "spec", None)
 
+    async def served_models(self) -> list[str] | None:
+        """What the wrapped endpoint serves (the generation cache keys on it); ``None`` if it cannot say."""
+        inner = getattr(self.inner, "served_models", None)
+        return await inner() if inner is not None else None
+
     async def generate(self, request: Request) -> Generation:
         if self._gate is None:
             return await self._generate(request)

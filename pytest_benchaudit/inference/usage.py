@@ -141,6 +141,11 @@ class BudgetedBackend:
         self._slots: asyncio.Semaphore | None = None
         self._concurrency = max(1, concurrency)
 
+    async def served_models(self) -> list[str] | None:
+        """What the wrapped endpoint serves (the generation cache keys on it); ``None`` if it cannot say."""
+        inner = getattr(self.inner, "served_models", None)
+        return await inner() if inner is not None else None
+
     async def generate(self, request: Request) -> Generation:
         if self._slots is None:  # created on the engine's loop
             self._slots = asyncio.Semaphore(self._concurrency)
