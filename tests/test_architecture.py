@@ -153,3 +153,12 @@ def test_cli_start_up_imports_neither_pytest_nor_scipy(command: str) -> None:
     code = f"{command}; import sys; print(sorted(m for m in ('pytest', '_pytest', 'scipy', 'matplotlib') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_package_version_matches_the_distribution() -> None:
+    import tomllib
+
+    import pytest_benchaudit
+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert pytest_benchaudit.__version__ == project["version"]
