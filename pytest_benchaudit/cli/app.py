@@ -145,8 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (BenchauditError, OSError) as err:
-        # A file that cannot be read or written (permissions, a file where a folder should be)
-        # is bad input too: one line naming it, not a traceback.
+        # Any error of the package, or a file that cannot be read or written (permissions, a file
+        # where a folder should be): one line naming it, not a traceback (statuses: common.errors).
         print(f"benchaudit {args.command}: {err}", file=sys.stderr)
         return cli_exit_code(err)
 
