@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchaudit.pipeline.stages import UNSPECIFIED, Pipeline, is_unspecified
+from pytest_benchaudit.scoring.registry import check_suite_names
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
 
 __all__ = [
@@ -293,11 +294,20 @@ def suite_ledger(suite: Suite) -> dict[str, Any]:
 
 
 def build_ledger(suites_dir: Path) -> dict[str, Any]:
-    """The ledger of every ``suites_dir/*/suite.toml``.  Raises :class:`SuiteError`."""
+    """The ledger of every ``suites_dir/*/suite.toml``.
+
+    Each suite is loaded once and checked as a run would check it (schema, then the rule and
+    metric names its layers use), so a typo fails here instead of reading as a ledger cell.
+    Raises :class:`SuiteError` or :class:`ConfigError`.
+    """
     paths = sorted(suites_dir.glob(f"*/{SUITE_FILENAME}"))
     if not paths:
-        raise SuiteError(f"no {SUITE_FILENAME} under {suites_dir}/*/")
-    rows = [suite_ledger(load_suite(path)) for path in paths]
+        raise SuiteError(f"{suites_dir}: no */{SUITE_FILENAME} found")
+    rows = []
+    for path in paths:
+        suite = load_suite(path)
+        check_suite_names(suite)
+        rows.append(suite_ledger(suite))
     counts = {s: sum(r["counts"][s] for r in rows) for s in STATUSES}
     n = sum(r["not_reproducible"] for r in rows)
     m = sum(r["fields_total"] for r in rows)

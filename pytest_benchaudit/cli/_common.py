@@ -6,13 +6,12 @@ Kept free of heavy imports: every command module imports this at start-up.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_benchaudit.common.errors import UsageError
 
-__all__ = ["CliError", "Subparsers", "add_data_dir", "add_suites_dir", "load_json", "run_cards", "suite_file"]
+__all__ = ["CliError", "Subparsers", "add_data_dir", "add_suites_dir", "run_cards", "suite_file"]
 
 # What `ArgumentParser.add_subparsers()` returns; each command module adds its parser to it.
 # (The class is private, but it is what argparse hands out; only typeshed makes it generic.)
@@ -24,16 +23,6 @@ else:
 
 class CliError(UsageError):
     """A problem with the command's input; printed as one line, exit status 2."""
-
-
-def load_json(path: Path) -> Any:
-    """The parsed JSON file at ``path``; a missing or malformed file is one :class:`CliError`."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CliError(f"{path}: not found (is {path.parent} a benchaudit run directory?)") from None
-    except json.JSONDecodeError as err:
-        raise CliError(f"{path}: invalid JSON at line {err.lineno}: {err.msg}") from None
 
 
 def run_cards(run_dir: Path) -> dict[str, dict[str, Any]]:

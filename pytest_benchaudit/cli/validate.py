@@ -46,13 +46,6 @@ def suite_problems(suites_dir: Path) -> tuple[list[Path], list[str]]:
     return paths, problems
 
 
-def validate_suites(suites_dir: Path) -> None:
-    """Raise one :class:`CliError` for the first invalid suite under ``suites_dir``."""
-    _paths, problems = suite_problems(suites_dir)
-    if problems:
-        raise CliError(problems[0])
-
-
 def run(args: argparse.Namespace) -> int:
     paths, problems = suite_problems(args.suites_dir)
     for message in problems:

@@ -95,3 +95,14 @@ def test_import_and_sweep_through_the_command(tmp_path: Path, real_data: Path,
     # the released VSP score counts valid vectors only: 90 of 200 were invalid for this model
     assert vsp["base_invalid_rate"] == pytest.approx(90 / 200) and vsp["moved_by"] == "scoring"
     assert vsp["delta_pp"] < -40
+
+
+def test_the_command_list_says_what_each_command_module_says() -> None:
+    """`benchaudit --help` lists commands from app.py's table (no module imported); it must not drift."""
+    from importlib import import_module
+
+    from pytest_benchaudit.cli.app import _LIST_HELP, COMMANDS
+
+    for name, module in COMMANDS.items():
+        own = getattr(import_module(f"pytest_benchaudit.cli.{module}"), "HELP", None)
+        assert own is None or own == _LIST_HELP[name], name
