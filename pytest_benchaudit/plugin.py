@@ -60,7 +60,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(runner, "benchaudit-runner")
     if not is_worker:
         config.pluginmanager.register(Controller(config, opts, local_url), "benchaudit-controller")
-    else:
+    if is_xdist_controller or is_worker:  # workers on other hosts (execnet gateways): see pytest_plugin/remote.py
+        from pytest_benchaudit.pytest_plugin.remote import RemoteWorkers, WorkerFacts
+
+        config.pluginmanager.register((WorkerFacts if is_worker else RemoteWorkers)(config, opts), "benchaudit-remote")
+    if is_worker:
         from pytest_benchaudit.pytest_plugin.controller import ResumeFilter
 
         # --resume under xdist: workers deselect the items the run already recorded.

@@ -154,7 +154,9 @@ _URL = re.compile(r"https?://[^\s,]+")
 
 def _clean_argv(args: list[str]) -> list[str]:
     """argv as run.json records it: URL credentials dropped, known secrets masked."""
-    return [redact(_URL.sub(lambda m: strip_credentials(m.group(0)), arg)) for arg in args]
+    from pytest_benchaudit.pytest_plugin.remote import mask_tx  # --tx ...//env:NAME=VALUE: the value may be a key
+
+    return [redact(mask_tx(_URL.sub(lambda m: strip_credentials(m.group(0)), arg))) for arg in args]
 
 
 def redact_json(value: Any) -> Any:
@@ -300,6 +302,9 @@ class Controller:
                                   for m, n in self.not_asked.items()}
         elif self.run_dir is not None:
             self.run_dir.meta.pop("incomplete", None)  # a resumed run that asked what was left
+        remote = self.config.pluginmanager.get_plugin("benchaudit-remote")  # xdist: each worker's host, data
+        if remote is not None:
+            meta.update(remote.run_meta())
         if self.resumed_from.get("argv"):
             # The run's own command line stays; the one that resumed it is kept beside it.
             meta["resume_argv"] = meta["argv"]

@@ -1,0 +1,263 @@
+"""xdist workers on other hosts: execnet gateways (``-d --tx socket=HOST:PORT``, ``--tx ssh=HOST``).
+
+pytest-xdist hands each worker the controller's command line and a small ``workerinput``;
+the worker parses the options again on its own host, in its gateway's working directory.
+So each worker already resolves its own data directory (``--data-dir`` relative to its
+working directory, else its own ``$BENCHAUDIT_DATA``, else its user's cache), its own
+generation cache (``--cache-dir``, else its ``$XDG_CACHE_HOME``) and its own API keys (from
+its environment: a :class:`~pytest_benchaudit.inference.backend.ModelSpec` holds the *name*
+of the key variable; ``workerinput`` carries no key of a user's).  Records ride on the
+reports to the controller, which alone writes the run directory.
+
+What this module adds, on the controller (:class:`RemoteWorkers`) and on workers
+(:class:`WorkerFacts`):
+
+* **Which workers are elsewhere.**  127.0.0.1 on two processes names the same sockets
+  when both run on the same kernel (its boot id) in the same network namespace
+  (``/proc/self/ns/net``); a hostname says neither (a container on this host has its own
+  loopback).  Each gateway that is not a plain ``popen`` is asked once for that identity
+  (``_PROBE``, a few lines run there); ``$BENCHAUDIT_HOST_ID`` in a host's environment
+  replaces it (platforms without ``/proc``; tests that make a gateway on this host look remote).
+* **Launched models** (``local``, ``vllm:``) with any gateway that is not a plain ``popen``:
+  one usage error before any gateway is made or server started.  Starting one on each
+  remote worker would mean one server per *worker*, not per host (``--tx 4*ssh=gpu1``: four
+  vLLMs on one GPU), the model and its runtime on every host, a start-up per worker, and a
+  run.json that cannot say which endpoint answered; a server the user starts once per host
+  and names with ``--model NAME@http://HOST:PORT/v1`` has none of these problems.
+* **``--model NAME@http://127.0.0.1:PORT/v1`` with workers elsewhere**: one warning line per
+  model, naming them (a warning, not an error: a vLLM on each host's own loopback, or an SSH
+  tunnel, is a sound set-up).
+* **Path arguments xdist cannot map onto the workers** (a path that exists here and is not
+  under a ``--rsyncdir``): one usage error naming it, instead of xdist's internal error.
+* **Per worker, in run.json ``workers``**: gateway, host, data directory and where it came
+  from, cache directory; data files whose checksums differ between workers: one warning
+  line and run.json ``worker_data_conflicts`` (the run then mixes two datasets).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.pytest_plugin.runner import LAUNCHED
+
+__all__ = ["HOST_ID_ENV", "WORKER_KEY", "RemoteWorkers", "WorkerFacts", "host_identity", "is_local_spec",
+           "loopback_urls", "mask_tx"]
+
+HOST_ID_ENV = "BENCHAUDIT_HOST_ID"  # a host's environment: replaces its loopback identity
+WORKER_KEY = "benchaudit_worker"  # workeroutput: what the worker resolved on its host
+
+_LOOPBACK_HOSTS = {"localhost", "::1", "ip6-localhost"}
+
+
+# Sent to a gateway as source (execnet runs it there, ``channel`` given): its host's loopback
+# identity.  Standard library only, no names from here: it runs on the other host.
+_PROBE = f"""
+import os, socket
+try:
+    netns = os.readlink("/proc/self/ns/net")
+except OSError:
+    netns = ""
+try:
+    with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+        boot = fh.read().strip()
+except OSError:
+    boot = ""
+hostname = socket.gethostname()
+loopback = os.environ.get({HOST_ID_ENV!r}) or (boot + " " + netns if boot and netns else "host " + hostname)
+channel.send({{"hostname": hostname, "loopback": loopback, "cwd": os.getcwd()}})
+"""
+
+
+class _Box:
+    """Stands in for an execnet channel when this process asks itself."""
+
+    def __init__(self) -> None:
+        self.value: dict[str, str] = {}
+
+    def send(self, value: dict[str, str]) -> None:
+        self.value = value
+
+
+def host_identity() -> dict[str, str]:
+    """This process's hostname, loopback identity and working directory (what ``_PROBE`` sends)."""
+    box = _Box()
+    exec(_PROBE, {"channel": box})  # the very code a gateway runs, so the two always compare alike
+    return box.value
+
+
+def is_local_spec(spec: Any) -> bool:
+    """A plain ``popen`` gateway (``-n N``, ``--tx popen``): a process on this host, no proxy."""
+    return bool(getattr(spec, "popen", False)) and not getattr(spec, "via", None)
+
+
+def _is_loopback(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    return host in _LOOPBACK_HOSTS or host.startswith("127.")
+
+
+def loopback_urls(models: list[ModelSpec | None]) -> list[tuple[str, str]]:
+    """(model label, URL) of every endpoint of ``models`` on a loopback address."""
+    out = []
+    for m in models:
+        if m is None or m.kind != "endpoint":
+            continue
+        for url in dict.fromkeys([*(m.endpoints or ()), *([m.base_url] if m.base_url else [])]):
+            if _is_loopback(url):
+                out.append((m.label, url))
+    return out
+
+
+_TX_ENV = re.compile(r"(//env:[^=/]+=)[^/]*")
+
+
+def mask_tx(spec: str) -> str:
+    """A gateway spec as run files and messages show it: ``//env:NAME=VALUE`` values masked (they
+    may be keys), without the ``execmodel=`` xdist adds to every spec."""
+    return _TX_ENV.sub(r"\1***", re.sub(r"^execmodel=[^/]*//", "", spec))
+
+
+def _launched(opts: RunOptions) -> list[str]:
+    return [("local" if m.kind == "local" else f"vllm:{m.model_id}") for m in [*opts.models, opts.judge]
+            if m is not None and m.kind in LAUNCHED]
+
+
+def _rsync_roots(config: pytest.Config) -> list[Path]:
+    """The folders xdist copies to the gateways (as its NodeManager lists them)."""
+    import _pytest
+
+    def folder(path: str) -> str:
+        stripped = path.rstrip("co")
+        return os.path.dirname(stripped) if os.path.basename(stripped) == "__init__.py" else stripped
+
+    candidates = [folder(pytest.__file__), folder(_pytest.__file__), *(config.getoption("rsyncdir", None) or []),
+                  *(config.getini("rsyncdirs") or [])]
+    return [Path(c).resolve() for c in candidates]
+
+
+class RemoteWorkers:
+    """xdist controller: refuse, warn and record what workers on other hosts change."""
+
+    def __init__(self, config: pytest.Config, opts: RunOptions) -> None:
+        self.config = config
+        self.opts = opts
+        self.here = host_identity()
+        self.hosts: dict[str, dict[str, Any]] = {}  # gateway id -> probe answer and spec
+        self.workers: list[dict[str, Any]] = []  # what each worker said at its end (run.json "workers")
+        self.conflicts: dict[str, dict[str, str]] = {}  # data file -> {gateway id: checksum}
+        self._seen: dict[str, tuple[str, str]] = {}  # data file -> (first gateway id, its checksum)
+
+    # -- before any gateway ------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_setupnodes(self, config: pytest.Config, specs: Any) -> None:
+        far = [s for s in specs if not is_local_spec(s)]
+        launched = _launched(self.opts)
+        if far and launched:
+            raise pytest.UsageError(
+                f"--model {', '.join(launched)}: a launched model is served on this host's 127.0.0.1 and is "
+                f"not started on workers through other gateways ({', '.join(mask_tx(str(s)) for s in far)}); "
+                "start the server once on a host the workers reach (e.g. `vllm serve MODEL --host 0.0.0.0 "
+                "--port 8000` there) and pass --model NAME@http://HOST:8000/v1, or run local workers (-n N)")
+        if any(not getattr(s, "popen", False) or getattr(s, "chdir", None) for s in specs):
+            self._check_args(config)  # the specs for which xdist maps path arguments onto rsync roots
+
+    def _check_args(self, config: pytest.Config) -> None:
+        """xdist rewrites each path argument that exists here relative to an rsync root, and fails
+        with an internal error on one that is outside every root: say which, and how to write it."""
+        from xdist.workermanage import make_reltoroot
+
+        roots = _rsync_roots(config)
+        for arg in (str(a) for a in config.invocation_params.args):
+            try:
+                make_reltoroot(roots, [arg])
+            except ValueError:
+                raise pytest.UsageError(
+                    f"{arg!r}: a path on this host that pytest-xdist cannot hand to workers through other "
+                    "gateways (it maps only paths under a --rsyncdir, given as absolute paths). Pass a suite as "
+                    "an absolute path under a --rsyncdir (e.g. --rsyncdir $PWD/suites $PWD/suites/seceval), "
+                    "and an option's value with '=' (--report-dir=out, --data-dir=DIR: then it is read on "
+                    "each worker, relative to its working directory)") from None
+
+    # -- each gateway --------------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_newgateway(self, gateway: Any) -> None:
+        if is_local_spec(gateway.spec):
+            self.hosts[gateway.id] = {**self.here, "elsewhere": False}
+            return
+        channel = gateway.remote_exec(_PROBE)
+        answer = dict(channel.receive(timeout=60))
+        channel.waitclose(timeout=60)
+        answer["elsewhere"] = answer.get("loopback") != self.here["loopback"]
+        self.hosts[gateway.id] = {**answer, "tx": mask_tx(str(gateway.spec))}
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> Any:
+        result = yield  # xdist's own sessionstart makes every gateway (pytest_xdist_newgateway above)
+        far = {gw: h for gw, h in self.hosts.items() if h.get("elsewhere")}
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if far and reporter is not None:
+            reporter.ensure_newline()
+            where = ", ".join(f"{gw} ({h.get('hostname')}, {h.get('tx')})" for gw, h in sorted(far.items()))
+            for label, url in loopback_urls([*self.opts.models, self.opts.judge]):
+                reporter.write_line(
+                    f"benchaudit: WARNING --model {label}: {url} is a loopback address; 127.0.0.1 on this host "
+                    f"({self.here['hostname']}) is not 127.0.0.1 on workers {where}: each asks whatever "
+                    "listens there on its own host (give an address the workers reach to ask this one)",
+                    yellow=True, bold=True)
+        return result
+
+    # -- each worker's end ------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        out = getattr(node, "workeroutput", None) or {}
+        gw = str(getattr(getattr(node, "gateway", None), "id", "?"))
+        host = self.hosts.get(gw, {})
+        facts = out.get(WORKER_KEY) or {}
+        self.workers.append({"id": gw, **({"tx": host["tx"]} if host.get("tx") else {}),
+                             "elsewhere": bool(host.get("elsewhere")), **facts})
+        for name, checksum in ((out.get("benchaudit") or {}).get("checksums") or {}).items():
+            first = self._seen.setdefault(name, (gw, checksum))
+            if first[1] != checksum:
+                self.conflicts.setdefault(name, {first[0]: first[1]})[gw] = checksum
+
+    def run_meta(self) -> dict[str, Any]:
+        """What run.json records of the workers (empty before any worker ended)."""
+        if not self.workers:
+            return {}
+        meta: dict[str, Any] = {"workers": sorted(self.workers, key=lambda w: str(w["id"]))}
+        if self.conflicts:
+            meta["worker_data_conflicts"] = self.conflicts
+        return meta
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for name, by_worker in sorted(self.conflicts.items()):
+            sums = ", ".join(f"{gw} {c[:12]}" for gw, c in sorted(by_worker.items()))
+            terminalreporter.write_line(f"benchaudit: WARNING data file {name} differs between workers ({sums}): "
+                                        "this run mixes two datasets; give every host the same files",
+                                        red=True, bold=True)
+
+
+class WorkerFacts:
+    """xdist worker: say what this worker resolved on its host (``workeroutput``)."""
+
+    def __init__(self, config: pytest.Config, opts: RunOptions) -> None:
+        self.config = config
+        self.opts = opts
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is None:
+            return
+        ident = host_identity()
+        workeroutput[WORKER_KEY] = {
+            "hostname": ident["hostname"], "cwd": ident["cwd"],
+            "data_dir": str(self.opts.data_dir.expanduser().resolve()), "data_dir_origin": self.opts.data_origin,
+            "cache_dir": str(self.opts.cache_dir.resolve()) if self.opts.cache_dir is not None else None,
+        }
