@@ -244,9 +244,11 @@ def build_options(config: pytest.Config) -> RunOptions:
             raise pytest.UsageError(str(err)) from None
     cache_dir = None if opt.no_cache else Path(opt.cache_dir).expanduser() if opt.cache_dir else default_cache_dir()
     resume = Path(opt.resume) if opt.resume else None
-    if resume is not None and not (resume / "records.jsonl").is_file():
+    # The run directory is the controller's: an xdist worker (maybe on another host) neither has nor writes it.
+    on_worker = hasattr(config, "workerinput")
+    if resume is not None and not on_worker and not (resume / "records.jsonl").is_file():
         raise pytest.UsageError(f"--resume {opt.resume}: not a run directory (no records.jsonl there)")
-    if not config.option.collectonly:
+    if not config.option.collectonly and not on_worker:
         from pytest_benchaudit.runs.store import check_report_dir
 
         try:

@@ -116,7 +116,7 @@ def _controller(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 def _pytest(proj: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
                            "-W", "ignore::DeprecationWarning", *args],  # xdist deprecates --rsyncdir (4.0 drops it)
-                          cwd=proj, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=proj, env=env, capture_output=True, text=True, timeout=90)
 
 
 def _host_with_data(hosts: Callable[..., Host], tmp_path: Path, name: str, **env: str) -> Host:
@@ -165,6 +165,16 @@ def test_run_spread_over_two_socket_gateways(hosts, tmp_path: Path) -> None:
     warnings = [line for line in output.splitlines() if "is a loopback address" in line]
     assert len(warnings) == 1, output[-3000:]
     assert "gw1" in warnings[0] and "gw0" not in warnings[0] and url in warnings[0]
+    # --resume: the run directory is the controller's alone (out/... is not there on the workers' side);
+    # nothing is asked again.
+    run_dir = only_run_dir(proj / "out")
+    with ScriptedServer(toy_script()) as server:
+        again = _pytest(proj, env, str(proj / "suites" / "toy"), "--rsyncdir", str(proj / "suites"),
+                        f"--model=m@{server.url}", "--report-dir=out", f"--resume=out/{run_dir.name}", "-d", "--tx", here.tx,
+                        "--tx", far.tx)
+        assert not server.calls
+    assert again.returncode == pytest.ExitCode.OK, (again.stdout + again.stderr)[-3000:]
+    assert len(read_run(run_dir)["records"]) == len(recorded)
 
 
 def test_launched_model_refused_before_any_gateway(hosts, tmp_path: Path) -> None:
