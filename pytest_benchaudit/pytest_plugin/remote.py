@@ -6,7 +6,9 @@ So each worker already resolves its own data directory (``--data-dir`` relative 
 working directory, else its own ``$BENCHAUDIT_DATA``, else its user's cache), its own
 generation cache (``--cache-dir``, else its ``$XDG_CACHE_HOME``) and its own API keys (from
 its environment: a :class:`~pytest_benchaudit.inference.backend.ModelSpec` holds the *name*
-of the key variable; ``workerinput`` carries no key of a user's).  Records ride on the
+of the key variable; ``workerinput`` carries no key of a user's, and the per-run keys of servers
+the run launches go to workers on this host only, since launched models are refused with other
+gateways).  Records ride on the
 reports to the controller, which alone writes the run directory.
 
 What this module adds, on the controller (:class:`RemoteWorkers`) and on workers
@@ -202,10 +204,11 @@ class RemoteWorkers:
         result = yield  # xdist's own sessionstart makes every gateway (pytest_xdist_newgateway above)
         far = {gw: h for gw, h in self.hosts.items() if h.get("elsewhere")}
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if far and reporter is not None:
-            reporter.ensure_newline()
+        urls = loopback_urls([*self.opts.models, self.opts.judge]) if far else []
+        if urls and reporter is not None:
+            reporter.ensure_newline()  # after xdist's "bringing up nodes..."
             where = ", ".join(f"{gw} ({h.get('hostname')}, {h.get('tx')})" for gw, h in sorted(far.items()))
-            for label, url in loopback_urls([*self.opts.models, self.opts.judge]):
+            for label, url in urls:
                 reporter.write_line(
                     f"benchaudit: WARNING --model {label}: {url} is a loopback address; 127.0.0.1 on this host "
                     f"({self.here['hostname']}) is not 127.0.0.1 on workers {where}: each asks whatever "
