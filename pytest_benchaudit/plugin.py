@@ -42,7 +42,12 @@ def pytest_configure(config: pytest.Config) -> None:
         # `pytest suites/secEval` runs suites/seceval (said in the header); an unknown suite lists them
         config.args[:], path_notes = resolve_suite_args(list(config.args), config.invocation_params.dir)
         opts = build_options(config)
-    except BenchauditError as err:
+    except (BenchauditError, pytest.UsageError) as err:
+        if hasattr(config, "workerinput"):  # a worker's own options (on another host: a named model its
+            from pytest_benchaudit.pytest_plugin.remote import refuse_worker  # pyproject lacks): raising would
+
+            refuse_worker(config, str(err))  # hang xdist; it collects nothing and the controller says why
+            return
         raise pytest.UsageError(str(err)) from None
     opts.notes[:0] = path_notes
     config.stash[OPTIONS_KEY] = opts
@@ -73,6 +78,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if OPTIONS_KEY not in parent.config.stash:  # a worker whose options failed (refuse_worker): nothing to run
+        return None
     return collect_file(file_path, parent)
 
 

@@ -29,7 +29,7 @@ import pytest
 from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.report.gates import check_gate_targets
 
-__all__ = ["CollectChecks", "PreRunChecks", "RESUME_RUN", "checks_of", "resume_mismatch"]
+__all__ = ["CollectChecks", "PreRunChecks", "RESUME_RUN", "USAGE_ERRORS_KEY", "checks_of", "resume_mismatch"]
 
 RESUME_RUN = "benchaudit_resume_run"  # workerinput: the resumed run's card hashes and checksums
 
@@ -93,6 +93,7 @@ def pre_run_problems(checks: CollectChecks, layer: str, gates: list[Any]) -> lis
 
 
 _WORKER_KEY = "benchaudit_usage_errors"  # workeroutput: the problems a worker found
+USAGE_ERRORS_KEY = _WORKER_KEY  # (public: remote.refuse_worker hands a worker's option errors the same way)
 
 
 class PreRunChecks:

@@ -31,6 +31,9 @@ What this module adds, on the controller (:class:`RemoteWorkers`) and on workers
   tunnel, is a sound set-up).
 * **Path arguments xdist cannot map onto the workers** (a path that exists here and is not
   under a ``--rsyncdir``): one usage error naming it, instead of xdist's internal error.
+* **A worker whose own options fail** (:func:`refuse_worker`; on another host: a named model its
+  ``pyproject.toml`` lacks, a ``replay:`` directory it does not have): it collects nothing and the
+  controller prints the error and exits with status 4.  Raising it there would hang xdist.
 * **Per worker, in run.json ``workers``**: gateway, host, data directory and where it came
   from, cache directory; data files whose checksums differ between workers: one warning
   line and run.json ``worker_data_conflicts`` (the run then mixes two datasets).
@@ -51,7 +54,7 @@ from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.runner import LAUNCHED
 
 __all__ = ["HOST_ID_ENV", "WORKER_KEY", "RemoteWorkers", "WorkerFacts", "host_identity", "is_local_spec",
-           "loopback_urls", "mask_tx"]
+           "loopback_urls", "mask_tx", "refuse_worker"]
 
 HOST_ID_ENV = "BENCHAUDIT_HOST_ID"  # a host's environment: replaces its loopback identity
 WORKER_KEY = "benchaudit_worker"  # workeroutput: what the worker resolved on its host
@@ -264,3 +267,15 @@ class WorkerFacts:
             "data_dir": str(self.opts.data_dir.expanduser().resolve()), "data_dir_origin": self.opts.data_origin,
             "cache_dir": str(self.opts.cache_dir.resolve()) if self.opts.cache_dir is not None else None,
         }
+
+
+def refuse_worker(config: pytest.Config, message: str) -> None:
+    """An xdist worker whose options are a usage error on its host: hand the message to the
+    controller (``checks.PreRunChecks`` prints it once and exits with status 4); the worker then
+    collects nothing (``plugin.pytest_collect_file``)."""
+    from pytest_benchaudit.pytest_plugin.checks import USAGE_ERRORS_KEY
+
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput.setdefault(USAGE_ERRORS_KEY, []).append(
+            f"{message} (on the xdist worker on host {host_identity()['hostname']})")

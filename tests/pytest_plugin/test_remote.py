@@ -249,3 +249,18 @@ def test_data_that_differ_between_workers_are_recorded() -> None:
     remote.pytest_terminal_summary(type("R", (), {"write_line": lambda self, text, **kw: lines.append(text)})())
     assert len(lines) == 1 and "b.jsonl differs between workers" in lines[0]
     json.dumps(meta)
+
+
+def test_a_workers_own_usage_error_is_the_controllers_exit_4(hosts, tmp_path: Path) -> None:
+    """A named model in the controller's pyproject.toml that the worker's host lacks (no
+    --rsyncdir for it): the worker cannot raise (xdist would hang); the controller says why."""
+    host = _host_with_data(hosts, tmp_path, "h1")
+    proj, env = _controller(tmp_path)
+    (proj / "pyproject.toml").write_text('[tool.benchaudit.models.mine]\nendpoint = "http://127.0.0.1:9/v1"\n'
+                                         'model = "x"\n')
+    result = _pytest(proj, env, str(proj / "suites" / "toy"), "--rsyncdir", str(proj / "suites"),
+                     "--model=mine", "--report-dir=out", "-d", "--tx", host.tx)
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, (result.stdout + result.stderr)[-2000:]
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "--model mine: unknown model" in errors[0] and "on the xdist worker" in errors[0]
+    assert not (proj / "out").exists()
