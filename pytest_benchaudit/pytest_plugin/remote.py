@@ -120,7 +120,7 @@ def loopback_urls(models: list[ModelSpec | None]) -> list[tuple[str, str]]:
     return out
 
 
-_TX_ENV = re.compile(r"(//env:[^=/]+=)[^/]*")
+_TX_ENV = re.compile(r"(//env:[^=/]+=)(?:(?!//).)*")  # the value runs to the next "//" (a key may hold "/")
 
 
 def mask_tx(spec: str) -> str:
@@ -176,7 +176,10 @@ class RemoteWorkers:
     def _check_args(self, config: pytest.Config) -> None:
         """xdist rewrites each path argument that exists here relative to an rsync root, and fails
         with an internal error on one that is outside every root: say which, and how to write it."""
-        from xdist.workermanage import make_reltoroot
+        try:
+            from xdist.workermanage import make_reltoroot  # xdist's own mapping (gone with its rsync, in 4.0)
+        except ImportError:
+            return
 
         roots = _rsync_roots(config)
         for arg in (str(a) for a in config.invocation_params.args):
@@ -196,9 +199,12 @@ class RemoteWorkers:
         if is_local_spec(gateway.spec):
             self.hosts[gateway.id] = {**self.here, "elsewhere": False}
             return
-        channel = gateway.remote_exec(_PROBE)
-        answer = dict(channel.receive(timeout=60))
-        channel.waitclose(timeout=60)
+        try:
+            channel = gateway.remote_exec(_PROBE)
+            answer = dict(channel.receive(timeout=60))
+            channel.waitclose(timeout=60)
+        except Exception as err:  # noqa: BLE001 - an unknown host counts as elsewhere (the safe side)
+            answer = {"hostname": f"unknown ({type(err).__name__})", "loopback": ""}
         answer["elsewhere"] = answer.get("loopback") != self.here["loopback"]
         self.hosts[gateway.id] = {**answer, "tx": mask_tx(str(gateway.spec))}
 
