@@ -10,7 +10,7 @@ from pytest_benchaudit.aggregate.results import model_rankings, reason_text, var
 from pytest_benchaudit.report.gates import GateVerdict
 from pytest_benchaudit.scoring.evaluate import failure_message
 
-__all__ = ["render_summary", "render_variant_deltas", "render_answers", "render_usage", "fit_columns", "metric_unit", "WIDTH"]
+__all__ = ["render_summary", "render_variant_deltas", "render_layer_attribution", "render_answers", "render_usage", "fit_columns", "metric_unit", "WIDTH"]
 
 
 WIDTH = 120  # every line of the summary fits this many columns
@@ -282,3 +282,27 @@ def render_answers(records: Iterable[dict[str, Any]], limit: int | None, total_b
         for r in shown:
             lines.append(_cut(f"  {r.get('question_id')}  {failure_message(r)}", WIDTH))
     return "\n".join(lines)
+
+
+def render_layer_attribution(rows: list[dict[str, Any]], base: str, target: str) -> str:
+    """``benchaudit audit`` on a ``--pipelines`` run: per task x model, base -> target split into the
+    downstream part (re-scored) and the upstream part (regenerated; the differing fields together)."""
+    if not rows:
+        return ""
+
+    def part(r: dict[str, Any], name: str) -> str:
+        value = r[f"{name}_delta"]
+        if value is None:
+            return "—"
+        return f"{value:+.3f}" if r["lower_is_better"] else f"{r[f'{name}_pp']:+.1f}"
+
+    table = [[_cut(r["task"], 28), _cut(r["model"], 16),
+              f"{_num(r['base_score'], r['lower_is_better'], r['metric'])} -> "
+              f"{_num(r['target_score'], r['lower_is_better'], r['metric'])}",
+              part(r, "downstream"), part(r, "upstream"), part(r, "total"),
+              _cut(", ".join(r["upstream_fields"]) or ("— (no base-layer result)" if r["base_score"] is None
+                                                         else "none (same generations)"), 40)] for r in rows]
+    return (f"From {base} to {target}: downstream fields re-scored from the {base} outputs, upstream fields from "
+            f"the {target} generations (pp; error metrics in their unit)\n"
+            + fit_columns(table, ["task", "model", "score", "downstream", "upstream", "total",
+                                  "upstream fields (together)"], keep=2))
