@@ -302,7 +302,7 @@ def render_layer_attribution(rows: list[dict[str, Any]], base: str, target: str)
               part(r, "downstream"), part(r, "upstream"), part(r, "total"),
               _cut(", ".join(r["upstream_fields"]) or ("— (no base-layer result)" if r["base_score"] is None
                                                          else "none (same generations)"), 40)] for r in rows]
-    return (f"From {base} to {target}: downstream fields re-scored from the {base} outputs, upstream fields from "
-            f"the {target} generations (pp; error metrics in their unit)\n"
+    return (f"From {base} to {target}: downstream fields re-scored from the {base} outputs, upstream fields\n"
+            f"from the {target} generations (pp; error metrics in their own unit)\n"
             + fit_columns(table, ["task", "model", "score", "downstream", "upstream", "total",
                                   "upstream fields (together)"], keep=2))

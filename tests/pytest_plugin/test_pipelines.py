@@ -286,3 +286,30 @@ def test_two_layers_on_a_real_suite(tmp_path: Path, real_data: Path) -> None:
                  "--data-dir", str(real_data), "--resamples", "50"]) == 0
     doc = json.loads((tmp_path / "aud" / "audit.json").read_text())
     assert doc["upstream_attribution"] and doc["upstream_differences"] and (tmp_path / "aud" / "report.html").is_file()
+
+
+def test_demo_explains_a_two_layer_run_and_its_audit(lay_run: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_benchaudit.report.demo import explain_layers, main as demo_main
+    from pytest_benchaudit.report.terminal import WIDTH
+
+    assert main(["audit", str(lay_run), "--out", str(tmp_path / "aud"), "--suites-dir",
+                 str(lay_run.parent.parent / "suites"), "--resamples", "50"]) == 0
+    capsys.readouterr()
+    text = explain_layers(lay_run, tmp_path / "aud")
+    assert "Same 10 questions (lay.mcq), same model (a), one run, two pipelines:" in text
+    assert "  released     : 90.0% of all questions" in text and "  standardized : 30.0% of all questions" in text
+    assert "difference   : -60.0 percentage points (standardized - released)" in text
+    assert "Where the difference comes from" in text and "inference.max_tokens" in text
+    assert str(tmp_path / "aud" / "report.html") in text and "benchaudit audit" in text
+    assert max(len(line) for line in text.splitlines() if str(tmp_path) not in line and str(lay_run) not in line) <= WIDTH
+    assert demo_main([str(lay_run)]) == 0 and "one run, two pipelines" in capsys.readouterr().out
+
+
+def test_a_gate_holds_for_every_layer(tmp_path: Path) -> None:
+    write_lay(tmp_path)
+    with ScriptedServer(lay_script) as server:
+        proc = _pytest(tmp_path, "suites/lay", "--pipelines", "released,standardized", "--report-dir", "out",
+                       "--model", f"a@{server.url}", "--gate", "lay.mcq>=0.5")
+    assert proc.returncode == 1 and "FAIL  lay.mcq>=0.5" in proc.stdout, proc.stdout[-2000:]
+    assert "a|standardized" in proc.stdout.split("FAIL  lay.mcq>=0.5", 1)[1].splitlines()[0]
