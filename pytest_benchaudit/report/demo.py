@@ -133,7 +133,7 @@ def explain_layers(run: Path, audit: Path | None = None) -> str:
                       f"toward {target_layer}, re-scored):", render_variant_deltas(moved)]
     lines += ["", "Run directory (records.jsonl, summary.json, run.json with both layers' pipeline cards):",
               f"  {run}"]
-    if doc:
+    if doc and audit is not None:
         n_findings = len(doc.get("findings") or [])
         lines += [f"Audit ({n_findings} diagnose findings, both layers compared; ranks, tau-b and rho need 3 or more "
                   "models):",
