@@ -17,16 +17,15 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
   -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF
 
 # The demo asks the embedded model the first DEMO_N CyberMetric-80 questions under the benchmark's
-# released pipeline, with one-field variants toward the standardized one (--vary: downstream ones
-# reuse the same answers), then under the standardized pipeline, and explains the difference
-# (pytest_benchaudit/report/demo.py). Both runs cap the answer at DEMO_TOKENS tokens: SmolLM2 rambles
-# (the released code sends no budget; uncapped, its re-asks made the demo take 9 minutes).
+# released pipeline and the project's standardized one in ONE run (--pipelines: each question once per
+# layer), then `benchaudit audit` turns that run into the whole audit (the move between the layers split
+# into its downstream and upstream parts, both layers compared, diagnose, one HTML report, audit.json,
+# an Every Eval Ever export) and report/demo.py explains it. Answers are capped at DEMO_TOKENS tokens:
+# SmolLM2 rambles (the released code sends no budget; uncapped, its re-asks made the demo take 9 minutes).
 DEMO_N      ?= 12
 DEMO_TOKENS ?= 64
 DEMO_PYTEST := $(BIN)/pytest suites/cybermetric -k cm80 --limit $(DEMO_N) -p no:cacheprovider -q --no-header \
                --show-answers 3 --set inference.max_tokens=$(DEMO_TOKENS)
-DEMO_VARY   := --vary extraction.rule=final_answer_letter --vary extraction.reasoning=strip \
-               --vary inference.reask_on_invalid=0
 newest       = $$(ls -td $(1)/*/ | head -1 | sed 's:/$$::')
 
 .PHONY: demo test install install-local install-browser clean
@@ -56,18 +55,15 @@ install-browser:
 	fi
 
 demo: install-local
-	@echo "== 1/3  CyberMetric-80, first $(DEMO_N) questions, embedded SmolLM2-135M, the benchmark's RELEASED pipeline"
-	@echo "        (answers capped at $(DEMO_TOKENS) tokens in both runs; the released pipeline re-asks up to 5 times)"
-	@echo "        (with one-field variants toward the standardized pipeline, to see which field moves the score)"
-	@$(DEMO_PYTEST) --pipeline released $(DEMO_VARY) --report-dir reports/demo-released; rc=$$?; [ $$rc -le 1 ]
-	@echo "== 2/3  the same questions under the project's STANDARDIZED pipeline"
-	@$(DEMO_PYTEST) --report-dir reports/demo-standardized; rc=$$?; [ $$rc -le 1 ]
-	@echo "== 3/3  what the two runs say"
-	@rel=$(call newest,reports/demo-released); std=$(call newest,reports/demo-standardized); \
-	  $(BIN)/benchaudit compare $$rel $$std --pipelines released,standardized --resamples 500 \
-	    --out reports/demo-compare --html reports/demo-compare/report.html >/dev/null 2>&1 \
-	    && html=reports/demo-compare/report.html || html=; \
-	  $(BIN)/python -m pytest_benchaudit.report.demo $$rel $$std $${html:+--html $$html}
+	@echo "== 1/2  CyberMetric-80, first $(DEMO_N) questions, embedded SmolLM2-135M, in one run under the benchmark's"
+	@echo "        RELEASED pipeline and the project's STANDARDIZED one (pytest --pipelines released,standardized)"
+	@echo "        (answers capped at $(DEMO_TOKENS) tokens in both layers; the released pipeline re-asks up to 5 times)"
+	@$(DEMO_PYTEST) --pipelines released,standardized --report-dir reports/demo; rc=$$?; [ $$rc -le 1 ]
+	@echo "== 2/2  the whole audit of that run (benchaudit audit; its full output: reports/demo-audit.log)"
+	@run=$(call newest,reports/demo); rm -rf reports/demo-audit; \
+	  $(BIN)/benchaudit audit $$run --out reports/demo-audit --resamples 500 >reports/demo-audit.log 2>&1 \
+	    && audit=reports/demo-audit || { audit=; tail -3 reports/demo-audit.log; }; \
+	  $(BIN)/python -m pytest_benchaudit.report.demo $$run $${audit:+--audit $$audit}
 
 # The type checker first (strict for the pure core: pipeline, scoring, aggregate, runs; see
 # [tool.mypy] in pyproject.toml), then the tests.

@@ -52,7 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
     opts.notes[:0] = path_notes
     config.stash[OPTIONS_KEY] = opts
     # Problems collection finds (pipeline values, layer, gate targets): one usage error before any item.
-    config.pluginmanager.register(PreRunChecks(config, opts.pipeline, opts.gates), "benchaudit-checks")
+    config.pluginmanager.register(PreRunChecks(config, opts.pipelines or opts.pipeline, opts.gates), "benchaudit-checks")
     local_url = LocalUrl(config)
     is_worker = hasattr(config, "workerinput")
     # xdist has already set option.dist when -n is given (its cmdline_main runs first).

@@ -29,7 +29,7 @@ inference.max_tokens = 64
 scoring = { metric = "exact_match" }
 """
 
-KINDS = ("pytest", "imported", "rescored", "variants", "judged", "empty", "corrupt")
+KINDS = ("pytest", "imported", "rescored", "variants", "layers", "judged", "empty", "corrupt")
 
 
 def _pytest(root: Path, *args: str) -> None:
@@ -50,6 +50,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             ScriptedServer(lambda call: Reply(content='{"answer": "A"}')) as judge:
         for kind, args in (("pytest", ["--model", f"n@{model.url}"]),  # two models: compare and audit-gold rank them
                            ("variants", ["--vary", "scoring.denominator=valid,total"]),
+                           ("layers", ["--pipelines", "released,standardized"]),  # both layers in one run
                            ("judged", ["--judge", f"j@{judge.url}", "--set", "extraction.rule=judge", "-k", "mcq"])):
             _pytest(root, "--model", f"m@{model.url}", "--report-dir", kind, *args)
             out[kind] = only_run_dir(root / kind)
@@ -112,8 +113,9 @@ EXPECTED: dict[str, dict[str, int]] = {
     "compare": {"empty": 1, "corrupt": 1},
     "export": {"empty": 1, "corrupt": 1},
     # a consensus needs two models: a one-model run is a usage error saying so
-    "audit-gold": {"imported": 2, "variants": 2, "judged": 2, "empty": 1, "corrupt": 1},
-    "judge-agreement": {"pytest": 2, "imported": 2, "rescored": 2, "variants": 2, "empty": 1, "corrupt": 1},
+    "audit-gold": {"imported": 2, "variants": 2, "layers": 2, "judged": 2, "empty": 1, "corrupt": 1},
+    "judge-agreement": {"pytest": 2, "imported": 2, "rescored": 2, "variants": 2, "layers": 2, "empty": 1,
+                        "corrupt": 1},
 }
 
 
@@ -132,7 +134,7 @@ def test_every_command_on_every_kind_of_run(command: str, kind: str, run_of, tmp
 
 
 @pytest.mark.parametrize("layer", ["standardized", "released", "documented", "relesed"])
-@pytest.mark.parametrize("kind", ["pytest", "imported"])
+@pytest.mark.parametrize("kind", ["pytest", "imported", "layers"])
 @pytest.mark.parametrize("command", ["rescore", "sweep"])
 def test_offline_commands_under_each_layer(command: str, kind: str, layer: str, run_of, tmp_path: Path,
                                            runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
@@ -179,6 +181,9 @@ BAD_OPTIONS = [
     ["--model", "replay:/nonexistent/run"],
     ["--model", "vllm:"],
     ["--pipeline", "relesed"],
+    ["--pipelines", "released,relesed"],
+    ["--pipelines", "released"],
+    ["--pipelines", "released,standardized", "--pipeline", "released"],
     ["--set", "inference.max_tokenz=5"],
     ["--set", "inference.max_tokens=-1"],
     ["--set", "scoring.denominator=some"],

@@ -16,6 +16,15 @@ For runs made under one layer (pytest runs or imported published outputs), towar
    or those given with ``--findings``);
 5. the command (:mod:`pytest_benchaudit.cli.audit`) writes ``DIR/audit.json``, ``DIR/report.html``
    and an Every Eval Ever export per run (``DIR/every-eval-ever/``).
+
+A run made under two layers at once (``pytest ... --pipelines A,B``; one such run) is audited from
+its first layer (or ``from_layer``) toward its second (or ``toward``) with the target layer's real
+generations: it is split into one run per layer (``DIR/layers/<layer>/``, :mod:`.layers`); set a
+is the base layer's records, set b the target layer's own records (not re-scored); the downstream
+fields are attributed by re-scoring the base records as above; the upstream fields that differ are
+attributed together from the regenerated records (``upstream_attribution``: target minus the base
+re-scored under the target's downstream fields); the sensitivity table gets rho_ext from the
+re-scored run and rho_gen from the target layer's records when some upstream field differs.
 """
 
 from __future__ import annotations
@@ -25,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchaudit.audit.compare import CompareError, compare_document, load_runs, make_sets
-from pytest_benchaudit.audit.offline import rescore_run, sweep_run
+from pytest_benchaudit.audit.offline import OfflineError, rescore_run, sweep_run
+from pytest_benchaudit.common.errors import did_you_mean
 
 __all__ = ["AUDIT_VERSION", "build_audit", "upstream_differences", "scores_both_ways"]
 
@@ -81,12 +91,59 @@ def _diagnose(base: list[Any], ledger: list[dict[str, Any]], suites_dir: Path, d
     return [dict(f) for f in to_json(found, 0)["findings"]]
 
 
-def build_audit(run_paths: list[Path], out: Path, *, toward: str = "standardized", suites_dir: Path = Path("suites"),
+def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer: str | None
+                ) -> tuple[list[Path], str, Path | None, Path | None]:
+    """(the runs audited, the target layer, the target layer's run, the --pipelines run) for a
+    ``--pipelines`` run; the runs as given and ``toward`` (default standardized) otherwise."""
+    from pytest_benchaudit.audit.compare import expand_runs
+    from pytest_benchaudit.audit.layers import run_layers, split_layers
+    from pytest_benchaudit.runs.store import read_run_json
+
+    from pytest_benchaudit.common.errors import RunDirError
+
+    paths = expand_runs(run_paths)
+    layered: dict[Path, list[str]] = {}
+    for p in paths:
+        try:
+            layered[p] = run_layers(read_run_json(p))
+        except RunDirError:  # load_runs says what is wrong with it
+            layered[p] = []
+    layered = {p: ls for p, ls in layered.items() if ls}
+    if not layered:
+        if from_layer is not None:
+            raise CompareError(f"--from {from_layer}: only for a run made with --pipelines (its layers); these "
+                               "runs hold one layer each")
+        return run_paths, toward or "standardized", None, None
+    if len(paths) != 1:
+        raise CompareError(f"{next(iter(layered))}: a --pipelines run is audited on its own (its layers are both "
+                           "sides); give it alone")
+    (run, layers), = layered.items()
+    base_layer = from_layer or (layers[1] if toward == layers[0] else layers[0])
+    target = toward or next(x for x in layers if x != base_layer)
+    for option, name in (("--from", base_layer), ("--toward", target)):
+        if name not in layers:
+            raise CompareError(f"{option} {name}: the run's layers are {', '.join(layers)} (--pipelines)"
+                               f"{did_you_mean(name, layers)}")
+    if base_layer == target:
+        raise CompareError(f"--from and --toward are both {target!r}: choose two of the run's layers "
+                           f"({', '.join(layers)})")
+    try:
+        views = split_layers(run, out / "layers")
+    except OfflineError as err:
+        raise CompareError(str(err)) from None
+    if base_layer not in views or target not in views:
+        raise CompareError(f"{run}: no records under {base_layer if base_layer not in views else target!r}")
+    return [views[base_layer]], target, views[target], run
+
+
+def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, suites_dir: Path = Path("suites"),
                 data_dir: str | None = None, regenerated: list[Path] | None = None, similarity: Any = None,
                 n_prompts: int = 5, findings: list[dict[str, Any]] | None = None, n_resamples: int = 5000,
-                seed: int = 0, permutations: int = 1000) -> dict[str, Any]:
+                seed: int = 0, permutations: int = 1000, from_layer: str | None = None) -> dict[str, Any]:
     """Run the audit; returns the audit document (also written to ``out/audit.json`` by the command).
 
+    ``toward``: the target layer (default: ``standardized``; for a ``--pipelines`` run its second
+    layer); ``from_layer``: the base layer of a ``--pipelines`` run (default: its first).
     ``similarity``: an embedder (see :func:`pytest_benchaudit.audit.similarity.parse_embedder`) or None.
     Raises :class:`CompareError` (bad runs, nothing to compare) or :class:`OfflineError` (a run that
     cannot be re-scored).
@@ -94,8 +151,9 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str = "standardized
     from pytest_benchaudit.audit.ledger import build_ledger
     from pytest_benchaudit.dataset.suites import SuiteError
     from pytest_benchaudit.pipeline.stages import PipelineError
-    from pytest_benchaudit.audit.sensitivity import sensitivity_table
+    from pytest_benchaudit.audit.sensitivity import classify_runs, sensitivity_table
 
+    run_paths, toward, target_run, layered_run = _two_layers(list(run_paths), out, toward, from_layer)
     base = load_runs(run_paths)
     layers = sorted({r["pipeline"] for run in base for r in run.records})
     if toward in layers:
@@ -107,17 +165,30 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str = "standardized
         rescored_dirs.append(new.path)
         rows, _res, _c = sweep_run(run.path, [], toward=toward, suites_dir=suites_dir, data_dir=data_dir)
         attribution += rows
-        for row in upstream_differences(run.meta.get("pipeline_cards") or {}, toward, suites_dir):
-            if row not in upstream:
-                upstream.append(row)
+        if target_run is None:
+            for row in upstream_differences(run.meta.get("pipeline_cards") or {}, toward, suites_dir):
+                if row not in upstream:
+                    upstream.append(row)
     target = load_runs(rescored_dirs)
-    set_a, set_b = make_sets(base, target)
+    real = load_runs([target_run]) if target_run is not None else []
+    set_a, set_b = make_sets(base, real or target)
     assert set_b is not None  # a second run set was given
     doc = compare_document(set_a, set_b, None, n_resamples=n_resamples, seed=seed, permutations=permutations)
     cards = {k: c for run in base for k, c in (run.meta.get("pipeline_cards") or {}).items()}
-    doc["sensitivity"] = sensitivity_table(set_a, doc["by_set"]["a"], cards,
-                                           target + (load_runs(regenerated) if regenerated else []),
+    extra = load_runs(regenerated) if regenerated else []
+    notes: list[str] = []
+    if real:
+        upstream, split = _layer_upstream(set_a, make_sets(target)[0], set_b, cards, real[0].meta)
+        # The target layer's own generations are rho_gen's run where some upstream field differs; where
+        # none does they are the base's generations re-scored, which the re-scored run already stands for.
+        if classify_runs(set_a, cards, real)[0]["kind"] == "upstream":
+            extra = real + extra
+        else:
+            notes.append(f"{toward}: the layers send the same requests (no upstream field differs): no rho_gen "
+                         "from this run")
+    doc["sensitivity"] = sensitivity_table(set_a, doc["by_set"]["a"], cards, target + extra,
                                            n_resamples=n_resamples, seed=seed, permutations=permutations)
+    doc["sensitivity"]["notes"] += notes
     if similarity is not None:
         from pytest_benchaudit.audit.similarity import add_similarity
 
@@ -131,7 +202,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str = "standardized
         findings = _diagnose(base, ledger, suites_dir, data_dir)
     results = {"a": [r for by in set_a.results.values() for r in by.values()],
                "b": [r for by in set_b.results.values() for r in by.values()]}
-    return {
+    audit = {
         "version": AUDIT_VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "runs": [str(run.path) for run in base], "layers": {"from": layers, "toward": toward},
@@ -143,4 +214,34 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str = "standardized
         "how": "downstream fields re-scored from the stored outputs; upstream differences listed, never estimated; "
                "see docs/compare.md for the analyses",
     }
+    if layered_run is not None:
+        audit.update({
+            "runs": [str(layered_run)], "layer_runs": {layers[0]: str(base[0].path), toward: str(real[0].path)},
+            "upstream_attribution": split,
+            "how": "a --pipelines run: set a = the base layer's records, set b = the target layer's own records; "
+                   "downstream fields re-scored from the base layer's outputs (attribution), upstream fields "
+                   "attributed together from the target layer's generations (upstream_attribution); see "
+                   "docs/audit.md"})
+    return audit
+
+
+def _layer_upstream(set_a: Any, rescored: Any, real: Any, base_cards: dict[str, Any], target_meta: dict[str, Any]
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(upstream_differences rows, upstream_attribution rows) of a --pipelines run's two layers."""
+    from pytest_benchaudit.audit.layers import upstream_attribution, upstream_fields_between
+
+    target_cards = target_meta.get("pipeline_cards") or {}
+    split = upstream_attribution(set_a.results, rescored.results, real.results, base_cards, target_cards)
+    rows = []
+    for key in sorted(set(base_cards) & set(target_cards)):
+        a, b = base_cards[key].get("fields", {}), target_cards[key].get("fields", {})
+        fields = upstream_fields_between(base_cards[key], target_cards[key])
+        if fields:
+            effects = [r["upstream_pp"] for r in split if r["task"] == key and r["upstream_pp"] is not None]
+            rows.append({"task": key, "regenerated": True,
+                         "fields": [{"field": f, "stored": a.get(f), target_meta.get("pipeline"): b.get(f)}
+                                    for f in fields],
+                         "note": "regenerated in this run: their joint effect per model is in upstream_attribution"
+                                 + (f" ({min(effects):+.1f} to {max(effects):+.1f} pp)" if effects else "")})
+    return rows, split
 

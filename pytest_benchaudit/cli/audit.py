@@ -7,6 +7,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
+
 from pytest_benchaudit.cli._common import Subparsers
 
 __all__ = ["HELP", "add_parser", "run"]
@@ -20,12 +22,16 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "audit", help=HELP,
         description="Audit stored runs (pytest runs or imported published outputs) made under one layer against "
                     "another (--toward): downstream fields are re-scored from the stored outputs, upstream "
-                    "differences are listed as needing new generations. Writes DIR/audit.json, DIR/report.html, "
-                    "the re-scored run directories and an Every Eval Ever export per run.")
+                    "differences are listed as needing new generations. A run made with `pytest --pipelines A,B` "
+                    "is audited from A toward B with B's own generations: upstream fields attributed too, rho_gen "
+                    "and rho_ext from the one run. Writes DIR/audit.json, DIR/report.html, the re-scored run "
+                    "directories and an Every Eval Ever export per run.")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories, or folders of them")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where everything goes")
-    p.add_argument("--toward", default="standardized", metavar="LAYER", help="the layer to audit against "
-                   "(default: standardized)")
+    p.add_argument("--toward", default=None, metavar="LAYER", help="the layer to audit against (default: "
+                   "standardized; for a run made with --pipelines A,B: its second layer)")
+    p.add_argument("--from", dest="from_layer", default=None, metavar="LAYER",
+                   help="for a run made with --pipelines: the base layer (default: the first listed)")
     p.add_argument("--regenerated", nargs="+", type=Path, metavar="RUN",
                    help="runs of the same models with new generations (an upstream change): gives rho_gen")
     p.add_argument("--similarity", action="store_true", help="also task similarity against tau-b (see compare)")
@@ -38,6 +44,15 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (default 5000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap, sampling and permutations")
     return p
+
+
+def _as_sweep_row(r: dict[str, Any]) -> dict[str, Any]:
+    """An upstream_attribution row as a row of the report's per-field deltas (the upstream fields together)."""
+    bench, _, task = r["task"].partition(".")
+    return {"benchmark": bench, "task": task, "model": r["model"], "variant": "upstream (regenerated)",
+            "field": ", ".join(r["upstream_fields"]), "base_score": r["rescored_score"], "score": r["target_score"],
+            "delta": r["upstream_delta"], "delta_pp": r["upstream_pp"], "invalid_rate": None,
+            "moved_by": "upstream", "moved_by_detail": "these fields together (one set of new generations)"}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             embedder = parse_embedder(args.embedder, args.embedder_key_env)
         doc = build_audit(args.runs, args.out, toward=args.toward, suites_dir=args.suites_dir, data_dir=args.data_dir,
                           regenerated=args.regenerated, similarity=embedder, findings=findings,
-                          n_resamples=args.resamples, seed=args.seed)
+                          n_resamples=args.resamples, seed=args.seed, from_layer=args.from_layer)
     except (CompareError, OfflineError) as err:
         print(f"benchaudit audit: {err}", file=sys.stderr)
         return 2
@@ -78,18 +93,25 @@ def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.report.terminal import render_variant_deltas
 
     cmp = doc["compare"]
+    toward = doc["layers"]["toward"]
     print(render_compare(cmp))
     print("\n" + render_sensitivity(cmp["sensitivity"]))
     # The fields that moved a score (the rest are in audit.json): the terminal and the report stay readable.
     moved = [r for r in doc["attribution"] if r.get("moved_by") not in (None, "none")]
-    print(f"\nField-by-field attribution toward {args.toward}: {len(moved)} of {len(doc['attribution'])} "
+    print(f"\nField-by-field attribution toward {toward}: {len(moved)} of {len(doc['attribution'])} "
           "single-field variants moved a score (downstream fields, re-scored)")
     if moved:
         print(render_variant_deltas(moved))
     for row in doc["upstream_differences"]:
-        fields = ", ".join(f"{d['field']} {json.dumps(d['stored'])} -> {json.dumps(d[args.toward])}"
+        fields = ", ".join(f"{d['field']} {json.dumps(d['stored'])} -> {json.dumps(d.get(toward))}"
                            for d in row["fields"])
         print(f"upstream: {row['task']}: {fields or '-'}: {row['note']}")
+    split = doc.get("upstream_attribution")
+    if split:  # a --pipelines run: the move to the target layer, downstream + upstream
+        from pytest_benchaudit.report.terminal import render_layer_attribution
+
+        print("\n" + render_layer_attribution(split, doc["layers"]["from"][0], toward))
+        moved = moved + [_as_sweep_row(r) for r in split if r["upstream_fields"]]
     # One invalid-rate cell per layer: the layer stands where a variant would.
     rows = [dict(r, pipeline=r["layer"], variant=r["layer"]) for r in doc["scores"]]
     html = write_html(cmp, args.out / "report.html", sweeps=moved, runs=rows, findings=doc["findings"],

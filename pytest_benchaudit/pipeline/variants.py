@@ -27,6 +27,14 @@ model is asked something else, so it needs new generations), *downstream* otherw
 (extraction, scoring, aggregation: it reads the base generation again, so it sends
 the very same request as the base and costs no extra request).
 
+Layers as variants (``--pipelines A,B``): :func:`layer_variant` makes each layer of a
+multi-layer run a variant of the first one listed.  The first layer is the base (variant
+``""``, card key ``bench.task``); every other layer is the variant named after the layer
+(``standardized``, card key ``bench.task|standardized``; a layer name has no ``=``, so it
+never collides with a ``--vary`` name).  Its ``kind`` is ``layer``; it lists the upstream
+fields in which it differs from the base layer: where there are none, its requests are the
+base's requests and the engine asks once for both.
+
 Pure: no pytest, no I/O.
 """
 
@@ -45,7 +53,8 @@ from pytest_benchaudit.pipeline.stages import (
     parse_override,
 )
 
-__all__ = ["BASE", "Variant", "build_variants", "card_for", "card_key", "parse_vary", "short_field", "variant_name"]
+__all__ = ["BASE", "Variant", "build_variants", "card_for", "card_key", "layer_variant", "parse_vary", "short_field",
+           "variant_name"]
 
 BASE = ""
 
@@ -64,6 +73,12 @@ class Variant:
     value: Any = None  # its value in this variant (as validated, JSON-ready)
     base_value: Any = None  # its value in the base
     same_as_base: bool = False  # the value equals the base's: identical pipeline stages
+    layer: str | None = None  # --pipelines: the layer this variant is (None for a --vary variant)
+    upstream_fields: tuple[str, ...] | None = None  # a layer: upstream fields differing from the base layer's
+
+    @property
+    def is_layer(self) -> bool:
+        return self.layer is not None
 
     @property
     def is_base(self) -> bool:
@@ -80,6 +95,12 @@ class Variant:
 
     def info(self) -> dict[str, Any]:
         """What the pipeline card of this variant says about it (``card["variant"]``)."""
+        if self.is_layer:
+            return {"name": self.name, "field": None, "value": self.layer, "base_value": self.base_value,
+                    "stage": None, "kind": "layer", "layer": self.layer, "base_layer": self.base_value,
+                    "upstream_fields": None if self.upstream_fields is None else list(self.upstream_fields),
+                    "needs_generations": self.upstream_fields is None or bool(self.upstream_fields),
+                    "same_as_base": self.same_as_base}
         return {
             "name": self.name,
             "field": self.field,
@@ -159,6 +180,21 @@ def build_variants(base: Pipeline, vary: list[tuple[str, list[Any]]]) -> list[Va
                                base_value=_get(base.model_dump(mode="json"), path),
                                same_as_base=pipe.stages() == base_stages))
     return out
+
+
+def layer_variant(layer: str, pipeline: Pipeline, base_layer: str, base: Pipeline | None) -> Variant:
+    """Layer ``layer`` of a ``--pipelines`` run whose first layer is ``base_layer`` (``base``: that
+    layer's pipeline of the same task, None when the task lacks it): the base itself when
+    ``layer == base_layer``, else the variant named ``layer`` with the upstream fields that differ."""
+    if layer == base_layer:
+        return Variant(name=BASE, pipeline=pipeline, layer=layer, base_value=base_layer)
+    upstream = None
+    if base is not None:
+        a, b = base.card()["fields"], pipeline.card()["fields"]
+        upstream = tuple(sorted(f for f in set(a) | set(b)
+                                if f.split(".", 1)[0] in UPSTREAM_STAGES and a.get(f) != b.get(f)))
+    return Variant(name=layer, pipeline=pipeline, layer=layer, base_value=base_layer, upstream_fields=upstream,
+                   same_as_base=base is not None and base.stages() == pipeline.stages())
 
 
 def parse_vary(text: str) -> tuple[str, list[Any]]:

@@ -10,7 +10,8 @@ collected tasks define and which (benchmark, task) targets exist with which metr
 
 - every pipeline problem found, each naming the task, the field and what is allowed;
 - ``--pipeline NAME`` when no collected task defines that layer (the layers there are, and
-  the nearest name): a misspelled layer would otherwise skip everything and pass CI;
+  the nearest name): a misspelled layer would otherwise skip everything and pass CI; the
+  same for each layer of ``--pipelines A,B``;
 - each ``--gate`` whose target is not a collected benchmark or task, or whose threshold lies
   outside the quantity's range (``seceval>=70`` against a fraction: the hint says 0.70).
 
@@ -62,6 +63,7 @@ class CollectChecks:
     problems: list[str] = field(default_factory=list)
     layers: set[str] = field(default_factory=set)  # layers the collected tasks define
     layer_found: bool = False  # some collected task defines --pipeline's layer
+    found: set[str] = field(default_factory=set)  # the asked layers (--pipeline / --pipelines) some task defines
     targets: dict[tuple[str, str], str] = field(default_factory=dict)  # (benchmark, task) -> metric
 
     def problem(self, message: str) -> None:
@@ -79,14 +81,17 @@ def checks_of(config: pytest.Config) -> CollectChecks:
     return config.stash[_KEY]
 
 
-def pre_run_problems(checks: CollectChecks, layer: str, gates: list[Any]) -> list[str]:
-    """Everything that must stop the run before its first item, one message each."""
+def pre_run_problems(checks: CollectChecks, layer: str | list[str], gates: list[Any]) -> list[str]:
+    """Everything that must stop the run before its first item, one message each (``layer``: the
+    ``--pipeline`` name, or the list of ``--pipelines``)."""
     problems = list(checks.problems)
     if not checks.targets and not checks.layers:
         return problems  # no benchmark suite collected (a plain test session): nothing to check against
-    if not checks.layer_found:
-        problems.insert(0, f"--pipeline {layer!r}: no collected task defines this layer"
-                           f"{did_you_mean(layer, checks.layers)}; layers of the selected suites: "
+    option, names = ("--pipeline", [layer]) if isinstance(layer, str) else ("--pipelines", layer)
+    for name in reversed([n for n in names if n not in checks.found and not (option == "--pipeline" and
+                                                                                checks.layer_found)]):
+        problems.insert(0, f"{option} {name!r}: no collected task defines this layer"
+                           f"{did_you_mean(name, checks.layers)}; layers of the selected suites: "
                            f"{', '.join(sorted(checks.layers))}")
     problems += check_gate_targets(gates, checks.targets)
     return problems
@@ -105,7 +110,7 @@ class PreRunChecks:
     with status 4.
     """
 
-    def __init__(self, config: pytest.Config, layer: str, gates: list[Any]) -> None:
+    def __init__(self, config: pytest.Config, layer: str | list[str], gates: list[Any]) -> None:
         self.config, self.layer, self.gates = config, layer, gates
         self.from_workers: list[str] = []  # problems xdist workers reported (controller side)
         self.told = 0  # how many of them the terminal summary printed

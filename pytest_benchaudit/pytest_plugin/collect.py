@@ -5,7 +5,10 @@
 :class:`BenchItem`, a real ``pytest.Function`` whose fixtures ``question``,
 ``pipeline`` and ``model`` can be overridden in a ``conftest.py``.  Node ids read
 ``suites/seceval/suite.toml::mcq::q0001[local]``; with ``--vary`` each question x model
-also runs once per variant: ``q0001[local|max_tokens=5]`` (see :mod:`.variants`).
+also runs once per variant: ``q0001[local|max_tokens=5]`` (see :mod:`.variants`); with
+``--pipelines released,standardized`` once per layer: ``q0001[local|released]``,
+``q0001[local|standardized]`` (the first layer is the base variant, the others variants
+named after the layer; ``-k standardized`` selects one layer).
 
 Why ~410 lines: the suite file, task collector, item class and fixtures form pytest's
 collection tree for one suite; the pre-run checks already live in :mod:`.checks`.
@@ -34,7 +37,7 @@ from pytest_benchaudit.dataset.readers import file_checksum, load_questions, loa
 from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.scoring.registry import check_suite_names
 from pytest_benchaudit.pipeline.types import Question, Request
-from pytest_benchaudit.pipeline.variants import build_variants, card_key
+from pytest_benchaudit.pipeline.variants import build_variants, card_key, layer_variant
 
 __all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "BenchmarkFailure", "collect_file",
            "default_fixtures_only",
@@ -209,23 +212,31 @@ class TaskCollector(pytest.Collector):
         checks = checks_of(self.config)
         checks.layers.update(suite.tasks[task].layers)
         checks.targets.setdefault((suite.name, task), "")
-        if opts.pipeline in suite.tasks[task].layers:
-            checks.layer_found = True
-        else:
-            # Not an error: `pytest suites/ --pipeline released_base` runs where that layer exists
-            # (a layer that no collected task defines is one usage error: checks.PreRunChecks).
-            missing = pytest.mark.skip(reason=f"{suite.name}.{task} defines no {opts.pipeline!r} pipeline "
-                                              f"(available: {', '.join(suite.tasks[task].layers)})")
-            yield from self._placeholder(missing)
+        present = [layer for layer in opts.layers if layer in suite.tasks[task].layers]
+        checks.found.update(present)
+        checks.layer_found = checks.layer_found or opts.pipeline in present
+        for layer in opts.layers if not present or opts.pipelines else ():
+            if layer not in present:
+                # Not an error: `pytest suites/ --pipeline released_base` runs where that layer exists
+                # (a layer that no collected task defines is one usage error: checks.PreRunChecks).
+                missing = pytest.mark.skip(reason=f"{suite.name}.{task} defines no {layer!r} pipeline "
+                                                  f"(available: {', '.join(suite.tasks[task].layers)})")
+                yield from self._placeholder(missing, f"|{layer}" if opts.pipelines else "")
+        if not present:
             return
         # A bad pipeline value is noted once for the task (checks.PreRunChecks raises every such
         # problem as one usage error before any item) instead of failing item by item.
         try:
-            base = suite.pipeline(task, opts.pipeline)
-            pipe = apply_overrides(base, opts.overrides)
-            _check_names(pipe)
-            variants = build_variants(pipe, opts.vary)
-            for v in variants[1:]:
+            if opts.pipelines:  # --pipelines A,B: each layer a variant of the first (pipeline.variants)
+                pipes = {layer: apply_overrides(suite.pipeline(task, layer), opts.overrides) for layer in present}
+                variants = [layer_variant(layer, p, opts.layers[0], pipes.get(opts.layers[0]))
+                            for layer, p in pipes.items()]
+                pipe = variants[0].pipeline
+            else:
+                base = suite.pipeline(task, opts.pipeline)
+                pipe = apply_overrides(base, opts.overrides)
+                variants = build_variants(pipe, opts.vary)
+            for v in variants:
                 _check_names(v.pipeline)
         except PipelineError as err:
             checks.problem(f"{suite.name}.{task}: {err}")
@@ -281,7 +292,8 @@ class TaskCollector(pytest.Collector):
         for q in questions:
             for spec in opts.models:
                 for v in variants:
-                    params = spec.label if v.is_base else f"{spec.label}|{v.name}"
+                    params = (f"{spec.label}|{v.layer}" if v.is_layer else
+                              spec.label if v.is_base else f"{spec.label}|{v.name}")
                     item = BenchItem.from_parent(
                         self,
                         name=f"q{q.index + 1:04d}[{params}]",
@@ -307,11 +319,11 @@ class TaskCollector(pytest.Collector):
                                                                 "in the data file; reported, not scored"))
                     yield item
 
-    def _placeholder(self, skip: pytest.MarkDecorator) -> Iterator[BenchItem]:
+    def _placeholder(self, skip: pytest.MarkDecorator, layer: str = "") -> Iterator[BenchItem]:
         """One skipped item per model (no pipeline layer, or data that cannot be had here),
         so the reason shows up in the run's output instead of stopping the whole run."""
         for spec in get_options(self.config).models:
-            item = pytest.Function.from_parent(self, name=f"unavailable[{spec.label}]", callobj=_never_called)
+            item = pytest.Function.from_parent(self, name=f"unavailable[{spec.label}{layer}]", callobj=_never_called)
             item.add_marker(skip)
             yield item  # type: ignore[misc]
 

@@ -230,6 +230,10 @@ class Controller:
         if "pipeline" in meta and meta["pipeline"] != self.opts.pipeline:
             raise pytest.UsageError(f"--resume {path}: the run used --pipeline {meta['pipeline']}, "
                                     f"not {self.opts.pipeline}; resume it with the same pipeline")
+        if (meta.get("pipelines") or []) != self.opts.pipelines:  # a --pipelines run resumes with the same list
+            was, now = (",".join(p or []) or "(none)" for p in (meta.get("pipelines"), self.opts.pipelines))
+            raise pytest.UsageError(f"--resume {path}: the run used --pipelines {was}, this invocation {now}; "
+                                    "resume it with the same layers")
         if "overrides" in meta:
             now = redact_json({k: v for k, v in self.opts.overrides})
             if meta["overrides"] != now:
@@ -283,6 +287,7 @@ class Controller:
         meta: dict[str, Any] = {
             "argv": _clean_argv(list(self.config.invocation_params.args)),
             "pipeline": self.opts.pipeline,
+            **({"pipelines": list(self.opts.pipelines)} if self.opts.pipelines else {}),  # --pipelines: every layer
             "overrides": {k: v for k, v in self.opts.overrides},
             "limit": self.opts.limit,
             "vary": [[f, v] for f, v in self.opts.vary],

@@ -56,7 +56,7 @@ class RunState:
 
 @dataclass
 class RunOptions:
-    pipeline: str
+    pipeline: str  # the layer; with --pipelines, the first one listed (the base)
     overrides: list[tuple[str, Any]]
     models: list[ModelSpec]
     data_dir: Path
@@ -75,6 +75,12 @@ class RunOptions:
     max_cost: float | None = None  # --max-cost USD: stop asking once the run has spent this much
     prices: dict[str, Any] = field(default_factory=dict)  # [tool.benchaudit.prices]
     state: RunState = field(default_factory=RunState)
+    pipelines: list[str] = field(default_factory=list)  # --pipelines A,B: every layer, in order; [] for --pipeline
+
+    @property
+    def layers(self) -> list[str]:
+        """The layers items run under: ``--pipelines``' list, else ``[--pipeline]``."""
+        return self.pipelines or [self.pipeline]
 
 
 OPTIONS_KEY = pytest.StashKey[RunOptions]()
@@ -100,9 +106,13 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--max-cost", type=float, default=None, metavar="USD",
                     help="stop asking new questions once the run's cost (prices from [tool.benchaudit.prices]) "
                          "reaches USD; the rest are skipped as not asked, --resume continues them")
-    group.addoption("--pipeline", default="standardized", metavar="NAME",
+    group.addoption("--pipeline", default=None, metavar="NAME",
                     help="pipeline layer: standardized (default), released, documented, or another layer "
                          "a suite defines")
+    group.addoption("--pipelines", default=None, metavar="A,B,...",
+                    help="run every question under each of these layers in one run (instead of --pipeline): "
+                         "items q0001[MODEL|LAYER], the first layer is the base of `benchaudit audit`; a "
+                         "generation is asked once where the layers send the same request")
     group.addoption("--set", dest="benchaudit_set", action="append", default=[], metavar="FIELD=VALUE",
                     help="override one pipeline field (repeatable, dotted name), e.g. inference.max_tokens=5, "
                          "extraction.rule=final_line, scoring.denominator=valid; VALUE is read as JSON when it parses")
@@ -255,8 +265,10 @@ def build_options(config: pytest.Config) -> RunOptions:
             check_report_dir(Path(opt.report_dir))  # a file in the way: one usage error now, not at the first item
         except UsageError as err:
             raise pytest.UsageError(str(err)) from None
+    pipelines = _pipelines(opt.pipeline, opt.pipelines, vary)
     return RunOptions(
-        pipeline=opt.pipeline,
+        pipeline=pipelines[0] if pipelines else opt.pipeline or "standardized",
+        pipelines=pipelines,
         overrides=overrides,
         models=models,
         data_dir=data_dir,
@@ -274,6 +286,30 @@ def build_options(config: pytest.Config) -> RunOptions:
         max_cost=opt.max_cost,
         prices=prices,
     )
+
+
+def _pipelines(single: str | None, text: str | None, vary: list[Any]) -> list[str]:
+    """``--pipelines A,B`` as a list of two or more distinct layers ([] without it); usage errors:
+    both options, an empty or repeated name, ``--vary`` beside it (a layer is already a variant of
+    the first layer; vary one layer at a time with --pipeline)."""
+    if text is None:
+        return []
+    if single is not None:
+        raise pytest.UsageError(f"--pipeline {single} and --pipelines {text}: give one of them (--pipelines "
+                                "lists every layer, e.g. --pipelines released,standardized)")
+    names = [n.strip() for n in text.split(",")]
+    if any(not n for n in names) or len(names) < 2:
+        raise pytest.UsageError(f"--pipelines {text!r}: expected two or more layer names separated by commas, "
+                                "e.g. released,standardized")
+    if len(set(names)) != len(names):
+        raise pytest.UsageError(f"--pipelines {text!r}: a layer is listed twice")
+    bad = [n for n in names if not all(c.isalnum() or c in "_-" for c in n)]
+    if bad:
+        raise pytest.UsageError(f"--pipelines {text!r}: {bad[0]!r} is not a layer name (letters, digits, _ and -)")
+    if vary:
+        raise pytest.UsageError("--vary with --pipelines: vary the fields of one layer at a time (--pipeline NAME "
+                                "--vary ...); --pipelines already runs each layer as a variant of the first")
+    return names
 
 
 def default_cache_dir() -> Path:

@@ -10,6 +10,12 @@ two run directories (their ``summary.json``) and prints, in plain words:
   names the stage that moved it);
 * where the run directories and the HTML report are, and the next commands to try.
 
+``python -m pytest_benchaudit.report.demo RUN [--audit DIR]`` does the same for one run made with
+``--pipelines released,standardized`` (what ``make demo`` makes now) and, with the directory
+``benchaudit audit RUN --out DIR`` wrote, explains the audit: the move from one layer to the other
+split into its downstream part (re-scored) and its upstream part (the standardized layer's own
+generations), the fields that move the released score, and where audit.json and the report are.
+
 No model and no pytest: it only reads files.
 """
 
@@ -28,7 +34,7 @@ from pytest_benchaudit.report.terminal import WIDTH, render_variant_deltas
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
-__all__ = ["explain", "main"]
+__all__ = ["explain", "explain_layers", "main"]
 
 
 def _load(run: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -47,7 +53,7 @@ def _pct(x: float | None) -> str:
 
 def _pipeline_lines(name: str, r: dict[str, Any]) -> list[str]:
     reasons = ", ".join(f"{k} {v}" for k, v in r["invalid_reasons"].items()) or "none"
-    return [f"  {name:<13}: {_pct(r['score'])} of all questions, {_pct(r['score_valid'])} of valid answers, "
+    return [f"  {name:<13}: {_pct(r['score_total'])} of all questions, {_pct(r['score_valid'])} of valid answers, "
             f"{_pct(r['invalid_rate'])} invalid",
             _cut(f"  {'':<13}  invalid answers: {reasons}", WIDTH)]
 
@@ -85,15 +91,75 @@ def explain(released: Path, standardized: Path, html: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def explain_layers(run: Path, audit: Path | None = None) -> str:
+    """The closing explanation of ``make demo``: one ``--pipelines`` run and its audit (each line under 120 columns)."""
+    results, cards = _load(run)
+    meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    base_layer, target_layer = (meta.get("pipelines") or ["released", "standardized"])[:2]
+    rel = _base(results)
+    std = next(r for r in results if r.get("variant") == target_layer and r["model"] == rel["model"])
+    diff = 100 * ((std["score"] or 0) - (rel["score"] or 0))
+    lines = [
+        f"Same {rel['n']} questions ({rel['benchmark']}.{rel['task']}), same model ({rel['model']}), one run, "
+        f"two pipelines:",
+        *_pipeline_lines(base_layer, rel),
+        *_pipeline_lines(target_layer, std),
+        f"  difference   : {diff:+.1f} percentage points ({target_layer} - {base_layer}), from pipeline choices alone.",
+        "",
+        "Why: each pipeline asks, reads and counts answers its own way. Here the released one asks with the",
+        "benchmark's own prompt, reads the answer with its regex over the whole output (reasoning kept) and",
+        "re-asks while none can be read; the standardized one asks its own prompt once, reads an explicit final",
+        "answer and strips reasoning. The run's pipeline cards (run.json) list every field of both layers.",
+    ]
+    doc: dict[str, Any] = {}
+    if audit is not None and (audit / "audit.json").is_file():
+        doc = json.loads((audit / "audit.json").read_text(encoding="utf-8"))
+    split = [r for r in doc.get("upstream_attribution") or [] if r["model"] == rel["model"]
+             and r["task"] == f"{rel['benchmark']}.{rel['task']}"]
+    if split:
+        from pytest_benchaudit.report.terminal import render_layer_attribution
+
+        r = split[0]
+        lines += ["", "Where the difference comes from (benchaudit audit):",
+                  render_layer_attribution(split, base_layer, target_layer),
+                  f"  downstream = the {base_layer} answers re-scored under the {target_layer} extraction and scoring;",
+                  _cut(f"  upstream   = the {target_layer} answers themselves, new generations ("
+                       + (", ".join(r["upstream_fields"][:4]) + (", …" if len(r["upstream_fields"]) > 4 else "")
+                          if r["upstream_fields"] else "no upstream field differs") + ": together).", WIDTH)]
+    moved = [r for r in doc.get("attribution") or [] if r.get("moved_by") not in (None, "none")
+             and r["model"] == rel["model"]]
+    if moved:
+        lines += ["", f"Which downstream fields move the {base_layer} score (each variant changes one field "
+                      f"toward {target_layer}, re-scored):", render_variant_deltas(moved)]
+    lines += ["", "Run directory (records.jsonl, summary.json, run.json with both layers' pipeline cards):",
+              f"  {run}"]
+    if doc and audit is not None:
+        n_findings = len(doc.get("findings") or [])
+        lines += [f"Audit ({n_findings} diagnose findings, both layers compared; ranks, tau-b and rho need 3 or more "
+                  "models):",
+                  f"  {audit / 'audit.json'}", f"  HTML report (one self-contained file): {audit / 'report.html'}",
+                  f"  Every Eval Ever export: {audit / 'every-eval-ever'}"]
+    lines += ["", "Next, try:",
+              f"  benchaudit show {run}    # both layers' summary and pipeline cards again",
+              f"  benchaudit audit {run} --out reports/my-audit    # the whole audit again",
+              "  pytest suites/cybermetric -k cm80 --pipelines released,standardized --model local --model M2 "
+              "--model M3"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_benchaudit.report.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("released", type=Path)
-    parser.add_argument("standardized", type=Path)
+    parser.add_argument("runs", type=Path, nargs="+", metavar="RUN",
+                        help="RELEASED_RUN STANDARDIZED_RUN, or one run made with --pipelines")
     parser.add_argument("--html", default=None)
+    parser.add_argument("--audit", type=Path, default=None, help="the --out DIR of benchaudit audit on the one run")
     args = parser.parse_args(argv)
+    if len(args.runs) > 2:
+        parser.error("give one --pipelines run, or a released and a standardized run")
     try:
-        print(explain(args.released, args.standardized, args.html))
+        print(explain_layers(args.runs[0], args.audit) if len(args.runs) == 1 else
+              explain(args.runs[0], args.runs[1], args.html))
     except (OSError, ValueError, KeyError, StopIteration) as err:
         print(f"demo: cannot read the runs ({type(err).__name__}: {err})", file=sys.stderr)
         return 1

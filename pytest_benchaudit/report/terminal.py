@@ -10,7 +10,7 @@ from pytest_benchaudit.aggregate.results import model_rankings, reason_text, var
 from pytest_benchaudit.report.gates import GateVerdict
 from pytest_benchaudit.scoring.evaluate import failure_message
 
-__all__ = ["render_summary", "render_variant_deltas", "render_answers", "render_usage", "fit_columns", "metric_unit", "WIDTH"]
+__all__ = ["render_summary", "render_variant_deltas", "render_layer_attribution", "render_answers", "render_usage", "fit_columns", "metric_unit", "WIDTH"]
 
 
 WIDTH = 120  # every line of the summary fits this many columns
@@ -101,6 +101,7 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
     """
     blocks: list[str] = []
     by_bench: dict[str, list[dict[str, Any]]] = {}
+    layered = _is_layered(cards)  # --pipelines: every row names its layer, the base's too
     for r in results:
         by_bench.setdefault(r["benchmark"], []).append(r)
     for bench, rows in by_bench.items():
@@ -113,7 +114,8 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
                 valid += "*"
             else:
                 total += "*"
-            name = _cut(r["task"] + (f" | {r['variant']}" if r["variant"] else ""), 28)
+            name = _cut(r["task"] + (f" | {r['pipeline']}" if layered else f" | {r['variant']}" if r["variant"]
+                                     else ""), 28)
             model = _cut(r["model"], 20)
             table.append([
                 name, model, f"{r['n']:,}", f"{r['n_valid']:,}", f"{r['n_correct']:,}", total, valid,
@@ -129,8 +131,11 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
         first = rows[0]
         card = cards.get(f"{bench}.{first['task']}", {})
         overrides = f", overrides {card.get('overrides')}" if card.get("overrides") else ""
+        layers = list(dict.fromkeys(r["pipeline"] for r in rows))
         title = _cut(f"{bench} — pipeline '{first['pipeline']}' (card {card.get('hash', first['pipeline_hash'])}"
-                     + overrides + ")", WIDTH)
+                     + overrides + ")" if not layered else
+                     f"{bench} — pipelines {', '.join(repr(x) for x in layers)} (one row per layer)" + overrides,
+                     WIDTH)
         text = title + "\n" + fit_columns(table, headers, keep=2) + _subset_notes(bench, rows, cards)
         if invalid_rows:
             text += "\n\n" + fit_columns(invalid_rows, ["task", "model", "inference ok %", "extraction ok %",
@@ -187,6 +192,11 @@ def _delta(row: dict[str, Any]) -> str:
     return f"{row['delta_pp']:+.1f}"
 
 
+def _is_layered(cards: dict[str, dict[str, Any]]) -> bool:
+    """True for a ``--pipelines`` run: some card is a layer variant of the base layer."""
+    return any((c.get("variant") or {}).get("kind") == "layer" for c in cards.values() if isinstance(c, dict))
+
+
 def render_variant_deltas(rows: list[dict[str, Any]]) -> str:
     """The "single-field counterfactuals" table: each variant against its base, and what moved it."""
     if not rows:
@@ -210,6 +220,8 @@ def render_variant_deltas(rows: list[dict[str, Any]]) -> str:
             _cut(moved, 34),
         ])
     title = "single-field counterfactuals (each variant changes one field of the base pipeline)"
+    if all(r.get("kind") == "layer" for r in rows):
+        title = "layers against the base layer (--pipelines: the first layer listed is the base)"
     headers = ["task", "model", "variant", "score vs base", "Δ pp", "invalid % vs base", "moved by"]
     if all(r["lower_is_better"] for r in rows):
         headers[4] = "Δ (metric unit)"
@@ -270,3 +282,27 @@ def render_answers(records: Iterable[dict[str, Any]], limit: int | None, total_b
         for r in shown:
             lines.append(_cut(f"  {r.get('question_id')}  {failure_message(r)}", WIDTH))
     return "\n".join(lines)
+
+
+def render_layer_attribution(rows: list[dict[str, Any]], base: str, target: str) -> str:
+    """``benchaudit audit`` on a ``--pipelines`` run: per task x model, base -> target split into the
+    downstream part (re-scored) and the upstream part (regenerated; the differing fields together)."""
+    if not rows:
+        return ""
+
+    def part(r: dict[str, Any], name: str) -> str:
+        value = r[f"{name}_delta"]
+        if value is None:
+            return "—"
+        return f"{value:+.3f}" if r["lower_is_better"] else f"{r[f'{name}_pp']:+.1f}"
+
+    table = [[_cut(r["task"], 28), _cut(r["model"], 16),
+              f"{_num(r['base_score'], r['lower_is_better'], r['metric'])} -> "
+              f"{_num(r['target_score'], r['lower_is_better'], r['metric'])}",
+              part(r, "downstream"), part(r, "upstream"), part(r, "total"),
+              _cut(", ".join(r["upstream_fields"]) or ("— (no base-layer result)" if r["base_score"] is None
+                                                         else "none (same generations)"), 40)] for r in rows]
+    return (f"From {base} to {target}: downstream fields re-scored from the {base} outputs, upstream fields\n"
+            f"from the {target} generations (pp; error metrics in their own unit)\n"
+            + fit_columns(table, ["task", "model", "score", "downstream", "upstream", "total",
+                                  "upstream fields (together)"], keep=2))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pytest_benchaudit.aggregate.results import summarize
+from pytest_benchaudit.audit.layers import run_layers
 from pytest_benchaudit.audit.offline import OfflineError, load_run
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.common.progress import iterate
@@ -73,7 +74,9 @@ def load_runs(paths: Iterable[Path]) -> list[LoadedRun]:
                                      require_records=True)
         except OfflineError as err:
             raise CompareError(str(err)) from None
-        base = [r for r in records if not r.get("variant")]
+        # A --pipelines run's layers are base records of their layer (variant = the layer's name).
+        layers = set(run_layers(meta))
+        base = [r for r in records if not r.get("variant") or (r["variant"] in layers and r["pipeline"] == r["variant"])]
         runs.append(LoadedRun(path, meta, base, len(records) - len(base)))
     return runs
 
@@ -87,9 +90,14 @@ def load_run_set(label: str, runs: list[LoadedRun], pipeline: str | None = None)
     rs = RunSet(label, [], [])
     owner: dict[tuple[str, str], tuple[str, str]] = {}
     for run in runs:
-        recs = [r for r in run.records if pipeline is None or r["pipeline"] == pipeline]
+        layered = run_layers(run.meta)
+        recs = [r for r in run.records if (r["pipeline"] == pipeline if pipeline is not None
+                                           else not (layered and r.get("variant")))]
         if not recs:
             continue
+        if layered and pipeline is None:
+            rs.notes.append(f"{run.path}: a --pipelines run: its first layer ({layered[0]}) compared; "
+                            f"--pipelines {','.join(layered[:2])} compares its layers")
         if run.n_variant_records:
             rs.notes.append(f"{run.path}: {run.n_variant_records} variant records (--vary) left out; base records compared")
         groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)

@@ -162,8 +162,11 @@ def ledger_section(ledger: list[dict[str, Any]] | None, upstream: list[dict[str,
         body = [[r["task"], d["field"], fmt(d.get("stored")), fmt(next((v for k, v in d.items()
                                                                         if k not in ("field", "stored")), None))]
                 for r in up for d in r["fields"]]
-        parts.append("<h3>Upstream fields that differ (need new generations, not estimated)</h3>"
-                     + table(["task", "field", "stored runs", "target layer"], body))
+        regenerated = all(r.get("regenerated") for r in up)  # a --pipelines run: both layers were asked
+        parts.append(("<h3>Upstream fields that differ (regenerated in this run: their joint effect is the "
+                      "'upstream (regenerated)' rows of the field deltas)</h3>" if regenerated else
+                      "<h3>Upstream fields that differ (need new generations, not estimated)</h3>")
+                     + table(["task", "field", "base layer" if regenerated else "stored runs", "target layer"], body))
     if not parts:
         return ""
     return section("ledger", "Ledger and upstream fields", *parts)
