@@ -40,7 +40,8 @@ Once every ``pytest_runtest_logreport`` implementation has seen a benchmark item
 the passed set-up and teardown reports without captured output leave ``stats[""]`` (nothing
 of pytest's counts or sections reads them: benchmark items never enter the failure sections),
 and the call report's ``benchaudit_record`` (the whole record: prompt, raw output) becomes
-the small shared ``{"valid", "correct"}`` the end-of-run summary needs; the record itself is in
+the small shared ``{"valid", "correct"}`` the end-of-run summary needs, and its
+``user_properties`` (the JUnit XML properties) are emptied; the record itself is in
 ``records.jsonl``.  A plugin that wants the record reads it in ``pytest_runtest_logreport``.
 """
 
@@ -279,6 +280,7 @@ class ReportTrim:
         record = getattr(report, "benchaudit_record", None)
         if isinstance(record, dict) and len(record) > 2:
             report.benchaudit_record = _OUTCOMES[(bool(record.get("valid", True)), bool(record.get("correct")))]
+            report.user_properties.clear()  # read by JUnit XML (from the teardown report) and such, by now
             return
         if report.when == "call" or not report.passed or report.sections or not _is_bench_nodeid(report.nodeid):
             return

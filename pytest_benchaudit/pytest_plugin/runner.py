@@ -414,6 +414,10 @@ class Runner:
             report.benchaudit_record = record
             if isinstance(item, BenchItem):
                 item.record = None  # the item (kept until the session ends) does not keep it too
+        elif call.when == "teardown" and isinstance(item, BenchItem):
+            # Every report has its own copy of the JUnit properties (JUnit reads the teardown
+            # report's); the item, kept until the session ends, needs them no more.
+            item.user_properties.clear()
         return report
 
     @pytest.hookimpl(trylast=True)
