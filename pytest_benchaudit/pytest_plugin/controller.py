@@ -122,24 +122,21 @@ def _drop_not_asked(path: Path) -> None:
     records = path / "records.jsonl"
     if not records.is_file():
         return
-    with records.open("rb") as fh:
-        lines = fh.readlines()
     marker = b'"invalid_reason":"endpoint_down"'
-    if not any(marker in line.replace(b" ", b"") for line in lines):
-        return
+    with records.open("rb") as fh:  # line by line: a paper-scale records.jsonl is hundreds of MiB
+        if not any(marker in line.replace(b" ", b"") for line in fh):
+            return
     import orjson
 
-    kept = []
-    for line in lines:
-        try:
-            if _not_asked(orjson.loads(line)):
-                continue
-        except orjson.JSONDecodeError:
-            pass
-        kept.append(line)
     tmp = records.with_name("records.jsonl.resume-tmp")
-    with tmp.open("wb") as fh:
-        fh.writelines(kept)
+    with records.open("rb") as src, tmp.open("wb") as fh:
+        for line in src:
+            try:
+                if _not_asked(orjson.loads(line)):
+                    continue
+            except orjson.JSONDecodeError:
+                pass
+            fh.write(line)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, records)
