@@ -287,6 +287,11 @@ class Runner:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        self._advance(item)
+
+    def _advance(self, item: pytest.Item) -> None:
+        """Keep the look-ahead full as ``item`` starts (from the protocol hook and from
+        :meth:`run_item`, so another plugin's protocol cannot leave it empty; a cheap no-op when full)."""
         if not hasattr(self.config, "workerinput"):
             if self._plan:
                 self._top_up(self._serial_candidates())
@@ -319,6 +324,7 @@ class Runner:
 
     # -- one item --------------------------------------------------------------------
     def run_item(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec) -> None:
+        self._advance(node)
         self._ensure_model(model)
         spec = node.bench
         # The default fixtures give the very objects the request was prefetched with: reuse it.
