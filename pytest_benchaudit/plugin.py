@@ -53,6 +53,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[OPTIONS_KEY] = opts
     # Problems collection finds (pipeline values, layer, gate targets): one usage error before any item.
     config.pluginmanager.register(PreRunChecks(config, opts.pipelines or opts.pipeline, opts.gates), "benchaudit-checks")
+    from pytest_benchaudit.pytest_plugin.reporting import ReportTrim
+
+    config.pluginmanager.register(ReportTrim(config), "benchaudit-report-trim")  # what the session keeps of reports
     local_url = LocalUrl(config)
     is_worker = hasattr(config, "workerinput")
     # xdist has already set option.dist when -n is given (its cmdline_main runs first).

@@ -18,6 +18,7 @@ to a module of its own.
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
@@ -27,7 +28,7 @@ from pytest_benchaudit.pipeline.variants import card_for, card_key
 from pytest_benchaudit.pipeline.stages import is_unspecified
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
-__all__ = ["TaskResult", "summarize", "benchmark_scores", "confidence_interval", "group_key", "variant_deltas", "summary_document"]
+__all__ = ["TaskResult", "Summarizer", "summarize", "benchmark_scores", "confidence_interval", "group_key", "variant_deltas", "summary_document"]
 
 
 def group_key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -113,89 +114,135 @@ class TaskResult(BaseModel):
                                                              if getattr(self, k) is None})
 
 
-def _result(recs: list[dict[str, Any]], card: dict[str, Any] | None) -> dict[str, Any]:
-    first = recs[0]
-    fields = (card or {}).get("fields", {})
-    metric = fields.get("scoring.metric", first.get("metric", ""))
-    info = METRIC_INFO.get(metric)
-    denominator = fields.get("scoring.denominator", "unspecified")
-    n = len(recs)
-    valid = [r for r in recs if r["valid"]]
-    all_scores = [float(r["score"]) for r in recs]
-    valid_scores = [float(r["score"]) for r in valid]
-    score_total = _mean(all_scores)
-    score_valid = _mean(valid_scores)
-    headline_values = valid_scores if denominator == "valid" else all_scores
-    headline = None if is_unspecified(denominator) else (score_valid if denominator == "valid" else score_total)
-    inference_failed = sum(1 for r in recs if r.get("invalid_stage") == "inference")
-    result: dict[str, Any] = {
-        "benchmark": first["benchmark"],
-        "task": first["task"],
-        "model": first["model"],
-        "variant": first.get("variant", ""),
-        "pipeline": first["pipeline"],
-        "pipeline_hash": first["pipeline_hash"],
-        "metric": metric,
-        "lower_is_better": bool(info.lower_is_better) if info else False,
-        "denominator": denominator,
-        "n": n,
-        "n_valid": len(valid),
-        "n_correct": sum(1 for r in recs if r["correct"]),
-        "score": headline,
-        "score_total": score_total,
-        "score_valid": score_valid,
-        "invalid_rate": 1 - len(valid) / n,
-        "invalid_reasons": dict(Counter(r["invalid_reason"] for r in recs if not r["valid"])),
-        "stage_rates": {
-            "inference_ok": 1 - inference_failed / n,
-            "extraction_ok": len(valid) / n,
-            "correct": sum(1 for r in recs if r["correct"]) / n,
-        },
-        "ci95": None if headline is None else confidence_interval(headline_values, binary=(info is None or info.kind == "binary")),
-    }
-    extras: dict[str, list[float]] = defaultdict(list)
-    for r in (valid if denominator == "valid" else recs):
+class _Group:
+    """What one benchmark x task x model x variant's result needs, in compact columns.
+
+    Built record by record (:meth:`add`): counts, one float and one flag per record (the score,
+    and whether it is valid), and the few per-record fields the card asks for (score extras, the
+    ``aggregation.by`` value), never the record itself, so a run of any size is summarised in
+    memory of ~10 bytes per record (``records.jsonl`` can be streamed through it).
+    """
+
+    __slots__ = ("first", "denominator", "by", "scores", "valid", "n_correct", "inference_failed",
+                 "reasons", "extras", "breakdown")
+
+    def __init__(self, first: dict[str, Any], card: dict[str, Any] | None) -> None:
+        fields = (card or {}).get("fields", {})
+        self.first = {"benchmark": first["benchmark"], "task": first["task"], "model": first["model"],
+                      "variant": first.get("variant", ""), "pipeline": first["pipeline"],
+                      "pipeline_hash": first["pipeline_hash"],
+                      "metric": fields.get("scoring.metric", first.get("metric", ""))}
+        self.denominator = fields.get("scoring.denominator", "unspecified")
+        self.by = fields.get("aggregation.by")
+        self.scores = array("d")
+        self.valid = bytearray()
+        self.n_correct = 0
+        self.inference_failed = 0
+        self.reasons: Counter[Any] = Counter()
+        self.extras: dict[str, tuple[array[float], bytearray]] = {}  # name -> (values, valid flags)
+        self.breakdown: dict[str, tuple[array[float], bytearray]] = {}  # by-value -> (scores, valid flags)
+
+    def add(self, r: dict[str, Any]) -> None:
+        valid = bool(r["valid"])
+        score = float(r["score"])
+        self.scores.append(score)
+        self.valid.append(valid)
+        if r["correct"]:
+            self.n_correct += 1
+        if r.get("invalid_stage") == "inference":
+            self.inference_failed += 1
+        if not valid:
+            self.reasons[r["invalid_reason"]] += 1
         for name, value in (r.get("score_extras") or {}).items():
-            extras[name].append(float(value))
-    if extras:
-        # Per-item numbers a benchmark reports beside the headline (e.g. TAA plausible),
-        # averaged over the same denominator as the headline.
-        result["extras"] = {name: sum(vals) / len(vals) for name, vals in extras.items()}
-    by = fields.get("aggregation.by")
-    if by:
-        result["breakdown"] = {by: _breakdown(recs, by, denominator)}
-    return TaskResult.model_validate(result).row()
+            values, flags = self.extras.setdefault(name, (array("d"), bytearray()))
+            values.append(float(value))
+            flags.append(valid)
+        if self.by:
+            value = r.get("question_meta", {}).get(self.by)
+            for v in value if isinstance(value, list) else [value]:
+                scores, flags = self.breakdown.setdefault(str(v), (array("d"), bytearray()))
+                scores.append(score)
+                flags.append(valid)
+
+    def result(self) -> dict[str, Any]:
+        first, denominator = self.first, self.denominator
+        metric = first["metric"]
+        info = METRIC_INFO.get(metric)
+        n = len(self.scores)
+        all_scores = self.scores.tolist()
+        valid_scores = [s for s, ok in zip(all_scores, self.valid) if ok]
+        n_valid = len(valid_scores)
+        score_total = _mean(all_scores)
+        score_valid = _mean(valid_scores)
+        headline_values = valid_scores if denominator == "valid" else all_scores
+        headline = None if is_unspecified(denominator) else (score_valid if denominator == "valid" else score_total)
+        result: dict[str, Any] = {
+            **first,
+            "lower_is_better": bool(info.lower_is_better) if info else False,
+            "denominator": denominator,
+            "n": n,
+            "n_valid": n_valid,
+            "n_correct": self.n_correct,
+            "score": headline,
+            "score_total": score_total,
+            "score_valid": score_valid,
+            "invalid_rate": 1 - n_valid / n,
+            "invalid_reasons": dict(self.reasons),
+            "stage_rates": {
+                "inference_ok": 1 - self.inference_failed / n,
+                "extraction_ok": n_valid / n,
+                "correct": self.n_correct / n,
+            },
+            "ci95": None if headline is None else confidence_interval(headline_values, binary=(info is None or info.kind == "binary")),
+        }
+        extras = {name: [v for v, ok in zip(values, flags) if ok or denominator != "valid"]
+                  for name, (values, flags) in self.extras.items()}
+        extras = {name: vals for name, vals in extras.items() if vals}
+        if extras:
+            # Per-item numbers a benchmark reports beside the headline (e.g. TAA plausible),
+            # averaged over the same denominator as the headline.
+            result["extras"] = {name: sum(vals) / len(vals) for name, vals in extras.items()}
+        if self.by:
+            # Score per value of a question metadata field; a list value counts in each of its entries.
+            result["breakdown"] = {self.by: {
+                key: {"n": len(scores), "score": _mean([s for s, ok in zip(scores, flags)
+                                                        if ok or denominator != "valid"])}
+                for key, (scores, flags) in sorted(self.breakdown.items())}}
+        return TaskResult.model_validate(result).row()
 
 
-def _breakdown(recs: list[dict[str, Any]], by: str, denominator: str) -> dict[str, dict[str, Any]]:
-    """Score per value of a question metadata field; a list value counts in each of its entries."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in recs:
-        value = r.get("question_meta", {}).get(by)
-        for v in value if isinstance(value, list) else [value]:
-            groups[str(v)].append(r)
-    out = {}
-    for key in sorted(groups):
-        g = groups[key]
-        scores = [float(r["score"]) for r in g if r["valid"] or denominator != "valid"]
-        out[key] = {"n": len(g), "score": _mean(scores)}
-    return out
+class Summarizer:
+    """:func:`summarize`, record by record: :meth:`add` each record (in run order), then
+    :meth:`results`.  Holds compact columns per group (see :class:`_Group`), not the records."""
+
+    def __init__(self, cards: dict[str, dict[str, Any]] | None = None) -> None:
+        self.cards = cards or {}
+        self.groups: dict[tuple[str, str, str, str], _Group] = {}
+
+    def add(self, rec: dict[str, Any]) -> None:
+        key = group_key(rec)
+        group = self.groups.get(key)
+        if group is None:
+            bench, task, _model, variant = key
+            group = self.groups[key] = _Group(rec, card_for(self.cards, bench, task, variant))
+        group.add(rec)
+
+    def results(self) -> list[dict[str, Any]]:
+        """One result per group, in first-seen order."""
+        return [group.result() for group in self.groups.values()]
 
 
 def summarize(records: Iterable[dict[str, Any]], cards: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One result per benchmark x task x model x variant, in first-seen order.
 
     ``cards`` maps ``"<benchmark>.<task>"`` (or ``"<benchmark>.<task>|<variant>"``)
-    to the pipeline card the records were scored under.
+    to the pipeline card the records were scored under.  ``records`` is read once and
+    not kept (a generator over ``records.jsonl`` is summarised in constant memory per group).
     """
-    cards = cards or {}
-    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    summary = Summarizer(cards)
     for rec in records:
-        groups.setdefault(group_key(rec), []).append(rec)
-    out = []
-    for (bench, task, _model, variant), recs in groups.items():
-        out.append(_result(recs, card_for(cards, bench, task, variant)))
-    return out
+        summary.add(rec)
+    return summary.results()
 
 
 def benchmark_scores(results: list[dict[str, Any]], cards: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:

@@ -7,8 +7,11 @@ the items this process will run (in run order); each item then only waits for
 its own result.  Concurrency per model is bounded by the backend; the number of
 requests in flight (started, not finished) is bounded by a window, so a suite of
 any size never opens more than that many requests at once.  Finished
-generations wait, one small object per item, until their item consumes them.
-Identical requests to the same model are sent once.
+generations wait until their item consumes them (:meth:`Engine.generate`) and are
+then forgotten; a claim that will not be consumed is given up with :meth:`Engine.release`.
+The caller bounds how far ahead it queues (the runner: ``2 x window`` requests), so
+the engine never holds more than that many requests or answers.  Identical requests to
+the same model are sent once.
 
 With a :class:`~pytest_benchaudit.inference.cache.GenerationCache`, each request is first
 looked up (by the model's identity and the full request) and, when stored, its
@@ -133,6 +136,19 @@ class Engine:
                 if slot.waiters <= 0 and slot.future.done():
                     self._slots.pop(key, None)
             self._say_cache_warnings()
+
+    def release(self, model: str, request: Request) -> None:
+        """Give up one claim (a prefetch whose item will not ask for it): when no claim is left,
+        the request is dropped from the queue and its generation, if any, is not kept."""
+        key = request_key(model, request)
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                return
+            slot.waiters -= 1
+            if slot.waiters <= 0:
+                # _pump skips a queued key without a slot; a running one finishes into nothing.
+                self._slots.pop(key, None)
 
     def _say_cache_warnings(self) -> None:
         while self._cache_warnings:

@@ -28,7 +28,7 @@ from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.inference.backend import Backend, ModelSpec
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["NOT_ASKED", "BudgetedBackend", "CostMeter", "check_prices", "price_for", "cost_of", "usage_rows"]
+__all__ = ["NOT_ASKED", "BudgetedBackend", "CostMeter", "check_prices", "price_for", "cost_of", "usage_rows", "UsageTally"]
 
 NOT_ASKED = "not asked: --max-cost reached"
 _META = ("date", "source", "currency")
@@ -87,25 +87,42 @@ def cost_of(usage: Mapping[str, Any] | None, price: Mapping[str, float] | None) 
     return (prompt * price["input"] + completion * price["output"]) / 1e6
 
 
-def usage_rows(records: Iterable[Mapping[str, Any]], prices: Mapping[str, Any],
-               specs: Mapping[str, ModelSpec] | None = None) -> list[dict[str, Any]]:
-    """Per model × benchmark × task: requests with usage, prompt/completion tokens, and cost (or ``None``)."""
-    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for rec in records:
+class UsageTally:
+    """:func:`usage_rows`, record by record (:meth:`add`, then :meth:`rows`): one small row per
+    model × benchmark × task, never the records."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def add(self, rec: Mapping[str, Any]) -> None:
         key = (str(rec.get("model")), str(rec.get("benchmark")), str(rec.get("task")))
-        row = rows.setdefault(key, {"model": key[0], "benchmark": key[1], "task": key[2], "items": 0,
-                                    "prompt_tokens": 0, "completion_tokens": 0})
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = {"model": key[0], "benchmark": key[1], "task": key[2], "items": 0,
+                                     "prompt_tokens": 0, "completion_tokens": 0}
         row["items"] += 1
         usage = rec.get("usage")
         prompt, completion = _tokens(usage if isinstance(usage, Mapping) else None)
         row["prompt_tokens"] += prompt
         row["completion_tokens"] += completion
-    for row in rows.values():
-        price = price_for(prices, row["model"], (specs or {}).get(row["model"]))
-        row["cost_usd"] = None if price is None else round(
-            cost_of({"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"]}, price), 6)
-        row["prices_date"] = prices.get("date") if price is not None else None
-    return sorted(rows.values(), key=lambda r: (r["model"], r["benchmark"], r["task"]))
+
+    def rows(self, prices: Mapping[str, Any], specs: Mapping[str, ModelSpec] | None = None) -> list[dict[str, Any]]:
+        rows = [dict(row) for row in self._rows.values()]
+        for row in rows:
+            price = price_for(prices, row["model"], (specs or {}).get(row["model"]))
+            row["cost_usd"] = None if price is None else round(
+                cost_of({"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"]}, price), 6)
+            row["prices_date"] = prices.get("date") if price is not None else None
+        return sorted(rows, key=lambda r: (r["model"], r["benchmark"], r["task"]))
+
+
+def usage_rows(records: Iterable[Mapping[str, Any]], prices: Mapping[str, Any],
+               specs: Mapping[str, ModelSpec] | None = None) -> list[dict[str, Any]]:
+    """Per model × benchmark × task: requests with usage, prompt/completion tokens, and cost (or ``None``)."""
+    tally = UsageTally()
+    for rec in records:
+        tally.add(rec)
+    return tally.rows(prices, specs)
 
 
 class CostMeter:

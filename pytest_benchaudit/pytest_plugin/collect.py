@@ -17,7 +17,6 @@ collection tree for one suite; the pre-run checks already live in :mod:`.checks`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -39,7 +38,7 @@ from pytest_benchaudit.scoring.registry import check_suite_names
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.pipeline.variants import build_variants, card_key, layer_variant
 
-__all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "BenchmarkFailure", "collect_file",
+__all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "VariantSpec", "BenchmarkFailure", "collect_file",
            "default_fixtures_only",
            "question", "pipeline", "model", "runnable_problems"]
 
@@ -48,33 +47,68 @@ class BenchmarkFailure(AssertionError):
     """A wrong or invalid answer: reported with a short message, no traceback."""
 
 
-@dataclass
-class ItemSpec:
-    """What one item evaluates; the defaults behind the overridable fixtures."""
+@dataclass(frozen=True)
+class VariantSpec:
+    """What every item of one task x variant shares (one object per task x variant, not per item)."""
 
     suite: Suite
-    question: Question
     pipeline: Pipeline
-    model: ModelSpec
     shots: list[Question]
     variant: str = ""
     resources: dict[str, Any] = field(default_factory=dict)
 
+
+class ItemSpec:
+    """What one item evaluates; the defaults behind the overridable fixtures.
+
+    Two references of its own (question, model) and one to the :class:`VariantSpec` its
+    task x variant shares: 161,670 items cost ~100 bytes each here.  The request is not
+    cached on the item: the runner renders it when it queues it and drops it once answered.
+    """
+
+    __slots__ = ("question", "model", "shared")
+
+    def __init__(self, question: Question, model: ModelSpec, shared: VariantSpec) -> None:
+        self.question = question
+        self.model = model
+        self.shared = shared
+
+    @property
+    def suite(self) -> Suite:
+        return self.shared.suite
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.shared.pipeline
+
+    @property
+    def shots(self) -> list[Question]:
+        return self.shared.shots
+
+    @property
+    def variant(self) -> str:
+        return self.shared.variant
+
+    @property
+    def resources(self) -> dict[str, Any]:
+        return self.shared.resources
+
     def template(self, pipeline: Pipeline) -> Template:
         name = pipeline.prompt.template
-        if name not in self.suite.templates:
-            raise TemplateError(f"unknown prompt.template {name!r}; templates: {', '.join(self.suite.templates)}")
-        return self.suite.templates[name]
+        templates = self.shared.suite.templates
+        if name not in templates:
+            raise TemplateError(f"unknown prompt.template {name!r}; templates: {', '.join(templates)}")
+        return templates[name]
 
     def render(self, question: Question, pipeline: Pipeline, model: ModelSpec) -> Request:
-        request = render_request(pipeline, self.template(pipeline), question, self.shots,
+        request = render_request(pipeline, self.template(pipeline), question, self.shared.shots,
                                  min_max_tokens=model.min_max_tokens)
         return adjust_request(request, model)  # the provider's quirks, each listed in request.adjustments
 
-    @cached_property
+    @property
     def request(self) -> Request:
-        """The request under the default fixtures (what is prefetched)."""
-        return self.render(self.question, self.pipeline, self.model)
+        """The request under the default fixtures (what is prefetched), rendered on each call."""
+        return self.render(self.question, self.shared.pipeline, self.model)
 
 
 def runnable_problems(pipeline: Pipeline, suite: Suite) -> list[str]:
@@ -287,37 +321,39 @@ class TaskCollector(pytest.Collector):
         # closure is computed once and shared, as pytest shares it among parametrized items.
         fixtureinfo: Any = None
         direct = False
+        # What is per task x variant is built once (the shared spec, the id suffix of each
+        # model x variant, the skip marker), what is per question once per question.
+        shared = {v.name: VariantSpec(suite=suite, pipeline=v.pipeline, shots=shots, variant=v.name,
+                                      resources=resources) for v in variants}
+        columns = [(spec, shared[v.name], (f"{spec.label}|{v.layer}" if v.is_layer else
+                                           spec.label if v.is_base else f"{spec.label}|{v.name}"), skips[v.name])
+                   for spec in opts.models for v in variants]
+        new_id = _id_factory(self)
         # Question by question, each model, then each variant: the variants of a question run
         # next to its base, so a downstream variant reads the generation the base just got.
         for q in questions:
-            for spec in opts.models:
-                for v in variants:
-                    params = (f"{spec.label}|{v.layer}" if v.is_layer else
-                              spec.label if v.is_base else f"{spec.label}|{v.name}")
-                    item = BenchItem.from_parent(
-                        self,
-                        name=f"q{q.index + 1:04d}[{params}]",
-                        callobj=_run_question,
-                        bench=ItemSpec(suite=suite, question=q, pipeline=v.pipeline, model=spec, shots=shots,
-                                       variant=v.name, resources=resources),
-                        fixtureinfo=fixtureinfo,
-                    )
-                    if fixtureinfo is None:
-                        fixtureinfo = item._fixtureinfo
-                        direct = default_fixtures_only(fixtureinfo)
-                    item.direct = direct
-                    # `-k <question id>` works too, whatever the item is named.
-                    item.extra_keyword_matches.update({q.id, suite.name})
-                    skip = skips[v.name]
-                    if skip is not None:
-                        item.add_marker(skip)
-                    elif spec.label in replayed and (suite.name, task, q.id) not in replayed[spec.label]:
-                        item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: not in the replayed "
-                                                                f"run {spec.replay_dir}; nothing stored to replay"))
-                    elif skip_empty_gold and not q.gold.strip():
-                        item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: empty gold label "
-                                                                "in the data file; reported, not scored"))
-                    yield item
+            stem = f"q{q.index + 1:04d}"
+            keywords = (q.id, suite.name)
+            empty_gold = skip_empty_gold and not q.gold.strip()
+            for spec, part, params, skip in columns:
+                item = BenchItem.from_parent(self, name=f"{stem}[{params}]", callobj=_run_question,
+                                             bench=ItemSpec(q, spec, part), fixtureinfo=fixtureinfo,
+                                             nodeid=new_id(stem, params))
+                if fixtureinfo is None:
+                    fixtureinfo = item._fixtureinfo
+                    direct = default_fixtures_only(fixtureinfo)
+                item.direct = direct
+                # `-k <question id>` works too, whatever the item is named.
+                item.extra_keyword_matches.update(keywords)
+                if skip is not None:
+                    item.add_marker(skip)
+                elif spec.label in replayed and (suite.name, task, q.id) not in replayed[spec.label]:
+                    item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: not in the replayed "
+                                                            f"run {spec.replay_dir}; nothing stored to replay"))
+                elif empty_gold:
+                    item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: empty gold label "
+                                                            "in the data file; reported, not scored"))
+                yield item
 
     def _placeholder(self, skip: pytest.MarkDecorator, layer: str = "") -> Iterator[BenchItem]:
         """One skipped item per model (no pipeline layer, or data that cannot be had here),
@@ -363,12 +399,12 @@ class BenchItem(pytest.Function):
     ``conftest.py``, or any other fixture, keeps pytest's usual fixture path.
     """
 
-    def __init__(self, *, bench: ItemSpec, **kwargs: Any) -> None:
+    def __init__(self, *, bench: ItemSpec, nodeid: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if "[" in self.name and hasattr(self._id, "params"):
-            # pytest >= 9.2 keeps structured node ids; parse ours the way a nodeid string is
+        if nodeid is not None:
+            # pytest >= 9.2 keeps structured node ids; ours is built the way a nodeid string is
             # parsed (name + "[params]") so --lf and the cache recognise our items.
-            self._id = type(self._id).parse(str(self._id))
+            self._id = nodeid
         self.bench = bench
         self.record: dict[str, Any] | None = None
         self.direct = False
@@ -392,6 +428,21 @@ class BenchItem(pytest.Function):
         if isinstance(excinfo.value, BenchmarkFailure):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
+
+
+def _id_factory(parent: pytest.Collector) -> Any:
+    """``(stem, params) -> node id`` of a benchmark item under ``parent``, or ``None`` on a pytest
+    whose node ids are plain strings (before 9.2: pytest builds ``name`` into them itself).
+
+    pytest >= 9.2 keeps structured ids (path, names, params); the one it would build from our
+    ``name`` keeps ``q0001[m0]`` as one name, so ours is built as ``NodeId.parse`` would read
+    the string: names end with ``q0001``, params ``m0`` (same string, so ``--lf`` matches).
+    """
+    base = getattr(parent, "_id", None)
+    if base is None or not hasattr(base, "params"):
+        return lambda stem, params: None
+    kind, path, names = type(base), base.path, tuple(base.names)
+    return lambda stem, params: kind(path=path, names=(*names, stem), params=params)
 
 
 def _spec(request: pytest.FixtureRequest) -> ItemSpec:

@@ -6,6 +6,12 @@ the ``call`` report of its item (xdist serialises reports from workers), and is
 appended to ``records.jsonl`` at once.  Pipeline cards and dataset checksums
 come from collection (serial) or from each worker's ``workeroutput`` (xdist).
 
+Records are not kept: during the run the controller holds counters only (questions a dead
+endpoint never got, served model ids, the keys of a resumed run's records).  At the end
+one streaming pass over ``records.jsonl`` feeds the summary (compact columns per task: a
+score and a validity flag per record, enough for the Wilson / t intervals and breakdowns),
+the usage table and the bounded answer list; a 161,670-item run is never in memory at once.
+
 ``--resume RUN_DIR`` reopens an interrupted run instead of creating one
 (:meth:`RunDirectory.reopen`: a torn last line is dropped with one warning): its
 records stay in the summary, new ones are appended, and every item whose
@@ -30,13 +36,13 @@ from typing import Any, Iterable
 
 import pytest
 
-from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
+from pytest_benchaudit.aggregate.results import Summarizer, benchmark_scores, summary_document
 from pytest_benchaudit.inference.backend import strip_credentials
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
-from pytest_benchaudit.report.terminal import render_answers, render_summary, render_usage
+from pytest_benchaudit.report.terminal import AnswerList, render_summary, render_usage
 from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
 from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
 from pytest_benchaudit.pytest_plugin.runner import KEYS_KEY, LocalUrl
@@ -116,24 +122,21 @@ def _drop_not_asked(path: Path) -> None:
     records = path / "records.jsonl"
     if not records.is_file():
         return
-    with records.open("rb") as fh:
-        lines = fh.readlines()
     marker = b'"invalid_reason":"endpoint_down"'
-    if not any(marker in line.replace(b" ", b"") for line in lines):
-        return
+    with records.open("rb") as fh:  # line by line: a paper-scale records.jsonl is hundreds of MiB
+        if not any(marker in line.replace(b" ", b"") for line in fh):
+            return
     import orjson
 
-    kept = []
-    for line in lines:
-        try:
-            if _not_asked(orjson.loads(line)):
-                continue
-        except orjson.JSONDecodeError:
-            pass
-        kept.append(line)
     tmp = records.with_name("records.jsonl.resume-tmp")
-    with tmp.open("wb") as fh:
-        fh.writelines(kept)
+    with records.open("rb") as src, tmp.open("wb") as fh:
+        for line in src:
+            try:
+                if _not_asked(orjson.loads(line)):
+                    continue
+            except orjson.JSONDecodeError:
+                pass
+            fh.write(line)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, records)
@@ -184,7 +187,8 @@ class Controller:
         self.opts = opts
         self.local_url = local_url
         self.run_dir: RunDirectory | None = None
-        self.records: list[dict[str, Any]] = []
+        self.served: dict[str, set[str]] = {}  # model -> the model ids its endpoint said it served
+        self.answers = ""  # the bounded list of wrong/invalid answers, rendered at the end
         self.results: list[dict[str, Any]] = []
         self.benchmarks: list[dict[str, Any]] = []
         self.verdicts: list[GateVerdict] = []
@@ -209,11 +213,13 @@ class Controller:
         torn: list[str] = []
         try:
             if self.config.option.collectonly:  # only show what would run: read, change nothing
-                previous = [r for r in read_records(path, on_torn_tail=torn.append) if not _not_asked(r)]
+                for record in read_records(path, on_torn_tail=torn.append):
+                    if not _not_asked(record):
+                        self._note_previous(record)
             else:
                 _drop_not_asked(Path(path))  # questions a dead endpoint never got: asked now
-                self.run_dir = RunDirectory.reopen(path)
-                previous, torn = self.run_dir.previous, self.run_dir.warnings
+                self.run_dir = RunDirectory.reopen(path, on_record=self._note_previous)
+                torn = self.run_dir.warnings
         except (ValueError, OSError, RunDirError) as err:
             raise pytest.UsageError(f"--resume {path}: {err}") from None
         meta = self.run_dir.meta if self.run_dir is not None else {}
@@ -222,8 +228,15 @@ class Controller:
         for message in torn:
             self.config.issue_config_time_warning(ResumeWarning(message + " (dropped; --resume asks it again)"),
                                                   stacklevel=2)
-        self.records = list(previous)
-        self.recorded = {record_key(r) for r in previous}
+
+    def _note_previous(self, record: dict[str, Any]) -> None:
+        """A record of the resumed run: its key (deselects its item) and served model id; not kept."""
+        self.recorded.add(record_key(record))
+        self._note_served(record)
+
+    def _note_served(self, record: dict[str, Any]) -> None:
+        if record.get("served_model"):
+            self.served.setdefault(str(record.get("model")), set()).add(str(record["served_model"]))
 
     def _check_same_pipeline(self, path: Any, meta: dict[str, Any]) -> None:
         """A resumed run must ask with the same pipeline, or its summary would mix two."""
@@ -273,10 +286,7 @@ class Controller:
         deselect_recorded(config, items, self.recorded)
 
     def _run_meta(self) -> dict[str, Any]:
-        served: dict[str, set[str]] = {}
-        for rec in self.records:
-            if rec.get("served_model"):
-                served.setdefault(rec["model"], set()).add(rec["served_model"])
+        served = self.served
         models = []
         for m in self.opts.models:
             info = m.public()
@@ -369,8 +379,8 @@ class Controller:
             # Already in the resumed run (a worker that did not deselect it): recorded once only.
             self.duplicates += 1
             return
-        self.records.append(record)
         self.run_dir.append(record)
+        self._note_served(record)
         if record.get("invalid_reason") == "endpoint_down":
             self._endpoint_down(record)
 
@@ -399,13 +409,23 @@ class Controller:
         if engine is not None and hasattr(engine, "cache_stats"):  # serial run: the runner is in this process
             self.cache_stats.append(engine.cache_stats())
         cards = self._cards()
-        self.results = summarize(self.records, cards)
+        from pytest_benchaudit.inference.usage import UsageTally
+
+        # One streaming pass over records.jsonl (this run's records and a resumed run's):
+        # each consumer keeps what it needs, not the record.
+        summary, tally, answers = Summarizer(cards), UsageTally(), AnswerList(self.show_answers)
+        self.run_dir.flush()
+        for record in read_records(self.run_dir.records_path, validate=False):
+            summary.add(record)
+            tally.add(record)
+            answers.add(record)
+        self.results = summary.results()
+        budget = DEFAULT_BUDGET if self.config.getoption("show_answers", None) is None else None
+        self.answers = answers.render(budget)
         self.benchmarks = benchmark_scores(self.results, cards)
         self.verdicts = evaluate_gates(self.opts.gates, self.results, self.benchmarks) if self.opts.gates else []
         gates = [{"gate": v.gate.text, "passed": v.passed, "detail": v.detail} for v in self.verdicts]
-        from pytest_benchaudit.inference.usage import usage_rows
-
-        self.usage = usage_rows(self.records, self.opts.prices, {m.label: m for m in self.opts.models})
+        self.usage = tally.rows(self.opts.prices, {m.label: m for m in self.opts.models})
         document = summary_document(self.results, self.benchmarks, gates, cards)
         document["usage"] = {"prices_date": self.opts.prices.get("date"), "rows": self.usage,
                              **({"max_cost_usd": self.opts.max_cost, "not_asked": self.not_asked_cost}
@@ -434,11 +454,9 @@ class Controller:
         if self.not_asked_cost:
             terminalreporter.write_line(f"--max-cost {self.opts.max_cost:g} USD reached: {self.not_asked_cost} items not "
                                         f"asked; --resume {self.run_dir.path} continues")
-        budget = DEFAULT_BUDGET if self.config.getoption("show_answers", None) is None else None
-        answers = render_answers(self.records, self.show_answers, budget)
-        if answers:
+        if self.answers:
             terminalreporter.write_line("")
-            terminalreporter.write_line(redact(answers))
+            terminalreporter.write_line(redact(self.answers))
         if self.cache_stats:
             stats = _sum_cache_stats(self.cache_stats)
             if stats["enabled"]:

@@ -33,6 +33,16 @@ and invalid rate per model.  pytest's own ``[NN%]`` column is turned off for suc
 terminal (CI logs, pipes): no live line and no letters for benchmark items either, but the same
 text as a plain line at each tenth of the run (ten lines, not one letter per question).
 ``BENCHAUDIT_PROGRESS=1`` forces the live line, ``=0`` (or ``-v``) pytest's usual per-item output.
+
+Memory (:class:`ReportTrim`, every process): pytest's terminal reporter keeps every report of
+the session in ``stats`` (three per item: ~2.8 KiB an item, 450 MiB for 161,670 bare items).
+Once every ``pytest_runtest_logreport`` implementation has seen a benchmark item's reports,
+the passed set-up and teardown reports without captured output leave ``stats[""]`` (nothing
+of pytest's counts or sections reads them: benchmark items never enter the failure sections),
+and the call report's ``benchaudit_record`` (the whole record: prompt, raw output) becomes
+the small shared ``{"valid", "correct"}`` the end-of-run summary needs, and its
+``user_properties`` (the JUnit XML properties) are emptied; the record itself is in
+``records.jsonl``.  A plugin that wants the record reads it in ``pytest_runtest_logreport``.
 """
 
 from __future__ import annotations
@@ -45,7 +55,7 @@ import pytest
 
 from pytest_benchaudit.common.progress import ENV as PROGRESS_ENV
 
-__all__ = ["AnswerReporting", "LiveLine", "add_output_options", "is_bench_failure", "live_enabled", "show_answers"]
+__all__ = ["AnswerReporting", "LiveLine", "ReportTrim", "add_output_options", "is_bench_failure", "live_enabled", "show_answers"]
 
 DEFAULT_SHOWN = 5  # wrong answers listed per task by default
 DEFAULT_BUDGET = 50  # ... but about this many in all when a run has many tasks (at least one each)
@@ -240,3 +250,41 @@ class AnswerReporting:
             return (yield)
         finally:
             failed[:] = original
+
+
+# What a benchmark call report keeps of its record once every logreport hook has seen it
+# (shared objects: nothing per report). Keys: (valid, correct).
+_OUTCOMES = {(valid, correct): {"valid": valid, "correct": correct}
+             for valid in (True, False) for correct in (True, False)}
+
+
+def _is_bench_nodeid(nodeid: str) -> bool:
+    return nodeid.split("::", 1)[0].endswith(".toml") and "::" in nodeid
+
+
+class ReportTrim:
+    """pytest plugin object (every process): what the session keeps of benchmark reports (see the
+    module docstring, "Memory")."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
+        try:
+            return (yield)
+        finally:
+            self._trim(report)
+
+    def _trim(self, report: Any) -> None:
+        record = getattr(report, "benchaudit_record", None)
+        if isinstance(record, dict) and len(record) > 2:
+            report.benchaudit_record = _OUTCOMES[(bool(record.get("valid", True)), bool(record.get("correct")))]
+            report.user_properties.clear()  # read by JUnit XML (from the teardown report) and such, by now
+            return
+        if report.when == "call" or not report.passed or report.sections or not _is_bench_nodeid(report.nodeid):
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        kept = getattr(reporter, "stats", {}).get("") if reporter is not None else None
+        if kept and kept[-1] is report:
+            kept.pop()

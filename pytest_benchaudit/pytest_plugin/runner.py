@@ -2,11 +2,16 @@
 
 Registered in every process that runs items (a serial run, or each xdist
 worker).  It prefetches the requests of exactly the items this process will
-run: all selected items in a serial run; on an xdist worker, the items the
-controller has queued for *this* worker (read from xdist's worker queue), so a
-worker never generates for another worker's items.  Each item then waits only
-for its own generation, runs extraction and scoring, and attaches its record to
-its test report, which carries it to the controller.
+run: the selected items in run order in a serial run; on an xdist worker, the
+items the controller has queued for *this* worker (read from xdist's worker
+queue), so a worker never generates for another worker's items.  Each item then
+waits only for its own generation, runs extraction and scoring, and attaches its
+record to its test report, which carries it to the controller.
+
+The look-ahead is bounded: at most ``2 x window`` requests are rendered and queued ahead
+of the running item (topped up in batches of at least ``window`` as items run), and a
+request is dropped once its item has consumed the generation, so a 161,670-item run never
+holds more than a few thousand prompts or answers at once.
 
 Why ~500 lines: one per-process object owns the engine, the launched servers' URLs and keys,
 the prefetch order (serial and per xdist worker), the breaker and cost meter around each
@@ -78,8 +83,13 @@ class Runner:
         self.local_url = local_url
         self.engine: Engine | None = None
         self._registered: set[str] = set()
-        self._prefetched: set[str] = set()
+        # Requests rendered and queued ahead, by node id, until their item consumes them.
+        self._ahead: dict[str, tuple[str, Any]] = {}
+        self._plan: list[pytest.Item] = []  # serial run: the items in run order ...
+        self._cursor = 0  # ... and the first one not yet considered for prefetch
+        self._seen: set[int] = set()  # xdist worker: item indices already considered
         self._worker_queue: Any = None
+        self._window_size: int | None = None
         self._meter: Any = None  # --max-cost: what this process spent (inference.usage.CostMeter)
         self.breaker_threshold = int(config.getoption("breaker", 20) or 0)
         if self.breaker_threshold < 0:
@@ -91,12 +101,19 @@ class Runner:
         if self.engine is None:
             from pytest_benchaudit.inference.cache import GenerationCache
 
-            window = max(256, 4 * sum(default_concurrency(m, self.opts.concurrency) for m in self.opts.models))
+            window = self._window()
             # --no-cache: cache_dir is None. The cache opens lazily on the engine's loop thread.
             cache = (GenerationCache(self.opts.cache_dir, expiry_s=self.opts.cache_expiry_s)
                      if self.opts.cache_dir is not None else None)
             self.engine = Engine(window=window, cache=cache)
         return self.engine
+
+    def _window(self) -> int:
+        """Requests the engine keeps in flight: enough to keep every model's concurrency busy."""
+        if self._window_size is None:
+            self._window_size = max(256, 4 * sum(default_concurrency(m, self.opts.concurrency)
+                                                 for m in self.opts.models))
+        return self._window_size
 
     def _ensure_model(self, spec: ModelSpec) -> None:
         if spec.label in self._registered:
@@ -167,26 +184,54 @@ class Runner:
                                         + " — this needs new generations")
 
     # -- prefetch ---------------------------------------------------------------------
-    def _prefetch(self, item: pytest.Item, batch: list[tuple[str, Any]] | None = None) -> None:
-        """Queue ``item``'s request (into ``batch`` when given: one engine wake-up for many)."""
-        if not isinstance(item, BenchItem) or item.nodeid in self._prefetched:
-            return
-        self._prefetched.add(item.nodeid)
-        if item.get_closest_marker("skip") or item.get_closest_marker("skipif"):
-            return
+    def _render_ahead(self, item: pytest.Item) -> tuple[str, Any] | None:
+        """(model label, request) to queue for ``item``, or ``None`` when it is not asked ahead."""
+        if not isinstance(item, BenchItem) or item.get_closest_marker("skip") or item.get_closest_marker("skipif"):
+            return None
         # A conftest.py that overrides question/pipeline/model may change the request;
         # asking ahead with the defaults would then pay for an answer nobody reads.
         if not item.direct:
-            return
+            return None
         try:
             request = item.bench.request
             self._ensure_model(item.bench.model)
         except Exception:  # rendering/start-up errors surface when the item itself runs
+            return None
+        return item.bench.model.label, request
+
+    def _top_up(self, candidates: Any) -> None:
+        """Render and queue requests from ``candidates`` (items, in run order) until ``2 x window``
+        are ahead; nothing while more than ``window`` still are (so batches wake the engine once)."""
+        window = self._window()
+        if len(self._ahead) > window:
             return
-        if batch is not None:
-            batch.append((item.bench.model.label, request))
-        else:
-            self._engine().prefetch(item.bench.model.label, request)
+        batch: list[tuple[str, Any]] = []
+        for item in candidates:
+            pair = self._render_ahead(item)
+            if pair is not None and item.nodeid not in self._ahead:
+                self._ahead[item.nodeid] = pair
+                batch.append(pair)
+                if len(self._ahead) >= 2 * window:
+                    break
+        if batch:
+            self._engine().prefetch_many(batch)
+
+    def _serial_candidates(self) -> Any:
+        while self._cursor < len(self._plan):
+            self._cursor += 1
+            yield self._plan[self._cursor - 1]
+
+    def _worker_candidates(self, item: pytest.Item) -> Any:
+        items = item.session.items
+        for index in self._queued_indices():
+            if 0 <= index < len(items) and index not in self._seen:
+                self._seen.add(index)
+                yield items[index]
+
+    def take_request(self, node: pytest.Item) -> Any:
+        """The request queued ahead for ``node`` (``None`` if none was): handed over once, then forgotten."""
+        pair = self._ahead.pop(node.nodeid, None)
+        return None if pair is None else pair[1]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -199,11 +244,10 @@ class Runner:
         self.local_url.max_logprobs = max((i.bench.pipeline.inference.decoding.top_logprobs or 0 for i in selected),
                                           default=0) or None
         self.local_url.start_all({i.bench.model for i in selected})
-        batch: list[tuple[str, Any]] = []
-        for item in session.items:
-            self._prefetch(item, batch)
-        if batch:
-            self._engine().prefetch_many(batch)
+        if selected:
+            del selected
+            self._plan, self._cursor = session.items, 0
+            self._top_up(self._serial_candidates())
         self._estimate_local(session)
 
     def _estimate_local(self, session: pytest.Session) -> None:
@@ -217,15 +261,17 @@ class Runner:
             return
         import time
 
-        # Downstream variants of a question share its request: count what will really be asked.
+        # Downstream variants of a question share its request: count what will really be asked
+        # (identities only: the requests themselves are rendered again when queued).
         unique = list({(i.bench.model.label, i.bench.request.identity): i for i in local}.values())
         if len(unique) < 2:
             return
         hits = self.engine.cache_hits
         start = time.perf_counter()
-        for item in unique[:2]:  # one more claim each: the items still find their answers
-            self.engine.prefetch(item.bench.model.label, item.bench.request)
-        answers = [self.engine.generate(i.bench.model.label, i.bench.request) for i in unique[:2]]
+        firsts = [(i.bench.model.label, i.bench.request) for i in unique[:2]]
+        for label, request in firsts:  # one more claim each: the items still find their answers
+            self.engine.prefetch(label, request)
+        answers = [self.engine.generate(label, request) for label, request in firsts]
         if self.engine.cache_hits > hits or any(a.error is not None for a in answers):
             return  # a stored answer (or none) says nothing about this machine's speed
         took = time.perf_counter() - start
@@ -241,13 +287,23 @@ class Runner:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        self._advance(item)
+
+    def _advance(self, item: pytest.Item) -> None:
+        """Keep the look-ahead full as ``item`` starts (from the protocol hook and from
+        :meth:`run_item`, so another plugin's protocol cannot leave it empty; a cheap no-op when full)."""
         if not hasattr(self.config, "workerinput"):
+            if self._plan:
+                self._top_up(self._serial_candidates())
             return
-        self._prefetch(item)
-        items = item.session.items
-        for index in self._queued_indices():
-            if 0 <= index < len(items):
-                self._prefetch(items[index])
+        # The running item itself needs no queueing: its generate() claims it at the head of the queue.
+        self._top_up(self._worker_candidates(item))
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        """An item queued ahead that never asked for its answer (it errored first): release it."""
+        pair = self._ahead.pop(nodeid, None)
+        if pair is not None and self.engine is not None:
+            self.engine.release(*pair)
 
     def _queued_indices(self) -> list[int]:
         """Indices xdist has assigned to this worker but not yet run (empty if unknown)."""
@@ -268,11 +324,12 @@ class Runner:
 
     # -- one item --------------------------------------------------------------------
     def run_item(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec) -> None:
+        self._advance(node)
         self._ensure_model(model)
         spec = node.bench
         # The default fixtures give the very objects the request was prefetched with: reuse it.
         if question is spec.question and pipeline is spec.pipeline and model is spec.model:
-            request = spec.request
+            request = self.take_request(node) or spec.request
         else:
             request = spec.render(question, pipeline, model)
         earlier: list[str] = []
@@ -361,6 +418,12 @@ class Runner:
         if call.when == "call" and record is not None:
             # Travels to the xdist controller with the report (extra report attributes are serialised).
             report.benchaudit_record = record
+            if isinstance(item, BenchItem):
+                item.record = None  # the item (kept until the session ends) does not keep it too
+        elif call.when == "teardown" and isinstance(item, BenchItem):
+            # Every report has its own copy of the JUnit properties (JUnit reads the teardown
+            # report's); the item, kept until the session ends, needs them no more.
+            item.user_properties.clear()
         return report
 
     @pytest.hookimpl(trylast=True)

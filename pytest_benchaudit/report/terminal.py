@@ -10,7 +10,8 @@ from pytest_benchaudit.aggregate.results import model_rankings, reason_text, var
 from pytest_benchaudit.report.gates import GateVerdict
 from pytest_benchaudit.scoring.evaluate import failure_message
 
-__all__ = ["render_summary", "render_variant_deltas", "render_layer_attribution", "render_answers", "render_usage", "fit_columns", "metric_unit", "WIDTH"]
+__all__ = ["render_summary", "render_variant_deltas", "render_layer_attribution", "render_answers", "AnswerList",
+           "render_usage", "fit_columns", "metric_unit", "WIDTH"]
 
 
 WIDTH = 120  # every line of the summary fits this many columns
@@ -245,43 +246,57 @@ def render_usage(rows: list[dict[str, Any]], prices_date: str | None = None) -> 
                                                    "cost USD"])
 
 
+class AnswerList:
+    """:func:`render_answers`, record by record: :meth:`add` each record in run order, then
+    :meth:`render`.  Keeps, per task x model (x variant), a count and the first ``limit`` lines
+    (every line when ``limit`` is ``None``), never the records."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.groups: dict[tuple[str, str, str, str], list[str]] = {}
+        self.counts: dict[tuple[str, str, str, str], int] = {}
+
+    def add(self, r: dict[str, Any]) -> None:
+        if r.get("correct") or self.limit == 0:
+            return
+        key = (str(r.get("benchmark")), str(r.get("task")), str(r.get("model")), str(r.get("variant") or ""))
+        self.counts[key] = self.counts.get(key, 0) + 1
+        shown = self.groups.setdefault(key, [])
+        if self.limit is None or len(shown) < self.limit:
+            shown.append(_cut(f"  {r.get('question_id')}  {failure_message(r)}", WIDTH))
+
+    def render(self, total_budget: int | None = None) -> str:
+        limit, groups, counts = self.limit, self.groups, self.counts
+        if limit == 0 or not groups:
+            return ""
+        if limit is not None and total_budget is not None and len(groups) * limit > total_budget:
+            limit = max(1, total_budget // len(groups))
+        title = ("every wrong or invalid answer" if limit is None else
+                 f"first wrong or invalid answers per task (up to {limit}; --show-answers all or -v for every one)")
+        lines = [title]
+        # Base pipelines first, then their variants, each in run order.
+        for key, shown in sorted(groups.items(), key=lambda kv: (kv[0][:3], kv[0][3] != "")):
+            bench, task, model, variant = key
+            shown = shown if limit is None else shown[:limit]
+            more = counts[key] - len(shown)
+            tail = f" ({more:,} more in records.jsonl)" if more > 0 else ""
+            lines.append(f"{bench}.{task} [{model}{'|' + variant if variant else ''}]: {counts[key]:,} not correct{tail}")
+            lines.extend(shown)
+        return "\n".join(lines)
+
+
 def render_answers(records: Iterable[dict[str, Any]], limit: int | None, total_budget: int | None = None) -> str:
     """The first ``limit`` wrong or invalid answers of each task x model (x variant), one line each.
 
     ``limit=None`` lists every one.  With ``total_budget`` (the default listing), a run with many
     groups lists fewer per group, so that about ``total_budget`` answers are listed in all (at
     least one per group).  Each group's header says how many were not correct and how many are
-    not listed.  Lines are cut to :data:`WIDTH`; records come in run order.
+    not listed.  Lines are cut to :data:`WIDTH`; records come in run order (see :class:`AnswerList`).
     """
-    if limit == 0:
-        return ""
-    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
-    counts: dict[tuple[str, str, str, str], int] = {}
+    answers = AnswerList(limit)
     for r in records:
-        if r.get("correct"):
-            continue
-        key = (str(r.get("benchmark")), str(r.get("task")), str(r.get("model")), str(r.get("variant") or ""))
-        counts[key] = counts.get(key, 0) + 1
-        shown = groups.setdefault(key, [])
-        if limit is None or len(shown) < limit:
-            shown.append(r)
-    if not groups:
-        return ""
-    if limit is not None and total_budget is not None and len(groups) * limit > total_budget:
-        limit = max(1, total_budget // len(groups))
-    title = ("every wrong or invalid answer" if limit is None else
-             f"first wrong or invalid answers per task (up to {limit}; --show-answers all or -v for every one)")
-    lines = [title]
-    # Base pipelines first, then their variants, each in run order.
-    for key, shown in sorted(groups.items(), key=lambda kv: (kv[0][:3], kv[0][3] != "")):
-        bench, task, model, variant = key
-        shown = shown if limit is None else shown[:limit]
-        more = counts[key] - len(shown)
-        tail = f" ({more:,} more in records.jsonl)" if more > 0 else ""
-        lines.append(f"{bench}.{task} [{model}{'|' + variant if variant else ''}]: {counts[key]:,} not correct{tail}")
-        for r in shown:
-            lines.append(_cut(f"  {r.get('question_id')}  {failure_message(r)}", WIDTH))
-    return "\n".join(lines)
+        answers.add(r)
+    return answers.render(total_budget)
 
 
 def render_layer_attribution(rows: list[dict[str, Any]], base: str, target: str) -> str:

@@ -89,10 +89,11 @@ class RunDirectory:
         self.warnings: list[str] = []
 
     @classmethod
-    def reopen(cls, path: Path) -> "RunDirectory":
+    def reopen(cls, path: Path, on_record: Callable[[dict[str, Any]], None] | None = None) -> "RunDirectory":
         """Continue the run in ``path`` (``--resume``): same run id, records appended.
 
-        The records already written are read into :attr:`previous`.  A torn last
+        The records already written are read into :attr:`previous`, or, with ``on_record``,
+        handed to it one by one and not kept (a large run is never held in memory).  A torn last
         line (no trailing newline, not valid JSON: the run was killed mid-write) is
         dropped, the file truncated to the last complete line, and a message put in
         :attr:`warnings`.  Any other line that does not parse raises ``ValueError``
@@ -107,7 +108,14 @@ class RunDirectory:
         self.path = path
         self.records_path = records_path
         self.warnings = []
-        self.previous = list(read_records(records_path, on_torn_tail=self.warnings.append))
+        self.previous = []
+        count = 0
+        for record in read_records(records_path, on_torn_tail=self.warnings.append):
+            count += 1
+            if on_record is None:
+                self.previous.append(record)
+            else:
+                on_record(record)
         if self.warnings:
             _truncate_to_last_line(records_path)
         elif records_path.stat().st_size:
@@ -122,7 +130,7 @@ class RunDirectory:
         meta["ended"] = None
         meta["resumed"] = [*meta.get("resumed", []), _now()]
         self.meta = meta
-        self.count = len(self.previous)
+        self.count = count
         self._records = records_path.open("a", encoding="utf-8")
         self._last_flush = time.monotonic()
         self.write_json("run.json", self.meta)
@@ -231,33 +239,43 @@ def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, 
         path = path / "records.jsonl"
     skip = _SKIP_BAD if skip_bad is None else skip_bad
     try:
-        with path.open(encoding="utf-8") as fh:
-            lines = fh.readlines()
+        fh = path.open(encoding="utf-8")
     except FileNotFoundError:
         raise NotARunDir(f"{path}: not found (is {path.parent} a benchaudit run directory?)") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise RunDirError(f"{path}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
+    except OSError as err:
+        raise RunDirError(f"{path}: cannot be read: {err.strerror or err}") from None
     skipped: list[str] = []
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
+    with fh:
+        # Line by line, never the whole file at once: a paper-scale run's records.jsonl is
+        # hundreds of MiB.  Only the last line can lack its newline.
+        for lineno, line in enumerate(_lines(fh, path), 1):
+            if not line.strip():
+                continue
             try:
-                obj = orjson.loads(line)
-            except json.JSONDecodeError as err:
-                if lineno == len(lines) and not line.endswith("\n"):
-                    if on_torn_tail:
-                        on_torn_tail(f"{path}: line {lineno} is incomplete (the run was interrupted); skipped")
-                    break
-                raise BadRecord(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
-            yield check_record(obj, f"{path}:{lineno}") if validate else obj
-        except BadRecord as err:
-            if not skip:
-                raise
-            skipped.append(str(err))
+                try:
+                    obj = orjson.loads(line)
+                except json.JSONDecodeError as err:
+                    if not line.endswith("\n"):
+                        if on_torn_tail:
+                            on_torn_tail(f"{path}: line {lineno} is incomplete (the run was interrupted); skipped")
+                        break
+                    raise BadRecord(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
+                yield check_record(obj, f"{path}:{lineno}") if validate else obj
+            except BadRecord as err:
+                if not skip:
+                    raise
+                skipped.append(str(err))
     if skipped:
         report = on_skipped or on_torn_tail or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
         report(f"{path}: skipped {len(skipped)} line(s) that are not records (first: {skipped[0]})")
+
+
+def _lines(fh: Any, path: Path) -> Iterator[str]:
+    """The lines of an open text file; a decoding error is a :class:`RunDirError` naming the file."""
+    try:
+        yield from fh
+    except (OSError, UnicodeDecodeError) as err:
+        raise RunDirError(f"{path}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
 
 
 def read_json(path: Path, what: str = "") -> dict[str, Any]:

@@ -370,3 +370,28 @@ def test_benchmark_score_refuses_to_mix_metric_kinds():
     cards = {f"b.{t}": {"fields": {"aggregation.method": "micro"}} for t in ("acc", "mad")}
     (entry,) = benchmark_scores(results, cards)
     assert entry["score"] is None and "lower-is-better" in entry["note"]
+
+
+def test_summarize_streams_records_without_keeping_them():
+    """A generator of many large records (what the controller reads back from records.jsonl) is
+    summarised in memory that does not grow with the records: compact columns, not the dicts."""
+    import tracemalloc
+
+    def many(n: int):
+        for i in range(n):
+            r = rec(correct=i % 3 == 0, valid=i % 10 != 0, meta={"topic": "a" if i % 2 else "b"})
+            r["raw_output"] = "x" * 2000 + str(i)
+            yield r
+
+    tracemalloc.start()
+    try:
+        (r,) = summarize(many(20_000), {"b.t": card("valid", by="topic")})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (r["n"], r["n_valid"]) == (20_000, 18_000)
+    assert r["breakdown"]["topic"]["a"]["n"] == 10_000
+    assert peak < 4 * 2**20, f"{peak / 2**20:.1f} MiB for 20,000 records (they alone are ~45 MiB)"
+    # The same numbers as summarising a list.
+    assert summarize(list(many(300)), {"b.t": card("valid", by="topic")}) == \
+        summarize(many(300), {"b.t": card("valid", by="topic")})

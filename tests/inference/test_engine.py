@@ -286,3 +286,20 @@ def test_run_sync_runs_on_the_engine_loop():
         assert engine.run_sync(where()) == "benchaudit-engine"
     finally:
         engine.close()
+
+
+# --------------------------------------------------------------------------- nothing kept once consumed
+
+
+def test_generations_are_forgotten_once_consumed_or_released(server, engine):
+    requests = [req(f"q{i}") for i in range(20)]
+    engine.prefetch_many([("m", r) for r in requests])
+    for r in requests[:15]:
+        assert engine.generate("m", r).error is None
+    for r in requests[15:]:  # queued ahead, but their items will never ask (e.g. they errored first)
+        engine.release("m", r)
+    wait_for(lambda: engine._running == 0)
+    assert engine._slots == {}  # no request, no answer held
+    # A request released and asked later is simply asked again.
+    assert engine.generate("m", requests[-1]).text == "echo q19"
+    assert engine._slots == {}
