@@ -31,6 +31,7 @@ from pytest_benchaudit.inference.usage import NOT_ASKED
 from pytest_benchaudit.scoring.evaluate import evaluate, failure_message
 from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.secrets import register_secret_env
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
@@ -85,6 +86,7 @@ class Runner:
         if self.breaker_threshold < 0:
             raise pytest.UsageError(f"--breaker {self.breaker_threshold}: expected 0 (off) or a positive number")
         register_secret_env(m.api_key_env for m in opts.models)
+        self.protocol = LightProtocol(config)
 
     # -- engine ---------------------------------------------------------------------
     def _engine(self) -> Engine:
@@ -240,14 +242,15 @@ class Runner:
                             + ("; --limit N asks fewer" if total > 600 else ""))
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
-        if not hasattr(self.config, "workerinput"):
-            return
-        self._prefetch(item)
-        items = item.session.items
-        for index in self._queued_indices():
-            if 0 <= index < len(items):
-                self._prefetch(items[index])
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        if hasattr(self.config, "workerinput"):
+            self._prefetch(item)
+            items = item.session.items
+            for index in self._queued_indices():
+                if 0 <= index < len(items):
+                    self._prefetch(items[index])
+        # Benchmark items: the same reports without pytest's per-phase hooks (None: pytest's protocol).
+        return self.protocol.run(item, nextitem)
 
     def _queued_indices(self) -> list[int]:
         """Indices xdist has assigned to this worker but not yet run (empty if unknown)."""
