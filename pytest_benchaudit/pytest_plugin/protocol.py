@@ -183,7 +183,9 @@ class LightProtocol:
         else:  # a skip (--max-cost), a crash: pytest's own report for it
             rep = ihook.pytest_runtest_makereport(item=item, call=call)
         ihook.pytest_runtest_logreport(report=rep)
-        if excinfo is not None and _interactive(call, rep):
+        # A wrong answer is an expected outcome: its known implementers (they cancel a timer the
+        # protocol's end cancels anyway) are not called for it; a crash goes to them as in pytest.
+        if excinfo is not None and not isinstance(excinfo.value, BenchmarkFailure) and _interactive(call, rep):
             ihook.pytest_exception_interact(node=item, call=call, report=rep)
 
         session = item.session

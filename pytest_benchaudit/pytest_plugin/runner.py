@@ -296,18 +296,21 @@ class Runner:
             if record.valid or record.invalid_reason == "endpoint_down":  # re-asking a dead endpoint is no use
                 break
             earlier.append(generation.text if generation.error is None else f"[error] {generation.error}")
-        record = record.model_copy(update={"asks": ask + 1, "earlier_outputs": earlier[: ask]})
-        node.record = record.model_dump(mode="json")
+        # Dumped once, then the two fields set in place (the same dict model_copy + model_dump gave,
+        # without a second copy and dump); the message and properties read the dict.
+        data = record.model_dump(mode="json")
+        data["asks"], data["earlier_outputs"] = ask + 1, earlier[: ask]
+        node.record = data
         node.user_properties.extend([
-            ("benchmark", record.benchmark), ("task", record.task), ("model", record.model),
-            ("pipeline", record.pipeline), ("gold", record.gold), ("prediction", record.prediction or ""),
-            ("valid", record.valid), ("score", record.score),
+            ("benchmark", data["benchmark"]), ("task", data["task"]), ("model", data["model"]),
+            ("pipeline", data["pipeline"]), ("gold", data["gold"]), ("prediction", data["prediction"] or ""),
+            ("valid", data["valid"]), ("score", data["score"]),
         ])
-        if not record.valid:
-            node.user_properties.append(("invalid_reason", record.invalid_reason))
-        if not record.correct:
-            raise BenchmarkFailure(f"{record.benchmark}.{record.task} {record.question_id} [{record.model}]: "
-                                   + failure_message(record))
+        if not data["valid"]:
+            node.user_properties.append(("invalid_reason", data["invalid_reason"]))
+        if not data["correct"]:
+            raise BenchmarkFailure(f"{data['benchmark']}.{data['task']} {data['question_id']} [{data['model']}]: "
+                                   + failure_message(data))
 
     def _judge(self, question: Question, pipeline: Pipeline,
                generation: Generation) -> tuple[Extraction | None, Score | None, dict[str, Any]]:
