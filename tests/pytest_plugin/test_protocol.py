@@ -236,8 +236,10 @@ def pytest_configure(config):
 ''')
     outs = []
     for name, full in (("light", []), ("full", ["--benchaudit-full-protocol"])):
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                                    "--report-dir", name, "--no-cache", "-p", "no:randomly", "-k", "mcq", *full)
+        # (a subprocess: pytester re-raises an in-process run's KeyboardInterrupt in the outer run)
+        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model",
+                                               f"toy-model@{scripted.url}", "--report-dir", name, "--no-cache",
+                                               "-p", "no:randomly", "-k", "mcq", *full)
         assert result.ret == pytest.ExitCode.INTERRUPTED
         assert "KeyboardInterrupt" in result.stdout.str()
         outs.append((result.parseoutcomes(), len(read_run(only_run_dir(pytester.path / name))["records"])))
