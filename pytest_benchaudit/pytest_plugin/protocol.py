@@ -92,8 +92,8 @@ def full_protocol_reason(config: pytest.Config) -> str | None:
         return "--benchaudit-full-protocol"
     if os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         return f"{ENV}={os.environ[ENV]}"
-    for option, flag in (("usepdb", "--pdb"), ("trace", "--trace"), ("setuponly", "--setup-only"),
-                         ("setupshow", "--setup-show"), ("setupplan", "--setup-plan")):
+    for option, flag in (("usepdb", "--pdb"), ("trace", "--trace"), ("setupplan", "--setup-plan"),
+                         ("setuponly", "--setup-only"), ("setupshow", "--setup-show")):
         if config.getoption(option, False):
             return flag
     logging_plugin = config.pluginmanager.get_plugin("logging-plugin")
@@ -159,14 +159,14 @@ class LightProtocol:
         finally:
             # As runtestprotocol does: the item's fixture request goes away once it has run.
             if hasattr(item, "_request"):
-                item._request = False
+                item._request = False  # type: ignore[assignment]
                 item.funcargs = None  # type: ignore[assignment]
         ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
         return True
 
     def _phases(self, item: BenchItem, nextitem: pytest.Item | None, ihook: Any, location: Any) -> None:
         node_id = item.id if hasattr(type(item), "id") else item.nodeid  # pytest >= 9.2: the structured id
-        keywords = dict.fromkeys(item.keywords, 1)
+        keywords: dict[str, Any] = dict.fromkeys(item.keywords, 1)
         report = pytest.TestReport
         now = time.time()
         ihook.pytest_runtest_logreport(report=report(

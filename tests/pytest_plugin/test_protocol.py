@@ -250,7 +250,7 @@ def test_when_pytests_protocol_is_used(pytester: pytest.Pytester, monkeypatch: p
     config = pytester.parseconfigure()
     assert full_protocol_reason(config) is None
     for args, reason in ((["--benchaudit-full-protocol"], "--benchaudit-full-protocol"), (["--pdb"], "--pdb"),
-                         (["--setup-plan"], "--setup-only"), (["--setup-show"], "--setup-show"),
+                         (["--setup-plan"], "--setup-plan"), (["--setup-only"], "--setup-only"), (["--setup-show"], "--setup-show"),
                          (["--trace"], "--trace"), (["-o", "log_cli=true"], "live logging (log_cli)")):
         assert full_protocol_reason(pytester.parseconfigure(*args)) == reason, args
     monkeypatch.setenv("BENCHAUDIT_FULL_PROTOCOL", "1")
