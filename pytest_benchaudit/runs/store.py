@@ -80,7 +80,7 @@ class RunDirectory:
         except OSError as err:  # a file in the way, no permission, a read-only disk
             raise RunDirError(f"cannot create the run directory {self.path}: {err.strerror or err}") from None
         self.records_path = self.path / "records.jsonl"
-        self._records = self.records_path.open("a", encoding="utf-8")
+        self._records = self.records_path.open("a", encoding="utf-8", buffering=_BUFFER)
         self._last_flush = time.monotonic()
         self.count = 0
         self.meta: dict[str, Any] = {"run_id": self.run_id, "started": _now(), "ended": None}
@@ -123,7 +123,7 @@ class RunDirectory:
         meta["resumed"] = [*meta.get("resumed", []), _now()]
         self.meta = meta
         self.count = len(self.previous)
-        self._records = records_path.open("a", encoding="utf-8")
+        self._records = records_path.open("a", encoding="utf-8", buffering=_BUFFER)
         self._last_flush = time.monotonic()
         self.write_json("run.json", self.meta)
         return self
@@ -184,6 +184,11 @@ def _json_plain(value: str) -> bool:
     """True when JSON writes ``value`` verbatim (no quote, backslash or control character)."""
     return '"' not in value and "\\" not in value and all(ord(c) >= 0x20 for c in value)
 
+
+# records.jsonl's write buffer: lines reach the file at each flush (FLUSH_INTERVAL_S), not every
+# 8 KiB; each write to the file releases the GIL, and getting it back from the engine's busy
+# event-loop thread can take up to the interpreter's switch interval (5 ms).
+_BUFFER = 1 << 20
 
 # Set by a command's --skip-bad-records: read_records then skips lines that are not records.
 _SKIP_BAD = False
