@@ -7,7 +7,9 @@ fresh processes, interleaved, with pytest's default options (what a user runs):
 
 - ``pytest suites/seceval --limit N --model replay:RUN_DIR`` for each run directory (no model:
   stored generations; collection, items, extraction, scoring, records, summary, run directory);
-- ``pytest test_trivial.py``: N trivial parametrized items (the floor: pytest itself).
+- ``pytest test_trivial.py``: N trivial parametrized items (the floor: pytest itself);
+- with ``--full-protocol``, the replay runs again with ``BENCHAUDIT_FULL_PROTOCOL=1`` (pytest's own
+  setup/call/teardown protocol instead of benchaudit's lighter one: what the latter saves).
 
 CPU = user + system time of the child process (the machine is shared, so wall time is
 noisy; CPU is what the harness spends).  Per item = (CPU at N items - CPU at 1 item) / (N - 1),
@@ -32,11 +34,11 @@ REPO = Path(__file__).resolve().parent.parent
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
 
 
-def run(cmd: list[str], cwd: str) -> tuple[float, float]:
+def run(cmd: list[str], cwd: str, env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall s, CPU s) of one child process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})})
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1):
@@ -47,7 +49,8 @@ def run(cmd: list[str], cwd: str) -> tuple[float, float]:
 
 def golds_by_prompt(n: int) -> dict[str, str]:
     """The last user message of each of the first n SecEval requests -> its gold letters."""
-    from pytest_benchaudit.dataset.suites import load_questions, load_suite, resolve_data_dir
+    from pytest_benchaudit.dataset.readers import load_questions, resolve_data_dir
+    from pytest_benchaudit.dataset.suites import load_suite
     from pytest_benchaudit.prompt.templates import render_request
 
     suite = load_suite(REPO / "suites" / "seceval" / "suite.toml")
@@ -98,6 +101,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--full-protocol", action="store_true",
+                        help="also time each run with BENCHAUDIT_FULL_PROTOCOL=1 (pytest's own per-item protocol)")
     args = parser.parse_args()
     if not os.environ.get("BENCHAUDIT_DATA"):
         sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
@@ -105,32 +110,37 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         dirs = {"passing": make_run_dir(tmp, n, True), "failing": make_run_dir(tmp, n, False)}
-        cmds = {}
+        cmds: dict[tuple[str, int], tuple[list[str], dict[str, str]]] = {}
         for size in (1, n):
             for kind, run_dir in dirs.items():
-                cmds[(kind, size)] = PYTEST + [str(REPO / "suites" / "seceval"), "--limit", str(size),
-                                               "--model", f"replay:{run_dir}", "--report-dir", str(tmp / "replayed")]
-            cmds[("bare pytest", size)] = PYTEST + [str(write_trivial(tmp, size))]
+                cmd = PYTEST + [str(REPO / "suites" / "seceval"), "--limit", str(size),
+                                "--model", f"replay:{run_dir}", "--report-dir", str(tmp / "replayed")]
+                cmds[(kind, size)] = (cmd, {})
+                if args.full_protocol:  # the same run through pytest's own per-item protocol
+                    cmds[(f"{kind} (full)", size)] = (cmd, {"BENCHAUDIT_FULL_PROTOCOL": "1"})
+            cmds[("bare pytest", size)] = (PYTEST + [str(write_trivial(tmp, size))], {})
         cpu: dict[tuple[str, int], list[float]] = {k: [] for k in cmds}
         wall: dict[tuple[str, int], list[float]] = {k: [] for k in cmds}
         for _ in range(args.repeats):  # interleaved, so drift hits all alike
-            for key, cmd in cmds.items():
-                w, c = run(cmd, str(tmp))
+            for key, (cmd, env) in cmds.items():
+                w, c = run(cmd, str(tmp), env)
                 wall[key].append(w)
                 cpu[key].append(c)
     med = {k: statistics.median(v) for k, v in cpu.items()}
     medw = {k: statistics.median(v) for k, v in wall.items()}
     print(f"SecEval via replay, {n} items, default options, CPU (user+sys) of the whole process, "
-          f"median of {args.repeats} (interleaved)")
-    print(f"{'':>12} {'1 item CPU s':>13} {f'{n} items CPU s':>15} {'per item ms':>12} {'wall s':>8}")
-    per = {}
-    for kind in ("bare pytest", "passing", "failing"):
-        per[kind] = (med[(kind, n)] - med[(kind, 1)]) / (n - 1) * 1000
-        print(f"{kind:>12} {med[(kind, 1)]:>13.2f} {med[(kind, n)]:>15.2f} {per[kind]:>12.3f} {medw[(kind, n)]:>8.2f}")
+          f"median of {args.repeats} (interleaved); load average {os.getloadavg()[0]:.1f}")
+    print(f"{'':>16} {'1 item CPU s':>13} {f'{n} items CPU s':>15} {'per item ms':>12} {'above bare ms':>14} "
+          f"{'wall s':>8}")
+    kinds = list(dict.fromkeys(k for k, _ in cmds))
+    kinds.sort(key=lambda k: (k != "bare pytest", k))
+    per = {kind: (med[(kind, n)] - med[(kind, 1)]) / (n - 1) * 1000 for kind in kinds}
+    for kind in kinds:
+        print(f"{kind:>16} {med[(kind, 1)]:>13.2f} {med[(kind, n)]:>15.2f} {per[kind]:>12.3f} "
+              f"{per[kind] - per['bare pytest']:>14.3f} {medw[(kind, n)]:>8.2f}")
     for kind in ("passing", "failing"):
         print(f"{kind}: {per[kind]:.3f} ms per item (target <= 1 ms: {'met' if per[kind] <= 1 else 'NOT met'}); "
               f"{per[kind] - per['bare pytest']:.3f} ms above bare pytest's own per-item cost")
-
 
 if __name__ == "__main__":
     main()

@@ -10,6 +10,12 @@ Whole-process wall time (interpreter start-up, collection, run directory include
 --repeats, interleaved.  Ratio = bare time / pytest time (1.0: the harness costs nothing).
 Also prints the lines of terminal output of the pytest run.
 
+Both sides' processes run with a bytecode cache (``PYTHONPYCACHEPREFIX`` in a temporary
+directory, ``PYTHONDONTWRITEBYTECODE`` unset; warmed by a first untimed run), as an installed
+package has one: a machine that sets ``PYTHONDONTWRITEBYTECODE=1`` would otherwise compile
+(and assertion-rewrite) every module of pytest and the plugin in every run, ~2 s of CPU that a
+user's run never pays.  ``--no-bytecode-cache`` keeps the environment as it is.
+
     BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/throughput.py --latency 0.1 --concurrency 32
     BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/throughput.py --latency 0.02 --suites all
 """
@@ -71,6 +77,9 @@ async def bare_client(url: str, bodies: list[bytes], concurrency: int) -> None:
         await asyncio.gather(*(one(b) for b in bodies))
 
 
+ENV: dict[str, str] = dict(os.environ)  # the children's environment (see --no-bytecode-cache)
+
+
 def time_bare(url: str, bodies: list[bytes], n: int, concurrency: int) -> float:
     # A fresh interpreter, like the pytest run, so start-up costs are comparable.
     sent = [bodies[i % len(bodies)].decode() for i in range(n)]
@@ -78,7 +87,7 @@ def time_bare(url: str, bodies: list[bytes], n: int, concurrency: int) -> float:
             "bodies = [b.encode() for b in json.load(sys.stdin)]; asyncio.run(bare_client(%r, bodies, %d))"
             ) % (str(Path(__file__).parent), url, concurrency)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], input=json.dumps(sent), text=True, check=True)
+    subprocess.run([sys.executable, "-c", code], input=json.dumps(sent), text=True, check=True, env=ENV)
     return time.perf_counter() - start
 
 
@@ -89,7 +98,7 @@ def time_pytest(url: str, target: str, concurrency: int, limit: int | None, repo
     if limit:
         cmd += ["--limit", str(limit)]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=report_dir.parent)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=report_dir.parent, env=ENV)
     elapsed = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise RuntimeError(proc.stdout[-3000:] + proc.stderr[-3000:])
@@ -107,6 +116,8 @@ def main() -> None:
                         help="seceval (2,189 questions) or all (every suite with data, one model)")
     parser.add_argument("--limit", type=int, default=None, help="questions per task (default: all)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-bytecode-cache", action="store_true",
+                        help="run the children in this environment as it is (no bytecode cache if it has none)")
     args = parser.parse_args()
     if not os.environ.get("BENCHAUDIT_DATA"):
         sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
@@ -118,6 +129,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             report = Path(tmp) / "reports"
             report.mkdir()
+            if not args.no_bytecode_cache:
+                ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+                ENV["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+                time_pytest(url, target, args.concurrency[0], 1, report)  # warms the cache, untimed
+                time_bare(url, bodies, 10, args.concurrency[0])
             for conc in args.concurrency:
                 bare, ours, lines, n = [], [], 0, 0
                 for _ in range(args.repeats):  # interleaved, so drift hits both alike
@@ -129,7 +145,8 @@ def main() -> None:
         server.terminate()
         server.wait()
     print(f"{args.suites}: mixed server (mostly wrong, ~10% invalid, ~3% HTTP 500/429 retried), latency "
-          f"{args.latency * 1000:.0f} ms, default pytest options, median of {args.repeats}, whole-process wall")
+          f"{args.latency * 1000:.0f} ms, default pytest options, median of {args.repeats}, whole-process wall, "
+          f"{'no ' if args.no_bytecode_cache else ''}bytecode cache; load average {os.getloadavg()[0]:.1f}")
     print(f"{'concurrency':>11} {'items':>6} {'bare s':>8} {'pytest s':>9} {'bare items/s':>13} "
           f"{'pytest items/s':>15} {'ratio':>6} {'lines':>6}")
     for conc, n, b, p, lines in rows:

@@ -23,11 +23,13 @@ __all__ = ["model", "pipeline", "pytest_addoption", "pytest_collect_file", "pyte
 @pytest.hookimpl
 def pytest_addoption(parser: pytest.Parser) -> None:
     from pytest_benchaudit.pytest_plugin.reporting import add_output_options
+    from pytest_benchaudit.pytest_plugin.protocol import add_protocol_options
     from pytest_benchaudit.pytest_plugin.runner import add_runner_options
 
     add_options(parser)
     add_output_options(parser)
     add_runner_options(parser)
+    add_protocol_options(parser)
 
 
 @pytest.hookimpl(trylast=True)

@@ -14,9 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 import pytest
-from httpx_aiohttp import AiohttpTransport
 
 import pytest_benchaudit.common.secrets as secrets
 from pytest_benchaudit.inference import openai_compat
@@ -59,24 +58,19 @@ def script(call: Call) -> Reply:
     return Reply(content="Answer: B")
 
 
-class UrlRaisingTransport(httpx.AsyncBaseTransport):
-    """The real transport, except that two questions fail with an exception whose message holds
-    the request URL as a client that passes the key in the query string would build it."""
+_real_send = openai_compat.OpenAICompatBackend._send
 
-    def __init__(self, limits: Any = None) -> None:
-        self.inner = AiohttpTransport(limits=limits)
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        body = request.content
-        keyed = request.url.copy_add_param("key", CANARY)
-        if b"[RAISE_URL]" in body:
-            raise RuntimeError(f"unexpected failure posting to {keyed}")
-        if b"[CONNECT_URL]" in body:
-            raise httpx.ConnectError(f"All connection attempts failed for {keyed}", request=request)
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+async def url_raising_send(self: Any, method: str, path: str, content: bytes | None = None,
+                           timeout: Any = None) -> Any:
+    """The real HTTP exchange, except that two questions fail with an exception whose message
+    holds the request URL as a client that passes the key in the query string would build it."""
+    keyed = f"{self._base}{path}?key={CANARY}"
+    if content and b"[RAISE_URL]" in content:
+        raise RuntimeError(f"unexpected failure posting to {keyed}")
+    if content and b"[CONNECT_URL]" in content:
+        raise aiohttp.ClientConnectionError(f"All connection attempts failed for {keyed}")
+    return await _real_send(self, method, path, content, timeout)
 
 
 def write_suite(root: Path) -> None:
@@ -102,7 +96,7 @@ def assert_tree_clean(root: Path) -> int:
 @pytest.fixture
 def leaky_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[pytest.RunResult, Path]:
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
-    monkeypatch.setattr(openai_compat, "AiohttpTransport", UrlRaisingTransport)
+    monkeypatch.setattr(openai_compat.OpenAICompatBackend, "_send", url_raising_send)
     write_suite(pytester.path)
     with ScriptedServer(script, model_id=f"served-{CANARY}") as server:
         url_cred = server.url.replace("http://", f"http://apikey:{URL_PASSWORD}@")

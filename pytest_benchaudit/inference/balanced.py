@@ -37,8 +37,6 @@ import json
 import time
 from dataclasses import dataclass
 
-import httpx
-
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.pipeline.types import Generation, Request
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
@@ -69,16 +67,14 @@ def balanced_identity(spec: ModelSpec) -> str:
 class BalancedBackend:
     """Least-in-flight balancing over one :class:`OpenAICompatBackend` per endpoint."""
 
-    def __init__(self, spec: ModelSpec, *, concurrency: int,
-                 transports: dict[str, httpx.AsyncBaseTransport] | None = None) -> None:
+    def __init__(self, spec: ModelSpec, *, concurrency: int) -> None:
         urls = list(spec.endpoints or ((spec.base_url,) if spec.base_url else ()))
         if not urls:
             raise ValueError(f"model {spec.label!r} has no endpoint URL")
         self.spec = spec
         self.endpoints = [
             Endpoint(url, OpenAICompatBackend(spec.model_copy(update={"base_url": url, "endpoints": ()}),
-                                              concurrency=concurrency,
-                                              transport=(transports or {}).get(url)))
+                                              concurrency=concurrency))
             for url in urls
         ]
         self._turn = 0  # round-robin pointer for ties

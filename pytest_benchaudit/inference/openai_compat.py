@@ -32,20 +32,27 @@ into the endpoint URL (``http://user:pass@host``) is treated as a secret too.
 Whatever goes wrong with one request (including an exception the HTTP stack was
 not expected to raise) becomes ``Generation(error=...)``; only cancellation
 propagates.
+
+The HTTP client is aiohttp, called directly: one ``ClientSession`` per backend (opened on
+the engine's loop at the first request), a ``TCPConnector`` holding up to ``concurrency``
+connections, redirects not followed, a connect timeout of min(10 s, ``timeout``) and a read
+timeout of ``timeout`` (the longest wait for the answer's next bytes).  httpx with an aiohttp
+transport underneath cost ~0.8 ms of CPU per request against ~0.45 ms for aiohttp alone, on
+the one GIL the engine's loop shares with pytest (bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import email.utils
 import json
 import random
 import time
-from typing import Any
+from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
-import httpx
-from httpx_aiohttp import AiohttpTransport
+import aiohttp
 
 from pytest_benchaudit.common.secrets import redact, register_secret
 from pytest_benchaudit.pipeline.types import Generation, Request
@@ -86,7 +93,35 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _error_text(response: httpx.Response) -> str:
+class _Response:
+    """What one HTTP exchange brought back: status, headers (case-insensitive) and the body read."""
+
+    __slots__ = ("status_code", "headers", "content")
+
+    def __init__(self, status_code: int, headers: Mapping[str, str], content: bytes) -> None:
+        self.status_code = status_code
+        self.headers = headers
+        self.content = content
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        """The body decoded by its declared charset (UTF-8 when none or unknown), as httpx decodes it."""
+        charset = "utf-8"
+        for part in str(self.headers.get("content-type", "")).split(";")[1:]:
+            key, _, value = part.partition("=")
+            if key.strip().lower() == "charset" and value.strip():
+                charset = value.strip().strip('"')
+        try:
+            codecs.lookup(charset)
+        except LookupError:
+            charset = "utf-8"
+        return self.content.decode(charset, errors="replace")
+
+
+def _error_text(response: _Response) -> str:
     message = None
     try:
         body = response.json()
@@ -105,7 +140,7 @@ def _error_text(response: httpx.Response) -> str:
 class OpenAICompatBackend:
     """Send :class:`Request` objects to ``spec.base_url`` with bounded concurrency."""
 
-    def __init__(self, spec: ModelSpec, *, concurrency: int, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, spec: ModelSpec, *, concurrency: int) -> None:
         if not spec.base_url:
             raise ValueError(f"model {spec.label!r} has no endpoint URL")
         self.spec = spec
@@ -123,34 +158,54 @@ class OpenAICompatBackend:
                 headers["x-api-key"] = key
             else:
                 headers["Authorization"] = f"Bearer {key}"
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        if transport is None:
-            # aiohttp underneath the httpx API: httpcore's pool costs several ms of CPU per
-            # request, which at hundreds of requests/s competes with pytest for the GIL
-            # (bench/throughput.py: 0.47 -> 0.86 of a bare client's speed at concurrency 32).
-            transport = AiohttpTransport(limits=limits)
-        self._client = httpx.AsyncClient(
-            base_url=spec.base_url.rstrip("/") + "/",
-            headers=headers,
-            params=dict(spec.query),
-            timeout=httpx.Timeout(spec.timeout, connect=min(10.0, spec.timeout)),
-            limits=limits,
-            transport=transport,
-        )
+        # Credentials in the URL stay there: aiohttp sends them as HTTP Basic auth, and refuses
+        # (an error for each request, as under httpx) to combine them with a key's Authorization.
+        self._base = spec.base_url.rstrip("/") + "/"
+        self._headers = headers
+        self._params = dict(spec.query) or None
+        self._concurrency = concurrency
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(10.0, spec.timeout),
+                                              sock_read=spec.timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
         self.limiter = AdaptiveLimiter(concurrency)
 
+    def _client(self) -> aiohttp.ClientSession:
+        """The backend's session, opened on first use (aiohttp wants the running loop)."""
+        if self._session is None:
+            if self._closed:
+                raise RuntimeError("the backend is closed")
+            connector = aiohttp.TCPConnector(limit=self._concurrency, limit_per_host=0)
+            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers, timeout=self._timeout)
+        return self._session
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
     async def aclose(self) -> None:
-        await self._client.aclose()
+        self._closed = True
+        if self._session is not None:
+            await self._session.close()
+
+    async def _send(self, method: str, path: str, content: bytes | None = None,
+                    timeout: aiohttp.ClientTimeout | None = None) -> _Response:
+        """One HTTP exchange, the whole body read (raises aiohttp's and asyncio's exceptions)."""
+        async with self._client().request(method, self._base + path, data=content, params=self._params,
+                                          allow_redirects=False, timeout=timeout or self._timeout) as response:
+            return _Response(response.status, response.headers, await response.read())
 
     async def served_models(self) -> list[str] | None:
         """The model ids the endpoint says it serves (``GET /models``), or ``None`` when it cannot say.
 
         Part of the generation cache's key: a different model restarted behind the same URL must
         not be answered from the old model's generations."""
+        wait = min(10.0, self.spec.timeout)
         try:
-            response = await self._client.get("models", timeout=min(10.0, self.spec.timeout))
+            response = await self._send("GET", "models", timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=wait, sock_read=wait))
             data = response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, OSError):
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError):
             return None
         items = data.get("data") if isinstance(data, dict) else None
         ids = sorted({m["id"] for m in items or [] if isinstance(m, dict) and isinstance(m.get("id"), str)})
@@ -226,12 +281,12 @@ class OpenAICompatBackend:
 
     async def _once(self, path: str, content: bytes, sent_at: float = 0.0, retry: int = 1) -> Generation:
         try:
-            response = await self._client.post(path, content=content)
-        except httpx.TransportError as err:
+            response = await self._send("POST", path, content)
+        except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as err:
             raise _Retryable(_transport_failure(err, self.spec.timeout)) from None
-        except httpx.DecodingError as err:  # e.g. a body that is not the gzip it claims to be
+        except aiohttp.ClientPayloadError as err:  # e.g. a body that is not the gzip it claims to be
             raise _Retryable(f"malformed response (DecodingError: {err})") from None
-        except httpx.HTTPError as err:  # too many redirects and the like: asking again will not help
+        except aiohttp.ClientError as err:  # an invalid URL and the like: asking again will not help
             raise _Fatal(f"request error ({type(err).__name__}): {err}") from None
         if response.status_code != 200:
             message = _error_text(response)
@@ -253,15 +308,12 @@ class OpenAICompatBackend:
         return _redacted(gen)
 
 
-def _transport_failure(err: httpx.TransportError, timeout: float) -> str:
-    """Say what really failed: the aiohttp transport reports a dropped connection as a
-    ConnectTimeout, so the underlying cause decides between "timeout" and "connection error"."""
-    cause = err.__cause__ or err.__context__
-    timed_out = isinstance(cause, TimeoutError) if cause is not None else isinstance(err, httpx.TimeoutException)
-    if timed_out:
-        return f"timeout: no answer within {timeout:g}s ({type(cause or err).__name__})"
-    detail = f"{type(cause).__name__}: {cause}" if cause is not None else f"{type(err).__name__}: {err}"
-    return f"connection error: {detail}"
+def _transport_failure(err: BaseException, timeout: float) -> str:
+    """Say what failed: no answer in time (a read or connect timeout) or the connection
+    (refused, reset, dropped mid-response)."""
+    if isinstance(err, (asyncio.TimeoutError, TimeoutError)):
+        return f"timeout: no answer within {timeout:g}s ({type(err).__name__})"
+    return f"connection error: {type(err).__name__}: {err}"
 
 
 def _parse(data: dict[str, Any]) -> Generation:

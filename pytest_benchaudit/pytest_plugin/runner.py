@@ -22,6 +22,7 @@ next split is the judge and the launched-server bookkeeping (tracked in issue 11
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +37,14 @@ from pytest_benchaudit.inference.usage import NOT_ASKED
 from pytest_benchaudit.scoring.evaluate import evaluate, failure_message
 from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.secrets import register_secret_env
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
 
 __all__ = ["Runner", "default_concurrency", "add_runner_options"]
+
+SWITCH_INTERVAL_S = 0.001  # sys.setswitchinterval while the engine runs (see Runner._engine)
 
 
 def add_runner_options(parser: pytest.Parser) -> None:
@@ -82,6 +86,7 @@ class Runner:
         self.opts = opts
         self.local_url = local_url
         self.engine: Engine | None = None
+        self._switch_interval = sys.getswitchinterval()
         self._registered: set[str] = set()
         # Requests rendered and queued ahead, by node id, until their item consumes them.
         self._ahead: dict[str, tuple[str, Any]] = {}
@@ -95,6 +100,7 @@ class Runner:
         if self.breaker_threshold < 0:
             raise pytest.UsageError(f"--breaker {self.breaker_threshold}: expected 0 (off) or a positive number")
         register_secret_env(m.api_key_env for m in opts.models)
+        self.protocol = LightProtocol(config)
 
     # -- engine ---------------------------------------------------------------------
     def _engine(self) -> Engine:
@@ -106,6 +112,12 @@ class Runner:
             cache = (GenerationCache(self.opts.cache_dir, expiry_s=self.opts.cache_expiry_s)
                      if self.opts.cache_dir is not None else None)
             self.engine = Engine(window=window, cache=cache)
+            # The engine's loop thread and pytest's item loop share one GIL; a thread that gave it
+            # up for a system call (a record line, a terminal write, waiting for an answer) waits
+            # up to the switch interval (5 ms by default) to get it back from the other, busy one.
+            # 1 ms: ~25% more items per second when CPU-bound (bench/RESULTS.md); restored at the end.
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
         return self.engine
 
     def _window(self) -> int:
@@ -286,8 +298,10 @@ class Runner:
                             + ("; --limit N asks fewer" if total > 600 else ""))
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
         self._advance(item)
+        # Benchmark items: the same reports without pytest's per-phase hooks (None: pytest's protocol).
+        return self.protocol.run(item, nextitem)
 
     def _advance(self, item: pytest.Item) -> None:
         """Keep the look-ahead full as ``item`` starts (from the protocol hook and from
@@ -350,18 +364,21 @@ class Runner:
             if record.valid or record.invalid_reason == "endpoint_down":  # re-asking a dead endpoint is no use
                 break
             earlier.append(generation.text if generation.error is None else f"[error] {generation.error}")
-        record = record.model_copy(update={"asks": ask + 1, "earlier_outputs": earlier[: ask]})
-        node.record = record.model_dump(mode="json")
+        # Dumped once, then the two fields set in place (the same dict model_copy + model_dump gave,
+        # without a second copy and dump); the message and properties read the dict.
+        data = record.model_dump(mode="json")
+        data["asks"], data["earlier_outputs"] = ask + 1, earlier[: ask]
+        node.record = data
         node.user_properties.extend([
-            ("benchmark", record.benchmark), ("task", record.task), ("model", record.model),
-            ("pipeline", record.pipeline), ("gold", record.gold), ("prediction", record.prediction or ""),
-            ("valid", record.valid), ("score", record.score),
+            ("benchmark", data["benchmark"]), ("task", data["task"]), ("model", data["model"]),
+            ("pipeline", data["pipeline"]), ("gold", data["gold"]), ("prediction", data["prediction"] or ""),
+            ("valid", data["valid"]), ("score", data["score"]),
         ])
-        if not record.valid:
-            node.user_properties.append(("invalid_reason", record.invalid_reason))
-        if not record.correct:
-            raise BenchmarkFailure(f"{record.benchmark}.{record.task} {record.question_id} [{record.model}]: "
-                                   + failure_message(record))
+        if not data["valid"]:
+            node.user_properties.append(("invalid_reason", data["invalid_reason"]))
+        if not data["correct"]:
+            raise BenchmarkFailure(f"{data['benchmark']}.{data['task']} {data['question_id']} [{data['model']}]: "
+                                   + failure_message(data))
 
     def _judge(self, question: Question, pipeline: Pipeline,
                generation: Generation) -> tuple[Extraction | None, Score | None, dict[str, Any]]:
@@ -435,6 +452,7 @@ class Runner:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
+            sys.setswitchinterval(self._switch_interval)
 
 
 def _duration(seconds: float) -> str:

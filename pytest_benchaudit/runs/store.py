@@ -38,7 +38,7 @@ import orjson  # records.jsonl is read and re-written in bulk by rescore/sweep: 
 from pydantic import ValidationError
 
 from pytest_benchaudit.common.errors import RunDirError, UsageError
-from pytest_benchaudit.common.secrets import redact_obj
+from pytest_benchaudit.common.secrets import redact_obj, secret_values
 
 from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
 
@@ -80,7 +80,7 @@ class RunDirectory:
         except OSError as err:  # a file in the way, no permission, a read-only disk
             raise RunDirError(f"cannot create the run directory {self.path}: {err.strerror or err}") from None
         self.records_path = self.path / "records.jsonl"
-        self._records = self.records_path.open("a", encoding="utf-8")
+        self._records = self.records_path.open("a", encoding="utf-8", buffering=_BUFFER)
         self._last_flush = time.monotonic()
         self.count = 0
         self.meta: dict[str, Any] = {"run_id": self.run_id, "started": _now(), "ended": None}
@@ -131,7 +131,7 @@ class RunDirectory:
         meta["resumed"] = [*meta.get("resumed", []), _now()]
         self.meta = meta
         self.count = count
-        self._records = records_path.open("a", encoding="utf-8")
+        self._records = records_path.open("a", encoding="utf-8", buffering=_BUFFER)
         self._last_flush = time.monotonic()
         self.write_json("run.json", self.meta)
         return self
@@ -143,7 +143,7 @@ class RunDirectory:
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record; it is flushed within ``FLUSH_INTERVAL_S`` (and at ``finish``)."""
-        self._records.write(orjson.dumps(redact_obj(record)).decode() + "\n")
+        self._records.write(_record_line(record) + "\n")
         self.count += 1
         now = time.monotonic()
         if now - self._last_flush >= self.FLUSH_INTERVAL_S:
@@ -157,7 +157,7 @@ class RunDirectory:
     def append_many(self, records: Iterable[dict[str, Any]]) -> None:
         """Append many records with one flush at the end (offline re-scoring, imports)."""
         for record in records:
-            self._records.write(orjson.dumps(redact_obj(record)).decode() + "\n")
+            self._records.write(_record_line(record) + "\n")
             self.count += 1
         self._records.flush()
 
@@ -175,6 +175,28 @@ class RunDirectory:
         self.meta["n_records"] = self.count
         return self.write_run(**fields)
 
+
+def _record_line(record: dict[str, Any]) -> str:
+    """``record`` as one JSON line, secrets masked: the line as ``redact_obj`` would give it, but the
+    record is walked only when a known secret appears in the serialised line (or when a secret holds
+    a character JSON escapes, so that the line could hide it): one substring search per secret
+    instead of a copy of every string of every record."""
+    line = orjson.dumps(record).decode()
+    values = secret_values()
+    if values and any(v in line or not _json_plain(v) for v in values):
+        line = orjson.dumps(redact_obj(record)).decode()
+    return line
+
+
+def _json_plain(value: str) -> bool:
+    """True when JSON writes ``value`` verbatim (no quote, backslash or control character)."""
+    return '"' not in value and "\\" not in value and all(ord(c) >= 0x20 for c in value)
+
+
+# records.jsonl's write buffer: lines reach the file at each flush (FLUSH_INTERVAL_S), not every
+# 8 KiB; each write to the file releases the GIL, and getting it back from the engine's busy
+# event-loop thread can take up to the interpreter's switch interval (5 ms).
+_BUFFER = 1 << 20
 
 # Set by a command's --skip-bad-records: read_records then skips lines that are not records.
 _SKIP_BAD = False

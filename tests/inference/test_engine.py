@@ -253,7 +253,7 @@ def test_close_stops_the_loop_thread_and_closes_backends(server):
     engine.close()
     assert not engine._thread.is_alive()
     assert engine._loop.is_closed()
-    assert backend._client.is_closed
+    assert backend.is_closed
     engine.close()  # a second close is harmless
 
 
