@@ -286,13 +286,12 @@ class Controller:
         deselect_recorded(config, items, self.recorded)
 
     def _run_meta(self) -> dict[str, Any]:
-        served = self.served
         models = []
         for m in self.opts.models:
             info = m.public()
             if self.local_url.url_of(m):  # launched by this run (local, vllm:)
                 info["endpoint"] = self.local_url.url_of(m)
-            info["served_model_ids"] = sorted(served.get(m.label, ()))
+            info["served_model_ids"] = sorted(self.served.get(m.label, ()))
             models.append(info)
         meta: dict[str, Any] = {
             "argv": _clean_argv(list(self.config.invocation_params.args)),

@@ -299,13 +299,12 @@ class Runner:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-        self._advance(item)
         # Benchmark items: the same reports without pytest's per-phase hooks (None: pytest's protocol).
         return self.protocol.run(item, nextitem)
 
     def _advance(self, item: pytest.Item) -> None:
-        """Keep the look-ahead full as ``item`` starts (from the protocol hook and from
-        :meth:`run_item`, so another plugin's protocol cannot leave it empty; a cheap no-op when full)."""
+        """Keep the look-ahead full as ``item`` starts (called from :meth:`run_item`, which every
+        benchmark item runs under either protocol, or another plugin's; a cheap no-op when full)."""
         if not hasattr(self.config, "workerinput"):
             if self._plan:
                 self._top_up(self._serial_candidates())
