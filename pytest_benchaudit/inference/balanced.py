@@ -17,8 +17,8 @@ Failures:
   another endpoint it has not yet tried; this fail-over does not use up
   ``max_retries``.  Only when every endpoint has refused it does the request fall
   back to the ordinary retry: backoff, then another round over the endpoints.
-* a 429 that says how long to wait halves that endpoint's adaptive limit and pauses it
-  (see :mod:`.ratelimit`); the request goes at once to another endpoint that is not
+* a 429 that says how long to wait pauses that endpoint (and halves its adaptive limit when
+  429s are frequent, see :mod:`.ratelimit`); the request goes at once to another endpoint that is not
   paused (or waits for the pause), without using up ``max_retries``;
 * other retryable failures (bare 429s, 5xx, timeouts, malformed bodies) are retried with
   the usual exponential backoff (``Retry-After`` honoured, ``max_retries`` counted),

@@ -15,7 +15,7 @@ headers and query parameters (Azure's ``api-version``), and the API: OpenAI's
 ``output_tokens`` to the usual usage names; 529 "overloaded" is retried).
 
 Requests in flight are bounded per endpoint by an :class:`~.ratelimit.AdaptiveLimiter`
-that starts at the configured concurrency, halves on 429 and recovers gradually.
+that starts at the configured concurrency, halves when 429s are frequent and recovers gradually.
 A 429 that says how long to wait (``Retry-After``, ``retry-after-ms``,
 ``x-ratelimit-reset-*``) is rate limiting, not a failure: it is retried after that
 wait without using up ``max_retries`` (up to ``RATE_LIMIT_RETRIES`` times); a bare

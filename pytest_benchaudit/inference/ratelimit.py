@@ -1,22 +1,46 @@
-"""Adaptive concurrency per endpoint: back off on 429, recover gradually.
+"""Adaptive concurrency per endpoint: back off when 429s are frequent, recover gradually.
 
 One :class:`AdaptiveLimiter` per endpoint client.  It starts at the configured
 concurrency (``--concurrency``, the ceiling) and behaves like TCP's congestion
-control (additive increase, multiplicative decrease):
+control (additive increase, multiplicative decrease), with one difference: a 429
+is taken as *congestion* only when refusals are frequent among the recent answers.
 
-* **429**: the limit is halved (down to a quarter of the ceiling), once per burst: a 429 to a request sent *before*
-  the last decrease says nothing new (all requests in flight then were sent at
-  the old rate), so a burst of 32 refusals halves once, not 32 times.  Sending
-  pauses until the time the endpoint names: ``Retry-After`` / ``retry-after-ms``,
-  else the ``x-ratelimit-reset-*`` header of an exhausted budget (OpenAI's
-  durations ``1s``, ``6m0s``, ``20ms``; Anthropic's RFC 3339 times), else the
-  caller's backoff.  Sends are also *spaced*: at each decrease the interval
-  between two sends becomes at least the endpoint's wait (at most 0.25 s), or the
-  interval its request limit allows (``x-ratelimit-limit-requests`` and
-  ``anthropic-ratelimit-requests-limit`` are per minute), so a request-rate limit
-  is met by pacing rather than only by collapsing concurrency, which would leave
-  the client bound by its own latency.
-* **success**: the limit grows by 1 per ``limit`` successes (one step per round of
+* **Every 429** counts in ``throttled``, pauses sending until the time the endpoint
+  names (``Retry-After`` / ``retry-after-ms``, else the ``x-ratelimit-reset-*``
+  header of an exhausted budget (OpenAI's durations ``1s``, ``6m0s``, ``20ms``;
+  Anthropic's RFC 3339 times), else the caller's backoff), and the client retries
+  the request.
+* **Frequent 429s** (congestion): the limit is halved (down to a quarter of the
+  ceiling), once per burst: a 429 to a request sent *before* the last decrease
+  says nothing new (all requests in flight then were sent at the old rate), so a
+  burst of 32 refusals halves once, not 32 times; a request sent after the
+  decrease and refused while refusals are still frequent halves again.  Sends are
+  also *spaced*: at each decrease the interval between two sends becomes at least
+  the endpoint's wait (at most 0.25 s), or the interval its request limit allows
+  (``x-ratelimit-limit-requests`` and ``anthropic-ratelimit-requests-limit`` are
+  per minute), so a request-rate limit is met by pacing rather than only by
+  collapsing concurrency, which would leave the client bound by its own latency.
+* **Sporadic 429s** (``isolated`` in :meth:`AdaptiveLimiter.stats`): paused for and
+  retried as above, but neither halve nor pace.  Hosted endpoints refuse a small
+  share of requests whatever the client's rate (a shared pool, a replica
+  restarting); halving on each, as TCP halves on each random loss, settles the
+  window near 1/sqrt(p) of the ceiling: at 1.5% of answers refused, concurrency 32
+  ran at ~11 in flight and took 2.6x as long as a client that only retries.
+
+  The rule: the outcomes (refused or answered) of the last ``window`` answers are
+  kept, ``window = max(2, ceiling)`` (about one round of requests), and a 429 is
+  congestion when the refusals among them, itself included, reach
+  ``threshold = max(2, ceil(0.15 * window))``: 2 at ceilings up to 13, 3 at 16, 5
+  at 32, 10 at 64.  Why 15%: with refusals independent at rate p, a refusal is
+  taken as congestion when at least threshold - 1 of the other window - 1 answers
+  were refused too.  At ceiling 32 that is P(Bin(31, p) >= 4): 0.12% of the 429s
+  at p = 1.5%, 1.3% at p = 3% -- a halving every ~55,000 answers at 1.5%, where a
+  rule of 10% (threshold 3) would halve on 8% of them, every ~850 answers.  A
+  token bucket being overrun refuses most of what exceeds its rate (against a
+  fast endpoint nearly every request of a burst), so the threshold is reached
+  within the first few refusals.  At small ceilings the window is short and two
+  refusals in it halve (at ceiling 2: two refusals in a row).
+* **Answers**: the limit grows by 1 per ``limit`` successes (one step per round of
   requests), up to the ceiling, and the spacing shrinks by 2% per answer (not
   below 95% of the interval the endpoint's per-minute request limit allows, once known).  A success whose headers say a budget is
   exhausted (``x-ratelimit-remaining-requests: 0``) pauses until its reset, so the
@@ -93,7 +117,7 @@ def rate_limit_wait(headers: Mapping[str, str], *, exhausted_only: bool = True) 
 
 
 class AdaptiveLimiter:
-    """Requests in flight to one endpoint, adapted to its 429s (see the module docstring)."""
+    """Requests in flight to one endpoint, adapted to its frequent 429s (see the module docstring)."""
 
     def __init__(self, ceiling: int, *, floor: int | None = None) -> None:
         self.ceiling = max(1, ceiling)
@@ -104,6 +128,12 @@ class AdaptiveLimiter:
         self.in_flight = 0
         self.paused_until = 0.0
         self.throttled = 0  # 429s seen
+        self.isolated = 0  # 429s too rare in the window to be a limit: paused for and retried, not backed off
+        # The outcomes (True = refused) of the last `window` answers: about one round of requests.
+        self.window = max(2, self.ceiling)
+        self.threshold = max(2, -(-3 * self.window // 20))  # ceil(15% of the window), integer arithmetic
+        self._outcomes: collections.deque[bool] = collections.deque(maxlen=self.window)
+        self._refused = 0  # True entries in _outcomes
         self.decreases = 0
         self.lowest = self.ceiling
         self._last_decrease = 0.0
@@ -116,6 +146,12 @@ class AdaptiveLimiter:
     @property
     def cap(self) -> int:
         return max(self.floor, int(self.limit))
+
+    def _record(self, refused: bool) -> None:
+        if len(self._outcomes) == self.window:
+            self._refused -= self._outcomes[0]  # the deque drops it on append
+        self._outcomes.append(refused)
+        self._refused += refused
 
     async def acquire(self) -> float:
         """Wait for a slot (and for any pause to end); returns the send time, the ticket for :meth:`throttle`."""
@@ -159,6 +195,7 @@ class AdaptiveLimiter:
 
     def success(self, headers: Mapping[str, str] | None = None) -> None:
         """An answer arrived: grow by one per round; pause if the headers say a budget is spent."""
+        self._record(False)
         if self.limit < self.ceiling:
             self.limit = min(float(self.ceiling), self.limit + 1.0 / self.cap)  # +1 per `cap` answers
             self._wake()
@@ -184,12 +221,16 @@ class AdaptiveLimiter:
                 self.rate_interval = 60.0 / per_minute
 
     def throttle(self, sent_at: float, wait: float, headers: Mapping[str, str] | None = None) -> None:
-        """A 429 for a request sent at ``sent_at``: halve (once per burst) and pause ``wait`` seconds."""
+        """A 429 for a request sent at ``sent_at``: pause ``wait`` seconds; when refusals are frequent in the
+        window, halve (once per burst) and pace (see the module docstring)."""
         if headers:
             self._learn(headers)
         self.throttled += 1
+        self._record(True)
         now = time.monotonic()
-        if sent_at >= self._last_decrease:
+        if self._refused < self.threshold:
+            self.isolated += 1
+        elif sent_at >= self._last_decrease:
             self.limit = max(float(self.floor), self.limit / 2.0)
             self._last_decrease = now
             self.decreases += 1
@@ -199,4 +240,4 @@ class AdaptiveLimiter:
 
     def stats(self) -> dict[str, float]:
         return {"limit": self.cap, "ceiling": self.ceiling, "lowest": self.lowest, "throttled": self.throttled,
-                "decreases": self.decreases, "interval_s": round(self.interval, 4)}
+                "decreases": self.decreases, "isolated": self.isolated, "interval_s": round(self.interval, 4)}

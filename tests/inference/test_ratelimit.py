@@ -1,5 +1,5 @@
-"""Adaptive concurrency: halve once per burst of 429s, pause as the endpoint says, recover gradually;
-against a loopback token bucket no request is lost."""
+"""Adaptive concurrency: halve once per burst of frequent 429s, not on sporadic ones; pause as the endpoint
+says, recover gradually; against a loopback token bucket no request is lost."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import asyncio
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_benchaudit.inference.backend import parse_model_spec
 from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
@@ -34,31 +36,81 @@ def test_rate_limit_wait_prefers_explicit_hints() -> None:
 def test_halves_once_per_burst_and_recovers_gradually() -> None:
     async def scenario() -> None:
         lim = AdaptiveLimiter(32)
+        assert (lim.window, lim.threshold) == (32, 5)
         tickets = [await lim.acquire() for _ in range(32)]
-        for t in tickets:  # 32 refusals of requests sent at the old rate: one decrease
+        for t in tickets:  # 32 refusals of requests sent at the old rate: one decrease, at the fifth
             lim.throttle(t, 0.0)
             lim.release()
-        assert lim.cap == 16 and lim.decreases == 1 and lim.throttled == 32
-        late = await lim.acquire()  # sent after the decrease: a new 429 halves again
+        assert lim.cap == 16 and lim.decreases == 1 and lim.throttled == 32 and lim.isolated == 4
+        late = await lim.acquire()  # sent after the decrease, refused while refusals are frequent: halves again
         lim.throttle(late, 0.0)
         lim.release()
-        assert lim.cap == 8
+        assert lim.cap == 8 and lim.decreases == 2
         for _ in range(8):  # one round of successes at limit 8 adds one
             lim.success()
         assert lim.cap == 9
         for _ in range(500):
             lim.success()
         assert lim.cap == 32  # never above the ceiling
+        assert lim.stats()["isolated"] == 4
 
     asyncio.run(scenario())
+
+
+def test_sporadic_429s_neither_halve_nor_pace() -> None:
+    """1,000 answers, every 67th refused (1.5%, Retry-After 0, as testing/mixed_server's mix): the cap stays."""
+    async def scenario() -> None:
+        lim = AdaptiveLimiter(32)
+        for i in range(1, 1001):
+            t = await lim.acquire()
+            if i % 67 == 0:
+                lim.throttle(t, 0.0)
+            else:
+                lim.success()
+            lim.release()
+        assert lim.throttled == lim.isolated == 14
+        assert lim.cap == 32 and lim.decreases == 0 and lim.lowest == 32 and lim.interval == 0.0
+
+    asyncio.run(scenario())
+
+
+def test_an_isolated_429_still_pauses_for_the_named_wait() -> None:
+    async def scenario() -> None:
+        lim = AdaptiveLimiter(32)
+        t = await lim.acquire()
+        lim.throttle(t, 0.05)
+        lim.release()
+        assert lim.isolated == 1 and lim.cap == 32 and lim.interval == 0.0
+        start = time.monotonic()
+        await lim.acquire()
+        assert time.monotonic() - start >= 0.049
+
+    asyncio.run(scenario())
+
+
+def test_refusals_count_only_within_the_window() -> None:
+    lim = AdaptiveLimiter(4)  # window 4, threshold 2
+    lim.throttle(0.0, 0.0)
+    for _ in range(4):  # the refusal leaves the window
+        lim.success()
+    lim.throttle(0.0, 0.0)
+    assert lim.decreases == 0 and lim.isolated == 2
+    lim.success()
+    lim.throttle(0.0, 0.0)  # two refusals among the last four answers: congestion
+    assert lim.decreases == 1 and lim.cap == 2
 
 
 def test_pause_pacing_and_bound_are_honoured() -> None:
     async def scenario() -> None:
         lim = AdaptiveLimiter(2)
         t = await lim.acquire()
-        lim.throttle(t, 0.05)
+        lim.throttle(t, 0.05)  # one refusal in the window of two: sporadic, paused for but not paced
         lim.release()
+        assert lim.interval == 0.0 and lim.cap == 2 and lim.isolated == 1
+        await lim.acquire()
+        lim.release()
+        t = time.monotonic()
+        lim.throttle(t - 1.0, 0.05)  # two refusals in a row: a limit (a request sent before any decrease)
         assert lim.interval == 0.05  # sends spaced by the endpoint's wait
         start = time.monotonic()
         await lim.acquire()
@@ -82,6 +134,22 @@ def test_pause_pacing_and_bound_are_honoured() -> None:
         assert lim.interval < 0.001 and lim.cap == 2  # recovered gradually
 
     asyncio.run(scenario())
+
+
+@settings(max_examples=200, deadline=None)
+@given(ceiling=st.integers(1, 64),
+       events=st.lists(st.tuples(st.sampled_from(["ok", "429", "429-old"]), st.floats(0.0, 1.0)), max_size=300))
+def test_cap_stays_within_floor_and_ceiling(ceiling: int, events: list[tuple[str, float]]) -> None:
+    lim = AdaptiveLimiter(ceiling)
+    for kind, wait in events:
+        if kind == "ok":
+            lim.success()
+        else:  # a request sent now, or one sent before every decrease
+            lim.throttle(time.monotonic() if kind == "429" else 0.0, wait)
+        assert lim.floor <= lim.cap <= lim.ceiling and lim.lowest >= lim.floor
+        assert lim._refused == sum(lim._outcomes) <= lim.window
+        assert lim.isolated + lim.decreases <= lim.throttled
+    assert lim.throttled == sum(kind != "ok" for kind, _ in events)
 
 
 def test_success_with_an_exhausted_budget_pauses() -> None:
