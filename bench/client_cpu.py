@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from failure_summary import start_mixed  # noqa: E402
+from failure_summary import fresh_mixed  # noqa: E402
 from throughput import bare_client, request_bodies  # noqa: E402
 
 
@@ -56,20 +56,15 @@ def main() -> None:
     if not os.environ.get("BENCHAUDIT_DATA"):
         sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
     bodies = request_bodies()
-    server, url = start_mixed(args.latency)
     cpu: dict[str, list[float]] = {"bare aiohttp": [], "benchaudit client": []}
-    try:
-        for _ in range(args.repeats):
-            for name, run in (("bare aiohttp", lambda: bare_client(url, bodies, args.concurrency)),
-                              ("benchaudit client", lambda: ours(url, bodies, args.concurrency))):
+    for _ in range(args.repeats):
+        for name, client in (("bare aiohttp", bare_client), ("benchaudit client", ours)):
+            with fresh_mixed(args.latency) as url:  # each client meets the whole mix, HTTP errors included
                 start = time.process_time()
-                errors = asyncio.run(run())
+                errors = asyncio.run(client(url, bodies, args.concurrency))
                 cpu[name].append(time.process_time() - start)
-                if errors:
-                    raise SystemExit(f"{name}: {errors} requests failed")
-    finally:
-        server.terminate()
-        server.wait()
+            if errors:
+                raise SystemExit(f"{name}: {errors} requests failed")
     print(f"{len(bodies)} requests, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms, "
           f"median of {args.repeats}; load average {os.getloadavg()[0]:.1f}")
     for name, values in cpu.items():

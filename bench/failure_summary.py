@@ -14,6 +14,7 @@ report costs nothing; before issue 11 pytest's FAILURES section made it O(failur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,6 +38,22 @@ def start_mixed(latency: float, invalid: float = 0.10, http_errors: float = 0.03
     if not line.startswith("READY "):
         raise RuntimeError(f"server did not start: {line!r}")
     return proc, line.split()[1]
+
+
+@contextlib.contextmanager
+def fresh_mixed(latency: float) -> Iterator[str]:
+    """A mixed server for *one* timed run; yields its base URL.
+
+    The server decides a reply by the question and its attempt number *as the server counted
+    it*: a second run against the same server finds every question past its first attempt and
+    gets no HTTP error at all.  Each timed run (and each bare client) gets its own server, so
+    each meets the whole mix."""
+    server, url = start_mixed(latency)
+    try:
+        yield url
+    finally:
+        server.terminate()
+        server.wait()
 
 
 def run_pytest(args: list[str], cwd: str) -> tuple[float, int, str]:
@@ -63,26 +81,23 @@ def main() -> None:
     args = parser.parse_args()
     if not os.environ.get("BENCHAUDIT_DATA"):
         sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
-    server, url = start_mixed(0.0)
-    base = [str(REPO / "suites" / "seceval"), "--model", f"m@{url}", "-p", "no:cacheprovider", "--no-cache",
-            "--max-retries", "2"]
+    base = [str(REPO / "suites" / "seceval"), "-p", "no:cacheprovider", "--no-cache", "--max-retries", "2"]
     if args.limit:
         base += ["--limit", str(args.limit)]
     default, floor, lines = [], [], {}
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            report = Path(tmp) / "reports"
-            for _ in range(args.repeats):  # interleaved, so drift hits both alike
-                t, n, _out = run_pytest(base + ["--report-dir", str(report)], tmp)
-                default.append(t)
-                lines["default"] = n
-                t, n, _out = run_pytest(base + ["--report-dir", str(report), "--tb=no", "-rN"], tmp)
-                floor.append(t)
-                lines["--tb=no -rN"] = n
-            score, invalid = accuracy(report)
-    finally:
-        server.terminate()
-        server.wait()
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "reports"
+        for _ in range(args.repeats):  # interleaved, so drift hits both alike
+            with fresh_mixed(0.0) as url:
+                t, n, _out = run_pytest(base + ["--model", f"m@{url}", "--report-dir", str(report)], tmp)
+            default.append(t)
+            lines["default"] = n
+            with fresh_mixed(0.0) as url:
+                t, n, _out = run_pytest(base + ["--model", f"m@{url}", "--report-dir", str(report), "--tb=no",
+                                                "-rN"], tmp)
+            floor.append(t)
+            lines["--tb=no -rN"] = n
+        score, invalid = accuracy(report)
     d, f = statistics.median(default), statistics.median(floor)
     print(f"SecEval standardized, mixed server (score {100 * score:.1f}% over all items, {100 * invalid:.1f}% invalid), "
           f"no latency, median of {args.repeats}, whole-process wall time")

@@ -7,7 +7,8 @@ pytest's *default* options (what a user types: FAILURES and short summary on; th
 not a terminal, so progress is a plain line per tenth of the run); the bare client is aiohttp with one retry on a non-200,
 sending as many requests as the run recorded (SecEval's request bodies, cycled).
 Whole-process wall time (interpreter start-up, collection, run directory included), median of
---repeats, interleaved.  Ratio = bare time / pytest time (1.0: the harness costs nothing).
+--repeats, interleaved; every timed run gets a server of its own, so each meets the whole mix
+(the server counts attempts per question across runs).  Ratio = bare time / pytest time (1.0: the harness costs nothing).
 Also prints the lines of terminal output of the pytest run.
 
 Both sides' processes run with a bytecode cache (``PYTHONPYCACHEPREFIX`` in a temporary
@@ -36,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 
-from failure_summary import start_mixed  # noqa: E402
+from failure_summary import fresh_mixed  # noqa: E402
 
 
 def request_bodies(limit: int | None = None) -> list[bytes]:
@@ -123,27 +124,26 @@ def main() -> None:
         sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
     target = str(REPO / "suites" / "seceval") if args.suites == "seceval" else str(REPO / "suites")
     bodies = request_bodies()
-    server, url = start_mixed(args.latency)
     rows = []
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            report = Path(tmp) / "reports"
-            report.mkdir()
-            if not args.no_bytecode_cache:
-                ENV.pop("PYTHONDONTWRITEBYTECODE", None)
-                ENV["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
-                time_pytest(url, target, args.concurrency[0], 1, report)  # warms the cache, untimed
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "reports"
+        report.mkdir()
+        if not args.no_bytecode_cache:
+            ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+            ENV["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+            with fresh_mixed(args.latency) as url:  # warms the bytecode cache, untimed
+                time_pytest(url, target, args.concurrency[0], 1, report)
                 time_bare(url, bodies, 10, args.concurrency[0])
-            for conc in args.concurrency:
-                bare, ours, lines, n = [], [], 0, 0
-                for _ in range(args.repeats):  # interleaved, so drift hits both alike
+        for conc in args.concurrency:
+            bare, ours, lines, n = [], [], 0, 0
+            for _ in range(args.repeats):  # interleaved, so drift hits both alike
+                # A server of its own for each side and run: each meets the whole mix (fresh_mixed).
+                with fresh_mixed(args.latency) as url:
                     t, lines, n = time_pytest(url, target, conc, args.limit, report)
-                    ours.append(t)
+                ours.append(t)
+                with fresh_mixed(args.latency) as url:
                     bare.append(time_bare(url, bodies, n, conc))
-                rows.append((conc, n, statistics.median(bare), statistics.median(ours), lines))
-    finally:
-        server.terminate()
-        server.wait()
+            rows.append((conc, n, statistics.median(bare), statistics.median(ours), lines))
     print(f"{args.suites}: mixed server (mostly wrong, ~10% invalid, ~3% HTTP 500/429 retried), latency "
           f"{args.latency * 1000:.0f} ms, default pytest options, median of {args.repeats}, whole-process wall, "
           f"{'no ' if args.no_bytecode_cache else ''}bytecode cache; load average {os.getloadavg()[0]:.1f}")

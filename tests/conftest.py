@@ -18,6 +18,15 @@ from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer, by_
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES = REPO / "suites"
+TEST_TIMEOUT_S = 600  # a hung test fails instead of stalling CI (pytest-timeout)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of this suite gets the 600 s timeout unless it sets its own (the limit lives here,
+    not in pyproject.toml, whose pytest table a suite run from the checkout reads too)."""
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT_S))
 
 # Toy questions written for these tests (not benchmark data). The marker in each question
 # tells the scripted server how to answer it.

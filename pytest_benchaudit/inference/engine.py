@@ -36,7 +36,7 @@ from pytest_benchaudit.inference.backend import Backend, ModelSpec
 from pytest_benchaudit.inference.cache import CacheWarning, GenerationCache, model_identity, with_served
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["Engine", "request_key"]
+__all__ = ["Engine", "request_key", "say_cache_warnings"]
 
 BackendFactory = Callable[[], Backend]
 
@@ -44,6 +44,17 @@ BackendFactory = Callable[[], Backend]
 def request_key(model: str, request: Request) -> str:
     """Identity of a generation: the model label and the full request."""
     return model + "\x00" + request.identity
+
+
+def say_cache_warnings(messages: list[str], stacklevel: int = 3) -> None:
+    """Issue (and empty) the cache's queued warnings on the calling (pytest) thread; the default
+    ``stacklevel`` names the caller of the function that calls this one (``generate``'s caller)."""
+    while messages:
+        message = messages.pop(0)
+        try:
+            warnings.warn(message, CacheWarning, stacklevel=stacklevel)
+        except Warning:  # -W error: a cache that turned itself off must not fail the item
+            print(f"CacheWarning: {message}", file=sys.stderr)
 
 
 class _Slot:
@@ -151,12 +162,40 @@ class Engine:
                 self._slots.pop(key, None)
 
     def _say_cache_warnings(self) -> None:
-        while self._cache_warnings:
-            message = self._cache_warnings.pop(0)
+        say_cache_warnings(self._cache_warnings, stacklevel=4)
+
+    # -- for a caller that waits elsewhere (the inference process, :mod:`.process`) ----------
+    def submit(self, model: str, request: Request, *, front: bool = False) -> concurrent.futures.Future[Generation]:
+        """Queue ``request`` with one claim and return the future of its generation, without waiting.
+
+        The caller gives the claim up with :meth:`release` once it has read the result (or no
+        longer wants it); until then the engine keeps the generation."""
+        key = self._claim(model, request, front=front)
+        return self._slots[key].future
+
+    def hurry(self, model: str, request: Request) -> None:
+        """Move a queued, not yet started request to the head of the queue (an item waits for it
+        now); nothing for one that is running, finished or unknown (it is never asked again)."""
+        key = request_key(model, request)
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None or slot.started:
+                return
             try:
-                warnings.warn(message, CacheWarning, stacklevel=3)
-            except Warning:  # -W error: a cache that turned itself off must not fail the item
-                print(f"CacheWarning: {message}", file=sys.stderr)
+                self._pending.remove(key)
+            except ValueError:
+                pass
+            self._pending.appendleft(key)
+        self._loop.call_soon_threadsafe(self._pump)
+
+    def call_soon(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` on the engine's loop thread, soon (from any thread)."""
+        self._loop.call_soon_threadsafe(callback)
+
+    def held(self) -> int:
+        """Requests and generations the engine holds now (queued, running, or finished and unread)."""
+        with self._lock:
+            return len(self._slots)
 
     def close(self) -> None:
         """Cancel what is still queued or in flight (items that will not run) and stop the loop."""

@@ -125,13 +125,30 @@ def usage_rows(records: Iterable[Mapping[str, Any]], prices: Mapping[str, Any],
     return tally.rows(prices, specs)
 
 
-class CostMeter:
-    """What this process spent on requests, against a limit (``--max-cost``, this process's share)."""
+_METERS: dict[str, "CostMeter"] = {}  # this process's meters by id (see CostMeter.__reduce__)
 
-    def __init__(self, limit: float | None) -> None:
+
+def _process_meter(meter_id: str, limit: float | None) -> "CostMeter":
+    return _METERS.setdefault(meter_id, CostMeter(limit, meter_id=meter_id))
+
+
+class CostMeter:
+    """What this process spent on requests, against a limit (``--max-cost``, this process's share).
+
+    Every model's backend charges the same meter.  Pickled to the inference process (each
+    model's recipe on its own), a meter arrives there as that process's one meter of the same
+    id, so the models still share one budget."""
+
+    def __init__(self, limit: float | None, meter_id: str | None = None) -> None:
+        import uuid
+
         self.limit = limit
         self.spent = 0.0
         self.refused = 0
+        self.meter_id = meter_id or uuid.uuid4().hex
+
+    def __reduce__(self) -> tuple[Any, tuple[str, float | None]]:
+        return _process_meter, (self.meter_id, self.limit)
 
     @property
     def exhausted(self) -> bool:

@@ -16,6 +16,8 @@ collection tree for one suite; the pre-run checks already live in :mod:`.checks`
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -423,6 +425,17 @@ class BenchItem(pytest.Function):
     def reportinfo(self) -> tuple[Path, int, str]:
         q = self.bench.question
         return self.path, 0, f"{q.benchmark}.{q.task} {q.id} [{self.bench.model.label}]"
+
+    @functools.cached_property
+    def location(self) -> tuple[str, int | None, str]:  # type: ignore[override]
+        """pytest's ``(relative path, line, name)``, the path made relative once per task, not per
+        item (pytest's own resolves and hashes it for each: ~0.1 ms an item)."""
+        parent: Any = self.parent
+        rel = getattr(parent, "bench_relpath", None)
+        if rel is None:
+            rel = parent.bench_relpath = self.session._node_location_to_relpath(Path(os.path.abspath(self.path)))
+        _, line, name = self.reportinfo()
+        return rel, line, name
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         if isinstance(excinfo.value, BenchmarkFailure):

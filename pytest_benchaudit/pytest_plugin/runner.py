@@ -21,17 +21,21 @@ next split is the judge and the launched-server bookkeeping (tracked in issue 11
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_benchaudit.scoring import judge
 from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure, needs_judge
 from pytest_benchaudit.inference.engine import Engine
+from pytest_benchaudit.inference.factory import budgeted_recipe, endpoint_recipe
 from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.inference.usage import NOT_ASKED
 from pytest_benchaudit.scoring.evaluate import evaluate, failure_message
@@ -42,9 +46,13 @@ from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.secrets import register_secret_env
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
 
+if TYPE_CHECKING:
+    from pytest_benchaudit.inference.process import ProcessEngine
+
 __all__ = ["Runner", "default_concurrency", "add_runner_options"]
 
 SWITCH_INTERVAL_S = 0.001  # sys.setswitchinterval while the engine runs (see Runner._engine)
+INFERENCE_PROCESS_ENV = "BENCHAUDIT_INFERENCE_PROCESS"  # "0": the engine on a thread of the pytest process
 
 
 def add_runner_options(parser: pytest.Parser) -> None:
@@ -56,6 +64,10 @@ def add_runner_options(parser: pytest.Parser) -> None:
         help=f"stop asking a model after N consecutive connection failures or timeouts (default "
              f"{DEFAULT_THRESHOLD}; 0: never); its remaining questions are recorded invalid (endpoint_down) "
              "and --resume asks them later. HTTP 401/403 stops it at once")
+    parser.getgroup("benchaudit").addoption(
+        "--no-inference-process", action="store_true", default=False,
+        help="ask the models from a thread of the pytest process instead of a process of its own (the "
+             f"default; ${INFERENCE_PROCESS_ENV}=0 does the same): one core for pytest and the HTTP client together")
 
 
 def _judge_record(model: str, purpose: str, version: str, reply: Generation, status: str,
@@ -69,6 +81,12 @@ def _skip_if_not_asked(generation: Generation, max_cost: float | None) -> None:
     """A request --max-cost kept from being sent: the item is skipped, not recorded, so --resume asks it."""
     if generation.error == NOT_ASKED:
         pytest.skip(f"{NOT_ASKED} ({max_cost:g} USD); --resume continues the run")
+
+
+def _process_available() -> bool:
+    from pytest_benchaudit.inference.process import available
+
+    return available()
 
 
 def default_concurrency(spec: ModelSpec, option: int | None) -> int:
@@ -85,7 +103,9 @@ class Runner:
         self.config = config
         self.opts = opts
         self.local_url = local_url
-        self.engine: Engine | None = None
+        self.engine: Engine | ProcessEngine | None = None
+        self.in_process = bool(config.getoption("no_inference_process", False)) or \
+            os.environ.get(INFERENCE_PROCESS_ENV, "").strip() == "0" or not _process_available()
         self._switch_interval = sys.getswitchinterval()
         self._registered: set[str] = set()
         # Requests rendered and queued ahead, by node id, until their item consumes them.
@@ -103,7 +123,13 @@ class Runner:
         self.protocol = LightProtocol(config)
 
     # -- engine ---------------------------------------------------------------------
-    def _engine(self) -> Engine:
+    def _engine(self) -> Engine | ProcessEngine:
+        if self.engine is None and not self.in_process:
+            from pytest_benchaudit.inference.process import ProcessEngine
+
+            # The models are asked from a process of its own (inference.process): the HTTP client's
+            # CPU then runs beside pytest's item loop, not on its core and GIL.
+            self.engine = ProcessEngine(self._window(), self.opts.cache_dir, self.opts.cache_expiry_s)
         if self.engine is None:
             from pytest_benchaudit.inference.cache import GenerationCache
 
@@ -120,6 +146,35 @@ class Runner:
             sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
         return self.engine
 
+    def _generate(self, model: str, request: Any) -> Generation:
+        """The engine's generation of ``request``; an inference process that died ends the run with
+        one message (the records written so far are kept; ``--resume`` asks the rest)."""
+        from pytest_benchaudit.inference.process import InferenceProcessError
+
+        try:
+            return self._engine().generate(model, request)
+        except InferenceProcessError as err:
+            pytest.exit(f"benchaudit: {err}", returncode=pytest.ExitCode.INTERNAL_ERROR)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Collected benchmark items live until the session ends: move them (and everything else
+        alive now) out of the cyclic garbage collector's view.  Each full collection would
+        otherwise walk every item again (a 16,000-item run spent seconds in it, and pytest's
+        end-of-session ``gc.collect()`` calls ~1 s more)."""
+        if any(isinstance(item, BenchItem) for item in session.items):
+            import gc
+
+            gc.freeze()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> None:
+        """At the first suite file found, start the inference process: its start-up (an interpreter,
+        the HTTP client) then runs beside the rest of collection instead of after it."""
+        if (self.engine is None and not self.in_process and file_path.name == SUITE_FILENAME
+                and not self.config.option.collectonly and self.opts.models):
+            self._engine()
+
     def _window(self) -> int:
         """Requests the engine keeps in flight: enough to keep every model's concurrency busy."""
         if self._window_size is None:
@@ -133,49 +188,42 @@ class Runner:
         if spec.kind == "replay":
             from pytest_benchaudit.runs.replay import ReplayBackend
 
-            replay_dir = Path(spec.replay_dir or "")
-            self._engine().add_model(spec.label, lambda: ReplayBackend(replay_dir, spec.label))
+            self._engine().add_model(spec.label, functools.partial(ReplayBackend, Path(spec.replay_dir or ""),
+                                                                   spec.label))
             self._registered.add(spec.label)
             return
-        # Imported here: the HTTP client stack (httpx, aiohttp) is start-up time that replay-only
-        # and collect-only runs do not need.
-        from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
-
         identity = None
         if spec.kind in LAUNCHED:  # a server this run launched (here, or in the xdist controller)
             identity = launched_identity(spec)  # its port changes every run; the cache must not care
             spec = spec.model_copy(update={"base_url": self.local_url.get(spec),
                                            "api_key_env": self.local_url.api_key_env(spec)})
-        from pytest_benchaudit.inference.breaker import BreakerBackend
-
         concurrency = default_concurrency(spec, self.opts.concurrency)
         register_secret_env([spec.api_key_env])
-        threshold = self.breaker_threshold
-        # Every HTTP model sits behind a circuit breaker: a dead endpoint is not asked every question.
         if spec.endpoints:
-            from pytest_benchaudit.inference.balanced import BalancedBackend, balanced_identity
+            from pytest_benchaudit.inference.balanced import balanced_identity
 
-            factory: Any = lambda: BreakerBackend(  # noqa: E731
-                BalancedBackend(spec, concurrency=concurrency), threshold, spec.label, concurrency * len(spec.endpoints))
             identity = balanced_identity(spec)
-        else:
-            factory = lambda: BreakerBackend(  # noqa: E731
-                OpenAICompatBackend(spec, concurrency=concurrency), threshold, spec.label, concurrency)
         in_flight = concurrency * max(1, len(spec.endpoints))  # --concurrency applies per endpoint
-        self._engine().add_model(spec.label, self._budgeted(factory, spec, in_flight), identity=identity)
+        recipe = self._budgeted(endpoint_recipe(spec, concurrency, self.breaker_threshold), spec, in_flight)
+        engine = self._engine()
+        if isinstance(engine, Engine):
+            engine.add_model(spec.label, recipe, identity=identity)
+        else:  # the key is read in the inference process: it travels with the recipe, in memory
+            engine.add_model(spec.label, recipe, identity=identity,
+                             env={spec.api_key_env: os.environ.get(spec.api_key_env)} if spec.api_key_env else None)
         self._registered.add(spec.label)
 
     def _budgeted(self, factory: Any, spec: ModelSpec, concurrency: int) -> Any:
         """``factory`` behind the --max-cost meter (this process's share of it under xdist)."""
         if self.opts.max_cost is None:
             return factory
-        from pytest_benchaudit.inference.usage import BudgetedBackend, CostMeter, price_for
+        from pytest_benchaudit.inference.usage import CostMeter, price_for
 
         if self._meter is None:
             workers = int(getattr(self.config, "workerinput", {}).get("workercount", 1) or 1)
             self._meter = CostMeter(self.opts.max_cost / workers)
-        meter, price = self._meter, price_for(self.opts.prices, spec.label.removeprefix("judge:"), spec)
-        return lambda: BudgetedBackend(factory(), meter, price, concurrency)
+        price = price_for(self.opts.prices, spec.label.removeprefix("judge:"), spec)
+        return budgeted_recipe(factory, self._meter, price, concurrency)
 
     def _check_replays(self) -> None:
         """``--model replay:RUN_DIR`` with upstream fields that differ: one usage error, before any item."""
@@ -278,13 +326,12 @@ class Runner:
         unique = list({(i.bench.model.label, i.bench.request.identity): i for i in local}.values())
         if len(unique) < 2:
             return
-        hits = self.engine.cache_hits
         start = time.perf_counter()
         firsts = [(i.bench.model.label, i.bench.request) for i in unique[:2]]
         for label, request in firsts:  # one more claim each: the items still find their answers
             self.engine.prefetch(label, request)
-        answers = [self.engine.generate(label, request) for label, request in firsts]
-        if self.engine.cache_hits > hits or any(a.error is not None for a in answers):
+        answers = [self._generate(label, request) for label, request in firsts]
+        if any(a.from_cache or a.error is not None for a in answers):
             return  # a stored answer (or none) says nothing about this machine's speed
         took = time.perf_counter() - start
         # Two answers, asked together: (time of the second) / 2 is the pace of a server that answers
@@ -348,7 +395,7 @@ class Runner:
         earlier: list[str] = []
         for ask in range(1 + pipeline.inference.reask_on_invalid):
             asked = request if ask == 0 else request.model_copy(update={"sample": ask})
-            generation = self._engine().generate(model.label, asked)
+            generation = self._generate(model.label, asked)
             if generation.error and "logprob" in generation.error:
                 from pytest_benchaudit.inference.launch.vllm import logprob_refusal
 
@@ -400,7 +447,7 @@ class Runner:
             extra: dict[str, Any] = {"regex_prediction": regex.prediction}
             if not regex.answer_text.strip():  # nothing to read: empty / truncated / unclosed reasoning
                 return regex, None, extra
-            reply = self._engine().generate(spec.label, adjust_request(
+            reply = self._generate(spec.label, adjust_request(
                 judge.extraction_request(question, regex.answer_text, labels), spec))
             _skip_if_not_asked(reply, self.opts.max_cost)
             answer, status = judge.parse_extraction(reply.text, labels) if reply.error is None else (None, "failed")
@@ -417,7 +464,7 @@ class Runner:
         read = extract(pipeline.extraction.rule, generation, question, reasoning)
         if not read.valid or read.prediction is None:
             return read, None, {}
-        reply = self._engine().generate(spec.label, adjust_request(judge.grading_request(question, read.prediction), spec))
+        reply = self._generate(spec.label, adjust_request(judge.grading_request(question, read.prediction), spec))
         _skip_if_not_asked(reply, self.opts.max_cost)
         verdict, status = judge.parse_grading(reply.text) if reply.error is None else (None, "failed")
         extra = {"judge": _judge_record(spec.label, "grading", judge.GRADING_PROMPT_VERSION, reply, status, verdict)}

@@ -1,0 +1,56 @@
+"""How a model spec becomes the backend that asks it: recipes an engine builds backends from.
+
+Each recipe is a module-level function bound to its arguments with :func:`functools.partial`,
+so it can be handed to an :class:`~.engine.Engine` in this process or pickled to the inference
+process (:mod:`.process`) and built there.  The HTTP client stack (aiohttp) is imported only
+where a backend is built, so a pytest process whose engine runs elsewhere never loads it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping
+
+from pytest_benchaudit.inference.backend import Backend, ModelSpec
+
+__all__ = ["endpoint_recipe", "budgeted_recipe"]
+
+Recipe = Callable[[], Backend]
+
+
+def _endpoint_backend(spec: ModelSpec, concurrency: int, threshold: int) -> Backend:
+    # Every HTTP model sits behind a circuit breaker: a dead endpoint is not asked every question.
+    from pytest_benchaudit.inference.breaker import BreakerBackend
+
+    inner: Any
+    if spec.endpoints:
+        from pytest_benchaudit.inference.balanced import BalancedBackend
+
+        inner, in_flight = BalancedBackend(spec, concurrency=concurrency), concurrency * len(spec.endpoints)
+    else:
+        from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
+
+        inner, in_flight = OpenAICompatBackend(spec, concurrency=concurrency), concurrency
+    # The breaker's gate admits twice the requests the client sends at once: a request waiting
+    # out its retry backoff (0.25-0.5 s after an HTTP 500) holds a gate slot but no connection,
+    # and with a gate of the client's own size those slots sat idle (~0.5 s of a 7 s run with
+    # 1.5% of answers retried).  The client's limiter still bounds what is on the wire.
+    return BreakerBackend(inner, threshold, spec.label, 2 * in_flight)
+
+
+def endpoint_recipe(spec: ModelSpec, concurrency: int, threshold: int) -> Recipe:
+    """An OpenAI-compatible endpoint (balanced over ``spec.endpoints`` when there are several)
+    behind a breaker of ``threshold`` consecutive failures; ``concurrency`` per endpoint."""
+    return functools.partial(_endpoint_backend, spec, concurrency, threshold)
+
+
+def _budgeted_backend(inner: Recipe, meter: Any, price: Mapping[str, float] | None, concurrency: int) -> Backend:
+    from pytest_benchaudit.inference.usage import BudgetedBackend
+
+    return BudgetedBackend(inner(), meter, price, concurrency)
+
+
+def budgeted_recipe(inner: Recipe, meter: Any, price: Mapping[str, float] | None, concurrency: int) -> Recipe:
+    """``inner`` behind the ``--max-cost`` meter (a :class:`~.usage.CostMeter`, shared by every
+    model of the process that builds them)."""
+    return functools.partial(_budgeted_backend, inner, meter, price, concurrency)

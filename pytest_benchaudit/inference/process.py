@@ -1,0 +1,367 @@
+"""Inference in a process of its own: the :class:`~.engine.Engine` behind a socket.
+
+In one process, pytest's item loop and the engine's event loop share one GIL: every request's
+HTTP work (~0.5 ms of CPU in aiohttp) competes with every item's report (~0.9 ms), and a
+thread that gives the GIL up for a system call waits for the other to hand it back.  On a
+machine with two cores a run is then bound by one.  :class:`ProcessEngine` has the interface
+the runner uses (``add_model``, ``prefetch``/``prefetch_many``, ``generate``, ``release``,
+``cache_stats``, ``close``) and runs a plain :class:`~.engine.Engine` in a child process
+(``python -m pytest_benchaudit.inference.process FD``), so the pytest process only pickles
+requests out and generations in (~25 µs per item).
+
+Contract, the same as the in-process engine's:
+
+* identical requests to the same model are sent once; a generation is kept until each claim
+  (a prefetch, or a ``generate`` of a request not queued) has been consumed or released, then
+  forgotten on both sides;
+* an item that waits for a request still queued moves it to the head of the child's queue;
+* the generation cache lives in the child (opened there, stats read back); its warnings are
+  issued on the pytest thread by the next ``generate``, as in-process;
+* backends are built in the child from *picklable* recipes (module-level callables with their
+  arguments, e.g. :func:`functools.partial`); environment variables a recipe needs (API keys,
+  per-run keys of launched servers) travel with it, in memory, to that child only;
+* the child ignores SIGINT (Ctrl-C stops pytest, which closes the child) and exits when its
+  socket closes, so it never outlives the run; if it dies, ``generate`` raises
+  :class:`InferenceProcessError` naming its exit status and last error line, and no record is
+  made up for the questions it did not answer.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from pytest_benchaudit.inference.engine import request_key, say_cache_warnings
+from pytest_benchaudit.pipeline.types import Generation, Request
+
+__all__ = ["ProcessEngine", "InferenceProcessError", "available"]
+
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+_BUFFER = 1 << 20  # socket buffers: a look-ahead batch (~2 x window requests) goes out in one write
+
+
+def available() -> bool:
+    """Whether this platform can run the engine in a child process (a socket handed over by fd)."""
+    return os.name == "posix"
+
+
+class InferenceProcessError(RuntimeError):
+    """The inference process died or could not be reached; the run cannot go on."""
+
+
+class _Failed:
+    """A generation that raised in the child (a backend bug), carried back as its text."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+class ProcessEngine:
+    """The engine's interface, with the engine itself in a child process (see the module docstring)."""
+
+    def __init__(self, window: int = 256, cache_dir: Path | None = None, cache_expiry_s: float | None = None) -> None:
+        self.window = window
+        parent, child = socket.socketpair()
+        for sock in (parent, child):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _BUFFER)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _BUFFER)
+        # The child's stderr goes to a file: its last line explains a crash, and nothing it
+        # prints reaches pytest's terminal or the user's captured output.
+        self._log = tempfile.TemporaryFile()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "pytest_benchaudit.inference.process", str(child.fileno())],
+                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log)
+        finally:
+            child.close()
+        self._conn = Connection(parent.detach())
+        self._models: set[str] = set()
+        self._claims: dict[str, int] = {}  # key -> claims not yet consumed or released
+        self._sent: set[str] = set()  # keys asked of the child and not answered yet
+        self._results: dict[str, Generation | _Failed] = {}  # answered, waiting for their claims
+        self._cache_warnings: list[str] = []
+        self._stats: dict[str, Any] | None = None  # the child's cache stats, once read at close
+        self._closed = False
+        self._send(("start", window, str(cache_dir) if cache_dir is not None else None, cache_expiry_s))
+
+    # -- set-up -------------------------------------------------------------------------
+    def add_model(self, label: str, factory: Callable[[], Any], identity: str | None = None,
+                  env: Mapping[str, str | None] | None = None) -> None:
+        """Register how the child builds the backend of ``label``: ``factory`` must pickle (a
+        module-level callable, or a :func:`functools.partial` of one); ``env`` are the
+        environment variables it reads (set in the child before it is built)."""
+        try:
+            recipe = pickle.dumps(factory, _PROTOCOL)
+        except (pickle.PicklingError, AttributeError, TypeError) as err:
+            raise TypeError(f"the backend factory of {label!r} cannot be sent to the inference process "
+                            f"({err}); use a module-level function or a functools.partial of one") from None
+        self._send(("add", label, recipe, identity, {k: v for k, v in (env or {}).items() if v is not None}))
+        self._models.add(label)
+
+    # -- called from the pytest thread ---------------------------------------------------
+    def prefetch(self, model: str, request: Request) -> None:
+        """Queue a request; it starts as soon as the child's window allows."""
+        self.prefetch_many([(model, request)])
+
+    def prefetch_many(self, pairs: list[tuple[str, Request]]) -> None:
+        """Queue many (model, request) pairs in order, in one message to the child."""
+        batch = []
+        for model, request in pairs:
+            self._known(model)
+            key = request_key(model, request)
+            self._claims[key] = self._claims.get(key, 0) + 1
+            if key not in self._sent and key not in self._results:
+                self._sent.add(key)
+                batch.append((key, model, request, False))
+        if batch:
+            self._send(("queue", batch))
+        self._receive(block=False)  # answers that arrived meanwhile: read, so the child's writes never stall
+
+    def generate(self, model: str, request: Request) -> Generation:
+        """Wait for (and consume) the generation of ``request``; queue it first if needed."""
+        self._known(model)
+        key = request_key(model, request)
+        if key not in self._results:
+            if key in self._sent:
+                self._send(("hurry", key))
+            else:  # not queued: this call is its claim, at the head of the queue
+                self._claims[key] = self._claims.get(key, 0) + 1
+                self._sent.add(key)
+                self._send(("queue", [(key, model, request, True)]))
+            while key not in self._results:
+                self._receive(block=True)
+        result = self._results[key]
+        left = self._claims.get(key, 1) - 1
+        if left <= 0:
+            self._claims.pop(key, None)
+            self._results.pop(key, None)
+        else:
+            self._claims[key] = left
+        say_cache_warnings(self._cache_warnings)
+        if isinstance(result, _Failed):
+            raise RuntimeError(result.message)
+        return result
+
+    def release(self, model: str, request: Request) -> None:
+        """Give up one claim; with none left, the child drops the request (if still queued)."""
+        key = request_key(model, request)
+        left = self._claims.get(key)
+        if left is None:
+            return
+        if left > 1:
+            self._claims[key] = left - 1
+            return
+        del self._claims[key]
+        if self._results.pop(key, None) is None and key in self._sent:
+            # No longer awaited: a later claim of the same request asks it anew (the child may
+            # already have dropped it), and an answer still on its way is read and discarded.
+            self._sent.discard(key)
+            self._send(("release", key))
+
+    def held(self) -> int:
+        """Requests and generations held for claims in this process (queued, in flight, or unread)."""
+        return len(self._claims)
+
+    def cache_stats(self) -> dict[str, Any]:
+        """The child's cache lookups (hits, misses, stores), as :meth:`.Engine.cache_stats` says them."""
+        if self._stats is None and not self._closed:
+            self._send(("stats",))
+            while self._stats is None:
+                self._receive(block=True)
+            stats, self._stats = self._stats, None  # a later call asks again
+            return stats
+        return dict(self._stats or {"enabled": False, "hits": 0, "misses": 0})
+
+    @property
+    def cache_hits(self) -> int:
+        return int(self.cache_stats().get("hits", 0))
+
+    def close(self) -> None:
+        """Stop the child: what is still queued or in flight is cancelled, its cache closed."""
+        if self._closed:
+            return
+        try:
+            self._send(("close",))
+            while not self._closed:
+                self._receive(block=True)
+        except InferenceProcessError:
+            pass  # already gone: nothing left to stop
+        finally:
+            self._closed = True
+            self._conn.close()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._log.close()
+
+    # -- internals ----------------------------------------------------------------------
+    def _known(self, model: str) -> None:
+        if model not in self._models:
+            raise KeyError(f"no backend registered for model {model!r}")
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        try:
+            self._conn.send_bytes(pickle.dumps(message, _PROTOCOL))
+        except OSError:
+            raise self._died() from None
+
+    def _receive(self, *, block: bool) -> None:
+        """Read the child's messages: one (waiting for it) if ``block``, then all that are there."""
+        try:
+            while block or self._conn.poll(0):
+                block = False
+                kind, payload = pickle.loads(self._conn.recv_bytes())
+                if kind == "results":
+                    for key, result in payload:
+                        self._sent.discard(key)
+                        if key in self._claims:  # else released meanwhile: nobody reads it
+                            self._results[key] = result
+                elif kind == "warning":
+                    self._cache_warnings.append(payload)
+                elif kind == "stats":
+                    self._stats = payload
+                elif kind == "closed":
+                    self._stats, self._closed = payload, True
+                    return
+        except (EOFError, OSError):
+            raise self._died() from None
+
+    def _died(self) -> InferenceProcessError:
+        try:
+            status = self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            status = None
+        last = ""
+        try:
+            self._log.seek(0)
+            lines = [ln for ln in self._log.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+            last = lines[-1].strip() if lines else ""
+        except (OSError, ValueError):
+            pass
+        self._closed = True
+        how = f"exited with status {status}" if status is not None else "stopped answering"
+        return InferenceProcessError(f"the inference process {how}" + (f": {last}" if last else "")
+                                     + "; the questions it had not answered are not recorded (--resume RUN_DIR "
+                                       "asks them)")
+
+
+# -- the child ------------------------------------------------------------------------------
+class _Server:
+    """The child's side: reads the parent's messages on its main thread, runs the engine's loop on
+    another, and writes generations back in batches (one write per loop iteration's answers)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.engine: Any = None
+        self.asked: dict[str, tuple[str, Request]] = {}  # key -> (model, request) until answered
+        self._lock = threading.Lock()  # one writer at a time: the loop (answers) and this thread (stats)
+        self._out_lock = threading.Lock()
+        self._outbox: list[tuple[str, Generation | _Failed]] = []  # answers not yet written
+
+    def send(self, kind: str, payload: Any) -> None:
+        data = pickle.dumps((kind, payload), _PROTOCOL)
+        with self._lock:
+            self.conn.send_bytes(data)
+
+    def serve(self) -> None:
+        from pytest_benchaudit.inference.engine import Engine
+
+        while True:
+            try:
+                message = pickle.loads(self.conn.recv_bytes())
+            except (EOFError, OSError):
+                break  # the parent is gone: stop
+            kind = message[0]
+            if kind == "start":
+                _, window, cache_dir, expiry = message
+                cache = None
+                if cache_dir is not None:
+                    from pytest_benchaudit.inference.cache import GenerationCache
+
+                    cache = GenerationCache(Path(cache_dir), expiry_s=expiry)
+                self.engine = Engine(window=window, cache=cache)
+                if cache is not None:
+                    cache.on_warning = lambda text: self.send("warning", text)
+            elif kind == "add":
+                _, label, recipe, identity, env = message
+                os.environ.update(env)
+                self.engine.add_model(label, pickle.loads(recipe), identity=identity)
+            elif kind == "queue":
+                for key, model, request, front in message[1]:
+                    self.asked[key] = (model, request)
+                    future = self.engine.submit(model, request, front=front)
+                    future.add_done_callback(lambda f, key=key: self._answered(key, f))
+            elif kind == "hurry":
+                pair = self.asked.get(message[1])
+                if pair is not None:
+                    self.engine.hurry(*pair)
+            elif kind == "release":
+                pair = self.asked.pop(message[1], None)
+                if pair is not None:
+                    self.engine.release(*pair)
+            elif kind == "stats":
+                self.send("stats", self.engine.cache_stats() if self.engine is not None else {})
+            elif kind == "close":
+                break
+        stats = {"enabled": False, "hits": 0, "misses": 0}
+        if self.engine is not None:
+            self.engine.close()
+            stats = self.engine.cache_stats()
+        try:
+            self.send("closed", stats)
+        except OSError:
+            pass
+
+    def _answered(self, key: str, future: Any) -> None:
+        """A generation is done (on the loop thread): queue it for the next write, drop the claim."""
+        pair = self.asked.pop(key, None)
+        if pair is None:
+            return  # released meanwhile
+        try:
+            result: Generation | _Failed = future.result()
+        except BaseException as err:  # noqa: BLE001 - a backend bug: the item fails with its text
+            result = _Failed(f"{type(err).__name__}: {err}")
+        self.engine.release(*pair)
+        with self._out_lock:  # an answer already done when queued arrives on the reading thread
+            self._outbox.append((key, result))
+            first = len(self._outbox) == 1
+        if first:
+            self.engine.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        with self._out_lock:
+            batch, self._outbox = self._outbox, []
+        if batch:
+            try:
+                self.send("results", batch)
+            except OSError:
+                pass  # the parent is gone; serve() stops at its next read
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is pytest's to handle; it closes us
+    conn = Connection(int(args[0]))
+    # The HTTP client stack now, while the pytest process still collects: the first requests
+    # then go out as soon as they are queued (aiohttp's import is ~0.3 s).
+    import pytest_benchaudit.inference.openai_compat  # noqa: F401
+    _Server(conn).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
