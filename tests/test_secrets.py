@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 import pytest_benchaudit.common.secrets as secrets
@@ -22,6 +21,7 @@ from pytest_benchaudit.inference import openai_compat
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
+import child_patches
 from conftest import read_run, write_mcq_suite
 
 CANARY = "sk-canary-9f3b2c7d1e8a4f6b0c5d2e7a9b1f3c8d"
@@ -58,21 +58,6 @@ def script(call: Call) -> Reply:
     return Reply(content="Answer: B")
 
 
-_real_send = openai_compat.OpenAICompatBackend._send
-
-
-async def url_raising_send(self: Any, method: str, path: str, content: bytes | None = None,
-                           timeout: Any = None) -> Any:
-    """The real HTTP exchange, except that two questions fail with an exception whose message
-    holds the request URL as a client that passes the key in the query string would build it."""
-    keyed = f"{self._base}{path}?key={CANARY}"
-    if content and b"[RAISE_URL]" in content:
-        raise RuntimeError(f"unexpected failure posting to {keyed}")
-    if content and b"[CONNECT_URL]" in content:
-        raise aiohttp.ClientConnectionError(f"All connection attempts failed for {keyed}")
-    return await _real_send(self, method, path, content, timeout)
-
-
 def write_suite(root: Path) -> None:
     write_mcq_suite(root, "leaky", [{"id": f"s{n:02d}", "question": f"Secret question [{marker}]?",
                                      "options": ["one", "two", "three", "four"], "gold": "B"}
@@ -93,10 +78,20 @@ def assert_tree_clean(root: Path) -> int:
     return len(files)
 
 
-@pytest.fixture
-def leaky_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[pytest.RunResult, Path]:
+@pytest.fixture(params=["inference process", "thread"])
+def leaky_run(request: pytest.FixtureRequest, pytester: pytest.Pytester,
+              monkeypatch: pytest.MonkeyPatch) -> tuple[pytest.RunResult, Path]:
+    """One run of every leaky marker, with the models asked from the inference process (the
+    default: the client's patch is installed there) or from a thread of the pytest process."""
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
-    monkeypatch.setattr(openai_compat.OpenAICompatBackend, "_send", url_raising_send)
+    if request.param == "thread":
+        monkeypatch.setenv("BENCHAUDIT_INFERENCE_PROCESS", "0")
+        # Recorded first, so that the patch installed next is undone when the test ends.
+        monkeypatch.setattr(openai_compat.OpenAICompatBackend, "_send", openai_compat.OpenAICompatBackend._send)
+        child_patches.install_url_raising_send(CANARY)
+    else:
+        child_patches.in_children(monkeypatch, pytester.path.parent / "child-site",
+                                  f"install_url_raising_send({CANARY!r})")
     write_suite(pytester.path)
     with ScriptedServer(script, model_id=f"served-{CANARY}") as server:
         url_cred = server.url.replace("http://", f"http://apikey:{URL_PASSWORD}@")

@@ -31,11 +31,10 @@ def _endpoint_backend(spec: ModelSpec, concurrency: int, threshold: int) -> Back
         from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 
         inner, in_flight = OpenAICompatBackend(spec, concurrency=concurrency), concurrency
-    # The breaker's gate admits twice the requests the client sends at once: a request waiting
-    # out its retry backoff (0.25-0.5 s after an HTTP 500) holds a gate slot but no connection,
-    # and with a gate of the client's own size those slots sat idle (~0.5 s of a 7 s run with
-    # 1.5% of answers retried).  The client's limiter still bounds what is on the wire.
-    return BreakerBackend(inner, threshold, spec.label, 2 * in_flight)
+    # The breaker's gate is the client's own size: it decides when a request is about to be sent,
+    # so a 401 stops the model at its first answer.  (A request waiting out its retry backoff
+    # holds a slot meanwhile, as it would behind any client's concurrency bound.)
+    return BreakerBackend(inner, threshold, spec.label, in_flight)
 
 
 def endpoint_recipe(spec: ModelSpec, concurrency: int, threshold: int) -> Recipe:

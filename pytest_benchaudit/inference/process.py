@@ -28,6 +28,7 @@ Contract, the same as the in-process engine's:
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import signal
@@ -224,7 +225,13 @@ class ProcessEngine:
         try:
             while block or self._conn.poll(0):
                 block = False
-                kind, payload = pickle.loads(self._conn.recv_bytes())
+                data = self._conn.recv_bytes()
+                try:
+                    kind, payload = pickle.loads(data)
+                except Exception as err:  # noqa: BLE001 - a child of another version, or a bug
+                    self._closed = True
+                    raise InferenceProcessError(f"unreadable message from the inference process "
+                                                f"({type(err).__name__}: {err})") from None
                 if kind == "results":
                     for key, result in payload:
                         self._sent.discard(key)
@@ -269,6 +276,7 @@ class _Server:
         self.engine: Any = None
         self.asked: dict[str, tuple[str, Request]] = {}  # key -> (model, request) until answered
         self._lock = threading.Lock()  # one writer at a time: the loop (answers) and this thread (stats)
+        self.closing = False
         self._out_lock = threading.Lock()
         self._outbox: list[tuple[str, Generation | _Failed]] = []  # answers not yet written
 
@@ -299,7 +307,12 @@ class _Server:
             elif kind == "add":
                 _, label, recipe, identity, env = message
                 os.environ.update(env)
-                self.engine.add_model(label, pickle.loads(recipe), identity=identity)
+                try:
+                    factory = pickle.loads(recipe)
+                except Exception as err:  # noqa: BLE001 - that model's requests fail with the reason
+                    factory = functools.partial(_cannot_build, f"cannot build the backend of {label!r} in the "
+                                                f"inference process ({type(err).__name__}: {err})")
+                self.engine.add_model(label, factory, identity=identity)
             elif kind == "queue":
                 for key, model, request, front in message[1]:
                     self.asked[key] = (model, request)
@@ -316,6 +329,7 @@ class _Server:
             elif kind == "stats":
                 self.send("stats", self.engine.cache_stats() if self.engine is not None else {})
             elif kind == "close":
+                self.closing = True  # what the shutdown cancels is not an answer
                 break
         stats = {"enabled": False, "hits": 0, "misses": 0}
         if self.engine is not None:
@@ -329,8 +343,8 @@ class _Server:
     def _answered(self, key: str, future: Any) -> None:
         """A generation is done (on the loop thread): queue it for the next write, drop the claim."""
         pair = self.asked.pop(key, None)
-        if pair is None:
-            return  # released meanwhile
+        if pair is None or self.closing:
+            return  # released meanwhile, or cancelled by the shutdown
         try:
             result: Generation | _Failed = future.result()
         except BaseException as err:  # noqa: BLE001 - a backend bug: the item fails with its text
@@ -352,6 +366,10 @@ class _Server:
                 pass  # the parent is gone; serve() stops at its next read
 
 
+def _cannot_build(reason: str) -> Any:
+    raise RuntimeError(reason)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is pytest's to handle; it closes us
@@ -364,4 +382,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as the package module, not as __main__: what the child pickles (_Failed) must be
+    # importable under the same name in the pytest process.
+    from pytest_benchaudit.inference.process import main as _main
+
+    sys.exit(_main())

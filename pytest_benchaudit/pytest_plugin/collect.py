@@ -427,7 +427,7 @@ class BenchItem(pytest.Function):
         return self.path, 0, f"{q.benchmark}.{q.task} {q.id} [{self.bench.model.label}]"
 
     @functools.cached_property
-    def location(self) -> tuple[str, int | None, str]:  # type: ignore[override]
+    def location(self) -> tuple[str, int | None, str]:
         """pytest's ``(relative path, line, name)``, the path made relative once per task, not per
         item (pytest's own resolves and hashes it for each: ~0.1 ms an item)."""
         parent: Any = self.parent

@@ -17,7 +17,7 @@ from pathlib import Path
 from pytest_benchaudit.common.errors import UsageError, did_you_mean
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
-__all__ = ["SuitePathError", "resolve_suite_args"]
+__all__ = ["SuitePathError", "names_suites", "resolve_suite_args"]
 
 
 class SuitePathError(UsageError):
@@ -85,3 +85,19 @@ def _unknown(arg: str, folder: Path, part: str, before: list[str]) -> None:
     where = "/".join(before) or "."
     raise SuitePathError(f"{arg}: no suite {part!r} in {where}/{did_you_mean(part, suites)}; "
                          f"suites there: {', '.join(suites)}")
+
+
+def names_suites(args: list[str], invocation_dir: Path) -> bool:
+    """Whether a path argument is a suite file or a folder holding suites (itself, or one or two
+    levels down: ``suites/seceval``, ``suites/``, the repository root), i.e. whether the run will
+    collect benchmark items; only a hint (collection decides), read before collection starts."""
+    for arg in args:
+        if arg.startswith("-"):
+            continue
+        path = invocation_dir / arg.split("::")[0]
+        if path.name == SUITE_FILENAME and path.is_file():
+            return True
+        if path.is_dir() and any(next(path.glob(pattern), None) is not None
+                                 for pattern in (SUITE_FILENAME, f"*/{SUITE_FILENAME}", f"*/*/{SUITE_FILENAME}")):
+            return True
+    return False

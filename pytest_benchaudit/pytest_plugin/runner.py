@@ -41,6 +41,7 @@ from pytest_benchaudit.inference.usage import NOT_ASKED
 from pytest_benchaudit.scoring.evaluate import evaluate, failure_message
 from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.pytest_plugin.paths import names_suites
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.secrets import register_secret_env
@@ -121,6 +122,13 @@ class Runner:
             raise pytest.UsageError(f"--breaker {self.breaker_threshold}: expected 0 (off) or a positive number")
         register_secret_env(m.api_key_env for m in opts.models)
         self.protocol = LightProtocol(config)
+        if self._will_ask_models() and names_suites(list(config.args), config.invocation_params.dir):
+            # Start the inference process now: its start-up (an interpreter, the HTTP client, ~0.5 s)
+            # runs beside pytest's collection instead of after it.
+            self._engine()
+
+    def _will_ask_models(self) -> bool:
+        return not self.in_process and bool(self.opts.models) and not self.config.option.collectonly
 
     # -- engine ---------------------------------------------------------------------
     def _engine(self) -> Engine | ProcessEngine:
@@ -171,8 +179,7 @@ class Runner:
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> None:
         """At the first suite file found, start the inference process: its start-up (an interpreter,
         the HTTP client) then runs beside the rest of collection instead of after it."""
-        if (self.engine is None and not self.in_process and file_path.name == SUITE_FILENAME
-                and not self.config.option.collectonly and self.opts.models):
+        if self.engine is None and file_path.name == SUITE_FILENAME and self._will_ask_models():
             self._engine()
 
     def _window(self) -> int:
@@ -495,6 +502,12 @@ class Runner:
         if workeroutput is not None:
             workeroutput["benchaudit"] = {"cards": self.opts.state.cards, "checksums": self.opts.state.checksums,
                                           "cache": self.engine.cache_stats() if self.engine is not None else {}}
+        self._close_engine()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self._close_engine()  # a run stopped before its session ended (a usage error) started one too
+
+    def _close_engine(self) -> None:
         if self.engine is not None:
             self.engine.close()
             self.engine = None

@@ -39,7 +39,7 @@ def pytest_runtestloop(session):
             return
         engine = runner.engine
         FOUND["ahead"] = len(runner._ahead)
-        FOUND["engine_slots"] = len(engine._slots) if engine is not None else 0
+        FOUND["engine_slots"] = engine.held() if engine is not None else 0
         FOUND["items_with_record"] = sum(1 for i in session.items if getattr(i, "record", None) is not None)
 
 
