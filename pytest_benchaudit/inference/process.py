@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -69,10 +70,64 @@ class _Failed:
         self.message = message
 
 
+def _start_method() -> str:
+    """``"fork"`` on Linux when this process runs one thread only (a fork copies the imports already
+    made, so the child answers ~0.6 s sooner than a fresh interpreter); ``"spawn"`` otherwise: with
+    other threads (an xdist worker's execnet I/O, a test's in-process server) a fork could copy a
+    lock another thread holds, and macOS's system libraries do not support forking."""
+    return "fork" if sys.platform.startswith("linux") and threading.active_count() == 1 else "spawn"
+
+
+class _Forked:
+    """A forked child running the server, with the part of :class:`subprocess.Popen` the engine uses."""
+
+    def __init__(self, child: socket.socket, parent: socket.socket, log: Any) -> None:
+        self.returncode: int | None = None
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: never returns into pytest
+            status = 1
+            try:
+                parent.close()
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(devnull, 0)
+                os.dup2(devnull, 1)
+                os.dup2(log.fileno(), 2)
+                sys.stderr = open(2, "w", closefd=False)  # pytest's capture replaced it in this process
+                status = main([str(child.detach())])
+            except BaseException:  # noqa: BLE001 - the reason goes to the log the parent reads
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(status)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("inference process", timeout or 0)
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
 class ProcessEngine:
     """The engine's interface, with the engine itself in a child process (see the module docstring)."""
 
-    def __init__(self, window: int = 256, cache_dir: Path | None = None, cache_expiry_s: float | None = None) -> None:
+    def __init__(self, window: int = 256, cache_dir: Path | None = None, cache_expiry_s: float | None = None,
+                 *, start: str | None = None) -> None:
+        """``start``: ``"fork"`` or ``"spawn"``; by default fork where that is safe (see :func:`_start_method`)."""
         self.window = window
         parent, child = socket.socketpair()
         for sock in (parent, child):
@@ -82,15 +137,20 @@ class ProcessEngine:
         # prints reaches pytest's terminal or the user's captured output.
         self._log = tempfile.TemporaryFile()
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "pytest_benchaudit.inference.process", str(child.fileno())],
-                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log)
+            if (start or _start_method()) == "fork":
+                self._proc: Any = _Forked(child, parent, self._log)
+            else:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "pytest_benchaudit.inference.process", str(child.fileno())],
+                    pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log)
         finally:
             child.close()
         self._conn = Connection(parent.detach())
         self._models: set[str] = set()
         self._claims: dict[str, int] = {}  # key -> claims not yet consumed or released
-        self._sent: set[str] = set()  # keys asked of the child and not answered yet
+        self._sent: dict[str, int] = {}  # keys asked of the child and not answered yet -> order sent
+        self._queued = 0  # requests queued in the child so far (the order of the next one)
+        self._answered = 0  # answers read so far
         self._results: dict[str, Generation | _Failed] = {}  # answered, waiting for their claims
         self._cache_warnings: list[str] = []
         self._stats: dict[str, Any] | None = None  # the child's cache stats, once read at close
@@ -124,7 +184,8 @@ class ProcessEngine:
             key = request_key(model, request)
             self._claims[key] = self._claims.get(key, 0) + 1
             if key not in self._sent and key not in self._results:
-                self._sent.add(key)
+                self._sent[key] = self._queued
+                self._queued += 1
                 batch.append((key, model, request, False))
         if batch:
             self._send(("queue", batch))
@@ -136,10 +197,13 @@ class ProcessEngine:
         key = request_key(model, request)
         if key not in self._results:
             if key in self._sent:
-                self._send(("hurry", key))
+                # The child starts requests in the order queued, a window at a time: one queued less
+                # than a window behind the answers read is already running (no message needed).
+                if self._sent[key] >= self._answered + self.window:
+                    self._send(("hurry", key))
             else:  # not queued: this call is its claim, at the head of the queue
                 self._claims[key] = self._claims.get(key, 0) + 1
-                self._sent.add(key)
+                self._sent[key] = self._answered  # at the head: as good as running
                 self._send(("queue", [(key, model, request, True)]))
             while key not in self._results:
                 self._receive(block=True)
@@ -168,7 +232,7 @@ class ProcessEngine:
         if self._results.pop(key, None) is None and key in self._sent:
             # No longer awaited: a later claim of the same request asks it anew (the child may
             # already have dropped it), and an answer still on its way is read and discarded.
-            self._sent.discard(key)
+            del self._sent[key]
             self._send(("release", key))
 
     def held(self) -> int:
@@ -233,8 +297,9 @@ class ProcessEngine:
                     raise InferenceProcessError(f"unreadable message from the inference process "
                                                 f"({type(err).__name__}: {err})") from None
                 if kind == "results":
+                    self._answered += len(payload)
                     for key, result in payload:
-                        self._sent.discard(key)
+                        self._sent.pop(key, None)
                         if key in self._claims:  # else released meanwhile: nobody reads it
                             self._results[key] = result
                 elif kind == "warning":

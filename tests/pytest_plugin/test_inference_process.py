@@ -36,6 +36,8 @@ def pytest_runtest_logstart(nodeid, location):
     if proc is not None:
         with open("child.pid", "w") as fh:
             fh.write(str(proc.pid))
+        with open("child.start", "w") as fh:  # _Forked or Popen
+            fh.write(type(proc).__name__)
     _started[0] += 1
     if proc is not None and _started[0] == int(os.environ.get("KILL_AT", "0")):
         os.kill(proc.pid, signal.SIGKILL)
@@ -81,6 +83,25 @@ def test_both_engines_record_the_same(pytester: pytest.Pytester, scripted: Scrip
     assert not any(r["from_cache"] for r in a["records"]) and any(r["from_cache"] for r in b["records"])
     assert a["summary"]["results"] == b["summary"]["results"]
     assert _gone(pid), "the inference process outlived its run"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not os.uname().sysname == "Linux", reason="forks on Linux only")
+def test_a_single_threaded_pytest_forks_its_inference_process(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                              toy) -> None:
+    pytester.makepyfile(pidplugin=PID_PLUGIN)
+    in_child = pytester.runpytest_subprocess(
+        "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out",
+        "--max-retries", "2", "-p", "no:randomly", "-p", "pidplugin", "--no-cache")
+    assert (pytester.path / "child.start").read_text() == "_Forked"  # a copy of the process: no start-up
+    on_thread = pytester.runpytest_subprocess(
+        "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out-thread",
+        "--max-retries", "2", "-p", "no:randomly", "-p", "pidplugin", "--no-cache", "--no-inference-process")
+    assert in_child.parseoutcomes() == on_thread.parseoutcomes()
+    a = read_run(only_run_dir(pytester.path / "out"))["records"]
+    b = read_run(only_run_dir(pytester.path / "out-thread"))["records"]
+    # The scripted server counts attempts across runs: compare what does not depend on them.
+    assert [r["item_id"] for r in _stable(a)] == [r["item_id"] for r in _stable(b)]
+    assert _gone(int((pytester.path / "child.pid").read_text()))
 
 
 def test_the_environment_variable_keeps_the_thread(pytester: pytest.Pytester, scripted: ScriptedServer, toy,
