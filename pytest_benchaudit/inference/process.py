@@ -154,7 +154,8 @@ class ProcessEngine:
         self._results: dict[str, Generation | _Failed] = {}  # answered, waiting for their claims
         self._cache_warnings: list[str] = []
         self._stats: dict[str, Any] | None = None  # the child's cache stats, once read at close
-        self._closed = False
+        self._closed = False  # the child said it stopped, or is gone
+        self._cleaned = False  # socket, log and child process released
         self._send(("start", window, str(cache_dir) if cache_dir is not None else None, cache_expiry_s))
 
     # -- set-up -------------------------------------------------------------------------
@@ -255,16 +256,17 @@ class ProcessEngine:
 
     def close(self) -> None:
         """Stop the child: what is still queued or in flight is cancelled, its cache closed."""
-        if self._closed:
+        if self._cleaned:
             return
         try:
-            self._send(("close",))
-            while not self._closed:
-                self._receive(block=True)
+            if not self._closed:
+                self._send(("close",))
+                while not self._closed:
+                    self._receive(block=True)
         except InferenceProcessError:
             pass  # already gone: nothing left to stop
         finally:
-            self._closed = True
+            self._closed = self._cleaned = True
             self._conn.close()
             try:
                 self._proc.wait(timeout=30)

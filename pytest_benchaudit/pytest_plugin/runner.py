@@ -21,12 +21,13 @@ next split is the judge and the launched-server bookkeeping (tracked in issue 11
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
@@ -82,6 +83,18 @@ def _skip_if_not_asked(generation: Generation, max_cost: float | None) -> None:
     """A request --max-cost kept from being sent: the item is skipped, not recorded, so --resume asks it."""
     if generation.error == NOT_ASKED:
         pytest.skip(f"{NOT_ASKED} ({max_cost:g} USD); --resume continues the run")
+
+
+@contextlib.contextmanager
+def _engine_alive() -> Iterator[None]:
+    """An inference process that died ends the run with one message, wherever the engine is used
+    (the records written so far are kept; ``--resume`` asks the rest)."""
+    from pytest_benchaudit.inference.process import InferenceProcessError
+
+    try:
+        yield
+    except InferenceProcessError as err:
+        pytest.exit(f"benchaudit: {err}", returncode=pytest.ExitCode.INTERNAL_ERROR)
 
 
 def _process_available() -> bool:
@@ -155,14 +168,9 @@ class Runner:
         return self.engine
 
     def _generate(self, model: str, request: Any) -> Generation:
-        """The engine's generation of ``request``; an inference process that died ends the run with
-        one message (the records written so far are kept; ``--resume`` asks the rest)."""
-        from pytest_benchaudit.inference.process import InferenceProcessError
-
-        try:
+        """The engine's generation of ``request`` (see :func:`_engine_alive`)."""
+        with _engine_alive():
             return self._engine().generate(model, request)
-        except InferenceProcessError as err:
-            pytest.exit(f"benchaudit: {err}", returncode=pytest.ExitCode.INTERNAL_ERROR)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -281,7 +289,8 @@ class Runner:
                 if len(self._ahead) >= 2 * window:
                     break
         if batch:
-            self._engine().prefetch_many(batch)
+            with _engine_alive():
+                self._engine().prefetch_many(batch)
 
     def _serial_candidates(self) -> Any:
         while self._cursor < len(self._plan):
@@ -335,8 +344,9 @@ class Runner:
             return
         start = time.perf_counter()
         firsts = [(i.bench.model.label, i.bench.request) for i in unique[:2]]
-        for label, request in firsts:  # one more claim each: the items still find their answers
-            self.engine.prefetch(label, request)
+        with _engine_alive():
+            for label, request in firsts:  # one more claim each: the items still find their answers
+                self.engine.prefetch(label, request)
         answers = [self._generate(label, request) for label, request in firsts]
         if any(a.from_cache or a.error is not None for a in answers):
             return  # a stored answer (or none) says nothing about this machine's speed
@@ -392,7 +402,8 @@ class Runner:
     # -- one item --------------------------------------------------------------------
     def run_item(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec) -> None:
         self._advance(node)
-        self._ensure_model(model)
+        with _engine_alive():
+            self._ensure_model(model)
         spec = node.bench
         # The default fixtures give the very objects the request was prefetched with: reuse it.
         if question is spec.question and pipeline is spec.pipeline and model is spec.model:
