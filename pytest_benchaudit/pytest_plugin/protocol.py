@@ -123,7 +123,8 @@ class LightProtocol:
         self.config = config
         self.reason: str | None = None  # why not (None: not yet decided, or used)
         self._enabled: bool | None = None
-        self._parents: dict[int, tuple[Any, bool, Any]] = {}  # id(parent) -> (parent, usable, ihook)
+        # id(parent) -> (parent, usable, ihook, the parent chain's keywords)
+        self._parents: dict[int, tuple[Any, bool, Any, dict[str, Any]]] = {}
         self._reraise = (pytest.exit.Exception, KeyboardInterrupt)  # never --pdb here (it takes the full path)
         self.items = 0  # items run this way (tests and diagnostics)
 
@@ -133,14 +134,15 @@ class LightProtocol:
             self._enabled = self.reason is None
         return self._enabled
 
-    def _parent(self, item: BenchItem) -> tuple[bool, Any]:
+    def _parent(self, item: BenchItem) -> tuple[bool, Any, dict[str, Any]]:
         parent = item.parent
         entry = self._parents.get(id(parent))
         if entry is None or entry[0] is not parent:
             chain = parent.listchain() if parent is not None else []
             usable = all(_trivial_setup(n) and not any(m.name in _MARKS for m in n.own_markers) for n in chain)
-            entry = self._parents[id(parent)] = (parent, usable, item.ihook)
-        return entry[1], entry[2]
+            inherited = dict.fromkeys(parent.keywords, 1) if parent is not None else {}
+            entry = self._parents[id(parent)] = (parent, usable, item.ihook, inherited)
+        return entry[1], entry[2], entry[3]
 
     def run(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
         """Run ``item`` and report it; ``None`` (pytest's protocol runs it) when it is not for this path."""
@@ -148,14 +150,14 @@ class LightProtocol:
             return None
         if any(m.name in _MARKS for m in item.own_markers):
             return None
-        usable, ihook = self._parent(item)
+        usable, ihook, inherited = self._parent(item)
         if not usable:
             return None
         self.items += 1
         nodeid, location = item.nodeid, item.location
         ihook.pytest_runtest_logstart(nodeid=nodeid, location=location)
         try:
-            self._phases(item, nextitem, ihook, location)
+            self._phases(item, nextitem, ihook, location, inherited)
         finally:
             # As runtestprotocol does: the item's fixture request goes away once it has run.
             if hasattr(item, "_request"):
@@ -164,9 +166,13 @@ class LightProtocol:
         ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
         return True
 
-    def _phases(self, item: BenchItem, nextitem: pytest.Item | None, ihook: Any, location: Any) -> None:
+    def _phases(self, item: BenchItem, nextitem: pytest.Item | None, ihook: Any, location: Any,
+                inherited: dict[str, Any]) -> None:
         node_id = item.id if hasattr(type(item), "id") else item.nodeid  # pytest >= 9.2: the structured id
-        keywords: dict[str, Any] = dict.fromkeys(item.keywords, 1)
+        # pytest's {x: 1 for x in item.keywords}: the item's own keywords, then its parents' (walked
+        # once per parent here, not once per item; test_protocol compares the reports).
+        own = item.keywords._markers  # type: ignore[attr-defined]
+        keywords: dict[str, Any] = {**dict.fromkeys(own, 1), **{k: 1 for k in inherited if k not in own}}
         report = pytest.TestReport
         now = time.time()
         ihook.pytest_runtest_logreport(report=report(

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["Runner", "default_concurrency", "add_runner_options"]
 
 SWITCH_INTERVAL_S = 0.001  # sys.setswitchinterval while the engine runs (see Runner._engine)
+_SKIPS = ("skip", "skipif")
 INFERENCE_PROCESS_ENV = "BENCHAUDIT_INFERENCE_PROCESS"  # "0": the engine on a thread of the pytest process
 
 
@@ -128,6 +129,7 @@ class Runner:
         self._cursor = 0  # ... and the first one not yet considered for prefetch
         self._seen: set[int] = set()  # xdist worker: item indices already considered
         self._worker_queue: Any = None
+        self._parent_skips: dict[int, tuple[Any, bool]] = {}  # id(parent) -> (parent, a skip mark on its chain)
         self._window_size: int | None = None
         self._meter: Any = None  # --max-cost: what this process spent (inference.usage.CostMeter)
         self.breaker_threshold = int(config.getoption("breaker", 20) or 0)
@@ -261,7 +263,7 @@ class Runner:
     # -- prefetch ---------------------------------------------------------------------
     def _render_ahead(self, item: pytest.Item) -> tuple[str, Any] | None:
         """(model label, request) to queue for ``item``, or ``None`` when it is not asked ahead."""
-        if not isinstance(item, BenchItem) or item.get_closest_marker("skip") or item.get_closest_marker("skipif"):
+        if not isinstance(item, BenchItem) or self._skipped(item):
             return None
         # A conftest.py that overrides question/pipeline/model may change the request;
         # asking ahead with the defaults would then pay for an answer nobody reads.
@@ -273,6 +275,19 @@ class Runner:
         except Exception:  # rendering/start-up errors surface when the item itself runs
             return None
         return item.bench.model.label, request
+
+    def _skipped(self, item: pytest.Item) -> bool:
+        """Whether ``item`` or a parent carries a skip/skipif mark (the parents' answer is kept per
+        parent: ``get_closest_marker`` walks the whole chain for every item)."""
+        if any(m.name in _SKIPS for m in item.own_markers):
+            return True
+        parent = item.parent
+        known = self._parent_skips.get(id(parent))
+        if known is None or known[0] is not parent:
+            marked = any(m.name in _SKIPS for node in (parent.listchain() if parent is not None else ())
+                         for m in node.own_markers)
+            known = self._parent_skips[id(parent)] = (parent, marked)
+        return known[1]
 
     def _top_up(self, candidates: Any) -> None:
         """Render and queue requests from ``candidates`` (items, in run order) until ``2 x window``
