@@ -605,3 +605,38 @@ def test_case13_ranks_print_as_integers_unless_tied() -> None:
                              "tau_b": []})
     rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith("toy.")}
     assert rows == {"toy.mcq": ["1", "2"], "toy.extra": ["1.5", "1.5"]}
+
+
+# Deletes the run directory once three items have reported: the folder a user (or a cleanup job)
+# removes while a run is still going.
+VANISH_PLUGIN = """
+import shutil
+import pytest
+
+_seen = [0]
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        _seen[0] += 1
+        if _seen[0] == 3:
+            controller = _config.pluginmanager.get_plugin("benchaudit-controller")
+            shutil.rmtree(controller.run_dir.path)
+
+def pytest_configure(config):
+    global _config
+    _config = config
+"""
+
+
+def test_a_run_directory_removed_during_the_run_is_one_line(pytester: pytest.Pytester) -> None:
+    write_toy(pytester.path)
+    pytester.makepyfile(vanish=VANISH_PLUGIN)
+    pytester.syspathinsert()
+    with ScriptedServer(toy_script()) as server:
+        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}",
+                                    "--report-dir", "out", "-p", "vanish", "-k", "mcq")
+    out = result.stdout.str() + result.stderr.str()
+    no_traceback(out)
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    assert "benchaudit: cannot finish the run directory" in out and "no summary was written" in out

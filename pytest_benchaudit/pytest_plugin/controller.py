@@ -190,6 +190,7 @@ class Controller:
         self.served: dict[str, set[str]] = {}  # model -> the model ids its endpoint said it served
         self.answers = ""  # the bounded list of wrong/invalid answers, rendered at the end
         self.results: list[dict[str, Any]] = []
+        self.finish_error: str | None = None  # the run directory could not be finished (see pytest_sessionfinish)
         self.benchmarks: list[dict[str, Any]] = []
         self.verdicts: list[GateVerdict] = []
         # --resume: keys of the records already in the run directory, and what its run.json held.
@@ -407,6 +408,17 @@ class Controller:
         engine = getattr(runner, "engine", None) if runner is not None else None
         if engine is not None and hasattr(engine, "cache_stats"):  # serial run: the runner is in this process
             self.cache_stats.append(engine.cache_stats())
+        try:
+            self._finish(session, exitstatus)
+        except (RunDirError, OSError) as err:
+            # The folder went away or the disk filled up during the run: one line, no traceback.
+            self.finish_error = (f"benchaudit: cannot finish the run directory {self.run_dir.path}: {err}; no summary "
+                                 "was written")
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Summarise records.jsonl, write summary.json and run.json, and set the exit status."""
+        assert self.run_dir is not None
         cards = self._cards()
         from pytest_benchaudit.inference.usage import UsageTally
 
@@ -442,6 +454,9 @@ class Controller:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.run_dir is None:
+            return
+        if self.finish_error:
+            terminalreporter.write_line(redact(self.finish_error), red=True, bold=True)
             return
         text = render_summary(self.results, self.benchmarks, self.opts.state.cards, self.verdicts)
         terminalreporter.write_sep("=", "benchaudit summary")
