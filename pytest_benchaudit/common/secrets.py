@@ -68,7 +68,7 @@ def secret_values() -> frozenset[str]:
     cache = _cache
     if (cache is not None and cache[0] is _values and cache[1] == len(_values) and cache[2] is _names
             and cache[3] == len(_names) and cache[4] is data and tuple(map(data.get, cache[5])) == cache[6]):
-        return cache[7]  # type: ignore[no-any-return]
+        return cache[7]
     values, names = _values, _names
     size_values, size_names = len(values), len(names)
     keys = tuple(map(encodekey, list(names)))
