@@ -171,3 +171,29 @@ def test_redact_masks_before_cutting_and_longest_first(monkeypatch: pytest.Monke
     assert secrets.redact_obj({f"k{CANARY}": [CANARY, 1, None]}) == {"k***": ["***", 1, None]}
     secrets.register_secret("short")  # too short to be a key: never masks ordinary words
     assert secrets.redact("a short text") == "a short text"
+
+
+def test_secret_values_cache_never_misses_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """secret_values() answers from a cache between records; every change is seen at the next call."""
+    monkeypatch.setattr(secrets, "_values", set())
+    monkeypatch.setattr(secrets, "_names", {"OPENAI_API_KEY"})
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("BENCHAUDIT_TEST_KEY_A", raising=False)
+    assert secrets.secret_values() == frozenset()
+    assert secrets.secret_values() == frozenset()  # filled
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-set-after-the-cache-was-filled")
+    assert secrets.secret_values() == {"sk-set-after-the-cache-was-filled"}
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-changed-to-another-value-0001")
+    assert secrets.secret_values() == {"sk-changed-to-another-value-0001"}
+    secrets.register_secret_env(["BENCHAUDIT_TEST_KEY_A"])  # a name registered while unset ...
+    assert secrets.secret_values() == {"sk-changed-to-another-value-0001"}
+    monkeypatch.setenv("BENCHAUDIT_TEST_KEY_A", "sk-second-name-value-0002")  # ... then set
+    assert secrets.secret_values() == {"sk-changed-to-another-value-0001", "sk-second-name-value-0002"}
+    secrets.register_secret("sk-registered-value-0003")
+    assert "sk-registered-value-0003" in secrets.secret_values()
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert secrets.secret_values() == {"sk-second-name-value-0002", "sk-registered-value-0003"}
+    monkeypatch.setattr(secrets, "_values", {"sk-swapped-values-set-0004"})  # as other tests do
+    assert secrets.secret_values() == {"sk-second-name-value-0002", "sk-swapped-values-set-0004"}
+    monkeypatch.setattr(secrets.os, "environ", {"BENCHAUDIT_TEST_KEY_A": "sk-plain-dict-environ-05"})
+    assert secrets.secret_values() == {"sk-plain-dict-environ-05", "sk-swapped-values-set-0004"}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
@@ -79,8 +80,16 @@ class Request(_Frozen):
 
     @cached_property
     def identity(self) -> str:
-        """Canonical JSON of the whole request (cached: the engine looks a request up more than once)."""
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """Canonical JSON of the whole request (cached: the engine looks a request up more than once).
+
+        An in-memory key only (the generation cache builds its own): orjson with sorted keys, ~3x
+        faster than ``json.dumps``; a value orjson cannot write (an integer past 64 bits) takes
+        ``json.dumps``, marked so that no request's key equals another's."""
+        data = self.model_dump(mode="json")
+        try:
+            return orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:
+            return "\x00json:" + json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 class Generation(_Frozen):

@@ -147,7 +147,8 @@ def render_request(
     if k > len(shots):
         raise TemplateError(f"prompt.format.few_shot={k} but only {len(shots)} few-shot examples are available")
     examples = list(shots)[:k]
-    body = _substitute(template.user, _values(template, question))
+    values = _values(template, question)  # once: the body and the header read the same values
+    body = _substitute(template.user, values)
     params = inference_params(pipeline)
     adjustments: list[str] = []
     if min_max_tokens and "max_tokens" in params and params["max_tokens"] < min_max_tokens:
@@ -155,7 +156,7 @@ def render_request(
         params["max_tokens"] = min_max_tokens
 
     if fmt.mode == "completion":
-        parts = [_substitute(template.header, _values(template, question))]
+        parts = [_substitute(template.header, values)]
         for ex in examples:
             vals = _values(template, ex)
             parts.append(_substitute(template.user, vals) + _substitute(template.answer, vals))
@@ -171,7 +172,7 @@ def render_request(
             Message(role="user", content=_substitute(template.user, vals)),
             Message(role="assistant", content=_substitute(template.answer, vals)),
         ]
-    header = _substitute(template.header, _values(template, question))
+    header = _substitute(template.header, values) if template.header else ""
     messages.append(Message(role="user", content=header + body))
     system = template.system
     if system and fmt.system_role == "system":

@@ -25,6 +25,7 @@ the same folder + ``os.replace``), so a reader never sees half a file.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import re
@@ -188,6 +189,7 @@ def _record_line(record: dict[str, Any]) -> str:
     return line
 
 
+@functools.lru_cache(maxsize=256)  # the same few secrets, asked for every record
 def _json_plain(value: str) -> bool:
     """True when JSON writes ``value`` verbatim (no quote, backslash or control character)."""
     return '"' not in value and "\\" not in value and all(ord(c) >= 0x20 for c in value)

@@ -1,0 +1,165 @@
+"""evaluate() builds the record without validating it again: the very record, dump and records.jsonl
+line that ``Record(...)`` (what evaluate did before) gives, for every kind of outcome."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any, Mapping
+
+import orjson
+import pytest
+from pydantic import ValidationError
+
+from pytest_benchaudit.dataset.suites import load_suite
+from pytest_benchaudit.pipeline.record import Record
+from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, INVALID_STAGE, Extraction, Generation, Message,
+                                              Question, Request, Score)
+from pytest_benchaudit.runs.store import _record_line
+from pytest_benchaudit.scoring import evaluate as evaluate_module
+from pytest_benchaudit.scoring import extract as _extract
+from pytest_benchaudit.scoring import metrics as _scoring
+from pytest_benchaudit.scoring.evaluate import evaluate
+
+SUITES = Path(__file__).resolve().parents[2] / "suites"
+STAMP = "2026-12-01T13:00:00+00:00"
+
+
+def reference(question: Question, pipeline: Pipeline, request: Request | Mapping[str, Any], generation: Generation,
+              *, model: str, variant: str = "", item_id: str = "", resources: Mapping[str, Any] | None = None,
+              extraction: Extraction | None = None, score: Score | None = None,
+              extra: Mapping[str, Any] | None = None) -> Record:
+    """evaluate() as it was: every field through Record validation."""
+    if extraction is None:
+        extraction = _extract.extract(pipeline.extraction.rule, generation, question, pipeline.extraction.reasoning)
+    if score is None:
+        score = _scoring.score(pipeline.scoring.metric, extraction, question, resources)
+    reason = extraction.invalid_reason
+    return Record(
+        item_id=item_id, benchmark=question.benchmark, task=question.task, question_id=question.id,
+        question_index=question.index, model=model, variant=variant, pipeline=pipeline.name,
+        pipeline_hash=pipeline.hash, upstream_hash=pipeline.upstream_hash,
+        request=request.model_dump(mode="json") if isinstance(request, Request) else dict(request),
+        raw_output=generation.text, reasoning=generation.reasoning, finish_reason=generation.finish_reason,
+        error=generation.error, prediction=extraction.prediction, valid=extraction.valid, invalid_reason=reason,
+        invalid_stage=INVALID_STAGE.get(reason) if reason else None, extraction_detail=extraction.detail,
+        gold=question.gold, score=score.value, correct=score.correct, score_extras=score.extras,
+        metric=pipeline.scoring.metric, question_meta=question.meta, question_labels=list(question.choices),
+        top_logprobs=[dict(d) for d in generation.top_logprobs[:1]] if generation.top_logprobs else None,
+        usage=generation.usage, latency_s=round(generation.latency_s, 4), attempts=generation.attempts,
+        served_model=generation.served_model, from_cache=generation.from_cache,
+        timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **dict(extra or {}),
+    )
+
+
+def pipe(bench: str = "seceval", task: str = "mcq", layer: str = "standardized") -> Pipeline:
+    return load_suite(SUITES / bench / "suite.toml").pipeline(task, layer)
+
+
+QUESTION = Question(benchmark="seceval", task="mcq", id="q7", index=6, text="Which?", gold="B",
+                    choices={"A": "one", "B": "two", "C": "three", "D": "four"}, meta={"topic": "crypto", "n": 3})
+REQUEST = Request(mode="chat", messages=(Message(role="user", content="Which? A. one"),),
+                  params={"temperature": 0.0, "max_tokens": 64, "stop": ["\n\n"]}, adjustments=("raised",))
+JUDGE = {"judge": {"model": "judge:j", "purpose": "extraction", "prompt_version": "1", "raw_output": "B",
+                   "parse_status": "exact", "verdict": "B", "error": None}, "regex_prediction": None}
+
+CASES: dict[str, dict[str, Any]] = {
+    "correct": dict(generation=Generation(text="Answer: B", usage={"prompt_tokens": 9, "completion_tokens": 2},
+                                          latency_s=0.123456, served_model="m-1", finish_reason="stop")),
+    "wrong": dict(generation=Generation(text="Answer: D", latency_s=1.0, attempts=2)),
+    "from_cache": dict(generation=Generation(text="Answer: A", from_cache=True)),
+    "inference_error": dict(generation=Generation(error="HTTP 500: boom (gave up after 3 attempts)", attempts=3)),
+    "endpoint_down": dict(generation=Generation(error=ENDPOINT_DOWN_PREFIX + "12 timeouts in a row; not asked")),
+    "empty": dict(generation=Generation(text="", finish_reason="stop")),
+    "truncated": dict(generation=Generation(text="Let me think", finish_reason="length")),
+    "unclosed_reasoning": dict(generation=Generation(text="<think>hmm, A or B", finish_reason="stop")),
+    "unparseable": dict(generation=Generation(text="I am not sure which option is meant here.")),
+    "reasoning_field": dict(generation=Generation(text="Answer: B", reasoning="because B")),
+    "logprobs": dict(generation=Generation(text="B", top_logprobs=({"B": -0.1, "A": -2.5}, {"x": -1.0}))),
+    "judge_error_with_extras": dict(generation=Generation(text="Answer: B"), extra=JUDGE,
+                                    extraction=Extraction(invalid_reason="judge_error", answer_text="Answer: B",
+                                                          detail="unreadable judge verdict: '??'")),
+    "judge_verdict": dict(generation=Generation(text="Answer: B"), extra=JUDGE,
+                          extraction=Extraction(prediction="B", answer_text="Answer: B", detail="judge (exact)"),
+                          score=Score(value=1.0, correct=True)),
+    "score_extras": dict(generation=Generation(text="Answer: C"),
+                         score=Score(value=0.5, correct=False, extras={"plausible": 1.0})),
+    "stored_request_mapping": dict(generation=Generation(text="Answer: B"),
+                                   request={"mode": "chat", "messages": [{"role": "user", "content": "x"}]}),
+    "variant_and_item": dict(generation=Generation(text="Answer: B"), variant="max_tokens=5",
+                             item_id="suites/seceval/suite.toml::mcq::q0007[m|max_tokens=5]"),
+    # Not what validation would store: the record goes through Record validation, as before.
+    "hand_made_question": dict(generation=Generation(text="Answer: B"),
+                               question=QUESTION.model_copy(update={"index": True, "choices": {"A": "x"}})),
+    "invalid_meta_key": dict(generation=Generation(text="Answer: B"),
+                             question=QUESTION.model_copy(update={"meta": {1: "an int key"}})),
+    "coerced_latency": dict(generation=Generation.model_construct(text="Answer: B", latency_s=2, attempts=1,
+                                                                  usage={}, top_logprobs=None)),
+}
+
+
+VALIDATED = {"judge_error_with_extras", "judge_verdict", "hand_made_question", "invalid_meta_key", "coerced_latency"}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_record_and_line_are_those_of_record_validation(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    kwargs = dict(CASES[case])
+    generation = kwargs.pop("generation")
+    question = kwargs.pop("question", QUESTION)
+    request = kwargs.pop("request", REQUEST)
+    p = pipe()
+    monkeypatch.setattr(evaluate_module, "_timestamp", lambda: STAMP)
+    try:
+        want = reference(question, p, request, generation, model="m", **kwargs)
+    except ValidationError as err:
+        with pytest.raises(ValidationError) as raised:
+            evaluate(question, p, request, generation, model="m", **kwargs)
+        assert raised.value.errors() == err.errors()
+        return
+    want = want.model_copy(update={"timestamp": STAMP})
+    validated: list[bool] = []
+    real = Record.model_validate
+    monkeypatch.setattr(Record, "model_validate", lambda *a, **k: validated.append(True) or real(*a, **k))
+    got = evaluate(question, p, request, generation, model="m", **kwargs)
+    # Only judge extras and values that are not what validation stores take Record validation.
+    assert bool(validated) == (case in VALIDATED)
+    assert got == want
+    assert got.model_fields_set == want.model_fields_set
+    assert got.__pydantic_extra__ == want.__pydantic_extra__
+    assert repr(got) == repr(want)
+    assert list(got.__dict__) == list(Record.model_fields)
+    assert got.model_dump() == want.model_dump()
+    # What the runner writes: the JSON-mode dump with asks / earlier_outputs set, as one records.jsonl line.
+    lines = []
+    for record in (got, want):
+        data = record.model_dump(mode="json")
+        data["asks"], data["earlier_outputs"] = 2, ["[error] first try"]
+        lines.append(_record_line(data))
+    assert lines[0] == lines[1]
+    assert orjson.dumps(got.model_dump(mode="json")) == orjson.dumps(want.model_dump(mode="json"))
+    assert got.model_dump_json() == want.model_dump_json()
+
+
+def test_the_record_owns_its_dicts() -> None:
+    """As validation did, the record copies the question's meta, the generation's usage and the score's extras."""
+    generation = Generation(text="Answer: B", usage={"prompt_tokens": 1})
+    score = Score(value=0.0, correct=False, extras={"plausible": 0.0})
+    record = evaluate(QUESTION, pipe(), REQUEST, generation, model="m", score=score)
+    assert record.question_meta == QUESTION.meta and record.question_meta is not QUESTION.meta
+    assert record.usage is not generation.usage and record.score_extras is not score.extras
+    record.question_meta["topic"] = "changed"
+    assert QUESTION.meta["topic"] == "crypto"
+
+
+def test_timestamp_is_utc_now_to_the_second() -> None:
+    before = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    stamp = evaluate_module._timestamp()
+    after = _dt.datetime.now(_dt.timezone.utc)
+    assert before <= _dt.datetime.fromisoformat(stamp) <= after
+    assert stamp == _dt.datetime.fromisoformat(stamp).isoformat(timespec="seconds")
+
+
+def test_bad_caller_values_still_fail_validation() -> None:
+    with pytest.raises(ValidationError, match="model"):
+        evaluate(QUESTION, pipe(), REQUEST, Generation(text="Answer: B"), model=None)  # type: ignore[arg-type]
