@@ -9,7 +9,7 @@ requests in flight (started, not finished) is bounded by a window, so a suite of
 any size never opens more than that many requests at once.  Finished
 generations wait until their item consumes them (:meth:`Engine.generate`) and are
 then forgotten; a claim that will not be consumed is given up with :meth:`Engine.release`.
-The caller bounds how far ahead it queues (the runner: ``2 x window`` requests), so
+The caller bounds how far ahead it queues (the runner: ``8 x window`` requests), so
 the engine never holds more than that many requests or answers.  Identical requests to
 the same model are sent once.
 

@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from multiprocessing.connection import Connection
+import select
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +49,57 @@ from pytest_benchaudit.pipeline.types import Generation, Request
 __all__ = ["ProcessEngine", "InferenceProcessError", "available"]
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
-_BUFFER = 1 << 20  # socket buffers: a look-ahead batch (~2 x window requests) goes out in one write
+_BUFFER = 1 << 20  # socket buffers, and the most read at once
 
 
 def available() -> bool:
     """Whether this platform can run the engine in a child process (a socket handed over by fd)."""
     return os.name == "posix"
+
+
+class _Channel:
+    """Length-prefixed byte messages over a stream socket, read in large chunks: one system call
+    brings every message waiting (a run's ~15,000 answers arrive in ~10,000 small writes; reading
+    each as its own two reads cost the pytest process ~1 s)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buffer = bytearray()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(len(data).to_bytes(4, "big") + data)
+
+    def receive(self, *, block: bool) -> list[bytes]:
+        """The complete messages read so far; with ``block``, at least one (waiting for it).
+        Raises ``EOFError`` when the other side has closed."""
+        out: list[bytes] = []
+        while True:
+            out.extend(self._complete())
+            if out or not (block or self._readable()):
+                return out
+            chunk = self.sock.recv(_BUFFER)
+            if not chunk:
+                raise EOFError("the other side closed the socket")
+            self._buffer += chunk
+            block = False  # one read waited; what else is there is taken without waiting
+
+    def _readable(self) -> bool:
+        return bool(select.select([self.sock], [], [], 0)[0])
+
+    def _complete(self) -> list[bytes]:
+        buf, start, out = self._buffer, 0, []
+        while len(buf) - start >= 4:
+            size = int.from_bytes(buf[start:start + 4], "big")
+            if len(buf) - start - 4 < size:
+                break
+            out.append(bytes(buf[start + 4:start + 4 + size]))
+            start += 4 + size
+        if start:
+            del buf[:start]
+        return out
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 class InferenceProcessError(RuntimeError):
@@ -145,7 +190,7 @@ class ProcessEngine:
                     pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log)
         finally:
             child.close()
-        self._conn = Connection(parent.detach())
+        self._conn = _Channel(parent)
         self._models: set[str] = set()
         self._claims: dict[str, int] = {}  # key -> claims not yet consumed or released
         self._sent: dict[str, int] = {}  # keys asked of the child and not answered yet -> order sent
@@ -282,37 +327,36 @@ class ProcessEngine:
 
     def _send(self, message: tuple[Any, ...]) -> None:
         try:
-            self._conn.send_bytes(pickle.dumps(message, _PROTOCOL))
+            self._conn.send(pickle.dumps(message, _PROTOCOL))
         except OSError:
             raise self._died() from None
 
     def _receive(self, *, block: bool) -> None:
         """Read the child's messages: one (waiting for it) if ``block``, then all that are there."""
         try:
-            while block or self._conn.poll(0):
-                block = False
-                data = self._conn.recv_bytes()
-                try:
-                    kind, payload = pickle.loads(data)
-                except Exception as err:  # noqa: BLE001 - a child of another version, or a bug
-                    self._closed = True
-                    raise InferenceProcessError(f"unreadable message from the inference process "
-                                                f"({type(err).__name__}: {err})") from None
-                if kind == "results":
-                    self._answered += len(payload)
-                    for key, result in payload:
-                        self._sent.pop(key, None)
-                        if key in self._claims:  # else released meanwhile: nobody reads it
-                            self._results[key] = result
-                elif kind == "warning":
-                    self._cache_warnings.append(payload)
-                elif kind == "stats":
-                    self._stats = payload
-                elif kind == "closed":
-                    self._stats, self._closed = payload, True
-                    return
+            messages = self._conn.receive(block=block)
         except (EOFError, OSError):
             raise self._died() from None
+        for data in messages:
+            try:
+                kind, payload = pickle.loads(data)
+            except Exception as err:  # noqa: BLE001 - a child of another version, or a bug
+                self._closed = True
+                raise InferenceProcessError(f"unreadable message from the inference process "
+                                            f"({type(err).__name__}: {err})") from None
+            if kind == "results":
+                self._answered += len(payload)
+                for key, result in payload:
+                    self._sent.pop(key, None)
+                    if key in self._claims:  # else released meanwhile: nobody reads it
+                        self._results[key] = result
+            elif kind == "warning":
+                self._cache_warnings.append(payload)
+            elif kind == "stats":
+                self._stats = payload
+            elif kind == "closed":
+                self._stats, self._closed = payload, True
+                return
 
     def _died(self) -> InferenceProcessError:
         try:
@@ -338,7 +382,7 @@ class _Server:
     """The child's side: reads the parent's messages on its main thread, runs the engine's loop on
     another, and writes generations back in batches (one write per loop iteration's answers)."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: _Channel) -> None:
         self.conn = conn
         self.engine: Any = None
         self.asked: dict[str, tuple[str, Request]] = {}  # key -> (model, request) until answered
@@ -350,54 +394,64 @@ class _Server:
     def send(self, kind: str, payload: Any) -> None:
         data = pickle.dumps((kind, payload), _PROTOCOL)
         with self._lock:
-            self.conn.send_bytes(data)
+            self.conn.send(data)
 
     def serve(self) -> None:
-        from pytest_benchaudit.inference.engine import Engine
-
-        while True:
+        """Handle the parent's messages until it says close or goes away; then stop the engine."""
+        while not self.closing:
             try:
-                message = pickle.loads(self.conn.recv_bytes())
+                batch = self.conn.receive(block=True)
             except (EOFError, OSError):
                 break  # the parent is gone: stop
-            kind = message[0]
-            if kind == "start":
-                _, window, cache_dir, expiry = message
-                cache = None
-                if cache_dir is not None:
-                    from pytest_benchaudit.inference.cache import GenerationCache
+            for data in batch:
+                self._handle(pickle.loads(data))
+                if self.closing:
+                    break
+        self._stop()
 
-                    cache = GenerationCache(Path(cache_dir), expiry_s=expiry)
-                self.engine = Engine(window=window, cache=cache)
-                if cache is not None:
-                    cache.on_warning = lambda text: self.send("warning", text)
-            elif kind == "add":
-                _, label, recipe, identity, env = message
-                os.environ.update(env)
-                try:
-                    factory = pickle.loads(recipe)
-                except Exception as err:  # noqa: BLE001 - that model's requests fail with the reason
-                    factory = functools.partial(_cannot_build, f"cannot build the backend of {label!r} in the "
-                                                f"inference process ({type(err).__name__}: {err})")
-                self.engine.add_model(label, factory, identity=identity)
-            elif kind == "queue":
-                for key, model, request, front in message[1]:
-                    self.asked[key] = (model, request)
-                    future = self.engine.submit(model, request, front=front)
-                    future.add_done_callback(lambda f, key=key: self._answered(key, f))
-            elif kind == "hurry":
-                pair = self.asked.get(message[1])
-                if pair is not None:
-                    self.engine.hurry(*pair)
-            elif kind == "release":
-                pair = self.asked.pop(message[1], None)
-                if pair is not None:
-                    self.engine.release(*pair)
-            elif kind == "stats":
-                self.send("stats", self.engine.cache_stats() if self.engine is not None else {})
-            elif kind == "close":
-                self.closing = True  # what the shutdown cancels is not an answer
-                break
+    def _handle(self, message: tuple[Any, ...]) -> None:
+        from pytest_benchaudit.inference.engine import Engine
+
+        kind = message[0]
+        if kind == "start":
+            _, window, cache_dir, expiry = message
+            cache = None
+            if cache_dir is not None:
+                from pytest_benchaudit.inference.cache import GenerationCache
+
+                cache = GenerationCache(Path(cache_dir), expiry_s=expiry)
+            self.engine = Engine(window=window, cache=cache)
+            if cache is not None:
+                cache.on_warning = lambda text: self.send("warning", text)
+        elif kind == "add":
+            _, label, recipe, identity, env = message
+            os.environ.update(env)
+            try:
+                factory = pickle.loads(recipe)
+            except Exception as err:  # noqa: BLE001 - that model's requests fail with the reason
+                factory = functools.partial(_cannot_build, f"cannot build the backend of {label!r} in the "
+                                            f"inference process ({type(err).__name__}: {err})")
+            self.engine.add_model(label, factory, identity=identity)
+        elif kind == "queue":
+            for key, model, request, front in message[1]:
+                self.asked[key] = (model, request)
+                future = self.engine.submit(model, request, front=front)
+                future.add_done_callback(lambda f, key=key: self._answered(key, f))
+        elif kind == "hurry":
+            pair = self.asked.get(message[1])
+            if pair is not None:
+                self.engine.hurry(*pair)
+        elif kind == "release":
+            pair = self.asked.pop(message[1], None)
+            if pair is not None:
+                self.engine.release(*pair)
+        elif kind == "stats":
+            self.send("stats", self.engine.cache_stats() if self.engine is not None else {})
+        elif kind == "close":
+            self.closing = True  # what the shutdown cancels is not an answer
+
+    def _stop(self) -> None:
+        self.closing = True  # what the shutdown cancels is not an answer
         stats = {"enabled": False, "hits": 0, "misses": 0}
         if self.engine is not None:
             self.engine.close()
@@ -440,7 +494,7 @@ def _cannot_build(reason: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is pytest's to handle; it closes us
-    conn = Connection(int(args[0]))
+    conn = _Channel(socket.socket(fileno=int(args[0])))
     # The HTTP client stack now, while the pytest process still collects: the first requests
     # then go out as soon as they are queued (aiohttp's import is ~0.3 s).
     import pytest_benchaudit.inference.openai_compat  # noqa: F401

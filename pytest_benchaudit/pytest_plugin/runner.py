@@ -8,8 +8,8 @@ queue), so a worker never generates for another worker's items.  Each item then
 waits only for its own generation, runs extraction and scoring, and attaches its
 record to its test report, which carries it to the controller.
 
-The look-ahead is bounded: at most ``2 x window`` requests are rendered and queued ahead
-of the running item (topped up in batches of at least ``window`` as items run), and a
+The look-ahead is bounded: at most ``8 x window`` requests (8,192 at most) are rendered and
+queued ahead of the running item (topped up in batches of at least ``window`` as items run), and a
 request is dropped once its item has consumed the generation, so a 161,670-item run never
 holds more than a few thousand prompts or answers at once.
 
@@ -289,11 +289,21 @@ class Runner:
             known = self._parent_skips[id(parent)] = (parent, marked)
         return known[1]
 
-    def _top_up(self, candidates: Any) -> None:
-        """Render and queue requests from ``candidates`` (items, in run order) until ``2 x window``
-        are ahead; nothing while more than ``window`` still are (so batches wake the engine once)."""
+    def _ahead_limit(self) -> int:
+        """How many requests are queued ahead of the running item: 8 x the engine's window (2,048 by
+        default), at most 8,192 (but never under 2 x the window).  Items consume answers in order;
+        an answer retried after a backoff (0.25-0.5 s after an HTTP 500) holds its item up, and the
+        inference process must meanwhile have enough queued to keep every connection busy: at 20 ms
+        and 32 in flight, ~1,500 a second (2 x the window: a full run 10% slower, bench/RESULTS.md)."""
         window = self._window()
-        if len(self._ahead) > window:
+        return max(2 * window, min(8 * window, 8192))
+
+    def _top_up(self, candidates: Any) -> None:
+        """Render and queue requests from ``candidates`` (items, in run order) until the look-ahead
+        is full (:meth:`_ahead_limit`); nothing while more than ``window`` short of it (so batches
+        wake the engine once)."""
+        window = self._window()
+        if len(self._ahead) > self._ahead_limit() - window:
             return
         batch: list[tuple[str, Any]] = []
         for item in candidates:
@@ -301,7 +311,7 @@ class Runner:
             if pair is not None and item.nodeid not in self._ahead:
                 self._ahead[item.nodeid] = pair
                 batch.append(pair)
-                if len(self._ahead) >= 2 * window:
+                if len(self._ahead) >= self._ahead_limit():
                     break
         if batch:
             with _engine_alive():

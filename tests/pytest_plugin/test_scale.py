@@ -2,8 +2,9 @@
 the items, the reports kept by the terminal reporter, the runner's look-ahead or the engine),
 and every record is written exactly once, serial and under ``-n 2``.
 
-800 items with a look-ahead of 512 requests (``--concurrency 1``: the engine's window is its
-floor, 256), so the runner tops its queue up several times while items run."""
+3,200 items with a look-ahead of 2,048 requests (``--concurrency 1``: the engine's window is its
+floor, 256, and the look-ahead 8 x that), so the runner tops its queue up several times while
+items run."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 from conftest import only_run_dir, write_mcq_suite
 
-QUESTIONS = 400
+QUESTIONS = 1600
 MODELS = ("m0", "m1")
 ITEMS = QUESTIONS * len(MODELS)
 
@@ -106,7 +107,9 @@ def test_serial_run_holds_no_records(pytester: pytest.Pytester, scale: ScriptedS
     summary = json.loads((run_dir / "summary.json").read_text())
     assert sorted((r["model"], r["n"], r["n_correct"]) for r in summary["results"]) == [
         (m, QUESTIONS, QUESTIONS // 4) for m in MODELS]
-    result.stdout.fnmatch_lines(["*scale.mcq ?m0?: 300 not correct*", f"*{ITEMS - 200} failed, 200 passed*"])
+    wrong = QUESTIONS - QUESTIONS // 4
+    result.stdout.fnmatch_lines([f"*scale.mcq ?m0?: {wrong:,} not correct*",
+                                 f"*{ITEMS - 2 * (QUESTIONS // 4)} failed, {2 * (QUESTIONS // 4)} passed*"])
 
 
 def test_xdist_run_records_each_item_once(pytester: pytest.Pytester, scale: ScriptedServer) -> None:
