@@ -11,8 +11,9 @@ fresh processes, interleaved, with pytest's default options (what a user runs):
 - with ``--full-protocol``, the replay runs again with ``BENCHAUDIT_FULL_PROTOCOL=1`` (pytest's own
   setup/call/teardown protocol instead of benchaudit's lighter one: what the latter saves).
 
-CPU = user + system time of the child process (the machine is shared, so wall time is
-noisy; CPU is what the harness spends).  Per item = (CPU at N items - CPU at 1 item) / (N - 1),
+CPU = user + system time of the child process and its own (the inference process; the machine is
+shared, so wall time is noisy; CPU is what the harness spends).  The children run with a bytecode
+cache (warmed by an untimed run of each command), as an installed package has one.  Per item = (CPU at N items - CPU at 1 item) / (N - 1),
 which takes out start-up.  Median of --repeats.
 
     BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/item_overhead.py --items 2000
@@ -31,14 +32,21 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+SECEVAL_QUESTIONS = 2189
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+
+
+# The children's environment: with a bytecode cache (as an installed package has one; a machine
+# that sets PYTHONDONTWRITEBYTECODE=1 would compile and assertion-rewrite every module in every
+# run, seconds of CPU whose noise is larger than the per-item figure), set in main().
+ENV: dict[str, str] = dict(os.environ)
 
 
 def run(cmd: list[str], cwd: str, env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall s, CPU s) of one child process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})})
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env={**ENV, **(env or {})})
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1):
@@ -107,6 +115,8 @@ def main() -> None:
     if not os.environ.get("BENCHAUDIT_DATA"):
         sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
     n = args.items
+    if n > SECEVAL_QUESTIONS:  # --limit cannot run more items than the suite has: per item would be wrong
+        sys.exit(f"--items {n}: SecEval has {SECEVAL_QUESTIONS:,} questions; use at most that many")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         dirs = {"passing": make_run_dir(tmp, n, True), "failing": make_run_dir(tmp, n, False)}
@@ -119,6 +129,10 @@ def main() -> None:
                 if args.full_protocol:  # the same run through pytest's own per-item protocol
                     cmds[(f"{kind} (full)", size)] = (cmd, {"BENCHAUDIT_FULL_PROTOCOL": "1"})
             cmds[("bare pytest", size)] = (PYTEST + [str(write_trivial(tmp, size))], {})
+        ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+        ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        for cmd, env in cmds.values():  # warms the bytecode cache, untimed
+            run(cmd, str(tmp), env)
         cpu: dict[tuple[str, int], list[float]] = {k: [] for k in cmds}
         wall: dict[tuple[str, int], list[float]] = {k: [] for k in cmds}
         for _ in range(args.repeats):  # interleaved, so drift hits all alike
