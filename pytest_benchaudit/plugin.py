@@ -35,7 +35,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_benchaudit.pytest_plugin.controller import Controller
-    from pytest_benchaudit.pytest_plugin.runner import LocalUrl, Runner
+    from pytest_benchaudit.pytest_plugin.launched import LocalUrl
+    from pytest_benchaudit.pytest_plugin.runner import Runner
 
     from pytest_benchaudit.pytest_plugin.checks import PreRunChecks
     from pytest_benchaudit.pytest_plugin.paths import resolve_suite_args

@@ -24,6 +24,10 @@ Contract, the same as the in-process engine's:
   socket closes, so it never outlives the run; if it dies, ``generate`` raises
   :class:`InferenceProcessError` naming its exit status and last error line, and no record is
   made up for the questions it did not answer.
+
+Why ~500 lines: both sides of one small protocol (queue, hurry, release, stats, close; answers
+in batches) live here, with the two ways of starting the child (fork, spawn) and the framing, so
+that a change to a message is one change in one file.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
 from pytest_benchaudit.report.terminal import AnswerList, render_summary, render_usage
 from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
 from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
-from pytest_benchaudit.pytest_plugin.runner import KEYS_KEY, LocalUrl
+from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.pipeline.types import ENDPOINT_DOWN_PREFIX
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME

@@ -51,7 +51,7 @@ import pytest
 
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.pytest_plugin.options import RunOptions
-from pytest_benchaudit.pytest_plugin.runner import LAUNCHED
+from pytest_benchaudit.pytest_plugin.launched import LAUNCHED
 
 __all__ = ["HOST_ID_ENV", "WORKER_KEY", "RemoteWorkers", "WorkerFacts", "host_identity", "is_local_spec",
            "loopback_urls", "mask_tx", "refuse_worker"]
