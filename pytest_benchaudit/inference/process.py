@@ -5,9 +5,10 @@ HTTP work (~0.5 ms of CPU in aiohttp) competes with every item's report (~0.9 ms
 thread that gives the GIL up for a system call waits for the other to hand it back.  On a
 machine with two cores a run is then bound by one.  :class:`ProcessEngine` has the interface
 the runner uses (``add_model``, ``prefetch``/``prefetch_many``, ``generate``, ``release``,
-``cache_stats``, ``close``) and runs a plain :class:`~.engine.Engine` in a child process
-(``python -m pytest_benchaudit.inference.process FD``), so the pytest process only pickles
-requests out and generations in (~25 µs per item).
+``cache_stats``, ``close``) and runs a plain :class:`~.engine.Engine` in a child process, so the
+pytest process only pickles requests out and generations in (~25 µs per item).  The child is
+forked on Linux when the pytest process runs one thread (it then has every import already
+made), else started as ``python -m pytest_benchaudit.inference.process FD``.
 
 Contract, the same as the in-process engine's:
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import select
 import signal
 import socket
 import subprocess
@@ -43,7 +45,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-import select
 from pathlib import Path
 from typing import Any
 
