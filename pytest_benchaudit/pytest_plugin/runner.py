@@ -69,8 +69,9 @@ def add_runner_options(parser: pytest.Parser) -> None:
              "and --resume asks them later. HTTP 401/403 stops it at once")
     parser.getgroup("benchaudit").addoption(
         "--no-inference-process", action="store_true", default=False,
-        help="ask the models from a thread of the pytest process instead of a process of its own (the "
-             f"default; ${INFERENCE_PROCESS_ENV}=0 does the same): one core for pytest and the HTTP client together")
+        help="ask the models from a thread of the pytest process (pytest and the HTTP client then share one "
+             f"core); by default they are asked from a process of their own. ${INFERENCE_PROCESS_ENV}=0 does "
+             "the same")
 
 
 def _judge_record(model: str, purpose: str, version: str, reply: Generation, status: str,
