@@ -174,7 +174,7 @@ def test_redact_masks_before_cutting_and_longest_first(monkeypatch: pytest.Monke
 
 
 def test_secret_values_cache_never_misses_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
-    """secret_values() answers from a cache between records; every change is seen at the next call."""
+    """secret_values() sees every change of the secrets and the environment at the next call."""
     monkeypatch.setattr(secrets, "_values", set())
     monkeypatch.setattr(secrets, "_names", {"OPENAI_API_KEY"})
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -30,8 +30,6 @@ _names: set[str] = {"OPENAI_API_KEY"}
 
 def register_secret_env(names: Iterable[str | None]) -> None:
     """Treat the values of these environment variables (now and later) as secrets."""
-    global _cache
-    _cache = None
     for name in names:
         if not name:
             continue
@@ -43,42 +41,13 @@ def register_secret_env(names: Iterable[str | None]) -> None:
 
 def register_secret(value: str | None) -> None:
     """Treat ``value`` itself as a secret (e.g. a password written into an endpoint URL)."""
-    global _cache
-    _cache = None
     if value and len(value) >= _MIN_SECRET_LEN:
         _values.add(value)
 
 
-# The last answer of secret_values and what it was computed from: the very _values and _names sets
-# (tests swap them) and their sizes, and for each name the environment's raw entry (os.environ's
-# own storage: ``_data``, keyed by ``encodekey``).  Reading that storage is cheap; os.environ.get
-# of an unset name raises and catches a KeyError (~1 us a name, for every record).  Any change
-# (register_*, a set, changed or removed variable, a swapped os.environ) recomputes.
-_cache: tuple[Any, ...] | None = None
-
-
 def secret_values() -> frozenset[str]:
-    """Every known secret value: the registered ones and the current values of the registered names."""
-    global _cache
-    environ = os.environ
-    data = getattr(environ, "_data", None)
-    encodekey = getattr(environ, "encodekey", None)
-    if not isinstance(data, dict) or encodekey is None:
-        return _secret_values_now()
-    cache = _cache
-    if (cache is not None and cache[0] is _values and cache[1] == len(_values) and cache[2] is _names
-            and cache[3] == len(_names) and cache[4] is data and tuple(map(data.get, cache[5])) == cache[6]):
-        return cache[7]
-    values, names = _values, _names
-    size_values, size_names = len(values), len(names)
-    keys = tuple(map(encodekey, list(names)))
-    snapshot = tuple(map(data.get, keys))  # read before the values: a change in between recomputes next time
-    found = _secret_values_now()
-    _cache = (values, size_values, names, size_names, data, keys, snapshot, found)
-    return found
-
-
-def _secret_values_now() -> frozenset[str]:
+    """Every known secret value: the registered ones and the current values of the registered names
+    (read from the environment at each call, so a key set later is never missed)."""
     found = set(_values)
     for name in _names:
         value = os.environ.get(name)

@@ -179,13 +179,16 @@ class Engine:
         key = request_key(model, request)
         with self._lock:
             slot = self._slots.get(key)
-            if slot is None or slot.started:
-                return
-            try:
-                self._pending.remove(key)
-            except ValueError:
-                pass
-            self._pending.appendleft(key)
+            if slot is not None and not slot.started:
+                self._to_front(key)
+
+    def _to_front(self, key: str) -> None:
+        """Move a queued key to the head of the queue and wake the loop (with the lock held)."""
+        try:
+            self._pending.remove(key)
+        except ValueError:
+            pass
+        self._pending.appendleft(key)
         self._loop.call_soon_threadsafe(self._pump)
 
     def call_soon(self, callback: Callable[[], object]) -> None:
@@ -237,13 +240,7 @@ class Engine:
             if not consume:
                 slot.waiters += 1
             if front and not slot.started:
-                # An item is waiting for it now: move it to the head of the queue.
-                try:
-                    self._pending.remove(key)
-                except ValueError:
-                    pass
-                self._pending.appendleft(key)
-                self._loop.call_soon_threadsafe(self._pump)
+                self._to_front(key)  # an item is waiting for it now
         return key
 
     def _pump(self) -> None:

@@ -300,10 +300,6 @@ class ProcessEngine:
             return stats
         return dict(self._stats or {"enabled": False, "hits": 0, "misses": 0})
 
-    @property
-    def cache_hits(self) -> int:
-        return int(self.cache_stats().get("hits", 0))
-
     def close(self) -> None:
         """Stop the child: what is still queued or in flight is cancelled, its cache closed."""
         if self._cleaned:

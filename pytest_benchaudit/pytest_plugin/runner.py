@@ -99,6 +99,18 @@ def _engine_alive() -> Iterator[None]:
         pytest.exit(f"benchaudit: {err}", returncode=pytest.ExitCode.INTERNAL_ERROR)
 
 
+def _inference_process_env() -> bool:
+    """``$BENCHAUDIT_INFERENCE_PROCESS``: unset, 1/true/yes/on (the default, a process of its own) or
+    0/false/no/off (a thread of the pytest process); anything else is a usage error."""
+    value = os.environ.get(INFERENCE_PROCESS_ENV, "").strip().lower()
+    if value in ("", "1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise pytest.UsageError(f"${INFERENCE_PROCESS_ENV}={os.environ[INFERENCE_PROCESS_ENV]!r}: expected 0 (the "
+                            "models asked from a thread of the pytest process) or 1 (from a process of their own)")
+
+
 def _process_available() -> bool:
     from pytest_benchaudit.inference.process import available
 
@@ -120,8 +132,8 @@ class Runner:
         self.opts = opts
         self.local_url = local_url
         self.engine: Engine | ProcessEngine | None = None
-        self.in_process = bool(config.getoption("no_inference_process", False)) or \
-            os.environ.get(INFERENCE_PROCESS_ENV, "").strip() == "0" or not _process_available()
+        self.in_process = bool(config.getoption("no_inference_process", False)) or not _inference_process_env() \
+            or not _process_available()
         self._switch_interval = sys.getswitchinterval()
         self._registered: set[str] = set()
         # Requests rendered and queued ahead, by node id, until their item consumes them.

@@ -155,3 +155,12 @@ def test_the_key_reaches_the_endpoint_from_the_child(pytester: pytest.Pytester, 
 
 def _diff(a: list[dict], b: list[dict]) -> list:
     return [(x["item_id"], k, x[k], y[k]) for x, y in zip(a, b) for k in x if x.get(k) != y.get(k)]
+
+
+def test_a_bad_value_of_the_environment_variable_is_one_usage_error(pytester: pytest.Pytester, toy,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BENCHAUDIT_INFERENCE_PROCESS", "maybe")
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", "m@http://127.0.0.1:9/v1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert "$BENCHAUDIT_INFERENCE_PROCESS='maybe': expected 0" in out and "Traceback" not in out

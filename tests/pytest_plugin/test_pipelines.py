@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -19,26 +18,11 @@ import pytest
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import SUITES, only_run_dir, read_run, toy_script, write_toy
+from conftest import SUITES, only_run_dir, read_run, toy_script, write_mcq_suite, write_toy
 
-LAY_SUITE = """
-[benchmark]
-name = "lay"
-title = "Two layers that differ upstream"
-data_folder = "lay"
-
-[templates.plain]
-user = "{question}\\n{options}"
-
-[tasks.mcq]
-[tasks.mcq.data]
-file = "lay.jsonl"
-format = "jsonl"
-id = "id"
-question = "question"
-choices = "options"
-gold = "gold"
-
+# The shared one-task MCQ suite (conftest.MCQ_SUITE: its standardized layer, 64 tokens) with a
+# released layer that differs upstream (16 tokens) and downstream (reasoning kept, valid denominator).
+RELEASED_LAYER = """
 [tasks.mcq.released]
 prompt.template = "plain"
 prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
@@ -46,15 +30,6 @@ inference.decoding = { temperature = 0.0 }
 inference.max_tokens = 16
 extraction = { rule = "final_answer_letter", reasoning = "keep" }
 scoring = { metric = "exact_match", denominator = "valid" }
-aggregation = { method = "micro" }
-
-[tasks.mcq.standardized]
-prompt.template = "plain"
-prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
-inference.decoding = { temperature = 0.0 }
-inference.max_tokens = 64
-extraction = { rule = "final_answer_letter", reasoning = "strip" }
-scoring = { metric = "exact_match", denominator = "total" }
 aggregation = { method = "micro" }
 """
 
@@ -72,13 +47,11 @@ def lay_script(call: Any) -> Reply:
 
 
 def write_lay(root: Path) -> None:
-    (root / "suites" / "lay").mkdir(parents=True, exist_ok=True)
-    (root / "data" / "lay").mkdir(parents=True, exist_ok=True)
-    (root / "suites" / "lay" / "suite.toml").write_text(textwrap.dedent(LAY_SUITE))
-    with (root / "data" / "lay" / "lay.jsonl").open("w") as fh:
-        for i in range(10):
-            fh.write(json.dumps({"id": f"l{i:02d}", "question": f"Question #{i} of the test?",
-                                 "options": ["one", "two", "three", "four"], "gold": "B"}) + "\n")
+    write_mcq_suite(root, "lay", [{"id": f"l{i:02d}", "question": f"Question #{i} of the test?",
+                                   "options": ["one", "two", "three", "four"], "gold": "B"} for i in range(10)],
+                    title="Two layers that differ upstream")
+    suite = root / "suites" / "lay" / "suite.toml"
+    suite.write_text(suite.read_text() + RELEASED_LAYER)
 
 
 def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
