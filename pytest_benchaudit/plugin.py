@@ -12,9 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.common.errors import BenchauditError
-from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question  # noqa: F401  (fixtures)
-from pytest_benchaudit.pytest_plugin.options import OPTIONS_KEY, add_options, build_options
+from pytest_benchaudit.inference import prestart
+
+# Before the rest of the plugin is imported: a run that asks models forks its inference process
+# now, so that its ~0.5 s of imports run beside pytest's start-up (inference/prestart.py).
+prestart.start_early()
+
+from pytest_benchaudit.common.errors import BenchauditError  # noqa: E402
+from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question  # noqa: F401, E402
+from pytest_benchaudit.pytest_plugin.options import OPTIONS_KEY, add_options, build_options  # noqa: E402
 
 __all__ = ["model", "pipeline", "pytest_addoption", "pytest_collect_file", "pytest_configure", "pytest_report_header",
            "question"]

@@ -43,18 +43,18 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_benchaudit.inference import prestart
 from pytest_benchaudit.inference.engine import request_key, say_cache_warnings
+from pytest_benchaudit.inference.prestart import BUFFER as _BUFFER, Forked, fork_safe, socket_pair
 from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["ProcessEngine", "InferenceProcessError", "available"]
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
-_BUFFER = 1 << 20  # socket buffers, and the most read at once
 
 
 def available() -> bool:
@@ -121,55 +121,9 @@ class _Failed:
 
 
 def _start_method() -> str:
-    """``"fork"`` on Linux when this process runs one thread only (a fork copies the imports already
-    made, so the child answers ~0.6 s sooner than a fresh interpreter); ``"spawn"`` otherwise: with
-    other threads (an xdist worker's execnet I/O, a test's in-process server) a fork could copy a
-    lock another thread holds, and macOS's system libraries do not support forking."""
-    return "fork" if sys.platform.startswith("linux") and threading.active_count() == 1 else "spawn"
-
-
-class _Forked:
-    """A forked child running the server, with the part of :class:`subprocess.Popen` the engine uses."""
-
-    def __init__(self, child: socket.socket, parent: socket.socket, log: Any) -> None:
-        self.returncode: int | None = None
-        self.pid = os.fork()
-        if self.pid == 0:  # the child: never returns into pytest
-            status = 1
-            try:
-                parent.close()
-                devnull = os.open(os.devnull, os.O_RDWR)
-                os.dup2(devnull, 0)
-                os.dup2(devnull, 1)
-                os.dup2(log.fileno(), 2)
-                sys.stderr = open(2, "w", closefd=False)  # pytest's capture replaced it in this process
-                status = main([str(child.detach())])
-            except BaseException:  # noqa: BLE001 - the reason goes to the log the parent reads
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                os._exit(status)
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired("inference process", timeout or 0)
-            time.sleep(0.01)
-        assert self.returncode is not None
-        return self.returncode
-
-    def kill(self) -> None:
-        if self.poll() is None:
-            os.kill(self.pid, signal.SIGKILL)
+    """``"fork"`` where that is safe (:func:`.prestart.fork_safe`: a fork copies the imports already
+    made, so the child answers ~0.6 s sooner than a fresh interpreter), else ``"spawn"``."""
+    return "fork" if fork_safe() else "spawn"
 
 
 class ProcessEngine:
@@ -179,22 +133,27 @@ class ProcessEngine:
                  *, start: str | None = None) -> None:
         """``start``: ``"fork"`` or ``"spawn"``; by default fork where that is safe (see :func:`_start_method`)."""
         self.window = window
-        parent, child = socket.socketpair()
-        for sock in (parent, child):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _BUFFER)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _BUFFER)
-        # The child's stderr goes to a file: its last line explains a crash, and nothing it
-        # prints reaches pytest's terminal or the user's captured output.
-        self._log = tempfile.TemporaryFile()
-        try:
-            if (start or _start_method()) == "fork":
-                self._proc: Any = _Forked(child, parent, self._log)
-            else:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "pytest_benchaudit.inference.process", str(child.fileno())],
-                    pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log)
-        finally:
-            child.close()
+        method = start or _start_method()
+        early = prestart.take() if method == "fork" else None
+        self.forked_early = early is not None
+        if early is not None:  # forked while pytest started up (.prestart)
+            self._proc: Any
+            self._proc, parent, self._log = early
+        else:
+            parent, child = socket_pair()
+            # The child's stderr goes to a file: its last line explains a crash, and nothing it
+            # prints reaches pytest's terminal or the user's captured output.
+            self._log = tempfile.TemporaryFile()
+            try:
+                if method == "fork":
+                    self._proc = Forked(child, parent, self._log)
+                else:
+                    self._proc = subprocess.Popen(
+                        [sys.executable, "-m", "pytest_benchaudit.inference.process", str(child.fileno())],
+                        pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=self._log)
+            finally:
+                child.close()
         self._conn = _Channel(parent)
         self._models: set[str] = set()
         self._claims: dict[str, int] = {}  # key -> claims not yet consumed or released

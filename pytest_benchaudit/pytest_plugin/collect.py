@@ -331,6 +331,9 @@ class TaskCollector(pytest.Collector):
                                            spec.label if v.is_base else f"{spec.label}|{v.name}"), skips[v.name])
                    for spec in opts.models for v in variants]
         new_id = _id_factory(self)
+        # A serial run may ask the first items' models now, while the rest is collected (.early).
+        runner = opts.state.runner
+        ask_early = runner.early_asker() if runner is not None else None
         # Question by question, each model, then each variant: the variants of a question run
         # next to its base, so a downstream variant reads the generation the base just got.
         for q in questions:
@@ -355,6 +358,8 @@ class TaskCollector(pytest.Collector):
                 elif empty_gold:
                     item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: empty gold label "
                                                             "in the data file; reported, not scored"))
+                elif ask_early is not None and not ask_early(item):
+                    ask_early = None
                 yield item
 
     def _placeholder(self, skip: pytest.MarkDecorator, layer: str = "") -> Iterator[BenchItem]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import pytest
 
@@ -40,6 +40,9 @@ class ItemRunner(Protocol):
 
     def run_item(self, item: Any, question: "_Question", pipeline: "_Pipeline",
                  model: "_ModelSpec") -> None: ...
+
+    def early_asker(self) -> Callable[[Any], bool] | None:
+        """What collection hands each item to as it makes it (``pytest_plugin.early``), or ``None``."""
 
 __all__ = ["ItemRunner", "RunOptions", "RunState", "item_runner", "add_options", "build_options", "get_options", "OPTIONS_KEY",
            "parse_vary", "default_cache_dir"]

@@ -26,7 +26,7 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
@@ -43,6 +43,8 @@ from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.pytest_plugin.launched import LAUNCHED, LocalUrl, launched_identity
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.paths import names_suites
+from pytest_benchaudit.pytest_plugin.checks import checks_of, pre_run_problems
+from pytest_benchaudit.pytest_plugin.early import EARLY_ROUNDS, unknown_modifiers, why_not_early
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.secrets import register_secret_env
@@ -144,6 +146,8 @@ class Runner:
         self._worker_queue: Any = None
         self._parent_skips: dict[int, tuple[Any, bool]] = {}  # id(parent) -> (parent, a skip mark on its chain)
         self._window_size: int | None = None
+        self._early_left: int | None = None  # requests still to be asked during collection (None: not judged yet)
+        self._early: dict[str, None] = {}  # node ids whose requests were queued during collection, in order
         self._meter: Any = None  # --max-cost: what this process spent (inference.usage.CostMeter)
         self.breaker_threshold = int(config.getoption("breaker", 20) or 0)
         if self.breaker_threshold < 0:
@@ -289,6 +293,38 @@ class Runner:
             return None
         return item.bench.model.label, request
 
+    def early_asker(self) -> Callable[[pytest.Item], bool] | None:
+        """What collection hands each benchmark item to as it makes it (the callable returns
+        whether it wants more), or ``None`` when this run asks nothing before collection ends
+        (:mod:`.early`)."""
+        if self._early_left is None:
+            self._early_left = 0
+            if why_not_early(self.config, self.opts) is None:
+                self._early_left = EARLY_ROUNDS * sum(default_concurrency(m, self.opts.concurrency)
+                                                      for m in self.opts.models)
+        return self._ask_early if self._early_left > 0 else None
+
+    @property
+    def asked_during_collection(self) -> list[str]:
+        """The node ids whose requests were queued while collection went on (until the run loop)."""
+        return list(self._early)
+
+    def _ask_early(self, item: pytest.Item) -> bool:
+        """Queue ``item``'s request now, during collection, if nothing can still take it out of the
+        run (see :mod:`.early`); ``False`` once no more are wanted."""
+        if self._early_left is None or self._early_left <= 0:
+            return False
+        if item.session.testsfailed or unknown_modifiers(self.config) or \
+                pre_run_problems(checks_of(self.config), self.opts.pipelines or self.opts.pipeline, self.opts.gates):
+            return True  # not this item; a later one may be asked once the conditions hold
+        pair = self._render_ahead(item)
+        if pair is not None and item.nodeid not in self._ahead:
+            self._ahead[item.nodeid] = pair
+            self._early[item.nodeid] = None
+            self._early_left -= 1
+            self._queue([pair])
+        return self._early_left > 0
+
     def _skipped(self, item: pytest.Item) -> bool:
         """Whether ``item`` or a parent carries a skip/skipif mark (the parents' answer is kept per
         parent: ``get_closest_marker`` walks the whole chain for every item)."""
@@ -314,11 +350,16 @@ class Runner:
     def _top_up(self, candidates: Any) -> None:
         """Render and queue requests from ``candidates`` (items, in run order) until the look-ahead
         is full (:meth:`_ahead_limit`); nothing while more than ``window`` short of it (so batches
-        wake the engine once)."""
+        wake the engine once).
+
+        A batch is handed over in chunks that start at 32 requests and double up to ``window``:
+        rendering the first, full look-ahead takes ~0.1 ms a request (0.3 s for SecEval), and the
+        endpoint would idle all that while if nothing were sent before the last was rendered."""
         window = self._window()
         if len(self._ahead) > self._ahead_limit() - window:
             return
         batch: list[tuple[str, Any]] = []
+        chunk = min(32, window)
         for item in candidates:
             pair = self._render_ahead(item)
             if pair is not None and item.nodeid not in self._ahead:
@@ -326,6 +367,12 @@ class Runner:
                 batch.append(pair)
                 if len(self._ahead) >= self._ahead_limit():
                     break
+                if len(batch) >= chunk:
+                    self._queue(batch)
+                    batch, chunk = [], min(2 * chunk, window)
+        self._queue(batch)
+
+    def _queue(self, batch: list[tuple[str, Any]]) -> None:
         if batch:
             with _engine_alive():
                 self._engine().prefetch_many(batch)
@@ -358,11 +405,24 @@ class Runner:
         self.local_url.max_logprobs = max((i.bench.pipeline.inference.decoding.top_logprobs or 0 for i in selected),
                                           default=0) or None
         self.local_url.start_all({i.bench.model for i in selected})
+        self._release_unplanned(session)
         if selected:
             del selected
             self._plan, self._cursor = session.items, 0
             self._top_up(self._serial_candidates())
         self._estimate_local(session)
+
+    def _release_unplanned(self, session: pytest.Session) -> None:
+        """Requests asked during collection whose items the run does not run after all (a
+        ``conftest.py`` found later deselected them): released, never waited for."""
+        self._early_left = 0
+        if self._early:
+            planned = {item.nodeid for item in session.items}
+            for nodeid in [n for n in self._early if n not in planned]:
+                pair = self._ahead.pop(nodeid)
+                if self.engine is not None:
+                    self.engine.release(*pair)
+            self._early.clear()
 
     def _estimate_local(self, session: pytest.Session) -> None:
         """Before a run on the embedded model goes on: wait for its first answer (the first item's
@@ -557,6 +617,9 @@ class Runner:
         self._close_engine()  # a run stopped before its session ended (a usage error) started one too
 
     def _close_engine(self) -> None:
+        from pytest_benchaudit.inference import prestart
+
+        prestart.discard()  # forked at start-up, never needed (no suite collected, --no-inference-process)
         if self.engine is not None:
             self.engine.close()
             self.engine = None

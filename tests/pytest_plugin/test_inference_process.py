@@ -37,7 +37,7 @@ def pytest_runtest_logstart(nodeid, location):
         with open("child.pid", "w") as fh:
             fh.write(str(proc.pid))
         with open("child.start", "w") as fh:  # _Forked or Popen
-            fh.write(type(proc).__name__)
+            fh.write(type(proc).__name__ + (" early" if getattr(engine, "forked_early", False) else ""))
     _started[0] += 1
     if proc is not None and _started[0] == int(os.environ.get("KILL_AT", "0")):
         os.kill(proc.pid, signal.SIGKILL)
@@ -92,7 +92,7 @@ def test_a_single_threaded_pytest_forks_its_inference_process(pytester: pytest.P
     in_child = pytester.runpytest_subprocess(
         "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out",
         "--max-retries", "2", "-p", "no:randomly", "-p", "pidplugin", "--no-cache")
-    assert (pytester.path / "child.start").read_text() == "_Forked"  # a copy of the process: no start-up
+    assert (pytester.path / "child.start").read_text() == "Forked early"  # a copy of the process, forked at start-up
     on_thread = pytester.runpytest_subprocess(
         "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out-thread",
         "--max-retries", "2", "-p", "no:randomly", "-p", "pidplugin", "--no-cache", "--no-inference-process")
