@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.inference import prestart
+from pytest_benchaudit.pytest_plugin.early import fork_inference_process
 
 # Before the rest of the plugin is imported: a run that asks models forks its inference process
 # now, so that its ~0.5 s of imports run beside pytest's start-up (inference/prestart.py).
-prestart.start_early()
+fork_inference_process()
 
 from pytest_benchaudit.common.errors import BenchauditError  # noqa: E402
 from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question  # noqa: F401, E402

@@ -31,26 +31,18 @@ import sys
 import tempfile
 import threading
 import time
-from typing import IO, Sequence
+from collections.abc import Sequence
+from typing import IO
 
-__all__ = ["BUFFER", "Forked", "socket_pair", "fork_safe", "looks_like_a_run", "start_early", "take", "discard"]
+from pytest_benchaudit.inference.channel import socket_pair
 
-BUFFER = 1 << 20  # socket buffers, and the most read at once
+__all__ = ["Forked", "discard", "fork_safe", "looks_like_a_run", "start_early", "take"]
 
 # Options after which this process asks no model itself (xdist: its workers do), or asks none at all.
 _NO_EARLY = frozenset({"-n", "--numprocesses", "--dist", "-d", "--tx", "--co", "--collect-only", "--collectonly",
                        "-h", "--help", "--version", "-V", "--no-inference-process", "--fixtures", "--funcargs",
                        "--markers", "--setup-plan", "--setup-only"})
 _OFF = ("0", "false", "no", "off")
-
-
-def socket_pair() -> tuple[socket.socket, socket.socket]:
-    """(parent's end, child's end), with buffers large enough for a batch of answers."""
-    parent, child = socket.socketpair()
-    for sock in (parent, child):
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BUFFER)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, BUFFER)
-    return parent, child
 
 
 def fork_safe() -> bool:
@@ -76,7 +68,7 @@ class Forked:
                 os.dup2(devnull, 1)
                 os.dup2(log.fileno(), 2)
                 sys.stderr = open(2, "w", closefd=False)  # pytest's capture may have replaced it
-                from pytest_benchaudit.inference.process import main
+                from pytest_benchaudit.inference.child import main
 
                 status = main([str(child.detach())])
             except BaseException:  # noqa: BLE001 - the reason goes to the log the parent reads

@@ -8,7 +8,9 @@ the runner uses (``add_model``, ``prefetch``/``prefetch_many``, ``generate``, ``
 ``cache_stats``, ``close``) and runs a plain :class:`~.engine.Engine` in a child process, so the
 pytest process only pickles requests out and generations in (~25 µs per item).  The child is
 forked on Linux when the pytest process runs one thread (it then has every import already
-made), else started as ``python -m pytest_benchaudit.inference.process FD``.
+made; :mod:`.prestart` may have forked it while pytest started up), else started as
+``python -m pytest_benchaudit.inference.child FD``.  The child's side is :mod:`.child`, the
+framing both sides use :mod:`.channel`.
 
 Contract, the same as the in-process engine's:
 
@@ -26,35 +28,29 @@ Contract, the same as the in-process engine's:
   :class:`InferenceProcessError` naming its exit status and last error line, and no record is
   made up for the questions it did not answer.
 
-Why ~500 lines: both sides of one small protocol (queue, hurry, release, stats, close; answers
-in batches) live here, with the two ways of starting the child (fork, spawn) and the framing, so
-that a change to a message is one change in one file.
+The messages (parent to child: start, add, queue, hurry, release, stats, close; child to parent:
+results, warning, stats, closed) are written here and read in :mod:`.child`: a change to one is
+a change to both files.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import pickle
-import select
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pytest_benchaudit.inference import prestart
+from pytest_benchaudit.inference.channel import PROTOCOL, Channel, Failed, socket_pair
 from pytest_benchaudit.inference.engine import request_key, say_cache_warnings
-from pytest_benchaudit.inference.prestart import BUFFER as _BUFFER, Forked, fork_safe, socket_pair
+from pytest_benchaudit.inference.prestart import Forked, fork_safe
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["ProcessEngine", "InferenceProcessError", "available"]
-
-_PROTOCOL = pickle.HIGHEST_PROTOCOL
+__all__ = ["InferenceProcessError", "ProcessEngine", "available"]
 
 
 def available() -> bool:
@@ -62,62 +58,8 @@ def available() -> bool:
     return os.name == "posix"
 
 
-class _Channel:
-    """Length-prefixed byte messages over a stream socket, read in large chunks: one system call
-    brings every message waiting (a run's ~15,000 answers arrive in ~10,000 small writes; reading
-    each as its own two reads cost the pytest process ~1 s)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self._buffer = bytearray()
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(len(data).to_bytes(4, "big") + data)
-
-    def receive(self, *, block: bool) -> list[bytes]:
-        """The complete messages read so far; with ``block``, at least one (waiting for it).
-        Raises ``EOFError`` when the other side has closed."""
-        out: list[bytes] = []
-        while True:
-            out.extend(self._complete())
-            if out or not (block or self._readable()):
-                return out
-            chunk = self.sock.recv(_BUFFER)
-            if not chunk:
-                raise EOFError("the other side closed the socket")
-            self._buffer += chunk
-            block = False  # one read waited; what else is there is taken without waiting
-
-    def _readable(self) -> bool:
-        return bool(select.select([self.sock], [], [], 0)[0])
-
-    def _complete(self) -> list[bytes]:
-        buf, start, out = self._buffer, 0, []
-        while len(buf) - start >= 4:
-            size = int.from_bytes(buf[start:start + 4], "big")
-            if len(buf) - start - 4 < size:
-                break
-            out.append(bytes(buf[start + 4:start + 4 + size]))
-            start += 4 + size
-        if start:
-            del buf[:start]
-        return out
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 class InferenceProcessError(RuntimeError):
     """The inference process died or could not be reached; the run cannot go on."""
-
-
-class _Failed:
-    """A generation that raised in the child (a backend bug), carried back as its text."""
-
-    __slots__ = ("message",)
-
-    def __init__(self, message: str) -> None:
-        self.message = message
 
 
 def _start_method() -> str:
@@ -149,18 +91,18 @@ class ProcessEngine:
                     self._proc = Forked(child, parent, self._log)
                 else:
                     self._proc = subprocess.Popen(
-                        [sys.executable, "-m", "pytest_benchaudit.inference.process", str(child.fileno())],
+                        [sys.executable, "-m", "pytest_benchaudit.inference.child", str(child.fileno())],
                         pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                         stderr=self._log)
             finally:
                 child.close()
-        self._conn = _Channel(parent)
+        self._conn = Channel(parent)
         self._models: set[str] = set()
         self._claims: dict[str, int] = {}  # key -> claims not yet consumed or released
         self._sent: dict[str, int] = {}  # keys asked of the child and not answered yet -> order sent
         self._queued = 0  # requests queued in the child so far (the order of the next one)
         self._answered = 0  # answers read so far
-        self._results: dict[str, Generation | _Failed] = {}  # answered, waiting for their claims
+        self._results: dict[str, Generation | Failed] = {}  # answered, waiting for their claims
         self._cache_warnings: list[str] = []
         self._stats: dict[str, Any] | None = None  # the child's cache stats, once read at close
         self._closed = False  # the child said it stopped, or is gone
@@ -174,7 +116,7 @@ class ProcessEngine:
         module-level callable, or a :func:`functools.partial` of one); ``env`` are the
         environment variables it reads (set in the child before it is built)."""
         try:
-            recipe = pickle.dumps(factory, _PROTOCOL)
+            recipe = pickle.dumps(factory, PROTOCOL)
         except (pickle.PicklingError, AttributeError, TypeError) as err:
             raise TypeError(f"the backend factory of {label!r} cannot be sent to the inference process "
                             f"({err}); use a module-level function or a functools.partial of one") from None
@@ -225,7 +167,7 @@ class ProcessEngine:
         else:
             self._claims[key] = left
         say_cache_warnings(self._cache_warnings)
-        if isinstance(result, _Failed):
+        if isinstance(result, Failed):
             raise RuntimeError(result.message)
         return result
 
@@ -287,7 +229,7 @@ class ProcessEngine:
 
     def _send(self, message: tuple[Any, ...]) -> None:
         try:
-            self._conn.send(pickle.dumps(message, _PROTOCOL))
+            self._conn.send(pickle.dumps(message, PROTOCOL))
         except OSError:
             raise self._died() from None
 
@@ -337,134 +279,3 @@ class ProcessEngine:
                                        "asks them)")
 
 
-# -- the child ------------------------------------------------------------------------------
-class _Server:
-    """The child's side: reads the parent's messages on its main thread, runs the engine's loop on
-    another, and writes generations back in batches (one write per loop iteration's answers)."""
-
-    def __init__(self, conn: _Channel) -> None:
-        self.conn = conn
-        self.engine: Any = None
-        self.asked: dict[str, tuple[str, Request]] = {}  # key -> (model, request) until answered
-        self._lock = threading.Lock()  # one writer at a time: the loop (answers) and this thread (stats)
-        self.closing = False
-        self._out_lock = threading.Lock()
-        self._outbox: list[tuple[str, Generation | _Failed]] = []  # answers not yet written
-
-    def send(self, kind: str, payload: Any) -> None:
-        data = pickle.dumps((kind, payload), _PROTOCOL)
-        with self._lock:
-            self.conn.send(data)
-
-    def serve(self) -> None:
-        """Handle the parent's messages until it says close or goes away; then stop the engine."""
-        while not self.closing:
-            try:
-                batch = self.conn.receive(block=True)
-            except (EOFError, OSError):
-                break  # the parent is gone: stop
-            for data in batch:
-                self._handle(pickle.loads(data))
-                if self.closing:
-                    break
-        self._stop()
-
-    def _handle(self, message: tuple[Any, ...]) -> None:
-        from pytest_benchaudit.inference.engine import Engine
-
-        kind = message[0]
-        if kind == "start":
-            _, window, cache_dir, expiry = message
-            cache = None
-            if cache_dir is not None:
-                from pytest_benchaudit.inference.cache import GenerationCache
-
-                cache = GenerationCache(Path(cache_dir), expiry_s=expiry)
-            self.engine = Engine(window=window, cache=cache)
-            if cache is not None:
-                cache.on_warning = lambda text: self.send("warning", text)
-        elif kind == "add":
-            _, label, recipe, identity, env = message
-            os.environ.update(env)
-            try:
-                factory = pickle.loads(recipe)
-            except Exception as err:  # noqa: BLE001 - that model's requests fail with the reason
-                factory = functools.partial(_cannot_build, f"cannot build the backend of {label!r} in the "
-                                            f"inference process ({type(err).__name__}: {err})")
-            self.engine.add_model(label, factory, identity=identity)
-        elif kind == "queue":
-            for key, model, request, front in message[1]:
-                self.asked[key] = (model, request)
-                future = self.engine.submit(model, request, front=front)
-                future.add_done_callback(lambda f, key=key: self._answered(key, f))
-        elif kind == "hurry":
-            pair = self.asked.get(message[1])
-            if pair is not None:
-                self.engine.hurry(*pair)
-        elif kind == "release":
-            pair = self.asked.pop(message[1], None)
-            if pair is not None:
-                self.engine.release(*pair)
-        elif kind == "stats":
-            self.send("stats", self.engine.cache_stats() if self.engine is not None else {})
-        elif kind == "close":
-            self.closing = True  # what the shutdown cancels is not an answer
-
-    def _stop(self) -> None:
-        self.closing = True  # what the shutdown cancels is not an answer
-        stats = {"enabled": False, "hits": 0, "misses": 0}
-        if self.engine is not None:
-            self.engine.close()
-            stats = self.engine.cache_stats()
-        try:
-            self.send("closed", stats)
-        except OSError:
-            pass
-
-    def _answered(self, key: str, future: Any) -> None:
-        """A generation is done (on the loop thread): queue it for the next write, drop the claim."""
-        pair = self.asked.pop(key, None)
-        if pair is None or self.closing:
-            return  # released meanwhile, or cancelled by the shutdown
-        try:
-            result: Generation | _Failed = future.result()
-        except BaseException as err:  # noqa: BLE001 - a backend bug: the item fails with its text
-            result = _Failed(f"{type(err).__name__}: {err}")
-        self.engine.release(*pair)
-        with self._out_lock:  # an answer already done when queued arrives on the reading thread
-            self._outbox.append((key, result))
-            first = len(self._outbox) == 1
-        if first:
-            self.engine.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        with self._out_lock:
-            batch, self._outbox = self._outbox, []
-        if batch:
-            try:
-                self.send("results", batch)
-            except OSError:
-                pass  # the parent is gone; serve() stops at its next read
-
-
-def _cannot_build(reason: str) -> Any:
-    raise RuntimeError(reason)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is pytest's to handle; it closes us
-    conn = _Channel(socket.socket(fileno=int(args[0])))
-    # The HTTP client stack now, while the pytest process still collects: the first requests
-    # then go out as soon as they are queued (aiohttp's import is ~0.3 s).
-    import pytest_benchaudit.inference.openai_compat  # noqa: F401
-    _Server(conn).serve()
-    return 0
-
-
-if __name__ == "__main__":
-    # Run as the package module, not as __main__: what the child pickles (_Failed) must be
-    # importable under the same name in the pytest process.
-    from pytest_benchaudit.inference.process import main as _main
-
-    sys.exit(_main())

@@ -1,11 +1,16 @@
-"""Asking during collection: when a serial run may send its first requests before collection ends.
+"""Starting early: the inference process forked at start-up, and a serial run's first requests
+sent during collection.
 
-The runner's look-ahead starts at the run loop, once pytest has collected (and possibly
+**At start-up** (:func:`fork_inference_process`, called by ``plugin.py`` before it imports the
+rest of the plugin): see :mod:`pytest_benchaudit.inference.prestart`.  This module is kept free
+of heavy imports for that reason.
+
+**During collection.** The runner's look-ahead starts at the run loop, once pytest has collected (and possibly
 deselected) every item.  Collecting one suite takes 0.1-0.3 s, every suite a few seconds, and the
 endpoint would idle all that while.  When nothing can still take an item out of the run, the
 runner queues the requests of the first items as collection makes them: at most
-:data:`EARLY_ROUNDS` x the models' concurrency, so that a usage error found later in collection
-(a bad value in a later suite) costs at most that many requests.
+:data:`EARLY_ROUNDS` x the models' concurrency, so that a suite that fails to collect later
+costs at most that many requests.
 
 Nothing can take an item out of the run when:
 
@@ -26,14 +31,16 @@ it) is released at the run loop.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_benchaudit.pytest_plugin.launched import LAUNCHED
-from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.inference import prestart
 
-__all__ = ["EARLY_ROUNDS", "KNOWN_MODIFIERS", "why_not_early", "unknown_modifiers"]
+if TYPE_CHECKING:
+    from pytest_benchaudit.pytest_plugin.options import RunOptions
+
+__all__ = ["EARLY_ROUNDS", "KNOWN_MODIFIERS", "fork_inference_process", "unknown_modifiers", "why_not_early"]
 
 EARLY_ROUNDS = 2  # requests asked during collection: this many x the models' concurrency
 
@@ -48,6 +55,12 @@ _SELECTING = (("keyword", "-k"), ("markexpr", "-m"), ("deselect", "--deselect"),
               ("setuponly", "--setup-only"), ("setupplan", "--setup-plan"))
 
 
+def fork_inference_process() -> None:
+    """Fork the inference process now if the command line as given will want one (the runner
+    adopts it; :mod:`pytest_benchaudit.inference.prestart`)."""
+    prestart.start_early()
+
+
 def why_not_early(config: pytest.Config, opts: RunOptions) -> str | None:
     """Why this run may not ask during collection, judged from its options and models (``None``:
     it may, as far as they tell; :func:`unknown_modifiers` is the per-item part)."""
@@ -60,6 +73,8 @@ def why_not_early(config: pytest.Config, opts: RunOptions) -> str | None:
             return flag
     if opts.resume is not None:
         return "--resume"
+    from pytest_benchaudit.pytest_plugin.launched import LAUNCHED
+
     for spec in opts.models:
         if spec.kind in LAUNCHED or spec.kind == "replay":
             return f"--model {spec.label} ({spec.kind})"

@@ -264,3 +264,73 @@ def test_a_workers_own_usage_error_is_the_controllers_exit_4(hosts, tmp_path: Pa
     errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and "--model mine: unknown model" in errors[0] and "on the xdist worker" in errors[0]
     assert not (proj / "out").exists()
+
+
+# A stand-in for the `ssh` client, put first on PATH: execnet's ssh gateway runs
+# `ssh -C [-F CONFIG] DEST '<python> -c "<bootstrap>"'` and talks to the remote interpreter over
+# its stdin/stdout.  This one runs the remote command as a non-interactive login on DEST would:
+# in DEST's home directory, with DEST's own environment (its data, cache and key), and nothing of
+# the controller's.  Only the transport (encryption, authentication) is missing.
+FAKE_SSH = '''#!{python}
+import json, os, sys
+hosts = json.loads({hosts!r})
+args = sys.argv[1:]
+while args and args[0].startswith("-"):
+    option = args.pop(0)
+    if option in ("-F", "-o", "-p", "-i", "-l"):
+        args.pop(0)
+dest, command = args[0], " ".join(args[1:])
+host = hosts[dest.split("@")[-1]]
+with open(os.path.join(host["home"], "ssh.log"), "a") as log:
+    log.write(dest + "\\n")
+os.chdir(host["home"])
+os.execve("/bin/sh", ["sh", "-c", command], host["env"])
+'''
+
+
+def test_run_spread_over_two_ssh_gateways(tmp_path: Path) -> None:
+    hosts: dict[str, dict[str, Any]] = {}
+    base = {k: v for k, v in os.environ.items() if k not in ("BENCHAUDIT_DATA", HOST_ID_ENV, "OPENAI_API_KEY",
+                                                             "PYTEST_ADDOPTS", "PYTHONPATH")}
+    for name, extra in (("cpu1", {}), ("cpu2", {HOST_ID_ENV: "another-host"})):
+        home = tmp_path / name / "home"
+        home.mkdir(parents=True)
+        data = write_toy(tmp_path / f"{name}-files")[1]
+        hosts[name] = {"home": str(home), "data": data,
+                       "env": {**base, "HOME": str(home), "BENCHAUDIT_DATA": str(data),
+                               "XDG_CACHE_HOME": str(tmp_path / name / "cache"),
+                               "OPENAI_API_KEY": f"sk-{name}-worker-key", **extra}}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ssh = bin_dir / "ssh"
+    ssh.write_text(FAKE_SSH.format(python=sys.executable, hosts=json.dumps(
+        {n: {"home": h["home"], "env": h["env"]} for n, h in hosts.items()})))
+    ssh.chmod(0o755)
+    proj, env = _controller(tmp_path)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    with ScriptedServer(toy_script()) as server:
+        result = _pytest(proj, env, str(proj / "suites" / "toy"), "--rsyncdir", str(proj / "suites"),
+                         f"--model=m@{server.url}", "--report-dir=out", "--max-retries=2",
+                         "-d", "--tx", f"ssh=me@cpu1//python={sys.executable}",
+                         "--tx", f"ssh=me@cpu2//python={sys.executable}")
+        keys = {c.headers.get("authorization") for c in server.calls}
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, output[-3000:]
+    for name, host in hosts.items():  # each gateway went through "ssh" to its own host
+        assert (Path(host["home"]) / "ssh.log").read_text().split() == [f"me@{name}"]
+    run = read_run(only_run_dir(proj / "out"))
+    recorded = [(r["task"], r["question_id"]) for r in run["records"]]
+    assert sorted(recorded) == sorted([("mcq", q) for q, _, _ in TOY_QUESTIONS] + [("extra", "x1")])
+    assert keys == {"Bearer sk-cpu1-worker-key", "Bearer sk-cpu2-worker-key"}
+    for path in (p for p in (proj / "out").rglob("*") if p.is_file()):
+        assert CONTROLLER_KEY not in path.read_text()
+    workers = {w["id"]: w for w in run["run"]["workers"]}
+    for gw, name in (("gw0", "cpu1"), ("gw1", "cpu2")):
+        host = hosts[name]
+        assert workers[gw]["data_dir"] == str((host["data"]).resolve())
+        assert workers[gw]["cache_dir"] == str((tmp_path / name / "cache" / "benchaudit").resolve())
+        assert workers[gw]["cwd"].startswith(host["home"])  # xdist's pyexecnetcache under the remote home
+        assert workers[gw]["tx"] == f"ssh=me@{name}//python={sys.executable}"
+    assert (workers["gw0"]["elsewhere"], workers["gw1"]["elsewhere"]) == (False, True)
+    warnings = [line for line in output.splitlines() if "is a loopback address" in line]
+    assert len(warnings) == 1 and "gw1" in warnings[0], output[-3000:]
