@@ -8,12 +8,14 @@ queue), so a worker never generates for another worker's items.  Each item then
 waits only for its own generation, runs extraction and scoring, and attaches its
 record to its test report, which carries it to the controller.
 
-The look-ahead is bounded: at most ``8 x window`` requests (8,192 at most) are rendered and
-queued ahead of the running item (topped up in batches of at least ``window`` as items run), and a
-request is dropped once its item has consumed the generation, so a 161,670-item run never
-holds more than a few thousand prompts or answers at once.
+A serial run may queue its first items' requests while collection still goes on (:mod:`.early`
+says when nothing can take them out of the run).  The look-ahead is bounded: at most
+``8 x window`` requests (8,192 at most) are rendered and queued ahead of the running item (topped
+up in batches of at least ``window`` as items run), and a request is dropped once its item has
+consumed the generation, so a 161,670-item run never holds more than a few thousand prompts or
+answers at once.
 
-Why ~550 lines: one per-process object owns the engine (in this process or the inference
+Why ~630 lines: one per-process object owns the engine (in this process or the inference
 process), the prefetch order (serial and per xdist worker), the breaker and cost meter around
 each backend, the judge and the per-item record; they share its state for every item.  The
 servers the run launches are :mod:`.launched`'s; the next split is the judge.
