@@ -4,17 +4,17 @@ The inference process needs ~0.5 s of imports (pydantic, the engine, aiohttp) be
 a request.  Forked when the runner is made (pytest's configure), it is ready only after pytest has
 collected a suite; forked as soon as this plugin is imported, those imports run on the other core
 beside pytest's own start-up (~0.5 s more of plugins, options and conftests), and the first
-request goes out as collection makes the first item (:mod:`..pytest_plugin.early`).
+request goes out as collection makes the first item (:mod:`pytest_benchaudit.pytest_plugin.early`).
 
 At import time pytest has not parsed its options yet, so :func:`start_early` decides from the
 command line as given (``sys.argv`` and ``$PYTEST_ADDOPTS``): it forks only when that names
 ``--model`` and nothing that makes the process ask no model itself (``-n``/``--dist``/``--tx``:
-xdist workers ask; ``--collect-only``, ``--help``, ``--no-inference-process``; ``$BENCHAUDIT_
-INFERENCE_PROCESS`` off), and only where a fork is safe (Linux, one thread).  The runner adopts
-the child (:func:`take`) when it makes its engine; a process that never does (a usage error, no
-suite collected) closes it (:func:`discard`, also at exit), and a child whose socket closes exits.
-A command line this misjudges costs nothing but the early start: the runner forks at configure
-as before.
+xdist workers ask; ``--collect-only``, ``--help``, ``--no-inference-process``;
+``$BENCHAUDIT_INFERENCE_PROCESS`` off), and only where a fork is safe (Linux, one thread).  The
+runner adopts the child (:func:`take`) when it makes its engine; a process that never does (a
+usage error, no suite collected) kills it (:func:`discard`, also at exit): it has sent nothing.
+A command line this misjudges costs one idle fork (named ``--model`` but runs no suite) or the
+early start (``--model`` only in an ini file: the runner forks at configure as before).
 
 Kept free of heavy imports: it runs before pytest has loaded the rest of the plugin.
 """
