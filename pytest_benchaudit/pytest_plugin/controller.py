@@ -27,6 +27,7 @@ gates, xdist node glue and the terminal summary all act on the one run the contr
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 import sys
@@ -142,7 +143,10 @@ def _drop_not_asked(path: Path) -> None:
     os.replace(tmp, records)
 
 
+@functools.lru_cache(maxsize=1)
 def _versions() -> dict[str, str]:
+    """The versions run.json records; read once (at the first record) and reused at the end,
+    where each metadata lookup would add to the wait after the last answer."""
     out = {"python": platform.python_version()}
     for dist in ("pytest", "pytest-benchaudit", "pytest-xdist", "httpx", "pydantic"):
         try:
@@ -301,7 +305,7 @@ class Controller:
             "overrides": {k: v for k, v in self.opts.overrides},
             "limit": self.opts.limit,
             "vary": [[f, v] for f, v in self.opts.vary],
-            "versions": _versions(),
+            "versions": dict(_versions()),
             "models": models,
             "data_dir_origin": self.opts.data_origin,
             "pipeline_cards": self._cards(),
