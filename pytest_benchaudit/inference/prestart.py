@@ -31,18 +31,32 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO
 
 from pytest_benchaudit.inference.channel import socket_pair
 
-__all__ = ["Forked", "discard", "fork_safe", "looks_like_a_run", "start_early", "take"]
+__all__ = ["INFERENCE_PROCESS_ENV", "Forked", "discard", "fork_safe", "inference_process_setting", "looks_like_a_run",
+           "start_early", "take"]
+
+INFERENCE_PROCESS_ENV = "BENCHAUDIT_INFERENCE_PROCESS"  # "0": the engine on a thread of the pytest process
 
 # Options after which this process asks no model itself (xdist: its workers do), or asks none at all.
 _NO_EARLY = frozenset({"-n", "--numprocesses", "--dist", "-d", "--tx", "--co", "--collect-only", "--collectonly",
                        "-h", "--help", "--version", "-V", "--no-inference-process", "--fixtures", "--funcargs",
                        "--markers", "--setup-plan", "--setup-only"})
-_OFF = ("0", "false", "no", "off")
+
+
+def inference_process_setting(environ: Mapping[str, str]) -> bool | None:
+    """``$BENCHAUDIT_INFERENCE_PROCESS``: ``True`` when unset or 1/true/yes/on (a process of its own,
+    the default), ``False`` for 0/false/no/off (a thread of the pytest process), ``None`` for
+    anything else (the runner makes that a usage error)."""
+    value = environ.get(INFERENCE_PROCESS_ENV, "").strip().lower()
+    if value in ("", "1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return None
 
 
 def fork_safe() -> bool:
@@ -99,10 +113,10 @@ class Forked:
             os.kill(self.pid, signal.SIGKILL)
 
 
-def looks_like_a_run(argv: Sequence[str], environ: dict[str, str] | os._Environ[str]) -> bool:
+def looks_like_a_run(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
     """Whether the command line (``argv`` without the program, plus ``$PYTEST_ADDOPTS``) is one
     whose pytest process will ask a model itself (see the module docstring)."""
-    if environ.get("BENCHAUDIT_INFERENCE_PROCESS", "").strip().lower() in _OFF:
+    if inference_process_setting(environ) is not True:
         return False
     try:
         tokens = [*argv, *shlex.split(environ.get("PYTEST_ADDOPTS", ""))]
@@ -120,11 +134,10 @@ def looks_like_a_run(argv: Sequence[str], environ: dict[str, str] | os._Environ[
 _early: tuple[Forked, socket.socket, IO[bytes]] | None = None
 
 
-def start_early(argv: Sequence[str] | None = None) -> None:
+def start_early() -> None:
     """Fork the inference process now if this command line will want one (see the module docstring)."""
     global _early
-    if _early is not None or not fork_safe() or not looks_like_a_run(sys.argv[1:] if argv is None else argv,
-                                                                       os.environ):
+    if _early is not None or not fork_safe() or not looks_like_a_run(sys.argv[1:], os.environ):
         return
     parent, child = socket_pair()
     log = tempfile.TemporaryFile()  # the child's stderr: its last line explains a crash
@@ -150,7 +163,7 @@ def take() -> tuple[Forked, socket.socket, IO[bytes]] | None:
 
 
 def discard() -> None:
-    """Close a child forked early that no engine took: it exits when its socket closes."""
+    """Kill a child forked early that no engine took (it has sent nothing)."""
     early = take()
     if early is not None:
         _close(early)

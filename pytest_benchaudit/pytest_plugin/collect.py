@@ -333,7 +333,7 @@ class TaskCollector(pytest.Collector):
         new_id = _id_factory(self)
         # A serial run may ask the first items' models now, while the rest is collected (.early).
         runner = opts.state.runner
-        ask_early = runner.early_asker() if runner is not None else None
+        ask_early = runner.early_asker(self.session) if runner is not None else None
         # Question by question, each model, then each variant: the variants of a question run
         # next to its base, so a downstream variant reads the generation the base just got.
         for q in questions:

@@ -18,12 +18,15 @@ Nothing can take an item out of the run when:
   schedule), not ``--collect-only``, ``--setup-only`` or ``--setup-plan``;
 * no option selects items: ``-k``, ``-m``, ``--deselect``, ``--lf``, ``--sw``, ``--resume``;
 * every plugin and ``conftest.py`` implementing ``pytest_collection_modifyitems`` is one known to
-  deselect only through those options (:data:`KNOWN_MODIFIERS`; checked again at each item, as
+  deselect only through those options (:data:`KNOWN_MODIFIERS`; checked again at each task, as
   a later directory's ``conftest.py`` loads during collection);
 * every model is an endpoint that is up: none that the run launches (``local``, ``vllm:``,
   started at the run loop) and no replay (its run is checked at the run loop);
 * no collection error so far, and the run would not be refused if collection ended now
   (:func:`.checks.pre_run_problems`).
+
+The runner judges these once per task, before the task's items are made (``Runner.early_asker``);
+each item then costs only its render and queue.
 
 An item queued early that the run does not run after all (a later ``conftest.py`` deselected
 it) is released at the run loop.

@@ -41,7 +41,7 @@ class ItemRunner(Protocol):
     def run_item(self, item: Any, question: "_Question", pipeline: "_Pipeline",
                  model: "_ModelSpec") -> None: ...
 
-    def early_asker(self) -> Callable[[Any], bool] | None:
+    def early_asker(self, session: Any) -> Callable[[Any], bool] | None:
         """What collection hands each item to as it makes it (``pytest_plugin.early``), or ``None``."""
 
 __all__ = ["ItemRunner", "RunOptions", "RunState", "item_runner", "add_options", "build_options", "get_options", "OPTIONS_KEY",

@@ -45,6 +45,8 @@ from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.pytest_plugin.launched import LAUNCHED, LocalUrl, launched_identity
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.paths import names_suites
+from pytest_benchaudit.inference import prestart
+from pytest_benchaudit.inference.prestart import INFERENCE_PROCESS_ENV, inference_process_setting
 from pytest_benchaudit.pytest_plugin.checks import checks_of, pre_run_problems
 from pytest_benchaudit.pytest_plugin.early import EARLY_ROUNDS, unknown_modifiers, why_not_early
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
@@ -59,7 +61,6 @@ __all__ = ["Runner", "default_concurrency", "add_runner_options"]
 
 SWITCH_INTERVAL_S = 0.001  # sys.setswitchinterval while the engine runs (see Runner._engine)
 _SKIPS = ("skip", "skipif")
-INFERENCE_PROCESS_ENV = "BENCHAUDIT_INFERENCE_PROCESS"  # "0": the engine on a thread of the pytest process
 
 
 def add_runner_options(parser: pytest.Parser) -> None:
@@ -104,13 +105,11 @@ def _engine_alive() -> Iterator[None]:
 
 
 def _inference_process_env() -> bool:
-    """``$BENCHAUDIT_INFERENCE_PROCESS``: unset, 1/true/yes/on (the default, a process of its own) or
-    0/false/no/off (a thread of the pytest process); anything else is a usage error."""
-    value = os.environ.get(INFERENCE_PROCESS_ENV, "").strip().lower()
-    if value in ("", "1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
+    """``$BENCHAUDIT_INFERENCE_PROCESS`` (:func:`.prestart.inference_process_setting`); a value it
+    does not know is a usage error."""
+    setting = inference_process_setting(os.environ)
+    if setting is not None:
+        return setting
     raise pytest.UsageError(f"${INFERENCE_PROCESS_ENV}={os.environ[INFERENCE_PROCESS_ENV]!r}: expected 0 (the "
                             "models asked from a thread of the pytest process) or 1 (from a process of their own)")
 
@@ -295,16 +294,22 @@ class Runner:
             return None
         return item.bench.model.label, request
 
-    def early_asker(self) -> Callable[[pytest.Item], bool] | None:
-        """What collection hands each benchmark item to as it makes it (the callable returns
-        whether it wants more), or ``None`` when this run asks nothing before collection ends
-        (:mod:`.early`)."""
+    def early_asker(self, session: pytest.Session) -> Callable[[pytest.Item], bool] | None:
+        """What collection hands each item of the task it is about to make (the callable returns
+        whether it wants more), or ``None`` when nothing is asked before collection ends
+        (:mod:`.early`).  Judged once per task: a ``conftest.py`` loads per directory, a collection
+        error is per file, and a task's pre-run problems are noted before its items are made."""
         if self._early_left is None:
             self._early_left = 0
             if why_not_early(self.config, self.opts) is None:
                 self._early_left = EARLY_ROUNDS * sum(default_concurrency(m, self.opts.concurrency)
                                                       for m in self.opts.models)
-        return self._ask_early if self._early_left > 0 else None
+        if self._early_left > 0 and (session.testsfailed or unknown_modifiers(self.config)):
+            self._early_left = 0  # neither goes away: nothing more is asked before the run loop
+        if self._early_left <= 0 or pre_run_problems(checks_of(self.config), self.opts.pipelines or self.opts.pipeline,
+                                                     self.opts.gates):
+            return None  # (a problem may be a gate on a task collected later: the next task is judged anew)
+        return self._ask_early
 
     @property
     def asked_during_collection(self) -> list[str]:
@@ -312,13 +317,9 @@ class Runner:
         return list(self._early)
 
     def _ask_early(self, item: pytest.Item) -> bool:
-        """Queue ``item``'s request now, during collection, if nothing can still take it out of the
-        run (see :mod:`.early`); ``False`` once no more are wanted."""
-        if self._early_left is None or self._early_left <= 0:
+        """Queue ``item``'s request now, during collection; ``False`` once no more are wanted."""
+        if not self._early_left:
             return False
-        if item.session.testsfailed or unknown_modifiers(self.config) or \
-                pre_run_problems(checks_of(self.config), self.opts.pipelines or self.opts.pipeline, self.opts.gates):
-            return True  # not this item; a later one may be asked once the conditions hold
         pair = self._render_ahead(item)
         if pair is not None and item.nodeid not in self._ahead:
             self._ahead[item.nodeid] = pair
@@ -619,8 +620,6 @@ class Runner:
         self._close_engine()  # a run stopped before its session ended (a usage error) started one too
 
     def _close_engine(self) -> None:
-        from pytest_benchaudit.inference import prestart
-
         prestart.discard()  # forked at start-up, never needed (no suite collected, --no-inference-process)
         if self.engine is not None:
             self.engine.close()
