@@ -180,8 +180,8 @@ def main() -> None:
     print(f"{'concurrency':>11} {'items':>6} {'bare s':>8} {'pytest s':>9} {'bare items/s':>13} "
           f"{'pytest items/s':>15} {'ratio':>6} {'lines':>6} {'eager bare s':>13} {'ratio':>6}")
     for conc, n, b, p, lines, e in rows:
-        print(f"{conc:>11} {n:>6} {b:>8.2f} {p:>9.2f} {n / b:>13.1f} {n / p:>15.1f} {b / p:>6.2f} {lines:>6} "
-              f"{e:>13.2f} {e / p:>6.2f}")
+        print(f"{conc:>11} {n:>6} {b:>8.2f} {p:>9.2f} {n / b:>13.1f} {n / p:>15.1f} {b / p:>6.3f} {lines:>6} "
+              f"{e:>13.2f} {e / p:>6.3f}")
     print("bare: the same retry policy as the plugin (backoff); eager bare: retries at once (see bare_client)")
 
 

@@ -18,9 +18,9 @@ model (the xdist controller, which writes the records) still masks it.
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-__all__ = ["register_secret", "register_secret_env", "redact", "redact_obj", "secret_values"]
+__all__ = ["register_secret", "register_secret_env", "redact", "redact_obj", "redactor", "secret_values"]
 
 _MIN_SECRET_LEN = 8  # shorter values would redact ordinary words
 _MASK = "***"
@@ -73,6 +73,19 @@ def redact(text: str) -> str:
     if not isinstance(text, str):
         return text
     return _redact_with(text, _ordered(secret_values()))
+
+
+def redactor() -> Callable[[str], str]:
+    """:func:`redact` with the secrets known now: for masking several texts at once (the known
+    values are read once, not for each text)."""
+    values = _ordered(secret_values())
+    if not values:
+        return _unchanged
+    return lambda text: _redact_with(text, values)
+
+
+def _unchanged(text: str) -> str:
+    return text
 
 
 def redact_obj(obj: Any) -> Any:

@@ -17,6 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
+import orjson
+
 from pytest_benchaudit.dataset.suites import DataUnavailable, Suite, SuiteError, is_folder_name
 from pytest_benchaudit.pipeline.stages import (
     deep_merge,
@@ -78,7 +80,7 @@ def _rows(path: Path, mapping: dict[str, Any]) -> Iterator[tuple[str, dict[str, 
         raise SuiteError(f"{path}: file is empty")
     if fmt == "json":
         try:
-            data = json.loads(text)
+            data = _json(text)
         except json.JSONDecodeError as err:
             raise SuiteError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
         key = mapping.get("records")
@@ -95,7 +97,7 @@ def _rows(path: Path, mapping: dict[str, Any]) -> Iterator[tuple[str, dict[str, 
             if not line.strip():
                 continue
             try:
-                yield f"line {lineno}", json.loads(line)
+                yield f"line {lineno}", _json(line)
             except json.JSONDecodeError as err:
                 raise SuiteError(f"{path}: line {lineno}: invalid JSON: {err.msg}") from None
     elif fmt in ("csv", "tsv"):
@@ -118,6 +120,15 @@ def _rows(path: Path, mapping: dict[str, Any]) -> Iterator[tuple[str, dict[str, 
             yield label, dict(zip(columns, values))
     else:
         raise SuiteError(f"{path}: unknown data format {fmt!r} (json, jsonl, csv, tsv)")
+
+
+def _json(text: str) -> Any:
+    """``text`` parsed as JSON: by orjson (half json's time on a benchmark file), else by json, which
+    reads what orjson refuses (NaN, integers beyond 64 bits) and words the error of what is not JSON."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _field(row: dict[str, Any], name: str, path: Path, label: str, kind: type | tuple[type, ...] = str) -> Any:

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.pipeline.types import Generation, Request
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
-from pytest_benchaudit.inference.openai_compat import RATE_LIMIT_RETRIES, OpenAICompatBackend, _Fatal, _Retryable
+from pytest_benchaudit.inference.openai_compat import (RATE_LIMIT_RETRIES, OpenAICompatBackend, _Fatal, _Retryable,
+                                                       request_body)
 
 __all__ = ["DOWN_FOR_S", "BalancedBackend", "balanced_identity"]
 
@@ -116,7 +117,7 @@ class BalancedBackend:
             path, body = self.endpoints[0].backend.payload(request)
         except ValueError as err:
             return Generation(error=redact(f"not sent: {err}"), attempts=0)
-        content = json.dumps(body).encode()
+        content = request_body(body)
         attempts = 0
         retries = 0
         throttles = 0
@@ -127,10 +128,10 @@ class BalancedBackend:
             attempts += 1
             ep.in_flight += 1
             try:
-                gen = await ep.backend.attempt(path, content, retries + 1)
+                gen = await ep.backend.attempt(path, content, retries + 1, start=start, attempts=attempts)
                 ep.answered += 1
                 ep.down_until = 0.0
-                return gen.model_copy(update={"latency_s": time.perf_counter() - start, "attempts": attempts})
+                return gen
             except _Fatal as err:
                 return self._failed(str(err), start, attempts)
             except _Retryable as err:

@@ -101,10 +101,12 @@ class Forked:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.0005  # a child that said "closed" is gone within a millisecond or two
         while self.poll() is None:
             if deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired("inference process", timeout or 0)
-            time.sleep(0.01)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
         assert self.returncode is not None
         return self.returncode
 

@@ -106,6 +106,7 @@ class ProcessEngine:
         self._cache_warnings: list[str] = []
         self._stats: dict[str, Any] | None = None  # the child's cache stats, once read at close
         self._closed = False  # the child said it stopped, or is gone
+        self._closing = False  # asked to stop (close_soon); its "closed" not read yet
         self._cleaned = False  # socket, log and child process released
         self._send(("start", window, str(cache_dir) if cache_dir is not None else None, cache_expiry_s))
 
@@ -193,13 +194,33 @@ class ProcessEngine:
 
     def cache_stats(self) -> dict[str, Any]:
         """The child's cache lookups (hits, misses, stores), as :meth:`.Engine.cache_stats` says them."""
-        if self._stats is None and not self._closed:
-            self._send(("stats",))
-            while self._stats is None:
-                self._receive(block=True)
-            stats, self._stats = self._stats, None  # a later call asks again
-            return stats
+        if not self._closed:
+            if not self._closing:
+                self._send(("stats",))
+            try:
+                while self._stats is None:  # (a child asked to close says its stats with "closed")
+                    self._receive(block=True)
+            except InferenceProcessError:
+                if not self._closing:
+                    raise
+                self._stats = None  # gone while it shut down, as close() would let it be
+            if not self._closed and self._stats is not None:  # a "stats" answer: a later call asks again
+                stats, self._stats = self._stats, None
+                return stats
         return dict(self._stats or {"enabled": False, "hits": 0, "misses": 0})
+
+    def close_soon(self) -> None:
+        """Ask the child to stop (as :meth:`close`) without waiting for it: nothing more will be
+        asked, and the child shuts down while this process writes its summary.  :meth:`close`
+        (and :meth:`cache_stats`) then wait for it."""
+        if self._closing or self._closed:
+            return
+        try:
+            self._send(("close",))
+        except InferenceProcessError:
+            self._closed = True  # already gone
+            return
+        self._closing = True
 
     def close(self) -> None:
         """Stop the child: what is still queued or in flight is cancelled, its cache closed."""
@@ -207,7 +228,9 @@ class ProcessEngine:
             return
         try:
             if not self._closed:
-                self._send(("close",))
+                if not self._closing:
+                    self._send(("close",))
+                    self._closing = True
                 while not self._closed:
                     self._receive(block=True)
         except InferenceProcessError:

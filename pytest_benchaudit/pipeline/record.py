@@ -19,7 +19,8 @@ RECORD_VERSION = "benchaudit.record/1"
 class Record(BaseModel):
     """Everything known about one item: what was asked, what came back, how it was read and scored."""
 
-    model_config = ConfigDict(extra="allow")
+    # Built at the first record, not while pytest starts up (the run's first answer comes later).
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     record_version: str = RECORD_VERSION
     item_id: str = ""

@@ -35,6 +35,12 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class _FrozenLater(_Frozen):
+    # What only an answer makes (generation, extraction, score): its validator is built at the first
+    # one, after the first requests are sent, not while pytest starts up (~2 ms a model).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
 class Question(_Frozen):
     """One benchmark question as read from the data file.
 
@@ -92,7 +98,7 @@ class Request(_Frozen):
             return "\x00json:" + json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
-class Generation(_Frozen):
+class Generation(_FrozenLater):
     """A model's answer exactly as the endpoint returned it (nothing stripped).
 
     ``error`` is set when the request failed for good (after retries); ``text`` is
@@ -140,7 +146,7 @@ INVALID_STAGE: dict[str, str] = {
 }
 
 
-class Extraction(_Frozen):
+class Extraction(_FrozenLater):
     """The answer an extraction rule read from a generation, or why it could not."""
 
     prediction: str | None = None
@@ -153,7 +159,7 @@ class Extraction(_Frozen):
         return self.invalid_reason is None
 
 
-class Score(_Frozen):
+class Score(_FrozenLater):
     """Per-item result of a metric. ``value`` is the number aggregated; ``correct`` the pass/fail.
 
     ``extras`` are further per-item numbers a benchmark reports next to the headline

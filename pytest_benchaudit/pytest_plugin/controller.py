@@ -7,10 +7,13 @@ appended to ``records.jsonl`` at once.  Pipeline cards and dataset checksums
 come from collection (serial) or from each worker's ``workeroutput`` (xdist).
 
 Records are not kept: during the run the controller holds counters only (questions a dead
-endpoint never got, served model ids, the keys of a resumed run's records).  At the end
-one streaming pass over ``records.jsonl`` feeds the summary (compact columns per task: a
-score and a validity flag per record, enough for the Wilson / t intervals and breakdowns),
-the usage table and the bounded answer list; a 161,670-item run is never in memory at once.
+endpoint never got, served model ids, the keys of a resumed run's records).  One streaming
+pass over ``records.jsonl`` feeds the summary (compact columns per task: a score and a
+validity flag per record, enough for the Wilson / t intervals and breakdowns), the usage
+table and the bounded answer list (:class:`RecordsDigest`); a 161,670-item run is never in
+memory at once.  In a serial run that pass follows the file as it grows (at each flush, while
+the run waits for answers), so the end of the run reads only the last records; under xdist
+the cards come with the workers' output at the end, and the pass is made then.
 
 ``--resume RUN_DIR`` reopens an interrupted run instead of creating one
 (:meth:`RunDirectory.reopen`: a torn last line is dropped with one warning): its
@@ -33,23 +36,29 @@ import re
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import pytest
 
-from pytest_benchaudit.aggregate.results import Summarizer, benchmark_scores, summary_document
 from pytest_benchaudit.inference.backend import strip_credentials
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.common.errors import RunDirError
-from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
+from pytest_benchaudit.runs.store import RecordsFollower, RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
-from pytest_benchaudit.report.terminal import AnswerList, render_summary, render_usage
 from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
 from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
 from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.pipeline.types import ENDPOINT_DOWN_PREFIX
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.aggregate.results import Summarizer
+    from pytest_benchaudit.inference.usage import UsageTally
+    from pytest_benchaudit.report.terminal import AnswerList
+
+# The summary's modules (aggregate.results, report.terminal: tabulate) are imported where the
+# summary is made: the first flush of records, not the start-up before the first request.
 
 __all__ = ["Controller", "ResumeFilter", "ResumeWarning", "item_key", "record_key", "RESUME_KEYS"]
 
@@ -183,6 +192,40 @@ def _sum_cache_stats(stats: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "disabled": sorted({s["disabled"] for s in stats if s.get("disabled")})}
 
 
+class RecordsDigest:
+    """What the end of a run needs of ``records.jsonl``, read from the file itself: the summary's
+    columns, the usage tally and the bounded answer list, never the records.
+
+    :meth:`feed` reads the lines completed since the last call (a bounded amount: a resumed run's
+    large file is read over several calls); ``feed(final=True)``, after the last flush, the rest.
+    The result is the same as one :func:`~.store.read_records` pass at the end.
+    """
+
+    # Read at most this much per call during the run: a catch-up costs ~1 ms per 100 records,
+    # and one call never holds the item loop for long.
+    STEP_BYTES = 4 << 20
+
+    def __init__(self, path: Path, cards: dict[str, Any], show_answers: int | None) -> None:
+        from pytest_benchaudit.aggregate.results import Summarizer
+        from pytest_benchaudit.inference.usage import UsageTally
+        from pytest_benchaudit.report.terminal import AnswerList
+
+        self.cards = cards
+        self.summary: Summarizer = Summarizer(cards)
+        self.tally: UsageTally = UsageTally()
+        self.answers: AnswerList = AnswerList(show_answers)
+        self._follower = RecordsFollower(path, validate=False)
+
+    def feed(self, *, final: bool = False) -> None:
+        for record in self._follower.rest() if final else self._follower.new(self.STEP_BYTES):
+            self.summary.add(record)
+            self.tally.add(record)
+            self.answers.add(record)
+
+    def close(self) -> None:
+        self._follower.close()
+
+
 class Controller:
     """pytest plugin object owning the run directory and the end-of-run report."""
 
@@ -208,6 +251,10 @@ class Controller:
         self.not_asked: dict[str, int] = {}
         self.down_reason: dict[str, str] = {}
         self.show_answers = show_answers(config)  # a bad --show-answers is a usage error now, not at the end
+        # A serial run (the runner in this process) knows its cards once collected: its records are
+        # digested as they reach the file.  The xdist controller learns them at the end.
+        self.digest: RecordsDigest | None = None
+        self._follow = opts.state.runner is not None
         # Wrong/invalid answers: compact, and kept out of pytest's per-failure sections (see reporting.py).
         config.pluginmanager.register(AnswerReporting(config), "benchaudit-answers")
         if opts.resume is not None:
@@ -383,10 +430,28 @@ class Controller:
             # Already in the resumed run (a worker that did not deselect it): recorded once only.
             self.duplicates += 1
             return
-        self.run_dir.append(record)
+        if self.run_dir.append(record) and self._follow:
+            self._catch_up()
         self._note_served(record)
         if record.get("invalid_reason") == "endpoint_down":
             self._endpoint_down(record)
+
+    def _catch_up(self) -> None:
+        """Digest the records flushed so far (see :class:`RecordsDigest`)."""
+        assert self.run_dir is not None
+        try:
+            if self.digest is None:
+                self.digest = RecordsDigest(self.run_dir.records_path, self._cards(), self.show_answers)
+            self.digest.feed()
+        except (RunDirError, ValueError, OSError):
+            # The end of the run reads the file whole and says what is wrong with it.
+            self._drop_digest()
+            self._follow = False
+
+    def _drop_digest(self) -> None:
+        if self.digest is not None:
+            self.digest.close()
+            self.digest = None
 
     def _endpoint_down(self, record: dict[str, Any]) -> None:
         """Count a question the breaker did not send; the first one of a model says so, at once."""
@@ -410,30 +475,33 @@ class Controller:
             return
         runner = self.opts.state.runner
         engine = getattr(runner, "engine", None) if runner is not None else None
-        if engine is not None and hasattr(engine, "cache_stats"):  # serial run: the runner is in this process
-            self.cache_stats.append(engine.cache_stats())
+        if engine is not None and hasattr(engine, "close_soon"):  # nothing more is asked: the inference
+            engine.close_soon()  # process stops while the summary is written
         try:
-            self._finish(session, exitstatus)
+            self._finish(session, exitstatus, engine)
         except (RunDirError, OSError) as err:
             # The folder went away or the disk filled up during the run: one line, no traceback.
             self.finish_error = (f"benchaudit: cannot finish the run directory {self.run_dir.path}: {err}; no summary "
                                  "was written")
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
-    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Summarise records.jsonl, write summary.json and run.json, and set the exit status."""
+    def _finish(self, session: pytest.Session, exitstatus: int, engine: Any = None) -> None:
+        """Summarise records.jsonl, write summary.json and run.json (with ``engine``'s cache
+        stats: a serial run's), and set the exit status."""
         assert self.run_dir is not None
         cards = self._cards()
-        from pytest_benchaudit.inference.usage import UsageTally
-
-        # One streaming pass over records.jsonl (this run's records and a resumed run's):
-        # each consumer keeps what it needs, not the record.
-        summary, tally, answers = Summarizer(cards), UsageTally(), AnswerList(self.show_answers)
+        # One streaming pass over records.jsonl (this run's records and a resumed run's): each
+        # consumer keeps what it needs, not the record.  A serial run made most of it already.
         self.run_dir.flush()
-        for record in read_records(self.run_dir.records_path, validate=False):
-            summary.add(record)
-            tally.add(record)
-            answers.add(record)
+        digest, self.digest = self.digest, None
+        if digest is None or digest.cards != cards:
+            if digest is not None:
+                digest.close()
+            digest = RecordsDigest(self.run_dir.records_path, cards, self.show_answers)
+        digest.feed(final=True)
+        summary, tally, answers = digest.summary, digest.tally, digest.answers
+        from pytest_benchaudit.aggregate.results import benchmark_scores, summary_document
+
         self.results = summary.results()
         budget = DEFAULT_BUDGET if self.config.getoption("show_answers", None) is None else None
         self.answers = answers.render(budget)
@@ -446,6 +514,8 @@ class Controller:
                              **({"max_cost_usd": self.opts.max_cost, "not_asked": self.not_asked_cost}
                                 if self.opts.max_cost is not None else {})}
         self.run_dir.write_json("summary.json", document)
+        if engine is not None and hasattr(engine, "cache_stats"):  # serial run: the runner is in this process
+            self.cache_stats.append(engine.cache_stats())
         self.run_dir.finish(**self._run_meta(), exitstatus=int(exitstatus))
         if self.resumed_from and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.recorded:
             session.exitstatus = pytest.ExitCode.OK  # everything was already recorded: nothing left to do
@@ -462,6 +532,8 @@ class Controller:
         if self.finish_error:
             terminalreporter.write_line(redact(self.finish_error), red=True, bold=True)
             return
+        from pytest_benchaudit.report.terminal import render_summary, render_usage
+
         text = render_summary(self.results, self.benchmarks, self.opts.state.cards, self.verdicts)
         terminalreporter.write_sep("=", "benchaudit summary")
         if text:
@@ -492,4 +564,5 @@ class Controller:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Stop every server the run launched (terminate, then kill after a grace period)."""
+        self._drop_digest()  # a session that ended before its summary (its file is closed)
         self.local_url.stop()

@@ -31,7 +31,10 @@ no progress letter; one live line (:class:`LiveLine`, redrawn at most 10 times a
 and invalid rate per model.  pytest's own ``[NN%]`` column is turned off for such a session
 (it would count characters the live line overwrote); plain tests keep their letters.  Not a
 terminal (CI logs, pipes): no live line and no letters for benchmark items either, but the same
-text as a plain line at each tenth of the run (ten lines, not one letter per question).
+text as a plain line at each tenth of the run (ten lines, not one letter per question).  Either
+way pytest does not start a line with the suite file's path for benchmark items (the reporter's
+``showfspath`` is off while they run, on again for plain tests): the path had no letters after
+it, came back after each progress line, and cost a path computation per item.
 ``BENCHAUDIT_PROGRESS=1`` forces the live line, ``=0`` (or ``-v``) pytest's usual per-item output.
 
 Memory (:class:`ReportTrim`, every process): pytest's terminal reporter keeps every report of
@@ -168,6 +171,8 @@ class AnswerReporting:
         self.live: LiveLine | None = None
         self.tty = False  # live line redrawn in place (a terminal) or a line per tenth (a log)
         self._drawn = False
+        self._showfspath: bool | None = None
+        self._fspath_off = False  # the reporter's showfspath is off (a benchmark item runs)
 
     # -- the live line ---------------------------------------------------------------
     def _reporter(self) -> Any:
@@ -187,6 +192,17 @@ class AnswerReporting:
         # pytest's [NN%] column counts the characters on the current line, which the live line
         # overwrites; with it on, every item would end a line.  (tests/test_output.py checks it.)
         reporter._show_progress_info = False
+        self._showfspath = reporter._showfspath  # the user's setting, for plain tests
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        # Before the terminal reporter's own: no "suites/x/suite.toml " line start for a benchmark
+        # item (nothing follows it), the user's setting again for a plain test.
+        if self.live is not None:
+            bench = _is_bench_nodeid(nodeid)
+            if bench is not self._fspath_off:
+                self._reporter().showfspath = False if bench else self._showfspath
+                self._fspath_off = bench
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:

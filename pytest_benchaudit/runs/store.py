@@ -13,7 +13,8 @@ Only the process that owns the run (the pytest controller) writes a run while it
 offline commands write new run directories or replace ``summary.json`` atomically.
 
 Reading: :func:`load_run` (``run.json`` + validated records), :func:`read_run_json`,
-:func:`read_summary_json` and :func:`read_records` are what every command uses.  Each
+:func:`read_summary_json` and :func:`read_records` are what every command uses
+(:class:`RecordsFollower` reads a ``records.jsonl`` as the run appends to it).  Each
 record line is validated against :class:`Record`: a line that is JSON but not a record
 is one :class:`BadRecord` error naming ``file:line`` and the field, unless bad lines are
 skipped (``skip_bad=True``, or :func:`skip_bad_records` for a whole command), in which
@@ -45,7 +46,7 @@ from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
 
 __all__ = ["BadRecord", "EmptyRun", "NotARunDir", "Record", "RunDirectory", "RECORD_VERSION", "check_record",
            "check_report_dir", "load_run",
-           "new_run_id", "run_slug", "read_json", "read_records", "read_run_json", "read_summary_json",
+           "new_run_id", "run_slug", "read_json", "read_records", "RecordsFollower", "read_run_json", "read_summary_json",
            "skip_bad_records",
            "write_json_atomic", "write_text_atomic"]
 
@@ -142,14 +143,17 @@ class RunDirectory:
     # which --resume asks again (and the generation cache usually answers).
     FLUSH_INTERVAL_S = 0.2
 
-    def append(self, record: dict[str, Any]) -> None:
-        """Append one record; it is flushed within ``FLUSH_INTERVAL_S`` (and at ``finish``)."""
+    def append(self, record: dict[str, Any]) -> bool:
+        """Append one record; it is flushed within ``FLUSH_INTERVAL_S`` (and at ``finish``).
+        True when this call flushed (what was appended so far is in the file)."""
         self._records.write(_record_line(record) + "\n")
         self.count += 1
         now = time.monotonic()
         if now - self._last_flush >= self.FLUSH_INTERVAL_S:
             self._records.flush()
             self._last_flush = now
+            return True
+        return False
 
     def flush(self) -> None:
         self._records.flush()
@@ -262,36 +266,140 @@ def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, 
     if path.is_dir():
         path = path / "records.jsonl"
     skip = _SKIP_BAD if skip_bad is None else skip_bad
-    try:
-        fh = path.open(encoding="utf-8")
-    except FileNotFoundError:
-        raise NotARunDir(f"{path}: not found (is {path.parent} a benchaudit run directory?)") from None
-    except OSError as err:
-        raise RunDirError(f"{path}: cannot be read: {err.strerror or err}") from None
+    fh = _open_records(path)
     skipped: list[str] = []
     with fh:
         # Line by line, never the whole file at once: a paper-scale run's records.jsonl is
         # hundreds of MiB.  Only the last line can lack its newline.
         for lineno, line in enumerate(_lines(fh, path), 1):
-            if not line.strip():
-                continue
             try:
-                try:
-                    obj = orjson.loads(line)
-                except json.JSONDecodeError as err:
-                    if not line.endswith("\n"):
-                        if on_torn_tail:
-                            on_torn_tail(f"{path}: line {lineno} is incomplete (the run was interrupted); skipped")
-                        break
-                    raise BadRecord(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
-                yield check_record(obj, f"{path}:{lineno}") if validate else obj
+                record = _record_of(line, path, lineno, validate)
+            except _TornTail as torn:
+                if on_torn_tail:
+                    on_torn_tail(str(torn))
+                break
             except BadRecord as err:
                 if not skip:
                     raise
                 skipped.append(str(err))
+                continue
+            if record is not None:
+                yield record
+    _report_skipped(path, skipped, on_skipped or on_torn_tail)
+
+
+class _TornTail(Exception):
+    """The last line of records.jsonl, without its newline and not JSON: a killed run's last write."""
+
+
+def _record_of(line: str, path: Path, lineno: int, validate: bool) -> dict[str, Any] | None:
+    """The record on one line of ``records.jsonl`` (``None`` for a blank line); :class:`BadRecord`
+    if it is not one, :class:`_TornTail` if it is a last line cut short (no newline, not JSON)."""
+    if not line.strip():
+        return None
+    try:
+        obj = orjson.loads(line)
+    except json.JSONDecodeError as err:
+        if not line.endswith("\n"):
+            raise _TornTail(f"{path}: line {lineno} is incomplete (the run was interrupted); skipped") from None
+        raise BadRecord(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
+    return check_record(obj, f"{path}:{lineno}") if validate else obj
+
+
+def _report_skipped(path: Path, skipped: list[str], report: Callable[[str], None] | None) -> None:
     if skipped:
-        report = on_skipped or on_torn_tail or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
-        report(f"{path}: skipped {len(skipped)} line(s) that are not records (first: {skipped[0]})")
+        say = report or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
+        say(f"{path}: skipped {len(skipped)} line(s) that are not records (first: {skipped[0]})")
+
+
+def _open_records(path: Path, mode: str = "r") -> Any:
+    """``records.jsonl`` opened for reading; a missing or unreadable file is a :class:`RunDirError`."""
+    try:
+        return path.open(mode, encoding=None if "b" in mode else "utf-8")
+    except FileNotFoundError:
+        raise NotARunDir(f"{path}: not found (is {path.parent} a benchaudit run directory?)") from None
+    except OSError as err:
+        raise RunDirError(f"{path}: cannot be read: {err.strerror or err}") from None
+
+
+class RecordsFollower:
+    """``records.jsonl`` read while this process appends to it, the way :func:`read_records` reads it.
+
+    :meth:`new` yields the records of the lines completed since the last call (at most about
+    ``limit`` bytes of them); :meth:`rest`, once the writer has flushed for the last time, the
+    lines left, a last one without its newline included.  Across the calls every line is read
+    once and judged as :func:`read_records` judges it (``validate``, ``skip_bad``, a torn last
+    line skipped and said to ``on_torn_tail``), so feeding a summary from the two gives what one
+    :func:`read_records` pass at the end would.  Why: the end of a run then reads only its last
+    few records, the rest having been read while the run waited for answers.
+
+    The file is read as bytes and split at newlines (a flush can cut a line, even a character,
+    in two: the piece after the last newline waits for the next call).
+    """
+
+    def __init__(self, path: Path, *, validate: bool = False, skip_bad: bool | None = None,
+                 on_torn_tail: Callable[[str], None] | None = None) -> None:
+        self.path = Path(path)
+        self.validate = validate
+        self.skip = _SKIP_BAD if skip_bad is None else skip_bad
+        self.on_torn_tail = on_torn_tail
+        self._fh: Any = None
+        self._pending = b""  # the start of a line whose newline has not been written yet
+        self._lineno = 0
+        self._skipped: list[str] = []
+
+    def new(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
+        """The records of the lines completed since the last call."""
+        if self._fh is None:
+            self._fh = _open_records(self.path, "rb")
+        try:
+            chunk = self._fh.read(limit if limit else -1)
+        except OSError as err:
+            raise RunDirError(f"{self.path}: cannot be read: {err.strerror or err}") from None
+        if not chunk:
+            return
+        data = self._pending + chunk
+        end = data.rfind(b"\n") + 1
+        self._pending = data[end:]
+        for raw in data[:end].split(b"\n")[:-1]:
+            record = self._line(raw + b"\n")
+            if record is not None:
+                yield record
+
+    def rest(self) -> Iterator[dict[str, Any]]:
+        """The records left (call once the file is complete), then the file is closed."""
+        yield from self.new()
+        tail, self._pending = self._pending, b""
+        try:
+            if tail:
+                record = self._line(tail)
+                if record is not None:
+                    yield record
+        except _TornTail as torn:
+            if self.on_torn_tail:
+                self.on_torn_tail(str(torn))
+        finally:
+            self.close()
+        _report_skipped(self.path, self._skipped, self.on_torn_tail)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def _line(self, raw: bytes) -> dict[str, Any] | None:
+        self._lineno += 1
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise RunDirError(f"{self.path}: cannot be read: {err}") from None
+        try:
+            return _record_of(line, self.path, self._lineno, self.validate)
+        except BadRecord as err:
+            if not self.skip:
+                raise
+            self._skipped.append(str(err))
+            return None
 
 
 def _lines(fh: Any, path: Path) -> Iterator[str]:

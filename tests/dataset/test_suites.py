@@ -906,3 +906,16 @@ def test_resources_from_own_and_other_benchmark_folders(tmp_path):
     cfg.write_text(cfg.read_text().replace('folder = "other"', 'folder = "../.."'))
     with pytest.raises(SuiteError, match="outside the data directory"):
         load_resources(load_suite(cfg), "t", tmp_path / "data", "test")
+
+
+def test_json_data_reads_as_json_reads_it() -> None:
+    import json
+    import math
+
+    from pytest_benchaudit.dataset.readers import _json
+
+    assert _json('[{"id": 1, "q": "ünïcode"}]') == [{"id": 1, "q": "ünïcode"}]
+    assert math.isnan(_json('{"x": NaN}')["x"]) and _json('{"n": 36893488147419103232}')["n"] == 2**65
+    with pytest.raises(json.JSONDecodeError) as err:
+        _json('[{"id": 1,}\n]')
+    assert (err.value.lineno, err.value.colno) == (1, 11)  # json's wording, for the SuiteError

@@ -395,3 +395,32 @@ def test_read_timeout_is_reported_as_timeout_and_retried(server):
     gen = generate(server, chat("other"), timeout=0.3, max_retries=1)
     assert gen.error is not None and gen.error.startswith("timeout: no answer within 0.3s")
     assert gen.attempts == 2
+
+
+def test_request_bodies_and_answers_are_json_whichever_codec_writes_them() -> None:
+    import json
+    import math
+
+    from pytest_benchaudit.inference.openai_compat import _Response, request_body
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "ünïcode ✓ \"quoted\""}], "temperature": 0.0,
+            "logit_bias": {50256: -100}}
+    assert json.loads(request_body(body)) == {**body, "logit_bias": {"50256": -100}}  # int keys as json writes them
+    huge = {"model": "m", "seed": 2**70}  # beyond orjson's 64 bits: json writes it
+    assert json.loads(request_body(huge)) == huge
+    # Answers: orjson reads them; what it refuses but json takes (NaN log-probabilities, UTF-16) still reads.
+    assert _Response(200, {}, b'{"a": [1, "x"]}').json() == {"a": [1, "x"]}
+    assert math.isnan(_Response(200, {}, b'{"logprob": NaN}').json()["logprob"])
+    assert _Response(200, {}, '{"a": "é"}'.encode("utf-16")).json() == {"a": "é"}
+    with pytest.raises(ValueError):
+        _Response(200, {}, b"<html>not json</html>").json()
+
+
+def test_redactor_masks_like_redact(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(secrets, "_values", {"sk-secret-0123456789", "sk-secret-0123456789-longer"})
+    mask = secrets.redactor()
+    for text in ("no key", "sk-secret-0123456789-longer and sk-secret-0123456789", ""):
+        assert mask(text) == secrets.redact(text)
+    monkeypatch.setattr(secrets, "_values", set())
+    monkeypatch.setattr(secrets, "_names", set())
+    assert secrets.redactor()("sk-secret-0123456789") == "sk-secret-0123456789"

@@ -224,6 +224,33 @@ def test_close_stops_the_child_even_with_requests_in_flight(server, echo, start)
     eng.close()  # twice is fine
 
 
+def test_close_soon_lets_the_child_stop_while_this_process_goes_on(server, echo, tmp_path, start) -> None:
+    eng = ProcessEngine(window=4, cache_dir=tmp_path, start=start)
+    try:
+        eng.add_model("m", endpoint_recipe(spec_for(server), 2, 20))
+        assert eng.generate("m", ask("one")).text == "echo one"
+        eng.close_soon()
+        eng.close_soon()  # twice is fine
+        # The child's last word carries its cache stats: read after close_soon, and again after close.
+        stats = eng.cache_stats()
+        assert stats["enabled"] and stats["misses"] == 1
+        assert eng.cache_stats() == stats
+    finally:
+        eng.close()
+    assert eng._proc.returncode == 0 and eng.cache_stats() == stats
+
+
+def test_close_soon_of_a_dead_child_says_nothing(server, start) -> None:
+    eng = ProcessEngine(window=4, start=start)
+    eng.add_model("m", endpoint_recipe(spec_for(server), 2, 20))
+    eng.generate("m", ask("before"))
+    os.kill(eng._proc.pid, signal.SIGKILL)
+    eng._proc.wait()
+    eng.close_soon()  # the socket may still take the message: then the stats are read from a dead child
+    assert eng.cache_stats() == {"enabled": False, "hits": 0, "misses": 0}
+    eng.close()
+
+
 def test_ctrl_c_is_left_to_pytest(server, start) -> None:
     eng = ProcessEngine(window=4, start=start)
     try:

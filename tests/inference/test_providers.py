@@ -219,8 +219,8 @@ def test_anthropic_payload_translation_and_completion_refusal() -> None:
     gen = _parse_anthropic({"model": "claude-x", "stop_reason": "max_tokens",
                             "content": [{"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": "Answer: B"}],
                             "usage": {"input_tokens": 7, "output_tokens": 3}})
-    assert (gen.text, gen.reasoning, gen.finish_reason) == ("Answer: B", "hmm", "length")
-    assert gen.usage["prompt_tokens"] == 7 and gen.usage["completion_tokens"] == 3
+    assert (gen["text"], gen["reasoning"], gen["finish_reason"]) == ("Answer: B", "hmm", "length")
+    assert gen["usage"]["prompt_tokens"] == 7 and gen["usage"]["completion_tokens"] == 3
 
 
 def test_named_models_cannot_half_set_a_provider() -> None:

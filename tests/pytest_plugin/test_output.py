@@ -226,7 +226,7 @@ def test_no_live_line_when_not_a_terminal(pytester: pytest.Pytester, scripted: S
     # a log: one plain line per tenth of the run (12 questions: 10 lines), no letter per question
     steps = [line for line in result.stdout.lines if line.startswith("benchaudit ") and "questions" in line]
     assert len(steps) == 10 and steps[-1].startswith("benchaudit 12/12 questions")
-    assert not any(line.startswith("suites/toy/suite.toml .") for line in result.stdout.lines)
+    assert not any(line.startswith("suites/toy/suite.toml") for line in result.stdout.lines)  # no path line start
     assert any(line.startswith("test_plain.py .F") for line in result.stdout.lines)
     # BENCHAUDIT_PROGRESS=0: pytest's own per-item letters
     monkeypatch.setenv("BENCHAUDIT_PROGRESS", "0")
@@ -240,6 +240,10 @@ def test_pytest_internals_the_live_line_relies_on() -> None:
 
     assert "_show_progress_info" in TerminalReporter.__init__.__code__.co_names
     assert callable(TerminalReporter.rewrite)
+    # ... and keeps benchmark items' logstart from writing the suite path through showfspath.
+    assert "_showfspath" in TerminalReporter.__init__.__code__.co_names
+    assert TerminalReporter.showfspath.fset is not None
+    assert "showfspath" in TerminalReporter.pytest_runtest_logstart.__code__.co_names
 
 
 def test_live_line_text() -> None:

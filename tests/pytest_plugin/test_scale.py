@@ -24,10 +24,18 @@ ITEMS = QUESTIONS * len(MODELS)
 
 # Inspects the run from inside, after the last item and after the end-of-run summary.
 PROBE = '''
+import atexit
+import gc
 import json
 import pytest
 
 FOUND = {}
+
+
+@atexit.register  # registered at start-up: runs after the plugin's exit freeze (registered at collection)
+def _at_exit():
+    with open("exit.json", "w") as fh:
+        json.dump({"tracked": len(gc.get_objects()), "frozen": gc.get_freeze_count()}, fh)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -42,6 +50,9 @@ def pytest_runtestloop(session):
         FOUND["ahead"] = len(runner._ahead)
         FOUND["engine_slots"] = engine.held() if engine is not None else 0
         FOUND["items_with_record"] = sum(1 for i in session.items if getattr(i, "record", None) is not None)
+        # The records the end-of-run summary has already read from records.jsonl (RecordsDigest).
+        digest = session.config.pluginmanager.get_plugin("benchaudit-controller").digest
+        FOUND["digested"] = sum(len(g.scores) for g in digest.summary.groups.values()) if digest else 0
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -99,6 +110,11 @@ def test_serial_run_holds_no_records(pytester: pytest.Pytester, scale: ScriptedS
     # The runner's look-ahead is empty and the engine keeps no answer once every item consumed its own.
     assert found["ahead"] == 0 and found["engine_slots"] == 0
     assert found["items_with_record"] == 0
+    # At exit what is alive is frozen: the interpreter's last collections have next to nothing to walk.
+    at_exit = json.loads((pytester.path / "exit.json").read_text())
+    assert at_exit["tracked"] < 1000 < 100 * 1000 < at_exit["frozen"], at_exit
+    # Most records were digested for the summary from the file during the run (at its flushes).
+    assert ITEMS // 2 < found["digested"] <= ITEMS
     # The controller keeps counters, not one entry per record (nothing near the item count).
     assert max(found["controller_sizes"].values()) < 50, found["controller_sizes"]
     # The terminal reporter keeps the call reports (they count), without records or set-up/teardown reports.
