@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
+import time
+from pathlib import Path
 from typing import Iterable
 
 from pytest_benchaudit.testing.scripted_server import (
@@ -74,9 +76,24 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--invalid", type=float, default=0.10, help="share of invalid answers (default 0.10)")
     parser.add_argument("--http-errors", type=float, default=0.03,
                         help="share of requests whose first attempt gets HTTP 500/429 (default 0.03)")
+    parser.add_argument("--arrivals", metavar="FILE", help="write each request's arrival time (Unix seconds) "
+                        "and attempt number, a line each, to FILE when the server stops (bench/timeline.py)")
     args = parser.parse_args(list(argv) if argv is not None else None)
-    server = ScriptedServer(realistic_mix(args.invalid, args.http_errors), latency=args.latency, port=args.port)
-    return serve_until_signal(server)
+    script = realistic_mix(args.invalid, args.http_errors)
+    arrivals: list[tuple[float, int]] = []
+    if args.arrivals:
+        mix = script
+
+        def script(call: Call) -> Reply:
+            arrivals.append((time.time(), call.attempt))
+            return mix(call)
+
+    server = ScriptedServer(script, latency=args.latency, port=args.port)
+    try:
+        return serve_until_signal(server)
+    finally:
+        if args.arrivals:
+            Path(args.arrivals).write_text("".join(f"{t:.4f} {a}\n" for t, a in arrivals))
 
 
 if __name__ == "__main__":
