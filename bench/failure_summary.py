@@ -28,10 +28,13 @@ from typing import Iterator
 REPO = Path(__file__).resolve().parent.parent
 
 
-def start_mixed(latency: float, invalid: float = 0.10, http_errors: float = 0.03) -> tuple[subprocess.Popen[str], str]:
-    """The mixed scripted server in its own process; returns (process, base URL)."""
+def start_mixed(latency: float, invalid: float = 0.10, http_errors: float = 0.03,
+                arrivals: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+    """The mixed scripted server in its own process; returns (process, base URL).  ``arrivals``:
+    the file where it logs each request's arrival when it stops (``--arrivals``)."""
     proc = subprocess.Popen([sys.executable, "-m", "pytest_benchaudit.testing.mixed_server", "--latency", str(latency),
-                             "--invalid", str(invalid), "--http-errors", str(http_errors)],
+                             "--invalid", str(invalid), "--http-errors", str(http_errors),
+                             *(["--arrivals", str(arrivals)] if arrivals else [])],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()

@@ -113,13 +113,17 @@ def time_bare(url: str, bodies: list[bytes], n: int, concurrency: int, backoff: 
     return time.perf_counter() - start
 
 
-def time_pytest(url: str, target: str, concurrency: int, limit: int | None, report_dir: Path) -> tuple[float, int, int]:
-    """(wall s, lines printed, records written) of one default-options run."""
+def pytest_command(url: str, target: str, concurrency: int, limit: int | None, report_dir: Path) -> list[str]:
+    """The default-options run of ``target`` against ``url`` that the benches time."""
     cmd = [sys.executable, "-m", "pytest", target, "--model", f"m@{url}", "--concurrency", str(concurrency),
            "-p", "no:cacheprovider", "--report-dir", str(report_dir), "--no-cache", "--max-retries", "2",
            *TEST_ONLY_PLUGINS]
-    if limit:
-        cmd += ["--limit", str(limit)]
+    return cmd + (["--limit", str(limit)] if limit else [])
+
+
+def time_pytest(url: str, target: str, concurrency: int, limit: int | None, report_dir: Path) -> tuple[float, int, int]:
+    """(wall s, lines printed, records written) of one default-options run."""
+    cmd = pytest_command(url, target, concurrency, limit, report_dir)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=report_dir.parent, env=ENV)
     elapsed = time.perf_counter() - start

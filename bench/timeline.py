@@ -31,22 +31,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 
-from throughput import TEST_ONLY_PLUGINS  # noqa: E402
+from failure_summary import start_mixed  # noqa: E402
+from throughput import pytest_command  # noqa: E402
 
 
 def one_run(tree: Path, base: bool, env: dict[str, str], latency: float, tmp: Path) -> dict[str, float]:
     arrivals = tmp / "arrivals.txt"
     arrivals.unlink(missing_ok=True)
-    server = subprocess.Popen([sys.executable, "-m", "pytest_benchaudit.testing.mixed_server", "--latency",
-                               str(latency), "--arrivals", str(arrivals)], stdout=subprocess.PIPE, text=True, env=env)
-    assert server.stdout is not None
-    url = server.stdout.readline().split()[1]
+    server, url = start_mixed(latency, arrivals=arrivals)
     run_env = dict(env, PYTHONPATH=str(tree)) if base else env
     report = tmp / "reports"
     report.mkdir(exist_ok=True)
-    cmd = [sys.executable, "-m", "pytest", str(tree / "suites" / "seceval"), "--model", f"m@{url}",
-           "--concurrency", "32", "-p", "no:cacheprovider", "--report-dir", str(report), "--no-cache",
-           "--max-retries", "2", *TEST_ONLY_PLUGINS]
+    cmd = pytest_command(url, str(tree / "suites" / "seceval"), 32, None, report)
     start = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=run_env)
     end = time.time()

@@ -79,16 +79,14 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--arrivals", metavar="FILE", help="write each request's arrival time (Unix seconds) "
                         "and attempt number, a line each, to FILE when the server stops (bench/timeline.py)")
     args = parser.parse_args(list(argv) if argv is not None else None)
-    script = realistic_mix(args.invalid, args.http_errors)
+    mix = realistic_mix(args.invalid, args.http_errors)
     arrivals: list[tuple[float, int]] = []
-    if args.arrivals:
-        mix = script
 
-        def script(call: Call) -> Reply:
-            arrivals.append((time.time(), call.attempt))
-            return mix(call)
+    def logged(call: Call) -> Reply:
+        arrivals.append((time.time(), call.attempt))
+        return mix(call)
 
-    server = ScriptedServer(script, latency=args.latency, port=args.port)
+    server = ScriptedServer(logged if args.arrivals else mix, latency=args.latency, port=args.port)
     try:
         return serve_until_signal(server)
     finally:
