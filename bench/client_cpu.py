@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from failure_summary import fresh_mixed  # noqa: E402
 from throughput import bare_client, request_bodies  # noqa: E402
+from data_dir import require_data_dir  # noqa: E402
 
 
 async def ours(url: str, bodies: list[bytes], concurrency: int) -> int:
@@ -53,8 +54,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    if not os.environ.get("BENCHAUDIT_DATA"):
-        sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
+    require_data_dir()
     bodies = request_bodies()
     cpu: dict[str, list[float]] = {"bare aiohttp": [], "benchaudit client": []}
     for _ in range(args.repeats):

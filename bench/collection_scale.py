@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from data_dir import require_data_dir
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -110,8 +110,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    if not os.environ.get("BENCHAUDIT_DATA"):
-        sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
+    require_data_dir()
     base = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
+
+from data_dir import require_data_dir
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -82,8 +83,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="questions (default: all 2,189)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    if not os.environ.get("BENCHAUDIT_DATA"):
-        sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
+    require_data_dir()
     base = [str(REPO / "suites" / "seceval"), "-p", "no:cacheprovider", "--no-cache", "--max-retries", "2"]
     if args.limit:
         base += ["--limit", str(args.limit)]

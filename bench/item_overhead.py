@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from data_dir import require_data_dir
+
 REPO = Path(__file__).resolve().parent.parent
 SECEVAL_QUESTIONS = 2189
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
@@ -112,8 +114,7 @@ def main() -> None:
     parser.add_argument("--full-protocol", action="store_true",
                         help="also time each run with BENCHAUDIT_FULL_PROTOCOL=1 (pytest's own per-item protocol)")
     args = parser.parse_args()
-    if not os.environ.get("BENCHAUDIT_DATA"):
-        sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
+    ENV["BENCHAUDIT_DATA"] = str(require_data_dir())
     n = args.items
     if n > SECEVAL_QUESTIONS:  # --limit cannot run more items than the suite has: per item would be wrong
         sys.exit(f"--items {n}: SecEval has {SECEVAL_QUESTIONS:,} questions; use at most that many")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_benchaudit.inference.launch.local import MODEL_ID, LocalServer
+from data_dir import require_data_dir  # noqa: E402
 
 
 class Proxy:
@@ -115,8 +115,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[2, 1])
     args = parser.parse_args()
-    if not os.environ.get("BENCHAUDIT_DATA"):
-        sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
+    require_data_dir()
     server = LocalServer()
     t = time.perf_counter()
     upstream = server.start()

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from collection_scale import MEASURE, write_plain  # noqa: E402
 from failure_summary import start_mixed  # noqa: E402
+from data_dir import require_data_dir  # noqa: E402
 
 
 def measure(cmd: list[str], cwd: str) -> tuple[float, float, str, int]:
@@ -66,8 +67,7 @@ def main() -> None:
     parser.add_argument("--run", action="store_true", help="also run every item against the loopback server")
     parser.add_argument("-n", dest="workers", default=None, help="xdist workers for the run (-n)")
     args = parser.parse_args()
-    if not os.environ.get("BENCHAUDIT_DATA"):
-        sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
+    require_data_dir()
     target = str(REPO / "suites") if args.suites == "all" else str(REPO / "suites" / args.suites)
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
     print(f"load average before: {os.getloadavg()[0]:.2f}")

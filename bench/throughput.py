@@ -44,6 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 
 from failure_summary import fresh_mixed  # noqa: E402
+from data_dir import require_data_dir  # noqa: E402
 
 
 def request_bodies(limit: int | None = None) -> list[bytes]:
@@ -148,8 +149,7 @@ def main() -> None:
     parser.add_argument("--no-bytecode-cache", action="store_true",
                         help="run the children in this environment as it is (no bytecode cache if it has none)")
     args = parser.parse_args()
-    if not os.environ.get("BENCHAUDIT_DATA"):
-        sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
+    ENV["BENCHAUDIT_DATA"] = str(require_data_dir())
     target = str(REPO / "suites" / "seceval") if args.suites == "seceval" else str(REPO / "suites")
     if args.with_test_plugins:
         TEST_ONLY_PLUGINS.clear()

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from failure_summary import start_mixed  # noqa: E402
 from throughput import pytest_command  # noqa: E402
+from data_dir import require_data_dir  # noqa: E402
 
 
 def one_run(tree: Path, base: bool, env: dict[str, str], latency: float, tmp: Path) -> dict[str, float]:
@@ -60,8 +61,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--base", type=Path, help="another checkout to compare with (run through PYTHONPATH)")
     args = parser.parse_args()
-    if not os.environ.get("BENCHAUDIT_DATA"):
-        sys.exit("set BENCHAUDIT_DATA to the benchmark data directory")
+    require_data_dir()
     trees = [("this tree", REPO, False)] + ([("base", args.base.resolve(), True)] if args.base else [])
     rows: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in trees}
     with tempfile.TemporaryDirectory() as tmp_name:
