@@ -322,6 +322,9 @@ def _open_records(path: Path, mode: str = "r") -> Any:
         raise RunDirError(f"{path}: cannot be read: {err.strerror or err}") from None
 
 
+_BLOCK_BYTES = 1 << 20  # what RecordsFollower reads at a time
+
+
 class RecordsFollower:
     """``records.jsonl`` read while this process appends to it, the way :func:`read_records` reads it.
 
@@ -349,22 +352,30 @@ class RecordsFollower:
         self._skipped: list[str] = []
 
     def new(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
-        """The records of the lines completed since the last call."""
+        """The records of the lines completed since the last call (at most about ``limit`` bytes
+        of them; ``None``: all)."""
         if self._fh is None:
             self._fh = _open_records(self.path, "rb")
-        try:
-            chunk = self._fh.read(limit if limit else -1)
-        except OSError as err:
-            raise RunDirError(f"{self.path}: cannot be read: {err.strerror or err}") from None
-        if not chunk:
-            return
-        data = self._pending + chunk
-        end = data.rfind(b"\n") + 1
-        self._pending = data[end:]
-        for raw in data[:end].split(b"\n")[:-1]:
-            record = self._line(raw + b"\n")
-            if record is not None:
-                yield record
+        left = limit if limit else None
+        while left is None or left > 0:
+            # In blocks: the end of an xdist run reads all of a 161,670-record file here, and
+            # one read of it whole (plus its split) held ~0.5 GB at once.
+            size = _BLOCK_BYTES if left is None else min(left, _BLOCK_BYTES)
+            try:
+                chunk = self._fh.read(size)
+            except OSError as err:
+                raise RunDirError(f"{self.path}: cannot be read: {err.strerror or err}") from None
+            if not chunk:
+                return
+            if left is not None:
+                left -= len(chunk)
+            data = self._pending + chunk
+            end = data.rfind(b"\n") + 1
+            self._pending = data[end:]
+            for raw in data[:end].split(b"\n")[:-1]:
+                record = self._line(raw + b"\n")
+                if record is not None:
+                    yield record
 
     def rest(self) -> Iterator[dict[str, Any]]:
         """The records left (call once the file is complete), then the file is closed."""
