@@ -12,8 +12,11 @@ not change the HTTP client) and watches each generation's ``error``:
   would be refused the same way.  That first answer keeps the provider's message.
 
 Once tripped, every later request of the model is answered at once, without being sent,
-with ``Generation(error="endpoint_down: <why>", attempts=0)``; extraction records it invalid
-with reason ``endpoint_down`` (see :data:`~pytest_benchaudit.pipeline.types.ENDPOINT_DOWN_PREFIX`).
+with ``Generation(error="endpoint_down: <why>; not asked", attempts=0)``.  The requests still in
+flight are cut (cancelled, and answered ``"endpoint_down: <why>; cut short: ..."``) instead of
+running out their retries against the same dead endpoint: five attempts and their backoff, or
+five timeouts, that the end of the run would wait for.  Extraction records both invalid with
+reason ``endpoint_down`` (see :data:`~pytest_benchaudit.pipeline.types.ENDPOINT_DOWN_PREFIX`).
 Such records mark the run incomplete; ``--resume RUN_DIR`` drops them and asks those
 questions again.  ``threshold = 0`` turns the counting off (401/403 still trip).
 
@@ -30,9 +33,13 @@ from typing import Any
 
 from pytest_benchaudit.pipeline.types import ENDPOINT_DOWN_PREFIX, Generation, Request
 
-__all__ = ["BreakerBackend", "BreakerState", "classify_error", "DEFAULT_THRESHOLD"]
+__all__ = ["BreakerBackend", "BreakerState", "CUT", "DEFAULT_THRESHOLD", "NOT_ASKED", "classify_error", "endpoint_down_reason"]
 
 DEFAULT_THRESHOLD = 20  # consecutive connection failures / timeouts before a model's endpoint counts as down
+
+# How an endpoint_down error ends: "endpoint_down: <why the breaker tripped>; <one of these>".
+NOT_ASKED = "not asked"
+CUT = "cut short: in flight when the breaker tripped"
 
 _AUTH = re.compile(r"^HTTP (401|403)\b")
 
@@ -48,15 +55,21 @@ def classify_error(error: str | None) -> str:
     return "other"
 
 
+def endpoint_down_reason(error: str) -> str:
+    """Why the breaker tripped, from the error of a question it answered ``endpoint_down``."""
+    return error.removeprefix(ENDPOINT_DOWN_PREFIX).rsplit("; ", 1)[0]
+
+
 @dataclass
 class BreakerState:
     """What one model's breaker has seen (read by the runner; written on the engine loop only)."""
 
     threshold: int
     consecutive: int = 0
-    tripped: str | None = None  # why, once tripped
+    tripped: str | None = None  # why, once tripped (``endpoint_down_reason`` reads it back from an error)
     kind: str | None = None  # "down" or "auth"
     not_asked: int = 0
+    cut: int = 0  # requests in flight when it tripped, stopped (recorded endpoint_down too)
 
 
 class BreakerBackend:
@@ -71,6 +84,8 @@ class BreakerBackend:
         # the client's own concurrency gate).  Waiting here instead, with the same bound, makes
         # the breaker decide when a request is about to be sent, not when it was queued.
         self._gate = asyncio.Semaphore(concurrency) if concurrency else None
+        self._in_flight: set[asyncio.Task[Any]] = set()  # the tasks of requests sent and not yet answered
+        self._cut: set[asyncio.Task[Any]] = set()  # of those, the ones cancelled because the breaker tripped
 
     @property
     def spec(self) -> Any:
@@ -92,23 +107,50 @@ class BreakerBackend:
         state = self.state
         if state.tripped is not None:
             state.not_asked += 1
-            return Generation(error=ENDPOINT_DOWN_PREFIX + state.tripped, attempts=0)
-        generation = await self.inner.generate(request)
-        if state.tripped is not None:  # tripped while this one was in flight: its own answer stands
+            return Generation(error=f"{ENDPOINT_DOWN_PREFIX}{state.tripped}; {NOT_ASKED}", attempts=0)
+        task = asyncio.current_task()
+        if task is not None:
+            self._in_flight.add(task)
+        try:
+            generation = await self.inner.generate(request)
+        except asyncio.CancelledError:
+            if task is None or task not in self._cut or task.cancelling() > 1:
+                raise  # not (only) ours: the engine is closing
+            task.uncancel()
+            state.cut += 1
+            return Generation(error=f"{ENDPOINT_DOWN_PREFIX}{state.tripped}; {CUT}", attempts=0)
+        finally:
+            if task is not None:
+                self._in_flight.discard(task)
+                self._cut.discard(task)
+        if state.tripped is not None:  # tripped as this one was answered: its own answer stands
             return generation
         kind = classify_error(generation.error)
         if kind == "auth":
             state.kind = "auth"
-            state.tripped = f"the endpoint refused the credentials ({generation.error}); not asked"
+            state.tripped = f"the endpoint refused the credentials ({generation.error})"
         elif kind == "down":
             state.consecutive += 1
             if state.threshold and state.consecutive >= state.threshold:
                 state.kind = "down"
                 state.tripped = (f"{state.consecutive} consecutive connection failures or timeouts "
-                                 f"(last: {generation.error}); not asked")
+                                 f"(last: {generation.error})")
         else:
             state.consecutive = 0
+        if state.tripped is not None:
+            self._stop_in_flight()
         return generation
+
+    def _stop_in_flight(self) -> None:
+        """The breaker just tripped: cut the requests still in flight.  Each would otherwise go on
+        through its whole retry schedule against the same dead endpoint (five attempts and their
+        backoff, or five timeouts), and the run would wait for them before it ends; they are
+        recorded ``endpoint_down`` like the questions not asked, and ``--resume`` asks them."""
+        current = asyncio.current_task()
+        for task in self._in_flight:
+            if task is not current and task not in self._cut:
+                self._cut.add(task)
+                task.cancel()
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -459,7 +459,9 @@ class Controller:
         self.not_asked[model] = self.not_asked.get(model, 0) + 1
         if model in self.down_reason:
             return
-        why = str(record.get("error") or "").removeprefix(ENDPOINT_DOWN_PREFIX).removesuffix("; not asked")
+        from pytest_benchaudit.inference.breaker import endpoint_down_reason
+
+        why = endpoint_down_reason(str(record.get("error") or ""))
         self.down_reason[model] = why
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:

@@ -157,3 +157,90 @@ def test_endpoint_that_never_answers_trips_on_timeouts(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(["*endpoint down — 3 consecutive connection failures or timeouts (last: timeout*"])
     records = read_run(only_run_dir(pytester.path / "out"))["records"]
     assert len(records) == 40 and sum(r["invalid_reason"] == "endpoint_down" for r in records) >= 35
+
+
+class _Slow:
+    """Fails the first ``fast`` requests at once; the others hang (a request going through its retries)."""
+
+    spec = None
+
+    def __init__(self, fast: int) -> None:
+        self.fast = fast
+        self.sent = 0
+
+    async def generate(self, request: Request) -> Generation:
+        self.sent += 1
+        if self.sent <= self.fast:
+            await asyncio.sleep(0.01)
+        else:
+            await asyncio.sleep(60)
+        return Generation(error="connection error: refused (gave up after 5 attempts)")
+
+    async def aclose(self) -> None:
+        pass
+
+
+REQUEST = Request(mode="chat", messages=[{"role": "user", "content": "q"}], params={})
+
+
+def test_requests_in_flight_when_it_trips_are_cut_not_left_to_their_retries() -> None:
+    breaker = BreakerBackend(_Slow(fast=3), threshold=3, label="m", concurrency=8)
+
+    async def go() -> list[Generation]:
+        # without the cut, the 5 slow ones would hold the run for their whole minute
+        return await asyncio.wait_for(asyncio.gather(*(breaker.generate(REQUEST) for _ in range(12))), 10)
+
+    out = asyncio.run(go())
+    assert breaker.inner.sent == 8  # the gate's 8 were sent; the 4 behind it never were
+    assert [g.error.startswith("connection error") for g in out].count(True) == 3
+    cut = [g for g in out if g.error.endswith("; cut short: in flight when the breaker tripped")]
+    not_asked = [g for g in out if g.error.endswith("; not asked")]
+    assert len(cut) == breaker.state.cut == 5 and len(not_asked) == breaker.state.not_asked == 4
+    assert all(g.error.startswith("endpoint_down: 3 consecutive connection failures") and g.attempts == 0
+               for g in cut + not_asked)
+    q = Question(benchmark="b", task="t", id="q1", index=0, text="q", choices={"A": "x", "B": "y"}, gold="A")
+    assert extract("final_answer_letter", cut[0], q, "strip").invalid_reason == "endpoint_down"
+    assert not breaker._in_flight and not breaker._cut
+
+
+def test_a_cancel_from_outside_is_not_swallowed() -> None:
+    """The engine closing cancels requests in flight: the breaker passes that on, it is not a cut."""
+    breaker = BreakerBackend(_Slow(fast=0), threshold=3, label="m")
+
+    async def go() -> None:
+        task = asyncio.ensure_future(breaker.generate(REQUEST))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert breaker.state.tripped is None and breaker.state.cut == 0 and not breaker._in_flight
+
+
+def test_endpoint_down_reason_reads_back_why_it_tripped() -> None:
+    from pytest_benchaudit.inference.breaker import endpoint_down_reason
+
+    why = "20 consecutive connection failures or timeouts (last: connection error: a; b)"
+    assert endpoint_down_reason(f"endpoint_down: {why}; not asked") == why
+    assert endpoint_down_reason(f"endpoint_down: {why}; cut short: in flight when the breaker tripped") == why
+
+
+def test_dead_endpoint_with_the_default_retries_ends_without_waiting_out_theirs(pytester: pytest.Pytester) -> None:
+    """The client's default retries (4, with backoff): the requests in flight when the breaker trips
+    are cut (without the cut all 8 in flight end as inference errors, after their whole retry
+    schedule); every question is recorded."""
+    _suite(pytester, 30)
+    dead = f"http://127.0.0.1:{_closed_port()}/v1"
+    result = pytester.runpytest_subprocess("suites/deadbench", "--data-dir", "data", "--model", f"m@{dead}",
+                                           "--report-dir", "out", "--no-cache", "--breaker", "3",
+                                           "--concurrency", "8")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    records = read_run(only_run_dir(pytester.path / "out"))["records"]
+    reasons = [r["invalid_reason"] for r in records]
+    # the breaker's 3, and perhaps one more that failed in the same instant
+    assert len(reasons) == 30 and 3 <= reasons.count("inference_error") <= 5
+    assert any(r["error"].endswith("; cut short: in flight when the breaker tripped") for r in records)
+    assert reasons.count("endpoint_down") == 30 - reasons.count("inference_error")
+    result.stdout.fnmatch_lines(["*endpoint down — 3 consecutive connection failures or timeouts (last: *"
+                                 "(gave up after 5 attempts)). Its remaining*"])
