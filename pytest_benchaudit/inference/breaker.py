@@ -33,7 +33,8 @@ from typing import Any
 
 from pytest_benchaudit.pipeline.types import ENDPOINT_DOWN_PREFIX, Generation, Request
 
-__all__ = ["BreakerBackend", "BreakerState", "CUT", "DEFAULT_THRESHOLD", "NOT_ASKED", "classify_error", "endpoint_down_reason"]
+__all__ = ["BreakerBackend", "BreakerState", "CUT", "DEFAULT_THRESHOLD", "NOT_ASKED", "classify_error",
+           "endpoint_down_reason"]
 
 DEFAULT_THRESHOLD = 20  # consecutive connection failures / timeouts before a model's endpoint counts as down
 

@@ -49,7 +49,6 @@ from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
 from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
 from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
 from pytest_benchaudit.common.secrets import redact
-from pytest_benchaudit.pipeline.types import ENDPOINT_DOWN_PREFIX
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
 if TYPE_CHECKING:
