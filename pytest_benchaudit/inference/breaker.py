@@ -12,10 +12,11 @@ not change the HTTP client) and watches each generation's ``error``:
   would be refused the same way.  That first answer keeps the provider's message.
 
 Once tripped, every later request of the model is answered at once, without being sent,
-with ``Generation(error="endpoint_down: <why>; not asked", attempts=0)``.  The requests still in
-flight are cut (cancelled, and answered ``"endpoint_down: <why>; cut short: ..."``) instead of
-running out their retries against the same dead endpoint: five attempts and their backoff, or
-five timeouts, that the end of the run would wait for.  Extraction records both invalid with
+with ``Generation(error="endpoint_down: <why>; not asked", attempts=0)``.  When it trips on
+connection failures or timeouts, the requests still in flight are cut too (cancelled, and
+answered ``"endpoint_down: <why>; cut short: ..."``) instead of running out their retries against
+the same dead endpoint: five attempts and their backoff, or five timeouts, that the end of the
+run would wait for.  (A 401/403 is not retried: what is in flight then keeps its own answer.)  Extraction records both invalid with
 reason ``endpoint_down`` (see :data:`~pytest_benchaudit.pipeline.types.ENDPOINT_DOWN_PREFIX`).
 Such records mark the run incomplete; ``--resume RUN_DIR`` drops them and asks those
 questions again.  ``threshold = 0`` turns the counting off (401/403 still trip).
@@ -136,10 +137,9 @@ class BreakerBackend:
                 state.kind = "down"
                 state.tripped = (f"{state.consecutive} consecutive connection failures or timeouts "
                                  f"(last: {generation.error})")
+                self._stop_in_flight()
         else:
             state.consecutive = 0
-        if state.tripped is not None:
-            self._stop_in_flight()
         return generation
 
     def _stop_in_flight(self) -> None:

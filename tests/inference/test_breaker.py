@@ -203,6 +203,35 @@ def test_requests_in_flight_when_it_trips_are_cut_not_left_to_their_retries() ->
     assert not breaker._in_flight and not breaker._cut
 
 
+def test_a_401_does_not_cut_what_is_in_flight() -> None:
+    """A 401/403 is not retried: the requests in flight then end soon on their own, with their answers."""
+
+    class _Refuses:
+        spec = None
+        sent = 0
+
+        async def generate(self, request: Request) -> Generation:
+            self.sent += 1
+            if self.sent == 1:
+                await asyncio.sleep(0.01)  # the next three are sent meanwhile
+                return Generation(error="HTTP 401: Incorrect API key provided")
+            await asyncio.sleep(0.05)
+            return Generation(text="Answer: A")
+
+        async def aclose(self) -> None:
+            pass
+
+    breaker = BreakerBackend(_Refuses(), threshold=3, label="m", concurrency=4)
+
+    async def go() -> list[Generation]:
+        return await asyncio.gather(*(breaker.generate(REQUEST) for _ in range(6)))
+
+    out = asyncio.run(go())
+    assert breaker.state.kind == "auth" and breaker.state.cut == 0
+    assert [g.text for g in out[1:4]] == ["Answer: A"] * 3  # in flight when it tripped: answered
+    assert all(g.error.endswith("; not asked") for g in out[4:])
+
+
 def test_a_cancel_from_outside_is_not_swallowed() -> None:
     """The engine closing cancels requests in flight: the breaker passes that on, it is not a cut."""
     breaker = BreakerBackend(_Slow(fast=0), threshold=3, label="m")
