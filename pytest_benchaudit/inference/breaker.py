@@ -111,20 +111,19 @@ class BreakerBackend:
             state.not_asked += 1
             return Generation(error=f"{ENDPOINT_DOWN_PREFIX}{state.tripped}; {NOT_ASKED}", attempts=0)
         task = asyncio.current_task()
-        if task is not None:
-            self._in_flight.add(task)
+        assert task is not None  # a coroutine the engine's loop runs is always in a task
+        self._in_flight.add(task)
         try:
             generation = await self.inner.generate(request)
         except asyncio.CancelledError:
-            if task is None or task not in self._cut or task.cancelling() > 1:
+            if task not in self._cut or task.cancelling() > 1:
                 raise  # not (only) ours: the engine is closing
             task.uncancel()
             state.cut += 1
             return Generation(error=f"{ENDPOINT_DOWN_PREFIX}{state.tripped}; {CUT}", attempts=0)
         finally:
-            if task is not None:
-                self._in_flight.discard(task)
-                self._cut.discard(task)
+            self._in_flight.discard(task)
+            self._cut.discard(task)
         if state.tripped is not None:  # tripped as this one was answered: its own answer stands
             return generation
         kind = classify_error(generation.error)
