@@ -43,27 +43,91 @@ AUDIT_VERSION = "benchaudit.audit/1"
 UPSTREAM = ("dataset", "prompt", "inference")
 
 
-def upstream_differences(cards: dict[str, Any], layer: str, suites_dir: Path) -> list[dict[str, Any]]:
-    """Per task: the dataset/prompt/inference fields whose stored value differs from ``layer``'s."""
-    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
-    from pytest_benchaudit.pipeline.stages import PipelineError
+def upstream_differences(cards: dict[str, Any], layer: str, suites_dir: Path, data_dir: str | None = None,
+                         done: dict[tuple[str, str], dict[str, Any] | None] | None = None) -> list[dict[str, Any]]:
+    """Per task: the dataset/prompt/inference fields in which the stored card and ``layer`` differ,
+    judged by what is sent (:mod:`pytest_benchaudit.audit.upstream`): each task's questions are
+    rendered under both pipelines and their requests compared byte for byte.
 
+    A row lists under ``fields`` only the fields that need new generations; ``no_effect`` the fields
+    whose requests differ only where it changes nothing (``top_p``/``seed`` at temperature 0), with
+    the reason; ``same_request`` the fields that render byte-identical requests.  A task none of whose
+    fields needs new generations has ``fields == []`` and ``differs = False``: it is no upstream
+    difference.  Where the questions cannot be read (no data directory), the fields are compared by
+    value and the row says so.  ``done``: rows already computed, keyed (task, card hash), reused.
+    """
     rows: list[dict[str, Any]] = []
+    done = {} if done is None else done
     for key, card in sorted(cards.items()):
         if "|" in key:
             continue
-        bench, _, task = key.partition(".")
-        try:
-            target = load_suite(Path(suites_dir) / bench / SUITE_FILENAME).pipeline(task, layer).card()["fields"]
-        except (SuiteError, PipelineError, KeyError, OSError) as err:
-            rows.append({"task": key, "fields": [], "note": f"no {layer!r} layer to compare with ({err})"})
-            continue
-        stored = card.get("fields", {})
-        diff = [{"field": f, "stored": stored.get(f), layer: target.get(f)} for f in sorted(set(stored) | set(target))
-                if f.split(".", 1)[0] in UPSTREAM and stored.get(f) != target.get(f)]
-        if diff:
-            rows.append({"task": key, "fields": diff, "note": "needs new generations: not re-scored, not estimated"})
+        memo = (key, str(card.get("hash")))
+        if memo not in done:
+            done[memo] = _upstream_row(key, card, layer, suites_dir, data_dir)
+        row = done[memo]
+        if row is not None:
+            rows.append(row)
     return rows
+
+
+def _upstream_row(key: str, card: dict[str, Any], layer: str, suites_dir: Path, data_dir: str | None
+                  ) -> dict[str, Any] | None:
+    """One task's row of :func:`upstream_differences`, or None when no upstream field's value differs."""
+    from pytest_benchaudit.audit.rescore import pipeline_from_card
+    from pytest_benchaudit.audit.upstream import compare_sent, upstream_fields
+    from pytest_benchaudit.dataset.readers import load_questions, resolve_data_dir
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
+    from pytest_benchaudit.pipeline.stages import PipelineError
+    from pytest_benchaudit.prompt.templates import TemplateError
+
+    bench, _, task = key.partition(".")
+    try:
+        suite = load_suite(Path(suites_dir) / bench / SUITE_FILENAME)
+        pipeline = suite.pipeline(task, layer)
+    except (SuiteError, PipelineError, KeyError, OSError) as err:
+        return {"task": key, "fields": [], "differs": None,
+                "note": f"no {layer!r} layer to compare with ({err})"}
+    stored, target = card.get("fields", {}), pipeline.card()["fields"]
+    names = upstream_fields(stored, target)
+    if not names:
+        return None
+
+    def value_row(why: str) -> dict[str, Any]:
+        return {"task": key, "differs": True, "compared": "by value",
+                "fields": [{"field": f, "stored": stored.get(f), layer: target.get(f)} for f in names],
+                "no_effect": [], "same_request": [],
+                "note": f"needs new generations: not re-scored, not estimated (requests not rendered: {why}; "
+                        "fields compared by value)"}
+
+    try:
+        data_path, origin = resolve_data_dir(data_dir)
+        questions, _path = load_questions(suite, task, data_path, origin)
+        shots = (load_questions(suite, task, data_path, origin, few_shot=True)[0]
+                 if suite.tasks[task].few_shot else [])
+        sent = compare_sent(pipeline_from_card(card), pipeline, suite.templates, questions, shots)
+    except (SuiteError, OSError) as err:
+        return value_row(str(err))
+    except (TemplateError, PipelineError, KeyError, TypeError, ValueError) as err:
+        return value_row(f"{type(err).__name__}: {err}")
+
+    def entry(v: Any) -> dict[str, Any]:
+        return {"field": v.field, "stored": v.stored, layer: v.target, "reason": v.reason,
+                "questions_identical": v.n_identical, "questions": v.n_questions}
+
+    needs = sent.by_verdict("needs_generations")
+    row: dict[str, Any] = {
+        "task": key, "differs": bool(needs), "compared": "rendered requests",
+        "fields": [entry(v) for v in needs],
+        "no_effect": [entry(v) for v in sent.by_verdict("no_effect")],
+        "same_request": [entry(v) for v in sent.by_verdict("same_request")],
+        "requests": {"questions": sent.n_questions, "identical": sent.n_identical,
+                     "how": "each question rendered under the stored pipeline and under the layer "
+                            "(prompt.templates.render_request); requests compared by their canonical JSON"},
+        "note": ("needs new generations: not re-scored, not estimated" if needs else
+                 "no upstream difference: the two layers send the same requests, or differ only where it "
+                 "changes nothing"),
+    }
+    return row
 
 
 def scores_both_ways(doc: dict[str, Any], results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -159,6 +223,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     if toward in layers:
         raise CompareError(f"--toward {toward}: the runs are already under {toward!r}; give runs of another layer")
     rescored_dirs, attribution, upstream = [], [], []
+    rendered: dict[tuple[str, str], dict[str, Any] | None] = {}  # (task, card hash) -> row: rendered once
     for run in base:
         new, _results, _cards = rescore_run(run.path, layer=toward, report_dir=out / "runs" / toward,
                                             suites_dir=suites_dir, data_dir=data_dir)
@@ -166,7 +231,8 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
         rows, _res, _c = sweep_run(run.path, [], toward=toward, suites_dir=suites_dir, data_dir=data_dir)
         attribution += rows
         if target_run is None:
-            for row in upstream_differences(run.meta.get("pipeline_cards") or {}, toward, suites_dir):
+            for row in upstream_differences(run.meta.get("pipeline_cards") or {}, toward, suites_dir, data_dir,
+                                            rendered):
                 if row not in upstream:
                     upstream.append(row)
     target = load_runs(rescored_dirs)
@@ -208,7 +274,11 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
         "runs": [str(run.path) for run in base], "layers": {"from": layers, "toward": toward},
         "rescored_runs": [str(p) for p in rescored_dirs],
         "scores": scores_both_ways(doc, results),
-        "attribution": attribution, "upstream_differences": upstream,
+        "attribution": attribution,
+        # A task whose layers send the same requests (or differ only where it changes nothing) is no
+        # upstream difference: it is listed apart, with the fields and why.
+        "upstream_differences": [row for row in upstream if row.get("differs") is not False],
+        "upstream_same_requests": [row for row in upstream if row.get("differs") is False],
         "ledger": ledger, "findings": findings, "exports": [],
         "compare": doc,
         "how": "downstream fields re-scored from the stored outputs; upstream differences listed, never estimated; "

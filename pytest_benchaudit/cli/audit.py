@@ -102,10 +102,18 @@ def run(args: argparse.Namespace) -> int:
           "single-field variants moved a score (downstream fields, re-scored)")
     if moved:
         print(render_variant_deltas(moved))
+    def listed(entries: list[dict[str, Any]]) -> str:
+        return ", ".join(f"{d['field']} {json.dumps(d['stored'])} -> {json.dumps(d.get(toward))}" for d in entries)
+
     for row in doc["upstream_differences"]:
-        fields = ", ".join(f"{d['field']} {json.dumps(d['stored'])} -> {json.dumps(d.get(toward))}"
-                           for d in row["fields"])
-        print(f"upstream: {row['task']}: {fields or '-'}: {row['note']}")
+        print(f"upstream: {row['task']}: {listed(row['fields']) or '-'}: {row['note']}")
+        for d in row.get("no_effect", []):
+            print(f"  no effect expected: {listed([d])}: {d['reason']}")
+        if row.get("same_request"):
+            print(f"  same requests: {listed(row['same_request'])}: byte-identical when rendered")
+    for row in doc.get("upstream_same_requests", []):
+        print(f"no upstream difference: {row['task']}: {listed(row['same_request']) or '-'} render "
+              f"byte-identical requests{'; ' + listed(row['no_effect']) + ': no effect expected' if row['no_effect'] else ''}")
     split = doc.get("upstream_attribution")
     if split:  # a --pipelines run: the move to the target layer, downstream + upstream
         from pytest_benchaudit.report.terminal import render_layer_attribution
