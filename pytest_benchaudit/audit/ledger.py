@@ -13,7 +13,11 @@ README/paper says) with its ``released`` layer (what its released code does):
     the documentation leaves it unspecified: it cannot be reproduced from the
     documentation alone;
 ``contradicted``
-    the documentation states a value and the released code does something else.
+    the documentation states a value and the released code does something else;
+``unread``
+    the documents read leave it unspecified, but a document that exists and may state it could
+    not be read here (the suite's ``[ledger] unread`` lists it, e.g. a paper of which only the
+    abstract was available): not "silent", only "not read".
 
 Rules
 -----
@@ -37,19 +41,32 @@ with ``d`` the documented value of a leaf and ``r`` the released value:
 ``dataset.source``, ``dataset.revision`` and ``dataset.files`` are filled from the suite's
 ``[benchmark]`` table and the task's data mapping for every layer, so they count as stated.
 
-*Stage columns.*  Any contradicted leaf makes the column contradicted, else any undefined
-leaf makes it undefined, else it is matched.
+*Moot leaves.*  A leaf that cannot change the result under the documented values of the
+others is left out of its column (the reason is kept in the cell's ``moot`` and notes): a seed
+or ``top_p`` when the documentation states temperature 0 (greedy decoding picks the same
+tokens), and temperature, ``top_p`` and seed when the documented extraction rule is the arg-max
+of the first token's log-probabilities (decoding does not change them).  A column whose leaves
+are all moot is matched.
+
+*Unread.*  In a suite whose ``[ledger] unread`` lists documents, every leaf that would be
+undefined is ``unread`` instead: those documents may state it.
+
+*Stage columns.*  Any contradicted leaf makes the column contradicted, else any unread leaf
+makes it unread, else any undefined leaf makes it undefined, else it is matched.
 
 *Benchmarks with several tasks.*  The benchmark cell is ``contradicted`` if any task
-contradicts, else ``undefined`` if any task is undefined, else ``matched``; the per-task
+contradicts, else ``unread`` or ``undefined`` in that order if any task is, else ``matched``; the per-task
 statuses are kept in the JSON output, and the note names the tasks when they differ.
 
 *Missing layers.*  A task without a ``documented`` layer is compared as if it had an empty one
 (every field undefined); a task without a ``released`` layer likewise against an empty one.
 
 *Totals.*  Per benchmark: "N of 9 pipeline fields cannot be reproduced from documentation
-alone", N = undefined + contradicted columns; overall, the counts over all cells next to the
-paper's (:data:`PAPER_COUNTS`), and the dataset row's counts apart.
+alone", N = undefined + contradicted columns (unread ones said apart); overall, the counts over
+all cells, the dataset row's counts apart, and the paper view: our counts over the cells
+actually read (not unread) as shares, next to the paper's shares of its 72 cells
+(:data:`PAPER_COUNTS`).  The paper's cells are not published one by one, so the two are compared
+as shares only, with the number of unread cells said.
 
 *Notes.*  Each cell carries the ``why`` texts of the documented and released layers for the field
 (the field's own key and its sub-fields' keys), and, when contradicted, both values.
@@ -84,7 +101,11 @@ __all__ = [
     "DATASET_FIELD",
     "PAPER_COUNTS",
     "STATUSES",
+    "UNREAD",
     "LEDGER_KEY",
+    "moot_reason",
+    "paper_view",
+    "suite_unread",
     "build_ledger",
     "suite_ledger",
     "suite_quirks",
@@ -107,10 +128,12 @@ PIPELINE_FIELDS = (
     "aggregation",
 )
 LEDGER_FIELDS = (DATASET_FIELD, *PIPELINE_FIELDS)
-MATCHED, UNDEFINED, CONTRADICTED = "matched", "undefined", "contradicted"
-# The paper's classification of the same 72 cells, shown next to ours.
+MATCHED, UNDEFINED, CONTRADICTED, UNREAD = "matched", "undefined", "contradicted", "unread"
+# The paper's classification of the same 72 cells, shown next to ours (it has no "unread").
 PAPER_COUNTS = {"matched": 28, "undefined": 36, "contradicted": 8}
-STATUSES = (MATCHED, UNDEFINED, CONTRADICTED)
+STATUSES = (MATCHED, UNDEFINED, CONTRADICTED, UNREAD)
+# The rules whose score is the arg-max of the first token's log-probabilities: decoding cannot move it.
+_LOGPROB_RULES = frozenset({"logprob_argmax", "mmlu_logprob_argmax"})
 # The suite-level table a suite lists its data quirks in: [ledger] quirks = [...]
 LEDGER_KEY = "ledger"
 _SUITE_FILLED = frozenset({"dataset.source", "dataset.revision", "dataset.files"})
@@ -143,6 +166,21 @@ def _same(suite: Suite, leaf: str, d: Any, r: Any) -> bool:
     return False
 
 
+def moot_reason(leaf: str, documented: dict[str, Any]) -> str | None:
+    """Why ``leaf`` cannot matter under the other documented values (``documented``: the card's
+    fields), or None when it can.  Only leaves of a stage column are ever moot."""
+    rule = documented.get("extraction.rule")
+    temperature = documented.get("inference.decoding.temperature")
+    if leaf in ("inference.decoding.temperature", "inference.decoding.top_p", "inference.decoding.seed") \
+            and rule in _LOGPROB_RULES:
+        return (f"the documented extraction.rule {rule!r} takes the arg-max of the first token's "
+                f"log-probabilities, which decoding does not change")
+    if leaf in ("inference.decoding.top_p", "inference.decoding.seed") and not isinstance(temperature, bool) \
+            and isinstance(temperature, (int, float)) and temperature == 0:
+        return "the documented temperature 0 is greedy decoding: the same tokens whatever this is"
+    return None
+
+
 def _with_layer(suite: Suite, task: str, layer: str) -> tuple[Suite, bool]:
     """``suite`` with an empty ``layer`` added to ``task`` when it has none (and whether it had)."""
     spec = suite.tasks[task]
@@ -152,34 +190,43 @@ def _with_layer(suite: Suite, task: str, layer: str) -> tuple[Suite, bool]:
     return dataclasses.replace(suite, tasks={**suite.tasks, task: spec}), False
 
 
-def _compare_task(suite: Suite, task: str) -> dict[str, dict[str, Any]]:
-    """Per field: status, contradicting leaf values, why texts, for one task."""
+def _compare_task(suite: Suite, task: str, unread: bool = False) -> dict[str, dict[str, Any]]:
+    """Per field: status, contradicting leaf values, moot leaves, why texts, for one task.
+
+    ``unread``: documents that may state the field were not read, so "unspecified" is unread.
+    """
     s_doc, has_doc = _with_layer(suite, task, "documented")
     s_rel, has_rel = _with_layer(suite, task, "released")
     doc, rel = s_doc.pipeline(task, "documented"), s_rel.pipeline(task, "released")
     raw_doc = s_doc.tasks[task].layers["documented"]
+    doc_fields = doc.card()["fields"]
+    silent = UNREAD if unread else UNDEFINED
     out: dict[str, dict[str, Any]] = {}
     for field in LEDGER_FIELDS:
         d_leaves, r_leaves = _leaves(doc, field), _leaves(rel, field)
         statuses: list[str] = []
         differing: dict[str, tuple[Any, Any]] = {}
+        moot: dict[str, str] = {}
         for leaf, d in d_leaves.items():
             r = r_leaves.get(leaf, UNSPECIFIED)
-            if is_unspecified(d):
-                statuses.append(UNDEFINED)
+            reason = moot_reason(leaf, doc_fields) if len(d_leaves) > 1 else None
+            if reason is not None:
+                moot[leaf] = reason
+            elif is_unspecified(d):
+                statuses.append(silent)
             elif _same(suite, leaf, d, r):
                 statuses.append(MATCHED)
             elif _stated(raw_doc, leaf):
                 statuses.append(CONTRADICTED)
                 differing[leaf] = (d, r)
             else:
-                statuses.append(UNDEFINED)
-        status = _combine(statuses)
+                statuses.append(silent)
+        status = _combine(statuses) if statuses or not moot else MATCHED
         why = {
             "documented": {k: v for k, v in doc.why.items() if k == field or k.startswith(field + ".")},
             "released": {k: v for k, v in rel.why.items() if k == field or k.startswith(field + ".")},
         }
-        out[field] = {"status": status, "differing": differing, "why": why,
+        out[field] = {"status": status, "differing": differing, "moot": moot, "why": why,
                       "missing": [n for n, has in (("documented", has_doc), ("released", has_rel)) if not has]}
     return out
 
@@ -187,6 +234,8 @@ def _compare_task(suite: Suite, task: str) -> dict[str, dict[str, Any]]:
 def _combine(statuses: list[str]) -> str:
     if CONTRADICTED in statuses:
         return CONTRADICTED
+    if UNREAD in statuses:
+        return UNREAD
     if UNDEFINED in statuses or not statuses:
         return UNDEFINED
     return MATCHED
@@ -209,10 +258,10 @@ def suite_quirks(suite: Suite) -> tuple[list[str], str]:
         quirks = table.get("quirks", []) if isinstance(table, dict) else None
         if not isinstance(quirks, list) or not all(isinstance(q, str) for q in quirks):
             raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] quirks must be a list of strings")
-        unknown = set(table) - {"quirks", "sources"}
+        unknown = set(table) - {"quirks", "sources", "unread"}
         if unknown:
             raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] has unknown keys {', '.join(sorted(unknown))} "
-                             "(known: quirks, sources)")
+                             "(known: quirks, sources, unread)")
         return list(quirks), LEDGER_KEY
     notes: dict[str, None] = {}
     for spec in suite.tasks.values():
@@ -223,21 +272,31 @@ def suite_quirks(suite: Suite) -> tuple[list[str], str]:
     return list(notes), "layer notes"
 
 
+def _string_list(suite: Suite, key: str) -> list[str]:
+    table = _suite_table(suite, LEDGER_KEY)
+    values = table.get(key, []) if isinstance(table, dict) else []
+    if not isinstance(values, list) or not all(isinstance(x, str) for x in values):
+        raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] {key} must be a list of strings")
+    return list(values)
+
+
 def suite_sources(suite: Suite) -> list[str]:
     """The documents read for the ``documented`` layer (``[ledger] sources``): where an
     undefined cell was looked for, besides the layer's own ``why`` for that field."""
-    table = _suite_table(suite, LEDGER_KEY)
-    sources = table.get("sources", []) if isinstance(table, dict) else []
-    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
-        raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] sources must be a list of strings")
-    return list(sources)
+    return _string_list(suite, "sources")
+
+
+def suite_unread(suite: Suite) -> list[str]:
+    """The documents that exist but could not be read here (``[ledger] unread``): while any is
+    listed, a field the documents read leave unspecified is ``unread``, not ``undefined``."""
+    return _string_list(suite, "unread")
 
 
 # ----------------------------------------------------------------------------- ledger
 def suite_ledger(suite: Suite) -> dict[str, Any]:
     """One benchmark's row: a cell per field, counts, and its data quirks."""
-    per_task = {task: _compare_task(suite, task) for task in suite.tasks}
-    sources = suite_sources(suite)
+    sources, unread = suite_sources(suite), suite_unread(suite)
+    per_task = {task: _compare_task(suite, task, bool(unread)) for task in suite.tasks}
     cells: dict[str, Any] = {}
     for field in LEDGER_FIELDS:
         task_status = {task: per_task[task][field]["status"] for task in suite.tasks}
@@ -264,17 +323,27 @@ def suite_ledger(suite: Suite) -> dict[str, Any]:
             for layer in ("documented", "released"):
                 for key, text in per_task[task][field]["why"][layer].items():
                     why[layer].setdefault(key, text)
+        moot: dict[str, str] = {}
+        for task in suite.tasks:
+            for leaf, reason in per_task[task][field]["moot"].items():
+                moot.setdefault(leaf, reason)
+        notes.extend(f"moot, not counted: {leaf} ({reason})" for leaf, reason in moot.items())
         for layer in ("documented", "released"):
             for key, text in why[layer].items():
                 notes.append(f"{layer} why ({key}): {text}")
-        if status == UNDEFINED and sources and field != DATASET_FIELD:
+        if status in (UNDEFINED, UNREAD) and sources and field != DATASET_FIELD:
             notes.append("looked in: " + "; ".join(sources))
+        if status == UNREAD:
+            notes.append("not read (may state it): " + "; ".join(unread))
         notes = list(dict.fromkeys(notes))
-        cells[field] = {"status": status, "tasks": task_status, "values": values,
+        cells[field] = {"status": status, "tasks": task_status, "values": values, "moot": moot,
                         "why": why, "notes": notes, "note": " | ".join(notes)}
     # The nine pipeline fields are counted; the dataset row is reported apart.
     counts = {s: sum(1 for f in PIPELINE_FIELDS if cells[f]["status"] == s) for s in STATUSES}
     n = counts[UNDEFINED] + counts[CONTRADICTED]
+    summary = f"{n} of {len(PIPELINE_FIELDS)} pipeline fields cannot be reproduced from documentation alone"
+    if counts[UNREAD]:
+        summary += f"; {counts[UNREAD]} more are unread (a document that may state them was not read)"
     quirks, source = suite_quirks(suite)
     return {
         "benchmark": suite.name,
@@ -286,10 +355,29 @@ def suite_ledger(suite: Suite) -> dict[str, Any]:
         "dataset": cells[DATASET_FIELD]["status"],
         "not_reproducible": n,
         "fields_total": len(PIPELINE_FIELDS),
-        "summary": f"{n} of {len(PIPELINE_FIELDS)} pipeline fields cannot be reproduced from documentation alone",
+        "summary": summary,
         "sources": sources,
+        "unread": unread,
         "quirks": quirks,
         "quirks_source": source,
+    }
+
+
+def paper_view(counts: dict[str, int]) -> dict[str, Any]:
+    """Our counts over the cells actually read (every status but unread) next to the paper's.
+
+    The paper classifies its 72 cells without publishing them one by one, so the only fair
+    comparison is of shares: ours over the cells read, the paper's over its 72.
+    """
+    read = {s: counts[s] for s in (MATCHED, UNDEFINED, CONTRADICTED)}
+    n_read, n_paper = sum(read.values()), sum(PAPER_COUNTS.values())
+    return {
+        "cells_read": n_read,
+        "cells_unread": counts[UNREAD],
+        "ours_over_read": read,
+        "ours_share": {s: (round(v / n_read, 4) if n_read else None) for s, v in read.items()},
+        "paper_counts": dict(PAPER_COUNTS),
+        "paper_share": {s: round(v / n_paper, 4) for s, v in PAPER_COUNTS.items()},
     }
 
 
@@ -312,6 +400,9 @@ def build_ledger(suites_dir: Path) -> dict[str, Any]:
     n = sum(r["not_reproducible"] for r in rows)
     m = sum(r["fields_total"] for r in rows)
     dataset = {s: sum(1 for r in rows if r["dataset"] == s) for s in STATUSES}
+    summary = f"{n} of {m} cells cannot be reproduced from documentation alone"
+    if counts[UNREAD]:
+        summary += f"; {counts[UNREAD]} more are unread"
     return {
         "ledger_version": LEDGER_VERSION,
         "compares": ["documented", "released"],
@@ -327,6 +418,7 @@ def build_ledger(suites_dir: Path) -> dict[str, Any]:
             "dataset_counts": dataset,
             "not_reproducible": n,
             "fields_total": m,
-            "summary": f"{n} of {m} cells cannot be reproduced from documentation alone",
+            "summary": summary,
+            "paper_view": paper_view(counts),
         },
     }

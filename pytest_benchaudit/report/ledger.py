@@ -9,12 +9,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pytest_benchaudit.audit.ledger import CONTRADICTED, MATCHED, STATUSES, UNDEFINED
+from pytest_benchaudit.audit.ledger import CONTRADICTED, MATCHED, STATUSES, UNDEFINED, UNREAD
 
 __all__ = ["render", "render_json", "render_markdown", "render_table", "totals_line"]
 
 
-_MARK = {MATCHED: "matched", UNDEFINED: "undefined", CONTRADICTED: "CONTRADICTED"}
+_MARK = {MATCHED: "matched", UNDEFINED: "undefined", CONTRADICTED: "CONTRADICTED", UNREAD: "unread"}
+_READ = (MATCHED, UNDEFINED, CONTRADICTED)
+
+
+def _not_reproducible(n: int, total: int, unread: int) -> str:
+    """'5 of 9', or '2 of 9 +6 unread': unread cells are neither reproducible nor known not to be."""
+    return f"{n} of {total}" + (f" +{unread} unread" if unread else "")
 
 
 def _rows(ledger: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -22,21 +28,31 @@ def _rows(ledger: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for row in ledger["benchmarks"]:
         cells = [_MARK[row["cells"][f]["status"]] for f in ledger["fields"]]
-        rows.append([row["benchmark"], *cells, f"{row['not_reproducible']} of {row['fields_total']}",
-                     _MARK[row["dataset"]]])
+        rows.append([row["benchmark"], *cells, _not_reproducible(row["not_reproducible"], row["fields_total"],
+                                                                row["counts"].get(UNREAD, 0)), _MARK[row["dataset"]]])
     t = ledger["totals"]
-    rows.append(["total", *[""] * len(ledger["fields"]), f"{t['not_reproducible']} of {t['fields_total']}", ""])
+    rows.append(["total", *[""] * len(ledger["fields"]),
+                 _not_reproducible(t["not_reproducible"], t["fields_total"], t["counts"].get(UNREAD, 0)), ""])
     return headers, rows
 
 
 def totals_line(ledger: dict[str, Any]) -> str:
-    """Our counts over the cells next to the paper's (e.g. 'ours 5/60/7, paper 28/36/8')."""
+    """Our counts over all cells, then the paper view: our shares over the cells read next to the
+    paper's over its 72 (the paper has no 'unread', so its counts are not comparable to ours cell
+    for cell), then the dataset row apart."""
     t = ledger["totals"]
     ours = " / ".join(f"{t['counts'][s]} {s}" for s in STATUSES)
-    paper = " / ".join(f"{t['paper_counts'][s]} {s}" for s in STATUSES)
+    view = t["paper_view"]
+    if view["cells_read"]:
+        read = " / ".join(f"{view['ours_over_read'][s]} {s} ({100 * view['ours_share'][s]:.0f}%)" for s in _READ)
+    else:
+        read = "none"
+    paper = " / ".join(f"{view['paper_counts'][s]} {s} ({100 * view['paper_share'][s]:.0f}%)" for s in _READ)
     d = t["dataset_counts"]
-    return (f"{t['cells']} cells ({t['benchmarks']} benchmarks x {len(ledger['fields'])} fields): ours {ours}; "
-            f"paper {paper}. Dataset row apart: " + ", ".join(f"{d[s]} {s}" for s in STATUSES) + ".")
+    return (f"{t['cells']} cells ({t['benchmarks']} benchmarks x {len(ledger['fields'])} fields): ours {ours}. "
+            f"Paper view, over the {view['cells_read']} cells read ({view['cells_unread']} unread left out): "
+            f"ours {read}; paper, over its {sum(view['paper_counts'].values())} cells: {paper}. "
+            "Dataset row apart: " + ", ".join(f"{d[s]} {s}" for s in STATUSES) + ".")
 
 
 def render_table(ledger: dict[str, Any]) -> str:
@@ -70,7 +86,8 @@ def render_markdown(ledger: dict[str, Any]) -> str:
     headers, rows = _rows(ledger)
     lines = ["# Reproducibility ledger", "",
              "Each cell compares the benchmark's documented pipeline with its released code: "
-             "`matched`, `undefined` (the documentation leaves it unspecified) or `CONTRADICTED`.", "",
+             "`matched`, `undefined` (the documentation read leaves it unspecified), `CONTRADICTED`, or "
+             "`unread` (a document that may state it exists but could not be read).", "",
              "| " + " | ".join(f"`{h}`" if h in ledger["fields"] else h for h in headers) + " |",
              "|" + "|".join("---" for _ in headers) + "|"]
     for r in rows:

@@ -15,7 +15,9 @@ from pytest_benchaudit.audit.ledger import (
     MATCHED,
     PIPELINE_FIELDS,
     UNDEFINED,
+    UNREAD,
     build_ledger,
+    moot_reason,
     suite_ledger,
 )
 from pytest_benchaudit.dataset.suites import load_suite
@@ -88,11 +90,14 @@ def test_mmlu_cells_from_the_papers_evaluation_paragraph(ledger: dict) -> None:
     # the documented layer states the split (test), which the released code uses too
     assert r["cells"]["dataset"]["status"] == MATCHED
     # arXiv 2009.03300: 5-shot completion prompts, the highest-probability letter, accuracy
+    # what the paragraph leaves open is unread, not undefined: the rest of the paper was not read
     assert {f: c["status"] for f, c in r["cells"].items() if f != "dataset"} == {
-        **{f: UNDEFINED for f in PIPELINE_FIELDS},
+        **{f: UNREAD for f in PIPELINE_FIELDS},
         "prompt.format": MATCHED, "scoring.metric": MATCHED, "extraction.rule": CONTRADICTED,
     }
-    assert r["summary"] == "7 of 9 pipeline fields cannot be reproduced from documentation alone"
+    assert r["summary"] == ("1 of 9 pipeline fields cannot be reproduced from documentation alone; 6 more are "
+                            "unread (a document that may state them was not read)")
+    assert r["unread"] and "2009.03300" in r["unread"][0]
     fmt = r["cells"]["prompt.format"]["note"]
     assert "add up to 5 demonstration examples" in fmt and "evaluate.py --ntrain default 5" in fmt
     # the paper's argmax against the released bare-except fallback 'A'
@@ -102,10 +107,15 @@ def test_mmlu_cells_from_the_papers_evaluation_paragraph(ledger: dict) -> None:
     assert "bare try/except" in ext["note"]
     # the template: the header is quoted, the option lines (Figure 1a) were not read
     tpl = r["cells"]["prompt.template"]
-    assert tpl["status"] == UNDEFINED and "Figure 1a" in tpl["note"]
-    # every undefined cell says where it was looked for, the paper included
-    assert all("looked in: README.md @ 4450500" in r["cells"][f]["note"] and "arXiv 2009.03300" in r["cells"][f]["note"]
-               for f in PIPELINE_FIELDS if r["cells"][f]["status"] == UNDEFINED)
+    assert tpl["status"] == UNREAD and "Figure 1a" in tpl["note"]
+    # every unread cell says where it was looked for and what could not be read
+    assert all("looked in: README.md @ 4450500" in r["cells"][f]["note"] and "not read (may state it): arXiv "
+               "2009.03300" in r["cells"][f]["note"] for f in PIPELINE_FIELDS if r["cells"][f]["status"] == UNREAD)
+    # the arg-max of first-token log-probabilities: temperature, top_p and seed cannot move it
+    dec = r["cells"]["inference.decoding"]
+    assert set(dec["moot"]) == {"inference.decoding.temperature", "inference.decoding.top_p",
+                                "inference.decoding.seed"}
+    assert "moot, not counted: inference.decoding.seed" in dec["note"]
     assert any("C 30" in q for q in r["quirks"])
 
 
@@ -127,12 +137,15 @@ def test_cti_bench_cells_from_the_paper() -> None:
     assert metric["status"] == CONTRADICTED
     assert metric["values"]["taa"]["scoring.metric"] == {"documented": "actor_graph", "released": "cti_actor_graph"}
     assert "We use accuracy to evaluate the CTI-MCQ" in metric["note"]
-    # temperature and top_p are stated and match; the seed is not stated, so the column stays undefined
+    # temperature 0 is stated and matches; the unstated seed (and top_p) cannot matter at temperature 0,
+    # so they do not make the column undefined: the reason is recorded instead
     suite = load_suite(SUITES / "cti_bench" / "suite.toml")
     doc = suite.pipeline("mcq", "documented").card()["fields"]
     assert doc["inference.decoding.temperature"] == 0.0 and doc["inference.decoding.top_p"] == 1.0
     assert doc["prompt.format.few_shot"] == 0 and doc["inference.decoding.seed"] == "unspecified"
-    assert r["cells"]["inference.decoding"]["status"] == UNDEFINED
+    assert r["cells"]["inference.decoding"]["status"] == MATCHED
+    assert set(r["cells"]["inference.decoding"]["moot"]) == {"inference.decoding.top_p", "inference.decoding.seed"}
+    assert "temperature 0 is greedy decoding" in r["cells"]["inference.decoding"]["note"]
     assert "We set the temperature of LLMs at 0" in r["cells"]["inference.decoding"]["note"]
     # the paper's prompts: the expert sentence in front of the Prompt column, except CTI-VSP
     assert suite.templates["documented"].user.startswith(
@@ -148,26 +161,33 @@ def test_totals_add_up(ledger: dict) -> None:
         # the nine pipeline fields are counted, the dataset row apart
         assert sum(r["counts"].values()) == r["fields_total"] == len(PIPELINE_FIELDS) == 9
         assert r["not_reproducible"] == r["counts"][UNDEFINED] + r["counts"][CONTRADICTED]
+        unread = "" if not r["counts"][UNREAD] else (f"; {r['counts'][UNREAD]} more are unread (a document that "
+                                                     "may state them was not read)")
         assert r["summary"] == (f"{r['not_reproducible']} of {r['fields_total']} pipeline fields cannot be "
-                                "reproduced from documentation alone")
+                                "reproduced from documentation alone" + unread)
         assert r["counts"] == {s: [r["cells"][f]["status"] for f in PIPELINE_FIELDS].count(s) for s in r["counts"]}
         assert r["dataset"] == r["cells"]["dataset"]["status"] == MATCHED
     t = ledger["totals"]
-    assert t["not_reproducible"] == sum(r["not_reproducible"] for r in rows) == 24
+    # seceval has no paper (its README was read: undefined); the CyberMetric and MMLU papers were not read in full
+    assert t["not_reproducible"] == sum(r["not_reproducible"] for r in rows) == 12
     assert t["fields_total"] == t["cells"] == 27
-    assert t["counts"] == {MATCHED: 3, UNDEFINED: 21, CONTRADICTED: 3}
+    assert t["counts"] == {MATCHED: 3, UNDEFINED: 9, CONTRADICTED: 3, UNREAD: 12}
     assert t["paper_counts"] == {MATCHED: 28, UNDEFINED: 36, CONTRADICTED: 8}
-    assert t["dataset_counts"] == {MATCHED: 3, UNDEFINED: 0, CONTRADICTED: 0}
-    assert t["summary"] == "24 of 27 cells cannot be reproduced from documentation alone"
+    assert t["dataset_counts"] == {MATCHED: 3, UNDEFINED: 0, CONTRADICTED: 0, UNREAD: 0}
+    assert t["summary"] == "12 of 27 cells cannot be reproduced from documentation alone; 12 more are unread"
 
 
 def test_all_formats_render(ledger: dict) -> None:
     table = render(ledger, "table")
-    assert "CONTRADICTED" in table and "overall: 24 of 27 cells" in table
-    assert "ours 3 matched / 21 undefined / 3 contradicted; paper 28 matched / 36 undefined / 8 contradicted" in table
+    assert "CONTRADICTED" in table and "overall: 12 of 27 cells" in table
+    assert "ours 3 matched / 9 undefined / 3 contradicted / 12 unread." in table
+    assert ("Paper view, over the 15 cells read (12 unread left out): ours 3 matched (20%) / 9 undefined (60%) / "
+            "3 contradicted (20%); paper, over its 72 cells: 28 matched (39%) / 36 undefined (50%) / "
+            "8 contradicted (11%).") in table
     assert "data quirks (from ledger)" in table
     md = render(ledger, "markdown")
-    assert "| cybermetric | CONTRADICTED | matched |" in md and "**Overall: 24 of 27" in md
+    assert "| cybermetric | CONTRADICTED | matched | unread |" in md and "| 2 of 9 +6 unread |" in md
+    assert "**Overall: 12 of 27" in md
     assert json.loads(render(ledger, "json")) == json.loads(json.dumps(ledger))
     with pytest.raises(ValueError, match="unknown format"):
         render(ledger, "html")
@@ -176,7 +196,7 @@ def test_all_formats_render(ledger: dict) -> None:
 def test_cli_ledger(suites_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ledger", "--format", "json", "--suites-dir", str(suites_dir)]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["totals"]["not_reproducible"] == 24 and data["fields"] == list(PIPELINE_FIELDS)
+    assert data["totals"]["not_reproducible"] == 12 and data["fields"] == list(PIPELINE_FIELDS)
     assert main(["ledger", "--suites-dir", str(suites_dir), "--format", "markdown"]) == 0
     assert capsys.readouterr().out.startswith("# Reproducibility ledger")
     assert main(["ledger", "--suites-dir", str(tmp_path)]) == 2
@@ -240,9 +260,10 @@ def test_rules_on_a_toy_suite(tmp_path: Path) -> None:
     assert '[two]' in cells["prompt.template"]["note"]
     assert cells["inference.max_tokens"]["status"] == MATCHED
     assert "documented why (inference.max_tokens): README: five tokens." in cells["inference.max_tokens"]["notes"]
-    # top_logprobs is only a default in the documented layer: silent, not contradicted;
-    # top_p / seed unspecified -> undefined
+    # top_logprobs is only a default in the documented layer: silent, not contradicted, so undefined;
+    # top_p / seed unspecified are moot at the documented temperature 0 (not what makes it undefined)
     assert cells["inference.decoding"]["tasks"]["one"] == UNDEFINED
+    assert set(cells["inference.decoding"]["moot"]) == {"inference.decoding.top_p", "inference.decoding.seed"}
     # stated "total" vs released "valid"
     assert cells["scoring.denominator"]["tasks"] == {"one": CONTRADICTED, "two": UNDEFINED}
     assert cells["scoring.denominator"]["values"]["one"]["scoring.denominator"] == {"documented": "total", "released": "valid"}
@@ -285,13 +306,17 @@ def test_the_72_cell_view_with_totals_next_to_the_papers(capsys: pytest.CaptureF
     assert len(rows) == 8 and ledger["fields"] == list(PIPELINE_FIELDS) and len(PIPELINE_FIELDS) == 9
     t = ledger["totals"]
     assert t["cells"] == 72 and sum(t["counts"].values()) == 72
-    assert t["counts"] == {MATCHED: 8, UNDEFINED: 58, CONTRADICTED: 6}
+    # 36 cells of the five benchmarks whose paper could not be read here are unread, not undefined;
+    # the moot seed / top_p at a stated temperature 0 make AthenaBench's and CTI-Bench's decoding matched
+    assert t["counts"] == {MATCHED: 10, UNDEFINED: 20, CONTRADICTED: 6, UNREAD: 36}
     assert t["paper_counts"] == {MATCHED: 28, UNDEFINED: 36, CONTRADICTED: 8}
-    assert t["dataset_counts"] == {MATCHED: 8, UNDEFINED: 0, CONTRADICTED: 0}  # the dataset row, apart
+    assert t["dataset_counts"] == {MATCHED: 8, UNDEFINED: 0, CONTRADICTED: 0, UNREAD: 0}  # the dataset row, apart
     assert main(["ledger", "--suites-dir", str(SUITES)]) == 0
     out = capsys.readouterr().out
-    assert ("72 cells (8 benchmarks x 9 fields): ours 8 matched / 58 undefined / 6 contradicted; "
-            "paper 28 matched / 36 undefined / 8 contradicted.") in out
+    assert ("72 cells (8 benchmarks x 9 fields): ours 10 matched / 20 undefined / 6 contradicted / 36 unread. "
+            "Paper view, over the 36 cells read (36 unread left out): ours 10 matched (28%) / 20 undefined (56%) / "
+            "6 contradicted (17%); paper, over its 72 cells: 28 matched (39%) / 36 undefined (50%) / "
+            "8 contradicted (11%).") in out
     assert "dataset (apart)" in out
 
 
@@ -307,6 +332,8 @@ def test_every_matched_or_contradicted_cell_cites_both_sides_and_every_undefined
                 assert cell["why"]["released"], f"{where}: {cell['status']} without a released citation"
             else:
                 assert "looked in: " in cell["note"], where
+            if cell["status"] == UNREAD:
+                assert r["unread"] and "not read (may state it): " in cell["note"], where
 
 
 def test_documented_cells_read_from_the_documents() -> None:
@@ -320,8 +347,9 @@ def test_documented_cells_read_from_the_documents() -> None:
                                                  "rcm": MATCHED, "vsp": MATCHED, "taa": UNDEFINED}
     athena_suite = load_suite(SUITES / "athenabench" / "suite.toml")
     assert "1 - MAD/7.7" in athena_suite.pipeline("vsp", "documented").why["scoring.metric"]
-    # temperature 0 is stated (section 4.1), top_p and seed are not: the decoding column stays undefined
-    assert athena["inference.decoding"]["status"] == UNDEFINED
+    # temperature 0 is stated (section 4.1), top_p and seed are not, but cannot matter at temperature 0
+    assert athena["inference.decoding"]["status"] == MATCHED
+    assert set(athena["inference.decoding"]["moot"]) == {"inference.decoding.top_p", "inference.decoding.seed"}
     assert "decoding temperature to 0" in athena["inference.decoding"]["note"]
     redsage = ledger["redsage"]["cells"]
     # eval/README.md: instruct models run the '_em' tasks = exact match of the generated answer;
@@ -441,3 +469,78 @@ def test_cti_bench_documented_pipeline_sends_the_papers_prompt_and_decoding(pyte
             "You are a cybersecurity expert specializing in cyber threat intelligence. "
             "You are given a multiple-choice question (MCQ)")
         assert body["temperature"] == 0.0 and body["top_p"] == 1.0 and "seed" not in body
+
+
+# --------------------------------------------------------------------------- unread and moot
+
+
+MOOT = """
+[benchmark]
+name = "moot"
+[tasks.one]
+data = { file = "one.jsonl", question = "q", gold = "a" }
+[tasks.one.documented]
+inference.decoding = { temperature = 0.0 }
+[tasks.one.released]
+inference.decoding = { temperature = 0.0, seed = 7, top_p = 0.5 }
+"""
+
+
+def _toy(tmp_path: Path, text: str) -> dict:
+    path = tmp_path / "toy" / "suite.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return suite_ledger(load_suite(path))
+
+
+def test_a_subfield_that_cannot_matter_does_not_make_its_stage_undefined(tmp_path: Path) -> None:
+    # temperature 0 stated: the seed and top_p the documentation leaves open are moot, reason kept
+    cell = _toy(tmp_path, MOOT)["cells"]["inference.decoding"]
+    assert cell["status"] == MATCHED
+    assert set(cell["moot"]) == {"inference.decoding.seed", "inference.decoding.top_p"}
+    assert "moot, not counted: inference.decoding.seed (the documented temperature 0" in cell["note"]
+    # the same unstated seed at a stated temperature 0.7 does matter: undefined, nothing moot
+    warm = _toy(tmp_path, MOOT.replace("temperature = 0.0", "temperature = 0.7"))["cells"]["inference.decoding"]
+    assert warm["status"] == UNDEFINED and warm["moot"] == {}
+    # no temperature stated: nothing is moot either
+    assert moot_reason("inference.decoding.seed", {"inference.decoding.temperature": "unspecified"}) is None
+    # the score is the arg-max of first-token log-probabilities: temperature itself is moot too
+    assert moot_reason("inference.decoding.temperature", {"extraction.rule": "logprob_argmax"})
+    assert moot_reason("inference.decoding.top_logprobs", {"extraction.rule": "logprob_argmax"}) is None
+
+
+def test_unread_sources_turn_unspecified_into_unread_not_undefined(tmp_path: Path) -> None:
+    silent = _toy(tmp_path, TOY)
+    text = TOY + '\n[ledger]\nsources = ["README"]\nunread = ["the paper: abstract only"]\n'
+    r = _toy(tmp_path, text)
+    for field in PIPELINE_FIELDS:
+        before, after = silent["cells"][field]["status"], r["cells"][field]["status"]
+        # matched and contradicted cells were read and stay; only "read and silent" becomes "unread"
+        assert after == (UNREAD if before == UNDEFINED else before), field
+        if after == UNREAD:
+            assert "not read (may state it): the paper: abstract only" in r["cells"][field]["note"]
+    assert r["counts"][UNREAD] == silent["counts"][UNDEFINED] > 0 and r["counts"][UNDEFINED] == 0
+    assert r["not_reproducible"] == silent["counts"][CONTRADICTED]
+    assert "more are unread" in r["summary"] and r["unread"] == ["the paper: abstract only"]
+    from pytest_benchaudit.dataset.suites import SuiteError
+    with pytest.raises(SuiteError, match=r"\[ledger\] unread must be a list of strings"):
+        _toy(tmp_path, TOY + '\n[ledger]\nunread = "the paper"\n')
+
+
+def test_the_paper_view_counts_only_the_cells_read() -> None:
+    ledger = build_ledger(SUITES)
+    t = ledger["totals"]
+    view = t["paper_view"]
+    unread = sum(r["counts"][UNREAD] for r in ledger["benchmarks"])
+    assert view["cells_unread"] == unread == t["counts"][UNREAD] > 0
+    assert view["cells_read"] == t["cells"] - unread
+    # hand count of the read cells, straight from the rows
+    statuses = [r["cells"][f]["status"] for r in ledger["benchmarks"] for f in PIPELINE_FIELDS]
+    assert view["ours_over_read"] == {s: statuses.count(s) for s in (MATCHED, UNDEFINED, CONTRADICTED)}
+    assert sum(view["ours_share"].values()) == pytest.approx(1.0, abs=1e-3)
+    assert view["paper_share"][MATCHED] == pytest.approx(28 / 72, abs=1e-4)
+    line = render(ledger, "table")
+    assert f"Paper view, over the {view['cells_read']} cells read ({unread} unread left out)" in line
+    # the benchmarks whose paper could not be read here are the ones with unread cells
+    assert {r["benchmark"] for r in ledger["benchmarks"] if r["unread"]} == {
+        "cybermetric", "mmlu_cs", "redsage", "secbench", "secure"}
