@@ -51,6 +51,7 @@ from pytest_benchaudit.pytest_plugin.checks import checks_of, pre_run_problems
 from pytest_benchaudit.pytest_plugin.early import EARLY_ROUNDS, unknown_modifiers, why_not_early
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
 from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import register_secret_env
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
 
@@ -521,7 +522,7 @@ class Runner:
 
                 refusal = logprob_refusal(generation.error)
                 if refusal:  # every item would fail the same way: one message instead of 100% inference_error
-                    pytest.exit(f"--model {model.label}: {refusal}", returncode=pytest.ExitCode.USAGE_ERROR)
+                    pytest.exit(printable(f"--model {model.label}: {refusal}"), returncode=pytest.ExitCode.USAGE_ERROR)
             _skip_if_not_asked(generation, self.opts.max_cost)
             judged, verdict, extra = self._judge(question, pipeline, generation)
             record = evaluate(question, pipeline, asked, generation, model=model.label,
@@ -537,14 +538,17 @@ class Runner:
         node.record = data
         node.user_properties.extend([
             ("benchmark", data["benchmark"]), ("task", data["task"]), ("model", data["model"]),
-            ("pipeline", data["pipeline"]), ("gold", data["gold"]), ("prediction", data["prediction"] or ""),
+            # Shown by CI viewers as they are: control characters from the answer escaped (the record keeps them).
+            ("pipeline", data["pipeline"]), ("gold", printable(str(data["gold"]))),
+            ("prediction", printable(str(data["prediction"] or ""))),
             ("valid", data["valid"]), ("score", data["score"]),
         ])
         if not data["valid"]:
             node.user_properties.append(("invalid_reason", data["invalid_reason"]))
         if not data["correct"]:
-            raise BenchmarkFailure(f"{data['benchmark']}.{data['task']} {data['question_id']} [{data['model']}]: "
-                                   + failure_message(data))
+            # One line on the terminal and in JUnit: an answer's ESC, CR or NUL is shown escaped, never acted on.
+            raise BenchmarkFailure(printable(f"{data['benchmark']}.{data['task']} {data['question_id']} "
+                                             f"[{data['model']}]: " + failure_message(data)))
 
     def _judge(self, question: Question, pipeline: Pipeline,
                generation: Generation) -> tuple[Extraction | None, Score | None, dict[str, Any]]:

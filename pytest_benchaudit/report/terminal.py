@@ -7,6 +7,7 @@ from typing import Any, Iterable
 from tabulate import tabulate
 
 from pytest_benchaudit.aggregate.results import model_rankings, reason_text, variant_deltas
+from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.report.gates import GateVerdict
 from pytest_benchaudit.scoring.evaluate import failure_message
 
@@ -263,7 +264,8 @@ class AnswerList:
         self.counts[key] = self.counts.get(key, 0) + 1
         shown = self.groups.setdefault(key, [])
         if self.limit is None or len(shown) < self.limit:
-            shown.append(_cut(f"  {r.get('question_id')}  {failure_message(r)}", WIDTH))
+            # One line each, whatever the answer holds: its control characters are shown escaped.
+            shown.append(_cut(printable(f"  {r.get('question_id')}  {failure_message(r)}"), WIDTH))
 
     def render(self, total_budget: int | None = None) -> str:
         limit, groups, counts = self.limit, self.groups, self.counts

@@ -241,3 +241,42 @@ def test_faults_under_xdist(pytester: pytest.Pytester) -> None:
     recs = check_once(pytester, result, ids)
     check_expected(recs, ids)
     assert (pytester.path / "junit.xml").read_text().count("<testcase ") == len(ids)
+
+
+# What a hostile or broken endpoint may send: a clear-screen, a window title, a colour, NUL, CR,
+# backspace and a C1 CSI (U+009B) in the answer, and the same in an error body.
+HOSTILE_ANSWER = "Answer: C \x1b[2J\x1b]0;pwned\x07\x1b[31m\x00\r\b\x9b1m"
+HOSTILE_ERROR = "\x1b[2Jboom\x00\b\x9b"
+CONTROLS = "\x1b\x00\x07\b\r\x9b"
+
+
+def _controls_in(text: str) -> list[str]:
+    return [hex(ord(c)) for c in CONTROLS if c in text]
+
+
+def test_control_characters_from_the_endpoint_are_shown_escaped(pytester: pytest.Pytester) -> None:
+    """An answer or error body with escape sequences, NUL, CR or C1 controls cannot clear, recolour or
+    overwrite a CI log: the terminal and the JUnit XML show them escaped; the record keeps them raw."""
+    import xml.etree.ElementTree as ET
+
+    ids = write_suite(pytester.path, ["HOSTILE", "HOSTILE_500", "OK"])
+    table = {"HOSTILE": always(Reply(content=HOSTILE_ANSWER)),
+             "HOSTILE_500": always(Reply(status=500, error_message=HOSTILE_ERROR))}
+    with ScriptedServer(Faults(table)) as server:
+        result = run(pytester, server, "--junitxml", "junit.xml", subprocess=True)
+    recs = check_once(pytester, result, ids)
+    assert recs[ids[0]]["raw_output"] == HOSTILE_ANSWER and recs[ids[0]]["prediction"] == "C"  # stored as sent
+    out = result.stdout.str() + result.stderr.str()
+    assert _controls_in(out) == []
+    # the summary's answer list shows what was sent, escaped, one line each
+    result.stdout.fnmatch_lines(["  f01_HOSTILE  wrong: gold 'A', predicted 'C' (score 0); raw output: Answer: C "
+                                 "\\x1b[[]2J*",
+                                 "  f02_HOSTILE_500  INVALID (inference_error): HTTP 500: \\x1b[[]2Jboom\\x00\\x08"
+                                 "\\x9b (gave up after 3 attempts)*"])
+    xml = (pytester.path / "junit.xml").read_text(encoding="utf-8")
+    assert _controls_in(xml) == []
+    messages = {case.get("name"): case.find("failure").get("message")  # type: ignore[union-attr]
+                for case in ET.fromstring(xml).iter("testcase") if case.find("failure") is not None}
+    (wrong,) = [m for name, m in messages.items() if "q0001" in str(name)]
+    # escaped by benchaudit, whole (not pytest's XML escape, which writes ESC as "#x1B" and lets CR and C1 through)
+    assert wrong.endswith("raw output: Answer: C \\x1b[2J\\x1b]0;pwned\\x07\\x1b[31m\\x00 \\x08\\x9b1m"), wrong

@@ -291,3 +291,29 @@ def test_demo_explains_two_runs_of_the_same_questions(pytester: pytest.Pytester,
     assert str(rel) in text and str(std) in text and "HTML report" in text and "benchaudit rescore" in text
     assert max(len(line) for line in text.splitlines() if str(rel) not in line and str(std) not in line) <= WIDTH
     assert main([str(rel), str(pytester.path / "missing")]) == 1
+
+
+def test_printable_escapes_every_control_character_and_nothing_else() -> None:
+    """Property (hypothesis, every code point): nothing a terminal acts on survives, a newline survives
+    only where a multi-line display asks for it, other text is unchanged, and escaping is idempotent."""
+    import unicodedata
+
+    from hypothesis import given, strategies as st
+
+    from pytest_benchaudit.common.safe_text import printable
+
+    @given(st.text(alphabet=st.characters(codec=None, exclude_categories=["Cs"]), max_size=200))
+    def check(text: str) -> None:
+        for multiline in (False, True):
+            shown = printable(text, multiline=multiline)
+            kept = {"\n", "\t"} if multiline else set()
+            assert all(unicodedata.category(c) != "Cc" or c in kept for c in shown), ascii(shown)
+            assert not set(shown) & {"\u2028", "\u2029", "\u202e", "\u2066"}
+            assert printable(shown, multiline=multiline) == shown  # idempotent
+            if not any(unicodedata.category(c) == "Cc" or c in "\u2028\u2029\u202a\u202b\u202c\u202d\u202e"
+                       "\u2066\u2067\u2068\u2069" for c in text):
+                assert shown == text  # ordinary text, however exotic, is shown as it is
+
+    check()
+    assert printable("a\x1b[2Jb\r\x00\x9b\u202ez\n") == "a\\x1b[2Jb\\r\\x00\\x9b\\u202ez\\n"
+    assert printable("line 1\n\tline 2\x1b", multiline=True) == "line 1\n\tline 2\\x1b"
