@@ -2,8 +2,8 @@
 
 One :class:`OpenAICompatBackend` per model; it is used from the engine's event
 loop.  Failures are returned, never raised: after bounded retries with
-exponential backoff (429, 5xx, connection errors, timeouts, malformed bodies;
-``Retry-After`` honoured) a request that still fails becomes
+exponential backoff (429, 5xx, connection errors -- a connection cut mid-body among them --,
+timeouts, malformed bodies; ``Retry-After`` honoured) a request that still fails becomes
 ``Generation(error=...)``, which the pipeline records as an invalid response.
 
 Providers (:mod:`.providers`) differ by data: the auth header (``Authorization:
@@ -50,12 +50,13 @@ import json
 import random
 import time
 from typing import Any, Mapping
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp
 import orjson
+from aiohttp import http_exceptions
 
-from pytest_benchaudit.common.secrets import redact, redactor, register_secret
+from pytest_benchaudit.common.secrets import redact, redactor, register_secret, register_url_secrets
 from pytest_benchaudit.pipeline.types import Generation, Request
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.ratelimit import AdaptiveLimiter, rate_limit_wait
@@ -150,10 +151,7 @@ class OpenAICompatBackend:
         if not spec.base_url:
             raise ValueError(f"model {spec.label!r} has no endpoint URL")
         self.spec = spec
-        password = urlsplit(spec.base_url).password
-        if password:  # as written in the URL, and decoded (error texts may show either)
-            register_secret(password)
-            register_secret(unquote(password))
+        register_url_secrets(spec.base_url)  # a password or api_key= in the URL: as written and decoded
         headers = {"Content-Type": "application/json", **dict(spec.headers)}
         key = spec.api_key()
         if key:
@@ -166,9 +164,12 @@ class OpenAICompatBackend:
                 headers["Authorization"] = f"Bearer {key}"
         # Credentials in the URL stay there: aiohttp sends them as HTTP Basic auth, and refuses
         # (an error for each request, as under httpx) to combine them with a key's Authorization.
-        self._base = spec.base_url.rstrip("/") + "/"
+        # A query in the URL (`.../v1?api_key=K`) goes with every request, after the path: the
+        # path is joined to the URL's own path, not appended to its query.
+        url = urlsplit(spec.base_url)
+        self._base = url._replace(path=url.path.rstrip("/") + "/", query="", fragment="").geturl()
         self._headers = headers
-        self._params = dict(spec.query) or None
+        self._params = [*parse_qsl(url.query, keep_blank_values=True), *spec.query] or None
         self._concurrency = concurrency
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(10.0, spec.timeout),
                                               sock_read=spec.timeout)
@@ -294,7 +295,11 @@ class OpenAICompatBackend:
             response = await self._send("POST", path, content)
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as err:
             raise _Retryable(_transport_failure(err, self.spec.timeout)) from None
-        except aiohttp.ClientPayloadError as err:  # e.g. a body that is not the gzip it claims to be
+        except aiohttp.ClientPayloadError as err:
+            if _cut_mid_body(err):  # the connection closed before the announced body was complete
+                why = getattr(err.__cause__, "message", None) or str(err)
+                raise _Retryable(f"connection error: cut mid-body ({type(err).__name__}: {why})") from None
+            # e.g. a body that is not the gzip it claims to be
             raise _Retryable(f"malformed response (DecodingError: {err})") from None
         except aiohttp.ClientError as err:  # an invalid URL and the like: asking again will not help
             raise _Fatal(f"request error ({type(err).__name__}): {err}") from None
@@ -318,6 +323,18 @@ class OpenAICompatBackend:
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
             snippet = redact(response.text)[:200].replace("\n", " ")
             raise _Retryable(f"malformed response ({type(err).__name__}: {err}): {snippet!r}") from None
+
+
+def _cut_mid_body(err: aiohttp.ClientPayloadError) -> bool:
+    """Whether a payload error is a connection that closed mid-body (fewer bytes than the
+    ``Content-Length``, an unfinished chunked body), not a body that arrived whole but garbled.
+
+    A cut is a connection failure like a reset before the headers: the circuit breaker counts
+    it (``"connection error: ..."``); a garbled body is the endpoint's answer (``"malformed ..."``)."""
+    cause = err.__cause__
+    if isinstance(cause, (http_exceptions.ContentLengthError, http_exceptions.TransferEncodingError)):
+        return True
+    return cause is None and str(err).startswith("Response payload is not completed")
 
 
 def _transport_failure(err: BaseException, timeout: float) -> str:

@@ -10,7 +10,8 @@ The server speaks just enough of the OpenAI API for the plugin's backends:
 What each completion request gets back is decided by a *script*: a callable that
 receives a :class:`Call` (path, parsed body, headers, attempt number) and returns
 a :class:`Reply` (content, reasoning, finish reason, HTTP status, extra headers,
-delay, raw bytes, dropped connection, first-token log-probabilities, usage).
+delay, raw bytes, dropped connection, first-token log-probabilities, usage, the ``model``
+the reply names, a body cut mid-stream, a body that stalls half-way).
 
 Before the script runs, two built-in checks answer HTTP 400 on their own:
 
@@ -90,14 +91,17 @@ __all__ = ["Call", "Reply", "Script", "ScriptedServer", "by_marker", "main", "se
 class _Response:
     """A fully built response, written with one ``sendall``."""
 
-    __slots__ = ("status", "body", "content_type", "headers")
+    __slots__ = ("status", "body", "content_type", "headers", "cut_after", "stall")
 
     def __init__(self, status: int, body: bytes, content_type: str = "application/json",
-                 headers: Mapping[str, str] | None = None) -> None:
+                 headers: Mapping[str, str] | None = None, *, cut_after: int | None = None,
+                 stall: float | None = None) -> None:
         self.status = status
         self.body = body
         self.content_type = content_type
         self.headers = dict(headers or {})
+        self.cut_after = cut_after  # bytes of the body sent before the connection is closed
+        self.stall = stall  # seconds to wait after the first half of the body
 
 
 def _json_response(status: int, obj: Any, headers: Mapping[str, str] | None = None) -> _Response:
@@ -218,6 +222,20 @@ class _Handler(BaseHTTPRequestHandler):
             lines.append("Connection: keep-alive")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         try:
+            if response.cut_after is not None:  # the announced body is never completed
+                self.wfile.write(head + response.body[:response.cut_after])
+                self.wfile.flush()
+                self._drop()
+                return
+            if response.stall is not None:
+                half = len(response.body) // 2
+                self.wfile.write(head + response.body[:half])
+                self.wfile.flush()
+                if self.server.owner._stopping.wait(response.stall):
+                    self._drop()  # server stopping: do not finish late
+                    return
+                self.wfile.write(response.body[half:])
+                return
             self.wfile.write(head + response.body)
         except OSError:
             self.close_connection = True
@@ -398,7 +416,8 @@ class ScriptedServer:
                              reply.content_type, reply.headers)
         chat = path == "/v1/chat/completions"
         payload = self._completion(chat, body, reply)
-        return _Response(200, json.dumps(payload).encode("utf-8"), reply.content_type, reply.headers)
+        return _Response(200, json.dumps(payload).encode("utf-8"), reply.content_type, reply.headers,
+                         cut_after=reply.cut_body_after, stall=reply.stall_body)
 
     def _check_max_tokens(self, body: Mapping[str, Any]) -> _Response | None:
         if self.min_max_tokens is None:
@@ -438,7 +457,7 @@ class ScriptedServer:
             "id": f"{'chatcmpl' if chat else 'cmpl'}-scripted-{n}",
             "object": "chat.completion" if chat else "text_completion",
             "created": int(time.time()),
-            "model": self.model_id,
+            "model": self.model_id if reply.model is None else reply.model,
             "choices": [choice],
             "usage": usage,
         }

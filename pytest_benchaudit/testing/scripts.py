@@ -37,6 +37,12 @@ class Reply:
                            for log-probabilities (chat: ``"logprobs": true`` + ``"top_logprobs": N``;
                            completions: ``"logprobs": N``), truncated to the N best.
     ``usage``              the ``usage`` object; ``None``: whitespace word counts of prompt and content.
+    ``model``              the completion's ``model`` field; ``None``: the server's ``model_id`` (what
+                           ``/v1/models`` lists), so a reply can name another model than the one listed.
+    ``cut_body_after``     send the headers (the whole body's ``Content-Length``) and only this many
+                           bytes of the body, then close the connection: a connection cut mid-body.
+    ``stall_body``         send the headers and the first half of the body, wait this many seconds,
+                           then the rest: a body that stalls (the client's read timeout may end it first).
     """
 
     content: str | None = "Answer: A"
@@ -51,6 +57,9 @@ class Reply:
     drop_connection: bool = False
     top_logprobs: dict[str, float] | None = None
     usage: dict[str, Any] | None = None
+    model: str | None = None
+    cut_body_after: int | None = None
+    stall_body: float | None = None
 
 
 @dataclass(frozen=True)

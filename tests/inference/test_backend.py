@@ -208,6 +208,26 @@ def test_dropped_connection_is_a_connection_error_after_retries(server):
     assert gen.text == ""
 
 
+def test_connection_cut_mid_body_is_retried_as_a_connection_error(server):
+    """Headers and 20 bytes of a longer announced body, then the socket closes: retried as a
+    connection failure (the breaker counts it), not read as a malformed answer."""
+    server.script = sequence(Reply(content="Answer: A", cut_body_after=20), Reply(content="Answer: B"))
+    gen = generate(server, chat())
+    assert gen.error is None and gen.text == "Answer: B" and gen.attempts == 2
+    server.script = lambda call: Reply(content="Answer: A", cut_body_after=20)
+    gen = generate(server, chat("Q2"), max_retries=2)
+    assert gen.attempts == 3 and gen.error is not None
+    assert gen.error.startswith("connection error: cut mid-body")
+    assert "received 20 of" in gen.error and "gave up after 3 attempts" in gen.error
+
+
+def test_stalled_body_ends_at_the_read_timeout_and_is_retried(server):
+    """Half the body, then nothing for longer than the read timeout: a timeout, retried."""
+    server.script = sequence(Reply(content="Answer: A", stall_body=5.0), Reply(content="Answer: B"))
+    gen = generate(server, chat(), timeout=0.5)
+    assert gen.error is None and gen.text == "Answer: B" and gen.attempts == 2
+
+
 def test_malformed_body_is_an_error(server):
     server.script = lambda call: Reply(raw_body=b"{not json")
     gen = generate(server, chat(), max_retries=1)

@@ -159,6 +159,21 @@ def test_endpoint_that_never_answers_trips_on_timeouts(pytester: pytest.Pytester
     assert len(records) == 40 and sum(r["invalid_reason"] == "endpoint_down" for r in records) >= 35
 
 
+def test_endpoint_that_cuts_every_body_trips_the_breaker(pytester: pytest.Pytester) -> None:
+    """A connection cut mid-body is a connection failure: consecutive ones trip the breaker as
+    refused connections do (they were read as malformed answers, which reset its count)."""
+    _suite(pytester, 30)
+    with ScriptedServer(lambda call: Reply(content="Answer: A", cut_body_after=10)) as server:
+        result = _run(pytester, server.url, "--breaker", "3", "--concurrency", "1")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*endpoint down — 3 consecutive connection failures or timeouts "
+                                 "(last: connection error: cut mid-body*"])
+    records = read_run(only_run_dir(pytester.path / "out"))["records"]
+    assert [r["invalid_reason"] for r in records[:3]] == ["inference_error"] * 3
+    assert all(r["error"].startswith("connection error: cut mid-body") for r in records[:3])
+    assert [r["invalid_reason"] for r in records[3:]] == ["endpoint_down"] * 27
+
+
 class _Slow:
     """Fails the first ``fast`` requests at once; the others hang (a request going through its retries)."""
 
