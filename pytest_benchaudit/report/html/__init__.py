@@ -35,6 +35,7 @@ from pytest_benchaudit.report.html.audits import (findings_section, invalid_sect
 from pytest_benchaudit.report.html.format import CSP, CSS, esc, note, table
 from pytest_benchaudit.report.html.sets import (pca_section, ranks_section, scores_section, set_views, shift_section,
                                                 tau_section)
+from pytest_benchaudit.report.html.verdict import causes_section, verdict_section
 
 __all__ = ["write_html", "render_html"]
 
@@ -58,7 +59,7 @@ def _summary(doc: dict[str, Any]) -> str:
             + table(["set", "label", "pipelines", "runs", "models", "tasks"], rows) + "</section>")
 
 
-_NAV = [("summary", "Summary"), ("scores", "Scores"), ("ranks", "Ranks"), ("shift", "Rank shifts"),
+_NAV = [("verdict", "Verdict"), ("summary", "Summary"), ("causes", "Causes"), ("scores", "Scores"), ("ranks", "Ranks"), ("shift", "Rank shifts"),
         ("bump", "Ranks across tasks"), ("tau", "τ-b"), ("pca", "PCA"), ("similarity", "Similarity"),
         ("sensitivity", "Sensitivity"), ("peers", "Peer gaps"), ("findings", "Findings"),
         ("sweeps", "Field deltas"), ("invalid", "Invalid rates"), ("ledger", "Ledger"), ("notes", "Notes")]
@@ -74,17 +75,18 @@ def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | N
     runs = [r for r in (runs or []) if isinstance(r, dict)]
     if findings is None and isinstance(doc.get("findings"), list):
         findings = doc["findings"]
-    sections = [_summary(doc), scores_section(doc), ranks_section(doc), shift_section(doc), tau_section(doc),
+    verdict = verdict_section(doc, sweeps, findings)
+    sections = [_summary(doc), causes_section(doc, sweeps, findings), scores_section(doc), ranks_section(doc), shift_section(doc), tau_section(doc),
                 pca_section(doc), similarity_section(doc), sensitivity_section(doc), peers_section(doc),
                 findings_section(findings), sweeps_section(sweeps), invalid_section(runs),
                 ledger_section(ledger, upstream), notes_section(doc)]
     body = "\n".join(s for s in sections if s)
-    links = " ".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in _NAV if f'<section id="{a}">' in body)
+    links = " ".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in _NAV if f'<section id="{a}">' in verdict + body)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n"
-            f"<h1>{esc(title)}</h1>\n"
+            f"<h1>{esc(title)}</h1>\n" + verdict + "\n"
             + note("Offline, self-contained report: no script, no external resource. Every name and string is shown "
                    "as text; numbers are rounded for reading, compare.json holds them in full.")
             + (f"<nav>{links}</nav>\n" if links else "") + body + "\n</body></html>\n")

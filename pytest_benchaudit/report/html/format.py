@@ -21,7 +21,7 @@ LABEL_MAX = 40
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:24px;color:#1b1b1b;background:#fff;max-width:1400px}
-h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+h1{font-size:1.5em;margin:0 0 .2em}h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 h3{font-size:1em;margin-top:1.2em}
 p.note{color:#555;font-size:.9em;margin:.3em 0;max-width:60em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
@@ -34,6 +34,14 @@ figcaption{color:#555;font-size:.85em}
 .up{color:#1a7f37}.down{color:#cf222e}
 nav a{margin-right:1em}
 ul.notes{font-size:.88em;color:#444}
+h4{font-size:.95em;margin:1em 0 .2em}
+p.warn{color:#8a4b00;background:#fff6e5;border-left:3px solid #d98e04;padding:2px 8px;font-size:.88em;margin:.3em 0;max-width:60em}
+#verdict{border:1px solid #c9d3df;background:#f7f9fc;padding:4px 14px 8px;margin:.6em 0 1.2em}
+#verdict h2{margin-top:.4em}
+#verdict p.sentence{margin:.5em 0 .2em;max-width:72em}
+#verdict table{font-size:.82em;background:#fff}
+#verdict td{max-width:28em;padding:2px 8px}#verdict td:nth-child(2),#verdict td code{white-space:nowrap}#verdict td:last-child{max-width:none}
+code{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.92em;overflow-wrap:anywhere}
 """
 
 # No script at all; images only from data: URIs; styles only inline.

@@ -14,8 +14,9 @@ from pytest_benchaudit.report.html.analysis_plots import biplot, scree_plot, tau
 from pytest_benchaudit.report.html.format import (esc, fmt_ci, fmt_corr, fmt_p, fmt_rank, fmt_score, fmt_share,
                                                   is_num, note, table)
 from pytest_benchaudit.report.html.plots import bump_pipelines, bump_tasks
+from pytest_benchaudit.report.html.verdict import benchmark_of, small_sample_note
 
-__all__ = ["set_views", "section", "scores_section", "ranks_section", "shift_section", "tau_section", "pca_section"]
+__all__ = ["set_views", "section", "benchmark_groups", "win_rates", "scores_section", "ranks_section", "shift_section", "tau_section", "pca_section"]
 
 
 def section(anchor: str, heading: str, *parts: str) -> str:
@@ -64,52 +65,103 @@ def _share(an: dict[str, Any], task: str) -> bool:
     return not info.get("lower_is_better") and all(0 <= v <= 1 for v in values)
 
 
-def _task_head(an: dict[str, Any], task: str, share: bool) -> str:
+def _short_task(task: str, bench: str) -> str:
+    """A task key without its benchmark prefix, inside that benchmark's table."""
+    return task[len(bench) + 1:] if task.startswith(bench + ".") else task
+
+
+def _task_head(an: dict[str, Any], task: str, share: bool, bench: str = "") -> str:
     info = (an.get("tasks") or {}).get(task) or {}
-    return task + (" (%)" if share else "") + (" ↓" if info.get("lower_is_better") else "")
+    return _short_task(task, bench) + (" (%)" if share else "") + (" ↓" if info.get("lower_is_better") else "")
+
+
+def benchmark_groups(an: dict[str, Any]) -> list[tuple[str, list[str], list[str]]]:
+    """(benchmark, its tasks, its models best first) per benchmark of one set.
+
+    Benchmarks are scored on disjoint model sets, so each gets its own table: a model appears
+    only beside the tasks it ran, and nothing is averaged across models that never met."""
+    scores, ranks = an.get("scores") or {}, an.get("ranks") or {}
+    tasks = list(dict.fromkeys(_tasks(scores) + _tasks(ranks)))
+    groups: dict[str, list[str]] = {}
+    for t in tasks:
+        groups.setdefault(benchmark_of(t), []).append(t)
+    out = []
+    for bench, ts in groups.items():
+        sub = {"scores": {t: scores[t] for t in ts if t in scores}, "ranks": {t: ranks[t] for t in ts if t in ranks}}
+        out.append((bench, ts, _models(sub)))
+    return out
+
+
+def win_rates(ranks: dict[str, Any], tasks: list[str]) -> dict[str, float]:
+    """Mean win rate over ``tasks``, among the models ranked on each task only.
+
+    On a task with n ranked models, a model of (average, direction-aware) rank r beats n - r of
+    the n - 1 others, a tie counting one half: its win rate there is (n - r) / (n - 1).  A model's
+    mean is over the tasks it has; a task with a single model gives no win rate."""
+    per_model: dict[str, list[float]] = {}
+    for t in tasks:
+        row = {m: float(r) for m, r in (ranks.get(t) or {}).items() if is_num(r)}
+        n = len(row)
+        if n < 2:
+            continue
+        for m, r in row.items():
+            per_model.setdefault(str(m), []).append((n - r) / (n - 1))
+    return {m: sum(v) / len(v) for m, v in per_model.items()}
 
 
 def scores_section(doc: dict[str, Any]) -> str:
     parts = []
     for side, label, an in set_views(doc):
         scores = an.get("scores") or {}
-        tasks = _tasks(scores)
-        if not tasks:
+        if not _tasks(scores):
             continue
-        share = {t: _share(an, t) for t in tasks}
-        wr = an.get("mean_win_rate") or {}
-        rows = [[m, *[fmt_score(scores[t].get(m), share[t]) for t in tasks]] + ([fmt_share(wr.get(m))] if wr else [])
-                for m in _models(an)]
-        heads = ["model", *[_task_head(an, t, share[t]) for t in tasks]] + (["mean win rate"] if wr else [])
-        parts.append(_caption(side, label, an) + table(heads, rows))
+        parts.append(_caption(side, label, an))
+        for bench, tasks, models in benchmark_groups(an):
+            tasks = [t for t in tasks if t in scores]
+            if not tasks:
+                continue
+            share = {t: _share(an, t) for t in tasks}
+            wr = win_rates(an.get("ranks") or {}, tasks)
+            rows = [[m, *[fmt_score(scores[t].get(m), share[t]) for t in tasks]] + ([fmt_share(wr.get(m))] if wr else [])
+                    for m in models]
+            heads = ["model", *[_task_head(an, t, share[t], bench) for t in tasks]] + (["mean win rate"] if wr else [])
+            parts.append(f"<h4>{esc(bench)}: {len(models)} models x {len(tasks)} tasks</h4>" + table(heads, rows))
     if not parts:
         return ""
-    return section("scores", "Scores per task", note("Each run's headline score under its task's denominator; "
-                   "(%) = a share metric in percent, ↓ = lower is better (e.g. a MAD). Models best first by mean "
-                   "rank. Mean win rate: share of other models beaten per task, averaged."), *parts)
+    return section("scores", "Scores per task", note("Each run's headline score under its task's denominator, one "
+                   "table per benchmark (each benchmark's models apart). (%) = a share metric in percent, ↓ = lower "
+                   "is better (e.g. a MAD, in its own unit). Models best first by mean rank. Mean win rate: on each "
+                   "task, the share of the other models on that task that this model beats (a tie = ½), averaged "
+                   "over the benchmark's tasks it has."), *parts)
 
 
 def ranks_section(doc: dict[str, Any]) -> str:
     parts = []
     for side, label, an in set_views(doc):
         ranks = an.get("ranks") or {}
-        tasks = _tasks(ranks)
-        if not tasks:
+        if not _tasks(ranks):
             continue
-        bench = an.get("benchmark_ranks") or {}
-        rows = []
-        for m in _models(an):
-            row = [m, *[fmt_rank(ranks[t].get(m)) for t in tasks]]
-            for b in sorted(bench):
-                e = bench[b].get(m)
-                row.append(f"{fmt_rank(e['rank'])} (mean {e['mean_task_rank']:.2f})" if e else "—")
-            rows.append(row)
-        heads = ["model", *tasks, *[f"{b} (by mean task rank)" for b in sorted(bench)]]
-        parts.append(_caption(side, label, an) + table(heads, rows))
+        bench_ranks = an.get("benchmark_ranks") or {}
+        parts.append(_caption(side, label, an))
+        for bench, tasks, models in benchmark_groups(an):
+            tasks = [t for t in tasks if t in ranks]
+            if not tasks:
+                continue
+            overall = bench_ranks.get(bench) or {}
+            rows = []
+            for m in models:
+                row = [m, *[fmt_rank(ranks[t].get(m)) for t in tasks]]
+                if overall:
+                    e = overall.get(m)
+                    row.append(f"{fmt_rank(e['rank'])} (mean {e['mean_task_rank']:.2f})" if e else "—")
+                rows.append(row)
+            heads = ["model", *[_short_task(t, bench) for t in tasks]] + (["benchmark rank"] if overall else [])
+            parts.append(f"<h4>{esc(bench)}</h4>" + table(heads, rows))
     if not parts:
         return ""
     return section("ranks", "Ranks per task", note("1 = best, direction-aware; tied models share the average rank "
-                   "(e.g. 2.5). The benchmark ranking orders models by their mean task rank."), *parts)
+                   "(e.g. 2.5). Benchmark rank: models ordered by their mean task rank (in brackets), among the "
+                   "models that have every task of the benchmark."), *parts)
 
 
 def shift_section(doc: dict[str, Any]) -> str:
@@ -134,6 +186,8 @@ def shift_section(doc: dict[str, Any]) -> str:
                      fmt_share(stab, 0) if is_num(stab) else "—"])
     sp_rows = [[r.get("benchmark"), fmt_corr(r.get("rho")), fmt_ci(r.get("ci95")), fmt_p(r.get("p_value")),
                 r.get("n_models", "—"), len(r.get("tasks") or [])] for r in spearman]
+    warns = [f"{r.get('benchmark')}: " + small_sample_note(r.get("n_models"), "Spearman ρ") for r in spearman
+             if small_sample_note(r.get("n_models"), "Spearman ρ")]
     return section(
         "shift", f"Rank shifts between {label_a} and {label_b}",
         bump_pipelines(shifts, label_a, label_b),
@@ -142,7 +196,11 @@ def shift_section(doc: dict[str, Any]) -> str:
         note("▲ = the model ranks higher under the second set. Direction stability (for shifts of "
              f"{doc.get('min_shift_for_stability', 3)} or more): share of bootstrap resamples keeping the sign."),
         "<h3>Spearman ρ between the two rankings</h3>" + table(
-            ["benchmark", "Spearman ρ", "95% CI (paired bootstrap)", "p", "models", "tasks"], sp_rows) if sp_rows else "")
+            ["benchmark", "Spearman ρ", "95% CI (paired bootstrap)", "p", "models", "tasks"], sp_rows)
+        + note("ρ: Spearman correlation of each benchmark's ranking (by mean task rank) under the two sets; 1 = the "
+               "same order. CI: 2.5th and 97.5th percentiles of ρ over bootstrap resamples of the questions, paired "
+               "across sets; p: scipy's test of ρ = 0.")
+        + "".join(f'<p class="warn">{esc(w)}</p>' for w in warns) if sp_rows else "")
 
 
 def tau_section(doc: dict[str, Any]) -> str:
@@ -171,13 +229,18 @@ def _pca_block(title: str, pca: dict[str, Any]) -> str:
              "yes" if k < pa.get("n_components", 0) else "no"]
             for k, (ev, share, cum) in enumerate(zip(pca["eigenvalues"], pca["variance_explained"], pca["cumulative"]))]
     left = pca.get("models_left_out") or []
-    return (f"<h3>{esc(title)}</h3>" + note(f"{len(pca.get('models') or [])} models x {len(pca.get('columns') or [])} "
+    n_models, n_tasks = len(pca.get("models") or []), len(pca.get("columns") or [])
+    warn = small_sample_note(n_models, f"this PCA ({n_models} models x {n_tasks} tasks)")
+    return (f"<h3>{esc(title)}</h3>" + (f'<p class="warn">{esc(warn)}</p>' if warn else "") + note(f"{len(pca.get('models') or [])} models x {len(pca.get('columns') or [])} "
             f"tasks, standardized; parallel analysis retains {pa.get('n_components', '—')} component(s) "
             f"({pa.get('n_permutations', '—')} permuted matrices)." + (f" Left out (a task missing): "
                                                                      f"{', '.join(map(str, left))}." if left else ""))
             + scree_plot(pca, title) + biplot(pca, title)
             + table(["component", "eigenvalue", "variance", "cumulative", "parallel-analysis threshold", "retained"],
-                    rows))
+                    rows)
+            + note("Eigenvalue: variance carried by the component (the tasks' correlation matrix; the values sum to "
+                   "the number of tasks). Variance: its share. Threshold: the 95th percentile of that eigenvalue over "
+                   "matrices with each column permuted (Horn's parallel analysis); retained while above it."))
 
 
 def pca_section(doc: dict[str, Any]) -> str:

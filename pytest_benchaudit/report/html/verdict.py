@@ -1,0 +1,324 @@
+"""The report's first screen: one verdict per benchmark, built from the documents' fields.
+
+A benchmark's author asks: is my benchmark's score pipeline-dependent, by how much, why, and what
+do I fix?  :func:`verdicts` answers from the compare document (set a against set b), the per-field
+deltas (``sweeps``: single-field variants, re-scored) and the diagnose findings, never from their
+display strings, so the answer follows the numbers as they change:
+
+* ``largest_move``: the largest change of one model's score on one task between the two sets, in
+  percentage points on share metrics (0..1, higher = better); ``largest_metric_move`` the same on
+  error metrics (e.g. a MAD), in the metric's own unit (never mixed with points);
+* ``rank``: Spearman rho between the two sets' benchmark rankings with its CI, and the models whose
+  rank moves by ``min_shift_for_stability`` (3) or more; a small-sample flag under
+  :data:`SMALL_SAMPLE` models;
+* ``causes``: per pipeline field, its largest effect (a single-field re-score, or a diagnose
+  finding's effect), largest first, with the field to fix and the command that reproduces it.
+
+Everything here is pure: dicts in, dicts out; :func:`verdict_section` renders them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from pytest_benchaudit.report.html.format import esc, fmt_ci, fmt_corr, fmt_pp, is_num, note, table
+
+__all__ = ["SMALL_SAMPLE", "MATERIAL_PP", "TOP_CAUSES", "benchmark_of", "verdicts", "verdict_section", "causes_section",
+           "small_sample_note"]
+
+#: Below this many models a rank correlation or a PCA is too rough to read as more than a description.
+SMALL_SAMPLE = 8
+#: A move of at least this many percentage points makes the verdict "pipeline-dependent".
+MATERIAL_PP = 1.0
+#: Causes shown on the first screen (the rest are in the evidence below).
+TOP_CAUSES = 3
+
+
+def benchmark_of(task_key: Any) -> str:
+    """The benchmark of a compare task key ``<benchmark>.<task>``."""
+    return str(task_key).partition(".")[0]
+
+
+def small_sample_note(n_models: Any, what: str) -> str:
+    """A warning line when ``what`` rests on fewer than :data:`SMALL_SAMPLE` models, else ``""``."""
+    if not is_num(n_models) or n_models >= SMALL_SAMPLE:
+        return ""
+    return (f"Small sample: {what} rests on {int(n_models)} models (fewer than {SMALL_SAMPLE}); one model more or "
+            "less can change it: read it as a description of these models, not of the benchmark.")
+
+
+def _share_task(info: dict[str, Any], values: list[float]) -> bool:
+    return not info.get("lower_is_better") and all(0 <= v <= 1 for v in values)
+
+
+def _moves(doc: dict[str, Any], bench: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[str]]:
+    """The largest set-b-minus-set-a move of one model on one task: (in pp, in a metric's unit), and the
+    tasks left out because the two sets score them with different metrics (their scores do not compare)."""
+    by_set = doc.get("by_set") or {}
+    side_a, side_b = by_set.get("a") or {}, by_set.get("b") or {}
+    a, b = side_a.get("scores") or {}, side_b.get("scores") or {}
+    best_pp: dict[str, Any] | None = None
+    best_metric: dict[str, Any] | None = None
+    differ: list[str] = []
+    for task in sorted(set(a) & set(b)):
+        if benchmark_of(task) != bench or not isinstance(a[task], dict) or not isinstance(b[task], dict):
+            continue
+        info_a = (side_a.get("tasks") or {}).get(task) or {}
+        info_b = (side_b.get("tasks") or {}).get(task) or {}
+        if (info_a.get("metrics"), info_a.get("lower_is_better")) != (info_b.get("metrics"),
+                                                                       info_b.get("lower_is_better")):
+            differ.append(task)
+            continue
+        values = [float(v) for s in (a[task], b[task]) for v in s.values() if is_num(v)]
+        share = _share_task(info_a, values)
+        for model in sorted(set(a[task]) & set(b[task])):
+            va, vb = a[task][model], b[task][model]
+            if not (is_num(va) and is_num(vb)):
+                continue
+            move = {"model": model, "task": task, "a": float(va), "b": float(vb)}
+            if share:
+                move["pp"] = 100 * (float(vb) - float(va))
+                if best_pp is None or abs(move["pp"]) > abs(best_pp["pp"]):
+                    best_pp = move
+            else:
+                move["delta"] = float(vb) - float(va)
+                move["unit"] = ", ".join(map(str, info_a.get("metrics") or [])) or "metric unit"
+                move["lower_is_better"] = bool(info_a.get("lower_is_better"))
+                if best_metric is None or abs(move["delta"]) > abs(best_metric["delta"]):
+                    best_metric = move
+    return best_pp, best_metric, differ
+
+
+def _rank(doc: dict[str, Any], bench: str) -> dict[str, Any] | None:
+    rho = next((r for r in doc.get("spearman") or [] if isinstance(r, dict) and r.get("benchmark") == bench), None)
+    shifts = [r for r in doc.get("rank_shift") or [] if isinstance(r, dict) and r.get("benchmark") == bench]
+    if rho is None and not shifts:
+        return None
+    least = doc.get("min_shift_for_stability", 3)
+    movers = sorted((r for r in shifts if is_num(r.get("shift")) and abs(r["shift"]) >= least),
+                    key=lambda r: (-abs(r["shift"]), str(r.get("model"))))
+    n_models = (rho or {}).get("n_models", len(shifts))
+    return {"rho": (rho or {}).get("rho"), "ci95": (rho or {}).get("ci95"), "n_models": n_models,
+            "min_shift": least, "movers": [{"model": r.get("model"), "shift": r["shift"]} for r in movers],
+            "small_sample": is_num(n_models) and n_models < SMALL_SAMPLE}
+
+
+def _run_paths(doc: dict[str, Any], findings: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """(benchmark, model) -> the run directory of set a, from the findings' run names and set a's paths."""
+    paths = [str(p) for p in ((doc.get("sets") or {}).get("a") or {}).get("runs") or []]
+    by_name = {p.rstrip("/").rsplit("/", 1)[-1]: p for p in paths}
+    out: dict[tuple[str, str], str] = {}
+    for f in findings:
+        run = str(f.get("run") or "")
+        if run and f.get("model") not in (None, "*"):
+            out.setdefault((str(f.get("benchmark")), str(f.get("model"))), by_name.get(run, run))
+    return out
+
+
+def _command(field: str, value: Any, run: str | None) -> str:
+    """``benchaudit rescore RUN --set FIELD=VALUE`` (``RUN`` when the run directory is not known)."""
+    target = shlex.quote(run) if run else "RUN"
+    return f"benchaudit rescore {target} --set {shlex.quote(f'{field}={_value_text(value)}')}"
+
+
+def _short(cause: dict[str, Any]) -> str:
+    """The cause's command with its run directory written ``RUN`` (the full one is in the causes section)."""
+    command = str(cause.get("command") or "")
+    run = cause.get("run")
+    return command.replace(shlex.quote(run), "RUN", 1) if run else command
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _weight(cause: dict[str, Any]) -> tuple[float, bool]:
+    """Larger effect first (to the 0.1 pp shown); on a tie, the one its command re-scores exactly."""
+    return round(abs(cause["pp"]), 1), str(cause.get("command") or "").startswith("benchaudit rescore")
+
+
+def _causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, Any]],
+            runs: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
+    """Per field, its largest effect in pp (single-field re-scores and findings), largest first."""
+    best: dict[str, dict[str, Any]] = {}
+    count: dict[str, int] = {}
+
+    def offer(cause: dict[str, Any]) -> None:
+        field = cause["field"]
+        count[field] = count.get(field, 0) + (abs(cause["pp"]) >= MATERIAL_PP)
+        if field not in best or _weight(cause) > _weight(best[field]):
+            best[field] = cause
+
+    for r in sweeps:
+        if str(r.get("benchmark")) != bench or not is_num(r.get("delta_pp")) or not r.get("field"):
+            continue
+        run = r.get("run") or runs.get((bench, str(r.get("model"))))
+        offer({"field": str(r["field"]), "value": r.get("value"), "pp": float(r["delta_pp"]), "run": run,
+               "model": r.get("model"), "task": r.get("task"), "source": "re-score",
+               "command": _command(str(r["field"]), r["value"], run) if "value" in r else None})
+    for f in findings:
+        if str(f.get("benchmark")) != bench or not is_num(f.get("effect_pp")) or not f.get("field"):
+            continue
+        run = runs.get((bench, str(f.get("model"))))
+        value = f.get("value")
+        command = (_command(str(f["field"]), value, run) if value is not None else
+                   f"benchaudit diagnose {shlex.quote(run) if run else 'RUN'}")
+        offer({"field": str(f["field"]), "value": value, "pp": float(f["effect_pp"]), "run": run,
+               "model": f.get("model"),
+               "task": f.get("task"), "source": str(f.get("failure_mode") or "finding"), "command": command})
+    ordered = sorted(best.values(), key=lambda c: (-_weight(c)[0], not _weight(c)[1], c["field"]))
+    for c in ordered:
+        c["n_moved"] = count[c["field"]]
+    return ordered
+
+
+def _benchmarks(doc: dict[str, Any], sweeps: list[dict[str, Any]], findings: list[dict[str, Any]]) -> list[str]:
+    names: set[str] = set()
+    for an in (doc.get("by_set") or {}).values():
+        if isinstance(an, dict):
+            names |= {benchmark_of(t) for t in (an.get("scores") or {})}
+    names |= {str(r["benchmark"]) for r in doc.get("spearman") or [] if isinstance(r, dict) and r.get("benchmark")}
+    names |= {str(r["benchmark"]) for r in sweeps + findings if r.get("benchmark")}
+    return sorted(names)
+
+
+def verdicts(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = None,
+             findings: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One verdict per benchmark (sorted by name): largest moves, rank stability, causes, a sentence.
+
+    A benchmark with nothing compared and nothing attributed gets no verdict."""
+    doc = doc or {}
+    sweeps = [r for r in sweeps or [] if isinstance(r, dict)]
+    findings = [f for f in findings or [] if isinstance(f, dict)]
+    runs = _run_paths(doc, findings)
+    out = []
+    for bench in _benchmarks(doc, sweeps, findings):
+        move, metric_move, differ = _moves(doc, bench)
+        rank = _rank(doc, bench)
+        causes = _causes(bench, sweeps, findings, runs)
+        if move is None and metric_move is None and rank is None and not causes:
+            continue
+        v: dict[str, Any] = {"benchmark": bench, "largest_move": move, "largest_metric_move": metric_move, "rank": rank,
+             "causes": causes, "metric_differs": differ}
+        v["dependent"] = _dependent(v)
+        v["sentence"] = _sentence(doc, v)
+        out.append(v)
+    return out
+
+
+def _dependent(v: dict[str, Any]) -> bool | None:
+    """Pipeline-dependent: a score moves by MATERIAL_PP or more (between the sets or under one field), or a
+    model moves ``min_shift`` ranks or more; ``None`` when nothing was measured.  An error metric's move has
+    no threshold in its own unit: it is shown, not judged."""
+    sizes = [abs(v["largest_move"]["pp"])] if v["largest_move"] else []
+    sizes += [abs(c["pp"]) for c in v["causes"]]
+    moved_rank = bool(v["rank"] and v["rank"]["movers"])
+    if not sizes and v["rank"] is None:
+        return None
+    return max(sizes, default=0.0) >= MATERIAL_PP or moved_rank
+
+
+def _sentence(doc: dict[str, Any], v: dict[str, Any]) -> str:
+    a, b = str(doc.get("label_a") or "a"), str(doc.get("label_b") or "b")
+    parts = []
+    move = v["largest_move"]
+    top = v["causes"][0] if v["causes"] else None
+    if v["dependent"] is None:
+        head = "not compared"
+    elif v["dependent"]:
+        head = "pipeline-dependent"
+    else:
+        head = f"not pipeline-dependent beyond {MATERIAL_PP:g} pp"
+    if move:
+        parts.append(f"{a} → {b} moves a score by up to {fmt_pp(move['pp'])} pp")
+    elif top:
+        parts.append(f"one field moves a score by up to {fmt_pp(top['pp'])} pp")
+    rank = v["rank"]
+    if rank:
+        held = "the ranking changes" if rank["movers"] else "the ranking holds"
+        rho = f"ρ = {fmt_corr(rank['rho'])}" if is_num(rank.get("rho")) else "ρ not computed"
+        parts.append(f"{held} ({rho}; {len(rank['movers'])} of {rank['n_models']} models move "
+                     f"{rank['min_shift']}+ ranks)")
+    if top:
+        parts.append(f"largest cause {top['field']} ({fmt_pp(top['pp'])} pp)")
+    return f"{v['benchmark']} is {head}" + (": " + "; ".join(parts) if parts else "") + "."
+
+
+def _where(row: dict[str, Any]) -> str:
+    task = str(row.get("task") or "")
+    return f"{row.get('model')} · {task.partition('.')[2] if '.' in task else task}"
+
+
+def _verdict_table(doc: dict[str, Any], v: dict[str, Any]) -> str:
+    rows: list[list[Any]] = []
+    move = v["largest_move"]
+    differ = ", ".join(t.partition(".")[2] or t for t in v["metric_differs"])
+    if move:
+        rows.append(["largest move", f"{fmt_pp(move['pp'])} pp", _where(move),
+                     f"{100 * move['a']:.1f} → {100 * move['b']:.1f}", ""])
+    metric = v["largest_metric_move"]
+    if metric:
+        size = f"{metric['delta']:+.3g}" if metric["delta"] else "0 (no move)"
+        rows.append(["largest move, metric unit", f"{size} {metric['unit']}", _where(metric),
+                     f"{metric['a']:.3f} → {metric['b']:.3f}" + (" (↓ better)" if metric["lower_is_better"] else ""),
+                     ""])
+    if differ:
+        rows.append(["not compared", "—", differ, "the metric differs between the sets", ""])
+    rank = v["rank"]
+    if rank:
+        movers = ", ".join(f"{m['model']} ({m['shift']:+g})" for m in rank["movers"]) or "none"
+        rows.append(["rank stability", f"ρ = {fmt_corr(rank['rho'])} {fmt_ci(rank['ci95'])}",
+                     f"{rank['n_models']} models" + (" (few)" if rank["small_sample"] else ""),
+                     f"{rank['min_shift']}+ ranks: {movers}", ""])
+    for k, c in enumerate(v["causes"][:TOP_CAUSES], 1):
+        fix = c["field"] + (f"={_value_text(c['value'])}" if c.get("value") is not None else "")
+        more = f" +{c['n_moved'] - 1} more" if c["n_moved"] > 1 else ""
+        rows.append([f"cause {k}", f"{fmt_pp(c['pp'])} pp", _where(c) + more, fix,
+                     f'<code title="{esc(c["command"])}">{esc(_short(c))}</code>' if c.get("command") else "—"])
+    if not rows:
+        return ""
+    return table(["", "size", "where", "field to fix / detail", "reproduce"], rows, raw_cols={4})
+
+
+def causes_section(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = None,
+                   findings: list[dict[str, Any]] | None = None) -> str:
+    """Every cause of every verdict, largest first, with the full command (its run directory spelled out)."""
+    rows = [[v["benchmark"], c["field"] + (f"={_value_text(c['value'])}" if c.get("value") is not None else ""),
+             f"{fmt_pp(c['pp'])} pp", _where(c), c["n_moved"], c["source"],
+             f"<code>{esc(c['command'])}</code>" if c.get("command") else "—"]
+            for v in verdicts(doc, sweeps, findings) for c in v["causes"]]
+    if not rows:
+        return ""
+    return ('<section id="causes"><h2>Causes, largest first</h2>'
+            + table(["benchmark", "field to fix", "largest effect", "where", f"moves ≥ {MATERIAL_PP:g} pp", "from",
+                     "reproduce"], rows, raw_cols={6})
+            + note("One row per pipeline field: its largest effect on one model x task, in percentage points "
+                   f"(a single-field re-score, or a diagnose finding's effect); 'moves ≥ {MATERIAL_PP:g} pp': how many "
+                   "model x task cells it moves that much. 'from': re-score = the field-by-field attribution, else "
+                   "the diagnose failure mode (its command re-runs diagnose, which re-scores it).")
+            + "</section>")
+
+
+def verdict_section(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = None,
+                    findings: list[dict[str, Any]] | None = None) -> str:
+    """The verdict block (``<section id="verdict">``), or ``""`` when there is nothing to judge."""
+    found = verdicts(doc, sweeps, findings)
+    if not found:
+        return ""
+    blocks = []
+    for v in found:
+        warn = small_sample_note((v["rank"] or {}).get("n_models"), "the rank correlation") if v["rank"] else ""
+        blocks.append(f'<div class="verdict" data-benchmark="{esc(v["benchmark"])}">'
+                      f'<p class="sentence"><strong>{esc(v["sentence"])}</strong></p>'
+                      + _verdict_table(doc, v) + (f'<p class="warn">{esc(warn)}</p>' if warn else "") + "</div>")
+    a, b = str(doc.get("label_a") or "a"), str(doc.get("label_b") or "b")
+    return ('<section id="verdict"><h2>Verdict per benchmark</h2>' + "".join(blocks)
+            + note(f"Move: {b} minus {a}, one model on one task, in percentage points (share metrics) or in the "
+                   "metric's own unit (error metrics, e.g. a MAD). ρ: Spearman correlation of the two benchmark "
+                   "rankings, 95% CI (paired bootstrap). Cause: one pipeline field and its largest effect (single-field "
+                   f"re-score or diagnose finding). Pipeline-dependent: a move of {MATERIAL_PP:g} pp or more, or a model "
+                   "moving 3+ ranks. RUN: that model's run directory (full commands under Causes).")
+            + "</section>")
