@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pytest_benchaudit.pipeline.variants import card_for, card_key
 from pytest_benchaudit.pipeline.stages import is_unspecified
-from pytest_benchaudit.scoring.metrics import METRIC_INFO
+from pytest_benchaudit.scoring.metrics import METRIC_INFO, invalid_score
 
 __all__ = ["TaskResult", "Summarizer", "summarize", "benchmark_scores", "confidence_interval", "group_key", "variant_deltas", "summary_document"]
 
@@ -105,6 +105,11 @@ class TaskResult(BaseModel):
     invalid_reasons: dict[str, int]
     stage_rates: StageRates
     ci95: list[float] | None
+    # What an invalid answer scores where it is counted (score_total): the card's
+    # scoring.invalid_credit (a share of full credit, 0 = none) and the per-item value it gives
+    # (0 on a share, the metric's worst case on an error metric).  Old summaries lack both.
+    invalid_credit: float = 0.0
+    invalid_score: float | None = None
     extras: dict[str, float] | None = None  # per-item numbers beside the headline (e.g. TAA plausible)
     breakdown: dict[str, dict[str, dict[str, Any]]] | None = None  # aggregation.by field -> value -> n, score
 
@@ -123,7 +128,7 @@ class _Group:
     memory of ~10 bytes per record (``records.jsonl`` can be streamed through it).
     """
 
-    __slots__ = ("first", "denominator", "by", "scores", "valid", "n_correct", "inference_failed",
+    __slots__ = ("first", "denominator", "credit", "by", "scores", "valid", "n_correct", "inference_failed",
                  "reasons", "extras", "breakdown")
 
     def __init__(self, first: dict[str, Any], card: dict[str, Any] | None) -> None:
@@ -133,6 +138,8 @@ class _Group:
                       "pipeline_hash": first["pipeline_hash"],
                       "metric": fields.get("scoring.metric", first.get("metric", ""))}
         self.denominator = fields.get("scoring.denominator", "unspecified")
+        credit = fields.get("scoring.invalid_credit", 0.0)  # a card from before the field: no credit
+        self.credit = float(credit) if isinstance(credit, (int, float)) and not isinstance(credit, bool) else 0.0
         self.by = fields.get("aggregation.by")
         self.scores = array("d")
         self.valid = bytearray()
@@ -176,6 +183,10 @@ class _Group:
         score_valid = _mean(valid_scores)
         headline_values = valid_scores if denominator == "valid" else all_scores
         headline = None if is_unspecified(denominator) else (score_valid if denominator == "valid" else score_total)
+        # What the invalid items scored, read from them (an old run keeps its own value), else what they would.
+        invalid_scores = [s for s, ok in zip(all_scores, self.valid) if not ok]
+        invalid_value = (sum(invalid_scores) / len(invalid_scores) if invalid_scores
+                         else invalid_score(info, self.credit) if info else None)
         result: dict[str, Any] = {
             **first,
             "lower_is_better": bool(info.lower_is_better) if info else False,
@@ -194,6 +205,8 @@ class _Group:
                 "correct": self.n_correct / n,
             },
             "ci95": None if headline is None else confidence_interval(headline_values, binary=(info is None or info.kind == "binary")),
+            "invalid_credit": self.credit,
+            "invalid_score": invalid_value,
         }
         extras = {name: [v for v, ok in zip(values, flags) if ok or denominator != "valid"]
                   for name, (values, flags) in self.extras.items()}

@@ -13,6 +13,7 @@ HELP = "print a run's summary and pipeline cards"
 # The card fields a reader checks first; the full card is `benchaudit card RUN_DIR`.
 _SHOWN_FIELDS = ("prompt.template", "prompt.format.mode", "inference.max_tokens", "inference.stop",
                  "extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator",
+                 "scoring.invalid_credit",
                  "aggregation.method")
 
 

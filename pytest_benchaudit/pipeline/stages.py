@@ -153,6 +153,11 @@ class ExtractionStage(_Stage):
 class ScoringStage(_Stage):
     metric: str = UNSPECIFIED
     denominator: Literal["total", "valid"] | Unspecified = UNSPECIFIED
+    # The share of full credit an invalid answer gets where it is counted (denominator "total"):
+    # 0 (no credit, the default) scores it 0 on a share and the metric's named worst case on an
+    # error metric (10.0 on a CVSS MAD); 1 would score it as a perfect answer.  Never below a
+    # share's 0: AthenaBench's 1 - 10/7.7 = -0.30 per unreadable vector was a penalty no card stated.
+    invalid_credit: float = Field(default=0.0, ge=0.0, le=1.0)
 
 
 class AggregationStage(_Stage):

@@ -28,6 +28,8 @@ __all__ = [
     "InvalidReason",
     "INVALID_STAGE",
     "ENDPOINT_DOWN_PREFIX",
+    "HEDGED_PREFIX",
+    "UnscorablePrediction",
 ]
 
 
@@ -125,7 +127,8 @@ InvalidReason = Literal[
     "empty",  # the model returned no answer text at all
     "truncated",  # stopped by the token budget before an answer could be read
     "unclosed_reasoning",  # a <think> span was opened and never closed
-    "unparseable",  # text present, but the extraction rule found no answer in it
+    "unparseable",  # text present, but the extraction rule found no answer in it (or the metric could not read it)
+    "hedged",  # the answer names several options where one is asked for ("Answer: A or B")
     "judge_error",  # the judge failed (request error or an unreadable verdict)
     "endpoint_down",  # not asked: the model's endpoint was down or refused the key (circuit breaker)
 ]
@@ -134,6 +137,10 @@ InvalidReason = Literal[
 # records it as ``endpoint_down``, and --resume asks the question again.
 ENDPOINT_DOWN_PREFIX = "endpoint_down: "
 
+# A rule that finds a hedge between options ("Answer: A or B") returns no prediction and a detail
+# starting with this: extraction records it as ``hedged``, not as ``unparseable``.
+HEDGED_PREFIX = "hedged: "
+
 # Which pipeline stage an invalid response is charged to.
 INVALID_STAGE: dict[str, str] = {
     "inference_error": "inference",
@@ -141,6 +148,7 @@ INVALID_STAGE: dict[str, str] = {
     "truncated": "inference",
     "unclosed_reasoning": "inference",
     "unparseable": "extraction",
+    "hedged": "extraction",
     "judge_error": "extraction",
     "endpoint_down": "inference",
 }
@@ -171,13 +179,22 @@ class Score(_FrozenLater):
     extras: dict[str, float] = Field(default_factory=dict)
 
 
+class UnscorablePrediction(ValueError):
+    """Raised by a metric for a prediction it cannot read (a CVSS vector the ``cvss`` library
+    rejects, a score that is not a number): the item is then invalid (``unparseable``), never a
+    valid answer with a made-up value."""
+
+
 @dataclass(frozen=True)
 class MetricInfo:
     """What an aggregator and a report need to know about a metric.
 
-    ``invalid_value`` is what an item without a readable answer scores when the
-    denominator is ``total``: 0 for accuracies, the worst case for an error metric
-    (a MAD has no neutral value), written here so the choice is visible.
+    ``invalid_value`` is what an item without a readable answer scores under no credit
+    (``scoring.invalid_credit = 0``, the default) when the denominator is ``total``: 0 on a
+    share (accuracy, F1, closeness), the named worst case on an error metric (a MAD has no
+    neutral value; ``worst_case`` says what it is), so the choice is visible.  A credit ``c``
+    moves it that share of the way to the best value (``best_value``): see
+    :func:`pytest_benchaudit.scoring.metrics.invalid_score`.
     """
 
     lower_is_better: bool
@@ -190,3 +207,11 @@ class MetricInfo:
     needs_judge: bool = False
     # Extras an invalid item gets (so extras share the headline's denominator under "total").
     invalid_extras: tuple[tuple[str, float], ...] = ()
+    # What ``invalid_value`` is on an error metric, in words ("the largest possible difference of two
+    # CVSS base scores"); empty on a share, where it is 0.
+    worst_case: str = ""
+
+    @property
+    def best_value(self) -> float:
+        """The best per-item value: 0 on an error metric, 1 on a share."""
+        return 0.0 if self.lower_is_better else 1.0

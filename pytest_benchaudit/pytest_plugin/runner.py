@@ -594,8 +594,8 @@ class Runner:
         extra = {"judge": _judge_record(spec.label, "grading", judge.GRADING_PROMPT_VERSION, reply, status, verdict)}
         if verdict is None:
             why = reply.error or f"unreadable judge verdict: {reply.text[:120]!r}"
-            return (Extraction(invalid_reason="judge_error", answer_text=read.answer_text, detail=why),
-                    Score(value=0.0, correct=False), extra)
+            # No score given: evaluate scores the invalid item at the pipeline's scoring.invalid_credit.
+            return Extraction(invalid_reason="judge_error", answer_text=read.answer_text, detail=why), None, extra
         return read, Score(value=1.0 if verdict == "CORRECT" else 0.0, correct=verdict == "CORRECT"), extra
 
     @pytest.hookimpl(wrapper=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any, Iterable
 
 from tabulate import tabulate
@@ -10,6 +11,7 @@ from pytest_benchaudit.aggregate.results import model_rankings, reason_text, var
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.report.gates import GateVerdict
 from pytest_benchaudit.scoring.evaluate import failure_message
+from pytest_benchaudit.scoring.metrics import invalid_credit_line
 
 __all__ = ["render_summary", "render_variant_deltas", "render_layer_attribution", "render_answers", "AnswerList",
            "render_usage", "fit_columns", "metric_unit", "WIDTH"]
@@ -145,7 +147,7 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
         blocks.append(text)
     if by_bench:
         blocks.append("* headline (the pipeline's scoring.denominator); error metrics (MAD, MAE) in their own "
-                      "unit, lower is better")
+                      "unit, lower is better\n" + textwrap.fill(invalid_credit_line(results), WIDTH))
     counterfactuals = render_variant_deltas(variant_deltas(results, cards))
     if counterfactuals:
         blocks.append(counterfactuals)

@@ -39,12 +39,14 @@ def evaluate(
     ``resources`` are the task's data files its metric reads (e.g. alias graphs).
     ``request`` may be a stored record's request (a mapping), taken over as it is.
     ``extraction`` / ``score`` given by the caller (an LLM judge's reading or verdict) replace
-    the rule / metric; ``extra`` fields (the judge's own record) are added to the record.
+    the rule / metric; an invalid item scores the pipeline's ``scoring.invalid_credit``; ``extra`` fields (the judge's own record) are added to the record.
     """
     if extraction is None:
         extraction = _extract.extract(pipeline.extraction.rule, generation, question, pipeline.extraction.reasoning)
     if score is None:
-        score = _scoring.score(pipeline.scoring.metric, extraction, question, resources)
+        # A prediction the metric cannot read comes back as an invalid extraction (unparseable).
+        extraction, score = _scoring.score_item(pipeline.scoring.metric, extraction, question, resources,
+                                                pipeline.scoring.invalid_credit)
     reason = extraction.invalid_reason
     # Every field of Record, in its declaration order (the order of model_dump's keys).
     data: dict[str, Any] = {

@@ -1,9 +1,12 @@
 """Scoring stage: turn one extraction into a per-item ``Score``.
 
 A metric compares a *valid* prediction with the question's gold label.  Invalid
-extractions never reach a metric: ``score`` gives them 0 on binary metrics, and the
-aggregation stage decides whether they stay in the denominator ("total") or are left
-out ("valid") — that choice is a pipeline field, not a metric property.
+extractions never reach a metric: ``score`` gives them the credit the pipeline states
+(``scoring.invalid_credit``, default 0: no credit, i.e. 0 on a share and the metric's named
+worst case on an error metric), and the aggregation stage decides whether they stay in the
+denominator ("total") or are left out ("valid") — both are pipeline fields, shown in the card.
+A prediction the metric cannot read (a CVSS vector that does not parse) makes the item
+invalid (``unparseable``, see :func:`score_item`), never a valid answer at a made-up value.
 
 The released metrics follow each benchmark's released scorer exactly, quirks included,
 because the audit measures what those quirks do to the reported number.
@@ -15,9 +18,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_benchaudit.scoring.tasks import TASK_METRIC_INFO, TASK_METRICS
-from pytest_benchaudit.pipeline.types import Extraction, MetricInfo, Question, Score
+from pytest_benchaudit.pipeline.types import Extraction, MetricInfo, Question, Score, UnscorablePrediction
 
-__all__ = ["METRICS", "METRIC_INFO", "Metric", "MetricInfo", "metric_names", "score"]
+__all__ = ["METRICS", "METRIC_INFO", "Metric", "MetricInfo", "invalid_score", "invalid_credit_note",
+           "invalid_credit_line", "metric_names", "score", "score_item"]
 
 # A metric sees only valid predictions (possibly "" — see ``letter_set_exact``) and the
 # task's resources (data files named in the suite config, e.g. alias graphs).
@@ -94,16 +98,57 @@ def metric_names() -> list[str]:
     return sorted(METRICS)
 
 
-def score(metric: str, extraction: Extraction, question: Question,
-          resources: Mapping[str, Any] | None = None) -> Score:
-    """Score ``extraction`` against ``question.gold`` with ``metric``.
+def invalid_score(info: MetricInfo, credit: float = 0.0) -> float:
+    """What an invalid item scores under ``scoring.invalid_credit = credit`` (a share of full
+    credit, 0..1): ``credit`` of the way from the metric's no-credit value (``invalid_value``:
+    0 on a share, the named worst case on an error metric) to its best value."""
+    return info.invalid_value + credit * (info.best_value - info.invalid_value)
 
-    An invalid extraction scores the metric's ``invalid_value`` (0 for accuracies, the
-    worst case for error metrics) and is never correct; whether it stays in the
-    denominator is the pipeline's ``scoring.denominator``.  ``resources`` are the task's
-    data files the metric needs (see ``MetricInfo.resources``).
-    Raises KeyError for an unknown metric or a missing resource.
-    """
+
+def invalid_credit_note(metric: str, credit: float = 0.0) -> str:
+    """One phrase saying what an invalid answer scores: ``0 (no credit)``, ``10 (no credit: the worst
+    case, the largest possible difference of two CVSS base scores)``, ``0.25 (credit 0.25)``."""
+    info = METRIC_INFO.get(metric)
+    if info is None:
+        return f"credit {credit:g}"
+    value = invalid_score(info, credit)
+    if credit:
+        return f"{value:g} (credit {credit:g})"
+    if info.lower_is_better:
+        return f"{value:g} (no credit: the worst case{', ' + info.worst_case if info.worst_case else ''})"
+    return f"{value:g} (no credit)"
+
+
+def invalid_credit_line(results: list[dict[str, Any]]) -> str:
+    """The summary's sentence on what an invalid answer scored in each of ``results`` (task result
+    rows) where it is counted: ``invalid answers score (score/all): 0 (no credit) on cvss_closeness_athena,
+    exact_match; 10 (no credit: the worst case, …) on cvss_abs_diff_cti``.  Empty without results."""
+    by_note: dict[str, list[str]] = {}
+    for r in results:
+        metric, credit = str(r.get("metric", "")), float(r.get("invalid_credit") or 0.0)
+        note = invalid_credit_note(metric, credit)
+        value = r.get("invalid_score", _read_back(r))
+        info = METRIC_INFO.get(metric)
+        if value is not None and info is not None and abs(float(value) - invalid_score(info, credit)) > 1e-9:
+            note = f"{float(value):.4g} (as stored: a run scored before scoring.invalid_credit)"
+        by_note.setdefault(note, [])
+        if metric not in by_note[note]:
+            by_note[note].append(metric)
+    if not by_note:
+        return ""
+    parts = [f"{note} on {', '.join(metrics)}" for note, metrics in by_note.items()]
+    return "invalid answers, where counted (score/all; scoring.invalid_credit): " + "; ".join(parts)
+
+
+def _read_back(r: dict[str, Any]) -> float | None:
+    """What the invalid items of an old summary row (no ``invalid_score``) scored, from its two means."""
+    n, n_valid, total, valid = r.get("n") or 0, r.get("n_valid") or 0, r.get("score_total"), r.get("score_valid")
+    if n <= n_valid or total is None:
+        return None
+    return float((total * n - (valid or 0.0) * n_valid) / (n - n_valid))
+
+
+def _check(metric: str, resources: Mapping[str, Any] | None) -> tuple[MetricInfo, Mapping[str, Any]]:
     if metric not in METRICS:
         raise KeyError(f"unknown metric {metric!r}; known metrics: {', '.join(metric_names())}")
     info = METRIC_INFO[metric]
@@ -112,6 +157,38 @@ def score(metric: str, extraction: Extraction, question: Question,
     if missing:
         raise KeyError(f"metric {metric!r} needs the task resource(s) {', '.join(missing)}; "
                        "declare them under [tasks.<task>.resources] in the suite config")
+    return info, resources
+
+
+def _invalid(info: MetricInfo, credit: float) -> Score:
+    extras = {name: value + credit * (1.0 - value) for name, value in info.invalid_extras}  # extras are shares
+    return Score(value=invalid_score(info, credit), correct=False, extras=extras)
+
+
+def score_item(metric: str, extraction: Extraction, question: Question,
+               resources: Mapping[str, Any] | None = None, invalid_credit: float = 0.0) -> tuple[Extraction, Score]:
+    """Score ``extraction`` against ``question.gold`` with ``metric``; return the extraction as it
+    stands after scoring, and the score.
+
+    An invalid extraction scores :func:`invalid_score` (``invalid_credit`` of full credit; 0 by
+    default) and is never correct.  A valid prediction the metric cannot read (it raises
+    :class:`UnscorablePrediction`, e.g. a ``CVSS:3.1/`` vector that another prefix would break)
+    turns the extraction invalid (``unparseable``, the metric's reason appended to the detail) and
+    scores the same.  ``resources`` are the task's data files the metric needs (see
+    ``MetricInfo.resources``).  Raises KeyError for an unknown metric or a missing resource.
+    """
+    info, resources = _check(metric, resources)
     if not extraction.valid or extraction.prediction is None:
-        return Score(value=info.invalid_value, correct=False, extras=dict(info.invalid_extras))
-    return METRICS[metric](extraction.prediction, question, resources)
+        return extraction, _invalid(info, invalid_credit)
+    try:
+        return extraction, METRICS[metric](extraction.prediction, question, resources)
+    except UnscorablePrediction as why:
+        detail = f"{extraction.detail}; the metric cannot read it: {why}" if extraction.detail else str(why)
+        unread = Extraction(invalid_reason="unparseable", answer_text=extraction.answer_text, detail=detail)
+        return unread, _invalid(info, invalid_credit)
+
+
+def score(metric: str, extraction: Extraction, question: Question,
+          resources: Mapping[str, Any] | None = None, invalid_credit: float = 0.0) -> Score:
+    """The score part of :func:`score_item` (a prediction the metric cannot read scores as invalid)."""
+    return score_item(metric, extraction, question, resources, invalid_credit)[1]

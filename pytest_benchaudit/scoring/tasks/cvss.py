@@ -19,10 +19,20 @@ Standardized rule:
 Metrics:
 
 * ``cvss_abs_diff_cti``  — CTI-Bench ``compute_vsp_mad``: |base(``CVSS:3.0/`` + pred) −
-  base(gold)|; the mean is the MAD, lower is better.
-* ``cvss_abs_diff``      — standardized: |base₃.₁(pred) − base₃.₁(gold)|, invalid = 10.0.
+  base(gold)|; the mean is the MAD, lower is better.  A prediction that already carries a
+  ``CVSS:3.x/`` prefix (a non-released rule such as ``cvss_final_vector``) is not prefixed again,
+  as the released code comment asks ("should be empty string if the model responds with the
+  prefix"); the released rule never yields one, so released scores are unchanged.
+* ``cvss_abs_diff``      — standardized: |base₃.₁(pred) − base₃.₁(gold)|.
 * ``cvss_closeness_athena`` — AthenaBench: 1 − |d| / 7.7 per item; its mean over the valid
   rows is AthenaBench's VSP "accuracy" 1 − MAD/7.7.
+
+A prediction whose vector does not parse is never scored as a valid answer: each metric raises
+``UnscorablePrediction`` and the item is invalid (``unparseable``), as the released scorers skip
+such rows.  Where invalid items are counted (denominator ``total``), they score the pipeline's
+``scoring.invalid_credit``: by default no credit, i.e. 10.0 on the MADs (the worst case, the largest
+possible difference of two base scores) and 0 on AthenaBench's closeness, a share (not 1 − 10/7.7 =
+−0.30, which put Qwen3-4B's VSP "over all items" at 29.6% instead of 43.0%).
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score
+from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score, UnscorablePrediction
 from pytest_benchaudit.scoring.tasks.attack import athena_lines
 
 __all__ = ["RULES", "METRICS", "METRIC_INFO", "base_score"]
@@ -46,6 +56,8 @@ _CTI_VECTOR = re.compile(
     r"AV:[A-Za-z]+/AC:[A-Za-z]+/PR:[A-Za-z]+/UI:[A-Za-z]+/S:[A-Za-z]+/C:[A-Za-z]+/I:[A-Za-z]+/A:[A-Za-z]+"
 )
 _CTI_PREFIX = "CVSS:3.0/"  # compute_vsp_mad: "should be empty string if the model responds with the prefix"
+_ANY_PREFIX = re.compile(r"^CVSS:\d+(?:\.\d+)?/", re.IGNORECASE)
+_WORST_CASE = "the largest possible difference of two CVSS base scores"
 _STD_VECTOR = re.compile(
     r"(?<![A-Za-z])(?:CVSS:3\.[01]/)?"
     r"(AV:[NALP]/AC:[LH]/PR:[NLH]/UI:[NR]/S:[UC]/C:[NLH]/I:[NLH]/A:[NLH])(?![A-Za-z:])",
@@ -120,41 +132,53 @@ def cvss_final_vector(text: str, question: Question, generation: Generation) -> 
 # --------------------------------------------------------------------------- metrics
 
 
-def _diff(pred_vector: str, gold_vector: str) -> float | None:
+def _diff(pred_vector: str, gold_vector: str, question: Question) -> float:
+    """|base(pred) − base(gold)|; raises UnscorablePrediction when either does not parse."""
     pred, gold = base_score(pred_vector), base_score(gold_vector)
-    if pred is None or gold is None:
-        return None
+    if pred is None:
+        raise UnscorablePrediction(f"vector {pred_vector[:80]!r} does not parse")
+    if gold is None:  # a data problem; still no valid answer to score
+        raise UnscorablePrediction(f"{question.id}: gold vector {gold_vector[:80]!r} does not parse")
     return abs(pred - gold)
 
 
-def _abs_score(diff: float | None) -> Score:
-    if diff is None:
-        return Score(value=WORST_DIFF, correct=False)
+def _abs_score(diff: float) -> Score:
     return Score(value=diff, correct=diff == 0)
 
 
 def cvss_abs_diff_cti(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
     """CTI-Bench: |base(``CVSS:3.0/`` + pred.upper()) − base(gold.upper())|; correct when 0.
 
-    The gold vectors are ``CVSS:3.1/…``; the predictions are scored as v3.0 vectors.
+    The gold vectors are ``CVSS:3.1/…``; the (prefix-less) predictions of the released rule are
+    scored as v3.0 vectors.  A prediction with its own ``CVSS:x/`` prefix keeps it (the released
+    code would prepend a second one and skip the row).  Raises UnscorablePrediction for a vector
+    that does not parse.
     """
-    return _abs_score(_diff(_CTI_PREFIX + prediction.upper(), question.gold.strip().upper()))
+    pred = prediction.strip().upper()
+    vector = pred if _ANY_PREFIX.match(pred) else _CTI_PREFIX + pred
+    return _abs_score(_diff(vector, question.gold.strip().upper(), question))
 
 
 def cvss_abs_diff(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
-    """Standardized: |base(pred) − base(gold)|, both read as v3.1 whatever prefix they carry."""
+    """Standardized: |base(pred) − base(gold)|, both read as v3.1 whatever prefix they carry.
+
+    Raises UnscorablePrediction when the prediction (or the gold) holds no well-formed base vector.
+    """
     pred = _STD_VECTOR.search(prediction)
     gold = _STD_VECTOR.search(question.gold)
-    if pred is None or gold is None:
-        return Score(value=WORST_DIFF, correct=False)
-    return _abs_score(_diff("CVSS:3.1/" + pred.group(1).upper(), "CVSS:3.1/" + gold.group(1).upper()))
+    if pred is None:
+        raise UnscorablePrediction(f"no CVSS base vector in {prediction[:80]!r}")
+    if gold is None:
+        raise UnscorablePrediction(f"{question.id}: no CVSS base vector in the gold {question.gold[:80]!r}")
+    return _abs_score(_diff("CVSS:3.1/" + pred.group(1).upper(), "CVSS:3.1/" + gold.group(1).upper(), question))
 
 
 def cvss_closeness_athena(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
-    """AthenaBench: 1 − |base(pred) − base(gold)| / 7.7 (vectors as they stand); correct when |d| = 0."""
-    diff = _diff(prediction.strip(), question.gold.strip())
-    if diff is None:
-        return Score(value=1 - WORST_DIFF / ATHENA_VSP_DENOMINATOR, correct=False)
+    """AthenaBench: 1 − |base(pred) − base(gold)| / 7.7 (vectors as they stand); correct when |d| = 0.
+
+    Raises UnscorablePrediction for a vector that does not parse (released ``success = False``).
+    """
+    diff = _diff(prediction.strip(), question.gold.strip(), question)
     return Score(value=1 - diff / ATHENA_VSP_DENOMINATOR, correct=diff == 0)
 
 
@@ -172,18 +196,20 @@ METRICS = {
 
 METRIC_INFO = {
     "cvss_abs_diff_cti": MetricInfo(
-        lower_is_better=True, kind="continuous", invalid_value=WORST_DIFF,
-        description="CTI-Bench: |base score of 'CVSS:3.0/'+prediction - base score of the (v3.1) gold|; "
-                    "mean = MAD. Unreadable answer under 'total': 10.0, the worst case",
+        lower_is_better=True, kind="continuous", invalid_value=WORST_DIFF, worst_case=_WORST_CASE,
+        description="CTI-Bench: |base score of 'CVSS:3.0/'+prediction (unless it has its own prefix) - base score "
+                    "of the (v3.1) gold|; mean = MAD. A vector that does not parse is invalid; under 'total' an "
+                    "invalid answer with no credit scores 10.0, the worst case",
     ),
     "cvss_abs_diff": MetricInfo(
-        lower_is_better=True, kind="continuous", invalid_value=WORST_DIFF,
-        description="|CVSS v3.1 base score of prediction - that of gold|; mean = MAD; unreadable answer = 10.0 "
-                    "(the largest possible difference: a MAD has no neutral value)",
+        lower_is_better=True, kind="continuous", invalid_value=WORST_DIFF, worst_case=_WORST_CASE,
+        description="|CVSS v3.1 base score of prediction - that of gold|; mean = MAD; an invalid answer with no "
+                    "credit scores 10.0 (the largest possible difference: a MAD has no neutral value)",
     ),
     "cvss_closeness_athena": MetricInfo(
-        lower_is_better=False, kind="continuous", invalid_value=1 - WORST_DIFF / ATHENA_VSP_DENOMINATOR,
-        description="AthenaBench: 1 - |base(pred) - base(gold)| / 7.7; mean = 1 - MAD/7.7. Unreadable answer "
-                    "under 'total': 1 - 10/7.7, the worst case",
+        lower_is_better=False, kind="continuous", invalid_value=0.0,
+        description="AthenaBench: 1 - |base(pred) - base(gold)| / 7.7; mean = 1 - MAD/7.7 (a share). A vector "
+                    "that does not parse is invalid (released: success = False, left out); under 'total' an "
+                    "invalid answer with no credit scores 0",
     ),
 }

@@ -16,8 +16,9 @@ at most ``CVSS_TOLERANCE`` = 0.05, i.e. the answer equals the gold at the score'
 one-decimal precision: all 100 CPST golds equal the CVSS v3.0 *and* v3.1 base score of
 their vector exactly (the vector has no ``CVSS:3.x/`` prefix, but the two versions'
 rounding agrees on every row), so a 0.1 difference is a calculation error, not a version
-ambiguity.  An unreadable answer scores ``invalid_value`` = 10.0, the largest error the
-scale allows.
+ambiguity.  An invalid answer with no credit (``scoring.invalid_credit = 0``) scores
+``invalid_value`` = 10.0, the largest error the scale allows; a prediction that is not a number
+(another rule's) is invalid (``unparseable``), never a valid answer at that value.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score
+from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score, UnscorablePrediction
 
 __all__ = ["CVSS_TOLERANCE", "CVSS_WORST_ERROR", "METRICS", "METRIC_INFO", "RULES"]
 
@@ -83,15 +84,17 @@ def cvss_abs_error(prediction: str, question: Question, resources: Mapping[str, 
     """|prediction - gold| on the 0-10 CVSS scale; correct when within ``CVSS_TOLERANCE``.
 
     A prediction that is not a finite number (a rule other than ``final_cvss_score`` may
-    pass one through) scores the worst error, like an invalid answer.  Raises ValueError
+    pass one through) raises UnscorablePrediction: the item is invalid.  Raises ValueError
     for a gold that is not a number: that is a data problem, not a model's.
     """
     gold = _number(question.gold)
     if gold is None:
         raise ValueError(f"{question.benchmark}.{question.task} {question.id}: gold {question.gold!r} is not a number")
     pred = _number(prediction)
-    error = CVSS_WORST_ERROR if pred is None else min(abs(pred - gold), CVSS_WORST_ERROR)
-    within = pred is not None and error <= CVSS_TOLERANCE + 1e-9
+    if pred is None:
+        raise UnscorablePrediction(f"{prediction[:80]!r} is not a number")
+    error = min(abs(pred - gold), CVSS_WORST_ERROR)
+    within = error <= CVSS_TOLERANCE + 1e-9
     return Score(value=error, correct=within, extras={"within_tolerance": 1.0 if within else 0.0})
 
 
@@ -102,8 +105,9 @@ METRICS: dict[str, Callable[[str, Question, Mapping[str, Any]], Score]] = {
 METRIC_INFO: dict[str, MetricInfo] = {
     "cvss_abs_error": MetricInfo(
         lower_is_better=True, kind="continuous", invalid_value=CVSS_WORST_ERROR,
+        worst_case="the whole 0-10 scale",
         description=f"absolute error of the CVSS base score (mean = MAE, 0-10, lower is better); correct and "
-        f"extras.within_tolerance when |error| <= {CVSS_TOLERANCE} (equal at one decimal); unreadable = "
-        f"{CVSS_WORST_ERROR:g}",
+        f"extras.within_tolerance when |error| <= {CVSS_TOLERANCE} (equal at one decimal); invalid with no "
+        f"credit = {CVSS_WORST_ERROR:g}",
     ),
 }
