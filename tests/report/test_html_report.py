@@ -164,7 +164,7 @@ def test_self_contained_sections_and_plots(report: Path) -> None:
     assert not re.search(r"<(script|link|iframe|object|embed)\b", text, re.I)
     alts = re.findall(r'<img src="data:image/png;base64,[^"]+" alt="([^"]*)"', text)
     assert sorted(alts) == sorted(["rank shift bump chart", "tau-b heatmap", "tau-b heatmap", "PCA scree plot all tasks",
-                                   "PCA biplot all tasks", "similarity scatter", "per-field score deltas",
+                                   "PCA biplot all tasks", "similarity scatter", "per-field score deltas (percentage points)",
                                    "invalid rates per model and task"])
     visible = _visible(text)
     for heading, number in _known().items():

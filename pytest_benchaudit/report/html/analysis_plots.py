@@ -9,7 +9,7 @@ from typing import Any
 from pytest_benchaudit.report.html.format import is_num, short
 from pytest_benchaudit.report.html.plots import colors, figure, img, rc
 
-__all__ = ["tau_heatmap", "scree_plot", "biplot", "similarity_scatter"]
+__all__ = ["tau_heatmap", "scree_plot", "biplot", "biplot_figure", "place_labels", "similarity_scatter"]
 
 
 def tau_heatmap(rows: list[dict[str, Any]], title: str = "Kendall τ-b between tasks") -> str:
@@ -70,42 +70,121 @@ def scree_plot(pca: dict[str, Any], title: str) -> str:
                    "variance; a component is retained while its eigenvalue is above the dashed parallel-analysis line.")
 
 
-def biplot(pca: dict[str, Any], title: str) -> str:
-    """Models (points) and tasks (loading arrows) on the first two components."""
+#: Offsets (pixels) tried for a label, nearest first: 8 directions at growing distances.
+_RINGS = (7, 13, 21, 32, 46)
+_DIRECTIONS = ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1))
+
+
+def _overlap(a: Any, b: Any) -> float:
+    """Area shared by two display-space boxes (0 when apart)."""
+    w = min(a.x1, b.x1) - max(a.x0, b.x0)
+    h = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return max(w, 0.0) * max(h, 0.0)
+
+
+def place_labels(fig: Any, ax: Any, items: list[tuple[float, float, str, dict[str, Any]]],
+                 obstacles: list[tuple[float, float]]) -> list[Any]:
+    """Annotate each (x, y, text, style) at the nearest offset where its box overlaps no label placed before
+    it, no point of ``obstacles`` and stays inside the axes; where none is free, the least-overlapping one.
+
+    Greedy and deterministic (items in the given order); the figure's layout is frozen first, so the
+    boxes measured are the boxes drawn.  Returns the annotations."""
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()
+    fig.set_layout_engine("none")
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    dots = [ax.transData.transform((x, y)) for x, y in obstacles]
+    taken = [Bbox.from_extents(px - 4, py - 4, px + 4, py + 4) for px, py in dots]
+    placed = []
+    for x, y, text, style in items:
+        ann = ax.annotate(text, (x, y), xytext=(0, 0), textcoords="offset pixels", ha="center", va="center", **style)
+        best: tuple[float, tuple[float, float]] | None = None
+        for r in _RINGS:
+            for dx, dy in _DIRECTIONS:
+                off = (dx * r, dy * r)
+                ann.set_position(off)
+                box = ann.get_window_extent(renderer)
+                outside = (max(frame.x0 - box.x0, 0) + max(box.x1 - frame.x1, 0)
+                           + max(frame.y0 - box.y0, 0) + max(box.y1 - frame.y1, 0))
+                cost = sum(_overlap(box, t) for t in taken) + 1000.0 * outside
+                if best is None or cost < best[0]:
+                    best = (cost, off)
+                if cost == 0:
+                    break
+            if best is not None and best[0] == 0:
+                break
+        assert best is not None
+        ann.remove()
+        far = (best[1][0] ** 2 + best[1][1] ** 2) ** 0.5 > _RINGS[1] + 1
+        # A label pushed away from its point keeps a thin leader line back to it.
+        ann = ax.annotate(text, (x, y), xytext=best[1], textcoords="offset pixels", ha="center", va="center",
+                          **({"arrowprops": {"arrowstyle": "-", "color": "#999", "lw": 0.6, "shrinkA": 0,
+                                             "shrinkB": 3}} if far else {}), **style)
+        taken.append(ann.get_window_extent(renderer))
+        placed.append(ann)
+    return placed
+
+
+def biplot_figure(pca: dict[str, Any], title: str) -> Any:
+    """The biplot's Figure (see :func:`biplot`), or None when the PCA has fewer than two components.
+
+    Models are numbered points (the legend names them), tasks are loading arrows; every label is
+    placed by :func:`place_labels`, so none overlaps another label or a point."""
     coords = pca.get("model_coordinates") or {}
     loadings = pca.get("loadings") or {}
     share = pca.get("variance_explained") or []
     if not coords or len(share) < 2:
-        return ""
+        return None
+    from matplotlib.lines import Line2D
+
     models = sorted(coords)
     xs = [coords[m][0] for m in models]
     ys = [coords[m][1] for m in models]
     reach = max(max(abs(v) for v in xs + ys), 1e-9)
+    palette = colors(len(models))
+    fig = figure(7.6, 5.2)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.scatter(xs, ys, color=palette, s=30, zorder=3)
+    tips = []
+    benches = {str(t).partition(".")[0] for t in loadings}
+    for task, row in loadings.items():
+        if len(benches) == 1 and "." in str(task):  # one benchmark's PCA: its name is in the title
+            task = str(task).partition(".")[2]
+        lx, ly = row[0] * reach, row[1] * reach  # loadings are correlations: scaled to the point cloud
+        ax.annotate("", (lx, ly), (0, 0), arrowprops={"arrowstyle": "->", "color": "#d62728", "lw": 1.2})
+        tips.append((lx, ly, short(task)))
+    # Arrows do not widen the axes: fit points and arrow tips, with room for their labels.
+    all_x, all_y = xs + [t[0] for t in tips], ys + [t[1] for t in tips]
+    pad_x = 0.15 * (max(all_x) - min(all_x) or 1)
+    pad_y = 0.15 * (max(all_y) - min(all_y) or 1)
+    ax.set_xlim(min(all_x) - pad_x, max(all_x) + pad_x)
+    ax.set_ylim(min(all_y) - pad_y, max(all_y) + pad_y)
+    ax.axhline(0, color="#bbb", lw=0.6)
+    ax.axvline(0, color="#bbb", lw=0.6)
+    ax.set_xlabel(f"PC1 ({100 * share[0]:.0f}%)")
+    ax.set_ylabel(f"PC2 ({100 * share[1]:.0f}%)")
+    ax.set_title(short(title))
+    handles = [Line2D([], [], marker="o", ls="", color=c, label=f"{k}  {short(m)}")
+               for k, (m, c) in enumerate(zip(models, palette), 1)]
+    fig.legend(handles=handles, loc="outside right upper", fontsize=7, title="models", title_fontsize=8,
+               handletextpad=0.3, ncols=1 if len(models) <= 24 else 2)
+    items = [(x, y, str(k), {"fontsize": 8, "fontweight": "bold"}) for k, (x, y) in enumerate(zip(xs, ys), 1)]
+    items += [(lx, ly, text, {"fontsize": 7, "color": "#d62728"}) for lx, ly, text in tips]
+    place_labels(fig, ax, items, list(zip(xs, ys)))
+    return fig
+
+
+def biplot(pca: dict[str, Any], title: str) -> str:
+    """Models (numbered points, named in the legend) and tasks (loading arrows) on the first two components."""
     with rc():
-        fig = figure(6.4, 5.0)
-        ax = fig.add_subplot(1, 1, 1)
-        for m, x, y, c in zip(models, xs, ys, colors(len(models))):
-            ax.scatter([x], [y], color=c, s=36, zorder=3)
-            ax.annotate(short(m), (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7)
-        tips_x, tips_y = list(xs), list(ys)
-        for task, row in loadings.items():
-            lx, ly = row[0] * reach, row[1] * reach  # loadings are correlations: scaled to the point cloud
-            ax.annotate("", (lx, ly), (0, 0), arrowprops={"arrowstyle": "->", "color": "#d62728", "lw": 1.2})
-            ax.text(lx * 1.08, ly * 1.08, short(task), color="#d62728", fontsize=7, ha="center", va="center")
-            tips_x.append(lx * 1.15)
-            tips_y.append(ly * 1.15)
-        # Arrows do not widen the axes: fit points, arrow tips and their labels.
-        pad_x = 0.08 * (max(tips_x) - min(tips_x) or 1)
-        pad_y = 0.08 * (max(tips_y) - min(tips_y) or 1)
-        ax.set_xlim(min(tips_x) - pad_x, max(tips_x) + pad_x)
-        ax.set_ylim(min(tips_y) - pad_y, max(tips_y) + pad_y)
-        ax.axhline(0, color="#bbb", lw=0.6)
-        ax.axvline(0, color="#bbb", lw=0.6)
-        ax.set_xlabel(f"PC1 ({100 * share[0]:.0f}%)")
-        ax.set_ylabel(f"PC2 ({100 * share[1]:.0f}%)")
-        ax.set_title(short(title))
-        return img(fig, f"PCA biplot {title}", "Models on the first two components (points) and each task's "
-                   "loadings (arrows, scaled to the points).")
+        fig = biplot_figure(pca, title)
+        if fig is None:
+            return ""
+        return img(fig, f"PCA biplot {title}", "Models on the first two components (numbered points, named in the "
+                   "legend) and each task's loadings (red arrows: its correlation with PC1 and PC2, scaled to the "
+                   "points). Models close together rank alike across the tasks.")
 
 
 def similarity_scatter(sim: dict[str, Any]) -> str:

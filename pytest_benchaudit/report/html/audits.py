@@ -8,10 +8,11 @@ from typing import Any
 from pytest_benchaudit.report.html.analysis_plots import similarity_scatter
 from pytest_benchaudit.report.html.format import (esc, fmt, fmt_ci, fmt_corr, fmt_p, fmt_pp, fmt_share, is_num, note,
                                                   table)
-from pytest_benchaudit.report.html.plots import invalid_plot, sweep_plot
+from pytest_benchaudit.report.html.plots import invalid_plot, sweep_plots
 from pytest_benchaudit.report.html.sets import section
 
-__all__ = ["similarity_section", "sensitivity_section", "peers_section", "findings_section", "sweeps_section",
+__all__ = ["similarity_section", "sensitivity_section", "peers_section", "by_effect", "findings_section",
+           "sweeps_section",
            "ledger_section", "invalid_section", "notes_section", "FINDING_COLUMNS"]
 
 #: The fields of a diagnose finding the report shows, in order.
@@ -93,10 +94,16 @@ def _evidence(value: Any) -> str:
     return fmt(value, 2)
 
 
+def by_effect(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings largest effect first: those with an effect in pp by |effect_pp|, then the rest (an effect in a
+    metric's own unit, or none: it needs new generations) in their given order."""
+    return sorted(findings, key=lambda f: (0, -abs(float(f["effect_pp"]))) if is_num(f.get("effect_pp")) else (1, 0.0))
+
+
 def findings_section(findings: list[dict[str, Any]] | None) -> str:
     if findings is None:
         return ""
-    findings = [f for f in findings if isinstance(f, dict)]
+    findings = by_effect([f for f in findings if isinstance(f, dict)])
     said = any(f.get("hypothesis") for f in findings)  # diagnose's sentence, when the finding carries one
     rows = []
     for f in findings:
@@ -107,10 +114,22 @@ def findings_section(findings: list[dict[str, Any]] | None) -> str:
     heads = ["benchmark", "task", "model", "failure mode", "field that fixes it", *(["hypothesis"] if said else []),
              "evidence", "effect (pp)"]
     return section("findings", "Diagnose findings",
-                   note(f"{len(rows)} findings. Each is a hypothesis with its evidence, not a verdict: check the "
-                        "questions named. Effect in percentage points, re-scored offline for downstream fields; "
-                        "upstream ones need new generations."),
-                   table(heads, rows) if rows else note("No finding."))
+                   note(f"{len(rows)} findings, largest |effect| first. Each is a hypothesis with its evidence, not a "
+                        "verdict: check the questions named."),
+                   table(heads, rows) if rows else note("No finding."),
+                   note("Effect: how far fixing the field moves the headline score, in percentage points, re-scored "
+                        "offline for downstream fields or recomputed without the questions concerned; on an error "
+                        "metric (e.g. a MAD) it is in the metric's own unit and sorts after the pp effects; upstream "
+                        "fields need new generations (no number).") if rows else "")
+
+
+def _delta(row: dict[str, Any]) -> str:
+    """A variant's change: signed pp on a share metric, signed in the metric's unit otherwise."""
+    if is_num(row.get("delta_pp")):
+        return fmt_pp(row["delta_pp"]) + " pp"
+    if is_num(row.get("delta")):
+        return f"{float(row['delta']):+.3g} {row.get('unit') or row.get('metric') or ''}".rstrip()
+    return "—"
 
 
 def sweeps_section(sweeps: list[dict[str, Any]]) -> str:
@@ -119,11 +138,15 @@ def sweeps_section(sweeps: list[dict[str, Any]]) -> str:
     rows = [[r.get("benchmark"), r.get("task"), r.get("model"), r.get("variant"), r.get("field"),
              fmt_share(r.get("base_score")) if is_num(r.get("delta_pp")) else fmt(r.get("base_score"), 2),
              fmt_share(r.get("score")) if is_num(r.get("delta_pp")) else fmt(r.get("score"), 2),
-             fmt_pp(r.get("delta_pp")) if is_num(r.get("delta_pp")) else fmt(r.get("delta"), 3),
+             _delta(r),
              fmt_share(r.get("invalid_rate")), r.get("moved_by"), r.get("moved_by_detail")] for r in sweeps]
-    return section("sweeps", "Per-field score deltas", sweep_plot(sweeps),
-                   table(["benchmark", "task", "model", "variant", "field", "base score", "score", "Δ (pp)",
-                          "invalid", "moved by", "detail"], rows))
+    return section("sweeps", "Per-field score deltas", *sweep_plots(sweeps),
+                   table(["benchmark", "task", "model", "variant", "field", "base score", "score", "Δ",
+                          "invalid", "moved by", "detail"], rows),
+                   note("One row per single-field variant: the run re-scored with only that field changed. Δ = score "
+                        "− base score, in percentage points on share metrics, in the metric's own unit otherwise "
+                        "(never on one axis: one plot per unit). Invalid: share of items without a scorable answer "
+                        "under the variant. Moved by: the stage whose rate changed (inference, extraction, scoring)."))
 
 
 def invalid_section(runs: list[dict[str, Any]]) -> str:
@@ -133,7 +156,9 @@ def invalid_section(runs: list[dict[str, Any]]) -> str:
              fmt_share(r.get("invalid_rate")),
              ", ".join(f"{k}: {v}" for k, v in (r.get("invalid_reasons") or {}).items())] for r in runs]
     return section("invalid", "Invalid rates", invalid_plot(runs),
-                   table(["benchmark", "task", "model", "pipeline", "n", "valid", "invalid", "reasons"], rows))
+                   table(["benchmark", "task", "model", "pipeline", "n", "valid", "invalid", "reasons"], rows),
+                   note("n: items scored; valid: items with a scorable answer; invalid: 1 − valid / n; reasons: "
+                        "the invalid items counted by the reason recorded for each."))
 
 
 def notes_section(doc: dict[str, Any]) -> str:

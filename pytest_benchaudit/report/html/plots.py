@@ -14,7 +14,8 @@ from typing import Any
 
 from pytest_benchaudit.report.html.format import esc, is_num, short
 
-__all__ = ["figure", "img", "rc", "colors", "bump_pipelines", "bump_tasks", "sweep_plot", "invalid_plot"]
+__all__ = ["figure", "img", "rc", "colors", "bump_pipelines", "bump_tasks", "sweep_plot", "sweep_plots",
+           "invalid_plot"]
 
 
 
@@ -141,19 +142,34 @@ def _field_of(row: dict[str, Any]) -> str:
 _STAGE_COLORS = {"inference": "#d62728", "extraction": "#ff7f0e", "scoring": "#1f77b4", "none": "#9e9e9e"}
 
 
-def sweep_plot(sweeps: list[dict[str, Any]]) -> str:
-    by_field: dict[str, list[tuple[str, float, str, str]]] = {}
+def sweep_plots(sweeps: list[dict[str, Any]]) -> list[str]:
+    """One bar chart per unit: percentage points apart from each error metric's own unit (a MAD's points are
+    not percentage points, so they never share an axis); percentage points first."""
+    by_unit: dict[str, list[dict[str, Any]]] = {}
     for row in sweeps:
         value, unit = _sweep_value(row)
-        if value is None:
+        if value is not None:
+            by_unit.setdefault(unit, []).append(row)
+    return [sweep_plot(by_unit[u], u) for u in sorted(by_unit, key=lambda u: (u != "pp", u))]
+
+
+def sweep_plot(sweeps: list[dict[str, Any]], unit: str = "pp") -> str:
+    """The rows in ``unit`` (see :func:`sweep_plots`), one panel per field."""
+    by_field: dict[str, list[tuple[str, float, str]]] = {}
+    for row in sweeps:
+        value, row_unit = _sweep_value(row)
+        if value is None or row_unit != unit:
             continue
         task = ".".join(str(p) for p in (row.get("benchmark"), row.get("task")) if p)
-        label = f"{task} · {row.get('model')} · {row.get('variant')}"
-        by_field.setdefault(_field_of(row), []).append((label, value, unit, str(row.get("moved_by"))))
+        # The panel names the field: a bar needs only the value it was set to.
+        setting = row.get("value") if row.get("value") is not None else row.get("variant")
+        label = f"{task} · {row.get('model')} · ={setting}"
+        by_field.setdefault(_field_of(row), []).append((label, value, str(row.get("moved_by"))))
     if not by_field:
         return ""
     fields = sorted(by_field)
     heights = [max(1.2, 0.32 * len(by_field[f]) + 0.9) for f in fields]
+    axis = "percentage points" if unit == "pp" else short(unit)
     from matplotlib.patches import Patch
 
     with rc():
@@ -163,26 +179,25 @@ def sweep_plot(sweeps: list[dict[str, Any]]) -> str:
             ax = fig.add_subplot(grid[k, 0])
             rows = by_field[f]
             ys = list(range(len(rows)))
-            ax.barh(ys, [r[1] for r in rows], color=[_STAGE_COLORS.get(r[3], "#8c564b") for r in rows])
-            ax.set_yticks(ys, [short(r[0]) + ("" if r[2] == "pp" else f" ({short(r[2])})") for r in rows])
+            ax.barh(ys, [r[1] for r in rows], color=[_STAGE_COLORS.get(r[2], "#8c564b") for r in rows])
+            ax.set_yticks(ys, [short(r[0]) for r in rows])
             ax.invert_yaxis()
             ax.axvline(0, color="#333", lw=0.8)
-            units = {r[2] for r in rows}
-            ax.set_xlabel("Δ score, " + ("percentage points" if units == {"pp"} else "pp or the metric's unit"))
+            ax.set_xlabel(f"Δ score, {axis}")
             ax.set_title(f"field: {short(f)}")
             for y, r in zip(ys, rows):
-                ax.annotate(f"{r[1]:+.1f}" if r[2] == "pp" else f"{r[1]:+.3g}", (r[1], y),
+                ax.annotate(f"{r[1]:+.1f}" if unit == "pp" else f"{r[1]:+.3g}", (r[1], y),
                             xytext=(3 if r[1] >= 0 else -3, 0), textcoords="offset points",
                             ha="left" if r[1] >= 0 else "right", va="center", fontsize=8)
             lo, hi = ax.get_xlim()
             pad = 0.15 * (hi - lo)
             ax.set_xlim(lo - pad, hi + pad)
-        stages = sorted({r[3] for rows in by_field.values() for r in rows})
+        stages = sorted({r[2] for rows in by_field.values() for r in rows})
         fig.legend(handles=[Patch(color=_STAGE_COLORS.get(s, "#8c564b"), label=f"moved by {short(s)}") for s in stages],
                    loc="outside lower center", ncols=max(1, len(stages)), fontsize=8)
-        fig.suptitle("Per-field score deltas (variant − base)")
-        return img(fig, "per-field score deltas", "Change of the headline score under each single-field variant, "
-                    "coloured by the stage that moved it.")
+        fig.suptitle(f"Per-field score deltas (variant − base), in {axis}")
+        return img(fig, f"per-field score deltas ({axis})", f"Change of the headline score under each single-field "
+                   f"variant, in {axis}, coloured by the stage that moved it.")
 
 
 def invalid_plot(runs: list[dict[str, Any]]) -> str:

@@ -175,6 +175,26 @@ def _causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, A
     return ordered
 
 
+def _metric_causes(bench: str, sweeps: list[dict[str, Any]], runs: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
+    """Per (field, unit), the largest single-field move of an error metric in its own unit, largest first.
+
+    Kept apart from the pp causes: a MAD's points and percentage points do not compare."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in sweeps:
+        if (str(r.get("benchmark")) != bench or is_num(r.get("delta_pp")) or not is_num(r.get("delta"))
+                or not r.get("field")):
+            continue
+        unit = str(r.get("unit") or r.get("metric") or "metric unit")
+        key = (str(r["field"]), unit)
+        run = r.get("run") or runs.get((bench, str(r.get("model"))))
+        cause: dict[str, Any] = {"field": key[0], "value": r.get("value"), "delta": float(r["delta"]), "unit": unit, "run": run,
+                 "model": r.get("model"), "task": r.get("task"), "lower_is_better": bool(r.get("lower_is_better")),
+                 "command": _command(key[0], r["value"], run) if "value" in r else None}
+        if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
+            best[key] = cause
+    return sorted(best.values(), key=lambda c: (-abs(c["delta"]), c["field"]))
+
+
 def _benchmarks(doc: dict[str, Any], sweeps: list[dict[str, Any]], findings: list[dict[str, Any]]) -> list[str]:
     names: set[str] = set()
     for an in (doc.get("by_set") or {}).values():
@@ -199,10 +219,11 @@ def verdicts(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = None,
         move, metric_move, differ = _moves(doc, bench)
         rank = _rank(doc, bench)
         causes = _causes(bench, sweeps, findings, runs)
-        if move is None and metric_move is None and rank is None and not causes:
+        metric_causes = _metric_causes(bench, sweeps, runs)
+        if move is None and metric_move is None and rank is None and not causes and not metric_causes:
             continue
         v: dict[str, Any] = {"benchmark": bench, "largest_move": move, "largest_metric_move": metric_move, "rank": rank,
-             "causes": causes, "metric_differs": differ}
+             "causes": causes, "metric_causes": metric_causes, "metric_differs": differ}
         v["dependent"] = _dependent(v)
         v["sentence"] = _sentence(doc, v)
         out.append(v)
@@ -244,6 +265,9 @@ def _sentence(doc: dict[str, Any], v: dict[str, Any]) -> str:
                      f"{rank['min_shift']}+ ranks)")
     if top:
         parts.append(f"largest cause {top['field']} ({fmt_pp(top['pp'])} pp)")
+    if v["metric_causes"]:
+        m = v["metric_causes"][0]
+        parts.append(f"{m['field']} moves {m['unit']} by {m['delta']:+.3g}")
     return f"{v['benchmark']} is {head}" + (": " + "; ".join(parts) if parts else "") + "."
 
 
@@ -278,6 +302,11 @@ def _verdict_table(doc: dict[str, Any], v: dict[str, Any]) -> str:
         more = f" +{c['n_moved'] - 1} more" if c["n_moved"] > 1 else ""
         rows.append([f"cause {k}", f"{fmt_pp(c['pp'])} pp", _where(c) + more, fix,
                      f'<code title="{esc(c["command"])}">{esc(_short(c))}</code>' if c.get("command") else "—"])
+    for c in v["metric_causes"][:1]:
+        fix = c["field"] + (f"={_value_text(c['value'])}" if c.get("value") is not None else "")
+        rows.append(["cause, metric unit", f"{c['delta']:+.3g} {c['unit']}", _where(c),
+                     fix + (" (↓ better)" if c["lower_is_better"] else ""),
+                     f'<code title="{esc(c["command"])}">{esc(_short(c))}</code>' if c.get("command") else "—"])
     if not rows:
         return ""
     return table(["", "size", "where", "field to fix / detail", "reproduce"], rows, raw_cols={4})
@@ -290,13 +319,18 @@ def causes_section(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = No
              f"{fmt_pp(c['pp'])} pp", _where(c), c["n_moved"], c["source"],
              f"<code>{esc(c['command'])}</code>" if c.get("command") else "—"]
             for v in verdicts(doc, sweeps, findings) for c in v["causes"]]
+    rows += [[v["benchmark"], c["field"] + (f"={_value_text(c['value'])}" if c.get("value") is not None else ""),
+              f"{c['delta']:+.3g} {c['unit']}", _where(c), "—", "re-score",
+              f"<code>{esc(c['command'])}</code>" if c.get("command") else "—"]
+             for v in verdicts(doc, sweeps, findings) for c in v["metric_causes"]]
     if not rows:
         return ""
     return ('<section id="causes"><h2>Causes, largest first</h2>'
             + table(["benchmark", "field to fix", "largest effect", "where", f"moves ≥ {MATERIAL_PP:g} pp", "from",
                      "reproduce"], rows, raw_cols={6})
             + note("One row per pipeline field: its largest effect on one model x task, in percentage points "
-                   f"(a single-field re-score, or a diagnose finding's effect); 'moves ≥ {MATERIAL_PP:g} pp': how many "
+                   f"(a single-field re-score, or a diagnose finding's effect), then the error metrics' moves in their "
+                   f"own unit (e.g. a MAD's CVSS points, after the pp rows); 'moves ≥ {MATERIAL_PP:g} pp': how many "
                    "model x task cells it moves that much. 'from': re-score = the field-by-field attribution, else "
                    "the diagnose failure mode (its command re-runs diagnose, which re-scores it).")
             + "</section>")
