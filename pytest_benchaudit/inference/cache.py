@@ -35,8 +35,8 @@ from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["CACHE_FILENAME", "CACHE_VERSION", "CacheWarning", "GenerationCache", "cache_key", "model_identity",
-           "parse_expiry", "with_served"]
+__all__ = ["CACHE_FILENAME", "CACHE_VERSION", "CacheWarning", "GenerationCache", "answers_served", "cache_key",
+           "model_identity", "parse_expiry", "with_served"]
 
 CACHE_FILENAME = "generations.sqlite"
 CACHE_VERSION = 1  # part of every key: a change of what a key means starts afresh
@@ -73,6 +73,16 @@ def with_served(identity: str, served: list[str]) -> str:
     """``identity`` extended with the model ids the endpoint serves (``GET /models``), so the same URL
     serving another model after a restart has other keys."""
     return json.dumps({"identity": identity, "served": sorted(served)}, sort_keys=True, separators=(",", ":"))
+
+
+def answers_served(generation: Generation, served: list[str] | None) -> bool:
+    """Whether a stored ``generation`` may answer for an endpoint serving ``served`` (``GET /models``):
+    the model its response named is one of them (or a longer name of one), or nothing is known.
+
+    An endpoint whose answers name a model it does not list never passes: what it stores is
+    unusable (the engine says so once, :func:`~.context.cache_warnings`)."""
+    answered_by = generation.served_model
+    return not (served and answered_by and not any(answered_by == s or answered_by.startswith(s) for s in served))
 
 
 def parse_expiry(text: str) -> float:
@@ -129,11 +139,13 @@ class GenerationCache:
         self._lock = threading.Lock()
 
     # -- public ----------------------------------------------------------------
-    def get(self, identity: str, request: Request, served: list[str] | None = None) -> Generation | None:
+    def get(self, identity: str, request: Request, served: list[str] | None = None,
+            on_unusable: Callable[[str], None] | None = None) -> Generation | None:
         """The stored generation of ``request`` to the model ``identity``, or ``None``.
 
         Not answered: an entry older than ``expiry_s``, and one whose response named a model
-        (the response's ``model``) that is not among ``served`` (what the endpoint serves now).
+        (the response's ``model``) that is not among ``served`` (what the endpoint serves now);
+        ``on_unusable`` is told that model's name (the caller says why nothing hits).
         """
         if self.disabled:
             return None
@@ -152,9 +164,10 @@ class GenerationCache:
         except ValueError:  # a row written by another version: treat as absent
             self.misses += 1
             return None
-        answered_by = generation.served_model
-        if served and answered_by and not any(answered_by == s or answered_by.startswith(s) for s in served):
+        if not answers_served(generation, served):
             self.misses += 1  # stored from another model than the one served now
+            if on_unusable is not None and generation.served_model:
+                on_unusable(generation.served_model)
             return None
         self.hits += 1
         return generation

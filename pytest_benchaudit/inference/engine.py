@@ -33,7 +33,7 @@ import warnings
 from typing import Any, Awaitable, Callable
 
 from pytest_benchaudit.inference.backend import Backend, ModelSpec
-from pytest_benchaudit.inference.cache import CacheWarning, GenerationCache, model_identity, with_served
+from pytest_benchaudit.inference.cache import CacheWarning, GenerationCache, answers_served, model_identity, with_served
 from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["Engine", "request_key", "say_cache_warnings"]
@@ -75,6 +75,8 @@ class Engine:
         self.window = window
         self.cache = cache
         self._served_tasks: dict[str, Any] = {}  # model label -> task asking what its endpoint serves
+        # model label -> why its stored answers can never hit (see context.cache_warnings)
+        self._unusable: dict[str, dict[str, Any]] = {}
         self.cache_hits = 0
         self.cache_misses = 0
         self._cache_warnings: list[str] = []
@@ -110,6 +112,10 @@ class Engine:
                                "misses": self.cache_misses}
         if self.cache is not None:
             out.update(path=str(self.cache.path), stores=self.cache.stores, disabled=self.cache.disabled)
+            out["served"] = {label: task.result() for label, task in list(self._served_tasks.items())
+                             if task.done() and not task.cancelled() and task.exception() is None and task.result()}
+            if self._unusable:
+                out["unusable"] = {label: dict(entry) for label, entry in self._unusable.items()}
         return out
 
     # -- called from the pytest thread -------------------------------------------
@@ -271,7 +277,8 @@ class Engine:
                 identity = with_served(identity, served) if served else None
             cache = self.cache
             if cache is not None and identity is not None:
-                cached = cache.get(identity, slot.request, served=served)
+                cached = cache.get(identity, slot.request, served=served,
+                                   on_unusable=lambda name: self._unusable_entry(slot.model, name, served, "misses"))
                 if cached is not None:
                     self.cache_hits += 1
                     slot.future.set_result(cached.model_copy(update={"from_cache": True}))
@@ -279,7 +286,8 @@ class Engine:
                 self.cache_misses += 1
             result = await backend.generate(slot.request)
             if cache is not None and identity is not None and result.error is None:
-                cache.put(identity, slot.request, result)
+                if cache.put(identity, slot.request, result) and not answers_served(result, served):
+                    self._unusable_entry(slot.model, result.served_model or "", served, "stores")
             slot.future.set_result(result)
         except BaseException as err:  # a backend bug must not hang the waiting item
             slot.future.set_exception(err)
@@ -287,6 +295,12 @@ class Engine:
             with self._lock:
                 self._running -= 1
             self._pump()
+
+    def _unusable_entry(self, label: str, answered_by: str, served: list[str] | None, what: str) -> None:
+        """Count a stored answer no lookup can use (it names a model ``GET /models`` does not list)."""
+        entry = self._unusable.setdefault(label, {"answered_by": answered_by, "served": sorted(served or ()),
+                                                  "stores": 0, "misses": 0})
+        entry[what] += 1
 
     async def _served(self, label: str, backend: Any) -> list[str] | None:
         """The endpoint's served model ids, asked once per model (concurrent callers share the answer)."""

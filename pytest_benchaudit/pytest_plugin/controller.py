@@ -204,15 +204,20 @@ class RecordsDigest:
     # and one call never holds the item loop for long.
     STEP_BYTES = 4 << 20
 
-    def __init__(self, path: Path, cards: dict[str, Any], show_answers: int | None) -> None:
+    def __init__(self, path: Path, cards: dict[str, Any], show_answers: int | None,
+                 asked: dict[str, str | None] | None = None) -> None:
+        """``asked``: the model id sent, per model whose served model the context warnings check."""
         from pytest_benchaudit.aggregate.results import Summarizer
+        from pytest_benchaudit.inference.context import ContextWatch
         from pytest_benchaudit.inference.usage import UsageTally
         from pytest_benchaudit.report.terminal import AnswerList
+        from pytest_benchaudit.scoring.extract import MMLU_FALLBACK
 
         self.cards = cards
         self.summary: Summarizer = Summarizer(cards)
         self.tally: UsageTally = UsageTally()
         self.answers: AnswerList = AnswerList(show_answers)
+        self.context = ContextWatch(asked or {}, MMLU_FALLBACK)  # served model, log-probabilities, fallback
         self._follower = RecordsFollower(path, validate=False)
 
     def feed(self, *, final: bool = False) -> None:
@@ -220,6 +225,7 @@ class RecordsDigest:
             self.summary.add(record)
             self.tally.add(record)
             self.answers.add(record)
+            self.context.add(record)
 
     def close(self) -> None:
         self._follower.close()
@@ -245,6 +251,7 @@ class Controller:
         self.duplicates = 0
         self.cache_stats: list[dict[str, Any]] = []
         self.usage: list[dict[str, Any]] = []  # tokens and cost per model x task (inference.usage)
+        self.context_warnings: list[dict[str, str]] = []  # inference.context: what the answers say of their context
         self.not_asked_cost = 0  # items --max-cost kept from being asked
         # Circuit breaker: per model, how many questions were not asked and why (run incomplete).
         self.not_asked: dict[str, int] = {}
@@ -370,6 +377,9 @@ class Controller:
         remote = self.config.pluginmanager.get_plugin("benchaudit-remote")  # xdist: each worker's host, data
         if remote is not None:
             meta.update(remote.run_meta())
+        if self.context_warnings:  # run.json's one warnings list: these join the others
+            meta["warnings"] = [*meta.get("warnings", []),
+                                *(w for w in self.context_warnings if w not in meta.get("warnings", []))]
         if self.resumed_from.get("argv"):
             # The run's own command line stays; the one that resumed it is kept beside it.
             meta["resume_argv"] = meta["argv"]
@@ -440,12 +450,28 @@ class Controller:
         assert self.run_dir is not None
         try:
             if self.digest is None:
-                self.digest = RecordsDigest(self.run_dir.records_path, self._cards(), self.show_answers)
+                self.digest = RecordsDigest(self.run_dir.records_path, self._cards(), self.show_answers,
+                                            self._asked())
             self.digest.feed()
         except (RunDirError, ValueError, OSError):
             # The end of the run reads the file whole and says what is wrong with it.
             self._drop_digest()
             self._follow = False
+
+    def _asked(self) -> dict[str, str | None]:
+        """The model id sent, per model whose served model is checked: the endpoints the run does not
+        launch (a launched server serves what it was started with; a replay serves a stored run)."""
+        return {m.label: m.model_id for m in self.opts.models if m.kind == "endpoint"}
+
+    def _context_warnings(self, digest: RecordsDigest) -> list[dict[str, str]]:
+        """The served model, log-probabilities and the released fallback (from the records), and a
+        cache that cannot hit (from the engines' cache stats, with what GET /models listed)."""
+        from pytest_benchaudit.inference.context import cache_warnings
+
+        for stats in self.cache_stats:
+            for model, ids in (stats.get("served") or {}).items():
+                digest.context.note_listed(model, ids)
+        return [*digest.context.warnings(), *cache_warnings(self.cache_stats)]
 
     def _drop_digest(self) -> None:
         if self.digest is not None:
@@ -498,7 +524,7 @@ class Controller:
         if digest is None or digest.cards != cards:
             if digest is not None:
                 digest.close()
-            digest = RecordsDigest(self.run_dir.records_path, cards, self.show_answers)
+            digest = RecordsDigest(self.run_dir.records_path, cards, self.show_answers, self._asked())
         digest.feed(final=True)
         summary, tally, answers = digest.summary, digest.tally, digest.answers
         from pytest_benchaudit.aggregate.results import benchmark_scores, summary_document
@@ -517,6 +543,7 @@ class Controller:
         self.run_dir.write_json("summary.json", document)
         if engine is not None and hasattr(engine, "cache_stats"):  # serial run: the runner is in this process
             self.cache_stats.append(engine.cache_stats())
+        self.context_warnings = self._context_warnings(digest)
         self.run_dir.finish(**self._run_meta(), exitstatus=int(exitstatus))
         if self.resumed_from and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.recorded:
             session.exitstatus = pytest.ExitCode.OK  # everything was already recorded: nothing left to do
@@ -542,6 +569,8 @@ class Controller:
         usage = render_usage(self.usage, self.opts.prices.get("date"))
         if usage:
             terminalreporter.write_line(redact(usage))
+        for warning in self.context_warnings:  # once each, as run.json's warnings list has them
+            terminalreporter.write_line(redact(f"benchaudit: warning: {warning['message']}"), yellow=True)
         if self.not_asked_cost:
             terminalreporter.write_line(f"--max-cost {self.opts.max_cost:g} USD reached: {self.not_asked_cost} items not "
                                         f"asked; --resume {self.run_dir.path} continues")

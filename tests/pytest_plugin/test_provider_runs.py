@@ -281,3 +281,87 @@ def test_openai_compatible_providers_request_shape(monkeypatch, model, env_key, 
         expected = {"seed": 7, "max_tokens": 8}
     assert {k: v for k, v in call.body.items() if k not in ("model", "messages")} == expected
     assert CANARY not in repr(gen)
+
+
+# --------------------------------------------------------------------------- context warnings
+
+
+def _toy_run(pytester: pytest.Pytester, url: str, *extra: str, model: str = "llama3") -> pytest.RunResult:
+    return pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"{model}@{url}", "--report-dir",
+                              "out", "-k", "mcq", "--limit", "3", "-p", "no:randomly", *extra)
+
+
+def test_an_endpoint_serving_another_model_is_said_once(pytester, toy) -> None:
+    """`/models` lists gpt-4o, the answers say gpt-4o-2024-08-06, the run names llama3: one warning,
+    in the terminal and in run.json's warnings list."""
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    with ScriptedServer(lambda call: Reply(content="Answer: B", model="gpt-4o-2024-08-06"), model_id="gpt-4o") as srv:
+        result = _toy_run(pytester, srv.url)
+    text = result.stdout.str()
+    assert text.count("benchaudit: warning: model llama3: the run asked for 'llama3'") == 1
+    assert "'gpt-4o-2024-08-06' (3 of 3 answers) and GET /models lists 'gpt-4o'" in text
+    run = read_run(only_run_dir(pytester.path / "out"))["run"]
+    kinds = [w["kind"] for w in run["warnings"]]
+    assert kinds.count("served_model_mismatch") == 1
+
+
+def test_a_dated_snapshot_of_the_model_named_is_a_note(pytester, toy) -> None:
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    with ScriptedServer(lambda call: Reply(content="Answer: B", model="gpt-4o-2024-08-06"), model_id="gpt-4o") as srv:
+        _toy_run(pytester, srv.url, "--no-cache", model="gpt-4o")
+    run = read_run(only_run_dir(pytester.path / "out"))["run"]
+    assert [w["kind"] for w in run["warnings"]] == ["served_model_snapshot"]
+    assert "answered by the dated snapshot 'gpt-4o-2024-08-06' (3 of 3 answers)" in run["warnings"][0]["message"]
+
+
+def test_the_model_named_and_served_says_nothing(pytester, toy) -> None:
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    with ScriptedServer(lambda call: Reply(content="Answer: B"), model_id="llama3") as srv:
+        result = _toy_run(pytester, srv.url)
+    assert "benchaudit: warning" not in result.stdout.str()
+    assert read_run(only_run_dir(pytester.path / "out"))["run"].get("warnings", []) == []
+
+
+def test_a_cache_that_cannot_hit_says_why(pytester, toy) -> None:
+    """`/models` says llama3, the answers name an HF id: nothing the cache stores can answer a later
+    run (0 hits), and both runs say why."""
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    name = "meta-llama/Meta-Llama-3-8B-Instruct"
+    with ScriptedServer(lambda call: Reply(content="Answer: B", model=name), model_id="llama3") as srv:
+        first = _toy_run(pytester, srv.url)
+        second = _toy_run(pytester, srv.url, "--report-dir", "out2")
+    second.stdout.fnmatch_lines(["generation cache: 0 hits, 3 misses"])
+    for result, counts in ((first, "(3 stored unusable, 0 lookups missed for it)"),
+                           (second, "(3 stored unusable, 3 lookups missed for it)")):
+        result.stdout.fnmatch_lines([f"benchaudit: warning: generation cache, model llama3: the answers name '{name}', "
+                                     "which GET /models does not list ('llama3')*" + counts.replace("(", "?")])
+    (run_dir,) = (pytester.path / "out2").iterdir()
+    assert "cache_unusable" in [w["kind"] for w in read_run(run_dir)["run"]["warnings"]]
+
+
+def test_mmlu_released_without_logprobs_warns_and_counts_the_fallback(pytester, real_data: Path,
+                                                                       request: pytest.FixtureRequest) -> None:
+    """MMLU's released layer on an endpoint that returns no log-probabilities: every question reads
+    'A' (evaluate.py's bare except), and the run says so, with the count, instead of a silent 0% invalid."""
+    from pytest_benchaudit.scoring.extract import MMLU_FALLBACK
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    data = request.config.invocation_params.dir / real_data  # (a relative $BENCHAUDIT_DATA: pytester moved the cwd)
+    if not (data / "mmlu-computer-security" / "computer_security_test.csv").is_file():
+        pytest.skip("real MMLU computer_security data missing under $BENCHAUDIT_DATA")
+    with ScriptedServer(lambda call: Reply(content=" B", top_logprobs=None), model_id="m") as srv:
+        result = pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(data), "--model", f"m@{srv.url}",
+                                    "--pipeline", "released", "--limit", "12", "--report-dir", "out", "--no-cache")
+    out = read_run(only_run_dir(pytester.path / "out"))
+    hand = sum(1 for r in out["records"] if r["extraction_detail"].startswith(MMLU_FALLBACK))
+    assert hand == len(out["records"]) == 12 and all(r["valid"] for r in out["records"])
+    warnings = {w["kind"]: w["message"] for w in out["run"]["warnings"]}
+    assert warnings["logprobs_missing"].startswith("model m: 12 of 12 answers came back without the log-probabilities")
+    assert warnings["released_fallback"].startswith(f"mmlu_cs.mcq (released), model m: {hand} of 12 items were "
+                                                    f"scored by the {MMLU_FALLBACK}")
+    text = result.stdout.str()
+    assert text.count("benchaudit: warning: mmlu_cs.mcq (released), model m: 12 of 12 items") == 1
