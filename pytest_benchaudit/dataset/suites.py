@@ -80,6 +80,8 @@ class Suite:
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
     # The suite file's own top-level tables (not merged from `extends`), e.g. [fetch], [ledger].
     own_tables: dict[str, Any] = field(default_factory=dict)
+    # Every file the suite was read from: suite.toml, then the file it `extends` (run.json checksums them).
+    files: tuple[Path, ...] = ()
 
     def layer_names(self, task: str) -> list[str]:
         return list(self.tasks[task].layers)
@@ -118,12 +120,14 @@ def load_suite(path: Path) -> Suite:
     cfg = _read_toml(path)
     _check_config(cfg, path)
     own_tables = {k: v for k, v in cfg.items() if k in ("fetch", "ledger")}
+    files = [path]
     if "extends" in cfg:
         # Shared defaults (e.g. the project's standardized layer) live once in a base file.
         base_path = (path.parent / cfg.pop("extends")).resolve()
         if not base_path.is_relative_to(path.parent.parent.resolve()):
             raise SuiteError(f"{path}: 'extends' must name a file inside the suites directory")
         base = _read_toml(base_path)
+        files.append(base_path)
         _check_config(base, base_path)
         cfg = deep_merge(base, cfg)
     bench = cfg.get("benchmark") or {}
@@ -171,6 +175,7 @@ def load_suite(path: Path) -> Suite:
         templates=templates,
         tasks=tasks,
         own_tables=own_tables,
+        files=tuple(files),
     )
     # Validate every layer now so a typo fails at collection, not mid-run.
     for tname, spec in tasks.items():

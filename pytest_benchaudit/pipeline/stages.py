@@ -21,7 +21,7 @@ import codecs
 from functools import cached_property
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pytest_benchaudit.common.errors import UsageError
@@ -36,6 +36,7 @@ __all__ = [
     "PipelineError",
     "apply_overrides",
     "build_pipeline",
+    "content_hashes",
     "deep_merge",
     "field_paths",
     "parse_override",
@@ -201,26 +202,65 @@ class Pipeline(BaseModel):
         stages = self.stages()
         return _digest({k: stages[k] for k in UPSTREAM_STAGES})
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> "Pipeline":
+        """A copy with ``update`` applied, its hashes computed anew.
+
+        pydantic copies the instance ``__dict__``, where :func:`functools.cached_property` keeps
+        the hashes: without this, a ``conftest.py`` fixture returning
+        ``pipeline.model_copy(update=...)`` would carry the suite's hash under changed fields.
+        """
+        copied = super().model_copy(update=update, deep=deep)
+        for name in ("hash", "upstream_hash"):
+            copied.__dict__.pop(name, None)
+        return copied
+
     def unspecified_fields(self, stages: tuple[str, ...] = DOWNSTREAM_STAGES) -> list[str]:
         """Dotted names of fields in ``stages`` whose value is ``unspecified``."""
         stage_data = self.stages()
         return [path for path, value in _leaves(stage_data) if path.split(".")[0] in stages and is_unspecified(value)]
 
-    def card(self) -> dict[str, Any]:
-        """The machine-readable pipeline card written into every run."""
-        return {
+    def card(self, materials: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The machine-readable pipeline card written into every run.
+
+        ``materials``: what the fields name but do not hold, keyed ``STAGE.what`` (the prompt
+        template's text, the few-shot exemplars used, the data files' checksums, the judge's
+        prompts; see :func:`content_hashes`).  Given, the card lists them and its ``hash`` and
+        ``upstream_hash`` cover them; without, both are :attr:`hash` and :attr:`upstream_hash`.
+        """
+        digest, upstream = content_hashes(self, materials)
+        card = {
             "card_version": CARD_VERSION,
             "benchmark": self.benchmark,
             "task": self.task,
             "pipeline": self.name,
-            "hash": self.hash,
-            "upstream_hash": self.upstream_hash,
+            "hash": digest,
+            "upstream_hash": upstream,
             "fields": dict(_leaves(self.stages())),
             "overrides": dict(self.overrides),
             "why": dict(self.why),
             "notes": list(self.notes),
             "unspecified": self.unspecified_fields(tuple((*UPSTREAM_STAGES, *DOWNSTREAM_STAGES))),
         }
+        if materials:
+            card["materials"] = dict(materials)
+        return card
+
+
+def content_hashes(pipeline: Pipeline, materials: Mapping[str, Any] | None) -> tuple[str, str]:
+    """``(hash, upstream_hash)`` of ``pipeline`` with ``materials`` (see :meth:`Pipeline.card`).
+
+    A material whose key starts with an upstream stage (``prompt.template_text``,
+    ``dataset.checksums``) is in both hashes, any other (``scoring.judge``) in ``hash`` only:
+    an edited template then changes the upstream hash as a changed field does.  Without
+    materials these are the pipeline's own hashes, so cards made before materials existed
+    (and ``rescore``'s, made from stored fields) keep theirs.
+    """
+    if not materials:
+        return pipeline.hash, pipeline.upstream_hash
+    stages = pipeline.stages()
+    upstream = {k: v for k, v in materials.items() if k.split(".", 1)[0] in UPSTREAM_STAGES}
+    return (_digest({"stages": stages, "materials": dict(materials)}),
+            _digest({"stages": {k: stages[k] for k in UPSTREAM_STAGES}, "materials": upstream}))
 
 
 def _digest(data: Any) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from pytest_benchaudit.common.errors import did_you_mean
+from pytest_benchaudit.pipeline.card import suite_checksums, suite_file_changes, suite_hash
 from pytest_benchaudit.report.gates import check_gate_targets
 
 __all__ = ["CollectChecks", "PreRunChecks", "RESUME_RUN", "USAGE_ERRORS_KEY", "checks_of", "resume_mismatch"]
@@ -37,23 +38,46 @@ RESUME_RUN = "benchaudit_resume_run"  # workerinput: the resumed run's card hash
 
 def resume_mismatch(old_cards: dict[str, Any], old_sums: dict[str, Any], cards: dict[str, Any],
                     sums: dict[str, Any]) -> str | None:
-    """Why a collection cannot continue a run (``--resume``): a task the run does not have, a task
-    whose pipeline hash differs (suite.toml changed), a data file whose checksum differs; or None."""
+    """Why a collection cannot continue a run (``--resume``): a task the run does not have, a suite
+    file (suite.toml, the file it extends) whose checksum differs, a data file whose checksum
+    differs, a task whose pipeline card differs (naming the fields and materials); or None.
+
+    A run's card that a fixture changed is compared by the hash it was collected with
+    (``suite_hash``): collection cannot know what the fixture will give."""
     if not old_cards:
         return None
     new_tasks = sorted(set(cards) - set(old_cards))
     if new_tasks:
         return (f"the run has no {', '.join(new_tasks)} (its tasks: {', '.join(sorted(old_cards))}); resume it "
                 "with the same suites")
-    for key in sorted(cards):
-        if cards[key].get("hash") != old_cards[key].get("hash"):
-            return (f"{key} was run under pipeline {old_cards[key].get('hash')}, this invocation resolves "
-                    f"{cards[key].get('hash')}; resume it with the same pipeline (suite.toml changed?)")
+    files = suite_file_changes(suite_checksums(old_cards), suite_checksums(cards))
+    if files:
+        return (f"suite file(s) changed since the run: {'; '.join(files)}; resume with the suite as it was, or "
+                "start a new run (one run holds one prompt)")
     changed = sorted(f for f, digest in sums.items() if f in old_sums and old_sums[f] != digest)
     if changed:
         return (f"data file(s) changed since the run: {', '.join(changed)} (checksums differ); resume with the "
                 "same data or start a new run")
+    for key in sorted(cards):
+        if cards[key].get("hash") != suite_hash(old_cards[key]):
+            return (f"{key} was run under pipeline {suite_hash(old_cards[key])}, this invocation resolves "
+                    f"{cards[key].get('hash')}{_card_difference(old_cards[key], cards[key])}; resume it with the "
+                    "same pipeline")
     return None
+
+
+def _card_difference(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """`` (differs in: prompt.template_text, ...)``: the fields and materials two cards disagree on
+    (nothing when a fixture made the run's card: what collection gave then is not in it)."""
+    if "suite_hash" in old:
+        return ""
+    fields = [f for f in sorted(set(old.get("fields") or {}) | set(new.get("fields") or {}))
+              if (old.get("fields") or {}).get(f) != (new.get("fields") or {}).get(f)]
+    old_m, new_m = old.get("materials") or {}, new.get("materials") or {}
+    names = fields + [m for m in sorted(set(old_m) | set(new_m)) if old_m.get(m) != new_m.get(m)]
+    if not old.get("materials"):
+        names.append("the run's card predates template texts and checksums in cards")
+    return f" (differs in: {', '.join(names)})" if names else ""
 
 
 @dataclass

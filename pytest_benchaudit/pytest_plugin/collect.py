@@ -29,8 +29,10 @@ from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.scoring.judge import judge_card
 from pytest_benchaudit.common.errors import did_you_mean
+from pytest_benchaudit.pytest_plugin import cards
 from pytest_benchaudit.pytest_plugin.checks import checks_of
 from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
+from pytest_benchaudit.pipeline.card import add_item_card, item_card
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, is_unspecified
 from pytest_benchaudit.prompt.templates import Template, TemplateError, inference_params, render_request
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, DataUnavailable, Suite, SuiteError, load_suite
@@ -41,7 +43,7 @@ from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.pipeline.variants import build_variants, card_key, layer_variant
 
 __all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "VariantSpec", "BenchmarkFailure", "collect_file",
-           "default_fixtures_only",
+           "default_fixtures_only", "item_hashes",
            "question", "pipeline", "model", "runnable_problems"]
 
 
@@ -49,15 +51,31 @@ class BenchmarkFailure(AssertionError):
     """A wrong or invalid answer: reported with a short message, no traceback."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class VariantSpec:
-    """What every item of one task x variant shares (one object per task x variant, not per item)."""
+    """What every item of one task x variant shares (one object per task x variant, not per item).
+
+    ``key``: its card's key in run.json; ``hashes``: that card's ``(hash, upstream_hash)``, which
+    the records of items under the default fixtures carry; the checksums and the judge are what
+    :meth:`materials` hashes with the fields of a pipeline (the suite's, or a fixture's).
+    """
 
     suite: Suite
     pipeline: Pipeline
     shots: list[Question]
     variant: str = ""
     resources: dict[str, Any] = field(default_factory=dict)
+    key: str = ""
+    data_checksums: dict[str, str] = field(default_factory=dict)
+    resource_checksums: dict[str, str] = field(default_factory=dict)
+    judge: dict[str, Any] | None = None
+    hashes: tuple[str, str] = ("", "")
+    card: dict[str, Any] = field(default_factory=dict)  # the card as collected (before any fixture)
+
+    def materials(self, pipeline: Pipeline) -> dict[str, Any]:
+        """What shapes ``pipeline``'s requests and scores on this task besides its fields (:mod:`.cards`)."""
+        return cards.materials(self.suite, pipeline, self.shots, self.data_checksums, self.resource_checksums,
+                               self.judge)
 
 
 class ItemSpec:
@@ -281,12 +299,20 @@ class TaskCollector(pytest.Collector):
         try:
             questions, path = load_questions(suite, task, opts.data_dir, opts.data_origin)
             resources, resource_paths = load_resources(suite, task, opts.data_dir, opts.data_origin)
+            resource_sums: dict[str, str] = {}  # what the metric reads: in the card's hash (cards.materials)
+            pinned: dict[str, str] = {}  # each data file as the suite names it -> sha256 (checked against [fetch])
             for name, res_path in resource_paths.items():
-                opts.state.checksums[resource_key(suite, task, name)] = file_checksum(res_path)
+                resource_sums[name] = opts.state.checksums[resource_key(suite, task, name)] = file_checksum(res_path)
+                ref = suite.tasks[task].resources[name]
+                if not isinstance(ref, dict) or ref.get("folder", suite.data_folder) == suite.data_folder:
+                    pinned[str(ref["file"] if isinstance(ref, dict) else ref)] = resource_sums[name]
             shots: list[Question] = []
+            shot_sums: dict[str, str] = {}
             if suite.tasks[task].few_shot:
                 shots, shot_path = load_questions(suite, task, opts.data_dir, opts.data_origin, few_shot=True)
-                opts.state.checksums[str(Path(suite.data_folder) / shot_path.name)] = file_checksum(shot_path)
+                shot_sums[shot_path.name] = file_checksum(shot_path)
+                opts.state.checksums[str(Path(suite.data_folder) / shot_path.name)] = shot_sums[shot_path.name]
+                pinned[str((suite.tasks[task].few_shot or {}).get("file", shot_path.name))] = shot_sums[shot_path.name]
         except DataUnavailable as err:
             yield from self._placeholder(pytest.mark.skip(reason=str(err)))
             return
@@ -294,18 +320,35 @@ class TaskCollector(pytest.Collector):
             raise _CollectFailure(str(err)) from None
         checksum = file_checksum(path)
         opts.state.checksums[str(Path(suite.data_folder) / path.name)] = checksum
+        pinned[str(suite.tasks[task].data.get("file", path.name))] = checksum
+        data_sums = {path.name: checksum, **shot_sums}
+        sources = cards.suite_files(suite, self.config.rootpath)
+        warnings = cards.pin_warnings(suite, pinned)
         skips: dict[str, pytest.MarkDecorator | None] = {}
+        specs: dict[str, VariantSpec] = {}
         for v in variants:
-            card = v.pipeline.card()
+            judge = (judge_card(opts.judge.label) if opts.judge is not None and needs_judge(v.pipeline) else None)
+            part = VariantSpec(suite=suite, pipeline=v.pipeline, shots=shots, variant=v.name, resources=resources,
+                               key=card_key(suite.name, task, v.name), data_checksums=data_sums,
+                               resource_checksums=resource_sums,
+                               judge=cards.judge_material(judge) if judge is not None else None)
+            card = part.card = v.pipeline.card(part.materials(v.pipeline))
+            part.hashes = (card["hash"], card["upstream_hash"])
+            specs[v.name] = part
             card["dataset_checksums"] = {path.name: checksum}
+            card["suite_files"] = sources
+            if warnings:
+                card["warnings"] = warnings
+            if card["overrides"]:
+                card["override_origins"] = {name: "--set" for name in card["overrides"]}
             if not v.is_base:
                 card["variant"] = v.info()
-            if opts.judge is not None and needs_judge(v.pipeline):
-                card["judge"] = judge_card(opts.judge.label)
+            if judge is not None:
+                card["judge"] = judge
             providers = {m.label: m.provider_card(inference_params(v.pipeline)) for m in opts.models if m.provider}
             if providers:  # how each hosted model is reached, and what its provider's quirks change
                 card["providers"] = providers
-            opts.state.cards[card_key(suite.name, task, v.name)] = card
+            opts.state.cards[part.key] = card
             skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name, opts.judge is not None)
         for v in variants:  # how many questions the task has: a -k / --lf / --limit run is labelled a subset
             opts.state.cards[card_key(suite.name, task, v.name)]["questions_total"] = len(questions)
@@ -325,8 +368,7 @@ class TaskCollector(pytest.Collector):
         direct = False
         # What is per task x variant is built once (the shared spec, the id suffix of each
         # model x variant, the skip marker), what is per question once per question.
-        shared = {v.name: VariantSpec(suite=suite, pipeline=v.pipeline, shots=shots, variant=v.name,
-                                      resources=resources) for v in variants}
+        shared = specs
         columns = [(spec, shared[v.name], (f"{spec.label}|{v.layer}" if v.is_layer else
                                            spec.label if v.is_base else f"{spec.label}|{v.name}"), skips[v.name])
                    for spec in opts.models for v in variants]
@@ -383,6 +425,31 @@ def _never_called() -> None:
 def _run_question(question: Question, pipeline: Pipeline, model: ModelSpec, request: pytest.FixtureRequest) -> None:
     """The body of every benchmark item: ask, read, score, record; fail when not correct."""
     item_runner(request.config).run_item(request.node, question, pipeline, model)
+
+
+def item_hashes(node: BenchItem, question: Question, pipeline: Pipeline,
+                known: dict[str, dict[str, Any]]) -> tuple[str, str]:
+    """``(hash, upstream_hash)`` of the pipeline ``node`` asked and scored with, after every fixture.
+
+    Under the default fixtures, its task's card's.  When a ``pipeline`` or ``question`` fixture
+    gave something else, the card of what the item used (:func:`~pytest_benchaudit.pipeline.card.item_card`:
+    the changed fields as overrides, each with where its fixture is defined) is added to
+    ``known``, the run's cards, under the task's key, and its hashes are returned.
+    """
+    spec = node.bench
+    shared = spec.shared
+    replaced = pipeline is not shared.pipeline
+    asked = question is not spec.question and question != spec.question
+    if not replaced and not asked:
+        return shared.hashes
+    defs = node._fixtureinfo.name2fixturedefs
+    root = node.config.rootpath
+    origin = (cards.fixture_origin(defs.get("pipeline"), __name__, root) or "a fixture") if replaced else None
+    q_origin = (cards.fixture_origin(defs.get("question"), __name__, root) or "a fixture") if asked else None
+    card = item_card(shared.card, pipeline, shared.materials(pipeline), origin, q_origin)
+    if "suite_hash" in card:
+        add_item_card(known, shared.key, card)
+    return card["hash"], card["upstream_hash"]
 
 
 def default_fixtures_only(fixtureinfo: Any) -> bool:

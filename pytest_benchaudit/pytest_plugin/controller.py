@@ -45,6 +45,7 @@ from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import RecordsFollower, RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
+from pytest_benchaudit.pipeline.card import merge_cards, run_warnings, suite_checksums
 from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
 from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
 from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
@@ -363,6 +364,7 @@ class Controller:
             "data_dir_origin": self.opts.data_origin,
             "pipeline_cards": self._cards(),
             "dataset_checksums": self._checksums(),
+            "suite_checksums": suite_checksums(self._cards()),  # suite.toml and what it extends (--resume compares)
             "platform": {"system": platform.system(), "machine": platform.machine(), "python": sys.version.split()[0]},
         }
         if self.cache_stats:
@@ -374,6 +376,9 @@ class Controller:
                                   for m, n in self.not_asked.items()}
         elif self.run_dir is not None:
             self.run_dir.meta.pop("incomplete", None)  # a resumed run that asked what was left
+        # {"kind", "message"} each; added to whatever warnings the run already lists.
+        meta["warnings"] = [*meta.get("warnings", []), *(w for w in run_warnings(self._cards())
+                                                         if w not in meta.get("warnings", []))]
         remote = self.config.pluginmanager.get_plugin("benchaudit-remote")  # xdist: each worker's host, data
         if remote is not None:
             meta.update(remote.run_meta())
@@ -415,14 +420,14 @@ class Controller:
         if self.resumed_from:  # and check their collection against the run's (checks.PreRunChecks)
             node.workerinput[RESUME_RUN] = {
                 "path": str(self.opts.resume),
-                "cards": {k: {"hash": c.get("hash")}
+                "cards": {k: {f: c.get(f) for f in ("hash", "suite_hash", "suite_files", "fields", "materials") if f in c}
                           for k, c in (self.resumed_from.get("pipeline_cards") or {}).items()},
                 "checksums": self.resumed_from.get("dataset_checksums") or {}}
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         out = getattr(node, "workeroutput", {}).get("benchaudit") or {}
-        self.opts.state.cards.update(out.get("cards", {}))
+        merge_cards(self.opts.state.cards, out.get("cards", {}))  # a card an item made wins over the collected one
         self.opts.state.checksums.update(out.get("checksums", {}))
         if out.get("cache"):
             self.cache_stats.append(out["cache"])
@@ -577,6 +582,8 @@ class Controller:
         if self.answers:
             terminalreporter.write_line("")
             terminalreporter.write_line(redact(self.answers))
+        for warning in run_warnings(self._cards()):  # once each (a data file that differs from its pin)
+            terminalreporter.write_line(redact(f"benchaudit: warning: {warning['message']}"), yellow=True, bold=True)
         if self.cache_stats:
             stats = _sum_cache_stats(self.cache_stats)
             if stats["enabled"]:

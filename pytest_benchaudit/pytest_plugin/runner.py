@@ -35,7 +35,7 @@ import pytest
 from pytest_benchaudit.scoring import judge
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
-from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure, needs_judge
+from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure, item_hashes, needs_judge
 from pytest_benchaudit.inference.engine import Engine
 from pytest_benchaudit.inference.factory import budgeted_recipe, endpoint_recipe
 from pytest_benchaudit.inference.providers import adjust_request
@@ -513,6 +513,7 @@ class Runner:
             request = self.take_request(node) or spec.request
         else:
             request = spec.render(question, pipeline, model)
+        hashes = item_hashes(node, question, pipeline, self.opts.state.cards)  # after every fixture
         earlier: list[str] = []
         for ask in range(1 + pipeline.inference.reask_on_invalid):
             asked = request if ask == 0 else request.model_copy(update={"sample": ask})
@@ -535,6 +536,7 @@ class Runner:
         # without a second copy and dump); the message and properties read the dict.
         data = record.model_dump(mode="json")
         data["asks"], data["earlier_outputs"] = ask + 1, earlier[: ask]
+        data["pipeline_hash"], data["upstream_hash"] = hashes  # the card's: template, data and judge included
         node.record = data
         node.user_properties.extend([
             ("benchmark", data["benchmark"]), ("task", data["task"]), ("model", data["model"]),

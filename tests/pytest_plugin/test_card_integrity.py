@@ -1,0 +1,304 @@
+"""Run integrity: the card says what was sent and scored, whatever a fixture or a suite edit does.
+
+Real pytest runs (pytester) against the scripted OpenAI-compatible server on 127.0.0.1:
+
+* a ``conftest.py`` overriding ``pipeline`` (one field of each stage) or ``question``: the card in
+  run.json, every record's hashes, the request the server received and ``benchaudit rescore``
+  agree with what the item used, and the card names the fixture (``conftest.py:LINE``);
+* the template's text is in the card and its hashes; run.json checksums the suite files and
+  ``--resume`` refuses an edited suite naming the file;
+* a data file that differs from the checksum its suite pins is one warning, in the terminal and
+  in run.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.pipeline.stages import Pipeline, apply_overrides
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
+
+from conftest import only_run_dir, read_run
+
+# A second template for the prompt-stage override (the toy suite has one): TOML lets a table follow the tasks.
+TERSE = '\n[templates.terse]\nuser = "Q: {question}\\n{options}\\nOne letter."\n'
+
+
+def run_toy(pytester: pytest.Pytester, server: ScriptedServer, *extra: str, out: str = "out") -> pytest.RunResult:
+    return pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}",
+                              "--report-dir", out, "--max-retries", "0", "-p", "no:randomly", "-k", "mcq", *extra)
+
+
+def chat_bodies(server: ScriptedServer) -> list[dict[str, Any]]:
+    return [c.body for c in server.calls if c.path.endswith("/chat/completions")]
+
+
+def user_texts(server: ScriptedServer) -> list[str]:
+    return [b["messages"][-1]["content"] for b in chat_bodies(server)]
+
+
+def fixture_line(conftest: Path, name: str) -> int:
+    """The line of the ``@pytest.fixture`` that defines ``name`` (what the card's origin names)."""
+    lines = conftest.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"def {name}("))
+    return at  # 1-based line of the decorator just above it
+
+
+def pipeline_conftest(pytester: pytest.Pytester, field: str, value: Any) -> Path:
+    return pytester.makeconftest(f"""
+        import pytest
+        from pytest_benchaudit.pipeline.stages import apply_overrides
+
+
+        @pytest.fixture
+        def pipeline(pipeline):
+            return apply_overrides(pipeline, [({field!r}, {value!r})])
+        """)
+
+
+def rescore(pytester: pytest.Pytester, run: Path, *args: str) -> tuple[int, Path | None]:
+    before = set(run.parent.iterdir())
+    rc = main(["rescore", str(run), "--report-dir", str(run.parent), "--suites-dir", str(pytester.path / "suites"),
+               *args])
+    new = [p for p in run.parent.iterdir() if p not in before]
+    return rc, (new[0] if new else None)
+
+
+def scores(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return sorted((r["question_id"], r["prediction"], r["valid"], r["invalid_reason"], r["score"]) for r in records)
+
+
+# One field of each stage, overridden through the `pipeline` fixture, and what the item must then show.
+STAGE_OVERRIDES = [
+    ("prompt.template", "terse"),
+    ("inference.max_tokens", 7),
+    ("extraction.reasoning", "keep"),
+    ("scoring.denominator", "valid"),
+    ("aggregation.method", "macro"),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), STAGE_OVERRIDES, ids=[f for f, _ in STAGE_OVERRIDES])
+def test_a_pipeline_fixture_override_is_what_the_card_hash_request_and_rescore_say(
+        pytester: pytest.Pytester, scripted: ScriptedServer, toy, field: str, value: Any) -> None:
+    suite = pytester.path / "suites" / "toy" / "suite.toml"
+    suite.write_text(suite.read_text() + TERSE)
+    conftest = pipeline_conftest(pytester, field, value)
+    run_toy(pytester, scripted)
+    run_dir = only_run_dir(pytester.path / "out")
+    out = read_run(run_dir)
+    card = out["run"]["pipeline_cards"]["toy.mcq"]
+    # the card: the field as the items used it, named as an override with the fixture's place
+    assert card["fields"][field] == value
+    assert card["overrides"] == {field: value}
+    assert card["override_origins"] == {field: f"conftest.py:{fixture_line(conftest, 'pipeline')}"}
+    # its hash is the one every record carries, and not the suite's
+    assert {r["pipeline_hash"] for r in out["records"]} == {card["hash"]} != {card["suite_hash"]}
+    assert {r["upstream_hash"] for r in out["records"]} == {card["upstream_hash"]}
+    upstream = field.split(".")[0] in ("prompt", "inference")
+    assert (card["upstream_hash"] != card["suite_upstream_hash"]) is upstream
+    # the requests the server received are the card's (an upstream change shows; a downstream one does not)
+    bodies = chat_bodies(scripted)
+    assert len({json.dumps(b["messages"]) for b in bodies}) == 12  # (a 429 is asked again: one more body)
+    if field == "inference.max_tokens":
+        assert {b["max_tokens"] for b in bodies} == {7}
+    if field == "prompt.template":
+        assert all(t.startswith("Q: Toy question") and t.endswith("One letter.") for t in user_texts(scripted))
+        assert card["materials"]["prompt.template_text"]["user"] == "Q: {question}\n{options}\nOne letter."
+    # the summary scores under the card's downstream fields (extraction, denominator, aggregation)
+    (result,) = out["summary"]["results"]
+    assert result["pipeline_hash"] == card["hash"]
+    assert result["denominator"] == card["fields"]["scoring.denominator"]
+    if field == "extraction.reasoning":  # the unclosed <think> is read as it came: its draft letter C
+        assert next(r for r in out["records"] if r["question_id"] == "t05")["prediction"] == "C"
+    # rescore accepts the value the card says, and re-scoring with it moves nothing
+    rc, new = rescore(pytester, run_dir, "--set", f"{field}={json.dumps(value)}")
+    assert rc == 0 and new is not None
+    again = read_run(new)
+    assert scores(again["records"]) == scores(out["records"])
+    assert again["summary"]["results"][0]["score"] == pytest.approx(result["score"])
+
+
+def test_a_model_copy_override_in_a_fixture_gets_its_own_hash(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                                toy) -> None:
+    """``pipeline.model_copy(update=...)`` (pydantic's own way) used to keep the suite's cached hash."""
+    pytester.makeconftest("""
+        import pytest
+
+
+        @pytest.fixture
+        def pipeline(pipeline):
+            return pipeline.model_copy(update={"inference": pipeline.inference.model_copy(update={"max_tokens": 7})})
+        """)
+    run_toy(pytester, scripted)
+    run_dir = only_run_dir(pytester.path / "out")
+    out = read_run(run_dir)
+    card = out["run"]["pipeline_cards"]["toy.mcq"]
+    assert card["fields"]["inference.max_tokens"] == 7 and card["overrides"] == {"inference.max_tokens": 7}
+    assert {r["pipeline_hash"] for r in out["records"]} == {card["hash"]} != {card["suite_hash"]}
+    assert {b["max_tokens"] for b in chat_bodies(scripted)} == {7}
+    rc, _ = rescore(pytester, run_dir, "--set", "inference.max_tokens=7")
+    assert rc == 0
+    assert rescore(pytester, run_dir, "--set", "inference.max_tokens=64")[0] != 0  # what was not sent is refused
+
+
+def test_model_copy_recomputes_the_hashes() -> None:
+    base = Pipeline(name="l", benchmark="b", task="t")
+    before = (base.hash, base.upstream_hash)
+    copied = base.model_copy(update={"inference": base.inference.model_copy(update={"max_tokens": 7})})
+    # the same pipeline built by the validated path: what the copy's hashes must be
+    rebuilt = apply_overrides(base, [("inference.max_tokens", 7)]).model_copy(update={"overrides": {}})
+    assert (copied.hash, copied.upstream_hash) == (rebuilt.hash, rebuilt.upstream_hash) != before
+
+
+def test_an_overridden_question_is_in_the_card_and_its_hashes(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                               toy) -> None:
+    conftest = pytester.makeconftest("""
+        import pytest
+
+
+        @pytest.fixture
+        def question(question):
+            return question.model_copy(update={"text": "Reworded: " + question.text})
+        """)
+    run_toy(pytester, scripted)
+    run_dir = only_run_dir(pytester.path / "out")
+    out = read_run(run_dir)
+    card = out["run"]["pipeline_cards"]["toy.mcq"]
+    origin = f"conftest.py:{fixture_line(conftest, 'question')}"
+    assert card["override_origins"] == {"question": origin} and origin in card["overrides"]["question"]
+    assert card["materials"]["dataset.question_fixture"] == origin
+    assert card["fields"]["inference.max_tokens"] == 64  # no field changed
+    assert {r["pipeline_hash"] for r in out["records"]} == {card["hash"]} != {card["suite_hash"]}
+    assert card["upstream_hash"] != card["suite_upstream_hash"]  # what was asked is not the data file's
+    texts = user_texts(scripted)
+    assert len(set(texts)) == 12 and all(t.startswith("Reworded: Toy question") for t in texts)
+    rc, new = rescore(pytester, run_dir)
+    assert rc == 0 and new is not None and scores(read_run(new)["records"]) == scores(out["records"])
+
+
+def test_a_fixture_override_under_xdist_keeps_the_items_card(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                              toy) -> None:
+    """Each worker hands back its cards; the one its items made wins over the collected one."""
+    pipeline_conftest(pytester, "inference.max_tokens", 7)
+    run_toy(pytester, scripted, "-n", "2")
+    out = read_run(only_run_dir(pytester.path / "out"))
+    card = out["run"]["pipeline_cards"]["toy.mcq"]
+    assert card["fields"]["inference.max_tokens"] == 7 and "item_pipelines" not in card
+    assert {r["pipeline_hash"] for r in out["records"]} == {card["hash"]}
+    assert {b["max_tokens"] for b in chat_bodies(scripted)} == {7}
+
+
+def test_early_asking_never_sends_the_suite_request_under_an_override(pytester: pytest.Pytester,
+                                                                      scripted: ScriptedServer, toy) -> None:
+    """A serial run asks its first items during collection; an overriding fixture keeps them out of it."""
+    pipeline_conftest(pytester, "inference.max_tokens", 7)
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
+                                "--report-dir", "out", "--max-retries", "0", "-p", "no:randomly")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 13
+    bodies = chat_bodies(scripted)
+    assert len({json.dumps(b["messages"]) for b in bodies}) == 13 and {b["max_tokens"] for b in bodies} == {7}
+
+
+def test_template_text_is_in_the_card_and_its_hashes(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                     toy) -> None:
+    run_toy(pytester, scripted, out="before")
+    suite = pytester.path / "suites" / "toy" / "suite.toml"
+    suite.write_text(suite.read_text().replace('user = "{question}\\n{options}"',
+                                               'system = "You are a careful analyst."\nuser = "{question}\\n{options}"'))
+    run_toy(pytester, scripted, "--set", "prompt.format.system_role=system", out="system")
+    suite.write_text(suite.read_text().replace("You are a careful analyst.", "You are a security expert."))
+    run_toy(pytester, scripted, "--set", "prompt.format.system_role=system", out="edited")
+    cards = {name: read_run(only_run_dir(pytester.path / name))["run"]["pipeline_cards"]["toy.mcq"]
+             for name in ("before", "system", "edited")}
+    system, edited = cards["system"], cards["edited"]
+    assert system["fields"] == edited["fields"]  # the same fields ...
+    assert system["materials"]["prompt.template_text"]["system"] == "You are a careful analyst."
+    assert edited["materials"]["prompt.template_text"]["system"] == "You are a security expert."
+    assert system["hash"] != edited["hash"] and system["upstream_hash"] != edited["upstream_hash"]  # ... other text
+    assert len({c["hash"] for c in cards.values()}) == 3
+    records = read_run(only_run_dir(pytester.path / "edited"))["records"]
+    assert {r["pipeline_hash"] for r in records} == {edited["hash"]}
+    assert {r["request"]["messages"][0]["content"] for r in records} == {"You are a security expert."}
+    # the data file's checksum is a material too: what it hashes is the file read
+    data = pytester.path / "data" / "toy" / "toy.jsonl"
+    assert system["materials"]["dataset.checksums"] == {"toy.jsonl": hashlib.sha256(data.read_bytes()).hexdigest()}
+
+
+def test_resume_refuses_an_edited_suite_naming_the_file(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                        toy) -> None:
+    run_toy(pytester, scripted, "-k", "t01 or t02")
+    run_dir = only_run_dir(pytester.path / "out")
+    suite = pytester.path / "suites" / "toy" / "suite.toml"
+    run = read_run(run_dir)["run"]
+    assert run["suite_checksums"] == {"suites/toy/suite.toml": hashlib.sha256(suite.read_bytes()).hexdigest()}
+    suite.write_text(suite.read_text().replace('user = "{question}\\n{options}"',
+                                               'user = "EDITED {question}\\n{options}"'))
+    result = run_toy(pytester, scripted, "--resume", str(run_dir))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--resume*suite file(s) changed since the run: suites/toy/suite.toml (sha256*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert len(read_run(run_dir)["records"]) == 2  # nothing asked, nothing lost
+    assert not any("EDITED" in t for t in user_texts(scripted))
+    # the suite as it was: the run goes on with one prompt
+    suite.write_text(suite.read_text().replace("EDITED ", ""))
+    result = run_toy(pytester, scripted, "--resume", str(run_dir))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    records = read_run(run_dir)["records"]
+    assert len(records) == 12 and len({r["pipeline_hash"] for r in records}) == 1
+
+
+def test_resume_compares_a_card_a_fixture_made_by_its_collected_hash(pytester: pytest.Pytester,
+                                                                     scripted: ScriptedServer, toy) -> None:
+    pipeline_conftest(pytester, "inference.max_tokens", 7)
+    run_toy(pytester, scripted, "-k", "t01 or t02")
+    run_dir = only_run_dir(pytester.path / "out")
+    result = run_toy(pytester, scripted, "--resume", str(run_dir))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stderr.str()
+    out = read_run(run_dir)
+    assert len(out["records"]) == 12
+    assert {r["pipeline_hash"] for r in out["records"]} == {out["run"]["pipeline_cards"]["toy.mcq"]["hash"]}
+
+
+def pin(pytester: pytest.Pytester, files: dict[str, str]) -> None:
+    suite = pytester.path / "suites" / "toy" / "suite.toml"
+    table = "".join(f'"{name}" = {{ sha256 = "{digest}" }}\n' for name, digest in files.items())
+    suite.write_text(suite.read_text() + textwrap.dedent(f"""
+        [fetch]
+        base_url = "http://127.0.0.1:9/toy/"
+        [fetch.files]
+        """) + table)
+
+
+def test_a_data_file_that_differs_from_its_pin_warns_once(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                           toy) -> None:
+    data = pytester.path / "data" / "toy"
+    found = hashlib.sha256((data / "toy.jsonl").read_bytes()).hexdigest()
+    pin(pytester, {"toy.jsonl": "0" * 64, "extra.jsonl": hashlib.sha256((data / "extra.jsonl").read_bytes()).hexdigest()})
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
+                                "--report-dir", "out", "--max-retries", "0", "--pipelines", "standardized,released")
+    text = result.stdout.str()
+    warning = f"benchaudit: warning: toy/toy.jsonl: sha256 {found[:12]}… differs from the 000000000000… toy/suite.toml pins"
+    assert text.count(warning) == 1, text
+    assert "extra.jsonl: sha256" not in text  # the file that matches its pin says nothing
+    run = read_run(only_run_dir(pytester.path / "out"))["run"]
+    mine = [w for w in run["warnings"] if w["kind"] == "data_checksum"]  # (run.json's one list: others' too)
+    assert len(mine) == 1 and mine[0]["message"].startswith(warning.removeprefix("benchaudit: warning: "))
+
+
+def test_a_data_file_that_matches_its_pin_warns_nothing(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                        toy) -> None:
+    data = pytester.path / "data" / "toy"
+    pin(pytester, {"toy.jsonl": hashlib.sha256((data / "toy.jsonl").read_bytes()).hexdigest()})
+    result = run_toy(pytester, scripted)
+    assert "toy.jsonl: sha256" not in result.stdout.str()
+    warnings = read_run(only_run_dir(pytester.path / "out"))["run"]["warnings"]
+    assert [w for w in warnings if w["kind"] == "data_checksum"] == []
