@@ -9,11 +9,15 @@ them.  What a finding holds and how its effect is computed: :mod:`.diagnose_core
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_benchaudit.audit import diagnose_checks as checks
 from pytest_benchaudit.audit import diagnose_data as data_checks
+from pytest_benchaudit.audit import diagnose_lint as lint_checks
 from pytest_benchaudit.audit.diagnose_catalog import CATALOGUE
 from pytest_benchaudit.audit.diagnose_core import (
     Finding,
@@ -22,12 +26,38 @@ from pytest_benchaudit.audit.diagnose_core import (
     group_runs,
 )
 
-__all__ = ["NOT_A_VERDICT", "Finding", "LoadedRun", "diagnose", "render", "to_json"]
+__all__ = ["NOT_A_VERDICT", "PER_TASK", "Diagnosis", "Finding", "LoadedRun", "diagnose", "diagnose_report",
+           "render", "to_json"]
+
+# Failure modes about the data or the card, not the model: the records of every model show the
+# same problem, so they are reported once per task (each model's effect kept in the evidence).
+PER_TASK = frozenset({"FM11-empty-or-unmatchable-gold", "FM12-duplicate-questions", "BA04-card-lint"})
+# Evidence that differs from model to model without making it another problem.
+_PER_MODEL_EVIDENCE = frozenset({"n", "n_with_reasoning", "question_ids"})
+
+
+@dataclass
+class Diagnosis:
+    """What ``diagnose`` found: ``findings`` to list (largest |effect| first) and ``folded``, the
+    findings whose computed effect leaves the headline where it was (counted, not listed)."""
+
+    findings: list[Finding]
+    folded: list[Finding] = field(default_factory=list)
 
 
 def diagnose(runs: Sequence[LoadedRun], *, resources: Resources | None = None,
              ledger_rows: Mapping[str, Mapping[str, Any]] | None = None) -> list[Finding]:
-    """Every catalogued check on every benchmark x task x model of ``runs``; findings in a stable order.
+    """The findings to list (:attr:`Diagnosis.findings` of :func:`diagnose_report`)."""
+    return diagnose_report(runs, resources=resources, ledger_rows=ledger_rows).findings
+
+
+def diagnose_report(runs: Sequence[LoadedRun], *, resources: Resources | None = None,
+                    ledger_rows: Mapping[str, Mapping[str, Any]] | None = None) -> Diagnosis:
+    """Every catalogued check on every benchmark x task x model of ``runs``.
+
+    Dataset and card findings (:data:`PER_TASK`) are merged into one per task and problem;
+    findings whose re-scored or recomputed effect is zero are folded out; the rest are sorted
+    by |effect_pp| (largest first; findings without one after, in catalogue order).
 
     ``resources`` loads a task's lookup files when re-scoring needs them (alias graphs); without
     it such effects say they could not be computed.  ``ledger_rows`` maps a benchmark to its
@@ -35,6 +65,7 @@ def diagnose(runs: Sequence[LoadedRun], *, resources: Resources | None = None,
     """
     groups = group_runs(runs)
     group_checks: list[checks.Check] = [
+        lint_checks.check_all_invalid, lint_checks.check_logprobs_missing, lint_checks.check_card_lint,
         checks.check_valid_denominator, checks.check_stop_in_reasoning, checks.check_truncation,
         checks.check_provider_minimum, checks.check_reasoning_kept, checks.check_letters_anywhere,
         checks.check_echoed_options, data_checks.check_gold, data_checks.check_duplicates, checks.check_seed,
@@ -50,7 +81,51 @@ def diagnose(runs: Sequence[LoadedRun], *, resources: Resources | None = None,
         findings += data_checks.ledger_checks(groups, ledger_rows, resources)
     order = {fm: i for i, fm in enumerate(CATALOGUE)}
     findings.sort(key=lambda f: (f.benchmark, f.task, order.get(f.failure_mode, 99), f.model, f.pipeline, f.run))
-    return findings
+    findings = merge_per_task(findings)
+    listed = [f for f in findings if not f.effect_is_zero]
+    listed.sort(key=lambda f: (f.effect_pp is None, -abs(f.effect_pp or 0.0)))  # stable: ties keep the order
+    return Diagnosis(listed, [f for f in findings if f.effect_is_zero])
+
+
+def merge_per_task(findings: list[Finding]) -> list[Finding]:
+    """One finding per task and problem for :data:`PER_TASK` failure modes, in first-seen order.
+
+    Findings of several models with the same evidence (up to :data:`_PER_MODEL_EVIDENCE`) are one
+    problem of the data or card: the merged finding has ``model = "*"``, the models and each
+    model's effect in its evidence (``effect_by_model``: pp, or the change in the metric's units
+    where lower is better), and as its effect the model whose score moves most.
+    """
+    buckets: dict[tuple[str, ...], list[Finding]] = {}
+    out: list[Finding | tuple[str, ...]] = []
+    for f in findings:
+        if f.failure_mode not in PER_TASK or f.model == "*":
+            out.append(f)
+            continue
+        same = {k: v for k, v in f.evidence.items() if k not in _PER_MODEL_EVIDENCE}
+        key = (f.benchmark, f.task, f.failure_mode, f.field, f.pipeline, json.dumps(same, sort_keys=True, default=str))
+        if key not in buckets:
+            buckets[key] = []
+            out.append(key)
+        buckets[key].append(f)
+    merged: list[Finding] = []
+    for item in out:
+        if isinstance(item, Finding):
+            merged.append(item)
+            continue
+        group = buckets[item]
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        top = max(group, key=lambda f: abs(f.effect_pp if f.effect_pp is not None else (f.effect_delta or 0.0)))
+        by_model = {f.model: (f.effect_pp if f.effect_pp is not None else f.effect_delta) for f in group}
+        evidence = {**top.evidence, "models": [f.model for f in group], "effect_by_model": by_model}
+        effect = (f"{top.effect}; the largest move of the {len(group)} models' records ({top.model}), each "
+                  f"model's in effect_by_model" if top.effect_kind != "none" else top.effect)
+        merged.append(top.model_copy(update={
+            "model": "*", "run": "", "evidence": evidence, "effect": effect,
+            "hypothesis": f"{top.hypothesis} (the same in the records of {len(group)} models)",
+            "effect_is_zero": all(f.effect_is_zero for f in group)}))
+    return merged
 
 
 # --------------------------------------------------------------------------- output
@@ -64,14 +139,22 @@ def _evidence_text(evidence: Mapping[str, Any]) -> str:
     return ", ".join(parts)[:90]
 
 
-def render(findings: Sequence[Finding], n_groups: int) -> str:
-    """The terminal table, then the counts per failure mode and the note that findings are hypotheses."""
-    from collections import Counter
+def _folded_line(folded: Sequence[Finding]) -> str:
+    if not folded:
+        return ""
+    counts = Counter(f.failure_mode.split("-", 1)[0] for f in folded)
+    return (f"{len(folded)} more findings re-scored or recomputed to an effect of 0.0 (the headline does not move), "
+            f"not listed: " + ", ".join(f"{fm} x{n}" for fm, n in sorted(counts.items())) + " (--json lists them "
+            "under 'folded').\n\n")
 
+
+def render(findings: Sequence[Finding], n_groups: int, folded: Sequence[Finding] = ()) -> str:
+    """The terminal table (largest |effect| first), the count of folded zero-effect findings, the
+    counts per failure mode and the note that findings are hypotheses."""
     from tabulate import tabulate
 
     if not findings:
-        return f"diagnose: {n_groups} model x task groups checked; no finding.\n{NOT_A_VERDICT}"
+        return f"diagnose: {n_groups} model x task groups checked; no finding.\n{_folded_line(folded)}{NOT_A_VERDICT}"
     rows = [[f.failure_mode.split("-", 1)[0], f"{f.benchmark}.{f.task}", f.model, f.field,
              "" if f.effect_pp is None else f"{f.effect_pp:+.1f}", _evidence_text(f.evidence), f.hypothesis]
             for f in findings]
@@ -80,13 +163,15 @@ def render(findings: Sequence[Finding], n_groups: int) -> str:
     counts = Counter(f.failure_mode for f in findings)
     summary = tabulate([[fm, CATALOGUE[fm].title, counts[fm]] for fm in CATALOGUE if counts[fm]],
                        headers=["failure mode", "title", "findings"])
-    return (f"diagnose: {n_groups} model x task groups checked, {len(findings)} findings\n\n{table}\n\n{summary}\n\n"
-            f"{NOT_A_VERDICT}")
+    return (f"diagnose: {n_groups} model x task groups checked, {len(findings)} findings\n\n{table}\n\n"
+            f"{_folded_line(folded)}{summary}\n\n{NOT_A_VERDICT}")
 
 
-def to_json(findings: Sequence[Finding], n_groups: int) -> dict[str, Any]:
-    """The ``--json`` document: ``findings`` (benchmark, task, model, failure_mode, field, evidence, effect_pp, ...)."""
+def to_json(findings: Sequence[Finding], n_groups: int, folded: Sequence[Finding] = ()) -> dict[str, Any]:
+    """The ``--json`` document: ``findings`` (benchmark, task, model, failure_mode, field, evidence, effect_pp, ...),
+    largest |effect| first, and ``folded``: the zero-effect findings, counted apart (``n_folded``)."""
     return {"diagnose_version": "benchaudit.diagnose/1", "n_groups": n_groups, "note": NOT_A_VERDICT,
             "catalogue": {fm.id: {"title": fm.title, "field": fm.field, "stage": fm.stage, "source": fm.source}
                           for fm in CATALOGUE.values()},
-            "findings": [f.model_dump(mode="json") for f in findings]}
+            "findings": [f.model_dump(mode="json") for f in findings],
+            "n_folded": len(folded), "folded": [f.model_dump(mode="json") for f in folded]}

@@ -53,7 +53,9 @@ _ENTRIES = [
     FailureMode("FM06-letters-read-anywhere", "an extraction rule reads letters anywhere ('DEP' -> D)",
                 "extraction.rule", "downstream", "paper",
                 "a valid MCQ prediction holds a letter that never stands alone, upper-case, in the text the rule "
-                "read; the effect is the run re-scored with the standardized rule (final_answer_letter[s])."),
+                "read; the effect is those flagged items re-scored with the standardized rule "
+                "(final_answer_letter[s]), the other items left as they were; the whole-rule swap is in the "
+                "evidence (whole_rule_effect_pp)."),
     FailureMode("FM07-echoed-options-scored", "echoed option lists scored as answers",
                 "extraction.rule", "downstream", "paper",
                 "the output repeats the option list (three or more lines starting 'A)', 'B.', ...) and the answer "
@@ -86,8 +88,10 @@ _ENTRIES = [
                 "generation per question."),
     FailureMode("FM15-documented-vs-released", "documented and released layers contradict (ledger)",
                 "(the contradicted field)", "documentation", "paper",
-                "a run made under the released layer, for a field the ledger marks contradicted; downstream fields "
-                "are re-scored with the documented value, upstream ones need new generations."),
+                "a run made under the released layer, for a field the ledger marks contradicted; the sentence "
+                "quotes the differing content (for prompt.template the template texts that differ, not their "
+                "names); downstream fields are re-scored with the documented value, upstream ones need new "
+                "generations."),
     FailureMode("BA01-judge-fallback-or-failure", "judge answers that needed the fallback parser or failed",
                 "judge (--judge, pinned prompt)", "downstream", "ours",
                 "records whose judge parse_status is 'fallback' (the strict JSON verdict did not parse) or "
@@ -96,6 +100,23 @@ _ENTRIES = [
                 "scoring.metric", "downstream", "ours",
                 "valid predictions of a free-text task (no options, gold not an id) scored incorrect whose folded "
                 "text contains the folded gold or is contained in it ('Lazarus' vs 'Lazarus Group')."),
+    FailureMode("BA03-endpoint-or-format-failure", "endpoint or format failure: every answer of a group invalid",
+                "inference (endpoint) or extraction.rule", "upstream", "ours",
+                "every record of a model x task is invalid (no score describes the model); the reasons and a "
+                "detail are quoted. Not reported where BA05 names the cause (no log-probabilities)."),
+    FailureMode("BA04-card-lint", "the pipeline card cannot work on this data (static check)",
+                "(the field named)", "upstream", "ours",
+                "static checks of the card against the records, whether or not the server honoured the card: "
+                "inference.max_tokens below the word count of the longest gold answer (each word is at least one "
+                "token), max_tokens=1 for an answer read from generated text, a stop sequence containing a "
+                "newline while the outputs carry reasoning (or extraction.reasoning strips it), a stop sequence "
+                "that occurs inside a gold answer."),
+    FailureMode("BA05-logprobs-missing", "the rule reads first-token log-probabilities and none came back",
+                "inference (an endpoint that returns logprobs)", "upstream", "ours",
+                "extraction.rule reads the first token's log-probabilities (logprob_argmax, "
+                "mmlu_logprob_argmax) and records without an error carry none: the paper's rule finds no "
+                "prediction, the released MMLU rule scores its fallback 'A'; the effect is the score recomputed "
+                "with those items counted unreadable."),
 ]
 
 CATALOGUE: dict[str, FailureMode] = {entry.id: entry for entry in _ENTRIES}

@@ -39,11 +39,24 @@ _BUDGET_ERROR = re.compile(r"max_(?:completion_)?tokens|max_new_tokens|token lim
 _OPTION_LINE = re.compile(r"^\s*(?:\*\*)?\(?([A-Z])(?:\)|\.|:)\s+\S", re.MULTILINE)
 _SEPARATORS = re.compile(r"[\s,;/&+]+")
 _ID_GOLD = re.compile(r"^(?:CWE-\d+|T\d{4}(?:\.\d{3})?|M\d{4}|CVSS:.*|AV:.*|[\d.]+)$", re.IGNORECASE)
-_STRICT_RULES = {"final_answer_letter", "final_answer_letters", "logprob_argmax", "judge"}
+# Rules that never read a letter out of a word: FM06 does not apply to them (the log-prob rules
+# read no text at all; their failure without log-probabilities is BA05's).
+_STRICT_RULES = {"final_answer_letter", "final_answer_letters", "logprob_argmax", "mmlu_logprob_argmax", "judge"}
 
 
 def _invalid(group: Group) -> list[dict[str, Any]]:
     return [r for r in group.records if not r.get("valid")]
+
+
+# Invalid reasons that mean the request itself failed: no answer came back to be read.
+FAILED_REQUEST = frozenset({"inference_error", "endpoint_down"})
+
+
+def _reasons(records: list[dict[str, Any]], failed: bool) -> str:
+    """'inference_error 77' over the failed requests (``failed``) or over the other invalid records."""
+    counts = Counter(str(r.get("invalid_reason")) for r in records
+                     if (r.get("invalid_reason") in FAILED_REQUEST) == failed)
+    return ", ".join(f"{k} {v}" for k, v in counts.most_common())
 
 
 def _pct(k: int, n: int) -> str:
@@ -60,9 +73,14 @@ def check_valid_denominator(group: Group, resources: Resources | None) -> list[F
         return []
     n = len(group.records)
     reasons = dict(Counter(str(r.get("invalid_reason")) for r in bad).most_common())
+    failed = sum(1 for r in bad if r.get("invalid_reason") in FAILED_REQUEST)
     effect = rescore_effect(group, [("scoring.denominator", "total")], resources)
-    hyp = (f"{_pct(len(bad), n)} answers could not be read and the valid-only denominator leaves them out, so the "
-           f"headline may describe only the answers that parsed rather than the task.")
+    what = " and ".join(part for part in (
+        f"{failed} requests failed (no answer came back: {_reasons(bad, True)})" if failed else "",
+        f"{len(bad) - failed} answers could not be read ({_reasons(bad, False)})" if len(bad) > failed else "")
+        if part)
+    hyp = (f"{_pct(len(bad), n)} items are invalid: {what}; the valid-only denominator leaves them out, so the "
+           f"headline may describe only the items that were answered and parsed rather than the task.")
     return [make_finding(group, "FM01-valid-only-denominator", hyp,
                          {"n": n, "n_invalid": len(bad), "invalid_reasons": reasons, "question_ids": question_ids(bad)},
                          effect)]
@@ -116,15 +134,19 @@ def check_letters_anywhere(group: Group, resources: Resources | None) -> list[Fi
     if not hits:
         return []
     strict = _strict_rule(group)
-    effect = rescore_effect(group, [("extraction.rule", strict)], resources)
-    effect.text += " (the whole rule replaced, not only these items)"
+    # The effect is that of the flagged items read by the strict rule (the others keep their
+    # reading), as the sentence is about them; the whole-rule swap is kept as evidence.
+    effect = rescore_effect(group, [("extraction.rule", strict)], resources,
+                            only={str(r["question_id"]) for r in hits})
+    whole = rescore_effect(group, [("extraction.rule", strict)], resources)
     n_correct = sum(1 for r in hits if r.get("correct"))
     hyp = (f"In {_pct(len(hits), len(group.records))} answers the rule '{rule}' read a letter that never stands alone "
            f"in the text (inside a word such as 'DEP', or a lower-case article), so it may be scoring letters the "
            f"model did not choose ({n_correct} of them scored correct).")
     return [make_finding(group, "FM06-letters-read-anywhere", hyp,
                          {"n": len(group.records), "n_letter_not_standalone": len(hits), "n_scored_correct": n_correct,
-                          "rule": rule, "question_ids": question_ids(hits)}, effect)]
+                          "rule": rule, "strict_rule": strict, "whole_rule_effect_pp": whole.pp,
+                          "question_ids": question_ids(hits)}, effect)]
 
 
 def check_echoed_options(group: Group, resources: Resources | None) -> list[Finding]:
@@ -135,7 +157,7 @@ def check_echoed_options(group: Group, resources: Resources | None) -> list[Find
     echoed labels (a rule reading letters anywhere).  The effect counts these items invalid.
     """
     rule = str(group.fields.get("extraction.rule", ""))
-    if not _labelled(group) or rule in ("logprob_argmax", "judge"):
+    if not _labelled(group) or rule in ("logprob_argmax", "mmlu_logprob_argmax", "judge"):
         return []
     reasoning = str(group.fields.get("extraction.reasoning", "keep"))
     hits = []

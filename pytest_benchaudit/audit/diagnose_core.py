@@ -13,7 +13,9 @@ score moves when that field is fixed:
   exists (affected items answered as well as the model's other valid answers) it is given as
   ``"estimate"``, otherwise ``effect_pp`` is None and ``effect_kind = "none"``.
 
-``effect_pp`` is in percentage points for scores on a 0-1 scale (higher is better).  For an
+``effect_pp`` is in percentage points for scores on a 0-1 scale (higher is better).  A computed
+effect that does not move the headline at all (``effect_is_zero``) says little: ``diagnose``
+folds such findings into a count instead of listing them.  For an
 error metric (lower is better, e.g. CTI-Bench VSP's MAD in CVSS points) ``effect_pp`` is None
 and ``effect`` gives the change in the metric's own units: points of a MAD are not
 percentage points.
@@ -43,6 +45,7 @@ __all__ = [
     "Group",
     "LoadedRun",
     "Resources",
+    "credit_clause",
     "delta_effect",
     "group_runs",
     "make_finding",
@@ -77,6 +80,10 @@ class Finding(BaseModel):
     effect_pp: float | None = None
     effect: str = ""
     effect_kind: EffectKind = "none"
+    effect_delta: float | None = Field(default=None, description="the computed change of the headline in the "
+                                                                 "metric's own units (new - old), when there is one")
+    effect_is_zero: bool = Field(default=False, description="a re-scored or recomputed effect that leaves the "
+                                                            "headline exactly where it was")
 
 
 @dataclass
@@ -120,6 +127,8 @@ class Effect:
     kind: EffectKind
     pp: float | None = None
     text: str = "needs new generations; no honest estimate from these records"
+    zero: bool = False  # computed (re-scored / recomputed) and the headline did not move
+    delta: float | None = None  # new - old in the metric's units
 
 
 def group_runs(runs: Sequence[LoadedRun]) -> list[Group]:
@@ -155,24 +164,38 @@ def _units(result: Mapping[str, Any]) -> str:
 
 
 def delta_effect(kind: EffectKind, old: Mapping[str, Any], new: Mapping[str, Any], how: str) -> Effect:
-    """The move of the headline score from ``old`` to ``new`` (two summary results), described."""
+    """The move of the headline score from ``old`` to ``new`` (two summary results), described;
+    ``zero`` when it does not move at all."""
     a, b = old.get("score"), new.get("score")
     if a is None or b is None:
         return Effect(kind, None, f"{how}: no score to compare")
     if old.get("lower_is_better"):
-        return Effect(kind, None, f"{how}: {b - a:+.3f} {_units(old)} ({a:.3f} -> {b:.3f}; lower is better)")
+        return Effect(kind, None, f"{how}: {b - a:+.3f} {_units(old)} ({a:.3f} -> {b:.3f}; lower is better)",
+                      zero=abs(b - a) < 1e-9, delta=round(b - a, 6))
     pp = round(100.0 * (b - a), 2)
-    return Effect(kind, pp, f"{how}: {pp:+.1f} pp ({100 * a:.1f} -> {100 * b:.1f})")
+    return Effect(kind, pp, f"{how}: {pp:+.1f} pp ({100 * a:.1f} -> {100 * b:.1f})", zero=abs(b - a) < 1e-9,
+                  delta=round(b - a, 6))
 
 
-def rescore_effect(group: Group, overrides: list[tuple[str, Any]], resources: Resources | None) -> Effect:
-    """Re-score the group's stored outputs offline with ``overrides`` (downstream fields only)."""
+def rescore_effect(group: Group, overrides: list[tuple[str, Any]], resources: Resources | None,
+                   only: set[str] | None = None) -> Effect:
+    """Re-score the group's stored outputs offline with ``overrides`` (downstream fields only).
+
+    ``only``: re-score just these question ids with ``overrides`` (the others keep the stored
+    pipeline), so the effect is that of fixing the flagged items, not of swapping the whole rule.
+    """
     how = "re-scored offline with " + ", ".join(f"{k}={v}" for k, v in overrides)
+    if only is not None:
+        how += f" on the {len(only)} flagged items only"
     try:
         stored = pipeline_from_card(group.card)
         target = retarget(stored, None, overrides)
         res = (lambda b, t: resources(b, t, target.scoring.metric)) if resources else (lambda b, t: {})
-        new = rescore_records(group.records, lambda rec: target, res)
+        if only is None:
+            new = rescore_records(group.records, lambda rec: target, res)
+        else:
+            new = rescore_records(group.records,
+                                  lambda rec: target if str(rec["question_id"]) in only else stored, res)
     except (PipelineError, KeyError, ValueError) as err:
         # e.g. a metric whose lookup files are not in the data directory: say so, never guess.
         return Effect("none", None, f"could not re-score ({how}): {err}")
@@ -216,29 +239,52 @@ def recovery_estimate(group: Group, n_affected_invalid: int) -> Effect:
     move = n_affected_invalid * (mean_valid - invalid_value) / n
     if res.get("lower_is_better"):
         return Effect("estimate", None, f"{base}; estimate {move:+.3f} {_units(res)} if the {n_affected_invalid} "
-                                        f"items were answered as well as the valid ones")
+                                        f"items were answered as well as the valid ones [{credit_clause(group)}]")
     pp = round(100.0 * move, 2)
     return Effect("estimate", pp, f"{base}; estimate {pp:+.1f} pp if the {n_affected_invalid} items were answered "
-                                  f"as well as the model's valid answers")
+                                  f"as well as the model's valid answers [{credit_clause(group)}]")
+
+
+def _credit(group: Group) -> float:
+    value = group.fields.get("scoring.invalid_credit", 0.0)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def _invalid_value(group: Group) -> float:
-    from pytest_benchaudit.scoring.metrics import METRIC_INFO
+    """What an invalid item of ``group`` scores under its card's ``scoring.invalid_credit``."""
+    from pytest_benchaudit.scoring.metrics import METRIC_INFO, invalid_score
 
     info = METRIC_INFO.get(str(group.fields.get("scoring.metric", "")))
-    return info.invalid_value if info else 0.0
+    return invalid_score(info, _credit(group)) if info else 0.0
+
+
+def credit_clause(group: Group) -> str:
+    """'invalid answers score 0 (no credit; scoring.invalid_credit 0)': the credit an effect used."""
+    from pytest_benchaudit.scoring.metrics import invalid_credit_note
+
+    credit = _credit(group)
+    note = invalid_credit_note(str(group.fields.get("scoring.metric", "")), credit)
+    return f"invalid answers score {note}; scoring.invalid_credit {credit:g}"
 
 
 def make_finding(group: Group | None, fm_id: str, hypothesis: str, evidence: dict[str, Any], effect: Effect, *,
                  benchmark: str = "", task: str = "", model: str = "*", field_name: str | None = None) -> Finding:
-    """A :class:`Finding` of catalogue entry ``fm_id`` for ``group`` (or for a task, every model)."""
+    """A :class:`Finding` of catalogue entry ``fm_id`` for ``group`` (or for a task, every model).
+
+    A re-scored or recomputed effect of a group says the credit its invalid answers got
+    (``scoring.invalid_credit``), since every re-score or recomputation counts them at that value.
+    """
     fm = failure_mode(fm_id)
+    text = effect.text
+    if group is not None and effect.kind in ("rescored", "recomputed"):
+        text = f"{text} [{credit_clause(group)}]"
     return Finding(
         benchmark=group.benchmark if group else benchmark, task=group.task if group else task,
         model=group.model if group else model, pipeline=group.pipeline if group else "",
         run=group.run if group else "", failure_mode=fm.id, title=fm.title, field=field_name or fm.field,
-        stage=fm.stage, hypothesis=hypothesis, evidence=evidence, effect_pp=effect.pp, effect=effect.text,
-        effect_kind=effect.kind,
+        stage=fm.stage, hypothesis=hypothesis, evidence=evidence, effect_pp=effect.pp, effect=text,
+        effect_kind=effect.kind, effect_delta=effect.delta,
+        effect_is_zero=effect.zero and effect.kind in ("rescored", "recomputed"),
     )
 
 

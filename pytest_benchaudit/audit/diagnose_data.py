@@ -148,6 +148,21 @@ def size_checks(groups: Sequence[Group]) -> list[Finding]:
     return out
 
 
+def _clip(value: Any, width: int = 90) -> str:
+    if value is None or value == "" or value == []:
+        return "none"
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 4] + "...'"
+
+
+def _content_text(content: Mapping[str, Mapping[str, Any]]) -> str:
+    """'its system message (documented none, released '...'); its user text (...)' for a template difference."""
+    names = {"system": "system message", "user": "user text", "header": "header", "answer": "exemplar answer",
+             "fixed_shots": "fixed examples", "option_format": "option format", "option_separator": "option separator"}
+    return "; ".join(f"its {names.get(k, k)} (documented {_clip(v.get('documented'))}, released "
+                     f"{_clip(v.get('released'))})" for k, v in content.items())
+
+
 def ledger_checks(groups: Sequence[Group], ledger_rows: Mapping[str, Mapping[str, Any]],
                   resources: Resources | None) -> list[Finding]:
     """FM15: released-layer runs, for fields the ledger marks contradicted (documented value != released)."""
@@ -160,9 +175,16 @@ def ledger_checks(groups: Sequence[Group], ledger_rows: Mapping[str, Mapping[str
         for cell in (row.get("cells") or {}).values():
             for leaf, values in ((cell.get("values") or {}).get(g.task) or {}).items():
                 doc, rel = values.get("documented"), values.get("released")
-                ev = {"documented": doc, "released": rel}
-                hyp = (f"The documentation of {g.benchmark} gives {leaf} = {doc!r} where the released code uses "
-                       f"{rel!r}, so this run (released layer) may not reproduce the documented number.")
+                content = values.get("content") or {}
+                if content:  # template names are the suite's keys: say what differs in the text instead
+                    ev = {"difference": content, "template_names": {"documented": doc, "released": rel}}
+                    hyp = (f"The documented {leaf} of {g.benchmark}.{g.task} differs from the released one in "
+                           f"{_content_text(content)}, so this run (released layer) may not reproduce the documented "
+                           f"number.")
+                else:
+                    ev = {"documented": doc, "released": rel}
+                    hyp = (f"The documentation of {g.benchmark} gives {leaf} = {doc!r} where the released code uses "
+                           f"{rel!r}, so this run (released layer) may not reproduce the documented number.")
                 if leaf.split(".")[0] in DOWNSTREAM_STAGES:
                     effect = rescore_effect(g, [(leaf, doc)], resources)
                     out.append(make_finding(g, "FM15-documented-vs-released", hyp, ev, effect, field_name=leaf))

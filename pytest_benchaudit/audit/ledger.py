@@ -181,6 +181,15 @@ def moot_reason(leaf: str, documented: dict[str, Any]) -> str | None:
     return None
 
 
+def _template_difference(suite: Suite, leaf: str, d: Any, r: Any) -> dict[str, dict[str, Any]]:
+    """For two ``prompt.template`` names: the template fields whose content differs (what the
+    names stand for), ``{field: {"documented": ..., "released": ...}}``; empty for other leaves."""
+    if leaf != "prompt.template" or d not in suite.templates or r not in suite.templates:
+        return {}
+    a, b = suite.templates[d].model_dump(mode="json"), suite.templates[r].model_dump(mode="json")
+    return {k: {"documented": a.get(k), "released": b.get(k)} for k in a if a.get(k) != b.get(k)}
+
+
 def _with_layer(suite: Suite, task: str, layer: str) -> tuple[Suite, bool]:
     """``suite`` with an empty ``layer`` added to ``task`` when it has none (and whether it had)."""
     spec = suite.tasks[task]
@@ -309,6 +318,9 @@ def suite_ledger(suite: Suite) -> dict[str, Any]:
         for task, cmp in ((t, per_task[t][field]) for t in suite.tasks):
             for leaf, (d, r) in cmp["differing"].items():
                 values.setdefault(task, {})[leaf] = {"documented": d, "released": r}
+                content = _template_difference(suite, leaf, d, r)
+                if content:
+                    values[task][leaf]["content"] = content
                 text = f"{leaf}: documented {_show(d)}, released {_show(r)}"
                 if is_unspecified(r):
                     text += " (nothing set: the endpoint's default applies)"

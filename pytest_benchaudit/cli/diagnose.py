@@ -58,7 +58,7 @@ def _ledger_rows(suites_dir: Path, benchmarks: set[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit diagnose``: 0 when the checks ran, 2 on bad input."""
     from pytest_benchaudit.audit.compare import expand_runs
-    from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose, render, to_json
+    from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose_report, render, to_json
     from pytest_benchaudit.audit.diagnose_core import group_runs, missing_cards
     from pytest_benchaudit.audit.offline import _Resources, load_run
 
@@ -73,13 +73,13 @@ def run(args: argparse.Namespace) -> int:
         resources = _Resources(args.suites_dir, args.data_dir)
         for where in missing_cards(runs):
             warn(f"{where} has no pipeline card in run.json: its records are not checked")
-        findings = diagnose(runs, resources=resources, ledger_rows=ledger)
+        report = diagnose_report(runs, resources=resources, ledger_rows=ledger)
         n_groups = len(group_runs(runs))
     except BenchauditError as err:
         print(f"benchaudit diagnose: {err}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(to_json(findings, n_groups), indent=2, ensure_ascii=False))
+        print(json.dumps(to_json(report.findings, n_groups, report.folded), indent=2, ensure_ascii=False))
     else:
-        print(render(findings, n_groups))
+        print(render(report.findings, n_groups, report.folded))
     return 0

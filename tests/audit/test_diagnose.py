@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from conftest import real_data_dir, write_run_dir
 
-from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose, render, to_json
+from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose, diagnose_report, render, to_json
 from pytest_benchaudit.audit.diagnose_catalog import CATALOGUE
 from pytest_benchaudit.audit.diagnose_data import cross_task_checks, size_checks
 from pytest_benchaudit.audit.diagnose_core import Group
@@ -54,6 +54,12 @@ def ids(findings: list) -> set[str]:
     return {f.failure_mode for f in findings}
 
 
+def everything(runs: list, **kwargs: Any) -> list:
+    """Listed and folded findings together (a zero effect is folded out of ``diagnose``'s list)."""
+    report = diagnose_report(runs, **kwargs)
+    return report.findings + report.folded
+
+
 # --------------------------------------------------------------------------- group checks
 
 
@@ -91,6 +97,22 @@ def test_reasoning_left_in_text_is_rescored_with_strip() -> None:
     assert "FM05-reasoning-left-in-text" not in ids(diagnose([run_of(plain, [record(plain, "0001", "C", "C\n<think>D")])]))
 
 
+def test_letters_anywhere_effect_is_that_of_the_flagged_items() -> None:
+    """FM06's sentence is about the flagged items, so its effect re-scores those alone; the whole-rule
+    swap (which also loses 'Option C looks best', never flagged) is kept apart in the evidence."""
+    p = pipeline("seceval", "mcq")  # all_capital_letters, total denominator
+    recs = [record(p, "0001", "D", "I would enable DEP."), record(p, "0002", "C", "Option C looks best"),
+            record(p, "0003", "B", "Answer: B")]
+    assert all(r["correct"] for r in recs)
+    f = only(diagnose([run_of(p, recs)]), "FM06-letters-read-anywhere")
+    assert f.evidence["question_ids"] == ["0001"]
+    # only 0001 read by final_answer_letter (no standalone letter: unreadable): 3/3 -> 2/3
+    assert f.effect_pp == pytest.approx(100 * (2 / 3 - 1), abs=0.01)
+    assert "on the 1 flagged items only" in f.effect
+    # the whole rule replaced: 0002 is lost too, 3/3 -> 1/3
+    assert f.evidence["whole_rule_effect_pp"] == pytest.approx(100 * (1 / 3 - 1), abs=0.01)
+
+
 def test_letters_read_anywhere() -> None:
     p = pipeline("seceval", "mcq")  # all_capital_letters: every capital A-D anywhere
     recs = [record(p, "0001", "D", "I would enable DEP."), record(p, "0002", "B", "Answer: B"),
@@ -112,9 +134,9 @@ def test_echoed_options_scored() -> None:
     assert f.evidence["n_scored_correct"] == 1
     assert f.effect_kind == "recomputed" and f.effect_pp == pytest.approx(100 * (2 / 3 - 3 / 3), abs=0.01)
     s = pipeline("seceval", "mcq")  # all letters anywhere: the echo's labels become the answer
-    f2 = only(diagnose([run_of(s, [record(s, "0001", "AB", "A: x\nB: y\nC: z\nD: w\nI pick A and B")])]),
+    f2 = only(everything([run_of(s, [record(s, "0001", "AB", "A: x\nB: y\nC: z\nD: w\nI pick A and B")])]),
               "FM07-echoed-options-scored")
-    assert f2.evidence["n_echo_scored"] == 1
+    assert f2.evidence["n_echo_scored"] == 1 and f2.effect_is_zero  # scored 0 already: folded, not listed
 
 
 def test_stop_inside_reasoning_needs_new_generations() -> None:
@@ -162,10 +184,10 @@ def test_duplicate_questions() -> None:
             record(p, "0002", "A", "A", prompt="which port does  SSH use?"),
             record(p, "0003", "B", "A", prompt="Which port does SSH use?"),
             record(p, "0004", "C", "D", prompt="Something else")]
-    f = only(diagnose([run_of(p, recs)]), "FM12-duplicate-questions")
+    f = only(everything([run_of(p, recs)]), "FM12-duplicate-questions")
     assert f.evidence["n_duplicate_groups"] == 1 and f.evidence["n_extra_copies"] == 2
     assert f.evidence["n_groups_conflicting_gold"] == 1 and f.evidence["question_ids"] == ["0001", "0002", "0003"]
-    assert f.effect_pp == pytest.approx(100 * (1 / 2 - 2 / 4), abs=0.01)
+    assert f.effect_pp == pytest.approx(100 * (1 / 2 - 2 / 4), abs=0.01) and f.effect_is_zero
 
 
 def test_sampling_without_seed() -> None:
@@ -243,6 +265,13 @@ def test_ledger_contradictions_upstream_and_downstream() -> None:
     rows = {"cti_bench": suite_ledger(load_suite(SUITES / "cti_bench" / "suite.toml"))}
     up = only(diagnose([run_of(p, recs)], ledger_rows=rows), "FM15-documented-vs-released")
     assert up.field == "prompt.template" and up.model == "*" and "needs new generations" in up.effect
+    # the sentence quotes what differs in the templates' text, not the suite's template key names
+    assert ("its system message (documented none, released 'You are a cybersecurity expert specializing in "
+            "cyberthreat intelligence.')") in up.hypothesis
+    assert "its user text (documented 'You are a cybersecurity expert specializing in cyber threat" in up.hypothesis
+    assert "= 'documented'" not in up.hypothesis and "'released'" not in up.hypothesis
+    assert up.evidence["difference"]["user"]["released"] == "{prompt}"
+    assert up.evidence["template_names"] == {"documented": "documented", "released": "released"}
     fake = {"cti_bench": {"cells": {"scoring.denominator": {"values": {"mcq": {
         "scoring.denominator": {"documented": "total", "released": "valid"}}}}}}}
     down = only(diagnose([run_of(p, recs)], ledger_rows=fake), "FM15-documented-vs-released")
@@ -288,7 +317,8 @@ def test_render_without_findings() -> None:
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory: pytest.TempPathFactory) -> list:
+def published_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, Any, dict]:
+    """The 17 published runs (AthenaBench runs-mini, CTI-Bench responses) imported, their resources and ledger rows."""
     from pytest_benchaudit.audit.importers import (
         import_athenabench_runs,
         import_cti_bench_responses,
@@ -302,7 +332,18 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> list:
     runs = [LoadedRun(p.name, *load_run(p)) for d in ("athena", "cti") for p in sorted((root / d).iterdir())]
     assert len(runs) == 17
     rows = {b: suite_ledger(load_suite(SUITES / b / "suite.toml")) for b in ("athenabench", "cti_bench")}
-    return diagnose(runs, resources=_Resources(SUITES, str(data)), ledger_rows=rows)
+    return runs, _Resources(SUITES, str(data)), rows
+
+
+@pytest.fixture(scope="module")
+def published_report(published_runs: tuple[list, Any, dict]) -> Any:
+    runs, resources, rows = published_runs
+    return diagnose_report(runs, resources=resources, ledger_rows=rows)
+
+
+@pytest.fixture(scope="module")
+def published(published_report: Any) -> list:
+    return published_report.findings
 
 
 def _find(findings: list, fm: str, bench: str, task: str, model: str) -> Any:
@@ -314,13 +355,20 @@ def _find(findings: list, fm: str, bench: str, task: str, model: str) -> Any:
 def test_published_qwen3_4b_athena_vsp_hidden_invalid(published: list) -> None:
     f = _find(published, "FM01-valid-only-denominator", "athenabench", "vsp", "Qwen/Qwen3-4B-Instruct-2507")
     assert f.evidence["n"] == 200 and f.evidence["n_invalid"] == 90
-    assert f.effect_pp == pytest.approx(-48.6, abs=0.1)
+    # 78.2 over the 110 valid vectors -> the same sum over 200 at no credit for the 90 unreadable ones
+    assert f.effect_pp == pytest.approx(-35.2, abs=0.1)
+    assert "90 answers could not be read (unparseable 90)" in f.hypothesis
+    assert "scoring.invalid_credit 0" in f.effect
 
 
 def test_published_gemini_cti_rcm_dropped_answers(published: list) -> None:
     f = _find(published, "FM01-valid-only-denominator", "cti_bench", "rcm", "Gemini-1.5")
     assert f.evidence["n"] == 1000 and f.evidence["n_invalid"] == 77
     assert f.effect_pp == pytest.approx(-5.1, abs=0.1)
+    # the 77 are the notebook's literal 'Error' cells: failed API calls, not unreadable answers
+    assert f.evidence["invalid_reasons"] == {"inference_error": 77}
+    assert "77 requests failed (no answer came back: inference_error 77)" in f.hypothesis
+    assert "could not be read" not in f.hypothesis
 
 
 def test_published_other_findings(published: list) -> None:
@@ -371,3 +419,231 @@ def test_diagnose_a_pytest_run(pytester: pytest.Pytester, capsys: pytest.Capture
     assert found["FM03-token-budget-truncation"]["evidence"]["question_ids"] == ["d6_TRUNC"]
     assert found["FM04-budget-below-provider-minimum"]["evidence"]["question_ids"] == ["d7_BUDGET"]
     assert all(f["model"] == "m" and f["benchmark"] == "diag" for f in doc["findings"])
+
+
+# --------------------------------------------------------------------------- merged, folded, sorted
+
+
+def test_dataset_problems_are_one_finding_per_task_not_per_model() -> None:
+    p = pipeline("cti_bench", "mcq", sets=[("scoring.denominator", "total")])
+    prompts = ["Which port does SSH use?", "which port does  SSH use?", "Something else", "Another one"]
+
+    def answers(model: str, texts: list[str]) -> list[dict[str, Any]]:
+        return [record(p, f"{i:04d}", "A", t, prompt=prompts[i], model=model) for i, t in enumerate(texts)]
+
+    m1 = answers("m1", ["A", "B", "A", "A"])  # the extra copy (0001) was wrong: 3/4 -> 3/3
+    m2 = answers("m2", ["A", "A", "B", "A"])  # the extra copy was right: 3/4 -> 2/3
+    findings = diagnose([run_of(p, m1, "r1"), run_of(p, m2, "r2")])
+    f = only(findings, "FM12-duplicate-questions")  # one finding, not one per model
+    assert f.model == "*" and f.evidence["models"] == ["m1", "m2"]
+    assert f.evidence["effect_by_model"] == {"m1": pytest.approx(25.0, abs=0.01),
+                                             "m2": pytest.approx(100 * (2 / 3 - 3 / 4), abs=0.01)}
+    assert f.effect_pp == pytest.approx(25.0, abs=0.01) and "the largest move of the 2 models' records (m1)" in f.effect
+    assert "(the same in the records of 2 models)" in f.hypothesis
+
+
+def test_zero_effect_findings_are_folded_into_a_count() -> None:
+    p = pipeline("cti_bench", "mcq", sets=[("scoring.denominator", "total")])
+    dup = [record(p, "0001", "A", "A", prompt="Which port does SSH use?"),
+           record(p, "0002", "A", "A", prompt="which port does  SSH use?"),
+           record(p, "0003", "B", "A", prompt="Which port does SSH use?"),
+           record(p, "0004", "C", "D", prompt="Something else")]  # 2/4 -> 1/2 without the copies: no move
+    q = pipeline("cti_bench", "mcq")
+    hidden = [record(q, "0001", "A", "A"), record(q, "0002", "A", "no idea")]
+    report = diagnose_report([run_of(p, dup, "dup"), run_of(q, hidden, "hidden")])
+    assert ids(report.findings) == {"FM01-valid-only-denominator"}
+    assert [f.failure_mode for f in report.folded] == ["FM12-duplicate-questions"]
+    assert report.folded[0].effect_is_zero and report.folded[0].effect_pp == 0.0
+    text = render(report.findings, 2, report.folded)
+    assert ("1 more findings re-scored or recomputed to an effect of 0.0 (the headline does not move), not listed: "
+            "FM12 x1") in text
+    assert "FM12-duplicate-questions" not in text.split("failure mode")[-1]  # not counted among the listed
+    doc = to_json(report.findings, 2, report.folded)
+    assert doc["n_folded"] == 1 and doc["folded"][0]["failure_mode"] == "FM12-duplicate-questions"
+    assert [f["failure_mode"] for f in doc["findings"]] == ["FM01-valid-only-denominator"]
+
+
+def test_findings_sorted_by_absolute_effect() -> None:
+    p = pipeline("cti_bench", "mcq")  # valid-only denominator
+    # names chosen so that no order by benchmark, task or model gives the order by effect
+    small = [record(p, f"{i:04d}", "A", "A", model="a-small") for i in range(9)] + [
+        record(p, "0009", "A", "?", model="a-small")]
+    large = [record(p, "0001", "A", "A", model="z-large"), record(p, "0002", "A", "?", model="z-large")]
+    c = pipeline("cybermetric", "cm80", "standardized")
+    sampled = [record(c, "0001", "A", "ANSWER: A", params={"temperature": 0.7}, model="sampled")]
+    findings = diagnose([run_of(p, small, "a"), run_of(c, sampled, "b"), run_of(p, large, "c")])
+    assert [(f.failure_mode[:4], f.model) for f in findings] == [("FM01", "z-large"), ("FM01", "a-small"),
+                                                                  ("FM14", "sampled")]
+    assert [f.effect_pp for f in findings] == [pytest.approx(-50.0), pytest.approx(-10.0), None]
+
+
+def test_published_findings_sorted_and_without_zero_effects(published_report: Any) -> None:
+    listed = published_report.findings
+    with_pp = [abs(f.effect_pp) for f in listed if f.effect_pp is not None]
+    assert with_pp == sorted(with_pp, reverse=True)
+    first_none = next(i for i, f in enumerate(listed) if f.effect_pp is None)
+    assert all(f.effect_pp is None for f in listed[first_none:])
+    assert not any(f.effect_is_zero for f in listed) and all(f.effect_is_zero for f in published_report.folded)
+    # FM05's +0.0 findings are counted apart, not listed
+    assert {f.failure_mode for f in published_report.folded} >= {"FM05-reasoning-left-in-text"}
+    # the duplicate questions of CTI-Bench's RCM, RCM-2021 and VSP: one finding per task, all five models
+    dups = [f for f in listed if f.failure_mode == "FM12-duplicate-questions"]
+    assert sorted(f.task for f in dups) == ["rcm", "rcm_2021", "vsp"]
+    assert all(f.model == "*" and len(f.evidence["models"]) == 5 for f in dups)
+
+
+# --------------------------------------------------------------------------- whole groups and the card
+
+
+def test_a_group_whose_every_answer_is_invalid_is_a_finding() -> None:
+    p = pipeline("cti_bench", "mcq")
+    down = [record(p, f"{i:04d}", "A", "", finish=None, error="HTTP 503: upstream unavailable") for i in range(3)]
+    f = only(diagnose([run_of(p, down)]), "BA03-endpoint-or-format-failure")
+    assert f.evidence["invalid_reasons"] == {"inference_error": 3} and "endpoint failed every request" in f.hypothesis
+    assert "HTTP 503" in f.hypothesis and f.effect_pp is None
+    prose = [record(p, f"{i:04d}", "A", "I would go with the second one.") for i in range(3)]
+    g = only(diagnose([run_of(p, prose)]), "BA03-endpoint-or-format-failure")
+    assert "the answers are in a format extraction.rule 'last_line_letter' never reads" in g.hypothesis
+    assert g.evidence["invalid_reasons"] == {"unparseable": 3}
+    # one readable answer: the group has a score, no BA03
+    assert "BA03-endpoint-or-format-failure" not in ids(diagnose([run_of(p, prose + [record(p, "0009", "A", "A")])]))
+
+
+def test_card_lint_finds_what_the_server_did_not_enforce() -> None:
+    one = pipeline("cybermetric", "cm80", "standardized", sets=[("inference.max_tokens", 1)])
+    # the server ignored max_tokens=1: full answers, finish 'stop', nothing for FM03 to see
+    recs = [record(one, "0001", "A", "ANSWER: A", model=m) for m in ("m1", "m2")]
+    findings = diagnose([run_of(one, [recs[0]], "r1"), run_of(one, [recs[1]], "r2")])
+    lint = only(findings, "BA04-card-lint")
+    assert lint.evidence["lint"] == "max_tokens_1_generative" and lint.field == "inference.max_tokens"
+    assert lint.model == "*" and lint.evidence["models"] == ["m1", "m2"]  # one card, one finding
+    assert "FM03-token-budget-truncation" not in ids(findings)
+    # a newline stop while the outputs carry reasoning
+    nl = pipeline("cybermetric", "cm80", "standardized", sets=[("inference.stop", ["\n"])])
+    f = only(diagnose([run_of(nl, [record(nl, "0001", "A", "<think>short</think>ANSWER: A")])]), "BA04-card-lint")
+    assert f.evidence["lint"] == "newline_stop_with_reasoning" and f.field == "inference.stop"
+    # a budget below the longest gold answer, and a stop sequence inside a gold answer
+    taa = pipeline("athenabench", "taa", sets=[("inference.max_tokens", 2), ("inference.stop", ["Group"]),
+                                              ("scoring.metric", "exact_match")])
+    got = diagnose([run_of(taa, [record(taa, "0001", "Wizard Spider Group", "Wizard Spider Group", choices=None)])])
+    lints = {f.evidence["lint"]: f for f in got if f.failure_mode == "BA04-card-lint"}
+    assert set(lints) == {"budget_below_gold", "stop_inside_gold"}
+    assert lints["budget_below_gold"].evidence["longest_gold_words"] == 3
+    # MMLU's released max_tokens=1 reads log-probabilities, not text: no lint
+    mmlu = pipeline("mmlu_cs", "mcq")
+    assert mmlu.inference.max_tokens == 1
+    assert "BA04-card-lint" not in ids(diagnose([run_of(mmlu, [record(mmlu, "0001", "A", " A")])]))
+
+
+def test_mmlu_released_on_an_endpoint_without_logprobs_names_the_cause(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """MMLU's released pipeline (evaluate.py's bare except) on an endpoint that returns no log-probabilities
+    scores its fallback 'A' for every question: diagnose says so (BA05), and blames no extraction rule."""
+    from conftest import only_run_dir, read_run
+
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    data = real_data_dir()
+    if not (data / "mmlu-computer-security" / "computer_security_test.csv").is_file():
+        pytest.skip("real MMLU computer_security data missing under $BENCHAUDIT_DATA")
+    with ScriptedServer(lambda call: Reply(content=" B", top_logprobs=None)) as server:
+        result = pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(data), "--limit", "8", "--no-cache",
+                                    "--model", f"m@{server.url}", "--pipeline", "released", "--report-dir", "out")
+    assert result.ret in (0, 1), result.stdout.str()[-2000:]
+    run_dir = only_run_dir(pytester.path / "out")
+    records = read_run(run_dir)["records"]
+    assert len(records) == 8 and {r["prediction"] for r in records} == {"A"}
+    capsys.readouterr()
+    assert main(["diagnose", str(run_dir), "--json", "--no-ledger"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    found = {f["failure_mode"]: f for f in doc["findings"] + doc["folded"]}
+    f = found["BA05-logprobs-missing"]
+    assert f["evidence"]["n_without_logprobs"] == 8 and f["evidence"]["fallback_predictions"] == {"A": 8}
+    n_gold_a = sum(1 for r in records if r["gold"] == "A")  # the fallback is right exactly where the gold is A
+    assert f["evidence"]["n_fallback_correct"] == n_gold_a
+    assert f["effect_pp"] == pytest.approx(-100 * n_gold_a / 8, abs=0.01)
+    assert "does not return logprobs" in f["hypothesis"]
+    assert not {"FM06-letters-read-anywhere", "FM07-echoed-options-scored", "BA03-endpoint-or-format-failure"} & set(found)
+
+
+# --------------------------------------------------------------------------- effects recomputed from the records
+
+
+def _headline(records: list[dict[str, Any]], denominator: str) -> float:
+    """The task's headline by hand: the mean item score over the valid items or over all of them."""
+    counted = [r for r in records if r["valid"]] if denominator == "valid" else records
+    return sum(float(r["score"]) for r in counted) / len(counted)
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _user_text(rec: dict[str, Any]) -> str:
+    req = rec.get("request") or {}
+    if req.get("prompt"):
+        return _fold(req["prompt"])
+    users = [m["content"] for m in req.get("messages") or () if m.get("role") == "user"]
+    return _fold(users[-1]) if users else ""
+
+
+def test_published_effects_equal_a_recomputation_from_the_records(published_runs: tuple[list, Any, dict],
+                                                                  published_report: Any) -> None:
+    """Every published FM01, FM12 and BA02 effect, recomputed by hand from records.jsonl (means of the stored
+    item scores; duplicates grouped here from the prompts), and every re-scored one (FM05, FM06, FM15) from the
+    records re-scored with the field changed and averaged by hand."""
+    from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
+
+    runs, resources, _ = published_runs
+    by_key = {}
+    for run in runs:
+        for rec in run.records:
+            by_key.setdefault((rec["benchmark"], rec["task"], rec["model"]), (run, []))[1].append(rec)
+    checked: dict[str, int] = {}
+    for f in published_report.findings + published_report.folded:
+        models = list(f.evidence.get("effect_by_model") or {}) if f.model == "*" else [f.model]
+        if not models or f.effect_kind == "none":
+            continue
+        for model in models:
+            run, recs = by_key[(f.benchmark, f.task, model)]
+            card = run.meta["pipeline_cards"][f"{f.benchmark}.{f.task}"]
+            denominator = card["fields"]["scoring.denominator"]
+            old = _headline(recs, denominator)
+            fm = f.failure_mode
+            if fm == "FM01-valid-only-denominator":
+                new = _headline(recs, "total")
+            elif fm == "FM12-duplicate-questions":
+                seen: set[str] = set()
+                kept = []
+                for r in recs:
+                    if _user_text(r) not in seen:
+                        kept.append(r)
+                    seen.add(_user_text(r))
+                new = _headline(kept, denominator)
+            elif fm == "BA02-free-text-near-miss":
+                assert f.effect_pp == pytest.approx(100 * f.evidence["n_near_miss"] / f.evidence["n"], abs=0.01)
+                checked[fm] = checked.get(fm, 0) + 1
+                continue
+            elif fm in ("FM05-reasoning-left-in-text", "FM06-letters-read-anywhere", "FM15-documented-vs-released"):
+                field_value = {"FM05-reasoning-left-in-text": ("extraction.reasoning", "strip"),
+                               "FM06-letters-read-anywhere": ("extraction.rule", f.evidence.get("strict_rule")),
+                               "FM15-documented-vs-released": (f.field, f.evidence.get("documented"))}[fm]
+                stored = pipeline_from_card(card)
+                target = retarget(stored, None, [field_value])
+                flagged = set(f.evidence.get("question_ids") or ())
+                if fm == "FM06-letters-read-anywhere":
+                    assert f.evidence["n_letter_not_standalone"] == len(flagged)  # all flagged ids are quoted
+                new_recs = rescore_records(
+                    recs, lambda r: target if fm != "FM06-letters-read-anywhere" or r["question_id"] in flagged
+                    else stored, lambda b, t: resources(b, t, target.scoring.metric))
+                new = _headline(new_recs, target.scoring.denominator)
+            else:
+                continue
+            expected = (f.evidence["effect_by_model"][model] if f.model == "*" else
+                        (f.effect_pp if f.effect_pp is not None else f.effect_delta))
+            lower = card["fields"]["scoring.metric"] == "cvss_abs_diff_cti"
+            got = round(new - old, 6) if lower else round(100 * (new - old), 2)
+            assert expected == pytest.approx(got, abs=1e-6 if lower else 0.011), (fm, f.task, model)
+            checked[fm] = checked.get(fm, 0) + 1
+    assert {"FM01-valid-only-denominator", "FM12-duplicate-questions", "FM05-reasoning-left-in-text",
+            "FM06-letters-read-anywhere", "FM15-documented-vs-released", "BA02-free-text-near-miss"} <= set(checked)

@@ -56,7 +56,11 @@ def test_cybermetric_prompt_template_contradicted_readme_vs_code(ledger: dict) -
     cell = row(ledger, "cybermetric")["cells"]["prompt.template"]
     assert cell["status"] == CONTRADICTED
     assert cell["tasks"] == {"cm80": CONTRADICTED, "cm500": CONTRADICTED, "cm2000": CONTRADICTED}
-    assert cell["values"]["cm80"]["prompt.template"] == {"documented": "documented", "released": "released"}
+    value = cell["values"]["cm80"]["prompt.template"]
+    assert (value["documented"], value["released"]) == ("documented", "released")
+    # the names stand for texts: the ledger says which template fields differ and how
+    assert value["content"]["system"]["released"] == "You are a security expert who answers questions."
+    assert "<xml>answer</xml>" in value["content"]["system"]["documented"]
     assert 'documented "documented", released "released"' in cell["note"]
     assert "README.md 'Prompt' section" in cell["note"] and "CyberMetric_evaluator.py ask_llm()" in cell["note"]
     # documented (README make_messages): chat, a system message, no exemplars -> as released

@@ -46,6 +46,12 @@ CTI_OVERRIDE_REASON = {"taa": "the released extraction was manual (format_taa on
                               "the published names are its result, read whole ('whole_answer')"}
 
 
+# model-prediction.ipynb writes the literal cell 'Error' when the model's API call raised: the
+# request failed, so it is an inference error, not an answer the rule could not read.
+API_ERROR_CELL = "Error"
+API_ERROR_DETAIL = "the released response is the notebook's 'Error' cell: the API call failed, no answer came back"
+
+
 def _cti_request(ctx: _TaskContext, suite: Suite, question: Question, model: str) -> Request:
     req = render_request(ctx.pipeline, suite.templates[ctx.pipeline.prompt.template], question)
     if not model.lower().startswith("chatgpt") and req.messages and req.messages[0].role == "system":
@@ -121,7 +127,8 @@ def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path,
             for (label, row), question in bar.count(zip(rows, ctx.questions)):
                 answer = row[model]
                 extra = {"released_prediction": answer, "source_row": label}
-                rec = _record(ctx, question, _cti_request(ctx, suite, question, model), answer, model, extra)
+                rec = _record(ctx, question, _cti_request(ctx, suite, question, model), answer, model, extra,
+                              error=API_ERROR_DETAIL if answer.strip() == API_ERROR_CELL else None)
                 records.append(rec)
                 same = rec["valid"] and (rec["prediction"] or "").upper() == answer.strip().upper()
                 agree += same
