@@ -638,5 +638,6 @@ def test_a_run_directory_removed_during_the_run_is_one_line(pytester: pytest.Pyt
                                     "--report-dir", "out", "-p", "vanish", "-k", "mcq")
     out = result.stdout.str() + result.stderr.str()
     no_traceback(out)
-    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "benchaudit: cannot finish the run directory" in out and "no summary was written" in out
+    assert "STOPPED: the run directory could not be finished; the run directory is gone" in out

@@ -49,6 +49,7 @@ from pytest_benchaudit.pipeline.card import merge_cards, run_warnings, suite_che
 from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
 from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
 from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
+from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
@@ -244,6 +245,11 @@ class Controller:
         self.answers = ""  # the bounded list of wrong/invalid answers, rendered at the end
         self.results: list[dict[str, Any]] = []
         self.finish_error: str | None = None  # the run directory could not be finished (see pytest_sessionfinish)
+        # Why the run stopped before every question was asked and recorded (Ctrl-C, the inference
+        # process died, a write failed); None while it has not.  Such a run ends with exit status 2.
+        self.stopped: str | None = None
+        self.write_error: str | None = None  # the first failed write to the run directory (it stops the run)
+        self.session: pytest.Session | None = None
         self.benchmarks: list[dict[str, Any]] = []
         self.verdicts: list[GateVerdict] = []
         # --resume: keys of the records already in the run directory, and what its run.json held.
@@ -401,7 +407,10 @@ class Controller:
                 self.run_dir = RunDirectory(self.opts.report_dir, new_run_id(slug))
             except RunDirError as err:  # checked at start-up; this is the race (the folder went away since)
                 pytest.exit(str(err), returncode=pytest.ExitCode.USAGE_ERROR)
-            self.run_dir.write_run(**self._run_meta())
+            try:
+                self.run_dir.write_run(**self._run_meta())
+            except (RunDirError, OSError) as err:  # the disk is full from the start
+                self._write_failed(err)
         return self.run_dir
 
     @pytest.hookimpl(optionalhook=True)
@@ -438,17 +447,68 @@ class Controller:
         record = getattr(report, "benchaudit_record", None)
         if report.skipped and self.opts.max_cost is not None and "not asked: --max-cost" in str(report.longrepr):
             self.not_asked_cost += 1
-        if record is None or self.run_dir is None:
+        if record is None or self.run_dir is None or self.write_error:
             return
         if self.recorded and record_key(record) in self.recorded:
             # Already in the resumed run (a worker that did not deselect it): recorded once only.
             self.duplicates += 1
             return
-        if self.run_dir.append(record) and self._follow:
+        try:
+            flushed = self.run_dir.append(record)
+        except OSError as err:  # disk full, file too large, the folder went away
+            self._write_failed(err)
+            return
+        if flushed and self._follow:
             self._catch_up()
         self._note_served(record)
         if record.get("invalid_reason") == "endpoint_down":
             self._endpoint_down(record)
+
+    def _write_failed(self, err: OSError | RunDirError) -> None:
+        """The first failed write stops the run: nothing more is asked (pytest stops after the
+        running item), what reached the disk is kept, and ``--resume`` asks the rest."""
+        if self.write_error:
+            return
+        where = self.run_dir.records_path if self.run_dir is not None else self.opts.report_dir
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        self.write_error = f"cannot write {where}: {reason}" if isinstance(err, OSError) else str(err)
+        self.stopped = f"a write to the run directory failed ({self.write_error})"
+        runner = self.opts.state.runner
+        engine = getattr(runner, "engine", None) if runner is not None else None
+        if engine is not None and hasattr(engine, "close_soon"):  # the inference process stops asking now
+            engine.close_soon()
+        if self.session is not None:
+            self.session.shouldstop = f"benchaudit: {self.write_error}; nothing more is asked"
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """Ctrl-C (SIGINT), a dead inference process (``pytest.exit`` with status 2) or a failed
+        write (``session.shouldstop``): the run stops early; the end of the run says so."""
+        error = excinfo.value
+        if isinstance(error, pytest.exit.Exception):
+            if error.returncode == pytest.ExitCode.INTERRUPTED and not self.stopped:
+                self.stopped = str(error.msg).removeprefix("benchaudit: ")
+        elif not self.stopped:
+            self.stopped = "interrupted (Ctrl-C or SIGINT)"
+
+    def resume_command(self) -> str:
+        """The command that continues this run: its own arguments (secrets masked) with ``--resume``."""
+        import shlex
+
+        args = _clean_argv(list(self.config.invocation_params.args))
+        kept: list[str] = []
+        skip = False
+        for arg in args:  # a resumed run's own --resume gives way to this one
+            if skip:
+                skip = False
+            elif arg == "--resume":
+                skip = True
+            elif not arg.startswith("--resume="):
+                kept.append(arg)
+        path = self.run_dir.path if self.run_dir is not None else "RUN_DIR"
+        return shlex.join(["pytest", *kept, "--resume", str(path)])
 
     def _catch_up(self) -> None:
         """Digest the records flushed so far (see :class:`RecordsDigest`)."""
@@ -496,10 +556,10 @@ class Controller:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.ensure_newline()
-            reporter.write_line(redact(f"benchaudit: model {model}: endpoint down — {why}. Its remaining questions are "
-                                       f"recorded invalid (endpoint_down) without being asked; --resume "
-                                       f"{self.run_dir.path if self.run_dir else 'RUN_DIR'} asks them later."),
-                                yellow=True, bold=True)
+            reporter.write_line(printable(redact(
+                f"benchaudit: model {model}: endpoint down — {why}. Its remaining questions are recorded invalid "
+                f"(endpoint_down) without being asked; --resume {self.run_dir.path if self.run_dir else 'RUN_DIR'} "
+                "asks them later.")), yellow=True, bold=True)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -509,13 +569,18 @@ class Controller:
         engine = getattr(runner, "engine", None) if runner is not None else None
         if engine is not None and hasattr(engine, "close_soon"):  # nothing more is asked: the inference
             engine.close_soon()  # process stops while the summary is written
+        if self.write_error:  # what reached the disk stays as it is; no summary of a part of the run
+            self.run_dir.abandon()
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+            return
         try:
             self._finish(session, exitstatus, engine)
         except (RunDirError, OSError) as err:
             # The folder went away or the disk filled up during the run: one line, no traceback.
             self.finish_error = (f"benchaudit: cannot finish the run directory {self.run_dir.path}: {err}; no summary "
                                  "was written")
-            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            self.stopped = self.stopped or "the run directory could not be finished"
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def _finish(self, session: pytest.Session, exitstatus: int, engine: Any = None) -> None:
         """Summarise records.jsonl, write summary.json and run.json (with ``engine``'s cache
@@ -555,15 +620,32 @@ class Controller:
         if self.verdicts:
             # With gates, the gates alone decide: wrong answers are measurements, not test errors.
             session.exitstatus = pytest.ExitCode.OK if all(v.passed for v in self.verdicts) else pytest.ExitCode.TESTS_FAILED
-        if self.not_asked:
-            # Questions were never asked: no score (and no gate) of this run is complete.
+        if self.not_asked or self.stopped:
+            # Questions were never asked (or their answers not recorded): no score, and no gate, of
+            # this run is complete.
             session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+    def _write_stopped(self, terminalreporter: Any) -> None:
+        """An abnormal end: why, what is kept, the exit status and the command that continues it."""
+        assert self.run_dir is not None and self.stopped is not None
+        if not self.run_dir.records_path.is_file():
+            terminalreporter.write_line(printable(redact(f"STOPPED: {self.stopped}; the run directory is gone (run "
+                                                         "again); exit status 2")), red=True, bold=True)
+            return
+        terminalreporter.write_line(printable(redact(
+            f"STOPPED: {self.stopped}; the records written before it are kept; exit status 2. Continue it (asks "
+            "only what is not recorded):")), red=True, bold=True)
+        terminalreporter.write_line(f"  {redact(self.resume_command())}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.run_dir is None:
             return
-        if self.finish_error:
-            terminalreporter.write_line(redact(self.finish_error), red=True, bold=True)
+        if self.finish_error or self.write_error:
+            if self.finish_error:
+                terminalreporter.write_line(printable(redact(self.finish_error)), red=True, bold=True)
+            if self.stopped:
+                self._write_stopped(terminalreporter)
+            terminalreporter.write_line(f"run directory: {self.run_dir.path}")
             return
         from pytest_benchaudit.report.terminal import render_summary, render_usage
 
@@ -589,9 +671,13 @@ class Controller:
             if stats["enabled"]:
                 terminalreporter.write_line(f"generation cache: {stats['hits']} hits, {stats['misses']} misses")
         for model, n in self.not_asked.items():
-            terminalreporter.write_line(redact(
+            terminalreporter.write_line(printable(redact(
                 f"INCOMPLETE: model {model}: {n:,} questions not asked (endpoint_down: {self.down_reason.get(model)}); "
-                f"exit status 2; `--resume {self.run_dir.path}` with the same options asks them"), red=True, bold=True)
+                f"exit status 2; `--resume {self.run_dir.path}` with the same options asks them")), red=True, bold=True)
+        if self.not_asked and not self.stopped:
+            terminalreporter.write_line(f"  {redact(self.resume_command())}")
+        if self.stopped:
+            self._write_stopped(terminalreporter)
         if self.resumed_from:
             terminalreporter.write_line(f"resumed: {len(self.recorded)} items already recorded were not asked again")
         if self.duplicates:

@@ -102,7 +102,7 @@ def _engine_alive() -> Iterator[None]:
     try:
         yield
     except InferenceProcessError as err:
-        pytest.exit(f"benchaudit: {err}", returncode=pytest.ExitCode.INTERNAL_ERROR)
+        pytest.exit(f"benchaudit: {err}", returncode=pytest.ExitCode.INTERRUPTED)
 
 
 def _inference_process_env() -> bool:

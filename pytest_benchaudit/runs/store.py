@@ -159,6 +159,18 @@ class RunDirectory:
         self._records.flush()
         self._last_flush = time.monotonic()
 
+    def abandon(self) -> None:
+        """After a failed write (disk full): close records.jsonl keeping what reached the disk (what
+        still cannot be written is given up; ``--resume`` asks it again), leave run.json unfinished,
+        and release the writer lock as :meth:`finish` does."""
+        try:
+            self._records.close()
+        except OSError:
+            pass
+        lock = getattr(self, "lock", None)
+        if lock is not None:
+            lock.release()
+
     def append_many(self, records: Iterable[dict[str, Any]]) -> None:
         """Append many records with one flush at the end (offline re-scoring, imports)."""
         for record in records:

@@ -280,3 +280,138 @@ def test_control_characters_from_the_endpoint_are_shown_escaped(pytester: pytest
     (wrong,) = [m for name, m in messages.items() if "q0001" in str(name)]
     # escaped by benchaudit, whole (not pytest's XML escape, which writes ESC as "#x1B" and lets CR and C1 through)
     assert wrong.endswith("raw output: Answer: C \\x1b[2J\\x1b]0;pwned\\x07\\x1b[31m\\x00 \\x08\\x9b1m"), wrong
+
+
+# -- abnormal ends: each names the run directory and the command that continues it, exit status 2 --
+
+def _pytest_process(pytester: pytest.Pytester, args: list[str], **popen: Any) -> "subprocess.Popen[str]":
+    """A real ``python -m pytest`` in the pytester directory, its output on pipes (a file limit set
+    for the process does not reach a pipe, as it would reach pytester's own stdout file)."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=pytester.path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def _finish(proc: "subprocess.Popen[str]") -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=180)
+    assert "Traceback" not in out and "INTERNALERROR" not in out and "Exception ignored" not in out, out[-4000:]
+    return proc.returncode, out
+
+
+def _stopped_with_resume(out: str, run_dir: Path) -> list[str]:
+    """The end of an abnormal run: the run directory and the resume command (returned as argv)."""
+    import shlex
+
+    lines = out.splitlines()
+    assert f"run directory: out/{run_dir.name}" in lines, out[-3000:]
+    (command,) = [line.strip() for line in lines if line.strip().startswith("pytest ")
+                  and line.strip().endswith(f"--resume out/{run_dir.name}")]
+    argv = shlex.split(command)
+    assert "suites/faulty" in argv and argv.count("--resume") == 1
+    return argv[1:]
+
+
+def _resume_completes(pytester: pytest.Pytester, argv: list[str], ids: list[str]) -> dict[str, Any]:
+    """Run the printed command: it asks what was not recorded, and every question ends recorded once."""
+    code, out = _finish(_pytest_process(pytester, argv))
+    assert code == 0, out[-3000:]
+    data = read_run(only_run_dir(pytester.path / "out"))
+    assert collections.Counter(r["question_id"] for r in data["records"]) == collections.Counter(ids)
+    assert data["run"]["ended"] and data["summary"]["results"][0]["n"] == len(ids)
+    return data
+
+
+class Paced:
+    """Answers "Answer: A" after ``delay`` seconds; counts completion requests."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay, self.asked, self.lock = delay, 0, threading.Lock()
+
+    def __call__(self, call: Call) -> Reply:
+        with self.lock:
+            self.asked += 1
+        return Reply(content="Answer: A", delay=self.delay)
+
+
+def test_sigint_names_the_run_and_the_resume_command(pytester: pytest.Pytester) -> None:
+    """Ctrl-C mid-run: exit status 2 even though the gate holds on what was answered, the run
+    directory and the command to continue are printed, and that command finishes the run."""
+    import signal
+
+    ids = write_suite(pytester.path, [f"Q{i}" for i in range(40)])
+    paced = Paced(0.1)
+    with ScriptedServer(paced) as server:
+        args = ["suites/faulty", "--model", f"m@{server.url}", *COMMON, "--concurrency", "1", "--gate", "faulty>=0.5"]
+        proc = _pytest_process(pytester, args)
+        deadline = time.monotonic() + 60
+        while paced.asked < 8 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        code, out = _finish(proc)
+        assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
+        run_dir = only_run_dir(pytester.path / "out")
+        assert "STOPPED: interrupted (Ctrl-C or SIGINT)" in out
+        recorded = read_run(run_dir)["records"]
+        assert 0 < len(recorded) < len(ids)
+        _resume_completes(pytester, _stopped_with_resume(out, run_dir), ids)
+
+
+def test_a_killed_inference_process_names_the_run_and_the_resume_command(pytester: pytest.Pytester) -> None:
+    from test_inference_process import PID_PLUGIN
+
+    ids = write_suite(pytester.path, [f"Q{i}" for i in range(12)])
+    pytester.makepyfile(pidplugin=PID_PLUGIN)
+    with ScriptedServer(Paced(0.05)) as server:
+        args = ["suites/faulty", "--model", f"m@{server.url}", *COMMON, "--concurrency", "1", "-p", "pidplugin"]
+        import os
+
+        code, out = _finish(_pytest_process(pytester, args, env={**os.environ, "KILL_AT": "4"}))
+        assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
+        assert "STOPPED: the inference process exited with status -9" in out
+        _resume_completes(pytester, _stopped_with_resume(out, only_run_dir(pytester.path / "out")), ids)
+
+
+def test_a_tripped_breaker_prints_the_resume_command(pytester: pytest.Pytester) -> None:
+    import socket
+
+    write_suite(pytester.path, [f"Q{i}" for i in range(6)])
+    with socket.socket() as sock:  # a port nothing listens on: every request is refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code, out = _finish(_pytest_process(pytester, ["suites/faulty", "--model", f"m@http://127.0.0.1:{port}/v1",
+                                                   *COMMON, "--max-retries", "0", "--breaker", "2",
+                                                   "--concurrency", "1"]))
+    assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert "INCOMPLETE: model m:" in out
+    argv = _stopped_with_resume(out, only_run_dir(pytester.path / "out"))
+    assert argv[argv.index("--breaker") + 1] == "2"  # the run's own options, as given
+
+
+def test_the_first_failed_write_stops_the_run(pytester: pytest.Pytester) -> None:
+    """A real failed write: the pytest process runs under RLIMIT_FSIZE (what `ulimit -f` sets), so
+    records.jsonl cannot grow past 24 KiB and the kernel fails the write (EFBIG, "File too large"),
+    as a full disk would (ENOSPC).  The run stops asking at once, keeps what reached the disk, says
+    so in one line with the run directory and the resume command, and exits 2; the command finishes it."""
+    import resource
+
+    limit = 24 * 1024
+    ids = write_suite(pytester.path, [f"Q{i}" for i in range(150)])
+    paced = Paced(0.01)
+    with ScriptedServer(paced) as server:
+        args = ["suites/faulty", "--model", f"m@{server.url}", *COMMON, "--concurrency", "1"]
+        code, out = _finish(_pytest_process(
+            pytester, args, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))))
+        assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
+        run_dir = only_run_dir(pytester.path / "out")
+        assert f"benchaudit: cannot write out/{run_dir.name}/records.jsonl: File too large" in out, out[-3000:]
+        assert "STOPPED: a write to the run directory failed" in out
+        on_disk = (run_dir / "records.jsonl").read_bytes()
+        assert len(on_disk) <= limit
+        complete = on_disk.count(b"\n")
+        # stopped asking: the questions asked are those recorded, those whose write failed and the
+        # few in flight, not the 150
+        assert paced.asked < complete + 40 < len(ids), (paced.asked, complete)
+        assert not (run_dir / "summary.json").exists()  # no summary of part of a run
+        _resume_completes(pytester, _stopped_with_resume(out, run_dir), ids)
