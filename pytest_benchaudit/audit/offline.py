@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 from pytest_benchaudit.common.errors import BenchauditError, did_you_mean
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.pipeline.variants import card_key as variant_card_key
-from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, is_unspecified
+from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, Pipeline, PipelineError, is_unspecified
 from pytest_benchaudit.common.progress import Progress, iterate
 from pytest_benchaudit.runs.store import RunDirectory
 from pytest_benchaudit.runs.store import load_run as _store_load_run
@@ -121,8 +121,12 @@ def rescore_run(
     suites_dir: Path = Path("suites"),
     data_dir: str | None = None,
     warn: Callable[[str], None] = lambda msg: print(f"warning: {msg}", file=sys.stderr),
+    stages: tuple[str, ...] = DOWNSTREAM_STAGES,
 ) -> tuple[RunDirectory, list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """Re-score ``run_dir`` and write a new run directory; return it with its results and cards."""
+    """Re-score ``run_dir`` and write a new run directory; return it with its results and cards.
+
+    ``layer``: the layer whose ``stages`` are applied (default every downstream stage; ``("extraction",)``
+    changes the extraction fields alone, the other downstream fields kept as stored)."""
     meta, records = load_run(run_dir, warn, require_records=True)
     stored_cards: dict[str, dict[str, Any]] = meta.get("pipeline_cards") or {}
     overrides = overrides or []
@@ -139,7 +143,7 @@ def rescore_run(
             skipped[key] = target
             continue
         try:
-            pipelines[key] = retarget(stored, target, overrides)
+            pipelines[key] = retarget(stored, target, overrides, stages)
         except PipelineError as err:
             raise OfflineError(f"{key}: {err}") from None
         why = _skip_reason(key, pipelines[key])
@@ -161,7 +165,7 @@ def rescore_run(
         lambda bench, task: resources(bench, task, pipelines[f"{bench}.{task}"].scoring.metric
                                       if f"{bench}.{task}" in pipelines else ""),
     )
-    cards = {key: {**p.card(), "dataset_checksums": (stored_cards.get(key) or {}).get("dataset_checksums", {})}
+    cards = {key: _rescored_card(p, stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0]) or {})
              for key, p in pipelines.items()}
     out = RunDirectory(report_dir or run_dir.parent)
     out.append_many(new_records)
@@ -171,12 +175,24 @@ def rescore_run(
     out.finish(
         skipped=skips,
         source={"kind": "rescore", "run_dir": str(run_dir), "run_id": meta.get("run_id"), "pipeline": layer,
-                "overrides": {k: v for k, v in overrides}},
+                "overrides": {k: v for k, v in overrides}, "stages": list(stages) if layer else []},
         rescored_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         models=meta.get("models", []), versions=meta.get("versions", {}),
         pipeline_cards=cards, dataset_checksums=meta.get("dataset_checksums", {}),
     )
     return out, results, cards
+
+
+def _rescored_card(pipeline: Pipeline, stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The card of a re-scored task: the new pipeline's, with what was asked kept from the stored card
+    (its upstream hash, which may cover what the fields do not hold, e.g. a template's text; those
+    materials; the data files' checksums): re-scoring changes nothing upstream."""
+    card = {**pipeline.card(), "dataset_checksums": stored.get("dataset_checksums", {})}
+    if stored.get("upstream_hash"):
+        card["upstream_hash"] = stored["upstream_hash"]
+    if stored.get("materials"):
+        card["materials"] = stored["materials"]
+    return card
 
 
 def _drop_unscorable(key: str, changes: list[tuple[str, list[Any]]], where: str, n: int,

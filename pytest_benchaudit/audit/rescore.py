@@ -82,22 +82,32 @@ def pipeline_from_card(card: Mapping[str, Any]) -> Pipeline:
     })
 
 
-def retarget(stored: Pipeline, layer: Pipeline | None, overrides: list[tuple[str, Any]]) -> Pipeline:
-    """The pipeline to re-score with: ``layer``'s downstream stages (if given) on the stored
-    upstream ones, then ``overrides``.  Raises :class:`UpstreamChange` when an override
-    touches an upstream field with a different value."""
+def retarget(stored: Pipeline, layer: Pipeline | None, overrides: list[tuple[str, Any]],
+             stages: tuple[str, ...] = DOWNSTREAM_STAGES) -> Pipeline:
+    """The pipeline to re-score with: ``layer``'s ``stages`` (if a layer is given; by default every
+    downstream stage, ``("extraction",)`` for the paper's extraction-only change) on the stored
+    other stages, then ``overrides``.  Raises :class:`UpstreamChange` when an override touches an
+    upstream field with a different value, :class:`PipelineError` when ``stages`` names an upstream
+    stage."""
     base = stored
     if layer is not None:
+        if any(stage not in DOWNSTREAM_STAGES for stage in stages):
+            raise PipelineError(f"re-scoring takes downstream stages only ({', '.join(DOWNSTREAM_STAGES)}); "
+                                f"got {', '.join(stages)}")
         data = stored.model_dump(mode="json")
         target = layer.model_dump(mode="json")
-        for stage in DOWNSTREAM_STAGES:
+        for stage in stages:
             data[stage] = target[stage]
         skipped = upstream_differences(stored, layer)
-        data["name"] = layer.name
-        data["why"] = {k: v for k, v in layer.why.items() if k.split(".")[0] in DOWNSTREAM_STAGES}
+        kept = [stage for stage in DOWNSTREAM_STAGES if stage not in stages]
+        data["name"] = layer.name if not kept else f"{layer.name}~{'+'.join(stages)}"
+        data["why"] = {**{k: v for k, v in stored.why.items() if k.split(".")[0] in kept},
+                       **{k: v for k, v in layer.why.items() if k.split(".")[0] in stages}}
         data["notes"] = [*layer.notes] + ([
             "Re-scored offline from a run made under '" + stored.name + "': its upstream fields were kept "
-            "(changing them needs new generations): " + "; ".join(skipped)] if skipped else [])
+            "(changing them needs new generations): " + "; ".join(skipped)] if skipped else []) + ([
+            f"Only the {', '.join(stages)} fields of '{layer.name}' applied; {', '.join(kept)} kept as stored "
+            f"under '{stored.name}'"] if kept else [])
         data["overrides"] = {}
         base = Pipeline.model_validate(data)
     new = apply_overrides(base, overrides)
@@ -128,9 +138,11 @@ def record_generation(rec: Mapping[str, Any]) -> Generation:
     )
 
 
-# Fields a re-scored record takes over from the stored one unchanged (what happened upstream).
+# Fields a re-scored record takes over from the stored one unchanged (what happened upstream).  The
+# upstream hash too: re-scoring changes nothing that was asked, and the stored hash may cover what the
+# fields do not hold (a template's text), which a pipeline rebuilt from the card cannot recompute.
 _KEPT = ("item_id", "usage", "latency_s", "attempts", "served_model", "from_cache", "asks", "earlier_outputs",
-         "timestamp")
+         "timestamp", "upstream_hash")
 
 
 def rescore_records(

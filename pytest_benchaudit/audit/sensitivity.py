@@ -9,12 +9,19 @@ denominator)?  Each run given to ``--sensitivity`` is classified against the bas
 - **re-scored** (``downstream``): same upstream hash and the same raw output for every shared
   question (what ``benchaudit rescore`` and ``sweep`` write).
 
-The regenerated runs form one run set and the re-scored runs another; each is compared with the
-base as ``compare`` compares two sets (benchmark ranking by mean task rank over the tasks both
-have, among the models both score on all of them; Spearman rho with a 95% percentile CI from the
-paired bootstrap over questions).  ``rho_gen`` and ``rho_ext`` per benchmark: 1 = the change kept
-the ranking, lower = it reordered the models.  A benchmark without runs of one kind has that rho
-null, with the reason.
+A re-scored run's ``scope`` says which downstream fields its cards change against the base's:
+``extraction`` when every field that differs is an ``extraction.*`` field (what the paper's
+extraction sensitivity changes: how the answer is read, nothing else), ``downstream`` otherwise
+(scoring or aggregation fields too, or no field named: the cards do not say what moved).
+
+The regenerated runs form one run set, the extraction-only re-scored runs another and every other
+re-scored run a third; each is compared with the base as ``compare`` compares two sets (benchmark
+ranking by mean task rank over the tasks both have, among the models both score on all of them;
+Spearman rho with a 95% percentile CI from the paired bootstrap over questions).  Per benchmark:
+``rho_gen`` (regenerated), ``rho_ext`` (the paper's rho_ext: extraction fields only) and
+``rho_downstream`` (every downstream field at once: extraction, scoring, aggregation); 1 = the change
+kept the ranking, lower = it reordered the models.  A benchmark without runs of one kind has that
+rho null, with the reason.
 """
 
 from __future__ import annotations
@@ -25,17 +32,23 @@ from pytest_benchaudit.audit.compare.oneset import analyse_set
 from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.audit.compare.twosets import compare_sets
 
-__all__ = ["classify_runs", "sensitivity_table", "render_sensitivity"]
+__all__ = ["classify_runs", "sensitivity_table", "render_sensitivity", "COLUMNS"]
 
 KINDS = {"upstream": "regenerated (upstream change)", "downstream": "re-scored (downstream change)"}
+#: The run sets of the table: (short name of its rho, kind, scope, what it is).
+COLUMNS = (("gen", "upstream", None, "regenerated (upstream change)"),
+           ("ext", "downstream", "extraction", "re-scored changing extraction fields only (the paper's rho_ext)"),
+           ("downstream", "downstream", "downstream",
+            "re-scored changing every downstream field (extraction, scoring, aggregation)"))
 
 
-def _upstream_fields(base_cards: dict[str, Any], cards: dict[str, Any], key: str) -> list[str]:
-    """Names of the dataset/prompt/inference fields whose value differs between two cards of a task."""
+def _upstream_fields(base_cards: dict[str, Any], cards: dict[str, Any], key: str,
+                     stages: tuple[str, ...] = ("dataset", "prompt", "inference")) -> list[str]:
+    """Names of the fields of ``stages`` (default: dataset/prompt/inference) whose value differs between
+    two cards of a task."""
     a = (base_cards.get(key) or {}).get("fields", {})
     b = (cards.get(key) or {}).get("fields", {})
-    return sorted(f for f in set(a) | set(b) if f.split(".", 1)[0] in ("dataset", "prompt", "inference")
-                  and a.get(f) != b.get(f))
+    return sorted(f for f in set(a) | set(b) if f.split(".", 1)[0] in stages and a.get(f) != b.get(f))
 
 
 def classify_runs(base: RunSet, base_cards: dict[str, Any], runs: list[LoadedRun]) -> list[dict[str, Any]]:
@@ -50,12 +63,14 @@ def classify_runs(base: RunSet, base_cards: dict[str, Any], runs: list[LoadedRun
     for run in runs:
         shared = differ = 0
         hashes_differ: set[str] = set()
+        keys: set[str] = set()
         for r in run.records:
             key = f"{r['benchmark']}.{r['task']}"
             q = (key, r["model"], str(r["question_id"]))
             if q not in raw:
                 continue
             shared += 1
+            keys.add(key)
             differ += r.get("raw_output") != raw[q]
             if str(r.get("upstream_hash")) not in upstream.get((key, r["model"]), set()):
                 hashes_differ.add(key)
@@ -64,49 +79,59 @@ def classify_runs(base: RunSet, base_cards: dict[str, Any], runs: list[LoadedRun
         kind = "upstream" if differ or hashes_differ else "downstream"
         fields = sorted({f for key in hashes_differ
                          for f in _upstream_fields(base_cards, run.meta.get("pipeline_cards") or {}, key)})
-        rows.append({"run": str(run.path), "kind": kind, "shared_items": shared, "raw_outputs_differ": differ,
-                     "upstream_hash_differs": sorted(hashes_differ), "upstream_fields_differ": fields,
+        down = sorted({f for key in keys for f in _upstream_fields(base_cards, run.meta.get("pipeline_cards") or {},
+                                                                    key, ("extraction", "scoring", "aggregation"))})
+        scope = None
+        if kind == "downstream":
+            scope = "extraction" if down and all(f.startswith("extraction.") for f in down) else "downstream"
+        rows.append({"run": str(run.path), "kind": kind, "scope": scope, "shared_items": shared,
+                     "raw_outputs_differ": differ, "upstream_hash_differs": sorted(hashes_differ),
+                     "upstream_fields_differ": fields, "downstream_fields_differ": down,
                      "pipelines": sorted({r["pipeline"] for r in run.records})})
     return rows
 
 
 def sensitivity_table(base: RunSet, an_base: dict[str, Any], base_cards: dict[str, Any], runs: list[LoadedRun],
                       n_resamples: int = 5000, seed: int = 0, permutations: int = 1000) -> dict[str, Any]:
-    """compare.json's ``sensitivity``: run classes, and per benchmark rho_gen and rho_ext with CIs."""
+    """compare.json's ``sensitivity``: run classes, and per benchmark rho_gen, rho_ext (extraction fields
+    only) and rho_downstream (every downstream field) with CIs."""
     classes = classify_runs(base, base_cards, runs)
-    by_kind: dict[str, dict[str, Any]] = {}
+    by_column: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
-    for kind in KINDS:
-        chosen = [run for run, c in zip(runs, classes) if c["kind"] == kind]
+    for short, kind, scope, _what in COLUMNS:
+        chosen = [run for run, c in zip(runs, classes) if c["kind"] == kind and c["scope"] == scope]
         if not chosen:
             continue
-        rs = load_run_set(f"{base.label}~{kind}", chosen)
+        rs = load_run_set(f"{base.label}~{short}", chosen)
         cmp = compare_sets(base, rs, an_base, analyse_set(rs, seed, permutations), n_resamples, seed)
-        by_kind[kind] = {r["benchmark"]: r for r in cmp["spearman"]}
-        notes += [f"{kind}: {n}" for n in cmp["notes"]]
-        notes += [f"{kind}: {m['model']} ({m['benchmark']}): {m['reason']}" for m in cmp["missing"]]
-    benches = sorted({b for rows in by_kind.values() for b in rows} | {k.split(".", 1)[0] for k in an_base["scores"]})
+        by_column[short] = {r["benchmark"]: r for r in cmp["spearman"]}
+        notes += [f"{short}: {n}" for n in cmp["notes"]]
+        notes += [f"{short}: {m['model']} ({m['benchmark']}): {m['reason']}" for m in cmp["missing"]]
+    benches = sorted({b for rows in by_column.values() for b in rows} | {k.split(".", 1)[0] for k in an_base["scores"]})
     table = []
     for bench in benches:
         row: dict[str, Any] = {"benchmark": bench}
-        for kind, short in (("upstream", "gen"), ("downstream", "ext")):
-            sp = by_kind.get(kind, {}).get(bench)
+        for short, kind, _scope, what in COLUMNS:
+            sp = by_column.get(short, {}).get(bench)
             row[f"rho_{short}"] = sp["rho"] if sp else None
             row[f"ci95_{short}"] = sp["ci95"] if sp else None
             row[f"n_models_{short}"] = sp["n_models"] if sp else 0
             row[f"tasks_{short}"] = sp["tasks"] if sp else []
             if not sp:
-                row[f"why_no_{short}"] = (f"no {KINDS[kind]} run of this benchmark" if kind not in by_kind or
-                                          bench not in by_kind[kind] else "fewer than 3 models to rank")
+                row[f"why_no_{short}"] = (f"no run {what} of this benchmark" if short not in by_column or
+                                          bench not in by_column[short] else "fewer than 3 models to rank")
                 if kind == "upstream":
                     row[f"why_no_{short}"] += ": needs new generations"
         g, e = row["rho_gen"], row["rho_ext"]
         row["generation_moves_more"] = None if g is None or e is None else bool(g < e)
         table.append(row)
     return {"runs": classes, "benchmarks": table, "n_resamples": n_resamples, "seed": seed, "notes": notes,
-            "how": "runs classified against the base (set a) by raw outputs and upstream hash; per kind, Spearman "
-                   "rho between the base benchmark ranking (mean task rank) and the changed one, 95% percentile CI "
-                   "from the paired bootstrap over questions"}
+            "columns": {f"rho_{short}": what for short, _k, _s, what in COLUMNS},
+            "how": "runs classified against the base (set a) by raw outputs and upstream hash, re-scored runs by "
+                   "the downstream fields their cards change (extraction only: rho_ext, the paper's; any other: "
+                   "rho_downstream); per column, Spearman rho between the base benchmark ranking (mean task rank) "
+                   "and the changed one, 95% percentile CI from the paired bootstrap over questions; "
+                   "generation_moves_more compares rho_gen with rho_ext"}
 
 
 def render_sensitivity(sens: dict[str, Any]) -> str:
@@ -119,16 +144,21 @@ def render_sensitivity(sens: dict[str, Any]) -> str:
     def rho(x: float | None) -> str:
         return "–" if x is None else f"{x:.2f}"
 
-    rows = [[r["benchmark"], rho(r["rho_gen"]), ci(r["ci95_gen"]), r["n_models_gen"], rho(r["rho_ext"]),
-             ci(r["ci95_ext"]), r["n_models_ext"]] for r in sens["benchmarks"]]
-    out = ["Sensitivity: Spearman rho of each benchmark ranking, base vs regenerated (gen) and vs re-scored (ext); "
-           f"paired bootstrap, {sens['n_resamples']} resamples",
-           tabulate(rows, headers=["benchmark", "rho_gen", "95% CI", "models", "rho_ext", "95% CI", "models"],
+    shorts = [short for short, _k, _s, _w in COLUMNS]
+    rows = [[r["benchmark"], *(x for short in shorts for x in (rho(r.get(f"rho_{short}")), ci(r.get(f"ci95_{short}")),
+                                                              r.get(f"n_models_{short}", 0)))]
+            for r in sens["benchmarks"]]
+    out = ["Sensitivity: Spearman rho of each benchmark ranking, base vs regenerated (gen), vs re-scored with "
+           "extraction fields only (ext, the paper's rho_ext) and vs re-scored with every downstream field "
+           f"(downstream); paired bootstrap, {sens['n_resamples']} resamples",
+           tabulate(rows, headers=["benchmark", *(h for short in shorts for h in (f"rho_{short}", "95% CI", "models"))],
                     tablefmt="simple", disable_numparse=True)]
     counts = {k: sum(c["kind"] == k for c in sens["runs"]) for k in KINDS}
-    out.append(f"runs: {counts['upstream']} regenerated, {counts['downstream']} re-scored")
+    ext = sum(c.get("scope") == "extraction" for c in sens["runs"])
+    out.append(f"runs: {counts['upstream']} regenerated, {counts['downstream']} re-scored ({ext} changing "
+               "extraction fields only)")
     for r in sens["benchmarks"]:
-        for short in ("gen", "ext"):
+        for short in shorts:
             if r.get(f"why_no_{short}"):
                 out.append(f"  {r['benchmark']}: no rho_{short}: {r[f'why_no_{short}']}")
     return "\n".join(out)

@@ -42,8 +42,9 @@ NOT_IN_REQUEST = {
 }
 #: Request parameters with no effect when temperature is 0 (greedy decoding) on both sides.
 NO_EFFECT_AT_GREEDY = ("top_p", "seed")
-_GREEDY_REASON = ("temperature is 0 on both sides (greedy decoding): {names} change nothing the model "
-                  "generates (no sampling for a seed to fix; the most likely token is inside every top_p nucleus)")
+_GREEDY_REASON = ("temperature is 0 on both sides (greedy decoding): the request's {names} {verb} nothing the "
+                  "model generates (no sampling for a seed to fix; the most likely token is inside every top_p "
+                  "nucleus)")
 
 
 @dataclass
@@ -157,7 +158,9 @@ def compare_sent(stored: Pipeline, target: Pipeline, templates: Mapping[str, Tem
                 verdict.reason = f"renders byte-identical requests for all {n} questions"
             elif "differs" not in kinds:
                 verdict.verdict = "no_effect"
-                verdict.reason = _GREEDY_REASON.format(names=" and ".join(sorted(set(params_a) | set(params_b))))
+                names_ = sorted(set(params_a) | set(params_b))
+                verdict.reason = _GREEDY_REASON.format(names=" and ".join(names_),
+                                                       verb="changes" if len(names_) == 1 else "change")
             else:
                 verdict.reason = (f"changes the request of {n - same_a} of {n} questions"
                                   + (f" (parameters: {', '.join(params_a)})" if params_a and kind_a == "differs"

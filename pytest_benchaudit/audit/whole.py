@@ -10,8 +10,10 @@ For runs made under one layer (pytest runs or imported published outputs), towar
    never estimated;
 3. the comparison of the two layers (``compare``: scores under both denominators, ranks, rank shifts
    with paired-bootstrap CIs and direction stability, tau-b and inversions, PCA with parallel
-   analysis, peer gaps), the sensitivity table (rho_ext; rho_gen when ``--regenerated`` runs are
-   given) and, with ``--similarity``, task similarity against tau-b;
+   analysis, peer gaps), the sensitivity table (rho_ext, the paper's: the runs re-scored with the
+   target layer's extraction fields only, ``DIR/runs/<layer>-extraction-only/``; rho_downstream: re-scored
+   with every downstream field; rho_gen when ``--regenerated`` runs are given) and, with
+   ``--similarity``, task similarity against tau-b;
 4. the ledger rows of the runs' benchmarks; the diagnose findings (``benchaudit diagnose`` on the runs,
    or those given with ``--findings``);
 5. the command (:mod:`pytest_benchaudit.cli.audit`) writes ``DIR/audit.json``, ``DIR/report.html``
@@ -130,6 +132,26 @@ def _upstream_row(key: str, card: dict[str, Any], layer: str, suites_dir: Path, 
     return row
 
 
+def _extraction_differs(cards: dict[str, Any], layer: str, suites_dir: Path) -> bool:
+    """Whether some task's stored extraction.* fields differ from ``layer``'s (a task without the layer:
+    not counted; re-scoring says why it is skipped)."""
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
+    from pytest_benchaudit.pipeline.stages import PipelineError
+
+    for key, card in cards.items():
+        if "|" in key:
+            continue
+        bench, _, task = key.partition(".")
+        try:
+            target = load_suite(Path(suites_dir) / bench / SUITE_FILENAME).pipeline(task, layer).card()["fields"]
+        except (SuiteError, PipelineError, KeyError, OSError):
+            continue
+        stored = card.get("fields", {})
+        if any(stored.get(f) != target.get(f) for f in set(stored) | set(target) if f.startswith("extraction.")):
+            return True
+    return False
+
+
 def scores_both_ways(doc: dict[str, Any], results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Per task x model x layer: n, valid, the score over all questions and over the valid ones, the headline."""
     rows = []
@@ -223,11 +245,18 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     if toward in layers:
         raise CompareError(f"--toward {toward}: the runs are already under {toward!r}; give runs of another layer")
     rescored_dirs, attribution, upstream = [], [], []
+    extraction_dirs: list[Path] = []
     rendered: dict[tuple[str, str], dict[str, Any] | None] = {}  # (task, card hash) -> row: rendered once
     for run in base:
         new, _results, _cards = rescore_run(run.path, layer=toward, report_dir=out / "runs" / toward,
                                             suites_dir=suites_dir, data_dir=data_dir)
         rescored_dirs.append(new.path)
+        # The paper's rho_ext changes extraction alone: the same runs re-scored with only the target
+        # layer's extraction.* fields (scoring and aggregation as stored), where those fields differ.
+        if _extraction_differs(run.meta.get("pipeline_cards") or {}, toward, suites_dir):
+            only, _r, _c = rescore_run(run.path, layer=toward, report_dir=out / "runs" / f"{toward}-extraction-only",
+                                       suites_dir=suites_dir, data_dir=data_dir, stages=("extraction",))
+            extraction_dirs.append(only.path)
         rows, _res, _c = sweep_run(run.path, [], toward=toward, suites_dir=suites_dir, data_dir=data_dir)
         attribution += rows
         if target_run is None:
@@ -252,7 +281,8 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
         else:
             notes.append(f"{toward}: the layers send the same requests (no upstream field differs): no rho_gen "
                          "from this run")
-    doc["sensitivity"] = sensitivity_table(set_a, doc["by_set"]["a"], cards, target + extra,
+    doc["sensitivity"] = sensitivity_table(set_a, doc["by_set"]["a"], cards,
+                                           target + load_runs(extraction_dirs) + extra,
                                            n_resamples=n_resamples, seed=seed, permutations=permutations)
     doc["sensitivity"]["notes"] += notes
     if similarity is not None:
@@ -273,6 +303,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "runs": [str(run.path) for run in base], "layers": {"from": layers, "toward": toward},
         "rescored_runs": [str(p) for p in rescored_dirs],
+        "extraction_only_runs": [str(p) for p in extraction_dirs],
         "scores": scores_both_ways(doc, results),
         "attribution": attribution,
         # A task whose layers send the same requests (or differ only where it changes nothing) is no

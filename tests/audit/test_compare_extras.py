@@ -49,10 +49,12 @@ def _records(model: str, k: int, pipeline: str, upstream: str, raw: str) -> list
     return out
 
 
-def _run_set(root: Path, name: str, ks: list[int], pipeline: str, upstream: str, raw: str) -> Path:
+def _run_set(root: Path, name: str, ks: list[int], pipeline: str, upstream: str, raw: str,
+             rule: str = "final_answer_letter", denominator: str = "total") -> Path:
     folder = root / name
-    cards = {f"toy.{t}": {"fields": {"scoring.denominator": "total", "scoring.metric": "exact_match",
-                                       "aggregation.method": "macro", "inference.max_tokens": 16 if upstream == "u1" else 4}}
+    cards = {f"toy.{t}": {"fields": {"scoring.denominator": denominator, "scoring.metric": "exact_match",
+                                       "aggregation.method": "macro", "extraction.rule": rule,
+                                       "inference.max_tokens": 16 if upstream == "u1" else 4}}
              for t in TASKS}
     for model, k in zip(MODELS, ks):
         run_dir = write_run_dir(folder, model, _records(model, k, pipeline, upstream, raw))
@@ -64,8 +66,12 @@ def _run_set(root: Path, name: str, ks: list[int], pipeline: str, upstream: str,
 def sets(tmp_path: Path) -> dict[str, Path]:
     return {
         "base": _run_set(tmp_path, "base", [18, 15, 12, 9, 6], "released", "u1", "out"),
-        # same outputs re-scored: m4 and m5 swap
-        "rescored": _run_set(tmp_path, "rescored", [18, 15, 12, 6, 9], "standardized", "u1", "out"),
+        # same outputs re-scored under another extraction rule: m4 and m5 swap
+        "rescored": _run_set(tmp_path, "rescored", [18, 15, 12, 6, 9], "standardized", "u1", "out",
+                             rule="last_line_letter"),
+        # same outputs, another rule and another denominator: m3 and m4 swap too
+        "downstream": _run_set(tmp_path, "downstream", [18, 15, 9, 6, 12], "standardized", "u1", "out",
+                               rule="last_line_letter", denominator="valid"),
         # new generations under another token budget: the order reverses
         "regenerated": _run_set(tmp_path, "regen", [6, 9, 12, 15, 18], "short", "u2", "new"),
     }
@@ -74,21 +80,28 @@ def sets(tmp_path: Path) -> dict[str, Path]:
 def test_sensitivity_classifies_runs_and_gives_rho_gen_and_rho_ext(sets, tmp_path, capsys):
     out = tmp_path / "out"
     assert _compare(str(sets["base"]), "--sensitivity", str(sets["rescored"]), str(sets["regenerated"]),
-                    "--resamples", "300", "--out", str(out)) == 0
+                    str(sets["downstream"]), "--resamples", "300", "--out", str(out)) == 0
     sens = json.loads((out / "compare.json").read_text())["sensitivity"]
-    kinds = {Path(r["run"]).parent.name: r["kind"] for r in sens["runs"]}
-    assert kinds == {"rescored": "downstream", "regen": "upstream"}
+    kinds = {Path(r["run"]).parent.name: (r["kind"], r["scope"]) for r in sens["runs"]}
+    assert kinds == {"rescored": ("downstream", "extraction"), "regen": ("upstream", None),
+                     "downstream": ("downstream", "downstream")}
+    assert {tuple(r["downstream_fields_differ"]) for r in sens["runs"] if r["scope"] == "downstream"} == {
+        ("extraction.rule", "scoring.denominator")}
     regen = [r for r in sens["runs"] if r["kind"] == "upstream"]
     assert all(r["raw_outputs_differ"] == 2 * N and r["upstream_fields_differ"] == ["inference.max_tokens"]
                for r in regen)
     (row,) = sens["benchmarks"]
     base_rank, ext_rank, gen_rank = [1, 2, 3, 4, 5], [1, 2, 3, 5, 4], [5, 4, 3, 2, 1]
     assert row["rho_ext"] == pytest.approx(st.spearmanr(base_rank, ext_rank).statistic)  # 0.9
+    # rho_downstream: every downstream field at once (the rule and the denominator)
+    assert row["rho_downstream"] == pytest.approx(st.spearmanr(base_rank, [1, 2, 4, 5, 3]).statistic)  # 0.7
     assert row["rho_gen"] == pytest.approx(-1.0)
     assert row["ci95_ext"][0] <= row["rho_ext"] <= row["ci95_ext"][1]
-    assert row["n_models_gen"] == row["n_models_ext"] == 5 and row["generation_moves_more"] is True
+    assert row["n_models_gen"] == row["n_models_ext"] == row["n_models_downstream"] == 5
+    assert row["generation_moves_more"] is True
+    assert "paper" in sens["columns"]["rho_ext"] and "every downstream field" in sens["columns"]["rho_downstream"]
     text = capsys.readouterr().out
-    assert "rho_gen" in text and "5 regenerated, 5 re-scored" in text
+    assert "rho_gen" in text and "rho_downstream" in text and "5 regenerated, 10 re-scored (5 changing extraction" in text
 
 
 def test_sensitivity_without_regenerated_runs_says_so_and_refuses_unrelated_runs(sets, tmp_path, capsys):
@@ -270,15 +283,23 @@ def test_sensitivity_on_pytest_runs_with_a_changed_token_budget(pytester: pytest
     rescored, _results, _cards = rescore_run(base, overrides=[("scoring.denominator", "valid")],
                                              report_dir=pytester.path / "out/rescored",
                                              suites_dir=pytester.path / "suites", data_dir=str(pytester.path / "data"))
+    extraction, _results, _cards = rescore_run(base, overrides=[("extraction.reasoning", "keep")],
+                                               report_dir=pytester.path / "out/extraction",
+                                               suites_dir=pytester.path / "suites", data_dir=str(pytester.path / "data"))
     out = tmp_path / "cmp"
-    assert _compare(str(base), "--sensitivity", str(short), str(rescored.path), "--resamples", "200",
-                    "--out", str(out)) == 0
+    assert _compare(str(base), "--sensitivity", str(short), str(rescored.path), str(extraction.path),
+                    "--resamples", "200", "--out", str(out)) == 0
     sens = json.loads((out / "compare.json").read_text())["sensitivity"]
-    kinds = {Path(r["run"]).name: (r["kind"], r["upstream_fields_differ"]) for r in sens["runs"]}
-    assert kinds == {short.name: ("upstream", ["inference.max_tokens"]), rescored.path.name: ("downstream", [])}
+    kinds = {Path(r["run"]).name: (r["kind"], r["scope"], r["upstream_fields_differ"], r["downstream_fields_differ"])
+             for r in sens["runs"]}
+    assert kinds == {short.name: ("upstream", None, ["inference.max_tokens"], []),
+                     rescored.path.name: ("downstream", "downstream", [], ["scoring.denominator"]),
+                     extraction.path.name: ("downstream", "extraction", [], ["extraction.reasoning"])}
     (row,) = sens["benchmarks"]
     assert row["benchmark"] == "sens" and row["rho_gen"] == pytest.approx(-1.0) and row["rho_ext"] == pytest.approx(1.0)
-    assert row["n_models_gen"] == row["n_models_ext"] == 3 and row["generation_moves_more"] is True
+    assert row["rho_downstream"] == pytest.approx(1.0)
+    assert row["n_models_gen"] == row["n_models_ext"] == row["n_models_downstream"] == 3
+    assert row["generation_moves_more"] is True
 
 
 def test_the_mantel_test_permutes_within_benchmarks():
