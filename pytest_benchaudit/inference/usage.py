@@ -10,7 +10,9 @@ pyproject.toml, in USD per million tokens::
     "openai/gpt-5.4" = { input = 1.25, output = 10.0 }   # or PROVIDER/MODEL_ID, or the model id
 
 :func:`usage_rows` sums the usage stored in records (``prompt_tokens``,
-``completion_tokens``) per model and task, with a cost where a price is known;
+``completion_tokens``) per model and task, with a cost where a price is known; an LLM
+judge's calls (the record's ``judge.usage``) are rows of their own, under ``judge:LABEL``
+and priced as ``LABEL``;
 :class:`CostMeter` counts what this process actually spent on requests (cache hits
 cost nothing) and :class:`BudgetedBackend` stops sending once ``--max-cost`` is
 reached: a request not sent comes back as ``Generation(error=NOT_ASKED)``, which the
@@ -28,9 +30,10 @@ from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.inference.backend import Backend, ModelSpec
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["NOT_ASKED", "BudgetedBackend", "CostMeter", "check_prices", "price_for", "cost_of", "usage_rows", "UsageTally"]
+__all__ = ["JUDGE_PREFIX", "NOT_ASKED", "BudgetedBackend", "CostMeter", "check_prices", "price_for", "cost_of", "usage_rows", "UsageTally"]
 
 NOT_ASKED = "not asked: --max-cost reached"
+JUDGE_PREFIX = "judge:"  # the label a judge's calls are recorded (and counted) under
 _META = ("date", "source", "currency")
 
 
@@ -95,13 +98,18 @@ class UsageTally:
         self._rows: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def add(self, rec: Mapping[str, Any]) -> None:
-        key = (str(rec.get("model")), str(rec.get("benchmark")), str(rec.get("task")))
+        self._count(str(rec.get("model")), rec, rec.get("usage"))
+        judged = rec.get("judge")
+        if isinstance(judged, Mapping) and judged.get("model"):  # the judge's call for this item
+            self._count(str(judged["model"]), rec, judged.get("usage"))
+
+    def _count(self, model: str, rec: Mapping[str, Any], usage: Any) -> None:
+        key = (model, str(rec.get("benchmark")), str(rec.get("task")))
         row = self._rows.get(key)
         if row is None:
             row = self._rows[key] = {"model": key[0], "benchmark": key[1], "task": key[2], "items": 0,
                                      "prompt_tokens": 0, "completion_tokens": 0}
         row["items"] += 1
-        usage = rec.get("usage")
         prompt, completion = _tokens(usage if isinstance(usage, Mapping) else None)
         row["prompt_tokens"] += prompt
         row["completion_tokens"] += completion
@@ -109,7 +117,8 @@ class UsageTally:
     def rows(self, prices: Mapping[str, Any], specs: Mapping[str, ModelSpec] | None = None) -> list[dict[str, Any]]:
         rows = [dict(row) for row in self._rows.values()]
         for row in rows:
-            price = price_for(prices, row["model"], (specs or {}).get(row["model"]))
+            label = str(row["model"]).removeprefix(JUDGE_PREFIX)  # a judge is priced as the model it is
+            price = price_for(prices, label, (specs or {}).get(label))
             row["cost_usd"] = None if price is None else round(
                 cost_of({"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"]}, price), 6)
             row["prices_date"] = prices.get("date") if price is not None else None
@@ -118,7 +127,8 @@ class UsageTally:
 
 def usage_rows(records: Iterable[Mapping[str, Any]], prices: Mapping[str, Any],
                specs: Mapping[str, ModelSpec] | None = None) -> list[dict[str, Any]]:
-    """Per model × benchmark × task: requests with usage, prompt/completion tokens, and cost (or ``None``)."""
+    """Per model × benchmark × task: requests with usage, prompt/completion tokens, and cost (or ``None``);
+    a judge's calls under ``judge:LABEL``."""
     tally = UsageTally()
     for rec in records:
         tally.add(rec)

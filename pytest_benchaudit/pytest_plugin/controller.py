@@ -605,7 +605,8 @@ class Controller:
         self.benchmarks = benchmark_scores(self.results, cards)
         self.verdicts = evaluate_gates(self.opts.gates, self.results, self.benchmarks) if self.opts.gates else []
         gates = [{"gate": v.gate.text, "passed": v.passed, "detail": v.detail} for v in self.verdicts]
-        self.usage = tally.rows(self.opts.prices, {m.label: m for m in self.opts.models})
+        judge = [self.opts.judge] if self.opts.judge is not None else []
+        self.usage = tally.rows(self.opts.prices, {m.label: m for m in [*self.opts.models, *judge]})
         document = summary_document(self.results, self.benchmarks, gates, cards)
         document["usage"] = {"prices_date": self.opts.prices.get("date"), "rows": self.usage,
                              **({"max_cost_usd": self.opts.max_cost, "not_asked": self.not_asked_cost}

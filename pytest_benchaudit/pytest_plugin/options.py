@@ -247,6 +247,10 @@ def build_options(config: pytest.Config) -> RunOptions:
             judge = parse_model_spec(opt.judge, named, providers)
         except ModelSpecError as err:
             raise pytest.UsageError(str(err).replace("--model", "--judge", 1)) from None
+        if opt.max_cost is not None and judge.kind == "endpoint" and price_for(prices, judge.label, judge) is None:
+            # The judge's tokens are spent from the same budget: unpriced, they would cost nothing there.
+            raise pytest.UsageError(f"--max-cost: no price for --judge {judge.label} in [tool.benchaudit.prices] "
+                                    "(give it by label, PROVIDER/MODEL_ID or model id, USD per million tokens)")
     expiry = None
     if opt.cache_expiry is not None:
         from pytest_benchaudit.inference.cache import parse_expiry

@@ -82,9 +82,10 @@ def add_runner_options(parser: pytest.Parser) -> None:
 
 def _judge_record(model: str, purpose: str, version: str, reply: Generation, status: str,
                   verdict: str | None) -> dict[str, Any]:
-    """What a record keeps of one judge call."""
+    """What a record keeps of one judge call (its token usage too: the usage table and --max-cost count it)."""
     return {"model": model, "purpose": purpose, "prompt_version": version, "raw_output": reply.text,
-            "parse_status": status, "verdict": verdict, "error": reply.error}
+            "parse_status": status, "verdict": verdict, "error": reply.error, "usage": dict(reply.usage),
+            "from_cache": reply.from_cache}
 
 
 def _skip_if_not_asked(generation: Generation, max_cost: float | None) -> None:
