@@ -91,16 +91,27 @@ def _full_key(request: Mapping[str, Any]) -> str:
 
 
 def upstream_mismatches(stored_cards: Mapping[str, Any], asked_cards: Mapping[str, Any]) -> list[str]:
-    """``"<task>: <field>: stored X, asked Y"`` for each upstream field a task would ask differently."""
+    """``"<task>: <field>: stored X, asked Y"`` for each upstream field a task would ask differently,
+    and ``"<task>: prompt.template_text differs from the stored run's"`` for each upstream material
+    (the template's text, the few-shot exemplars, the data files' checksums) both cards hold.
+
+    A stored card that a ``conftest.py`` fixture made (it has ``suite_upstream_hash``) is compared
+    by what its collection gave: the same collection, under the same fixture, asks the same."""
     out = []
     for key, card in asked_cards.items():
         stored = stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0])
         if stored is None:
             out.append(f"{key}: not in the stored run")
             continue
+        if "suite_upstream_hash" in stored and stored["suite_upstream_hash"] == card.get("upstream_hash"):
+            continue
         for field, value in card["fields"].items():
             if field.split(".")[0] in ("dataset", "prompt", "inference") and stored["fields"].get(field) != value:
                 out.append(f"{key}: {field}: stored {stored['fields'].get(field)!r}, asked {value!r}")
+        old, new = stored.get("materials") or {}, card.get("materials") or {}
+        for name in sorted(set(old) & set(new)):
+            if name.split(".")[0] in ("dataset", "prompt", "inference") and old[name] != new[name]:
+                out.append(f"{key}: {name} differs from the stored run's")
     return out
 
 

@@ -302,3 +302,33 @@ def test_a_data_file_that_matches_its_pin_warns_nothing(pytester: pytest.Pyteste
     assert "toy.jsonl: sha256" not in result.stdout.str()
     warnings = read_run(only_run_dir(pytester.path / "out"))["run"]["warnings"]
     assert [w for w in warnings if w["kind"] == "data_checksum"] == []
+
+
+def test_replay_refuses_an_edited_template_naming_it(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                     toy) -> None:
+    """Before, each item became an inference_error ("no stored generation for this prompt")."""
+    run_toy(pytester, scripted, out="stored")
+    stored = only_run_dir(pytester.path / "stored")
+    suite = pytester.path / "suites" / "toy" / "suite.toml"
+    suite.write_text(suite.read_text().replace('user = "{question}\\n{options}"', 'user = "Now: {question}\\n{options}"'))
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"replay:{stored}", "-k", "mcq",
+                                "--report-dir", "replayed")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*replay:*toy.mcq: prompt.template_text differs from the stored run's*"
+                                 "this needs new generations*"])
+
+
+def test_replay_of_a_run_a_fixture_made_under_the_same_fixture(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                                toy) -> None:
+    pipeline_conftest(pytester, "inference.max_tokens", 7)
+    run_toy(pytester, scripted, out="stored")
+    stored = only_run_dir(pytester.path / "stored")
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"replay:{stored}", "-k", "mcq",
+                                "--report-dir", "replayed", "--set", "extraction.reasoning=keep")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stderr.str()
+    old = read_run(stored)
+    new = read_run(only_run_dir(pytester.path / "replayed"))
+    assert scores(new["records"]) != scores(old["records"])  # read with the raw text kept: t05 reads C
+    assert {r["raw_output"] for r in new["records"]} == {r["raw_output"] for r in old["records"]}
+    card = new["run"]["pipeline_cards"]["toy.mcq"]
+    assert card["fields"]["inference.max_tokens"] == 7 and card["override_origins"]["extraction.reasoning"] == "--set"
