@@ -78,3 +78,86 @@ def test_switching_layer_applies_its_downstream_stages(pytester: pytest.Pytester
 def test_rescore_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rescore", str(tmp_path)]) == 2
     assert "not a benchaudit run directory" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def athena_released(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """AthenaBench's published runs imported (under their 'released' layer)."""
+    from pytest_benchaudit.audit.importers import import_athenabench_runs
+
+    from conftest import SUITES
+
+    source = real_data / "athenabench" / "runs-mini"
+    if not source.is_dir():
+        pytest.skip(f"real-data folder missing: {source}")
+    root = tmp_path_factory.mktemp("athena-rescore") / "released"
+    import_athenabench_runs(source, root, SUITES, str(real_data))
+    return root
+
+
+def test_rescoring_runs_toward_their_own_layer_moves_nothing(athena_released: Path, real_data: Path,
+                                                            tmp_path: Path) -> None:
+    """Metamorphic: every score, rank, tau-b and rho is what it was; the field sweep toward the own layer has
+    no variant; the sensitivity table gives rho 1."""
+    from pytest_benchaudit.audit.compare import compare_document, load_runs, make_sets
+    from pytest_benchaudit.audit.offline import rescore_run, sweep_run
+    from pytest_benchaudit.audit.sensitivity import sensitivity_table
+
+    from conftest import SUITES
+
+    runs = sorted(p for p in athena_released.iterdir() if (p / "run.json").is_file())
+    again = [rescore_run(p, layer="released", report_dir=tmp_path / "again", suites_dir=SUITES,
+                         data_dir=str(real_data))[0].path for p in runs]
+    for old, new in zip(runs, again):
+        a, b = read_run(old)["records"], read_run(new)["records"]
+        assert [(r["question_id"], r["score"], r["valid"]) for r in a] == [(r["question_id"], r["score"], r["valid"])
+                                                                          for r in b]
+    assert sweep_run(runs[0], [], toward="released", suites_dir=SUITES, data_dir=str(real_data))[0] == []
+    base, same = load_runs(runs), load_runs(again)
+    set_a, set_b = make_sets(base, same)
+    doc = compare_document(set_a, set_b, None, n_resamples=50, seed=0)
+    assert all(r["shift"] == 0 for r in doc["rank_shift"]) and doc["spearman"][0]["rho"] == pytest.approx(1.0)
+    assert doc["by_set"]["a"]["tau_b"] == doc["by_set"]["b"]["tau_b"]
+    cards = {k: c for run in base for k, c in run.meta["pipeline_cards"].items()}
+    sens = sensitivity_table(set_a, doc["by_set"]["a"], cards, same, n_resamples=50)
+    (row,) = sens["benchmarks"]
+    assert {r["kind"] for r in sens["runs"]} == {"downstream"}
+    assert all(r["downstream_fields_differ"] == [] for r in sens["runs"])
+    assert row["rho_downstream"] == pytest.approx(1.0)
+
+
+def test_an_extraction_only_rescore_changes_the_extraction_fields_alone(athena_released: Path, real_data: Path,
+                                                                       tmp_path: Path) -> None:
+    """``stages=("extraction",)``: the target layer's extraction.* fields, everything else as stored; the
+    sensitivity table reads such runs as the paper's rho_ext."""
+    from pytest_benchaudit.audit.compare import compare_document, load_runs, make_sets
+    from pytest_benchaudit.audit.offline import rescore_run
+    from pytest_benchaudit.audit.sensitivity import sensitivity_table
+    from pytest_benchaudit.dataset.suites import load_suite
+
+    from conftest import SUITES
+
+    runs = sorted(p for p in athena_released.iterdir() if (p / "run.json").is_file())
+    suite = load_suite(SUITES / "athenabench" / "suite.toml")
+    only = [rescore_run(p, layer="standardized", report_dir=tmp_path / "ext", suites_dir=SUITES,
+                        data_dir=str(real_data), stages=("extraction",))[0].path for p in runs]
+    stored = read_run(runs[0])["run"]["pipeline_cards"]
+    cards = read_run(only[0])["run"]["pipeline_cards"]
+    for key, card in cards.items():
+        target = suite.pipeline(key.split(".")[1], "standardized").card()["fields"]
+        for name, value in card["fields"].items():
+            expected = target[name] if name.startswith("extraction.") else stored[key]["fields"][name]
+            assert value == expected, (key, name)
+        assert card["upstream_hash"] == stored[key]["upstream_hash"]
+    assert read_run(only[0])["run"]["source"]["stages"] == ["extraction"]
+    base = load_runs(runs)
+    set_a, _ = make_sets(base)
+    doc = compare_document(set_a, None, None, n_resamples=50, seed=0)
+    all_cards = {k: c for run in base for k, c in run.meta["pipeline_cards"].items()}
+    sens = sensitivity_table(set_a, doc["by_set"]["a"], all_cards, load_runs(only), n_resamples=50)
+    assert {r["scope"] for r in sens["runs"]} == {"extraction"}
+    (row,) = sens["benchmarks"]
+    assert row["rho_ext"] is not None and row["n_models_ext"] == 12 and row["rho_downstream"] is None
+    # the same number compare --against computes for these two sets
+    two = compare_document(*make_sets(base, load_runs(only)), None, n_resamples=50, seed=0)
+    assert row["rho_ext"] == two["spearman"][0]["rho"]
