@@ -45,7 +45,7 @@ class ItemRunner(Protocol):
         """What collection hands each item to as it makes it (``pytest_plugin.early``), or ``None``."""
 
 __all__ = ["ItemRunner", "RunOptions", "RunState", "item_runner", "add_options", "build_options", "get_options", "OPTIONS_KEY",
-           "parse_vary", "default_cache_dir"]
+           "parse_vary", "default_cache_dir", "check_output_file"]
 
 
 @dataclass
@@ -272,6 +272,10 @@ def build_options(config: pytest.Config) -> RunOptions:
             check_report_dir(Path(opt.report_dir))  # a file in the way: one usage error now, not at the first item
         except UsageError as err:
             raise pytest.UsageError(str(err)) from None
+    if getattr(opt, "xmlpath", None) and not on_worker:
+        # pytest writes the JUnit file after the last item: a path it cannot write would ask every
+        # question and then end in a traceback.
+        check_output_file(Path(opt.xmlpath), "--junitxml")
     pipelines = _pipelines(opt.pipeline, opt.pipelines, vary)
     return RunOptions(
         pipeline=pipelines[0] if pipelines else opt.pipeline or "standardized",
@@ -317,6 +321,28 @@ def _pipelines(single: str | None, text: str | None, vary: list[Any]) -> list[st
         raise pytest.UsageError("--vary with --pipelines: vary the fields of one layer at a time (--pipeline NAME "
                                 "--vary ...); --pipelines already runs each layer as a variant of the first")
     return names
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Raise a usage error now if ``path`` cannot be written at the end of the run: it is a folder,
+    a file that cannot be written, or a folder of it cannot be created (a file in the way, no
+    permission).  Creates nothing."""
+    import os
+
+    path = Path(os.path.abspath(path))
+    if path.is_dir():
+        raise pytest.UsageError(f"{option} {path}: is a folder, not a file")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise pytest.UsageError(f"{option} {path}: no permission to write this file")
+    probe = path.parent
+    while not probe.exists():
+        if probe.is_symlink():  # a dangling symlink is in the way as much as a file
+            raise pytest.UsageError(f"{option} {path}: {probe} is a broken symbolic link")
+        probe = probe.parent
+    if not probe.is_dir():
+        raise pytest.UsageError(f"{option} {path}: {probe} is a file, not a folder; the file cannot be written there")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"{option} {path}: no permission to create files in {probe}")
 
 
 def default_cache_dir() -> Path:
