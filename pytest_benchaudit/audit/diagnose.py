@@ -29,11 +29,15 @@ from pytest_benchaudit.audit.diagnose_core import (
 __all__ = ["NOT_A_VERDICT", "PER_TASK", "Diagnosis", "Finding", "LoadedRun", "diagnose", "diagnose_report",
            "render", "to_json"]
 
-# Failure modes about the data or the card, not the model: the records of every model show the
-# same problem, so they are reported once per task (each model's effect kept in the evidence).
-PER_TASK = frozenset({"FM11-empty-or-unmatchable-gold", "FM12-duplicate-questions", "BA04-card-lint"})
-# Evidence that differs from model to model without making it another problem.
-_PER_MODEL_EVIDENCE = frozenset({"n", "n_with_reasoning", "question_ids"})
+# Failure modes about the data or the card, not the model (PER_TASK): the records of every model
+# show the same problem, so they are reported once per task (each model's effect kept in the
+# evidence).  Per failure mode, the evidence that differs from model to model without making it
+# another problem: the number of records, and for the card lint the outputs that showed reasoning
+# (the card is the problem, not which items).
+_PER_MODEL_EVIDENCE = {"FM11-empty-or-unmatchable-gold": frozenset({"n"}),
+                       "FM12-duplicate-questions": frozenset({"n"}),
+                       "BA04-card-lint": frozenset({"n", "n_with_reasoning", "question_ids"})}
+PER_TASK = frozenset(_PER_MODEL_EVIDENCE)
 
 
 @dataclass
@@ -90,7 +94,7 @@ def diagnose_report(runs: Sequence[LoadedRun], *, resources: Resources | None = 
 def merge_per_task(findings: list[Finding]) -> list[Finding]:
     """One finding per task and problem for :data:`PER_TASK` failure modes, in first-seen order.
 
-    Findings of several models with the same evidence (up to :data:`_PER_MODEL_EVIDENCE`) are one
+    Findings of several models with the same evidence (but for :data:`_PER_MODEL_EVIDENCE`) are one
     problem of the data or card: the merged finding has ``model = "*"``, the models and each
     model's effect in its evidence (``effect_by_model``: pp, or the change in the metric's units
     where lower is better), and as its effect the model whose score moves most.
@@ -101,7 +105,7 @@ def merge_per_task(findings: list[Finding]) -> list[Finding]:
         if f.failure_mode not in PER_TASK or f.model == "*":
             out.append(f)
             continue
-        same = {k: v for k, v in f.evidence.items() if k not in _PER_MODEL_EVIDENCE}
+        same = {k: v for k, v in f.evidence.items() if k not in _PER_MODEL_EVIDENCE[f.failure_mode]}
         key = (f.benchmark, f.task, f.failure_mode, f.field, f.pipeline, json.dumps(same, sort_keys=True, default=str))
         if key not in buckets:
             buckets[key] = []

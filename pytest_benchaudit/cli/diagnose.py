@@ -29,11 +29,14 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
                     "docs/failure-modes.md and report each finding: catalogue id, one sentence worded as a "
                     "hypothesis, the evidence (counts, a few question ids), the pipeline field that would fix it "
                     "and its effect: re-scored offline for downstream fields, 'needs new generations' (with an "
-                    "estimate where one is honest) for upstream ones. Exit status 0 whether or not there are "
+                    "estimate where one is honest) for upstream ones. Findings are listed largest |effect| first; "
+                    "dataset and card problems once per task; findings whose re-scored or recomputed effect is 0.0 "
+                    "are counted, not listed (--json: 'folded'). Exit status 0 whether or not there are "
                     "findings, 2 on bad input.")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
                    help="run directories, or folders of run directories (e.g. an import's --report-dir)")
-    p.add_argument("--json", action="store_true", help="print the findings as JSON (key 'findings')")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON (key 'findings'; the zero-effect "
+                                                        "ones under 'folded')")
     p.add_argument("--no-ledger", action="store_true",
                    help="skip FM15 (documented vs released layers), which reads the suites' configs")
     p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
