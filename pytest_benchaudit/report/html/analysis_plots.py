@@ -9,7 +9,7 @@ from typing import Any
 from pytest_benchaudit.report.html.format import is_num, short
 from pytest_benchaudit.report.html.plots import colors, figure, img, rc
 
-__all__ = ["tau_heatmap", "scree_plot", "biplot", "biplot_figure", "place_labels", "similarity_scatter"]
+__all__ = ["tau_heatmap", "scree_plot", "biplot", "biplot_figure", "place_labels", "text_box", "similarity_scatter"]
 
 
 def tau_heatmap(rows: list[dict[str, Any]], title: str = "Kendall τ-b between tasks") -> str:
@@ -70,9 +70,10 @@ def scree_plot(pca: dict[str, Any], title: str) -> str:
                    "variance; a component is retained while its eigenvalue is above the dashed parallel-analysis line.")
 
 
-#: Offsets (pixels) tried for a label, nearest first: 8 directions at growing distances.
-_RINGS = (7, 13, 21, 32, 46)
-_DIRECTIONS = ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1))
+#: Offsets (pixels) tried for a label, nearest first: 16 directions at growing distances.
+_RINGS = (7, 13, 21, 32, 46, 64, 86, 112, 140)
+_DIRECTIONS = tuple((round(math.cos(k * math.pi / 8), 3), round(math.sin(k * math.pi / 8), 3))
+                    for k in (2, 0, 4, 6, 14, 10, 8, 12, 1, 3, 5, 7, 9, 11, 13, 15))
 
 
 def _overlap(a: Any, b: Any) -> float:
@@ -105,7 +106,7 @@ def place_labels(fig: Any, ax: Any, items: list[tuple[float, float, str, dict[st
             for dx, dy in _DIRECTIONS:
                 off = (dx * r, dy * r)
                 ann.set_position(off)
-                box = ann.get_window_extent(renderer)
+                box = text_box(ann, renderer)
                 outside = (max(frame.x0 - box.x0, 0) + max(box.x1 - frame.x1, 0)
                            + max(frame.y0 - box.y0, 0) + max(box.y1 - frame.y1, 0))
                 cost = sum(_overlap(box, t) for t in taken) + 1000.0 * outside
@@ -122,9 +123,17 @@ def place_labels(fig: Any, ax: Any, items: list[tuple[float, float, str, dict[st
         ann = ax.annotate(text, (x, y), xytext=best[1], textcoords="offset pixels", ha="center", va="center",
                           **({"arrowprops": {"arrowstyle": "-", "color": "#999", "lw": 0.6, "shrinkA": 0,
                                              "shrinkB": 3}} if far else {}), **style)
-        taken.append(ann.get_window_extent(renderer))
+        taken.append(text_box(ann, renderer))
         placed.append(ann)
     return placed
+
+
+def text_box(ann: Any, renderer: Any) -> Any:
+    """An annotation's text box in display space, without its leader line (which may cross others)."""
+    from matplotlib.text import Text
+
+    ann.update_positions(renderer)  # what Annotation.get_window_extent does before adding the arrow's box
+    return Text.get_window_extent(ann, renderer)
 
 
 def biplot_figure(pca: dict[str, Any], title: str) -> Any:

@@ -187,9 +187,10 @@ def _metric_causes(bench: str, sweeps: list[dict[str, Any]], runs: dict[tuple[st
         unit = str(r.get("unit") or r.get("metric") or "metric unit")
         key = (str(r["field"]), unit)
         run = r.get("run") or runs.get((bench, str(r.get("model"))))
-        cause: dict[str, Any] = {"field": key[0], "value": r.get("value"), "delta": float(r["delta"]), "unit": unit, "run": run,
-                 "model": r.get("model"), "task": r.get("task"), "lower_is_better": bool(r.get("lower_is_better")),
-                 "command": _command(key[0], r["value"], run) if "value" in r else None}
+        cause: dict[str, Any] = {
+            "field": key[0], "value": r.get("value"), "delta": float(r["delta"]), "unit": unit, "run": run,
+            "model": r.get("model"), "task": r.get("task"), "lower_is_better": bool(r.get("lower_is_better")),
+            "command": _command(key[0], r["value"], run) if "value" in r else None}
         if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
             best[key] = cause
     return sorted(best.values(), key=lambda c: (-abs(c["delta"]), c["field"]))
@@ -287,7 +288,8 @@ def _verdict_table(doc: dict[str, Any], v: dict[str, Any]) -> str:
     if metric:
         size = f"{metric['delta']:+.3g}" if metric["delta"] else "0 (no move)"
         rows.append(["largest move, metric unit", f"{size} {metric['unit']}", _where(metric),
-                     f"{metric['a']:.3f} → {metric['b']:.3f}" + (" (↓ better)" if metric["lower_is_better"] else ""),
+                     f"{metric['a']:.3f} → {metric['b']:.3f}"
+                     + (" (↓ better)" if metric["lower_is_better"] else ""),
                      ""])
     if differ:
         rows.append(["not compared", "—", differ, "the metric differs between the sets", ""])
@@ -352,7 +354,7 @@ def verdict_section(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = N
     return ('<section id="verdict"><h2>Verdict per benchmark</h2>' + "".join(blocks)
             + note(f"Move: {b} minus {a}, one model on one task, in percentage points (share metrics) or in the "
                    "metric's own unit (error metrics, e.g. a MAD). ρ: Spearman correlation of the two benchmark "
-                   "rankings, 95% CI (paired bootstrap). Cause: one pipeline field and its largest effect (single-field "
-                   f"re-score or diagnose finding). Pipeline-dependent: a move of {MATERIAL_PP:g} pp or more, or a model "
-                   "moving 3+ ranks. RUN: that model's run directory (full commands under Causes).")
+                   "rankings, 95% CI (paired bootstrap). Cause: one pipeline field and its largest effect "
+                   f"(single-field re-score or diagnose finding). Pipeline-dependent: a move of {MATERIAL_PP:g} pp or "
+                   "more, or a model moving 3+ ranks. RUN: that model's run directory (full commands under Causes).")
             + "</section>")
