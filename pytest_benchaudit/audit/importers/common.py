@@ -122,9 +122,8 @@ def _read_rows(path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]]:
 def _record(ctx: _TaskContext, question: Question, request: Request, text: str, model: str,
             extra: dict[str, Any], error: str | None = None) -> dict[str, Any]:
     """The record of one released answer; ``error``: the released file says the request failed
-    (the answer is then an inference error, not an unreadable answer)."""
-    generation = Generation(text="", error=error) if error else Generation(text=text)
-    rec = evaluate(question, ctx.pipeline, request, generation, model=model,
+    (the answer is then an inference error, not an unreadable answer; the released text is kept)."""
+    rec = evaluate(question, ctx.pipeline, request, Generation(text=text, error=error), model=model,
                    item_id=f"{ctx.key}::q{question.index + 1:04d}[{model}]", resources=ctx.resources)
     out = rec.model_dump(mode="json")
     out.update(extra)
