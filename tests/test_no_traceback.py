@@ -660,3 +660,26 @@ def test_an_unwritable_junitxml_is_a_usage_error_before_any_question(pytester: p
     result.stderr.fnmatch_lines([f"ERROR: --junitxml *{where}: *afile is a file, not a folder; the file cannot be "
                                  "written there"])
     assert not (pytester.path / "out").exists()
+
+
+def test_benchmarks_without_data_are_skipped_with_how_to_fetch_them(pytester: pytest.Pytester) -> None:
+    """`pytest suites/` where some benchmarks' data is missing: each of those is skipped with one line
+    saying how to get it (its tasks share the reason), the others run; no collection error."""
+    write_toy(pytester.path)
+    repo_suites = Path(__file__).resolve().parent.parent / "suites"
+    with ScriptedServer(toy_script()) as server:
+        result = pytester.runpytest_subprocess("suites/toy", str(repo_suites / "seceval"), str(repo_suites / "secure"),
+                                               "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir",
+                                               "out", "--no-cache", "-rs", "--max-retries", "0")
+    out = result.stdout.str() + result.stderr.str()
+    no_traceback(out)
+    outcomes = result.parseoutcomes()
+    assert "error" not in outcomes and "errors" not in outcomes, outcomes
+    assert outcomes["skipped"] == 1 + 6 and outcomes["passed"] + outcomes["failed"] == 13  # the toy suite ran
+    lines = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    assert len(lines) == 2, lines  # one line per benchmark
+    for bench, count in (("seceval", 1), ("secure", 6)):
+        (line,) = [ln for ln in lines if f": {bench}: data not found: no '{bench}/' folder in data" in ln]
+        assert line.startswith(f"SKIPPED [{count}] ")
+        assert f"`benchaudit fetch {bench} --data-dir data` downloads it" in line
+        assert "point --data-dir / $BENCHAUDIT_DATA at a directory that holds" in line

@@ -25,7 +25,8 @@ from pytest_benchaudit.pipeline.stages import (
 )
 from pytest_benchaudit.pipeline.types import Question
 
-__all__ = ["DATA_ENV", "data_file", "file_checksum", "load_questions", "load_resources", "resolve_data_dir"]
+__all__ = ["DATA_ENV", "DataMissing", "data_file", "file_checksum", "load_questions", "load_resources",
+           "resolve_data_dir"]
 
 DATA_ENV = "BENCHAUDIT_DATA"
 _LABELS = ("A", "B", "C", "D", "E", "F", "G", "H")
@@ -49,12 +50,28 @@ def data_file(data_dir: Path, suite: Suite, filename: str, origin: str) -> Path:
     if not path.is_relative_to(root):
         raise SuiteError(f"{suite.path}: data file {filename!r} points outside the data directory {root}")
     if not path.is_file():
-        raise SuiteError(
-            f"{suite.name}: data file not found: {path} (data directory from {origin}). "
-            f"Put the benchmark's original files in a '{suite.data_folder}/' folder there, "
-            f"or point --data-dir / ${DATA_ENV} at a directory that has one."
-        )
+        raise DataMissing(_missing_message(data_dir, suite, path, origin))
     return path
+
+
+class DataMissing(DataUnavailable):
+    """A benchmark's data is not in the data directory: its tasks are skipped (``pytest suites/``
+    runs the benchmarks whose data is there), the reason saying how to get it."""
+
+
+def _missing_message(data_dir: Path, suite: Suite, path: Path, origin: str) -> str:
+    """What is missing and how to get it: ``benchaudit fetch`` where the suite says where its files
+    come from (a ``[fetch]`` table), or the folder to put them in."""
+    folder = data_dir / suite.data_folder
+    how = (f"`benchaudit fetch {suite.path.parent.name}"
+           + (f" --data-dir {data_dir}" if origin == "--data-dir" else "") + "` downloads it, or "
+           if "fetch" in suite.own_tables else f"put the benchmark's original files in a '{suite.data_folder}/' "
+                                                "folder there, or ")
+    how += f"point --data-dir / ${DATA_ENV} at a directory that holds '{suite.data_folder}/'"
+    if not folder.is_dir():  # the whole benchmark is missing: one reason for each of its tasks
+        return (f"{suite.name}: data not found: no '{suite.data_folder}/' folder in {data_dir} (data directory "
+                f"from {origin}); {how}")
+    return f"{suite.name}: data file not found: {path} (data directory from {origin}); {how}"
 
 
 _checksums: dict[tuple[str, int, int], str] = {}

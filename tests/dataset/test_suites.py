@@ -534,7 +534,7 @@ def test_missing_data_file_names_full_path_and_benchmark_folder(mini):
 
 def test_missing_data_folder_entirely(mini):
     s = mini.config(JSONL)
-    with pytest.raises(SuiteError, match="data file not found"):
+    with pytest.raises(SuiteError, match="data not found: no 'minidata/' folder in .*elsewhere"):
         load_questions(s, "t", mini.root / "elsewhere", "test-origin")
 
 
