@@ -22,7 +22,8 @@ from collections.abc import Callable
 
 from pytest_benchaudit.scoring.tasks import TASK_RULES
 from pytest_benchaudit.scoring.tasks.labels import read_label
-from pytest_benchaudit.pipeline.types import ENDPOINT_DOWN_PREFIX, Extraction, Generation, InvalidReason, Question
+from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, HEDGED_PREFIX, Extraction, Generation, InvalidReason,
+                                              Question)
 
 __all__ = ["RULES", "Rule", "rule_names", "strip_reasoning", "extract"]
 
@@ -232,7 +233,7 @@ def redsage_mcq_acc(text: str, question: Question, generation: Generation) -> tu
 
 # "Answer:", "Final answer is", "The correct answers are" … (case-insensitive marker;
 # the letter itself stays case-sensitive so that prose never turns into an answer).
-_MARKER = r"(?i:\b(?:final\s+)?answers?\b\s*(?:is|are)?\s*[:：]?\s*(?:option|choice)?\s*)"
+_MARKER = r"(?i:\b(?:final\s+)?answers?\b(?:\*\*)?\s*(?:is|are)?\s*[:：]?\s*(?:option|choice)?\s*)"
 _NOT_WORD = r"(?![A-Za-z0-9])"
 
 
@@ -251,21 +252,30 @@ def final_answer_letter(text: str, question: Question, generation: Generation) -
 
 def _list_pattern(labels: tuple[str, ...]) -> str:
     lab = _label_alt(labels)
-    item = rf"(?:\*\*)?[(\[]?(?<![A-Za-z0-9])(?:{lab})+{_NOT_WORD}[)\]]?(?:\*\*)?"
+    # "(A)", "[A]" or a bare "A": a bracket is part of an item only when it closes ("A (B is close)" is "A").
+    item = rf"(?:\*\*)?(?:\((?:{lab})+\)|\[(?:{lab})+\]|(?<![A-Za-z0-9])(?:{lab})+{_NOT_WORD}[)\]]?)(?:\*\*)?"
     # ", " / " and " / ", and " / " " between items (an Oxford comma must not end the list)
     sep = r"(?:\s*[,;/&]\s*(?:and\s+)?|\s+and\s+|\s+)"
-    return rf"(?:\*\*|\$?\\boxed\{{)?\s*{item}(?:{sep}{item})*\s*(?:\*\*|\}}\$?)?"
+    # The whole list may sit in bold, \boxed{}, or brackets: "[A, C]", "(A, C)".
+    return rf"(?:\*\*|\$?\\boxed\{{|[(\[](?=[^)\]]*[)\]]))?\s*{item}(?:{sep}{item})*\s*(?:\*\*|\}}\$?|[)\]])?"
 
 
 @lru_cache(maxsize=64)
-def _letters_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """(marker, letter-list line, single label) patterns for a label set; built once per set."""
+def _letters_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str],
+                                                         re.Pattern[str], re.Pattern[str]]:
+    """(marker, letter-list line, single label, "or" after a list, marker + "either") patterns for a
+    label set; built once per set."""
     letters_list = _list_pattern(labels)
     marker = re.compile(_MARKER + f"({letters_list})")
     alone = re.compile(rf"^\s*({letters_list})\s*\.?\s*$")
+    item = rf"(?:\*\*)?(?:\$?\\boxed\{{)?[(\[]?(?<![A-Za-z0-9]){_label_alt(labels)}{_NOT_WORD}"
+    # "A or C", "A, B or C", "A and/or C", "A, or possibly C": a choice between sets, not a set.
+    alternative = re.compile(r"\s*[,;]?\s*(?:\bor\b|\band/or\b)(?:\s*(?i:possibly|maybe|perhaps|probably)\b)?\s*"
+                             + item)
+    either = re.compile(_MARKER + r"(?i:either)\s+" + f"({letters_list})")
     # Inside a matched list only labels, decoration and separators remain ("and" is
     # lower case), so every label occurrence is an answer letter.
-    return marker, alone, re.compile(_label_alt(labels))
+    return marker, alone, re.compile(_label_alt(labels)), alternative, either
 
 
 def final_answer_letters(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
@@ -273,15 +283,21 @@ def final_answer_letters(text: str, question: Question, generation: Generation) 
 
     Same bottom-up scan as ``final_answer_letter``; after a marker, or alone on a line,
     accepts ``ACD``, ``A, C, D``, ``A C D``, ``A and C``, ``(A), (C)``, ``**A, C**``.
+    A choice between options (``A or C``, ``A, B or C``, ``either A or C``) is no answer: hedged.
     """
-    marker, alone, label_re = _letters_patterns(_labels(question))
+    marker, alone, label_re, alternative, either = _letters_patterns(_labels(question))
     for line in reversed([ln for ln in text.splitlines() if ln.strip()]):
         hits = list(marker.finditer(line))
         kind = "answer marker"
         match = hits[-1] if hits else None
+        eithers = list(either.finditer(line))
+        if eithers and (match is None or eithers[-1].start() > match.start()):
+            return None, f"{HEDGED_PREFIX}'either' between options: {line.strip()[:60]!r}"
         if match is None:
             match, kind = alone.match(line), "letter line"
         if match:
+            if alternative.match(line, match.end(1)):
+                return None, f"{HEDGED_PREFIX}'or' between options: {line.strip()[:60]!r}"
             found = label_re.findall(match.group(1))
             return "".join(sorted(set(found))), f"{kind}: {line.strip()[:60]!r}"
     return None, "no answer marker or letter-list line"
@@ -344,7 +360,7 @@ def extract(rule: str, generation: Generation, question: Question, reasoning: st
 
     Returns a valid ``Extraction`` when the rule found an answer (an empty string from
     ``all_capital_letters`` counts as an answer), otherwise an invalid one whose reason is,
-    in order: ``inference_error`` (request failed; ``endpoint_down`` when it was never sent), ``empty`` / ``truncated`` (no text;
+    in order: ``hedged`` (the rule read a final answer naming several options), ``inference_error`` (request failed; ``endpoint_down`` when it was never sent), ``empty`` / ``truncated`` (no text;
     truncated when the token budget ran out), ``unclosed_reasoning``, ``truncated``,
     ``empty`` (nothing left after reasoning was removed), ``unparseable``.
     Raises KeyError for an unknown rule and ValueError for a bad ``reasoning`` mode.
@@ -366,6 +382,9 @@ def extract(rule: str, generation: Generation, question: Question, reasoning: st
     prediction, detail = RULES[rule](answer_text, question, generation)
     if prediction is not None:
         return Extraction(prediction=prediction, answer_text=answer_text, detail=detail)
+    if detail.startswith(HEDGED_PREFIX):
+        # The rule read a final answer that names several options: it is there, and it is no answer.
+        return Extraction(invalid_reason="hedged", answer_text=answer_text, detail=detail[len(HEDGED_PREFIX):])
 
     truncated = generation.finish_reason == "length"
     reason: InvalidReason

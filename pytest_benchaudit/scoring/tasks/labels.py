@@ -24,6 +24,12 @@ prose ("A firewall…", "Xen", "The") never becomes an answer.  A ``C) option te
 commits only when it is the response's one option line (or repeats one listed earlier):
 a response that echoes several options ("A) …", "B) …", "C) …") without a marker or a
 label-only line is unparseable, not an answer for the last option listed.
+
+A hedge between options after the marker is no answer either (``hedged``): ``Answer: A or B``,
+``Answer: A, B``, ``Answer: B and C``, ``Answer: A/B``, ``Answer: **A** or **B**`` and
+``Answer: AB`` name two options where one is asked for, so the reader does not credit the first of
+them (Inspect's ``choice`` scorer counts them as no answer too).  The conformance table of
+docs/scoring.md lists what each reading gives.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score
+from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, Generation, MetricInfo, Question, Score
 
 __all__ = ["ABSTAIN", "METRICS", "METRIC_INFO", "RULES", "gold_label_set", "label_rule", "read_label"]
 
@@ -45,10 +51,17 @@ Rule = Callable[[str, Question, Generation], tuple[str | None, str]]
 
 # "Answer:", "Final answer is", "My answer: " … case-insensitive; the label itself is
 # matched case-sensitively (or as a whole alias word such as "True").
-_MARKER = r"(?i:\b(?:final\s+)?answers?\b\s*(?:is|are|would\s+be|:)?\s*[:：]?\s*(?:option|choice)?\s*)"
+# "**Answer**: C" and "**Answer:** C": the marker's own bold closes before or after the colon.
+_MARKER = (r"(?i:\b(?:final\s+)?answers?\b(?:\*\*)?\s*(?:is|are|would\s+be|:)?\s*[:：]?\s*(?:\*\*\s*)?"
+           r"(?:option|choice)?\s*)")
 # LaTeX answers come as \boxed{C} or, inside math mode, $\boxed{C}$.
 _OPEN = r"(?:\*\*|\(|\[|\$?\\boxed\{|[\"'`])?\s*"
 _NOT_WORD = r"(?![A-Za-z0-9])"
+# Between two options of a hedge: "A or B", "A, B", "A and B", "A/B", "A & B", "A and/or B", after
+# any closing decoration of the first ("(A) or (B)", "**A** or **B**").
+_CLOSE = r"\s*(?:[)\]}\"'`]|\*\*)*\s*"
+_HEDGE_SEP = (r"(?:[,;]?\s*(?:\bor\b|\band/or\b|\band\b)|,|;|/|&|\+)"
+              r"(?:\s*(?i:possibly|maybe|perhaps|probably)\b)?")
 
 
 def _alternatives(labels: Sequence[str], aliases: Mapping[str, str]) -> str:
@@ -60,6 +73,25 @@ def _alternatives(labels: Sequence[str], aliases: Mapping[str, str]) -> str:
 def _compile(labels: Sequence[str], aliases: Mapping[str, str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
     # Built once per label set: rules run for every item of a suite.
     return _compile_cached(tuple(labels), tuple(sorted(aliases.items())))
+
+
+@lru_cache(maxsize=64)
+def _hedges(labels: tuple[str, ...], aliases: tuple[tuple[str, str], ...]
+            ) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str] | None]:
+    """(what after a marker's label makes it a hedge; a marker, "either"/"both" and a label; a marker
+    before a run of two or more labels, "Answer: AB")."""
+    alt = _alternatives(labels, dict(aliases))
+    label = _OPEN + rf"(?<![A-Za-z0-9])({alt}){_NOT_WORD}"
+    # A separator and another option, or only more options to the end of the line ("A C D").
+    more = re.compile(_CLOSE + "(?:" + _HEDGE_SEP + r"\s*(?:\*\*)?\s*" + label
+                      + rf"|\s+(?<![A-Za-z0-9])({alt})(?:\s+{alt})*\s*[.!]?\s*$)")
+    either = re.compile(_MARKER + r"(?i:either|both)\s+" + label)
+    single = [lbl for lbl in labels if len(lbl) == 1]
+    run = None
+    if len(single) > 1:
+        letters = "[" + "".join(re.escape(lbl) for lbl in single) + "]"
+        run = re.compile(_MARKER + _OPEN + rf"(?<![A-Za-z0-9])({letters}{{2,}}){_NOT_WORD}")
+    return more, either, run
 
 
 @lru_cache(maxsize=64)
@@ -83,14 +115,29 @@ def read_label(text: str, labels: Sequence[str], aliases: Mapping[str, str]) -> 
     def norm(found: str) -> str:
         return found if found in labels else fold[found.lower()]
 
+    more, either, run = _hedges(tuple(labels), tuple(sorted(aliases.items())))
     lines = [ln for ln in text.splitlines() if ln.strip()]
     for line in reversed(lines):
         hits = list(marker.finditer(line))
+        # "Answer: AB" and "Answer: either A or B" are no marker hit; they hedge when they come last.
+        runs = [m for m in run.finditer(line) if len(set(m.group(1))) > 1] if run else []
+        runs += [m for m in either.finditer(line) if more.match(line, m.end())]
+        last = max(runs, key=lambda m: m.start(), default=None)
+        if last is not None and (not hits or last.start() > hits[-1].start()):
+            return None, f"{HEDGED_PREFIX}several options after the marker: {line.strip()[:60]!r}"
         if hits:
-            return norm(hits[-1].group(1)), f"answer marker: {line.strip()[:60]!r}"
+            found = norm(hits[-1].group(1))
+            other = more.match(line, hits[-1].end())
+            second = other and norm(other.group(1) or other.group(2))
+            if second and second != found:
+                return None, f"{HEDGED_PREFIX}{found} and {second} after the marker: {line.strip()[:60]!r}"
+            return found, f"answer marker: {line.strip()[:60]!r}"
         match = alone.match(line)
         if match:
             found = norm(match.group(1))
+            if match.group("text") is not None and _only_labels(match.group("text"), labels, aliases) - {found}:
+                # "(A) (C)", "A) or C)": the "option text" is more options, not the option's wording.
+                return None, f"{HEDGED_PREFIX}several options on a label line: {line.strip()[:60]!r}"
             if match.group("text") is not None:
                 listed = _option_lines(lines, alone, norm)
                 # "A) …\nB) …\nC) …" echoes the options; the last one listed is not a choice.
@@ -99,6 +146,17 @@ def read_label(text: str, labels: Sequence[str], aliases: Mapping[str, str]) -> 
                     return None, f"lists options {', '.join(dict.fromkeys(listed))} without committing to one"
             return found, f"label line: {line.strip()[:60]!r}"
     return None, f"no answer marker or label line (labels {'/'.join(labels)})"
+
+
+def _only_labels(text: str, labels: Sequence[str], aliases: Mapping[str, str]) -> set[str]:
+    """The labels ``text`` names when it holds nothing but labels, brackets, bold and separators
+    (``") (C)"``, ``") or C)"``); an empty set for any other text."""
+    alt = _alternatives(labels, aliases)
+    rest = re.sub(rf"(?<![A-Za-z0-9]){alt}{_NOT_WORD}|\b(?:or|and)\b|[\s()\[\],;/&*.:]", "", text)
+    if rest:
+        return set()
+    fold = {k.lower(): v for k, v in aliases.items()}
+    return {m if m in labels else fold[m.lower()] for m in re.findall(rf"(?<![A-Za-z0-9]){alt}{_NOT_WORD}", text)}
 
 
 def _option_lines(lines: Sequence[str], alone: re.Pattern[str], norm: Callable[[str], str]) -> list[str]:
