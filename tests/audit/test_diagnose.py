@@ -535,6 +535,22 @@ def test_card_lint_finds_what_the_server_did_not_enforce() -> None:
     assert "BA04-card-lint" not in ids(diagnose([run_of(mmlu, [record(mmlu, "0001", "A", " A")])]))
 
 
+def test_the_papers_argmax_without_logprobs_is_named_not_reported_as_an_unreadable_group() -> None:
+    """Under the paper's rule (logprob_argmax, no fallback) answers without log-probabilities have no
+    prediction: BA05 names why; BA03 (every answer invalid) would only repeat the symptom."""
+    p = pipeline("mmlu_cs", "mcq", sets=[("extraction.rule", "logprob_argmax")])
+    recs = [record(p, f"{i:04d}", "A", " B") for i in range(4)]  # Generation without top_logprobs
+    assert not any(r["valid"] for r in recs)
+    findings = diagnose([run_of(p, recs)])
+    f = only(findings, "BA05-logprobs-missing")
+    assert f.evidence["n_without_logprobs"] == 4 and f.evidence["n_fallback_scored"] == 0
+    assert "found no prediction in any of them" in f.hypothesis
+    assert "BA03-endpoint-or-format-failure" not in ids(findings)
+    # answers that did carry log-probabilities: nothing to report
+    with_lp = [{**r, "top_logprobs": [{" B": -0.1}]} for r in recs]
+    assert "BA05-logprobs-missing" not in ids(diagnose([run_of(p, with_lp)]))
+
+
 def test_mmlu_released_on_an_endpoint_without_logprobs_names_the_cause(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     """MMLU's released pipeline (evaluate.py's bare except) on an endpoint that returns no log-probabilities
