@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from pytest_benchaudit.cli._common import Subparsers, run_cards
@@ -25,10 +26,16 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.report.terminal import render_summary
-    from pytest_benchaudit.runs.store import load_run, read_summary_json
+    from pytest_benchaudit.runs.store import check_unique_records, load_run, read_summary_json
 
     cards = run_cards(args.run_dir)
     summary = read_summary_json(args.run_dir)
+    # An item recorded twice (two writers of one run) is counted twice by the stored summary.
+    repeated = check_unique_records(args.run_dir)  # an error naming them, or (--skip-bad-records) how many
+    if repeated:
+        print(f"warning: {repeated} line(s) of records.jsonl repeat an item already recorded; summary.json may count "
+              f"them: `benchaudit summarize {args.run_dir} --skip-bad-records` rewrites it keeping the first of each",
+              file=sys.stderr)
     if not summary.get("results"):
         load_run(args.run_dir, require_records=True)  # an empty run: say why there is nothing to show
     print(render_summary(summary.get("results", []), summary.get("benchmarks", []), cards, []))

@@ -13,14 +13,25 @@ Known values are those registered (:func:`register_secret_env`,
 names, read when redacting.  ``OPENAI_API_KEY`` (the default key variable of every
 ``ID@URL`` model) is always one of those names, so a process that never built a
 model (the xdist controller, which writes the records) still masks it.
+
+Credentials can also be written into an endpoint URL: ``https://user:password@host/v1`` or a
+query parameter (``.../v1?api_key=K``, as some providers want).  :func:`strip_url_credentials`
+gives the URL as it may be written (no user info; a credential parameter's value ``***``), and
+:func:`register_url_secrets` makes those values known secrets, so that a server's error text or
+a log line quoting the URL is masked too.  A query parameter is a credential when its name says
+so (:func:`is_credential_param`: key, token, secret, password, signature, auth, credential).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Callable, Iterable
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
-__all__ = ["register_secret", "register_secret_env", "redact", "redact_obj", "redactor", "secret_values"]
+__all__ = ["is_credential_param", "register_secret", "register_secret_env", "register_url_secrets", "redact",
+           "redact_obj", "redactor", "secret_values", "strip_url_credentials",
+           "strip_url_credentials_in", "url_secrets"]
 
 _MIN_SECRET_LEN = 8  # shorter values would redact ordinary words
 _MASK = "***"
@@ -104,3 +115,65 @@ def _walk(obj: Any, values: list[str]) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_walk(v, values) for v in obj]
     return obj
+
+
+# A query parameter whose name contains one of these carries a credential (api_key, apikey, key,
+# access_token, X-Amz-Signature, X-Amz-Credential, sig, auth, password, client_secret, ...).
+_CREDENTIAL_NAME = re.compile(r"key|token|secret|passw|pwd|sig|auth|credential|session", re.IGNORECASE)
+
+
+def is_credential_param(name: str) -> bool:
+    """Whether a URL query parameter named ``name`` carries a credential (judged by its name)."""
+    return bool(_CREDENTIAL_NAME.search(unquote_plus(name)))
+
+
+def _query_parts(query: str) -> list[tuple[str, str | None]]:
+    """``a=1&b`` -> ``[("a", "1"), ("b", None)]``, the raw (still quoted) text of each part."""
+    parts: list[tuple[str, str | None]] = []
+    for part in query.split("&"):
+        name, eq, value = part.partition("=")
+        parts.append((name, value if eq else None))
+    return parts
+
+
+def strip_url_credentials(url: str) -> str:
+    """``url`` as it may be written to a record, run.json, a cache row or a log: without
+    ``user:password@``, and with the value of each credential query parameter replaced by
+    ``***`` (the other parameters, the path and the fragment kept as they were written)."""
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
+    if parts.query:
+        query = "&".join(name if value is None else
+                         f"{name}={_MASK if value and is_credential_param(name) else value}"
+                         for name, value in _query_parts(parts.query))
+        parts = parts._replace(query=query)
+    return urlunsplit(parts)
+
+
+_URL_IN_TEXT = re.compile(r"https?://[^\s,]+")
+
+
+def strip_url_credentials_in(text: str) -> str:
+    """``text`` with :func:`strip_url_credentials` applied to every http(s) URL in it (an argv
+    word ``m@https://user:pw@host/v1``, a log line)."""
+    return _URL_IN_TEXT.sub(lambda m: strip_url_credentials(m.group(0)), text)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials written into ``url``: its password and each credential query parameter's
+    value, each as written and decoded (an error text may quote either)."""
+    parts = urlsplit(url)
+    found: list[str] = []
+    if parts.password:
+        found += [parts.password, unquote_plus(parts.password)]
+    for name, value in _query_parts(parts.query):
+        if value and is_credential_param(name):
+            found += [value, unquote_plus(value)]
+    return list(dict.fromkeys(found))
+
+
+def register_url_secrets(url: str | None) -> None:
+    """Treat the credentials written into ``url`` (:func:`url_secrets`) as secrets."""
+    for value in url_secrets(url or ""):
+        register_secret(value)

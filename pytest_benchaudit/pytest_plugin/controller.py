@@ -254,6 +254,7 @@ class Controller:
         self.verdicts: list[GateVerdict] = []
         # --resume: keys of the records already in the run directory, and what its run.json held.
         self.recorded: set[RecordKey] = set()
+        self.recorded_wrong = 0  # how many of those are not correct (the resumed run's exit status counts them)
         self.resumed_from: dict[str, Any] = {}
         self.duplicates = 0
         self.cache_stats: list[dict[str, Any]] = []
@@ -282,8 +283,9 @@ class Controller:
                     if not _not_asked(record):
                         self._note_previous(record)
             else:
-                _drop_not_asked(Path(path))  # questions a dead endpoint never got: asked now
-                self.run_dir = RunDirectory.reopen(path, on_record=self._note_previous)
+                # Locked first (one writer per run), then the questions a dead endpoint never got are
+                # dropped (asked now), then the records are read.
+                self.run_dir = RunDirectory.reopen(path, on_record=self._note_previous, prepare=_drop_not_asked)
                 torn = self.run_dir.warnings
         except (ValueError, OSError, RunDirError) as err:
             raise pytest.UsageError(f"--resume {path}: {err}") from None
@@ -297,6 +299,8 @@ class Controller:
     def _note_previous(self, record: dict[str, Any]) -> None:
         """A record of the resumed run: its key (deselects its item) and served model id; not kept."""
         self.recorded.add(record_key(record))
+        if not record.get("correct"):
+            self.recorded_wrong += 1
         self._note_served(record)
 
     def _note_served(self, record: dict[str, Any]) -> None:
@@ -616,8 +620,11 @@ class Controller:
             self.cache_stats.append(engine.cache_stats())
         self.context_warnings = self._context_warnings(digest)
         self.run_dir.finish(**self._run_meta(), exitstatus=int(exitstatus))
-        if self.resumed_from and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.recorded:
-            session.exitstatus = pytest.ExitCode.OK  # everything was already recorded: nothing left to do
+        if self.resumed_from and self.recorded and session.exitstatus in (pytest.ExitCode.OK,
+                                                                         pytest.ExitCode.NO_TESTS_COLLECTED):
+            # A resumed run's status is the whole run's, not this invocation's items': a wrong or
+            # invalid answer recorded before still fails it, as it failed the run that recorded it.
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED if self.recorded_wrong else pytest.ExitCode.OK
         if self.verdicts:
             # With gates, the gates alone decide: wrong answers are measurements, not test errors.
             session.exitstatus = pytest.ExitCode.OK if all(v.passed for v in self.verdicts) else pytest.ExitCode.TESTS_FAILED

@@ -9,8 +9,14 @@ A run directory ``<report-dir>/<run-id>/`` holds:
   finish (append-only, so a crash loses at most the line being written);
 - ``summary.json``: ``{"results": [...]}`` from :mod:`pytest_benchaudit.aggregate.results`.
 
-Only the process that owns the run (the pytest controller) writes a run while it runs;
-offline commands write new run directories or replace ``summary.json`` atomically.
+Only the process that owns the run (the pytest controller) writes a run while it runs, and
+the store makes that so: a :class:`RunDirectory` holds an advisory lock (``fcntl.flock`` on
+``.writer.lock`` in the run directory) from creation or :meth:`RunDirectory.reopen` to
+:meth:`RunDirectory.finish`; a second writer (two ``--resume`` of one run at once) is refused
+with :class:`RunLocked`, naming the holder (pid, host, start time, command).  The kernel drops
+the lock when its process ends, killed or not, so a crashed run never stays locked.  xdist
+workers never open the run directory (their records reach the controller with their reports).
+Offline commands write new run directories or replace ``summary.json`` atomically.
 
 Reading: :func:`load_run` (``run.json`` + validated records), :func:`read_run_json`,
 :func:`read_summary_json` and :func:`read_records` are what every command uses
@@ -18,8 +24,11 @@ Reading: :func:`load_run` (``run.json`` + validated records), :func:`read_run_js
 record line is validated against :class:`Record`: a line that is JSON but not a record
 is one :class:`BadRecord` error naming ``file:line`` and the field, unless bad lines are
 skipped (``skip_bad=True``, or :func:`skip_bad_records` for a whole command), in which
-case the count is reported once.  Every problem is a :class:`RunDirError`, never a
-traceback.  Writing: :func:`write_json_atomic` / :func:`write_text_atomic` (temp file in
+case the count is reported once.  A record whose (benchmark, task, question_id, model,
+variant) an earlier line already holds is a :class:`DuplicateRecords` error naming the
+duplicated ids (two writers wrote one run), unless bad lines are skipped: then the first of each
+is kept and the others are counted in that message.  Every problem is a :class:`RunDirError`,
+never a traceback.  Writing: :func:`write_json_atomic` / :func:`write_text_atomic` (temp file in
 the same folder + ``os.replace``), so a reader never sees half a file.
 """
 
@@ -27,10 +36,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import hashlib
 import json
 import os
 import re
 import secrets as _random
+import socket
 import sys
 import time
 from pathlib import Path
@@ -40,13 +51,13 @@ import orjson  # records.jsonl is read and re-written in bulk by rescore/sweep: 
 from pydantic import ValidationError
 
 from pytest_benchaudit.common.errors import RunDirError, UsageError
-from pytest_benchaudit.common.secrets import redact_obj, secret_values
+from pytest_benchaudit.common.secrets import redact, redact_obj, secret_values, strip_url_credentials_in
 
 from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
 
-__all__ = ["BadRecord", "EmptyRun", "NotARunDir", "Record", "RunDirectory", "RECORD_VERSION", "check_record",
-           "check_report_dir", "load_run",
-           "new_run_id", "run_slug", "read_json", "read_records", "RecordsFollower", "read_run_json", "read_summary_json",
+__all__ = ["BadRecord", "DuplicateRecords", "EmptyRun", "LOCK_NAME", "NotARunDir", "Record", "RunDirectory",
+           "RunLocked", "RECORD_VERSION", "WriterLock", "check_record", "check_report_dir", "check_unique_records", "load_run",
+           "new_run_id", "record_key", "run_slug", "read_json", "read_records", "RecordsFollower", "read_run_json", "read_summary_json",
            "skip_bad_records",
            "write_json_atomic", "write_text_atomic"]
 
@@ -71,6 +82,115 @@ def run_slug(benchmarks: Iterable[str], models: Iterable[str]) -> str:
                     if p)
 
 
+LOCK_NAME = ".writer.lock"  # in the run directory; kept after the run (unlinking it would race a waiting writer)
+
+
+class RunLocked(RunDirError):
+    """The run directory is being written by another process (it holds the writer lock)."""
+
+
+# The writer locks this process holds, by file descriptor: a child forked while one is held
+# (the inference process) closes its copy at once, so that only the writer itself holds it.
+_HELD: set[int] = set()
+
+
+def _close_inherited_locks() -> None:
+    for fd in list(_HELD):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_inherited_locks)
+
+
+class WriterLock:
+    """One writer per run directory: ``fcntl.flock`` on ``<run dir>/.writer.lock``.
+
+    :meth:`acquire` takes the lock without waiting, then writes who holds it (pid, host, start
+    time, the command with its secrets removed) into the file; a process that finds it taken gets
+    :class:`RunLocked` with those facts.  :meth:`release` empties the file and unlocks.  The lock
+    is advisory: only run writers (:class:`RunDirectory`) take it.  Where ``fcntl`` is missing
+    (Windows) no lock is taken.
+    """
+
+    def __init__(self, path: Path, fd: int | None) -> None:
+        self.path = path
+        self._fd = fd
+
+    @classmethod
+    def acquire(cls, run_dir: Path) -> "WriterLock":
+        path = Path(run_dir) / LOCK_NAME
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks on this platform
+            return cls(path, None)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise RunDirError(f"{run_dir}: cannot open its writer lock {path.name}: {err.strerror or err}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise RunLocked(f"another process is writing the run directory {run_dir} ({holder}); a run directory "
+                            "has one writer: wait for that one to end (or stop it), then --resume") from None
+        _HELD.add(fd)
+        holder_info = {"pid": os.getpid(), "host": socket.gethostname(), "started": _now(),
+                       "command": _command_line()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(holder_info) + "\n").encode(), 0)
+        return cls(path, fd)
+
+    def release(self) -> None:
+        """Unlock (idempotent): the file is emptied first, so no reader names a gone holder."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        _HELD.discard(fd)
+        try:
+            import fcntl
+
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)  # unlocked even where a forked child still has the file open
+        except OSError:
+            pass
+        os.close(fd)
+
+
+def _command_line() -> str:
+    """This process's command line as a lock holder names it: URL credentials and known secrets removed."""
+    return redact(strip_url_credentials_in(" ".join(sys.argv)))[:500]
+
+
+def _read_holder(fd: int) -> str:
+    """Who holds the lock, as its holder wrote it: ``pid 123 on host h since T: pytest ...``."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace") or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not isinstance(info, dict) or not info.get("pid"):
+        return "it has not said which yet"
+    return (f"pid {info.get('pid')} on host {info.get('host', '?')} since {info.get('started', '?')}: "
+            f"{info.get('command', '?')}")
+
+
+def record_key(record: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    """What identifies a record within a run: benchmark, task, question id, model, variant."""
+    return (str(record.get("benchmark")), str(record.get("task")), str(record.get("question_id")),
+            str(record.get("model")), str(record.get("variant") or ""))
+
+
+def _key_text(key: tuple[str, str, str, str, str]) -> str:
+    """``toy.mcq m03 [m]`` (``[m|variant]`` with a variant): a record key as messages name it."""
+    bench, task, qid, model, variant = key
+    return f"{bench}.{task} {qid} [{model}{'|' + variant if variant else ''}]"
+
+
 class RunDirectory:
     """Writer for one run directory. Every string written is passed through redaction."""
 
@@ -81,6 +201,7 @@ class RunDirectory:
             self.path.mkdir(parents=True, exist_ok=False)
         except OSError as err:  # a file in the way, no permission, a read-only disk
             raise RunDirError(f"cannot create the run directory {self.path}: {err.strerror or err}") from None
+        self.lock = WriterLock.acquire(self.path)
         self.records_path = self.path / "records.jsonl"
         self._records = self.records_path.open("a", encoding="utf-8", buffering=_BUFFER)
         self._last_flush = time.monotonic()
@@ -91,8 +212,13 @@ class RunDirectory:
         self.warnings: list[str] = []
 
     @classmethod
-    def reopen(cls, path: Path, on_record: Callable[[dict[str, Any]], None] | None = None) -> "RunDirectory":
+    def reopen(cls, path: Path, on_record: Callable[[dict[str, Any]], None] | None = None,
+               prepare: Callable[[Path], None] | None = None) -> "RunDirectory":
         """Continue the run in ``path`` (``--resume``): same run id, records appended.
+
+        The writer lock is taken first (:class:`RunLocked` when another process writes the run),
+        then ``prepare(path)`` runs (the controller's rewrite of records.jsonl), then the records
+        are read: a record key written twice is a :class:`DuplicateRecords` error.
 
         The records already written are read into :attr:`previous`, or, with ``on_record``,
         handed to it one by one and not kept (a large run is never held in memory).  A torn last
@@ -111,6 +237,20 @@ class RunDirectory:
         self.records_path = records_path
         self.warnings = []
         self.previous = []
+        self.lock = WriterLock.acquire(path)
+        try:
+            self._continue(prepare, on_record)
+        except BaseException:  # refused: the run is left as it was, and unlocked
+            self.lock.release()
+            raise
+        return self
+
+    def _continue(self, prepare: Callable[[Path], None] | None,
+                  on_record: Callable[[dict[str, Any]], None] | None) -> None:
+        """:meth:`reopen`'s work once the lock is held: read the records, mend the tail, mark run.json."""
+        path, records_path = self.path, self.records_path
+        if prepare is not None:
+            prepare(path)
         count = 0
         for record in read_records(records_path, on_torn_tail=self.warnings.append):
             count += 1
@@ -136,7 +276,6 @@ class RunDirectory:
         self._records = records_path.open("a", encoding="utf-8", buffering=_BUFFER)
         self._last_flush = time.monotonic()
         self.write_json("run.json", self.meta)
-        return self
 
     # Records reach the disk at most this long after their item finished: flushing every
     # line cost ~0.15 ms per item at hundreds of items/s; a kill loses at most this much,
@@ -187,10 +326,14 @@ class RunDirectory:
         return self.write_json("run.json", self.meta)
 
     def finish(self, **fields: Any) -> Path:
-        self._records.close()
-        self.meta["ended"] = _now()
-        self.meta["n_records"] = self.count
-        return self.write_run(**fields)
+        """Close records.jsonl, write run.json's end, then release the writer lock."""
+        try:
+            self._records.close()
+            self.meta["ended"] = _now()
+            self.meta["n_records"] = self.count
+            return self.write_run(**fields)
+        finally:
+            self.lock.release()
 
 
 def _record_line(record: dict[str, Any]) -> str:
@@ -280,10 +423,12 @@ def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, 
     skip = _SKIP_BAD if skip_bad is None else skip_bad
     fh = _open_records(path)
     skipped: list[str] = []
+    seen = _KeysSeen()
     with fh:
         # Line by line, never the whole file at once: a paper-scale run's records.jsonl is
         # hundreds of MiB.  Only the last line can lack its newline.
-        for lineno, line in enumerate(_lines(fh, path), 1):
+        lines = enumerate(_lines(fh, path), 1)
+        for lineno, line in lines:
             try:
                 record = _record_of(line, path, lineno, validate)
             except _TornTail as torn:
@@ -295,9 +440,89 @@ def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, 
                     raise
                 skipped.append(str(err))
                 continue
-            if record is not None:
-                yield record
+            if record is None:
+                continue
+            first = seen.first_line(record, lineno)
+            if first is not None:
+                if not skip:
+                    raise _duplicates_error(path, [(record_key(record), first, lineno)], seen, lines)
+                skipped.append(f"{path}:{lineno}: a second record of {_key_text(record_key(record))} "
+                               f"(the first, line {first}, is kept)")
+                continue
+            yield record
     _report_skipped(path, skipped, on_skipped or on_torn_tail)
+
+
+class DuplicateRecords(BadRecord):
+    """Two lines of ``records.jsonl`` hold a record of the same item: two processes wrote one run."""
+
+
+def check_unique_records(path: Path, *, skip_bad: bool | None = None) -> int:
+    """Raise :class:`DuplicateRecords` if ``records.jsonl`` (or a run directory's) holds an item
+    twice, naming them; with ``skip_bad`` (default: :func:`skip_bad_records`'s setting) return
+    how many lines repeat an item instead.  Reads record keys only: for commands that show a
+    stored summary without reading the records (``benchaudit show``).  Lines that are not JSON
+    are left for the commands that read records to judge."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "records.jsonl"
+    skip = _SKIP_BAD if skip_bad is None else skip_bad
+    seen = _KeysSeen()
+    found: list[tuple[tuple[str, str, str, str, str], int, int]] = []
+    with _open_records(path, "rb") as fh:
+        lines: Iterator[tuple[int, str | bytes]] = enumerate(fh, 1)
+        for lineno, line in lines:
+            try:
+                obj = orjson.loads(line)
+            except json.JSONDecodeError:
+                continue
+            first = seen.first_line(obj, lineno) if isinstance(obj, dict) else None
+            if first is not None:
+                found.append((record_key(obj), first, lineno))
+                if not skip:
+                    raise _duplicates_error(path, found, seen, lines)
+    return len(found)
+
+
+class _KeysSeen:
+    """The record keys read so far, as 8-byte digests (a 161,670-record run: ~10 MB, not the keys
+    themselves), each with the line it was first read on."""
+
+    def __init__(self) -> None:
+        self._first: dict[bytes, int] = {}
+
+    def first_line(self, record: dict[str, Any], lineno: int) -> int | None:
+        """``None`` the first time ``record``'s key is seen (it is noted), else the line it was seen on.
+        A line without a ``question_id`` (read unvalidated: not a record) identifies no item."""
+        if "question_id" not in record:
+            return None
+        digest = hashlib.blake2b("\x1f".join(record_key(record)).encode(), digest_size=8).digest()
+        first = self._first.setdefault(digest, lineno)
+        return None if first == lineno else first
+
+
+_NAMED_DUPLICATES = 5  # how many duplicated items a DuplicateRecords message names
+
+
+def _duplicates_error(path: Path, found: list[tuple[tuple[str, str, str, str, str], int, int]], seen: _KeysSeen,
+                      rest: Iterator[tuple[int, str | bytes]]) -> DuplicateRecords:
+    """The error for a file whose records repeat: the rest of the file is read (keys only) so that
+    the message counts them all and names the first few, with their lines."""
+    for lineno, line in rest:
+        try:
+            obj = orjson.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn tail or a bad line: the duplicates are what this error is about
+        if isinstance(obj, dict):
+            first = seen.first_line(obj, lineno)
+            if first is not None:
+                found.append((record_key(obj), first, lineno))
+    named = "; ".join(f"{_key_text(key)} (lines {first} and {line})" for key, first, line in found[:_NAMED_DUPLICATES])
+    more = f"; and {len(found) - _NAMED_DUPLICATES} more" if len(found) > _NAMED_DUPLICATES else ""
+    return DuplicateRecords(
+        f"{path}: {len(found)} record(s) repeat an item already recorded (same benchmark, task, question, model and "
+        f"variant; two processes wrote this run at once?): {named}{more}.  A score over them would count those items "
+        "twice; `--skip-bad-records` (benchaudit commands) keeps the first record of each")
 
 
 class _TornTail(Exception):
@@ -344,7 +569,8 @@ class RecordsFollower:
     ``limit`` bytes of them); :meth:`rest`, once the writer has flushed for the last time, the
     lines left, a last one without its newline included.  Across the calls every line is read
     once and judged as :func:`read_records` judges it (``validate``, ``skip_bad``, a torn last
-    line skipped and said to ``on_torn_tail``), so feeding a summary from the two gives what one
+    line skipped and said to ``on_torn_tail``, a repeated item a :class:`DuplicateRecords` error,
+    named as far as the file is written), so feeding a summary from the two gives what one
     :func:`read_records` pass at the end would.  Why: the end of a run then reads only its last
     few records, the rest having been read while the run waited for answers.
 
@@ -362,6 +588,7 @@ class RecordsFollower:
         self._pending = b""  # the start of a line whose newline has not been written yet
         self._lineno = 0
         self._skipped: list[str] = []
+        self._seen = _KeysSeen()
 
     def new(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
         """The records of the lines completed since the last call (at most about ``limit`` bytes
@@ -417,7 +644,16 @@ class RecordsFollower:
         except UnicodeDecodeError as err:
             raise RunDirError(f"{self.path}: cannot be read: {err}") from None
         try:
-            return _record_of(line, self.path, self._lineno, self.validate)
+            record = _record_of(line, self.path, self._lineno, self.validate)
+            first = self._seen.first_line(record, self._lineno) if record is not None else None
+            if first is not None:  # as read_records judges it; the rest of the file is not written yet
+                if self.skip:
+                    self._skipped.append(f"{self.path}:{self._lineno}: a second record of "
+                                         f"{_key_text(record_key(record or {}))} (the first, line {first}, is kept)")
+                    return None
+                raise _duplicates_error(self.path, [(record_key(record or {}), first, self._lineno)], self._seen,
+                                        iter(()))
+            return record
         except BadRecord as err:
             if not self.skip:
                 raise

@@ -130,7 +130,8 @@ def test_resume_with_nothing_left_and_bad_lines(pytester: pytest.Pytester) -> No
         (run_dir,) = (pytester.path / "out").iterdir()
         sent = len(server.calls)
         again = resume(pytester.path, server, run_dir)
-        assert again.returncode == pytest.ExitCode.OK, again.stdout
+        # Nothing left to ask, but the run's records hold wrong answers: it fails as the first invocation did.
+        assert again.returncode == pytest.ExitCode.TESTS_FAILED, again.stdout
         assert len(server.calls) == sent and f"{N_QUESTIONS + 1} deselected" in again.stdout
         run = json.loads((run_dir / "run.json").read_text())
         assert len(run["resumed"]) == 1 and run["n_records"] == N_QUESTIONS
@@ -185,3 +186,73 @@ def test_sigkill_then_resume_under_xdist(pytester: pytest.Pytester) -> None:
                      "meanwhile the controller keeps each record once but recorded items are asked again")
     for q in {r["question_id"][1:] for r in before}:
         assert asked[q] == asked_before[q] == 1, q
+
+
+def test_two_resumes_at_once_one_writes_the_other_is_refused(pytester: pytest.Pytester) -> None:
+    # Two real processes resume one run directory.  The first holds the writer lock while the
+    # server keeps its answers back; the second must be refused at start-up, naming the first,
+    # and leave the file alone: each question ends up recorded once.
+    import threading
+
+    write_many(pytester.path)
+    with ScriptedServer(lambda call: Reply(content="Answer: B"), latency=0.1) as server:
+        run_dir, before = kill_mid_run(pytester.path, server, "--no-cache")
+    release = threading.Event()
+
+    def held(call: object) -> Reply:
+        release.wait(120)
+        return Reply(content="Answer: B")
+
+    with ScriptedServer(held) as server:
+        first = subprocess.Popen(pytest_cmd(server, "--resume", str(run_dir), "--no-cache"), cwd=pytester.path,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not any(c.path.endswith("/completions") for c in server.calls):  # the first one is asking
+                assert first.poll() is None and time.monotonic() < deadline, "the first resume never asked"
+                time.sleep(0.02)
+            second = subprocess.Popen(pytest_cmd(server, "--resume", str(run_dir), "--no-cache"), cwd=pytester.path,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                second.wait(timeout=60)  # refused at start-up (before this change: it asked, and waited too)
+            except subprocess.TimeoutExpired:
+                pass
+        finally:
+            release.set()
+            out, _ = first.communicate(timeout=300)
+        second_out, second_err = second.communicate(timeout=300)
+    assert second.returncode == pytest.ExitCode.USAGE_ERROR, second_out + second_err
+    assert f"another process is writing the run directory {run_dir} (pid {first.pid} on host " in second_err
+    assert "Traceback" not in second_out + second_err
+    check_resumed(run_dir, before, subprocess.CompletedProcess(first.args, first.returncode, out, ""))
+    shown = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "show", str(run_dir)], cwd=pytester.path,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    row = next(line for line in shown.stdout.splitlines() if line.startswith("mcq"))
+    assert row.split()[2] == str(N_QUESTIONS)  # n: each question once
+
+
+def _right_by_number(call: object) -> Reply:
+    """The gold of each Many question (B, or C for every third): a resumed part answered all right."""
+    number = int(question_of(call.last_user_text))  # type: ignore[attr-defined]
+    return Reply(content="Answer: B" if number % 3 else "Answer: C")
+
+
+@pytest.mark.parametrize("first_answers", ["wrong", "right"])
+def test_a_resumed_run_exits_with_the_whole_runs_status(pytester: pytest.Pytester, first_answers: str) -> None:
+    # The part recorded before the kill answered wrong (A: every gold is B or C) or right; the
+    # resumed part answers every question right.  CI reads the status: it is the whole run's.
+    write_many(pytester.path)
+    script = (lambda call: Reply(content="Answer: A")) if first_answers == "wrong" else _right_by_number
+    with ScriptedServer(script, latency=0.1) as server:
+        run_dir, before = kill_mid_run(pytester.path, server, "--no-cache")
+    with ScriptedServer(_right_by_number) as server:
+        result = resume(pytester.path, server, run_dir, "--no-cache")
+    out = result.stdout + result.stderr
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    assert len(records) == N_QUESTIONS and all(r["correct"] for r in records[len(before):]), out
+    assert f"{N_QUESTIONS - len(before)} passed" in out and "failed" not in out.split("short test summary")[-1]
+    wrong = sum(not r["correct"] for r in records)  # a hand count of records.jsonl
+    assert wrong == (len(before) if first_answers == "wrong" else 0)
+    expected = pytest.ExitCode.TESTS_FAILED if wrong else pytest.ExitCode.OK
+    assert result.returncode == expected, out

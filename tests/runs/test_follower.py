@@ -14,7 +14,7 @@ import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pytest_benchaudit.runs.store import BadRecord, RecordsFollower, read_records
+from pytest_benchaudit.runs.store import BadRecord, DuplicateRecords, RecordsFollower, read_records
 
 RECORD = st.fixed_dictionaries({
     "question_id": st.text(max_size=6),
@@ -44,7 +44,7 @@ def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(records=st.lists(RECORD, max_size=12), cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8),
+@given(records=st.lists(RECORD, max_size=12, unique_by=lambda r: r["question_id"]), cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8),
        torn=st.booleans(), blank=st.booleans())
 def test_followed_file_reads_as_read_records(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]],
                                              cuts: list[int], torn: bool, blank: bool) -> None:
@@ -137,3 +137,17 @@ def test_lines_longer_than_a_block_and_cut_at_block_edges(tmp_path: Path, monkey
     got = list(follower.new(limit=50)) + list(follower.rest())
     assert got == records == list(read_records(path, on_torn_tail=lambda _: None, validate=False))
     assert len(said) == 1
+
+
+def test_a_repeated_item_is_the_error_read_records_gives(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    lines = [b'{"question_id": "a"}\n', b'{"question_id": "b"}\n', b'{"question_id": "a"}\n']
+    with pytest.raises(DuplicateRecords) as followed:
+        _follow(path, lines)
+    with pytest.raises(DuplicateRecords) as whole:
+        list(read_records(path, validate=False))
+    assert str(followed.value) == str(whole.value) and "a [None] (lines 1 and 3)" in str(whole.value)
+    said: list[str] = []
+    kept = list(read_records(path, validate=False, skip_bad=True, on_skipped=said.append))
+    got, followed_said = _follow(path, lines, skip_bad=True)
+    assert got == kept == [{"question_id": "a"}, {"question_id": "b"}] and followed_said == said
