@@ -13,6 +13,7 @@ from pytest_benchaudit.audit.importers import import_athenabench_runs
 from pytest_benchaudit.cli.audit import add_parser, run
 
 from conftest import SUITES
+from fake_embedder import fake_embedder
 
 
 def _audit(*argv: str) -> int:
@@ -78,3 +79,52 @@ def test_audit_refuses_runs_already_under_the_target_layer(released: Path, tmp_p
     assert _audit(str(released), "--toward", "released", "--out", str(tmp_path / "o")) == 2
     assert "already under 'released'" in capsys.readouterr().err
     assert not (tmp_path / "o" / "audit.json").exists()
+
+
+def test_audit_of_the_published_runs_by_what_is_sent_with_both_rhos_and_both_similarities(
+        released: Path, real_data: Path, tmp_path: Path, capsys) -> None:
+    """AthenaBench's templates released and dataset_prompt are both user = "{prompt}": no upstream difference;
+    top_p/seed at temperature 0 "no effect expected"; rho_ext (extraction fields only) beside rho_downstream;
+    the similarity of both layers, from what each task asks, checked against scipy on the recorded cosines."""
+    from scipy import stats as st
+
+    out = tmp_path / "audit"
+    with fake_embedder() as (spec, seen):
+        assert _audit(str(released), "--out", str(out), "--suites-dir", str(SUITES), "--data-dir", str(real_data),
+                      "--findings", str(_no_findings(tmp_path)), "--resamples", "100", "--similarity",
+                      "--embedder", spec) == 0
+    doc = json.loads((out / "audit.json").read_text())
+    ups = {r["task"]: r for r in doc["upstream_differences"]}
+    assert all("prompt.template" not in {d["field"] for d in ups[f"athenabench.{t}"]["fields"]}
+               for t in ("ate", "rcm", "rms", "taa", "vsp"))
+    assert all({d["field"] for d in r["no_effect"]} == {"inference.decoding.top_p", "inference.decoding.seed"}
+               for r in ups.values())
+    # rho_ext: the extraction-only re-scores; rho_downstream: every downstream field
+    assert len(doc["extraction_only_runs"]) == 12
+    (row,) = doc["compare"]["sensitivity"]["benchmarks"]
+    assert row["rho_ext"] is not None and row["rho_downstream"] is not None and row["n_models_ext"] == 12
+    scopes = {r["scope"] for r in doc["compare"]["sensitivity"]["runs"]}
+    assert scopes == {"extraction", "downstream"}
+    # similarity: what was embedded, both layers' r against scipy
+    sim = doc["compare"]["similarity"]
+    vsp = sim["texts"]["athenabench.vsp"]
+    assert len(vsp["embedded"]) == 51 and seen.count(vsp["embedded"][1]) >= 1
+    assert not any("Analyze the following CVE description" in t for t in vsp["embedded"])
+    assert "Attack Vector (AV): Network (N), Adjacent (A), Local (L), Physical (P)" in vsp["template_removed"]["lines"]
+    for side in ("a", "b"):
+        table = doc["compare"]["by_set"][side]["similarity"]
+        pairs = [p for p in table["pairs"] if p["tau_b"] is not None]
+        ref = st.pearsonr([p["similarity"] for p in pairs], [p["tau_b"] for p in pairs])
+        assert table["n_pairs"] == 15 and table["pearson_r"] == pytest.approx(ref.statistic)
+        assert sim["layers"][side]["p_value"] == pytest.approx(ref.pvalue)
+    text = capsys.readouterr().out
+    assert "released (a): Pearson r" in text and "standardized (b): Pearson r" in text
+    assert "rho_ext" in text and "rho_downstream" in text and "no effect expected: inference.decoding.seed" in text
+    assert "same requests: prompt.template" in text
+
+
+def _no_findings(tmp_path: Path) -> Path:
+    """A findings file with none (diagnose is not what this test checks, and costs time)."""
+    path = tmp_path / "findings.json"
+    path.write_text(json.dumps({"findings": []}))
+    return path

