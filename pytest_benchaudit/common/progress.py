@@ -1,7 +1,9 @@
 """A tiny progress bar for ``benchaudit`` commands that take more than a few seconds.
 
 Used by ``rescore``/``sweep`` (records), ``import`` (rows), ``compare`` (runs loaded,
-benchmarks bootstrapped) and ``fetch`` (bytes).  It writes one self-overwriting line to
+benchmarks bootstrapped) and ``fetch`` (bytes).  :func:`waiting_text` is what a pytest run's own
+progress line adds while requests are stuck (``2 requests waiting > 30 s (longest 1:05)``, after
+``$BENCHAUDIT_STALL_AFTER`` seconds, default 30), so a stalled body does not freeze it silently.  It writes one self-overwriting line to
 stderr::
 
     rescore |########------------| 41,000/100,000 records  11.9k records/s  ETA 0:05
@@ -26,14 +28,42 @@ import os
 import shutil
 import sys
 import time
-from typing import Callable, Iterable, Iterator, TextIO, TypeVar
+from typing import Callable, Iterable, Iterator, Mapping, TextIO, TypeVar
 
-__all__ = ["Progress", "iterate", "progress_enabled", "ENV", "MIN_INTERVAL", "DELAY"]
+from pytest_benchaudit.common.errors import UsageError
+
+__all__ = ["Progress", "iterate", "progress_enabled", "ENV", "MIN_INTERVAL", "DELAY", "STALL_ENV", "STALL_AFTER_S",
+           "stall_after", "waiting_text"]
 
 ENV = "BENCHAUDIT_PROGRESS"
 MIN_INTERVAL = 0.1  # seconds between redraws (about 10 a second)
 DELAY = 0.5  # seconds before the first draw: quick commands show no bar
+STALL_ENV = "BENCHAUDIT_STALL_AFTER"
+STALL_AFTER_S = 30.0  # a request unanswered this long is shown on the run's progress line
 T = TypeVar("T")
+
+
+def stall_after(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds after which an unanswered request counts as waiting (``$BENCHAUDIT_STALL_AFTER``,
+    default 30); a value that is not a positive number is a :class:`UsageError` naming the variable."""
+    raw = (os.environ if environ is None else environ).get(STALL_ENV, "").strip()
+    if not raw:
+        return STALL_AFTER_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise UsageError(f"${STALL_ENV}={raw!r}: expected a number of seconds above 0 (default {STALL_AFTER_S:g})")
+    return value
+
+
+def waiting_text(count: int, after: float, longest: float) -> str:
+    """What a progress line adds while requests are stuck: ``2 requests waiting > 30 s (longest 1:05)``;
+    ``""`` for none."""
+    if count <= 0:
+        return ""
+    return f"{count:,} request{'s' if count != 1 else ''} waiting > {after:g} s (longest {_clock(longest)})"
 
 
 def progress_enabled(stream: TextIO) -> bool:

@@ -36,13 +36,16 @@ class Channel:
     def send(self, data: bytes) -> None:
         self.sock.sendall(len(data).to_bytes(4, "big") + data)
 
-    def receive(self, *, block: bool) -> list[bytes]:
-        """The complete messages read so far; with ``block``, at least one (waiting for it).
+    def receive(self, *, block: bool, timeout: float | None = None) -> list[bytes]:
+        """The complete messages read so far; with ``block``, at least one (waiting for it; with a
+        ``timeout``, at most that many seconds, and then perhaps none).
         Raises ``EOFError`` when the other side has closed."""
         out: list[bytes] = []
         while True:
             out.extend(self._complete())
             if out or not (block or self._readable()):
+                return out
+            if block and timeout is not None and not self._readable(timeout):
                 return out
             chunk = self.sock.recv(BUFFER)
             if not chunk:
@@ -50,8 +53,8 @@ class Channel:
             self._buffer += chunk
             block = False  # one read waited; what else is there is taken without waiting
 
-    def _readable(self) -> bool:
-        return bool(select.select([self.sock], [], [], 0)[0])
+    def _readable(self, wait: float = 0) -> bool:
+        return bool(select.select([self.sock], [], [], wait)[0])
 
     def _complete(self) -> list[bytes]:
         buf, start, out = self._buffer, 0, []

@@ -2,7 +2,7 @@
 
 Started as ``python -m pytest_benchaudit.inference.child FD`` (spawn) or entered through
 :func:`main` in a forked copy of the pytest process (:class:`.prestart.Forked`).  It reads the
-parent's messages (start, add, queue, hurry, release, stats, close) on its main thread, runs the
+parent's messages (start, add, queue, hurry, release, stats, waiting, close) on its main thread, runs the
 engine's loop on another, and writes the generations back in batches.
 """
 
@@ -93,6 +93,8 @@ class _Server:
                 self.engine.release(*pair)
         elif kind == "stats":
             self.send("stats", self.engine.cache_stats() if self.engine is not None else {})
+        elif kind == "waiting":  # requests sent longer than message[1] seconds ago, still unanswered
+            self.send("waiting", self.engine.waiting(message[1]) if self.engine is not None else (0, 0.0))
         elif kind == "close":
             self.closing = True  # what the shutdown cancels is not an answer
 

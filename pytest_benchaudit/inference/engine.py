@@ -29,6 +29,7 @@ import collections
 import concurrent.futures
 import sys
 import threading
+import time
 import warnings
 from typing import Any, Awaitable, Callable
 
@@ -58,7 +59,7 @@ def say_cache_warnings(messages: list[str], stacklevel: int = 3) -> None:
 
 
 class _Slot:
-    __slots__ = ("future", "request", "model", "waiters", "started")
+    __slots__ = ("future", "request", "model", "waiters", "started", "sent_at")
 
     def __init__(self, model: str, request: Request) -> None:
         self.future: concurrent.futures.Future[Generation] = concurrent.futures.Future()
@@ -66,6 +67,15 @@ class _Slot:
         self.request = request
         self.waiters = 0
         self.started = False
+        self.sent_at: float | None = None  # time.monotonic() when its backend was asked
+
+
+def waiting_of(slots: list[_Slot], older_than: float, now: float) -> tuple[int, float]:
+    """(requests asked of their backend longer than ``older_than`` seconds ago and not answered,
+    the longest such wait in seconds; 0.0 when none)."""
+    ages = [now - s.sent_at for s in slots if s.sent_at is not None and not s.future.done()]
+    old = [age for age in ages if age > older_than]
+    return len(old), max(old, default=0.0)
 
 
 class Engine:
@@ -90,6 +100,10 @@ class Engine:
         self._running = 0
         self._closing = False
         self._lock = threading.Lock()
+        # Called (with the engine) about every ``wait_tick`` seconds while generate() waits: the
+        # progress line says which requests are stuck instead of freezing (see waiting()).
+        self.on_wait: Callable[[Any], None] | None = None
+        self.wait_tick = 1.0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="benchaudit-engine", daemon=True)
         self._thread.start()
@@ -146,6 +160,11 @@ class Engine:
         key = self._claim(model, request, front=True, consume=True)
         slot = self._slots[key]
         try:
+            while self.on_wait is not None:
+                try:
+                    return slot.future.result(timeout=self.wait_tick)
+                except concurrent.futures.TimeoutError:
+                    self.on_wait(self)
             return slot.future.result()
         finally:
             with self._lock:
@@ -205,6 +224,13 @@ class Engine:
         """Requests and generations the engine holds now (queued, running, or finished and unread)."""
         with self._lock:
             return len(self._slots)
+
+    def waiting(self, older_than: float) -> tuple[int, float]:
+        """How many requests were sent more than ``older_than`` seconds ago and have no answer yet
+        (retries and backoff included), and the longest such wait (from any thread)."""
+        with self._lock:
+            slots = list(self._slots.values())
+        return waiting_of(slots, older_than, time.monotonic())
 
     def close(self) -> None:
         """Cancel what is still queued or in flight (items that will not run) and stop the loop."""
@@ -284,6 +310,7 @@ class Engine:
                     slot.future.set_result(cached.model_copy(update={"from_cache": True}))
                     return
                 self.cache_misses += 1
+            slot.sent_at = time.monotonic()
             result = await backend.generate(slot.request)
             if cache is not None and identity is not None and result.error is None:
                 if cache.put(identity, slot.request, result) and not answers_served(result, served):

@@ -28,8 +28,8 @@ Contract, the same as the in-process engine's:
   :class:`InferenceProcessError` naming its exit status and last error line, and no record is
   made up for the questions it did not answer.
 
-The messages (parent to child: start, add, queue, hurry, release, stats, close; child to parent:
-results, warning, stats, closed) are written here and read in :mod:`.child`: a change to one is
+The messages (parent to child: start, add, queue, hurry, release, stats, waiting, close; child to
+parent: results, warning, stats, waiting, closed) are written here and read in :mod:`.child`: a change to one is
 a change to both files.
 """
 
@@ -40,6 +40,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,10 @@ class ProcessEngine:
         self._closed = False  # the child said it stopped, or is gone
         self._closing = False  # asked to stop (close_soon); its "closed" not read yet
         self._cleaned = False  # socket, log and child process released
+        # As Engine.on_wait: called about every wait_tick seconds while generate() waits.
+        self.on_wait: Callable[[Any], None] | None = None
+        self.wait_tick = 1.0
+        self._waiting: tuple[int, float] = (0, 0.0)  # the child's last answer to "waiting"
         self._send(("start", window, str(cache_dir) if cache_dir is not None else None, cache_expiry_s))
 
     # -- set-up -------------------------------------------------------------------------
@@ -158,8 +163,12 @@ class ProcessEngine:
                 self._claims[key] = self._claims.get(key, 0) + 1
                 self._sent[key] = self._answered  # at the head: as good as running
                 self._send(("queue", [(key, model, request, True)]))
+            tick = time.monotonic() + self.wait_tick
             while key not in self._results:
-                self._receive(block=True)
+                self._receive(block=True, timeout=self.wait_tick if self.on_wait is not None else None)
+                if self.on_wait is not None and key not in self._results and time.monotonic() >= tick:
+                    self.on_wait(self)
+                    tick = time.monotonic() + self.wait_tick
         result = self._results[key]
         left = self._claims.get(key, 1) - 1
         if left <= 0:
@@ -191,6 +200,13 @@ class ProcessEngine:
     def held(self) -> int:
         """Requests and generations held for claims in this process (queued, in flight, or unread)."""
         return len(self._claims)
+
+    def waiting(self, older_than: float) -> tuple[int, float]:
+        """As :meth:`.Engine.waiting`, as the child last said it (asked again now: called about once a
+        second while an item waits, the answer is at most that old)."""
+        if not (self._closed or self._closing):
+            self._send(("waiting", older_than))
+        return self._waiting
 
     def cache_stats(self) -> dict[str, Any]:
         """The child's cache lookups (hits, misses, stores), as :meth:`.Engine.cache_stats` says them."""
@@ -256,10 +272,11 @@ class ProcessEngine:
         except OSError:
             raise self._died() from None
 
-    def _receive(self, *, block: bool) -> None:
-        """Read the child's messages: one (waiting for it) if ``block``, then all that are there."""
+    def _receive(self, *, block: bool, timeout: float | None = None) -> None:
+        """Read the child's messages: one (waiting for it, at most ``timeout`` seconds when given) if
+        ``block``, then all that are there."""
         try:
-            messages = self._conn.receive(block=block)
+            messages = self._conn.receive(block=block, timeout=timeout)
         except (EOFError, OSError):
             raise self._died() from None
         for data in messages:
@@ -279,6 +296,8 @@ class ProcessEngine:
                 self._cache_warnings.append(payload)
             elif kind == "stats":
                 self._stats = payload
+            elif kind == "waiting":
+                self._waiting = payload
             elif kind == "closed":
                 self._stats, self._closed = payload, True
                 return

@@ -119,9 +119,11 @@ class LiveLine:
         self._clock = clock
         self._start = clock()
         self._last = float("-inf")
+        self.waiting = ""  # requests stuck while an item waits (common.progress.waiting_text); until the next answer
 
     def add(self, record: dict[str, Any]) -> None:
         self.done += 1
+        self.waiting = ""
         counts = self.by_model.setdefault(str(record.get("model")), [0, 0, 0])
         counts[0] += 1
         counts[1] += bool(record.get("correct"))
@@ -142,7 +144,7 @@ class LiveLine:
         models = " | ".join(f"{m}: {100 * c / n:.1f}% correct, {100 * i / n:.1f}% invalid"
                             for m, (n, c, i) in self.by_model.items() if n)
         return (f"benchaudit {self.done:,}/{self.total:,} questions  {rate:,.1f}/s  ETA {eta}"
-                + (f"  {models}" if models else ""))
+                + (f"  {self.waiting}" if self.waiting else "") + (f"  {models}" if models else ""))
 
 
 def live_enabled(config: pytest.Config, reporter: Any) -> bool:
@@ -228,6 +230,23 @@ class AnswerReporting:
             width = max(getattr(reporter._tw, "fullwidth", 100) - 1, 20)
             reporter.rewrite(live.text()[:width], erase=True)
             self._drawn = True
+
+    def show_waiting(self, text: str) -> None:
+        """An item is still waiting for its answer: the live line says which requests are stuck
+        (``text``: :func:`~pytest_benchaudit.common.progress.waiting_text`, ``""`` for none) instead
+        of standing still; a log gets a line each time the text changes."""
+        live = self.live
+        if live is None or text == live.waiting:
+            return
+        live.waiting = text
+        reporter = self._reporter()
+        if not self.tty:
+            if text:
+                reporter.write_line(f"benchaudit: {text}")
+            return
+        width = max(getattr(reporter._tw, "fullwidth", 100) - 1, 20)
+        reporter.rewrite(live.text()[:width], erase=True)
+        self._drawn = True
 
     def pytest_sessionfinish(self) -> None:
         if self.live is not None and self.tty and self._drawn:

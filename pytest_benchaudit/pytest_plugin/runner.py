@@ -52,6 +52,8 @@ from pytest_benchaudit.pytest_plugin.early import EARLY_ROUNDS, unknown_modifier
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.safe_text import printable
+from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.common.progress import stall_after
 from pytest_benchaudit.common.secrets import register_secret_env
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
 
@@ -152,6 +154,10 @@ class Runner:
         self._early_left: int | None = None  # requests still to be asked during collection (None: not judged yet)
         self._early: dict[str, None] = {}  # node ids whose requests were queued during collection, in order
         self._meter: Any = None  # --max-cost: what this process spent (inference.usage.CostMeter)
+        try:  # how long a request may go unanswered before the progress line says it waits
+            self.stall_after = stall_after()
+        except UsageError as err:
+            raise pytest.UsageError(str(err)) from None
         self.breaker_threshold = int(config.getoption("breaker", 20) or 0)
         if self.breaker_threshold < 0:
             raise pytest.UsageError(f"--breaker {self.breaker_threshold}: expected 0 (off) or a positive number")
@@ -192,7 +198,20 @@ class Runner:
     def _generate(self, model: str, request: Any) -> Generation:
         """The engine's generation of ``request`` (see :func:`_engine_alive`)."""
         with _engine_alive():
-            return self._engine().generate(model, request)
+            engine = self._engine()
+            if engine.on_wait is None:
+                engine.on_wait = self._on_wait
+            return engine.generate(model, request)
+
+    def _on_wait(self, engine: Engine | ProcessEngine) -> None:
+        """An item has waited another second for its answer: the progress line says how many requests
+        have been unanswered longer than ``$BENCHAUDIT_STALL_AFTER`` seconds (an xdist worker has none)."""
+        from pytest_benchaudit.common.progress import waiting_text
+
+        answers = self.config.pluginmanager.get_plugin("benchaudit-answers")
+        if answers is not None:
+            count, longest = engine.waiting(self.stall_after)
+            answers.show_waiting(waiting_text(count, self.stall_after, longest))
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:

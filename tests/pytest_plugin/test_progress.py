@@ -135,3 +135,49 @@ def test_rescore_reports_records(pytester: pytest.Pytester, toy_run: Path, capsy
     err = capsys.readouterr().err
     n = sum(1 for line in (toy_run / "records.jsonl").read_text().splitlines() if line.strip())
     assert re.search(rf"rescore \|#+\| {n}/{n} records +\S+ records/s +ETA 0:00", err), err
+
+
+# --------------------------------------------------------------------------- a pytest run's line while a request is stuck
+
+
+def test_waiting_text() -> None:
+    assert progress.waiting_text(0, 30, 0.0) == ""
+    assert progress.waiting_text(1, 30, 31.2) == "1 request waiting > 30 s (longest 0:31)"
+    assert progress.waiting_text(2, 1.5, 65) == "2 requests waiting > 1.5 s (longest 1:05)"
+    assert progress.stall_after({}) == progress.STALL_AFTER_S == 30.0
+    assert progress.stall_after({progress.STALL_ENV: "2.5"}) == 2.5
+    from pytest_benchaudit.common.errors import UsageError
+
+    for bad in ("0", "-1", "soon", "inf"):
+        with pytest.raises(UsageError, match=r"\$BENCHAUDIT_STALL_AFTER="):
+            progress.stall_after({progress.STALL_ENV: bad})
+
+
+def _stalling_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *extra: str) -> str:
+    """Three questions; the first one's body stalls half-way for 3.5 s (within the read timeout)."""
+    from pytest_benchaudit.testing.scripted_server import Reply, by_marker
+
+    monkeypatch.setenv("BENCHAUDIT_STALL_AFTER", "1")
+    script = by_marker({"CORRECT": Reply(content="Answer: B", stall_body=3.5)}, Reply(content="Answer: A"))
+    with ScriptedServer(script) as server:
+        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir",
+                                    "out", "-k", "mcq", "--limit", "3", "--no-cache", "-p", "no:randomly", *extra)
+    assert len(only_run_dir(pytester.path / "out").joinpath("records.jsonl").read_text().splitlines()) == 3
+    return result.stdout.str()
+
+
+@pytest.mark.parametrize("where", ["inference process", "thread"])
+def test_live_line_says_a_request_is_stuck(pytester: pytest.Pytester, toy, monkeypatch: pytest.MonkeyPatch,
+                                           where: str) -> None:
+    monkeypatch.setenv(progress.ENV, "1")  # the live line, as on a terminal
+    text = _stalling_run(pytester, monkeypatch, *(["--no-inference-process"] if where == "thread" else []))
+    frames = [f for f in re.split(r"[\r\n]", text) if f.startswith("benchaudit 0/3 questions")]
+    stuck = [f for f in frames if re.search(r"1 request waiting > 1 s \(longest 0:0[1-4]\)", f)]
+    assert stuck, frames  # the line moved while the item waited, saying why
+    assert "waiting" not in text.split("benchaudit summary")[-1]  # the answer came: the final line says nothing of it
+
+
+def test_log_lines_say_a_request_is_stuck(pytester: pytest.Pytester, toy, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(progress.ENV, raising=False)  # not a terminal: a line per tenth, and one for the wait
+    text = _stalling_run(pytester, monkeypatch)
+    assert re.search(r"^benchaudit: 1 request waiting > 1 s \(longest 0:0[1-4]\)$", text, re.MULTILINE), text
