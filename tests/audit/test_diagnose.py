@@ -605,9 +605,10 @@ def _user_text(rec: dict[str, Any]) -> str:
 
 def test_published_effects_equal_a_recomputation_from_the_records(published_runs: tuple[list, Any, dict],
                                                                   published_report: Any) -> None:
-    """Every published FM01, FM12 and BA02 effect, recomputed by hand from records.jsonl (means of the stored
-    item scores; duplicates grouped here from the prompts), and every re-scored one (FM05, FM06, FM15) from the
-    records re-scored with the field changed and averaged by hand."""
+    """Every published FM01, FM07, FM12 and BA02 effect (listed or folded), recomputed by hand from
+    records.jsonl (means of the stored item scores at no credit; duplicates grouped here from the prompts),
+    and every re-scored one (FM05, FM06, FM15) from the records re-scored with the field changed and averaged
+    by hand."""
     from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
 
     runs, resources, _ = published_runs
@@ -636,6 +637,11 @@ def test_published_effects_equal_a_recomputation_from_the_records(published_runs
                         kept.append(r)
                     seen.add(_user_text(r))
                 new = _headline(kept, denominator)
+            elif fm == "FM07-echoed-options-scored":
+                echoed = set(f.evidence["question_ids"])
+                assert f.evidence["n_echo_scored"] == len(echoed)  # all echo ids are quoted
+                new = _headline([{**r, "valid": False, "score": 0.0} if r["question_id"] in echoed else r
+                                 for r in recs], denominator)
             elif fm == "BA02-free-text-near-miss":
                 assert f.effect_pp == pytest.approx(100 * f.evidence["n_near_miss"] / f.evidence["n"], abs=0.01)
                 checked[fm] = checked.get(fm, 0) + 1
@@ -662,4 +668,5 @@ def test_published_effects_equal_a_recomputation_from_the_records(published_runs
             assert expected == pytest.approx(got, abs=1e-6 if lower else 0.011), (fm, f.task, model)
             checked[fm] = checked.get(fm, 0) + 1
     assert {"FM01-valid-only-denominator", "FM12-duplicate-questions", "FM05-reasoning-left-in-text",
-            "FM06-letters-read-anywhere", "FM15-documented-vs-released", "BA02-free-text-near-miss"} <= set(checked)
+            "FM06-letters-read-anywhere", "FM07-echoed-options-scored", "FM15-documented-vs-released",
+            "BA02-free-text-near-miss"} <= set(checked)
