@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -202,3 +203,41 @@ def test_reordering_runs_models_and_records_changes_no_statistic(tmp_path, embed
         [(s["benchmark"], s["rho"], s["ci95"]) for s in shuffled["spearman"]]
     key = lambda r: (r["benchmark"], r["model"])  # noqa: E731
     assert sorted(plain["rank_shift"], key=key) == sorted(shuffled["rank_shift"], key=key)
+
+
+def test_a_pytest_run_of_the_same_models_over_two_suites_gives_a_cross_benchmark_pair(
+        pytester: pytest.Pytester, tmp_path: Path, embedder) -> None:
+    """Three models asked through pytest (scripted server on 127.0.0.1) over two suites in one run: the
+    suites' tasks share the models, so their pair has a tau-b and counts as a cross-benchmark pair."""
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    from conftest import only_run_dir, write_mcq_suite
+
+    for name, topic in (("sa", "Which port does SSH use"), ("sb", "Which CWE is this overflow")):
+        write_mcq_suite(pytester.path, name, [{"id": f"q{i:02d}", "question": f"{topic}, case {i:02d}?",
+                                               "options": ["a", "b", "c", "d"], "gold": "A"} for i in range(12)])
+    right = {"m1": 10, "m2": 7, "m3": 4}
+
+    def script(call: Any) -> Reply:
+        i = int(re.search(r"case (\d+)", call.last_user_text).group(1))
+        return Reply(content="Answer: A" if i < right[call.body["model"]] else "Answer: B")
+
+    with ScriptedServer(script) as server:
+        models = [a for m in right for a in ("--model", f"{m}@{server.url}")]
+        result = pytester.runpytest("suites/sa", "suites/sb", "--data-dir", "data", *models, "--report-dir", "out",
+                                    "-p", "no:randomly")
+        assert (pytester.path / "out").is_dir(), result.stdout.str()[-2000:]
+    run_dir = only_run_dir(pytester.path / "out")
+    spec, _seen = embedder
+    out = tmp_path / "cmp"
+    assert _compare(str(run_dir), "--similarity", "--embedder", spec, "--resamples", "20",
+                    "--suites-dir", str(pytester.path / "suites"), "--out", str(out)) == 0
+    sim = json.loads((out / "compare.json").read_text())["similarity"]
+    assert sim["coverage"] == {"within_benchmark": 0, "cross_benchmark": 1, "missing": 0, "note": None}
+    (pair,) = sim["pairs"]
+    assert (pair["task_a"], pair["task_b"], pair["n_models"]) == ("sa.mcq", "sb.mcq", 3)
+    assert pair["tau_b"] == pytest.approx(1.0) and "at least 3" in sim["skipped"]
+    # the options every question shares are template lines; the question is what is embedded
+    texts = sim["texts"]["sa.mcq"]
+    assert "A. a" in texts["template_removed"]["lines"]
+    assert texts["embedded"][1:] == [f"{i:02d}?" for i in range(12)]
