@@ -670,3 +670,20 @@ def test_published_effects_equal_a_recomputation_from_the_records(published_runs
     assert {"FM01-valid-only-denominator", "FM12-duplicate-questions", "FM05-reasoning-left-in-text",
             "FM06-letters-read-anywhere", "FM07-echoed-options-scored", "FM15-documented-vs-released",
             "BA02-free-text-near-miss"} <= set(checked)
+
+
+def test_reordered_runs_give_the_same_findings(published_runs: tuple[list, Any, dict], published_report: Any) -> None:
+    """Metamorphic: the order the runs are given in moves no finding, effect or fold."""
+    runs, resources, rows = published_runs
+    again = diagnose_report(list(reversed(runs)), resources=resources, ledger_rows=rows)
+
+    def key(f: Any) -> tuple:
+        ev = {k: (sorted(v) if k == "models" else v) for k, v in f.evidence.items()}
+        return (f.failure_mode, f.benchmark, f.task, f.model, f.field, f.effect_pp, f.effect_delta,
+                json.dumps(ev, sort_keys=True, default=str))
+
+    assert sorted(map(key, again.findings)) == sorted(map(key, published_report.findings))
+    assert sorted(map(key, again.folded)) == sorted(map(key, published_report.folded))
+    # the order is by |effect| whatever the input order
+    assert [abs(f.effect_pp) for f in again.findings if f.effect_pp is not None] == \
+        [abs(f.effect_pp) for f in published_report.findings if f.effect_pp is not None]

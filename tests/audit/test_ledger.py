@@ -503,6 +503,11 @@ def test_a_subfield_that_cannot_matter_does_not_make_its_stage_undefined(tmp_pat
     assert cell["status"] == MATCHED
     assert set(cell["moot"]) == {"inference.decoding.seed", "inference.decoding.top_p"}
     assert "moot, not counted: inference.decoding.seed (the documented temperature 0" in cell["note"]
+    # metamorphic: whatever the documentation says of a moot seed, the cell does not move
+    for seed in ("7", "42"):
+        stated = _toy(tmp_path, MOOT.replace("inference.decoding = { temperature = 0.0 }",
+                                             f"inference.decoding = {{ temperature = 0.0, seed = {seed} }}", 1))
+        assert stated["cells"]["inference.decoding"]["status"] == MATCHED
     # the same unstated seed at a stated temperature 0.7 does matter: undefined, nothing moot
     warm = _toy(tmp_path, MOOT.replace("temperature = 0.0", "temperature = 0.7"))["cells"]["inference.decoding"]
     assert warm["status"] == UNDEFINED and warm["moot"] == {}
