@@ -52,18 +52,27 @@ def _card_of(cards: dict[str, dict[str, Any]], rec: dict[str, Any]) -> dict[str,
     raise AssertionError(f"no card for {key} in {sorted(cards)}")
 
 
-def invalid_credit(card: dict[str, Any]) -> float | None:
-    """The credit an invalid answer gets under the 'total' denominator, as the card states it.
+# The worst case of an error metric, by definition: the largest possible |difference| of two CVSS base
+# scores (0.0 .. 10.0).  An error metric the published runs do not use has no entry: the oracle then fails
+# loudly rather than guess.
+WORST_CASE = {"cvss_abs_diff_cti": 10.0, "cvss_abs_diff": 10.0}
 
-    The card must state it (issue 23: "invalid answers get the credit the card states"); a card
-    that does not is an oracle failure, not a default to guess.
+
+def invalid_credit(card: dict[str, Any], metric: str, lower_is_better: bool) -> float:
+    """What an invalid answer scores under the 'total' denominator, from the card's ``scoring.invalid_credit``.
+
+    The credit is a share of full credit (docs/scoring.md): on a share (best 1, none 0) it is the value
+    itself; on an error metric (best 0) no credit is the worst case, full credit 0.  The card must state
+    it (issue 23: "invalid answers get the credit the card states"): a card that does not is an oracle
+    failure, not a default to guess.
     """
     fields = card["fields"]
     assert "scoring.invalid_credit" in fields, f"{card['benchmark']}.{card['task']}: the card states no invalid credit"
-    value = fields["scoring.invalid_credit"]
-    if isinstance(value, dict):  # a named worst case: {"value": 10.0, "name": "..."}
-        value = value.get("value")
-    return None if value is None else float(value)
+    credit = float(fields["scoring.invalid_credit"])
+    assert 0.0 <= credit <= 1.0
+    if not lower_is_better:
+        return credit
+    return (1.0 - credit) * WORST_CASE[metric]
 
 
 def oracle_rows(records: list[dict[str, Any]], cards: dict[str, dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
@@ -74,7 +83,8 @@ def oracle_rows(records: list[dict[str, Any]], cards: dict[str, dict[str, Any]])
     rows = {}
     for key, recs in groups.items():
         card = _card_of(cards, recs[0])
-        credit = invalid_credit(card)
+        metric = card["fields"]["scoring.metric"]
+        credit = invalid_credit(card, metric, metric in ERROR_METRICS)
         valid = [r for r in recs if r["valid"]]
         credits = [r["score"] if r["valid"] else credit for r in recs]
         rows[key] = {
@@ -82,7 +92,7 @@ def oracle_rows(records: list[dict[str, Any]], cards: dict[str, dict[str, Any]])
             "n_valid": len(valid),
             "n_correct": sum(1 for r in recs if r["correct"]),
             "score_valid": (sum(r["score"] for r in valid) / len(valid)) if valid else None,
-            "score_total": None if any(c is None for c in credits) else sum(credits) / len(recs),
+            "score_total": sum(credits) / len(recs),
             "denominator": card["fields"]["scoring.denominator"],
         }
     return rows
