@@ -16,7 +16,10 @@ Nothing can take an item out of the run when:
 
 * this process runs the items it collects: not an xdist worker (its items are the controller's
   schedule), not ``--collect-only``, ``--setup-only`` or ``--setup-plan``;
-* no option selects items: ``-k``, ``-m``, ``--deselect``, ``--lf``, ``--sw``, ``--resume``;
+* no option selects items: ``-k``, ``-m``, ``--deselect``, ``--lf``, ``--sw``, ``--resume``,
+  ``-x``/``--maxfail`` (the run stops at a failure, and wrong answers fail), and no argument
+  names less than whole suite files: a node id (``suite.toml::mcq::q0001[m]``, ``...::mcq``)
+  selects items only once its task's items are made, after they would have been asked;
 * every plugin and ``conftest.py`` implementing ``pytest_collection_modifyitems`` is one known to
   deselect only through those options (:data:`KNOWN_MODIFIERS`; checked again at each task, as
   a later directory's ``conftest.py`` loads during collection);
@@ -76,6 +79,11 @@ def why_not_early(config: pytest.Config, opts: RunOptions) -> str | None:
             return flag
     if opts.resume is not None:
         return "--resume"
+    if getattr(config.option, "maxfail", 0):
+        return "-x/--maxfail"
+    for arg in config.args:
+        if "::" in arg:  # pytest matches the node id against items after their task made them all
+            return f"a node id ({arg})"
     from pytest_benchaudit.pytest_plugin.launched import LAUNCHED
 
     for spec in opts.models:

@@ -111,6 +111,33 @@ def test_nothing_is_asked_during_collection_when_an_option_may_deselect(
     assert result.ret in (0, 1) and _completions(answers)  # the run itself asks as usual
 
 
+@pytest.mark.parametrize("selected", ["suites/alpha/suite.toml::mcq::q0003[m]", "suites/beta/suite.toml::mcq"],
+                         ids=["item", "task"])
+def test_a_node_id_asks_only_what_it_selects(pytester: pytest.Pytester, answers: ScriptedServer,
+                                             two_suites: None, selected: str) -> None:
+    # A node id selects after its task made every item: asking during collection would pay for
+    # the first 2 x concurrency questions of the task (the item) or of the suites before it (the task).
+    probe = Probe(answers)
+    result = pytester.runpytest(selected, "--data-dir", "data", "--model", f"m@{answers.url}", "--report-dir", "out",
+                                "--concurrency", str(CONCURRENCY), "--no-cache", "-p", "no:randomly", plugins=[probe])
+    n = 1 if selected.endswith("]") else 20
+    result.assert_outcomes(passed=n)
+    assert probe.asked == []
+    asked = sorted(c.last_user_text.split("?")[0] for c in _completions(answers))
+    records = read_run(only_run_dir(pytester.path / "out"))["records"]
+    assert len(asked) == len(records) == n  # each selected question asked once, nothing else
+    if n == 1:
+        assert asked == ["a question 3"] and records[0]["question_id"] == "a3"
+
+
+def test_exitfirst_stops_asking_during_collection(pytester: pytest.Pytester, answers: ScriptedServer,
+                                                  two_suites: None) -> None:
+    # -x: the first wrong answer ends the run; answers asked for the items after it are paid for nothing.
+    probe = Probe(answers)
+    _run(pytester, answers, probe, "-x")
+    assert probe.asked == []
+
+
 def test_an_unknown_collection_modifier_stops_asking_during_collection(
         pytester: pytest.Pytester, answers: ScriptedServer, two_suites: None) -> None:
     pytester.makeconftest("""
