@@ -141,6 +141,18 @@ def test_verdict_ignores_display_strings_and_input_order() -> None:
     assert _by_bench(verdicts(_doc(MOVES), SWEEPS, bigger))["bench_a"]["causes"][0]["pp"] == -60.0
 
 
+def test_a_finding_in_a_metric_unit_stays_apart_from_points() -> None:
+    mad = {"benchmark": "bench_b", "task": "vsp", "model": "x3", "run": "ra-x3", "failure_mode": "FM12",
+           "field": "dataset", "effect_pp": None, "effect_delta": -0.9, "hypothesis": "h"}
+    b = _by_bench(verdicts(_doc(MOVES), SWEEPS, FINDINGS + [mad]))["bench_b"]
+    assert [(c["field"], c["pp"]) for c in b["causes"]] == [("dataset", 0.4)]  # its pp cause unchanged
+    assert [(c["field"], c["delta"], c["unit"]) for c in b["metric_causes"]] == [
+        ("dataset", -0.9, "cvss_abs_diff_cti"), ("extraction.rule", 0.4, "cvss_abs_diff_cti")]
+    every = _by_bench(verdicts(_doc(), [], [dict(FINDINGS[1], model="*", run="")]))["bench_b"]
+    assert "every model · mcq" in render_html(_doc(), findings=[dict(FINDINGS[1], model="*", run="")])
+    assert every["causes"][0]["command"] == "benchaudit diagnose RUN"
+
+
 def test_no_move_is_not_pipeline_dependent() -> None:
     (a, b) = verdicts(_doc({("bench_a.t1", "m1"): 0.004}), [], [])
     assert a["dependent"] is False and "not pipeline-dependent beyond 1 pp" in a["sentence"]

@@ -175,11 +175,27 @@ def _causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, A
     return ordered
 
 
-def _metric_causes(bench: str, sweeps: list[dict[str, Any]], runs: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
-    """Per (field, unit), the largest single-field move of an error metric in its own unit, largest first.
+def _metric_causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, Any]],
+                   runs: dict[tuple[str, str], str], tasks: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per (field, unit), the largest single-field move of an error metric in its own unit, largest first:
+    sweep rows with a ``delta`` and no ``delta_pp``, findings with an ``effect_delta`` and no ``effect_pp``.
 
     Kept apart from the pp causes: a MAD's points and percentage points do not compare."""
     best: dict[tuple[str, str], dict[str, Any]] = {}
+    for f in findings:
+        if (str(f.get("benchmark")) != bench or is_num(f.get("effect_pp")) or not is_num(f.get("effect_delta"))
+                or not f.get("field") or not f["effect_delta"]):
+            continue
+        info = tasks.get(f"{bench}.{f.get('task')}") or {}
+        unit = ", ".join(map(str, info.get("metrics") or [])) or "metric unit"
+        run = runs.get((bench, str(f.get("model"))))
+        key = (str(f["field"]), unit)
+        cause: dict[str, Any] = {"field": key[0], "value": f.get("value"), "delta": float(f["effect_delta"]),
+                                 "unit": unit, "run": run, "model": f.get("model"), "task": f.get("task"),
+                                 "lower_is_better": bool(info.get("lower_is_better")),
+                                 "command": f"benchaudit diagnose {shlex.quote(run) if run else 'RUN'}"}
+        if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
+            best[key] = cause
     for r in sweeps:
         if (str(r.get("benchmark")) != bench or is_num(r.get("delta_pp")) or not is_num(r.get("delta"))
                 or not r.get("field")):
@@ -187,7 +203,7 @@ def _metric_causes(bench: str, sweeps: list[dict[str, Any]], runs: dict[tuple[st
         unit = str(r.get("unit") or r.get("metric") or "metric unit")
         key = (str(r["field"]), unit)
         run = r.get("run") or runs.get((bench, str(r.get("model"))))
-        cause: dict[str, Any] = {
+        cause = {
             "field": key[0], "value": r.get("value"), "delta": float(r["delta"]), "unit": unit, "run": run,
             "model": r.get("model"), "task": r.get("task"), "lower_is_better": bool(r.get("lower_is_better")),
             "command": _command(key[0], r["value"], run) if "value" in r else None}
@@ -215,12 +231,13 @@ def verdicts(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = None,
     sweeps = [r for r in sweeps or [] if isinstance(r, dict)]
     findings = [f for f in findings or [] if isinstance(f, dict)]
     runs = _run_paths(doc, findings)
+    tasks = {**(((doc.get("by_set") or {}).get("a") or {}).get("tasks") or {}), **(doc.get("tasks") or {})}
     out = []
     for bench in _benchmarks(doc, sweeps, findings):
         move, metric_move, differ = _moves(doc, bench)
         rank = _rank(doc, bench)
         causes = _causes(bench, sweeps, findings, runs)
-        metric_causes = _metric_causes(bench, sweeps, runs)
+        metric_causes = _metric_causes(bench, sweeps, findings, runs, tasks)
         if move is None and metric_move is None and rank is None and not causes and not metric_causes:
             continue
         v: dict[str, Any] = {"benchmark": bench, "largest_move": move, "largest_metric_move": metric_move, "rank": rank,
@@ -274,7 +291,8 @@ def _sentence(doc: dict[str, Any], v: dict[str, Any]) -> str:
 
 def _where(row: dict[str, Any]) -> str:
     task = str(row.get("task") or "")
-    return f"{row.get('model')} · {task.partition('.')[2] if '.' in task else task}"
+    model = "every model" if row.get("model") == "*" else row.get("model")  # a finding on the whole task
+    return f"{model} · {task.partition('.')[2] if '.' in task else task}"
 
 
 def _verdict_table(doc: dict[str, Any], v: dict[str, Any]) -> str:
