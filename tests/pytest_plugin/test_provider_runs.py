@@ -365,3 +365,17 @@ def test_mmlu_released_without_logprobs_warns_and_counts_the_fallback(pytester, 
                                                     f"scored by the {MMLU_FALLBACK}")
     text = result.stdout.str()
     assert text.count("benchaudit: warning: mmlu_cs.mcq (released), model m: 12 of 12 items") == 1
+
+
+def test_context_warnings_under_xdist_are_said_once(pytester, toy) -> None:
+    """Two workers answer; the controller reads every record once: one warning, with the whole run's counts."""
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    with ScriptedServer(lambda call: Reply(content="Answer: B", model="gpt-4o-2024-08-06"), model_id="gpt-4o") as srv:
+        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"llama3@{srv.url}", "--report-dir",
+                                    "out", "-k", "mcq", "--limit", "6", "-p", "no:randomly", "-n", "2")
+    text = result.stdout.str()
+    assert text.count("benchaudit: warning: model llama3: the run asked for 'llama3'") == 1, text
+    assert "'gpt-4o-2024-08-06' (6 of 6 answers) and GET /models lists 'gpt-4o'" in text
+    run = read_run(only_run_dir(pytester.path / "out"))["run"]
+    assert [w["kind"] for w in run["warnings"]].count("served_model_mismatch") == 1
