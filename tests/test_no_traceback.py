@@ -643,21 +643,23 @@ def test_a_run_directory_removed_during_the_run_is_one_line(pytester: pytest.Pyt
     assert "STOPPED: the run directory could not be finished; the run directory is gone" in out
 
 
-@pytest.mark.parametrize("where", ["afile/junit.xml", "afile/deeper/junit.xml"])
-def test_an_unwritable_junitxml_is_a_usage_error_before_any_question(pytester: pytest.Pytester, where: str) -> None:
+@pytest.mark.parametrize(("option", "where"), [("--junitxml", "afile/junit.xml"), ("--junitxml", "afile/deeper/j.xml"),
+                                               ("--cache-dir", "afile/cache")])
+def test_an_unwritable_output_path_is_a_usage_error_before_any_question(pytester: pytest.Pytester, option: str,
+                                                                        where: str) -> None:
     """pytest writes the JUnit file after the last item: a path it cannot write (a file in the way of
-    its folder) is one usage error at start-up, nothing asked.  (A folder given as the file pytest
-    refuses itself.)"""
+    its folder) is one usage error at start-up, nothing asked, as is a --cache-dir that cannot be
+    made.  (A folder given as the JUnit file pytest refuses itself.)"""
     write_toy(pytester.path)
     (pytester.path / "afile").write_text("in the way")
     with ScriptedServer(toy_script()) as server:
         result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
-                                               "--report-dir", "out", "--no-cache", f"--junitxml={where}")
+                                               "--report-dir", "out", f"{option}={where}")
         asked = [c for c in server.calls if c.path.endswith("completions")]
     out = result.stdout.str() + result.stderr.str()
     no_traceback(out)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and asked == []
-    result.stderr.fnmatch_lines([f"ERROR: --junitxml *{where}: *afile is a file, not a folder; the file cannot be "
+    result.stderr.fnmatch_lines([f"ERROR: {option} *{where}: *afile is a file, not a folder; nothing can be "
                                  "written there"])
     assert not (pytester.path / "out").exists()
 

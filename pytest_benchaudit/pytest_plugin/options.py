@@ -45,7 +45,7 @@ class ItemRunner(Protocol):
         """What collection hands each item to as it makes it (``pytest_plugin.early``), or ``None``."""
 
 __all__ = ["ItemRunner", "RunOptions", "RunState", "item_runner", "add_options", "build_options", "get_options", "OPTIONS_KEY",
-           "parse_vary", "default_cache_dir", "check_output_file"]
+           "parse_vary", "default_cache_dir", "check_output_file", "check_output_folder"]
 
 
 @dataclass
@@ -276,6 +276,10 @@ def build_options(config: pytest.Config) -> RunOptions:
         # pytest writes the JUnit file after the last item: a path it cannot write would ask every
         # question and then end in a traceback.
         check_output_file(Path(opt.xmlpath), "--junitxml")
+    if opt.cache_dir and not opt.no_cache and not on_worker:
+        # A --cache-dir given that cannot be made is a mistake to say now (the default one, in a
+        # read-only home, only turns the cache off with a warning).
+        check_output_folder(Path(opt.cache_dir).expanduser(), "--cache-dir")
     pipelines = _pipelines(opt.pipeline, opt.pipelines, vary)
     return RunOptions(
         pipeline=pipelines[0] if pipelines else opt.pipeline or "standardized",
@@ -334,15 +338,25 @@ def check_output_file(path: Path, option: str) -> None:
         raise pytest.UsageError(f"{option} {path}: is a folder, not a file")
     if path.exists() and not os.access(path, os.W_OK):
         raise pytest.UsageError(f"{option} {path}: no permission to write this file")
-    probe = path.parent
+    check_output_folder(path.parent, option, shown=path)
+
+
+def check_output_folder(folder: Path, option: str, shown: Path | None = None) -> None:
+    """Raise a usage error now if files cannot be created in ``folder`` later: a file (or a broken
+    symbolic link) in the way of it or of a parent, or no permission.  Creates nothing.  ``shown``:
+    the path the message names (the option's value)."""
+    import os
+
+    probe = Path(os.path.abspath(folder))
+    shown = shown or probe
     while not probe.exists():
         if probe.is_symlink():  # a dangling symlink is in the way as much as a file
-            raise pytest.UsageError(f"{option} {path}: {probe} is a broken symbolic link")
+            raise pytest.UsageError(f"{option} {shown}: {probe} is a broken symbolic link")
         probe = probe.parent
     if not probe.is_dir():
-        raise pytest.UsageError(f"{option} {path}: {probe} is a file, not a folder; the file cannot be written there")
+        raise pytest.UsageError(f"{option} {shown}: {probe} is a file, not a folder; nothing can be written there")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"{option} {path}: no permission to create files in {probe}")
+        raise pytest.UsageError(f"{option} {shown}: no permission to create files in {probe}")
 
 
 def default_cache_dir() -> Path:

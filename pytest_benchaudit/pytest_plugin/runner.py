@@ -105,7 +105,7 @@ def _engine_alive() -> Iterator[None]:
     try:
         yield
     except InferenceProcessError as err:
-        pytest.exit(f"benchaudit: {err}", returncode=pytest.ExitCode.INTERRUPTED)
+        pytest.exit(printable(f"benchaudit: {err}"), returncode=pytest.ExitCode.INTERRUPTED)
 
 
 def _inference_process_env() -> bool:
