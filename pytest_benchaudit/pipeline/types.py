@@ -210,6 +210,9 @@ class MetricInfo:
     # What ``invalid_value`` is on an error metric, in words ("the largest possible difference of two
     # CVSS base scores"); empty on a share, where it is 0.
     worst_case: str = ""
+    # The per-item range when a *valid* answer can score outside [invalid_value, best_value]
+    # (AthenaBench closeness: 1 - |d|/7.7 reaches 1 - 10/7.7 below its no-credit 0); None otherwise.
+    value_range: tuple[float, float] | None = None
 
     @property
     def best_value(self) -> float:

@@ -110,6 +110,22 @@ def test_every_share_of_the_published_runs_lies_in_0_1(athena, cti):
     assert checked >= 17 * 5 * 2
 
 
+def test_every_item_of_the_published_runs_lies_in_its_metrics_range(athena, cti):
+    """Per item: a valid score within the range the export states for its metric, an invalid one at
+    the no-credit value (0 on a share, never 1 - 10/7.7)."""
+    from pytest_benchaudit.report.export.fields import _metric_bounds
+
+    n = 0
+    for run in [*athena.values(), *cti.values()]:
+        for rec in run["records"]:
+            low, high = _metric_bounds(rec["metric"])
+            assert low is not None and high is not None and low - 1e-9 <= rec["score"] <= high + 1e-9, rec["item_id"]
+            if not rec["valid"]:
+                assert rec["score"] == METRIC_INFO[rec["metric"]].invalid_value, rec["item_id"]
+            n += 1
+    assert n == 12 * 950 + 5 * 5550
+
+
 def test_summary_names_what_an_invalid_answer_scores(athena, cti):
     athena_text = render_summary(athena[QWEN4B]["summary"]["results"], [], {}, [])
     assert "invalid answers, where counted (score/all; scoring.invalid_credit): 0 (no credit) on" in athena_text

@@ -139,12 +139,15 @@ def model_info(run: dict[str, Any], spec: str) -> dict[str, Any]:
 
 
 def _metric_bounds(metric: str) -> tuple[float | None, float | None]:
-    """Range of a per-item score.  Every metric of the project lies between its best value and
-    the value an unreadable answer gets (``invalid_value``, the worst case): 0/1 for binary ones,
-    [0, worst] for errors (lower is better), [worst, 1] for the other continuous ones."""
+    """Range of a per-item score: the metric's ``value_range`` where valid answers reach beyond its
+    no-credit value (AthenaBench closeness, down to 1 - 10/7.7), else between its best value and
+    what an unreadable answer gets with no credit (``invalid_value``): 0/1 for binary ones,
+    [0, worst] for errors (lower is better), [0, 1] for the other continuous ones."""
     info = METRIC_INFO.get(metric)
     if info is None:
         return None, None
+    if info.value_range is not None:
+        return float(info.value_range[0]), float(info.value_range[1])
     if info.kind == "binary":
         return 0.0, 1.0
     if info.lower_is_better:
@@ -173,7 +176,9 @@ def metric_config(result: dict[str, Any]) -> dict[str, Any]:
         "denominator": result.get("denominator"),
         "headline": f"mean per-item score over {'the valid items' if result.get('denominator') == 'valid' else 'all items'} "
                     "(scoring.denominator)",
-        "invalid_item_score": None if info is None else info.invalid_value,
+        # What the run's invalid items scored (scoring.invalid_credit); an old summary: the no-credit value.
+        "invalid_item_score": result.get("invalid_score", None if info is None else info.invalid_value),
+        "invalid_credit": result.get("invalid_credit", 0.0),
         "needs_judge": None if info is None else info.needs_judge,
     }
     return {

@@ -208,6 +208,7 @@ METRIC_INFO = {
     ),
     "cvss_closeness_athena": MetricInfo(
         lower_is_better=False, kind="continuous", invalid_value=0.0,
+        value_range=(1 - WORST_DIFF / ATHENA_VSP_DENOMINATOR, 1.0),
         description="AthenaBench: 1 - |base(pred) - base(gold)| / 7.7; mean = 1 - MAD/7.7 (a share). A vector "
                     "that does not parse is invalid (released: success = False, left out); under 'total' an "
                     "invalid answer with no credit scores 0",
