@@ -116,8 +116,9 @@ def run(args: argparse.Namespace) -> int:
         if row.get("same_request"):
             print(f"  same requests: {listed(row['same_request'])}: byte-identical when rendered")
     for row in doc.get("upstream_same_requests", []):
+        moot = f"; {listed(row['no_effect'])}: no effect expected" if row["no_effect"] else ""
         print(f"no upstream difference: {row['task']}: {listed(row['same_request']) or '-'} render "
-              f"byte-identical requests{'; ' + listed(row['no_effect']) + ': no effect expected' if row['no_effect'] else ''}")
+              f"byte-identical requests{moot}")
     split = doc.get("upstream_attribution")
     if split:  # a --pipelines run: the move to the target layer, downstream + upstream
         from pytest_benchaudit.report.terminal import render_layer_attribution

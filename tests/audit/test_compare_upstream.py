@@ -51,7 +51,8 @@ def test_two_template_names_with_the_same_text_are_the_same_request() -> None:
     assert (v.field, v.verdict, v.n_identical) == ("prompt.template", "same_request", 4)
     assert sent.n_identical == sent.n_questions == 4
     # one trailing space is another request
-    assert _verdicts(_pipe("released"), _pipe("s", prompt__template="other")) == {"prompt.template": "needs_generations"}
+    assert _verdicts(_pipe("released"), _pipe("s", prompt__template="other")) == {
+        "prompt.template": "needs_generations"}
 
 
 def test_top_p_and_seed_at_temperature_zero_have_no_effect_and_elsewhere_they_do() -> None:
