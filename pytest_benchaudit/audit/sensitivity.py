@@ -43,12 +43,14 @@ COLUMNS = (("gen", "upstream", None, "regenerated (upstream change)"),
 
 
 def _upstream_fields(base_cards: dict[str, Any], cards: dict[str, Any], key: str,
-                     stages: tuple[str, ...] = ("dataset", "prompt", "inference")) -> list[str]:
+                     stages: tuple[str, ...] = ("dataset", "prompt", "inference"), both: bool = False) -> list[str]:
     """Names of the fields of ``stages`` (default: dataset/prompt/inference) whose value differs between
-    two cards of a task."""
+    two cards of a task; with ``both``, only fields that both cards name (a card written before a field
+    existed does not name it, which says nothing about a change)."""
     a = (base_cards.get(key) or {}).get("fields", {})
     b = (cards.get(key) or {}).get("fields", {})
-    return sorted(f for f in set(a) | set(b) if f.split(".", 1)[0] in stages and a.get(f) != b.get(f))
+    names = set(a) & set(b) if both else set(a) | set(b)
+    return sorted(f for f in names if f.split(".", 1)[0] in stages and a.get(f) != b.get(f))
 
 
 def classify_runs(base: RunSet, base_cards: dict[str, Any], runs: list[LoadedRun]) -> list[dict[str, Any]]:
@@ -80,7 +82,8 @@ def classify_runs(base: RunSet, base_cards: dict[str, Any], runs: list[LoadedRun
         fields = sorted({f for key in hashes_differ
                          for f in _upstream_fields(base_cards, run.meta.get("pipeline_cards") or {}, key)})
         down = sorted({f for key in keys for f in _upstream_fields(base_cards, run.meta.get("pipeline_cards") or {},
-                                                                    key, ("extraction", "scoring", "aggregation"))})
+                                                                    key, ("extraction", "scoring", "aggregation"),
+                                                                    both=True)})
         scope = None
         if kind == "downstream":
             scope = "extraction" if down and all(f.startswith("extraction.") for f in down) else "downstream"

@@ -132,12 +132,15 @@ def _upstream_row(key: str, card: dict[str, Any], layer: str, suites_dir: Path, 
     return row
 
 
-def _extraction_differs(cards: dict[str, Any], layer: str, suites_dir: Path) -> bool:
-    """Whether some task's stored extraction.* fields differ from ``layer``'s (a task without the layer:
-    not counted; re-scoring says why it is skipped)."""
+def _downstream_differs(cards: dict[str, Any], layer: str, suites_dir: Path) -> set[str]:
+    """Which downstream fields of the stored cards differ from ``layer``'s, over the tasks: ``extraction``
+    (some extraction.* field), ``more`` (some scoring/aggregation field).  Only fields both cards name
+    count (a card written before a field existed does not name it); a task without the layer is not
+    counted (re-scoring says why it is skipped)."""
     from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
     from pytest_benchaudit.pipeline.stages import PipelineError
 
+    found: set[str] = set()
     for key, card in cards.items():
         if "|" in key:
             continue
@@ -147,9 +150,11 @@ def _extraction_differs(cards: dict[str, Any], layer: str, suites_dir: Path) -> 
         except (SuiteError, PipelineError, KeyError, OSError):
             continue
         stored = card.get("fields", {})
-        if any(stored.get(f) != target.get(f) for f in set(stored) | set(target) if f.startswith("extraction.")):
-            return True
-    return False
+        for f in set(stored) & set(target):
+            stage = f.split(".", 1)[0]
+            if stage in ("extraction", "scoring", "aggregation") and stored[f] != target[f]:
+                found.add("extraction" if stage == "extraction" else "more")
+    return found
 
 
 def scores_both_ways(doc: dict[str, Any], results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -253,7 +258,8 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
         rescored_dirs.append(new.path)
         # The paper's rho_ext changes extraction alone: the same runs re-scored with only the target
         # layer's extraction.* fields (scoring and aggregation as stored), where those fields differ.
-        if _extraction_differs(run.meta.get("pipeline_cards") or {}, toward, suites_dir):
+        # Where only extraction fields differ, the full re-score is that run already (one run per column).
+        if _downstream_differs(run.meta.get("pipeline_cards") or {}, toward, suites_dir) == {"extraction", "more"}:
             only, _r, _c = rescore_run(run.path, layer=toward, report_dir=out / "runs" / f"{toward}-extraction-only",
                                        suites_dir=suites_dir, data_dir=data_dir, stages=("extraction",))
             extraction_dirs.append(only.path)
