@@ -481,8 +481,12 @@ class Controller:
         engine = getattr(runner, "engine", None) if runner is not None else None
         if engine is not None and hasattr(engine, "close_soon"):  # the inference process stops asking now
             engine.close_soon()
+        message = f"benchaudit: {self.write_error}; nothing more is asked"
         if self.session is not None:
-            self.session.shouldstop = f"benchaudit: {self.write_error}; nothing more is asked"
+            self.session.shouldstop = message
+        dsession = self.config.pluginmanager.get_plugin("dsession")  # xdist's loop stops on a flag of its own:
+        if dsession is not None and not getattr(dsession, "shouldstop", True):  # workers get no more items
+            dsession.shouldstop = message
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
