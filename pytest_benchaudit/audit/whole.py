@@ -116,6 +116,8 @@ def _upstream_row(key: str, card: dict[str, Any], layer: str, suites_dir: Path, 
         return {"field": v.field, "stored": v.stored, layer: v.target, "reason": v.reason,
                 "questions_identical": v.n_identical, "questions": v.n_questions}
 
+    if not sent.fields:  # the cards differed only in a field one of them predates (its default applies)
+        return None
     needs = sent.by_verdict("needs_generations")
     row: dict[str, Any] = {
         "task": key, "differs": bool(needs), "compared": "rendered requests",

@@ -139,3 +139,13 @@ def test_without_the_data_the_fields_are_compared_by_value_and_it_says_so(tmp_pa
     (row,) = upstream_differences({"athenabench.vsp": card}, "standardized", SUITES, str(tmp_path / "nothing"))
     assert row["compared"] == "by value" and "requests not rendered" in row["note"]
     assert "prompt.template" in {d["field"] for d in row["fields"]}
+
+
+def test_a_field_the_stored_card_predates_is_no_upstream_difference(real_data: Path) -> None:
+    """A card written before a field existed does not name it; its pipeline takes the default, which renders
+    the same requests: no row (was: listed as needing new generations)."""
+    from pytest_benchaudit.dataset.suites import load_suite
+
+    card = load_suite(SUITES / "athenabench" / "suite.toml").pipeline("vsp", "released").card()
+    card["fields"].pop("inference.reask_on_invalid")
+    assert upstream_differences({"athenabench.vsp": card}, "released", SUITES, str(real_data)) == []
