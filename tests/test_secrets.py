@@ -197,3 +197,66 @@ def test_secret_values_cache_never_misses_a_change(monkeypatch: pytest.MonkeyPat
     assert secrets.secret_values() == {"sk-second-name-value-0002", "sk-swapped-values-set-0004"}
     monkeypatch.setattr(secrets.os, "environ", {"BENCHAUDIT_TEST_KEY_A": "sk-plain-dict-environ-05"})
     assert secrets.secret_values() == {"sk-plain-dict-environ-05", "sk-swapped-values-set-0004"}
+
+
+QUERY_KEY = "qk-4d7e1a9c3f5b2e8d6a0c"  # a key some providers take as a query parameter
+
+
+def test_a_key_in_the_url_query_is_sent_with_each_request_and_written_nowhere(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--model m@http://127.0.0.1:P/v1?api-version=2024-06-01&api_key=K`: the endpoint path is joined
+    # before the query (/v1/chat/completions?...), the query goes with every request, and K is in no
+    # file the run writes (run.json's argv and endpoint, records, cache, JUnit) nor in its output.
+    from pytest_benchaudit.testing.provider_fakes import FakeCall, FakeReply, ProviderFake
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the key is in the URL only
+    monkeypatch.setattr(secrets, "_values", set())
+
+    def needs_the_query_key(call: FakeCall) -> FakeReply | None:
+        if call.query != {"api-version": "2024-06-01", "api_key": QUERY_KEY}:
+            return FakeReply(status=401, error={"error": {"message": f"bad query {call.query}", "code": "x"}})
+        return None
+
+    write_mcq_suite(pytester.path, "plain", [{"id": f"p{n}", "question": f"Plain question {n}?",
+                                              "options": ["one", "two", "three", "four"], "gold": "A"}
+                                             for n in range(1, 4)])
+    with ProviderFake("openai", key="", script=needs_the_query_key) as fake:
+        base = f"{fake.root}/v1"
+        url = f"{base}?api-version=2024-06-01&api_key={QUERY_KEY}"
+        result = pytester.runpytest("suites/plain", "--data-dir", "data", "--report-dir", "out", "--cache-dir",
+                                    "cache", "--model", f"m@{url}", "-p", "no:randomly", "--junitxml", "junit.xml",
+                                    "-rA", "--log-level=DEBUG")
+        paths = [c.path for c in fake.calls if c.path.endswith("completions")]
+    assert paths == ["/v1/chat/completions"] * 3
+    result.assert_outcomes(passed=3)
+    run_dir = next(p for p in (pytester.path / "out").iterdir() if p.is_dir())
+    run = read_run(run_dir)["run"]
+    (model,) = run["models"]
+    assert model["endpoint"] == f"{base}?api-version=2024-06-01&api_key=***"
+    assert f"m@{base}?api-version=2024-06-01&api_key=***" in run["argv"]
+    for where in (run_dir, pytester.path / "cache"):
+        for path in where.rglob("*"):
+            if path.is_file():
+                assert QUERY_KEY not in path.read_bytes().decode("utf-8", "replace"), path
+    assert QUERY_KEY not in (pytester.path / "junit.xml").read_text()
+    assert QUERY_KEY not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize(("url", "written"), [
+    ("https://u:pw-0123456789@h/v1", "https://h/v1"),
+    ("https://h/v1?api_key=K123&x=1", "https://h/v1?api_key=***&x=1"),
+    ("https://h/v1?key=K&access_token=T&X-Amz-Signature=S&api-version=2024", 
+     "https://h/v1?key=***&access_token=***&X-Amz-Signature=***&api-version=2024"),
+    ("https://h/v1?flag&api_key=", "https://h/v1?flag&api_key="),  # nothing to hide
+    ("https://h/v1?q=a%20b#frag", "https://h/v1?q=a%20b#frag"),  # the rest kept as written
+])
+def test_strip_url_credentials(url: str, written: str) -> None:
+    assert secrets.strip_url_credentials(url) == written
+    assert secrets.strip_url_credentials_in(f"--model m@{url} --x") == f"--model m@{written} --x"
+
+
+def test_url_secrets_are_registered_as_written_and_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(secrets, "_values", set())
+    secrets.register_url_secrets("https://u:p%40ss-0123456789@h/v1?api_key=k%2Bey-0123456789&api-version=2024-06-01")
+    assert secrets.secret_values() >= {"p%40ss-0123456789", "p@ss-0123456789", "k%2Bey-0123456789", "k+ey-0123456789"}
+    assert "2024-06-01" not in secrets.secret_values()

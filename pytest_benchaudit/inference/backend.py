@@ -32,11 +32,11 @@ from __future__ import annotations
 import os
 import shlex
 from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.common.secrets import register_url_secrets, strip_url_credentials
 from pytest_benchaudit.inference.providers import Provider, ProviderError, Quirk, adjust_params, load_providers, resolve
 from pytest_benchaudit.pipeline.types import Generation, Request
 
@@ -122,11 +122,9 @@ class Backend(Protocol):
 
 
 def strip_credentials(url: str) -> str:
-    """Drop ``user:password@`` from a URL so it can be written to a record."""
-    parts = urlsplit(url)
-    if "@" in parts.netloc:
-        parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
-    return urlunsplit(parts)
+    """``url`` as it may be written to a record (no ``user:password@``, no credential in its query):
+    :func:`pytest_benchaudit.common.secrets.strip_url_credentials`."""
+    return strip_url_credentials(url)
 
 
 def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None,
@@ -134,8 +132,17 @@ def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None,
     """Turn a ``--model`` value into a :class:`ModelSpec` (see module docstring).
 
     ``providers`` is the registry (:func:`~.providers.load_providers`; the shipped one by default).
+    Credentials written into an endpoint URL (a password, an ``api_key=`` query parameter) become
+    known secrets here, in every process that reads the option (the xdist controller too).
     """
-    named = named or {}
+    parsed = _parse_model_spec(spec, named or {}, providers)
+    for url in parsed.endpoints or ((parsed.base_url,) if parsed.base_url else ()):
+        register_url_secrets(url)
+    return parsed
+
+
+def _parse_model_spec(spec: str, named: dict[str, dict[str, Any]],
+                      providers: dict[str, Provider] | None) -> ModelSpec:
     if spec.startswith("replay:"):
         # Which model a run directory replays is read from its run.json by the run-directory
         # side (pytest_benchaudit.runs.replay.resolve_replay_spec).
