@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 from pytest_benchaudit.pipeline.stages import Pipeline
 
-__all__ = ["QUESTION_MATERIAL", "add_item_card", "item_card", "merge_cards", "run_warnings", "suite_checksums",
-           "suite_file_changes", "suite_hash"]
+__all__ = ["QUESTION_MATERIAL", "USED", "add_item_card", "item_card", "merge_cards", "note_collected_used",
+           "public_cards", "resumed_cards", "run_warnings", "suite_checksums", "suite_file_changes", "suite_hash"]
 
 # The material an overridden ``question`` fixture adds (upstream: the data file no longer says what was asked).
 QUESTION_MATERIAL = "dataset.question_fixture"
@@ -48,7 +48,7 @@ def item_card(collected: Mapping[str, Any], pipeline: Pipeline, materials: Mappi
         mats[QUESTION_MATERIAL] = question_origin
     own = pipeline.card(mats)
     if own["hash"] == collected.get("hash"):
-        return dict(collected)
+        return {k: v for k, v in collected.items() if k != USED}
     before = collected.get("fields") or {}
     changed = {f: v for f, v in own["fields"].items() if before.get(f, _MISSING) != v}
     origins = {f: SET_ORIGIN for f in collected.get("overrides") or {}}
@@ -60,7 +60,8 @@ def item_card(collected: Mapping[str, Any], pipeline: Pipeline, materials: Mappi
     if question_origin is not None:
         overrides["question"] = f"replaced by the question fixture at {question_origin}"
         origins["question"] = question_origin
-    card = {**collected, **{k: own[k] for k in ("hash", "upstream_hash", "fields", "unspecified")},
+    card = {**{k: v for k, v in collected.items() if k != USED},
+            **{k: own[k] for k in ("hash", "upstream_hash", "fields", "unspecified")},
             "overrides": overrides, "override_origins": origins, "materials": mats,
             "suite_hash": suite_hash(collected),
             "suite_upstream_hash": collected.get("suite_upstream_hash", collected.get("upstream_hash"))}
@@ -70,31 +71,80 @@ def item_card(collected: Mapping[str, Any], pipeline: Pipeline, materials: Mappi
 _MISSING = object()
 
 
+# On a collected card an xdist worker hands back: items of that worker ran under it.  The
+# controller reads it when another worker's items made a card of the same task (merge_cards);
+# public_cards leaves it out of what run.json and the summary read.
+USED = "_used_by_items"
+
+
+def _summary(card: Mapping[str, Any]) -> dict[str, Any]:
+    return {"upstream_hash": card.get("upstream_hash"), "overrides": dict(card.get("overrides") or {}),
+            "override_origins": dict(card.get("override_origins") or {})}
+
+
+def _with_other(card: dict[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
+    """``card`` with ``other`` (and what ``other`` lists) under ``item_pipelines``, by hash."""
+    others = dict(card.get("item_pipelines") or {})
+    for digest, summary in [(other.get("hash"), _summary(other)), *(other.get("item_pipelines") or {}).items()]:
+        if isinstance(digest, str) and digest != card.get("hash"):
+            others.setdefault(digest, summary)
+    return {**card, "item_pipelines": others} if others else card
+
+
+def add_item_card(cards: dict[str, dict[str, Any]], key: str, card: dict[str, Any],
+                  collected_used: bool = False) -> None:
+    """Record the item card ``card`` under ``key``.  The first one made replaces the collected card
+    (which stays listed under ``item_pipelines`` when items ran under it: ``collected_used``, or
+    its :data:`USED` mark); one with another hash (a fixture that changes some items only) goes
+    under ``item_pipelines``.  Every hash a record of the task carries is then in its card."""
+    have = cards.get(key)
+    if have is None:
+        cards[key] = card
+    elif "suite_hash" not in have:
+        cards[key] = _with_other(card, have) if collected_used or have.get(USED) else card
+    elif card["hash"] != have["hash"] or card.get("item_pipelines"):
+        cards[key] = _with_other(have, card)
+
+
+def note_collected_used(cards: dict[str, dict[str, Any]], key: str, collected: Mapping[str, Any]) -> None:
+    """An item ran under its task's collected card: where an item card has replaced that card, the
+    collected one is listed under its ``item_pipelines``."""
+    have = cards.get(key)
+    if have is not None and "suite_hash" in have and collected.get("hash") not in (have.get("item_pipelines") or {}):
+        cards[key] = _with_other(have, collected)
+
+
 def merge_cards(into: dict[str, dict[str, Any]], cards: Mapping[str, dict[str, Any]]) -> None:
     """Add ``cards`` (an xdist worker's) to ``into``: a card an item made (it has ``suite_hash``)
-    is never replaced by the card collected for the same task, and two different item cards of
-    one task are both kept (the later under the first's ``item_pipelines``, by hash)."""
+    is never replaced by the card collected for the same task, and every pipeline some worker's
+    items used stays listed (:func:`add_item_card`).  The result does not depend on the order
+    the workers' cards arrive in."""
     for key, card in cards.items():
         have = into.get(key)
         if "suite_hash" in card:
             add_item_card(into, key, card)
-        elif have is None or "suite_hash" not in have:
-            into[key] = card
+        elif have is not None and "suite_hash" in have:
+            if card.get(USED):
+                note_collected_used(into, key, card)
+        else:
+            into[key] = {**card, USED: True} if card.get(USED) or (have or {}).get(USED) else card
 
 
-def add_item_card(cards: dict[str, dict[str, Any]], key: str, card: dict[str, Any]) -> None:
-    """Record the item card ``card`` under ``key``: the first one made replaces the collected card;
-    one with another hash (a fixture that changes some items only) goes under ``item_pipelines``."""
-    have = cards.get(key)
-    if have is None or "suite_hash" not in have:
-        cards[key] = card
-        return
-    if card["hash"] == have["hash"]:
-        return
-    others = {**(have.get("item_pipelines") or {}), **(card.get("item_pipelines") or {})}
-    if card["hash"] not in others:
-        others[card["hash"]] = {k: card[k] for k in ("upstream_hash", "overrides", "override_origins")}
-    cards[key] = {**have, "item_pipelines": others}
+def public_cards(cards: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``cards`` as run.json and the summary read them: without the workers' :data:`USED` marks."""
+    return {key: ({k: v for k, v in card.items() if k != USED} if USED in card else dict(card))
+            for key, card in cards.items()}
+
+
+def resumed_cards(now: Mapping[str, dict[str, Any]], resumed: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The cards of a resumed run: the run's own (its records were made under them), with the item
+    cards this invocation's fixtures made added to them (:func:`add_item_card`: a task's new
+    pipeline is listed, never silently taken for the run's)."""
+    out = {**now, **resumed}
+    for key, card in now.items():
+        if key in resumed and "suite_hash" in card:
+            add_item_card(out, key, card, collected_used=True)
+    return out
 
 
 def suite_checksums(cards: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:

@@ -32,7 +32,7 @@ from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.pytest_plugin import cards
 from pytest_benchaudit.pytest_plugin.checks import checks_of
 from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
-from pytest_benchaudit.pipeline.card import add_item_card, item_card
+from pytest_benchaudit.pipeline.card import USED, add_item_card, item_card, note_collected_used
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, is_unspecified
 from pytest_benchaudit.prompt.templates import Template, TemplateError, inference_params, render_request
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, DataUnavailable, Suite, SuiteError, load_suite
@@ -71,6 +71,7 @@ class VariantSpec:
     judge: dict[str, Any] | None = None
     hashes: tuple[str, str] = ("", "")
     card: dict[str, Any] = field(default_factory=dict)  # the card as collected (before any fixture)
+    collected_used: bool = False  # an item ran under ``card`` (its default fixtures gave what it used)
 
     def materials(self, pipeline: Pipeline) -> dict[str, Any]:
         """What shapes ``pipeline``'s requests and scores on this task besides its fields (:mod:`.cards`)."""
@@ -441,6 +442,11 @@ def item_hashes(node: BenchItem, question: Question, pipeline: Pipeline,
     replaced = pipeline is not shared.pipeline
     asked = question is not spec.question and question != spec.question
     if not replaced and not asked:
+        if not shared.collected_used:  # once per task x variant: its card is what these items used
+            shared.collected_used = True
+            if hasattr(node.config, "workerinput"):  # for the controller, which merges the workers' cards
+                shared.card[USED] = True
+            note_collected_used(known, shared.key, shared.card)
         return shared.hashes
     defs = node._fixtureinfo.name2fixturedefs
     root = node.config.rootpath
@@ -448,7 +454,7 @@ def item_hashes(node: BenchItem, question: Question, pipeline: Pipeline,
     q_origin = (cards.fixture_origin(defs.get("question"), __name__, root) or "a fixture") if asked else None
     card = item_card(shared.card, pipeline, shared.materials(pipeline), origin, q_origin)
     if "suite_hash" in card:
-        add_item_card(known, shared.key, card)
+        add_item_card(known, shared.key, card, shared.collected_used)
     return card["hash"], card["upstream_hash"]
 
 

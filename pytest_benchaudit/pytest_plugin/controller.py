@@ -45,7 +45,7 @@ from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import RecordsFollower, RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
-from pytest_benchaudit.pipeline.card import merge_cards, run_warnings, suite_checksums
+from pytest_benchaudit.pipeline.card import merge_cards, public_cards, resumed_cards, run_warnings, suite_checksums
 from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
 from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
 from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
@@ -343,7 +343,7 @@ class Controller:
     # A resumed run keeps the cards and checksums it was made with (a resume that differs is refused,
     # and a refused one must not overwrite them, or the next --resume would compare against its values).
     def _cards(self) -> dict[str, Any]:
-        return {**self.opts.state.cards, **self.resumed_from.get("pipeline_cards", {})}
+        return public_cards(resumed_cards(self.opts.state.cards, self.resumed_from.get("pipeline_cards", {})))
 
     def _checksums(self) -> dict[str, Any]:
         return {**self.opts.state.checksums, **self.resumed_from.get("dataset_checksums", {})}

@@ -332,3 +332,26 @@ def test_replay_of_a_run_a_fixture_made_under_the_same_fixture(pytester: pytest.
     assert {r["raw_output"] for r in new["records"]} == {r["raw_output"] for r in old["records"]}
     card = new["run"]["pipeline_cards"]["toy.mcq"]
     assert card["fields"]["inference.max_tokens"] == 7 and card["override_origins"]["extraction.reasoning"] == "--set"
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_fixture_that_changes_some_items_lists_every_pipeline_the_records_carry(
+        pytester: pytest.Pytester, scripted: ScriptedServer, toy, workers: list[str]) -> None:
+    pytester.makeconftest("""
+        import pytest
+        from pytest_benchaudit.pipeline.stages import apply_overrides
+
+
+        @pytest.fixture
+        def pipeline(pipeline, question):
+            return apply_overrides(pipeline, [("inference.max_tokens", 7)]) if question.id == "t06" else pipeline
+        """)
+    run_toy(pytester, scripted, *workers)
+    out = read_run(only_run_dir(pytester.path / "out"))
+    card = out["run"]["pipeline_cards"]["toy.mcq"]
+    listed = {card["hash"], *card.get("item_pipelines", {})}
+    by_id = {r["question_id"]: r for r in out["records"]}
+    assert {r["pipeline_hash"] for r in out["records"]} == listed and len(listed) == 2
+    assert by_id["t06"]["request"]["params"]["max_tokens"] == 7 and by_id["t01"]["request"]["params"]["max_tokens"] == 64
+    assert card["suite_hash"] == by_id["t01"]["pipeline_hash"] != by_id["t06"]["pipeline_hash"]
+    assert not any(k.startswith("_") for k in card)
