@@ -243,6 +243,11 @@ def test_small_samples_are_flagged() -> None:
     doc = _doc(MOVES)
     doc["spearman"][0]["n_models"] = 8
     assert "bench_a: Small sample" not in html.unescape(render_html(doc))
+    tau = [{"task_a": "b.t1", "task_b": "b.t2", "tau": 0.4, "p_value": 0.5, "inversions": 3, "n_models": n}
+           for n in (9, 5)]
+    assert ("Small sample: τ-b of the pairs with 5 common models rests on 5 models"
+            in html.unescape(render_html({"tau_b": tau, "scores": ALPHA})))
+    assert "Small sample" not in render_html({"tau_b": tau[:1], "scores": ALPHA})
 
 
 def test_biplot_labels_do_not_overlap() -> None:
@@ -270,16 +275,21 @@ def test_biplot_labels_do_not_overlap() -> None:
 
 
 def test_every_table_and_plot_has_a_definition_line() -> None:
+    """Each section with a table says what its numbers are; each plot has a caption."""
     from test_html_report import FINDINGS as F, RUNS, SWEEPS as S, _doc as full_doc
 
-    page = render_html(full_doc(), sweeps=S, runs=RUNS, findings=F)
+    ledger = [{"benchmark": "b", "cells": {"dataset": {"status": "matched"}, "prompt.template": {"status": "undefined"}},
+               "summary": "no"}]
+    upstream = [{"task": "b.t", "fields": [{"field": "prompt.template", "stored": "released", "standardized": "x"}]}]
+    page = render_html(full_doc(), sweeps=S, runs=RUNS, findings=F, ledger=ledger, upstream=upstream)
     sections = re.findall(r'<section id="([^"]+)">(.*?)</section>', page, re.S)
-    assert len(sections) >= 12
+    assert {"verdict", "causes", "scores", "ranks", "tau", "pca", "findings", "sweeps", "invalid",
+            "ledger"} <= {a for a, _ in sections}
     for anchor, body in sections:
         for fig in re.findall(r"<figure>.*?</figure>", body, re.S):
             assert re.search(r"<figcaption>[^<]{20,}</figcaption>", fig), anchor
-        if "<table>" in body:
-            assert re.search(r'<p class="note">[^<]{30,}</p>', body), anchor  # what the numbers mean
+        if "<table>" in body:  # what the numbers mean: a definition line in the section of each table
+            assert re.search(r'<p class="note">[^<]{30,}</p>', body), anchor
 
 
 # --------------------------------------------------------------------------- the published CTI-Bench runs

@@ -181,7 +181,11 @@ def ledger_section(ledger: list[dict[str, Any]] | None, upstream: list[dict[str,
         body = [[r["benchmark"], *[(r["cells"].get(f) or {}).get("status", "—") for f in fields],
                  r.get("summary", "")] for r in rows]
         parts.append("<h3>Ledger: documented against released</h3>"
-                     + table(["benchmark", *fields, "reproducible from the documentation?"], body))
+                     + table(["benchmark", *fields, "reproducible from the documentation?"], body)
+                     + note("Per pipeline field: matched = the documentation states the value and the released code "
+                            "uses it; contradicted = the code does something else; undefined = the documentation "
+                            "does not state it; unread = a document that may state it could not be read "
+                            "(docs/ledger.md)."))
     up = [r for r in upstream or [] if isinstance(r, dict) and r.get("fields")]
     if up:
         body = [[r["task"], d["field"], fmt(d.get("stored")), fmt(next((v for k, v in d.items()
@@ -191,7 +195,10 @@ def ledger_section(ledger: list[dict[str, Any]] | None, upstream: list[dict[str,
         parts.append(("<h3>Upstream fields that differ (regenerated in this run: their joint effect is the "
                       "'upstream (regenerated)' rows of the field deltas)</h3>" if regenerated else
                       "<h3>Upstream fields that differ (need new generations, not estimated)</h3>")
-                     + table(["task", "field", "base layer" if regenerated else "stored runs", "target layer"], body))
+                     + table(["task", "field", "base layer" if regenerated else "stored runs", "target layer"], body)
+                     + note("One row per field of the dataset, prompt or inference stage whose value differs between "
+                            "the layers: re-scoring cannot change it, so its effect is measured only by new "
+                            "generations."))
     if not parts:
         return ""
     return section("ledger", "Ledger and upstream fields", *parts)

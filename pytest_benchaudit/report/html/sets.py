@@ -211,12 +211,16 @@ def tau_section(doc: dict[str, Any]) -> str:
             continue
         body = [[r.get("task_a"), r.get("task_b"), fmt_corr(r.get("tau")), fmt_p(r.get("p_value")),
                  r.get("inversions", "—"), r.get("n_models", "—"), "yes" if r.get("similar") else ""] for r in rows]
+        few = sorted({int(r["n_models"]) for r in rows if is_num(r.get("n_models"))})
+        warn = small_sample_note(few[0], f"τ-b of the pairs with {few[0]} common models") if few else ""
         parts.append(_caption(side, label, an) + tau_heatmap(rows, f"Kendall τ-b, set {side} ({label})")
-                     + table(["task a", "task b", "τ-b", "p", "inversions", "models", "declared similar"], body))
+                     + table(["task a", "task b", "τ-b", "p", "inversions", "models", "declared similar"], body)
+                     + (f'<p class="warn">{esc(warn)}</p>' if warn else ""))
     if not parts:
         return ""
     return section("tau", "Kendall τ-b between tasks", note("Agreement of two tasks' model rankings on their common "
-                   "models (1 = same order, −1 = reversed); inversions = model pairs ordered oppositely."), *parts)
+                   "models (1 = same order, −1 = reversed); inversions = model pairs ordered oppositely; p: scipy's "
+                   "test of τ = 0; models: the models both tasks have."), *parts)
 
 
 def _pca_block(title: str, pca: dict[str, Any]) -> str:
