@@ -153,6 +153,14 @@ def test_a_finding_in_a_metric_unit_stays_apart_from_points() -> None:
     assert every["causes"][0]["command"] == "benchaudit diagnose RUN"
 
 
+def test_an_upstream_cause_is_reproduced_by_a_new_run() -> None:
+    row = {"benchmark": "bench_a", "task": "t1", "model": "m3", "variant": "max_tokens=5", "kind": "upstream",
+           "field": "inference.max_tokens", "value": 5, "delta_pp": -40.0, "delta": -0.4, "moved_by": "inference"}
+    a = _by_bench(verdicts(_doc(), [row], []))["bench_a"]
+    assert a["causes"][0]["command"] == "pytest suites/bench_a --model m3@URL --vary inference.max_tokens=5"
+    assert "benchaudit rescore" not in render_html(_doc(), sweeps=[row])  # rescore refuses upstream fields
+
+
 def test_no_move_is_not_pipeline_dependent() -> None:
     (a, b) = verdicts(_doc({("bench_a.t1", "m1"): 0.004}), [], [])
     assert a["dependent"] is False and "not pipeline-dependent beyond 1 pp" in a["sentence"]

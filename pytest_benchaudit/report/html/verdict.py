@@ -122,6 +122,22 @@ def _command(field: str, value: Any, run: str | None) -> str:
     return f"benchaudit rescore {target} --set {shlex.quote(f'{field}={_value_text(value)}')}"
 
 
+#: Stages whose fields change the request: their effect needs new generations, not a re-score.
+UPSTREAM = ("dataset", "prompt", "inference")
+
+
+def _reproduce(bench: str, row: dict[str, Any], run: str | None) -> str | None:
+    """The command that reproduces a single-field variant row: a re-score for a downstream field, a
+    pytest run with ``--vary`` for an upstream one (it generates again); None without a value."""
+    if "value" not in row or row["value"] is None or not row.get("field"):
+        return None
+    field, setting = str(row["field"]), f"{row['field']}={_value_text(row['value'])}"
+    if row.get("kind") == "upstream" or field.split(".", 1)[0] in UPSTREAM:
+        model = shlex.quote(f"{row.get('model')}@URL")
+        return f"pytest suites/{bench} --model {model} --vary {shlex.quote(setting)}"
+    return _command(field, row["value"], run)
+
+
 def _short(cause: dict[str, Any]) -> str:
     """The cause's command with its run directory written ``RUN`` (the full one is in the causes section)."""
     command = str(cause.get("command") or "")
@@ -136,8 +152,8 @@ def _value_text(value: Any) -> str:
 
 
 def _weight(cause: dict[str, Any]) -> tuple[float, bool]:
-    """Larger effect first (to the 0.1 pp shown); on a tie, the one its command re-scores exactly."""
-    return round(abs(cause["pp"]), 1), str(cause.get("command") or "").startswith("benchaudit rescore")
+    """Larger effect first (to the 0.1 pp shown); on a tie, the one its command reproduces exactly."""
+    return round(abs(cause["pp"]), 1), str(cause.get("command") or "").startswith(("benchaudit rescore", "pytest"))
 
 
 def _causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, Any]],
@@ -158,7 +174,7 @@ def _causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, A
         run = r.get("run") or runs.get((bench, str(r.get("model"))))
         offer({"field": str(r["field"]), "value": r.get("value"), "pp": float(r["delta_pp"]), "run": run,
                "model": r.get("model"), "task": r.get("task"), "source": "re-score",
-               "command": _command(str(r["field"]), r["value"], run) if "value" in r else None})
+               "command": _reproduce(bench, r, run)})
     for f in findings:
         if str(f.get("benchmark")) != bench or not is_num(f.get("effect_pp")) or not f.get("field"):
             continue
@@ -206,7 +222,7 @@ def _metric_causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict
         cause = {
             "field": key[0], "value": r.get("value"), "delta": float(r["delta"]), "unit": unit, "run": run,
             "model": r.get("model"), "task": r.get("task"), "lower_is_better": bool(r.get("lower_is_better")),
-            "command": _command(key[0], r["value"], run) if "value" in r else None}
+            "command": _reproduce(bench, r, run)}
         if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
             best[key] = cause
     return sorted(best.values(), key=lambda c: (-abs(c["delta"]), c["field"]))
@@ -374,5 +390,6 @@ def verdict_section(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = N
                    "metric's own unit (error metrics, e.g. a MAD). ρ: Spearman correlation of the two benchmark "
                    "rankings, 95% CI (paired bootstrap). Cause: one pipeline field and its largest effect "
                    f"(single-field re-score or diagnose finding). Pipeline-dependent: a move of {MATERIAL_PP:g} pp or "
-                   "more, or a model moving 3+ ranks. RUN: that model's run directory (full commands under Causes).")
+                   "more, or a model moving 3+ ranks. RUN: that model's run directory (full commands under Causes); "
+                   "MODEL@URL: its endpoint (an upstream field needs new generations).")
             + "</section>")
