@@ -45,7 +45,7 @@ def test_audit_of_the_published_runs(released: Path, real_data: Path, tmp_path: 
     # the paper's largest single-field effect: Qwen3-4B's VSP under the total denominator
     (vsp,) = [r for r in doc["attribution"] if r["model"] == "Qwen/Qwen3-4B-Instruct-2507" and r["task"] == "vsp"
               and r["field"] == "scoring.denominator"]
-    assert vsp["delta_pp"] == pytest.approx(-48.6, abs=0.05)
+    assert vsp["delta_pp"] == pytest.approx(-35.2, abs=0.05)  # 78.2 -> 43.0: invalid vectors get no credit
     ups = {r["task"]: {d["field"] for d in r["fields"]} for r in doc["upstream_differences"]}
     assert "prompt.template" in ups["athenabench.mcq"] and "inference.max_tokens" in ups["athenabench.mcq"]
     assert [r["benchmark"] for r in doc["ledger"]] == ["athenabench"]
@@ -71,7 +71,7 @@ def test_audit_diagnoses_the_runs_when_no_findings_are_given(released: Path, rea
     doc = json.loads((out / "audit.json").read_text())
     hidden = [f for f in doc["findings"] if f["model"] == "Qwen/Qwen3-4B-Instruct-2507" and f["task"] == "vsp"
               and f["field"] == "scoring.denominator"]
-    assert hidden and hidden[0]["effect_pp"] == pytest.approx(-48.6, abs=0.1)
+    assert hidden and hidden[0]["effect_pp"] == pytest.approx(-35.2, abs=0.1)
     assert "Diagnose findings" in (out / "report.html").read_text()
 
 
