@@ -416,3 +416,23 @@ def test_verdict_is_on_the_first_screen(cti_audit: Path, tmp_path: Path) -> None
     visible = html.unescape(re.sub(r"<[^>]+>", " ", _section(page, "verdict")))
     assert "cti_bench is pipeline-dependent" in visible or "cti_bench is not pipeline-dependent" in visible
     assert "rank stability" in visible and "benchaudit rescore RUN --set" in visible
+
+
+def test_sensitivity_shows_every_rho_column_and_peer_gaps_name_their_unit() -> None:
+    sens = {"n_resamples": 50, "runs": [{"kind": "downstream", "scope": "extraction"}],
+            "columns": {"rho_gen": "regenerated", "rho_ext": "extraction only", "rho_downstream": "every field"},
+            "benchmarks": [{"benchmark": "bench_b", "rho_gen": None, "why_no_gen": "no regenerated run",
+                            "rho_ext": 0.9, "ci95_ext": [0.5, 1.0], "n_models_ext": 5,
+                            "rho_downstream": 0.7, "ci95_downstream": [0.1, 1.0], "n_models_downstream": 5}]}
+    gaps = [{"task": "bench_b.vsp", "model": "x1", "gap_a": -0.5, "gap_b": -0.2, "delta": 0.3, "comparable": True,
+             "metric_a": "cvss_abs_diff_cti", "metric_b": "cvss_abs_diff_cti", "n_peers": 2}]
+    page = render_html({"sensitivity": sens, "peer_gaps": gaps, "label_a": "a", "label_b": "b"})
+    (heads, rows), = _tables(_section(page, "sensitivity"))
+    assert heads[1:10] == ["ρ_gen", "95% CI", "models", "ρ_ext", "95% CI", "models", "ρ_downstream", "95% CI",
+                           "models"]
+    assert rows[0][7:10] == ["0.70", "[0.10, 1.00]", "5"]
+    visible = html.unescape(_section(page, "sensitivity"))
+    assert "bench_b: Small sample: ρ_ext rests on 5 models" in visible
+    assert "bench_b: Small sample: ρ_downstream rests on 5 models" in visible
+    (_, peer_rows), = _tables(_section(page, "peers"))
+    assert peer_rows[0][2:5] == ["-0.5 cvss_abs_diff_cti", "-0.2 cvss_abs_diff_cti", "+0.3 cvss_abs_diff_cti"]

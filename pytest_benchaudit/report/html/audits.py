@@ -10,6 +10,7 @@ from pytest_benchaudit.report.html.format import (esc, fmt, fmt_ci, fmt_corr, fm
                                                   table)
 from pytest_benchaudit.report.html.plots import invalid_plot, sweep_plots
 from pytest_benchaudit.report.html.sets import section
+from pytest_benchaudit.report.html.verdict import small_sample_note
 
 __all__ = ["similarity_section", "sensitivity_section", "peers_section", "by_effect", "findings_section",
            "sweeps_section",
@@ -45,24 +46,33 @@ def similarity_section(doc: dict[str, Any]) -> str:
 
 
 def sensitivity_section(doc: dict[str, Any]) -> str:
+    """One ρ column (with CI and models) per run set the document has: ρ_gen (regenerated), ρ_ext
+    (re-scored, extraction fields only) and, where the document has it, ρ_downstream (every downstream
+    field); ``columns`` names them (older documents: gen and ext)."""
     sens = doc.get("sensitivity")
     if not isinstance(sens, dict) or not sens.get("benchmarks"):
         return ""
+    columns = [k[len("rho_"):] for k in (sens.get("columns") or {"rho_gen": "", "rho_ext": ""})]
     rows = []
     for r in sens["benchmarks"]:
-        why = "; ".join(str(r[k]) for k in ("why_no_gen", "why_no_ext") if r.get(k))
+        why = "; ".join(str(r[f"why_no_{c}"]) for c in columns if r.get(f"why_no_{c}"))
         more = r.get("generation_moves_more")
-        rows.append([r["benchmark"], fmt_corr(r.get("rho_gen")), fmt_ci(r.get("ci95_gen")), r.get("n_models_gen", 0),
-                     fmt_corr(r.get("rho_ext")), fmt_ci(r.get("ci95_ext")), r.get("n_models_ext", 0),
-                     "—" if more is None else ("generation" if more else "extraction"), why])
+        cells = [x for c in columns
+                 for x in (fmt_corr(r.get(f"rho_{c}")), fmt_ci(r.get(f"ci95_{c}")), r.get(f"n_models_{c}", 0))]
+        rows.append([r["benchmark"], *cells, "—" if more is None else ("generation" if more else "extraction"), why])
     runs = sens.get("runs") or []
     n_gen = sum(r.get("kind") == "upstream" for r in runs)
+    warns = [f"{r['benchmark']}: " + small_sample_note(r.get(f"n_models_{c}"), f"ρ_{c}") for r in sens["benchmarks"]
+             for c in columns if r.get(f"n_models_{c}") and small_sample_note(r.get(f"n_models_{c}"), f"ρ_{c}")]
+    what = "; ".join(f"ρ_{k[len('rho_'):]}: {v}" for k, v in (sens.get("columns") or {}).items() if v)
     return section("sensitivity", "Generation against extraction sensitivity",
                    note(f"Spearman ρ between the base ranking and the ranking under regenerated runs (ρ_gen, {n_gen} "
-                        f"runs) and re-scored runs (ρ_ext, {len(runs) - n_gen} runs); 95% CI from the paired bootstrap "
-                        f"over questions ({sens.get('n_resamples', '—')} resamples). 1 = the change kept the order."),
-                   table(["benchmark", "ρ_gen", "95% CI", "models", "ρ_ext", "95% CI", "models", "moves more",
-                          "missing"], rows))
+                        f"runs) and re-scored runs ({len(runs) - n_gen} runs); 95% CI from the paired bootstrap "
+                        f"over questions ({sens.get('n_resamples', '—')} resamples). 1 = the change kept the order."
+                        + (f" {what}." if what else "") + " Moves more: generation when ρ_gen < ρ_ext."),
+                   table(["benchmark", *[h for c in columns for h in (f"ρ_{c}", "95% CI", "models")], "moves more",
+                          "missing"], rows),
+                   *[f'<p class="warn">{esc(w)}</p>' for w in warns])
 
 
 def peers_section(doc: dict[str, Any]) -> str:
@@ -71,7 +81,11 @@ def peers_section(doc: dict[str, Any]) -> str:
         return ""
 
     def v(r: dict[str, Any], k: str) -> str:
-        return fmt_pp(r.get(k + "_pp")) + " pp" if is_num(r.get(k + "_pp")) else fmt(r.get(k), 2)
+        """A gap in pp on a share metric, else in the metric's own unit, named."""
+        if is_num(r.get(k + "_pp")):
+            return fmt_pp(r.get(k + "_pp")) + " pp"
+        unit = r.get("metric_b" if k == "gap_b" else "metric_a") or ""
+        return (f"{float(r[k]):+.3g} {unit}".rstrip() if is_num(r.get(k)) else "—")
 
     ordered = sorted(gaps, key=lambda r: (not r.get("comparable"), -abs(r.get("delta") or 0), r["task"], r["model"]))
     rows = [[r["task"], r["model"], v(r, "gap_a"), v(r, "gap_b"), v(r, "delta") if r.get("comparable") else
