@@ -303,3 +303,20 @@ def test_generations_are_forgotten_once_consumed_or_released(server, engine):
     # A request released and asked later is simply asked again.
     assert engine.generate("m", requests[-1]).text == "echo q19"
     assert engine._slots == {}
+
+
+def test_waiting_counts_requests_unanswered_longer_than_n_seconds(server: ScriptedServer) -> None:
+    server.script = lambda call: Reply(content="slow", delay=1.5)
+    engine = Engine(window=8)
+    spec = ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m", timeout=10.0)
+    engine.add_model("m", lambda: OpenAICompatBackend(spec, concurrency=4))
+    engine.wait_tick = 0.2
+    seen: list[tuple[int, float]] = []
+    engine.on_wait = lambda eng: seen.append(eng.waiting(0.5))
+    try:
+        engine.prefetch("m", Request(mode="chat", messages=(Message(role="user", content="a"),)))
+        assert engine.generate("m", Request(mode="chat", messages=(Message(role="user", content="b"),))).text == "slow"
+    finally:
+        engine.close()
+    assert len(seen) >= 5 and seen[0] == (0, 0.0)
+    assert max(n for n, _ in seen) == 2 and all(0.5 < longest < 2.0 for n, longest in seen if n)

@@ -271,3 +271,19 @@ def test_recipes_pickle_by_reference() -> None:
     import pickle
 
     assert pickle.loads(pickle.dumps(recipe)).args == recipe.args
+
+
+def test_an_item_waiting_is_told_which_requests_are_stuck(engine, server, echo) -> None:
+    """While generate() waits, on_wait is called about every wait_tick; waiting(N) counts the
+    requests sent more than N seconds ago and unanswered (the child's count, as it last said it)."""
+    engine.add_model("m", endpoint_recipe(spec_for(server), 4, 20))
+    engine.generate("m", ask("warm-up"))
+    server.script = lambda call: Reply(content="slow", delay=2.0)
+    engine.wait_tick = 0.25
+    seen: list[tuple[int, float]] = []
+    engine.on_wait = lambda eng: seen.append(eng.waiting(0.5))
+    engine.prefetch("m", ask("other"))  # in flight too, not the one waited for
+    assert engine.generate("m", ask("stuck")).text == "slow"
+    assert len(seen) >= 4  # ~2 s at a tick of 0.25 s
+    assert seen[0] == (0, 0.0)  # asked before anything was 0.5 s old
+    assert max(n for n, _ in seen) == 2 and all(0.5 < longest < 2.5 for n, longest in seen if n)
