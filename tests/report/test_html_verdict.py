@@ -136,6 +136,12 @@ def test_verdict_ignores_display_strings_and_input_order() -> None:
                      [s for s in SWEEPS if s["benchmark"] == "bench_a"],
                      [f for f in FINDINGS if f["benchmark"] == "bench_a"])
     assert _by_bench(alone)["bench_a"]["causes"] == _by_bench(base)["bench_a"]["causes"]
+    # a finding on a cell a re-score already moved is one cell moved, not two
+    twice = FINDINGS + [{"benchmark": "bench_a", "task": "t2", "model": "m4", "failure_mode": "FM01",
+                         "field": "scoring.denominator", "effect_pp": 12.0, "hypothesis": "h"}]
+    denominator = next(c for c in _by_bench(verdicts(_doc(MOVES), SWEEPS, twice))["bench_a"]["causes"]
+                       if c["field"] == "scoring.denominator")
+    assert denominator["n_moved"] == 1 and denominator["source"] == "re-score"  # the exact command wins the tie
     # a changed number changes the verdict
     bigger = [dict(f, effect_pp=-60.0) if f["failure_mode"] == "FM05" else f for f in FINDINGS]
     assert _by_bench(verdicts(_doc(MOVES), SWEEPS, bigger))["bench_a"]["causes"][0]["pp"] == -60.0

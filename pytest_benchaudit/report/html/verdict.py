@@ -126,13 +126,17 @@ def _command(field: str, value: Any, run: str | None) -> str:
 UPSTREAM = ("dataset", "prompt", "inference")
 
 
+def _upstream(row: dict[str, Any]) -> bool:
+    return row.get("kind") == "upstream" or str(row.get("field") or "").split(".", 1)[0] in UPSTREAM
+
+
 def _reproduce(bench: str, row: dict[str, Any], run: str | None) -> str | None:
     """The command that reproduces a single-field variant row: a re-score for a downstream field, a
     pytest run with ``--vary`` for an upstream one (it generates again); None without a value."""
     if "value" not in row or row["value"] is None or not row.get("field"):
         return None
     field, setting = str(row["field"]), f"{row['field']}={_value_text(row['value'])}"
-    if row.get("kind") == "upstream" or field.split(".", 1)[0] in UPSTREAM:
+    if _upstream(row):
         model = shlex.quote(f"{row.get('model')}@URL")
         return f"pytest suites/{bench} --model {model} --vary {shlex.quote(setting)}"
     return _command(field, row["value"], run)
@@ -160,11 +164,13 @@ def _causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, A
             runs: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
     """Per field, its largest effect in pp (single-field re-scores and findings), largest first."""
     best: dict[str, dict[str, Any]] = {}
-    count: dict[str, int] = {}
+    moved: dict[str, set[tuple[str, str]]] = {}  # per field, the model x task cells it moves MATERIAL_PP or more
 
     def offer(cause: dict[str, Any]) -> None:
         field = cause["field"]
-        count[field] = count.get(field, 0) + (abs(cause["pp"]) >= MATERIAL_PP)
+        cells = moved.setdefault(field, set())
+        if abs(cause["pp"]) >= MATERIAL_PP:
+            cells.add((str(cause["model"]), str(cause["task"])))  # a sweep and a finding on one cell count once
         if field not in best or _weight(cause) > _weight(best[field]):
             best[field] = cause
 
@@ -173,8 +179,8 @@ def _causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, A
             continue
         run = r.get("run") or runs.get((bench, str(r.get("model"))))
         offer({"field": str(r["field"]), "value": r.get("value"), "pp": float(r["delta_pp"]), "run": run,
-               "model": r.get("model"), "task": r.get("task"), "source": "re-score",
-               "command": _reproduce(bench, r, run)})
+               "model": r.get("model"), "task": r.get("task"),
+               "source": "new generation" if _upstream(r) else "re-score", "command": _reproduce(bench, r, run)})
     for f in findings:
         if str(f.get("benchmark")) != bench or not is_num(f.get("effect_pp")) or not f.get("field"):
             continue
@@ -187,7 +193,7 @@ def _causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, A
                "task": f.get("task"), "source": str(f.get("failure_mode") or "finding"), "command": command})
     ordered = sorted(best.values(), key=lambda c: (-_weight(c)[0], not _weight(c)[1], c["field"]))
     for c in ordered:
-        c["n_moved"] = count[c["field"]]
+        c["n_moved"] = len(moved[c["field"]])
     return ordered
 
 
