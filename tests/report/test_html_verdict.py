@@ -154,6 +154,13 @@ def test_a_finding_in_a_metric_unit_stays_apart_from_points() -> None:
     assert [(c["field"], c["pp"]) for c in b["causes"]] == [("dataset", 0.4)]  # its pp cause unchanged
     assert [(c["field"], c["delta"], c["unit"]) for c in b["metric_causes"]] == [
         ("dataset", -0.9, "cvss_abs_diff_cti"), ("extraction.rule", 0.4, "cvss_abs_diff_cti")]
+    # the sentence names a material error-metric move only (1% of its base or more)
+    assert "extraction.rule moves cvss_abs_diff_cti" not in b["sentence"]  # no base score: not judged
+    sized = [dict(SWEEPS[2], base_score=2.5)]
+    assert ("extraction.rule moves cvss_abs_diff_cti by +0.4 (from 2.5)"
+            in _by_bench(verdicts(_doc(), sized, []))["bench_b"]["sentence"])
+    tiny = [dict(SWEEPS[2], base_score=2.5, delta=0.02)]
+    assert "moves cvss_abs_diff_cti" not in _by_bench(verdicts(_doc(), tiny, []))["bench_b"]["sentence"]
     every = _by_bench(verdicts(_doc(), [], [dict(FINDINGS[1], model="*", run="")]))["bench_b"]
     assert "every model · mcq" in render_html(_doc(), findings=[dict(FINDINGS[1], model="*", run="")])
     assert every["causes"][0]["command"] == "benchaudit diagnose RUN"

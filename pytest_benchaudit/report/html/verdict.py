@@ -228,7 +228,7 @@ def _metric_causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict
         cause = {
             "field": key[0], "value": r.get("value"), "delta": float(r["delta"]), "unit": unit, "run": run,
             "model": r.get("model"), "task": r.get("task"), "lower_is_better": bool(r.get("lower_is_better")),
-            "command": _reproduce(bench, r, run)}
+            "command": _reproduce(bench, r, run), "base": r.get("base_score")}
         if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
             best[key] = cause
     return sorted(best.values(), key=lambda c: (-abs(c["delta"]), c["field"]))
@@ -305,9 +305,12 @@ def _sentence(doc: dict[str, Any], v: dict[str, Any]) -> str:
                      f"{rank['min_shift']}+ ranks)")
     if top:
         parts.append(f"largest cause {top['field']} ({fmt_pp(top['pp'])} pp)")
-    if v["metric_causes"]:
-        m = v["metric_causes"][0]
-        parts.append(f"{m['field']} moves {m['unit']} by {m['delta']:+.3g}")
+    # An error metric's move is named in the sentence when it is material: MATERIAL_PP per cent of its base.
+    material = [m for m in v["metric_causes"] if is_num(m.get("base")) and m["base"]
+                and abs(m["delta"] / m["base"]) >= MATERIAL_PP / 100]
+    if material:
+        m = material[0]
+        parts.append(f"{m['field']} moves {m['unit']} by {m['delta']:+.3g} (from {m['base']:.3g})")
     return f"{v['benchmark']} is {head}" + (": " + "; ".join(parts) if parts else "") + "."
 
 
