@@ -21,6 +21,7 @@ import codecs
 from functools import cached_property
 import hashlib
 import json
+import math
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -96,7 +97,7 @@ class PromptFormat(_Stage):
     @classmethod
     def _non_negative(cls, v: int | str) -> int | str:
         if isinstance(v, int) and v < 0:
-            raise ValueError("few_shot must be >= 0")
+            raise ValueError(f"few_shot must be >= 0, not {v}; the nearest valid value is 0")
         return v
 
 
@@ -112,6 +113,41 @@ class Decoding(_Stage):
     # Number of top alternatives per generated token to return (None: none asked).
     top_logprobs: int | None = None
 
+    # Values an endpoint can be sent: JSON has no NaN or infinity (a NaN went out as null), and
+    # each field has its API's range; the error names the nearest value that is valid.
+    @field_validator("temperature")
+    @classmethod
+    def _temperature(cls, v: float | str | None) -> float | str | None:
+        if isinstance(v, float):
+            _finite("temperature", v, "0 (greedy)")
+            if v < 0:
+                raise ValueError(f"temperature must be >= 0, not {v:g}; the nearest valid value is 0 (greedy)")
+        return v
+
+    @field_validator("top_p")
+    @classmethod
+    def _top_p(cls, v: float | str | None) -> float | str | None:
+        if isinstance(v, float):
+            _finite("top_p", v, "1 (no nucleus cut)")
+            if not 0 < v <= 1:
+                nearest = "1 (no nucleus cut)" if v > 1 else "a small positive number such as 0.01"
+                raise ValueError(f"top_p must be in (0, 1], not {v:g}; the nearest valid value is {nearest}")
+        return v
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_logprobs(cls, v: int | None) -> int | None:
+        if v is not None and v < 0:
+            raise ValueError(f"top_logprobs must be >= 0, not {v}; the nearest valid value is 0")
+        return v
+
+
+def _finite(field: str, value: float, example: str) -> None:
+    """A ``ValueError`` naming ``field`` when ``value`` is NaN or infinite (JSON cannot carry it)."""
+    if not math.isfinite(value):
+        raise ValueError(f"{field} must be a finite number, not {value}; JSON cannot send it "
+                         f"(a valid value is e.g. {example})")
+
 
 class InferenceStage(_Stage):
     decoding: Decoding = Decoding()
@@ -125,14 +161,14 @@ class InferenceStage(_Stage):
     @classmethod
     def _positive(cls, v: int | str) -> int | str:
         if isinstance(v, int) and v < 1:
-            raise ValueError("max_tokens must be >= 1")
+            raise ValueError(f"max_tokens must be >= 1, not {v}; the nearest valid value is 1")
         return v
 
     @field_validator("reask_on_invalid")
     @classmethod
     def _reasks(cls, v: int) -> int:
         if v < 0:
-            raise ValueError("reask_on_invalid must be >= 0")
+            raise ValueError(f"reask_on_invalid must be >= 0, not {v}; the nearest valid value is 0")
         return v
 
     @field_validator("stop", mode="before")
@@ -342,7 +378,8 @@ def _describe_error(err: ValidationError) -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith(("function-", "literal[", "int", "float", "str", "tuple", "none")))
-        parts.append(f"{loc}: {e['msg']}" if loc else e["msg"])
+        msg = str(e["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
+        parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(dict.fromkeys(parts))
 
 

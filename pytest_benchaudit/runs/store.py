@@ -38,6 +38,7 @@ import datetime as _dt
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import secrets as _random
@@ -669,11 +670,22 @@ def _lines(fh: Any, path: Path) -> Iterator[str]:
         raise RunDirError(f"{path}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
 
 
+class _NotJSON(ValueError):
+    """``NaN``, ``Infinity`` or ``-Infinity`` in a file read as JSON."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJSON(name)
+
+
 def read_json(path: Path, what: str = "") -> dict[str, Any]:
     """A JSON object from ``path``, or a :class:`RunDirError` naming the file and the problem."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except _NotJSON as err:
+        raise RunDirError(f"{path}: {err} is not JSON (JSON has no NaN or infinity; a writer outside benchaudit "
+                          "wrote it?)") from None
     except FileNotFoundError:
         raise RunDirError(f"{path}: not found{what}") from None
     except json.JSONDecodeError as err:
@@ -759,8 +771,28 @@ def write_text_atomic(path: Path, text: str) -> Path:
 
 
 def write_json_atomic(path: Path, data: Any) -> Path:
-    """``data`` as indented JSON, secrets redacted, written atomically."""
-    return write_text_atomic(path, json.dumps(redact_obj(data), indent=2, ensure_ascii=False, default=str) + "\n")
+    """``data`` as indented strict JSON, secrets redacted, written atomically.  A NaN or infinity
+    (which JSON does not have: ``json`` would write ``NaN``, that other readers refuse) is a
+    :class:`RunDirError` naming the file and where in ``data`` it is; nothing is written then."""
+    try:
+        text = json.dumps(redact_obj(data), indent=2, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:
+        where = _non_finite_at(data) or "(a value)"
+        raise RunDirError(f"cannot write {path}: {where} is not a finite number, and JSON has no NaN or "
+                          "infinity") from None
+    return write_text_atomic(path, text + "\n")
+
+
+def _non_finite_at(data: Any, where: str = "") -> str | None:
+    """Where in ``data`` the first NaN or infinity is (``pipeline_cards.toy.mcq.fields.x = nan``)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return f"{where or '(the document)'} = {data}"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, (list, tuple)) else ()
+    for key, value in items:
+        found = _non_finite_at(value, f"{where}.{key}" if where else str(key))
+        if found:
+            return found
+    return None
 
 
 def _truncate_to_last_line(path: Path) -> None:

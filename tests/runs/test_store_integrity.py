@@ -184,3 +184,21 @@ def test_a_child_forked_by_the_writer_does_not_keep_the_run_locked(tmp_path: Pat
             os.kill(int(child), signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_run_files_are_strict_json(tmp_path: Path) -> None:
+    from pytest_benchaudit.common.errors import RunDirError
+    from pytest_benchaudit.runs.store import read_run_json, write_json_atomic
+
+    target = tmp_path / "run.json"
+    with pytest.raises(RunDirError, match=r"pipeline_cards\.toy\.mcq\.fields\.inference\.decoding\.temperature = nan"):
+        write_json_atomic(target, {"pipeline_cards": {"toy.mcq": {"fields": {
+            "inference.decoding.temperature": float("nan")}}}})
+    assert not target.exists()  # nothing half-valid was written
+    with pytest.raises(RunDirError, match=r"x\.1 = -inf"):
+        write_json_atomic(target, {"x": [1.0, float("-inf")]})
+    run_dir = tmp_path / "old"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text('{"run_id": "old", "overrides": {"inference.decoding.temperature": NaN}}')
+    with pytest.raises(RunDirError, match="NaN is not JSON"):
+        read_run_json(run_dir)
