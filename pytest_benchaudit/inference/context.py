@@ -86,8 +86,8 @@ class ContextWatch:
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one record (a dict as ``records.jsonl`` holds it)."""
         model = str(record.get("model"))
-        where = (f"{record.get('benchmark')}.{record.get('task')}", str(record.get("variant") or
-                 record.get("pipeline") or ""), model)
+        layer = str(record.get("pipeline") or "") + (f" {record['variant']}" if record.get("variant") else "")
+        where = (f"{record.get('benchmark')}.{record.get('task')}", layer, model)
         self.items[where] += 1
         detail = record.get("extraction_detail")
         if self.fallback_marker and isinstance(detail, str) and detail.startswith(self.fallback_marker):

@@ -132,3 +132,12 @@ def test_engine_counts_stored_answers_no_lookup_can_use(tmp_path: Path) -> None:
     assert stats[0]["unusable"]["m"] == {"answered_by": "meta-llama/Meta-Llama-3-8B", "served": ["llama3"],
                                          "stores": 1, "misses": 0}
     assert stats[1]["unusable"]["m"]["misses"] == 1  # the stored answer was found, and could not be used
+
+
+def test_the_fallback_is_counted_per_layer_and_variant() -> None:
+    watch = ContextWatch({}, MMLU_FALLBACK)
+    for i in range(4):
+        watch.add({**_record(i, detail=MMLU_FALLBACK), "variant": "top_logprobs=5" if i < 3 else ""})
+    messages = [w["message"] for w in watch.warnings() if w["kind"] == "released_fallback"]
+    assert messages[0].startswith("mmlu_cs.mcq (released), model m: 1 of 1 items")
+    assert messages[1].startswith("mmlu_cs.mcq (released top_logprobs=5), model m: 3 of 3 items")
