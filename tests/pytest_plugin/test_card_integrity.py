@@ -13,6 +13,7 @@ Real pytest runs (pytester) against the scripted OpenAI-compatible server on 127
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import textwrap
@@ -22,10 +23,15 @@ from typing import Any
 import pytest
 
 from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.dataset.readers import file_checksum, load_questions
+from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.pipeline.stages import Pipeline, apply_overrides
+from pytest_benchaudit.pytest_plugin import cards
+from pytest_benchaudit.pytest_plugin.cards import materials
+from pytest_benchaudit.scoring import judge
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import only_run_dir, read_run
+from conftest import SUITES, only_run_dir, read_run
 
 # A second template for the prompt-stage override (the toy suite has one): TOML lets a table follow the tasks.
 TERSE = '\n[templates.terse]\nuser = "Q: {question}\\n{options}\\nOne letter."\n'
@@ -355,3 +361,38 @@ def test_a_fixture_that_changes_some_items_lists_every_pipeline_the_records_carr
     assert by_id["t06"]["request"]["params"]["max_tokens"] == 7 and by_id["t01"]["request"]["params"]["max_tokens"] == 64
     assert card["suite_hash"] == by_id["t01"]["pipeline_hash"] != by_id["t06"]["pipeline_hash"]
     assert not any(k.startswith("_") for k in card)
+
+
+def test_few_shot_exemplars_and_option_format_are_materials_of_the_real_mmlu_card(real_data: Path) -> None:
+    """MMLU's released layer prompts with the first 5 dev-set exemplars (real files)."""
+    suite = load_suite(SUITES / "mmlu_cs" / "suite.toml")
+    pipe = suite.pipeline("mcq", "released")
+    shots, shot_path = load_questions(suite, "mcq", real_data, "test", few_shot=True)
+    sums = {shot_path.name: file_checksum(shot_path)}
+    mats = materials(suite, pipe, shots, sums, {}, None)
+    assert mats["prompt.few_shot_exemplars"]["ids"] == [q.id for q in shots[:5]] and len(shots) >= 5
+    assert mats["prompt.template_text"] == suite.templates[pipe.prompt.template].model_dump(mode="json")
+    card = pipe.card(mats)
+    # one exemplar's gold label changed: another upstream hash, the same fields
+    edited = [shots[0].model_copy(update={"gold": "D" if shots[0].gold != "D" else "A"}), *shots[1:]]
+    other = pipe.card(materials(suite, pipe, edited, sums, {}, None))
+    assert other["fields"] == card["fields"] and other["upstream_hash"] != card["upstream_hash"]
+    # another option format (a template field no pipeline field names): another upstream hash
+    template = suite.templates[pipe.prompt.template]
+    reformatted = {**suite.templates, pipe.prompt.template: template.model_copy(update={"option_format": "({label}) {text}"})}
+    moved = pipe.card(materials(dataclasses.replace(suite, templates=reformatted), pipe, shots, sums, {}, None))
+    assert moved["upstream_hash"] != card["upstream_hash"]
+    # exemplars past the count used are not part of what was asked
+    assert pipe.card(materials(suite, pipe, [*shots[:5], *shots[:1]], sums, {}, None))["hash"] == card["hash"]
+
+
+def test_the_judge_prompts_are_in_the_judge_material(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = cards.judge_material(judge.judge_card("j"))
+    assert before["prompts"] == judge.judge_card("j")["prompts"] and len(before["prompts_sha256"]) == 64
+    cards._judge_prompts_sha.cache_clear()
+    original = judge.grading_request
+    monkeypatch.setattr(judge, "grading_request", lambda q, r: original(q, r + " (edited prompt)"))
+    try:
+        assert cards.judge_material(judge.judge_card("j"))["prompts_sha256"] != before["prompts_sha256"]
+    finally:
+        cards._judge_prompts_sha.cache_clear()
