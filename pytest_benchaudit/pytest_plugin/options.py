@@ -107,8 +107,9 @@ def add_options(parser: pytest.Parser) -> None:
                          "max_tokens, reasoning models' max_completion_tokens, ...), so the provider's refusal "
                          "becomes the record")
     group.addoption("--max-cost", type=float, default=None, metavar="USD",
-                    help="stop asking new questions once the run's cost (prices from [tool.benchaudit.prices]) "
-                         "reaches USD; the rest are skipped as not asked, --resume continues them")
+                    help="stop asking new questions once the run's cost (prices from [tool.benchaudit.prices], for "
+                         "each model and the judge, whose calls it counts too) reaches USD; the rest are skipped "
+                         "as not asked, --resume continues them")
     group.addoption("--pipeline", default=None, metavar="NAME",
                     help="pipeline layer: standardized (default), released, documented, or another layer "
                          "a suite defines")
