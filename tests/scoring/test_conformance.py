@@ -108,3 +108,34 @@ def test_a_hedged_record_is_invalid_and_scored_as_such():
     assert (rec.valid, rec.invalid_reason, rec.invalid_stage, rec.score, rec.correct) == (
         False, "hedged", "extraction", 0.0, False)
     assert failure_message(rec).startswith("INVALID (hedged) at the extraction stage")
+
+
+def test_a_pytest_run_marks_hedged_answers_invalid_and_states_their_credit(pytester, scripted):
+    """End to end (scripted OpenAI-compatible server on 127.0.0.1, a real pytest run): a hedge fails
+    as INVALID (hedged), never passes when its first option is the gold; the summary counts it among
+    the invalid reasons and says what an invalid answer scores."""
+    from pytest_benchaudit.testing.scripted_server import Reply, by_marker
+
+    from conftest import only_run_dir, read_run, write_mcq_suite
+
+    replies = {"HEDGE_OR": "Answer: A or B", "HEDGE_COMMA": "Answer: A, B", "HEDGE_AND": "Answer: A and C",
+               "HEDGE_RUN": "Answer: AB", "PLAIN": "Answer: A"}
+    scripted.script = by_marker({marker: Reply(content=text) for marker, text in replies.items()}, Reply(content="?"))
+    write_mcq_suite(pytester.path, "hedges", [{"id": marker.lower(), "question": f"Question {marker}?",
+                                               "options": ["one", "two", "three", "four"], "gold": "A"}
+                                              for marker in replies])
+    result = pytester.runpytest("suites/hedges", "--data-dir", "data", "--report-dir", "out", "--cache-dir", "cache",
+                                "--model", f"m@{scripted.url}", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=4)
+    out = result.stdout.str()
+    assert "INVALID (hedged) at the extraction stage" in out
+    assert "hedged 4" in out
+    assert "invalid answers, where counted (score/all; scoring.invalid_credit): 0 (no credit) on exact_match" in out
+    run = read_run(only_run_dir(pytester.path / "out"))
+    by_id = {r["question_id"]: r for r in run["records"]}
+    assert {qid: (r["valid"], r["invalid_reason"], r["score"]) for qid, r in by_id.items()} == {
+        "hedge_or": (False, "hedged", 0.0), "hedge_comma": (False, "hedged", 0.0), "hedge_and": (False, "hedged", 0.0),
+        "hedge_run": (False, "hedged", 0.0), "plain": (True, None, 1.0)}
+    (row,) = run["summary"]["results"]
+    assert (row["score_total"], row["invalid_reasons"], row["invalid_credit"], row["invalid_score"]) == (
+        0.2, {"hedged": 4}, 0.0, 0.0)
