@@ -18,9 +18,13 @@ Choices (documented in the command's help as well):
   same question (several pipelines in one run, or the same model in two runs), the command
   stops and asks for ``--pipeline``; it never picks one silently.
 - **Default K.** A strict majority of the models *that have a record for the question*
-  (valid or not): ``n_models // 2 + 1``.  Counting invalid answers in the denominator is
-  the conservative choice: two agreeing models out of twelve, ten of which could not
-  answer, are not a consensus.  ``--min-models K`` sets an absolute K (at least 2).
+  (valid or not), and never fewer than two: ``max(2, n_models // 2 + 1)``.  Counting invalid
+  answers in the denominator is the conservative choice: two agreeing models out of twelve,
+  ten of which could not answer, are not a consensus; one model's wrong answer (a run of one
+  model, or the only record of a question) is a wrong answer, not a consensus.  Records of
+  fewer than two models are refused (:class:`GoldAuditError`): ``audit-gold`` and
+  ``sample --for gold`` both apply this rule, here.  ``--min-models K`` sets an absolute K
+  (at least 2).
 - **Same answer.** Predictions and gold are compared after normalisation: surrounding
   whitespace dropped, case folded, and, when the question has option labels
   (``question_labels``) and the text is made only of those letters (with optional
@@ -48,7 +52,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
-__all__ = ["Flag", "GoldAuditError", "audit_gold", "normalize_answer",
+__all__ = ["Flag", "GoldAuditError", "MIN_CONSENSUS", "audit_gold", "normalize_answer",
            "CSV_COLUMNS", "REVIEW_NOTE"]
 
 CSV_COLUMNS = ["benchmark", "task", "question_id", "gold", "consensus_answer", "n_agreeing", "agreeing_models",
@@ -58,6 +62,9 @@ REVIEW_NOTE = ("Flags are candidates for manual review, not label errors: a shar
                "wrong gold label, an ambiguous question, or a shared misconception of the models.")
 
 _SEPARATORS = re.compile(r"[\s,;/&+]+|\band\b", re.IGNORECASE)
+
+
+MIN_CONSENSUS = 2  # one model agreeing with itself is no consensus
 
 
 class GoldAuditError(BenchauditError):
@@ -131,8 +138,8 @@ def audit_gold(records: Iterable[Mapping[str, Any]], min_models: int | None = No
     ``min_models`` None: a strict majority of the models with a record for the question.
     Only base records (no variant) under ``pipeline`` (if given) are read.
     """
-    if min_models is not None and min_models < 2:
-        raise GoldAuditError(f"--min-models {min_models}: a consensus needs at least 2 models")
+    if min_models is not None and min_models < MIN_CONSENSUS:
+        raise GoldAuditError(f"--min-models {min_models}: a consensus needs at least {MIN_CONSENSUS} models")
     by_question: dict[tuple[str, str, str], dict[str, Mapping[str, Any]]] = defaultdict(dict)
     metrics: dict[tuple[str, str], set[str]] = defaultdict(set)
     models: set[str] = set()
@@ -148,6 +155,9 @@ def audit_gold(records: Iterable[Mapping[str, Any]], min_models: int | None = No
         by_question[key][model] = rec
         metrics[key[:2]].add(str(rec.get("metric", "")))
         models.add(model)
+    if len(models) < MIN_CONSENSUS:
+        raise GoldAuditError(f"records of {len(models)} model(s); a consensus needs runs of at least "
+                             f"{MIN_CONSENSUS} models")
     result = AuditResult(models=sorted(models))
     discrete: dict[tuple[str, str], bool] = {}
     for (bench, task), names in sorted(metrics.items()):
@@ -170,7 +180,7 @@ def audit_gold(records: Iterable[Mapping[str, Any]], min_models: int | None = No
         task_models[label].update(recs)
         result.tasks[label]["questions"] += 1
         n_models = len(recs)
-        k = min_models if min_models is not None else n_models // 2 + 1
+        k = min_models if min_models is not None else max(MIN_CONSENSUS, n_models // 2 + 1)
         any_rec = next(iter(recs.values()))
         gold = str(any_rec.get("gold", ""))
         groups: dict[str, list[str]] = defaultdict(list)

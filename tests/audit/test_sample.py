@@ -110,8 +110,8 @@ def test_human_agreement_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "a sample for judge, not for gold" in capsys.readouterr().err
     assert main(["judge-agreement", "--human", str(tmp_path / "none.csv")]) == 2
     assert "not found" in capsys.readouterr().err
-    assert main(["sample", str(run), "--for", "gold", "--out", str(out)]) == 2
-    assert "nothing to sample: the runs hold 0 audit-gold flags" in capsys.readouterr().err
+    assert main(["sample", str(run), "--for", "gold", "--out", str(out)]) == 2  # one model: no consensus
+    assert "records of 1 model(s); a consensus needs runs of at least 2 models" in capsys.readouterr().err
     assert main(["sample", str(run), "--for", "judge", "--n", "0", "--out", str(out)]) == 2
 
 
@@ -199,3 +199,57 @@ def test_judge_loop_on_a_pytest_run_with_a_judge(pytester: pytest.Pytester, toy:
     doc = json.loads(capsys.readouterr().out)
     assert doc["judge_accuracy"]["k"] == 5 and doc["judge_accuracy"]["n"] == 6
     assert doc["between_annotators"]["agreement"] == 1.0
+
+
+def _mcq(qid: str, model: str, prediction: str | None, gold: str = "B") -> dict[str, Any]:
+    return {"benchmark": "toy", "task": "mcq", "question_id": qid, "model": model, "variant": "",
+            "pipeline": "standardized", "metric": "exact_match", "question_labels": ["A", "B", "C", "D"],
+            "prediction": prediction, "valid": prediction is not None, "gold": gold,
+            "correct": prediction == gold, "score": float(prediction == gold),
+            "request": {"mode": "chat", "messages": [{"role": "user", "content": f"Toy question {qid}?"}]}}
+
+
+def test_sample_for_gold_on_a_one_model_pytest_run_is_refused_as_audit_gold_refuses(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    # A real run of one model answering A to every toy question (golds B, C, D): each wrong answer was
+    # "a flag agreed by 1 of 1 models" for sample --for gold, while audit-gold refused the run.
+    from conftest import write_toy
+
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+    write_toy(pytester.path)
+    with ScriptedServer(lambda call: Reply(content="Answer: A")) as server:
+        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir",
+                                    "out", "--no-cache", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    (run,) = [p for p in (pytester.path / "out").iterdir() if p.is_dir()]
+    wrong = sum(not json.loads(line)["correct"] for line in (run / "records.jsonl").read_text().splitlines())
+    assert wrong > 0  # the wrong answers a one-model "consensus" would have flagged
+    capsys.readouterr()
+    assert main(["audit-gold", str(run)]) == 2
+    audit_err = capsys.readouterr().err
+    out = pytester.path / "gold.csv"
+    assert main(["sample", str(run), "--for", "gold", "--out", str(out)]) == 2
+    sample_err = capsys.readouterr().err
+    assert not out.exists()
+    why = "records of 1 model(s); a consensus needs runs of at least 2 models"
+    assert why in audit_err and why in sample_err
+
+
+def test_sample_for_gold_draws_exactly_the_audit_gold_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Three models; q1: all three agree on C against B (a flag); q2: two of three agree on D (a flag);
+    # q3: only m1 has a record, and its wrong answer is no consensus; q4: two agree, one of them right.
+    records = [_mcq("q1", m, "C") for m in ("m1", "m2", "m3")]
+    records += [_mcq("q2", "m1", "D"), _mcq("q2", "m2", "D"), _mcq("q2", "m3", None)]
+    records += [_mcq("q3", "m1", "A")]
+    records += [_mcq("q4", "m1", "B"), _mcq("q4", "m2", "A"), _mcq("q4", "m3", "C")]
+    runs = [write_run_dir(tmp_path, m, [r for r in records if r["model"] == m]) for m in ("m1", "m2", "m3")]
+    flags_csv = tmp_path / "flags.csv"
+    assert main(["audit-gold", *map(str, runs), "--out", str(flags_csv)]) == 0
+    flagged = [(r["question_id"], r["consensus_answer"], r["n_agreeing"]) for r in read_csv(flags_csv)]
+    assert flagged == [("q1", "C", "3"), ("q2", "D", "2")]  # by hand, from the records above
+    sample = tmp_path / "sample.csv"
+    assert main(["sample", *map(str, runs), "--for", "gold", "--n", "50", "--out", str(sample)]) == 0
+    assert "2 of 2 audit-gold flags" in capsys.readouterr().out
+    drawn = sorted((r["question_id"], r["consensus_answer"], r["n_agreeing"]) for r in read_csv(sample))
+    assert drawn == flagged
