@@ -239,7 +239,7 @@ def test_pp_and_metric_units_never_share_an_axis() -> None:
     page = render_html({}, sweeps=SWEEPS)
     alts = re.findall(r'<img src="data:image/png;base64,[^"]+" alt="([^"]*)"', page)
     assert alts == ["per-field score deltas (percentage points)", "per-field score deltas (cvss_abs_diff_cti)"]
-    deltas = [r[7] for r in _tables(_section(page, "sweeps"))[0][1]]
+    deltas = [r[5] for r in _tables(_section(page, "sweeps"))[0][1]]
     assert deltas == ["+12.0 pp", "-3.1 pp", "+0.4 cvss_abs_diff_cti"]
 
 
@@ -397,8 +397,10 @@ def _browser(binary: str, tmp_path: Path, *args: str) -> subprocess.CompletedPro
 
 #: Run in a copy of the page (the report itself allows no script): the verdict's box in the viewport.
 PROBE = ("<script>const r = document.getElementById('verdict').getBoundingClientRect();"
+         "const widths = Array.from(document.querySelectorAll('table'), t => t.scrollWidth);"
          "document.body.setAttribute('data-probe', JSON.stringify({top: r.top, bottom: r.bottom, "
-         "left: r.left, right: r.right, vw: innerWidth, vh: innerHeight}));</script>")
+         "left: r.left, right: r.right, vw: innerWidth, vh: innerHeight, widest: Math.max(...widths), "
+         "page: document.documentElement.scrollWidth}));</script>")
 
 
 def test_verdict_is_on_the_first_screen(cti_audit: Path, tmp_path: Path) -> None:
@@ -417,6 +419,7 @@ def test_verdict_is_on_the_first_screen(cti_audit: Path, tmp_path: Path) -> None
     assert box["vw"] == 1280, box
     assert 0 <= box["top"] < 120 and box["bottom"] <= 800, box  # the whole verdict, before any scroll
     assert box["right"] <= box["vw"], box  # and no wider than the page
+    assert box["page"] <= 1280 and box["widest"] <= 1280 - 2 * 24, box  # no table scrolls sideways (24 px margins)
     # The screenshot of that first screen shows the verdict box's bottom border (#c9d3df) across the page.
     shot = tmp_path / "first-screen.png"
     _browser(binary, tmp_path, f"--screenshot={shot}", (cti_audit / "report.html").as_uri())

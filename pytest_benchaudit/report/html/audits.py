@@ -146,17 +146,24 @@ def _delta(row: dict[str, Any]) -> str:
     return "—"
 
 
+def _setting(row: dict[str, Any]) -> str:
+    """The variant as ``field=value`` (the field's full name), else the variant's own name."""
+    if row.get("field") and row.get("value") is not None:
+        return f"{row['field']}={row['value']}"
+    return str(row.get("variant") or row.get("field") or "—")
+
+
 def sweeps_section(sweeps: list[dict[str, Any]]) -> str:
     if not sweeps:
         return ""
-    rows = [[r.get("benchmark"), r.get("task"), r.get("model"), r.get("variant"), r.get("field"),
+    rows = [[".".join(str(p) for p in (r.get("benchmark"), r.get("task")) if p), r.get("model"), _setting(r),
              fmt_share(r.get("base_score")) if is_num(r.get("delta_pp")) else fmt(r.get("base_score"), 2),
              fmt_share(r.get("score")) if is_num(r.get("delta_pp")) else fmt(r.get("score"), 2),
              _delta(r),
              fmt_share(r.get("invalid_rate")), r.get("moved_by"), r.get("moved_by_detail")] for r in sweeps]
     return section("sweeps", "Per-field score deltas", *sweep_plots(sweeps),
-                   table(["benchmark", "task", "model", "variant", "field", "base score", "score", "Δ",
-                          "invalid", "moved by", "detail"], rows),
+                   table(["task", "model", "field = value", "base score", "score", "Δ", "invalid", "moved by",
+                          "detail"], rows),
                    note("One row per single-field variant: the run re-scored with only that field changed. Δ = score "
                         "− base score, in percentage points on share metrics, in the metric's own unit otherwise "
                         "(never on one axis: one plot per unit). Invalid: share of items without a scorable answer "
@@ -192,10 +199,11 @@ def ledger_section(ledger: list[dict[str, Any]] | None, upstream: list[dict[str,
     rows = [r for r in ledger or [] if isinstance(r, dict) and isinstance(r.get("cells"), dict)]
     if rows:
         fields = list(dict.fromkeys(f for r in rows for f in r["cells"]))
-        body = [[r["benchmark"], *[(r["cells"].get(f) or {}).get("status", "—") for f in fields],
-                 r.get("summary", "")] for r in rows]
+        # One row per field, one column per benchmark: a dozen fields stay within the page.
+        body = [[f, *[(r["cells"].get(f) or {}).get("status", "—") for r in rows]] for f in fields]
+        body.append(["reproducible from the documentation?", *[r.get("summary", "") for r in rows]])
         parts.append("<h3>Ledger: documented against released</h3>"
-                     + table(["benchmark", *fields, "reproducible from the documentation?"], body)
+                     + table(["field", *[r["benchmark"] for r in rows]], body)
                      + note("Per pipeline field: matched = the documentation states the value and the released code "
                             "uses it; contradicted = the code does something else; undefined = the documentation "
                             "does not state it; unread = a document that may state it could not be read "
