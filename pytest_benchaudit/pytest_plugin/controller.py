@@ -495,10 +495,14 @@ class Controller:
         """Ctrl-C (SIGINT), a dead inference process (``pytest.exit`` with status 2) or a failed
         write (``session.shouldstop``): the run stops early; the end of the run says so."""
         error = excinfo.value
+        if self.stopped:
+            return
         if isinstance(error, pytest.exit.Exception):
-            if error.returncode == pytest.ExitCode.INTERRUPTED and not self.stopped:
+            if error.returncode == pytest.ExitCode.INTERRUPTED:
                 self.stopped = str(error.msg).removeprefix("benchaudit: ")
-        elif not self.stopped:
+        elif type(error) is not KeyboardInterrupt and str(error):
+            self.stopped = str(error).rstrip(".")  # pytest's or xdist's own stop (--sw; -x under xdist)
+        else:
             self.stopped = "interrupted (Ctrl-C or SIGINT)"
 
     def resume_command(self) -> str:

@@ -282,6 +282,21 @@ def test_control_characters_from_the_endpoint_are_shown_escaped(pytester: pytest
     assert wrong.endswith("raw output: Answer: C \\x1b[2J\\x1b]0;pwned\\x07\\x1b[31m\\x00 \\x08\\x9b1m"), wrong
 
 
+def test_an_endpoint_down_reason_is_shown_escaped(pytester: pytest.Pytester) -> None:
+    """A 401 stops the model at once (the breaker); its reason, the endpoint's error body, is printed
+    at once and at the end: with its control characters escaped."""
+    write_suite(pytester.path, ["A", "B", "C"])
+    with ScriptedServer(lambda call: Reply(status=401, error_message=HOSTILE_ERROR)) as server:
+        code, out = _finish(_pytest_process(pytester, ["suites/faulty", "--model", f"m@{server.url}", *COMMON,
+                                                       "--concurrency", "1"]))
+    assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert _controls_in(out) == []
+    assert "benchaudit: model m: endpoint down — the endpoint refused the credentials (HTTP 401: \\x1b[2Jboom\\x00" \
+           "\\x08\\x9b)" in out, out[-3000:]
+    (incomplete,) = [line for line in out.splitlines() if line.startswith("INCOMPLETE: model m: ")]
+    assert "(HTTP 401: \\x1b[2Jboom\\x00\\x08\\x9b)" in incomplete
+
+
 # -- abnormal ends: each names the run directory and the command that continues it, exit status 2 --
 
 def _pytest_process(pytester: pytest.Pytester, args: list[str], **popen: Any) -> "subprocess.Popen[str]":
