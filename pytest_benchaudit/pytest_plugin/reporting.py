@@ -175,6 +175,7 @@ class AnswerReporting:
         self._drawn = False
         self._showfspath: bool | None = None
         self._fspath_off = False  # the reporter's showfspath is off (a benchmark item runs)
+        self._logged_waiting = 0  # a log: how many stuck requests its last line said
 
     # -- the live line ---------------------------------------------------------------
     def _reporter(self) -> Any:
@@ -231,18 +232,21 @@ class AnswerReporting:
             reporter.rewrite(live.text()[:width], erase=True)
             self._drawn = True
 
-    def show_waiting(self, text: str) -> None:
+    def show_waiting(self, count: int, text: str) -> None:
         """An item is still waiting for its answer: the live line says which requests are stuck
-        (``text``: :func:`~pytest_benchaudit.common.progress.waiting_text`, ``""`` for none) instead
-        of standing still; a log gets a line each time the text changes."""
+        (``count`` of them; ``text``: :func:`~pytest_benchaudit.common.progress.waiting_text`, ``""``
+        for none) instead of standing still; a log gets a line each time the count grows."""
         live = self.live
         if live is None or text == live.waiting:
             return
+        if not live.waiting:  # an answer came since the last line said anything: a new wait
+            self._logged_waiting = 0
         live.waiting = text
         reporter = self._reporter()
         if not self.tty:
-            if text:
+            if count > self._logged_waiting:  # not a line per second of one long wait
                 reporter.write_line(f"benchaudit: {text}")
+            self._logged_waiting = count
             return
         width = max(getattr(reporter._tw, "fullwidth", 100) - 1, 20)
         reporter.rewrite(live.text()[:width], erase=True)

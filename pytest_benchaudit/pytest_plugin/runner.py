@@ -211,7 +211,7 @@ class Runner:
         answers = self.config.pluginmanager.get_plugin("benchaudit-answers")
         if answers is not None:
             count, longest = engine.waiting(self.stall_after)
-            answers.show_waiting(waiting_text(count, self.stall_after, longest))
+            answers.show_waiting(count, waiting_text(count, self.stall_after, longest))
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
