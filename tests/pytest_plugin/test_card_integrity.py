@@ -396,3 +396,17 @@ def test_the_judge_prompts_are_in_the_judge_material(monkeypatch: pytest.MonkeyP
         assert cards.judge_material(judge.judge_card("j"))["prompts_sha256"] != before["prompts_sha256"]
     finally:
         cards._judge_prompts_sha.cache_clear()
+
+
+def test_resume_under_xdist_refuses_an_edited_suite_naming_the_file(pytester: pytest.Pytester,
+                                                                    scripted: ScriptedServer, toy) -> None:
+    """Under xdist the workers collect and compare (the controller hands them the run's cards)."""
+    run_toy(pytester, scripted, "-k", "t01 or t02")
+    run_dir = only_run_dir(pytester.path / "out")
+    suite = pytester.path / "suites" / "toy" / "suite.toml"
+    suite.write_text(suite.read_text().replace('user = "{question}\\n{options}"', 'user = "EDITED {question}\\n{options}"'))
+    result = run_toy(pytester, scripted, "--resume", str(run_dir), "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert "suite file(s) changed since the run: suites/toy/suite.toml (sha256" in text and "Traceback" not in text
+    assert len(read_run(run_dir)["records"]) == 2 and not any("EDITED" in t for t in user_texts(scripted))
