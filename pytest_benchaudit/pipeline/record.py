@@ -1,6 +1,6 @@
 """The record schema: everything known about one item, the contract between the stages and the store.
 
-One :class:`Record` per pytest item (question x model x variant) is written to
+One :class:`Record` per question x model x variant x repeat is written to
 ``records.jsonl``; offline re-scoring, aggregation, compare and export read it back.
 Pure: the run-directory store (:mod:`pytest_benchaudit.runs.store`) does the I/O.
 """
@@ -30,6 +30,9 @@ class Record(BaseModel):
     question_index: int
     model: str
     variant: str = ""
+    # Which of the K asks of ``inference.repeats`` this is (0-based); the records of one question x
+    # model x variant differ only here.  A record from before the field reads as repeat 0.
+    repeat: int = Field(default=0, ge=0)
     pipeline: str
     pipeline_hash: str
     upstream_hash: str = ""

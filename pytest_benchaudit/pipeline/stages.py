@@ -24,7 +24,7 @@ import json
 import math
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pytest_benchaudit.common.errors import UsageError
 
 __all__ = [
@@ -156,6 +156,16 @@ class InferenceStage(_Stage):
     # Ask the same question again, up to this many extra times, while no answer can be
     # read from the reply (CyberMetric's released evaluator re-asks up to 5 times in all).
     reask_on_invalid: int = 0
+    # How many times each question is asked (K): repeat k is a generation of its own, sent with
+    # seed ``decoding.seed + k`` where a seed is sent.  Upstream: it changes what is asked.
+    repeats: int = 1
+
+    @field_validator("repeats")
+    @classmethod
+    def _repeats(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"repeats must be >= 1, not {v}; the nearest valid value is 1 (ask once)")
+        return v
 
     @field_validator("max_tokens")
     @classmethod
@@ -200,8 +210,29 @@ class ScoringStage(_Stage):
 class AggregationStage(_Stage):
     # micro: every question weighs the same; macro: every task weighs the same.
     method: Literal["micro", "macro"] | Unspecified = UNSPECIFIED
-    # Optional question metadata field to break scores down by (e.g. SecEval topics).
+    # Optional question metadata field to break scores down by (e.g. SecEval topics); under
+    # repeats it is also the cluster of the clustered standard error (docs/statistics.md).
     by: str | None = None
+    # How a question's K repeats (inference.repeats) become its one score: "mean" of the K scores;
+    # "majority" verdict (more than half correct; the median value on a continuous metric); "any"
+    # (pass@k: the unbiased estimator 1 - C(K-c, k)/C(K, k) with k = pass_k; the best value on a
+    # continuous metric); "all" (every repeat correct; the worst value).  Downstream: re-scorable.
+    reducer: Literal["mean", "majority", "any", "all"] = "mean"
+    # The k of pass@k under reducer "any"; None: k = K (any of the K repeats correct).
+    pass_k: int | None = None
+
+    @field_validator("pass_k")
+    @classmethod
+    def _pass_k(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"pass_k must be >= 1, not {v}; the nearest valid value is 1")
+        return v
+
+
+# Fields added after runs were recorded, left out of the hashes at these values (see
+# Pipeline.hashed_stages): (stage, field, default).
+_HASH_SILENT_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
+    ("inference", "repeats", 1), ("aggregation", "reducer", "mean"), ("aggregation", "pass_k", None))
 
 
 class Pipeline(BaseModel):
@@ -222,20 +253,38 @@ class Pipeline(BaseModel):
     notes: tuple[str, ...] = ()
     overrides: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _pass_k_within_repeats(self) -> "Pipeline":
+        k, repeats = self.aggregation.pass_k, self.inference.repeats
+        if k is not None and k > repeats:
+            raise ValueError(f"aggregation.pass_k = {k} needs at least {k} repeats, not inference.repeats = "
+                             f"{repeats}; the nearest valid value is {repeats}")
+        return self
+
     def stages(self) -> dict[str, Any]:
-        """The five stages as plain JSON-ready data (what the hash covers)."""
+        """The five stages as plain JSON-ready data (what the card lists)."""
         dumped = self.model_dump(mode="json")
         return {k: dumped[k] for k in (*UPSTREAM_STAGES, *DOWNSTREAM_STAGES)}
+
+    def hashed_stages(self) -> dict[str, Any]:
+        """:meth:`stages` as the hashes cover them: the repeat fields at their defaults (asked once,
+        ``mean``, no ``pass_k``) are left out, so a pipeline that asks once keeps the hash it had
+        before these fields existed (its records, caches and ``--resume`` stay valid)."""
+        stages = self.stages()
+        for stage, name, default in _HASH_SILENT_DEFAULTS:
+            if stages[stage].get(name, default) == default:
+                stages[stage] = {k: v for k, v in stages[stage].items() if k != name}
+        return stages
 
     # Cached: a pipeline is frozen, and records ask for its hashes once per item.
     @cached_property
     def hash(self) -> str:
-        return _digest(self.stages())
+        return _digest(self.hashed_stages())
 
     @cached_property
     def upstream_hash(self) -> str:
         """Hash of the fields that decide what the model is asked."""
-        stages = self.stages()
+        stages = self.hashed_stages()
         return _digest({k: stages[k] for k in UPSTREAM_STAGES})
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> "Pipeline":
@@ -293,7 +342,7 @@ def content_hashes(pipeline: Pipeline, materials: Mapping[str, Any] | None) -> t
     """
     if not materials:
         return pipeline.hash, pipeline.upstream_hash
-    stages = pipeline.stages()
+    stages = pipeline.hashed_stages()
     upstream = {k: v for k, v in materials.items() if k.split(".", 1)[0] in UPSTREAM_STAGES}
     return (_digest({"stages": stages, "materials": dict(materials)}),
             _digest({"stages": {k: stages[k] for k in UPSTREAM_STAGES}, "materials": upstream}))

@@ -113,9 +113,12 @@ class WriterLock:
 
     :meth:`acquire` takes the lock without waiting, then writes who holds it (pid, host, start
     time, the command with its secrets removed) into the file; a process that finds it taken gets
-    :class:`RunLocked` with those facts.  :meth:`release` empties the file and unlocks.  The lock
-    is advisory: only run writers (:class:`RunDirectory`) take it.  Where ``fcntl`` is missing
-    (Windows) no lock is taken.
+    :class:`RunLocked` with those facts.  :meth:`release` removes the file and unlocks, so a
+    finished run directory holds only its run files; a killed writer's file stays, unlocked by the
+    kernel, and the next writer takes it over.  Because the file can be removed, a lock is held
+    only once the locked file is still the one at the path (else the lock is taken again).  The
+    lock is advisory: only run writers (:class:`RunDirectory`) take it.  Where ``fcntl`` is
+    missing (Windows) no lock is taken.
     """
 
     def __init__(self, path: Path, fd: int | None) -> None:
@@ -129,17 +132,23 @@ class WriterLock:
             import fcntl
         except ImportError:  # no advisory locks on this platform
             return cls(path, None)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:
-            raise RunDirError(f"{run_dir}: cannot open its writer lock {path.name}: {err.strerror or err}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = _read_holder(fd)
-            os.close(fd)
-            raise RunLocked(f"another process is writing the run directory {run_dir} ({holder}); a run directory "
-                            "has one writer: wait for that one to end (or stop it), then --resume") from None
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                raise RunDirError(f"{run_dir}: cannot open its writer lock {path.name}: "
+                                  f"{err.strerror or err}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise RunLocked(f"another process is writing the run directory {run_dir} ({holder}); a run "
+                                "directory has one writer: wait for that one to end (or stop it), then --resume") \
+                    from None
+            if _same_file(fd, path):
+                break
+            os.close(fd)  # the writer that held it removed it as we locked it: lock the new file
         _HELD.add(fd)
         holder_info = {"pid": os.getpid(), "host": socket.gethostname(), "started": _now(),
                        "command": _command_line()}
@@ -148,7 +157,7 @@ class WriterLock:
         return cls(path, fd)
 
     def release(self) -> None:
-        """Unlock (idempotent): the file is emptied first, so no reader names a gone holder."""
+        """Remove the lock file, then unlock (idempotent)."""
         fd, self._fd = self._fd, None
         if fd is None:
             return
@@ -156,11 +165,20 @@ class WriterLock:
         try:
             import fcntl
 
-            os.ftruncate(fd, 0)
+            self.path.unlink(missing_ok=True)  # before unlocking: whoever locks it next sees it gone
             fcntl.flock(fd, fcntl.LOCK_UN)  # unlocked even where a forked child still has the file open
         except OSError:
             pass
         os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open file ``fd`` is still the file at ``path``."""
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _command_line() -> str:
@@ -180,16 +198,24 @@ def _read_holder(fd: int) -> str:
             f"{info.get('command', '?')}")
 
 
-def record_key(record: dict[str, Any]) -> tuple[str, str, str, str, str]:
-    """What identifies a record within a run: benchmark, task, question id, model, variant."""
+# benchmark, task, question id, model, variant, repeat (as text: the key is hashed joined).
+RecordKey = tuple[str, str, str, str, str, str]
+
+
+def record_key(record: dict[str, Any]) -> RecordKey:
+    """What identifies a record within a run: benchmark, task, question id, model, variant and
+    ``repeat`` (``inference.repeats`` asks a question K times: repeats 0..K-1 are K items; a record
+    from before the field is repeat 0)."""
     return (str(record.get("benchmark")), str(record.get("task")), str(record.get("question_id")),
-            str(record.get("model")), str(record.get("variant") or ""))
+            str(record.get("model")), str(record.get("variant") or ""), str(record.get("repeat") or 0))
 
 
-def _key_text(key: tuple[str, str, str, str, str]) -> str:
-    """``toy.mcq m03 [m]`` (``[m|variant]`` with a variant): a record key as messages name it."""
-    bench, task, qid, model, variant = key
-    return f"{bench}.{task} {qid} [{model}{'|' + variant if variant else ''}]"
+def _key_text(key: RecordKey) -> str:
+    """``toy.mcq m03 [m]`` (``[m|variant]`` with a variant, `` repeat 2`` past the first): a record
+    key as messages name it."""
+    bench, task, qid, model, variant, repeat = key
+    return f"{bench}.{task} {qid} [{model}{'|' + variant if variant else ''}]" + (
+        f" repeat {repeat}" if repeat != "0" else "")
 
 
 class RunDirectory:
@@ -469,7 +495,7 @@ def check_unique_records(path: Path, *, skip_bad: bool | None = None) -> int:
         path = path / "records.jsonl"
     skip = _SKIP_BAD if skip_bad is None else skip_bad
     seen = _KeysSeen()
-    found: list[tuple[tuple[str, str, str, str, str], int, int]] = []
+    found: list[tuple[RecordKey, int, int]] = []
     with _open_records(path, "rb") as fh:
         lines: Iterator[tuple[int, str | bytes]] = enumerate(fh, 1)
         for lineno, line in lines:
@@ -505,7 +531,7 @@ class _KeysSeen:
 _NAMED_DUPLICATES = 5  # how many duplicated items a DuplicateRecords message names
 
 
-def _duplicates_error(path: Path, found: list[tuple[tuple[str, str, str, str, str], int, int]], seen: _KeysSeen,
+def _duplicates_error(path: Path, found: list[tuple[RecordKey, int, int]], seen: _KeysSeen,
                       rest: Iterator[tuple[int, str | bytes]]) -> DuplicateRecords:
     """The error for a file whose records repeat: the rest of the file is read (keys only) so that
     the message counts them all and names the first few, with their lines."""
@@ -521,8 +547,8 @@ def _duplicates_error(path: Path, found: list[tuple[tuple[str, str, str, str, st
     named = "; ".join(f"{_key_text(key)} (lines {first} and {line})" for key, first, line in found[:_NAMED_DUPLICATES])
     more = f"; and {len(found) - _NAMED_DUPLICATES} more" if len(found) > _NAMED_DUPLICATES else ""
     return DuplicateRecords(
-        f"{path}: {len(found)} record(s) repeat an item already recorded (same benchmark, task, question, model and "
-        f"variant; two processes wrote this run at once?): {named}{more}.  A score over them would count those items "
+        f"{path}: {len(found)} record(s) repeat an item already recorded (same benchmark, task, question, model, "
+        f"variant and repeat; two processes wrote this run at once?): {named}{more}.  A score over them would count those items "
         "twice; `--skip-bad-records` (benchaudit commands) keeps the first record of each")
 
 

@@ -76,7 +76,8 @@ def test_one_process_holds_the_lock_from_creation_to_finish(tmp_path: Path) -> N
         RunDirectory.reopen(run.path)  # a resume while the run itself is still writing
     run.append(complete_record(_record("q1")))
     run.finish()
-    assert (run.path / LOCK_NAME).read_text() == ""  # released: no holder named any more
+    assert not (run.path / LOCK_NAME).exists()  # released: the finished run holds its run files only
+    assert sorted(p.name for p in run.path.iterdir()) == ["records.jsonl", "run.json"]
     reopened = RunDirectory.reopen(run.path)
     with pytest.raises(RunLocked):
         RunDirectory.reopen(run.path)
@@ -105,6 +106,21 @@ def test_duplicated_records_are_an_error_naming_items_and_lines(tmp_path: Path) 
     assert "--skip-bad-records" in message
     with pytest.raises(DuplicateRecords):
         load_run(run_dir)
+
+
+def test_repeats_of_one_question_are_items_of_their_own(tmp_path: Path) -> None:
+    # inference.repeats = 3: q1 asked three times is three records (repeat 0, 1, 2), not duplicates;
+    # a record without the field is repeat 0, so it and an explicit repeat 0 are one item twice.
+    records = [{**_record("q1"), "repeat": k} for k in range(3)] + [_record("q2")]
+    run_dir = write_run_dir(tmp_path, "run", records)
+    assert [(r["question_id"], r.get("repeat", 0)) for r in read_records(run_dir)] == [
+        ("q1", 0), ("q1", 1), ("q1", 2), ("q2", 0)]
+    run_dir = write_run_dir(tmp_path, "run2", records + [{**_record("q1"), "repeat": 2}, {**_record("q2"), "repeat": 0}])
+    with pytest.raises(DuplicateRecords) as err:
+        list(read_records(run_dir))
+    message = str(err.value)
+    assert "2 record(s) repeat an item" in message
+    assert "toy.mcq q1 [m] repeat 2 (lines 3 and 5)" in message and "toy.mcq q2 [m] (lines 4 and 6)" in message
 
 
 def test_skip_bad_records_keeps_the_first_of_each(tmp_path: Path) -> None:
