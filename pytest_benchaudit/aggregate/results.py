@@ -325,6 +325,8 @@ def _invalid_value(r: dict[str, Any]) -> float:
     if n > n_valid and r["score_total"] is not None:
         valid_sum = (r["score_valid"] or 0.0) * n_valid
         return float((r["score_total"] * n - valid_sum) / (n - n_valid))
+    if r.get("invalid_score") is not None:  # none invalid: what one would score (scoring.invalid_credit)
+        return float(r["invalid_score"])
     info = METRIC_INFO.get(r["metric"])
     return float(info.invalid_value) if info else 0.0
 
