@@ -34,11 +34,11 @@ def add_skip_bad_records(subparsers: Any) -> None:
 
 
 def packaged_suites_dir() -> Path | None:
-    """The ``suites/`` folder that ships beside the package (a source checkout or editable install)."""
-    import pytest_benchaudit
+    """The ``suites/`` folder that ships with the package (a wheel's package data, or a source
+    checkout's suites/; see :mod:`pytest_benchaudit.dataset.shipped`)."""
+    from pytest_benchaudit.dataset.shipped import packaged_suites_dir as shipped
 
-    candidate = Path(pytest_benchaudit.__file__).resolve().parent.parent / "suites"
-    return candidate if candidate.is_dir() else None
+    return shipped()
 
 
 def locate_suites_dir(args: argparse.Namespace) -> None:
@@ -59,6 +59,6 @@ def no_suite_message(bench: str, suites_dir: Path, known: list[str]) -> str:
         shipped = packaged_suites_dir()
         return (f"no suite {bench!r}: {where} is not a folder; "
                 + (f"the suites shipped with the package are in {shipped}" if shipped else
-                   "this installation ships no suites/ folder (install from a source checkout)")
+                   "this installation ships no suites/ folder (reinstall pytest-benchaudit)")
                 + "; pass --suites-dir DIR")
     return f"no suite {bench!r} in {where}{did_you_mean(bench, known)}; suites: {', '.join(known) or 'none'}"

@@ -8,6 +8,15 @@ path that matches nothing, under a folder that holds suites, is one usage error
 listing the suites there are.  Any other missing path is left for pytest to
 report as it always does.  A ``::node`` suffix is kept.  xdist workers re-parse
 the original command line and rewrite it the same way.
+
+**The packaged suites.**  A relative path under ``suites/`` that names nothing here
+(no local folder of that name, even case-insensitively) is looked up in the suites
+that ship with the package (:mod:`pytest_benchaudit.dataset.shipped`), so
+``pytest suites/seceval`` runs from any directory; the header says that the
+packaged copy ran, and its version.  A local folder always wins: ``benchaudit init``
+writes one to edit, and when it shadows a packaged suite the header says the local
+copy ran.  This happens at configure time, before pytest resolves its arguments and
+would report "file or directory not found".
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_benchaudit.common.errors import UsageError, did_you_mean
+from pytest_benchaudit.dataset.shipped import package_version, packaged_suites_dir
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
 __all__ = ["SuitePathError", "names_suites", "resolve_suite_args"]
@@ -24,16 +34,70 @@ class SuitePathError(UsageError):
     """A suite path that names no suite."""
 
 
+SUITES_FOLDER = "suites"  # the relative folder name that falls back to the packaged suites
+
+
 def resolve_suite_args(args: list[str], invocation_dir: Path) -> tuple[list[str], list[str]]:
-    """The arguments with case-mismatched paths corrected, and one note per correction."""
+    """The arguments with case-mismatched paths corrected and ``suites/...`` paths that name
+    nothing here pointed at the packaged suites; one note per rewrite, and one per local suite
+    that shadows a packaged one (which copy ran)."""
     out: list[str] = []
     notes: list[str] = []
     for arg in args:
-        fixed = _resolve_one(arg, invocation_dir)
-        if fixed != arg:
+        error: SuitePathError | None = None
+        try:
+            fixed = _resolve_one(arg, invocation_dir)
+        except SuitePathError as err:  # no such suite here: said unless the package ships it
+            fixed, error = arg, err
+        packaged = _packaged(arg, invocation_dir) if fixed == arg else None
+        if packaged is not None:
+            notes.append(f"{arg} → {packaged}: the suites packaged with pytest-benchaudit {package_version()} "
+                         f"(no local {arg.partition('::')[0]}; `benchaudit init` writes a copy to edit)")
+            fixed = packaged
+        elif error is not None:
+            raise error
+        elif fixed != arg:
             notes.append(f"{arg} → {fixed} (case-insensitive match)")
+        else:
+            notes += _shadowing(arg, invocation_dir)
         out.append(fixed)
     return out, notes
+
+
+def _packaged(arg: str, invocation_dir: Path) -> str | None:
+    """``arg`` resolved inside the packaged suites when it is a relative ``suites/...`` path that
+    names nothing here; ``None`` otherwise (or when the package ships no such suite)."""
+    if arg.startswith("-"):
+        return None
+    text, sep, node = arg.partition("::")
+    path = Path(text)
+    shipped = packaged_suites_dir()
+    if shipped is None or path.is_absolute() or not path.parts or path.parts[0].lower() != SUITES_FOLDER:
+        return None
+    if (invocation_dir / path).exists():
+        return None
+    try:
+        inside = _resolve_one("/".join(path.parts[1:]) or ".", shipped)
+    except SuitePathError:
+        return None
+    target = (shipped / inside).resolve()
+    return str(target) + sep + node if target.exists() else None
+
+
+def _shadowing(arg: str, invocation_dir: Path) -> list[str]:
+    """A note when ``arg`` is a local suite (its folder or suite.toml), or a folder of suites,
+    with a name the package also ships, and not the packaged copy itself: the local copy runs."""
+    shipped = packaged_suites_dir()
+    if arg.startswith("-") or shipped is None:
+        return []
+    path = (invocation_dir / arg.partition("::")[0]).resolve()
+    folder = path.parent if path.name == SUITE_FILENAME else path
+    if folder.is_relative_to(shipped) or shipped.is_relative_to(folder):  # the packaged copy (a checkout)
+        return []
+    names = [folder.name] if (folder / SUITE_FILENAME).is_file() else _suites_in(folder)
+    if not any((shipped / name / SUITE_FILENAME).is_file() for name in names):
+        return []
+    return [f"{arg}: the local copy ({folder}), not the one packaged with pytest-benchaudit {package_version()}"]
 
 
 def _resolve_one(arg: str, invocation_dir: Path) -> str:

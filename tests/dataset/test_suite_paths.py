@@ -28,8 +28,10 @@ def test_case_insensitive_match_is_rewritten_and_said(tmp_path: Path) -> None:
 def test_existing_and_unrelated_paths_are_left_alone(tmp_path: Path) -> None:
     make_suites(tmp_path)
     (tmp_path / "tests").mkdir()
-    assert resolve_suite_args(["suites/seceval", "tests", "nowhere/x.py"], tmp_path) == (
-        ["suites/seceval", "tests", "nowhere/x.py"], [])
+    args, notes = resolve_suite_args(["suites/seceval", "tests", "nowhere/x.py"], tmp_path)
+    assert args == ["suites/seceval", "tests", "nowhere/x.py"]
+    # the local seceval shadows the packaged one: said (tests/test_packaging.py), nothing else is
+    assert [note.split(":")[0] for note in notes] == ["suites/seceval"]
 
 
 def test_unknown_suite_lists_the_suites(tmp_path: Path) -> None:
