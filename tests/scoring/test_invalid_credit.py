@@ -325,3 +325,31 @@ def _reading(metric: str, prediction: str) -> str:
     if metric == "cvss_abs_diff_cti":
         return pred.upper() if own_prefix else "CVSS:3.0/" + pred.upper()
     return "CVSS:3.1/" + re.sub(r"^CVSS:3\.[01]/", "", pred.upper())
+
+
+def test_a_variants_stage_split_uses_the_stated_credit_when_the_base_has_no_invalid_item():
+    """Base: every answer readable, scoring.invalid_credit = 0.5; variant: a stricter rule leaves two
+    unreadable.  The chain split (T = i x v + (1 - i x) w, docs: aggregate._contributions) must take
+    w = 0.5, the credit the card states, though the base has no invalid item to read it back from:
+    the extraction part is (x1 - x0)(v0 - w) = (-0.4)(0.4 - 0.5) = +0.04 (with w = 0 it was -0.16)."""
+    from pytest_benchaudit.aggregate.results import variant_deltas
+
+    base_pipe = build_pipeline("standardized", "b", "mcq", {"extraction": {"rule": "all_capital_letters", "reasoning": "keep"},
+                                                              "scoring": {"metric": "exact_match", "denominator": "total",
+                                                                          "invalid_credit": 0.5}})
+    strict = apply_overrides(base_pipe, [("extraction.rule", "final_answer_letter")])
+    texts = ["Answer: A", "Answer: B", "I pick C here", "D, I think", "Answer: A"]
+    recs = []
+    for variant, pipe in (("", base_pipe), ("rule=final_answer_letter", strict)):
+        for i, text in enumerate(texts):
+            question = Question(benchmark="b", task="mcq", id=f"q{i}", index=i, prompt="p", gold="A",
+                                choices={k: k for k in "ABCD"})
+            recs.append(evaluate(question, pipe, {}, Generation(text=text), model="m", variant=variant).model_dump())
+    cards = {"b.mcq": base_pipe.card(), "b.mcq|rule=final_answer_letter": strict.card()}
+    results = summarize(recs, cards)
+    assert (results[0]["n_valid"], results[0]["score"]) == (5, pytest.approx(0.4))
+    assert (results[1]["n_valid"], results[1]["score"]) == (3, pytest.approx(0.6))  # (2 + 2 x 0.5) / 5
+    (row,) = variant_deltas(results, cards)
+    assert row["delta"] == pytest.approx(0.2)
+    assert row["contributions"]["extraction"] == pytest.approx(0.04)
+    assert sum(row["contributions"].values()) == pytest.approx(row["delta"])
