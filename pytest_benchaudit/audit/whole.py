@@ -266,7 +266,8 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
                                        suites_dir=suites_dir, data_dir=data_dir, stages=("extraction",))
             extraction_dirs.append(only.path)
         rows, _res, _c = sweep_run(run.path, [], toward=toward, suites_dir=suites_dir, data_dir=data_dir)
-        attribution += rows
+        # Each row names the run it re-scored, so the report's "reproduce" command is complete.
+        attribution += [{**row, "run": str(run.path)} for row in rows]
         if target_run is None:
             for row in upstream_differences(run.meta.get("pipeline_cards") or {}, toward, suites_dir, data_dir,
                                             rendered):
