@@ -244,7 +244,8 @@ def _label_alt(labels: tuple[str, ...]) -> str:
 def final_answer_letter(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """Standardized single answer: bottom-up, an explicit marker first, else a letter-only line.
 
-    Labels are the question's choice keys (A–D by default), upper-case and standalone only.
+    Labels are the question's choice keys (A–D by default), upper-case and standalone only.  A final
+    answer naming several options (``Answer: A or B``, ``A, B``, ``AB``) is no answer: ``hedged``.
     """
     # One reader for every label set (SECURE's A-D+X and T/F/X use it too): tasks.labels.
     return read_label(text, _labels(question), {})
