@@ -63,9 +63,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Controller", "ResumeFilter", "ResumeWarning", "item_key", "record_key", "RESUME_KEYS"]
 
-RESUME_KEYS = "benchaudit_resume_keys"  # workerinput key: the (benchmark, task, question_id, model, variant) recorded
+RESUME_KEYS = "benchaudit_resume_keys"  # workerinput key: the (benchmark, task, question_id, model, variant, repeat) recorded
+RESUME_CORRECT = "benchaudit_resume_correct"  # workerinput key: of those, the correct ones (a run with repeats only)
 
-RecordKey = tuple[str, str, str, str, str]
+RecordKey = tuple[str, str, str, str, str, str]
+# What a resumed run recorded, for the runner (the repeats an item still asks, and their verdicts):
+# (the keys recorded, those of them correct).
+RECORDED = pytest.StashKey[tuple[set[RecordKey], set[RecordKey]]]()
 
 
 class ResumeWarning(UserWarning):
@@ -73,18 +77,37 @@ class ResumeWarning(UserWarning):
 
 
 def record_key(record: dict[str, Any]) -> RecordKey:
-    """What identifies a record within a run: benchmark, task, question id, model, variant."""
+    """What identifies a record within a run: benchmark, task, question id, model, variant, repeat
+    (a record from before repeats is repeat 0)."""
     return (str(record.get("benchmark")), str(record.get("task")), str(record.get("question_id")),
-            str(record.get("model")), str(record.get("variant") or ""))
+            str(record.get("model")), str(record.get("variant") or ""), str(record.get("repeat") or 0))
 
 
 def item_key(item: pytest.Item) -> RecordKey | None:
-    """The record key an item would write (``None`` for anything that is not a benchmark item)."""
+    """The record key an item would write first (repeat 0; ``None`` for anything that is not a benchmark item)."""
+    keys = item_keys(item)
+    return keys[0] if keys else None
+
+
+def item_keys(item: pytest.Item) -> list[RecordKey]:
+    """The record keys an item writes: one per repeat of its pipeline's ``inference.repeats``."""
     bench = getattr(item, "bench", None)
     if bench is None:
-        return None
+        return []
+    from pytest_benchaudit.pytest_plugin.repeats import repeats_of
+
     q = bench.question
-    return (str(q.benchmark), str(q.task), str(q.id), str(bench.model.label), str(bench.variant or ""))
+    stem = (str(q.benchmark), str(q.task), str(q.id), str(bench.model.label), str(bench.variant or ""))
+    return [(*stem, str(k)) for k in range(repeats_of(bench.pipeline))]
+
+
+def recorded_repeats(config: pytest.Config, item: pytest.Item) -> dict[int, bool]:
+    """The repeats of ``item`` a resumed run recorded (repeat -> whether it was correct): the item
+    asks only the others, and its verdict counts these too."""
+    recorded, correct = config.stash.get(RECORDED, (set(), set()))
+    if not recorded:
+        return {}
+    return {k: key in correct for k, key in enumerate(item_keys(item)) if key in recorded}
 
 
 def deselect_recorded(config: pytest.Config, items: list[pytest.Item], recorded: set[RecordKey]) -> int:
@@ -93,8 +116,9 @@ def deselect_recorded(config: pytest.Config, items: list[pytest.Item], recorded:
         return 0
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
-    for item in items:
-        (drop if item_key(item) in recorded else keep).append(item)
+    for item in items:  # an item whose every repeat is recorded (one, as a rule)
+        keys = item_keys(item)
+        (drop if keys and all(k in recorded for k in keys) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -116,7 +140,10 @@ class ResumeFilter:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         keys = getattr(config, "workerinput", {}).get(RESUME_KEYS)
         if keys:
-            deselect_recorded(config, items, {tuple(k) for k in keys})
+            recorded: set[RecordKey] = {tuple(k) for k in keys}
+            correct: set[RecordKey] = {tuple(k) for k in getattr(config, "workerinput", {}).get(RESUME_CORRECT) or ()}
+            config.stash[RECORDED] = (recorded, correct)
+            deselect_recorded(config, items, recorded)
 
 
 def _not_asked(record: dict[str, Any]) -> bool:
@@ -254,6 +281,8 @@ class Controller:
         self.verdicts: list[GateVerdict] = []
         # --resume: keys of the records already in the run directory, and what its run.json held.
         self.recorded: set[RecordKey] = set()
+        self.recorded_correct: set[RecordKey] = set()  # of those, the correct ones (an item's repeats' verdicts)
+        config.stash[RECORDED] = (self.recorded, self.recorded_correct)
         self.recorded_wrong = 0  # how many of those are not correct (the resumed run's exit status counts them)
         self.resumed_from: dict[str, Any] = {}
         self.duplicates = 0
@@ -291,16 +320,24 @@ class Controller:
             raise pytest.UsageError(f"--resume {path}: {err}") from None
         meta = self.run_dir.meta if self.run_dir is not None else {}
         self.resumed_from = dict(meta)
-        self._check_same_pipeline(path, meta)
+        try:
+            self._check_same_pipeline(path, meta)
+        except BaseException:
+            if self.run_dir is not None:  # refused: unlocked, for the --resume with the right options
+                self.run_dir.abandon()
+            raise
         for message in torn:
             self.config.issue_config_time_warning(ResumeWarning(message + " (dropped; --resume asks it again)"),
                                                   stacklevel=2)
 
     def _note_previous(self, record: dict[str, Any]) -> None:
         """A record of the resumed run: its key (deselects its item) and served model id; not kept."""
-        self.recorded.add(record_key(record))
+        key = record_key(record)
+        self.recorded.add(key)
         if not record.get("correct"):
             self.recorded_wrong += 1
+        else:
+            self.recorded_correct.add(key)
         self._note_served(record)
 
     def _note_served(self, record: dict[str, Any]) -> None:
@@ -430,6 +467,8 @@ class Controller:
         if self.recorded:
             # Workers collect; they deselect what is already recorded (ResumeFilter).
             node.workerinput[RESUME_KEYS] = [list(k) for k in sorted(self.recorded)]
+            if any(k[-1] != "0" for k in self.recorded):  # repeats: an item's verdict counts those recorded
+                node.workerinput[RESUME_CORRECT] = [list(k) for k in sorted(self.recorded_correct)]
         if self.resumed_from:  # and check their collection against the run's (checks.PreRunChecks)
             node.workerinput[RESUME_RUN] = {
                 "path": str(self.opts.resume),
@@ -453,20 +492,28 @@ class Controller:
             self.not_asked_cost += 1
         if record is None or self.run_dir is None or self.write_error:
             return
+        # An item of inference.repeats = K carries its other repeats' records beside the first.
+        for one in (record, *(getattr(report, "benchaudit_repeats", None) or ())):
+            if not self._write(one):
+                return
+
+    def _write(self, record: dict[str, Any]) -> bool:
+        """Append one record to the run (``False``: the write failed, the run stops)."""
         if self.recorded and record_key(record) in self.recorded:
             # Already in the resumed run (a worker that did not deselect it): recorded once only.
             self.duplicates += 1
-            return
+            return True
         try:
-            flushed = self.run_dir.append(record)
+            flushed = self.run_dir.append(record)  # type: ignore[union-attr]
         except OSError as err:  # disk full, file too large, the folder went away
             self._write_failed(err)
-            return
+            return False
         if flushed and self._follow:
             self._catch_up()
         self._note_served(record)
         if record.get("invalid_reason") == "endpoint_down":
             self._endpoint_down(record)
+        return True
 
     def _write_failed(self, err: OSError | RunDirError) -> None:
         """The first failed write stops the run: nothing more is asked (pytest stops after the
@@ -704,4 +751,6 @@ class Controller:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """Stop every server the run launched (terminate, then kill after a grace period)."""
         self._drop_digest()  # a session that ended before its summary (its file is closed)
+        if self.run_dir is not None and getattr(self.run_dir, "lock", None) is not None:
+            self.run_dir.lock.release()  # a run refused after it was opened (pytest in-process: the lock outlives it)
         self.local_url.stop()
