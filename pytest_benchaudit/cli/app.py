@@ -42,6 +42,8 @@
                                           download a benchmark's files from its public origin into
                                           the data directory, sha256-verified
     benchaudit validate [SUITES_DIR]      check suite configs (suite.toml) against their schema
+    benchaudit init [DIR] [--suite NAME]  a suites/ copy of the packaged suites to edit, and a pyproject
+                                          snippet (pytest suites/NAME runs the local copy instead)
 
 `benchaudit COMMAND --help` gives a command's options.
 """
@@ -80,6 +82,7 @@ COMMANDS: dict[str, str] = {
     "diagnose": "diagnose",
     "sample": "sample",
     "audit": "audit",
+    "init": "init",
 }
 
 # One-line help per command for the command list, so listing them imports no command module.
@@ -101,6 +104,7 @@ _LIST_HELP: dict[str, str] = {
     "diagnose": "the catalogued failure modes on every model x task: hypotheses with evidence and effect",
     "sample": "a stratified, seeded sample of judge verdicts or gold flags for people to check",
     "audit": "the whole audit of stored runs toward a layer: attribution, both layers compared, ledger, report",
+    "init": "write a suites/ copy to edit and a pyproject snippet (the packaged suites, no data)",
 }
 
 
