@@ -17,15 +17,19 @@ to a module of its own.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from array import array
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict
 
 from pytest_benchaudit.pipeline.variants import card_for, card_key
 from pytest_benchaudit.pipeline.stages import is_unspecified
+from pytest_benchaudit.aggregate.repeats import (REDUCERS, Reducer, clt_se, clustered_se, normal_ci, reduce_scores,
+                                                  retest_agreement, sampling_sd)
 from pytest_benchaudit.scoring.metrics import METRIC_INFO, invalid_score
 
 __all__ = ["TaskResult", "Summarizer", "summarize", "benchmark_scores", "confidence_interval", "group_key", "variant_deltas", "summary_document"]
@@ -110,6 +114,20 @@ class TaskResult(BaseModel):
     # (0 on a share, the metric's worst case on an error metric).  Old summaries lack both.
     invalid_credit: float = 0.0
     invalid_score: float | None = None
+    # Repeated generations (inference.repeats; docs/statistics.md).  ``n`` counts records (questions x
+    # repeats), ``n_questions`` questions; the headline is the mean over questions of each question's
+    # repeats reduced by ``reducer``.  ``se``: CLT standard error of the headline over questions;
+    # ``se_clustered``: clustered by ``aggregation.by`` (null without); ``ci95_clustered`` from it;
+    # ``sampling_sd``: SD of the headline computed per repeat index; ``retest_agreement``: share of
+    # questions whose verdicts all agree (both null when asked once).  Old summaries lack them.
+    repeats: int = 1
+    reducer: str = "mean"
+    n_questions: int | None = None
+    se: float | None = None
+    se_clustered: float | None = None
+    ci95_clustered: list[float] | None = None
+    sampling_sd: float | None = None
+    retest_agreement: float | None = None
     extras: dict[str, float] | None = None  # per-item numbers beside the headline (e.g. TAA plausible)
     breakdown: dict[str, dict[str, dict[str, Any]]] | None = None  # aggregation.by field -> value -> n, score
 
@@ -128,8 +146,9 @@ class _Group:
     memory of ~10 bytes per record (``records.jsonl`` can be streamed through it).
     """
 
-    __slots__ = ("first", "denominator", "credit", "by", "scores", "valid", "n_correct", "inference_failed",
-                 "reasons", "extras", "breakdown")
+    __slots__ = ("first", "denominator", "credit", "by", "reducer", "pass_k", "scores", "valid", "correct",
+                 "n_correct", "inference_failed", "reasons", "extras", "breakdown", "question", "repeat",
+                 "cluster", "cluster_ids")
 
     def __init__(self, first: dict[str, Any], card: dict[str, Any] | None) -> None:
         fields = (card or {}).get("fields", {})
@@ -141,19 +160,41 @@ class _Group:
         credit = fields.get("scoring.invalid_credit", 0.0)  # a card from before the field: no credit
         self.credit = float(credit) if isinstance(credit, (int, float)) and not isinstance(credit, bool) else 0.0
         self.by = fields.get("aggregation.by")
+        reducer = fields.get("aggregation.reducer", "mean")  # a card from before the field: the mean
+        self.reducer: Reducer = reducer if reducer in REDUCERS else "mean"
+        pass_k = fields.get("aggregation.pass_k")
+        self.pass_k = pass_k if isinstance(pass_k, int) and not isinstance(pass_k, bool) else None
         self.scores = array("d")
         self.valid = bytearray()
+        self.correct = bytearray()
+        # Per record, which question (a 64-bit hash of its id) and repeat it is, and its cluster
+        # (the aggregation.by value, as an index into ``cluster_ids``): 17 bytes a record, so the
+        # K records of a question are joined only when the result is made.
+        self.question = array("q")
+        self.repeat = array("l")
+        self.cluster = array("l")
+        self.cluster_ids: dict[str | None, int] = {}
         self.n_correct = 0
         self.inference_failed = 0
         self.reasons: Counter[Any] = Counter()
         self.extras: dict[str, tuple[array[float], bytearray]] = {}  # name -> (values, valid flags)
         self.breakdown: dict[str, tuple[array[float], bytearray]] = {}  # by-value -> (scores, valid flags)
 
+    def _cluster(self, r: dict[str, Any]) -> int:
+        value = r.get("question_meta", {}).get(self.by) if self.by else None
+        key = None if value is None else "\x1f".join(map(str, value)) if isinstance(value, list) else str(value)
+        return self.cluster_ids.setdefault(key, len(self.cluster_ids))
+
     def add(self, r: dict[str, Any]) -> None:
         valid = bool(r["valid"])
         score = float(r["score"])
         self.scores.append(score)
         self.valid.append(valid)
+        self.correct.append(bool(r["correct"]))
+        digest = hashlib.blake2b(str(r.get("question_id")).encode(), digest_size=8).digest()
+        self.question.append(int.from_bytes(digest, "little", signed=True))
+        self.repeat.append(int(r.get("repeat") or 0))
+        self.cluster.append(self._cluster(r))
         if r["correct"]:
             self.n_correct += 1
         if r.get("invalid_stage") == "inference":
@@ -171,18 +212,81 @@ class _Group:
                 scores.append(score)
                 flags.append(valid)
 
+    def _repeats(self, lower_is_better: bool) -> _Reduced:
+        """Each question's repeats reduced by ``aggregation.reducer`` (every question is one value
+        under ``total``; under ``valid``, over its valid repeats, and a question with none is left
+        out), and the headline per repeat index (``sampling_sd``).  Asked once, the per-question
+        values are the records' scores in record order: the headline is the one it always was."""
+        names = {i: key for key, i in self.cluster_ids.items()}
+        if not any(self.repeat):
+            # Asked once: every record is a question of its own, in record order (as before repeats).
+            scores, flags = self.scores.tolist(), self.valid
+            clusters = [names[c] for c in self.cluster]
+            return _Reduced(k=1, total=scores, clusters=clusters,
+                            valid=[v for v, ok in zip(scores, flags) if ok],
+                            valid_clusters=[c for c, ok in zip(clusters, flags) if ok],
+                            per_repeat_total=[], per_repeat_valid=[], verdicts=[])
+        # A question's slot: its id, and which occurrence of (id, repeat) the record is, so that a
+        # second record of one question and repeat (a merged file) is a question of its own.
+        seen: Counter[tuple[int, int]] = Counter()
+        slot_of: dict[tuple[int, int], int] = {}
+        slots: list[int] = []
+        slot_cluster: list[str | None] = []
+        for question, repeat, cluster in zip(self.question, self.repeat, self.cluster):
+            occurrence = seen[(question, repeat)]
+            seen[(question, repeat)] += 1
+            slot = slot_of.setdefault((occurrence, question), len(slot_of))
+            if slot == len(slot_cluster):
+                slot_cluster.append(names[cluster])
+            slots.append(slot)
+        n_slots = len(slot_cluster)
+        per_slot: list[list[float]] = [[] for _ in range(n_slots)]
+        valid: list[list[float]] = [[] for _ in range(n_slots)]
+        verdicts: list[list[bool]] = [[] for _ in range(n_slots)]
+        by_repeat: dict[int, tuple[list[float], list[float]]] = {}
+        for score, ok, correct, slot, repeat in zip(self.scores, self.valid, self.correct, slots, self.repeat):
+            per_slot[slot].append(score)
+            verdicts[slot].append(bool(correct))
+            all_r, valid_r = by_repeat.setdefault(repeat, ([], []))
+            all_r.append(score)
+            if ok:
+                valid[slot].append(score)
+                valid_r.append(score)
+
+        def reduce(values: list[float]) -> float:
+            if len(values) == 1:
+                return values[0]
+            return reduce_scores(values, self.reducer, lower_is_better, self.pass_k)
+
+        kept = [i for i in range(n_slots) if valid[i]]
+        return _Reduced(
+            k=max(len(v) for v in per_slot),
+            total=[reduce(v) for v in per_slot], clusters=slot_cluster,
+            valid=[reduce(valid[i]) for i in kept], valid_clusters=[slot_cluster[i] for i in kept],
+            per_repeat_total=[sum(a) / len(a) for _, (a, _v) in sorted(by_repeat.items())],
+            per_repeat_valid=[sum(v) / len(v) for _, (_a, v) in sorted(by_repeat.items()) if v],
+            verdicts=verdicts)
+
     def result(self) -> dict[str, Any]:
         first, denominator = self.first, self.denominator
         metric = first["metric"]
         info = METRIC_INFO.get(metric)
         n = len(self.scores)
         all_scores = self.scores.tolist()
-        valid_scores = [s for s, ok in zip(all_scores, self.valid) if ok]
-        n_valid = len(valid_scores)
-        score_total = _mean(all_scores)
-        score_valid = _mean(valid_scores)
-        headline_values = valid_scores if denominator == "valid" else all_scores
-        headline = None if is_unspecified(denominator) else (score_valid if denominator == "valid" else score_total)
+        n_valid = sum(self.valid)
+        lib = bool(info.lower_is_better) if info else False
+        rep = self._repeats(lib)
+        score_total = _mean(rep.total)
+        score_valid = _mean(rep.valid)
+        use_valid = denominator == "valid"
+        headline_values = rep.valid if use_valid else rep.total
+        headline = None if is_unspecified(denominator) else (score_valid if use_valid else score_total)
+        binary = info is None or info.kind == "binary"
+        # Asked once (or reduced to verdicts) the per-question scores are 0/1: Wilson's interval, as before.
+        binary_values = binary and all(v in (0.0, 1.0) for v in headline_values)
+        se = clt_se(headline_values) if headline is not None else None
+        se_clustered = (clustered_se(headline_values, rep.valid_clusters if use_valid else rep.clusters)
+                        if headline is not None and self.by else None)
         # What the invalid items scored, read from them (an old run keeps its own value), else what they would.
         invalid_scores = [s for s, ok in zip(all_scores, self.valid) if not ok]
         invalid_value = (sum(invalid_scores) / len(invalid_scores) if invalid_scores
@@ -204,9 +308,18 @@ class _Group:
                 "extraction_ok": n_valid / n,
                 "correct": self.n_correct / n,
             },
-            "ci95": None if headline is None else confidence_interval(headline_values, binary=(info is None or info.kind == "binary")),
+            "ci95": None if headline is None else confidence_interval(headline_values, binary=binary_values),
             "invalid_credit": self.credit,
             "invalid_score": invalid_value,
+            "repeats": rep.k,
+            "reducer": self.reducer,
+            "n_questions": len(rep.total),
+            "se": se,
+            "se_clustered": se_clustered,
+            "ci95_clustered": normal_ci(headline, se_clustered),
+            "sampling_sd": None if headline is None else sampling_sd(rep.per_repeat_valid if use_valid
+                                                                     else rep.per_repeat_total),
+            "retest_agreement": retest_agreement(rep.verdicts) if rep.k > 1 else None,
         }
         extras = {name: [v for v, ok in zip(values, flags) if ok or denominator != "valid"]
                   for name, (values, flags) in self.extras.items()}
@@ -222,6 +335,20 @@ class _Group:
                                                         if ok or denominator != "valid"])}
                 for key, (scores, flags) in sorted(self.breakdown.items())}}
         return TaskResult.model_validate(result).row()
+
+
+@dataclass
+class _Reduced:
+    """A group's questions after their repeats are reduced (see :meth:`_Group._repeats`)."""
+
+    k: int  # the most repeats a question has
+    total: list[float]  # per question: the reduced score over all its repeats
+    clusters: list[str | None]  # per question of ``total``: its cluster
+    valid: list[float]  # per question with a valid repeat: the reduced score over those
+    valid_clusters: list[str | None]
+    per_repeat_total: list[float]  # per repeat index: the headline over all its records
+    per_repeat_valid: list[float]  # per repeat index with a valid record: over its valid records
+    verdicts: list[list[bool]]  # per question: its repeats' verdicts
 
 
 class Summarizer:

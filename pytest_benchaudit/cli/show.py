@@ -15,7 +15,7 @@ HELP = "print a run's summary and pipeline cards"
 _SHOWN_FIELDS = ("prompt.template", "prompt.format.mode", "inference.max_tokens", "inference.stop",
                  "extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator",
                  "scoring.invalid_credit",
-                 "aggregation.method")
+                 "aggregation.method", "inference.repeats", "aggregation.reducer")
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:

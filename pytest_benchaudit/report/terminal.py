@@ -144,6 +144,7 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
         if invalid_rows:
             text += "\n\n" + fit_columns(invalid_rows, ["task", "model", "inference ok %", "extraction ok %",
                                                           "invalid reasons"], keep=2)
+        text += _render_repeats(rows, layered)
         blocks.append(text)
     if by_bench:
         blocks.append("* headline (the pipeline's scoring.denominator); error metrics (MAD, MAE) in their own "
@@ -163,6 +164,38 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
         lines = [_cut(f"  {'PASS' if v.passed else 'FAIL'}  {v.gate.text}   {v.detail}", WIDTH) for v in verdicts]
         blocks.append("gates (they decide the exit status)\n" + "\n".join(lines))
     return "\n\n".join(b for b in blocks if b)
+
+
+def _render_repeats(rows: list[dict[str, Any]], layered: bool) -> str:
+    """The error bars of rows whose questions were asked more than once (inference.repeats), as a
+    table of their own under the benchmark's (docs/statistics.md): the reducer, the headline's
+    standard error over questions (clustered by aggregation.by when set), the SD of the headline
+    across repeats, and the share of questions whose verdicts all agree.  Empty when none was."""
+    table = []
+    for r in rows:
+        if r.get("repeats", 1) <= 1:
+            continue
+        lib, metric = r["lower_is_better"], r["metric"]
+        ci = r.get("ci95_clustered") or r["ci95"]
+
+        def num(v: float | None) -> str:
+            return "—" if v is None else f"{v:.3f}" if lib else f"{100 * v:.1f}"
+
+        name = _cut(r["task"] + (f" | {r['pipeline']}" if layered else f" | {r['variant']}" if r["variant"]
+                                 else ""), 28)
+        agreement = r.get("retest_agreement")
+        table.append([name, _cut(r["model"], 20), f"{r.get('n_questions') or 0:,}×{r['repeats']}",
+                      r.get("reducer", "mean"), _value(r["score"], lib, metric), num(r.get("se")),
+                      num(r.get("se_clustered")), num(r.get("sampling_sd")),
+                      "—" if agreement is None else f"{100 * agreement:.1f}%",
+                      "—" if not ci else f"{num(ci[0])}–{num(ci[1])}"])
+    if not table:
+        return ""
+    unit = "pp" if not rows[0]["lower_is_better"] else metric_unit(rows[0]["metric"], True)
+    return ("\n\nrepeats: headline = the reducer per question, then the mean; se over questions, sampling sd "
+            f"across repeats ({unit})\n" + fit_columns(table, ["task", "model", "q×K", "reducer", "score", "se",
+                                                              "se clust", "sampling sd", "retest agree", "95% CI"],
+                                                       keep=2))
 
 
 def _rank_text(rank: float) -> str:
