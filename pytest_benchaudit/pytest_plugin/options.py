@@ -125,13 +125,18 @@ def add_options(parser: pytest.Parser) -> None:
                          "default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets")
     group.addoption("--limit", type=int, default=None, metavar="N",
                     help="evaluate only the first N questions of each task")
+    group.addoption("--repeats", type=int, default=None, metavar="K",
+                    help="ask each question K times per model and layer (--set inference.repeats=K): one record "
+                         "per repeat, repeat k sent with seed + k where the pipeline sends a seed; a question's "
+                         "item passes by aggregation.reducer's verdict over the K and names them ('3/5 correct')")
     group.addoption("--concurrency", type=int, default=None, metavar="N",
                     help="requests in flight per model (default: 32 for endpoints, 2 for the local model)")
     group.addoption("--report-dir", default="reports", metavar="DIR",
                     help="where run directories (run.json, records.jsonl, summary.json) are written "
                          "(default: reports/)")
     group.addoption("--gate", action="append", default=[], metavar="EXPR",
-                    help="quality gate (repeatable), e.g. 'seceval>=0.70' or 'seceval.mcq:invalid<=0.05'; "
+                    help="quality gate (repeatable), e.g. 'seceval>=0.70', 'seceval.mcq:invalid<=0.05' or "
+                         "'seceval.mcq:ci_low>=0.70' (the 95% interval's low end); "
                          "when given, the gates alone decide the exit status")
     group.addoption("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",
                     help="single-field counterfactuals (repeatable): each value is a variant of the base pipeline "
@@ -185,6 +190,14 @@ def build_options(config: pytest.Config) -> RunOptions:
         except PipelineError as err:
             raise pytest.UsageError(str(err)) from None
         overrides.append((path, value))
+    if opt.repeats is not None:  # sugar for --set inference.repeats=K: the card and the hashes record it
+        if opt.repeats < 1:
+            raise pytest.UsageError(f"--repeats {opt.repeats}: expected a whole number >= 1 (how many times each "
+                                    "question is asked; 1: once)")
+        given = dict(overrides).get("inference.repeats", opt.repeats)
+        if given != opt.repeats:
+            raise pytest.UsageError(f"--repeats {opt.repeats} and --set inference.repeats={given}: give one")
+        overrides.append(("inference.repeats", opt.repeats))
     tool = _tool_table(config.rootpath)
     named = tool.get("models", {})
     try:

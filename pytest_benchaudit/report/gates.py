@@ -2,8 +2,11 @@
 
 Grammar: ``TARGET[:QUANTITY] OP NUMBER`` where TARGET is a benchmark or
 ``benchmark.task``, QUANTITY is ``score`` (default: the pipeline's headline
-score), ``score_total``, ``score_valid`` or ``invalid`` (the invalid rate), and
-OP is one of ``>= <= > < ==``.  A gate holds when it holds for every model and
+score), ``score_total``, ``score_valid``, ``invalid`` (the invalid rate), or
+``ci_low`` / ``ci_high`` (the ends of the headline's 95% interval: the clustered
+one when ``aggregation.by`` is set, else ``ci95``; docs/statistics.md), and
+OP is one of ``>= <= > < ==``.  ``seceval:ci_low>=0.70`` holds only when the score
+is above 0.70 by more than its error bar.  A gate holds when it holds for every model and
 variant in the run; a target with no result, or a score the pipeline cannot
 state (unspecified aggregation or denominator), fails the gate with that reason.
 """
@@ -22,7 +25,9 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
 }
 _QUANTITIES = {"score": "score", "score_total": "score_total", "score_valid": "score_valid",
-               "invalid": "invalid_rate"}
+               "invalid": "invalid_rate", "ci_low": "ci_low", "ci_high": "ci_high"}
+# Quantities read per task only: a benchmark of several tasks has no one value of them.
+_PER_TASK = ("score_total", "score_valid", "ci_low", "ci_high")
 _GATE = re.compile(r"^\s*([A-Za-z0-9_\-]+)(?:\.([A-Za-z0-9_\-]+))?(?::([a-z_]+))?\s*(>=|<=|==|>|<)\s*([0-9.eE+\-]+)\s*$")
 
 
@@ -97,6 +102,15 @@ def check_gate_targets(gates: list[Gate], targets: dict[tuple[str, str], str]) -
     return problems
 
 
+def _row_value(row: dict[str, Any], quantity: str) -> float | None:
+    """A task result's value of ``quantity``; a CI end from the clustered interval when there is one."""
+    if quantity in ("ci_low", "ci_high"):
+        ci = row.get("ci95_clustered") or row.get("ci95")
+        return None if not ci else float(ci[0 if quantity == "ci_low" else 1])
+    value = row[_QUANTITIES[quantity]]
+    return None if value is None else float(value)
+
+
 def _benchmark_value(gate: Gate, entry: dict[str, Any], results: list[dict[str, Any]]) -> float | None:
     if gate.quantity == "score":
         score = entry["score"]
@@ -107,7 +121,7 @@ def _benchmark_value(gate: Gate, entry: dict[str, Any], results: list[dict[str, 
     if key == "invalid_rate":
         n = sum(r["n"] for r in rows)
         return sum(r["invalid_rate"] * r["n"] for r in rows) / n if n else None
-    values = [r[key] for r in rows]
+    values = [_row_value(r, gate.quantity) for r in rows]
     return values[0] if len(values) == 1 else None
 
 
@@ -116,7 +130,8 @@ def evaluate_gates(gates: list[Gate], results: list[dict[str, Any]], benchmarks:
     for gate in gates:
         if gate.task:
             rows = [r for r in results if r["benchmark"] == gate.benchmark and r["task"] == gate.task]
-            values = [(f"{r['model']}{'|' + r['variant'] if r['variant'] else ''}", r[_QUANTITIES[gate.quantity]]) for r in rows]
+            values = [(f"{r['model']}{'|' + r['variant'] if r['variant'] else ''}", _row_value(r, gate.quantity))
+                      for r in rows]
         else:
             rows = [b for b in benchmarks if b["benchmark"] == gate.benchmark]
             values = [(f"{b['model']}{'|' + b['variant'] if b['variant'] else ''}", _benchmark_value(gate, b, results)) for b in rows]
@@ -128,7 +143,7 @@ def evaluate_gates(gates: list[Gate], results: list[dict[str, Any]], benchmarks:
             if value is None:
                 failed.append(who)
                 why = ("not defined across several tasks; gate a task instead"
-                       if not gate.task and gate.quantity in ("score_total", "score_valid")
+                       if not gate.task and gate.quantity in _PER_TASK
                        else "unspecified by the pipeline")
                 parts.append(f"{who}: no {gate.quantity} ({why})")
                 continue

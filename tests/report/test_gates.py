@@ -226,3 +226,38 @@ def test_one_verdict_per_gate_in_order(two_models):
     verdicts = evaluate_gates(gates, results, benchmarks)
     assert [v.gate for v in verdicts] == gates
     assert [v.passed for v in verdicts] == [True, False, False]
+
+
+# --------------------------------------------------------------------------- interval gates (issue 26)
+
+
+def test_ci_low_gate_reads_the_wilson_interval_of_the_headline():
+    from scipy import stats
+
+    # 80 of 100 right: the score clears 0.70, and so does the low end of its 95% interval (0.711).
+    results, benchmarks = run(items("good", "mcq", 80, 20, 0), {"seceval.mcq": card()})
+    ci = stats.binomtest(80, 100).proportion_ci(method="wilson")
+    v = verdict("seceval.mcq:ci_low>=0.70", results, benchmarks)
+    assert v.passed is True and ci.low >= 0.70 and f"good: {ci.low:.4f}" in v.detail
+    assert verdict("seceval:ci_low>=0.72", results, benchmarks).passed is bool(ci.low >= 0.72)
+    # 8 of 10: the same score, an interval far wider: its low end (0.49) is below 0.70.
+    small, small_b = run(items("good", "mcq", 8, 2, 0), {"seceval.mcq": card()})
+    low = stats.binomtest(8, 10).proportion_ci(method="wilson").low
+    v = verdict("seceval:ci_low>=0.70", small, small_b)
+    assert v.passed is False and f"good: {low:.4f}" in v.detail
+    assert verdict("seceval.mcq:ci_high>=0.90", small, small_b).passed is True
+
+
+def test_ci_gate_on_a_benchmark_of_several_tasks_names_why(two_models):
+    results, benchmarks = two_models
+    v = verdict("seceval:ci_low>=0.1", results, benchmarks)
+    assert v.passed is False and "no ci_low (not defined across several tasks; gate a task instead)" in v.detail
+
+
+def test_ci_gates_parse_and_are_range_checked():
+    from pytest_benchaudit.report.gates import check_gate_targets
+
+    gate = parse_gate("seceval:ci_low>=0.70")
+    assert (gate.quantity, gate.op, gate.threshold) == ("ci_low", ">=", 0.70)
+    (problem,) = check_gate_targets([parse_gate("seceval:ci_high<=70")], {("seceval", "mcq"): "exact_match"})
+    assert "outside the range of ci_high (0 to 1)" in problem and "0.7" in problem
