@@ -28,7 +28,7 @@ DEMO_PYTEST := $(BIN)/pytest suites/cybermetric -k cm80 --limit $(DEMO_N) -p no:
                --show-answers 3 --set inference.max_tokens=$(DEMO_TOKENS)
 newest       = $$(ls -td $(1)/*/ | head -1 | sed 's:/$$::')
 
-.PHONY: demo test install install-local install-browser clean
+.PHONY: demo test wheel-smoke install install-local install-browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,11 @@ demo: install-local
 test: install-local install-browser
 	$(BIN)/mypy
 	$(BIN)/pytest
+
+# The plugin as users install it: sdist and wheel built, the wheel in a fresh virtualenv outside the
+# checkout, `pytest suites/cybermetric -k cm80 --limit 2` from an empty directory (.ci/wheel-smoke).
+wheel-smoke: install
+	.ci/wheel-smoke
 
 clean:
 	rm -rf $(VENV) reports/*/ .pytest_cache
