@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
     "Question",
@@ -85,6 +85,17 @@ class Request(_Frozen):
     )
     sample: int = Field(default=0, description="0 for the first ask, n for the n-th re-ask; "
                         "part of the generation's identity, never sent")
+    repeat: int = Field(default=0, ge=0, description="which of the K asks of inference.repeats this is "
+                        "(0-based); part of the generation's identity, never sent")
+
+    @model_serializer(mode="wrap")
+    def _repeat_zero_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``repeat`` 0 is left out of the dump: a request asked once keeps the identity, cache key
+        and stored form it had before repeats existed (caches, records and replays stay valid)."""
+        data: dict[str, Any] = handler(self)
+        if not self.repeat:
+            data.pop("repeat", None)
+        return data
 
     @cached_property
     def identity(self) -> str:

@@ -20,7 +20,7 @@ import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import pytest
 
@@ -478,6 +478,9 @@ class BenchItem(pytest.Function):
     harness's CPU per item) and calls the runner with them.  Any override in a
     ``conftest.py``, or any other fixture, keeps pytest's usual fixture path.
     """
+
+    # inference.repeats: the records of the repeats past the first, until the report carries them.
+    repeat_records: Sequence[dict[str, Any]] = ()
 
     def __init__(self, *, bench: ItemSpec, nodeid: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -182,14 +182,16 @@ class LightProtocol:
         call = pytest.CallInfo.from_call(item.runtest, when="call", reraise=self._reraise)
         excinfo = call.excinfo
         if excinfo is None or isinstance(excinfo.value, BenchmarkFailure):
-            extra = {} if item.record is None else {"benchaudit_record": item.record}
+            extra: dict[str, Any] = {} if item.record is None else {"benchaudit_record": item.record}
+            if item.repeat_records:  # inference.repeats: the other repeats' records travel beside the first
+                extra["benchaudit_repeats"] = item.repeat_records
             rep = report(node_id, location, dict(keywords), "passed" if excinfo is None else "failed",
                          None if excinfo is None else item.repr_failure(excinfo), "call", _sections(item),
                          call.duration, call.start, call.stop, user_properties=item.user_properties, **extra)
         else:  # a skip (--max-cost), a crash: pytest's own report for it
             rep = ihook.pytest_runtest_makereport(item=item, call=call)
         ihook.pytest_runtest_logreport(report=rep)
-        item.record = None  # the report carries it; the item (kept until the session ends) does not
+        item.record, item.repeat_records = None, ()  # the report carries them; the item (kept until the session ends) does not
         # A wrong answer is an expected outcome: its known implementers (they cancel a timer the
         # protocol's end cancels anyway) are not called for it; a crash goes to them as in pytest.
         if excinfo is not None and not isinstance(excinfo.value, BenchmarkFailure) and _interactive(call, rep):

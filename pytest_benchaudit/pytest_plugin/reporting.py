@@ -319,6 +319,8 @@ class ReportTrim:
         record = getattr(report, "benchaudit_record", None)
         if isinstance(record, dict) and len(record) > 2:
             report.benchaudit_record = _OUTCOMES[(bool(record.get("valid", True)), bool(record.get("correct")))]
+            if getattr(report, "benchaudit_repeats", None):
+                report.benchaudit_repeats = None  # inference.repeats: the other repeats' records, written by now
             report.user_properties.clear()  # read by JUnit XML (from the teardown report) and such, by now
             return
         if report.when == "call" or not report.passed or report.sections or not _is_bench_nodeid(report.nodeid):

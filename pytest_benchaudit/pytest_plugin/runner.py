@@ -50,6 +50,8 @@ from pytest_benchaudit.inference.prestart import INFERENCE_PROCESS_ENV, inferenc
 from pytest_benchaudit.pytest_plugin.checks import checks_of, pre_run_problems
 from pytest_benchaudit.pytest_plugin.early import EARLY_ROUNDS, unknown_modifiers, why_not_early
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
+from pytest_benchaudit.pytest_plugin.repeats import passes, reducer_of, repeat_request, repeats_of, verdict_text
+from pytest_benchaudit.pytest_plugin.controller import recorded_repeats
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.errors import UsageError
@@ -143,8 +145,9 @@ class Runner:
             or not _process_available()
         self._switch_interval = sys.getswitchinterval()
         self._registered: set[str] = set()
-        # Requests rendered and queued ahead, by node id, until their item consumes them.
-        self._ahead: dict[str, tuple[str, Any]] = {}
+        # Requests rendered and queued ahead, by node id, until their item consumes them: one
+        # (model label, request) per repeat the item will ask (inference.repeats; one as a rule).
+        self._ahead: dict[str, list[tuple[str, Any]]] = {}
         self._plan: list[pytest.Item] = []  # serial run: the items in run order ...
         self._cursor = 0  # ... and the first one not yet considered for prefetch
         self._seen: set[int] = set()  # xdist worker: item indices already considered
@@ -301,8 +304,9 @@ class Runner:
                                         + " — this needs new generations")
 
     # -- prefetch ---------------------------------------------------------------------
-    def _render_ahead(self, item: pytest.Item) -> tuple[str, Any] | None:
-        """(model label, request) to queue for ``item``, or ``None`` when it is not asked ahead."""
+    def _render_ahead(self, item: pytest.Item) -> list[tuple[str, Any]] | None:
+        """(model label, request) to queue for ``item``, one per repeat it will ask (the repeats a
+        resumed run recorded left out), or ``None`` when it is not asked ahead."""
         if not isinstance(item, BenchItem) or self._skipped(item):
             return None
         # A conftest.py that overrides question/pipeline/model may change the request;
@@ -314,7 +318,14 @@ class Runner:
             self._ensure_model(item.bench.model)
         except Exception:  # rendering/start-up errors surface when the item itself runs
             return None
-        return item.bench.model.label, request
+        label = item.bench.model.label
+        return [(label, repeat_request(request, k)) for k in self._repeats_to_ask(item)]
+
+    def _repeats_to_ask(self, item: BenchItem) -> list[int]:
+        """The repeats ``item`` asks: 0..K-1 (``inference.repeats``) less those a resumed run recorded."""
+        count = repeats_of(item.bench.pipeline)
+        done = recorded_repeats(self.config, item) if count > 1 else {}
+        return [k for k in range(count) if k not in done]
 
     def early_asker(self, session: pytest.Session) -> Callable[[pytest.Item], bool] | None:
         """What collection hands each item of the task it is about to make (the callable returns
@@ -342,12 +353,12 @@ class Runner:
         """Queue ``item``'s request now, during collection; ``False`` once no more are wanted."""
         if not self._early_left:
             return False
-        pair = self._render_ahead(item)
-        if pair is not None and item.nodeid not in self._ahead:
-            self._ahead[item.nodeid] = pair
+        pairs = self._render_ahead(item)
+        if pairs and item.nodeid not in self._ahead:
+            self._ahead[item.nodeid] = pairs
             self._early[item.nodeid] = None
-            self._early_left -= 1
-            self._queue([pair])
+            self._early_left -= len(pairs)
+            self._queue(pairs)
         return self._early_left > 0
 
     def _skipped(self, item: pytest.Item) -> bool:
@@ -386,10 +397,10 @@ class Runner:
         batch: list[tuple[str, Any]] = []
         chunk = min(32, window)
         for item in candidates:
-            pair = self._render_ahead(item)
-            if pair is not None and item.nodeid not in self._ahead:
-                self._ahead[item.nodeid] = pair
-                batch.append(pair)
+            pairs = self._render_ahead(item)
+            if pairs and item.nodeid not in self._ahead:
+                self._ahead[item.nodeid] = pairs
+                batch.extend(pairs)
                 if len(self._ahead) >= self._ahead_limit():
                     break
                 if len(batch) >= chunk:
@@ -414,10 +425,11 @@ class Runner:
                 self._seen.add(index)
                 yield items[index]
 
-    def take_request(self, node: pytest.Item) -> Any:
-        """The request queued ahead for ``node`` (``None`` if none was): handed over once, then forgotten."""
-        pair = self._ahead.pop(node.nodeid, None)
-        return None if pair is None else pair[1]
+    def take_requests(self, node: pytest.Item) -> list[Any] | None:
+        """The requests queued ahead for ``node``, one per repeat (``None`` if none were): handed
+        over once, then forgotten."""
+        pairs = self._ahead.pop(node.nodeid, None)
+        return None if pairs is None else [request for _, request in pairs]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -444,9 +456,9 @@ class Runner:
         if self._early:
             planned = {item.nodeid for item in session.items}
             for nodeid in [n for n in self._early if n not in planned]:
-                pair = self._ahead.pop(nodeid)
-                if self.engine is not None:
-                    self.engine.release(*pair)
+                for pair in self._ahead.pop(nodeid):
+                    if self.engine is not None:
+                        self.engine.release(*pair)
             self._early.clear()
 
     def _estimate_local(self, session: pytest.Session) -> None:
@@ -501,9 +513,9 @@ class Runner:
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
         """An item queued ahead that never asked for its answer (it errored first): release it."""
-        pair = self._ahead.pop(nodeid, None)
-        if pair is not None and self.engine is not None:
-            self.engine.release(*pair)
+        for pair in self._ahead.pop(nodeid, None) or ():
+            if self.engine is not None:
+                self.engine.release(*pair)
 
     def _queued_indices(self) -> list[int]:
         """Indices xdist has assigned to this worker but not yet run (empty if unknown)."""
@@ -528,12 +540,48 @@ class Runner:
         with _engine_alive():
             self._ensure_model(model)
         spec = node.bench
-        # The default fixtures give the very objects the request was prefetched with: reuse it.
+        # The default fixtures give the very objects the requests were prefetched with: reuse them.
+        requests = None
         if question is spec.question and pipeline is spec.pipeline and model is spec.model:
-            request = self.take_request(node) or spec.request
-        else:
+            requests = self.take_requests(node)
+        if requests is None:
             request = spec.render(question, pipeline, model)
+            done = recorded_repeats(self.config, node) if repeats_of(pipeline) > 1 else {}
+            requests = [repeat_request(request, k) for k in range(repeats_of(pipeline)) if k not in done]
         hashes = item_hashes(node, question, pipeline, self.opts.state.cards)  # after every fixture
+        records = [self._ask(node, question, pipeline, model, asked, hashes) for asked in requests]
+        data = records[0]
+        node.record = data
+        if len(records) > 1:
+            node.repeat_records = records[1:]  # the controller writes them beside node.record
+        node.user_properties.extend([
+            ("benchmark", data["benchmark"]), ("task", data["task"]), ("model", data["model"]),
+            # Shown by CI viewers as they are: control characters from the answer escaped (the record keeps them).
+            ("pipeline", data["pipeline"]), ("gold", printable(str(data["gold"]))),
+            ("prediction", printable(str(data["prediction"] or ""))),
+            ("valid", data["valid"]), ("score", data["score"]),
+        ])
+        if not data["valid"]:
+            node.user_properties.append(("invalid_reason", data["invalid_reason"]))
+        where = f"{data['benchmark']}.{data['task']} {data['question_id']} [{data['model']}]: "
+        if repeats_of(pipeline) == 1:
+            if not data["correct"]:
+                # One line on the terminal and in JUnit: an answer's ESC, CR or NUL is shown escaped, never acted on.
+                raise BenchmarkFailure(printable(where + failure_message(data)))
+            return
+        # K repeats: the item's verdict is the reducer's over every repeat (those a resumed run recorded too).
+        corrects = [*recorded_repeats(self.config, node).values(), *(bool(r["correct"]) for r in records)]
+        reducer = reducer_of(pipeline)
+        node.user_properties.append(("repeats", verdict_text(corrects, reducer)))
+        if not passes(reducer, corrects):
+            wrong = next((r for r in records if not r["correct"]), data)
+            raise BenchmarkFailure(printable(f"{where}{verdict_text(corrects, reducer)}; repeat {wrong['repeat']}: "
+                                             + failure_message(wrong)))
+
+    def _ask(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec, request: Any,
+             hashes: tuple[str, str]) -> dict[str, Any]:
+        """Ask ``request`` (re-asked while its answer cannot be read, ``inference.reask_on_invalid``),
+        read and score the answer: the record, as JSON-ready data."""
         earlier: list[str] = []
         for ask in range(1 + pipeline.inference.reask_on_invalid):
             asked = request if ask == 0 else request.model_copy(update={"sample": ask})
@@ -552,25 +600,13 @@ class Runner:
             if record.valid or record.invalid_reason == "endpoint_down":  # re-asking a dead endpoint is no use
                 break
             earlier.append(generation.text if generation.error is None else f"[error] {generation.error}")
-        # Dumped once, then the two fields set in place (the same dict model_copy + model_dump gave,
+        # Dumped once, then the fields set in place (the same dict model_copy + model_dump gave,
         # without a second copy and dump); the message and properties read the dict.
         data = record.model_dump(mode="json")
         data["asks"], data["earlier_outputs"] = ask + 1, earlier[: ask]
         data["pipeline_hash"], data["upstream_hash"] = hashes  # the card's: template, data and judge included
-        node.record = data
-        node.user_properties.extend([
-            ("benchmark", data["benchmark"]), ("task", data["task"]), ("model", data["model"]),
-            # Shown by CI viewers as they are: control characters from the answer escaped (the record keeps them).
-            ("pipeline", data["pipeline"]), ("gold", printable(str(data["gold"]))),
-            ("prediction", printable(str(data["prediction"] or ""))),
-            ("valid", data["valid"]), ("score", data["score"]),
-        ])
-        if not data["valid"]:
-            node.user_properties.append(("invalid_reason", data["invalid_reason"]))
-        if not data["correct"]:
-            # One line on the terminal and in JUnit: an answer's ESC, CR or NUL is shown escaped, never acted on.
-            raise BenchmarkFailure(printable(f"{data['benchmark']}.{data['task']} {data['question_id']} "
-                                             f"[{data['model']}]: " + failure_message(data)))
+        data["repeat"] = request.repeat
+        return data
 
     def _judge(self, question: Question, pipeline: Pipeline,
                generation: Generation) -> tuple[Extraction | None, Score | None, dict[str, Any]]:
@@ -628,7 +664,9 @@ class Runner:
             # Travels to the xdist controller with the report (extra report attributes are serialised).
             report.benchaudit_record = record
             if isinstance(item, BenchItem):
-                item.record = None  # the item (kept until the session ends) does not keep it too
+                if item.repeat_records:  # inference.repeats: the other repeats' records travel beside the first
+                    report.benchaudit_repeats = item.repeat_records
+                item.record, item.repeat_records = None, ()  # the item (kept until the session ends) does not keep them
         elif call.when == "teardown" and isinstance(item, BenchItem):
             # Every report has its own copy of the JUnit properties (JUnit reads the teardown
             # report's); the item, kept until the session ends, needs them no more.

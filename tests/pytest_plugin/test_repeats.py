@@ -1,0 +1,213 @@
+"""``--repeats K`` (``inference.repeats``): real pytest runs against the scripted server on 127.0.0.1.
+
+The server answers each question correctly with a known probability, drawn from a seeded random
+stream of its own per question, and numbers every answer it gives: a record then says exactly which
+reply it holds, so the cache, ``--resume``, xdist and replay can be checked per repeat.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+import re
+import subprocess
+import sys
+import threading
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import only_run_dir, write_mcq_suite
+
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+OPTIONS = ["first option", "second option", "third option", "fourth option"]
+# Question id -> the probability the server answers it correctly.
+PROBABILITIES = {"r01": 1.0, "r02": 0.0, "r03": 0.5, "r04": 0.8, "r05": 0.2, "r06": 0.5}
+GOLD = "B"
+
+
+class Dice:
+    """A script: question ``rNN`` is answered with the gold letter with probability
+    ``PROBABILITIES[rNN]``, from a random stream seeded per question; each reply is numbered."""
+
+    def __init__(self, seed: int = 7) -> None:
+        self.streams = {q: random.Random(f"{seed}:{q}") for q in PROBABILITIES}
+        self.lock = threading.Lock()
+        self.count = 0
+
+    def __call__(self, call: Any) -> Reply:
+        qid = re.search(r"question (r\d\d)", call.last_user_text).group(1)  # type: ignore[union-attr]
+        with self.lock:
+            self.count += 1
+            right = self.streams[qid].random() < PROBABILITIES[qid]
+            number = self.count
+        return Reply(content=f"Answer: {GOLD if right else 'C'} (reply {number})")
+
+
+def write_suite(root: Path) -> None:
+    write_mcq_suite(root, "rep", [{"id": q, "question": f"Repeat question {q}?", "options": OPTIONS, "gold": GOLD}
+                                  for q in PROBABILITIES])
+
+
+def run(pytester: pytest.Pytester, server: ScriptedServer, *extra: str) -> pytest.RunResult:
+    return pytester.runpytest("suites/rep", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir",
+                              "out", "-p", "no:randomly", *extra)
+
+
+def records_of(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+
+
+def question_of(call: Any) -> str:
+    return re.search(r"question (r\d\d)", call.last_user_text).group(1)  # type: ignore[union-attr]
+
+
+def completions(server: ScriptedServer) -> list[Any]:
+    return [c for c in server.calls if c.path.endswith("/completions")]
+
+
+def test_repeats_one_record_per_repeat_seed_base_plus_k(pytester: pytest.Pytester) -> None:
+    """--repeats 5 with a seed: 5 records per question (repeat 0..4), 5 distinct requests sent per
+    question with seeds 100..104, one pytest item per question whose verdict is the reducer's."""
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        result = run(pytester, server, "--repeats", "5", "--set", "inference.decoding.seed=100",
+                     "--junitxml", "junit.xml")
+        calls = completions(server)
+    records = records_of(only_run_dir(pytester.path / "out"))
+    assert len(records) == 5 * len(PROBABILITIES)
+    by_question = collections.defaultdict(list)
+    for r in records:
+        by_question[r["question_id"]].append(r)
+        assert r["request"]["params"]["seed"] == 100 + r["repeat"]  # base + k, in the record as sent
+        assert r["request"].get("repeat", 0) == r["repeat"]
+    assert {q: sorted(r["repeat"] for r in rs) for q, rs in by_question.items()} == {
+        q: [0, 1, 2, 3, 4] for q in PROBABILITIES}
+    # What reached the server: five requests per question, one per seed, none de-duplicated.
+    sent = collections.Counter((question_of(c), c.body["seed"]) for c in calls)
+    assert sent == {(q, 100 + k): 1 for q in PROBABILITIES for k in range(5)}
+    # Every record holds a reply of its own.
+    assert len({r["raw_output"] for r in records}) == len(records)
+    # One item per question; it passes when at least half its repeats are correct (reducer mean).
+    right = {q: sum(r["correct"] for r in rs) for q, rs in by_question.items()}
+    passed = [q for q, n in right.items() if 2 * n >= 5]
+    result.assert_outcomes(passed=len(passed), failed=len(PROBABILITIES) - len(passed))
+    assert right["r01"] == 5 and right["r02"] == 0
+    # Each failed item's message names its K verdicts (JUnit keeps pytest's one-line message).
+    failures = {case.get("name"): case.find("failure").get("message")
+                for case in ET.parse(pytester.path / "junit.xml").iter("testcase") if case.find("failure") is not None}
+    assert failures["q0002[m]"].startswith("rep.mcq r02 [m]: 0/5 correct (mean); repeat 0: wrong")
+    assert set(failures) == {f"q{int(q[1:]):04d}[m]" for q in right if q not in passed}
+    for name, message in failures.items():
+        q = f"r{int(name[1:5]):02d}"
+        assert f": {right[q]}/5 correct (mean)" in message
+    run_json = json.loads((only_run_dir(pytester.path / "out") / "run.json").read_text())
+    assert run_json["overrides"]["inference.repeats"] == 5  # --repeats is --set inference.repeats
+
+
+def test_repeats_without_a_seed_send_none_and_are_not_folded_into_one(pytester: pytest.Pytester) -> None:
+    """No seed in the pipeline: none is sent; the K identical requests are still K requests."""
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        run(pytester, server, "--repeats", "3")
+        calls = completions(server)
+    records = records_of(only_run_dir(pytester.path / "out"))
+    assert len(calls) == len(records) == 3 * len(PROBABILITIES)
+    assert all("seed" not in c.body for c in calls) and all("seed" not in r["request"]["params"] for r in records)
+    assert collections.Counter(question_of(c) for c in calls) == {q: 3 for q in PROBABILITIES}
+
+
+def test_cache_never_answers_a_repeat_with_another_repeats_answer(pytester: pytest.Pytester) -> None:
+    """A second run of the same --repeats 3 (no seed: the three requests differ only by their
+    repeat) is answered from the cache, each repeat with its own stored reply; a run that asks
+    once gets repeat 0's (repeat 0 is the plain request: caches made before repeats still serve)."""
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        run(pytester, server, "--repeats", "3")
+        first = {(r["question_id"], r["repeat"]): r["raw_output"] for r in records_of(only_run_dir(pytester.path / "out"))}
+        (pytester.path / "out").rename(pytester.path / "first")
+        run(pytester, server, "--repeats", "3")
+        again = records_of(only_run_dir(pytester.path / "out"))
+        (pytester.path / "out").rename(pytester.path / "second")
+        run(pytester, server)
+        once = records_of(only_run_dir(pytester.path / "out"))
+        asked = len(completions(server))
+    assert asked == len(first) == 3 * len(PROBABILITIES)  # the second and third runs asked nothing
+    assert all(r["from_cache"] for r in again + once)
+    assert {(r["question_id"], r["repeat"]): r["raw_output"] for r in again} == first
+    assert {r["question_id"]: r["raw_output"] for r in once} == {q: first[(q, 0)] for q in PROBABILITIES}
+    assert all(r["repeat"] == 0 for r in once)
+
+
+def test_replay_serves_repeat_k_its_own_stored_generation(pytester: pytest.Pytester) -> None:
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        run(pytester, server, "--repeats", "3", "--set", "inference.decoding.seed=5")
+    stored_dir = pytester.path / "stored"
+    only_run_dir(pytester.path / "out").rename(stored_dir)
+    stored = {(r["question_id"], r["repeat"]): r["raw_output"] for r in records_of(stored_dir)}
+    result = pytester.runpytest("suites/rep", "--data-dir", "data", "--model", f"replay:{stored_dir}",
+                                "--report-dir", "out", "-p", "no:randomly", "--repeats", "3", "--set",
+                                "inference.decoding.seed=5", "--no-cache")
+    replayed = records_of(only_run_dir(pytester.path / "out"))
+    assert {(r["question_id"], r["repeat"]): r["raw_output"] for r in replayed} == stored, result.stdout.str()
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+def test_repeats_below_one_or_not_a_number_is_a_usage_error(pytester: pytest.Pytester, value: str) -> None:
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        result = run(pytester, server, "--repeats", value)
+        assert completions(server) == []
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--repeats" in result.stderr.str()
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_xdist_asks_each_question_and_repeat_once(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        run(pytester, server, "--repeats", "4", "--set", "inference.decoding.seed=0", "-n", "2")
+        calls = completions(server)
+    records = records_of(only_run_dir(pytester.path / "out"))
+    assert collections.Counter((r["question_id"], r["repeat"]) for r in records) == {
+        (q, k): 1 for q in PROBABILITIES for k in range(4)}
+    assert collections.Counter((question_of(c), c.body["seed"]) for c in calls) == {
+        (q, k): 1 for q in PROBABILITIES for k in range(4)}
+
+
+def test_resume_asks_only_the_missing_repeats(pytester: pytest.Pytester) -> None:
+    """A run whose records.jsonl lost some repeats (as a killed run does) is resumed: only the
+    missing (question, repeat) pairs are asked, each ends up recorded once, and an item's verdict
+    counts its recorded repeats too."""
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        run(pytester, server, "--repeats", "3", "--set", "inference.decoding.seed=10", "--no-cache")
+        run_dir = only_run_dir(pytester.path / "out")
+        lines = (run_dir / "records.jsonl").read_text().splitlines()
+        kept = [line for i, line in enumerate(lines) if i % 4]  # every 4th record gone
+        missing = {(json.loads(line)["question_id"], json.loads(line)["repeat"]) for i, line in enumerate(lines)
+                   if not i % 4}
+        (run_dir / "records.jsonl").write_text("".join(line + "\n" for line in kept))
+        before = len(completions(server))
+        result = run(pytester, server, "--repeats", "3", "--set", "inference.decoding.seed=10", "--no-cache",
+                     "--resume", str(run_dir), "--junitxml", "junit.xml")
+        asked = completions(server)[before:]
+    assert {(question_of(c), c.body["seed"] - 10) for c in asked} == missing and len(asked) == len(missing)
+    records = records_of(run_dir)
+    assert collections.Counter((r["question_id"], r["repeat"]) for r in records) == {
+        (q, k): 1 for q in PROBABILITIES for k in range(3)}
+    # Items of questions with every repeat recorded are not run; the others' verdicts count all 3.
+    questions = {q for q, _ in missing}
+    failures = {case.get("name"): case.find("failure").get("message")
+                for case in ET.parse(pytester.path / "junit.xml").iter("testcase") if case.find("failure") is not None}
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == len(questions)
+    for q in questions:
+        n = sum(r["correct"] for r in records if r["question_id"] == q)
+        if 2 * n < 3:
+            assert f"rep.mcq {q} [m]: {n}/3 correct (mean)" in failures[f"q{int(q[1:]):04d}[m]"]
