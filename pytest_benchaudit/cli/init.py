@@ -22,7 +22,7 @@ from pytest_benchaudit.cli._common import CliError, Subparsers
 
 __all__ = ["HELP", "PYPROJECT_SNIPPET", "InitResult", "add_parser", "init_project", "run"]
 
-HELP = "write a suites/ copy to edit and a pyproject snippet into DIR (default: the current directory)"
+HELP = "write a suites/ copy to edit and a pyproject snippet (the packaged suites, no data)"
 
 PYPROJECT_SNIPPET = """\
 # pytest-benchaudit {version} (from `benchaudit init`)

@@ -28,6 +28,7 @@ def evaluate(
     *,
     model: str,
     variant: str = "",
+    repeat: int = 0,
     item_id: str = "",
     resources: Mapping[str, Any] | None = None,
     extraction: Extraction | None = None,
@@ -58,6 +59,7 @@ def evaluate(
         "question_index": question.index,
         "model": model,
         "variant": variant,
+        "repeat": repeat,
         "pipeline": pipeline.name,
         "pipeline_hash": pipeline.hash,
         "upstream_hash": pipeline.upstream_hash,
@@ -128,6 +130,7 @@ def _as_validated(f: dict[str, Any]) -> bool:
             and type(f["raw_output"]) is str and type(f["extraction_detail"]) is str and type(f["gold"]) is str
             and type(f["metric"]) is str and set(map(type, optional)) <= _OPTIONAL_STR_TYPES
             and type(f["question_index"]) is int and type(f["attempts"]) is int
+            and type(f["repeat"]) is int and f["repeat"] >= 0
             and type(f["score"]) is float and type(f["latency_s"]) is float
             and type(f["valid"]) is bool and type(f["correct"]) is bool and type(f["from_cache"]) is bool
             and _str_keys(f["request"]) and _str_keys(f["question_meta"]) and _str_keys(f["usage"])

@@ -27,7 +27,7 @@ STAMP = "2026-12-01T13:00:00+00:00"
 
 
 def reference(question: Question, pipeline: Pipeline, request: Request | Mapping[str, Any], generation: Generation,
-              *, model: str, variant: str = "", item_id: str = "", resources: Mapping[str, Any] | None = None,
+              *, model: str, variant: str = "", repeat: int = 0, item_id: str = "", resources: Mapping[str, Any] | None = None,
               extraction: Extraction | None = None, score: Score | None = None,
               extra: Mapping[str, Any] | None = None) -> Record:
     """evaluate() as it was: every field through Record validation."""
@@ -38,7 +38,7 @@ def reference(question: Question, pipeline: Pipeline, request: Request | Mapping
     reason = extraction.invalid_reason
     return Record(
         item_id=item_id, benchmark=question.benchmark, task=question.task, question_id=question.id,
-        question_index=question.index, model=model, variant=variant, pipeline=pipeline.name,
+        question_index=question.index, model=model, variant=variant, repeat=repeat, pipeline=pipeline.name,
         pipeline_hash=pipeline.hash, upstream_hash=pipeline.upstream_hash,
         request=request.model_dump(mode="json") if isinstance(request, Request) else dict(request),
         raw_output=generation.text, reasoning=generation.reasoning, finish_reason=generation.finish_reason,
