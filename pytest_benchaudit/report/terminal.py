@@ -41,9 +41,10 @@ def _subset_notes(bench: str, rows: list[dict[str, Any]], cards: dict[str, dict[
     for r in rows:
         key = f"{bench}.{r['task']}" + (f"|{r['variant']}" if r["variant"] else "")
         total = (cards.get(key) or cards.get(f"{bench}.{r['task']}") or {}).get("questions_total")
-        if isinstance(total, int) and r["n"] < total:
+        asked = r.get("n_questions") or r["n"]  # with repeats, n counts records (questions x K)
+        if isinstance(total, int) and asked < total:
             notes.append(f"subset: {r['task']}{' | ' + r['variant'] if r['variant'] else ''} {r['model']}: "
-                         f"{r['n']:,} of {total:,} questions (-k, --lf or --limit): not the full task's score")
+                         f"{asked:,} of {total:,} questions (-k, --lf or --limit): not the full task's score")
     return "".join("\n" + line for line in dict.fromkeys(notes))
 
 
@@ -300,7 +301,9 @@ class AnswerList:
         shown = self.groups.setdefault(key, [])
         if self.limit is None or len(shown) < self.limit:
             # One line each, whatever the answer holds: its control characters are shown escaped.
-            shown.append(_cut(printable(f"  {r.get('question_id')}  {failure_message(r)}"), WIDTH))
+            # A question asked K times (inference.repeats) lists each repeat apart: name which one.
+            label = f"{r.get('question_id')} #{r['repeat']}" if r.get("repeat") else str(r.get("question_id"))
+            shown.append(_cut(printable(f"  {label}  {failure_message(r)}"), WIDTH))
 
     def render(self, total_budget: int | None = None) -> str:
         limit, groups, counts = self.limit, self.groups, self.counts

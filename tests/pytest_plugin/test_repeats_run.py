@@ -211,3 +211,22 @@ def test_resume_asks_only_the_missing_repeats(pytester: pytest.Pytester) -> None
         n = sum(r["correct"] for r in records if r["question_id"] == q)
         if 2 * n < 3:
             assert f"rep.mcq {q} [m]: {n}/3 correct (mean)" in failures[f"q{int(q[1:]):04d}[m]"]
+
+
+def test_a_subset_under_repeats_counts_questions_not_records(pytester: pytest.Pytester) -> None:
+    """--limit 2 --repeats 3 on a 6-question task: the subset line says 2 of 6 questions (6 records),
+    and --limit 5 --repeats 3 (15 records, more than the task's 6 questions) is still a subset."""
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        small = run(pytester, server, "--repeats", "3", "--limit", "2")
+        large = run(pytester, server, "--repeats", "3", "--limit", "5", "--no-cache")
+    small.stdout.fnmatch_lines(["subset: mcq m: 2 of 6 questions (-k, --lf or --limit)*"])
+    large.stdout.fnmatch_lines(["subset: mcq m: 5 of 6 questions (-k, --lf or --limit)*"])
+
+
+def test_the_answer_list_names_each_repeat(pytester: pytest.Pytester) -> None:
+    """The summary's wrong answers of one question asked 3 times are three lines, each naming its repeat."""
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        result = run(pytester, server, "--repeats", "3", "-k", "q0002", "--show-answers", "all")
+    result.stdout.fnmatch_lines(["  r02  wrong: *", "  r02 #1  wrong: *", "  r02 #2  wrong: *"])
