@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from pytest_benchaudit.common.errors import ConfigError, did_you_mean
-from pytest_benchaudit.pipeline.stages import LAYERS
+from pytest_benchaudit.pipeline.stages import LAYERS, PEER_LAYERS
 
 __all__ = ["SuiteConfig", "TaskConfig", "DataConfig", "check_suite_config", "check_task_data", "is_layer_name"]
 
@@ -90,8 +90,10 @@ class ResourceFile(_Strict):
 
 
 def is_layer_name(name: str) -> bool:
-    """A layer is one of the three, or a named variant of one (``released_base``, ``released_gemini``)."""
-    return name in LAYERS or any(name.startswith(f"{layer}_") and len(name) > len(layer) + 1 for layer in LAYERS)
+    """A layer is one of the three, a peer harness's (``inspect_evals``, ``lm_eval``), or a named
+    variant of one (``released_base``, ``released_gemini``, ``lm_eval_5shot``)."""
+    names = (*LAYERS, *PEER_LAYERS)
+    return name in names or any(name.startswith(f"{layer}_") and len(name) > len(layer) + 1 for layer in names)
 
 
 class TaskConfig(_Strict):
@@ -108,9 +110,9 @@ class TaskConfig(_Strict):
     def _layers(self) -> "TaskConfig":
         for key, value in (self.model_extra or {}).items():
             if not is_layer_name(key):
-                known = [*type(self).model_fields, *LAYERS]
+                known = [*type(self).model_fields, *LAYERS, *PEER_LAYERS]
                 raise ValueError(f"unknown key or layer {key!r}{did_you_mean(key, known)}; layers are "
-                                 f"{', '.join(LAYERS)} or a named variant such as released_base")
+                                 f"{', '.join((*LAYERS, *PEER_LAYERS))} or a named variant such as released_base")
             if not isinstance(value, dict):
                 raise ValueError(f"layer {key!r} must be a table of pipeline fields")
         return self
@@ -141,7 +143,7 @@ class SuiteConfig(_Strict):
     def _shared_layers(self) -> "SuiteConfig":
         for key in self.layers or {}:
             if not is_layer_name(key):
-                raise ValueError(f"[layers.{key}]: unknown layer {key!r}{did_you_mean(key, LAYERS)}")
+                raise ValueError(f"[layers.{key}]: unknown layer {key!r}{did_you_mean(key, (*LAYERS, *PEER_LAYERS))}")
         return self
 
 
@@ -161,7 +163,7 @@ def _fields_at(parents: list[str]) -> list[str]:
     if n == 0:
         model: type[BaseModel] | None = SuiteConfig
     elif parents[0] == "tasks" and n == 2:
-        return [*TaskConfig.model_fields, *LAYERS]
+        return [*TaskConfig.model_fields, *LAYERS, *PEER_LAYERS]
     elif parents[-1] in ("data", "few_shot", "data_defaults"):
         model = DataConfig
     else:

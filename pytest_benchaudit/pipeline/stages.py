@@ -31,6 +31,7 @@ __all__ = [
     "UNSPECIFIED",
     "CARD_VERSION",
     "LAYERS",
+    "PEER_LAYERS",
     "UPSTREAM_STAGES",
     "DOWNSTREAM_STAGES",
     "Pipeline",
@@ -48,6 +49,9 @@ UNSPECIFIED: Literal["unspecified"] = "unspecified"
 Unspecified = Literal["unspecified"]
 CARD_VERSION = "benchaudit.pipeline-card/1"
 LAYERS = ("documented", "released", "standardized")
+# A general harness's own pipeline for a benchmark (what inspect_evals or lm-eval send and how they
+# read the reply), kept beside the benchmark's: "what would Inspect or lm-eval have scored?"
+PEER_LAYERS = ("inspect_evals", "lm_eval")
 # Upstream stages change what the model is asked (new generations needed);
 # downstream stages only change how stored outputs are read and counted.
 UPSTREAM_STAGES = ("dataset", "prompt", "inference")

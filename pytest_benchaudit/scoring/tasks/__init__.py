@@ -16,7 +16,7 @@ from typing import Any
 __all__ = ["TASK_RULES", "TASK_METRICS", "TASK_METRIC_INFO"]
 
 # Family modules, imported in this order; a name defined twice is an error.
-_FAMILIES: tuple[str, ...] = ("labels", "numeric", "attack", "cwe", "cvss", "actors")
+_FAMILIES: tuple[str, ...] = ("labels", "numeric", "attack", "cwe", "cvss", "actors", "peer_inspect", "peer_lm_eval")
 
 TASK_RULES: dict[str, Any] = {}
 TASK_METRICS: dict[str, Any] = {}
