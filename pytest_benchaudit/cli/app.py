@@ -44,6 +44,9 @@
     benchaudit validate [SUITES_DIR]      check suite configs (suite.toml) against their schema
     benchaudit init [DIR] [--suite NAME]  a suites/ copy of the packaged suites to edit, and a pyproject
                                           snippet (pytest suites/NAME runs the local copy instead)
+    benchaudit plan --task BENCH.TASK --mde D [--from RUN...] [--alpha A] [--power P] [--json]
+                                          questions x repeats a paired comparison needs to detect a difference
+                                          D (variances measured from the runs, or a stated assumption)
 
 `benchaudit COMMAND --help` gives a command's options.
 """
@@ -83,6 +86,7 @@ COMMANDS: dict[str, str] = {
     "sample": "sample",
     "audit": "audit",
     "init": "init",
+    "plan": "plan",
 }
 
 # One-line help per command for the command list, so listing them imports no command module.
@@ -105,6 +109,7 @@ _LIST_HELP: dict[str, str] = {
     "sample": "a stratified, seeded sample of judge verdicts or gold flags for people to check",
     "audit": "the whole audit of stored runs toward a layer: attribution, both layers compared, ledger, report",
     "init": "write a suites/ copy to edit and a pyproject snippet (the packaged suites, no data)",
+    "plan": "questions x repeats a paired comparison needs to detect a difference (power analysis)",
 }
 
 

@@ -1,0 +1,317 @@
+"""``benchaudit plan --task BENCH.TASK --mde D [--from RUN...]``: how many questions x repeats a comparison needs.
+
+Two models compared on the same questions (the paired difference of docs/statistics.md): for each
+repeat count K the plan gives the questions needed to detect a true difference ``--mde`` (absolute,
+in the metric's unit: 0.03 is 3 points on a share) with a two-sided test at ``--alpha`` and
+``--power``, from ``n = (z_{1-alpha/2} + z_power)^2 (var_between + var_within / K) / mde^2``
+(:mod:`pytest_benchaudit.aggregate.power`), and whether the task holds that many questions.
+
+The two variances are measured from ``--from`` runs' records.jsonl (two or more models on the task:
+their paired differences; one model: its own variances, doubled for an independent second model), or
+without runs come from a stated assumption (0/1 scores right half the time: the most a 0/1 score
+varies).  No model server, no pytest run; the task's size is read from its data file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from pytest_benchaudit.cli._common import CliError, Subparsers, add_data_dir, add_suites_dir, suite_file
+
+__all__ = ["HELP", "Plan", "add_parser", "run"]
+
+HELP = "questions x repeats a paired comparison needs to detect a difference (power analysis)"
+
+_EPILOG = """\
+The questions needed for K repeats per question are
+  n = (z_{1-alpha/2} + z_power)^2 * (var_between + var_within / K) / mde^2
+(z from scipy.stats.norm.ppf; 2.80 at alpha 0.05, power 0.80).  var_between: the variance over
+questions of the two models' expected difference (repeats cannot remove it); var_within: one
+repeat's variance around it, both models' summed (K repeats divide it by K).
+
+Where the variances come from (the plan prints which):
+  --from RUN... with two or more models on the task  their paired differences on the questions both
+                                                     answered (the pair that varies most)
+  --from RUN... with one model                       its variances, doubled for a second model
+                                                     independent of it (errs on the safe side)
+  no --from                                          0/1 scores right with probability 0.5: Var = 0.5
+                                                     per question, all counted between questions
+Runs asked once cannot tell the two parts apart: all of it is counted between questions, and
+repeats are assumed to help nothing.  See docs/statistics.md.
+
+example:
+  benchaudit plan --task cybermetric.cm80 --mde 0.10 --from reports/<run>
+"""
+
+
+class PlanRowDoc(BaseModel):
+    """One repeat count: questions needed, generations per model (questions x K), whether the task has them."""
+
+    repeats: int
+    questions: int
+    generations: int
+    fits: bool
+
+
+class VariancesDoc(BaseModel):
+    between: float
+    within: float
+    within_measured: bool
+    source: str
+    questions: int
+    repeats: int
+
+
+class Plan(BaseModel):
+    """What ``benchaudit plan --json`` prints."""
+
+    task: str
+    metric: str
+    task_questions: int
+    mde: float
+    alpha: float
+    power: float
+    z_total: float
+    variances: VariancesDoc
+    rows: list[PlanRowDoc]
+    # The fewest generations per model among the rows that fit (null when none does).
+    best: PlanRowDoc | None
+    # Questions needed with the within-question part averaged away entirely (K -> infinity).
+    questions_any_repeats: int
+    runs: list[str]
+    models: list[str]
+
+
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
+    p = sub.add_parser("plan", help=HELP, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="How many questions, each asked K times, a comparison of two models on the same "
+                                   "questions needs to detect a true difference --mde with a two-sided test at "
+                                   "--alpha with --power, and whether the task holds that many.")
+    p.add_argument("--task", required=True, metavar="BENCH.TASK",
+                   help="the suite task compared (e.g. cybermetric.cm80; BENCH alone for a one-task suite): its "
+                        "size caps the questions available")
+    p.add_argument("--mde", required=True, type=float, metavar="D",
+                   help="the true difference to detect, absolute in the metric's unit (0.03 = 3 points on a share)")
+    p.add_argument("--from", dest="runs", nargs="+", type=Path, default=[], metavar="RUN",
+                   help="run directories with the task (ideally asked with --repeats): the variances are measured "
+                        "from their records.jsonl; without, a stated assumption is used")
+    p.add_argument("--models", metavar="A,B", help="the two models of the runs to measure (default: the pair whose "
+                                                    "difference varies most)")
+    p.add_argument("--alpha", type=float, default=0.05, help="two-sided significance level (default 0.05)")
+    p.add_argument("--power", type=float, default=0.80, help="the chance of detecting the difference (default 0.80)")
+    p.add_argument("--repeats", default="1,2,3,5,10", metavar="K,...",
+                   help="repeat counts to list (default 1,2,3,5,10)")
+    p.add_argument("--pipeline", default="standardized",
+                   help="layer whose scoring.metric the task uses when no run is given (default: standardized)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    add_suites_dir(p)
+    add_data_dir(p)
+    return p
+
+
+def _split_task(text: str, suites_dir: Path) -> tuple[Any, str]:
+    """(suite, task) of ``BENCH.TASK`` (or ``BENCH`` of a one-task suite)."""
+    from pytest_benchaudit.dataset.suites import load_suite
+
+    bench, _, task = text.partition(".")
+    suite = load_suite(suite_file(bench, suites_dir))
+    if not task:
+        if len(suite.tasks) != 1:
+            raise CliError(f"--task {text!r}: {bench} has {len(suite.tasks)} tasks; name one as BENCH.TASK: "
+                           + ", ".join(f"{bench}.{t}" for t in suite.tasks))
+        task = next(iter(suite.tasks))
+    if task not in suite.tasks:
+        from pytest_benchaudit.common.errors import did_you_mean
+
+        raise CliError(f"--task {text!r}: {bench} has no task {task!r}{did_you_mean(task, suite.tasks)}; tasks: "
+                       + ", ".join(f"{bench}.{t}" for t in suite.tasks))
+    return suite, task
+
+
+def _task_questions(suite: Any, task: str, data_dir: str | None) -> int:
+    """The questions the task scores: its data file's rows (those with an empty gold left out when the
+    task says ``empty_gold = "skip"``, as the collector does)."""
+    from pytest_benchaudit.dataset.readers import load_questions, resolve_data_dir
+
+    path, origin = resolve_data_dir(data_dir)
+    questions, _ = load_questions(suite, task, path, origin)
+    if suite.tasks[task].data.get("empty_gold", "score") == "skip":
+        questions = [q for q in questions if q.gold.strip()]
+    return len(questions)
+
+
+def _scores_by_model(runs: list[Path], bench: str, task: str) -> tuple[dict[str, dict[str, list[float]]], str]:
+    """model -> question id -> its scores in repeat order, from the runs' base records of the task (not a
+    --vary variant); and the metric they were scored with.  A model in two runs is two entries."""
+    from pytest_benchaudit.runs.store import load_run
+
+    found: dict[str, dict[str, list[float]]] = {}
+    metrics: set[str] = set()
+    for run_dir in runs:
+        _meta, records = load_run(run_dir, require_records=True)
+        mine = [r for r in records if r["benchmark"] == bench and r["task"] == task and not r.get("variant")]
+        if not mine:
+            tasks = sorted({f"{r['benchmark']}.{r['task']}" for r in records})
+            raise CliError(f"--from {run_dir}: no records of {bench}.{task}; tasks in this run: {', '.join(tasks)}")
+        pipelines = {r["pipeline"] for r in mine}
+        per: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
+        for r in mine:
+            label = r["model"] + (f"|{r['pipeline']}" if len(pipelines) > 1 else "")
+            per[label].append((int(r.get("repeat") or 0), str(r["question_id"]), float(r["score"])))
+            metrics.add(str(r.get("metric") or ""))
+        for label, rows in per.items():
+            name = label if label not in found else f"{label} ({run_dir.name})"
+            by_q: dict[str, list[float]] = defaultdict(list)
+            for _repeat, qid, score in sorted(rows):
+                by_q[qid].append(score)
+            found[name] = dict(by_q)
+    metrics.discard("")
+    if len(metrics) > 1:
+        raise CliError(f"--from: the runs score {bench}.{task} with different metrics ({', '.join(sorted(metrics))}); "
+                       "a plan needs one")
+    return found, next(iter(metrics), "")
+
+
+def _measured(scores: dict[str, dict[str, list[float]]], models: str | None) -> tuple[Any, list[str]]:
+    """The variances from the runs' scores, and the models they rest on."""
+    from pytest_benchaudit.aggregate.power import one_model_variances, paired_variances
+
+    names = list(scores)
+    if models:
+        chosen = [m.strip() for m in models.split(",")]
+        unknown = [m for m in chosen if m not in scores]
+        if len(chosen) != 2 or unknown:
+            raise CliError(f"--models {models!r}: give two of the runs' models, A,B; models: {', '.join(names)}")
+        names = chosen
+    try:
+        if len(names) == 1:
+            return one_model_variances(scores[names[0]], names[0]), names
+        pairs = [paired_variances(scores[a], scores[b], f"{a} vs {b}") for a, b in itertools.combinations(names, 2)]
+    except ValueError as err:
+        raise CliError(f"--from: {err}") from None
+    # The pair whose difference varies most at K = 1: a plan that suffices for it suffices for the rest.
+    return max(pairs, key=lambda v: v.total(1)), names
+
+
+def _parse_repeats(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise CliError(f"--repeats {text!r}: a comma-separated list of whole numbers >= 1, e.g. 1,2,3,5,10")
+    return sorted(set(values))
+
+
+def _check_numbers(args: argparse.Namespace, lower_is_better: bool, metric: str) -> None:
+    import math
+
+    if not math.isfinite(args.mde) or args.mde <= 0:
+        raise CliError(f"--mde {args.mde}: the difference to detect must be a number > 0 (absolute, in the metric's "
+                       "unit: 0.03 = 3 points on a share)")
+    if not lower_is_better and args.mde >= 1:
+        raise CliError(f"--mde {args.mde}: {metric or 'the metric'} is a share in [0, 1]; the difference is absolute "
+                       f"in that unit (did you mean {args.mde / 100:g}, {args.mde:g} points?)")
+    for name, value in (("--alpha", args.alpha), ("--power", args.power)):
+        if not 0 < value < 1:
+            raise CliError(f"{name} {value}: must lie strictly between 0 and 1")
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """The plan of ``args`` (the parsed command line); :class:`CliError` on bad input."""
+    from pytest_benchaudit.aggregate.power import (Variances, assumed_binary_variances, plan_rows, questions_for,
+                                                   z_total)
+    from pytest_benchaudit.scoring.metrics import METRIC_INFO
+
+    suite, task = _split_task(args.task, args.suites_dir)
+    repeats = _parse_repeats(args.repeats)
+    scores, metric = _scores_by_model(args.runs, suite.name, task) if args.runs else ({}, "")
+    if not metric:
+        from pytest_benchaudit.pipeline.stages import PipelineError
+
+        try:
+            metric = str(suite.pipeline(task, args.pipeline).scoring.metric)
+        except PipelineError as err:
+            raise CliError(f"--pipeline: {err}") from None
+    info = METRIC_INFO.get(metric)
+    _check_numbers(args, bool(info and info.lower_is_better), metric)
+    size = _task_questions(suite, task, args.data_dir)
+    variances: Variances
+    if scores:
+        variances, models = _measured(scores, args.models)
+    elif info is not None and info.kind == "binary":
+        variances, models = assumed_binary_variances(), []
+    else:
+        raise CliError(f"{suite.name}.{task} scores with {metric!r}, not a 0/1 score: there is no safe assumption "
+                       "about its variance; measure it with --from RUN (a run of the task, ideally with --repeats)")
+    rows = plan_rows(args.mde, variances, size, repeats, args.alpha, args.power)
+    fitting = [r for r in rows if r.fits]
+    best = min(fitting, key=lambda r: (r.generations, r.repeats)) if fitting else None
+    limit = Variances(between=variances.between, within=0.0, source="")
+    docs = [PlanRowDoc(repeats=r.repeats, questions=r.questions, generations=r.generations, fits=bool(r.fits))
+            for r in rows]
+    return Plan(task=f"{suite.name}.{task}", metric=metric, task_questions=size, mde=args.mde, alpha=args.alpha,
+                power=args.power, z_total=z_total(args.alpha, args.power),
+                variances=VariancesDoc(between=variances.between, within=variances.within,
+                                       within_measured=variances.within_measured, source=variances.source,
+                                       questions=variances.questions, repeats=variances.repeats),
+                rows=docs, best=None if best is None else docs[rows.index(best)],
+                questions_any_repeats=questions_for(args.mde, limit, 1, args.alpha, args.power),
+                runs=[str(p) for p in args.runs], models=models)
+
+
+def render_plan(plan: Plan) -> str:
+    """The plan as the terminal shows it: the question, the variances and their source, the table, the verdict."""
+    from tabulate import tabulate
+
+    share = _is_share(plan.metric)
+    size = f"{plan.task_questions:,} questions"
+    what = f"{plan.mde:g}" + (f" ({100 * plan.mde:g} points)" if share else f" ({plan.metric})")
+    v = plan.variances
+    lines = [f"plan: {plan.task} ({size}): two models on the same questions, a true difference of {what}, "
+             f"two-sided alpha {plan.alpha:g}, power {plan.power:g}",
+             f"n = (z_{{1-alpha/2}} + z_power)^2 x (var_between + var_within / K) / mde^2, "
+             f"z_{{1-alpha/2}} + z_power = {plan.z_total:.4f}",
+             f"variances: between-question {v.between:.4g}, within-question {v.within:.4g}"
+             + ("" if v.within_measured else " (not measured)"),
+             f"  {v.source}", ""]
+    table = [[r.repeats, f"{r.questions:,}", f"{r.generations:,}", "yes" if r.fits else "no"] for r in plan.rows]
+    lines.append(tabulate(table, headers=["repeats K", "questions needed", "generations per model",
+                                          f"task has them ({plan.task_questions:,})"],
+                          tablefmt="simple", disable_numparse=True, colalign=("right", "right", "right", "left")))
+    lines.append("")
+    if plan.best is not None:
+        b = plan.best
+        lines.append(f"fewest generations that fit: K = {b.repeats}, {b.questions:,} questions "
+                     f"({b.generations:,} generations per model)")
+    else:
+        ks = ", ".join(str(r.repeats) for r in plan.rows)
+        lines.append(f"no K of {ks} suffices: {plan.task} has {size}")
+    if plan.questions_any_repeats > plan.task_questions:
+        lines.append(f"even with unlimited repeats the between-question part alone needs "
+                     f"{plan.questions_any_repeats:,} questions: more than the task has; detect a larger difference "
+                     "or use a larger task")
+    elif v.within_measured and plan.best is None:
+        lines.append(f"with enough repeats the between-question part alone needs {plan.questions_any_repeats:,} "
+                     "questions; try more repeats (--repeats)")
+    return "\n".join(lines)
+
+
+def _is_share(metric: str) -> bool:
+    from pytest_benchaudit.scoring.metrics import METRIC_INFO
+
+    info = METRIC_INFO.get(metric)
+    return info is None or not info.lower_is_better
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = make_plan(args)
+    print(json.dumps(plan.model_dump(), indent=2) if args.json else render_plan(plan))
+    return 0

@@ -1,0 +1,271 @@
+"""``benchaudit plan``: the power analysis of a paired comparison, against scipy's normal quantiles
+and a closed form computed here, from real ``--repeats`` runs against a scripted server on 127.0.0.1,
+and by simulation (seeded numpy: paired 0/1 answers at the planned size are detected ~80% of the time).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import only_run_dir, real_data_dir, write_mcq_suite
+from scipy import stats
+
+from pytest_benchaudit.aggregate.power import Variances, paired_variances, questions_for
+from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+
+OPTIONS = ["first option", "second option", "third option", "fourth option"]
+GOLD = "B"
+# Question id -> the probability each model answers it correctly (model b is a little worse, unevenly).
+P_A = {f"p{i:02d}": p for i, p in enumerate([1.0, 0.9, 0.8, 0.7, 0.5, 0.5, 0.3, 0.2, 0.1, 0.0, 0.6, 0.4], 1)}
+P_B = {q: max(0.0, p - (0.3 if i % 3 == 0 else 0.0)) for i, (q, p) in enumerate(P_A.items())}
+
+
+class TwoModelDice:
+    """A script: model ``a`` (``b``) answers question ``pNN`` with the gold letter with probability
+    ``P_A[pNN]`` (``P_B``), from a random stream seeded per model and question."""
+
+    def __init__(self, seed: int = 11) -> None:
+        self.streams = {(m, q): random.Random(f"{seed}:{m}:{q}") for m in "ab" for q in P_A}
+        self.lock = threading.Lock()
+
+    def __call__(self, call: Any) -> Reply:
+        qid = re.search(r"question (p\d\d)", call.last_user_text).group(1)  # type: ignore[union-attr]
+        model = str(call.body.get("model"))
+        probability = (P_A if model == "a" else P_B)[qid]
+        with self.lock:
+            right = self.streams[(model, qid)].random() < probability
+        return Reply(content=f"Answer: {GOLD if right else 'C'}")
+
+
+def _suite(root: Path) -> None:
+    write_mcq_suite(root, "pw", [{"id": q, "question": f"Power question {q}?", "options": OPTIONS, "gold": GOLD}
+                                 for q in P_A])
+
+
+def _run(pytester: pytest.Pytester, models: tuple[str, ...], *extra: str) -> Path:
+    _suite(pytester.path)
+    with ScriptedServer(TwoModelDice()) as server:
+        args = [a for m in models for a in ("--model", f"{m}@{server.url}")]
+        pytester.runpytest("suites/pw", "--data-dir", "data", *args, "--report-dir", "out", "-p", "no:randomly",
+                           *extra)
+    return only_run_dir(pytester.path / "out")
+
+
+def _plan(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> dict[str, Any]:
+    capsys.readouterr()  # what an in-process pytest run printed before
+    assert main(["plan", "--suites-dir", str(root / "suites"), "--data-dir", str(root / "data"), "--json",
+                 *args]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def _scores(run_dir: Path) -> dict[str, dict[str, list[float]]]:
+    """model -> question -> scores in repeat order, read here from records.jsonl."""
+    out: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for line in (run_dir / "records.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        out.setdefault(r["model"], {}).setdefault(r["question_id"], []).append((r["repeat"], r["score"]))
+    return {m: {q: [s for _, s in sorted(v)] for q, v in qs.items()} for m, qs in out.items()}
+
+
+def _closed_form(mde: float, var: float, alpha: float = 0.05, power: float = 0.80) -> int:
+    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    return max(2, math.ceil(z * z * var / mde**2 - 1e-9))
+
+
+def test_no_runs_plans_from_the_stated_binary_assumption(pytester: pytest.Pytester,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Without runs: Var = 1/4 + 1/4 per question (two independent 0/1 scores right half the time), all
+    counted between questions: every K needs the same questions, the closed form's."""
+    _suite(pytester.path)
+    plan = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.05")
+    n = _closed_form(0.05, 0.5)
+    assert n == 1570  # (1.95996 + 0.84162)^2 * 0.5 / 0.0025 = 1569.8, rounded up
+    assert [(r["repeats"], r["questions"], r["generations"], r["fits"]) for r in plan["rows"]] == [
+        (k, n, n * k, False) for k in (1, 2, 3, 5, 10)]
+    assert plan["task_questions"] == len(P_A) and plan["best"] is None and plan["questions_any_repeats"] == n
+    assert plan["z_total"] == pytest.approx(stats.norm.ppf(0.975) + stats.norm.ppf(0.80), abs=1e-12)
+    assert "assumed (no runs given)" in plan["variances"]["source"] and not plan["variances"]["within_measured"]
+    # --alpha / --power move the quantiles as scipy's do; --repeats picks the rows.
+    other = _plan(capsys, pytester.path, "--task", "pw", "--mde", "0.2", "--alpha", "0.01", "--power", "0.9",
+                  "--repeats", "4,1")
+    assert [r["repeats"] for r in other["rows"]] == [1, 4]
+    assert other["rows"][0]["questions"] == _closed_form(0.2, 0.5, 0.01, 0.9) == 186  # (2.5758 + 1.2816)^2 * 12.5
+    # The text form says the same, the assumption in words.
+    assert main(["plan", "--suites-dir", str(pytester.path / "suites"), "--data-dir", str(pytester.path / "data"),
+                 "--task", "pw.mcq", "--mde", "0.05"]) == 0
+    text = capsys.readouterr().out
+    assert "each model right with probability 0.5" in text and "1,570" in text
+    assert "no K of 1, 2, 3, 5, 10 suffices: pw.mcq has 12 questions" in text
+
+
+def test_two_models_with_repeats_measure_both_variances(pytester: pytest.Pytester,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A real run of two models x 12 questions x 4 repeats: the plan's variances are the method-of-moments
+    estimates computed here with numpy from records.jsonl, its rows the closed form of them."""
+    run_dir = _run(pytester, ("a", "b"), "--repeats", "4")
+    scores = _scores(run_dir)
+    assert {len(v) for m in scores.values() for v in m.values()} == {4}
+    a = np.array([scores["a"][q] for q in P_A])
+    b = np.array([scores["b"][q] for q in P_A])
+    within = float(np.mean(a.var(axis=1, ddof=1) + b.var(axis=1, ddof=1)))
+    d = a.mean(axis=1) - b.mean(axis=1)
+    between = max(float(np.var(d, ddof=1) - within / 4), 0.0)
+    plan = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.25", "--from", str(run_dir))
+    v = plan["variances"]
+    assert v["within"] == pytest.approx(within, abs=1e-12) and v["between"] == pytest.approx(between, abs=1e-12)
+    assert v["within_measured"] and v["questions"] == 12 and v["repeats"] == 4 and within > 0
+    assert plan["models"] == ["a", "b"]
+    for row in plan["rows"]:
+        k = row["repeats"]
+        assert row["questions"] == _closed_form(0.25, between + within / k)
+        assert row["fits"] == (row["questions"] <= 12)
+    # More repeats never need more questions; with the within part measured they need fewer.
+    needed = [r["questions"] for r in plan["rows"]]
+    assert needed == sorted(needed, reverse=True) and needed[-1] < needed[0]
+    assert plan["questions_any_repeats"] == _closed_form(0.25, between)
+    # Metamorphic: the records in another order, and the models named the other way round, change nothing.
+    records = (run_dir / "records.jsonl").read_text().splitlines()
+    (run_dir / "records.jsonl").write_text("\n".join(reversed(records)) + "\n")
+    again = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.25", "--from", str(run_dir),
+                  "--models", "b,a")
+    assert again["variances"]["between"] == pytest.approx(between, abs=1e-12)
+    assert again["variances"]["within"] == pytest.approx(within, abs=1e-12)
+    assert again["rows"] == plan["rows"]
+
+
+def test_one_model_is_doubled_for_an_independent_second(pytester: pytest.Pytester,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = _run(pytester, ("a",), "--repeats", "3")
+    s = np.array([_scores(run_dir)["a"][q] for q in P_A])
+    within = float(np.mean(s.var(axis=1, ddof=1)))
+    between = max(float(np.var(s.mean(axis=1), ddof=1)) - within / 3, 0.0)
+    plan = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.3", "--from", str(run_dir))
+    assert plan["variances"]["within"] == pytest.approx(2 * within, abs=1e-12)
+    assert plan["variances"]["between"] == pytest.approx(2 * between, abs=1e-12)
+    assert "doubled for a second, independent model" in plan["variances"]["source"]
+    assert plan["rows"][0]["questions"] == _closed_form(0.3, 2 * between + 2 * within)
+
+
+def test_a_run_asked_once_counts_everything_between_questions(pytester: pytest.Pytester,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = _run(pytester, ("a", "b"))
+    scores = _scores(run_dir)
+    d = np.array([scores["a"][q][0] - scores["b"][q][0] for q in P_A])
+    plan = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.3", "--from", str(run_dir))
+    assert not plan["variances"]["within_measured"] and plan["variances"]["within"] == 0
+    assert plan["variances"]["between"] == pytest.approx(float(np.var(d, ddof=1)), abs=1e-12)
+    assert len({r["questions"] for r in plan["rows"]}) == 1  # repeats assumed to help nothing
+    assert "cannot be told apart" in plan["variances"]["source"]
+
+
+def test_bad_input_is_one_clear_error(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = _run(pytester, ("a",))
+    base = ["plan", "--suites-dir", str(pytester.path / "suites"), "--data-dir", str(pytester.path / "data")]
+    cases = [
+        (["--task", "pw.mcqq", "--mde", "0.1"], "--task 'pw.mcqq': pw has no task 'mcqq' (did you mean 'mcq'?)"),
+        (["--task", "nope.mcq", "--mde", "0.1"], "no suite 'nope'"),
+        (["--task", "pw.mcq", "--mde", "0"], "--mde 0.0: the difference to detect must be a number > 0"),
+        (["--task", "pw.mcq", "--mde", "-0.1"], "must be a number > 0"),
+        (["--task", "pw.mcq", "--mde", "nan"], "must be a number > 0"),
+        (["--task", "pw.mcq", "--mde", "3"], "is a share in [0, 1]; the difference is absolute in that unit "
+                                             "(did you mean 0.03, 3 points?)"),
+        (["--task", "pw.mcq", "--mde", "0.1", "--alpha", "1.5"], "--alpha 1.5: must lie strictly between 0 and 1"),
+        (["--task", "pw.mcq", "--mde", "0.1", "--power", "0"], "--power 0.0: must lie strictly between 0 and 1"),
+        (["--task", "pw.mcq", "--mde", "0.1", "--repeats", "0,2"], "--repeats '0,2': a comma-separated list"),
+        (["--task", "pw.mcq", "--mde", "0.1", "--from", str(run_dir), "--models", "a,z"],
+         "--models 'a,z': give two of the runs' models, A,B; models: a"),
+        (["--task", "pw.mcq", "--mde", "0.1", "--from", str(pytester.path)], "not a benchaudit run directory"),
+    ]
+    capsys.readouterr()
+    for extra, message in cases:
+        code = main(base + extra)
+        err = capsys.readouterr().err
+        assert code == 2, (extra, err)
+        assert message in err and "Traceback" not in err, (extra, err)
+    # A run without the task: named, with the tasks it has.
+    write_mcq_suite(pytester.path, "other", [{"id": "o1", "question": "Other?", "options": OPTIONS, "gold": "A"},
+                                             {"id": "o2", "question": "Other 2?", "options": OPTIONS, "gold": "A"}])
+    assert main(base + ["--task", "other.mcq", "--mde", "0.1", "--from", str(run_dir)]) == 2
+    assert f"--from {run_dir}: no records of other.mcq; tasks in this run: pw.mcq" in capsys.readouterr().err
+    # The data missing: the reader's message (how to get it), not a traceback.
+    (pytester.path / "data" / "pw" / "pw.jsonl").unlink()
+    assert main(base + ["--task", "pw.mcq", "--mde", "0.1"]) == 2
+    assert "data file not found" in capsys.readouterr().err
+
+
+def test_cybermetric_cm80_size_is_its_data_files(capsys: pytest.CaptureFixture[str]) -> None:
+    """The real suite: cybermetric.cm80 holds 80 questions (counted here from the file)."""
+    data = real_data_dir()
+    path = data / "cybermetric" / "CyberMetric-80-v1.json"
+    if not path.is_file():
+        pytest.skip(f"real-data file missing: {path}")
+    count = len(json.loads(path.read_text())["questions"])
+    assert main(["plan", "--task", "cybermetric.cm80", "--mde", "0.5", "--data-dir", str(data), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["task_questions"] == count == 80
+    # 0.5 needs (z sum)^2 * 0.5 / 0.25 = 15.7 -> 16 questions: K = 1 fits and is the fewest generations.
+    assert plan["best"] == {"repeats": 1, "questions": 16, "generations": 16, "fits": True}
+
+
+# A mixture of question kinds: (share of questions, P(a right), P(b right)).  Mean difference 0.04;
+# between-question variance 0.0256 (a is better on one kind, worse on the other), within 0.4223.
+KINDS = [(0.5, 0.85, 0.65), (0.5, 0.40, 0.52)]
+
+
+def _true_variances() -> Variances:
+    w = np.array([k[0] for k in KINDS])
+    pa = np.array([k[1] for k in KINDS])
+    pb = np.array([k[2] for k in KINDS])
+    d = pa - pb
+    between = float(np.sum(w * (d - np.sum(w * d)) ** 2))
+    within = float(np.sum(w * (pa * (1 - pa) + pb * (1 - pb))))
+    return Variances(between=between, within=within, source="true")
+
+
+def _simulate(rng: np.random.Generator, trials: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b): trials x n x k paired 0/1 answers of questions drawn from :data:`KINDS`."""
+    kind = rng.choice(len(KINDS), size=(trials, n), p=[k_[0] for k_ in KINDS])
+    pa = np.array([k_[1] for k_ in KINDS])[kind][..., None]
+    pb = np.array([k_[2] for k_ in KINDS])[kind][..., None]
+    return (rng.random((trials, n, k)) < pa).astype(float), (rng.random((trials, n, k)) < pb).astype(float)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_simulated_detection_rate_at_the_planned_size_is_the_power(k: int) -> None:
+    """Paired 0/1 answers simulated at the planned n (true difference 0.04, the mde): the paired t test
+    at 5% detects it in about 80% of trials (0.8 inside the 99% Clopper-Pearson interval of the rate)."""
+    true = _true_variances()
+    mde = sum(w * (pa - pb) for w, pa, pb in KINDS)
+    n = questions_for(mde, true, k)
+    assert n == _closed_form(mde, true.between + true.within / k)
+    rng = np.random.default_rng(20261203 + k)
+    trials = 3000
+    a, b = _simulate(rng, trials, n, k)
+    d = a.mean(axis=2) - b.mean(axis=2)
+    p = stats.ttest_1samp(d, 0.0, axis=1).pvalue
+    detected = int(np.sum(p < 0.05))
+    ci = stats.binomtest(detected, trials).proportion_ci(0.99)
+    assert ci.low <= 0.80 <= ci.high, (detected / trials, n)
+    # Half the planned questions fall well short of the power (the plan is not merely generous).
+    d_half = d[:, : n // 2]
+    assert np.mean(stats.ttest_1samp(d_half, 0.0, axis=1).pvalue < 0.05) < 0.6
+
+
+def test_the_estimator_recovers_the_true_variances() -> None:
+    """On a large simulated pilot (4,000 questions x 3 repeats) the method-of-moments estimates land
+    near the mixture's true between- and within-question variances."""
+    true = _true_variances()
+    a, b = _simulate(np.random.default_rng(5), 1, 4000, 3)
+    est = paired_variances({str(i): list(a[0, i]) for i in range(4000)}, {str(i): list(b[0, i]) for i in range(4000)})
+    assert est.within == pytest.approx(true.within, rel=0.05)
+    assert est.between == pytest.approx(true.between, abs=0.012)
+    assert est.within_measured and est.questions == 4000 and est.repeats == 3
