@@ -184,10 +184,13 @@ def _diagnose(base: list[Any], ledger: list[dict[str, Any]], suites_dir: Path, d
     return [dict(f) for f in to_json(found, 0)["findings"]]
 
 
-def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer: str | None
-                ) -> tuple[list[Path], str, Path | None, Path | None]:
-    """(the runs audited, the target layer, the target layer's run, the --pipelines run) for a
-    ``--pipelines`` run; the runs as given and ``toward`` (default standardized) otherwise."""
+def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer: str | None,
+                pipelines: list[str] | None = None
+                ) -> tuple[list[Path], str, Path | None, Path | None, dict[str, Path]]:
+    """(the runs audited, the target layer, the target layer's run, the --pipelines run, every layer's
+    run) for a ``--pipelines`` run; the runs as given, ``toward`` (default standardized) and no layer
+    runs otherwise.  ``pipelines``: the layers of the cross-harness table (the first is the base; the
+    target is ``toward`` or the first other one that asks the same kind of request)."""
     from pytest_benchaudit.audit.compare import expand_runs
     from pytest_benchaudit.audit.layers import run_layers, split_layers
     from pytest_benchaudit.runs.store import read_run_json
@@ -203,14 +206,17 @@ def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer
             layered[p] = []
     layered = {p: ls for p, ls in layered.items() if ls}
     if not layered:
-        if from_layer is not None:
-            raise CompareError(f"--from {from_layer}: only for a run made with --pipelines (its layers); these "
-                               "runs hold one layer each")
-        return run_paths, toward or "standardized", None, None
+        for option, value in (("--from", from_layer), ("--pipelines", ",".join(pipelines or []) or None)):
+            if value is not None:
+                raise CompareError(f"{option} {value}: only for a run made with pytest --pipelines (its layers); "
+                                   "these runs hold one layer each")
+        return run_paths, toward or "standardized", None, None, {}
     if len(paths) != 1:
         raise CompareError(f"{next(iter(layered))}: a --pipelines run is audited on its own (its layers are both "
                            "sides); give it alone")
     (run, layers), = layered.items()
+    if pipelines:
+        from_layer, toward = _harness_layers(run, layers, pipelines, from_layer, toward)
     base_layer = from_layer or (layers[1] if toward == layers[0] else layers[0])
     target = toward or next(x for x in layers if x != base_layer)
     for option, name in (("--from", base_layer), ("--toward", target)):
@@ -226,17 +232,105 @@ def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer
         raise CompareError(str(err)) from None
     if base_layer not in views or target not in views:
         raise CompareError(f"{run}: no records under {base_layer if base_layer not in views else target!r}")
-    return [views[base_layer]], target, views[target], run
+    return [views[base_layer]], target, views[target], run, views
+
+
+def _harness_layers(run: Path, layers: list[str], pipelines: list[str], from_layer: str | None,
+                    toward: str | None) -> tuple[str, str]:
+    """(base, target) of the two-layer part of an audit with ``--pipelines``; usage errors name the option."""
+    from pytest_benchaudit.audit.harnesses import request_kind
+    from pytest_benchaudit.audit.layers import layer_cards
+    from pytest_benchaudit.runs.store import read_run_json
+
+    text = ",".join(pipelines)
+    if len(pipelines) < 2 or len(set(pipelines)) != len(pipelines):
+        raise CompareError(f"--pipelines {text}: expected two or more distinct layers of the run, the base first")
+    for name in pipelines:
+        if name not in layers:
+            raise CompareError(f"--pipelines {text}: {name!r} is not a layer of {run} (its layers: "
+                               f"{', '.join(layers)}){did_you_mean(name, layers)}")
+    if from_layer not in (None, pipelines[0]):
+        raise CompareError(f"--from {from_layer} with --pipelines {text}: the base is the first layer listed; "
+                           "give one of them")
+    if toward is not None:
+        if toward not in pipelines[1:]:
+            raise CompareError(f"--toward {toward} with --pipelines {text}: choose one of the layers listed after "
+                               "the base")
+        return pipelines[0], toward
+    # The compare/attribution part re-scores the base's generations toward the target: a layer that
+    # asks another kind of request (log-likelihoods) cannot be that target; the table says why.
+    cards = read_run_json(run).get("pipeline_cards") or {}
+    base = {request_kind(c) for c in layer_cards(cards, pipelines[0]).values()}
+    same = [x for x in pipelines[1:] if {request_kind(c) for c in layer_cards(cards, x).values()} == base]
+    return pipelines[0], (same or pipelines[1:])[0]
+
+
+def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, data_dir: str | None
+                  ) -> list[dict[str, Any]]:
+    """The cross-harness rows (:mod:`pytest_benchaudit.audit.harnesses`) of the layers of one
+    ``--pipelines`` run, split into ``views`` (layer -> single-layer run), the first layer the base.
+
+    Each other layer's downstream part re-scores the base layer's records under that layer's stored
+    card (its extraction/scoring/aggregation fields as the run used them, ``--set`` included), task by
+    task, where both layers ask the same kind of request."""
+    from pytest_benchaudit.aggregate.results import summarize
+    from pytest_benchaudit.audit.harnesses import LayerInput, downstream_defined, harness_rows
+    from pytest_benchaudit.audit.offline import _Resources, card_key, load_run
+    from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
+    from pytest_benchaudit.pipeline.stages import PipelineError
+
+    def index(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for r in results:
+            out.setdefault(f"{r['benchmark']}.{r['task']}", {})[r["model"]] = r
+        return out
+
+    loaded = {x: load_run(views[x], require_records=True) if x in views else ({}, []) for x in layers}
+    base_meta, base_recs = loaded[layers[0]]
+    base_cards: dict[str, Any] = base_meta.get("pipeline_cards") or {}
+    resources = _Resources(suites_dir, data_dir)
+    inputs = []
+    for name in layers:
+        meta, recs = loaded[name]
+        cards: dict[str, Any] = meta.get("pipeline_cards") or {}
+        rescored: dict[str, dict[str, dict[str, Any]]] = {}
+        notes: dict[str, str] = {}
+        requests: dict[tuple[str, str], tuple[int, int]] = {}
+        if name != layers[0]:
+            sent = {(card_key(r), r["model"], r["question_id"], r.get("repeat", 0)): r.get("request") for r in recs}
+            for r in base_recs:
+                key = (card_key(r), r["model"], r["question_id"], r.get("repeat", 0))
+                if key in sent:
+                    same, n = requests.get(key[:2], (0, 0))
+                    requests[key[:2]] = (same + (sent[key] == r.get("request")), n + 1)
+            for task in sorted(set(base_cards) & set(cards)):
+                if downstream_defined(base_cards[task], cards[task]) is not None:
+                    continue
+                try:
+                    pipe = retarget(pipeline_from_card(base_cards[task]), pipeline_from_card(cards[task]), [])
+                    new = rescore_records([r for r in base_recs if card_key(r) == task], lambda _r: pipe,
+                                          lambda b, t: resources(b, t, pipe.scoring.metric))
+                except (PipelineError, OfflineError, KeyError, TypeError, ValueError) as err:
+                    notes[task] = f"{type(err).__name__}: {err}"
+                    continue
+                rescored.update(index(summarize(new, {task: pipe.card()})))
+        inputs.append(LayerInput(name=name, cards=cards, results=index(summarize(recs, cards)), rescored=rescored,
+                                 rescore_notes=notes, requests=requests))
+    return [row.model_dump(mode="json") for row in harness_rows(inputs[0], inputs[1:])]
 
 
 def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, suites_dir: Path = Path("suites"),
                 data_dir: str | None = None, regenerated: list[Path] | None = None, similarity: Any = None,
                 n_prompts: int = 50, findings: list[dict[str, Any]] | None = None, n_resamples: int = 5000,
-                seed: int = 0, permutations: int = 1000, from_layer: str | None = None) -> dict[str, Any]:
+                seed: int = 0, permutations: int = 1000, from_layer: str | None = None,
+                pipelines: list[str] | None = None) -> dict[str, Any]:
     """Run the audit; returns the audit document (also written to ``out/audit.json`` by the command).
 
     ``toward``: the target layer (default: ``standardized``; for a ``--pipelines`` run its second
     layer); ``from_layer``: the base layer of a ``--pipelines`` run (default: its first).
+    ``pipelines``: the layers of a ``--pipelines`` run for the cross-harness table (``harnesses``; the
+    first listed is the base; the rest of the audit goes from it toward ``toward`` or the first other
+    layer that asks the same kind of request); None: no table, the audit as without it.
     ``similarity``: an embedder (see :func:`pytest_benchaudit.audit.similarity.parse_embedder`) or None.
     Raises :class:`CompareError` (bad runs, nothing to compare) or :class:`OfflineError` (a run that
     cannot be re-scored).
@@ -246,7 +340,8 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     from pytest_benchaudit.pipeline.stages import PipelineError
     from pytest_benchaudit.audit.sensitivity import classify_runs, sensitivity_table
 
-    run_paths, toward, target_run, layered_run = _two_layers(list(run_paths), out, toward, from_layer)
+    run_paths, toward, target_run, layered_run, views = _two_layers(list(run_paths), out, toward, from_layer,
+                                                                    pipelines)
     base = load_runs(run_paths)
     layers = sorted({r["pipeline"] for run in base for r in run.records})
     if toward in layers:
@@ -307,7 +402,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
         findings = _diagnose(base, ledger, suites_dir, data_dir)
     results = {"a": [r for by in set_a.results.values() for r in by.values()],
                "b": [r for by in set_b.results.values() for r in by.values()]}
-    audit = {
+    audit: dict[str, Any] = {
         "version": AUDIT_VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "runs": [str(run.path) for run in base], "layers": {"from": layers, "toward": toward},
@@ -332,6 +427,9 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
                    "downstream fields re-scored from the base layer's outputs (attribution), upstream fields "
                    "attributed together from the target layer's generations (upstream_attribution); see "
                    "docs/audit.md"})
+    if pipelines:
+        audit["layers"]["harnesses"] = list(pipelines)
+        audit["harnesses"] = cross_harness(views, list(pipelines), suites_dir, data_dir)
     return audit
 
 

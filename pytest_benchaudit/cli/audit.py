@@ -24,7 +24,10 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
                     "another (--toward): downstream fields are re-scored from the stored outputs, upstream "
                     "differences are listed as needing new generations. A run made with `pytest --pipelines A,B` "
                     "is audited from A toward B with B's own generations: upstream fields attributed too, rho_gen "
-                    "and rho_ext from the one run. Writes DIR/audit.json, DIR/report.html, the re-scored run "
+                    "and rho_ext from the one run. With --pipelines A,B,C (layers of such a run, the base "
+                    "first) it adds the cross-harness table: per task x model each layer's score, its move from A "
+                    "split into downstream (A's outputs re-scored as the layer reads) and upstream (the layer's own "
+                    "generations), and the fields that differ. Writes DIR/audit.json, DIR/report.html, the re-scored run "
                     "directories and an Every Eval Ever export per run.")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories, or folders of them")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where everything goes")
@@ -32,6 +35,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
                    "standardized; for a run made with --pipelines A,B: its second layer)")
     p.add_argument("--from", dest="from_layer", default=None, metavar="LAYER",
                    help="for a run made with --pipelines: the base layer (default: the first listed)")
+    p.add_argument("--pipelines", default=None, metavar="A,B,...",
+                   help="for a run made with pytest --pipelines: the cross-harness table over these of its layers, "
+                        "the first the base (the benchmark's own reading), e.g. released,inspect_evals,lm_eval")
     p.add_argument("--regenerated", nargs="+", type=Path, metavar="RUN",
                    help="runs of the same models with new generations (an upstream change): gives rho_gen")
     p.add_argument("--similarity", action="store_true", help="also task similarity against tau-b (see compare)")
@@ -55,6 +61,11 @@ def _as_sweep_row(r: dict[str, Any]) -> dict[str, Any]:
             "moved_by": "upstream", "moved_by_detail": "these fields together (one set of new generations)"}
 
 
+def _layer_list(text: str | None) -> list[str] | None:
+    """``--pipelines A,B`` as a list (checked against the run's layers by the audit)."""
+    return None if text is None else [n.strip() for n in text.split(",")]
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit audit``: 0 when everything was written, 2 on bad input."""
     from pytest_benchaudit.audit.compare import CompareError
@@ -74,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
             embedder = parse_embedder(args.embedder, args.embedder_key_env)
         doc = build_audit(args.runs, args.out, toward=args.toward, suites_dir=args.suites_dir, data_dir=args.data_dir,
                           regenerated=args.regenerated, similarity=embedder, findings=findings,
-                          n_resamples=args.resamples, seed=args.seed, from_layer=args.from_layer)
+                          n_resamples=args.resamples, seed=args.seed, from_layer=args.from_layer,
+                          pipelines=_layer_list(args.pipelines))
     except (CompareError, OfflineError) as err:
         print(f"benchaudit audit: {err}", file=sys.stderr)
         return 2
@@ -125,11 +137,16 @@ def run(args: argparse.Namespace) -> int:
 
         print("\n" + render_layer_attribution(split, doc["layers"]["from"][0], toward))
         moved = moved + [_as_sweep_row(r) for r in split if r["upstream_fields"]]
+    if doc.get("harnesses"):
+        from pytest_benchaudit.audit.harnesses import render_harnesses
+
+        print("\n" + render_harnesses(doc["harnesses"]))
     # One invalid-rate cell per layer: the layer stands where a variant would.
     rows = [dict(r, pipeline=r["layer"], variant=r["layer"]) for r in doc["scores"]]
     html = write_html(cmp, args.out / "report.html", sweeps=moved, runs=rows, findings=doc["findings"],
                       ledger=doc["ledger"],
-                      upstream=doc["upstream_differences"], title="benchaudit audit report")
+                      upstream=doc["upstream_differences"], title="benchaudit audit report",
+                      harnesses=doc.get("harnesses"))
     print(f"\ndiagnose: {len(doc['findings'])} findings (hypotheses with evidence; in the report and audit.json)")
     print(f"\naudit.json: {target}\nHTML report: {html}\nEvery Eval Ever: {len(doc['exports'])} files under "
           f"{args.out / 'every-eval-ever'}")

@@ -10,6 +10,7 @@ than inline styles and ``data:`` images, as a second line of defence.
 Sections, each present only when its data is (in this order):
 
 * summary (the compared sets, their pipelines and runs);
+* the cross-harness table (``harnesses``: ``benchaudit audit --pipelines A,B,C``) (:mod:`.harnesses`);
 * scores per task and ranks per task, for each compared set, labelled (:mod:`.sets`);
 * rank shifts between the two sets (bump chart, table) and Spearman rho with its CI;
 * Kendall tau-b between tasks (heatmap and table, per set);
@@ -33,6 +34,7 @@ from pytest_benchaudit.report.html.audits import (findings_section, invalid_sect
                                                   peers_section, sensitivity_section, similarity_section,
                                                   sweeps_section)
 from pytest_benchaudit.report.html.format import CSP, CSS, esc, note, table
+from pytest_benchaudit.report.html.harnesses import harnesses_section
 from pytest_benchaudit.report.html.sets import (pca_section, ranks_section, scores_section, set_views, shift_section,
                                                 tau_section)
 from pytest_benchaudit.report.html.verdict import causes_section, verdict_section
@@ -59,7 +61,7 @@ def _summary(doc: dict[str, Any]) -> str:
             + table(["set", "label", "pipelines", "runs", "models", "tasks"], rows) + "</section>")
 
 
-_NAV = [("verdict", "Verdict"), ("summary", "Summary"), ("causes", "Causes"), ("scores", "Scores"), ("ranks", "Ranks"), ("shift", "Rank shifts"),
+_NAV = [("verdict", "Verdict"), ("summary", "Summary"), ("harnesses", "Harnesses"), ("causes", "Causes"), ("scores", "Scores"), ("ranks", "Ranks"), ("shift", "Rank shifts"),
         ("bump", "Ranks across tasks"), ("tau", "τ-b"), ("pca", "PCA"), ("similarity", "Similarity"),
         ("sensitivity", "Sensitivity"), ("peers", "Peer gaps"), ("findings", "Findings"),
         ("sweeps", "Field deltas"), ("invalid", "Invalid rates"), ("ledger", "Ledger"), ("notes", "Notes")]
@@ -68,7 +70,7 @@ _NAV = [("verdict", "Verdict"), ("summary", "Summary"), ("causes", "Causes"), ("
 def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | None = None,
                 runs: list[dict[str, Any]] | None = None, findings: list[dict[str, Any]] | None = None,
                 ledger: list[dict[str, Any]] | None = None, upstream: list[dict[str, Any]] | None = None,
-                title: str = "benchaudit compare report") -> str:
+                title: str = "benchaudit compare report", harnesses: list[dict[str, Any]] | None = None) -> str:
     """The report as an HTML string (see :func:`write_html`)."""
     doc = compare_doc or {}
     sweeps = [r for r in (sweeps or []) if isinstance(r, dict)]
@@ -76,7 +78,7 @@ def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | N
     if findings is None and isinstance(doc.get("findings"), list):
         findings = doc["findings"]
     verdict = verdict_section(doc, sweeps, findings)
-    sections = [_summary(doc), causes_section(doc, sweeps, findings), scores_section(doc), ranks_section(doc), shift_section(doc), tau_section(doc),
+    sections = [_summary(doc), harnesses_section(harnesses), causes_section(doc, sweeps, findings), scores_section(doc), ranks_section(doc), shift_section(doc), tau_section(doc),
                 pca_section(doc), similarity_section(doc), sensitivity_section(doc), peers_section(doc),
                 findings_section(findings), sweeps_section(sweeps), invalid_section(runs),
                 ledger_section(ledger, upstream), notes_section(doc)]
@@ -95,7 +97,7 @@ def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | N
 def write_html(compare_doc: dict[str, Any], path: Path, *, sweeps: list[dict[str, Any]] | None = None,
                runs: list[dict[str, Any]] | None = None, findings: list[dict[str, Any]] | None = None,
                ledger: list[dict[str, Any]] | None = None, upstream: list[dict[str, Any]] | None = None,
-               title: str = "benchaudit compare report") -> Path:
+               title: str = "benchaudit compare report", harnesses: list[dict[str, Any]] | None = None) -> Path:
     """Write the compare document (plus optional sweep deltas, run summary rows and diagnose findings)
     as one self-contained HTML file at ``path``; returns the path.
 
@@ -103,10 +105,11 @@ def write_html(compare_doc: dict[str, Any], path: Path, *, sweeps: list[dict[str
     variant, ``delta_pp`` or ``delta``, ``moved_by``).  ``runs``: summary result rows (task, model,
     ``invalid_rate``).  ``findings``: diagnose findings (benchmark, task, model, failure_mode,
     field, evidence, effect_pp); ``None`` leaves the section out, ``[]`` says there is none.
-    ``ledger``/``upstream``: ledger rows and upstream differences of ``benchaudit audit``.
+    ``ledger``/``upstream``: ledger rows and upstream differences of ``benchaudit audit``; ``harnesses``:
+    its cross-harness rows (:mod:`pytest_benchaudit.audit.harnesses`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(compare_doc, sweeps=sweeps, runs=runs, findings=findings, ledger=ledger,
-                                upstream=upstream, title=title), encoding="utf-8")
+                                upstream=upstream, title=title, harnesses=harnesses), encoding="utf-8")
     return path
