@@ -29,6 +29,10 @@ variant) are compared.
   task rank (ties averaged) over the benchmark's tasks; models lacking a task are left out;
 - ``pca``: PCA of the models x tasks score matrix (scores oriented higher = better, columns
   standardized), variance explained per component and Horn's parallel analysis.
+- ``paired`` [{task, model_a, model_b, n, diff, se, ci95, p_value, p_holm, significant, test, mde80,
+  ...}]: every pair of models of a task on the questions both answered, ``rank_ties`` (neighbours in
+  a task's ranking whose pair is not significant) and ``mde80`` per task
+  (:mod:`pytest_benchaudit.audit.compare.paired`, docs/statistics.md).
 
 With two sets, also:
 

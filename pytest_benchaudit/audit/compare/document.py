@@ -6,6 +6,7 @@ import datetime as _dt
 from typing import Any
 
 from pytest_benchaudit.audit.compare.oneset import analyse_set
+from pytest_benchaudit.audit.compare.paired import analyse_pairs
 from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.audit.compare.twosets import MIN_SHIFT, compare_sets
 from pytest_benchaudit.audit.peers import peer_gaps
@@ -41,6 +42,14 @@ def build_compare(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None
     return compare_document(set_a, set_b, pipelines, n_resamples, seed, permutations)
 
 
+def _with_pairs(rs: RunSet, an: dict[str, Any]) -> dict[str, Any]:
+    """The set's paired rows, rank ties and mde80 (:mod:`.paired`), added to its analysis ``an`` and returned."""
+    lib = {k: bool(v["lower_is_better"]) for k, v in an["tasks"].items() if v["lower_is_better"] is not None}
+    pairs = dict(analyse_pairs(rs, an["scores"], lib))
+    an.update(pairs)
+    return pairs
+
+
 def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, str] | None = None,
                      n_resamples: int = 5000, seed: int = 0, permutations: int = 1000) -> dict[str, Any]:
     """The compare document of run sets already loaded (see :func:`make_sets`)."""
@@ -54,7 +63,7 @@ def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, 
             "task_key": "<benchmark>.<task>",
             "ranks": "1 = best; lower-is-better metrics (e.g. MAD) rank ascending; ties get the average rank",
             "scores": "each run's headline score (summary.json 'score', under the task's denominator)",
-            "top_level": "scores, ranks, tau_b, mean_win_rate, benchmark_ranks and pca are set a's; "
+            "top_level": "scores, ranks, tau_b, mean_win_rate, benchmark_ranks, pca, paired, rank_ties and mde80 are set a's; "
                          "by_set holds them for every set",
             "tau_b": "scipy.stats.kendalltau variant 'b' on the common models' oriented scores, for every pair of "
                      "tasks with >= 3 common models; inversions = discordant model pairs counted directly",
@@ -66,17 +75,28 @@ def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, 
             "peer_gap": "score - mean score of the other models on the task (oriented higher = better), per set; "
                         "delta = gap_b - gap_a: the model's move relative to its peers (docs/compare.md, peer gaps)",
             "mean_win_rate": "HELM-style: share of other models beaten per task (tie = 1/2), averaged over tasks",
+            "paired": "every pair of models of a task on the questions both have (n): per-question score = the "
+                      "task's aggregation.reducer over the K repeats; model_a = the better by headline; diff = "
+                      "mean(score_a - score_b) in the metric's units (negative favours model_a where lower is "
+                      "better; 'favours' names the model); se = SD(d)/sqrt(n), ci95 = diff -/+ 1.96 se; p_value: "
+                      "exact McNemar on 0/1 scores, else paired t; p_holm: Holm over the task's pairs; "
+                      "significant = p_holm < 0.05 (docs/statistics.md)",
+            "rank_ties": "models next to each other in a task's ranking whose paired difference is not "
+                         "significant (p_holm >= 0.05)",
+            "mde80": "per task: (z_0.975 + z_0.80) * RMS of its pairs' SD(d) / sqrt(fewest common questions)",
         },
         "scores": an_a["scores"], "ranks": an_a["ranks"], "tau_b": an_a["tau_b"],
         "mean_win_rate": an_a["mean_win_rate"], "benchmark_ranks": an_a["benchmark_ranks"], "pca": an_a["pca"],
         "pca_by_benchmark": an_a["pca_by_benchmark"],
         "tasks": an_a["tasks"],
+        **_with_pairs(set_a, an_a),
         "by_set": {"a": an_a},
         "comparison": None, "rank_shift": [], "spearman": [], "missing": [], "bootstrap": None,
         "notes": list(set_a.notes),
     }
     if set_b is not None:
         an_b = analyse_set(set_b, seed, permutations)
+        _with_pairs(set_b, an_b)
         doc["sets"]["b"] = _set_meta(set_b, "b", pb)
         doc["by_set"]["b"] = an_b
         doc["notes"] += set_b.notes

@@ -17,6 +17,28 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+def _render_paired(side: str, an: dict[str, Any]) -> str:
+    """The paired-differences block: the significant pairs, the count of the others, mde80 per task."""
+    from tabulate import tabulate
+
+    rows = an["paired"]
+    shown = [r for r in rows if r.get("significant")]
+    lines = [f"Paired differences, set {side} (same questions; exact McNemar on 0/1 scores, else paired t; "
+             f"Holm over each task's pairs): {len(shown)} of {len(rows)} pairs significant (p_holm < 0.05), "
+             f"{len(rows) - len(shown)} not"]
+    if shown:
+        lines.append(tabulate([[r["task"] + (" ↓" if r["lower_is_better"] else ""), r["model_a"], r["model_b"], r["n"],
+                                f"{r['diff']:+.3f}", f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]" if r["ci95"] else "–",
+                                f"{r['p_value']:.2g}", f"{r['p_holm']:.2g}", r["test"]] for r in shown],
+                              headers=["task", "model a", "model b", "n", "diff (a - b)", "95% CI", "p", "p Holm",
+                                       "test"], tablefmt="simple", disable_numparse=True))
+    mde = an.get("mde80", {})
+    if mde:
+        lines.append("mde80 (smallest difference a pair detects with 80% power): " + ", ".join(
+            f"{k} {_fmt(v['mde80'])} (n {v['n']})" for k, v in sorted(mde.items())))
+    return "\n".join(lines)
+
+
 def render_compare(doc: dict[str, Any]) -> str:
     from tabulate import tabulate
 
@@ -28,9 +50,11 @@ def render_compare(doc: dict[str, Any]) -> str:
         benches = sorted(bench_ranks)
         headers = ["model", *[k + (" ↓" if an["tasks"][k]["lower_is_better"] else "") for k in keys],
                    *[f"{b} (mean rank)" for b in benches], "win rate"]
+        # A model whose order against the model ranked just above it is not significant: "≈".
+        tied = {(t["task"], t["worse"]) for t in an.get("rank_ties", [])}
         rows = []
         for m in models:
-            row = [m, *[_fmt(an["ranks"][k].get(m), 1) for k in keys]]
+            row = [m, *[_fmt(an["ranks"][k].get(m), 1) + (" ≈" if (k, m) in tied else "") for k in keys]]
             for bnch in benches:
                 e = bench_ranks[bnch].get(m)
                 row.append(f"{_fmt(e['rank'], 1)} ({e['mean_task_rank']:.2f})" if e else "–")
@@ -38,8 +62,12 @@ def render_compare(doc: dict[str, Any]) -> str:
             rows.append(row)
         rows.sort(key=lambda r: (an["mean_win_rate"].get(r[0]) is None, -(an["mean_win_rate"].get(r[0]) or 0)))
         out.append(f"Per-task ranks, set {side} ({an['label']}: pipelines {', '.join(an['pipelines'])}); "
-                   "1 = best, ties averaged, ↓ = lower is better")
+                   "1 = best, ties averaged, ↓ = lower is better"
+                   + ("; ≈ = not significantly behind the model ranked just above (paired test, Holm, p >= 0.05)"
+                      if tied else ""))
         out.append(tabulate(rows, headers=headers, tablefmt="simple"))
+        if an.get("paired"):
+            out.append("\n" + _render_paired(side, an))
         if an["tau_b"]:
             taus = [r["tau"] for r in an["tau_b"] if r["tau"] is not None]
             out.append(f"\nKendall tau-b between tasks, set {side}"

@@ -17,6 +17,7 @@ from pytest_benchaudit.audit.layers import run_layers
 from pytest_benchaudit.audit.offline import OfflineError, load_run
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.common.progress import iterate
+from pytest_benchaudit.pipeline.variants import BASE, card_for
 
 __all__ = ["CompareError", "LoadedRun", "RunSet", "expand_runs", "load_runs", "load_run_set"]
 
@@ -45,6 +46,8 @@ class RunSet:
     runs: list[str]
     results: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # task key -> model -> result
     items: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)  # (task key, model) -> records
+    # (task key, model) -> the pipeline card its records were scored under (the reducer the paired rows use)
+    cards: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -118,6 +121,8 @@ def load_run_set(label: str, runs: list[LoadedRun], pipeline: str | None = None)
                                    f"and {run.path}; give one run per model and task")
             owner[(key, model)] = (str(run.path), pipes[0])
             rs.items[(key, model)] = group
+            rs.cards[(key, model)] = card_for(run.meta.get("pipeline_cards") or {}, group[0]["benchmark"],
+                                              group[0]["task"], group[0].get("variant") or BASE)
         for res in summarize(recs, run.meta.get("pipeline_cards") or {}):
             rs.results.setdefault(f"{res['benchmark']}.{res['task']}", {})[res["model"]] = res
         rs.runs.append(str(run.path))
