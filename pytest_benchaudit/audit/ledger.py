@@ -71,6 +71,11 @@ as shares only, with the number of unread cells said.
 *Notes.*  Each cell carries the ``why`` texts of the documented and released layers for the field
 (the field's own key and its sub-fields' keys), and, when contradicted, both values.
 
+*Peer layers.*  A suite's layers for a general harness (``inspect_evals``, ``lm_eval`` and their
+variants) are not cells: the row's ``peers`` lists, per such layer, every field where it differs from
+``released`` with both values and the peer layer's ``why`` (:mod:`.ledger_peers`); absent when the
+suite has none.
+
 *Data quirks.*  A suite lists its data quirks in a suite-level table::
 
     [ledger]
@@ -90,6 +95,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pytest_benchaudit.audit.ledger_peers import peer_differences
 from pytest_benchaudit.pipeline.stages import UNSPECIFIED, Pipeline, is_unspecified
 from pytest_benchaudit.scoring.registry import check_suite_names
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
@@ -357,7 +363,7 @@ def suite_ledger(suite: Suite) -> dict[str, Any]:
     if counts[UNREAD]:
         summary += f"; {counts[UNREAD]} more are unread (a document that may state them was not read)"
     quirks, source = suite_quirks(suite)
-    return {
+    row: dict[str, Any] = {
         "benchmark": suite.name,
         "title": suite.title,
         "suite": str(suite.path),
@@ -373,6 +379,10 @@ def suite_ledger(suite: Suite) -> dict[str, Any]:
         "quirks": quirks,
         "quirks_source": source,
     }
+    peers = peer_differences(suite)
+    if peers:  # only where the suite has peer layers: other benchmarks' rows stay as they were
+        row["peers"] = peers
+    return row
 
 
 def paper_view(counts: dict[str, int]) -> dict[str, Any]:

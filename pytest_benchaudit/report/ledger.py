@@ -11,7 +11,7 @@ from typing import Any
 
 from pytest_benchaudit.audit.ledger import CONTRADICTED, MATCHED, STATUSES, UNDEFINED, UNREAD
 
-__all__ = ["render", "render_json", "render_markdown", "render_table", "totals_line"]
+__all__ = ["peer_lines", "render", "render_json", "render_markdown", "render_table", "totals_line"]
 
 
 _MARK = {MATCHED: "matched", UNDEFINED: "undefined", CONTRADICTED: "CONTRADICTED", UNREAD: "unread"}
@@ -55,6 +55,30 @@ def totals_line(ledger: dict[str, Any]) -> str:
             "Dataset row apart: " + ", ".join(f"{d[s]} {s}" for s in STATUSES) + ".")
 
 
+def peer_lines(row: dict[str, Any], indent: str = "  ", bullet: str = "") -> list[str]:
+    """The row's peer layers (``peers``), field by field against ``released``: both values and the
+    peer layer's ``why``; [] for a benchmark without peer layers."""
+    lines = []
+    for peer in row.get("peers") or []:
+        scope = "" if peer["tasks"] == row.get("tasks") else f" [{', '.join(peer['tasks'])}]"
+        lines.append(f"{indent}{bullet}peer layer {peer['layer']}{scope}: {len(peer['fields'])} fields differ "
+                     "from released")
+        for f in peer["fields"]:
+            where = "" if f["tasks"] == peer["tasks"] else f" [{', '.join(f['tasks'])}]"
+            lines.append(f"{indent}  {bullet}{f['field']}: released {_show(f['released'])}, {peer['layer']} "
+                         f"{_show(f['peer'])}{where}" + (f" — why: {f['why']}" if f["why"] else " — no why given"))
+            for name, pair in f["content"].items():
+                lines.append(f"{indent}    {bullet}template {name}: released {_show(pair['released'])}, "
+                             f"{peer['layer']} {_show(pair['peer'])}")
+        if peer["missing_released"]:
+            lines.append(f"{indent}  {bullet}no released layer to compare with: {', '.join(peer['missing_released'])}")
+    return lines
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
 def render_table(ledger: dict[str, Any]) -> str:
     from tabulate import tabulate
 
@@ -72,6 +96,7 @@ def render_table(ledger: dict[str, Any]) -> str:
         if row["quirks"]:
             lines.append(f"  data quirks (from {row['quirks_source']}):")
             lines.extend(f"    - {q}" for q in row["quirks"])
+        lines.extend(peer_lines(row))
         lines.append("")
     lines.append(f"overall: {ledger['totals']['summary']}")
     lines.append(totals_line(ledger))
@@ -103,6 +128,11 @@ def render_markdown(ledger: dict[str, Any]) -> str:
         if row["quirks"]:
             lines += ["", f"Data quirks (from {row['quirks_source']}):", ""]
             lines.extend(f"- {_md(q)}" for q in row["quirks"])
+        if row.get("peers"):
+            lines += ["", "Peer layers, field by field against `released`:", ""]
+            lines.extend(_md(line) if not line.lstrip().startswith("- ") else
+                         line[: len(line) - len(line.lstrip())] + "- " + _md(line.lstrip()[2:])
+                         for line in peer_lines(row, indent="", bullet="- "))
         lines.append("")
     return "\n".join(lines)
 

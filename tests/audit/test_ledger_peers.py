@@ -1,0 +1,105 @@
+"""``benchaudit ledger``: peer layers (inspect_evals, lm_eval and variants) field by field against ``released``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_benchaudit.audit.ledger import build_ledger
+from pytest_benchaudit.audit.ledger_peers import is_peer_layer, peer_differences
+from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.dataset.suites import load_suite
+from pytest_benchaudit.report.ledger import render_markdown, render_table
+
+from conftest import MCQ_SUITE, SUITES
+
+PEERS = """
+[templates.same_as_plain]
+user = "{question}\\n{options}"
+
+[templates.peer]
+user = "Answer the question.\\n{question}\\n{options}"
+
+[tasks.mcq.released]
+prompt.template = "plain"
+prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
+inference.decoding = { temperature = 0.0 }
+inference.max_tokens = 16
+extraction = { rule = "final_answer_letter", reasoning = "keep" }
+scoring = { metric = "exact_match", denominator = "valid" }
+aggregation = { method = "micro" }
+
+[tasks.mcq.inspect_evals]
+prompt.template = "peer"
+prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
+inference.decoding = { temperature = 0.0 }
+inference.max_tokens = 16
+extraction = { rule = "final_answer_letter", reasoning = "keep" }
+scoring = { metric = "exact_match", denominator = "total" }
+aggregation = { method = "micro" }
+why = { "prompt.template" = "peer 1.0 template.py", "scoring" = "peer 1.0 counts every question" }
+notes = ["asks once"]
+
+[tasks.mcq.lm_eval_same]
+prompt.template = "same_as_plain"
+prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
+inference.decoding = { temperature = 0.0 }
+inference.max_tokens = 32
+extraction = { rule = "final_answer_letter", reasoning = "keep" }
+scoring = { metric = "exact_match", denominator = "valid" }
+aggregation = { method = "micro" }
+"""
+
+
+def _suites(root: Path) -> Path:
+    for name, extra in (("withpeers", PEERS), ("plainbench", "")):
+        (root / name).mkdir(parents=True)
+        (root / name / "suite.toml").write_text(MCQ_SUITE.format(name=name, title=name) + extra)
+    return root
+
+
+def test_peer_fields_against_released(tmp_path: Path) -> None:
+    suites = _suites(tmp_path / "suites")
+    assert is_peer_layer("inspect_evals") and is_peer_layer("lm_eval_5shot") and not is_peer_layer("lm_evalx")
+    assert not is_peer_layer("released_base")
+    rows = {r["benchmark"]: r for r in build_ledger(suites)["benchmarks"]}
+    assert "peers" not in rows["plainbench"]  # a suite without peer layers: its row as before
+    peers = {p["layer"]: p for p in rows["withpeers"]["peers"]}
+    assert sorted(peers) == ["inspect_evals", "lm_eval_same"]
+    fields = {f["field"]: f for f in peers["inspect_evals"]["fields"]}
+    assert sorted(fields) == ["prompt.template", "scoring.denominator"]
+    assert (fields["scoring.denominator"]["released"], fields["scoring.denominator"]["peer"]) == ("valid", "total")
+    assert fields["scoring.denominator"]["why"] == "peer 1.0 counts every question"  # the stage's why
+    assert fields["prompt.template"]["why"] == "peer 1.0 template.py"
+    assert fields["prompt.template"]["content"] == {"user": {"released": "{question}\n{options}",
+                                                             "peer": "Answer the question.\n{question}\n{options}"}}
+    assert peers["inspect_evals"]["notes"] == ["asks once"] and fields["prompt.template"]["tasks"] == ["mcq"]
+    # another template name with the same text is no difference; max_tokens is, with no why given
+    same = peers["lm_eval_same"]["fields"]
+    assert [(f["field"], f["released"], f["peer"], f["why"]) for f in same] == [("inference.max_tokens", 16, 32, None)]
+    text = render_table(build_ledger(suites))
+    assert "peer layer inspect_evals: 2 fields differ from released" in text
+    assert 'scoring.denominator: released "valid", inspect_evals "total" — why: peer 1.0 counts every question' in text
+    assert "inference.max_tokens: released 16, lm_eval_same 32 — no why given" in text
+    md = render_markdown(build_ledger(suites))
+    assert "Peer layers, field by field against `released`:" in md and "- peer layer inspect_evals" in md
+
+
+def test_the_ledger_command_on_the_project_suites(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every peer layer of the project's suites, recomputed here from the suites' own pipelines."""
+    assert main(["ledger", "--format", "json", "--suites-dir", str(SUITES)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {r["benchmark"]: r for r in doc["benchmarks"]}
+    for name in ("cti_bench", "athenabench"):  # published runs' benchmarks: no peer layer, no new key
+        assert "peers" not in rows[name]
+    for name, row in rows.items():
+        suite = load_suite(SUITES / name / "suite.toml")
+        assert [p["layer"] for p in row.get("peers", [])] == [p["layer"] for p in peer_differences(suite)]
+        for peer in row.get("peers", []):
+            for f in peer["fields"]:
+                for task in f["tasks"]:
+                    a = suite.pipeline(task, "released").card()["fields"]
+                    b = suite.pipeline(task, peer["layer"]).card()["fields"]
+                    assert (a.get(f["field"]), b.get(f["field"])) == (f["released"], f["peer"]) and a != b
