@@ -242,7 +242,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
             raise CliError(f"--pipeline: {err}") from None
     info = METRIC_INFO.get(metric)
     _check_numbers(args, bool(info and info.lower_is_better), metric)
-    size = _task_questions(suite, task, args.data_dir)
     variances: Variances
     if scores:
         variances, models = _measured(scores, args.models)
@@ -251,6 +250,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     else:
         raise CliError(f"{suite.name}.{task} scores with {metric!r}, not a 0/1 score: there is no safe assumption "
                        "about its variance; measure it with --from RUN (a run of the task, ideally with --repeats)")
+    size = _task_questions(suite, task, args.data_dir)
     rows = plan_rows(args.mde, variances, size, repeats, args.alpha, args.power)
     fitting = [r for r in rows if r.fits]
     best = min(fitting, key=lambda r: (r.generations, r.repeats)) if fitting else None

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import only_run_dir, real_data_dir, write_mcq_suite
 from scipy import stats
 
@@ -196,6 +198,12 @@ def test_bad_input_is_one_clear_error(pytester: pytest.Pytester, capsys: pytest.
                                              {"id": "o2", "question": "Other 2?", "options": OPTIONS, "gold": "A"}])
     assert main(base + ["--task", "other.mcq", "--mde", "0.1", "--from", str(run_dir)]) == 2
     assert f"--from {run_dir}: no records of other.mcq; tasks in this run: pw.mcq" in capsys.readouterr().err
+    # A line of records.jsonl that is no record: the store's one line naming file:line (exit 1).
+    with (run_dir / "records.jsonl").open("a") as fh:
+        fh.write('{"benchmark": "pw", "task": 3}\n{"benchmark": "pw"}\n')
+    assert main(base + ["--task", "pw.mcq", "--mde", "0.1", "--from", str(run_dir)]) == 1
+    err = capsys.readouterr().err
+    assert "records.jsonl:" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     # The data missing: the reader's message (how to get it), not a traceback.
     (pytester.path / "data" / "pw" / "pw.jsonl").unlink()
     assert main(base + ["--task", "pw.mcq", "--mde", "0.1"]) == 2
@@ -214,6 +222,42 @@ def test_cybermetric_cm80_size_is_its_data_files(capsys: pytest.CaptureFixture[s
     assert plan["task_questions"] == count == 80
     # 0.5 needs (z sum)^2 * 0.5 / 0.25 = 15.7 -> 16 questions: K = 1 fits and is the fewest generations.
     assert plan["best"] == {"repeats": 1, "questions": 16, "generations": 16, "fits": True}
+
+
+_matrix = st.integers(2, 12).flatmap(lambda n: st.integers(1, 4).flatmap(lambda k: st.tuples(
+    st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=k, max_size=k), min_size=n, max_size=n),
+    st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=k, max_size=k), min_size=n, max_size=n))))
+
+
+@settings(max_examples=60, deadline=None)
+@given(_matrix, st.floats(-3, 3, allow_nan=False))
+def test_estimates_are_symmetric_shift_free_and_numpy_s(ab: tuple[list[list[float]], list[list[float]]],
+                                                        shift: float) -> None:
+    """Properties whatever the answers: a vs b equals b vs a; adding a constant to every score of a
+    moves neither variance; the within part is numpy's mean of the two per-question variances."""
+    a, b = ({f"q{i}": row for i, row in enumerate(m)} for m in ab)
+    est = paired_variances(a, b)
+    swapped = paired_variances(b, a)
+    shifted = paired_variances({q: [x + shift for x in v] for q, v in a.items()}, b)
+    assert swapped.between == pytest.approx(est.between, abs=1e-12)
+    assert swapped.within == pytest.approx(est.within, abs=1e-12)
+    assert shifted.between == pytest.approx(est.between, abs=1e-9)
+    assert shifted.within == pytest.approx(est.within, abs=1e-9)
+    k = len(ab[0][0])
+    if k > 1:
+        assert est.within == pytest.approx(float(np.mean(np.var(ab[0], axis=1, ddof=1) + np.var(ab[1], axis=1, ddof=1))))
+    else:
+        assert est.within == 0 and not est.within_measured
+    assert est.between >= 0
+
+
+def test_a_metric_that_is_not_0_1_has_no_assumption_without_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """CTI-Bench VSP scores a CVSS MAD (lower is better, not a share): no run, no plan; an --mde of 2.5
+    (MAD points) is not refused as a share would be."""
+    suites = Path(__file__).resolve().parents[2] / "suites"
+    assert main(["plan", "--task", "cti_bench.vsp", "--mde", "2.5", "--suites-dir", str(suites)]) == 2
+    err = capsys.readouterr().err
+    assert "cti_bench.vsp scores with 'cvss_abs_diff', not a 0/1 score" in err and "--from RUN" in err
 
 
 # A mixture of question kinds: (share of questions, P(a right), P(b right)).  Mean difference 0.04;
