@@ -251,6 +251,17 @@ def test_estimates_are_symmetric_shift_free_and_numpy_s(ab: tuple[list[list[floa
     assert est.between >= 0
 
 
+@pytest.mark.parametrize("mde,between,within,k", [(0.03, 0.5, 0.0, 1), (0.05, 0.02, 0.4, 3), (0.1, 0.0, 0.3, 10),
+                                                   (0.25, 0.1, 0.2, 2)])
+def test_agrees_with_the_summary_modules_power_formula(mde: float, between: float, within: float, k: int) -> None:
+    """aggregate/repeats.py's questions_needed (z from statistics.NormalDist, 5% and 80% fixed) gives
+    the same questions as the plan's (z from scipy) at those levels."""
+    from pytest_benchaudit.aggregate.repeats import questions_needed
+
+    plan = questions_for(mde, Variances(between=between, within=within, source="given"), k)
+    assert plan == questions_needed(mde, between, within, k) == _closed_form(mde, between + within / k)
+
+
 def test_a_metric_that_is_not_0_1_has_no_assumption_without_runs(capsys: pytest.CaptureFixture[str]) -> None:
     """CTI-Bench VSP scores a CVSS MAD (lower is better, not a share): no run, no plan; an --mde of 2.5
     (MAD points) is not refused as a share would be."""
