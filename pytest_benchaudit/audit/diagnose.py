@@ -18,6 +18,7 @@ from typing import Any
 from pytest_benchaudit.audit import diagnose_checks as checks
 from pytest_benchaudit.audit import diagnose_data as data_checks
 from pytest_benchaudit.audit import diagnose_lint as lint_checks
+from pytest_benchaudit.audit import diagnose_order as order_checks
 from pytest_benchaudit.audit.diagnose_catalog import CATALOGUE
 from pytest_benchaudit.audit.diagnose_core import (
     Finding,
@@ -81,6 +82,7 @@ def diagnose_report(runs: Sequence[LoadedRun], *, resources: Resources | None = 
             findings += check(group, resources)
     findings += data_checks.cross_task_checks(groups)
     findings += data_checks.size_checks(groups)
+    findings += order_checks.check_order(groups)
     if ledger_rows is not None:
         findings += data_checks.ledger_checks(groups, ledger_rows, resources)
     order = {fm: i for i, fm in enumerate(CATALOGUE)}

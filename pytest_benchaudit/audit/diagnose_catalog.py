@@ -84,8 +84,9 @@ _ENTRIES = [
                 "(DOCUMENTED_SIZES, with the source)."),
     FailureMode("FM14-sampling-without-seed", "sampling without a seed or repeats",
                 "inference.decoding.seed", "upstream", "paper",
-                "requests sent with a temperature above 0, or with none (the provider's default), no seed, and one "
-                "generation per question."),
+                "requests sent with a temperature above 0, or with none (the provider's default), and no seed; with "
+                "one generation per question the spread cannot be seen, with repeats (inference.repeats) it is "
+                "measured: the headline's sampling SD across repeats and the questions whose verdict flips."),
     FailureMode("FM15-documented-vs-released", "documented and released layers contradict (ledger)",
                 "(the contradicted field)", "documentation", "paper",
                 "a run made under the released layer, for a field the ledger marks contradicted; the sentence "
@@ -117,6 +118,12 @@ _ENTRIES = [
                 "mmlu_logprob_argmax) and records without an error carry none: the paper's rule finds no "
                 "prediction, the released MMLU rule scores its fallback 'A'; the effect is the score recomputed "
                 "with those items counted unreadable."),
+    FailureMode("BA06-order-within-noise", "two models' order rests on a difference within its noise",
+                "inference.repeats (or more questions)", "upstream", "ours",
+                "two models next to each other in a task's ranking (same benchmark, task and pipeline) whose paired "
+                "difference on the questions both answered is not significant: exact McNemar on 0/1 per-question "
+                "scores, else paired t, Holm over the task's pairs, p_holm >= 0.05 (the rows of compare.json "
+                "'paired'); one finding per task (model '*') lists every such pair in evidence.pairs."),
 ]
 
 CATALOGUE: dict[str, FailureMode] = {entry.id: entry for entry in _ENTRIES}

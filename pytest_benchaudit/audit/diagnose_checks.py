@@ -9,6 +9,7 @@ sentence is a hypothesis ("may", "suggests"), never a verdict.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -16,6 +17,7 @@ from typing import Any
 
 from pytest_benchaudit.audit.diagnose_core import (
     Effect,
+    MAX_IDS,
     Finding,
     Group,
     Resources,
@@ -286,19 +288,63 @@ def check_provider_minimum(group: Group, resources: Resources | None) -> list[Fi
                          recovery_estimate(group, n_invalid))]
 
 
+def _flips(group: Group) -> tuple[list[str], int]:
+    """The question ids whose verdicts differ between their repeats, and how many questions were asked twice or more."""
+    verdicts: dict[str, set[bool]] = {}
+    counts: Counter[str] = Counter()
+    for r in group.records:
+        qid = str(r["question_id"])
+        verdicts.setdefault(qid, set()).add(bool(r.get("correct")))
+        counts[qid] += 1
+    asked = [q for q, n in counts.items() if n > 1]
+    return [q for q in asked if len(verdicts[q]) > 1], len(asked)
+
+
 def check_seed(group: Group, resources: Resources | None) -> list[Finding]:
-    """FM14: sampled requests (temperature above 0 or not sent) without a seed, one generation per question."""
+    """FM14: sampled requests (temperature above 0 or not sent) without a seed.
+
+    Asked once per question: the spread cannot be seen (no estimate).  Asked K times
+    (``inference.repeats``, records with ``repeat`` >= 1): the spread is measured: the headline's
+    sampling SD across repeat indices and the questions whose verdict flips between repeats."""
     params = [(r.get("request") or {}).get("params") or {} for r in group.records]
     sampled = [p for p in params if "temperature" not in p or (p.get("temperature") or 0) > 0]
     if not sampled or any("seed" in p for p in sampled):
         return []
-    per_question = Counter(str(r["question_id"]) for r in group.records)
-    if max(per_question.values()) > 1:
-        return []  # repeats exist: the spread can be measured from them
     temps = sorted({str(p.get("temperature", "not sent (provider default)")) for p in sampled})
-    hyp = (f"{_pct(len(sampled), len(group.records))} requests were sampled (temperature {', '.join(temps)}) without "
-           f"a seed and with one generation per question, so the score may move on a rerun by an amount these "
-           f"records cannot show.")
-    return [make_finding(group, "FM14-sampling-without-seed", hyp,
-                         {"n": len(group.records), "n_sampled_without_seed": len(sampled), "temperature": temps},
-                         Effect("none", None, "needs repeated generations; one sample per question gives no estimate"))]
+    base = {"n": len(group.records), "n_sampled_without_seed": len(sampled), "temperature": temps}
+    repeated = any(int(r.get("repeat") or 0) >= 1 for r in group.records)
+    if not repeated:
+        per_question = Counter(str(r["question_id"]) for r in group.records)
+        if max(per_question.values()) > 1:
+            return []  # the same question twice without repeat numbers (a merged file): not a sample of repeats
+        hyp = (f"{_pct(len(sampled), len(group.records))} requests were sampled (temperature {', '.join(temps)}) "
+               f"without a seed and with one generation per question, so the score may move on a rerun by an "
+               f"amount these records cannot show.")
+        return [make_finding(group, "FM14-sampling-without-seed", hyp, base,
+                             Effect("none", None, "needs repeated generations; one sample per question gives no "
+                                                  "estimate"))]
+    res = group.result()
+    flipped, asked = _flips(group)
+    sd = res.get("sampling_sd")
+    lib = bool(res.get("lower_is_better"))
+    k = int(res["repeats"])
+
+    def amount(x: float) -> str:
+        return f"{x:.3f} {res.get('metric') or 'metric'} units" if lib else f"{100 * x:.1f} pp"
+
+    spread = ("no sampling SD (fewer than two repeats with a score)" if sd is None
+              else f"a sampling SD of {amount(sd)}")
+    # The SD is that of a one-repeat headline; the mean of K repeats moves by about SD / sqrt(K).
+    rerun = ("" if sd is None else f", so a score asked once may move by about {amount(sd)} on a rerun and the "
+                                   f"mean of {k} repeats by about {amount(sd / math.sqrt(k))}")
+    hyp = (f"{_pct(len(sampled), len(group.records))} requests were sampled (temperature {', '.join(temps)}) without a "
+           f"seed; measured over {k} repeats per question, the headline shows {spread} across repeats and "
+           f"{_pct(len(flipped), asked)} questions flip their verdict between repeats{rerun}.")
+    evidence = {**base, "repeats": res["repeats"], "sampling_sd": sd, "retest_agreement": res.get("retest_agreement"),
+                "n_questions": asked, "n_flipped": len(flipped),
+                "flip_share": round(len(flipped) / asked, 6) if asked else None,
+                "question_ids": flipped[:MAX_IDS]}
+    return [make_finding(group, "FM14-sampling-without-seed", hyp, evidence,
+                         Effect("none", None, f"measured from the repeats: {spread}, {len(flipped)} of {asked} "
+                                              "questions flip; a seed makes a rerun repeat itself, it does not "
+                                              "remove this spread across samples"))]
