@@ -8,6 +8,8 @@ import json
 import math
 import random
 import re
+import subprocess
+import sys
 import threading
 from html.parser import HTMLParser
 from pathlib import Path
@@ -16,7 +18,6 @@ from typing import Any
 import pytest
 from conftest import only_run_dir
 
-from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.report.html.repeats import HEADERS, repeats_section
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
@@ -146,8 +147,12 @@ def test_repeats_table_shows_the_summary_numbers_of_a_real_run(pytester: pytest.
     summary = json.loads((repeated / "summary.json").read_text())["results"]
     assert {r["model"] for r in summary} == {"a", "b"} and all(r["repeats"] == 3 for r in summary)
     html_path = pytester.path / "report.html"
-    assert main(["compare", str(repeated), "--against", str(once), "--out", str(pytester.path / "cmp"),
-                 "--html", str(html_path)]) == 0
+    # In a process of its own: matplotlib imported inside a pytester test is dropped from sys.modules at
+    # its teardown, and a later test's figures would then mix two copies of its classes.
+    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "compare", str(repeated), "--against",
+                           str(once), "--out", str(pytester.path / "cmp"), "--html", str(html_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
     page = html_path.read_text(encoding="utf-8")
     assert '<a href="#repeats">Repeats</a>' in page
     table = _repeats_table(page)
