@@ -275,3 +275,20 @@ def test_lower_is_better_rows_say_which_model_the_difference_favours(tmp_path: P
     assert row["diff"] == pytest.approx(d.mean()) and row["diff"] < 0 and row["favours"] == "lo"
     assert row["test"] == "paired_t" and row["p_value"] == pytest.approx(st.ttest_rel(
         [v[0] for v in low.values()], [v[0] for v in high.values()]).pvalue)
+
+
+def test_the_text_lists_at_most_fifteen_significant_pairs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """7 models 30 questions apart from each other: 21 significant pairs, 15 listed, the rest counted."""
+    from pytest_benchaudit.audit.compare.render import MAX_PAIRS_SHOWN
+
+    runs = [_run(tmp_path, f"r{i}", f"m{i}", {f"q{j:03d}": [float(j < 30 * i)] for j in range(200)})
+            for i in range(7)]
+    capsys.readouterr()
+    doc = _compare(tmp_path, *runs)
+    text = capsys.readouterr().out
+    assert len(doc["paired"]) == 21 and all(r["significant"] for r in doc["paired"]) and doc["rank_ties"] == []
+    block = text.split("Paired differences, set a", 1)[1].split("mde80", 1)[0]
+    assert "21 of 21 pairs significant" in block
+    assert sum(1 for line in block.splitlines() if line.startswith("toy.mcq")) == MAX_PAIRS_SHOWN == 15
+    assert "(6 more significant pairs in compare.json 'paired')" in block
+    assert "≈" not in text.split("Paired differences", 1)[0]

@@ -8,6 +8,8 @@ from pytest_benchaudit.audit.peers import render_peer_gaps
 
 __all__ = ["render_compare"]
 
+MAX_PAIRS_SHOWN = 15  # significant pairs listed in the text; compare.json holds every pair
+
 
 def _fmt(x: Any, digits: int = 3) -> str:
     if x is None:
@@ -22,16 +24,19 @@ def _render_paired(side: str, an: dict[str, Any]) -> str:
     from tabulate import tabulate
 
     rows = an["paired"]
-    shown = [r for r in rows if r.get("significant")]
+    significant = [r for r in rows if r.get("significant")]
+    shown = significant[:MAX_PAIRS_SHOWN]
     lines = [f"Paired differences, set {side} (same questions; exact McNemar on 0/1 scores, else paired t; "
-             f"Holm over each task's pairs): {len(shown)} of {len(rows)} pairs significant (p_holm < 0.05), "
-             f"{len(rows) - len(shown)} not"]
+             f"Holm over each task's pairs): {len(significant)} of {len(rows)} pairs significant (p_holm < 0.05), "
+             f"{len(rows) - len(significant)} not"]
     if shown:
         lines.append(tabulate([[r["task"] + (" ↓" if r["lower_is_better"] else ""), r["model_a"], r["model_b"], r["n"],
                                 f"{r['diff']:+.3f}", f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]" if r["ci95"] else "–",
                                 f"{r['p_value']:.2g}", f"{r['p_holm']:.2g}", r["test"]] for r in shown],
                               headers=["task", "model a", "model b", "n", "diff (a - b)", "95% CI", "p", "p Holm",
                                        "test"], tablefmt="simple", disable_numparse=True))
+    if len(significant) > len(shown):
+        lines.append(f"({len(significant) - len(shown)} more significant pairs in compare.json 'paired')")
     mde = an.get("mde80", {})
     if mde:
         lines.append("mde80 (smallest difference a pair detects with 80% power): " + ", ".join(
