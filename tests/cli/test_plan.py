@@ -245,7 +245,8 @@ def test_estimates_are_symmetric_shift_free_and_numpy_s(ab: tuple[list[list[floa
     assert shifted.within == pytest.approx(est.within, abs=1e-9)
     k = len(ab[0][0])
     if k > 1:
-        assert est.within == pytest.approx(float(np.mean(np.var(ab[0], axis=1, ddof=1) + np.var(ab[1], axis=1, ddof=1))))
+        expected = np.mean(np.var(ab[0], axis=1, ddof=1) + np.var(ab[1], axis=1, ddof=1))
+        assert est.within == pytest.approx(float(expected))
     else:
         assert est.within == 0 and not est.within_measured
     assert est.between >= 0
