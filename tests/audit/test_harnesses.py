@@ -21,7 +21,7 @@ from pytest_benchaudit.audit.harnesses import (LayerInput, downstream_defined, h
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import only_run_dir, read_run
+from conftest import SUITES, only_run_dir, read_run
 
 
 # ----------------------------------------------------------------------------- pure
@@ -284,3 +284,41 @@ def test_without_pipelines_the_audit_has_no_table(hx_run: tuple[Path, str], tmp_
     assert "harnesses" not in doc and "harnesses" not in doc["layers"]
     assert "Cross-harness" not in capsys.readouterr().out
     assert 'id="harnesses"' not in (tmp_path / "plain" / "report.html").read_text()
+
+
+# ----------------------------------------------------------------------------- the published runs
+#: audit.json's sections before the cross-harness table existed: an audit without --pipelines writes these only.
+AUDIT_KEYS = {"version", "created", "runs", "layers", "rescored_runs", "extraction_only_runs", "scores", "attribution",
+              "upstream_differences", "upstream_same_requests", "ledger", "findings", "exports", "compare", "how"}
+
+
+@pytest.mark.parametrize("kind, source", [("athenabench-runs", "athenabench/runs-mini"),
+                                          ("cti-bench-responses", "cti-bench/responses")])
+def test_the_published_runs_audit_as_before(kind: str, source: str, real_data: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Imported CTI-Bench / AthenaBench runs hold one layer each: their audit never reaches the table, writes
+    the sections it wrote before and nothing more (the ledger rows of their benchmarks gain no peers)."""
+    import pytest_benchaudit.audit.whole as whole
+
+    if not (real_data / source).is_dir():
+        pytest.skip(f"real-data folder missing: {real_data / source}")
+    assert main(["import", kind, str(real_data / source), "--report-dir", str(tmp_path / "runs"),
+                 "--suites-dir", str(SUITES), "--data-dir", str(real_data)]) == 0
+
+    def never(*_a: Any, **_k: Any) -> None:
+        raise AssertionError("the cross-harness table was computed for single-layer runs")
+
+    monkeypatch.setattr(whole, "cross_harness", never)
+    capsys.readouterr()
+    assert main(["audit", str(tmp_path / "runs"), "--out", str(tmp_path / "aud"), "--suites-dir", str(SUITES),
+                 "--data-dir", str(real_data), "--resamples", "20"]) == 0
+    doc = json.loads((tmp_path / "aud" / "audit.json").read_text())
+    assert set(doc) == AUDIT_KEYS and doc["layers"] == {"from": ["released"], "toward": "standardized"}
+    assert doc["ledger"] and all("peers" not in row for row in doc["ledger"])
+    assert "Cross-harness" not in capsys.readouterr().out
+    assert 'id="harnesses"' not in (tmp_path / "aud" / "report.html").read_text()
+    # --pipelines is for a run made with pytest --pipelines: one clear error
+    assert main(["audit", str(tmp_path / "runs"), "--out", str(tmp_path / "x"), "--suites-dir", str(SUITES),
+                 "--pipelines", "released,inspect_evals"]) == 2
+    assert "only for a run made with pytest --pipelines" in capsys.readouterr().err
