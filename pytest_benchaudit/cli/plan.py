@@ -19,11 +19,14 @@ import itertools
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from pytest_benchaudit.cli._common import CliError, Subparsers, add_data_dir, add_suites_dir, suite_file
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.aggregate.power import Variances
 
 __all__ = ["HELP", "Plan", "add_parser", "run"]
 
@@ -179,8 +182,8 @@ def _scores_by_model(runs: list[Path], bench: str, task: str) -> tuple[dict[str,
     return found, next(iter(metrics), "")
 
 
-def _measured(scores: dict[str, dict[str, list[float]]], models: str | None) -> tuple[Any, list[str]]:
-    """The variances from the runs' scores, and the models they rest on."""
+def _measured(scores: dict[str, dict[str, list[float]]], models: str | None) -> tuple[Variances, list[str]]:
+    """The variances from the runs' scores, and the model (or the pair of models) they rest on."""
     from pytest_benchaudit.aggregate.power import one_model_variances, paired_variances
 
     names = list(scores)
@@ -193,11 +196,12 @@ def _measured(scores: dict[str, dict[str, list[float]]], models: str | None) -> 
     try:
         if len(names) == 1:
             return one_model_variances(scores[names[0]], names[0]), names
-        pairs = [paired_variances(scores[a], scores[b], f"{a} vs {b}") for a, b in itertools.combinations(names, 2)]
+        pairs = [(paired_variances(scores[a], scores[b], f"{a} vs {b}"), [a, b])
+                 for a, b in itertools.combinations(names, 2)]
     except ValueError as err:
         raise CliError(f"--from: {err}") from None
     # The pair whose difference varies most at K = 1: a plan that suffices for it suffices for the rest.
-    return max(pairs, key=lambda v: v.total(1)), names
+    return max(pairs, key=lambda pair: pair[0].total(1))
 
 
 def _parse_repeats(text: str) -> list[int]:
@@ -242,7 +246,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
             raise CliError(f"--pipeline: {err}") from None
     info = METRIC_INFO.get(metric)
     _check_numbers(args, bool(info and info.lower_is_better), metric)
-    variances: Variances
     if scores:
         variances, models = _measured(scores, args.models)
     elif info is not None and info.kind == "binary":

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import only_run_dir, real_data_dir, write_mcq_suite
+from conftest import only_run_dir, real_data_dir, write_mcq_suite, write_run_dir
 from scipy import stats
 
 from pytest_benchaudit.aggregate.power import Variances, paired_variances, questions_for
@@ -167,6 +167,40 @@ def test_a_run_asked_once_counts_everything_between_questions(pytester: pytest.P
     assert plan["variances"]["between"] == pytest.approx(float(np.var(d, ddof=1)), abs=1e-12)
     assert len({r["questions"] for r in plan["rows"]}) == 1  # repeats assumed to help nothing
     assert "cannot be told apart" in plan["variances"]["source"]
+
+
+def test_several_models_take_the_pair_whose_difference_varies_most(pytester: pytest.Pytester,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Three models in hand-made runs (b in a second run): the plan rests on the pair with the largest
+    Var(D) at K = 1, computed here; --models picks another pair."""
+    _suite(pytester.path)
+    qs = list(P_A)[:6]
+    answers = {"a": [[1, 1], [1, 0], [0, 0], [1, 1], [0, 1], [1, 1]],
+               "b": [[1, 1], [1, 1], [0, 0], [1, 0], [0, 0], [1, 1]],
+               "c": [[0, 0], [0, 1], [1, 1], [0, 0], [1, 1], [0, 0]]}
+
+    def records(model: str) -> list[dict[str, Any]]:
+        return [{"benchmark": "pw", "task": "mcq", "question_id": q, "question_index": i, "model": model,
+                 "repeat": k, "score": float(v), "correct": bool(v), "metric": "exact_match"}
+                for i, q in enumerate(qs) for k, v in enumerate(answers[model][i])]
+
+    one = write_run_dir(pytester.path / "runs", "one", records("a") + records("c"))
+    two = write_run_dir(pytester.path / "runs", "two", records("b"))
+
+    def total(x: str, y: str) -> float:
+        s_x, s_y = np.array(answers[x], float), np.array(answers[y], float)
+        within = np.mean(s_x.var(axis=1, ddof=1) + s_y.var(axis=1, ddof=1))
+        between = max(np.var(s_x.mean(axis=1) - s_y.mean(axis=1), ddof=1) - within / 2, 0.0)
+        return float(between + within)
+
+    widest = max([("a", "b"), ("a", "c"), ("b", "c")], key=lambda p: total(*p))
+    plan = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.3", "--from", str(one), str(two))
+    assert tuple(sorted(plan["models"])) == tuple(sorted(widest))
+    assert plan["variances"]["between"] + plan["variances"]["within"] == pytest.approx(total(*widest))
+    picked = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.3", "--from", str(one), str(two),
+                   "--models", "a,b")
+    assert picked["models"] == ["a", "b"]
+    assert picked["variances"]["between"] + picked["variances"]["within"] == pytest.approx(total("a", "b"))
 
 
 def test_bad_input_is_one_clear_error(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
