@@ -20,7 +20,7 @@ __all__ = ["RUN_READING_COMMANDS", "add_skip_bad_records", "locate_suites_dir", 
            "packaged_suites_dir"]
 
 # Commands that read records.jsonl of one or more run directories.
-RUN_READING_COMMANDS = ("show", "summarize", "rescore", "sweep", "compare", "export", "audit-gold",
+RUN_READING_COMMANDS = ("show", "summarize", "rescore", "sweep", "compare", "export", "audit-gold", "plan",
                         "judge-agreement")
 
 
