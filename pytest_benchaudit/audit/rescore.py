@@ -27,7 +27,7 @@ from pytest_benchaudit.pipeline.stages import (
     apply_overrides,
 )
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
-from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
+from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Extraction, Generation, Question, Score
 
 __all__ = [
     "UpstreamChange",
@@ -134,8 +134,14 @@ def record_generation(rec: Mapping[str, Any]) -> Generation:
         text=rec.get("raw_output") or "", reasoning=rec.get("reasoning"), finish_reason=rec.get("finish_reason"),
         error=rec.get("error"), usage=rec.get("usage") or {}, latency_s=rec.get("latency_s") or 0.0,
         attempts=rec.get("attempts") or 1, top_logprobs=tuple(top) if top else None,
-        served_model=rec.get("served_model"),
+        served_model=rec.get("served_model"), continuations=stored_continuations(rec),
     )
+
+
+def stored_continuations(rec: Mapping[str, Any]) -> tuple[ContinuationLogprobs, ...] | None:
+    """A log-likelihood record's continuations (``inference.request = "loglikelihood"``), or ``None``."""
+    stored = rec.get("continuations")
+    return None if stored is None else tuple(ContinuationLogprobs.model_validate(c) for c in stored)
 
 
 # Fields a re-scored record takes over from the stored one unchanged (what happened upstream).  The

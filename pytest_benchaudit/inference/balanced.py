@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.pipeline.types import Generation, Request
+from pytest_benchaudit.inference.loglikelihood import ask_loglikelihood
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
 from pytest_benchaudit.inference.openai_compat import (RATE_LIMIT_RETRIES, OpenAICompatBackend, _Fatal, _Retryable,
                                                        request_body)
@@ -112,6 +113,8 @@ class BalancedBackend:
         return best
 
     async def generate(self, request: Request) -> Generation:
+        if request.continuations:  # inference.request = "loglikelihood": each continuation balanced on its own
+            return await ask_loglikelihood(request, self.generate)
         start = time.perf_counter()
         try:
             path, body = self.endpoints[0].backend.payload(request)
@@ -128,7 +131,8 @@ class BalancedBackend:
             attempts += 1
             ep.in_flight += 1
             try:
-                gen = await ep.backend.attempt(path, content, retries + 1, start=start, attempts=attempts)
+                gen = await ep.backend.attempt(path, content, retries + 1, start=start, attempts=attempts,
+                                               echo=body.get("echo") is True)
                 ep.answered += 1
                 ep.down_until = 0.0
                 return gen

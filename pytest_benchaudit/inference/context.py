@@ -103,7 +103,10 @@ class ContextWatch:
         if isinstance(params, Mapping) and params.get("top_logprobs") is not None:
             self.logprobs_asked[model] += 1
             self.top_asked.setdefault(model, params["top_logprobs"])
-            if not record.get("top_logprobs"):
+            continuations = record.get("continuations")  # a log-likelihood request's echoed log-probabilities
+            read = isinstance(continuations, list) and bool(continuations) and all(
+                isinstance(c, Mapping) and c.get("missing") is None for c in continuations)
+            if not record.get("top_logprobs") and not read:
                 self.logprobs_missing[model] += 1
 
     def note_listed(self, model: str, ids: Iterable[str]) -> None:

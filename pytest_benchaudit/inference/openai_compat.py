@@ -59,6 +59,7 @@ from aiohttp import http_exceptions
 from pytest_benchaudit.common.secrets import redact, redactor, register_secret, register_url_secrets
 from pytest_benchaudit.pipeline.types import Generation, Request
 from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.inference.loglikelihood import ask_loglikelihood, echoed_tokens
 from pytest_benchaudit.inference.ratelimit import AdaptiveLimiter, rate_limit_wait
 
 __all__ = ["OpenAICompatBackend", "RETRYABLE_STATUS", "RATE_LIMIT_RETRIES"]
@@ -240,17 +241,20 @@ class OpenAICompatBackend:
         return path, body
 
     async def generate(self, request: Request) -> Generation:
+        if request.continuations:  # inference.request = "loglikelihood": one echoed completion per continuation
+            return await ask_loglikelihood(request, self.generate)
         start = time.perf_counter()
         try:
             path, body = self.payload(request)
         except ValueError as err:
             return Generation(error=redact(f"not sent: {err}"), attempts=0)
         content = request_body(body)
+        echo = body.get("echo") is True
         attempts = retries = throttles = 0
         while True:
             attempts += 1
             try:
-                return await self.attempt(path, content, retries + 1, start=start, attempts=attempts)
+                return await self.attempt(path, content, retries + 1, start=start, attempts=attempts, echo=echo)
             except _Fatal as err:
                 message = str(err)
             except _Retryable as err:
@@ -272,14 +276,15 @@ class OpenAICompatBackend:
             )
 
     async def attempt(self, path: str, content: bytes, retry: int = 1, *, start: float | None = None,
-                      attempts: int = 1) -> Generation:
+                      attempts: int = 1, echo: bool = False) -> Generation:
         """One HTTP attempt within the endpoint's adaptive limit (raises ``_Retryable`` / ``_Fatal``).
         The generation says ``attempts`` and its latency since ``start`` (``time.perf_counter()``;
-        by default since this attempt began)."""
+        by default since this attempt began); ``echo``: the body asked for the prompt echoed, whose
+        token log-probabilities are kept (``Generation.echoed``)."""
         start = time.perf_counter() if start is None else start
         sent_at = await self.limiter.acquire()
         try:
-            return await self._once(path, content, sent_at, retry, start, attempts)
+            return await self._once(path, content, sent_at, retry, start, attempts, echo)
         finally:
             self.limiter.release()
 
@@ -290,7 +295,7 @@ class OpenAICompatBackend:
         return random.uniform(0.5, 1.0) * min(_MAX_BACKOFF, self.spec.retry_base * 2 ** (attempt - 1))
 
     async def _once(self, path: str, content: bytes, sent_at: float, retry: int, start: float,
-                    attempts: int) -> Generation:
+                    attempts: int, echo: bool = False) -> Generation:
         try:
             response = await self._send("POST", path, content)
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as err:
@@ -316,7 +321,7 @@ class OpenAICompatBackend:
         self.limiter.success(response.headers)
         try:
             data = response.json()
-            fields = _parse_anthropic(data) if self.spec.api == "anthropic" else _parse(data)
+            fields = _parse_anthropic(data) if self.spec.api == "anthropic" else _parse(data, echo)
             _redact_fields(fields)
             # Built once, with what the caller knows (no copies of a frozen model per answer).
             return Generation(**fields, latency_s=time.perf_counter() - start, attempts=attempts)
@@ -354,8 +359,9 @@ def request_body(body: dict[str, Any]) -> bytes:
         return json.dumps(body).encode()
 
 
-def _parse(data: dict[str, Any]) -> dict[str, Any]:
-    """Read a chat or completion response body: the fields of its :class:`Generation`."""
+def _parse(data: dict[str, Any], echo: bool = False) -> dict[str, Any]:
+    """Read a chat or completion response body: the fields of its :class:`Generation` (with
+    ``echo``, a completion's token log-probabilities as ``echoed``, prompt tokens included)."""
     if not isinstance(data, dict) or not data.get("choices"):
         raise ValueError("no 'choices' in the response")
     choice = data["choices"][0]
@@ -368,9 +374,14 @@ def _parse(data: dict[str, Any]) -> dict[str, Any]:
         reasoning = None
     if not isinstance(text, str):
         raise TypeError("answer content is not a string")
-    return {"text": text, "reasoning": reasoning if isinstance(reasoning, str) else None,
-            "finish_reason": choice.get("finish_reason"), "usage": data.get("usage") or {},
-            "top_logprobs": _top_logprobs(choice.get("logprobs")), "served_model": data.get("model")}
+    fields = {"text": text, "reasoning": reasoning if isinstance(reasoning, str) else None,
+              "finish_reason": choice.get("finish_reason"), "usage": data.get("usage") or {},
+              "served_model": data.get("model")}
+    if echo and "message" not in choice:
+        fields["echoed"] = echoed_tokens(choice)  # every prompt token's: read by inference/loglikelihood.py
+    else:
+        fields["top_logprobs"] = _top_logprobs(choice.get("logprobs"))
+    return fields
 
 
 def _anthropic_payload(model: str | None, request: Request) -> tuple[str, dict[str, Any]]:

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pytest_benchaudit.pipeline.types import ContinuationLogprobs
+
 __all__ = ["RECORD_VERSION", "Record"]
 
 RECORD_VERSION = "benchaudit.record/1"
@@ -56,6 +58,9 @@ class Record(BaseModel):
     # offline: the option labels of the question and the first tokens' top log-probabilities.
     question_labels: list[str] = Field(default_factory=list)
     top_logprobs: list[dict[str, float]] | None = None
+    # inference.request = "loglikelihood": each continuation's echoed tokens and log-probabilities
+    # (what lm_eval_loglikelihood reads), None for a generated answer.
+    continuations: list[ContinuationLogprobs] | None = None
     usage: dict[str, Any] = Field(default_factory=dict)
     asks: int = 1
     earlier_outputs: list[str] = Field(default_factory=list, description="raw outputs of earlier asks "

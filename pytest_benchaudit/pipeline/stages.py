@@ -163,6 +163,10 @@ class InferenceStage(_Stage):
     # How many times each question is asked (K): repeat k is a generation of its own, sent with
     # seed ``decoding.seed + k`` where a seed is sent.  Upstream: it changes what is asked.
     repeats: int = 1
+    # What is asked: "generate" (the model writes an answer) or "loglikelihood" (lm-eval's
+    # multiple_choice: one completion per option with prompt = context + continuation " A".." D",
+    # ``echo`` on, the echoed continuation tokens' log-probabilities summed; completion mode only).
+    request: Literal["generate", "loglikelihood"] = "generate"
 
     @field_validator("repeats")
     @classmethod
@@ -236,7 +240,8 @@ class AggregationStage(_Stage):
 # Fields added after runs were recorded, left out of the hashes at these values (see
 # Pipeline.hashed_stages): (stage, field, default).
 _HASH_SILENT_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
-    ("inference", "repeats", 1), ("aggregation", "reducer", "mean"), ("aggregation", "pass_k", None))
+    ("inference", "repeats", 1), ("aggregation", "reducer", "mean"), ("aggregation", "pass_k", None),
+    ("inference", "request", "generate"))
 
 
 class Pipeline(BaseModel):
@@ -263,6 +268,9 @@ class Pipeline(BaseModel):
         if k is not None and k > repeats:
             raise ValueError(f"aggregation.pass_k = {k} needs at least {k} repeats, not inference.repeats = "
                              f"{repeats}; the nearest valid value is {repeats}")
+        if self.inference.request == "loglikelihood" and self.prompt.format.mode == "chat":
+            raise ValueError("inference.request = 'loglikelihood' sends completion prompts with echo; it needs "
+                             "prompt.format.mode = 'completion', not 'chat'")
         return self
 
     def stages(self) -> dict[str, Any]:
@@ -272,7 +280,7 @@ class Pipeline(BaseModel):
 
     def hashed_stages(self) -> dict[str, Any]:
         """:meth:`stages` as the hashes cover them: the repeat fields at their defaults (asked once,
-        ``mean``, no ``pass_k``) are left out, so a pipeline that asks once keeps the hash it had
+        ``mean``, no ``pass_k``) and ``inference.request`` at ``generate`` are left out, so a pipeline that asks once keeps the hash it had
         before these fields existed (its records, caches and ``--resume`` stay valid)."""
         stages = self.stages()
         for stage, name, default in _HASH_SILENT_DEFAULTS:

@@ -30,6 +30,9 @@ __all__ = [
     "ENDPOINT_DOWN_PREFIX",
     "HEDGED_PREFIX",
     "UnscorablePrediction",
+    "ContinuationLogprobs",
+    "EchoedTokens",
+    "NO_LOGPROBS_PREFIX",
 ]
 
 
@@ -87,14 +90,20 @@ class Request(_Frozen):
                         "part of the generation's identity, never sent")
     repeat: int = Field(default=0, ge=0, description="which of the K asks of inference.repeats this is "
                         "(0-based); part of the generation's identity, never sent")
+    # inference.request = "loglikelihood": the texts scored after ``prompt`` (lm-eval's " A".." D"),
+    # one completion request each with prompt = prompt + continuation (inference/loglikelihood.py).
+    continuations: tuple[str, ...] = ()
 
     @model_serializer(mode="wrap")
     def _repeat_zero_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``repeat`` 0 is left out of the dump: a request asked once keeps the identity, cache key
-        and stored form it had before repeats existed (caches, records and replays stay valid)."""
+        """``repeat`` 0 and no ``continuations`` are left out of the dump: a request asked once, for a
+        generation, keeps the identity, cache key and stored form it had before these fields existed
+        (caches, records and replays stay valid)."""
         data: dict[str, Any] = handler(self)
         if not self.repeat:
             data.pop("repeat", None)
+        if not self.continuations:
+            data.pop("continuations", None)
         return data
 
     @cached_property
@@ -109,6 +118,38 @@ class Request(_Frozen):
             return orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
         except TypeError:
             return "\x00json:" + json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+class EchoedTokens(_FrozenLater):
+    """The token log-probabilities of a completion sent with ``echo`` (prompt tokens included):
+    ``choices[0].logprobs`` as the legacy completions API returns it.  ``offsets`` are the
+    tokens' ``text_offset`` (characters into the echoed text); ``None`` log-probabilities are kept
+    (an API gives none for the first prompt token)."""
+
+    text: str = ""
+    tokens: tuple[str, ...] = ()
+    logprobs: tuple[float | None, ...] = ()
+    offsets: tuple[int, ...] = ()
+
+
+class ContinuationLogprobs(_FrozenLater):
+    """One continuation of a log-likelihood request and what the endpoint said about it.
+
+    ``tokens`` / ``logprobs``: the echoed tokens that lie in the continuation (``text_offset`` at or
+    past the length of the context, before the end of context + continuation: the generated token
+    is not one of them).  ``missing``: why they could not be read (no log-probabilities, the prompt
+    not echoed, no token inside the continuation), ``None`` when they were.
+    """
+
+    continuation: str
+    tokens: tuple[str, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    missing: str | None = None
+
+    @property
+    def loglikelihood(self) -> float:
+        """The continuation's log-likelihood: the sum of its tokens' log-probabilities (lm-eval's)."""
+        return float(sum(self.logprobs))
 
 
 class Generation(_FrozenLater):
@@ -131,6 +172,10 @@ class Generation(_FrozenLater):
     served_model: str | None = None
     # True when the generation cache answered (no request was sent this run).
     from_cache: bool = False
+    # A log-likelihood request's answer: one entry per continuation, in the request's order.
+    continuations: tuple[ContinuationLogprobs, ...] | None = None
+    # A completion sent with ``echo``: its token log-probabilities, read into ``continuations``.
+    echoed: EchoedTokens | None = None
 
 
 InvalidReason = Literal[
@@ -142,6 +187,7 @@ InvalidReason = Literal[
     "hedged",  # the answer names several options where one is asked for ("Answer: A or B")
     "judge_error",  # the judge failed (request error or an unreadable verdict)
     "endpoint_down",  # not asked: the model's endpoint was down or refused the key (circuit breaker)
+    "no_logprobs",  # a log-likelihood request came back without echoed log-probabilities to read
 ]
 
 # A Generation whose error starts with this was never sent (inference/breaker.py): extraction
@@ -151,6 +197,10 @@ ENDPOINT_DOWN_PREFIX = "endpoint_down: "
 # A rule that finds a hedge between options ("Answer: A or B") returns no prediction and a detail
 # starting with this: extraction records it as ``hedged``, not as ``unparseable``.
 HEDGED_PREFIX = "hedged: "
+
+# A rule that needs log-probabilities the endpoint did not return (a log-likelihood request answered
+# without ``logprobs`` or without ``echo``) returns no prediction and a detail starting with this.
+NO_LOGPROBS_PREFIX = "no_logprobs: "
 
 # Which pipeline stage an invalid response is charged to.
 INVALID_STAGE: dict[str, str] = {
@@ -162,6 +212,7 @@ INVALID_STAGE: dict[str, str] = {
     "hedged": "extraction",
     "judge_error": "extraction",
     "endpoint_down": "inference",
+    "no_logprobs": "inference",
 }
 
 

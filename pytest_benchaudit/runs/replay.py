@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError
 from pytest_benchaudit.runs.store import read_records, read_run_json
-from pytest_benchaudit.pipeline.types import Generation, Request
+from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Generation, Request
 
 __all__ = ["ReplayBackend", "ReplayError", "replay_model_label", "stored_questions", "upstream_mismatches"]
 
@@ -28,7 +28,7 @@ __all__ = ["ReplayBackend", "ReplayError", "replay_model_label", "stored_questio
 _PARAM_FIELDS = {
     "max_tokens": "inference.max_tokens", "stop": "inference.stop", "temperature": "inference.decoding.temperature",
     "top_p": "inference.decoding.top_p", "seed": "inference.decoding.seed",
-    "top_logprobs": "inference.decoding.top_logprobs",
+    "top_logprobs": "inference.decoding.top_logprobs", "echo": "inference.request",
 }
 _NEEDS_NEW = "this needs new generations"
 
@@ -133,6 +133,8 @@ class ReplayBackend:
                 finish_reason=rec.get("finish_reason"), error=rec.get("error"), usage=rec.get("usage") or {},
                 latency_s=0.0, attempts=rec.get("attempts") or 1, top_logprobs=tuple(top) if top else None,
                 served_model=rec.get("served_model"),
+                continuations=None if rec.get("continuations") is None else tuple(
+                    ContinuationLogprobs.model_validate(c) for c in rec["continuations"]),
             )
             self._params_by_prompt.setdefault(_prompt_key(request), []).append(request.get("params") or {})
 

@@ -15,7 +15,7 @@ from pytest_benchaudit.scoring import extract as _extract
 from pytest_benchaudit.scoring import metrics as _scoring
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
-from pytest_benchaudit.pipeline.types import INVALID_STAGE, Extraction, Generation, Question, Request, Score
+from pytest_benchaudit.pipeline.types import INVALID_STAGE, ContinuationLogprobs, Extraction, Generation, Question, Request, Score
 
 __all__ = ["evaluate", "failure_message"]
 
@@ -81,6 +81,7 @@ def evaluate(
         "question_meta": question.meta,
         "question_labels": list(question.choices),
         "top_logprobs": [dict(d) for d in generation.top_logprobs[:1]] if generation.top_logprobs else None,
+        "continuations": list(generation.continuations) if generation.continuations is not None else None,
         "usage": generation.usage,
         "asks": 1,
         "earlier_outputs": [],
@@ -137,7 +138,8 @@ def _as_validated(f: dict[str, Any]) -> bool:
             and (not extras or (_str_keys(extras) and set(map(type, extras.values())) <= _FLOAT_TYPE))
             and set(map(type, f["question_labels"])) <= _STR_TYPE
             and (logprobs is None or all(_str_keys(d) and set(map(type, d.values())) <= _FLOAT_TYPE
-                                         for d in logprobs)))
+                                         for d in logprobs))
+            and (f["continuations"] is None or all(type(c) is ContinuationLogprobs for c in f["continuations"])))
 
 
 _stamp: list[Any] = [None, ""]  # [whole second, its ISO text]

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from pytest_benchaudit.scoring.tasks import TASK_RULES
 from pytest_benchaudit.scoring.tasks.labels import read_label
-from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, HEDGED_PREFIX, Extraction, Generation, InvalidReason,
+from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, HEDGED_PREFIX, NO_LOGPROBS_PREFIX, Extraction, Generation, InvalidReason,
                                               Question)
 
 __all__ = ["RULES", "Rule", "rule_names", "strip_reasoning", "extract"]
@@ -361,7 +361,7 @@ def extract(rule: str, generation: Generation, question: Question, reasoning: st
 
     Returns a valid ``Extraction`` when the rule found an answer (an empty string from
     ``all_capital_letters`` counts as an answer), otherwise an invalid one whose reason is,
-    in order: ``hedged`` (the rule read a final answer naming several options), ``inference_error`` (request failed; ``endpoint_down`` when it was never sent), ``empty`` / ``truncated`` (no text;
+    in order: ``no_logprobs`` (a log-likelihood rule found no log-probabilities to read), ``hedged`` (the rule read a final answer naming several options), ``inference_error`` (request failed; ``endpoint_down`` when it was never sent), ``empty`` / ``truncated`` (no text;
     truncated when the token budget ran out), ``unclosed_reasoning``, ``truncated``,
     ``empty`` (nothing left after reasoning was removed), ``unparseable``.
     Raises KeyError for an unknown rule and ValueError for a bad ``reasoning`` mode.
@@ -383,6 +383,9 @@ def extract(rule: str, generation: Generation, question: Question, reasoning: st
     prediction, detail = RULES[rule](answer_text, question, generation)
     if prediction is not None:
         return Extraction(prediction=prediction, answer_text=answer_text, detail=detail)
+    if detail.startswith(NO_LOGPROBS_PREFIX):
+        # A log-likelihood read without the log-probabilities it reads: the endpoint's failure, not the rule's.
+        return Extraction(invalid_reason="no_logprobs", answer_text=answer_text, detail=detail[len(NO_LOGPROBS_PREFIX):])
     if detail.startswith(HEDGED_PREFIX):
         # The rule read a final answer that names several options: it is there, and it is no answer.
         return Extraction(invalid_reason="hedged", answer_text=answer_text, detail=detail[len(HEDGED_PREFIX):])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["chat_logprobs", "completion_logprobs", "count_words", "error_body", "prompt_words"]
+__all__ = ["chat_logprobs", "completion_logprobs", "count_words", "echo_pieces", "echoed_logprobs", "error_body",
+           "prompt_words"]
 
 from pytest_benchaudit.testing.scripts import (
     text_of,
@@ -94,3 +96,35 @@ def completion_logprobs(body: Mapping[str, Any], top: Mapping[str, float]) -> di
         "top_logprobs": [dict(_ranked(top, n))],
         "text_offset": [0],
     }
+
+
+_PIECE = re.compile(r"\s*\S+|\s+")
+
+
+def echo_pieces(text: str) -> list[str]:
+    """The scripted server's tokens of an echoed prompt: whitespace joined to the word after it
+    (``"Answer: A"`` is ``"Answer:"``, ``" A"``), every character in one token."""
+    return _PIECE.findall(text)
+
+
+def echoed_logprobs(body: Mapping[str, Any], prompt: str, content: str, last_logprob: float) -> dict[str, Any] | None:
+    """A completion's ``logprobs`` with the prompt echoed (``"echo": true``): the prompt's tokens then
+    ``content`` as one generated token, their ``text_offset`` into ``prompt + content``; the first
+    token's log-probability is null (as OpenAI's), the last prompt token's ``last_logprob``, every
+    other -1.0 (the generated one -0.5).  ``None`` when the body asked for no log-probabilities."""
+    if _requested_n(body.get("logprobs")) is None:
+        return None
+    tokens: list[str] = [*echo_pieces(prompt), *([content] if content else [])]
+    n_prompt = len(tokens) - (1 if content else 0)
+    values: list[float | None] = [-1.0 for _ in range(n_prompt)]
+    values += [-0.5] if content else []
+    if n_prompt:
+        values[n_prompt - 1] = last_logprob
+        values[0] = None if n_prompt > 1 else values[0]
+    offsets: list[int] = []
+    at = 0
+    for token in tokens:
+        offsets.append(at)
+        at += len(token)
+    return {"tokens": tokens, "token_logprobs": values, "text_offset": offsets,
+            "top_logprobs": [None if v is None else {t: v} for t, v in zip(tokens, values)]}

@@ -70,6 +70,7 @@ from pytest_benchaudit.testing.responses import (
     chat_logprobs,
     completion_logprobs,
     count_words,
+    echoed_logprobs,
     error_body,
     prompt_words,
 )
@@ -80,6 +81,7 @@ from pytest_benchaudit.testing.scripts import (
     by_marker,
     default_script,
     sequence,
+    text_of,
 )
 
 __all__ = ["Call", "Reply", "Script", "ScriptedServer", "by_marker", "main", "sequence", "serve_until_signal"]
@@ -448,6 +450,10 @@ class ScriptedServer:
                 message["reasoning_content"] = reply.reasoning_content
             choice["message"] = message
             logprobs = chat_logprobs(body, reply.top_logprobs or {})
+        elif body.get("echo") is True and not reply.ignore_echo:  # the prompt comes back before the answer
+            prompt = text_of(body.get("prompt"))
+            choice["text"] = prompt + (reply.content or "")
+            logprobs = echoed_logprobs(body, prompt, reply.content or "", reply.continuation_logprob)
         else:
             choice["text"] = reply.content
             logprobs = completion_logprobs(body, reply.top_logprobs or {})

@@ -36,6 +36,11 @@ class Reply:
                            one with the highest logprob (greedy).  Sent only when the request asked
                            for log-probabilities (chat: ``"logprobs": true`` + ``"top_logprobs": N``;
                            completions: ``"logprobs": N``), truncated to the N best.
+    ``continuation_logprob`` a completion asked with ``"echo": true`` and ``"logprobs": N``: the prompt
+                           comes back before ``content`` with its tokens' log-probabilities (see
+                           :func:`~.responses.echoed_logprobs`), the last prompt token's being this
+                           (the continuation " A" of a log-likelihood request), every other -1.0.
+    ``ignore_echo``        answer an ``echo`` request as a server that does not echo (content only).
     ``usage``              the ``usage`` object; ``None``: whitespace word counts of prompt and content.
     ``model``              the completion's ``model`` field; ``None``: the server's ``model_id`` (what
                            ``/v1/models`` lists), so a reply can name another model than the one listed.
@@ -56,6 +61,8 @@ class Reply:
     content_type: str = "application/json"
     drop_connection: bool = False
     top_logprobs: dict[str, float] | None = None
+    continuation_logprob: float = -1.0
+    ignore_echo: bool = False
     usage: dict[str, Any] | None = None
     model: str | None = None
     cut_body_after: int | None = None

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.pipeline.record import Record
 from pytest_benchaudit.pipeline.stages import Pipeline
-from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, INVALID_STAGE, Extraction, Generation, Message,
+from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, INVALID_STAGE, ContinuationLogprobs, Extraction, Generation, Message,
                                               Question, Request, Score)
 from pytest_benchaudit.runs.store import _record_line
 from pytest_benchaudit.scoring import evaluate as evaluate_module
@@ -47,6 +47,7 @@ def reference(question: Question, pipeline: Pipeline, request: Request | Mapping
         gold=question.gold, score=score.value, correct=score.correct, score_extras=score.extras,
         metric=pipeline.scoring.metric, question_meta=question.meta, question_labels=list(question.choices),
         top_logprobs=[dict(d) for d in generation.top_logprobs[:1]] if generation.top_logprobs else None,
+        continuations=list(generation.continuations) if generation.continuations is not None else None,
         usage=generation.usage, latency_s=round(generation.latency_s, 4), attempts=generation.attempts,
         served_model=generation.served_model, from_cache=generation.from_cache,
         timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **dict(extra or {}),
@@ -94,6 +95,12 @@ CASES: dict[str, dict[str, Any]] = {
                                question=QUESTION.model_copy(update={"index": True, "choices": {"A": "x"}})),
     "invalid_meta_key": dict(generation=Generation(text="Answer: B"),
                              question=QUESTION.model_copy(update={"meta": {1: "an int key"}})),
+    # inference.request = "loglikelihood": the continuations' echoed log-probabilities are stored as read.
+    "loglikelihood": dict(generation=Generation(continuations=(
+        ContinuationLogprobs(continuation=" A", tokens=(" A",), logprobs=(-2.0,)),
+        ContinuationLogprobs(continuation=" B", tokens=(" B",), logprobs=(-0.5,)),
+        ContinuationLogprobs(continuation=" C", missing="a continuation token's log-probability is null"),
+        ContinuationLogprobs(continuation=" D", tokens=(" D",), logprobs=(-3.0,))))),
     "coerced_latency": dict(generation=Generation.model_construct(text="Answer: B", latency_s=2, attempts=1,
                                                                   usage={}, top_logprobs=None)),
 }

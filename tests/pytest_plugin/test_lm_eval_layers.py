@@ -1,0 +1,189 @@
+"""The lm_eval layers of MMLU computer security against what lm-eval 0.4.13 sent and scored.
+
+The fixtures (tests/fixtures/peers/lm_eval-0.4.13/, see its README) hold, for all 100 test
+questions, every field of every request lm-eval sent but the prompt (kept as sha256 + length),
+the scripted answers its logging endpoint gave, and lm-eval's own per-question score and accuracy
+on them.  These tests run ``pytest suites/mmlu_cs --pipeline LAYER`` through pytester against the
+scripted server answering the same way, and compare request by request and score by score.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+
+from conftest import REPO, SUITES, only_run_dir, read_run
+
+FIXTURES = REPO / "tests" / "fixtures" / "peers" / "lm_eval-0.4.13"
+MODEL = "benchaudit-logging-endpoint"  # the model name the capture ran under: the bodies' "model"
+
+
+def _fixture(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _prompt(call: Call) -> str:
+    return str(call.body.get("prompt"))
+
+
+def loglikelihood_script(capture: dict[str, Any]) -> Callable[[Call], Reply]:
+    """The capture endpoint's answers: each prompt's scripted continuation log-probability (a prompt
+    lm-eval never sent gets an error, so a differing prompt cannot score by chance)."""
+    by_hash = {r["prompt_sha256"]: r["scripted_logprob"] for r in capture["requests"]}
+
+    def script(call: Call) -> Reply:
+        value = by_hash.get(_sha(_prompt(call)))
+        if value is None:
+            return Reply(status=400, error_message="a prompt lm-eval did not send")
+        return Reply(content="\n", continuation_logprob=value)
+
+    return script
+
+
+def generative_script(capture: dict[str, Any]) -> Callable[[Call], Reply]:
+    by_hash = {r["prompt_sha256"]: r["scripted_answer"] for r in capture["requests"]}
+
+    def script(call: Call) -> Reply:
+        answer = by_hash.get(_sha(_prompt(call)))
+        return Reply(status=400, error_message="a prompt lm-eval did not send") if answer is None else Reply(
+            content=answer)
+
+    return script
+
+
+def _run(pytester: pytest.Pytester, real_data: Path, layer: str, script: Callable[[Call], Reply],
+         *extra: str, server: ScriptedServer | None = None) -> tuple[dict[str, Any], list[Call], pytest.RunResult]:
+    """``pytest suites/mmlu_cs --pipeline LAYER`` against a scripted server (``server``, else a new
+    one answering with ``script``): the run directory, the completion calls it got, pytest's result."""
+    own = server is None
+    server = ScriptedServer(script, model_id=MODEL).start() if server is None else server
+    before = len(server.calls)
+    try:
+        result = pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(real_data), "--pipeline", layer,
+                                    "--model", f"{MODEL}@{server.url}", "--report-dir", "out", *extra)
+        calls = [c for c in server.calls[before:] if c.path == "/v1/completions"]
+    finally:
+        if own:
+            server.stop()
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-3000:]
+    return read_run(only_run_dir(pytester.path / "out")), calls, result
+
+
+@pytest.mark.parametrize(("layer", "fixture"), [("lm_eval", "loglikelihood_0shot"),
+                                                ("lm_eval_5shot", "loglikelihood_5shot")])
+def test_loglikelihood_requests_and_scores_are_lm_evals(pytester: pytest.Pytester, real_data: Path, layer: str,
+                                                        fixture: str) -> None:
+    capture = _fixture(fixture)
+    out, calls, _ = _run(pytester, real_data, layer, loglikelihood_script(capture))
+    # Four requests per question, each body lm-eval's field by field, the prompt by hash and length.
+    assert len(calls) == len(capture["requests"]) == 400
+    expected = {(r["prompt_sha256"], r["prompt_length"]): r for r in capture["requests"]}
+    for call in calls:
+        prompt = _prompt(call)
+        want = expected.pop((_sha(prompt), len(prompt)))
+        sent = {k: v for k, v in call.body.items() if k != "prompt"}
+        assert sent == want["fields"], (want["doc_id"], want["continuation"])
+        assert isinstance(call.body["prompt"], str) and want["prompt_type"] == "str"
+    assert not expected  # every captured request was sent, none twice
+    # Each record is its question's four continuations (the doc_id lm-eval gave is the row index).
+    records = out["records"]
+    assert len(records) == 100
+    by_doc = {}
+    for r in capture["requests"]:
+        by_doc.setdefault(r["doc_id"], []).append(r)
+    for rec in records:
+        wanted = sorted(by_doc[rec["question_index"]], key=lambda r: r["continuation"])
+        assert rec["request"]["continuations"] == [" A", " B", " C", " D"] == [r["continuation"] for r in wanted]
+        assert [_sha(rec["request"]["prompt"] + c) for c in rec["request"]["continuations"]] == [
+            r["prompt_sha256"] for r in wanted]
+        assert [c["logprobs"] for c in rec["continuations"]] == [[r["scripted_logprob"]] for r in wanted]
+        assert rec["score"] == capture["per_question"][str(rec["question_index"])]["acc"], rec["question_id"]
+        assert rec["valid"] and "text_offset" in rec["extraction_detail"]
+    # lm-eval's own accuracy on the same answers (ties included: every sixth question has four equal ones).
+    (result,) = out["summary"]["results"]
+    assert result["pipeline"] == layer and result["n"] == 100
+    assert result["score"] == pytest.approx(capture["lm_eval_score"]["acc"])
+    ties = [r for r in records if len({c["logprobs"][0] for c in r["continuations"]}) == 1]
+    assert ties and all(r["prediction"] == "A" for r in ties)  # np.argmax: the first of equal ones
+
+
+def test_generative_requests_and_scores_are_lm_evals(pytester: pytest.Pytester, real_data: Path) -> None:
+    capture = _fixture("generative")
+    out, calls, _ = _run(pytester, real_data, "lm_eval_generative", generative_script(capture))
+    assert len(calls) == len(capture["requests"]) == 100
+    expected = {(r["prompt_sha256"], r["prompt_length"]): r for r in capture["requests"]}
+    for call in calls:
+        prompt = _prompt(call)
+        want = expected.pop((_sha(prompt), len(prompt)))
+        assert {k: v for k, v in call.body.items() if k != "prompt"} == want["fields"], want["doc_id"]
+    assert not expected
+    for rec in out["records"]:
+        lm_eval = capture["per_question"][str(rec["question_index"])]
+        assert rec["score"] == lm_eval["exact_match"], (rec["question_id"], rec["raw_output"], rec["extraction_detail"])
+        (filtered,) = lm_eval["filtered_resps"]
+        if filtered:
+            assert f"filtered {filtered!r}" in rec["extraction_detail"]
+    (result,) = out["summary"]["results"]
+    assert result["score"] == pytest.approx(capture["lm_eval_score"]["exact_match"])
+    # 'Answer: A' is a valid answer lm-eval scores 0 (normalised 'answer a' is no option letter).
+    answered = [r for r in out["records"] if r["raw_output"] == "Answer: A"]
+    assert answered and all(r["valid"] and r["score"] == 0.0 for r in answered)
+
+
+@pytest.mark.parametrize(("reply", "says"), [
+    (Reply(content="\n", ignore_echo=True), "the answer has no token log-probabilities"),
+    (Reply(content=" A", ignore_echo=True, top_logprobs={" A": -0.1}), "the prompt was not echoed"),
+])
+def test_an_endpoint_without_echoed_logprobs_is_no_logprobs(pytester: pytest.Pytester, real_data: Path,
+                                                             reply: Reply, says: str) -> None:
+    out, calls, result = _run(pytester, real_data, "lm_eval", lambda call: reply, "--limit", "3")
+    assert len(calls) == 12
+    for rec in out["records"]:
+        assert not rec["valid"] and rec["invalid_reason"] == "no_logprobs" and rec["invalid_stage"] == "inference"
+        assert says in rec["extraction_detail"] and "' A'" in rec["extraction_detail"]
+    assert "no_logprobs" in result.stdout.str()
+
+
+def test_rescore_reads_the_stored_loglikelihoods_offline(pytester: pytest.Pytester, real_data: Path) -> None:
+    capture = _fixture("loglikelihood_0shot")
+    out, _, _ = _run(pytester, real_data, "lm_eval", loglikelihood_script(capture))
+    run_dir = only_run_dir(pytester.path / "out")
+    # No server: the records hold every continuation's log-probabilities.
+    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "rescore", str(run_dir), "--report-dir",
+                           str(pytester.path / "rescored"), "--suites-dir", str(SUITES), "--data-dir", str(real_data)],
+                          capture_output=True, text=True, cwd=pytester.path)
+    assert done.returncode == 0, done.stderr
+    again = read_run(only_run_dir(pytester.path / "rescored"))
+    (first,), (second,) = out["summary"]["results"], again["summary"]["results"]
+    assert second["score"] == first["score"] == pytest.approx(capture["lm_eval_score"]["acc"])
+    assert [r["prediction"] for r in again["records"]] == [r["prediction"] for r in out["records"]]
+
+
+def test_cache_and_repeats_ask_a_question_as_its_four_requests(pytester: pytest.Pytester, real_data: Path) -> None:
+    capture = _fixture("loglikelihood_0shot")
+    with ScriptedServer(loglikelihood_script(capture), model_id=MODEL) as server:
+        first, calls, _ = _run(pytester, real_data, "lm_eval", server.script, "--limit", "2", "--repeats", "2",
+                               server=server)
+        seeds = sorted(c.body["seed"] for c in calls)
+        assert seeds == [1234] * 8 + [1235] * 8  # repeat k sends seed 1234 + k, each of the four continuations
+        assert len(first["records"]) == 4 and not any(r["from_cache"] for r in first["records"])
+        # A second run is answered by the generation cache: nothing sent, the same predictions.
+        (pytester.path / "out").rename(pytester.path / "out-1")
+        out, again, _ = _run(pytester, real_data, "lm_eval", server.script, "--limit", "2", "--repeats", "2",
+                             server=server)
+    assert again == [] and all(r["from_cache"] for r in out["records"])
+    key = lambda r: (r["question_id"], r["repeat"])  # noqa: E731
+    assert sorted((key(r), r["prediction"], r["continuations"]) for r in out["records"]) == sorted(
+        (key(r), r["prediction"], r["continuations"]) for r in first["records"])
