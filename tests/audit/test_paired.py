@@ -292,3 +292,32 @@ def test_the_text_lists_at_most_fifteen_significant_pairs(tmp_path: Path, capsys
     assert sum(1 for line in block.splitlines() if line.startswith("toy.mcq")) == MAX_PAIRS_SHOWN == 15
     assert "(6 more significant pairs in compare.json 'paired')" in block
     assert "≈" not in text.split("Paired differences", 1)[0]
+
+
+def test_each_set_of_a_two_set_compare_has_its_own_rows(tmp_path: Path) -> None:
+    """--against: set a's rows at the top level and under by_set.a, set b's under by_set.b (its own answers)."""
+    a1, b1 = _run(tmp_path, "a1", "a", BIN_A), _run(tmp_path, "b1", "b", BIN_B)
+    a2, b2 = _run(tmp_path, "a2", "a", BIN_B), _run(tmp_path, "b2", "b", BIN_B)
+    out = tmp_path / "cmp"
+    assert main(["compare", str(a1), str(b1), "--against", str(a2), str(b2), "--out", str(out), "--resamples", "100",
+                 "--permutations", "20"]) == 0
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["paired"] == doc["by_set"]["a"]["paired"] and doc["paired"][0]["diff"] == pytest.approx(7 / 20)
+    (row_b,) = doc["by_set"]["b"]["paired"]
+    assert row_b["diff"] == 0.0 and row_b["p_value"] == 1.0 and row_b["favours"] is None  # the same answers
+    assert doc["by_set"]["b"]["rank_ties"][0]["p_holm"] == 1.0
+
+
+def test_the_reducer_of_the_card_makes_the_per_question_score(tmp_path: Path) -> None:
+    """aggregation.reducer = any (pass@k over 3 repeats): a question right once counts 1, so 0/1 scores and McNemar."""
+    a = {f"q{i}": v for i, v in enumerate([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]] * 3)}
+    b = {f"q{i}": v for i, v in enumerate([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]] * 3)}
+    (row,) = _compare(tmp_path, _run(tmp_path, "ra", "a", a, **{"aggregation.reducer": "any"}),
+                      _run(tmp_path, "rb", "b", b, **{"aggregation.reducer": "any"}))["paired"]
+    assert row["test"] == "mcnemar_exact" and row["discordant"] == [6, 0]
+    assert row["diff"] == pytest.approx(6 / 12)
+    assert row["p_value"] == pytest.approx(st.binomtest(6, 6, 0.5).pvalue)
+    # The same records under the default mean reducer: fractional scores, the paired t test.
+    (mean_row,) = _compare(tmp_path / "m", _run(tmp_path / "m", "ra", "a", a), _run(tmp_path / "m", "rb", "b", b))["paired"]
+    assert mean_row["test"] == "paired_t" and mean_row["diff"] == pytest.approx(np.mean(
+        [np.mean(v) - np.mean(w) for v, w in zip(a.values(), b.values())]))

@@ -82,7 +82,7 @@ def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, 
                       "exact McNemar on 0/1 scores, else paired t; p_holm: Holm over the task's pairs; "
                       "significant = p_holm < 0.05 (docs/statistics.md)",
             "rank_ties": "models next to each other in a task's ranking whose paired difference is not "
-                         "significant (p_holm >= 0.05)",
+                         "significant (p_holm >= 0.05, or untestable: fewer than two common questions)",
             "mde80": "per task: (z_0.975 + z_0.80) * RMS of its pairs' SD(d) / sqrt(fewest common questions)",
         },
         "scores": an_a["scores"], "ranks": an_a["ranks"], "tau_b": an_a["tau_b"],
