@@ -17,13 +17,17 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
   -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF
 
 # The demo asks the embedded model the first DEMO_N CyberMetric-80 questions under the benchmark's
-# released pipeline and the project's standardized one in ONE run (--pipelines: each question once per
-# layer), then `benchaudit audit` turns that run into the whole audit (the move between the layers split
-# into its downstream and upstream parts, both layers compared, diagnose, one HTML report, audit.json,
-# an Every Eval Ever export) and report/demo.py explains it. Answers are capped at DEMO_TOKENS tokens:
-# SmolLM2 rambles (the released code sends no budget; uncapped, its re-asks made the demo take 9 minutes).
+# released pipeline, the project's standardized one and inspect_evals' (what Inspect would have scored)
+# in ONE run (--pipelines: each question once per layer), then `benchaudit audit --pipelines` turns that
+# run into the whole audit (the move from released to standardized split into its downstream and upstream
+# parts, the cross-harness table of all three layers, diagnose, one HTML report, audit.json, an Every Eval
+# Ever export) and report/demo.py explains it. Answers are capped at DEMO_TOKENS tokens: SmolLM2 rambles
+# (the released code sends no budget; uncapped, its re-asks made the demo take 9 minutes). The third layer
+# adds about 10 s to the ~3 minutes of the run (it asks once; released re-asks). DEMO_LAYERS=released,standardized
+# runs the two-layer demo.
 DEMO_N      ?= 12
 DEMO_TOKENS ?= 64
+DEMO_LAYERS ?= released,standardized,inspect_evals
 DEMO_PYTEST := $(BIN)/pytest suites/cybermetric -k cm80 --limit $(DEMO_N) -p no:cacheprovider -q --no-header \
                --show-answers 3 --set inference.max_tokens=$(DEMO_TOKENS)
 newest       = $$(ls -td $(1)/*/ | head -1 | sed 's:/$$::')
@@ -56,12 +60,13 @@ install-browser:
 
 demo: install-local
 	@echo "== 1/2  CyberMetric-80, first $(DEMO_N) questions, embedded SmolLM2-135M, in one run under the benchmark's"
-	@echo "        RELEASED pipeline and the project's STANDARDIZED one (pytest --pipelines released,standardized)"
-	@echo "        (answers capped at $(DEMO_TOKENS) tokens in both layers; the released pipeline re-asks up to 5 times)"
-	@$(DEMO_PYTEST) --pipelines released,standardized --report-dir reports/demo; rc=$$?; [ $$rc -le 1 ]
-	@echo "== 2/2  the whole audit of that run (benchaudit audit; its full output: reports/demo-audit.log)"
+	@echo "        RELEASED pipeline, the project's STANDARDIZED one and INSPECT_EVALS' (pytest --pipelines $(DEMO_LAYERS))"
+	@echo "        (answers capped at $(DEMO_TOKENS) tokens in every layer; the released pipeline re-asks up to 5 times)"
+	@$(DEMO_PYTEST) --pipelines $(DEMO_LAYERS) --report-dir reports/demo; rc=$$?; [ $$rc -le 1 ]
+	@echo "== 2/2  the whole audit of that run (benchaudit audit --pipelines; its full output: reports/demo-audit.log)"
 	@run=$(call newest,reports/demo); rm -rf reports/demo-audit; \
-	  $(BIN)/benchaudit audit $$run --out reports/demo-audit --resamples 500 >reports/demo-audit.log 2>&1 \
+	  $(BIN)/benchaudit audit $$run --out reports/demo-audit --resamples 500 --pipelines $(DEMO_LAYERS) \
+	    >reports/demo-audit.log 2>&1 \
 	    && audit=reports/demo-audit || { audit=; tail -3 reports/demo-audit.log; }; \
 	  $(BIN)/python -m pytest_benchaudit.report.demo $$run $${audit:+--audit $$audit}
 

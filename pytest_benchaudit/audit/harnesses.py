@@ -28,6 +28,7 @@ this module takes those results and cards and returns rows.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -247,7 +248,7 @@ def _fields_text(diffs: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(str(d["field"]) for d in diffs) or "none"
 
 
-def render_harnesses(rows: Sequence[Mapping[str, Any]]) -> str:
+def render_harnesses(rows: Sequence[Mapping[str, Any]], width: int = 120) -> str:
     """The table for the terminal: score over all questions / over the valid ones, the move in points
     (error metrics in their own unit) and its parts; then, per task x layer, the fields that explain each
     part (their values and ``why`` are in audit.json and the HTML report)."""
@@ -272,10 +273,10 @@ def render_harnesses(rows: Sequence[Mapping[str, Any]]) -> str:
         table.append([r["task"], r["model"], r["layer"] + (" (base)" if r["is_base"] else ""), score, both, total,
                       down, up])
     lines = [f"Cross-harness table: each layer against {rows[0]['base_layer']} (the base, the benchmark's own "
-             "reading). Score under the layer's",
-             "denominator (over all questions or the valid ones); both beside it.",
-             "Move in points (error metrics in their unit) = downstream (the base's outputs re-scored under the layer's",
-             "reading) + upstream (the layer's own generations); n/d: not defined (another kind of request).",
+             "reading). Score under the",
+             "layer's denominator (over all questions or the valid ones); both beside it. Move in points (error",
+             "metrics in their unit) = downstream (the base's outputs re-scored under the layer's reading) +",
+             "upstream (the layer's own generations); n/d: not defined (another kind of request).",
              tabulate(table, headers=["task", "model", "layer", "score (over)", "all / valid (valid/n)", "move",
                                       "downstream", "upstream"], tablefmt="simple", disable_numparse=True)]
     seen: set[tuple[str, str]] = set()
@@ -294,4 +295,12 @@ def render_harnesses(rows: Sequence[Mapping[str, Any]]) -> str:
                      f"upstream fields {_fields_text(r['upstream_fields'])}")
         if r["downstream_note"].startswith("not defined"):
             lines.append(f"    downstream {r['downstream_note']}")
-    return "\n".join(lines)
+    return "\n".join(_wrap(line, width) for line in lines)
+
+
+def _wrap(line: str, width: int) -> str:
+    """A note line folded to ``width`` columns, its continuation indented (table lines are left alone)."""
+    if len(line) <= width or not line.startswith("  "):
+        return line
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    return textwrap.fill(line, width=width, subsequent_indent=indent, break_on_hyphens=False)

@@ -14,7 +14,10 @@ two run directories (their ``summary.json``) and prints, in plain words:
 ``--pipelines released,standardized`` (what ``make demo`` makes now) and, with the directory
 ``benchaudit audit RUN --out DIR`` wrote, explains the audit: the move from one layer to the other
 split into its downstream part (re-scored) and its upstream part (the standardized layer's own
-generations), the fields that move the released score, and where audit.json and the report are.
+generations), the fields that move the released score, and where audit.json and the report are.  A run
+of three or more layers (``make demo`` adds ``inspect_evals``: what Inspect would have scored), audited
+with ``--pipelines``, also gets its cross-harness table explained: every layer against the benchmark's
+own reading, each move split into reading (downstream) and asking (upstream).
 
 No model and no pytest: it only reads files.
 """
@@ -91,25 +94,34 @@ def explain(released: Path, standardized: Path, html: str | None = None) -> str:
     return "\n".join(lines)
 
 
+_COUNT = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
 def explain_layers(run: Path, audit: Path | None = None) -> str:
     """The closing explanation of ``make demo``: one ``--pipelines`` run and its audit (each line under 120 columns)."""
     results, cards = _load(run)
     meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
-    base_layer, target_layer = (meta.get("pipelines") or ["released", "standardized"])[:2]
+    layers = meta.get("pipelines") or ["released", "standardized"]
+    base_layer, target_layer = layers[:2]
     rel = _base(results)
-    std = next(r for r in results if r.get("variant") == target_layer and r["model"] == rel["model"])
-    diff = 100 * ((std["score"] or 0) - (rel["score"] or 0))
+    own = {x: next((r for r in results if r.get("variant") == x and r["model"] == rel["model"]
+                    and r["task"] == rel["task"]), None) for x in layers[1:]}
+    std = own[target_layer]
+    if std is None:
+        raise ValueError(f"no {target_layer!r} result for {rel['model']} on {rel['benchmark']}.{rel['task']}")
+    shown = [(x, r) for x, r in own.items() if r is not None]
     lines = [
         f"Same {rel['n']} questions ({rel['benchmark']}.{rel['task']}), same model ({rel['model']}), one run, "
-        f"two pipelines:",
+        f"{_COUNT.get(1 + len(shown), str(1 + len(shown)))} pipelines:",
         *_pipeline_lines(base_layer, rel),
-        *_pipeline_lines(target_layer, std),
-        f"  difference   : {diff:+.1f} percentage points ({target_layer} - {base_layer}), from pipeline choices alone.",
+        *[line for x, r in shown for line in _pipeline_lines(x, r)],
+        *[f"  difference   : {100 * ((r['score'] or 0) - (rel['score'] or 0)):+.1f} percentage points ({x} - "
+          f"{base_layer}), from pipeline choices alone." for x, r in shown],
         "",
         "Why: each pipeline asks, reads and counts answers its own way. Here the released one asks with the",
         "benchmark's own prompt, reads the answer with its regex over the whole output (reasoning kept) and",
         "re-asks while none can be read; the standardized one asks its own prompt once, reads an explicit final",
-        "answer and strips reasoning. The run's pipeline cards (run.json) list every field of both layers.",
+        "answer and strips reasoning. The run's pipeline cards (run.json) list every field of every layer.",
     ]
     doc: dict[str, Any] = {}
     if audit is not None and (audit / "audit.json").is_file():
@@ -126,6 +138,20 @@ def explain_layers(run: Path, audit: Path | None = None) -> str:
                   _cut(f"  upstream   = the {target_layer} answers themselves, new generations ("
                        + (", ".join(r["upstream_fields"][:4]) + (", …" if len(r["upstream_fields"]) > 4 else "")
                           if r["upstream_fields"] else "no upstream field differs") + ": together).", WIDTH)]
+    harness = [r for r in doc.get("harnesses") or [] if r["model"] == rel["model"]]
+    if harness:
+        from pytest_benchaudit.audit.harnesses import render_harnesses
+
+        peers = [x for x in doc["layers"].get("harnesses", [])[1:] if x != target_layer]
+        lines += ["", f"Every layer against {base_layer}, the benchmark's own reading (benchaudit audit --pipelines, "
+                      "the cross-harness table):",
+                  render_harnesses(harness, WIDTH),
+                  "  move       = the layer's score minus the benchmark's own; it splits in two parts that add up:",
+                  f"  downstream = the {base_layer} answers read and counted as the layer reads them (its extraction, "
+                  "scoring, denominator);",
+                  "  upstream   = what the layer's own questions did (its prompt, budget, re-asks: new generations).",
+                  *([_cut(f"  {', '.join(peers)}: a general harness's own pipeline for this benchmark "
+                          "(docs/harnesses.md): the score its users would read.", WIDTH)] if peers else [])]
     moved = [r for r in doc.get("attribution") or [] if r.get("moved_by") not in (None, "none")
              and r["model"] == rel["model"]]
     if moved:
@@ -144,6 +170,9 @@ def explain_layers(run: Path, audit: Path | None = None) -> str:
               f"  benchaudit audit {run} --out reports/my-audit    # the whole audit again",
               "  pytest suites/cybermetric -k cm80 --pipelines released,standardized --model local --model M2 "
               "--model M3"]
+    if harness:
+        lines.append(f"  benchaudit audit {run} --out reports/my-audit --pipelines "
+                     f"{','.join(doc['layers'].get('harnesses', []))}    # the cross-harness table again")
     return "\n".join(lines)
 
 

@@ -286,6 +286,29 @@ def test_without_pipelines_the_audit_has_no_table(hx_run: tuple[Path, str], tmp_
     assert 'id="harnesses"' not in (tmp_path / "plain" / "report.html").read_text()
 
 
+def test_the_demo_explains_the_table(hx_run: tuple[Path, str], tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """report/demo.py (what make demo prints last) on a three-layer run audited with --pipelines."""
+    from pytest_benchaudit.report.demo import explain_layers
+    from pytest_benchaudit.report.terminal import WIDTH
+
+    run, _ = hx_run
+    _audit(run, tmp_path / "aud", "released,standardized,documented", capsys)
+    text = explain_layers(run, tmp_path / "aud")
+    assert "same model (a), one run, three pipelines:" in text and "(hx.mcq)" in text.splitlines()[0]
+    assert "  difference   : -45.0 percentage points (standardized - released)" in text
+    assert "  difference   : +0.0 percentage points (documented - released)" in text
+    assert "Every layer against released, the benchmark's own reading" in text
+    table = text.split("Every layer against released", 1)[1]
+    assert "-15.0" in table and "-30.0" in table and "downstream = the released answers read and counted" in table
+    assert "--pipelines released,standardized,documented    # the cross-harness table again" in text
+    assert max(len(line) for line in text.splitlines() if str(run) not in line and str(tmp_path) not in line) <= WIDTH
+    # without the table (an audit without --pipelines) the explanation is the two-layer one
+    assert main(["audit", str(run), "--out", str(tmp_path / "plain"), "--suites-dir",
+                 str(run.parent.parent / "suites"), "--resamples", "50"]) == 0
+    assert "Every layer against" not in explain_layers(run, tmp_path / "plain")
+
+
 # ----------------------------------------------------------------------------- the published runs
 #: audit.json's sections before the cross-harness table existed: an audit without --pipelines writes these only.
 AUDIT_KEYS = {"version", "created", "runs", "layers", "rescored_runs", "extraction_only_runs", "scores", "attribution",
