@@ -150,14 +150,14 @@ def explain_layers(run: Path, audit: Path | None = None) -> str:
                   f"  downstream = the {base_layer} answers read and counted as the layer reads them (its extraction, "
                   "scoring, denominator);",
                   "  upstream   = what the layer's own questions did (its prompt, budget, re-asks: new generations).",
-                  *([_cut(f"  {', '.join(peers)}: a general harness's own pipeline for this benchmark "
-                          "(docs/harnesses.md): the score its users would read.", WIDTH)] if peers else [])]
+                  *([_cut(f"  {', '.join(peers)}: a general harness's pipeline for this benchmark "
+                          "(docs/harnesses.md): the score its users see.", WIDTH)] if peers else [])]
     moved = [r for r in doc.get("attribution") or [] if r.get("moved_by") not in (None, "none")
              and r["model"] == rel["model"]]
     if moved:
         lines += ["", f"Which downstream fields move the {base_layer} score (each variant changes one field "
                       f"toward {target_layer}, re-scored):", render_variant_deltas(moved)]
-    lines += ["", "Run directory (records.jsonl, summary.json, run.json with both layers' pipeline cards):",
+    lines += ["", "Run directory (records.jsonl, summary.json, run.json with every layer's pipeline cards):",
               f"  {run}"]
     if doc and audit is not None:
         n_findings = len(doc.get("findings") or [])
