@@ -166,7 +166,8 @@ def _row(task: str, model: str, layer: LayerInput, base: LayerInput) -> HarnessR
                      request_kind=request_kind(card), base_request_kind=request_kind(base_card),
                      base_score=None if ref is None or ref.get("score") is None else float(ref["score"]))
     if own is not None:
-        row.metric, row.lower_is_better, row.denominator = own["metric"], bool(own["lower_is_better"]), own["denominator"]
+        row.metric, row.denominator = own["metric"], own["denominator"]
+        row.lower_is_better = bool(own["lower_is_better"])
         row.n, row.n_valid, row.invalid_rate = own["n"], own["n_valid"], own["invalid_rate"]
         row.score, row.score_total, row.score_valid = own["score"], own["score_total"], own["score_valid"]
     if card is None:

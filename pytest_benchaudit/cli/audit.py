@@ -27,7 +27,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
                     "and rho_ext from the one run. With --pipelines A,B,C (layers of such a run, the base "
                     "first) it adds the cross-harness table: per task x model each layer's score, its move from A "
                     "split into downstream (A's outputs re-scored as the layer reads) and upstream (the layer's own "
-                    "generations), and the fields that differ. Writes DIR/audit.json, DIR/report.html, the re-scored run "
+                    "generations), and the fields that differ. Writes DIR/audit.json, DIR/report.html, the "
+                    "re-scored run "
                     "directories and an Every Eval Ever export per run.")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories, or folders of them")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where everything goes")

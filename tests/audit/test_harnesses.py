@@ -81,6 +81,15 @@ def test_a_task_without_the_layer_is_a_row_saying_so() -> None:
     assert row.score is None and row.total_delta is None and "has no 'lm_eval' layer" in row.note
 
 
+def test_a_task_without_the_base_layer_has_scores_but_no_move() -> None:
+    base = LayerInput("released", cards={}, results={})
+    peer = _layer("inspect_evals", 0.40, None)
+    rows = {r.layer: r for r in harness_rows(base, [peer])}
+    assert "has no 'released' layer" in rows["released"].note
+    assert rows["inspect_evals"].score == pytest.approx(0.40) and rows["inspect_evals"].total_delta is None
+    assert "no 'released' result" in rows["inspect_evals"].note
+
+
 def test_identical_layer_moves_nothing_and_order_changes_no_row() -> None:
     same = _layer("documented", 0.70, 0.70)
     peers = [_layer("inspect_evals", 0.40, 0.55, **{"extraction.rule": "inspect_choice"}), same,

@@ -81,7 +81,8 @@ def test_peer_fields_against_released(tmp_path: Path) -> None:
     assert [(f["field"], f["released"], f["peer"], f["why"]) for f in same] == [("inference.max_tokens", 16, 32, None)]
     text = render_table(build_ledger(suites))
     assert "peer layer inspect_evals: 2 fields differ from released" in text
-    assert 'scoring.denominator: released "valid", inspect_evals "total" — why: peer 1.0 counts every question' in text
+    assert ('scoring.denominator: released "valid", inspect_evals "total" — why: peer 1.0 counts every question'
+            in text)
     assert "inference.max_tokens: released 16, lm_eval_same 32 — no why given" in text
     md = render_markdown(build_ledger(suites))
     assert "Peer layers, field by field against `released`:" in md and "- peer layer inspect_evals" in md

@@ -74,5 +74,6 @@ def harnesses_section(rows: Sequence[Mapping[str, Any]] | None) -> str:
         table(["task", "model", "layer", "score (over)", "all questions", "valid only", "valid/n", "move", "downstream",
                "upstream", "requests identical", "note"], scores),
         f"<h3>{esc('Fields that differ from ' + str(base))}</h3>",
-        table(["task", "layer", "part", "field", f"value in {base}", "value in the layer", "why (the layer's)"], fields) if fields else
+        table(["task", "layer", "part", "field", f"value in {base}", "value in the layer", "why (the layer's)"],
+              fields) if fields else
         note("No field differs: every layer listed has the base layer's pipeline."))
