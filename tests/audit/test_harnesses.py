@@ -131,13 +131,26 @@ why = {{ "inference.max_tokens" = "room to answer" }}
 """,
 }
 LAYER["documented"] = LAYER["released"]
-TASKS = {"mcq": ("released", "standardized", "documented"), "extra": ("released", "standardized")}
+# lm-eval's way: one echoed completion per choice, the highest continuation log-likelihood wins
+LAYER["lm_eval"] = """prompt.template = "ll"
+prompt.format = {{ mode = "completion", system_role = "none", few_shot = 0 }}
+inference.request = "loglikelihood"
+inference.decoding = {{ temperature = 0.0, top_logprobs = 1 }}
+inference.max_tokens = 1
+extraction = {{ rule = "lm_eval_loglikelihood", reasoning = "keep" }}
+scoring = {{ metric = "exact_match", denominator = "total" }}
+aggregation = {{ method = "micro" }}
+"""
+TASKS = {"mcq": ("released", "standardized", "documented", "lm_eval"), "extra": ("released", "standardized")}
+LAYERS = "released,standardized,documented,lm_eval"
+LL_RIGHT = {"a": 7, "b": 4}  # questions whose most likely continuation is the gold letter
 N_QUESTIONS = {"mcq": 10, "extra": 4}
 
 
 def _suite() -> str:
     text = ('[benchmark]\nname = "hx"\ntitle = "Cross-harness test benchmark"\ndata_folder = "hx"\n\n'
-            '[templates.plain]\nuser = "{question}\\n{options}"\n')
+            '[templates.plain]\nuser = "{question}\\n{options}"\n\n'
+            '[templates.ll]\nuser = "{question}\\n{options}\\nAnswer:"\n')
     for task, layers in TASKS.items():
         text += (f"\n[tasks.{task}.data]\nfile = \"{task}.jsonl\"\nformat = \"jsonl\"\nid = \"id\"\n"
                  "question = \"question\"\nchoices = \"options\"\ngold = \"gold\"\n")
@@ -154,13 +167,18 @@ def _answer(model: str, index: int, budget: int) -> str:
 
 
 def _script(call: Any) -> Reply:
-    index = int(call.last_user_text.split("#", 1)[1].split(" ", 1)[0])
-    return Reply(content=_answer(call.body["model"], index, call.body.get("max_tokens")))
+    if call.path.endswith("/chat/completions"):
+        index = int(call.last_user_text.split("#", 1)[1].split(" ", 1)[0])
+        return Reply(content=_answer(call.body["model"], index, call.body.get("max_tokens")))
+    prompt = str(call.body["prompt"])  # context + " A".." D", echoed with log-probabilities
+    index = int(prompt.split("#", 1)[1].split(" ", 1)[0])
+    best = "B" if index < LL_RIGHT[call.body["model"]] else "C"
+    return Reply(content="\n", continuation_logprob=-0.1 if prompt.endswith(" " + best) else -3.0)
 
 
 @pytest.fixture(scope="module")
 def hx_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A pytest --pipelines released,standardized,documented run of two scripted models on hx."""
+    """A pytest --pipelines released,standardized,documented,lm_eval run of two scripted models on hx."""
     root = tmp_path_factory.mktemp("hx")
     (root / "suites" / "hx").mkdir(parents=True)
     (root / "suites" / "hx" / "suite.toml").write_text(_suite())
@@ -174,12 +192,14 @@ def hx_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "suites/hx",
              "--data-dir", "data", "--max-retries", "0", "--no-cache", "-rs", "--report-dir", "out",
-             "--pipelines", "released,standardized,documented", "--model", f"a@{server.url}",
+             "--pipelines", LAYERS, "--model", f"a@{server.url}",
              "--model", f"b@{server.url}"], cwd=root, capture_output=True, text=True)
-        # documented sends what released sends: asked once, so 2 models x (10 + 4) x 2 budgets
-        asked = [c for c in server.calls if c.path.endswith("completions")]
+        # documented sends what released sends: asked once, so 2 models x (10 + 4) x 2 budgets; lm_eval
+        # 4 completions per question of mcq
+        chats = [c for c in server.calls if c.path.endswith("/chat/completions")]
+        completions = [c for c in server.calls if c.path == "/v1/completions"]
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert len(asked) == 2 * 14 * 2
+    assert len(chats) == 2 * 14 * 2 and len(completions) == 2 * 10 * 4
     return only_run_dir(root / "out"), proc.stdout + proc.stderr
 
 
@@ -189,8 +209,9 @@ def test_a_task_without_a_listed_layer_is_a_clear_skip(hx_run: tuple[Path, str])
     assert "hx.extra defines no 'documented' pipeline (available: released, standardized)" in out
     records = read_run(run)["records"]
     assert {(r["task"], r["pipeline"]) for r in records} == {
-        ("mcq", "released"), ("mcq", "standardized"), ("mcq", "documented"), ("extra", "released"),
-        ("extra", "standardized")}
+        ("mcq", "released"), ("mcq", "standardized"), ("mcq", "documented"), ("mcq", "lm_eval"),
+        ("extra", "released"), ("extra", "standardized")}
+    assert "hx.extra defines no 'lm_eval' pipeline" in out
 
 
 def _audit(run: Path, out: Path, layers: str, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:
@@ -210,11 +231,11 @@ def _hand_counts(records: list[dict[str, Any]], task: str, model: str, layer: st
 def test_the_table_recomputed_from_the_records(hx_run: tuple[Path, str], tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     run, _ = hx_run
-    doc, text = _audit(run, tmp_path / "aud", "released,standardized,documented", capsys)
+    doc, text = _audit(run, tmp_path / "aud", LAYERS, capsys)
     records = read_run(run)["records"]
     rows = {(r["task"], r["model"], r["layer"]): r for r in doc["harnesses"]}
-    assert doc["layers"]["harnesses"] == ["released", "standardized", "documented"]
-    assert len(rows) == 2 * 2 * 3  # every task x model under every listed layer, a missing layer included
+    assert doc["layers"]["harnesses"] == LAYERS.split(",")
+    assert len(rows) == 2 * 2 * 4  # every task x model under every listed layer, a missing layer included
     for task in N_QUESTIONS:
         for model in "ab":
             n, valid, right = _hand_counts(records, f"{task}", model, "released")
@@ -245,7 +266,18 @@ def test_the_table_recomputed_from_the_records(hx_run: tuple[Path, str], tmp_pat
     assert same["requests_identical"] == same["requests_compared"] == 10
     missing = rows[("hx.extra", "a", "documented")]
     assert missing["score"] is None and "has no 'documented' layer" in missing["note"]
-    assert "Cross-harness table" in text and "-45.0" in text
+    # the log-likelihood layer: only the total move, hand-counted; the split is not defined
+    for model in "ab":
+        n, valid, right = _hand_counts(records, "mcq", model, "released")
+        n_l, _v, right_l = _hand_counts(records, "mcq", model, "lm_eval")
+        ll = rows[("hx.mcq", model, "lm_eval")]
+        assert right_l == LL_RIGHT[model] and ll["score"] == pytest.approx(right_l / n_l)
+        assert ll["total_pp"] == pytest.approx(100 * (right_l / n_l - right / valid))
+        assert ll["downstream_delta"] is ll["upstream_delta"] is ll["rescored_score"] is None
+        assert ll["downstream_note"].startswith("not defined") and ll["request_kind"] == "loglikelihood"
+        assert "inference.request" in {f["field"] for f in ll["upstream_fields"]}
+    assert doc["layers"]["toward"] == "standardized"  # the pairwise part: the first layer that asks the same
+    assert "Cross-harness table" in text and "-45.0" in text and "n/d" in text
     assert "documented on hx.extra: hx.extra has no 'documented' layer" in text
     # the HTML report: the section, with the same numbers
     html = (tmp_path / "aud" / "report.html").read_text()
@@ -257,14 +289,15 @@ def test_the_table_recomputed_from_the_records(hx_run: tuple[Path, str], tmp_pat
 def test_reordering_the_layers_after_the_base_changes_no_row(hx_run: tuple[Path, str], tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     run, _ = hx_run
-    one, _t = _audit(run, tmp_path / "one", "released,standardized,documented", capsys)
-    two, _t = _audit(run, tmp_path / "two", "released,documented,standardized", capsys)
+    one, _t = _audit(run, tmp_path / "one", "released,standardized,documented,lm_eval", capsys)
+    two, _t = _audit(run, tmp_path / "two", "released,lm_eval,documented,standardized", capsys)
 
     def key(r: dict[str, Any]) -> str:
         return json.dumps(r, sort_keys=True)
 
     assert sorted(map(key, one["harnesses"])) == sorted(map(key, two["harnesses"]))
     # the pairwise part goes toward the first listed layer after the base in each
+    # the pairwise part goes toward the first listed layer after the base that asks what the base asks
     assert (one["layers"]["toward"], two["layers"]["toward"]) == ("standardized", "documented")
 
 
@@ -302,15 +335,15 @@ def test_the_demo_explains_the_table(hx_run: tuple[Path, str], tmp_path: Path,
     from pytest_benchaudit.report.terminal import WIDTH
 
     run, _ = hx_run
-    _audit(run, tmp_path / "aud", "released,standardized,documented", capsys)
+    _audit(run, tmp_path / "aud", LAYERS, capsys)
     text = explain_layers(run, tmp_path / "aud")
-    assert "same model (a), one run, three pipelines:" in text and "(hx.mcq)" in text.splitlines()[0]
+    assert "same model (a), one run, four pipelines:" in text and "(hx.mcq)" in text.splitlines()[0]
     assert "  difference   : -45.0 percentage points (standardized - released)" in text
     assert "  difference   : +0.0 percentage points (documented - released)" in text
     assert "Every layer against released, the benchmark's own reading" in text
     table = text.split("Every layer against released", 1)[1]
     assert "-15.0" in table and "-30.0" in table and "downstream = the released answers read and counted" in table
-    assert "--pipelines released,standardized,documented    # the cross-harness table again" in text
+    assert f"--pipelines {LAYERS}    # the cross-harness table again" in text
     assert max(len(line) for line in text.splitlines() if str(run) not in line and str(tmp_path) not in line) <= WIDTH
     # without the table (an audit without --pipelines) the explanation is the two-layer one
     assert main(["audit", str(run), "--out", str(tmp_path / "plain"), "--suites-dir",
