@@ -8,7 +8,9 @@ names no field; reordering the layers after the base changes no row); the HTML s
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -280,10 +282,23 @@ def test_the_table_recomputed_from_the_records(hx_run: tuple[Path, str], tmp_pat
     assert "Cross-harness table" in text and "-45.0" in text and "n/d" in text
     assert "documented on hx.extra: hx.extra has no 'documented' layer" in text
     # the HTML report: the section, with the same numbers
-    html = (tmp_path / "aud" / "report.html").read_text()
-    section = html.split('<section id="harnesses">', 1)[1].split("</section>", 1)[0]
-    assert "−45.0" in section or "-45.0" in section
+    page = (tmp_path / "aud" / "report.html").read_text()
+    section = page.split('<section id="harnesses">', 1)[1].split("</section>", 1)[0]
     assert "inference.max_tokens" in section and "room to answer" in section
+    cells = {}
+    for tr in section.split("<tr>")[1:]:
+        row = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
+        if len(row) == 12:  # the scores table (the fields table has 7 columns)
+            cells[(row[0], row[1], row[2].replace(" (base)", ""))] = row
+    assert set(cells) == set(rows)
+    for key, r in rows.items():
+        row = cells[key]
+        if r["score"] is not None:
+            assert row[4] == f"{100 * r['score_total']:.1f}%" and row[6] == f"{r['n_valid']}/{r['n']}"
+        if not r["is_base"] and r["total_pp"] is not None:
+            assert row[7] == f"{r['total_pp']:+.1f}"
+            assert row[8] == ("not defined" if r["downstream_delta"] is None else f"{r['downstream_pp']:+.1f}")
+            assert row[9] == ("not defined" if r["upstream_delta"] is None else f"{r['upstream_pp']:+.1f}")
 
 
 def test_reordering_the_layers_after_the_base_changes_no_row(hx_run: tuple[Path, str], tmp_path: Path,
