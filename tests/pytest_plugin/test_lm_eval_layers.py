@@ -170,6 +170,14 @@ def test_rescore_reads_the_stored_loglikelihoods_offline(pytester: pytest.Pytest
     (first,), (second,) = out["summary"]["results"], again["summary"]["results"]
     assert second["score"] == first["score"] == pytest.approx(capture["lm_eval_score"]["acc"])
     assert [r["prediction"] for r in again["records"]] == [r["prediction"] for r in out["records"]]
+    # Replayed (no model at all): each question's stored continuations answer its four requests.
+    result = pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(real_data), "--pipeline", "lm_eval",
+                                "--model", f"replay:{run_dir}", "--report-dir", "replayed")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
+    replayed = read_run(only_run_dir(pytester.path / "replayed"))
+    assert replayed["summary"]["results"][0]["score"] == first["score"]
+    assert sorted((r["question_id"], r["continuations"]) for r in replayed["records"]) == sorted(
+        (r["question_id"], r["continuations"]) for r in out["records"])
 
 
 def test_cache_and_repeats_ask_a_question_as_its_four_requests(pytester: pytest.Pytester, real_data: Path) -> None:
