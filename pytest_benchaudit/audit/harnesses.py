@@ -283,11 +283,11 @@ def render_harnesses(rows: Sequence[Mapping[str, Any]], width: int = 120) -> str
     seen: set[tuple[str, str]] = set()
     for r in rows:
         key = (str(r["task"]), str(r["layer"]))
-        if r["is_base"] or key in seen:
+        if key in seen or (r["is_base"] and r["score"] is not None):
             continue
         seen.add(key)
-        if r["score"] is None and not r["upstream_fields"] and not r["downstream_fields"]:
-            lines.append(f"  {r['layer']} on {r['task']}: {r['note']}")
+        if r["is_base"] or (r["total_delta"] is None and not r["upstream_fields"] and not r["downstream_fields"]):
+            lines.append(f"  {r['layer']} on {r['task']}: {r['note']}")  # nothing to compare: say why
             continue
         if not r["downstream_fields"] and not r["upstream_fields"]:
             lines.append(f"  {r['layer']} on {r['task']}: no field differs from {r['base_layer']}")
