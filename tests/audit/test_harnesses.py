@@ -90,6 +90,8 @@ def test_a_task_without_the_base_layer_has_scores_but_no_move() -> None:
     assert "has no 'released' layer" in rows["released"].note
     assert rows["inspect_evals"].score == pytest.approx(0.40) and rows["inspect_evals"].total_delta is None
     assert "no 'released' result" in rows["inspect_evals"].note
+    text = render_harnesses([r.model_dump() for r in rows.values()])
+    assert "inspect_evals on b.t: no 'released' result" in text and "no field differs" not in text
 
 
 def test_identical_layer_moves_nothing_and_order_changes_no_row() -> None:
