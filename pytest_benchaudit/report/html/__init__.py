@@ -20,7 +20,8 @@ Sections, each present only when its data is (in this order):
   sensitivity (rho_gen, rho_ext), peer gaps, diagnose findings (``findings``: dicts with
   benchmark, task, model, failure_mode, field, evidence, effect_pp) (:mod:`.audits`);
 * per-field score deltas (``sweeps``), invalid rates (``runs``), the repeats' error bars (``runs`` asked
-  K > 1 times, :mod:`.repeats`), the ledger and the upstream fields that
+  K > 1 times, :mod:`.repeats`), the paired differences between models (``paired``, ``rank_ties``,
+  ``mde80``: :mod:`.paired`; the rank table marks a tie ``≈``), the ledger and the upstream fields that
   differ (``benchaudit audit``), and the document's notes.
 
 Numbers are rounded to what they mean (see :mod:`.format`); the raw numbers are in compare.json.
@@ -36,6 +37,7 @@ from pytest_benchaudit.report.html.audits import (findings_section, invalid_sect
                                                   sweeps_section)
 from pytest_benchaudit.report.html.format import CSP, CSS, esc, note, table
 from pytest_benchaudit.report.html.harnesses import harnesses_section
+from pytest_benchaudit.report.html.paired import paired_section
 from pytest_benchaudit.report.html.repeats import repeats_section
 from pytest_benchaudit.report.html.sets import (pca_section, ranks_section, scores_section, set_views, shift_section,
                                                 tau_section)
@@ -66,7 +68,7 @@ def _summary(doc: dict[str, Any]) -> str:
 _NAV = [("verdict", "Verdict"), ("summary", "Summary"), ("harnesses", "Harnesses"), ("causes", "Causes"), ("scores", "Scores"), ("ranks", "Ranks"), ("shift", "Rank shifts"),
         ("bump", "Ranks across tasks"), ("tau", "τ-b"), ("pca", "PCA"), ("similarity", "Similarity"),
         ("sensitivity", "Sensitivity"), ("peers", "Peer gaps"), ("findings", "Findings"),
-        ("sweeps", "Field deltas"), ("invalid", "Invalid rates"), ("repeats", "Repeats"), ("ledger", "Ledger"), ("notes", "Notes")]
+        ("sweeps", "Field deltas"), ("invalid", "Invalid rates"), ("repeats", "Repeats"), ("paired", "Paired differences"), ("ledger", "Ledger"), ("notes", "Notes")]
 
 
 def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | None = None,
@@ -82,7 +84,7 @@ def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | N
     verdict = verdict_section(doc, sweeps, findings)
     sections = [_summary(doc), harnesses_section(harnesses), causes_section(doc, sweeps, findings), scores_section(doc), ranks_section(doc), shift_section(doc), tau_section(doc),
                 pca_section(doc), similarity_section(doc), sensitivity_section(doc), peers_section(doc),
-                findings_section(findings), sweeps_section(sweeps), invalid_section(runs), repeats_section(runs),
+                findings_section(findings), sweeps_section(sweeps), invalid_section(runs), repeats_section(runs), paired_section(doc),
                 ledger_section(ledger, upstream), notes_section(doc)]
     body = "\n".join(s for s in sections if s)
     links = " ".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in _NAV if f'<section id="{a}">' in verdict + body)

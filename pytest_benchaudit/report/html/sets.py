@@ -16,7 +16,13 @@ from pytest_benchaudit.report.html.format import (esc, fmt_ci, fmt_corr, fmt_p, 
 from pytest_benchaudit.report.html.plots import bump_pipelines, bump_tasks
 from pytest_benchaudit.report.html.verdict import benchmark_of, small_sample_note
 
-__all__ = ["set_views", "section", "benchmark_groups", "win_rates", "scores_section", "ranks_section", "shift_section", "tau_section", "pca_section"]
+__all__ = ["set_views", "section", "caption", "share_task", "benchmark_groups", "win_rates", "scores_section",
+           "ranks_section", "rank_cell", "TIE_LEGEND", "shift_section", "tau_section", "pca_section"]
+
+#: The rank table's legend line for ``≈`` (shown when a set has a rank tie).
+TIE_LEGEND = ("≈ = not significantly behind the model ranked just above it on that task: their paired difference "
+              "on the same questions is not significant (Holm-adjusted p ≥ 0.05, or untestable); hover over the "
+              "rank for the pair and its p. Paired differences lists the pairs.")
 
 
 def section(anchor: str, heading: str, *parts: str) -> str:
@@ -32,12 +38,13 @@ def set_views(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
         return [(side, str((sets.get(side) or {}).get("label") or an.get("label") or side), an)
                 for side, an in by_set.items() if isinstance(an, dict)]
     if doc.get("scores") or doc.get("ranks"):
-        return [("a", str(doc.get("label_a") or "a"), {k: doc.get(k) for k in ("scores", "ranks", "tau_b", "tasks",
-                                                                                 "mean_win_rate", "benchmark_ranks")})]
+        keys = ("scores", "ranks", "tau_b", "tasks", "mean_win_rate", "benchmark_ranks", "paired", "rank_ties", "mde80")
+        return [("a", str(doc.get("label_a") or "a"), {k: doc.get(k) for k in keys})]
     return []
 
 
-def _caption(side: str, label: str, an: dict[str, Any]) -> str:
+def caption(side: str, label: str, an: dict[str, Any]) -> str:
+    """A set's heading: its side, label and pipelines."""
     pipes = ", ".join(map(str, an.get("pipelines") or []))
     return f"<h3>Set {esc(side)}: {esc(label)}" + (f" (pipeline {esc(pipes)})" if pipes else "") + "</h3>"
 
@@ -58,7 +65,7 @@ def _models(an: dict[str, Any]) -> list[str]:
     return sorted(models, key=lambda m: (mean_rank(m), m))
 
 
-def _share(an: dict[str, Any], task: str) -> bool:
+def share_task(an: dict[str, Any], task: str) -> bool:
     """A share metric (higher is better, every score in [0, 1]): printed in percent."""
     info = (an.get("tasks") or {}).get(task) or {}
     values = [v for v in ((an.get("scores") or {}).get(task) or {}).values() if is_num(v)]
@@ -115,12 +122,12 @@ def scores_section(doc: dict[str, Any]) -> str:
         scores = an.get("scores") or {}
         if not _tasks(scores):
             continue
-        parts.append(_caption(side, label, an))
+        parts.append(caption(side, label, an))
         for bench, tasks, models in benchmark_groups(an):
             tasks = [t for t in tasks if t in scores]
             if not tasks:
                 continue
-            share = {t: _share(an, t) for t in tasks}
+            share = {t: share_task(an, t) for t in tasks}
             wr = win_rates(an.get("ranks") or {}, tasks)
             rows = [[m, *[fmt_score(scores[t].get(m), share[t]) for t in tasks]] + ([fmt_share(wr.get(m))] if wr else [])
                     for m in models]
@@ -135,6 +142,18 @@ def scores_section(doc: dict[str, Any]) -> str:
                    "over the benchmark's tasks it has."), *parts)
 
 
+def rank_cell(rank: Any, tie: dict[str, Any] | None) -> str:
+    """A rank as HTML: the rank, and for a rank tie (a compare.json ``rank_ties`` row whose ``worse`` is this
+    model) ``≈`` with a tooltip naming the pair and its Holm-adjusted p."""
+    text = esc(fmt_rank(rank))
+    if tie is None:
+        return text
+    p = tie.get("p_holm")
+    why = f"p Holm = {fmt_p(p)}" if is_num(p) else "untestable: fewer than two common questions"
+    tip = f"not significantly behind {tie.get('better')} ({why}, {tie.get('n', '—')} common questions)"
+    return f'<span class="tie" title="{esc(tip)}">{text} ≈</span>'
+
+
 def ranks_section(doc: dict[str, Any]) -> str:
     parts = []
     for side, label, an in set_views(doc):
@@ -142,7 +161,9 @@ def ranks_section(doc: dict[str, Any]) -> str:
         if not _tasks(ranks):
             continue
         bench_ranks = an.get("benchmark_ranks") or {}
-        parts.append(_caption(side, label, an))
+        # (task, model) -> the rank tie with the model ranked just above it (compare.json rank_ties).
+        ties = {(str(t.get("task")), str(t.get("worse"))): t for t in an.get("rank_ties") or [] if isinstance(t, dict)}
+        parts.append(caption(side, label, an))
         for bench, tasks, models in benchmark_groups(an):
             tasks = [t for t in tasks if t in ranks]
             if not tasks:
@@ -150,13 +171,15 @@ def ranks_section(doc: dict[str, Any]) -> str:
             overall = bench_ranks.get(bench) or {}
             rows = []
             for m in models:
-                row = [m, *[fmt_rank(ranks[t].get(m)) for t in tasks]]
+                row = [m, *[rank_cell(ranks[t].get(m), ties.get((t, m))) for t in tasks]]
                 if overall:
                     e = overall.get(m)
                     row.append(f"{fmt_rank(e['rank'])} (mean {e['mean_task_rank']:.2f})" if e else "—")
                 rows.append(row)
             heads = ["model", *[_short_task(t, bench) for t in tasks]] + (["benchmark rank"] if overall else [])
-            parts.append(f"<h4>{esc(bench)}</h4>" + table(heads, rows))
+            parts.append(f"<h4>{esc(bench)}</h4>" + table(heads, rows, raw_cols=set(range(1, len(tasks) + 1))))
+        if ties:
+            parts.append(note(TIE_LEGEND))
     if not parts:
         return ""
     return section("ranks", "Ranks per task", note("1 = best, direction-aware; tied models share the average rank "
@@ -213,7 +236,7 @@ def tau_section(doc: dict[str, Any]) -> str:
                  r.get("inversions", "—"), r.get("n_models", "—"), "yes" if r.get("similar") else ""] for r in rows]
         few = sorted({int(r["n_models"]) for r in rows if is_num(r.get("n_models"))})
         warn = small_sample_note(few[0], f"τ-b of the pairs with {few[0]} common models") if few else ""
-        parts.append(_caption(side, label, an) + tau_heatmap(rows, f"Kendall τ-b, set {side} ({label})")
+        parts.append(caption(side, label, an) + tau_heatmap(rows, f"Kendall τ-b, set {side} ({label})")
                      + table(["task a", "task b", "τ-b", "p", "inversions", "models", "declared similar"], body)
                      + (f'<p class="warn">{esc(warn)}</p>' if warn else ""))
     if not parts:
