@@ -9,6 +9,12 @@ Placeholders: ``{question}``, ``{options}`` (choices rendered with
 ``option_format`` and joined by ``option_separator``), ``{prompt}`` (a ready-made
 prompt shipped in the dataset), ``{answer}`` (the gold label, for few-shot
 examples), ``{labels}`` ("A, B, C, or D").
+
+``option_format`` knows ``{label}``, ``{label_lower}`` ("a") and ``{text}``.  A few-shot exemplar
+turn may be worded unlike the question it precedes (inspect_evals' MMLU 5-shot: exemplars list
+``(a) ...`` under a template naming ``a,b,c,d``, the question ``A) ...``): ``shot_user`` and
+``shot_option_format`` give the exemplar's wording; unset, exemplars use ``user`` and
+``option_format``.
 """
 
 from __future__ import annotations
@@ -16,11 +22,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.pipeline.stages import Pipeline, is_unspecified
 from pytest_benchaudit.pipeline.types import Message, Question, Request
+from pytest_benchaudit.prompt.loglikelihood import with_continuations
 
 __all__ = ["Template", "TemplateError", "render_request", "PLACEHOLDERS", "inference_params"]
 
@@ -58,6 +65,19 @@ class Template(BaseModel):
     option_separator: str = "\n"
     # SecEval's released code replaces newlines in question and options with spaces.
     flatten_newlines: bool = False
+    # Exemplar turns worded unlike the question (None: as the question, ``user`` / ``option_format``).
+    shot_user: str | None = None
+    shot_option_format: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The dump is part of every card's hash: fields added later are left out while unset, so
+        # a template written before they existed keeps its hash (runs stay resumable, comparable).
+        data: dict[str, Any] = handler(self)
+        for name in _LATER_FIELDS:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> "Template":
@@ -68,9 +88,17 @@ class Template(BaseModel):
             where = ".".join(str(p) for p in first["loc"])
             allowed = ", ".join(cls.model_fields)
             raise TemplateError(f"{where}: {first['msg']} (template keys: {allowed})") from None
-        for text in (tpl.header, tpl.user, tpl.answer, tpl.system or ""):
+        for text in (tpl.header, tpl.user, tpl.answer, tpl.system or "", tpl.shot_user or ""):
             _check_placeholders(text)
         return tpl
+
+    def for_exemplars(self) -> "Template":
+        """This template as an exemplar turn is worded (``shot_user``, ``shot_option_format``)."""
+        return self.model_copy(update={"user": self.shot_user or self.user,
+                                       "option_format": self.shot_option_format or self.option_format})
+
+
+_LATER_FIELDS = ("shot_user", "shot_option_format")
 
 
 def _check_placeholders(text: str) -> None:
@@ -97,7 +125,8 @@ def _values(tpl: Template, q: Question) -> dict[str, str | None]:
     labels = list(q.choices) or ["A", "B", "C", "D"]
     question = q.text
     options = tpl.option_separator.join(
-        tpl.option_format.replace("{label}", lab).replace("{text}", txt) for lab, txt in q.choices.items()
+        tpl.option_format.replace("{label_lower}", lab.lower()).replace("{label}", lab).replace("{text}", txt)
+        for lab, txt in q.choices.items()
     )
     if tpl.flatten_newlines:
         question, options = question.replace("\n", " "), options.replace("\n", " ")
@@ -147,6 +176,7 @@ def render_request(
     if k > len(shots):
         raise TemplateError(f"prompt.format.few_shot={k} but only {len(shots)} few-shot examples are available")
     examples = list(shots)[:k]
+    shot_tpl = template.for_exemplars()
     values = _values(template, question)  # once: the body and the header read the same values
     body = _substitute(template.user, values)
     params = inference_params(pipeline)
@@ -158,18 +188,19 @@ def render_request(
     if fmt.mode == "completion":
         parts = [_substitute(template.header, values)]
         for ex in examples:
-            vals = _values(template, ex)
-            parts.append(_substitute(template.user, vals) + _substitute(template.answer, vals))
+            vals = _values(shot_tpl, ex)
+            parts.append(_substitute(shot_tpl.user, vals) + _substitute(template.answer, vals))
         parts.append(body)
-        return Request(mode="completion", prompt="".join(parts), params=params, adjustments=tuple(adjustments))
+        request = Request(mode="completion", prompt="".join(parts), params=params, adjustments=tuple(adjustments))
+        return with_continuations(request, pipeline, question)  # inference.request = "loglikelihood"
 
     messages: list[Message] = []
     for shot in template.fixed_shots:
         messages += [Message(role="user", content=shot.user), Message(role="assistant", content=shot.assistant)]
     for ex in examples:
-        vals = _values(template, ex)
+        vals = _values(shot_tpl, ex)
         messages += [
-            Message(role="user", content=_substitute(template.user, vals)),
+            Message(role="user", content=_substitute(shot_tpl.user, vals)),
             Message(role="assistant", content=_substitute(template.answer, vals)),
         ]
     header = _substitute(template.header, values) if template.header else ""
