@@ -125,12 +125,17 @@ def _dicts(rows: list[list[tuple[str, str | None]]]) -> list[dict[str, str]]:
     return [dict(zip([h for h, _ in head], [c for c, _ in row])) for row in body]
 
 
-def _paired_tasks(page: str) -> dict[str, dict[str, Any]]:
-    """Per task of set a: its summary line, the listed significant pairs, the 'more' line and the tie rows."""
+def _paired_tasks(page: str, side: str = "a") -> dict[str, dict[str, Any]]:
+    """Per task of a set: its summary line, the listed significant pairs, the 'more' line and the tie rows."""
     out: dict[str, dict[str, Any]] = {}
     task: dict[str, Any] | None = None
+    mine = False
     for kind, value in _blocks(page, "paired"):
-        if kind == "h4":
+        if kind == "h3":
+            mine, task = value.startswith(f"Set {side}:"), None
+        elif not mine:
+            continue
+        elif kind == "h4":
             task = out.setdefault(value.removesuffix(" ↓"), {"line": None, "pairs": [], "more": None, "ties": []})
         elif task is None:
             continue
@@ -144,16 +149,19 @@ def _paired_tasks(page: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _rank_marks(page: str) -> dict[tuple[str, str], tuple[str, str | None]]:
-    """(task column, model) -> (cell text, tooltip) for every rank cell of set a's rank tables."""
+def _rank_marks(page: str, side: str = "a") -> dict[tuple[str, str], tuple[str, str | None]]:
+    """(task column, model) -> (cell text, tooltip) for every rank cell of a set's rank tables."""
     marks: dict[tuple[str, str], tuple[str, str | None]] = {}
     bench = ""
+    mine = False
     for kind, value in _blocks(page, "ranks"):
-        if kind == "h3" and not value.startswith("Set a"):
-            break
-        if kind == "h4":
+        if kind == "h3":
+            mine = value.startswith(f"Set {side}:")
+        elif not mine:
+            continue
+        elif kind == "h4":
             bench = value
-        if kind == "table":
+        elif kind == "table":
             head, *body = value
             for row in body:
                 model = row[0][0]
@@ -180,8 +188,13 @@ def _ci(ci: list[float] | None, share: bool) -> str:
     return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if share else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+def _share(an: dict[str, Any], task: str) -> bool:
+    """A share metric: higher is better and every score in [0, 1] (differences then in points)."""
+    return not an["tasks"][task]["lower_is_better"] and all(0 <= v <= 1 for v in an["scores"][task].values())
+
+
 def _check_task(task: str, shown: dict[str, Any], doc: dict[str, Any], share: bool) -> None:
-    """One task's block of the page against compare.json's rows, ties and mde80."""
+    """One task's block of the page against one set's rows, ties and mde80 (compare.json, or its by_set)."""
     rows = [r for r in doc["paired"] if r["task"] == task]
     significant = [r for r in rows if r["significant"]]
     line = shown["line"]
@@ -212,9 +225,9 @@ def _check_task(task: str, shown: dict[str, Any], doc: dict[str, Any], share: bo
         for t in ties]
 
 
-def _check_marks(page: str, doc: dict[str, Any]) -> None:
-    """The ≈ marks of the rank table are exactly compare.json's rank_ties, each naming its pair's p_holm."""
-    marks = _rank_marks(page)
+def _check_marks(page: str, doc: dict[str, Any], side: str = "a") -> None:
+    """The ≈ marks of a set's rank table are exactly its rank_ties, each naming its pair's p_holm."""
+    marks = _rank_marks(page, side)
     assert marks, "no rank table"
     tied = {(t["task"], t["worse"]): t for t in doc["rank_ties"]}
     for (task, model), (text, tip) in marks.items():
@@ -225,7 +238,8 @@ def _check_marks(page: str, doc: dict[str, Any]) -> None:
         else:
             assert tip == f"not significantly behind {t['better']} (p Holm = {_p(t['p_holm'])}, {t['n']} common questions)"
     assert set(tied) <= set(marks)
-    assert (TIE_LEGEND in page) == bool(tied)
+    if side == "a":
+        assert (TIE_LEGEND in page) == bool(tied)
 
 
 def _compare_html(runs: list[Path], out: Path) -> tuple[dict[str, Any], str]:
@@ -306,16 +320,21 @@ def test_the_page_shows_compare_json_paired_rows_of_two_real_runs(pytester: pyte
 
 
 @pytest.fixture(scope="module")
-def athena(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str, Path]:
+def athena_runs(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = real_data / "athenabench" / "runs-mini"
     if not source.is_dir():
         pytest.skip(f"AthenaBench released runs not available: {source}")
     from pytest_benchaudit.audit.importers import import_athenabench_runs
 
-    root = tmp_path_factory.mktemp("athena-paired")
-    import_athenabench_runs(source, root / "runs", SUITES, str(real_data))
-    doc, page = _compare_html([root / "runs"], root / "cmp")
-    return doc, page, root / "cmp" / "report.html"
+    root = tmp_path_factory.mktemp("athena-paired") / "runs"
+    import_athenabench_runs(source, root, SUITES, str(real_data))
+    return root
+
+
+@pytest.fixture(scope="module")
+def athena(athena_runs: Path) -> tuple[dict[str, Any], str, Path]:
+    doc, page = _compare_html([athena_runs], athena_runs.parent / "cmp")
+    return doc, page, athena_runs.parent / "cmp" / "report.html"
 
 
 def test_the_imported_athenabench_runs_report_lists_capped_pairs_and_ties(athena: tuple[dict[str, Any], str, Path]) -> None:
@@ -325,9 +344,7 @@ def test_the_imported_athenabench_runs_report_lists_capped_pairs_and_ties(athena
     tasks = sorted({r["task"] for r in doc["paired"]})
     assert sorted(shown) == tasks and len(tasks) == 6
     for task in tasks:
-        info = doc["tasks"][task]
-        scores = doc["scores"][task].values()
-        _check_task(task, shown[task], doc, share=not info["lower_is_better"] and all(0 <= v <= 1 for v in scores))
+        _check_task(task, shown[task], doc, _share(doc, task))
     # 12 models: 66 pairs a task; some tasks have more significant pairs than are listed, one has none.
     assert {len([r for r in doc["paired"] if r["task"] == t]) for t in tasks} == {66}
     assert any(shown[t]["more"] for t in tasks) and any(not shown[t]["pairs"] for t in tasks)
@@ -335,6 +352,28 @@ def test_the_imported_athenabench_runs_report_lists_capped_pairs_and_ties(athena
     assert "Test: paired t;" in shown["athenabench.vsp"]["line"]
     _check_marks(page, doc)
     assert page.count('class="tie"') == len(doc["rank_ties"]) > 0
+
+
+def test_the_audit_report_shows_each_layer_pairs(athena_runs: Path, real_data: Path) -> None:
+    """benchaudit audit compares the released layer (set a) with the runs re-scored toward standardized (set b):
+    each set's block and ≈ marks are its own rows; standardized VSP is a MAD (lower is better, its own unit)."""
+    out = athena_runs.parent / "audit"
+    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "audit", str(athena_runs), "--out", str(out),
+                           "--suites-dir", str(SUITES), "--data-dir", str(real_data), "--resamples", "200"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cmp = json.loads((out / "audit.json").read_text())["compare"]
+    page = (out / "report.html").read_text(encoding="utf-8")
+    for side in ("a", "b"):
+        an = cmp["by_set"][side]
+        shown = _paired_tasks(page, side)
+        assert sorted(shown) == sorted({r["task"] for r in an["paired"]}) and len(shown) == 6
+        for task in shown:
+            _check_task(task, shown[task], an, _share(an, task))
+        _check_marks(page, an, side)
+    assert cmp["by_set"]["b"]["tasks"]["athenabench.vsp"]["lower_is_better"] is True
+    assert "athenabench.vsp ↓" in page and _paired_tasks(page, "b")["athenabench.vsp"]["pairs"]
+    assert page.count('class="tie"') == sum(len(cmp["by_set"][s]["rank_ties"]) for s in ("a", "b"))
 
 
 def _console(binary: str, profile: Path, page: Path) -> tuple[str, list[str]]:
