@@ -32,6 +32,7 @@ figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{color:#555;font-size:.85em}
 .wrap{overflow-x:auto;max-width:100%}
 .up{color:#1a7f37}.down{color:#cf222e}
+.tie{text-decoration:underline dotted;cursor:help}
 nav a{margin-right:1em}
 ul.notes{font-size:.88em;color:#444}
 h4{font-size:.95em;margin:1em 0 .2em}
