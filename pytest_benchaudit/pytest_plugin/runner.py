@@ -50,6 +50,7 @@ from pytest_benchaudit.inference.prestart import INFERENCE_PROCESS_ENV, inferenc
 from pytest_benchaudit.pytest_plugin.checks import checks_of, pre_run_problems
 from pytest_benchaudit.pytest_plugin.early import EARLY_ROUNDS, unknown_modifiers, why_not_early
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
+from pytest_benchaudit.pytest_plugin._xdist import WorkerQueue
 from pytest_benchaudit.pytest_plugin.repeats import passes, reducer_of, repeat_request, repeats_of, verdict_text
 from pytest_benchaudit.pytest_plugin.controller import recorded_repeats
 from pytest_benchaudit.pipeline.stages import Pipeline
@@ -151,7 +152,7 @@ class Runner:
         self._plan: list[pytest.Item] = []  # serial run: the items in run order ...
         self._cursor = 0  # ... and the first one not yet considered for prefetch
         self._seen: set[int] = set()  # xdist worker: item indices already considered
-        self._worker_queue: Any = None
+        self._worker_queue = WorkerQueue(config)  # xdist's private queue, read through the adapter
         self._parent_skips: dict[int, tuple[Any, bool]] = {}  # id(parent) -> (parent, a skip mark on its chain)
         self._window_size: int | None = None
         self._early_left: int | None = None  # requests still to be asked during collection (None: not judged yet)
@@ -519,20 +520,7 @@ class Runner:
 
     def _queued_indices(self) -> list[int]:
         """Indices xdist has assigned to this worker but not yet run (empty if unknown)."""
-        if self._worker_queue is None:
-            for plugin in self.config.pluginmanager.get_plugins():
-                if hasattr(plugin, "torun") and hasattr(plugin, "nextitem_index"):
-                    self._worker_queue = plugin
-                    break
-            else:
-                self._worker_queue = False
-        if not self._worker_queue:
-            return []
-        interactor = self._worker_queue
-        with interactor.torun.lock() as queued:
-            indices = [i for i in queued if isinstance(i, int)]
-        nxt = interactor.nextitem_index
-        return ([nxt] if isinstance(nxt, int) else []) + indices
+        return self._worker_queue.queued_indices()
 
     # -- one item --------------------------------------------------------------------
     def run_item(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec) -> None:

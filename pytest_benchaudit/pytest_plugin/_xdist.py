@@ -1,0 +1,64 @@
+"""The one place that reads pytest-xdist's private worker state.
+
+A worker's runner prefetches the requests of the items the controller has queued for *this*
+worker; xdist exposes that queue only on its private ``WorkerInteractor`` plugin object.
+
+Private names used (``xdist.remote.WorkerInteractor``):
+
+- ``torun``: the worker's queue of item indices; since xdist 3.6 a ``TestQueue`` whose
+  ``lock()`` context yields the ``collections.deque`` of indices (older releases: the deque
+  itself, read as it is);
+- ``nextitem_index``: the index of the item that runs after the current one (``None`` or
+  xdist's ``Marker.SHUTDOWN`` when there is none).
+
+Checked on pytest-xdist 3.5.0, 3.6.1 and 3.8.0.  Public fallback: when the interactor or either
+attribute is missing (a future xdist, another distributor), :func:`queued_indices` returns no
+indices, so a worker prefetches nothing ahead and each item asks for its own answer as it runs:
+the same records, without the look-ahead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import pytest
+
+__all__ = ["WorkerQueue"]
+
+
+class WorkerQueue:
+    """The item indices xdist has assigned to this worker and not yet run, read on demand."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self._config = config
+        self._interactor: Any = None  # None: not looked up yet; False: none found
+
+    def _find(self) -> Any:
+        if self._interactor is None:
+            self._interactor = next(
+                (plugin for plugin in self._config.pluginmanager.get_plugins()
+                 if hasattr(plugin, "torun") and hasattr(plugin, "nextitem_index")), False)
+        return self._interactor
+
+    def queued_indices(self) -> list[int]:
+        """The next item's index, then the queued ones, in run order (empty if unknown)."""
+        interactor = self._find()
+        if not interactor:
+            return []
+        with _locked(interactor.torun) as queued:
+            indices = [i for i in queued if isinstance(i, int)]
+        nxt = interactor.nextitem_index
+        return ([nxt] if isinstance(nxt, int) else []) + indices
+
+
+@contextlib.contextmanager
+def _locked(torun: Any) -> Iterator[Iterable[Any]]:
+    """The queue's content under its lock (xdist >= 3.6), or the queue itself (older xdist)."""
+    lock = getattr(torun, "lock", None)
+    if lock is None:
+        yield list(torun) if isinstance(torun, Iterable) else []
+        return
+    with lock() as queued:
+        yield queued
