@@ -169,7 +169,7 @@ def rescore_records(
         # kept out of validation and serialisation and put back as it was.
         new = evaluate(
             record_question(rec), pipeline, {}, record_generation(rec),
-            model=rec["model"], variant=rec.get("variant", ""),
+            model=rec["model"], variant=rec.get("variant", ""), repeat=int(rec.get("repeat") or 0),
             resources=resources_for(rec["benchmark"], rec["task"]),
             extraction=judged_extraction, score=judged_score,
         ).model_dump(mode="json")

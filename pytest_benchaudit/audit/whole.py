@@ -159,16 +159,25 @@ def _downstream_differs(cards: dict[str, Any], layer: str, suites_dir: Path) -> 
     return found
 
 
+# Summary fields a score row carries when its run has them: the invalid reasons, and the error bars of
+# a run asked K > 1 times (the report's repeats table reads them; docs/statistics.md defines each).
+_CARRIED = ("invalid_reasons", "lower_is_better", "repeats", "reducer", "n_questions", "se", "se_clustered", "ci95",
+            "ci95_clustered", "sampling_sd", "retest_agreement")
+
+
 def scores_both_ways(doc: dict[str, Any], results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Per task x model x layer: n, valid, the score over all questions and over the valid ones, the headline."""
+    """Per task x model x layer: n, valid, the score over all questions and over the valid ones, the
+    headline; plus, where the summary row has them, the invalid reasons and the repeats' error bars."""
     rows = []
     for side, res in results.items():
         label = doc["sets"][side]["label"]
         for r in res:
-            rows.append({"layer": label, "benchmark": r["benchmark"], "task": r["task"], "model": r["model"],
-                         "metric": r["metric"], "denominator": r["denominator"], "n": r["n"], "n_valid": r["n_valid"],
-                         "score": r["score"], "score_total": r["score_total"], "score_valid": r["score_valid"],
-                         "invalid_rate": r["invalid_rate"]})
+            row = {"layer": label, "benchmark": r["benchmark"], "task": r["task"], "model": r["model"],
+                   "metric": r["metric"], "denominator": r["denominator"], "n": r["n"], "n_valid": r["n_valid"],
+                   "score": r["score"], "score_total": r["score_total"], "score_valid": r["score_valid"],
+                   "invalid_rate": r["invalid_rate"]}
+            row.update({k: r[k] for k in _CARRIED if r.get(k) is not None})
+            rows.append(row)
     return rows
 
 

@@ -230,3 +230,28 @@ def test_the_answer_list_names_each_repeat(pytester: pytest.Pytester) -> None:
     with ScriptedServer(Dice()) as server:
         result = run(pytester, server, "--repeats", "3", "-k", "q0002", "--show-answers", "all")
     result.stdout.fnmatch_lines(["  r02  wrong: *", "  r02 #1  wrong: *", "  r02 #2  wrong: *"])
+
+
+def test_rescore_and_sweep_keep_each_repeat(pytester: pytest.Pytester) -> None:
+    """Offline re-scoring works per repeat: ``benchaudit rescore`` writes one record per (question,
+    repeat) with its own output, and ``sweep`` reads the run without calling its repeats duplicates."""
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        run(pytester, server, "--repeats", "3")
+    stored_dir = only_run_dir(pytester.path / "out")
+    stored = {(r["question_id"], r["repeat"]): (r["raw_output"], r["score"]) for r in records_of(stored_dir)}
+    assert len(stored) == 3 * len(PROBABILITIES)
+    cli = [sys.executable, "-m", "pytest_benchaudit.cli"]
+    done = subprocess.run([*cli, "rescore", str(stored_dir), "--set", "scoring.denominator=valid", "--report-dir",
+                           "rescored", "--suites-dir", "suites", "--data-dir", "data"],
+                          capture_output=True, text=True, cwd=pytester.path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rescored = records_of(only_run_dir(pytester.path / "rescored"))
+    assert {(r["question_id"], r["repeat"]): (r["raw_output"], r["score"]) for r in rescored} == stored
+    summary = json.loads((only_run_dir(pytester.path / "rescored") / "summary.json").read_text())["results"]
+    assert summary[0]["repeats"] == 3 and summary[0]["n_questions"] == len(PROBABILITIES)
+    swept = subprocess.run([*cli, "sweep", str(stored_dir), "--vary", "scoring.denominator=valid", "--json",
+                            "--suites-dir", "suites", "--data-dir", "data"],
+                           capture_output=True, text=True, cwd=pytester.path, timeout=120)
+    assert swept.returncode == 0, swept.stderr
+    assert "repeat an item already recorded" not in swept.stderr

@@ -55,6 +55,11 @@ inference.max_tokens = 16
 extraction = { rule = "final_answer_letter", reasoning = "strip" }
 scoring = { metric = "exact_match", denominator = "total" }
 aggregation = { method = "micro", by = "topic" }
+
+# Another reading of the same answers, so `benchaudit audit` has a layer to move toward.
+[tasks.mcq.released]
+base = "standardized"
+scoring = { metric = "exact_match", denominator = "valid" }
 """
 
 
@@ -204,3 +209,30 @@ def test_no_repeats_no_section_and_strings_escaped() -> None:
     assert cells["headline"] == "2.500" and cells["se"] == "0.250" and cells["se clustered"] == "—"
     assert cells["95% CI"] == "1.500 – 3.500" and cells["CI kind"] == "over questions"
     assert cells["sampling sd"] == "0.125" and cells["retest agreement"] == "75.0%"
+
+
+def test_the_audit_report_shows_the_repeats_table_of_its_runs(pytester: pytest.Pytester) -> None:
+    """`benchaudit audit` of a run asked 3 times: its report's repeats table carries the run's own
+    summary numbers (the audit's score rows pass the error bars through), one row per model and layer."""
+    _write(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        repeated = _run(pytester, server, "rep", "--repeats", "3")
+    summary = json.loads((repeated / "summary.json").read_text())["results"]
+    out = pytester.path / "audit"
+    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "audit", str(repeated), "--toward",
+                           "released", "--suites-dir", "suites", "--data-dir", "data", "--out", str(out),
+                           "--resamples", "200"], capture_output=True, text=True, timeout=300, cwd=pytester.path)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((out / "audit.json").read_text())
+    mine = [r for r in doc["scores"] if r["layer"] == "standardized"]
+    assert {r["model"] for r in mine} == {"a", "b"} and all(r["repeats"] == 3 for r in mine)
+    table = _repeats_table((out / "report.html").read_text(encoding="utf-8"))
+    assert {(row["model"], row["pipeline"]) for row in table} == {(m, layer) for m in ("a", "b")
+                                                                  for layer in ("standardized", "released")}
+    for r in summary:
+        (row,) = [t for t in table if t["model"] == r["model"] and t["pipeline"] == "standardized"]
+        assert row["repeats"] == "3" and row["questions"] == str(r["n_questions"])
+        assert row["headline"] == _pct(r["score"]) and row["se"] == _pp(r["se"])
+        assert row["sampling sd"] == _pp(r["sampling_sd"])
+        assert row["retest agreement"] == f"{100 * r['retest_agreement']:.1f}%"
+        assert row["95% CI"] == f"{_pct(r['ci95_clustered'][0])} – {_pct(r['ci95_clustered'][1])}"

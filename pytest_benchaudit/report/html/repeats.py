@@ -48,7 +48,9 @@ def repeats_rows(runs: list[dict[str, Any]]) -> list[list[Any]]:
         ci = clustered or r.get("ci95")
         interval = (f"{_level(ci[0], share)} – {_level(ci[1], share)}"
                     if isinstance(ci, list) and len(ci) == 2 else "—")
-        pipeline = str(r.get("pipeline") or "") + (f" | {r['variant']}" if r.get("variant") else "")
+        # An audit's rows name their layer as both (one cell per layer): say it once.
+        variant = r.get("variant") if r.get("variant") != r.get("pipeline") else None
+        pipeline = str(r.get("pipeline") or "") + (f" | {variant}" if variant else "")
         rows.append([r.get("benchmark"), r.get("task"), r.get("model"), pipeline or "—", int(r["repeats"]),
                      r.get("reducer", "mean"), r.get("n_questions") if r.get("n_questions") is not None else "—",
                      _level(r.get("score"), share), _spread(r.get("se"), share),
