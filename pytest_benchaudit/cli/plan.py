@@ -103,7 +103,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--mde", required=True, type=float, metavar="D",
                    help="the true difference to detect, absolute in the metric's unit (0.03 = 3 points on a share)")
     p.add_argument("--from", dest="runs", nargs="+", type=Path, default=[], metavar="RUN",
-                   help="run directories with the task (ideally asked with --repeats): the variances are measured "
+                   help="run directories with the task, or folders of them (ideally asked with --repeats): the variances are measured "
                         "from their records.jsonl; without, a stated assumption is used")
     p.add_argument("--models", metavar="A,B", help="the two models of the runs to measure (default: the pair whose "
                                                     "difference varies most)")
@@ -141,11 +141,12 @@ def _split_task(text: str, suites_dir: Path) -> tuple[Any, str]:
 def _task_questions(suite: Any, task: str, data_dir: str | None) -> int:
     """The questions the task scores: its data file's rows (those with an empty gold left out when the
     task says ``empty_gold = "skip"``, as the collector does)."""
+    from pytest_benchaudit.dataset.config import skips_empty_gold
     from pytest_benchaudit.dataset.readers import load_questions, resolve_data_dir
 
     path, origin = resolve_data_dir(data_dir)
     questions, _ = load_questions(suite, task, path, origin)
-    if suite.tasks[task].data.get("empty_gold", "score") == "skip":
+    if skips_empty_gold(suite.tasks[task].data):
         questions = [q for q in questions if q.gold.strip()]
     return len(questions)
 
@@ -153,8 +154,13 @@ def _task_questions(suite: Any, task: str, data_dir: str | None) -> int:
 def _scores_by_model(runs: list[Path], bench: str, task: str) -> tuple[dict[str, dict[str, list[float]]], str]:
     """model -> question id -> its scores in repeat order, from the runs' base records of the task (not a
     --vary variant); and the metric they were scored with.  A model in two runs is two entries."""
+    from pytest_benchaudit.audit.compare.runsets import CompareError, expand_runs
     from pytest_benchaudit.runs.store import load_run
 
+    try:  # a folder of run directories is read as the runs in it, as compare reads it
+        runs = expand_runs(runs)
+    except CompareError as err:
+        raise CliError(f"--from {err}") from None
     found: dict[str, dict[str, list[float]]] = {}
     metrics: set[str] = set()
     for run_dir in runs:

@@ -359,3 +359,16 @@ def test_the_estimator_recovers_the_true_variances() -> None:
     assert est.within == pytest.approx(true.within, rel=0.05)
     assert est.between == pytest.approx(true.between, abs=0.012)
     assert est.within_measured and est.questions == 4000 and est.repeats == 3
+
+
+def test_a_folder_of_runs_is_read_as_the_runs_in_it(tmp_path: Path) -> None:
+    """`--from FOLDER` reads the run directories inside it, as compare does; a folder without runs is one line."""
+    import subprocess
+    import sys
+
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "plan", "--task", "cybermetric.cm80",
+                           "--mde", "0.1", "--from", str(empty)], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "neither a run directory (no run.json) nor a folder of run directories" in done.stderr
