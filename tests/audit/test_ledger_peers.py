@@ -104,3 +104,46 @@ def test_the_ledger_command_on_the_project_suites(capsys: pytest.CaptureFixture[
                     a = suite.pipeline(task, "released").card()["fields"]
                     b = suite.pipeline(task, peer["layer"]).card()["fields"]
                     assert (a.get(f["field"]), b.get(f["field"])) == (f["released"], f["peer"]) and a != b
+
+
+def test_the_html_ledger_section_lists_every_peer_field_with_its_why() -> None:
+    """The report's ledger section shows the same peer differences as `benchaudit ledger`: one table row
+    per (benchmark, layer, field), the peer's why in it, none without one for the project's suites."""
+    from html.parser import HTMLParser
+
+    from pytest_benchaudit.report.html.audits import ledger_section
+
+    rows = [r for r in build_ledger(SUITES)["benchmarks"] if r.get("peers")]
+    assert {r["benchmark"] for r in rows} >= {"cybermetric", "mmlu_cs"}
+    expected = [(r["benchmark"], layer["layer"], f["field"], f["why"])
+                for r in rows for layer in r["peers"] for f in layer["fields"]]
+    assert expected and all(why for *_, why in expected)
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tables: list[list[list[str]]] = []
+            self.inside = False
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "table":
+                self.tables.append([])
+            elif tag == "tr":
+                self.tables[-1].append([])
+            elif tag in ("td", "th"):
+                self.tables[-1][-1].append("")
+                self.inside = True
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("td", "th"):
+                self.inside = False
+
+        def handle_data(self, data: str) -> None:
+            if self.inside:
+                self.tables[-1][-1][-1] += data
+
+    parser = Cells()
+    parser.feed(ledger_section(rows, None))
+    (peer_table,) = [t for t in parser.tables if t and "why (the peer's code)" in t[0]]
+    shown = [(row[0], row[1], row[2], row[6]) for row in peer_table[1:]]
+    assert shown == expected

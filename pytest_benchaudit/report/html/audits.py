@@ -208,6 +208,16 @@ def ledger_section(ledger: list[dict[str, Any]] | None, upstream: list[dict[str,
                             "uses it; contradicted = the code does something else; undefined = the documentation "
                             "does not state it; unread = a document that may state it could not be read "
                             "(docs/ledger.md)."))
+    peer_rows = [[r.get("benchmark"), layer.get("layer"), f.get("field"), fmt(f.get("released")), fmt(f.get("peer")),
+                  ", ".join(f.get("tasks") or []), f.get("why") or "no why given"]
+                 for r in rows for layer in r.get("peers") or [] for f in layer.get("fields") or []]
+    if peer_rows:
+        parts.append("<h3>Peer harness layers against released</h3>"
+                     + table(["benchmark", "layer", "field", "released", "peer layer", "tasks", "why (the peer's code)"],
+                             peer_rows)
+                     + note("Per layer that says what a general harness does with the benchmark (inspect_evals, "
+                            "lm_eval and their variants): every pipeline field where it differs from the benchmark's "
+                            "released pipeline, with the peer's file and version that sets it (docs/harnesses.md)."))
     up = [r for r in upstream or [] if isinstance(r, dict) and r.get("fields")]
     if up:
         body = [[r["task"], d["field"], fmt(d.get("stored")), fmt(next((v for k, v in d.items()
