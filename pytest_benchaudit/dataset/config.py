@@ -16,14 +16,15 @@ docs/suites.md documents the format field by field.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from pytest_benchaudit.common.errors import ConfigError, did_you_mean
 from pytest_benchaudit.pipeline.stages import LAYERS, PEER_LAYERS
 
-__all__ = ["SuiteConfig", "TaskConfig", "DataConfig", "check_suite_config", "check_task_data", "is_layer_name"]
+__all__ = ["SuiteConfig", "TaskConfig", "DataConfig", "EMPTY_GOLD_DEFAULT", "EmptyGold", "check_suite_config", "check_task_data",
+           "is_layer_name", "skips_empty_gold"]
 
 # Keys of a task's data mapping that must be there once data_defaults are merged in; the
 # question text comes from `question` or, for benchmarks that ship whole prompts, `prompt`.
@@ -62,6 +63,19 @@ class GoldFile(_Strict):
     key: str | None = None
 
 
+EmptyGold = Literal["skip", "keep"]
+# A row whose gold is empty is kept and scored unless the task says "skip" (released code may score
+# it: SecEval's eval.py matches an empty gold with an empty prediction).
+EMPTY_GOLD_DEFAULT: EmptyGold = "keep"
+
+
+def skips_empty_gold(data: Mapping[str, Any]) -> bool:
+    """True when a task's ``[data]`` table (validated by :class:`DataConfig`) has its rows without a
+    gold label reported and skipped (``empty_gold = "skip"``), False when they are scored (``keep``,
+    the default): the one reading of ``empty_gold`` the collector and ``benchaudit plan`` share."""
+    return (data.get("empty_gold") or EMPTY_GOLD_DEFAULT) == "skip"
+
+
 class DataConfig(_Strict):
     """``[tasks.NAME.data]`` (and ``[data_defaults]``, ``[tasks.NAME.few_shot]``): how rows map onto questions."""
 
@@ -76,7 +90,7 @@ class DataConfig(_Strict):
     choices_prefixed: bool | None = None
     gold: str | None = None
     gold_file: GoldFile | None = None
-    empty_gold: Literal["skip", "keep"] | None = None
+    empty_gold: EmptyGold | None = None  # unset: EMPTY_GOLD_DEFAULT; read through skips_empty_gold
     meta: list[str] | None = None
     where: dict[str, Any] | None = None
     hub: HubSource | None = None

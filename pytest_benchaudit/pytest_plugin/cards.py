@@ -1,13 +1,10 @@
-"""What a task's pipeline card holds beyond its fields, and the card of an item whose fixtures changed.
+"""What the collector reads from files and fixtures for a task's pipeline card.
 
-:func:`materials` gathers what shapes a request or a score but is not a pipeline field: the
-prompt template's text (system prompt, option format, separators, fixed shots), the few-shot
-exemplars used, the checksums of the data files read (questions, exemplars, a metric's lookup
-files) and, with ``--judge``, the judge's prompts.  :meth:`Pipeline.card` hashes them with the
-fields, so an edited template changes the card's ``hash`` and ``upstream_hash``.
-
-:func:`suite_files` checksums suite.toml and the file it extends; :func:`pin_warnings` compares
-each data file with the checksum the suite pins in ``[fetch.files]``.
+The card itself is assembled by pure functions (:mod:`pytest_benchaudit.pipeline.assembly`:
+its materials, the pin warnings, what run.json shows beside the hash); this module gives them
+what only reading the suite's files or the judge's prompts can tell: :func:`suite_files`
+checksums suite.toml and the file it extends; :func:`pin_warnings` reads the suite's
+``[fetch.files]`` pins; :func:`judge_material` hashes the judge's prompt texts.
 
 :func:`fixture_origin` says where a fixture that replaced ``pipeline`` or ``question`` is defined
 (``conftest.py:LINE``, or the plugin's module); the runner hands it to
@@ -21,40 +18,19 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from pytest_benchaudit.dataset.readers import file_checksum
 from pytest_benchaudit.dataset.suites import Suite
-from pytest_benchaudit.pipeline.stages import Pipeline, is_unspecified
+from pytest_benchaudit.pipeline import assembly
 from pytest_benchaudit.pipeline.types import Question
 
-__all__ = ["fixture_origin", "judge_material", "materials", "pin_warnings", "suite_files"]
+__all__ = ["fixture_origin", "judge_material", "pin_warnings", "suite_files"]
 
 
 def _sha(data: Any) -> str:
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def materials(suite: Suite, pipeline: Pipeline, shots: Sequence[Question], data_checksums: Mapping[str, str],
-              resource_checksums: Mapping[str, str], judge: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The materials of ``pipeline`` on a task of ``suite`` (keys ``STAGE.what``; see module doc)."""
-    out: dict[str, Any] = {}
-    template = suite.templates.get(pipeline.prompt.template)
-    if template is not None:
-        out["prompt.template_text"] = template.model_dump(mode="json")
-    few = pipeline.prompt.format.few_shot
-    k = 0 if is_unspecified(few) else int(few)
-    if k:
-        used = list(shots)[:k]
-        out["prompt.few_shot_exemplars"] = {"ids": [q.id for q in used],
-                                            "sha256": _sha([q.model_dump(mode="json") for q in used])}
-    out["dataset.checksums"] = dict(data_checksums)
-    if resource_checksums:
-        out["scoring.resources"] = dict(resource_checksums)
-    if judge:
-        out["scoring.judge"] = dict(judge)
-    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -88,18 +64,9 @@ def suite_files(suite: Suite, rootdir: Path) -> dict[str, str]:
 
 def pin_warnings(suite: Suite, files: Mapping[str, str]) -> list[dict[str, str]]:
     """A warning for each data file (name in the data folder -> sha256 found) whose checksum
-    differs from the one ``[fetch.files]`` pins."""
+    differs from the one ``[fetch.files]`` pins (:func:`pytest_benchaudit.pipeline.assembly.pin_warnings`)."""
     pins = (suite.own_tables.get("fetch") or {}).get("files") or {}
-    out = []
-    for name, found in files.items():
-        pinned = (pins.get(name) or {}).get("sha256")
-        if isinstance(pinned, str) and pinned != found:
-            out.append({"kind": "data_checksum",
-                        "message": f"{suite.data_folder}/{name}: sha256 {found[:12]}… differs from the "
-                                   f"{pinned[:12]}… {suite.path.parent.name}/suite.toml pins; its scores are "
-                                   f"not comparable with runs on the pinned file (benchaudit fetch "
-                                   f"{suite.name} --force restores it)"})
-    return out
+    return assembly.pin_warnings(pins, files, suite.data_folder, suite.path.parent.name, suite.name)
 
 
 def fixture_origin(fixturedefs: Any, default_module: str, rootdir: Path) -> str | None:

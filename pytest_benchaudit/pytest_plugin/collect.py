@@ -24,27 +24,28 @@ from typing import Any, Iterator, Sequence
 
 import pytest
 
-from pytest_benchaudit.scoring import extract, metrics as scoring
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.scoring.judge import judge_card
-from pytest_benchaudit.common.errors import did_you_mean
+from pytest_benchaudit.scoring.judging import judge_problem, needs_judge
 from pytest_benchaudit.pytest_plugin import cards
 from pytest_benchaudit.pytest_plugin.checks import checks_of
 from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
 from pytest_benchaudit.pipeline.card import USED, add_item_card, item_card, note_collected_used
-from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, is_unspecified
+from pytest_benchaudit.pipeline import assembly, checks as pipeline_checks
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides
 from pytest_benchaudit.prompt.templates import Template, TemplateError, inference_params, render_request
+from pytest_benchaudit.dataset.config import skips_empty_gold
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, DataUnavailable, Suite, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import file_checksum, load_questions, load_resources
 from pytest_benchaudit.common.errors import ConfigError
-from pytest_benchaudit.scoring.registry import check_suite_names
+from pytest_benchaudit.scoring.registry import check_pipeline_names, check_suite_names
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.pipeline.variants import build_variants, card_key, layer_variant
 
 __all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "VariantSpec", "BenchmarkFailure", "collect_file",
            "default_fixtures_only", "item_hashes",
-           "question", "pipeline", "model", "runnable_problems"]
+           "question", "pipeline", "model"]
 
 
 class BenchmarkFailure(AssertionError):
@@ -75,8 +76,8 @@ class VariantSpec:
 
     def materials(self, pipeline: Pipeline) -> dict[str, Any]:
         """What shapes ``pipeline``'s requests and scores on this task besides its fields (:mod:`.cards`)."""
-        return cards.materials(self.suite, pipeline, self.shots, self.data_checksums, self.resource_checksums,
-                               self.judge)
+        return assembly.materials(self.suite.templates, pipeline, self.shots, self.data_checksums,
+                                  self.resource_checksums, self.judge)
 
 
 class ItemSpec:
@@ -132,81 +133,37 @@ class ItemSpec:
         return self.render(self.question, self.shared.pipeline, self.model)
 
 
-def runnable_problems(pipeline: Pipeline, suite: Suite) -> list[str]:
-    """Fields that must be specified before this pipeline can produce a score."""
-    missing = pipeline.unspecified_fields(("extraction", "scoring"))
-    missing = [f for f in missing if f != "aggregation.method"]
-    if is_unspecified(pipeline.prompt.template):
-        missing.insert(0, "prompt.template")
-    if is_unspecified(pipeline.prompt.format.mode):
-        missing.insert(0, "prompt.format.mode")
-    tpl = suite.templates.get(pipeline.prompt.template)
-    if tpl and tpl.system and is_unspecified(pipeline.prompt.format.system_role):
-        missing.append("prompt.format.system_role")
-    return missing
-
-
-def needs_judge(pipeline: Pipeline) -> bool:
-    """True when a judge model extracts (``extraction.rule = judge``) or grades (the metric)."""
-    info = scoring.METRIC_INFO.get(pipeline.scoring.metric)
-    return pipeline.extraction.rule == "judge" or bool(info is not None and info.needs_judge)
-
-
-def judge_problem(pipeline: Pipeline, judge_given: bool = False) -> str | None:
-    """Why items of this pipeline cannot be scored without ``--judge``, or None."""
-    if judge_given or not needs_judge(pipeline):
-        return None
-    what = ("extraction.rule 'judge'" if pipeline.extraction.rule == "judge"
-            else f"scoring.metric {pipeline.scoring.metric!r}")
-    return f"{what} needs an LLM judge (--judge SPEC); collected but never scored without one"
-
-
 def _skip_marker(pipe: Pipeline, suite: Suite, task: str, variant: str,
                  judge_given: bool = False) -> pytest.MarkDecorator | None:
     """The skip every item of this (variant) pipeline gets, or None: unspecified fields, a judge."""
-    where = f"{suite.name}.{task}" + (f" [{variant}]" if variant else "")
-    problems = runnable_problems(pipe, suite)
-    if problems:
-        return pytest.mark.skip(reason=f"{where} under {pipe.name!r}: {', '.join(problems)} "
-                                       "unspecified; choose with --set FIELD=VALUE")
-    judge = judge_problem(pipe, judge_given)
-    if judge:
-        return pytest.mark.skip(reason=f"{where}: {judge}")
-    return None
-
-
-def _check_names(pipeline: Pipeline) -> None:
-    rule, metric = pipeline.extraction.rule, pipeline.scoring.metric
-    if not is_unspecified(rule) and rule not in extract.RULES:
-        raise PipelineError(f"extraction.rule {rule!r} is not a known rule; allowed: {', '.join(extract.rule_names())}")
-    if not is_unspecified(metric) and metric not in scoring.METRICS:
-        raise PipelineError(f"scoring.metric {metric!r} is not a known metric; allowed: {', '.join(scoring.metric_names())}")
+    reason = pipeline_checks.skip_reason(pipeline_checks.where_of(suite.name, task, variant), pipe,
+                                         pipeline_checks.runnable_problems(pipe, suite.templates),
+                                         judge_problem(pipe, judge_given))
+    return pytest.mark.skip(reason=reason) if reason is not None else None
 
 
 def pipeline_problems(suite: Suite, task: str, pipe: Pipeline, questions: list[Question], shots: list[Question],
                       models: list[ModelSpec]) -> list[str]:
     """What is wrong with a resolved pipeline against its task's data, found once before any item:
     the first question's request is rendered for each model (an unknown template, a few-shot count
-    the data cannot supply, a bad placeholder), and ``aggregation.by`` must name a metadata field."""
+    the data cannot supply, a bad placeholder), and ``aggregation.by`` must name a metadata field
+    (:mod:`pytest_benchaudit.pipeline.checks`)."""
     where = f"{suite.name}.{task}" + (f" under {pipe.name!r}" if pipe.name else "")
     problems: list[str] = []
     if questions:
         for spec in {m.min_max_tokens: m for m in models}.values():
             try:
-                name = pipe.prompt.template
-                if name not in suite.templates:
-                    raise TemplateError(f"prompt.template {name!r} is not a template of {suite.name}; "
-                                        f"allowed: {', '.join(suite.templates)}")
-                render_request(pipe, suite.templates[name], questions[0], shots, min_max_tokens=spec.min_max_tokens)
+                missing = pipeline_checks.template_problem(suite.name, pipe, list(suite.templates))
+                if missing:
+                    raise TemplateError(missing)
+                render_request(pipe, suite.templates[pipe.prompt.template], questions[0], shots,
+                               min_max_tokens=spec.min_max_tokens)
             except (TemplateError, PipelineError) as err:
                 problems.append(f"{where}: {err}")
                 break
-    by = pipe.aggregation.by
-    if by is not None and questions and not any(by in q.meta for q in questions):
-        fields = sorted({k for q in questions for k in q.meta})
-        allowed = ", ".join(fields) or "none (this task has no metadata)"
-        problems.append(f"{where}: aggregation.by {by!r} is not a metadata field of its questions"
-                        f"{did_you_mean(by, fields)}; allowed: {allowed}, or null")
+    by = pipeline_checks.aggregation_by_problem(pipe, questions)
+    if by:
+        problems.append(f"{where}: {by}")
     return problems
 
 
@@ -292,7 +249,7 @@ class TaskCollector(pytest.Collector):
                 pipe = apply_overrides(base, opts.overrides)
                 variants = build_variants(pipe, opts.vary)
             for v in variants:
-                _check_names(v.pipeline)
+                check_pipeline_names(v.pipeline)
         except PipelineError as err:
             checks.problem(f"{suite.name}.{task}: {err}")
             return
@@ -323,8 +280,9 @@ class TaskCollector(pytest.Collector):
         opts.state.checksums[str(Path(suite.data_folder) / path.name)] = checksum
         pinned[str(suite.tasks[task].data.get("file", path.name))] = checksum
         data_sums = {path.name: checksum, **shot_sums}
-        sources = cards.suite_files(suite, self.config.rootpath)
-        warnings = cards.pin_warnings(suite, pinned)
+        shown = assembly.TaskMaterials(dataset_checksums={path.name: checksum},
+                                       suite_files=cards.suite_files(suite, self.config.rootpath),
+                                       questions_total=len(questions), warnings=cards.pin_warnings(suite, pinned))
         skips: dict[str, pytest.MarkDecorator | None] = {}
         specs: dict[str, VariantSpec] = {}
         for v in variants:
@@ -336,23 +294,11 @@ class TaskCollector(pytest.Collector):
             card = part.card = v.pipeline.card(part.materials(v.pipeline))
             part.hashes = (card["hash"], card["upstream_hash"])
             specs[v.name] = part
-            card["dataset_checksums"] = {path.name: checksum}
-            card["suite_files"] = sources
-            if warnings:
-                card["warnings"] = warnings
-            if card["overrides"]:
-                card["override_origins"] = {name: "--set" for name in card["overrides"]}
-            if not v.is_base:
-                card["variant"] = v.info()
-            if judge is not None:
-                card["judge"] = judge
+            # How each hosted model is reached, and what its provider's quirks change.
             providers = {m.label: m.provider_card(inference_params(v.pipeline)) for m in opts.models if m.provider}
-            if providers:  # how each hosted model is reached, and what its provider's quirks change
-                card["providers"] = providers
-            opts.state.cards[part.key] = card
+            opts.state.cards[part.key] = assembly.task_card(card, shown, variant=None if v.is_base else v.info(),
+                                                            judge=judge, providers=providers)
             skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name, opts.judge is not None)
-        for v in variants:  # how many questions the task has: a -k / --lf / --limit run is labelled a subset
-            opts.state.cards[card_key(suite.name, task, v.name)]["questions_total"] = len(questions)
         if opts.limit is not None:
             questions = questions[: opts.limit]
         for v in variants:
@@ -360,8 +306,8 @@ class TaskCollector(pytest.Collector):
                 for problem in pipeline_problems(suite, task, v.pipeline, questions, shots, opts.models):
                     checks.problem(problem)
         # empty_gold = "skip": a row without a gold label is reported (skipped with the
-        # reason), never scored; "score" (default) keeps it, as released code may (SecEval).
-        skip_empty_gold = suite.tasks[task].data.get("empty_gold", "score") == "skip"
+        # reason), never scored; "keep" (the default) scores it, as released code may (SecEval).
+        skip_empty_gold = skips_empty_gold(suite.tasks[task].data)
         replayed = _replayed_questions(opts.models, checks)
         # Every item of a task calls the same function under the same conftests: its fixture
         # closure is computed once and shared, as pytest shares it among parametrized items.

@@ -32,16 +32,15 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
-from pytest_benchaudit.scoring import judge
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
-from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure, item_hashes, needs_judge
+from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure, item_hashes
 from pytest_benchaudit.inference.engine import Engine
 from pytest_benchaudit.inference.factory import budgeted_recipe, endpoint_recipe
 from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.inference.usage import NOT_ASKED
 from pytest_benchaudit.scoring.evaluate import evaluate, failure_message
-from pytest_benchaudit.scoring.extract import extract
+from pytest_benchaudit.scoring.judging import judge_answer, needs_judge
 from pytest_benchaudit.pytest_plugin.launched import LAUNCHED, LocalUrl, launched_identity
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.paths import names_suites
@@ -58,7 +57,7 @@ from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.common.progress import stall_after
 from pytest_benchaudit.common.secrets import register_secret_env
-from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
+from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Request, Score
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.process import ProcessEngine
@@ -83,14 +82,6 @@ def add_runner_options(parser: pytest.Parser) -> None:
         help="ask the models from a thread of the pytest process (pytest and the HTTP client then share one "
              f"core); by default they are asked from a process of their own. ${INFERENCE_PROCESS_ENV}=0 does "
              "the same")
-
-
-def _judge_record(model: str, purpose: str, version: str, reply: Generation, status: str,
-                  verdict: str | None) -> dict[str, Any]:
-    """What a record keeps of one judge call (its token usage too: the usage table and --max-cost count it)."""
-    return {"model": model, "purpose": purpose, "prompt_version": version, "raw_output": reply.text,
-            "parse_status": status, "verdict": verdict, "error": reply.error, "usage": dict(reply.usage),
-            "from_cache": reply.from_cache}
 
 
 def _skip_if_not_asked(generation: Generation, max_cost: float | None) -> None:
@@ -598,51 +589,20 @@ class Runner:
 
     def _judge(self, question: Question, pipeline: Pipeline,
                generation: Generation) -> tuple[Extraction | None, Score | None, dict[str, Any]]:
-        """Ask the ``--judge`` model to extract or grade, when the pipeline wants it.
-
-        Returns the judge's extraction and/or score (``None`` to let the rule / metric run)
-        and the judge's record (model, purpose, prompt version, raw output, parse status,
-        verdict).  A judge failure is an invalid response (``judge_error``) with its reason.
-        """
-        if self.opts.judge is None or not needs_judge(pipeline) or generation.error is not None:
+        """Ask the ``--judge`` model to extract or grade, when the pipeline wants it
+        (:func:`pytest_benchaudit.scoring.judging.judge_answer` decides what to ask and reads the reply)."""
+        if self.opts.judge is None or generation.error is not None or not needs_judge(pipeline):
             return None, None, {}
         spec = self.opts.judge.model_copy(update={"label": f"judge:{self.opts.judge.label}"})
         self._ensure_model(spec)
-        reasoning = pipeline.extraction.reasoning
-        labels = tuple(question.choices) or ("A", "B", "C", "D")
-        if pipeline.extraction.rule == "judge":
-            multi = pipeline.scoring.metric in ("letter_set_exact", "label_set_match")
-            regex = extract(("final_answer_letters" if multi else "final_answer_letter"), generation, question,
-                            reasoning if reasoning in ("strip", "keep") else "strip")
-            extra: dict[str, Any] = {"regex_prediction": regex.prediction}
-            if not regex.answer_text.strip():  # nothing to read: empty / truncated / unclosed reasoning
-                return regex, None, extra
-            reply = self._generate(spec.label, adjust_request(
-                judge.extraction_request(question, regex.answer_text, labels), spec))
+
+        def ask(request: Request) -> Generation:
+            reply = self._generate(spec.label, adjust_request(request, spec))
             _skip_if_not_asked(reply, self.opts.max_cost)
-            answer, status = judge.parse_extraction(reply.text, labels) if reply.error is None else (None, "failed")
-            extra["judge"] = _judge_record(spec.label, "extraction", judge.EXTRACTION_PROMPT_VERSION, reply,
-                                           status, answer)
-            if answer is None:
-                why = reply.error or f"unreadable judge verdict: {reply.text[:120]!r}"
-                return Extraction(invalid_reason="judge_error", answer_text=regex.answer_text, detail=why), None, extra
-            if answer == "NONE":
-                return Extraction(invalid_reason="unparseable", answer_text=regex.answer_text,
-                                  detail="judge: the response commits to no option"), None, extra
-            return Extraction(prediction=answer, answer_text=regex.answer_text, detail=f"judge ({status})"), None, extra
-        # Grading: the rule reads the answer; the judge decides whether it is correct.
-        read = extract(pipeline.extraction.rule, generation, question, reasoning)
-        if not read.valid or read.prediction is None:
-            return read, None, {}
-        reply = self._generate(spec.label, adjust_request(judge.grading_request(question, read.prediction), spec))
-        _skip_if_not_asked(reply, self.opts.max_cost)
-        verdict, status = judge.parse_grading(reply.text) if reply.error is None else (None, "failed")
-        extra = {"judge": _judge_record(spec.label, "grading", judge.GRADING_PROMPT_VERSION, reply, status, verdict)}
-        if verdict is None:
-            why = reply.error or f"unreadable judge verdict: {reply.text[:120]!r}"
-            # No score given: evaluate scores the invalid item at the pipeline's scoring.invalid_credit.
-            return Extraction(invalid_reason="judge_error", answer_text=read.answer_text, detail=why), None, extra
-        return read, Score(value=1.0 if verdict == "CORRECT" else 0.0, correct=verdict == "CORRECT"), extra
+            return reply
+
+        judged = judge_answer(question, pipeline, generation, spec.label, ask)
+        return judged.extraction, judged.score, judged.extra
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:

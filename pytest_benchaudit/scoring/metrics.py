@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pytest_benchaudit.scoring import catalog
 from pytest_benchaudit.scoring.tasks import TASK_METRIC_INFO, TASK_METRICS
 from pytest_benchaudit.pipeline.types import Extraction, MetricInfo, Question, Score, UnscorablePrediction
 
@@ -41,6 +42,7 @@ def exact_match(prediction: str, question: Question, resources: Mapping[str, Any
     return _binary(prediction.strip().upper() == question.gold.strip().upper())
 
 
+@catalog.metric(answers="labels")
 def letter_set_exact(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
     """SecEval: ``prediction.lower() == gold.lower()``, gold compared *as stored*.
 

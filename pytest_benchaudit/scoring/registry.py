@@ -1,8 +1,12 @@
-"""Names only the scoring registries know: extraction rules and metrics.
+"""Names only the scoring registries know: extraction rules and metrics, and what each is.
 
 The pipeline model (:mod:`pytest_benchaudit.pipeline.stages`) checks types; whether
 ``extraction.rule=final_line`` or ``scoring.metric=accuracy`` names something that exists is
 known only here, downstream, so options and offline commands ask this module.
+
+What a rule reads and answers, and which prediction a metric compares, is declared on each
+definition (:mod:`.catalog`); :func:`rule_info`, :func:`rules_reading`, :func:`strict_rule`
+and :func:`metric_answers` answer it by name, so no other module lists rule or metric names.
 """
 
 from __future__ import annotations
@@ -12,9 +16,39 @@ from typing import Any, Mapping, Protocol
 
 from pytest_benchaudit.common.errors import ConfigError, did_you_mean
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, is_unspecified
-from pytest_benchaudit.scoring import extract, metrics
+from pytest_benchaudit.scoring import catalog, extract, metrics
+from pytest_benchaudit.scoring.catalog import Answers, Reads, RuleInfo
 
-__all__ = ["check_suite_names", "check_vary", "unknown_name"]
+__all__ = ["check_pipeline_names", "check_suite_names", "check_vary", "metric_answers", "rule_info", "rules_reading", "strict_rule",
+           "unknown_name"]
+
+
+def rule_info(name: str) -> RuleInfo:
+    """What the rule ``name`` reads and answers; the default (a text rule) for a name no rule has."""
+    func = extract.RULES.get(name)
+    return catalog.rule_info(func) if func is not None else RuleInfo()
+
+
+def rules_reading(*reads: Reads) -> frozenset[str]:
+    """The names of the rules that read one of ``reads`` (``rules_reading("logprobs")``: the
+    first-token log-probability rules, which read no text and which decoding cannot move)."""
+    return frozenset(name for name, func in extract.RULES.items() if catalog.rule_info(func).reads in reads)
+
+
+def strict_rule(answers: Answers) -> str:
+    """The strict reader of a label (``answers="label"``) or a label set (``"labels"``): the rule
+    that reads one only where a final-answer line states it alone.  Exactly one rule is each."""
+    found = sorted(name for name, func in extract.RULES.items()
+                   if catalog.rule_info(func).strict and catalog.rule_info(func).answers == answers)
+    if len(found) != 1:
+        raise LookupError(f"expected one strict rule answering {answers!r}, found {found or 'none'}")
+    return found[0]
+
+
+def metric_answers(name: str) -> Answers:
+    """Which prediction the metric ``name`` compares: ``label``, ``labels`` (a set) or ``other``."""
+    func = metrics.METRICS.get(name)
+    return catalog.metric_reads(func).answers if func is not None else "other"
 
 
 class SuiteLike(Protocol):
@@ -42,6 +76,15 @@ def unknown_name(path: str, value: Any) -> str | None:
         names = metrics.metric_names()
         return f"{value!r} is not a known metric{did_you_mean(str(value), names)}; allowed: {', '.join(names)}"
     return None
+
+
+def check_pipeline_names(pipeline: Pipeline) -> None:
+    """Raise :class:`PipelineError` for a rule or metric of ``pipeline`` that does not exist (a ``--set``
+    or a variant may name one the suite's layers do not)."""
+    for path, value in (("extraction.rule", pipeline.extraction.rule), ("scoring.metric", pipeline.scoring.metric)):
+        problem = unknown_name(path, value)
+        if problem:
+            raise PipelineError(f"{path} {problem}")
 
 
 def check_suite_names(suite: SuiteLike) -> None:

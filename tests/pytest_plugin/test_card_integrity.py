@@ -13,7 +13,6 @@ Real pytest runs (pytester) against the scripted OpenAI-compatible server on 127
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import textwrap
@@ -27,7 +26,7 @@ from pytest_benchaudit.dataset.readers import file_checksum, load_questions
 from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.pipeline.stages import Pipeline, apply_overrides
 from pytest_benchaudit.pytest_plugin import cards
-from pytest_benchaudit.pytest_plugin.cards import materials
+from pytest_benchaudit.pipeline.assembly import materials
 from pytest_benchaudit.scoring import judge
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
@@ -369,21 +368,21 @@ def test_few_shot_exemplars_and_option_format_are_materials_of_the_real_mmlu_car
     pipe = suite.pipeline("mcq", "released")
     shots, shot_path = load_questions(suite, "mcq", real_data, "test", few_shot=True)
     sums = {shot_path.name: file_checksum(shot_path)}
-    mats = materials(suite, pipe, shots, sums, {}, None)
+    mats = materials(suite.templates, pipe, shots, sums, {}, None)
     assert mats["prompt.few_shot_exemplars"]["ids"] == [q.id for q in shots[:5]] and len(shots) >= 5
     assert mats["prompt.template_text"] == suite.templates[pipe.prompt.template].model_dump(mode="json")
     card = pipe.card(mats)
     # one exemplar's gold label changed: another upstream hash, the same fields
     edited = [shots[0].model_copy(update={"gold": "D" if shots[0].gold != "D" else "A"}), *shots[1:]]
-    other = pipe.card(materials(suite, pipe, edited, sums, {}, None))
+    other = pipe.card(materials(suite.templates, pipe, edited, sums, {}, None))
     assert other["fields"] == card["fields"] and other["upstream_hash"] != card["upstream_hash"]
     # another option format (a template field no pipeline field names): another upstream hash
     template = suite.templates[pipe.prompt.template]
     reformatted = {**suite.templates, pipe.prompt.template: template.model_copy(update={"option_format": "({label}) {text}"})}
-    moved = pipe.card(materials(dataclasses.replace(suite, templates=reformatted), pipe, shots, sums, {}, None))
+    moved = pipe.card(materials(reformatted, pipe, shots, sums, {}, None))
     assert moved["upstream_hash"] != card["upstream_hash"]
     # exemplars past the count used are not part of what was asked
-    assert pipe.card(materials(suite, pipe, [*shots[:5], *shots[:1]], sums, {}, None))["hash"] == card["hash"]
+    assert pipe.card(materials(suite.templates, pipe, [*shots[:5], *shots[:1]], sums, {}, None))["hash"] == card["hash"]
 
 
 def test_the_judge_prompts_are_in_the_judge_material(monkeypatch: pytest.MonkeyPatch) -> None:

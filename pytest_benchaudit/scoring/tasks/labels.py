@@ -40,6 +40,7 @@ from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pytest_benchaudit.scoring import catalog
 from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, Generation, MetricInfo, Question, Score
 
 __all__ = ["ABSTAIN", "METRICS", "METRIC_INFO", "RULES", "gold_label_set", "label_rule", "read_label"]
@@ -251,6 +252,7 @@ def gold_label_set(gold: str) -> frozenset[str]:
     return frozenset(ch.upper() for ch in _LETTERS.findall(text))
 
 
+@catalog.metric(answers="labels")
 def label_set_match(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
     """Multi-answer MCQ: the predicted label set equals the gold label set.
 
