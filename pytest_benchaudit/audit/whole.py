@@ -340,14 +340,14 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     ``pipelines``: the layers of a ``--pipelines`` run for the cross-harness table (``harnesses``; the
     first listed is the base; the rest of the audit goes from it toward ``toward`` or the first other
     layer that asks the same kind of request); None: no table, the audit as without it.
-    ``similarity``: an embedder (see :func:`pytest_benchaudit.audit.similarity.parse_embedder`) or None.
+    ``similarity``: an embedder (see :func:`pytest_benchaudit.audit.compare.similarity.parse_embedder`) or None.
     Raises :class:`CompareError` (bad runs, nothing to compare) or :class:`OfflineError` (a run that
     cannot be re-scored).
     """
     from pytest_benchaudit.audit.ledger import build_ledger
     from pytest_benchaudit.dataset.suites import SuiteError
     from pytest_benchaudit.pipeline.stages import PipelineError
-    from pytest_benchaudit.audit.sensitivity import classify_runs, sensitivity_table
+    from pytest_benchaudit.audit.compare.sensitivity import classify_runs, sensitivity_table
 
     run_paths, toward, target_run, layered_run, views = _two_layers(list(run_paths), out, toward, from_layer,
                                                                     pipelines)
@@ -399,7 +399,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
                                            n_resamples=n_resamples, seed=seed, permutations=permutations)
     doc["sensitivity"]["notes"] += notes
     if similarity is not None:
-        from pytest_benchaudit.audit.similarity import add_similarity
+        from pytest_benchaudit.audit.compare.similarity import add_similarity
 
         add_similarity(doc, [set_a, set_b], similarity, suites_dir, n_prompts=n_prompts, seed=seed)
     benches = sorted({r["benchmark"] for run in base for r in run.records})

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         findings = read_findings(args.findings) if args.findings else None
         embedder = None
         if args.similarity:
-            from pytest_benchaudit.audit.similarity import parse_embedder
+            from pytest_benchaudit.audit.compare.similarity import parse_embedder
 
             embedder = parse_embedder(args.embedder, args.embedder_key_env)
         doc = build_audit(args.runs, args.out, toward=args.toward, suites_dir=args.suites_dir, data_dir=args.data_dir,
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
                    encoding="utf-8")
     tmp.replace(target)
     from pytest_benchaudit.audit.compare import render_compare
-    from pytest_benchaudit.audit.sensitivity import render_sensitivity
+    from pytest_benchaudit.audit.compare.sensitivity import render_sensitivity
     from pytest_benchaudit.report.html import write_html
     from pytest_benchaudit.report.terminal import render_variant_deltas
 
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     print(render_compare(cmp))
     print("\n" + render_sensitivity(cmp["sensitivity"]))
     if cmp.get("similarity"):  # both layers' r: the layers' tau-b against the same task vectors
-        from pytest_benchaudit.audit.similarity import render_similarity
+        from pytest_benchaudit.audit.compare.similarity import render_similarity
 
         print("\n" + render_similarity(cmp["similarity"]))
     # The fields that moved a score (the rest are in audit.json): the terminal and the report stay readable.

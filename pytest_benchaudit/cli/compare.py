@@ -1,8 +1,8 @@
 """``benchaudit compare``: ranks per task, tau-b between tasks, rank shifts and Spearman rho with paired-bootstrap
 CIs, PCA, peer gaps; ``--similarity`` and ``--sensitivity``; compare.json and the HTML report.
 
-The work lives in :mod:`pytest_benchaudit.audit.compare` (and :mod:`~pytest_benchaudit.audit.similarity`,
-:mod:`~pytest_benchaudit.audit.sensitivity`); this module loads them only when the command runs, so
+The work lives in :mod:`pytest_benchaudit.audit.compare` (and :mod:`~pytest_benchaudit.audit.compare.similarity`,
+:mod:`~pytest_benchaudit.audit.compare.sensitivity`); this module loads them only when the command runs, so
 ``benchaudit --help`` and the other commands never pay for their imports.
 """
 
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                                permutations=permutations)
         mark_similar(doc, [parse_pair(text) for text in getattr(args, "similar", [])])
         if getattr(args, "similarity", False):
-            from pytest_benchaudit.audit import similarity
+            from pytest_benchaudit.audit.compare import similarity
 
             if args.similarity_prompts < 0:
                 raise CompareError("--similarity-prompts must be 0 or more")
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             similarity.add_similarity(doc, [s for s in (set_a, set_b) if s is not None], embedder, args.suites_dir,
                                       n_prompts=args.similarity_prompts, seed=args.seed)
         if getattr(args, "sensitivity", None):
-            from pytest_benchaudit.audit.sensitivity import sensitivity_table
+            from pytest_benchaudit.audit.compare.sensitivity import sensitivity_table
 
             cards = {k: c for run in runs_a for k, c in (run.meta.get("pipeline_cards") or {}).items()}
             doc["sensitivity"] = sensitivity_table(set_a, doc["by_set"]["a"], cards, load_runs(args.sensitivity),
@@ -148,11 +148,11 @@ def run(args: argparse.Namespace) -> int:
     tmp.replace(target)
     print(render_compare(doc))
     if doc.get("similarity"):
-        from pytest_benchaudit.audit.similarity import render_similarity
+        from pytest_benchaudit.audit.compare.similarity import render_similarity
 
         print("\n" + render_similarity(doc["similarity"]))
     if doc.get("sensitivity"):
-        from pytest_benchaudit.audit.sensitivity import render_sensitivity
+        from pytest_benchaudit.audit.compare.sensitivity import render_sensitivity
 
         print("\n" + render_sensitivity(doc["sensitivity"]))
     for m in doc["missing"]:

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit diagnose``: 0 when the checks ran, 2 on bad input."""
     from pytest_benchaudit.audit.compare import expand_runs
     from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose_report, render, to_json
-    from pytest_benchaudit.audit.diagnose_core import group_runs, missing_cards
+    from pytest_benchaudit.audit.diagnose.core import group_runs, missing_cards
     from pytest_benchaudit.audit.offline import _Resources, load_run
 
     warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)

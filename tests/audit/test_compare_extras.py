@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from pytest_benchaudit.audit.peers import peer_gaps
-from pytest_benchaudit.audit.similarity import EndpointEmbedder, similarity_table
+from pytest_benchaudit.audit.compare.peers import peer_gaps
+from pytest_benchaudit.audit.compare.similarity import EndpointEmbedder, similarity_table
 from pytest_benchaudit.cli.compare import add_parser, run
 
 from conftest import SUITES, write_run_dir

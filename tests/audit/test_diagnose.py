@@ -11,9 +11,9 @@ import pytest
 from conftest import real_data_dir, write_run_dir
 
 from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose, diagnose_report, render, to_json
-from pytest_benchaudit.audit.diagnose_catalog import CATALOGUE
-from pytest_benchaudit.audit.diagnose_data import cross_task_checks, size_checks
-from pytest_benchaudit.audit.diagnose_core import Group
+from pytest_benchaudit.audit.diagnose.catalog import CATALOGUE
+from pytest_benchaudit.audit.diagnose.data import cross_task_checks, size_checks
+from pytest_benchaudit.audit.diagnose.core import Group
 from pytest_benchaudit.audit.ledger import suite_ledger
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset.suites import load_suite

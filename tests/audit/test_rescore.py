@@ -101,7 +101,7 @@ def test_rescoring_runs_toward_their_own_layer_moves_nothing(athena_released: Pa
     no variant; the sensitivity table gives rho 1."""
     from pytest_benchaudit.audit.compare import compare_document, load_runs, make_sets
     from pytest_benchaudit.audit.offline import rescore_run, sweep_run
-    from pytest_benchaudit.audit.sensitivity import sensitivity_table
+    from pytest_benchaudit.audit.compare.sensitivity import sensitivity_table
 
     from conftest import SUITES
 
@@ -132,7 +132,7 @@ def test_an_extraction_only_rescore_changes_the_extraction_fields_alone(athena_r
     sensitivity table reads such runs as the paper's rho_ext."""
     from pytest_benchaudit.audit.compare import compare_document, load_runs, make_sets
     from pytest_benchaudit.audit.offline import rescore_run
-    from pytest_benchaudit.audit.sensitivity import sensitivity_table
+    from pytest_benchaudit.audit.compare.sensitivity import sensitivity_table
     from pytest_benchaudit.dataset.suites import load_suite
 
     from conftest import SUITES

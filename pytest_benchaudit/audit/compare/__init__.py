@@ -50,12 +50,12 @@ With two sets, also:
   ``valid`` under its own denominator).
 - ``missing``: models left out of a comparison and why;
 - ``peer_gaps`` [{task, model, gap_a, gap_b, delta, ...}]: each model's score minus the mean of the
-  other models', per set, and its change (:mod:`pytest_benchaudit.audit.peers`).
+  other models', per set, and its change (:mod:`pytest_benchaudit.audit.compare.peers`).
 
 Also ``pca_by_benchmark`` (a PCA of each benchmark's own tasks when there are several) and, on
 request (``benchaudit compare --similarity`` / ``--sensitivity RUN...``, see docs/compare.md),
-``similarity`` (:mod:`pytest_benchaudit.audit.similarity`) and ``sensitivity``
-(:mod:`pytest_benchaudit.audit.sensitivity`).  The command line is :mod:`pytest_benchaudit.cli.compare`.
+``similarity`` (:mod:`pytest_benchaudit.audit.compare.similarity`) and ``sensitivity``
+(:mod:`pytest_benchaudit.audit.compare.sensitivity`).  The command line is :mod:`pytest_benchaudit.cli.compare`.
 """
 
 

@@ -9,7 +9,7 @@ from pytest_benchaudit.audit.compare.oneset import analyse_set
 from pytest_benchaudit.audit.compare.paired import analyse_pairs
 from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.audit.compare.twosets import MIN_SHIFT, compare_sets
-from pytest_benchaudit.audit.peers import peer_gaps
+from pytest_benchaudit.audit.compare.peers import peer_gaps
 
 __all__ = ["COMPARE_VERSION", "make_sets", "build_compare", "compare_document", "mark_similar", "parse_pair"]
 

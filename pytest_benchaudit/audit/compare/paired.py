@@ -22,7 +22,7 @@ hard for both, so its standard error is smaller than the two headline intervals 
   with 80% power, from the root mean square of its pairs' SD of ``d`` and the fewest common questions.
 
 Pure: no I/O.  :mod:`.document` puts these into the compare document; ``diagnose``'s BA06
-reads the same rows (:mod:`pytest_benchaudit.audit.diagnose_checks`).
+reads the same rows (:mod:`pytest_benchaudit.audit.diagnose.checks`).
 """
 
 from __future__ import annotations

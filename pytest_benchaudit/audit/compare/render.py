@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_benchaudit.audit.peers import render_peer_gaps
+from pytest_benchaudit.audit.compare.peers import render_peer_gaps
 
 __all__ = ["render_compare"]
 

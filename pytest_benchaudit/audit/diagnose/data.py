@@ -2,7 +2,7 @@
 
 Group checks look at one benchmark x task x model x pipeline; the task-level ones at all groups
 (metric differences between similar tasks, dataset size against the documentation, the ledger).
-Wording is a hypothesis, never a verdict, as in :mod:`.diagnose_checks`.
+Wording is a hypothesis, never a verdict, as in :mod:`.checks`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_benchaudit.audit.diagnose_catalog import DOCUMENTED_SIZES
-from pytest_benchaudit.audit.diagnose_checks import (
+from pytest_benchaudit.audit.diagnose.catalog import DOCUMENTED_SIZES
+from pytest_benchaudit.audit.diagnose.checks import (
     _SEPARATORS,
 )
-from pytest_benchaudit.audit.diagnose_core import (
+from pytest_benchaudit.audit.diagnose.core import (
     Effect,
     Finding,
     Group,

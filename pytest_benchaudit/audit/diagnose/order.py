@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_benchaudit.audit.compare.paired import PairedRow, adjacent_ties, model_answers, paired_rows, task_mde80
-from pytest_benchaudit.audit.diagnose_core import Effect, Finding, Group, make_finding
+from pytest_benchaudit.audit.diagnose.core import Effect, Finding, Group, make_finding
 
 __all__ = ["check_order", "SHOWN_PAIRS"]
 

@@ -6,7 +6,8 @@ evidence suggests, ``evidence`` holds the counts and a few question ids to check
 score moves when that field is fixed:
 
 - downstream fields (extraction, scoring, denominator): the group's records are **re-scored
-  offline** with the field changed (:func:`.rescore.retarget` + :func:`.rescore.rescore_records`,
+  offline** with the field changed (:func:`~pytest_benchaudit.audit.rescore.retarget` +
+  :func:`~pytest_benchaudit.audit.rescore.rescore_records`,
   the machinery of ``benchaudit rescore``), ``effect_kind = "rescored"``;
 - dataset problems: the score **recomputed** without the questions concerned, ``"recomputed"``;
 - upstream fields (prompt, inference): they **need new generations**; where an honest estimate
@@ -30,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from pytest_benchaudit.aggregate.results import summarize
-from pytest_benchaudit.audit.diagnose_catalog import failure_mode
+from pytest_benchaudit.audit.diagnose.catalog import failure_mode
 from pytest_benchaudit.audit.rescore import (
     pipeline_from_card,
     rescore_records,

@@ -1,7 +1,7 @@
 """The whole-group checks of ``diagnose``: a group that gave no valid answer, missing
 log-probabilities, and the card lint (static checks of the pipeline card against the data).
 
-These checks name a *cause* that the per-item checks of :mod:`.diagnose_checks` would otherwise
+These checks name a *cause* that the per-item checks of :mod:`.checks` would otherwise
 misread (a run whose answers are all 'A' because no log-probability came back is not an
 extraction rule reading letters out of words), and the card lint finds a budget or a stop
 sequence that cannot work on the data even when the server ignored it (a ``max_tokens=1`` the
@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_benchaudit.audit.diagnose_core import (
+from pytest_benchaudit.audit.diagnose.core import (
     Effect,
     Finding,
     Group,

@@ -1,6 +1,6 @@
-"""The checks of ``diagnose``: one function per failure mode of :mod:`.diagnose_catalog`.
+"""The checks of ``diagnose``: one function per failure mode of :mod:`.catalog`.
 
-A group check takes one :class:`.diagnose_core.Group` (one benchmark x task x model x
+A group check takes one :class:`.core.Group` (one benchmark x task x model x
 pipeline) and returns its findings (none when the evidence is absent).  Task-level checks
 (metric differences between similar tasks, dataset size, the ledger) look at all groups.
 Each check's rule is written in its docstring and in docs/failure-modes.md; wording of every
@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pytest_benchaudit.audit.diagnose_core import (
+from pytest_benchaudit.audit.diagnose.core import (
     Effect,
     MAX_IDS,
     Finding,

@@ -1,10 +1,10 @@
 """``diagnose``: the catalogued failure modes, checked on every model x task of some runs.
 
 :func:`diagnose` is pure: it takes loaded runs (:class:`LoadedRun`: ``run.json`` and records,
-as :func:`.offline.load_run` returns them) and returns :class:`Finding` objects (pydantic),
+as :func:`pytest_benchaudit.audit.offline.load_run` returns them) and returns :class:`Finding` objects (pydantic),
 so the command (:mod:`pytest_benchaudit.cli.diagnose`) can print them and a report can render
-them.  What a finding holds and how its effect is computed: :mod:`.diagnose_core`; the checks:
-:mod:`.diagnose_checks`; the catalogue: :mod:`.diagnose_catalog` and docs/failure-modes.md.
+them.  What a finding holds and how its effect is computed: :mod:`.core`; the checks:
+:mod:`.checks`; the catalogue: :mod:`.catalog` and docs/failure-modes.md.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_benchaudit.audit import diagnose_checks as checks
-from pytest_benchaudit.audit import diagnose_data as data_checks
-from pytest_benchaudit.audit import diagnose_lint as lint_checks
-from pytest_benchaudit.audit import diagnose_order as order_checks
-from pytest_benchaudit.audit.diagnose_catalog import CATALOGUE
-from pytest_benchaudit.audit.diagnose_core import (
+from pytest_benchaudit.audit.diagnose import checks
+from pytest_benchaudit.audit.diagnose import data as data_checks
+from pytest_benchaudit.audit.diagnose import lint as lint_checks
+from pytest_benchaudit.audit.diagnose import order as order_checks
+from pytest_benchaudit.audit.diagnose.catalog import CATALOGUE
+from pytest_benchaudit.audit.diagnose.core import (
     Finding,
     LoadedRun,
     Resources,
@@ -66,7 +66,7 @@ def diagnose_report(runs: Sequence[LoadedRun], *, resources: Resources | None = 
 
     ``resources`` loads a task's lookup files when re-scoring needs them (alias graphs); without
     it such effects say they could not be computed.  ``ledger_rows`` maps a benchmark to its
-    ledger row (:func:`.ledger.suite_ledger`); without it FM15 is not checked.
+    ledger row (:func:`pytest_benchaudit.audit.ledger.suite_ledger`); without it FM15 is not checked.
     """
     groups = group_runs(runs)
     group_checks: list[checks.Check] = [
