@@ -5,14 +5,16 @@ worker; xdist exposes that queue only on its private ``WorkerInteractor`` plugin
 
 Private names used (``xdist.remote.WorkerInteractor``):
 
-- ``torun``: the worker's queue of item indices; since xdist 3.6 a ``TestQueue`` whose
-  ``lock()`` context yields the ``collections.deque`` of indices (older releases: the deque
-  itself, read as it is);
+- ``torun``: the worker's queue of item indices: since xdist 3.7 a ``TestQueue`` whose
+  ``lock()`` context yields the ``collections.deque`` of indices; in 3.5 and 3.6 the execution
+  model's ``queue.Queue``, read under its ``mutex`` (the standard library's ``Queue.mutex`` and
+  ``Queue.queue``);
 - ``nextitem_index``: the index of the item that runs after the current one (``None`` or
   xdist's ``Marker.SHUTDOWN`` when there is none).
 
-Checked on pytest-xdist 3.5.0, 3.6.1 and 3.8.0.  Public fallback: when the interactor or either
-attribute is missing (a future xdist, another distributor), :func:`queued_indices` returns no
+Checked on pytest-xdist 3.5.0 and 3.8.0 (``make test-pytest-matrix``); read only within the range
+:data:`._fastpath.XDIST_TESTED` declares.  Public fallback: outside that range, or when the
+interactor or either attribute is missing (another distributor), :meth:`WorkerQueue.queued_indices` returns no
 indices, so a worker prefetches nothing ahead and each item asks for its own answer as it runs:
 the same records, without the look-ahead.
 """
@@ -25,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from pytest_benchaudit.pytest_plugin._fastpath import untested_reason
+
 __all__ = ["WorkerQueue"]
 
 
@@ -36,6 +40,8 @@ class WorkerQueue:
         self._interactor: Any = None  # None: not looked up yet; False: none found
 
     def _find(self) -> Any:
+        if self._interactor is None and untested_reason() is not None:
+            self._interactor = False  # a release the CI did not test: no private read (no look-ahead)
         if self._interactor is None:
             self._interactor = next(
                 (plugin for plugin in self._config.pluginmanager.get_plugins()
@@ -55,10 +61,14 @@ class WorkerQueue:
 
 @contextlib.contextmanager
 def _locked(torun: Any) -> Iterator[Iterable[Any]]:
-    """The queue's content under its lock (xdist >= 3.6), or the queue itself (older xdist)."""
+    """The queue's content under its lock: xdist >= 3.7's ``TestQueue.lock()``, or a
+    ``queue.Queue``'s mutex (xdist 3.5, 3.6); nothing for a queue of another shape."""
     lock = getattr(torun, "lock", None)
-    if lock is None:
-        yield list(torun) if isinstance(torun, Iterable) else []
-        return
-    with lock() as queued:
-        yield queued
+    if lock is not None:
+        with lock() as queued:
+            yield queued
+    elif hasattr(torun, "mutex") and isinstance(getattr(torun, "queue", None), Iterable):
+        with torun.mutex:
+            yield list(torun.queue)
+    else:
+        yield []

@@ -15,249 +15,46 @@ memory at once.  In a serial run that pass follows the file as it grows (at each
 the run waits for answers), so the end of the run reads only the last records; under xdist
 the cards come with the workers' output at the end, and the pass is made then.
 
-``--resume RUN_DIR`` reopens an interrupted run instead of creating one
-(:meth:`RunDirectory.reopen`: a torn last line is dropped with one warning): its
-records stay in the summary, new ones are appended, and every item whose
-(benchmark, task, question_id, model, variant) is already recorded is deselected
-at collection and never asked again.  In a serial run the controller deselects;
-under xdist the controller does not collect, so it hands the recorded keys to
-each worker (``workerinput["benchaudit_resume_keys"]``) and the worker's
-:class:`ResumeFilter` deselects the same items.
+``--resume RUN_DIR`` reopens an interrupted run instead of creating one (:meth:`RunDirectory.reopen`:
+a torn last line is dropped with one warning): its records stay in the summary, new ones are
+appended, and the items already recorded are never asked again (:mod:`.resume`).
 
-Why ~450 lines: the run directory, resume, the breaker's incomplete-run accounting, cost,
-gates, xdist node glue and the terminal summary all act on the one run the controller owns.
+Why ~500 lines: the run directory, the breaker's incomplete-run accounting, cost, gates, xdist
+node glue and the terminal summary all act on the one run the controller owns.  Which records a
+resumed run holds and which items it skips is :mod:`.resume`'s; the streaming pass over
+``records.jsonl`` is :mod:`.digest`'s; what run.json says of the invocation, :mod:`.runmeta`'s.
 """
 
 from __future__ import annotations
 
-import functools
 import platform
-import re
 import sys
-from importlib import metadata
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from types import MappingProxyType
+from typing import Any
 
 import pytest
 
-from pytest_benchaudit.inference.backend import strip_credentials
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.common.errors import RunDirError
-from pytest_benchaudit.runs.store import RecordsFollower, RunDirectory, new_run_id, read_records, run_slug
+from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
 from pytest_benchaudit.pipeline.card import merge_cards, public_cards, resumed_cards, run_warnings, suite_checksums
-from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
 from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
 from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
+from pytest_benchaudit.pytest_plugin.digest import RecordsDigest
+from pytest_benchaudit.pytest_plugin.resume import (RECORDED, RESUME_KEYS, RecordKey, ResumeFilter, ResumeWarning,
+                                                    check_same_collection, check_same_invocation, deselect_recorded,
+                                                    drop_not_asked, item_key, not_asked, record_key, resume_command,
+                                                    resume_workerinput)
+from pytest_benchaudit.pytest_plugin.runmeta import clean_argv, sum_cache_stats, versions
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
-
-if TYPE_CHECKING:
-    from pytest_benchaudit.aggregate.results import Summarizer
-    from pytest_benchaudit.inference.usage import UsageTally
-    from pytest_benchaudit.report.terminal import AnswerList
 
 # The summary's modules (aggregate.results, report.terminal: tabulate) are imported where the
 # summary is made: the first flush of records, not the start-up before the first request.
 
 __all__ = ["Controller", "ResumeFilter", "ResumeWarning", "item_key", "record_key", "RESUME_KEYS"]
-
-RESUME_KEYS = "benchaudit_resume_keys"  # workerinput key: the (benchmark, task, question_id, model, variant, repeat) recorded
-RESUME_CORRECT = "benchaudit_resume_correct"  # workerinput key: of those, the correct ones (a run with repeats only)
-
-RecordKey = tuple[str, str, str, str, str, str]
-# What a resumed run recorded, for the runner (the repeats an item still asks, and their verdicts):
-# (the keys recorded, those of them correct).
-RECORDED = pytest.StashKey[tuple[set[RecordKey], set[RecordKey]]]()
-
-
-class ResumeWarning(UserWarning):
-    """Something about the run directory given to --resume that the run worked around."""
-
-
-def record_key(record: dict[str, Any]) -> RecordKey:
-    """What identifies a record within a run: benchmark, task, question id, model, variant, repeat
-    (a record from before repeats is repeat 0)."""
-    return (str(record.get("benchmark")), str(record.get("task")), str(record.get("question_id")),
-            str(record.get("model")), str(record.get("variant") or ""), str(record.get("repeat") or 0))
-
-
-def item_key(item: pytest.Item) -> RecordKey | None:
-    """The record key an item would write first (repeat 0; ``None`` for anything that is not a benchmark item)."""
-    keys = item_keys(item)
-    return keys[0] if keys else None
-
-
-def item_keys(item: pytest.Item) -> list[RecordKey]:
-    """The record keys an item writes: one per repeat of its pipeline's ``inference.repeats``."""
-    bench = getattr(item, "bench", None)
-    if bench is None:
-        return []
-    from pytest_benchaudit.pytest_plugin.repeats import repeats_of
-
-    q = bench.question
-    stem = (str(q.benchmark), str(q.task), str(q.id), str(bench.model.label), str(bench.variant or ""))
-    return [(*stem, str(k)) for k in range(repeats_of(bench.pipeline))]
-
-
-def recorded_repeats(config: pytest.Config, item: pytest.Item) -> dict[int, bool]:
-    """The repeats of ``item`` a resumed run recorded (repeat -> whether it was correct): the item
-    asks only the others, and its verdict counts these too."""
-    recorded, correct = config.stash.get(RECORDED, (set(), set()))
-    if not recorded:
-        return {}
-    return {k: key in correct for k, key in enumerate(item_keys(item)) if key in recorded}
-
-
-def deselect_recorded(config: pytest.Config, items: list[pytest.Item], recorded: set[RecordKey]) -> int:
-    """Remove the items whose record is already there; report them as deselected."""
-    if not recorded:
-        return 0
-    keep: list[pytest.Item] = []
-    drop: list[pytest.Item] = []
-    for item in items:  # an item whose every repeat is recorded (one, as a rule)
-        keys = item_keys(item)
-        (drop if keys and all(k in recorded for k in keys) else keep).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
-    return len(drop)
-
-
-class ResumeFilter:
-    """xdist worker side of ``--resume``: deselect the items the controller says are recorded.
-
-    Registered on workers only (the controller deselects in a serial run); the keys
-    come from ``workerinput``, so every worker drops the same items and their
-    collections still agree.
-    """
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        keys = getattr(config, "workerinput", {}).get(RESUME_KEYS)
-        if keys:
-            recorded: set[RecordKey] = {tuple(k) for k in keys}
-            correct: set[RecordKey] = {tuple(k) for k in getattr(config, "workerinput", {}).get(RESUME_CORRECT) or ()}
-            config.stash[RECORDED] = (recorded, correct)
-            deselect_recorded(config, items, recorded)
-
-
-def _not_asked(record: dict[str, Any]) -> bool:
-    """A placeholder record of a question the circuit breaker never sent (``--resume`` asks it)."""
-    return record.get("invalid_reason") == "endpoint_down"
-
-
-def _drop_not_asked(path: Path) -> None:
-    """Rewrite ``path/records.jsonl`` without its ``endpoint_down`` placeholders (atomically,
-    other lines byte for byte), so that ``--resume`` asks those questions and each key keeps
-    one record.  A line that does not parse is kept for :meth:`RunDirectory.reopen` to judge."""
-    import os
-
-    records = path / "records.jsonl"
-    if not records.is_file():
-        return
-    marker = b'"invalid_reason":"endpoint_down"'
-    with records.open("rb") as fh:  # line by line: a paper-scale records.jsonl is hundreds of MiB
-        if not any(marker in line.replace(b" ", b"") for line in fh):
-            return
-    import orjson
-
-    tmp = records.with_name("records.jsonl.resume-tmp")
-    with records.open("rb") as src, tmp.open("wb") as fh:
-        for line in src:
-            try:
-                if _not_asked(orjson.loads(line)):
-                    continue
-            except orjson.JSONDecodeError:
-                pass
-            fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, records)
-
-
-@functools.lru_cache(maxsize=1)
-def _versions() -> dict[str, str]:
-    """The versions run.json records; read once (at the first record) and reused at the end,
-    where each metadata lookup would add to the wait after the last answer."""
-    out = {"python": platform.python_version()}
-    for dist in ("pytest", "pytest-benchaudit", "pytest-xdist", "httpx", "pydantic"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
-
-
-_URL = re.compile(r"https?://[^\s,]+")
-
-
-def _clean_argv(args: list[str]) -> list[str]:
-    """argv as run.json records it: URL credentials dropped, known secrets masked."""
-    from pytest_benchaudit.pytest_plugin.remote import mask_tx  # --tx ...//env:NAME=VALUE: the value may be a key
-
-    return [redact(mask_tx(_URL.sub(lambda m: strip_credentials(m.group(0)), arg))) for arg in args]
-
-
-def redact_json(value: Any) -> Any:
-    """``value`` as run.json stores it (JSON round trip, secrets masked), for comparisons."""
-    import json
-
-    from pytest_benchaudit.common.secrets import redact_obj
-
-    return json.loads(json.dumps(redact_obj(value), default=str))
-
-
-def _sum_cache_stats(stats: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    stats = list(stats)
-    return {"enabled": any(s.get("enabled") for s in stats),
-            "hits": sum(int(s.get("hits", 0)) for s in stats),
-            "misses": sum(int(s.get("misses", 0)) for s in stats),
-            "disabled": sorted({s["disabled"] for s in stats if s.get("disabled")})}
-
-
-class RecordsDigest:
-    """What the end of a run needs of ``records.jsonl``, read from the file itself: the summary's
-    columns, the usage tally and the bounded answer list, never the records.
-
-    :meth:`feed` reads the lines completed since the last call (a bounded amount: a resumed run's
-    large file is read over several calls); ``feed(final=True)``, after the last flush, the rest.
-    The result is the same as one :func:`~.store.read_records` pass at the end.
-    """
-
-    # Read at most this much per call during the run: a catch-up costs ~1 ms per 100 records,
-    # and one call never holds the item loop for long.
-    STEP_BYTES = 4 << 20
-
-    def __init__(self, path: Path, cards: dict[str, Any], show_answers: int | None,
-                 asked: dict[str, str | None] | None = None) -> None:
-        """``asked``: the model id sent, per model whose served model the context warnings check."""
-        from pytest_benchaudit.aggregate.results import Summarizer
-        from pytest_benchaudit.inference.context import ContextWatch
-        from pytest_benchaudit.inference.usage import UsageTally
-        from pytest_benchaudit.report.terminal import AnswerList
-        from pytest_benchaudit.scoring.extract import MMLU_FALLBACK
-
-        self.cards = cards
-        self.summary: Summarizer = Summarizer(cards)
-        self.tally: UsageTally = UsageTally()
-        self.answers: AnswerList = AnswerList(show_answers)
-        self.context = ContextWatch(asked or {}, MMLU_FALLBACK)  # served model, log-probabilities, fallback
-        self._follower = RecordsFollower(path, validate=False)
-
-    def feed(self, *, final: bool = False) -> None:
-        for record in self._follower.rest() if final else self._follower.new(self.STEP_BYTES):
-            self.summary.add(record)
-            self.tally.add(record)
-            self.answers.add(record)
-            self.context.add(record)
-
-    def close(self) -> None:
-        self._follower.close()
 
 
 class Controller:
@@ -309,19 +106,19 @@ class Controller:
         try:
             if self.config.option.collectonly:  # only show what would run: read, change nothing
                 for record in read_records(path, on_torn_tail=torn.append):
-                    if not _not_asked(record):
+                    if not not_asked(record):
                         self._note_previous(record)
             else:
                 # Locked first (one writer per run), then the questions a dead endpoint never got are
                 # dropped (asked now), then the records are read.
-                self.run_dir = RunDirectory.reopen(path, on_record=self._note_previous, prepare=_drop_not_asked)
+                self.run_dir = RunDirectory.reopen(path, on_record=self._note_previous, prepare=drop_not_asked)
                 torn = self.run_dir.warnings
         except (ValueError, OSError, RunDirError) as err:
             raise pytest.UsageError(f"--resume {path}: {err}") from None
         meta = self.run_dir.meta if self.run_dir is not None else {}
         self.resumed_from = dict(meta)
         try:
-            self._check_same_pipeline(path, meta)
+            check_same_invocation(path, meta, self.opts)
         except BaseException:
             if self.run_dir is not None:  # refused: unlocked, for the --resume with the right options
                 self.run_dir.abandon()
@@ -344,39 +141,6 @@ class Controller:
         if record.get("served_model"):
             self.served.setdefault(str(record.get("model")), set()).add(str(record["served_model"]))
 
-    def _check_same_pipeline(self, path: Any, meta: dict[str, Any]) -> None:
-        """A resumed run must ask with the same pipeline, or its summary would mix two."""
-        if "pipeline" in meta and meta["pipeline"] != self.opts.pipeline:
-            raise pytest.UsageError(f"--resume {path}: the run used --pipeline {meta['pipeline']}, "
-                                    f"not {self.opts.pipeline}; resume it with the same pipeline")
-        if (meta.get("pipelines") or []) != self.opts.pipelines:  # a --pipelines run resumes with the same list
-            was, now = (",".join(p or []) or "(none)" for p in (meta.get("pipelines"), self.opts.pipelines))
-            raise pytest.UsageError(f"--resume {path}: the run used --pipelines {was}, this invocation {now}; "
-                                    "resume it with the same layers")
-        if "overrides" in meta:
-            now = redact_json({k: v for k, v in self.opts.overrides})
-            if meta["overrides"] != now:
-                raise pytest.UsageError(f"--resume {path}: the run used --set {meta['overrides']}, this invocation "
-                                        f"{now}; resume it with the same --set options")
-        stored_models = [str(m["spec"]) for m in meta.get("models") or [] if isinstance(m, dict) and m.get("spec")]
-        models = [m.label for m in self.opts.models]
-        if stored_models and sorted(stored_models) != sorted(models):
-            raise pytest.UsageError(f"--resume {path}: the run used --model {', '.join(stored_models)}, this "
-                                    f"invocation {', '.join(models)}; resume it with the same models")
-        for key, option, now_value in (("limit", "--limit", self.opts.limit),
-                                       ("vary", "--vary", redact_json([[f, v] for f, v in self.opts.vary]))):
-            if key in meta and meta[key] != now_value:
-                raise pytest.UsageError(f"--resume {path}: the run used {option} {meta[key]}, this invocation "
-                                        f"{now_value}; resume it with the same {option}")
-
-    def _check_same_collection(self) -> None:
-        """After collection (serial run): the same suites and tasks, pipelines and data files as the run."""
-        problem = resume_mismatch(self.resumed_from.get("pipeline_cards") or {},
-                                  self.resumed_from.get("dataset_checksums") or {},
-                                  self.opts.state.cards, self.opts.state.checksums)
-        if problem:
-            raise pytest.UsageError(f"--resume {self.opts.resume}: {problem}")
-
     # A resumed run keeps the cards and checksums it was made with (a resume that differs is refused,
     # and a refused one must not overwrite them, or the next --resume would compare against its values).
     def _cards(self) -> dict[str, Any]:
@@ -388,7 +152,8 @@ class Controller:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Serial run: items already recorded in the resumed run are deselected (never asked again)."""
         if self.resumed_from:
-            self._check_same_collection()
+            check_same_collection(self.opts.resume, self.resumed_from, self.opts.state.cards,
+                                  self.opts.state.checksums)
         deselect_recorded(config, items, self.recorded)
 
     def _run_meta(self) -> dict[str, Any]:
@@ -400,13 +165,13 @@ class Controller:
             info["served_model_ids"] = sorted(self.served.get(m.label, ()))
             models.append(info)
         meta: dict[str, Any] = {
-            "argv": _clean_argv(list(self.config.invocation_params.args)),
+            "argv": clean_argv(list(self.config.invocation_params.args)),
             "pipeline": self.opts.pipeline,
             **({"pipelines": list(self.opts.pipelines)} if self.opts.pipelines else {}),  # --pipelines: every layer
             "overrides": {k: v for k, v in self.opts.overrides},
             "limit": self.opts.limit,
             "vary": [[f, v] for f, v in self.opts.vary],
-            "versions": dict(_versions()),
+            "versions": dict(versions()),
             "models": models,
             "data_dir_origin": self.opts.data_origin,
             "pipeline_cards": self._cards(),
@@ -415,7 +180,7 @@ class Controller:
             "platform": {"system": platform.system(), "machine": platform.machine(), "python": sys.version.split()[0]},
         }
         if self.cache_stats:
-            meta["generation_cache"] = _sum_cache_stats(self.cache_stats)
+            meta["generation_cache"] = sum_cache_stats(self.cache_stats)
         if self.opts.max_cost is not None:
             meta["max_cost"] = {"usd": self.opts.max_cost, "not_asked": self.not_asked_cost}
         if self.not_asked:
@@ -464,17 +229,10 @@ class Controller:
         if urls:
             node.workerinput["benchaudit_launched_urls"] = urls
             node.workerinput[KEYS_KEY] = self.local_url.keys()  # each server's per-run key, like its URL
-        if self.recorded:
-            # Workers collect; they deselect what is already recorded (ResumeFilter).
-            node.workerinput[RESUME_KEYS] = [list(k) for k in sorted(self.recorded)]
-            if any(k[-1] != "0" for k in self.recorded):  # repeats: an item's verdict counts those recorded
-                node.workerinput[RESUME_CORRECT] = [list(k) for k in sorted(self.recorded_correct)]
-        if self.resumed_from:  # and check their collection against the run's (checks.PreRunChecks)
-            node.workerinput[RESUME_RUN] = {
-                "path": str(self.opts.resume),
-                "cards": {k: {f: c.get(f) for f in ("hash", "suite_hash", "suite_files", "fields", "materials") if f in c}
-                          for k, c in (self.resumed_from.get("pipeline_cards") or {}).items()},
-                "checksums": self.resumed_from.get("dataset_checksums") or {}}
+        # Workers collect: they deselect what is already recorded (ResumeFilter) and check their
+        # collection against the run's (checks.PreRunChecks).
+        node.workerinput.update(resume_workerinput(self.recorded, self.recorded_correct, self.resumed_from,
+                                                   self.opts.resume))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -511,6 +269,7 @@ class Controller:
         if flushed and self._follow:
             self._catch_up()
         self._note_served(record)
+        self.config.hook.pytest_benchaudit_record(record=MappingProxyType(record), config=self.config)  # newhooks.py
         if record.get("invalid_reason") == "endpoint_down":
             self._endpoint_down(record)
         return True
@@ -554,20 +313,8 @@ class Controller:
 
     def resume_command(self) -> str:
         """The command that continues this run: its own arguments (secrets masked) with ``--resume``."""
-        import shlex
-
-        args = _clean_argv(list(self.config.invocation_params.args))
-        kept: list[str] = []
-        skip = False
-        for arg in args:  # a resumed run's own --resume gives way to this one
-            if skip:
-                skip = False
-            elif arg == "--resume":
-                skip = True
-            elif not arg.startswith("--resume="):
-                kept.append(arg)
-        path = self.run_dir.path if self.run_dir is not None else "RUN_DIR"
-        return shlex.join(["pytest", *kept, "--resume", str(path)])
+        return resume_command(clean_argv(list(self.config.invocation_params.args)),
+                              self.run_dir.path if self.run_dir is not None else "RUN_DIR")
 
     def _catch_up(self) -> None:
         """Digest the records flushed so far (see :class:`RecordsDigest`)."""
@@ -586,16 +333,6 @@ class Controller:
         """The model id sent, per model whose served model is checked: the endpoints the run does not
         launch (a launched server serves what it was started with; a replay serves a stored run)."""
         return {m.label: m.model_id for m in self.opts.models if m.kind == "endpoint"}
-
-    def _context_warnings(self, digest: RecordsDigest) -> list[dict[str, str]]:
-        """The served model, log-probabilities and the released fallback (from the records), and a
-        cache that cannot hit (from the engines' cache stats, with what GET /models listed)."""
-        from pytest_benchaudit.inference.context import cache_warnings
-
-        for stats in self.cache_stats:
-            for model, ids in (stats.get("served") or {}).items():
-                digest.context.note_listed(model, ids)
-        return [*digest.context.warnings(), *cache_warnings(self.cache_stats)]
 
     def _drop_digest(self) -> None:
         if self.digest is not None:
@@ -671,9 +408,10 @@ class Controller:
                              **({"max_cost_usd": self.opts.max_cost, "not_asked": self.not_asked_cost}
                                 if self.opts.max_cost is not None else {})}
         self.run_dir.write_json("summary.json", document)
+        self.config.hook.pytest_benchaudit_summary(summary=MappingProxyType(document), config=self.config)
         if engine is not None and hasattr(engine, "cache_stats"):  # serial run: the runner is in this process
             self.cache_stats.append(engine.cache_stats())
-        self.context_warnings = self._context_warnings(digest)
+        self.context_warnings = digest.context_warnings(self.cache_stats)
         self.run_dir.finish(**self._run_meta(), exitstatus=int(exitstatus))
         if self.resumed_from and self.recorded and session.exitstatus in (pytest.ExitCode.OK,
                                                                          pytest.ExitCode.NO_TESTS_COLLECTED):
@@ -730,7 +468,7 @@ class Controller:
         for warning in run_warnings(self._cards()):  # once each (a data file that differs from its pin)
             terminalreporter.write_line(redact(f"benchaudit: warning: {warning['message']}"), yellow=True, bold=True)
         if self.cache_stats:
-            stats = _sum_cache_stats(self.cache_stats)
+            stats = sum_cache_stats(self.cache_stats)
             if stats["enabled"]:
                 terminalreporter.write_line(f"generation cache: {stats['hits']} hits, {stats['misses']} misses")
         for model, n in self.not_asked.items():

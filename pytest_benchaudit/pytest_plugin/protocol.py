@@ -30,7 +30,9 @@ state exactly (``SetupState.teardown_exact``), inside a ``CallInfo``, and report
 ``pytest_runtest_makereport``.
 
 Used when (checked once per session, then per item): no ``--benchaudit-full-protocol`` and no
-``BENCHAUDIT_FULL_PROTOCOL=1``; not ``--pdb``, ``--trace``, ``--setup-only``, ``--setup-show``,
+``BENCHAUDIT_FULL_PROTOCOL=1``; pytest (and pytest-xdist) of a release the CI tested
+(:data:`._fastpath.PYTEST_TESTED`, the only module that touches pytest's private internals for
+this path; the header says which protocol runs); not ``--pdb``, ``--trace``, ``--setup-only``, ``--setup-show``,
 ``--setup-plan``, nor live logging (``log_cli``); every plugin implementing
 ``pytest_runtest_setup/call/teardown``, ``pytest_runtest_makereport``,
 ``pytest_exception_interact`` or (not as a wrapper) ``pytest_runtest_protocol`` is one whose
@@ -50,9 +52,11 @@ from typing import Any
 
 import pytest
 
+from pytest_benchaudit.pytest_plugin import _fastpath
 from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure
 
-__all__ = ["ENV", "KNOWN_IMPLEMENTERS", "LightProtocol", "add_protocol_options", "full_protocol_reason"]
+__all__ = ["ENV", "KNOWN_IMPLEMENTERS", "LightProtocol", "add_protocol_options", "full_protocol_reason",
+           "protocol_header"]
 
 ENV = "BENCHAUDIT_FULL_PROTOCOL"
 
@@ -62,9 +66,10 @@ KNOWN_IMPLEMENTERS: dict[str, frozenset[str]] = {
     # pytest's runner/skipping/capture/logging, its thread and unraisable-exception collectors
     # (what they collect is reported at the next item or at the end of the session), and
     # pytest-timeout (its per-run timer wraps pytest_runtest_protocol) and hypothesis (its
-    # hooks act on @given tests only).
+    # hooks act on @given tests only); pytest < 8.2's "nose" calls a test function's optional
+    # `setup` / `teardown` attributes, which a benchmark item's function has none of.
     "pytest_runtest_setup": frozenset({"runner", "skipping", "capturemanager", "logging-plugin", "threadexception",
-                                       "unraisableexception", "timeout", "hypothesispytest"}),
+                                       "unraisableexception", "timeout", "hypothesispytest", "nose"}),
     "pytest_runtest_call": frozenset({"runner", "skipping", "capturemanager", "logging-plugin", "threadexception",
                                       "unraisableexception", "timeout", "hypothesispytest"}),
     "pytest_runtest_teardown": frozenset({"runner", "capturemanager", "logging-plugin", "threadexception",
@@ -90,15 +95,16 @@ def full_protocol_reason(config: pytest.Config) -> str | None:
     """Why this session runs benchmark items through pytest's own protocol, or ``None``."""
     if config.getoption("benchaudit_full_protocol", False):
         return "--benchaudit-full-protocol"
+    untested = _fastpath.untested_reason()  # the private internals used only where the CI ran them
+    if untested is not None:
+        return untested
     if os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         return f"{ENV}={os.environ[ENV]}"
     for option, flag in (("usepdb", "--pdb"), ("trace", "--trace"), ("setupplan", "--setup-plan"),
                          ("setuponly", "--setup-only"), ("setupshow", "--setup-show")):
         if config.getoption(option, False):
             return flag
-    logging_plugin = config.pluginmanager.get_plugin("logging-plugin")
-    cli_enabled = getattr(logging_plugin, "_log_cli_enabled", None)
-    if callable(cli_enabled) and cli_enabled():
+    if _fastpath.log_cli_enabled(config):
         return "live logging (log_cli)"
     hook = config.pluginmanager.hook
     for name, known in KNOWN_IMPLEMENTERS.items():
@@ -108,6 +114,16 @@ def full_protocol_reason(config: pytest.Config) -> str | None:
             if impl.plugin_name not in known:
                 return f"plugin {impl.plugin_name!r} implements {name}"
     return None
+
+
+def protocol_header(config: pytest.Config) -> str:
+    """The header's line: which protocol runs this session's benchmark items, and why."""
+    reason = full_protocol_reason(config)
+    if reason is not None:
+        return f"benchmark items run by pytest's own protocol: {reason}"
+    pytest_version, xdist_version = _fastpath.versions()
+    tested = f"pytest {pytest_version}" + (f", pytest-xdist {xdist_version}" if xdist_version else "")
+    return f"benchmark items run by benchaudit's light protocol ({tested}: in the range the CI tested)"
 
 
 def _trivial_setup(node: Any) -> bool:
@@ -159,10 +175,7 @@ class LightProtocol:
         try:
             self._phases(item, nextitem, ihook, location, inherited)
         finally:
-            # As runtestprotocol does: the item's fixture request goes away once it has run.
-            if hasattr(item, "_request"):
-                item._request = False  # type: ignore[assignment]
-                item.funcargs = None  # type: ignore[assignment]
+            _fastpath.release_fixtures(item)  # as runtestprotocol does once the item has run
         ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
         return True
 
@@ -171,12 +184,12 @@ class LightProtocol:
         node_id = item.id if hasattr(type(item), "id") else item.nodeid  # pytest >= 9.2: the structured id
         # pytest's {x: 1 for x in item.keywords}: the item's own keywords, then its parents' (walked
         # once per parent here, not once per item; test_protocol compares the reports).
-        own = item.keywords._markers  # type: ignore[attr-defined]
+        own = _fastpath.own_keywords(item)
         keywords: dict[str, Any] = {**dict.fromkeys(own, 1), **{k: 1 for k in inherited if k not in own}}
-        report = pytest.TestReport
+        report, sections = _fastpath.make_report, _fastpath.report_sections
         now = time.time()
         ihook.pytest_runtest_logreport(report=report(
-            node_id, location, keywords, "passed", None, "setup", _sections(item), 0.0, now, now,
+            node_id, location, keywords, "passed", None, "setup", sections(item), 0.0, now, now,
             user_properties=item.user_properties))
 
         call = pytest.CallInfo.from_call(item.runtest, when="call", reraise=self._reraise)
@@ -186,7 +199,7 @@ class LightProtocol:
             if item.repeat_records:  # inference.repeats: the other repeats' records travel beside the first
                 extra["benchaudit_repeats"] = item.repeat_records
             rep = report(node_id, location, dict(keywords), "passed" if excinfo is None else "failed",
-                         None if excinfo is None else item.repr_failure(excinfo), "call", _sections(item),
+                         None if excinfo is None else item.repr_failure(excinfo), "call", sections(item),
                          call.duration, call.start, call.stop, user_properties=item.user_properties, **extra)
         else:  # a skip (--max-cost), a crash: pytest's own report for it
             rep = ihook.pytest_runtest_makereport(item=item, call=call)
@@ -204,23 +217,17 @@ class LightProtocol:
             # Nothing to tear down: this path set nothing up, and what pytest's protocol set up
             # (at most this item's parents) the next item needs too.
             now = time.time()
-            rep = report(node_id, location, dict(keywords), "passed", None, "teardown", _sections(item), 0.0, now,
+            rep = report(node_id, location, dict(keywords), "passed", None, "teardown", sections(item), 0.0, now,
                          now, user_properties=item.user_properties)
             ihook.pytest_runtest_logreport(report=rep)
             item.user_properties.clear()  # each report holds its own copy (JUnit reads the teardown one)
             return
-        setupstate = session._setupstate
-        teardown = pytest.CallInfo.from_call(lambda: setupstate.teardown_exact(nextitem), when="teardown",
+        teardown = pytest.CallInfo.from_call(lambda: _fastpath.teardown_exact(session, nextitem), when="teardown",
                                              reraise=self._reraise)
         rep = ihook.pytest_runtest_makereport(item=item, call=teardown)
         ihook.pytest_runtest_logreport(report=rep)
         if teardown.excinfo is not None and _interactive(teardown, rep):
             ihook.pytest_exception_interact(node=item, call=teardown, report=rep)
-
-
-def _sections(item: pytest.Item) -> list[tuple[str, str]]:
-    """``Captured ...`` sections as ``TestReport.from_item_and_call`` builds them (none, as a rule)."""
-    return [(f"Captured {key} {when}", content) for when, key, content in item._report_sections]
 
 
 def _interactive(call: pytest.CallInfo[Any], report: Any) -> bool:

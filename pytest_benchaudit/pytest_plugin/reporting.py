@@ -57,6 +57,7 @@ from typing import Any, Generator
 import pytest
 
 from pytest_benchaudit.common.progress import ENV as PROGRESS_ENV
+from pytest_benchaudit.pytest_plugin import _terminal
 
 __all__ = ["AnswerReporting", "LiveLine", "ReportTrim", "add_output_options", "is_bench_failure", "live_enabled", "show_answers"]
 
@@ -173,7 +174,7 @@ class AnswerReporting:
         self.live: LiveLine | None = None
         self.tty = False  # live line redrawn in place (a terminal) or a line per tenth (a log)
         self._drawn = False
-        self._showfspath: bool | None = None
+        self._user_fspath: bool | None = None
         self._fspath_off = False  # the reporter's showfspath is off (a benchmark item runs)
         self._logged_waiting = 0  # a log: how many stuck requests its last line said
 
@@ -194,8 +195,8 @@ class AnswerReporting:
         self.live = LiveLine(total)
         # pytest's [NN%] column counts the characters on the current line, which the live line
         # overwrites; with it on, every item would end a line.  (tests/test_output.py checks it.)
-        reporter._show_progress_info = False
-        self._showfspath = reporter._showfspath  # the user's setting, for plain tests
+        _terminal.hide_progress_column(reporter)
+        self._user_fspath = _terminal.user_showfspath(reporter)  # the user's setting, for plain tests
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str) -> None:
@@ -204,7 +205,7 @@ class AnswerReporting:
         if self.live is not None:
             bench = _is_bench_nodeid(nodeid)
             if bench is not self._fspath_off:
-                self._reporter().showfspath = False if bench else self._showfspath
+                self._reporter().showfspath = False if bench else self._user_fspath
                 self._fspath_off = bench
 
     @pytest.hookimpl(trylast=True)
@@ -228,7 +229,7 @@ class AnswerReporting:
                 reporter.write_line(live.text())
             return
         if live.due():
-            width = max(getattr(reporter._tw, "fullwidth", 100) - 1, 20)
+            width = max(_terminal.terminal_width(reporter) - 1, 20)
             reporter.rewrite(live.text()[:width], erase=True)
             self._drawn = True
 
@@ -248,14 +249,14 @@ class AnswerReporting:
                 reporter.write_line(f"benchaudit: {text}")
             self._logged_waiting = count
             return
-        width = max(getattr(reporter._tw, "fullwidth", 100) - 1, 20)
+        width = max(_terminal.terminal_width(reporter) - 1, 20)
         reporter.rewrite(live.text()[:width], erase=True)
         self._drawn = True
 
     def pytest_sessionfinish(self) -> None:
         if self.live is not None and self.tty and self._drawn:
             reporter = self._reporter()
-            reporter.rewrite(self.live.text()[: max(reporter._tw.fullwidth - 1, 20)], erase=True)
+            reporter.rewrite(self.live.text()[: max(_terminal.terminal_width(reporter) - 1, 20)], erase=True)
             reporter.write_line("")
             self._drawn = False
 
@@ -274,21 +275,9 @@ class AnswerReporting:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, Any, Any]:
-        stats = getattr(terminalreporter, "stats", None)
-        failed = stats.get("failed") if isinstance(stats, dict) else None
-        if not failed:
+        # Benchmark reports out of stats["failed"] for the duration of the summary sections.
+        with _terminal.failures_hidden(terminalreporter, is_bench_failure):
             return (yield)
-        kept = [r for r in failed if not is_bench_failure(r)]
-        if len(kept) == len(failed):
-            return (yield)
-        # The same list object, emptied of benchmark reports for the duration of the summary
-        # sections, then restored in its original order (the final stats line counts it).
-        original = list(failed)
-        failed[:] = kept
-        try:
-            return (yield)
-        finally:
-            failed[:] = original
 
 
 # What a benchmark call report keeps of its record once every logreport hook has seen it
@@ -325,7 +314,4 @@ class ReportTrim:
             return
         if report.when == "call" or not report.passed or report.sections or not _is_bench_nodeid(report.nodeid):
             return
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        kept = getattr(reporter, "stats", {}).get("") if reporter is not None else None
-        if kept and kept[-1] is report:
-            kept.pop()
+        _terminal.forget_passed(self.config.pluginmanager.get_plugin("terminalreporter"), report)

@@ -1,0 +1,42 @@
+"""Hooks benchaudit calls on plugins and ``conftest.py`` files (registered by ``pytest_addhooks``).
+
+Implement them instead of reading benchaudit's report attributes or its run directory while it is
+written: each is called in the process that writes the run (a serial run's, or the pytest-xdist
+controller's, never a worker's), once the thing it hands over is written (a record is in the
+run's buffered ``records.jsonl``, flushed within a second and at the end; ``summary.json`` is in place).
+
+    # conftest.py: send each answer to an experiment tracker as it is recorded
+    def pytest_benchaudit_record(record, config):
+        tracker.log({"model": record["model"], "task": record["task"], "correct": record["correct"]})
+
+    def pytest_benchaudit_summary(summary, config):
+        for task in summary["tasks"]:
+            tracker.summary(task)
+
+Both receive read-only views (:class:`types.MappingProxyType`) of the JSON documents, as
+``records.jsonl`` and ``summary.json`` hold them (docs/records.md and docs/reports.md list their
+fields); copy what you keep.  An exception raised by an implementation stops the run as any pytest
+hook's does; what was written before it stays, and ``--resume`` continues the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+__all__ = ["pytest_benchaudit_record", "pytest_benchaudit_summary"]
+
+
+@pytest.hookspec()
+def pytest_benchaudit_record(record: Mapping[str, Any], config: pytest.Config) -> None:
+    """Called once for each record appended to the run's ``records.jsonl`` (one per question,
+    model, layer and repeat), just after it was appended, in the order of the file; not for a record
+    a resumed run already held, nor after a failed write.  ``record`` is that line's JSON object."""
+
+
+@pytest.hookspec()
+def pytest_benchaudit_summary(summary: Mapping[str, Any], config: pytest.Config) -> None:
+    """Called once per run, just after ``summary.json`` was written (a run that asked nothing writes
+    none and calls nothing).  ``summary`` is that file's JSON object."""
