@@ -3,26 +3,53 @@
 One :class:`Record` per question x model x variant x repeat is written to
 ``records.jsonl``; offline re-scoring, aggregation, compare and export read it back.
 Pure: the run-directory store (:mod:`pytest_benchaudit.runs.store`) does the I/O.
+
+Every key a record may carry is a declared field (``extra="forbid"``): a line with a key the
+schema does not know is refused when read, naming ``file:line`` and the key, so a typo or a
+field from a newer version is never carried along silently.  Two groups of fields exist only on
+some records and are left out of the dump when they were never set (:data:`OPTIONAL_KEYS`), so
+that a record without them is written exactly as before they were declared:
+
+- ``regex_prediction`` / ``judge``: an LLM judge's call (``--judge``) and, for judge extraction,
+  what the pipeline's own rule read (in that order, the order the runner has always written);
+- ``released_*`` / ``source_row``: what a published run said about the item (``benchaudit import``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
-from pytest_benchaudit.pipeline.types import ContinuationLogprobs
+from pytest_benchaudit.pipeline.types import ContinuationLogprobs, InvalidReason, InvalidStage
 
-__all__ = ["RECORD_VERSION", "Record"]
+__all__ = ["JudgeCall", "OPTIONAL_KEYS", "RECORD_VERSION", "Record"]
 
 RECORD_VERSION = "benchaudit.record/1"
+
+
+class JudgeCall(BaseModel):
+    """What a record keeps of one LLM-judge call (``record["judge"]``), as the runner writes it."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    model: str
+    purpose: Literal["extraction", "grading"]
+    prompt_version: str
+    raw_output: str
+    parse_status: str
+    verdict: str | None
+    error: str | None = None
+    # Recorded since the usage table counts judge tokens; older judge records read as none.
+    usage: dict[str, Any] = Field(default_factory=dict)
+    from_cache: bool = False
 
 
 class Record(BaseModel):
     """Everything known about one item: what was asked, what came back, how it was read and scored."""
 
     # Built at the first record, not while pytest starts up (the run's first answer comes later).
-    model_config = ConfigDict(extra="allow", defer_build=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     record_version: str = RECORD_VERSION
     item_id: str = ""
@@ -45,8 +72,8 @@ class Record(BaseModel):
     error: str | None = None
     prediction: str | None = None
     valid: bool
-    invalid_reason: str | None = None
-    invalid_stage: str | None = None
+    invalid_reason: InvalidReason | None = None
+    invalid_stage: InvalidStage | None = None
     extraction_detail: str = ""
     gold: str
     score: float
@@ -71,3 +98,40 @@ class Record(BaseModel):
     from_cache: bool = Field(default=False, description="the generation came from the generation cache, not "
                              "from a request sent in this run")
     timestamp: str = ""
+    # --- only on some records; left out of the dump when not set (OPTIONAL_KEYS) ---
+    regex_prediction: str | None = Field(default=None, description="judge extraction: what the pipeline's "
+                                         "regex rule read (None: nothing), for judge agreement")
+    judge: JudgeCall | None = Field(default=None, description="the LLM judge's call (--judge)")
+    released_prediction: str | None = Field(default=None, description="an imported run: the released "
+                                            "extracted answer, as published")
+    released_score: JsonValue = Field(default=None, description="an imported run: the released per-item score "
+                                      "as published (a number, or an object for a multi-part score)")
+    released_success: bool | None = Field(default=None, description="an imported run: the released "
+                                          "'success' flag")
+    released_value: float | None = Field(default=None, description="an imported run: the released score on "
+                                         "this record's metric scale (None: the released aggregation leaves "
+                                         "the row out)")
+    released_id: int | str | None = Field(default=None, description="an imported run: the released row id")
+    source_row: str | None = Field(default=None, description="an imported run: which row of which published "
+                                   "file the record was read from")
+
+    @model_serializer(mode="wrap")
+    def _unset_optional_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The fields of :data:`OPTIONAL_KEYS` that were never set are left out of the dump: a record
+        without a judge or an import's values is written exactly as before those fields were declared
+        (``regex_prediction`` set to ``None`` is kept: "the rule read nothing" is not "not asked")."""
+        data: dict[str, Any] = handler(self)
+        given = self.__pydantic_fields_set__
+        if given.isdisjoint(_OPTIONAL_SET):  # most records: none of them
+            for name in OPTIONAL_KEYS:
+                data.pop(name, None)
+        else:
+            for name in _OPTIONAL_SET - given:
+                data.pop(name, None)
+        return data
+
+
+# The fields only some records carry, in declaration order.
+OPTIONAL_KEYS: tuple[str, ...] = ("regex_prediction", "judge", "released_prediction", "released_score",
+                                  "released_success", "released_value", "released_id", "source_row")
+_OPTIONAL_SET = frozenset(OPTIONAL_KEYS)

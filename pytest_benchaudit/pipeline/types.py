@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
@@ -26,6 +26,8 @@ __all__ = [
     "Score",
     "MetricInfo",
     "InvalidReason",
+    "INVALID_REASONS",
+    "InvalidStage",
     "INVALID_STAGE",
     "ENDPOINT_DOWN_PREFIX",
     "HEDGED_PREFIX",
@@ -178,6 +180,8 @@ class Generation(_FrozenLater):
     echoed: EchoedTokens | None = None
 
 
+# Why an answer could not be read: the only values a record's ``invalid_reason`` takes (a Literal, so
+# mypy's strict equality flags a comparison with a misspelt reason; the JSON holds these strings).
 InvalidReason = Literal[
     "inference_error",  # the request failed (HTTP error, timeout, garbage) after retries
     "empty",  # the model returned no answer text at all
@@ -189,6 +193,11 @@ InvalidReason = Literal[
     "endpoint_down",  # not asked: the model's endpoint was down or refused the key (circuit breaker)
     "no_logprobs",  # a log-likelihood request came back without echoed log-probabilities to read
 ]
+
+INVALID_REASONS: frozenset[str] = frozenset(get_args(InvalidReason))
+
+# The pipeline stage an invalid response is charged to (a record's ``invalid_stage``).
+InvalidStage = Literal["inference", "extraction"]
 
 # A Generation whose error starts with this was never sent (inference/breaker.py): extraction
 # records it as ``endpoint_down``, and --resume asks the question again.
@@ -203,7 +212,7 @@ HEDGED_PREFIX = "hedged: "
 NO_LOGPROBS_PREFIX = "no_logprobs: "
 
 # Which pipeline stage an invalid response is charged to.
-INVALID_STAGE: dict[str, str] = {
+INVALID_STAGE: dict[InvalidReason, InvalidStage] = {
     "inference_error": "inference",
     "empty": "inference",
     "truncated": "inference",

@@ -1,21 +1,22 @@
-"""evaluate() builds the record without validating it again: the very record, dump and records.jsonl
-line that ``Record(...)`` (what evaluate did before) gives, for every kind of outcome."""
+"""evaluate() builds the record through Record validation (the public API): the very record, field set,
+dump and records.jsonl line that ``Record(...)`` gives, for every kind of outcome; every key is declared
+(``extra="forbid"``) and the optional ones are written only when set."""
 
 from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, get_args
 
 import orjson
 import pytest
 from pydantic import ValidationError
 
 from pytest_benchaudit.dataset.suites import load_suite
-from pytest_benchaudit.pipeline.record import Record
+from pytest_benchaudit.pipeline.record import OPTIONAL_KEYS, Record
 from pytest_benchaudit.pipeline.stages import Pipeline
-from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, INVALID_STAGE, ContinuationLogprobs, Extraction, Generation, Message,
-                                              Question, Request, Score)
+from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, INVALID_REASONS, INVALID_STAGE, ContinuationLogprobs, Extraction,
+                                              Generation, InvalidReason, Message, Question, Request, Score)
 from pytest_benchaudit.runs.store import _record_line
 from pytest_benchaudit.scoring import evaluate as evaluate_module
 from pytest_benchaudit.scoring import extract as _extract
@@ -106,9 +107,6 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-VALIDATED = {"judge_error_with_extras", "judge_verdict", "hand_made_question", "invalid_meta_key", "coerced_latency"}
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_record_and_line_are_those_of_record_validation(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     kwargs = dict(CASES[case])
@@ -125,15 +123,13 @@ def test_record_and_line_are_those_of_record_validation(case: str, monkeypatch: 
         assert raised.value.errors() == err.errors()
         return
     want = want.model_copy(update={"timestamp": STAMP})
-    validated: list[bool] = []
-    real = Record.model_validate
-    monkeypatch.setattr(Record, "model_validate", lambda *a, **k: validated.append(True) or real(*a, **k))
     got = evaluate(question, p, request, generation, model="m", **kwargs)
-    # Only judge extras and values that are not what validation stores take Record validation.
-    assert bool(validated) == (case in VALIDATED)
     assert got == want
+    for name in Record.model_fields:  # field by field: value and type
+        assert getattr(got, name) == getattr(want, name), name
+        assert type(getattr(got, name)) is type(getattr(want, name)), name
     assert got.model_fields_set == want.model_fields_set
-    assert got.__pydantic_extra__ == want.__pydantic_extra__
+    assert got.__pydantic_extra__ is None and want.__pydantic_extra__ is None  # extra="forbid"
     assert repr(got) == repr(want)
     assert list(got.__dict__) == list(Record.model_fields)
     assert got.model_dump() == want.model_dump()
@@ -146,6 +142,52 @@ def test_record_and_line_are_those_of_record_validation(case: str, monkeypatch: 
     assert lines[0] == lines[1]
     assert orjson.dumps(got.model_dump(mode="json")) == orjson.dumps(want.model_dump(mode="json"))
     assert got.model_dump_json() == want.model_dump_json()
+    # The optional keys are in the dump exactly when they were given.
+    given = set(dict(kwargs.get("extra") or {}))
+    assert set(got.model_dump(mode="json")) == set(Record.model_fields) - (set(OPTIONAL_KEYS) - given)
+
+
+def test_a_plain_record_is_written_as_before_the_optional_keys_were_declared() -> None:
+    """The line of a record without a judge or an import's values: the keys (and their order) it had
+    when Record allowed extra keys and declared none of these."""
+    record = evaluate(QUESTION, pipe(), REQUEST, Generation(text="Answer: B"), model="m")
+    keys = list(record.model_dump(mode="json"))
+    assert keys == [name for name in Record.model_fields if name not in OPTIONAL_KEYS]
+    assert keys[-1] == "timestamp"
+    assert not set(OPTIONAL_KEYS) & set(orjson.loads(record.model_dump_json()))
+
+
+def test_judge_keys_keep_the_order_the_runner_wrote() -> None:
+    """regex_prediction then judge, after timestamp: where extra="allow" put them; a regex_prediction
+    of None (the rule read nothing) is kept, it is not 'not asked'."""
+    extra = {"regex_prediction": None, "judge": JUDGE["judge"]}
+    record = evaluate(QUESTION, pipe(), REQUEST, Generation(text="Answer: B"), model="m", extra=extra,
+                      extraction=Extraction(prediction="B", answer_text="Answer: B", detail="judge (exact)"))
+    data = record.model_dump(mode="json")
+    assert list(data)[-3:] == ["timestamp", "regex_prediction", "judge"]
+    assert data["regex_prediction"] is None
+    assert data["judge"] == {**JUDGE["judge"], "usage": {}, "from_cache": False}
+
+
+def test_an_unknown_key_is_refused() -> None:
+    with pytest.raises(ValidationError) as raised:
+        evaluate(QUESTION, pipe(), REQUEST, Generation(text="Answer: B"), model="m", extra={"judgee": {}})
+    assert [(e["type"], e["loc"]) for e in raised.value.errors()] == [("extra_forbidden", ("judgee",))]
+    stored = evaluate(QUESTION, pipe(), REQUEST, Generation(text="Answer: B"), model="m").model_dump(mode="json")
+    with pytest.raises(ValidationError, match="extra_forbidden|Extra inputs"):
+        Record.model_validate({**stored, "released_predicton": "B"})
+
+
+def test_invalid_reason_is_one_of_the_declared_reasons() -> None:
+    """The Literal is the one list: every reason has a stage, a record takes no other string, and the
+    JSON holds the reason's own string."""
+    assert set(INVALID_STAGE) == INVALID_REASONS == set(get_args(InvalidReason))
+    stored = evaluate(QUESTION, pipe(), REQUEST, Generation(text="no idea"), model="m").model_dump(mode="json")
+    assert stored["invalid_reason"] == "unparseable" and stored["invalid_stage"] == "extraction"
+    with pytest.raises(ValidationError, match="invalid_reason"):
+        Record.model_validate({**stored, "invalid_reason": "unparsable"})
+    with pytest.raises(ValidationError, match="invalid_stage"):
+        Record.model_validate({**stored, "invalid_stage": "scoring"})
 
 
 def test_the_record_owns_its_dicts() -> None:
