@@ -8,22 +8,53 @@ directory, summary and gates belong to ``controller`` (the process that owns the
 
 from __future__ import annotations
 
+import gc
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_benchaudit.pytest_plugin.early import fork_inference_process
+from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question  # noqa: F401
+from pytest_benchaudit.pytest_plugin.options import OPTIONS_KEY, add_options, build_options
 
-# Before the rest of the plugin is imported: a run that asks models forks its inference process
-# now, so that its ~0.5 s of imports run beside pytest's start-up (inference/prestart.py).
-fork_inference_process()
+__all__ = ["model", "pipeline", "pytest_addhooks", "pytest_addoption", "pytest_collect_file", "pytest_configure",
+           "pytest_load_initial_conftests", "pytest_report_header", "question"]
 
-from pytest_benchaudit.common.errors import BenchauditError  # noqa: E402
-from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question  # noqa: F401, E402
-from pytest_benchaudit.pytest_plugin.options import OPTIONS_KEY, add_options, build_options  # noqa: E402
+_FREEZE_KEY = pytest.StashKey[int]()  # gc.get_freeze_count() before this session could freeze anything
 
-__all__ = ["model", "pipeline", "pytest_addoption", "pytest_collect_file", "pytest_configure", "pytest_report_header",
-           "question"]
+
+@pytest.hookimpl
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_benchaudit import newhooks
+
+    pluginmanager.add_hookspecs(newhooks)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """The first hook after pytest has read its command line (``args``: the arguments with
+    ``$PYTEST_ADDOPTS`` and the ini file's ``addopts``), before conftests, the rest of the plugin
+    and collection: a run that asks models forks its inference process now, so that its ~0.5 s of
+    imports run beside the rest of pytest's start-up (inference/prestart.py).  Not on an xdist
+    worker (its runner forks at configure, as every run this misjudges does)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        from pytest_benchaudit.pytest_plugin.early import fork_inference_process
+
+        fork_inference_process(args)
+    # A cleanup registered this early runs after pytest's own (they run last-registered first):
+    # the runner's gc.freeze() is undone once pytest's end-of-session collections are over.
+    early_config.stash[_FREEZE_KEY] = gc.get_freeze_count()
+    early_config.add_cleanup(lambda: _unfreeze(early_config))
+
+
+def _unfreeze(config: pytest.Config) -> None:
+    """Undo the runner's ``gc.freeze()`` (pytest_plugin/runner.py) when the session ends, so that a
+    process that goes on (an in-process ``pytester`` run, an IDE's runner) collects the session's
+    objects again; not when something else had frozen objects before this session."""
+    if config.stash.get(_FREEZE_KEY, 1) == 0 and gc.get_freeze_count():
+        gc.unfreeze()
 
 
 @pytest.hookimpl
@@ -96,6 +127,14 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """One line per name the run resolved for the user (a suite path's case, a bare model name)."""
+    """One line per name the run resolved for the user (a suite path's case, a bare model name);
+    for a run that asks models, which protocol its benchmark items run by."""
     opts = config.stash.get(OPTIONS_KEY, None)
-    return [f"benchaudit: {note}" for note in opts.notes] if opts is not None else []
+    if opts is None:
+        return []
+    lines = [f"benchaudit: {note}" for note in opts.notes]
+    if opts.models:
+        from pytest_benchaudit.pytest_plugin.protocol import protocol_header
+
+        lines.append(f"benchaudit: {protocol_header(config)}")
+    return lines

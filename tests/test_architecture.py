@@ -32,11 +32,17 @@ ALLOWED: dict[str, set[str]] = {
     "pytest_plugin": {"common", "pipeline", "prompt", "dataset", "inference", "scoring", "aggregate", "runs",
                       "report", "audit"},
     "cli": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "audit", "report", "__init__"},
-    "plugin": {"pytest_plugin", "common"},
+    "plugin": {"pytest_plugin", "common", "newhooks"},
+    "newhooks": set(),  # the hookspecs (pytest_benchaudit/newhooks.py), registered by plugin.py
     "testing": set(),
     "__init__": set(),  # its public names are imported lazily, by name, not at import time
 }
-PYTEST_SIDE = {"pytest_plugin", "plugin"}
+PYTEST_SIDE = {"pytest_plugin", "plugin", "newhooks"}
+
+# pytest's and pytest-xdist's private internals (issue 25): each is used behind one adapter module.
+PRIVATE_ATTRIBUTES = frozenset({"_setupstate", "_request", "_markers", "_report_sections", "_log_cli_enabled",
+                                "_tw", "_show_progress_info", "_showfspath", "torun", "nextitem_index"})
+ADAPTERS = {f"{NAME}.pytest_plugin._fastpath", f"{NAME}.pytest_plugin._terminal", f"{NAME}.pytest_plugin._xdist"}
 
 
 def _module_name(path: Path) -> str:
@@ -162,3 +168,48 @@ def test_package_version_matches_the_distribution() -> None:
 
     project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert pytest_benchaudit.__version__ == project["version"]
+
+
+def _private_uses(path: Path) -> list[str]:
+    """Each use of a name of :data:`PRIVATE_ATTRIBUTES` (``x.name`` or ``getattr(x, "name")`` /
+    ``hasattr``), of ``TestReport(...)`` built directly and of a terminal reporter's ``stats``
+    (``x.stats`` or ``getattr(x, "stats")``) in ``path``, as ``line: name``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in PRIVATE_ATTRIBUTES | {"stats"}:
+            if node.attr != "stats" or "reporter" in ast.unparse(node.value):
+                found.append(f"{node.lineno}: {node.attr}")
+        elif isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            if name.endswith("TestReport"):
+                found.append(f"{node.lineno}: TestReport(...)")
+            elif name in ("getattr", "hasattr", "setattr") and len(node.args) > 1 and \
+                    isinstance(node.args[1], ast.Constant) and node.args[1].value in PRIVATE_ATTRIBUTES | {"stats"}:
+                found.append(f"{node.lineno}: {node.args[1].value}")
+    return sorted(found, key=lambda use: int(use.split(":", 1)[0]))
+
+
+def test_private_internals_stay_behind_their_adapters() -> None:
+    """At most three modules touch pytest's or xdist's private internals: the adapters, each of
+    which names what it uses, the versions it was checked on and its public fallback."""
+    touching = {module: uses for module, path in _modules().items() if (uses := _private_uses(path))}
+    outside = {module: uses for module, uses in touching.items() if module not in ADAPTERS}
+    assert not outside, f"private internals outside the adapters: {outside}"
+    assert len(touching) <= 3 and set(touching) <= ADAPTERS
+    for module in ADAPTERS:
+        doc = ast.get_docstring(ast.parse(_modules()[module].read_text(encoding="utf-8"))) or ""
+        assert "Private names used" in doc and "Checked on" in doc and "fallback" in doc, module
+        used = {use.split(": ", 1)[1] for use in touching.get(module, [])} - {"TestReport(...)", "stats"}
+        assert all(f"``{name}" in doc or f"{name}``" in doc or name in doc for name in used), (module, used)
+
+
+def test_the_private_uses_finder_finds_them(tmp_path: Path) -> None:
+    """The counter above is not vacuous: each shape of use it must see, it sees."""
+    sample = tmp_path / "sample.py"
+    sample.write_text("session._setupstate.teardown_exact(None)\nitem.keywords._markers\n"
+                      "getattr(plugin, '_log_cli_enabled', None)\nreporter._tw.fullwidth\n"
+                      "terminalreporter.stats['failed']\npytest.TestReport('a', ('f', 1, 'd'), {}, 'passed', None, 'call')\n"
+                      "hasattr(plugin, 'torun')\nlimiter.stats()\nself._user_fspath = None\n")
+    assert _private_uses(sample) == ["1: _setupstate", "2: _markers", "3: _log_cli_enabled", "4: _tw",
+                                     "5: stats", "6: TestReport(...)", "7: torun"]

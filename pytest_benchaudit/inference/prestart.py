@@ -2,21 +2,25 @@
 
 The inference process needs ~0.5 s of imports (pydantic, the engine, aiohttp) before it can send
 a request.  Forked when the runner is made (pytest's configure), it is ready only after pytest has
-collected a suite; forked as soon as this plugin is imported, those imports run on the other core
-beside pytest's own start-up (~0.5 s more of plugins, options and conftests), and the first
-request goes out as collection makes the first item (:mod:`pytest_benchaudit.pytest_plugin.early`).
+collected a suite; forked as soon as pytest has read its command line, those imports run on the
+other core beside the rest of pytest's start-up (conftests, configure, the first suite's
+collection), and the first request goes out as collection makes the first item
+(:mod:`pytest_benchaudit.pytest_plugin.early`).
 
-At import time pytest has not parsed its options yet, so :func:`start_early` decides from the
-command line as given (``sys.argv`` and ``$PYTEST_ADDOPTS``): it forks only when that names
+Forked from ``pytest_load_initial_conftests`` (the plugin's first hook after pytest has read its
+command line, before conftests and collection; not at import, not on an xdist worker), before
+pytest has parsed the plugin's options: :func:`start_early` decides from the arguments pytest
+will parse (the command line, ``$PYTEST_ADDOPTS`` and the ini file's ``addopts``): it forks
+only when they name
 ``--model`` and nothing that makes the process ask no model itself (``-n``/``--dist``/``--tx``:
 xdist workers ask; ``--collect-only``, ``--help``, ``--no-inference-process``;
 ``$BENCHAUDIT_INFERENCE_PROCESS`` off), and only where a fork is safe (Linux, one thread).  The
 runner adopts the child (:func:`take`) when it makes its engine; a process that never does (a
 usage error, no suite collected) kills it (:func:`discard`, also at exit): it has sent nothing.
 A command line this misjudges costs one idle fork (named ``--model`` but runs no suite) or the
-early start (``--model`` only in an ini file: the runner forks at configure as before).
+early start (the runner forks at configure as before).
 
-Kept free of heavy imports: it runs before pytest has loaded the rest of the plugin.
+Kept free of heavy imports: the fork should happen as early in pytest's start-up as it can.
 """
 
 from __future__ import annotations
@@ -136,10 +140,17 @@ def looks_like_a_run(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
 _early: tuple[Forked, socket.socket, IO[bytes]] | None = None
 
 
-def start_early() -> None:
-    """Fork the inference process now if this command line will want one (see the module docstring)."""
+def start_early(args: Sequence[str] | None = None) -> None:
+    """Fork the inference process now if this command line will want one (see the module docstring).
+    ``args``: pytest's arguments with ``$PYTEST_ADDOPTS`` and ini ``addopts`` in them (plugin.py's
+    ``pytest_load_initial_conftests``); ``None``: ``sys.argv`` and ``$PYTEST_ADDOPTS``."""
     global _early
-    if _early is not None or not fork_safe() or not looks_like_a_run(sys.argv[1:], os.environ):
+    environ: Mapping[str, str] = os.environ
+    if args is None:
+        argv = sys.argv[1:]
+    else:  # $PYTEST_ADDOPTS is in args already
+        argv, environ = list(args), {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    if _early is not None or not fork_safe() or not looks_like_a_run(argv, environ):
         return
     parent, child = socket_pair()
     log = tempfile.TemporaryFile()  # the child's stderr: its last line explains a crash

@@ -1,9 +1,9 @@
 """Starting early: the inference process forked at start-up, and a serial run's first requests
 sent during collection.
 
-**At start-up** (:func:`fork_inference_process`, called by ``plugin.py`` before it imports the
-rest of the plugin): see :mod:`pytest_benchaudit.inference.prestart`.  This module is kept free
-of heavy imports for that reason.
+**At start-up** (:func:`fork_inference_process`, called by ``plugin.py``'s
+``pytest_load_initial_conftests``, pytest's first hook after it has read the command line): see
+:mod:`pytest_benchaudit.inference.prestart`.  This module is kept free of heavy imports for that reason.
 
 **During collection.** The runner's look-ahead starts at the run loop, once pytest has collected (and possibly
 deselected) every item.  Collecting one suite takes 0.1-0.3 s, every suite a few seconds, and the
@@ -61,10 +61,11 @@ _SELECTING = (("keyword", "-k"), ("markexpr", "-m"), ("deselect", "--deselect"),
               ("setuponly", "--setup-only"), ("setupplan", "--setup-plan"))
 
 
-def fork_inference_process() -> None:
-    """Fork the inference process now if the command line as given will want one (the runner
-    adopts it; :mod:`pytest_benchaudit.inference.prestart`)."""
-    prestart.start_early()
+def fork_inference_process(args: list[str]) -> None:
+    """Fork the inference process now if the command line (``args``, with ``$PYTEST_ADDOPTS`` and
+    the ini file's ``addopts`` already in it) will want one (the runner adopts it;
+    :mod:`pytest_benchaudit.inference.prestart`)."""
+    prestart.start_early(args)
 
 
 def why_not_early(config: pytest.Config, opts: RunOptions) -> str | None:
