@@ -139,15 +139,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``benchaudit`` command; returns its exit status (0 ok, 1 failed, 2 bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
-    # The store's switch is per process: set it for this command either way (tests call main()
-    # many times in one process), importing the store only when something needs it.
-    skip = bool(getattr(args, "skip_bad_records", False))
-    if skip or "pytest_benchaudit.runs.store" in sys.modules:
-        from pytest_benchaudit.runs.store import skip_bad_records
-
-        skip_bad_records(skip)
     locate_suites_dir(args)
     try:
+        if getattr(args, "skip_bad_records", False):
+            # For this command only (a context the store reads, reset when it returns or raises): a
+            # later main() in the same process reads strictly again.
+            from pytest_benchaudit.runs.store import skipping_bad_records
+
+            with skipping_bad_records():
+                return int(args._run(args))
         return int(args._run(args))
     except BrokenPipeError:
         # `benchaudit ledger | head`: the reader left; stop quietly instead of a traceback.

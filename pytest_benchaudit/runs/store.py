@@ -23,7 +23,7 @@ Reading: :func:`load_run` (``run.json`` + validated records), :func:`read_run_js
 (:class:`RecordsFollower` reads a ``records.jsonl`` as the run appends to it).  Each
 record line is validated against :class:`Record`: a line that is JSON but not a record
 is one :class:`BadRecord` error naming ``file:line`` and the field, unless bad lines are
-skipped (``skip_bad=True``, or :func:`skip_bad_records` for a whole command), in which
+skipped (``skip_bad=True``, or a :func:`skipping_bad_records` block around a whole command), in which
 case the count is reported once.  A record whose (benchmark, task, question_id, model,
 variant) an earlier line already holds is a :class:`DuplicateRecords` error naming the
 duplicated ids (two writers wrote one run), unless bad lines are skipped: then the first of each
@@ -34,6 +34,8 @@ the same folder + ``os.replace``), so a reader never sees half a file.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as _dt
 import functools
 import hashlib
@@ -59,7 +61,7 @@ from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
 __all__ = ["BadRecord", "DuplicateRecords", "EmptyRun", "LOCK_NAME", "NotARunDir", "Record", "RunDirectory",
            "RunLocked", "RECORD_VERSION", "WriterLock", "check_record", "check_report_dir", "check_unique_records", "load_run",
            "new_run_id", "record_key", "run_slug", "read_json", "read_records", "RecordsFollower", "read_run_json", "read_summary_json",
-           "skip_bad_records",
+           "skipping_bad_records",
            "write_json_atomic", "write_text_atomic"]
 
 def _now() -> str:
@@ -386,14 +388,29 @@ def _json_plain(value: str) -> bool:
 # event-loop thread can take up to the interpreter's switch interval (5 ms).
 _BUFFER = 1 << 20
 
-# Set by a command's --skip-bad-records: read_records then skips lines that are not records.
-_SKIP_BAD = False
+# What a reader does with lines that are not records when its caller does not say (``skip_bad=None``):
+# set for the duration of one command by :func:`skipping_bad_records` (the CLI's --skip-bad-records),
+# never for the process: a context variable, reset when the command returns or raises, so two
+# commands run in one process (tests, a notebook) cannot leak it to each other.
+_SKIP_BAD: contextvars.ContextVar[bool] = contextvars.ContextVar("benchaudit_skip_bad_records", default=False)
 
 
-def skip_bad_records(enabled: bool = True) -> None:
-    """Make :func:`read_records` skip (and count) lines that are not records, for this process."""
-    global _SKIP_BAD
-    _SKIP_BAD = enabled
+@contextlib.contextmanager
+def skipping_bad_records(enabled: bool = True) -> Iterator[None]:
+    """Within the block, readers called without ``skip_bad`` (:func:`read_records`, :func:`load_run`,
+    :func:`check_unique_records`, :class:`RecordsFollower`) skip and count the lines that are not
+    records (``enabled``) or stop at the first (not ``enabled``); the setting before the block comes
+    back after it.  What ``benchaudit --skip-bad-records`` wraps its command in."""
+    token = _SKIP_BAD.set(enabled)
+    try:
+        yield
+    finally:
+        _SKIP_BAD.reset(token)
+
+
+def _skip(skip_bad: bool | None) -> bool:
+    """The caller's ``skip_bad``, else the enclosing :func:`skipping_bad_records` block's setting."""
+    return _SKIP_BAD.get() if skip_bad is None else skip_bad
 
 
 class BadRecord(RunDirError, ValueError):
@@ -427,6 +444,10 @@ def check_record(obj: Any, where: str) -> dict[str, Any]:
         first = problems[0]
         field = ".".join(str(p) for p in first["loc"]) or "(record)"
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
+            # A key the schema does not declare: a newer benchaudit's field, or a hand edit.
+            raise BadRecord(f"{where}: not a record: unknown key {field!r} (not a field of {RECORD_VERSION}; "
+                            f"written by a newer benchaudit, or edited by hand?){more}") from None
         raise BadRecord(f"{where}: not a record: field {field!r}: {first['msg']}{more}") from None
     return obj
 
@@ -439,7 +460,7 @@ def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, 
     A last line without its newline that does not parse is a record torn by a killed
     run: it is skipped and reported to ``on_torn_tail``.  Any other line that is not
     JSON, or is JSON but not a record, raises :class:`BadRecord` naming ``file:line``
-    and the field, unless ``skip_bad`` (default: :func:`skip_bad_records`'s setting):
+    and the field, unless ``skip_bad`` (default: :func:`skipping_bad_records`'s setting):
     then such lines are skipped and, at the end, one message with their count and the
     first problem goes to ``on_skipped`` (else ``on_torn_tail``, else stderr).  A file
     that cannot be read is a :class:`RunDirError`.
@@ -447,7 +468,7 @@ def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, 
     path = Path(path)
     if path.is_dir():
         path = path / "records.jsonl"
-    skip = _SKIP_BAD if skip_bad is None else skip_bad
+    skip = _skip(skip_bad)
     fh = _open_records(path)
     skipped: list[str] = []
     seen = _KeysSeen()
@@ -486,14 +507,14 @@ class DuplicateRecords(BadRecord):
 
 def check_unique_records(path: Path, *, skip_bad: bool | None = None) -> int:
     """Raise :class:`DuplicateRecords` if ``records.jsonl`` (or a run directory's) holds an item
-    twice, naming them; with ``skip_bad`` (default: :func:`skip_bad_records`'s setting) return
+    twice, naming them; with ``skip_bad`` (default: :func:`skipping_bad_records`'s setting) return
     how many lines repeat an item instead.  Reads record keys only: for commands that show a
     stored summary without reading the records (``benchaudit show``).  Lines that are not JSON
     are left for the commands that read records to judge."""
     path = Path(path)
     if path.is_dir():
         path = path / "records.jsonl"
-    skip = _SKIP_BAD if skip_bad is None else skip_bad
+    skip = _skip(skip_bad)
     seen = _KeysSeen()
     found: list[tuple[RecordKey, int, int]] = []
     with _open_records(path, "rb") as fh:
@@ -609,7 +630,7 @@ class RecordsFollower:
                  on_torn_tail: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         self.validate = validate
-        self.skip = _SKIP_BAD if skip_bad is None else skip_bad
+        self.skip = _skip(skip_bad)
         self.on_torn_tail = on_torn_tail
         self._fh: Any = None
         self._pending = b""  # the start of a line whose newline has not been written yet
@@ -752,14 +773,15 @@ def read_summary_json(run_dir: Path) -> dict[str, Any]:
 
 
 def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *,
-             require_records: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+             require_records: bool = False, skip_bad: bool | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(``run.json``, validated records) of a run directory; a torn last line is skipped with ``warn``.
 
     ``require_records``: a run without records is an :class:`EmptyRun` error saying why it may be empty.
+    ``skip_bad``: as :func:`read_records` takes it.
     """
     run_dir = Path(run_dir)
     meta = read_run_json(run_dir)
-    records = list(read_records(run_dir, on_torn_tail=warn))
+    records = list(read_records(run_dir, on_torn_tail=warn, skip_bad=skip_bad))
     if require_records and not records:
         raise EmptyRun(f"{run_dir / 'records.jsonl'}: no records (every item was skipped or deselected, or the "
                        "run was stopped before its first item finished); nothing to work on")
