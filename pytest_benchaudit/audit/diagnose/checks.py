@@ -30,6 +30,7 @@ from pytest_benchaudit.audit.diagnose.core import (
 from pytest_benchaudit.pipeline.stages import is_unspecified
 from pytest_benchaudit.scoring.extract import strip_reasoning
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
+from pytest_benchaudit.scoring.registry import metric_answers, rules_reading, strict_rule
 
 __all__ = ["Check", "check_echoed_options", "check_free_text_near_miss", "check_judge", "check_letters_anywhere",
            "check_provider_minimum", "check_reasoning_kept", "check_seed", "check_stop_in_reasoning",
@@ -41,9 +42,11 @@ _BUDGET_ERROR = re.compile(r"max_(?:completion_)?tokens|max_new_tokens|token lim
 _OPTION_LINE = re.compile(r"^\s*(?:\*\*)?\(?([A-Z])(?:\)|\.|:)\s+\S", re.MULTILINE)
 _SEPARATORS = re.compile(r"[\s,;/&+]+")
 _ID_GOLD = re.compile(r"^(?:CWE-\d+|T\d{4}(?:\.\d{3})?|M\d{4}|CVSS:.*|AV:.*|[\d.]+)$", re.IGNORECASE)
-# Rules that never read a letter out of a word: FM06 does not apply to them (the log-prob rules
-# read no text at all; their failure without log-probabilities is BA05's).
-_STRICT_RULES = {"final_answer_letter", "final_answer_letters", "logprob_argmax", "mmlu_logprob_argmax", "judge"}
+# Rules that never read a letter out of a word: FM06 does not apply to them (the strict readers; the
+# log-prob and judge rules read no text at all, their failure without log-probabilities is BA05's).
+# What each rule reads is declared on its definition (scoring.catalog), read here by name.
+_NO_TEXT_RULES = rules_reading("logprobs", "continuations", "judge")
+_STRICT_RULES = {strict_rule("label"), strict_rule("labels"), *_NO_TEXT_RULES}
 
 
 def _invalid(group: Group) -> list[dict[str, Any]]:
@@ -108,9 +111,9 @@ def _labelled(group: Group) -> bool:
 
 
 def _strict_rule(group: Group) -> str:
-    multi = group.fields.get("scoring.metric") == "letter_set_exact" or any(
+    multi = metric_answers(str(group.fields.get("scoring.metric", ""))) == "labels" or any(
         len(_SEPARATORS.sub("", str(r.get("gold", "")))) > 1 for r in group.records)
-    return "final_answer_letters" if multi else "final_answer_letter"
+    return strict_rule("labels" if multi else "label")
 
 
 def _answer_text(rec: Mapping[str, Any], reasoning: str) -> str:
@@ -159,7 +162,7 @@ def check_echoed_options(group: Group, resources: Resources | None) -> list[Find
     echoed labels (a rule reading letters anywhere).  The effect counts these items invalid.
     """
     rule = str(group.fields.get("extraction.rule", ""))
-    if not _labelled(group) or rule in ("logprob_argmax", "mmlu_logprob_argmax", "judge"):
+    if not _labelled(group) or rule in _NO_TEXT_RULES:
         return []
     reasoning = str(group.fields.get("extraction.reasoning", "keep"))
     hits = []

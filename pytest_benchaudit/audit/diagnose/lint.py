@@ -26,11 +26,13 @@ from pytest_benchaudit.audit.diagnose.core import (
     recovery_estimate,
 )
 from pytest_benchaudit.pipeline.stages import is_unspecified
+from pytest_benchaudit.scoring.registry import rules_reading
 
 __all__ = ["LOGPROB_RULES", "check_all_invalid", "check_card_lint", "check_logprobs_missing"]
 
-# Rules whose prediction is the arg-max of the first token's log-probabilities (no text read).
-LOGPROB_RULES = frozenset({"logprob_argmax", "mmlu_logprob_argmax"})
+# Rules whose prediction is the arg-max of the first token's log-probabilities (no text read),
+# as each declares on its definition (scoring.catalog).
+LOGPROB_RULES = rules_reading("logprobs")
 _NO_EFFECT = "a static check of the card: no score change computed; what it cost shows in the other findings"
 
 
