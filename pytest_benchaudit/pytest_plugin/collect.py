@@ -10,37 +10,38 @@ also runs once per variant: ``q0001[local|max_tokens=5]`` (see :mod:`.variants`)
 ``q0001[local|standardized]`` (the first layer is the base variant, the others variants
 named after the layer; ``-k standardized`` selects one layer).
 
-Why ~410 lines: the suite file, task collector, item class and fixtures form pytest's
-collection tree for one suite; the pre-run checks already live in :mod:`.checks`.
+Why ~430 lines: the suite file, task collector, item class and fixtures form pytest's
+collection tree for one suite.  What an item evaluates is :mod:`.specs`'; the checks of a
+resolved pipeline and the card's assembly are pure functions of :mod:`pytest_benchaudit.pipeline.checks`
+and :mod:`pytest_benchaudit.pipeline.assembly`; the pre-run usage errors are :mod:`.checks`'.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import pytest
 
 from pytest_benchaudit.inference.backend import ModelSpec
-from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.scoring.judge import judge_card
 from pytest_benchaudit.scoring.judging import judge_problem, needs_judge
 from pytest_benchaudit.pytest_plugin import cards
 from pytest_benchaudit.pytest_plugin.checks import checks_of
 from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
+from pytest_benchaudit.pytest_plugin.specs import ItemSpec, VariantSpec
 from pytest_benchaudit.pipeline.card import USED, add_item_card, item_card, note_collected_used
 from pytest_benchaudit.pipeline import assembly, checks as pipeline_checks
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides
-from pytest_benchaudit.prompt.templates import Template, TemplateError, inference_params, render_request
+from pytest_benchaudit.prompt.templates import TemplateError, inference_params, render_request
 from pytest_benchaudit.dataset.config import skips_empty_gold
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, DataUnavailable, Suite, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import file_checksum, load_questions, load_resources
 from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.scoring.registry import check_pipeline_names, check_suite_names
-from pytest_benchaudit.pipeline.types import Question, Request
+from pytest_benchaudit.pipeline.types import Question
 from pytest_benchaudit.pipeline.variants import build_variants, card_key, layer_variant
 
 __all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "VariantSpec", "BenchmarkFailure", "collect_file",
@@ -50,87 +51,6 @@ __all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "VariantSpec",
 
 class BenchmarkFailure(AssertionError):
     """A wrong or invalid answer: reported with a short message, no traceback."""
-
-
-@dataclass
-class VariantSpec:
-    """What every item of one task x variant shares (one object per task x variant, not per item).
-
-    ``key``: its card's key in run.json; ``hashes``: that card's ``(hash, upstream_hash)``, which
-    the records of items under the default fixtures carry; the checksums and the judge are what
-    :meth:`materials` hashes with the fields of a pipeline (the suite's, or a fixture's).
-    """
-
-    suite: Suite
-    pipeline: Pipeline
-    shots: list[Question]
-    variant: str = ""
-    resources: dict[str, Any] = field(default_factory=dict)
-    key: str = ""
-    data_checksums: dict[str, str] = field(default_factory=dict)
-    resource_checksums: dict[str, str] = field(default_factory=dict)
-    judge: dict[str, Any] | None = None
-    hashes: tuple[str, str] = ("", "")
-    card: dict[str, Any] = field(default_factory=dict)  # the card as collected (before any fixture)
-    collected_used: bool = False  # an item ran under ``card`` (its default fixtures gave what it used)
-
-    def materials(self, pipeline: Pipeline) -> dict[str, Any]:
-        """What shapes ``pipeline``'s requests and scores on this task besides its fields (:mod:`.cards`)."""
-        return assembly.materials(self.suite.templates, pipeline, self.shots, self.data_checksums,
-                                  self.resource_checksums, self.judge)
-
-
-class ItemSpec:
-    """What one item evaluates; the defaults behind the overridable fixtures.
-
-    Two references of its own (question, model) and one to the :class:`VariantSpec` its
-    task x variant shares: 161,670 items cost ~100 bytes each here.  The request is not
-    cached on the item: the runner renders it when it queues it and drops it once answered.
-    """
-
-    __slots__ = ("question", "model", "shared")
-
-    def __init__(self, question: Question, model: ModelSpec, shared: VariantSpec) -> None:
-        self.question = question
-        self.model = model
-        self.shared = shared
-
-    @property
-    def suite(self) -> Suite:
-        return self.shared.suite
-
-    @property
-    def pipeline(self) -> Pipeline:
-        return self.shared.pipeline
-
-    @property
-    def shots(self) -> list[Question]:
-        return self.shared.shots
-
-    @property
-    def variant(self) -> str:
-        return self.shared.variant
-
-    @property
-    def resources(self) -> dict[str, Any]:
-        return self.shared.resources
-
-    def template(self, pipeline: Pipeline) -> Template:
-        name = pipeline.prompt.template
-        templates = self.shared.suite.templates
-        if name not in templates:
-            raise TemplateError(f"unknown prompt.template {name!r}; templates: {', '.join(templates)}")
-        return templates[name]
-
-    def render(self, question: Question, pipeline: Pipeline, model: ModelSpec) -> Request:
-        request = render_request(pipeline, self.template(pipeline), question, self.shared.shots,
-                                 min_max_tokens=model.min_max_tokens)
-        return adjust_request(request, model)  # the provider's quirks, each listed in request.adjustments
-
-    @property
-    def request(self) -> Request:
-        """The request under the default fixtures (what is prefetched), rendered on each call."""
-        return self.render(self.question, self.shared.pipeline, self.model)
 
 
 def _skip_marker(pipe: Pipeline, suite: Suite, task: str, variant: str,

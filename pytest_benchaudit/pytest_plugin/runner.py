@@ -1,24 +1,13 @@
-"""The per-process runner: asks models ahead of the items and turns answers into records.
+"""The per-process runner: owns the engine, asks models ahead of the items, turns answers into records.
 
-Registered in every process that runs items (a serial run, or each xdist
-worker).  It prefetches the requests of exactly the items this process will
-run: the selected items in run order in a serial run; on an xdist worker, the
-items the controller has queued for *this* worker (read from xdist's worker
-queue), so a worker never generates for another worker's items.  Each item then
-waits only for its own generation, runs extraction and scoring, and attaches its
-record to its test report, which carries it to the controller.
+Registered in every process that runs items (a serial run, or each xdist worker).  Which
+requests are queued ahead, and when, is its :class:`~.lookahead.LookAhead`'s; each item then
+waits only for its own generation, runs extraction and scoring (the judge's part is
+:mod:`pytest_benchaudit.scoring.judging`'s), and attaches its record to its test report, which
+carries it to the controller.
 
-A serial run may queue its first items' requests while collection still goes on (:mod:`.early`
-says when nothing can take them out of the run).  The look-ahead is bounded: at most
-``8 x window`` requests (8,192 at most) are rendered and queued ahead of the running item (topped
-up in batches of at least ``window`` as items run), and a request is dropped once its item has
-consumed the generation, so a 161,670-item run never holds more than a few thousand prompts or
-answers at once.
-
-Why ~630 lines: one per-process object owns the engine (in this process or the inference
-process), the prefetch order (serial and per xdist worker), the breaker and cost meter around
-each backend, the judge and the per-item record; they share its state for every item.  The
-servers the run launches are :mod:`.launched`'s; the next split is the judge.
+Why ~500 lines: one object owns the engine (here or in the inference process), the breaker and
+cost meter of each backend, and the per-item record.  The servers the run launches are :mod:`.launched`'s.
 """
 
 from __future__ import annotations
@@ -46,12 +35,10 @@ from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.paths import names_suites
 from pytest_benchaudit.inference import prestart
 from pytest_benchaudit.inference.prestart import INFERENCE_PROCESS_ENV, inference_process_setting
-from pytest_benchaudit.pytest_plugin.checks import checks_of, pre_run_problems
-from pytest_benchaudit.pytest_plugin.early import EARLY_ROUNDS, unknown_modifiers, why_not_early
+from pytest_benchaudit.pytest_plugin.lookahead import LookAhead
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
-from pytest_benchaudit.pytest_plugin._xdist import WorkerQueue
 from pytest_benchaudit.pytest_plugin.repeats import passes, reducer_of, repeat_request, repeats_of, verdict_text
-from pytest_benchaudit.pytest_plugin.controller import recorded_repeats
+from pytest_benchaudit.pytest_plugin.resume import recorded_repeats
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.errors import UsageError
@@ -65,7 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["Runner", "default_concurrency", "add_runner_options"]
 
 SWITCH_INTERVAL_S = 0.001  # sys.setswitchinterval while the engine runs (see Runner._engine)
-_SKIPS = ("skip", "skipif")
 
 
 def add_runner_options(parser: pytest.Parser) -> None:
@@ -137,17 +123,11 @@ class Runner:
             or not _process_available()
         self._switch_interval = sys.getswitchinterval()
         self._registered: set[str] = set()
-        # Requests rendered and queued ahead, by node id, until their item consumes them: one
-        # (model label, request) per repeat the item will ask (inference.repeats; one as a rule).
-        self._ahead: dict[str, list[tuple[str, Any]]] = {}
-        self._plan: list[pytest.Item] = []  # serial run: the items in run order ...
-        self._cursor = 0  # ... and the first one not yet considered for prefetch
-        self._seen: set[int] = set()  # xdist worker: item indices already considered
-        self._worker_queue = WorkerQueue(config)  # xdist's private queue, read through the adapter
-        self._parent_skips: dict[int, tuple[Any, bool]] = {}  # id(parent) -> (parent, a skip mark on its chain)
         self._window_size: int | None = None
-        self._early_left: int | None = None  # requests still to be asked during collection (None: not judged yet)
-        self._early: dict[str, None] = {}  # node ids whose requests were queued during collection, in order
+        self.lookahead = LookAhead(config, opts, window=self._window,
+                                   concurrency=lambda m: default_concurrency(m, self.opts.concurrency),
+                                   ensure_model=self._ensure_model, prefetch_many=self._prefetch_many,
+                                   release=self._release)
         self._meter: Any = None  # --max-cost: what this process spent (inference.usage.CostMeter)
         try:  # how long a request may go unanswered before the progress line says it waits
             self.stall_after = stall_after()
@@ -162,6 +142,23 @@ class Runner:
             # Start the inference process now: its start-up (an interpreter, the HTTP client, ~0.5 s)
             # runs beside pytest's collection instead of after it.
             self._engine()
+
+    @property
+    def asked_during_collection(self) -> list[str]:
+        """The node ids whose requests were queued while collection went on (until the run loop)."""
+        return self.lookahead.asked_during_collection
+
+    def early_asker(self, session: pytest.Session) -> Callable[[pytest.Item], bool] | None:
+        """What collection hands each item of the task it is about to make (:meth:`.LookAhead.early_asker`)."""
+        return self.lookahead.early_asker(session)
+
+    def _prefetch_many(self, batch: list[tuple[str, Any]]) -> None:
+        with _engine_alive():
+            self._engine().prefetch_many(batch)
+
+    def _release(self, model: str, request: Any) -> None:
+        if self.engine is not None:
+            self.engine.release(model, request)
 
     def _will_ask_models(self) -> bool:
         return not self.in_process and bool(self.opts.models) and not self.config.option.collectonly
@@ -295,134 +292,6 @@ class Runner:
                 raise pytest.UsageError(f"--model replay:{spec.replay_dir}: " + "; ".join(problems)
                                         + " — this needs new generations")
 
-    # -- prefetch ---------------------------------------------------------------------
-    def _render_ahead(self, item: pytest.Item) -> list[tuple[str, Any]] | None:
-        """(model label, request) to queue for ``item``, one per repeat it will ask (the repeats a
-        resumed run recorded left out), or ``None`` when it is not asked ahead."""
-        if not isinstance(item, BenchItem) or self._skipped(item):
-            return None
-        # A conftest.py that overrides question/pipeline/model may change the request;
-        # asking ahead with the defaults would then pay for an answer nobody reads.
-        if not item.direct:
-            return None
-        try:
-            request = item.bench.request
-            self._ensure_model(item.bench.model)
-        except Exception:  # rendering/start-up errors surface when the item itself runs
-            return None
-        label = item.bench.model.label
-        return [(label, repeat_request(request, k)) for k in self._repeats_to_ask(item)]
-
-    def _repeats_to_ask(self, item: BenchItem) -> list[int]:
-        """The repeats ``item`` asks: 0..K-1 (``inference.repeats``) less those a resumed run recorded."""
-        count = repeats_of(item.bench.pipeline)
-        done = recorded_repeats(self.config, item) if count > 1 else {}
-        return [k for k in range(count) if k not in done]
-
-    def early_asker(self, session: pytest.Session) -> Callable[[pytest.Item], bool] | None:
-        """What collection hands each item of the task it is about to make (the callable returns
-        whether it wants more), or ``None`` when nothing is asked before collection ends
-        (:mod:`.early`).  Judged once per task: a ``conftest.py`` loads per directory, a collection
-        error is per file, and a task's pre-run problems are noted before its items are made."""
-        if self._early_left is None:
-            self._early_left = 0
-            if why_not_early(self.config, self.opts) is None:
-                self._early_left = EARLY_ROUNDS * sum(default_concurrency(m, self.opts.concurrency)
-                                                      for m in self.opts.models)
-        if self._early_left > 0 and (session.testsfailed or unknown_modifiers(self.config)):
-            self._early_left = 0  # neither goes away: nothing more is asked before the run loop
-        if self._early_left <= 0 or pre_run_problems(checks_of(self.config), self.opts.pipelines or self.opts.pipeline,
-                                                     self.opts.gates):
-            return None  # (a problem may be a gate on a task collected later: the next task is judged anew)
-        return self._ask_early
-
-    @property
-    def asked_during_collection(self) -> list[str]:
-        """The node ids whose requests were queued while collection went on (until the run loop)."""
-        return list(self._early)
-
-    def _ask_early(self, item: pytest.Item) -> bool:
-        """Queue ``item``'s request now, during collection; ``False`` once no more are wanted."""
-        if not self._early_left:
-            return False
-        pairs = self._render_ahead(item)
-        if pairs and item.nodeid not in self._ahead:
-            self._ahead[item.nodeid] = pairs
-            self._early[item.nodeid] = None
-            self._early_left -= len(pairs)
-            self._queue(pairs)
-        return self._early_left > 0
-
-    def _skipped(self, item: pytest.Item) -> bool:
-        """Whether ``item`` or a parent carries a skip/skipif mark (the parents' answer is kept per
-        parent: ``get_closest_marker`` walks the whole chain for every item)."""
-        if any(m.name in _SKIPS for m in item.own_markers):
-            return True
-        parent = item.parent
-        known = self._parent_skips.get(id(parent))
-        if known is None or known[0] is not parent:
-            marked = any(m.name in _SKIPS for node in (parent.listchain() if parent is not None else ())
-                         for m in node.own_markers)
-            known = self._parent_skips[id(parent)] = (parent, marked)
-        return known[1]
-
-    def _ahead_limit(self) -> int:
-        """How many requests are queued ahead of the running item: 8 x the engine's window (2,048 by
-        default), at most 8,192 (but never under 2 x the window).  Items consume answers in order;
-        an answer retried after a backoff (0.25-0.5 s after an HTTP 500) holds its item up, and the
-        inference process must meanwhile have enough queued to keep every connection busy: at 20 ms
-        and 32 in flight, ~1,500 a second (2 x the window: a full run 10% slower, bench/RESULTS.md)."""
-        window = self._window()
-        return max(2 * window, min(8 * window, 8192))
-
-    def _top_up(self, candidates: Any) -> None:
-        """Render and queue requests from ``candidates`` (items, in run order) until the look-ahead
-        is full (:meth:`_ahead_limit`); nothing while more than ``window`` short of it (so batches
-        wake the engine once).
-
-        A batch is handed over in chunks that start at 32 requests and double up to ``window``:
-        rendering the first, full look-ahead takes ~0.1 ms a request (0.3 s for SecEval), and the
-        endpoint would idle all that while if nothing were sent before the last was rendered."""
-        window = self._window()
-        if len(self._ahead) > self._ahead_limit() - window:
-            return
-        batch: list[tuple[str, Any]] = []
-        chunk = min(32, window)
-        for item in candidates:
-            pairs = self._render_ahead(item)
-            if pairs and item.nodeid not in self._ahead:
-                self._ahead[item.nodeid] = pairs
-                batch.extend(pairs)
-                if len(self._ahead) >= self._ahead_limit():
-                    break
-                if len(batch) >= chunk:
-                    self._queue(batch)
-                    batch, chunk = [], min(2 * chunk, window)
-        self._queue(batch)
-
-    def _queue(self, batch: list[tuple[str, Any]]) -> None:
-        if batch:
-            with _engine_alive():
-                self._engine().prefetch_many(batch)
-
-    def _serial_candidates(self) -> Any:
-        while self._cursor < len(self._plan):
-            self._cursor += 1
-            yield self._plan[self._cursor - 1]
-
-    def _worker_candidates(self, item: pytest.Item) -> Any:
-        items = item.session.items
-        for index in self._queued_indices():
-            if 0 <= index < len(items) and index not in self._seen:
-                self._seen.add(index)
-                yield items[index]
-
-    def take_requests(self, node: pytest.Item) -> list[Any] | None:
-        """The requests queued ahead for ``node``, one per repeat (``None`` if none were): handed
-        over once, then forgotten."""
-        pairs = self._ahead.pop(node.nodeid, None)
-        return None if pairs is None else [request for _, request in pairs]
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         if session.config.option.collectonly or hasattr(session.config, "workerinput"):
@@ -434,24 +303,11 @@ class Runner:
         self.local_url.max_logprobs = max((i.bench.pipeline.inference.decoding.top_logprobs or 0 for i in selected),
                                           default=0) or None
         self.local_url.start_all({i.bench.model for i in selected})
-        self._release_unplanned(session)
+        self.lookahead.release_unplanned(session)
         if selected:
             del selected
-            self._plan, self._cursor = session.items, 0
-            self._top_up(self._serial_candidates())
+            self.lookahead.start(session.items)
         self._estimate_local(session)
-
-    def _release_unplanned(self, session: pytest.Session) -> None:
-        """Requests asked during collection whose items the run does not run after all (a
-        ``conftest.py`` found later deselected them): released, never waited for."""
-        self._early_left = 0
-        if self._early:
-            planned = {item.nodeid for item in session.items}
-            for nodeid in [n for n in self._early if n not in planned]:
-                for pair in self._ahead.pop(nodeid):
-                    if self.engine is not None:
-                        self.engine.release(*pair)
-            self._early.clear()
 
     def _estimate_local(self, session: pytest.Session) -> None:
         """Before a run on the embedded model goes on: wait for its first answer (the first item's
@@ -493,36 +349,19 @@ class Runner:
         # Benchmark items: the same reports without pytest's per-phase hooks (None: pytest's protocol).
         return self.protocol.run(item, nextitem)
 
-    def _advance(self, item: pytest.Item) -> None:
-        """Keep the look-ahead full as ``item`` starts (called from :meth:`run_item`, which every
-        benchmark item runs under either protocol, or another plugin's; a cheap no-op when full)."""
-        if not hasattr(self.config, "workerinput"):
-            if self._plan:
-                self._top_up(self._serial_candidates())
-            return
-        # The running item itself needs no queueing: its generate() claims it at the head of the queue.
-        self._top_up(self._worker_candidates(item))
-
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
-        """An item queued ahead that never asked for its answer (it errored first): release it."""
-        for pair in self._ahead.pop(nodeid, None) or ():
-            if self.engine is not None:
-                self.engine.release(*pair)
-
-    def _queued_indices(self) -> list[int]:
-        """Indices xdist has assigned to this worker but not yet run (empty if unknown)."""
-        return self._worker_queue.queued_indices()
+        self.lookahead.release(nodeid)  # queued ahead, never asked for: the item errored first
 
     # -- one item --------------------------------------------------------------------
     def run_item(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec) -> None:
-        self._advance(node)
+        self.lookahead.advance(node)
         with _engine_alive():
             self._ensure_model(model)
         spec = node.bench
         # The default fixtures give the very objects the requests were prefetched with: reuse them.
         requests = None
         if question is spec.question and pipeline is spec.pipeline and model is spec.model:
-            requests = self.take_requests(node)
+            requests = self.lookahead.take_requests(node)
         if requests is None:
             request = spec.render(question, pipeline, model)
             done = recorded_repeats(self.config, node) if repeats_of(pipeline) > 1 else {}

@@ -225,11 +225,11 @@ def test_which_specs_are_local_and_which_urls_loopback() -> None:
 
 
 def test_tx_env_values_are_masked(tmp_path: Path) -> None:
-    from pytest_benchaudit.pytest_plugin.controller import _clean_argv
+    from pytest_benchaudit.pytest_plugin.runmeta import clean_argv
 
     spec = "execmodel=main_thread_only//socket=gpu1:8888//env:OPENAI_API_KEY=sk-live/123//chdir=/srv/x"
     assert mask_tx(spec) == "socket=gpu1:8888//env:OPENAI_API_KEY=***//chdir=/srv/x"
-    assert "live" not in " ".join(_clean_argv(["--tx", spec.split("//", 1)[1]]))
+    assert "live" not in " ".join(clean_argv(["--tx", spec.split("//", 1)[1]]))
 
 
 class _Node:

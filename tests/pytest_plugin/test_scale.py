@@ -47,7 +47,7 @@ def pytest_runtestloop(session):
         if runner is None or hasattr(session.config, "workerinput"):  # the xdist controller, or a worker
             return
         engine = runner.engine
-        FOUND["ahead"] = len(runner._ahead)
+        FOUND["ahead"] = runner.lookahead.pending
         FOUND["engine_slots"] = engine.held() if engine is not None else 0
         FOUND["items_with_record"] = sum(1 for i in session.items if getattr(i, "record", None) is not None)
         # The records the end-of-run summary has already read from records.jsonl (RecordsDigest).

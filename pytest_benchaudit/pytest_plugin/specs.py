@@ -1,0 +1,103 @@
+"""What a benchmark item evaluates: the per task x variant :class:`VariantSpec` and the per item :class:`ItemSpec`.
+
+The collector (:mod:`.collect`) builds one :class:`VariantSpec` per task x variant (suite,
+resolved pipeline, exemplars, resources, the card as collected and its hashes) and one
+:class:`ItemSpec` per question x model pointing at it; the ``question`` / ``pipeline`` /
+``model`` fixtures give an item's spec fields, and the runner renders its request from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_benchaudit.dataset.suites import Suite
+from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.inference.providers import adjust_request
+from pytest_benchaudit.pipeline import assembly
+from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.types import Question, Request
+from pytest_benchaudit.prompt.templates import Template, TemplateError, render_request
+
+__all__ = ["ItemSpec", "VariantSpec"]
+
+
+@dataclass
+class VariantSpec:
+    """What every item of one task x variant shares (one object per task x variant, not per item).
+
+    ``key``: its card's key in run.json; ``hashes``: that card's ``(hash, upstream_hash)``, which
+    the records of items under the default fixtures carry; the checksums and the judge are what
+    :meth:`materials` hashes with the fields of a pipeline (the suite's, or a fixture's).
+    """
+
+    suite: Suite
+    pipeline: Pipeline
+    shots: list[Question]
+    variant: str = ""
+    resources: dict[str, Any] = field(default_factory=dict)
+    key: str = ""
+    data_checksums: dict[str, str] = field(default_factory=dict)
+    resource_checksums: dict[str, str] = field(default_factory=dict)
+    judge: dict[str, Any] | None = None
+    hashes: tuple[str, str] = ("", "")
+    card: dict[str, Any] = field(default_factory=dict)  # the card as collected (before any fixture)
+    collected_used: bool = False  # an item ran under ``card`` (its default fixtures gave what it used)
+
+    def materials(self, pipeline: Pipeline) -> dict[str, Any]:
+        """What shapes ``pipeline``'s requests and scores on this task besides its fields (:mod:`.cards`)."""
+        return assembly.materials(self.suite.templates, pipeline, self.shots, self.data_checksums,
+                                  self.resource_checksums, self.judge)
+
+
+class ItemSpec:
+    """What one item evaluates; the defaults behind the overridable fixtures.
+
+    Two references of its own (question, model) and one to the :class:`VariantSpec` its
+    task x variant shares: 161,670 items cost ~100 bytes each here.  The request is not
+    cached on the item: the runner renders it when it queues it and drops it once answered.
+    """
+
+    __slots__ = ("question", "model", "shared")
+
+    def __init__(self, question: Question, model: ModelSpec, shared: VariantSpec) -> None:
+        self.question = question
+        self.model = model
+        self.shared = shared
+
+    @property
+    def suite(self) -> Suite:
+        return self.shared.suite
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.shared.pipeline
+
+    @property
+    def shots(self) -> list[Question]:
+        return self.shared.shots
+
+    @property
+    def variant(self) -> str:
+        return self.shared.variant
+
+    @property
+    def resources(self) -> dict[str, Any]:
+        return self.shared.resources
+
+    def template(self, pipeline: Pipeline) -> Template:
+        name = pipeline.prompt.template
+        templates = self.shared.suite.templates
+        if name not in templates:
+            raise TemplateError(f"unknown prompt.template {name!r}; templates: {', '.join(templates)}")
+        return templates[name]
+
+    def render(self, question: Question, pipeline: Pipeline, model: ModelSpec) -> Request:
+        request = render_request(pipeline, self.template(pipeline), question, self.shared.shots,
+                                 min_max_tokens=model.min_max_tokens)
+        return adjust_request(request, model)  # the provider's quirks, each listed in request.adjustments
+
+    @property
+    def request(self) -> Request:
+        """The request under the default fixtures (what is prefetched), rendered on each call."""
+        return self.render(self.question, self.shared.pipeline, self.model)
