@@ -27,7 +27,7 @@ Metrics (value = correct 1/0; ``extras`` = plausible 1/0 and combined C=1 / P=0.
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,15 +66,40 @@ def actor_final_line(text: str, question: Question, generation: Generation) -> t
 
 # --------------------------------------------------------------------------- graphs
 
-_graph_cache: dict[tuple[int, bool], dict[str, list[str]]] = {}
+class _GraphCache:
+    """The graphs built from resource tables, by table *identity*, each entry holding its table.
+
+    Why the table is held: an ``id()`` is unique only while its object lives, and a table freed and
+    another built at the same address (a second suite, a test's own table) would otherwise be answered
+    with the first one's graph.  An entry keeps its table alive, so no other object can take its id
+    while the entry exists, and a hit is checked to be that very table.  Tables are read-only data
+    (JSON files read once per task): one changed in place is not noticed.  At most ``size`` entries,
+    the least recently used dropped first (a run holds a few tables; a test session may build many).
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[int, bool], tuple[Mapping[str, Any], dict[str, list[str]]]] = OrderedDict()
+
+    def get(self, table: Mapping[str, Any], keep_nan: bool) -> dict[str, list[str]]:
+        key = (id(table), keep_nan)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is table:
+            self._entries.move_to_end(key)
+            return entry[1]
+        graph = _build_graph(table, keep_nan)
+        self._entries[key] = (table, graph)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return graph
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
-def _graph(table: Mapping[str, Any], keep_nan: bool) -> dict[str, list[str]]:
+def _build_graph(table: Mapping[str, Any], keep_nan: bool) -> dict[str, list[str]]:
     """Normalised (strip + lower) undirected adjacency lists, in the released insertion order."""
-    key = (id(table), keep_nan)
-    cached = _graph_cache.get(key)
-    if cached is not None:
-        return cached
     graph: dict[str, list[str]] = {}
     for actor, values in table.items():
         name = str(actor).strip().lower()
@@ -86,10 +111,15 @@ def _graph(table: Mapping[str, Any], keep_nan: bool) -> dict[str, list[str]]:
             back = graph.setdefault(other, [])
             if actor not in back:
                 back.append(actor)
-    if len(_graph_cache) > 64:
-        _graph_cache.clear()
-    _graph_cache[key] = graph
     return graph
+
+
+_graphs = _GraphCache()
+
+
+def _graph(table: Mapping[str, Any], keep_nan: bool) -> dict[str, list[str]]:
+    """The graph of ``table`` (built once per table while it is cached)."""
+    return _graphs.get(table, keep_nan)
 
 
 def _bfs(start: str, target: str, graphs: tuple[dict[str, list[str]], ...], count_start: bool) -> bool:
