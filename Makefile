@@ -32,7 +32,7 @@ DEMO_PYTEST := $(BIN)/pytest suites/cybermetric -k cm80 --limit $(DEMO_N) -p no:
                --show-answers 3 --set inference.max_tokens=$(DEMO_TOKENS)
 newest       = $$(ls -td $(1)/*/ | head -1 | sed 's:/$$::')
 
-.PHONY: demo test wheel-smoke install install-local install-browser clean
+.PHONY: demo test test-pytest-matrix wheel-smoke install install-local install-browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -81,5 +81,30 @@ test: install-local install-browser
 wheel-smoke: install
 	.ci/wheel-smoke
 
+# The plugin's pytest-facing tests (the light protocol against pytest's own, terminal output and
+# progress, the hooks, the start-up fork) against the LOWEST pytest, pytest-xdist and pluggy that
+# pyproject.toml allows and against the NEWEST releases, each in a small venv of its own (the package
+# editable, only the test plugins these files need). The light protocol runs only inside the range
+# pytest_plugin/_fastpath.py declares: when the newest release falls outside it, test_version_gate.py
+# fails first, saying so; widen the range (and pyproject's floor, if it moves) only with this passing.
+MATRIX_TESTS  := tests/pytest_plugin/test_protocol.py tests/pytest_plugin/test_version_gate.py \
+                 tests/pytest_plugin/test_hooks.py tests/pytest_plugin/test_output.py \
+                 tests/pytest_plugin/test_startup_fork.py tests/test_architecture.py
+MATRIX_LOWEST := pytest==8.0.2 pytest-xdist==3.5.0 pluggy==1.5.0
+MATRIX_NEWEST := pytest pytest-xdist pluggy
+MATRIX_EXTRAS := 'pytest-timeout>=2.3' 'hypothesis>=6.100'
+
+$(VENV)-pytest-%/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)-pytest-$*
+	$(VENV)-pytest-$*/bin/python -m pip install --quiet --upgrade -e . $(MATRIX_$(shell echo $* | tr a-z A-Z)) $(MATRIX_EXTRAS)
+	touch $@
+
+test-pytest-matrix: $(VENV)-pytest-lowest/.installed $(VENV)-pytest-newest/.installed
+	@for leg in lowest newest; do \
+	  py=$(VENV)-pytest-$$leg/bin/python; \
+	  echo "== pytest matrix, $$leg: $$($$py -c 'import pytest, xdist, pluggy; print("pytest", pytest.__version__, "pytest-xdist", xdist.__version__, "pluggy", pluggy.__version__)')"; \
+	  $$py -m pytest $(MATRIX_TESTS) -q -p no:cacheprovider || exit 1; \
+	done
+
 clean:
-	rm -rf $(VENV) reports/*/ .pytest_cache
+	rm -rf $(VENV) $(VENV)-pytest-lowest $(VENV)-pytest-newest reports/*/ .pytest_cache

@@ -14,8 +14,8 @@ run's buffered ``records.jsonl``, flushed within a second and at the end; ``summ
             tracker.summary(task)
 
 Both receive read-only views (:class:`types.MappingProxyType`) of the JSON documents, as
-``records.jsonl`` and ``summary.json`` hold them (docs/records.md and docs/reports.md list their
-fields); copy what you keep.  An exception raised by an implementation stops the run as any pytest
+``records.jsonl`` and ``summary.json`` hold them (README, "What a run writes", lists their fields);
+copy what you keep.  An exception raised by an implementation stops the run as any pytest
 hook's does; what was written before it stays, and ``--resume`` continues the run.
 """
 

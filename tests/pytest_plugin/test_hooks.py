@@ -105,3 +105,34 @@ def test_a_resumed_run_hands_over_only_the_records_it_writes(pytester: pytest.Py
     assert 0 < before < len(run["records"])
     assert [r["record"] for r in records] == run["records"][before:]  # the new ones only
     assert summaries[-1]["summary"] == run["summary"]  # the whole run's summary, once more
+
+
+FAKE_TRACKER = '''
+import json, os
+
+def log(row):
+    with open(os.environ["TRACKER_OUT"] + "/logged.jsonl", "a") as fh:
+        fh.write(json.dumps(row) + "\\n")
+
+def summary(document):
+    with open(os.environ["TRACKER_OUT"] + "/summary.json", "w") as fh:
+        json.dump(document, fh)
+'''
+
+
+def test_the_readmes_example_conftest_runs_as_documented(pytester: pytest.Pytester, tracked: Path,
+                                                         scripted: ScriptedServer) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Hooks:", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    pytester.makeconftest(example)
+    pytester.makepyfile(tracker=FAKE_TRACKER)
+    pytester.syspathinsert()
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
+                                "--report-dir", "out", "--no-cache", "-p", "no:randomly", "-p", "no:cacheprovider")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()
+    run = read_run(only_run_dir(pytester.path / "out"))
+    logged = [json.loads(line) for line in (tracked / "logged.jsonl").read_text().splitlines()]
+    assert logged == [{"model": r["model"], "task": r["task"], "pipeline": r["pipeline"], "question": r["question_id"],
+                       "correct": r["correct"], "valid": r["valid"]} for r in run["records"]]
+    assert json.loads((tracked / "summary.json").read_text()) == run["summary"]
