@@ -23,8 +23,8 @@ def install_url_raising_send(canary: str) -> None:
 
     async def send(self: Any, method: str, path: str, content: bytes | None = None, timeout: Any = None) -> Any:
         keyed = f"{self._base}{path}?key={canary}"
-        if content and b"[RAISE_URL]" in content:
-            raise RuntimeError(f"unexpected failure posting to {keyed}")
+        if content and b"[RAISE_URL]" in content:  # an error of the client whose message holds the URL
+            raise aiohttp.InvalidURL(f"unexpected failure posting to {keyed}")
         if content and b"[CONNECT_URL]" in content:
             raise aiohttp.ClientConnectionError(f"All connection attempts failed for {keyed}")
         return await real(self, method, path, content, timeout)

@@ -127,7 +127,7 @@ def test_canary_key_appears_nowhere(leaky_run, pytester: pytest.Pytester, monkey
     assert "***" in by_marker["ECHO_500_LONG"]["error"] and "sk-canary" not in by_marker["ECHO_500_LONG"]["error"]
     assert "key=***" in by_marker["CONNECT_URL"]["error"]
     assert by_marker["RAISE_URL"]["invalid_reason"] == "inference_error"
-    assert "RuntimeError" in by_marker["RAISE_URL"]["error"] and "key=***" in by_marker["RAISE_URL"]["error"]
+    assert "InvalidURL" in by_marker["RAISE_URL"]["error"] and "key=***" in by_marker["RAISE_URL"]["error"]
     cred = [r for r in out["records"] if r["model"] == "cred"]
     assert all(r["invalid_reason"] == "inference_error" and r["error"] for r in cred)
     # Written files of the run, JUnit XML, the generation cache (SQLite and its WAL).

@@ -40,7 +40,7 @@ from pytest_benchaudit.common.secrets import register_url_secrets, strip_url_cre
 from pytest_benchaudit.inference.providers import Provider, ProviderError, Quirk, adjust_params, load_providers, resolve
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["ModelSpec", "ModelSpecError", "Backend", "parse_model_spec", "strip_credentials"]
+__all__ = ["ModelSpec", "ModelSpecError", "Backend", "BackendBug", "parse_model_spec", "strip_credentials"]
 
 
 class ModelSpecError(UsageError):
@@ -109,11 +109,20 @@ class ModelSpec(BaseModel):
         return card
 
 
+class BackendBug(RuntimeError):
+    """A backend's own code failed (not the endpoint, not its answer): a bug in benchaudit.
+
+    Never recorded as the model's ``inference_error`` (that would score a harness bug as a wrong
+    answer): the run stops with this message, the records written so far kept."""
+
+
 class Backend(Protocol):
     """Anything that turns a :class:`Request` into a :class:`Generation`.
 
     ``generate`` never raises for a failed request: the failure is returned as
-    ``Generation(error=...)`` so that it becomes an invalid response, not a crash.
+    ``Generation(error=...)`` so that it becomes an invalid response, not a crash.  It raises
+    :class:`BackendBug` when its own code fails (or lets the exception through: the engine treats
+    any other exception the same way), and cancellation.
     """
 
     async def generate(self, request: Request) -> Generation: ...

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.pipeline.types import Generation, Request
 from pytest_benchaudit.inference.loglikelihood import ask_loglikelihood
-from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
-from pytest_benchaudit.inference.openai_compat import (RATE_LIMIT_RETRIES, OpenAICompatBackend, _Fatal, _Retryable,
-                                                       request_body)
+from pytest_benchaudit.inference.backend import BackendBug, ModelSpec, strip_credentials
+from pytest_benchaudit.inference.openai_compat import (RATE_LIMIT_RETRIES, OpenAICompatBackend, _bug_text, _Fatal,
+                                                       _Retryable, request_body)
 
 __all__ = ["DOWN_FOR_S", "BalancedBackend", "balanced_identity"]
 
@@ -140,8 +140,8 @@ class BalancedBackend:
                 return self._failed(str(err), start, attempts)
             except _Retryable as err:
                 message, retry_after, throttled = str(err), err.retry_after, err.throttled
-            except Exception as err:  # noqa: BLE001 - never raise for one failed request
-                return self._failed(f"client error ({type(err).__name__}): {err}", start, attempts)
+            except Exception as err:  # what the wire raises is caught in attempt(): this is our own code failing
+                raise BackendBug(_bug_text(self.spec.label, err)) from err
             finally:
                 ep.in_flight -= 1
             if message.startswith("connection error"):

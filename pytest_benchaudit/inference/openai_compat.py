@@ -29,9 +29,14 @@ model echoes is model output, but it is still a secret, and what leaves here is
 written to records, the terminal and the generation cache.  A password written
 into the endpoint URL (``http://user:pass@host``) is treated as a secret too.
 
-Whatever goes wrong with one request (including an exception the HTTP stack was
-not expected to raise) becomes ``Generation(error=...)``; only cancellation
-propagates.
+What goes wrong with one request on the wire becomes ``Generation(error=...)``: what the HTTP
+client raises (aiohttp's errors, timeouts, OS errors), a status that is not 200, and an answer
+that cannot be read -- not JSON, or JSON of another shape (:class:`MalformedResponse`, raised by
+the readers below for every shape they do not take, and pydantic's ``ValidationError`` for a
+field of the wrong type).  Nothing else is caught: an exception of any other kind is a bug in
+this code, not the model's answer, and leaves :meth:`OpenAICompatBackend.generate` as a
+:class:`~.backend.BackendBug` naming it and where it was raised (the run stops; it is never
+recorded as the model's ``inference_error``, scored 0).  Cancellation propagates.
 
 The HTTP client is aiohttp, called directly: one ``ClientSession`` per backend (opened on
 the engine's loop at the first request), a ``TCPConnector`` holding up to ``concurrency``
@@ -49,25 +54,36 @@ import email.utils
 import json
 import random
 import time
+import traceback
+from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp
 import orjson
 from aiohttp import http_exceptions
+from pydantic import ValidationError
 
 from pytest_benchaudit.common.secrets import redact, redactor, register_secret, register_url_secrets
 from pytest_benchaudit.pipeline.types import Generation, Request
-from pytest_benchaudit.inference.backend import ModelSpec
-from pytest_benchaudit.inference.loglikelihood import ask_loglikelihood, echoed_tokens
+from pytest_benchaudit.inference.backend import BackendBug, ModelSpec
+from pytest_benchaudit.inference.loglikelihood import ask_loglikelihood
+from pytest_benchaudit.inference.response_body import MalformedResponse
+from pytest_benchaudit.inference.response_body import parse_anthropic as _parse_anthropic
+from pytest_benchaudit.inference.response_body import parse_openai as _parse
 from pytest_benchaudit.inference.ratelimit import AdaptiveLimiter, rate_limit_wait
 
-__all__ = ["OpenAICompatBackend", "RETRYABLE_STATUS", "RATE_LIMIT_RETRIES"]
+__all__ = ["MalformedResponse", "OpenAICompatBackend", "RETRYABLE_STATUS", "RATE_LIMIT_RETRIES"]
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})  # 529: Anthropic overloaded
 RATE_LIMIT_RETRIES = 64  # 429s with a wait hint, per request, beside max_retries
 _MAX_BACKOFF = 60.0
 _MAX_ERROR_CHARS = 500
+
+
+# What reading a 200 answer may raise for a bad body: not JSON (json's and orjson's errors are
+# json.JSONDecodeError), another shape, a field of the wrong type for Generation.
+_UNREADABLE = (json.JSONDecodeError, MalformedResponse, ValidationError)
 
 
 class _Retryable(Exception):
@@ -241,6 +257,16 @@ class OpenAICompatBackend:
         return path, body
 
     async def generate(self, request: Request) -> Generation:
+        """``request``'s answer, or a generation whose ``error`` says why there is none (see the
+        module); :class:`~.backend.BackendBug` when this code itself fails."""
+        try:
+            return await self._generate(request)
+        except BackendBug:
+            raise  # a log-likelihood request's sub-request already said it
+        except Exception as err:  # what the wire can raise is handled inside: this is our own code failing
+            raise BackendBug(_bug_text(self.spec.label, err)) from err
+
+    async def _generate(self, request: Request) -> Generation:
         if request.continuations:  # inference.request = "loglikelihood": one echoed completion per continuation
             return await ask_loglikelihood(request, self.generate)
         start = time.perf_counter()
@@ -267,8 +293,6 @@ class OpenAICompatBackend:
                     await asyncio.sleep(self._backoff(retries, err.retry_after))
                     continue
                 message += f" (gave up after {attempts} attempts)"
-            except Exception as err:  # noqa: BLE001 - never raise for one failed request
-                message = f"client error ({type(err).__name__}): {err}"
             return Generation(
                 error=redact(message),
                 latency_s=time.perf_counter() - start,
@@ -306,7 +330,9 @@ class OpenAICompatBackend:
                 raise _Retryable(f"connection error: cut mid-body ({type(err).__name__}: {why})") from None
             # e.g. a body that is not the gzip it claims to be
             raise _Retryable(f"malformed response (DecodingError: {err})") from None
-        except aiohttp.ClientError as err:  # an invalid URL and the like: asking again will not help
+        except (aiohttp.ClientError, ValueError) as err:
+            # An invalid URL and the like (aiohttp refuses arguments it cannot send with ValueError: a URL
+            # holding credentials beside the auth header): asking again will not help.
             raise _Fatal(f"request error ({type(err).__name__}): {err}") from None
         if response.status_code != 200:
             message = _error_text(response)
@@ -325,9 +351,10 @@ class OpenAICompatBackend:
             _redact_fields(fields)
             # Built once, with what the caller knows (no copies of a frozen model per answer).
             return Generation(**fields, latency_s=time.perf_counter() - start, attempts=attempts)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
+        except _UNREADABLE as err:  # the body, not this code: anything else is a bug (BackendBug)
             snippet = redact(response.text)[:200].replace("\n", " ")
-            raise _Retryable(f"malformed response ({type(err).__name__}: {err}): {snippet!r}") from None
+            why = str(err) if isinstance(err, MalformedResponse) else f"{type(err).__name__}: {err}"
+            raise _Retryable(f"malformed response ({why}): {snippet!r}") from None
 
 
 def _cut_mid_body(err: aiohttp.ClientPayloadError) -> bool:
@@ -359,29 +386,12 @@ def request_body(body: dict[str, Any]) -> bytes:
         return json.dumps(body).encode()
 
 
-def _parse(data: dict[str, Any], echo: bool = False) -> dict[str, Any]:
-    """Read a chat or completion response body: the fields of its :class:`Generation` (with
-    ``echo``, a completion's token log-probabilities as ``echoed``, prompt tokens included)."""
-    if not isinstance(data, dict) or not data.get("choices"):
-        raise ValueError("no 'choices' in the response")
-    choice = data["choices"][0]
-    if "message" in choice:
-        message = choice["message"] or {}
-        text = message.get("content") or ""
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-    else:
-        text = choice["text"] or ""
-        reasoning = None
-    if not isinstance(text, str):
-        raise TypeError("answer content is not a string")
-    fields = {"text": text, "reasoning": reasoning if isinstance(reasoning, str) else None,
-              "finish_reason": choice.get("finish_reason"), "usage": data.get("usage") or {},
-              "served_model": data.get("model")}
-    if echo and "message" not in choice:
-        fields["echoed"] = echoed_tokens(choice)  # every prompt token's: read by inference/loglikelihood.py
-    else:
-        fields["top_logprobs"] = _top_logprobs(choice.get("logprobs"))
-    return fields
+def _bug_text(label: str, err: BaseException) -> str:
+    """What a :class:`~.backend.BackendBug` says: the model, the exception and the line that raised it."""
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}()" if frames else ""
+    return redact(f"the client of model {label!r} failed: {type(err).__name__}: {err}{where} -- a bug in "
+                  "benchaudit, not the model's answer")
 
 
 def _anthropic_payload(model: str | None, request: Request) -> tuple[str, dict[str, Any]]:
@@ -401,27 +411,6 @@ def _anthropic_payload(model: str | None, request: Request) -> tuple[str, dict[s
     return "v1/messages", body
 
 
-_ANTHROPIC_STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
-
-
-def _parse_anthropic(data: dict[str, Any]) -> dict[str, Any]:
-    """Read a Messages API response (the fields of its :class:`Generation`): text blocks are the
-    answer, thinking blocks the reasoning."""
-    if not isinstance(data, dict) or not isinstance(data.get("content"), list):
-        raise ValueError("no 'content' in the response")
-    text = "".join(b.get("text") or "" for b in data["content"] if b.get("type") == "text")
-    thinking = "".join(b.get("thinking") or "" for b in data["content"] if b.get("type") == "thinking")
-    usage = dict(data.get("usage") or {})
-    if "input_tokens" in usage:
-        usage.setdefault("prompt_tokens", usage["input_tokens"])
-    if "output_tokens" in usage:
-        usage.setdefault("completion_tokens", usage["output_tokens"])
-    stop = data.get("stop_reason")
-    finish = _ANTHROPIC_STOP.get(stop, stop) if isinstance(stop, str) else None
-    return {"text": text, "reasoning": thinking or None, "finish_reason": finish, "usage": usage,
-            "served_model": data.get("model")}
-
-
 def _redact_fields(fields: dict[str, Any]) -> None:
     """Mask known secrets, in place, in every text a generation carries (answer, reasoning, model id)."""
     mask = redactor()
@@ -429,16 +418,3 @@ def _redact_fields(fields: dict[str, Any]) -> None:
         value = fields.get(name)
         if isinstance(value, str):
             fields[name] = mask(value)
-
-
-def _top_logprobs(logprobs: Any) -> tuple[dict[str, float], ...] | None:
-    if not logprobs:
-        return None
-    if isinstance(logprobs.get("content"), list):  # chat format
-        return tuple(
-            {alt["token"]: float(alt["logprob"]) for alt in tok.get("top_logprobs") or []}
-            for tok in logprobs["content"]
-        )
-    if isinstance(logprobs.get("top_logprobs"), list):  # legacy completions format
-        return tuple({str(k): float(v) for k, v in (d or {}).items()} for d in logprobs["top_logprobs"])
-    return None

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchaudit.inference import prestart
+from pytest_benchaudit.inference.backend import BackendBug
 from pytest_benchaudit.inference.channel import PROTOCOL, Channel, Failed, socket_pair
 from pytest_benchaudit.inference.engine import request_key, say_cache_warnings
 from pytest_benchaudit.inference.prestart import Forked, fork_safe
@@ -177,8 +178,8 @@ class ProcessEngine:
         else:
             self._claims[key] = left
         say_cache_warnings(self._cache_warnings)
-        if isinstance(result, Failed):
-            raise RuntimeError(result.message)
+        if isinstance(result, Failed):  # the backend's own code raised in the child: a bug, the run stops
+            raise BackendBug(result.message)
         return result
 
     def release(self, model: str, request: Request) -> None:

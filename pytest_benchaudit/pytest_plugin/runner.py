@@ -78,14 +78,19 @@ def _skip_if_not_asked(generation: Generation, max_cost: float | None) -> None:
 
 @contextlib.contextmanager
 def _engine_alive() -> Iterator[None]:
-    """An inference process that died ends the run with one message, wherever the engine is used
-    (the records written so far are kept; ``--resume`` asks the rest)."""
+    """An inference process that died, or a backend whose own code failed (a bug, never recorded as
+    the model's inference_error), ends the run with one message, wherever the engine is used (the
+    records written so far are kept; ``--resume`` asks the rest)."""
+    from pytest_benchaudit.inference.backend import BackendBug
     from pytest_benchaudit.inference.process import InferenceProcessError
 
     try:
         yield
     except InferenceProcessError as err:
         pytest.exit(printable(f"benchaudit: {err}"), returncode=pytest.ExitCode.INTERRUPTED)
+    except BackendBug as err:
+        pytest.exit(printable(f"benchaudit: {err}; the run stops (the records written so far are kept, "
+                              "--resume asks the rest)"), returncode=pytest.ExitCode.INTERNAL_ERROR)
 
 
 def _inference_process_env() -> bool:
