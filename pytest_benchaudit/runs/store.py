@@ -772,8 +772,8 @@ def read_summary_json(run_dir: Path) -> dict[str, Any]:
     return summary
 
 
-def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *,
-             require_records: bool = False, skip_bad: bool | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *, require_records: bool = False,
+             skip_bad: bool | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(``run.json``, validated records) of a run directory; a torn last line is skipped with ``warn``.
 
     ``require_records``: a run without records is an :class:`EmptyRun` error saying why it may be empty.

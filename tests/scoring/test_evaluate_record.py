@@ -91,7 +91,7 @@ CASES: dict[str, dict[str, Any]] = {
                                    request={"mode": "chat", "messages": [{"role": "user", "content": "x"}]}),
     "variant_and_item": dict(generation=Generation(text="Answer: B"), variant="max_tokens=5",
                              item_id="suites/seceval/suite.toml::mcq::q0007[m|max_tokens=5]"),
-    # Not what validation would store: the record goes through Record validation, as before.
+    # Values validation converts or refuses (a bool index, an int meta key): converted or refused, as Record(...) does.
     "hand_made_question": dict(generation=Generation(text="Answer: B"),
                                question=QUESTION.model_copy(update={"index": True, "choices": {"A": "x"}})),
     "invalid_meta_key": dict(generation=Generation(text="Answer: B"),
