@@ -73,7 +73,7 @@ COLUMNS = {
 }
 try:  # optional: only if already installed; never a dependency
     from sklearn.metrics import cohen_kappa_score as _sk_kappa  # type: ignore[import-not-found]
-except Exception:  # noqa: BLE001 - any import problem means "not available"
+except ImportError:  # not installed, or a compiled part that does not load (also an ImportError): not available
     _sk_kappa = None
 
 KAPPA_METHOD = ("sklearn.metrics.cohen_kappa_score" if _sk_kappa is not None else

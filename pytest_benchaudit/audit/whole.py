@@ -347,7 +347,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     from pytest_benchaudit.audit.ledger import build_ledger
     from pytest_benchaudit.dataset.suites import SuiteError
     from pytest_benchaudit.pipeline.stages import PipelineError
-    from pytest_benchaudit.audit.compare.sensitivity import classify_runs, sensitivity_table
+    from pytest_benchaudit.audit.compare.sensitivity import SensitivityRequest, classify_runs
 
     run_paths, toward, target_run, layered_run, views = _two_layers(list(run_paths), out, toward, from_layer,
                                                                     pipelines)
@@ -381,7 +381,6 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     real = load_runs([target_run]) if target_run is not None else []
     set_a, set_b = make_sets(base, real or target)
     assert set_b is not None  # a second run set was given
-    doc = compare_document(set_a, set_b, None, n_resamples=n_resamples, seed=seed, permutations=permutations)
     cards = {k: c for run in base for k, c in (run.meta.get("pipeline_cards") or {}).items()}
     extra = load_runs(regenerated) if regenerated else []
     notes: list[str] = []
@@ -394,14 +393,16 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
         else:
             notes.append(f"{toward}: the layers send the same requests (no upstream field differs): no rho_gen "
                          "from this run")
-    doc["sensitivity"] = sensitivity_table(set_a, doc["by_set"]["a"], cards,
-                                           target + load_runs(extraction_dirs) + extra,
-                                           n_resamples=n_resamples, seed=seed, permutations=permutations)
-    doc["sensitivity"]["notes"] += notes
+    # The compare part with its analyses (.compare.registry): sensitivity always, similarity on request.
+    options: dict[str, object] = {
+        "sensitivity": SensitivityRequest(target + load_runs(extraction_dirs) + extra, cards)}
     if similarity is not None:
-        from pytest_benchaudit.audit.compare.similarity import add_similarity
+        from pytest_benchaudit.audit.compare.similarity import SimilarityRequest
 
-        add_similarity(doc, [set_a, set_b], similarity, suites_dir, n_prompts=n_prompts, seed=seed)
+        options["similarity"] = SimilarityRequest(similarity, suites_dir, n_prompts)
+    doc = compare_document(set_a, set_b, None, n_resamples=n_resamples, seed=seed, permutations=permutations,
+                           options=options)
+    doc["sensitivity"]["notes"] += notes
     benches = sorted({r["benchmark"] for run in base for r in run.records})
     try:
         ledger = [row for row in build_ledger(suites_dir)["benchmarks"] if row.get("benchmark") in benches]

@@ -101,18 +101,12 @@ def run(args: argparse.Namespace) -> int:
                    encoding="utf-8")
     tmp.replace(target)
     from pytest_benchaudit.audit.compare import render_compare
-    from pytest_benchaudit.audit.compare.sensitivity import render_sensitivity
     from pytest_benchaudit.report.html import write_html
     from pytest_benchaudit.report.terminal import render_variant_deltas
 
     cmp = doc["compare"]
     toward = doc["layers"]["toward"]
-    print(render_compare(cmp))
-    print("\n" + render_sensitivity(cmp["sensitivity"]))
-    if cmp.get("similarity"):  # both layers' r: the layers' tau-b against the same task vectors
-        from pytest_benchaudit.audit.compare.similarity import render_similarity
-
-        print("\n" + render_similarity(cmp["similarity"]))
+    print(render_compare(cmp))  # with its analyses' texts: peer gaps, sensitivity, similarity (both layers' r)
     # The fields that moved a score (the rest are in audit.json): the terminal and the report stay readable.
     moved = [r for r in doc["attribution"] if r.get("moved_by") not in (None, "none")]
     print(f"\nField-by-field attribution toward {toward}: {len(moved)} of {len(doc['attribution'])} "

@@ -1,8 +1,9 @@
 """``benchaudit compare``: ranks per task, tau-b between tasks, rank shifts and Spearman rho with paired-bootstrap
 CIs, PCA, peer gaps; ``--similarity`` and ``--sensitivity``; compare.json and the HTML report.
 
-The work lives in :mod:`pytest_benchaudit.audit.compare` (and :mod:`~pytest_benchaudit.audit.compare.similarity`,
-:mod:`~pytest_benchaudit.audit.compare.sensitivity`); this module loads them only when the command runs, so
+The work lives in :mod:`pytest_benchaudit.audit.compare` (its registered analyses, among them
+:mod:`~pytest_benchaudit.audit.compare.similarity` and :mod:`~pytest_benchaudit.audit.compare.sensitivity`, which
+``--similarity`` and ``--sensitivity`` ask for); this module loads them only when the command runs, so
 ``benchaudit --help`` and the other commands never pay for their imports.
 """
 
@@ -100,6 +101,27 @@ def read_findings(path: Path) -> list[dict[str, Any]]:
     return [dict(f) for f in findings]
 
 
+def _requests(args: argparse.Namespace, runs_a: list[Any]) -> dict[str, object]:
+    """The options of the on-request analyses the flags ask for (``--similarity``, ``--sensitivity RUN...``),
+    keyed by analysis name (:mod:`pytest_benchaudit.audit.compare.registry`).  Raises CompareError on bad flags."""
+    from pytest_benchaudit.audit.compare import CompareError, load_runs
+
+    options: dict[str, object] = {}
+    if getattr(args, "similarity", False):
+        from pytest_benchaudit.audit.compare import similarity
+
+        if args.similarity_prompts < 0:
+            raise CompareError("--similarity-prompts must be 0 or more")
+        embedder = similarity.parse_embedder(args.embedder, args.embedder_key_env)
+        options["similarity"] = similarity.SimilarityRequest(embedder, args.suites_dir, args.similarity_prompts)
+    if getattr(args, "sensitivity", None):
+        from pytest_benchaudit.audit.compare.sensitivity import SensitivityRequest
+
+        cards = {k: c for run in runs_a for k, c in (run.meta.get("pipeline_cards") or {}).items()}
+        options["sensitivity"] = SensitivityRequest(load_runs(args.sensitivity), cards)
+    return options
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit compare``: 0 when compare.json was written, 2 on bad input."""
     from pytest_benchaudit.audit.compare import (CompareError, compare_document, load_runs, make_sets, mark_similar,
@@ -120,23 +142,8 @@ def run(args: argparse.Namespace) -> int:
         permutations = getattr(args, "permutations", 1000)
         set_a, set_b = make_sets(runs_a, runs_b, pipelines)
         doc = compare_document(set_a, set_b, pipelines, n_resamples=args.resamples, seed=args.seed,
-                               permutations=permutations)
+                               permutations=permutations, options=_requests(args, runs_a))
         mark_similar(doc, [parse_pair(text) for text in getattr(args, "similar", [])])
-        if getattr(args, "similarity", False):
-            from pytest_benchaudit.audit.compare import similarity
-
-            if args.similarity_prompts < 0:
-                raise CompareError("--similarity-prompts must be 0 or more")
-            embedder = similarity.parse_embedder(args.embedder, args.embedder_key_env)
-            similarity.add_similarity(doc, [s for s in (set_a, set_b) if s is not None], embedder, args.suites_dir,
-                                      n_prompts=args.similarity_prompts, seed=args.seed)
-        if getattr(args, "sensitivity", None):
-            from pytest_benchaudit.audit.compare.sensitivity import sensitivity_table
-
-            cards = {k: c for run in runs_a for k, c in (run.meta.get("pipeline_cards") or {}).items()}
-            doc["sensitivity"] = sensitivity_table(set_a, doc["by_set"]["a"], cards, load_runs(args.sensitivity),
-                                                   n_resamples=args.resamples, seed=args.seed,
-                                                   permutations=permutations)
     except CompareError as err:
         print(f"benchaudit compare: {err}", file=sys.stderr)
         return 2
@@ -146,15 +153,7 @@ def run(args: argparse.Namespace) -> int:
     tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=json_default, allow_nan=False) + "\n",
                    encoding="utf-8")
     tmp.replace(target)
-    print(render_compare(doc))
-    if doc.get("similarity"):
-        from pytest_benchaudit.audit.compare.similarity import render_similarity
-
-        print("\n" + render_similarity(doc["similarity"]))
-    if doc.get("sensitivity"):
-        from pytest_benchaudit.audit.compare.sensitivity import render_sensitivity
-
-        print("\n" + render_sensitivity(doc["sensitivity"]))
+    print(render_compare(doc))  # with every registered analysis's text
     for m in doc["missing"]:
         print(f"warning: {m['model']} ({m['benchmark']}): {m['reason']}", file=sys.stderr)
     print(f"\ncompare.json: {target}")

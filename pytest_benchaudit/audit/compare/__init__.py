@@ -56,6 +56,11 @@ Also ``pca_by_benchmark`` (a PCA of each benchmark's own tasks when there are se
 request (``benchaudit compare --similarity`` / ``--sensitivity RUN...``, see docs/compare.md),
 ``similarity`` (:mod:`pytest_benchaudit.audit.compare.similarity`) and ``sensitivity``
 (:mod:`pytest_benchaudit.audit.compare.sensitivity`).  The command line is :mod:`pytest_benchaudit.cli.compare`.
+
+``peer_gaps``, ``similarity`` and ``sensitivity`` are analyses on the registry (:mod:`.registry`: an
+:class:`Analysis` is a name, the function computing its part, a text renderer and an HTML section;
+:func:`register` adds one to every compare document, its text and the HTML report); :mod:`.builtin_analyses`
+registers the built-ins when this package is imported.
 """
 
 
@@ -66,10 +71,15 @@ from pytest_benchaudit.audit.compare.render import render_compare
 from pytest_benchaudit.audit.compare.runsets import (CompareError, LoadedRun, RunSet, expand_runs, load_run_set,
                                                      load_runs)
 from pytest_benchaudit.audit.compare.twosets import MIN_SHIFT, compare_sets
+from pytest_benchaudit.audit.compare.registry import (Analysis, AnalysisContext, HtmlKit, HtmlSection, analyses,
+                                                      register, unregister)
+# The built-in analyses register themselves on import: before any module of the package is used.
+from pytest_benchaudit.audit.compare import builtin_analyses as _builtin_analyses  # noqa: F401
 
 __all__ = ["CompareError", "LoadedRun", "RunSet", "expand_runs", "load_runs", "load_run_set", "analyse_set",
            "task_ranks", "tau_b_table", "compare_sets", "MIN_SHIFT", "build_compare", "compare_document", "make_sets", "mark_similar", "parse_pair",
-           "render_compare", "COMPARE_VERSION"]
+           "render_compare", "COMPARE_VERSION", "Analysis", "AnalysisContext", "HtmlKit", "HtmlSection", "analyses",
+           "register", "unregister"]
 
 #: Old private name, still used by bench/bootstrap_speed.py.
 _load = load_runs

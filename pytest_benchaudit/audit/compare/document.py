@@ -1,15 +1,21 @@
-"""The compare document (what ``compare.json`` holds) of one or two run sets."""
+"""The compare document (what ``compare.json`` holds) of one or two run sets.
+
+The core parts (per set: scores, ranks, tau-b, win rates, benchmark ranks, PCA, paired differences; for two
+sets: rank shifts, Spearman rho, the bootstrap) are made here; then every analysis registered on
+:mod:`.registry` adds its part (:func:`.registry.run_analyses`; the built-ins are in :mod:`.builtin_analyses`).
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Mapping
 from typing import Any
 
 from pytest_benchaudit.audit.compare.oneset import analyse_set
 from pytest_benchaudit.audit.compare.paired import analyse_pairs
 from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.audit.compare.twosets import MIN_SHIFT, compare_sets
-from pytest_benchaudit.audit.compare.peers import peer_gaps
+from pytest_benchaudit.audit.compare.registry import AnalysisContext, run_analyses
 
 __all__ = ["COMPARE_VERSION", "make_sets", "build_compare", "compare_document", "mark_similar", "parse_pair"]
 
@@ -36,10 +42,11 @@ def make_sets(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None,
 
 
 def build_compare(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None, pipelines: tuple[str, str] | None = None,
-                  n_resamples: int = 5000, seed: int = 0, permutations: int = 1000) -> dict[str, Any]:
+                  n_resamples: int = 5000, seed: int = 0, permutations: int = 1000,
+                  options: Mapping[str, object] | None = None) -> dict[str, Any]:
     """The compare document (what ``compare.json`` holds) of one or two run sets."""
     set_a, set_b = make_sets(runs_a, runs_b, pipelines)
-    return compare_document(set_a, set_b, pipelines, n_resamples, seed, permutations)
+    return compare_document(set_a, set_b, pipelines, n_resamples, seed, permutations, options)
 
 
 def _with_pairs(rs: RunSet, an: dict[str, Any]) -> dict[str, Any]:
@@ -51,8 +58,11 @@ def _with_pairs(rs: RunSet, an: dict[str, Any]) -> dict[str, Any]:
 
 
 def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, str] | None = None,
-                     n_resamples: int = 5000, seed: int = 0, permutations: int = 1000) -> dict[str, Any]:
-    """The compare document of run sets already loaded (see :func:`make_sets`)."""
+                     n_resamples: int = 5000, seed: int = 0, permutations: int = 1000,
+                     options: Mapping[str, object] | None = None) -> dict[str, Any]:
+    """The compare document of run sets already loaded (see :func:`make_sets`): the core parts, then each
+    registered analysis's part; ``options``: the on-request analyses' options, keyed by analysis name
+    (e.g. ``{"similarity": SimilarityRequest(...)}``; an on-request analysis without them does not run)."""
     pa, pb = pipelines if pipelines else (None, None)
     an_a = analyse_set(set_a, seed, permutations)
     doc: dict[str, Any] = {
@@ -108,7 +118,7 @@ def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, 
             doc[key] = cmp[key]
         doc["min_shift_for_stability"] = cmp["min_shift_for_stability"]
         doc["notes"] += cmp["notes"]
-        doc["peer_gaps"] = peer_gaps(an_a, an_b)
+    run_analyses(AnalysisContext(set_a, set_b, doc, n_resamples, seed, permutations, options or {}))
     return doc
 
 

@@ -19,11 +19,15 @@ When the two sets score the task with different metrics the gaps are not on one 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
-__all__ = ["peer_gaps", "render_peer_gaps"]
+from pytest_benchaudit.audit.compare.registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
+
+__all__ = ["peer_gaps", "render_peer_gaps", "peers_html", "ANALYSIS", "MIN_PEERS", "HTML_ROWS"]
 
 MIN_PEERS = 2
+#: Peer-gap rows the HTML report shows (largest change first); compare.json has them all.
+HTML_ROWS = 30
 
 
 def _share(scores: dict[str, float], lower_is_better: bool) -> bool:
@@ -76,3 +80,41 @@ def render_peer_gaps(rows: list[dict[str, Any]], top: int = 10) -> str:
     return str(f"Peer gaps (score - mean of the other models; delta = gap b - gap a), largest {len(body)} of "
             f"{len(moved)}\n" + tabulate(body, headers=["task", "model", "gap a", "gap b", "delta", "peers"],
                                          tablefmt="simple"))
+
+
+def peers_html(rows: Any, doc: Mapping[str, Any], kit: HtmlKit) -> str:
+    """The report's section: the :data:`HTML_ROWS` largest changes, each gap in pp on a share metric."""
+    gaps = [r for r in rows or [] if isinstance(r, dict)]
+    if not gaps:
+        return ""
+
+    def v(r: dict[str, Any], k: str) -> str:
+        """A gap in pp on a share metric, else in the metric's own unit, named."""
+        if kit.is_num(r.get(k + "_pp")):
+            return kit.fmt_pp(r.get(k + "_pp")) + " pp"
+        unit = r.get("metric_b" if k == "gap_b" else "metric_a") or ""
+        return (f"{float(r[k]):+.3g} {unit}".rstrip() if kit.is_num(r.get(k)) else "—")
+
+    label_a, label_b = doc.get("label_a", "a"), doc.get("label_b", "b")
+    ordered = sorted(gaps, key=lambda r: (not r.get("comparable"), -abs(r.get("delta") or 0), r["task"], r["model"]))
+    body = [[r["task"], r["model"], v(r, "gap_a"), v(r, "gap_b"), v(r, "delta") if r.get("comparable") else
+             "— (metrics differ)", r.get("n_peers")] for r in ordered[:HTML_ROWS]]
+    more = kit.note(f"The {HTML_ROWS} largest of {len(gaps)}; compare.json has them all.") if len(gaps) > HTML_ROWS \
+        else ""
+    return "".join([kit.note(f"Gap = the model's score minus the mean of the other models on the task (higher = "
+                             f"better), under {label_a} and {label_b}; delta = gap b − gap a, the move relative to "
+                             "its peers that a change common to all models cannot explain. Largest first."),
+                    kit.table(["task", "model", f"gap ({label_a})", f"gap ({label_b})", "delta", "peers"], body),
+                    more])
+
+
+def _compute(ctx: AnalysisContext) -> list[dict[str, Any]] | None:
+    """Two sets: the peer-gap rows of set a's and set b's analyses; one set: nothing."""
+    if ctx.set_b is None:
+        return None
+    return peer_gaps(ctx.doc["by_set"]["a"], ctx.doc["by_set"]["b"])
+
+
+ANALYSIS = Analysis(name="peer_gaps", compute=_compute, text=render_peer_gaps,
+                    html=HtmlSection("peers", "Peer gaps", peers_html),
+                    summary="each model's score minus its peers' mean, per set, and the change between the sets")

@@ -1,10 +1,10 @@
-"""The compare document as terminal tables."""
+"""The compare document as terminal tables (the registered analyses render their own: :mod:`.registry`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_benchaudit.audit.compare.peers import render_peer_gaps
+from pytest_benchaudit.audit.compare.registry import render_texts
 
 __all__ = ["render_compare"]
 
@@ -45,6 +45,8 @@ def _render_paired(side: str, an: dict[str, Any]) -> str:
 
 
 def render_compare(doc: dict[str, Any]) -> str:
+    """The document as the terminal shows it: per set the ranks, paired differences, tau-b and PCA; for two
+    sets rho and the rank shifts; each registered analysis's text; what is missing; the notes."""
     from tabulate import tabulate
 
     out: list[str] = []
@@ -109,10 +111,10 @@ def render_compare(doc: dict[str, Any]) -> str:
                                 tablefmt="simple"))
         else:
             out.append("\nNo rank shifts.")
-        if doc.get("peer_gaps") is not None:
-            out.append("\n" + render_peer_gaps(doc["peer_gaps"]))
-        for m in doc["missing"]:
-            out.append(f"missing: {m['benchmark']}: {m['model']}: {m['reason']}")
+    # Each registered analysis's text (peer gaps, similarity, sensitivity...: .registry), then what is missing.
+    out += ["\n" + text for text in render_texts(doc)]
+    for m in doc.get("missing") or []:
+        out.append(f"missing: {m['benchmark']}: {m['model']}: {m['reason']}")
     for note in doc.get("notes", []):
         out.append(f"note: {note}")
     return "\n".join(out)

@@ -26,13 +26,16 @@ rho null, with the reason.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from pytest_benchaudit.audit.compare.oneset import analyse_set
+from pytest_benchaudit.audit.compare.registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
 from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.audit.compare.twosets import compare_sets
 
-__all__ = ["classify_runs", "sensitivity_table", "render_sensitivity", "COLUMNS"]
+__all__ = ["classify_runs", "sensitivity_table", "render_sensitivity", "sensitivity_html", "SensitivityRequest",
+           "ANALYSIS", "COLUMNS"]
 
 KINDS = {"upstream": "regenerated (upstream change)", "downstream": "re-scored (downstream change)"}
 #: The run sets of the table: (short name of its rho, kind, scope, what it is).
@@ -165,3 +168,56 @@ def render_sensitivity(sens: dict[str, Any]) -> str:
             if r.get(f"why_no_{short}"):
                 out.append(f"  {r['benchmark']}: no rho_{short}: {r[f'why_no_{short}']}")
     return "\n".join(out)
+
+
+def sensitivity_html(sens: Any, _doc: Mapping[str, Any], kit: HtmlKit) -> str:
+    """The report's section: one ρ column (with CI and models) per run set the table has: ρ_gen (regenerated),
+    ρ_ext (re-scored, extraction fields only) and, where the document has it, ρ_downstream (every downstream
+    field); ``columns`` names them (older documents: gen and ext)."""
+    if not isinstance(sens, dict) or not sens.get("benchmarks"):
+        return ""
+    columns = [k[len("rho_"):] for k in (sens.get("columns") or {"rho_gen": "", "rho_ext": ""})]
+    rows = []
+    for r in sens["benchmarks"]:
+        why = "; ".join(str(r[f"why_no_{c}"]) for c in columns if r.get(f"why_no_{c}"))
+        more = r.get("generation_moves_more")
+        cells = [x for c in columns
+                 for x in (kit.fmt_corr(r.get(f"rho_{c}")), kit.fmt_ci(r.get(f"ci95_{c}")), r.get(f"n_models_{c}", 0))]
+        rows.append([r["benchmark"], *cells, "—" if more is None else ("generation" if more else "extraction"), why])
+    runs = sens.get("runs") or []
+    n_gen = sum(r.get("kind") == "upstream" for r in runs)
+    warns = [f"{r['benchmark']}: " + kit.small_sample(r.get(f"n_models_{c}"), f"ρ_{c}") for r in sens["benchmarks"]
+             for c in columns if r.get(f"n_models_{c}") and kit.small_sample(r.get(f"n_models_{c}"), f"ρ_{c}")]
+    what = "; ".join(f"ρ_{k[len('rho_'):]}: {v}" for k, v in (sens.get("columns") or {}).items() if v)
+    return "".join([kit.note(f"Spearman ρ between the base ranking and the ranking under regenerated runs (ρ_gen, "
+                             f"{n_gen} runs) and re-scored runs ({len(runs) - n_gen} runs); 95% CI from the paired "
+                             f"bootstrap over questions ({sens.get('n_resamples', '—')} resamples). 1 = the change "
+                             "kept the order." + (f" {what}." if what else "") + " Moves more: generation when "
+                             "ρ_gen < ρ_ext."),
+                    kit.table(["benchmark", *[h for c in columns for h in (f"ρ_{c}", "95% CI", "models")],
+                               "moves more", "missing"], rows),
+                    *[kit.warn(w) for w in warns]])
+
+
+@dataclass(frozen=True)
+class SensitivityRequest:
+    """The options of the sensitivity analysis (``options["sensitivity"]``; ``compare --sensitivity RUN...``):
+    the changed runs, and the base runs' pipeline cards (``run.json`` ``pipeline_cards``, merged)."""
+
+    runs: list[LoadedRun]
+    base_cards: dict[str, Any]
+
+
+def _compute(ctx: AnalysisContext) -> dict[str, Any]:
+    request = ctx.options["sensitivity"]
+    if not isinstance(request, SensitivityRequest):
+        raise TypeError(f"options['sensitivity'] is a {type(request).__name__}; expected a SensitivityRequest")
+    return sensitivity_table(ctx.set_a, ctx.doc["by_set"]["a"], request.base_cards, request.runs,
+                             n_resamples=ctx.n_resamples, seed=ctx.seed, permutations=ctx.permutations)
+
+
+ANALYSIS = Analysis(name="sensitivity", compute=_compute, text=render_sensitivity, on_request=True,
+                    html=HtmlSection("sensitivity", "Generation against extraction sensitivity", sensitivity_html,
+                                     nav="Sensitivity"),
+                    summary="rho_gen / rho_ext / rho_downstream: how far regenerated and re-scored runs reorder "
+                            "the benchmark ranking")

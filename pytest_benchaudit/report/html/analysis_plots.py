@@ -1,5 +1,6 @@
 """Plots of the analysis sections: the tau-b heatmap, the PCA scree plot (with Horn's parallel-analysis
-threshold) and biplot, and the task-similarity scatter.  Each returns ``""`` when its data is missing."""
+threshold) and biplot; each returns ``""`` when its data is missing.  (The task-similarity scatter is
+:func:`.kit.scatter_plot`, which the registered analyses draw with.)"""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from pytest_benchaudit.report.html.format import is_num, short
 from pytest_benchaudit.report.html.plots import colors, figure, img, rc
 
-__all__ = ["tau_heatmap", "scree_plot", "biplot", "biplot_figure", "place_labels", "text_box", "similarity_scatter"]
+__all__ = ["tau_heatmap", "scree_plot", "biplot", "biplot_figure", "place_labels", "text_box"]
 
 
 def tau_heatmap(rows: list[dict[str, Any]], title: str = "Kendall τ-b between tasks") -> str:
@@ -194,27 +195,3 @@ def biplot(pca: dict[str, Any], title: str) -> str:
         return img(fig, f"PCA biplot {title}", "Models on the first two components (numbered points, named in the "
                    "legend) and each task's loadings (red arrows: its correlation with PC1 and PC2, scaled to the "
                    "points). Models close together rank alike across the tasks.")
-
-
-def similarity_scatter(sim: dict[str, Any]) -> str:
-    """Cosine similarity of each task pair against its tau-b, with the least-squares line."""
-    pairs = [p for p in sim.get("pairs") or [] if is_num(p.get("similarity")) and is_num(p.get("tau_b"))]
-    if not pairs:
-        return ""
-    xs = [float(p["similarity"]) for p in pairs]
-    ys = [float(p["tau_b"]) for p in pairs]
-    with rc():
-        fig = figure(5.6, 4.0)
-        ax = fig.add_subplot(1, 1, 1)
-        ax.scatter(xs, ys, s=26, color="#1f77b4", alpha=0.8)
-        if len(pairs) >= 3 and max(xs) > min(xs):
-            import numpy as np
-
-            slope, icept = np.polyfit(xs, ys, 1)
-            line = np.linspace(min(xs), max(xs), 10)
-            ax.plot(line, slope * line + icept, color="#d62728", lw=1.2)
-        r = sim.get("pearson_r")
-        ax.set_xlabel("cosine similarity of the task texts")
-        ax.set_ylabel("Kendall τ-b of the tasks' rankings")
-        ax.set_title(f"Similarity vs ranking agreement ({len(pairs)} pairs" + (f", r = {r:.2f})" if is_num(r) else ")"))
-        return img(fig, "similarity scatter", "Each point is a pair of tasks with at least 3 common models.")

@@ -1,102 +1,20 @@
-"""Sections on what moved the scores: task similarity, generation against extraction sensitivity,
-peer gaps, diagnose findings, per-field score deltas, invalid rates, and the document's notes."""
+"""Sections on what moved the scores: diagnose findings, per-field score deltas, invalid rates, the ledger and
+the document's notes.  (Peer gaps, task similarity and sensitivity are registered analyses: their sections
+live with them, :mod:`pytest_benchaudit.audit.compare.registry`.)"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_benchaudit.report.html.analysis_plots import similarity_scatter
-from pytest_benchaudit.report.html.format import (esc, fmt, fmt_ci, fmt_corr, fmt_p, fmt_pp, fmt_share, is_num, note,
-                                                  table)
+from pytest_benchaudit.report.html.format import esc, fmt, fmt_pp, fmt_share, is_num, note, table
 from pytest_benchaudit.report.html.plots import invalid_plot, sweep_plots
 from pytest_benchaudit.report.html.sets import section
-from pytest_benchaudit.report.html.verdict import small_sample_note
 
-__all__ = ["similarity_section", "sensitivity_section", "peers_section", "by_effect", "findings_section",
-           "sweeps_section",
-           "ledger_section", "invalid_section", "notes_section", "FINDING_COLUMNS"]
+__all__ = ["by_effect", "findings_section", "sweeps_section", "ledger_section", "invalid_section", "notes_section",
+           "FINDING_COLUMNS"]
 
 #: The fields of a diagnose finding the report shows, in order.
 FINDING_COLUMNS = ["benchmark", "task", "model", "failure_mode", "field", "evidence", "effect_pp"]
-#: Peer-gap rows shown (largest change first).
-PEER_ROWS = 30
-
-
-def similarity_section(doc: dict[str, Any]) -> str:
-    sim = doc.get("similarity")
-    if not isinstance(sim, dict) or not sim.get("pairs"):
-        return ""
-    perm = sim.get("permutation") or {}
-    if is_num(sim.get("pearson_r")):
-        head = (f"Pearson r = {fmt_corr(sim['pearson_r'])} over {sim.get('n_pairs')} task pairs (scipy p = "
-                f"{fmt_p(sim.get('p_value'))}; Mantel permutation p = {fmt_p(perm.get('p_value'))}, "
-                f"{perm.get('n_permutations', '—')} permutations).")
-    else:
-        head = f"No correlation: {sim.get('skipped', 'too few pairs')}."
-    rows = [[p["task_a"], p["task_b"], f"{p['similarity']:.3f}", fmt_corr(p.get("tau_b")), p.get("n_models", "—")]
-            for p in sorted(sim["pairs"], key=lambda p: -p["similarity"])]
-    return section("similarity", "Task similarity and ranking agreement",
-                   note(f"Embedder: {sim.get('embedder')}. Each task's description and "
-                        f"{sim.get('n_prompts', 'some')} sampled prompts, embedded; cosine similarity per pair."),
-                   f"<p><strong>{esc(head)}</strong></p>",
-                   note("Each τ-b comes from the few models two tasks share, so r² is not a share of variance; pairs "
-                        "sharing a task are dependent, which the Mantel test respects."),
-                   similarity_scatter(sim),
-                   table(["task a", "task b", "cosine similarity", "τ-b", "models"], rows))
-
-
-def sensitivity_section(doc: dict[str, Any]) -> str:
-    """One ρ column (with CI and models) per run set the document has: ρ_gen (regenerated), ρ_ext
-    (re-scored, extraction fields only) and, where the document has it, ρ_downstream (every downstream
-    field); ``columns`` names them (older documents: gen and ext)."""
-    sens = doc.get("sensitivity")
-    if not isinstance(sens, dict) or not sens.get("benchmarks"):
-        return ""
-    columns = [k[len("rho_"):] for k in (sens.get("columns") or {"rho_gen": "", "rho_ext": ""})]
-    rows = []
-    for r in sens["benchmarks"]:
-        why = "; ".join(str(r[f"why_no_{c}"]) for c in columns if r.get(f"why_no_{c}"))
-        more = r.get("generation_moves_more")
-        cells = [x for c in columns
-                 for x in (fmt_corr(r.get(f"rho_{c}")), fmt_ci(r.get(f"ci95_{c}")), r.get(f"n_models_{c}", 0))]
-        rows.append([r["benchmark"], *cells, "—" if more is None else ("generation" if more else "extraction"), why])
-    runs = sens.get("runs") or []
-    n_gen = sum(r.get("kind") == "upstream" for r in runs)
-    warns = [f"{r['benchmark']}: " + small_sample_note(r.get(f"n_models_{c}"), f"ρ_{c}") for r in sens["benchmarks"]
-             for c in columns if r.get(f"n_models_{c}") and small_sample_note(r.get(f"n_models_{c}"), f"ρ_{c}")]
-    what = "; ".join(f"ρ_{k[len('rho_'):]}: {v}" for k, v in (sens.get("columns") or {}).items() if v)
-    return section("sensitivity", "Generation against extraction sensitivity",
-                   note(f"Spearman ρ between the base ranking and the ranking under regenerated runs (ρ_gen, {n_gen} "
-                        f"runs) and re-scored runs ({len(runs) - n_gen} runs); 95% CI from the paired bootstrap "
-                        f"over questions ({sens.get('n_resamples', '—')} resamples). 1 = the change kept the order."
-                        + (f" {what}." if what else "") + " Moves more: generation when ρ_gen < ρ_ext."),
-                   table(["benchmark", *[h for c in columns for h in (f"ρ_{c}", "95% CI", "models")], "moves more",
-                          "missing"], rows),
-                   *[f'<p class="warn">{esc(w)}</p>' for w in warns])
-
-
-def peers_section(doc: dict[str, Any]) -> str:
-    gaps = [r for r in doc.get("peer_gaps") or [] if isinstance(r, dict)]
-    if not gaps:
-        return ""
-
-    def v(r: dict[str, Any], k: str) -> str:
-        """A gap in pp on a share metric, else in the metric's own unit, named."""
-        if is_num(r.get(k + "_pp")):
-            return fmt_pp(r.get(k + "_pp")) + " pp"
-        unit = r.get("metric_b" if k == "gap_b" else "metric_a") or ""
-        return (f"{float(r[k]):+.3g} {unit}".rstrip() if is_num(r.get(k)) else "—")
-
-    ordered = sorted(gaps, key=lambda r: (not r.get("comparable"), -abs(r.get("delta") or 0), r["task"], r["model"]))
-    rows = [[r["task"], r["model"], v(r, "gap_a"), v(r, "gap_b"), v(r, "delta") if r.get("comparable") else
-             "— (metrics differ)", r.get("n_peers")] for r in ordered[:PEER_ROWS]]
-    more = note(f"The {PEER_ROWS} largest of {len(gaps)}; compare.json has them all.") if len(gaps) > PEER_ROWS else ""
-    return section("peers", "Peer gaps",
-                   note(f"Gap = the model's score minus the mean of the other models on the task (higher = better), "
-                        f"under {doc.get('label_a', 'a')} and {doc.get('label_b', 'b')}; delta = gap b − gap a, the "
-                        "move relative to its peers that a change common to all models cannot explain. Largest first."),
-                   table(["task", "model", f"gap ({doc.get('label_a', 'a')})", f"gap ({doc.get('label_b', 'b')})",
-                          "delta", "peers"], rows), more)
 
 
 def _evidence(value: Any) -> str:
