@@ -219,7 +219,7 @@ def test_bad_input_is_one_clear_error(pytester: pytest.Pytester, capsys: pytest.
         (["--task", "pw.mcq", "--mde", "0.1", "--repeats", "0,2"], "--repeats '0,2': a comma-separated list"),
         (["--task", "pw.mcq", "--mde", "0.1", "--from", str(run_dir), "--models", "a,z"],
          "--models 'a,z': give two of the runs' models, A,B; models: a"),
-        (["--task", "pw.mcq", "--mde", "0.1", "--from", str(pytester.path)], "not a benchaudit run directory"),
+        (["--task", "pw.mcq", "--mde", "0.1", "--from", str(pytester.path)], "neither a run directory (no run.json) nor a folder of run directories"),
     ]
     capsys.readouterr()
     for extra, message in cases:
