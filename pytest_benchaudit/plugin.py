@@ -4,6 +4,9 @@ Thin by design: the pytest side lives in :mod:`pytest_benchaudit.pytest_plugin`.
 Options are declared and validated in ``options``, suite files are collected by
 ``collect``, items are run by ``runner`` (every process that runs items) and the run
 directory, summary and gates belong to ``controller`` (the process that owns the run).
+The hooks benchaudit calls on users' plugins and conftests are declared in
+:mod:`pytest_benchaudit.newhooks`.  Importing this module does nothing else: the early inference
+process is forked from :func:`pytest_load_initial_conftests`, once pytest has read its arguments.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import gc
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
