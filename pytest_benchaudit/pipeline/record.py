@@ -4,11 +4,12 @@ One :class:`Record` per question x model x variant x repeat is written to
 ``records.jsonl``; offline re-scoring, aggregation, compare and export read it back.
 Pure: the run-directory store (:mod:`pytest_benchaudit.runs.store`) does the I/O.
 
-Every key a record may carry is a declared field (``extra="forbid"``): a line with a key the
-schema does not know is refused when read, naming ``file:line`` and the key, so a typo or a
-field from a newer version is never carried along silently.  Two groups of fields exist only on
-some records and are left out of the dump when they were never set (:data:`OPTIONAL_KEYS`), so
-that a record without them is written exactly as before they were declared:
+Every key a record may carry is a declared field of :class:`Record` (``extra="forbid"``): a line
+with a key the schema does not know is refused when read, naming ``file:line`` and the key, so a
+typo or a field from a newer version is never carried along silently.  :class:`RecordCore` holds
+the fields every record has; :class:`Record` adds two groups that exist only on some records and
+are left out of the dump when they were never set (:data:`OPTIONAL_KEYS`), so that a record without
+them is written exactly as before they were declared:
 
 - ``regex_prediction`` / ``judge``: an LLM judge's call (``--judge``) and, for judge extraction,
   what the pipeline's own rule read (in that order, the order the runner has always written);
@@ -19,11 +20,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, InvalidReason, InvalidStage
 
-__all__ = ["JudgeCall", "OPTIONAL_KEYS", "RECORD_VERSION", "Record"]
+__all__ = ["JudgeCall", "OPTIONAL_KEYS", "RECORD_VERSION", "Record", "RecordCore"]
 
 RECORD_VERSION = "benchaudit.record/1"
 
@@ -45,8 +46,11 @@ class JudgeCall(BaseModel):
     from_cache: bool = False
 
 
-class Record(BaseModel):
-    """Everything known about one item: what was asked, what came back, how it was read and scored."""
+class RecordCore(BaseModel):
+    """The fields every record has: what was asked, what came back, how it was read and scored.
+
+    What :func:`~pytest_benchaudit.scoring.evaluate.evaluate` builds for an item without a judge (the
+    run's and rescore's hot path: no optional field to validate, dump and leave out)."""
 
     # Built at the first record, not while pytest starts up (the run's first answer comes later).
     model_config = ConfigDict(extra="forbid", defer_build=True)
@@ -98,7 +102,13 @@ class Record(BaseModel):
     from_cache: bool = Field(default=False, description="the generation came from the generation cache, not "
                              "from a request sent in this run")
     timestamp: str = ""
-    # --- only on some records; left out of the dump when not set (OPTIONAL_KEYS) ---
+
+
+class Record(RecordCore):
+    """Everything a record may carry (the schema every ``records.jsonl`` line is read against):
+    :class:`RecordCore` and the keys only some records have (:data:`OPTIONAL_KEYS`), which are left
+    out of the dump when they were never set."""
+
     regex_prediction: str | None = Field(default=None, description="judge extraction: what the pipeline's "
                                          "regex rule read (None: nothing), for judge agreement")
     judge: JudgeCall | None = Field(default=None, description="the LLM judge's call (--judge)")
@@ -115,20 +125,33 @@ class Record(BaseModel):
     source_row: str | None = Field(default=None, description="an imported run: which row of which published "
                                    "file the record was read from")
 
-    @model_serializer(mode="wrap")
-    def _unset_optional_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """The fields of :data:`OPTIONAL_KEYS` that were never set are left out of the dump: a record
-        without a judge or an import's values is written exactly as before those fields were declared
-        (``regex_prediction`` set to ``None`` is kept: "the rule read nothing" is not "not asked")."""
-        data: dict[str, Any] = handler(self)
+    # The optional keys never set are left out of every dump (model_dump, model_dump_json): a record
+    # without a judge or an import's values is written exactly as before those fields were declared
+    # (``regex_prediction`` set to None is kept: "the rule read nothing" is not "not asked").  Passed
+    # to pydantic as an ``exclude`` set: a wrap model_serializer did the same at ~2x the cost of a dump
+    # (~5 us more per record).  A Record is never a field of
+    # another model; one that became one would be dumped with these keys as null.
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """:meth:`pydantic.BaseModel.model_dump`, the optional keys never set left out."""
+        return super().model_dump(**self._excluding_unset_optional(kwargs))
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        """:meth:`pydantic.BaseModel.model_dump_json`, the optional keys never set left out."""
+        return super().model_dump_json(**self._excluding_unset_optional(kwargs))
+
+    def _excluding_unset_optional(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         given = self.__pydantic_fields_set__
-        if given.isdisjoint(_OPTIONAL_SET):  # most records: none of them
-            for name in OPTIONAL_KEYS:
-                data.pop(name, None)
-        else:
-            for name in _OPTIONAL_SET - given:
-                data.pop(name, None)
-        return data
+        # A plain set: pydantic-core takes a frozenset ~7 us slower.
+        unset = set(OPTIONAL_KEYS) if given.isdisjoint(_OPTIONAL_SET) else set(_OPTIONAL_SET - given)
+        if unset:
+            exclude = kwargs.get("exclude")
+            if exclude is None:
+                kwargs["exclude"] = unset
+            elif isinstance(exclude, dict):
+                kwargs["exclude"] = {**dict.fromkeys(unset, True), **exclude}
+            else:
+                kwargs["exclude"] = unset | set(exclude)
+        return kwargs
 
 
 # The fields only some records carry, in declaration order.

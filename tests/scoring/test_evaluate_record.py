@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from pytest_benchaudit.dataset.suites import load_suite
-from pytest_benchaudit.pipeline.record import OPTIONAL_KEYS, Record
+from pytest_benchaudit.pipeline.record import OPTIONAL_KEYS, Record, RecordCore
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, INVALID_REASONS, INVALID_STAGE, ContinuationLogprobs, Extraction,
                                               Generation, InvalidReason, Message, Question, Request, Score)
@@ -30,14 +30,14 @@ STAMP = "2026-12-01T13:00:00+00:00"
 def reference(question: Question, pipeline: Pipeline, request: Request | Mapping[str, Any], generation: Generation,
               *, model: str, variant: str = "", repeat: int = 0, item_id: str = "", resources: Mapping[str, Any] | None = None,
               extraction: Extraction | None = None, score: Score | None = None,
-              extra: Mapping[str, Any] | None = None) -> Record:
-    """evaluate() as it was: every field through Record validation."""
+              extra: Mapping[str, Any] | None = None) -> RecordCore:
+    """evaluate() by hand: every field through Record(...) (RecordCore(...) without extra fields)."""
     if extraction is None:
         extraction = _extract.extract(pipeline.extraction.rule, generation, question, pipeline.extraction.reasoning)
     if score is None:
         score = _scoring.score(pipeline.scoring.metric, extraction, question, resources)
     reason = extraction.invalid_reason
-    return Record(
+    return (Record if extra else RecordCore)(
         item_id=item_id, benchmark=question.benchmark, task=question.task, question_id=question.id,
         question_index=question.index, model=model, variant=variant, repeat=repeat, pipeline=pipeline.name,
         pipeline_hash=pipeline.hash, upstream_hash=pipeline.upstream_hash,
@@ -124,14 +124,17 @@ def test_record_and_line_are_those_of_record_validation(case: str, monkeypatch: 
         return
     want = want.model_copy(update={"timestamp": STAMP})
     got = evaluate(question, p, request, generation, model="m", **kwargs)
-    assert got == want
-    for name in Record.model_fields:  # field by field: value and type
+    assert got == want and type(got) is type(want) is (Record if kwargs.get("extra") else RecordCore)
+    for name in Record.model_fields:  # field by field: value and type (a RecordCore has no optional field)
+        if name not in type(want).model_fields:
+            assert not hasattr(got, name), name
+            continue
         assert getattr(got, name) == getattr(want, name), name
         assert type(getattr(got, name)) is type(getattr(want, name)), name
     assert got.model_fields_set == want.model_fields_set
     assert got.__pydantic_extra__ is None and want.__pydantic_extra__ is None  # extra="forbid"
     assert repr(got) == repr(want)
-    assert list(got.__dict__) == list(Record.model_fields)
+    assert list(got.__dict__) == list(type(want).model_fields)
     assert got.model_dump() == want.model_dump()
     # What the runner writes: the JSON-mode dump with asks / earlier_outputs set, as one records.jsonl line.
     lines = []
@@ -145,6 +148,7 @@ def test_record_and_line_are_those_of_record_validation(case: str, monkeypatch: 
     # The optional keys are in the dump exactly when they were given.
     given = set(dict(kwargs.get("extra") or {}))
     assert set(got.model_dump(mode="json")) == set(Record.model_fields) - (set(OPTIONAL_KEYS) - given)
+    assert set(RecordCore.model_fields) == set(Record.model_fields) - set(OPTIONAL_KEYS)
 
 
 def test_a_plain_record_is_written_as_before_the_optional_keys_were_declared() -> None:
@@ -153,6 +157,8 @@ def test_a_plain_record_is_written_as_before_the_optional_keys_were_declared() -
     record = evaluate(QUESTION, pipe(), REQUEST, Generation(text="Answer: B"), model="m")
     keys = list(record.model_dump(mode="json"))
     assert keys == [name for name in Record.model_fields if name not in OPTIONAL_KEYS]
+    # The same record read back against the whole schema is written the same way.
+    assert Record.model_validate(record.model_dump()).model_dump_json() == record.model_dump_json()
     assert keys[-1] == "timestamp"
     assert not set(OPTIONAL_KEYS) & set(orjson.loads(record.model_dump_json()))
 
