@@ -373,8 +373,10 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
         # Each row names the run it re-scored, so the report's "reproduce" command is complete.
         attribution += [{**row, "run": str(run.path)} for row in rows]
         if target_run is None:
-            for row in upstream_differences(run.meta.get("pipeline_cards") or {}, toward, suites_dir, data_dir,
-                                            rendered):
+            # The cards of tasks the run has records of: -k and --limit leave cards of tasks never asked.
+            asked = {f"{r['benchmark']}.{r['task']}" for r in run.records}
+            cards = {k: v for k, v in (run.meta.get("pipeline_cards") or {}).items() if k.split("|")[0] in asked}
+            for row in upstream_differences(cards, toward, suites_dir, data_dir, rendered):
                 if row not in upstream:
                     upstream.append(row)
     target = load_runs(rescored_dirs)
@@ -451,7 +453,10 @@ def _layer_upstream(set_a: Any, rescored: Any, real: Any, base_cards: dict[str, 
     target_cards = target_meta.get("pipeline_cards") or {}
     split = upstream_attribution(set_a.results, rescored.results, real.results, base_cards, target_cards)
     rows = []
-    for key in sorted(set(base_cards) & set(target_cards)):
+    # Only the tasks asked under both layers: a run's cards also name tasks that -k or --limit left
+    # without a single record, and those were not "regenerated in this run".
+    asked = set(set_a.results) & set(real.results)
+    for key in sorted(set(base_cards) & set(target_cards) & asked):
         a, b = base_cards[key].get("fields", {}), target_cards[key].get("fields", {})
         fields = upstream_fields_between(base_cards[key], target_cards[key])
         if fields:

@@ -404,3 +404,27 @@ def test_the_published_runs_audit_as_before(kind: str, source: str, real_data: P
     assert main(["audit", str(tmp_path / "runs"), "--out", str(tmp_path / "x"), "--suites-dir", str(SUITES),
                  "--pipelines", "released,inspect_evals"]) == 2
     assert "only for a run made with pytest --pipelines" in capsys.readouterr().err
+
+
+def test_upstream_rows_name_only_the_tasks_the_run_asked(pytester: pytest.Pytester) -> None:
+    """A --pipelines run of cybermetric -k cm80 carries cards for cm500 and cm2000 too (collected, never
+    asked): the audit's upstream rows name cm80 alone, not tasks "regenerated in this run" with no record."""
+    import subprocess
+    import sys
+
+    from pytest_benchaudit.testing.mixed_server import realistic_mix
+    from pytest_benchaudit.testing.scripted_server import ScriptedServer
+
+    with ScriptedServer(realistic_mix()) as server:
+        pytester.runpytest(str(SUITES / "cybermetric"), "-k", "cm80", "--limit", "4", "--pipelines",
+                           "released,inspect_evals", "--model", f"m@{server.url}", "--report-dir", "out",
+                           "-p", "no:randomly", "-p", "no:cacheprovider")
+    (run,) = [p for p in (pytester.path / "out").iterdir() if (p / "run.json").is_file()]
+    cards = json.loads((run / "run.json").read_text()).get("pipeline_cards") or {}
+    assert any(k.startswith("cybermetric.cm2000") for k in cards)  # the premise: cards beyond what was asked
+    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "audit", str(run), "--out", "aud",
+                           "--pipelines", "released,inspect_evals", "--suites-dir", str(SUITES), "--resamples", "100"],
+                          capture_output=True, text=True, cwd=pytester.path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((pytester.path / "aud" / "audit.json").read_text())
+    assert [r["task"] for r in doc["upstream_differences"]] == ["cybermetric.cm80"]
