@@ -148,11 +148,6 @@ class Runner:
             # runs beside pytest's collection instead of after it.
             self._engine()
 
-    @property
-    def asked_during_collection(self) -> list[str]:
-        """The node ids whose requests were queued while collection went on (until the run loop)."""
-        return self.lookahead.asked_during_collection
-
     def early_asker(self, session: pytest.Session) -> Callable[[pytest.Item], bool] | None:
         """What collection hands each item of the task it is about to make (:meth:`.LookAhead.early_asker`)."""
         return self.lookahead.early_asker(session)

@@ -50,7 +50,7 @@ class Probe:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         runner = session.config.pluginmanager.get_plugin("benchaudit-runner")
-        self.asked = runner.asked_during_collection
+        self.asked = runner.lookahead.asked_during_collection
         deadline = time.monotonic() + 30
         while len(_completions(self.server)) < len(self.asked) and time.monotonic() < deadline:
             time.sleep(0.02)
