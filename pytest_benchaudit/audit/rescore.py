@@ -27,6 +27,7 @@ from pytest_benchaudit.pipeline.stages import (
     apply_overrides,
 )
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
+from pytest_benchaudit.scoring.registry import rule_info
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Extraction, Generation, Question, Score
 
 __all__ = [
@@ -191,11 +192,13 @@ def _stored_judgement(rec: Mapping[str, Any], pipeline: Pipeline) -> tuple[Extra
     """
     info = METRIC_INFO.get(pipeline.scoring.metric)
     graded = bool(info and info.needs_judge)
-    if pipeline.extraction.rule != "judge" and not graded:
+    judged = rule_info(pipeline.extraction.rule).reads == "judge"  # as the rule declares (scoring.catalog)
+    if not judged and not graded:
         return None, None
-    if pipeline.extraction.rule == "judge" and not rec.get("judge") and rec.get("invalid_reason") is None \
+    if judged and not rec.get("judge") and rec.get("invalid_reason") is None \
             and rec.get("prediction") is None:
-        raise UpstreamChange(f"{rec['benchmark']}.{rec['task']} {rec['question_id']}: extraction.rule 'judge' "
+        raise UpstreamChange(f"{rec['benchmark']}.{rec['task']} {rec['question_id']}: extraction.rule "
+                             f"{pipeline.extraction.rule!r} "
                              "needs the judge's stored reading, and this record has none — run pytest with --judge")
     extraction = Extraction(prediction=rec.get("prediction"), invalid_reason=rec.get("invalid_reason"),
                             detail=rec.get("extraction_detail") or "", answer_text="")
