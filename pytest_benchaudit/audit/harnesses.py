@@ -35,6 +35,7 @@ from typing import Any, Mapping, Sequence
 from pydantic import BaseModel
 
 from pytest_benchaudit.audit.upstream import upstream_fields
+from pytest_benchaudit.pipeline.card import nearest_why
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES
 
 __all__ = ["REQUEST_FIELD", "DEFAULT_REQUEST", "FieldDiff", "HarnessRow", "LayerInput", "downstream_defined",
@@ -129,17 +130,6 @@ def downstream_defined(base: Card | None, layer: Card | None) -> str | None:
     return None
 
 
-def _why(card: Card, name: str) -> str | None:
-    """The card's ``why`` for a leaf field, or for the nearest field above it that has one."""
-    why = card.get("why") or {}
-    parts = name.split(".")
-    for end in range(len(parts), 0, -1):
-        text = why.get(".".join(parts[:end]))
-        if text:
-            return str(text)
-    return None
-
-
 def downstream_fields(base: Mapping[str, Any], layer: Mapping[str, Any]) -> list[str]:
     """The extraction/scoring/aggregation fields (flat card names) whose values differ."""
     return sorted(f for f in set(base) | set(layer)
@@ -148,7 +138,7 @@ def downstream_fields(base: Mapping[str, Any], layer: Mapping[str, Any]) -> list
 
 def _diffs(names: list[str], base: Card, layer: Card) -> list[FieldDiff]:
     a, b = base.get("fields") or {}, layer.get("fields") or {}
-    return [FieldDiff(field=n, base=a.get(n), layer=b.get(n), why=_why(layer, n)) for n in names]
+    return [FieldDiff(field=n, base=a.get(n), layer=b.get(n), why=nearest_why(layer.get("why") or {}, n)) for n in names]
 
 
 def _diff(x: Mapping[str, Any] | None, y: Mapping[str, Any] | None) -> float | None:

@@ -18,6 +18,7 @@ import json
 from typing import Any, TypedDict
 
 from pytest_benchaudit.dataset.suites import Suite
+from pytest_benchaudit.pipeline.card import nearest_why
 from pytest_benchaudit.pipeline.stages import PEER_LAYERS
 
 __all__ = ["PeerField", "PeerLayer", "is_peer_layer", "peer_differences"]
@@ -49,15 +50,6 @@ class PeerLayer(TypedDict):
 def is_peer_layer(name: str) -> bool:
     """``inspect_evals``, ``lm_eval`` or a named variant of one (``lm_eval_5shot``)."""
     return any(name == p or (name.startswith(f"{p}_") and len(name) > len(p) + 1) for p in PEER_LAYERS)
-
-
-def _why(why: dict[str, str], name: str) -> str | None:
-    parts = name.split(".")
-    for end in range(len(parts), 0, -1):
-        text = why.get(".".join(parts[:end]))
-        if text:
-            return str(text)
-    return None
 
 
 def _content(suite: Suite, released: Any, peer: Any) -> dict[str, dict[str, Any]]:
@@ -95,7 +87,7 @@ def peer_differences(suite: Suite) -> list[PeerLayer]:
                 if key in found:
                     found[key]["tasks"].append(task)
                 else:
-                    found[key] = PeerField(field=f, released=r, peer=p, why=_why(dict(peer.why), f), tasks=[task],
+                    found[key] = PeerField(field=f, released=r, peer=p, why=nearest_why(peer.why, f), tasks=[task],
                                            content=content)
         out.append(PeerLayer(layer=name, tasks=tasks, fields=sorted(found.values(), key=lambda x: x["field"]),
                              missing_released=missing, notes=notes))

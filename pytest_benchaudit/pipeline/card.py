@@ -21,8 +21,19 @@ from typing import Any, Mapping
 
 from pytest_benchaudit.pipeline.stages import Pipeline
 
-__all__ = ["QUESTION_MATERIAL", "USED", "add_item_card", "item_card", "merge_cards", "note_collected_used",
-           "public_cards", "resumed_cards", "run_warnings", "suite_checksums", "suite_file_changes", "suite_hash"]
+__all__ = ["QUESTION_MATERIAL", "USED", "add_item_card", "item_card", "merge_cards", "nearest_why",
+           "note_collected_used", "public_cards", "resumed_cards", "run_warnings", "suite_checksums", "suite_file_changes", "suite_hash"]
+
+def nearest_why(why: Mapping[str, Any], field: str) -> str | None:
+    """A layer's ``why`` for a flat field name (``inference.decoding.seed``), or for the nearest field
+    above it that has one (``inference.decoding``): a layer may explain a whole table at once."""
+    parts = field.split(".")
+    for end in range(len(parts), 0, -1):
+        text = why.get(".".join(parts[:end]))
+        if text:
+            return str(text)
+    return None
+
 
 # The material an overridden ``question`` fixture adds (upstream: the data file no longer says what was asked).
 QUESTION_MATERIAL = "dataset.question_fixture"
