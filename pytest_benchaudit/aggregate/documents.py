@@ -1,0 +1,190 @@
+"""The shape of ``summary.json``: task results, benchmark scores, variant deltas, gates, ranks, usage.
+
+TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.documents` gives: the summary is the JSON
+object it is written as, typed key by key for the checker, validated where it is read
+(:data:`SUMMARY` with ``extra="forbid"``) and published as a JSON Schema (``docs/schemas/``).
+
+Pure: no pytest, no I/O.
+"""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
+from typing_extensions import NotRequired, TypedDict
+
+__all__ = ["BenchmarkScore", "BreakdownCell", "GateResult", "SUMMARY", "StageRates", "SummaryDocument",
+           "TASK_RESULT", "TaskResult", "TauRow", "UsageRow", "UsageSummary", "VariantDelta"]
+
+_FORBID = ConfigDict(extra="forbid")
+
+
+@with_config(_FORBID)
+class StageRates(TypedDict):
+    """Cumulative pass rates: through inference, through extraction (valid), correct."""
+
+    inference_ok: float
+    extraction_ok: float
+    correct: float
+
+
+@with_config(_FORBID)
+class BreakdownCell(TypedDict):
+    """One value of an ``aggregation.by`` field: how many items, and their score."""
+
+    n: int
+    score: float | None
+
+
+@with_config(_FORBID)
+class TaskResult(TypedDict):
+    """One benchmark x task x model x variant (a ``summary.json`` ``results`` row): both
+    denominators, the stage rates, the headline and its error bars."""
+
+    benchmark: str
+    task: str
+    model: str
+    variant: str
+    pipeline: str
+    pipeline_hash: str
+    metric: str
+    lower_is_better: bool
+    denominator: str
+    n: int
+    n_valid: int
+    n_correct: int
+    score: float | None  # under the pipeline's denominator; None while it is unspecified
+    score_total: float | None
+    score_valid: float | None
+    invalid_rate: float
+    invalid_reasons: dict[str, int]
+    stage_rates: StageRates
+    ci95: list[float] | None
+    # What an invalid answer scores where it is counted (score_total); old summaries lack both.
+    invalid_credit: NotRequired[float]
+    invalid_score: NotRequired[float | None]
+    # Repeated generations (docs/statistics.md); old summaries lack them.
+    repeats: NotRequired[int]
+    reducer: NotRequired[str]
+    n_questions: NotRequired[int | None]
+    se: NotRequired[float | None]
+    se_clustered: NotRequired[float | None]
+    ci95_clustered: NotRequired[list[float] | None]
+    sampling_sd: NotRequired[float | None]
+    retest_agreement: NotRequired[float | None]
+    extras: NotRequired[dict[str, float]]  # per-item numbers beside the headline (e.g. TAA plausible)
+    breakdown: NotRequired[dict[str, dict[str, BreakdownCell]]]  # aggregation.by field -> value -> cell
+
+
+@with_config(_FORBID)
+class BenchmarkScore(TypedDict):
+    """Per benchmark x model x variant: the tasks' headlines combined by ``aggregation.method``
+    (``score`` None, with the reason in ``note``, when the tasks do not say how)."""
+
+    benchmark: str
+    model: str
+    variant: str
+    tasks: list[str]
+    pipeline: str
+    n: int
+    score: float | None
+    method: str | None
+    note: str
+
+
+@with_config(_FORBID)
+class VariantDelta(TypedDict):
+    """How one ``--vary`` variant moved a task's score against the base, and which stage moved it."""
+
+    benchmark: str
+    task: str
+    model: str
+    variant: str
+    field: str | None
+    value: JsonValue
+    base_value: JsonValue
+    kind: str | None
+    same_as_base: bool
+    metric: str
+    lower_is_better: bool
+    unit: str
+    denominator: str
+    base_denominator: str | None
+    n: int
+    base_n: int | None
+    score: float | None
+    base_score: float | None
+    delta: float | None
+    delta_pp: float | None
+    better: bool | None
+    invalid_rate: float
+    base_invalid_rate: float | None
+    stage_rates: StageRates
+    base_stage_rates: StageRates | None
+    stage_deltas: dict[str, float] | None
+    contributions: dict[str, float] | None
+    moved_by: str | None
+    moved_by_detail: str
+    invalid_reason_changes: dict[str, int] | None
+
+
+@with_config(_FORBID)
+class GateResult(TypedDict):
+    """One ``--gate``: its text, whether it held, and the value it read."""
+
+    gate: str
+    passed: bool
+    detail: str
+
+
+@with_config(_FORBID)
+class TauRow(TypedDict):
+    """Kendall tau-b between two tasks' model rankings (at least 3 common models)."""
+
+    task_a: str
+    task_b: str
+    tau: float | None
+    p_value: float | None
+    inversions: int
+    n_models: int
+
+
+@with_config(_FORBID)
+class UsageRow(TypedDict):
+    """Tokens and cost per model x benchmark x task (a judge's calls under ``judge:LABEL``)."""
+
+    model: str
+    benchmark: str
+    task: str
+    items: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    prices_date: str | None
+
+
+@with_config(_FORBID)
+class UsageSummary(TypedDict):
+    prices_date: str | None
+    rows: list[UsageRow]
+    # With --max-cost: the budget, and how many questions it kept from being asked.
+    max_cost_usd: NotRequired[float]
+    not_asked: NotRequired[int]
+
+
+@with_config(_FORBID)
+class SummaryDocument(TypedDict):
+    """What ``summary.json`` holds.  ``variants`` is empty without ``--vary``; ``ranks`` (task ->
+    model -> rank, 1 = best) and ``tau_b`` only when the run has two or more models."""
+
+    results: list[TaskResult]
+    benchmarks: list[BenchmarkScore]
+    gates: list[GateResult]
+    variants: list[VariantDelta]
+    ranks: NotRequired[dict[str, dict[str, float]]]
+    tau_b: NotRequired[list[TauRow]]
+    usage: NotRequired[UsageSummary]
+
+
+# Validators: built once (a TypeAdapter compiles its schema), used where a summary is read or written.
+TASK_RESULT: TypeAdapter[TaskResult] = TypeAdapter(TaskResult)
+SUMMARY: TypeAdapter[SummaryDocument] = TypeAdapter(SummaryDocument)

@@ -1,0 +1,192 @@
+"""The shapes of the pipeline's JSON documents: the pipeline card and a record as a row.
+
+These are :class:`typing.TypedDict` s, not classes with attributes, on purpose: a card and a record
+travel as the JSON objects they are written as (a record is summarised in constant memory straight
+from ``records.jsonl``, a card is merged across xdist workers and read by ``--resume``), and a
+TypedDict costs nothing at run time while the type checker holds every key and value to its
+declared type.  The same declarations validate a document where it enters (pydantic's
+:class:`~pydantic.TypeAdapter`, ``extra="forbid"``: a key nobody declared is an error, never
+carried along) and give the JSON Schemas published in ``docs/schemas/``.
+
+Pure: no pytest, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, JsonValue, with_config
+from typing_extensions import NotRequired, Required, TypedDict
+
+from pytest_benchaudit.pipeline.types import InvalidReason, InvalidStage
+
+__all__ = ["CardWarning", "Cards", "ContinuationRow", "ItemPipeline", "JudgeCallRow", "PipelineCard",
+           "RecordRow", "TopLogprobs", "VariantInfo"]
+
+_FORBID = ConfigDict(extra="forbid")
+
+
+@with_config(_FORBID)
+class CardWarning(TypedDict):
+    """A warning a card carries into run.json (a data file that differs from its pinned checksum)."""
+
+    kind: str
+    message: str
+
+
+@with_config(_FORBID)
+class ItemPipeline(TypedDict):
+    """Another pipeline some items of a task ran under (a fixture changed them), listed by its hash."""
+
+    upstream_hash: str | None
+    overrides: dict[str, JsonValue]
+    override_origins: dict[str, str]
+
+
+@with_config(_FORBID)
+class VariantInfo(TypedDict, total=False):
+    """A ``--vary`` variant's description on its card (``card["variant"]``): the one field (or the
+    layer) it changes and to what, and whether the model must be asked again."""
+
+    name: Required[str]
+    field: Required[str | None]
+    value: Required[JsonValue]
+    base_value: Required[JsonValue]
+    stage: Required[str | None]
+    kind: Required[Literal["base", "upstream", "downstream", "layer"]]
+    needs_generations: Required[bool]
+    same_as_base: Required[bool]
+    # A --vary pipeline=LAYER variant: the layers, and the upstream fields they differ in (None: unknown).
+    layer: str
+    base_layer: JsonValue
+    upstream_fields: list[str] | None
+
+
+@with_config(_FORBID)
+class PipelineCard(TypedDict, total=False):
+    """The machine-readable pipeline card (:meth:`Pipeline.card`, completed by ``task_card``).
+
+    ``fields``: every flat field of the five stages (``inference.max_tokens``) and its value;
+    ``hash`` / ``upstream_hash``: what the records carry; ``materials``: what the fields name but do
+    not hold (the template's text, the data files' checksums), covered by the hashes.  The rest is
+    what a run shows beside the hash; an item card (a fixture override) adds ``override_origins``,
+    ``suite_hash`` / ``suite_upstream_hash`` (the collected card's) and ``item_pipelines``.
+    """
+
+    card_version: Required[str]
+    benchmark: Required[str]
+    task: Required[str]
+    pipeline: Required[str]
+    hash: Required[str]
+    upstream_hash: Required[str]
+    fields: Required[dict[str, JsonValue]]
+    overrides: Required[dict[str, JsonValue]]
+    why: Required[dict[str, str]]
+    notes: Required[list[str]]
+    unspecified: Required[list[str]]
+    materials: dict[str, JsonValue]
+    dataset_checksums: dict[str, str]
+    suite_files: dict[str, str]
+    warnings: list[CardWarning]
+    override_origins: dict[str, str]
+    variant: VariantInfo
+    judge: dict[str, JsonValue]
+    providers: dict[str, dict[str, JsonValue]]
+    questions_total: int
+    suite_hash: str
+    suite_upstream_hash: str | None
+    item_pipelines: dict[str, ItemPipeline]
+    # An xdist worker's mark that items ran under the collected card (pipeline.card.USED); never
+    # in run.json (public_cards leaves it out).
+    _used_by_items: bool
+
+
+# Cards by ``"<benchmark>.<task>"`` or ``"<benchmark>.<task>|<variant>"`` (pipeline.variants.card_key).
+Cards = dict[str, PipelineCard]
+
+
+@with_config(_FORBID)
+class JudgeCallRow(TypedDict):
+    """``record["judge"]``: what a record keeps of one LLM-judge call (the row of
+    :class:`~pytest_benchaudit.pipeline.record.JudgeCall`)."""
+
+    model: str
+    purpose: Literal["extraction", "grading"]
+    prompt_version: str
+    raw_output: str
+    parse_status: str
+    verdict: str | None
+    error: NotRequired[str | None]
+    usage: NotRequired[dict[str, JsonValue]]
+    from_cache: NotRequired[bool]
+
+
+@with_config(_FORBID)
+class ContinuationRow(TypedDict):
+    """One continuation of a log-likelihood request (:class:`~pytest_benchaudit.pipeline.types.ContinuationLogprobs`)."""
+
+    continuation: str
+    tokens: list[str]
+    logprobs: list[float]
+    missing: str | None
+
+
+TopLogprobs = dict[str, float]
+
+
+@with_config(_FORBID)
+class RecordRow(TypedDict):
+    """A record as it is stored, one line of ``records.jsonl``, and as aggregation and the audit read it.
+
+    The keys and types of :class:`~pytest_benchaudit.pipeline.record.Record` (a test holds the two
+    equal): the model validates a record where one is made or read; this row is what then travels.
+    """
+
+    record_version: str
+    item_id: str
+    benchmark: str
+    task: str
+    question_id: str
+    question_index: int
+    model: str
+    variant: str
+    repeat: int
+    pipeline: str
+    pipeline_hash: str
+    upstream_hash: str
+    request: dict[str, JsonValue]
+    raw_output: str
+    reasoning: str | None
+    finish_reason: str | None
+    error: str | None
+    prediction: str | None
+    valid: bool
+    invalid_reason: InvalidReason | None
+    invalid_stage: InvalidStage | None
+    extraction_detail: str
+    gold: str
+    score: float
+    correct: bool
+    score_extras: dict[str, float]
+    metric: str
+    question_meta: dict[str, JsonValue]
+    question_labels: list[str]
+    top_logprobs: list[TopLogprobs] | None
+    continuations: list[ContinuationRow] | None
+    usage: dict[str, JsonValue]
+    asks: int
+    earlier_outputs: list[str]
+    latency_s: float
+    attempts: int
+    served_model: str | None
+    from_cache: bool
+    timestamp: str
+    # Only on some records (Record's OPTIONAL_KEYS): a judge's call, an imported run's released values.
+    regex_prediction: NotRequired[str | None]
+    judge: NotRequired[JudgeCallRow | None]
+    released_prediction: NotRequired[str | None]
+    released_score: NotRequired[JsonValue]
+    released_success: NotRequired[bool | None]
+    released_value: NotRequired[float | None]
+    released_id: NotRequired[int | str | None]
+    source_row: NotRequired[str | None]
