@@ -7,9 +7,8 @@ MAD), ties averaged; tau-b only for task pairs scored on at least 3 common model
 
 from __future__ import annotations
 
-from typing import Any
-
 from pytest_benchaudit.aggregate import stats
+from pytest_benchaudit.aggregate.documents import TauRow
 
 __all__ = ["task_ranks", "tau_b_table"]
 
@@ -24,10 +23,10 @@ def task_ranks(scores: dict[str, dict[str, float]], lib: dict[str, bool]) -> dic
     return out
 
 
-def tau_b_table(scores: dict[str, dict[str, float]], lib: dict[str, bool]) -> list[dict[str, Any]]:
+def tau_b_table(scores: dict[str, dict[str, float]], lib: dict[str, bool]) -> list[TauRow]:
     """Kendall tau-b and inversions for every pair of tasks scored on at least 3 common models."""
     keys = sorted(scores)
-    rows = []
+    rows: list[TauRow] = []
     for i, ka in enumerate(keys):
         for kb in keys[i + 1:]:
             common = sorted(set(scores[ka]) & set(scores[kb]))

@@ -15,9 +15,12 @@ import math
 from statistics import NormalDist
 from typing import Any, Literal, Sequence
 
+from pydantic import ConfigDict, with_config
+from typing_extensions import NotRequired, TypedDict
+
 __all__ = ["REDUCERS", "Reducer", "reduce_scores", "reduce_verdicts", "expected_best_of_k", "pass_at_k",
            "clt_se", "clustered_se", "sampling_sd", "retest_agreement", "normal_ci", "paired_difference",
-           "mde80", "questions_needed", "Z95", "Z80"]
+           "mde80", "questions_needed", "Z95", "Z80", "PairedDifference"]
 
 Reducer = Literal["mean", "majority", "any", "all"]
 REDUCERS: tuple[Reducer, ...] = ("mean", "majority", "any", "all")
@@ -140,7 +143,22 @@ def normal_ci(centre: float | None, se: float | None) -> list[float] | None:
     return [round(centre - Z95 * se, 6), round(centre + Z95 * se, 6)]
 
 
-def paired_difference(a: Sequence[float], b: Sequence[float], binary: bool) -> dict[str, Any]:
+@with_config(ConfigDict(extra="forbid"))
+class PairedDifference(TypedDict):
+    """:func:`paired_difference`: model a minus model b on the same questions (``None`` while
+    fewer than two questions leave it undefined)."""
+
+    n: int
+    diff: float | None
+    se: float | None
+    ci95: list[float] | None
+    p_value: float | None
+    test: Literal["mcnemar_exact", "paired_t"]
+    mde80: float | None
+    discordant: NotRequired[list[int]]  # 0/1 scores: [only a right, only b right]
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], binary: bool) -> PairedDifference:
     """Model a minus model b on the same questions (Miller 2024, section 4).
 
     ``diff`` = mean of ``d_i = a_i - b_i``; ``se`` = SD(d) / sqrt(n) (ddof 1); ``ci95`` = diff -/+
@@ -152,8 +170,8 @@ def paired_difference(a: Sequence[float], b: Sequence[float], binary: bool) -> d
         raise ValueError("paired difference: the two models need scores on the same questions")
     n = len(a)
     d = [x - y for x, y in zip(a, b)]
-    out: dict[str, Any] = {"n": n, "diff": sum(d) / n if n else None, "se": None, "ci95": None, "p_value": None,
-                           "test": "mcnemar_exact" if binary else "paired_t", "mde80": None}
+    out: PairedDifference = {"n": n, "diff": sum(d) / n if n else None, "se": None, "ci95": None, "p_value": None,
+                             "test": "mcnemar_exact" if binary else "paired_t", "mde80": None}
     if n < 2:
         return out
     sd = _sd(d)

@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+from pydantic import ConfigDict, with_config
 from scipy import stats as _st
+from typing_extensions import NotRequired, TypedDict
 
 __all__ = [
     "orient",
@@ -50,7 +52,60 @@ __all__ = [
     "paired_bootstrap",
     "direction_stability",
     "percentile_ci",
+    "KendallTau",
+    "PCAResult",
+    "ParallelAnalysis",
+    "PairedBootstrap",
 ]
+
+
+# --------------------------------------------------------------------------- result rows
+
+
+@with_config(ConfigDict(extra="forbid"))
+class KendallTau(TypedDict):
+    """:func:`kendall_tau_b`: tau-b and its p-value (``None`` when one side is constant), the
+    inversions counted directly, and how many models were ranked (the tail of a ``tau_b`` row)."""
+
+    tau: float | None
+    p_value: float | None
+    inversions: int
+    n_models: int
+
+
+class PCAResult(TypedDict):
+    """:func:`pca` (arrays, not JSON: ``benchaudit compare`` writes them out as lists)."""
+
+    eigenvalues: np.ndarray
+    variance_explained: np.ndarray
+    cumulative: np.ndarray
+    loadings: np.ndarray
+
+
+class ParallelAnalysis(TypedDict):
+    """:func:`parallel_analysis`: observed and threshold eigenvalues, which components are retained."""
+
+    observed: np.ndarray
+    threshold: np.ndarray
+    retained: np.ndarray
+    n_components: int
+    n_permutations: int
+    seed: int
+    quantile: float
+
+
+class PairedBootstrap(TypedDict):
+    """:func:`paired_bootstrap`: point ranks and rho, and per resample the ranks and rho."""
+
+    rank_a: np.ndarray
+    rank_b: np.ndarray
+    mean_rank_a: np.ndarray
+    mean_rank_b: np.ndarray
+    rho: float | None
+    boot_rank_a: np.ndarray
+    boot_rank_b: np.ndarray
+    boot_rho: np.ndarray
+    indices: NotRequired[list[np.ndarray]]  # with return_indices: each task's (B, n) index array
 
 
 # --------------------------------------------------------------------------- ranks
@@ -97,7 +152,7 @@ def _none_if_nan(v: float) -> float | None:
     return None if math.isnan(v) else v
 
 
-def kendall_tau_b(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> dict[str, Any]:
+def kendall_tau_b(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> KendallTau:
     """Kendall tau-b (scipy, variant "b"), its p-value and the inversions counted directly.
 
     ``x`` and ``y`` must be oriented the same way (ranks, or oriented scores).  ``tau`` and
@@ -173,7 +228,7 @@ def _eigenvalues(z: np.ndarray) -> np.ndarray:
     return np.clip(ev, 0.0, None)
 
 
-def pca(matrix: Any) -> dict[str, Any]:
+def pca(matrix: Any) -> PCAResult:
     """PCA of a (rows = models, columns = tasks) matrix with standardized columns.
 
     Returns ``eigenvalues`` (of the columns' correlation matrix, descending),
@@ -195,7 +250,7 @@ def pca(matrix: Any) -> dict[str, Any]:
             "loadings": vec * np.sqrt(ev)}
 
 
-def parallel_analysis(matrix: Any, n_permutations: int = 1000, seed: int = 0, quantile: float = 0.95) -> dict[str, Any]:
+def parallel_analysis(matrix: Any, n_permutations: int = 1000, seed: int = 0, quantile: float = 0.95) -> ParallelAnalysis:
     """Horn's parallel analysis with column-permuted nulls.
 
     Each null permutes every column of the standardized matrix independently (keeping each
@@ -268,7 +323,7 @@ class TaskItems:
 
 
 def paired_bootstrap(tasks_a: Sequence[TaskItems], tasks_b: Sequence[TaskItems], n_resamples: int = 5000,
-                     seed: int = 0, return_indices: bool = False) -> dict[str, Any]:
+                     seed: int = 0, return_indices: bool = False) -> PairedBootstrap:
     """Paired bootstrap over questions of one benchmark's ranking under pipelines A and B.
 
     ``tasks_a[t]`` and ``tasks_b[t]`` are the same task under A and B, with items in the same
@@ -300,7 +355,7 @@ def paired_bootstrap(tasks_a: Sequence[TaskItems], tasks_b: Sequence[TaskItems],
     mean_b, rank_b = mean_rank_ranking(point["b"])
     _, boot_a = mean_rank_ranking(np.stack(boot["a"]))
     _, boot_b = mean_rank_ranking(np.stack(boot["b"]))
-    out: dict[str, Any] = {"rank_a": rank_a, "rank_b": rank_b, "mean_rank_a": mean_a, "mean_rank_b": mean_b,
+    out: PairedBootstrap = {"rank_a": rank_a, "rank_b": rank_b, "mean_rank_a": mean_a, "mean_rank_b": mean_b,
            "rho": _none_if_nan(rowwise_spearman(rank_a[None, :], rank_b[None, :])[0]),
            "boot_rank_a": boot_a, "boot_rank_b": boot_b, "boot_rho": rowwise_spearman(boot_a, boot_b)}
     if return_indices:
