@@ -11,13 +11,14 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_benchaudit.audit.compare.documents import COMPARE, CompareDocument
 from pytest_benchaudit.audit.compare.oneset import analyse_set
 from pytest_benchaudit.audit.compare.paired import analyse_pairs
 from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.audit.compare.twosets import MIN_SHIFT, compare_sets
 from pytest_benchaudit.audit.compare.registry import AnalysisContext, run_analyses
 
-__all__ = ["COMPARE_VERSION", "make_sets", "build_compare", "compare_document", "mark_similar", "parse_pair"]
+__all__ = ["COMPARE", "COMPARE_VERSION", "CompareDocument", "make_sets", "build_compare", "compare_document", "mark_similar", "parse_pair"]
 
 COMPARE_VERSION = "benchaudit.compare/1"
 

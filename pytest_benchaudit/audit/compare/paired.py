@@ -31,60 +31,16 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 from pytest_benchaudit.aggregate.repeats import REDUCERS, Reducer, mde80, paired_difference, reduce_scores
+from pytest_benchaudit.audit.compare.documents import MDE80Row, PairedRow, RankTie, SetPairs
 from pytest_benchaudit.audit.compare.runsets import RunSet
 
 __all__ = ["ALPHA", "MDE80Row", "ModelAnswers", "PairedRow", "RankTie", "SetPairs", "adjacent_ties", "analyse_pairs",
            "holm", "model_answers", "paired_rows", "question_scores", "task_mde80"]
 
 ALPHA = 0.05  # the significance level of ``significant`` and of the rank ties
-
-
-class PairedRow(TypedDict, total=False):
-    """One pair of models on one task (``discordant`` only under McNemar)."""
-
-    task: str
-    model_a: str  # the better by headline
-    model_b: str
-    n: int  # questions both have
-    n_a: int  # questions model a has
-    n_b: int
-    diff: float | None  # mean of score_a - score_b, in the metric's units
-    se: float | None
-    ci95: list[float] | None
-    p_value: float | None
-    p_holm: float | None
-    significant: bool | None
-    test: str  # "mcnemar_exact" | "paired_t"
-    mde80: float | None
-    sd_diff: float | None
-    discordant: list[int]  # [questions only a gets right, questions only b gets right]
-    lower_is_better: bool
-    favours: str | None  # the model the paired difference favours; None when diff is 0
-
-
-class RankTie(TypedDict):
-    """Two models next to each other in a task's ranking whose order is not significant."""
-
-    task: str
-    better: str
-    worse: str
-    n: int
-    diff: float | None
-    ci95: list[float] | None
-    p_value: float | None
-    p_holm: float | None
-
-
-class MDE80Row(TypedDict):
-    """A task's minimum detectable difference at 80% power (see the module docstring)."""
-
-    mde80: float | None
-    n: int
-    sd_diff: float | None
-    pairs: int
 
 
 @dataclass(frozen=True)
@@ -200,14 +156,6 @@ def task_mde80(rows: Sequence[PairedRow]) -> MDE80Row | None:
     n = min(r["n"] for r in measured)
     sd = math.sqrt(sum(float(r["sd_diff"] or 0.0) ** 2 for r in measured) / len(measured))
     return MDE80Row(mde80=mde80(sd, n), n=n, sd_diff=sd, pairs=len(rows))
-
-
-class SetPairs(TypedDict):
-    """What one run set adds to the compare document."""
-
-    paired: list[PairedRow]
-    rank_ties: list[RankTie]
-    mde80: dict[str, MDE80Row]
 
 
 def analyse_pairs(rs: RunSet, scores: Mapping[str, Mapping[str, float]],
