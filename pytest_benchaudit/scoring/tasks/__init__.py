@@ -11,19 +11,24 @@ Adding a family = adding a module and listing it in ``_FAMILIES``.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TypeVar
+
+from pytest_benchaudit.pipeline.types import MetricInfo
+from pytest_benchaudit.scoring.tasks.inputs import Metric, Rule
 
 __all__ = ["TASK_RULES", "TASK_METRICS", "TASK_METRIC_INFO"]
 
 # Family modules, imported in this order; a name defined twice is an error.
 _FAMILIES: tuple[str, ...] = ("labels", "numeric", "attack", "cwe", "cvss", "actors", "peer_inspect", "peer_lm_eval")
 
-TASK_RULES: dict[str, Any] = {}
-TASK_METRICS: dict[str, Any] = {}
-TASK_METRIC_INFO: dict[str, Any] = {}
+TASK_RULES: dict[str, Rule] = {}
+TASK_METRICS: dict[str, Metric] = {}
+TASK_METRIC_INFO: dict[str, MetricInfo] = {}
+
+_V = TypeVar("_V")
 
 
-def _merge(target: dict[str, Any], new: dict[str, Any], family: str, kind: str) -> None:
+def _merge(target: dict[str, _V], new: dict[str, _V], family: str, kind: str) -> None:
     clash = set(target) & set(new)
     if clash:
         raise RuntimeError(f"tasks.{family} redefines {kind} {', '.join(sorted(clash))}")

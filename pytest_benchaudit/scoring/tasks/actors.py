@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict, deque
-from collections.abc import Mapping
-from typing import Any
+
+from pydantic import JsonValue
 
 from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score
 from pytest_benchaudit.scoring.tasks.attack import athena_lines, clean_freeform
+from pytest_benchaudit.scoring.tasks.inputs import ActorTable, Metric, Resources, Rule
 
 __all__ = ["RULES", "METRICS", "METRIC_INFO", "connection"]
 
@@ -79,9 +80,9 @@ class _GraphCache:
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
-        self._entries: OrderedDict[tuple[int, bool], tuple[Mapping[str, Any], dict[str, list[str]]]] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, bool], tuple[JsonValue, dict[str, list[str]]]] = OrderedDict()
 
-    def get(self, table: Mapping[str, Any], keep_nan: bool) -> dict[str, list[str]]:
+    def get(self, table: JsonValue, keep_nan: bool) -> dict[str, list[str]]:
         key = (id(table), keep_nan)
         entry = self._entries.get(key)
         if entry is not None and entry[0] is table:
@@ -98,10 +99,22 @@ class _GraphCache:
         self._entries.clear()
 
 
-def _build_graph(table: Mapping[str, Any], keep_nan: bool) -> dict[str, list[str]]:
+def _actor_table(table: JsonValue) -> ActorTable:
+    """``table`` as an :data:`ActorTable` (checked once per table, when its graph is built)."""
+    if not isinstance(table, dict):
+        raise TypeError(f"an actor table is a JSON object {{actor: [name, ...]}}, not {type(table).__name__}")
+    checked: dict[str, list[JsonValue] | None] = {}
+    for actor, values in table.items():
+        if values is not None and not isinstance(values, list):
+            raise TypeError(f"actor table entry {actor!r}: a list of names, not {type(values).__name__}")
+        checked[actor] = values
+    return checked
+
+
+def _build_graph(table: JsonValue, keep_nan: bool) -> dict[str, list[str]]:
     """Normalised (strip + lower) undirected adjacency lists, in the released insertion order."""
     graph: dict[str, list[str]] = {}
-    for actor, values in table.items():
+    for actor, values in _actor_table(table).items():
         name = str(actor).strip().lower()
         graph[name] = [str(v).strip().lower() for v in (values or []) if keep_nan or str(v).strip().lower() != _NAN]
         if not keep_nan and name == _NAN:
@@ -117,7 +130,7 @@ def _build_graph(table: Mapping[str, Any], keep_nan: bool) -> dict[str, list[str
 _graphs = _GraphCache()
 
 
-def _graph(table: Mapping[str, Any], keep_nan: bool) -> dict[str, list[str]]:
+def _graph(table: JsonValue, keep_nan: bool) -> dict[str, list[str]]:
     """The graph of ``table`` (built once per table while it is cached)."""
     return _graphs.get(table, keep_nan)
 
@@ -139,7 +152,7 @@ def _bfs(start: str, target: str, graphs: tuple[dict[str, list[str]], ...], coun
     return False
 
 
-def connection(gold: str, prediction: str, resources: Mapping[str, Any], *, released_cti: bool) -> str:
+def connection(gold: str, prediction: str, resources: Resources, *, released_cti: bool) -> str:
     """"C" (alias chain), "P" (alias ∪ related chain) or "I", from gold to prediction.
 
     ``released_cti`` selects CTI-Bench's variant (start node not compared, ``"nan"`` kept).
@@ -167,27 +180,27 @@ def _score(kind: str) -> Score:
     )
 
 
-def cti_actor_graph(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def cti_actor_graph(prediction: str, question: Question, resources: Resources) -> Score:
     """CTI-Bench ``compute_taa_accuracy``: value = correct (alias chain); extras plausible, combined."""
     return _score(connection(question.gold, prediction, resources, released_cti=True))
 
 
-def actor_graph(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def actor_graph(prediction: str, question: Question, resources: Resources) -> Score:
     """AthenaBench ``score_taa`` BFS (identity counts, "nan" dropped): value = correct; extras plausible, combined."""
     return _score(connection(question.gold, prediction, resources, released_cti=False))
 
 
-RULES = {
+RULES: dict[str, Rule] = {
     "athena_actor_line": athena_actor_line,
     "actor_final_line": actor_final_line,
 }
 
-METRICS = {
+METRICS: dict[str, Metric] = {
     "cti_actor_graph": cti_actor_graph,
     "actor_graph": actor_graph,
 }
 
-METRIC_INFO = {
+METRIC_INFO: dict[str, MetricInfo] = {
     "cti_actor_graph": MetricInfo(
         lower_is_better=False, kind="binary", resources=RESOURCES,
         invalid_extras=(("plausible", 0.0), ("combined", 0.0)),

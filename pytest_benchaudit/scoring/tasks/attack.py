@@ -25,10 +25,10 @@ standardized), ``mitigation_set_f1`` (AthenaBench RMS).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score
+from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
 
 __all__ = ["RULES", "METRICS", "METRIC_INFO", "athena_lines", "clean_freeform", "parent_technique"]
 
@@ -192,7 +192,7 @@ def _f1_score(pred: set[str], gold: set[str]) -> Score:
     return Score(value=f1, correct=pred == gold and bool(gold))
 
 
-def technique_parent_exact(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def technique_parent_exact(prediction: str, question: Question, resources: Resources) -> Score:
     """AthenaBench ATE: parent technique of prediction == parent of gold (the gold's
     ``.xxx`` is stripped too); an empty prediction never matches."""
     pred, gold = parent_technique(prediction), parent_technique(question.gold)
@@ -200,17 +200,17 @@ def technique_parent_exact(prediction: str, question: Question, resources: Mappi
     return Score(value=1.0 if ok else 0.0, correct=ok)
 
 
-def technique_set_f1(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def technique_set_f1(prediction: str, question: Question, resources: Resources) -> Score:
     """F1 of the parent-technique sets of prediction and gold; correct when the sets are equal."""
     return _f1_score(set(_technique_parents(prediction)), set(_technique_parents(question.gold)))
 
 
-def mitigation_set_f1(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def mitigation_set_f1(prediction: str, question: Question, resources: Resources) -> Score:
     """AthenaBench RMS: F1 of the ``M####`` sets; correct when the sets are equal."""
     return _f1_score(set(re.findall(r"M\d{4}", prediction.upper())), set(re.findall(r"M\d{4}", question.gold.upper())))
 
 
-RULES = {
+RULES: dict[str, Rule] = {
     "athena_mcq_letter": athena_mcq_letter,
     "athena_technique": athena_technique,
     "athena_mitigations": athena_mitigations,
@@ -219,13 +219,13 @@ RULES = {
     "mitigation_ids_final_line": mitigation_ids_final_line,
 }
 
-METRICS = {
+METRICS: dict[str, Metric] = {
     "technique_parent_exact": technique_parent_exact,
     "technique_set_f1": technique_set_f1,
     "mitigation_set_f1": mitigation_set_f1,
 }
 
-METRIC_INFO = {
+METRIC_INFO: dict[str, MetricInfo] = {
     "technique_parent_exact": MetricInfo(
         lower_is_better=False, kind="binary",
         description="parent ATT&CK technique of prediction equals that of gold (sub-technique suffix ignored on both)",

@@ -38,12 +38,11 @@ possible difference of two base scores) and 0 on AthenaBench's closeness, a shar
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
 
 from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score, UnscorablePrediction
 from pytest_benchaudit.scoring.tasks.attack import athena_lines
+from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
 
 __all__ = ["RULES", "METRICS", "METRIC_INFO", "base_score"]
 
@@ -146,7 +145,7 @@ def _abs_score(diff: float) -> Score:
     return Score(value=diff, correct=diff == 0)
 
 
-def cvss_abs_diff_cti(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def cvss_abs_diff_cti(prediction: str, question: Question, resources: Resources) -> Score:
     """CTI-Bench: |base(``CVSS:3.0/`` + pred.upper()) − base(gold.upper())|; correct when 0.
 
     The gold vectors are ``CVSS:3.1/…``; the (prefix-less) predictions of the released rule are
@@ -159,7 +158,7 @@ def cvss_abs_diff_cti(prediction: str, question: Question, resources: Mapping[st
     return _abs_score(_diff(vector, question.gold.strip().upper(), question))
 
 
-def cvss_abs_diff(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def cvss_abs_diff(prediction: str, question: Question, resources: Resources) -> Score:
     """Standardized: |base(pred) − base(gold)|, both read as v3.1 whatever prefix they carry.
 
     Raises UnscorablePrediction when the prediction (or the gold) holds no well-formed base vector.
@@ -173,7 +172,7 @@ def cvss_abs_diff(prediction: str, question: Question, resources: Mapping[str, A
     return _abs_score(_diff("CVSS:3.1/" + pred.group(1).upper(), "CVSS:3.1/" + gold.group(1).upper(), question))
 
 
-def cvss_closeness_athena(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def cvss_closeness_athena(prediction: str, question: Question, resources: Resources) -> Score:
     """AthenaBench: 1 − |base(pred) − base(gold)| / 7.7 (vectors as they stand); correct when |d| = 0.
 
     Raises UnscorablePrediction for a vector that does not parse (released ``success = False``).
@@ -182,19 +181,19 @@ def cvss_closeness_athena(prediction: str, question: Question, resources: Mappin
     return Score(value=1 - diff / ATHENA_VSP_DENOMINATOR, correct=diff == 0)
 
 
-RULES = {
+RULES: dict[str, Rule] = {
     "cvss_last_vector": cvss_last_vector,
     "athena_cvss31": athena_cvss31,
     "cvss_final_vector": cvss_final_vector,
 }
 
-METRICS = {
+METRICS: dict[str, Metric] = {
     "cvss_abs_diff_cti": cvss_abs_diff_cti,
     "cvss_abs_diff": cvss_abs_diff,
     "cvss_closeness_athena": cvss_closeness_athena,
 }
 
-METRIC_INFO = {
+METRIC_INFO: dict[str, MetricInfo] = {
     "cvss_abs_diff_cti": MetricInfo(
         lower_is_better=True, kind="continuous", invalid_value=WORST_DIFF, worst_case=_WORST_CASE,
         description="CTI-Bench: |base score of 'CVSS:3.0/'+prediction (unless it has its own prefix) - base score "

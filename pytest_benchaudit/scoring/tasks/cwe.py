@@ -17,10 +17,10 @@ Scoring uses the generic ``exact_match`` (case-insensitive, as both released sco
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from pytest_benchaudit.pipeline.types import Generation, Question
+from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question
 from pytest_benchaudit.scoring.tasks.attack import athena_lines
+from pytest_benchaudit.scoring.tasks.inputs import Metric, Rule
 
 __all__ = ["RULES", "METRICS", "METRIC_INFO"]
 
@@ -78,10 +78,10 @@ def cwe_final_answer(text: str, question: Question, generation: Generation) -> t
     return None, "no CWE id"
 
 
-RULES = {
+RULES: dict[str, Rule] = {
     "cwe_last_match": cwe_last_match,
     "athena_cwe": athena_cwe,
     "cwe_final_answer": cwe_final_answer,
 }
-METRICS: dict[str, Any] = {}
-METRIC_INFO: dict[str, Any] = {}
+METRICS: dict[str, Metric] = {}
+METRIC_INFO: dict[str, MetricInfo] = {}

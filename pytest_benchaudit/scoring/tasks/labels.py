@@ -42,13 +42,13 @@ from typing import Any
 
 from pytest_benchaudit.scoring import catalog
 from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, Generation, MetricInfo, Question, Score
+from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
 
 __all__ = ["ABSTAIN", "METRICS", "METRIC_INFO", "RULES", "gold_label_set", "label_rule", "read_label"]
 
 ABSTAIN = "X"  # SECURE's "if you do not know the answer, return X"
 _DEFAULT_LABELS = ("A", "B", "C", "D")
 
-Rule = Callable[[str, Question, Generation], tuple[str | None, str]]
 
 # "Answer:", "Final answer is", "My answer: " … case-insensitive; the label itself is
 # matched case-sensitively (or as a whole alias word such as "True").
@@ -253,7 +253,7 @@ def gold_label_set(gold: str) -> frozenset[str]:
 
 
 @catalog.metric(answers="labels")
-def label_set_match(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def label_set_match(prediction: str, question: Question, resources: Resources) -> Score:
     """Multi-answer MCQ: the predicted label set equals the gold label set.
 
     Unlike ``letter_set_exact`` (SecEval, gold compared as stored) the gold is read as a
@@ -266,7 +266,7 @@ def label_set_match(prediction: str, question: Question, resources: Mapping[str,
     return Score(value=1.0 if correct else 0.0, correct=correct)
 
 
-def label_match_x(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def label_match_x(prediction: str, question: Question, resources: Resources) -> Score:
     """SECURE: prediction equals the gold label (case-insensitive); ``X`` is a valid answer.
 
     ``X`` ("I don't know") is correct only where the gold is X (all of VOOD, one KCV row);
@@ -279,7 +279,7 @@ def label_match_x(prediction: str, question: Question, resources: Mapping[str, A
                  extras={"abstained": 1.0 if pred == ABSTAIN else 0.0})
 
 
-METRICS: dict[str, Callable[[str, Question, Mapping[str, Any]], Score]] = {
+METRICS: dict[str, Metric] = {
     "label_set_match": label_set_match,
     "label_match_x": label_match_x,
 }

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
 
 from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score, UnscorablePrediction
+from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
 
 __all__ = ["CVSS_TOLERANCE", "CVSS_WORST_ERROR", "METRICS", "METRIC_INFO", "RULES"]
 
@@ -67,7 +66,7 @@ def final_cvss_score(text: str, question: Question, generation: Generation) -> t
     return None, "no score after an answer marker and no number-only line in 0-10"
 
 
-RULES: dict[str, Callable[[str, Question, Generation], tuple[str | None, str]]] = {
+RULES: dict[str, Rule] = {
     "final_cvss_score": final_cvss_score,
 }
 
@@ -80,7 +79,7 @@ def _number(value: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def cvss_abs_error(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def cvss_abs_error(prediction: str, question: Question, resources: Resources) -> Score:
     """|prediction - gold| on the 0-10 CVSS scale; correct when within ``CVSS_TOLERANCE``.
 
     A prediction that is not a finite number (a rule other than ``final_cvss_score`` may
@@ -98,7 +97,7 @@ def cvss_abs_error(prediction: str, question: Question, resources: Mapping[str, 
     return Score(value=error, correct=within, extras={"within_tolerance": 1.0 if within else 0.0})
 
 
-METRICS: dict[str, Callable[[str, Question, Mapping[str, Any]], Score]] = {
+METRICS: dict[str, Metric] = {
     "cvss_abs_error": cvss_abs_error,
 }
 

@@ -28,9 +28,9 @@ letters, the reply named several options: the detail starts with ``HEDGED_PREFIX
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, Generation, Question
+from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, Generation, MetricInfo, Question
+from pytest_benchaudit.scoring.tasks.inputs import Metric, Rule
 
 __all__ = ["RULES", "METRICS", "METRIC_INFO", "inspect_choice", "inspect_answer_run"]
 
@@ -94,6 +94,6 @@ def inspect_choice(text: str, question: Question, generation: Generation) -> tup
     return None, f"{kind} pattern read {run!r}: not exactly one of {','.join(allowed)}"
 
 
-RULES = {"inspect_choice": inspect_choice}
-METRICS: dict[str, Any] = {}
-METRIC_INFO: dict[str, Any] = {}
+RULES: dict[str, Rule] = {"inspect_choice": inspect_choice}
+METRICS: dict[str, Metric] = {}
+METRIC_INFO: dict[str, MetricInfo] = {}

@@ -29,6 +29,7 @@ import string
 
 from pytest_benchaudit.scoring import catalog
 from pytest_benchaudit.pipeline.types import NO_LOGPROBS_PREFIX, Generation, Question
+from pytest_benchaudit.scoring.tasks.inputs import Rule
 
 __all__ = ["RULES", "lm_eval_exact_match", "lm_eval_loglikelihood", "lm_eval_filtered", "lm_eval_normalised"]
 
@@ -93,7 +94,7 @@ def lm_eval_loglikelihood(text: str, question: Question, generation: Generation)
                           "before the generated one, summed)")
 
 
-RULES = {
+RULES: dict[str, Rule] = {
     "lm_eval_loglikelihood": lm_eval_loglikelihood,
     "lm_eval_exact_match": lm_eval_exact_match,
 }
