@@ -15,8 +15,10 @@ when the suite has peer layers, so the rows of other benchmarks are unchanged.
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.audit.documents import PeerField, PeerLayer, TemplateContrastPeer
 from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.pipeline.card import nearest_why
 from pytest_benchaudit.pipeline.stages import PEER_LAYERS
@@ -26,38 +28,19 @@ __all__ = ["PeerField", "PeerLayer", "is_peer_layer", "peer_differences"]
 BASE_LAYER = "released"
 
 
-class PeerField(TypedDict):
-    """One field in which a peer layer differs from ``released`` (in the tasks named)."""
-
-    field: str
-    released: Any
-    peer: Any
-    why: str | None
-    tasks: list[str]
-    content: dict[str, dict[str, Any]]  # prompt.template: template field -> {"released": ..., "peer": ...}
-
-
-class PeerLayer(TypedDict):
-    """A peer layer of a suite: the tasks that define it and its fields that differ from ``released``."""
-
-    layer: str
-    tasks: list[str]
-    fields: list[PeerField]
-    missing_released: list[str]  # tasks with this layer but no released layer to compare with
-    notes: list[str]
-
-
 def is_peer_layer(name: str) -> bool:
     """``inspect_evals``, ``lm_eval`` or a named variant of one (``lm_eval_5shot``)."""
     return any(name == p or (name.startswith(f"{p}_") and len(name) > len(p) + 1) for p in PEER_LAYERS)
 
 
-def _content(suite: Suite, released: Any, peer: Any) -> dict[str, dict[str, Any]]:
+def _content(suite: Suite, released: JsonValue, peer: JsonValue) -> dict[str, TemplateContrastPeer]:
     """The template fields whose text differs between two template names (empty when either is unknown)."""
-    if released not in suite.templates or peer not in suite.templates:
+    if not isinstance(released, str) or not isinstance(peer, str) or released not in suite.templates \
+            or peer not in suite.templates:
         return {}
     a, b = suite.templates[released].model_dump(mode="json"), suite.templates[peer].model_dump(mode="json")
-    return {k: {"released": a.get(k), "peer": b.get(k)} for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+    return {k: TemplateContrastPeer(released=a.get(k), peer=b.get(k)) for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k)}
 
 
 def peer_differences(suite: Suite) -> list[PeerLayer]:

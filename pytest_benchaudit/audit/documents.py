@@ -1,0 +1,333 @@
+"""The shapes of ``audit.json`` and of the ledger (``benchaudit ledger --format json``): their rows.
+
+TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.documents` gives: the audit document is
+the JSON object it is written as, typed key by key for the checker, validated where it is read
+(:data:`AUDIT`, :data:`LEDGER`, ``extra="forbid"``) and published as a JSON Schema.
+
+Where a key is a layer's name (an upstream field's value under the target layer, ``layer_runs``) the
+row is open (``dict[str, JsonValue]``): a TypedDict cannot name a key chosen at run time.
+
+Pure: no pytest, no I/O.
+"""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
+from typing_extensions import NotRequired, Required, TypedDict
+
+from pytest_benchaudit.aggregate.documents import VariantDelta
+from pytest_benchaudit.audit.diagnose.documents import FindingRow
+
+__all__ = ["AUDIT", "AttributionRow", "AuditDocument", "AuditLayers", "FieldDiffRow", "HarnessTableRow",
+           "LEDGER", "LedgerCell", "LedgerDocument", "LedgerNote", "LedgerRow", "LedgerTotals", "LeafValues",
+           "PaperView", "PeerField", "PeerLayer", "ScoreRow", "TemplateContrast", "TemplateContrastPeer", "UpstreamAttributionRow", "UpstreamDifference",
+           "UpstreamField", "UpstreamRequests"]
+
+_FORBID = ConfigDict(extra="forbid")
+
+
+# ----------------------------------------------------------------------------- scores, attribution
+@with_config(_FORBID)
+class ScoreRow(TypedDict):
+    """``scores``: per task x model x layer, both denominators and the headline; the invalid reasons and
+    the repeats' error bars where the summary row has them (:func:`~pytest_benchaudit.audit.whole.scores_both_ways`)."""
+
+    layer: str
+    benchmark: str
+    task: str
+    model: str
+    metric: str
+    denominator: str
+    n: int
+    n_valid: int
+    score: float | None
+    score_total: float | None
+    score_valid: float | None
+    invalid_rate: float
+    invalid_reasons: NotRequired[dict[str, int]]
+    lower_is_better: NotRequired[bool]
+    repeats: NotRequired[int]
+    reducer: NotRequired[str]
+    n_questions: NotRequired[int]
+    se: NotRequired[float]
+    se_clustered: NotRequired[float]
+    ci95: NotRequired[list[float]]
+    ci95_clustered: NotRequired[list[float]]
+    sampling_sd: NotRequired[float]
+    retest_agreement: NotRequired[float]
+
+
+@with_config(_FORBID)
+class AttributionRow(VariantDelta):
+    """``attribution``: one field's sweep variant (a summary ``variants`` row) and the run it re-scored."""
+
+    run: str
+
+
+# ----------------------------------------------------------------------------- upstream
+#: One upstream field of a task: ``field``, ``stored`` (the run's value), the target layer's value under
+#: the layer's name, and where the requests were rendered ``reason``, ``questions_identical``, ``questions``.
+UpstreamField = dict[str, JsonValue]
+
+
+@with_config(_FORBID)
+class UpstreamRequests(TypedDict):
+    """How many of a task's questions render the same request under both pipelines."""
+
+    questions: int
+    identical: int
+    how: str
+
+
+@with_config(_FORBID)
+class UpstreamDifference(TypedDict, total=False):
+    """``upstream_differences`` / ``upstream_same_requests``: one task's upstream fields that differ
+    (:func:`~pytest_benchaudit.audit.whole.upstream_differences`; a ``--pipelines`` run's ``regenerated`` rows)."""
+
+    task: Required[str]
+    fields: Required[list[UpstreamField]]
+    note: Required[str]
+    differs: bool | None
+    compared: str
+    no_effect: list[UpstreamField]
+    same_request: list[UpstreamField]
+    requests: UpstreamRequests
+    regenerated: bool
+
+
+@with_config(_FORBID)
+class UpstreamAttributionRow(TypedDict):
+    """``upstream_attribution`` (a ``--pipelines`` run): per task x model, the move from the base layer
+    split into downstream (re-scored) and upstream (regenerated) parts (:func:`~pytest_benchaudit.audit.layers.upstream_attribution`)."""
+
+    task: str
+    model: str
+    metric: str
+    lower_is_better: bool
+    base_score: float | None
+    rescored_score: float | None
+    target_score: float | None
+    downstream_delta: float | None
+    upstream_delta: float | None
+    total_delta: float | None
+    upstream_fields: list[str]
+    note: str
+    downstream_pp: float | None
+    upstream_pp: float | None
+    total_pp: float | None
+
+
+# ----------------------------------------------------------------------------- cross-harness table
+@with_config(_FORBID)
+class FieldDiffRow(TypedDict):
+    """One pipeline field whose value differs between the base layer and a layer (``FieldDiff`` dumped)."""
+
+    field: str
+    base: JsonValue
+    layer: JsonValue
+    why: str | None
+
+
+@with_config(_FORBID)
+class HarnessTableRow(TypedDict):
+    """``harnesses``: one task x model x layer of the cross-harness table (``HarnessRow`` dumped)."""
+
+    task: str
+    model: str
+    layer: str
+    base_layer: str
+    is_base: bool
+    metric: str | None
+    lower_is_better: bool
+    denominator: str | None
+    n: int | None
+    n_valid: int | None
+    score: float | None
+    score_total: float | None
+    score_valid: float | None
+    invalid_rate: float | None
+    base_score: float | None
+    rescored_score: float | None
+    total_delta: float | None
+    downstream_delta: float | None
+    upstream_delta: float | None
+    total_pp: float | None
+    downstream_pp: float | None
+    upstream_pp: float | None
+    request_kind: str | None
+    base_request_kind: str | None
+    requests_identical: int | None
+    requests_compared: int | None
+    downstream_fields: list[FieldDiffRow]
+    upstream_fields: list[FieldDiffRow]
+    downstream_note: str
+    note: str
+
+
+# ----------------------------------------------------------------------------- ledger
+@with_config(_FORBID)
+class TemplateContrast(TypedDict):
+    """A template field whose text differs between the documented and the released template."""
+
+    documented: JsonValue
+    released: JsonValue
+
+
+@with_config(_FORBID)
+class LeafValues(TypedDict):
+    """A contradicted leaf's two values (and, for ``prompt.template``, the template fields that differ)."""
+
+    documented: JsonValue
+    released: JsonValue
+    content: NotRequired[dict[str, TemplateContrast]]
+
+
+@with_config(_FORBID)
+class TemplateContrastPeer(TypedDict):
+    """A template field whose text differs between the released and a peer layer's template."""
+
+    released: JsonValue
+    peer: JsonValue
+
+
+@with_config(_FORBID)
+class PeerField(TypedDict):
+    """One field in which a peer layer differs from ``released`` (in the tasks named)."""
+
+    field: str
+    released: JsonValue
+    peer: JsonValue
+    why: str | None
+    tasks: list[str]
+    content: dict[str, TemplateContrastPeer]  # prompt.template: template field -> both texts
+
+
+@with_config(_FORBID)
+class PeerLayer(TypedDict):
+    """A peer layer of a suite (``peers`` of a ledger row; :mod:`~pytest_benchaudit.audit.ledger_peers`):
+    the tasks that define it and its fields that differ from ``released``."""
+
+    layer: str
+    tasks: list[str]
+    fields: list[PeerField]
+    missing_released: list[str]  # tasks with this layer but no released layer to compare with
+    notes: list[str]
+
+
+@with_config(_FORBID)
+class LedgerCell(TypedDict):
+    """One benchmark x field cell of the ledger: the status, per task, and why."""
+
+    status: str
+    tasks: dict[str, str]  # task -> status
+    values: dict[str, dict[str, LeafValues]]  # task -> contradicted leaf -> values
+    moot: dict[str, str]  # leaf -> why it cannot matter
+    why: dict[str, dict[str, str]]  # "documented"/"released" -> why key -> text
+    notes: list[str]
+    note: str
+
+
+@with_config(_FORBID)
+class LedgerRow(TypedDict):
+    """One benchmark's ledger row (:func:`~pytest_benchaudit.audit.ledger.suite_ledger`)."""
+
+    benchmark: str
+    title: str
+    suite: str
+    tasks: list[str]
+    cells: dict[str, LedgerCell]  # ledger field -> cell
+    counts: dict[str, int]  # status -> pipeline fields
+    dataset: str
+    not_reproducible: int
+    fields_total: int
+    summary: str
+    sources: list[str]
+    unread: list[str]
+    quirks: list[str]
+    quirks_source: str
+    peers: NotRequired[list[PeerLayer]]  # only where the suite has peer layers
+
+
+@with_config(_FORBID)
+class LedgerNote(TypedDict):
+    """What ``audit.json`` ``ledger`` holds instead of rows when the suites cannot be read."""
+
+    note: str
+
+
+@with_config(_FORBID)
+class PaperView(TypedDict):
+    """Our counts over the cells read next to the paper's (shares)."""
+
+    cells_read: int
+    cells_unread: int
+    ours_over_read: dict[str, int]
+    ours_share: dict[str, float | None]
+    paper_counts: dict[str, int]
+    paper_share: dict[str, float]
+
+
+@with_config(_FORBID)
+class LedgerTotals(TypedDict):
+    benchmarks: int
+    cells: int
+    counts: dict[str, int]
+    paper_counts: dict[str, int]
+    dataset_counts: dict[str, int]
+    not_reproducible: int
+    fields_total: int
+    summary: str
+    paper_view: PaperView
+
+
+@with_config(_FORBID)
+class LedgerDocument(TypedDict):
+    """The ledger of every suite (:func:`~pytest_benchaudit.audit.ledger.build_ledger`)."""
+
+    ledger_version: str
+    compares: list[str]
+    fields: list[str]
+    dataset_field: str
+    statuses: list[str]
+    benchmarks: list[LedgerRow]
+    totals: LedgerTotals
+
+
+# ----------------------------------------------------------------------------- the audit document
+# "from" is a keyword: the functional form.
+AuditLayers = TypedDict("AuditLayers", {
+    "from": list[str],  # the layers the audited runs were made under
+    "toward": str,  # the target layer
+    "harnesses": NotRequired[list[str]],  # --pipelines: the cross-harness table's layers, the base first
+})
+with_config(_FORBID)(AuditLayers)
+
+
+@with_config(_FORBID)
+class AuditDocument(TypedDict):
+    """What ``audit.json`` holds (:func:`~pytest_benchaudit.audit.whole.build_audit`); ``compare`` is the
+    compare document of the two layers (``compare.json``'s shape)."""
+
+    version: str
+    created: str
+    runs: list[str]
+    layers: AuditLayers
+    rescored_runs: list[str]
+    extraction_only_runs: list[str]
+    scores: list[ScoreRow]
+    attribution: list[AttributionRow]
+    upstream_differences: list[UpstreamDifference]
+    upstream_same_requests: list[UpstreamDifference]
+    ledger: list[LedgerRow | LedgerNote]
+    findings: list[FindingRow]
+    exports: list[str]
+    compare: dict[str, JsonValue]
+    how: str
+    # A --pipelines run: each layer's split run, and the upstream part of each move.
+    layer_runs: NotRequired[dict[str, str]]
+    upstream_attribution: NotRequired[list[UpstreamAttributionRow]]
+    harnesses: NotRequired[list[HarnessTableRow]]
+
+
+AUDIT: TypeAdapter[AuditDocument] = TypeAdapter(AuditDocument)
+LEDGER: TypeAdapter[LedgerDocument] = TypeAdapter(LedgerDocument)
