@@ -12,18 +12,21 @@ Pure: no pytest, no I/O; rows in, rows out.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
+from pytest_benchaudit.pipeline.documents import Cards
 from pytest_benchaudit.pipeline.variants import card_key
+from pytest_benchaudit.aggregate.documents import StageRates, TaskResult, VariantDelta
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
 __all__ = ["reason_text", "variant_deltas"]
 
 _EPS = 1e-9
 _STAGES = ("inference", "extraction", "scoring")
+_RATES: tuple[Literal["inference_ok", "extraction_ok", "correct"], ...] = ("inference_ok", "extraction_ok", "correct")
 
 
-def _order(results: list[dict[str, Any]], cards: dict[str, dict[str, Any]]) -> dict[str, int]:
+def _order(results: list[TaskResult], cards: Cards) -> dict[str, int]:
     """Variant name -> position: the order the cards were made in (the --vary order), else first seen."""
     order: dict[str, int] = {"": -1}
     for key in cards:
@@ -34,23 +37,29 @@ def _order(results: list[dict[str, Any]], cards: dict[str, dict[str, Any]]) -> d
     return order
 
 
-def _invalid_value(r: dict[str, Any]) -> float:
+def _invalid_value(r: TaskResult) -> float:
     """What an invalid item scored in this result (read back from the two denominators)."""
-    n, n_valid = r["n"], r["n_valid"]
-    if n > n_valid and r["score_total"] is not None:
+    n, n_valid, score_total = r["n"], r["n_valid"], r["score_total"]
+    if n > n_valid and score_total is not None:
         valid_sum = (r["score_valid"] or 0.0) * n_valid
-        return float((r["score_total"] * n - valid_sum) / (n - n_valid))
-    if r.get("invalid_score") is not None:  # none invalid: what one would score (scoring.invalid_credit)
-        return float(r["invalid_score"])
+        return float((score_total * n - valid_sum) / (n - n_valid))
+    invalid = r.get("invalid_score")
+    if invalid is not None:  # none invalid: what one would score (scoring.invalid_credit)
+        return float(invalid)
     info = METRIC_INFO.get(r["metric"])
     return float(info.invalid_value) if info else 0.0
+
+
+def _rates(rates: StageRates) -> StageRates:
+    """A copy of a row's stage rates (the delta row does not share the result's)."""
+    return {"inference_ok": rates["inference_ok"], "extraction_ok": rates["extraction_ok"], "correct": rates["correct"]}
 
 
 def _fmt(value: float | None) -> str:
     return "none" if value is None else f"{value:.3f}"
 
 
-def _reason_changes(base: dict[str, Any], var: dict[str, Any]) -> dict[str, int]:
+def _reason_changes(base: TaskResult, var: TaskResult) -> dict[str, int]:
     """Invalid reasons whose count changed (variant minus base), largest change first."""
     b, v = base.get("invalid_reasons") or {}, var.get("invalid_reasons") or {}
     changes = [(reason, v.get(reason, 0) - b.get(reason, 0)) for reason in dict.fromkeys([*v, *b])]
@@ -64,7 +73,7 @@ def reason_text(changes: dict[str, int], limit: int | None = None) -> str:
     return text + (", …" if limit is not None and len(items) > limit else "")
 
 
-def _contributions(base: dict[str, Any], var: dict[str, Any], delta: float) -> dict[str, float]:
+def _contributions(base: TaskResult, var: TaskResult, delta: float) -> dict[str, float]:
     """Chain decomposition of the headline change over the stages (they add up to ``delta``).
 
     Over all items an item scores ``v`` (the mean score of valid answers) when it gets
@@ -80,8 +89,8 @@ def _contributions(base: dict[str, Any], var: dict[str, Any], delta: float) -> d
     # side's, so that a base with 0% inference ok credits the recovery to inference.
     x0 = e0 / i0 if i0 else (e1 / i1 if i1 else 0.0)
     x1 = e1 / i1 if i1 else x0
-    v0 = base["score_valid"] if base["score_valid"] is not None else var["score_valid"]
-    v0 = w if v0 is None else v0
+    valid_score = base["score_valid"] if base["score_valid"] is not None else var["score_valid"]
+    v0 = w if valid_score is None else valid_score
 
     def total(i: float, x: float) -> float:
         return i * x * v0 + (1 - i * x) * w
@@ -91,7 +100,7 @@ def _contributions(base: dict[str, Any], var: dict[str, Any], delta: float) -> d
     return {"inference": c_inf, "extraction": c_ext, "scoring": delta - c_inf - c_ext}
 
 
-def _moved_by(base: dict[str, Any], var: dict[str, Any], delta: float, same: bool) -> tuple[str, str, dict[str, float]]:
+def _moved_by(base: TaskResult, var: TaskResult, delta: float, same: bool) -> tuple[str, str, dict[str, float]]:
     """Which stage moved the headline: ``none``, ``inference``, ``extraction`` or ``scoring``.
 
     The rule (documented in :func:`variant_deltas`): no move -> ``none``; the same
@@ -132,7 +141,7 @@ def _moved_by(base: dict[str, Any], var: dict[str, Any], delta: float, same: boo
     return stage, detail, parts
 
 
-def variant_deltas(results: list[dict[str, Any]], cards: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def variant_deltas(results: list[TaskResult], cards: Cards | None = None) -> list[VariantDelta]:
     """Per benchmark x task x model, one row per non-base variant: how it moved the score.
 
     Each row holds the variant's headline ``score`` and the base's (``base_score``), the
@@ -165,20 +174,22 @@ def variant_deltas(results: list[dict[str, Any]], cards: dict[str, dict[str, Any
     """
     cards = cards or {}
     order = _order(results, cards)
-    groups: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str], dict[str, TaskResult]] = {}
     for r in results:
         groups.setdefault((r["benchmark"], r["task"], r["model"]), {})[r["variant"]] = r
-    out: list[dict[str, Any]] = []
+    out: list[VariantDelta] = []
     for (bench, task, model), by_variant in groups.items():
         base = by_variant.get("")
         for name in sorted((v for v in by_variant if v), key=lambda v: order.get(v, len(order))):
             var = by_variant[name]
-            info = (cards.get(card_key(bench, task, name)) or {}).get("variant") or {}
+            card = cards.get(card_key(bench, task, name))
+            info = card.get("variant") if card else None
             lib = bool(var["lower_is_better"])
-            row: dict[str, Any] = {
+            row: VariantDelta = {
                 "benchmark": bench, "task": task, "model": model, "variant": name,
-                "field": info.get("field"), "value": info.get("value"), "base_value": info.get("base_value"),
-                "kind": info.get("kind"), "same_as_base": bool(info.get("same_as_base", False)),
+                "field": info.get("field") if info else None, "value": info.get("value") if info else None,
+                "base_value": info.get("base_value") if info else None, "kind": info.get("kind") if info else None,
+                "same_as_base": bool(info.get("same_as_base", False)) if info else False,
                 "metric": var["metric"], "lower_is_better": lib,
                 "unit": var["metric"] if lib else "pp",
                 "denominator": var["denominator"], "base_denominator": base["denominator"] if base else None,
@@ -186,15 +197,16 @@ def variant_deltas(results: list[dict[str, Any]], cards: dict[str, dict[str, Any
                 "score": var["score"], "base_score": base["score"] if base else None,
                 "delta": None, "delta_pp": None, "better": None,
                 "invalid_rate": var["invalid_rate"], "base_invalid_rate": base["invalid_rate"] if base else None,
-                "stage_rates": dict(var["stage_rates"]),
-                "base_stage_rates": dict(base["stage_rates"]) if base else None,
+                "stage_rates": _rates(var["stage_rates"]),
+                "base_stage_rates": _rates(base["stage_rates"]) if base else None,
                 "stage_deltas": None, "contributions": None,
                 "moved_by": None, "moved_by_detail": "no base result (base items not run)" if base is None else "",
                 "invalid_reason_changes": _reason_changes(base, var) if base else None,
             }
             if base is not None:
-                row["stage_deltas"] = {k: var["stage_rates"][k] - base["stage_rates"][k] for k in var["stage_rates"]}
-                if var["score"] is None or base["score"] is None:
+                row["stage_deltas"] = {k: var["stage_rates"][k] - base["stage_rates"][k] for k in _RATES}
+                var_score, base_score = var["score"], base["score"]
+                if var_score is None or base_score is None:
                     row["moved_by_detail"] = "no headline score (denominator unspecified)"
                 elif var["metric"] != base["metric"]:
                     # e.g. MAD vs 1 - MAD/7.7: two units, so a difference would mean nothing.
@@ -202,7 +214,7 @@ def variant_deltas(results: list[dict[str, Any]], cards: dict[str, dict[str, Any
                     row["moved_by_detail"] = (f"metric changed: {base['metric']} -> {var['metric']} "
                                               "(different scales; no delta)")
                 else:
-                    delta = var["score"] - base["score"]
+                    delta = var_score - base_score
                     row["delta"] = delta
                     row["delta_pp"] = None if lib else 100 * delta
                     row["better"] = None if abs(delta) < _EPS else (delta < 0 if lib else delta > 0)

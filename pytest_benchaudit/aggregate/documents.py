@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import NotRequired, TypedDict
 
-__all__ = ["BenchmarkScore", "BreakdownCell", "GateResult", "SUMMARY", "StageRates", "SummaryDocument",
+__all__ = ["BenchmarkScore", "BreakdownCell", "GateResult", "ModelRankings", "SUMMARY", "StageRates", "SummaryDocument",
            "TASK_RESULT", "TaskResult", "TauRow", "UsageRow", "UsageSummary", "VariantDelta"]
 
 _FORBID = ConfigDict(extra="forbid")
@@ -169,6 +169,15 @@ class UsageSummary(TypedDict):
     # With --max-cost: the budget, and how many questions it kept from being asked.
     max_cost_usd: NotRequired[float]
     not_asked: NotRequired[int]
+
+
+@with_config(_FORBID)
+class ModelRankings(TypedDict, total=False):
+    """What a run with two or more models adds to ``summary.json`` (``{}`` with one model):
+    ``ranks`` (task -> model -> rank, 1 = best) and ``tau_b`` between tasks."""
+
+    ranks: dict[str, dict[str, float]]
+    tau_b: list[TauRow]
 
 
 @with_config(_FORBID)

@@ -7,8 +7,9 @@ Stage rates are cumulative pass rates: the share of items that got through
 inference, through extraction (valid), and that were correct.
 
 Pure: no pytest, no I/O.  Works on record dicts, so it serves pytest runs and
-offline re-scoring alike.  Each per-task result is built and checked as a :class:`TaskResult`
-(the contract of a ``summary.json`` ``results`` row) and handed on as that row.
+offline re-scoring alike.  Each per-task result is built as a :class:`TaskResult` (the contract of
+a ``summary.json`` ``results`` row, :mod:`.documents`), checked once (:data:`.documents.TASK_RESULT`)
+and handed on as that row.
 
 Task results and benchmark scores read the same rows and cards; how each ``--vary`` variant
 moved a score, and which stage moved it, is :mod:`.deltas`' (its :func:`variant_deltas` is
@@ -22,12 +23,16 @@ import math
 from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable, Mapping
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import JsonValue
+from typing_extensions import TypedDict
 
+from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.variants import card_for
 from pytest_benchaudit.pipeline.stages import is_unspecified
+from pytest_benchaudit.aggregate.documents import (TASK_RESULT, BenchmarkScore, GateResult, ModelRankings,
+                                                    SummaryDocument, TaskResult)
 from pytest_benchaudit.aggregate.repeats import (REDUCERS, Reducer, clt_se, clustered_se, normal_ci, reduce_scores,
                                                   retest_agreement, sampling_sd)
 from pytest_benchaudit.aggregate.deltas import reason_text, variant_deltas
@@ -38,7 +43,7 @@ __all__ = ["TaskResult", "Summarizer", "summarize", "benchmark_scores", "confide
            "reason_text", "summary_document"]
 
 
-def group_key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
+def group_key(rec: RecordRow) -> tuple[str, str, str, str]:
     return (rec["benchmark"], rec["task"], rec["model"], rec.get("variant", ""))
 
 
@@ -78,20 +83,19 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-class StageRates(BaseModel):
-    """Cumulative pass rates: through inference, through extraction (valid), correct."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    inference_ok: float
-    extraction_ok: float
-    correct: float
+def _text(fields: Mapping[str, JsonValue], key: str, default: str) -> str:
+    """A card field that holds a name (a metric, a denominator, a method), else ``default``."""
+    value = fields.get(key, default)
+    return value if isinstance(value, str) else default
 
 
-class TaskResult(BaseModel):
-    """One benchmark x task x model x variant: both denominators, stage rates, the headline and its CI."""
+def _fields(card: PipelineCard | Mapping[str, JsonValue] | None) -> Mapping[str, JsonValue]:
+    fields = (card or {}).get("fields")
+    return fields if isinstance(fields, dict) else {}
 
-    model_config = ConfigDict(extra="forbid")
+
+class _Head(TypedDict):
+    """What a group's result takes from its first record (and the card's metric)."""
 
     benchmark: str
     task: str
@@ -100,44 +104,6 @@ class TaskResult(BaseModel):
     pipeline: str
     pipeline_hash: str
     metric: str
-    lower_is_better: bool
-    denominator: str
-    n: int
-    n_valid: int
-    n_correct: int
-    score: float | None  # under the pipeline's denominator; None while it is unspecified
-    score_total: float | None
-    score_valid: float | None
-    invalid_rate: float
-    invalid_reasons: dict[str, int]
-    stage_rates: StageRates
-    ci95: list[float] | None
-    # What an invalid answer scores where it is counted (score_total): the card's
-    # scoring.invalid_credit (a share of full credit, 0 = none) and the per-item value it gives
-    # (0 on a share, the metric's worst case on an error metric).  Old summaries lack both.
-    invalid_credit: float = 0.0
-    invalid_score: float | None = None
-    # Repeated generations (inference.repeats; docs/statistics.md).  ``n`` counts records (questions x
-    # repeats), ``n_questions`` questions; the headline is the mean over questions of each question's
-    # repeats reduced by ``reducer``.  ``se``: CLT standard error of the headline over questions;
-    # ``se_clustered``: clustered by ``aggregation.by`` (null without); ``ci95_clustered`` from it;
-    # ``sampling_sd``: SD of the headline computed per repeat index; ``retest_agreement``: share of
-    # questions whose verdicts all agree (both null when asked once).  Old summaries lack them.
-    repeats: int = 1
-    reducer: str = "mean"
-    n_questions: int | None = None
-    se: float | None = None
-    se_clustered: float | None = None
-    ci95_clustered: list[float] | None = None
-    sampling_sd: float | None = None
-    retest_agreement: float | None = None
-    extras: dict[str, float] | None = None  # per-item numbers beside the headline (e.g. TAA plausible)
-    breakdown: dict[str, dict[str, dict[str, Any]]] | None = None  # aggregation.by field -> value -> n, score
-
-    def row(self) -> dict[str, Any]:
-        """The ``summary.json`` row: optional parts only when present."""
-        return self.model_dump(exclude_none=False, exclude={k for k in ("extras", "breakdown")
-                                                             if getattr(self, k) is None})
 
 
 class _Group:
@@ -153,16 +119,17 @@ class _Group:
                  "n_correct", "inference_failed", "reasons", "extras", "breakdown", "question", "repeat",
                  "cluster", "cluster_ids")
 
-    def __init__(self, first: dict[str, Any], card: dict[str, Any] | None) -> None:
-        fields = (card or {}).get("fields", {})
-        self.first = {"benchmark": first["benchmark"], "task": first["task"], "model": first["model"],
-                      "variant": first.get("variant", ""), "pipeline": first["pipeline"],
-                      "pipeline_hash": first["pipeline_hash"],
-                      "metric": fields.get("scoring.metric", first.get("metric", ""))}
-        self.denominator = fields.get("scoring.denominator", "unspecified")
+    def __init__(self, first: RecordRow, card: PipelineCard | Mapping[str, JsonValue] | None) -> None:
+        fields = _fields(card)
+        self.first: _Head = {"benchmark": first["benchmark"], "task": first["task"], "model": first["model"],
+                             "variant": first.get("variant", ""), "pipeline": first["pipeline"],
+                             "pipeline_hash": first["pipeline_hash"],
+                             "metric": _text(fields, "scoring.metric", first.get("metric", ""))}
+        self.denominator = _text(fields, "scoring.denominator", "unspecified")
         credit = fields.get("scoring.invalid_credit", 0.0)  # a card from before the field: no credit
         self.credit = float(credit) if isinstance(credit, (int, float)) and not isinstance(credit, bool) else 0.0
-        self.by = fields.get("aggregation.by")
+        by = fields.get("aggregation.by")
+        self.by = by if isinstance(by, str) else None
         reducer = fields.get("aggregation.reducer", "mean")  # a card from before the field: the mean
         self.reducer: Reducer = reducer if reducer in REDUCERS else "mean"
         pass_k = fields.get("aggregation.pass_k")
@@ -179,16 +146,16 @@ class _Group:
         self.cluster_ids: dict[str | None, int] = {}
         self.n_correct = 0
         self.inference_failed = 0
-        self.reasons: Counter[Any] = Counter()
+        self.reasons: Counter[str] = Counter()
         self.extras: dict[str, tuple[array[float], bytearray]] = {}  # name -> (values, valid flags)
         self.breakdown: dict[str, tuple[array[float], bytearray]] = {}  # by-value -> (scores, valid flags)
 
-    def _cluster(self, r: dict[str, Any]) -> int:
+    def _cluster(self, r: RecordRow) -> int:
         value = r.get("question_meta", {}).get(self.by) if self.by else None
         key = None if value is None else "\x1f".join(map(str, value)) if isinstance(value, list) else str(value)
         return self.cluster_ids.setdefault(key, len(self.cluster_ids))
 
-    def add(self, r: dict[str, Any]) -> None:
+    def add(self, r: RecordRow) -> None:
         valid = bool(r["valid"])
         score = float(r["score"])
         self.scores.append(score)
@@ -203,14 +170,14 @@ class _Group:
         if r.get("invalid_stage") == "inference":
             self.inference_failed += 1
         if not valid:
-            self.reasons[r["invalid_reason"]] += 1
+            self.reasons[r["invalid_reason"] or "unknown"] += 1
         for name, value in (r.get("score_extras") or {}).items():
             values, flags = self.extras.setdefault(name, (array("d"), bytearray()))
             values.append(float(value))
             flags.append(valid)
         if self.by:
-            value = r.get("question_meta", {}).get(self.by)
-            for v in value if isinstance(value, list) else [value]:
+            meta = r.get("question_meta", {}).get(self.by)
+            for v in meta if isinstance(meta, list) else [meta]:
                 scores, flags = self.breakdown.setdefault(str(v), (array("d"), bytearray()))
                 scores.append(score)
                 flags.append(valid)
@@ -270,7 +237,7 @@ class _Group:
             per_repeat_valid=[sum(v) / len(v) for _, (_a, v) in sorted(by_repeat.items()) if v],
             verdicts=verdicts)
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> TaskResult:
         first, denominator = self.first, self.denominator
         metric = first["metric"]
         info = METRIC_INFO.get(metric)
@@ -294,8 +261,10 @@ class _Group:
         invalid_scores = [s for s, ok in zip(all_scores, self.valid) if not ok]
         invalid_value = (sum(invalid_scores) / len(invalid_scores) if invalid_scores
                          else invalid_score(info, self.credit) if info else None)
-        result: dict[str, Any] = {
-            **first,
+        result: TaskResult = {
+            "benchmark": first["benchmark"], "task": first["task"], "model": first["model"],
+            "variant": first["variant"], "pipeline": first["pipeline"], "pipeline_hash": first["pipeline_hash"],
+            "metric": metric,
             "lower_is_better": bool(info.lower_is_better) if info else False,
             "denominator": denominator,
             "n": n,
@@ -337,7 +306,7 @@ class _Group:
                 key: {"n": len(scores), "score": _mean([s for s, ok in zip(scores, flags)
                                                         if ok or denominator != "valid"])}
                 for key, (scores, flags) in sorted(self.breakdown.items())}}
-        return TaskResult.model_validate(result).row()
+        return TASK_RESULT.validate_python(result)
 
 
 @dataclass
@@ -358,11 +327,11 @@ class Summarizer:
     """:func:`summarize`, record by record: :meth:`add` each record (in run order), then
     :meth:`results`.  Holds compact columns per group (see :class:`_Group`), not the records."""
 
-    def __init__(self, cards: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(self, cards: Cards | None = None) -> None:
         self.cards = cards or {}
         self.groups: dict[tuple[str, str, str, str], _Group] = {}
 
-    def add(self, rec: dict[str, Any]) -> None:
+    def add(self, rec: RecordRow) -> None:
         key = group_key(rec)
         group = self.groups.get(key)
         if group is None:
@@ -370,12 +339,12 @@ class Summarizer:
             group = self.groups[key] = _Group(rec, card_for(self.cards, bench, task, variant))
         group.add(rec)
 
-    def results(self) -> list[dict[str, Any]]:
+    def results(self) -> list[TaskResult]:
         """One result per group, in first-seen order."""
         return [group.result() for group in self.groups.values()]
 
 
-def summarize(records: Iterable[dict[str, Any]], cards: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def summarize(records: Iterable[RecordRow], cards: Cards | None = None) -> list[TaskResult]:
     """One result per benchmark x task x model x variant, in first-seen order.
 
     ``cards`` maps ``"<benchmark>.<task>"`` (or ``"<benchmark>.<task>|<variant>"``)
@@ -388,7 +357,7 @@ def summarize(records: Iterable[dict[str, Any]], cards: dict[str, dict[str, Any]
     return summary.results()
 
 
-def benchmark_scores(results: list[dict[str, Any]], cards: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def benchmark_scores(results: list[TaskResult], cards: Cards | None = None) -> list[BenchmarkScore]:
     """Per benchmark x model x variant: the tasks' headline scores combined by ``aggregation.method``.
 
     ``micro`` pools items (each question weighs the same, under each task's
@@ -397,20 +366,19 @@ def benchmark_scores(results: list[dict[str, Any]], cards: dict[str, dict[str, A
     reason is given: the project does not pick a method silently.
     """
     cards = cards or {}
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[TaskResult]] = defaultdict(list)
     for r in results:
         groups[(r["benchmark"], r["model"], r["variant"])].append(r)
-    out = []
+    out: list[BenchmarkScore] = []
     for (bench, model, variant), rs in groups.items():
-        methods = {
-            card_for(cards, bench, r["task"], variant).get("fields", {}).get("aggregation.method", "unspecified")
-            for r in rs
-        }
-        entry: dict[str, Any] = {"benchmark": bench, "model": model, "variant": variant,
+        methods = {_text(_fields(card_for(cards, bench, r["task"], variant)), "aggregation.method", "unspecified")
+                   for r in rs}
+        entry: BenchmarkScore = {"benchmark": bench, "model": model, "variant": variant,
                                  "tasks": [r["task"] for r in rs], "pipeline": rs[0]["pipeline"],
                                  "n": sum(r["n"] for r in rs), "score": None, "method": None, "note": ""}
         method = methods.pop() if len(methods) == 1 else None
         scores = [r["score"] for r in rs]
+        present = [s for s in scores if s is not None]
         if len({r["lower_is_better"] for r in rs}) > 1:
             # An accuracy and an error (lower is better) cannot be averaged into one number.
             entry["note"] = "tasks mix higher-is-better and lower-is-better metrics: " + ", ".join(
@@ -419,14 +387,14 @@ def benchmark_scores(results: list[dict[str, Any]], cards: dict[str, dict[str, A
             entry["note"] = "aggregation unspecified" if method else "tasks disagree on aggregation.method"
             if len(rs) == 1:  # one task: its score is the benchmark's, whatever the method
                 entry["score"], entry["method"], entry["note"] = scores[0], "single task", ""
-        elif any(s is None for s in scores):
+        elif len(present) < len(scores):
             entry["note"] = "a task has no headline score"
         elif method == "macro":
-            entry["score"], entry["method"] = sum(scores) / len(scores), "macro"
+            entry["score"], entry["method"] = sum(present) / len(present), "macro"
         else:
             denominators = [r["n_valid"] if r["denominator"] == "valid" else r["n"] for r in rs]
             total = sum(denominators)
-            entry["score"] = sum(s * d for s, d in zip(scores, denominators)) / total if total else None
+            entry["score"] = sum(s * d for s, d in zip(present, denominators)) / total if total else None
             entry["method"] = "micro"
         out.append(entry)
     return out
@@ -434,7 +402,7 @@ def benchmark_scores(results: list[dict[str, Any]], cards: dict[str, dict[str, A
 
 # -- single-field counterfactuals (--vary) ---------------------------------------------
 
-def model_rankings(results: list[dict[str, Any]]) -> dict[str, Any]:
+def model_rankings(results: list[TaskResult]) -> ModelRankings:
     """Ranks per task and tau-b between tasks when a run has two or more models (base variant only).
 
     ``{}`` for a single-model run.  Same conventions as ``benchaudit compare`` (1 = best,
@@ -451,15 +419,23 @@ def model_rankings(results: list[dict[str, Any]]) -> dict[str, Any]:
     lib: dict[str, bool] = {}
     for r in base:
         key = f"{r['benchmark']}.{r['task']}"
-        scores.setdefault(key, {})[r["model"]] = float(r["score"])
+        score = r["score"]
+        assert score is not None  # base keeps the results with a score
+        scores.setdefault(key, {})[r["model"]] = float(score)
         lib[key] = bool(r["lower_is_better"])
     return {"ranks": task_ranks(scores, lib), "tau_b": tau_b_table(scores, lib)}
 
 
-def summary_document(results: list[dict[str, Any]], benchmarks: list[dict[str, Any]], gates: list[dict[str, Any]],
-                     cards: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def summary_document(results: list[TaskResult], benchmarks: list[BenchmarkScore], gates: list[GateResult],
+                     cards: Cards | None = None) -> SummaryDocument:
     """What ``summary.json`` holds: ``results``, ``benchmarks``, ``gates``, ``variants``
     (:func:`variant_deltas`; an empty list when the run had no ``--vary``) and, when the run
     has two or more models, ``ranks`` and ``tau_b`` (:func:`model_rankings`)."""
-    return {"results": results, "benchmarks": benchmarks, "gates": gates,
-            "variants": variant_deltas(results, cards), **model_rankings(results)}
+    document: SummaryDocument = {"results": results, "benchmarks": benchmarks, "gates": gates,
+                                 "variants": variant_deltas(results, cards)}
+    rankings = model_rankings(results)
+    if "ranks" in rankings:
+        document["ranks"] = rankings["ranks"]
+    if "tau_b" in rankings:
+        document["tau_b"] = rankings["tau_b"]
+    return document
