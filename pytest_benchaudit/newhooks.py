@@ -10,33 +10,38 @@ run's buffered ``records.jsonl``, flushed within a second and at the end; ``summ
         tracker.log({"model": record["model"], "task": record["task"], "correct": record["correct"]})
 
     def pytest_benchaudit_summary(summary, config):
-        for task in summary["tasks"]:
-            tracker.summary(task)
+        for result in summary["results"]:
+            tracker.summary(result)
 
 Both receive read-only views (:class:`types.MappingProxyType`) of the JSON documents, as
-``records.jsonl`` and ``summary.json`` hold them (README, "What a run writes", lists their fields);
-copy what you keep.  An exception raised by an implementation stops the run as any pytest
+``records.jsonl`` and ``summary.json`` hold them (README, "What a run writes", lists their fields;
+their keys and types are :class:`~pytest_benchaudit.pipeline.documents.RecordRow` and
+:class:`~pytest_benchaudit.aggregate.documents.SummaryDocument`, the annotations below); copy what
+you keep.  An exception raised by an implementation stops the run as any pytest
 hook's does; what was written before it stays, and ``--resume`` continues the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:  # the hookspecs import nothing of the package at run time (tests/test_architecture.py)
+    from pytest_benchaudit.aggregate.documents import SummaryDocument
+    from pytest_benchaudit.pipeline.documents import RecordRow
 
 __all__ = ["pytest_benchaudit_record", "pytest_benchaudit_summary"]
 
 
 @pytest.hookspec()
-def pytest_benchaudit_record(record: Mapping[str, Any], config: pytest.Config) -> None:
+def pytest_benchaudit_record(record: RecordRow, config: pytest.Config) -> None:
     """Called once for each record appended to the run's ``records.jsonl`` (one per question,
     model, layer and repeat), just after it was appended, in the order of the file; not for a record
     a resumed run already held, nor after a failed write.  ``record`` is that line's JSON object."""
 
 
 @pytest.hookspec()
-def pytest_benchaudit_summary(summary: Mapping[str, Any], config: pytest.Config) -> None:
+def pytest_benchaudit_summary(summary: SummaryDocument, config: pytest.Config) -> None:
     """Called once per run, just after ``summary.json`` was written (a run that asked nothing writes
     none and calls nothing).  ``summary`` is that file's JSON object."""

@@ -16,10 +16,12 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
+
+from pytest_benchaudit.aggregate.documents import BenchmarkScore, GateResult, TaskResult
 from pytest_benchaudit.common.errors import UsageError, did_you_mean
 
-__all__ = ["Gate", "GateError", "GateVerdict", "parse_gate", "evaluate_gates", "check_gate_targets"]
+__all__ = ["Gate", "GateError", "GateVerdict", "parse_gate", "evaluate_gates", "check_gate_targets", "gate_results"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
@@ -102,16 +104,18 @@ def check_gate_targets(gates: list[Gate], targets: dict[tuple[str, str], str]) -
     return problems
 
 
-def _row_value(row: dict[str, Any], quantity: str) -> float | None:
+def _row_value(row: TaskResult, quantity: str) -> float | None:
     """A task result's value of ``quantity``; a CI end from the clustered interval when there is one."""
     if quantity in ("ci_low", "ci_high"):
         ci = row.get("ci95_clustered") or row.get("ci95")
         return None if not ci else float(ci[0 if quantity == "ci_low" else 1])
-    value = row[_QUANTITIES[quantity]]
+    key = _QUANTITIES[quantity]
+    value = (row["invalid_rate"] if key == "invalid_rate" else row["score_total"] if key == "score_total"
+             else row["score_valid"] if key == "score_valid" else row["score"])
     return None if value is None else float(value)
 
 
-def _benchmark_value(gate: Gate, entry: dict[str, Any], results: list[dict[str, Any]]) -> float | None:
+def _benchmark_value(gate: Gate, entry: BenchmarkScore, results: list[TaskResult]) -> float | None:
     if gate.quantity == "score":
         score = entry["score"]
         return None if score is None else float(score)
@@ -125,20 +129,21 @@ def _benchmark_value(gate: Gate, entry: dict[str, Any], results: list[dict[str, 
     return values[0] if len(values) == 1 else None
 
 
-def evaluate_gates(gates: list[Gate], results: list[dict[str, Any]], benchmarks: list[dict[str, Any]]) -> list[GateVerdict]:
+def evaluate_gates(gates: list[Gate], results: list[TaskResult], benchmarks: list[BenchmarkScore]) -> list[GateVerdict]:
     verdicts = []
     for gate in gates:
+        values: list[tuple[str, float | None]]
         if gate.task:
-            rows = [r for r in results if r["benchmark"] == gate.benchmark and r["task"] == gate.task]
             values = [(f"{r['model']}{'|' + r['variant'] if r['variant'] else ''}", _row_value(r, gate.quantity))
-                      for r in rows]
+                      for r in results if r["benchmark"] == gate.benchmark and r["task"] == gate.task]
         else:
-            rows = [b for b in benchmarks if b["benchmark"] == gate.benchmark]
-            values = [(f"{b['model']}{'|' + b['variant'] if b['variant'] else ''}", _benchmark_value(gate, b, results)) for b in rows]
+            values = [(f"{b['model']}{'|' + b['variant'] if b['variant'] else ''}", _benchmark_value(gate, b, results))
+                      for b in benchmarks if b["benchmark"] == gate.benchmark]
         if not values:
             verdicts.append(GateVerdict(gate, False, "no results for this target in the run"))
             continue
-        failed, parts = [], []
+        failed: list[str] = []
+        parts: list[str] = []
         for who, value in values:
             if value is None:
                 failed.append(who)
@@ -153,3 +158,8 @@ def evaluate_gates(gates: list[Gate], results: list[dict[str, Any]], benchmarks:
             parts.append(f"{who}: {value:.4f}")
         verdicts.append(GateVerdict(gate, not failed, "; ".join(parts)))
     return verdicts
+
+
+def gate_results(verdicts: list[GateVerdict]) -> list[GateResult]:
+    """The ``summary.json`` ``gates`` rows of the verdicts: the gate's text, whether it held, the values read."""
+    return [{"gate": v.gate.text, "passed": v.passed, "detail": v.detail} for v in verdicts]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
-from pytest_benchaudit.report.gates import Gate, GateError, GateVerdict, evaluate_gates, parse_gate
+from pytest_benchaudit.report.gates import Gate, GateError, GateVerdict, evaluate_gates, gate_results, parse_gate
 
 
 # --------------------------------------------------------------------------- parsing
@@ -261,3 +261,16 @@ def test_ci_gates_parse_and_are_range_checked():
     assert (gate.quantity, gate.op, gate.threshold) == ("ci_low", ">=", 0.70)
     (problem,) = check_gate_targets([parse_gate("seceval:ci_high<=70")], {("seceval", "mcq"): "exact_match"})
     assert "outside the range of ci_high (0 to 1)" in problem and "0.7" in problem
+
+
+def test_gate_results_are_the_summary_rows(two_models):
+    """gate_results: one summary.json ``gates`` row per verdict, in order, that summary.json's type accepts."""
+    from pytest_benchaudit.aggregate.documents import GateResult
+    from pydantic import TypeAdapter
+
+    results, benchmarks = two_models
+    verdicts = evaluate_gates([parse_gate("seceval>=0.5"), parse_gate("nope>=0.1")], results, benchmarks)
+    rows = gate_results(verdicts)
+    assert rows == [{"gate": v.gate.text, "passed": v.passed, "detail": v.detail} for v in verdicts]
+    assert [list(r) for r in rows] == [["gate", "passed", "detail"]] * 2
+    assert TypeAdapter(list[GateResult]).validate_python(rows) == rows
