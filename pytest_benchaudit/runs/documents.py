@@ -1,0 +1,184 @@
+"""The shape of ``run.json``: how a run was made (the invocation, models, cards, checksums, its end).
+
+TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.documents` gives: run.json is the JSON
+object it is written as, typed key by key for the checker, validated where it is read
+(:data:`RUN_META` with ``extra="forbid"``) and published as a JSON Schema (``docs/schemas/``).
+
+Four kinds of run write it, each with the keys it knows (so all but ``run_id`` are optional):
+
+- a pytest run (:mod:`pytest_benchaudit.pytest_plugin.controller`): argv, pipeline, overrides, limit,
+  vary, versions, models, cards, checksums, platform, warnings; ``resumed``/``resume_argv`` once
+  resumed, ``generation_cache``, ``max_cost``, ``incomplete``, ``workers`` where they apply; ``ended``,
+  ``n_records`` and ``exitstatus`` at its end;
+- an imported run (``audit/importers``): ``source`` (``{kind, path, ...}``) instead of argv, and the
+  released numbers it was checked against (``scores``, ``agreement``, ``released_scores``,
+  ``task_overrides``);
+- a re-scored run (``benchaudit rescore``): ``source`` (kind ``rescore``), ``skipped``, ``rescored_at``;
+- one layer of a ``--pipelines`` run split by ``benchaudit audit`` (``source`` kind ``layer``).
+
+Pure: no pytest, no I/O.
+"""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
+from typing_extensions import NotRequired, Required, TypedDict
+
+from pytest_benchaudit.pipeline.documents import Cards, CardWarning
+
+__all__ = ["GenerationCache", "Incomplete", "MaxCost", "Platform", "RUN_META", "RescoreSkip", "RunMeta", "RunModel",
+           "RunSource", "TaskOverride", "WorkerInfo"]
+
+_FORBID = ConfigDict(extra="forbid")
+
+
+@with_config(_FORBID)
+class RunModel(TypedDict, total=False):
+    """One model of the run (``models``): what it was, without credentials, and the ids it served."""
+
+    spec: Required[str]  # the --model label
+    kind: Required[str]  # endpoint, local, vllm, replay, provider, imported...
+    endpoint: str | None
+    model_id: str | None
+    api_key_env: str | None
+    min_max_tokens: int | None
+    replay_of: str  # kind replay: the run directory served
+    endpoints: list[str]
+    launch: list[str]  # kind vllm: the `vllm serve` command line
+    provider: str | None
+    api: str | None
+    auth: str | None
+    strict_provider: bool
+    resolved: str  # how a bare name was resolved
+    served_model_ids: list[str]
+
+
+@with_config(_FORBID)
+class Platform(TypedDict):
+    system: str
+    machine: str
+    python: str
+
+
+@with_config(_FORBID)
+class GenerationCache(TypedDict):
+    """The generation caches of every process of the run, summed."""
+
+    enabled: bool
+    hits: int
+    misses: int
+    disabled: list[str]  # why a cache was turned off, each reason once
+
+
+@with_config(_FORBID)
+class MaxCost(TypedDict):
+    """``--max-cost``: the budget and how many items it kept from being asked."""
+
+    usd: float
+    not_asked: int
+
+
+@with_config(_FORBID)
+class Incomplete(TypedDict):
+    """Per model whose endpoint went down: how many questions were not asked, and why."""
+
+    not_asked: int
+    reason: str
+
+
+@with_config(_FORBID)
+class WorkerInfo(TypedDict, total=False):
+    """An xdist worker as it said at its end (``workers``): its host, folders and gateway."""
+
+    id: Required[str]
+    tx: str  # the gateway spec, secrets masked (workers on other hosts)
+    elsewhere: Required[bool]
+    hostname: str
+    cwd: str
+    data_dir: str
+    data_dir_origin: str
+    cache_dir: str | None
+
+
+@with_config(_FORBID)
+class RunSource(TypedDict, total=False):
+    """Where a run that no pytest invocation made came from (``source``): an import, a re-score, a layer."""
+
+    kind: Required[str]  # athenabench-runs, cti-bench-responses, rescore, layer
+    # imports: the released files
+    path: str
+    model: str
+    column: str
+    files: dict[str, str]
+    file_checksums: dict[str, str]
+    matched_by: str
+    raw_outputs_published: bool
+    note: str
+    # rescore and layer: the run it was made from
+    run_dir: str
+    run_id: str | None
+    pipeline: str | None
+    overrides: dict[str, JsonValue]
+    stages: list[str]
+    layer: str
+
+
+@with_config(_FORBID)
+class RescoreSkip(TypedDict):
+    """A task of the stored run that was not re-scored (``skipped``)."""
+
+    task: str
+    records: int
+    reason: str
+
+
+@with_config(_FORBID)
+class TaskOverride(TypedDict):
+    """An imported task's fields set apart from the standard layer, and why (``task_overrides``)."""
+
+    fields: dict[str, JsonValue]
+    why: str
+
+
+@with_config(_FORBID)
+class RunMeta(TypedDict, total=False):
+    """``run.json``."""
+
+    run_id: Required[str]
+    started: str
+    ended: str | None  # None while the run runs (or after it was killed)
+    n_records: int
+    exitstatus: int
+    resumed: list[str]  # when each --resume began
+    # the invocation (a pytest run)
+    argv: list[str]  # secrets masked
+    resume_argv: list[str]  # the command line of the last --resume (argv stays the run's own)
+    pipeline: str
+    pipelines: list[str]  # --pipelines: every layer
+    overrides: dict[str, JsonValue]  # --set FIELD=VALUE, by flat field name
+    limit: int | None
+    vary: list[tuple[str, list[JsonValue]]]  # --vary FIELD=V1,V2: [field, values]
+    versions: dict[str, str]
+    models: list[RunModel]
+    data_dir_origin: str
+    pipeline_cards: Cards
+    dataset_checksums: dict[str, str]
+    suite_checksums: dict[str, str]
+    platform: Platform
+    warnings: list[CardWarning]  # {"kind", "message"}: the cards' and the answers' context
+    generation_cache: GenerationCache
+    max_cost: MaxCost
+    incomplete: dict[str, Incomplete]  # model -> questions not asked
+    workers: list[WorkerInfo]
+    worker_data_conflicts: dict[str, dict[str, str]]  # data file -> {gateway id: checksum}
+    # a run made offline
+    source: RunSource
+    skipped: list[RescoreSkip]
+    rescored_at: str
+    scores: dict[str, float | None]  # imports: our score per task
+    released_scores: dict[str, float | None]  # athenabench: the released score per task
+    agreement: dict[str, str]  # athenabench: "agree/n" per task
+    task_overrides: dict[str, TaskOverride]  # cti_bench: per task key
+
+
+RUN_META: TypeAdapter[RunMeta] = TypeAdapter(RunMeta)
