@@ -15,6 +15,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.pipeline.documents import RecordRow
+
 from pytest_benchaudit.audit.diagnose.core import (
     Effect,
     MAX_IDS,
@@ -26,6 +30,8 @@ from pytest_benchaudit.audit.diagnose.core import (
     recompute_as_invalid,
     recovery_estimate,
     rescore_effect,
+    json_dict,
+    json_list,
 )
 from pytest_benchaudit.pipeline.stages import is_unspecified
 from pytest_benchaudit.scoring.extract import strip_reasoning
@@ -49,7 +55,7 @@ _NO_TEXT_RULES = rules_reading("logprobs", "continuations", "judge")
 _STRICT_RULES = {strict_rule("label"), strict_rule("labels"), *_NO_TEXT_RULES}
 
 
-def _invalid(group: Group) -> list[dict[str, Any]]:
+def _invalid(group: Group) -> list[RecordRow]:
     return [r for r in group.records if not r.get("valid")]
 
 
@@ -57,7 +63,7 @@ def _invalid(group: Group) -> list[dict[str, Any]]:
 FAILED_REQUEST = frozenset({"inference_error", "endpoint_down"})
 
 
-def _reasons(records: list[dict[str, Any]], failed: bool) -> str:
+def _reasons(records: list[RecordRow], failed: bool) -> str:
     """'inference_error 77' over the failed requests (``failed``) or over the other invalid records."""
     counts = Counter(str(r.get("invalid_reason")) for r in records
                      if (r.get("invalid_reason") in FAILED_REQUEST) == failed)
@@ -116,7 +122,7 @@ def _strict_rule(group: Group) -> str:
     return strict_rule("labels" if multi else "label")
 
 
-def _answer_text(rec: Mapping[str, Any], reasoning: str) -> str:
+def _answer_text(rec: RecordRow, reasoning: str) -> str:
     text = rec.get("raw_output") or ""
     return text if reasoning == "keep" else strip_reasoning(text)[0]
 
@@ -222,11 +228,11 @@ def check_free_text_near_miss(group: Group, resources: Resources | None) -> list
 
 def check_judge(group: Group, resources: Resources | None) -> list[Finding]:
     """BA01: judge verdicts that needed the fallback parser, or failed (the item is then invalid)."""
-    status = Counter(str((r.get("judge") or {}).get("parse_status")) for r in group.records if r.get("judge"))
+    status = Counter(str(j["parse_status"]) for r in group.records if (j := r.get("judge")))
     fallback, failed = status.get("fallback", 0), status.get("failed", 0)
     if not fallback and not failed:
         return []
-    judged = [r for r in group.records if (r.get("judge") or {}).get("parse_status") in ("fallback", "failed")]
+    judged = [r for r in group.records if (j := r.get("judge")) and j["parse_status"] in ("fallback", "failed")]
     effect = recovery_estimate(group, failed) if failed else Effect("none", None, "fallback verdicts are scored; no "
                                                                                   "estimate without new judge calls")
     effect.text = effect.text.replace("needs new generations", "needs new judge calls")
@@ -277,7 +283,7 @@ def check_provider_minimum(group: Group, resources: Resources | None) -> list[Fi
     """FM04: error payloads naming the token limit, or requests raised to a provider minimum."""
     errors = [r for r in group.records if r.get("error") and _BUDGET_ERROR.search(str(r["error"]))]
     raised = [r for r in group.records
-              if any("provider minimum" in str(a) for a in (r.get("request") or {}).get("adjustments") or ())]
+              if any("provider minimum" in str(a) for a in json_list(r["request"].get("adjustments")))]
     if not errors and not raised:
         return []
     n_invalid = sum(1 for r in errors if not r.get("valid"))
@@ -303,14 +309,19 @@ def _flips(group: Group) -> tuple[list[str], int]:
     return [q for q in asked if len(verdicts[q]) > 1], len(asked)
 
 
+def _positive(value: JsonValue) -> bool:
+    """A temperature above 0 (a missing or null one is not)."""
+    return isinstance(value, (int, float)) and value > 0
+
+
 def check_seed(group: Group, resources: Resources | None) -> list[Finding]:
     """FM14: sampled requests (temperature above 0 or not sent) without a seed.
 
     Asked once per question: the spread cannot be seen (no estimate).  Asked K times
     (``inference.repeats``, records with ``repeat`` >= 1): the spread is measured: the headline's
     sampling SD across repeat indices and the questions whose verdict flips between repeats."""
-    params = [(r.get("request") or {}).get("params") or {} for r in group.records]
-    sampled = [p for p in params if "temperature" not in p or (p.get("temperature") or 0) > 0]
+    params = [json_dict(r["request"].get("params")) for r in group.records]
+    sampled = [p for p in params if "temperature" not in p or _positive(p.get("temperature"))]
     if not sampled or any("seed" in p for p in sampled):
         return []
     temps = sorted({str(p.get("temperature", "not sent (provider default)")) for p in sampled})

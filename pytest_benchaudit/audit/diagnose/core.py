@@ -28,15 +28,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
+from pydantic_core import to_jsonable_python
 
+from pytest_benchaudit.aggregate.documents import TaskResult
 from pytest_benchaudit.aggregate.results import summarize
-from pytest_benchaudit.audit.diagnose.catalog import failure_mode
+from pytest_benchaudit.audit.diagnose.catalog import Stage, failure_mode
+from pytest_benchaudit.audit.diagnose.documents import EffectKind, FindingRow
 from pytest_benchaudit.audit.rescore import (
     pipeline_from_card,
     rescore_records,
     retarget,
 )
+from pytest_benchaudit.audit.rescore import Resources as RescoreResources
+from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.stages import PipelineError
 
 __all__ = [
@@ -49,6 +54,8 @@ __all__ = [
     "credit_clause",
     "delta_effect",
     "group_runs",
+    "json_dict",
+    "json_list",
     "make_finding",
     "missing_cards",
     "question_ids",
@@ -59,8 +66,7 @@ __all__ = [
 ]
 
 # (benchmark, task, metric) -> the task's resource files (alias graphs, ...), for re-scoring.
-Resources = Callable[[str, str, str], Mapping[str, Any]]
-EffectKind = Literal["rescored", "recomputed", "estimate", "none"]
+Resources = Callable[[str, str, str], RescoreResources]
 MAX_IDS = 5  # question ids quoted per finding: enough to check by hand, short enough to read
 
 
@@ -75,7 +81,7 @@ class Finding(BaseModel):
     failure_mode: str
     title: str
     field: str
-    stage: str
+    stage: Stage
     hypothesis: str = Field(description="one sentence, worded as a hypothesis with its evidence")
     evidence: dict[str, Any] = Field(default_factory=dict)
     effect_pp: float | None = None
@@ -86,6 +92,14 @@ class Finding(BaseModel):
     effect_is_zero: bool = Field(default=False, description="a re-scored or recomputed effect that leaves the "
                                                             "headline exactly where it was")
 
+    def row(self) -> FindingRow:
+        """The finding as JSON (``diagnose --json``, ``audit.json`` ``findings``): ``model_dump(mode="json")``, typed."""
+        return FindingRow(benchmark=self.benchmark, task=self.task, model=self.model, pipeline=self.pipeline,
+                          run=self.run, failure_mode=self.failure_mode, title=self.title, field=self.field,
+                          stage=self.stage, hypothesis=self.hypothesis, evidence=to_jsonable_python(self.evidence),
+                          effect_pp=self.effect_pp, effect=self.effect, effect_kind=self.effect_kind,
+                          effect_delta=self.effect_delta, effect_is_zero=self.effect_is_zero)
+
 
 @dataclass
 class LoadedRun:
@@ -93,7 +107,7 @@ class LoadedRun:
 
     name: str
     meta: dict[str, Any]
-    records: list[dict[str, Any]]
+    records: list[RecordRow]
 
 
 @dataclass
@@ -105,8 +119,8 @@ class Group:
     model: str
     pipeline: str
     run: str
-    card: dict[str, Any]
-    records: list[dict[str, Any]]
+    card: PipelineCard
+    records: list[RecordRow]
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -114,10 +128,10 @@ class Group:
         return f"{self.benchmark}.{self.task}"
 
     @property
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> dict[str, JsonValue]:
         return self.card.get("fields", {})
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> TaskResult:
         return summarize(self.records, {self.key: self.card})[0]
 
 
@@ -160,11 +174,11 @@ def missing_cards(runs: Sequence[LoadedRun]) -> list[str]:
     return out
 
 
-def _units(result: Mapping[str, Any]) -> str:
+def _units(result: TaskResult) -> str:
     return str(result.get("metric") or "metric")
 
 
-def delta_effect(kind: EffectKind, old: Mapping[str, Any], new: Mapping[str, Any], how: str) -> Effect:
+def delta_effect(kind: EffectKind, old: TaskResult, new: TaskResult, how: str) -> Effect:
     """The move of the headline score from ``old`` to ``new`` (two summary results), described;
     ``zero`` when it does not move at all."""
     a, b = old.get("score"), new.get("score")
@@ -178,7 +192,7 @@ def delta_effect(kind: EffectKind, old: Mapping[str, Any], new: Mapping[str, Any
                   delta=round(b - a, 6))
 
 
-def rescore_effect(group: Group, overrides: list[tuple[str, Any]], resources: Resources | None,
+def rescore_effect(group: Group, overrides: list[tuple[str, JsonValue]], resources: Resources | None,
                    only: set[str] | None = None) -> Effect:
     """Re-score the group's stored outputs offline with ``overrides`` (downstream fields only).
 
@@ -214,8 +228,14 @@ def recompute_without(group: Group, drop: set[str], how: str) -> Effect:
 def recompute_as_invalid(group: Group, qids: set[str], how: str) -> Effect:
     """The headline recomputed with the items in ``qids`` counted as unreadable (the metric's invalid value)."""
     value = _invalid_value(group)
-    changed = [{**r, "valid": False, "prediction": None, "invalid_reason": "unparseable", "invalid_stage": "extraction",
-                "score": value, "correct": False} if str(r["question_id"]) in qids else r for r in group.records]
+
+    def unreadable(r: RecordRow) -> RecordRow:
+        out = r.copy()
+        out["valid"], out["prediction"], out["correct"] = False, None, False
+        out["invalid_reason"], out["invalid_stage"], out["score"] = "unparseable", "extraction", value
+        return out
+
+    changed = [unreadable(r) if str(r["question_id"]) in qids else r for r in group.records]
     return delta_effect("recomputed", group.result(), summarize(changed, {group.key: group.card})[0], how)
 
 
@@ -289,7 +309,17 @@ def make_finding(group: Group | None, fm_id: str, hypothesis: str, evidence: dic
     )
 
 
-def question_ids(records: Iterable[Mapping[str, Any]]) -> list[str]:
+def json_dict(value: JsonValue) -> dict[str, JsonValue]:
+    """``value`` where it is a JSON object (a part of a stored request), else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def json_list(value: JsonValue) -> list[JsonValue]:
+    """``value`` where it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def question_ids(records: Iterable[RecordRow]) -> list[str]:
     """At most :data:`MAX_IDS` question ids, in record order, without repeats."""
     out: list[str] = []
     for rec in records:

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pydantic import JsonValue
+
+from pytest_benchaudit.pipeline.documents import RecordRow
 
 from pytest_benchaudit.audit.diagnose.catalog import DOCUMENTED_SIZES
 from pytest_benchaudit.audit.diagnose.checks import (
@@ -23,9 +27,14 @@ from pytest_benchaudit.audit.diagnose.core import (
     make_finding,
     recompute_without,
     rescore_effect,
+    json_dict,
+    json_list,
 )
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
+
+if TYPE_CHECKING:  # audit.documents imports this package's documents: no cycle at run time
+    from pytest_benchaudit.audit.documents import LedgerRow, TemplateContrast
 
 __all__ = ["check_duplicates", "check_gold", "cross_task_checks", "ledger_checks", "size_checks"]
 
@@ -59,18 +68,18 @@ def check_gold(group: Group, resources: Resources | None) -> list[Finding]:
                           "question_ids": sorted(bad)[:5]}, effect)]
 
 
-def _prompt_text(rec: Mapping[str, Any]) -> str:
-    req = rec.get("request") or {}
-    text = req.get("prompt") or ""
+def _prompt_text(rec: RecordRow) -> str:
+    req = rec["request"]
+    text: JsonValue = req.get("prompt") or ""
     if not text:
-        users = [m.get("content", "") for m in req.get("messages") or () if m.get("role") == "user"]
+        users = [m.get("content", "") for m in map(json_dict, json_list(req.get("messages"))) if m.get("role") == "user"]
         text = users[-1] if users else ""
     return " ".join(str(text).casefold().split())
 
 
 def check_duplicates(group: Group, resources: Resources | None) -> list[Finding]:
     """FM12: question ids whose prompt text is identical (whitespace and case folded)."""
-    by_text: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_text: dict[str, list[RecordRow]] = defaultdict(list)
     for rec in group.records:
         text = _prompt_text(rec)
         if text:
@@ -155,7 +164,7 @@ def _clip(value: Any, width: int = 90) -> str:
     return text if len(text) <= width else text[:width - 4] + "...'"
 
 
-def _content_text(content: Mapping[str, Mapping[str, Any]]) -> str:
+def _content_text(content: Mapping[str, TemplateContrast]) -> str:
     """'its system message (documented none, released '...'); its user text (...)' for a template difference."""
     names = {"system": "system message", "user": "user text", "header": "header", "answer": "exemplar answer",
              "fixed_shots": "fixed examples", "option_format": "option format", "option_separator": "option separator"}
@@ -163,7 +172,7 @@ def _content_text(content: Mapping[str, Mapping[str, Any]]) -> str:
                      f"{_clip(v.get('released'))})" for k, v in content.items())
 
 
-def ledger_checks(groups: Sequence[Group], ledger_rows: Mapping[str, Mapping[str, Any]],
+def ledger_checks(groups: Sequence[Group], ledger_rows: Mapping[str, LedgerRow],
                   resources: Resources | None) -> list[Finding]:
     """FM15: released-layer runs, for fields the ledger marks contradicted (documented value != released)."""
     out: list[Finding] = []
@@ -171,13 +180,18 @@ def ledger_checks(groups: Sequence[Group], ledger_rows: Mapping[str, Mapping[str
     for g in groups:
         if g.card.get("pipeline") != "released":
             continue
-        row = ledger_rows.get(g.benchmark) or {}
-        for cell in (row.get("cells") or {}).values():
-            for leaf, values in ((cell.get("values") or {}).get(g.task) or {}).items():
-                doc, rel = values.get("documented"), values.get("released")
+        row = ledger_rows.get(g.benchmark)
+        if row is None:
+            continue
+        for cell in row["cells"].values():
+            for leaf, values in (cell["values"].get(g.task) or {}).items():
+                doc, rel = values["documented"], values["released"]
                 content = values.get("content") or {}
+                ev: dict[str, Any]
                 if content:  # template names are the suite's keys: say what differs in the text instead
-                    ev = {"difference": content, "template_names": {"documented": doc, "released": rel}}
+                    difference: dict[str, JsonValue] = {k: {"documented": v["documented"], "released": v["released"]}
+                                                        for k, v in content.items()}
+                    ev = {"difference": difference, "template_names": {"documented": doc, "released": rel}}
                     hyp = (f"The documented {leaf} of {g.benchmark}.{g.task} differs from the released one in "
                            f"{_content_text(content)}, so this run (released layer) may not reproduce the documented "
                            f"number.")

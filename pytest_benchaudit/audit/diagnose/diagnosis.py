@@ -13,19 +13,23 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_benchaudit.audit.diagnose import checks
 from pytest_benchaudit.audit.diagnose import data as data_checks
 from pytest_benchaudit.audit.diagnose import lint as lint_checks
 from pytest_benchaudit.audit.diagnose import order as order_checks
 from pytest_benchaudit.audit.diagnose.catalog import CATALOGUE
+from pytest_benchaudit.audit.diagnose.documents import DiagnoseDocument
 from pytest_benchaudit.audit.diagnose.core import (
     Finding,
     LoadedRun,
     Resources,
     group_runs,
 )
+
+if TYPE_CHECKING:  # audit.documents imports this package's documents: no cycle at run time
+    from pytest_benchaudit.audit.documents import LedgerRow
 
 __all__ = ["NOT_A_VERDICT", "PER_TASK", "Diagnosis", "Finding", "LoadedRun", "diagnose", "diagnose_report",
            "render", "to_json"]
@@ -51,13 +55,13 @@ class Diagnosis:
 
 
 def diagnose(runs: Sequence[LoadedRun], *, resources: Resources | None = None,
-             ledger_rows: Mapping[str, Mapping[str, Any]] | None = None) -> list[Finding]:
+             ledger_rows: Mapping[str, LedgerRow] | None = None) -> list[Finding]:
     """The findings to list (:attr:`Diagnosis.findings` of :func:`diagnose_report`)."""
     return diagnose_report(runs, resources=resources, ledger_rows=ledger_rows).findings
 
 
 def diagnose_report(runs: Sequence[LoadedRun], *, resources: Resources | None = None,
-                    ledger_rows: Mapping[str, Mapping[str, Any]] | None = None) -> Diagnosis:
+                    ledger_rows: Mapping[str, LedgerRow] | None = None) -> Diagnosis:
     """Every catalogued check on every benchmark x task x model of ``runs``.
 
     Dataset and card findings (:data:`PER_TASK`) are merged into one per task and problem;
@@ -173,11 +177,11 @@ def render(findings: Sequence[Finding], n_groups: int, folded: Sequence[Finding]
             f"{_folded_line(folded)}{summary}\n\n{NOT_A_VERDICT}")
 
 
-def to_json(findings: Sequence[Finding], n_groups: int, folded: Sequence[Finding] = ()) -> dict[str, Any]:
+def to_json(findings: Sequence[Finding], n_groups: int, folded: Sequence[Finding] = ()) -> DiagnoseDocument:
     """The ``--json`` document: ``findings`` (benchmark, task, model, failure_mode, field, evidence, effect_pp, ...),
     largest |effect| first, and ``folded``: the zero-effect findings, counted apart (``n_folded``)."""
     return {"diagnose_version": "benchaudit.diagnose/1", "n_groups": n_groups, "note": NOT_A_VERDICT,
             "catalogue": {fm.id: {"title": fm.title, "field": fm.field, "stage": fm.stage, "source": fm.source}
                           for fm in CATALOGUE.values()},
-            "findings": [f.model_dump(mode="json") for f in findings],
-            "n_folded": len(folded), "folded": [f.model_dump(mode="json") for f in folded]}
+            "findings": [f.row() for f in findings],
+            "n_folded": len(folded), "folded": [f.row() for f in folded]}

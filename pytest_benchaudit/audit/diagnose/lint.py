@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_benchaudit.pipeline.documents import RecordRow
+
 from pytest_benchaudit.audit.diagnose.core import (
     Effect,
     Finding,
@@ -40,7 +42,7 @@ def _rule(group: Group) -> str:
     return str(group.fields.get("extraction.rule", ""))
 
 
-def _without_logprobs(group: Group) -> list[dict[str, Any]]:
+def _without_logprobs(group: Group) -> list[RecordRow]:
     """Records of a log-prob rule that came back without an error and without log-probabilities."""
     if _rule(group) not in LOGPROB_RULES:
         return []
@@ -108,7 +110,7 @@ def _stops(group: Group) -> list[str]:
     return [str(s) for s in (stop if isinstance(stop, list) else [stop]) if str(s)]
 
 
-def _has_reasoning(rec: Mapping[str, Any]) -> bool:
+def _has_reasoning(rec: RecordRow) -> bool:
     return bool(rec.get("reasoning")) or "<think>" in str(rec.get("raw_output") or "").lower()
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_benchaudit.aggregate.documents import TaskResult
+
 from pytest_benchaudit.audit.compare.paired import PairedRow, adjacent_ties, model_answers, paired_rows, task_mde80
 from pytest_benchaudit.audit.diagnose.core import Effect, Finding, Group, make_finding
 
@@ -35,7 +37,8 @@ def check_order(groups: Sequence[Group]) -> list[Finding]:
         if len(scored) < 2 or len(directions) != 1:
             continue  # nothing to order, or a direction that differs between models: no ranking
         lib = directions.pop()
-        answers = [model_answers(m, float(r["score"]), by_model[m].records, by_model[m].fields,
+        scores = {m: float(score) for m, r in scored.items() if (score := r["score"]) is not None}
+        answers = [model_answers(m, scores[m], by_model[m].records, by_model[m].fields,
                                  str(r.get("denominator")), lib) for m, r in sorted(scored.items())]
         rows = paired_rows(f"{bench}.{task}", answers, lib)
         by_pair = {(r["model_a"], r["model_b"]): r for r in rows}
@@ -43,12 +46,12 @@ def check_order(groups: Sequence[Group]) -> list[Finding]:
         ties = [r for r in ties if r["p_value"] is not None and r["ci95"] is not None and r["diff"] is not None]
         if ties:
             runs = sorted({by_model[m].run for r in ties for m in (r["model_a"], r["model_b"])})
-            findings.append(_finding(bench, task, pipeline, ties, rows, scored, runs))
+            findings.append(_finding(bench, task, pipeline, ties, rows, scored, scores, runs))
     return findings
 
 
 def _finding(bench: str, task: str, pipeline: str, ties: list[PairedRow], rows: list[PairedRow],
-             scored: Mapping[str, Mapping[str, Any]], runs: list[str]) -> Finding:
+             scored: Mapping[str, TaskResult], scores: Mapping[str, float], runs: list[str]) -> Finding:
     lib = bool(ties[0]["lower_is_better"])
     metric = next(iter(scored.values())).get("metric") or "metric"
     unit = f" {metric} units" if lib else " pp"
@@ -60,8 +63,8 @@ def _finding(bench: str, task: str, pipeline: str, ties: list[PairedRow], rows: 
         lo, hi = r["ci95"] or (0.0, 0.0)
         diff = float(r["diff"] or 0.0)
         why = "CI contains 0" if lo <= 0 <= hi else f"CI excludes 0, p_holm {r['p_holm']:.2g}"
-        return (f"{r['model_a']} above {r['model_b']} ({fmt(scored[r['model_a']]['score'])} vs "
-                f"{fmt(scored[r['model_b']]['score'])}; paired {'+' if diff > 0 else ''}{fmt(diff)}{unit} on "
+        return (f"{r['model_a']} above {r['model_b']} ({fmt(scores[r['model_a']])} vs "
+                f"{fmt(scores[r['model_b']])}; paired {'+' if diff > 0 else ''}{fmt(diff)}{unit} on "
                 f"{r['n']} questions, 95% CI [{fmt(lo)}, {fmt(hi)}], {r['test']} p = {r['p_value']:.2g}, {why})")
 
     n_models = len(scored)
