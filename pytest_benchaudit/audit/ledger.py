@@ -93,8 +93,13 @@ import dataclasses
 import json
 import re
 from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.audit.documents import (LeafValues, LedgerCell, LedgerDocument, LedgerRow, PaperView,
+                                                TemplateContrast)
 from pytest_benchaudit.audit.ledger_peers import peer_differences
 from pytest_benchaudit.pipeline.stages import UNSPECIFIED, Pipeline, is_unspecified
 from pytest_benchaudit.scoring.registry import check_suite_names, rules_reading
@@ -147,7 +152,17 @@ _DATA_NOTE = re.compile(r"\b(data|dataset|datasets|golds?)\b", re.IGNORECASE)
 
 
 # ----------------------------------------------------------------------------- comparison
-def _leaves(pipe: Pipeline, field: str) -> dict[str, Any]:
+class _FieldComparison(TypedDict):
+    """One task's comparison of one ledger field (internal: the row's cell combines the tasks')."""
+
+    status: str
+    differing: dict[str, tuple[JsonValue, JsonValue]]  # contradicted leaf -> (documented, released)
+    moot: dict[str, str]
+    why: dict[str, dict[str, str]]
+    missing: list[str]
+
+
+def _leaves(pipe: Pipeline, field: str) -> dict[str, JsonValue]:
     fields = pipe.card()["fields"]
     return {k: v for k, v in fields.items() if k == field or k.startswith(field + ".")}
 
@@ -164,15 +179,16 @@ def _stated(raw: dict[str, Any], path: str) -> bool:
     return not is_unspecified(node)
 
 
-def _same(suite: Suite, leaf: str, d: Any, r: Any) -> bool:
+def _same(suite: Suite, leaf: str, d: JsonValue, r: JsonValue) -> bool:
     if d == r:
         return True
-    if leaf == "prompt.template" and d in suite.templates and r in suite.templates:
+    if leaf == "prompt.template" and isinstance(d, str) and isinstance(r, str) and d in suite.templates \
+            and r in suite.templates:
         return suite.templates[d] == suite.templates[r]
     return False
 
 
-def moot_reason(leaf: str, documented: dict[str, Any]) -> str | None:
+def moot_reason(leaf: str, documented: Mapping[str, JsonValue]) -> str | None:
     """Why ``leaf`` cannot matter under the other documented values (``documented``: the card's
     fields), or None when it can.  Only leaves of a stage column are ever moot."""
     rule = documented.get("extraction.rule")
@@ -187,13 +203,14 @@ def moot_reason(leaf: str, documented: dict[str, Any]) -> str | None:
     return None
 
 
-def _template_difference(suite: Suite, leaf: str, d: Any, r: Any) -> dict[str, dict[str, Any]]:
+def _template_difference(suite: Suite, leaf: str, d: JsonValue, r: JsonValue) -> dict[str, TemplateContrast]:
     """For two ``prompt.template`` names: the template fields whose content differs (what the
     names stand for), ``{field: {"documented": ..., "released": ...}}``; empty for other leaves."""
-    if leaf != "prompt.template" or d not in suite.templates or r not in suite.templates:
+    if leaf != "prompt.template" or not isinstance(d, str) or not isinstance(r, str) or d not in suite.templates \
+            or r not in suite.templates:
         return {}
     a, b = suite.templates[d].model_dump(mode="json"), suite.templates[r].model_dump(mode="json")
-    return {k: {"documented": a.get(k), "released": b.get(k)} for k in a if a.get(k) != b.get(k)}
+    return {k: TemplateContrast(documented=a.get(k), released=b.get(k)) for k in a if a.get(k) != b.get(k)}
 
 
 def _with_layer(suite: Suite, task: str, layer: str) -> tuple[Suite, bool]:
@@ -205,7 +222,7 @@ def _with_layer(suite: Suite, task: str, layer: str) -> tuple[Suite, bool]:
     return dataclasses.replace(suite, tasks={**suite.tasks, task: spec}), False
 
 
-def _compare_task(suite: Suite, task: str, unread: bool = False) -> dict[str, dict[str, Any]]:
+def _compare_task(suite: Suite, task: str, unread: bool = False) -> dict[str, _FieldComparison]:
     """Per field: status, contradicting leaf values, moot leaves, why texts, for one task.
 
     ``unread``: documents that may state the field were not read, so "unspecified" is unread.
@@ -216,11 +233,11 @@ def _compare_task(suite: Suite, task: str, unread: bool = False) -> dict[str, di
     raw_doc = s_doc.tasks[task].layers["documented"]
     doc_fields = doc.card()["fields"]
     silent = UNREAD if unread else UNDEFINED
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, _FieldComparison] = {}
     for field in LEDGER_FIELDS:
         d_leaves, r_leaves = _leaves(doc, field), _leaves(rel, field)
         statuses: list[str] = []
-        differing: dict[str, tuple[Any, Any]] = {}
+        differing: dict[str, tuple[JsonValue, JsonValue]] = {}
         moot: dict[str, str] = {}
         for leaf, d in d_leaves.items():
             r = r_leaves.get(leaf, UNSPECIFIED)
@@ -308,16 +325,16 @@ def suite_unread(suite: Suite) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- ledger
-def suite_ledger(suite: Suite) -> dict[str, Any]:
+def suite_ledger(suite: Suite) -> LedgerRow:
     """One benchmark's row: a cell per field, counts, and its data quirks."""
     sources, unread = suite_sources(suite), suite_unread(suite)
     per_task = {task: _compare_task(suite, task, bool(unread)) for task in suite.tasks}
-    cells: dict[str, Any] = {}
+    cells: dict[str, LedgerCell] = {}
     for field in LEDGER_FIELDS:
         task_status = {task: per_task[task][field]["status"] for task in suite.tasks}
         status = _combine(list(task_status.values()))
         notes: list[str] = []
-        values: dict[str, Any] = {}
+        values: dict[str, dict[str, LeafValues]] = {}
         if len(set(task_status.values())) > 1:
             notes.append("tasks differ: " + ", ".join(f"{t} {s}" for t, s in task_status.items()))
         contradictions: dict[str, list[str]] = {}
@@ -363,7 +380,7 @@ def suite_ledger(suite: Suite) -> dict[str, Any]:
     if counts[UNREAD]:
         summary += f"; {counts[UNREAD]} more are unread (a document that may state them was not read)"
     quirks, source = suite_quirks(suite)
-    row: dict[str, Any] = {
+    row: LedgerRow = {
         "benchmark": suite.name,
         "title": suite.title,
         "suite": str(suite.path),
@@ -385,7 +402,7 @@ def suite_ledger(suite: Suite) -> dict[str, Any]:
     return row
 
 
-def paper_view(counts: dict[str, int]) -> dict[str, Any]:
+def paper_view(counts: dict[str, int]) -> PaperView:
     """Our counts over the cells actually read (every status but unread) next to the paper's.
 
     The paper classifies its 72 cells without publishing them one by one, so the only fair
@@ -403,7 +420,7 @@ def paper_view(counts: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def build_ledger(suites_dir: Path) -> dict[str, Any]:
+def build_ledger(suites_dir: Path) -> LedgerDocument:
     """The ledger of every ``suites_dir/*/suite.toml``.
 
     Each suite is loaded once and checked as a run would check it (schema, then the rule and

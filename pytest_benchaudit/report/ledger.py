@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pytest_benchaudit.audit.documents import LedgerDocument, LedgerRow
 from pytest_benchaudit.audit.ledger import CONTRADICTED, MATCHED, STATUSES, UNDEFINED, UNREAD
 
 __all__ = ["peer_lines", "render", "render_json", "render_markdown", "render_table", "totals_line"]
@@ -23,7 +24,7 @@ def _not_reproducible(n: int, total: int, unread: int) -> str:
     return f"{n} of {total}" + (f" +{unread} unread" if unread else "")
 
 
-def _rows(ledger: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def _rows(ledger: LedgerDocument) -> tuple[list[str], list[list[str]]]:
     headers = ["benchmark", *ledger["fields"], "not reproducible", "dataset (apart)"]
     rows = []
     for row in ledger["benchmarks"]:
@@ -36,7 +37,7 @@ def _rows(ledger: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def totals_line(ledger: dict[str, Any]) -> str:
+def totals_line(ledger: LedgerDocument) -> str:
     """Our counts over all cells, then the paper view: our shares over the cells read next to the
     paper's over its 72 (the paper has no 'unread', so its counts are not comparable to ours cell
     for cell), then the dataset row apart."""
@@ -44,7 +45,7 @@ def totals_line(ledger: dict[str, Any]) -> str:
     ours = " / ".join(f"{t['counts'][s]} {s}" for s in STATUSES)
     view = t["paper_view"]
     if view["cells_read"]:
-        read = " / ".join(f"{view['ours_over_read'][s]} {s} ({100 * view['ours_share'][s]:.0f}%)" for s in _READ)
+        read = " / ".join(f"{view['ours_over_read'][s]} {s} ({100 * (view['ours_share'][s] or 0.0):.0f}%)" for s in _READ)
     else:
         read = "none"
     paper = " / ".join(f"{view['paper_counts'][s]} {s} ({100 * view['paper_share'][s]:.0f}%)" for s in _READ)
@@ -55,7 +56,7 @@ def totals_line(ledger: dict[str, Any]) -> str:
             "Dataset row apart: " + ", ".join(f"{d[s]} {s}" for s in STATUSES) + ".")
 
 
-def peer_lines(row: dict[str, Any], indent: str = "  ", bullet: str = "") -> list[str]:
+def peer_lines(row: LedgerRow, indent: str = "  ", bullet: str = "") -> list[str]:
     """The row's peer layers (``peers``), field by field against ``released``: both values and the
     peer layer's ``why``; [] for a benchmark without peer layers."""
     lines = []
@@ -79,7 +80,7 @@ def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def render_table(ledger: dict[str, Any]) -> str:
+def render_table(ledger: LedgerDocument) -> str:
     from tabulate import tabulate
 
     headers, rows = _rows(ledger)
@@ -107,7 +108,7 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(ledger: dict[str, Any]) -> str:
+def render_markdown(ledger: LedgerDocument) -> str:
     headers, rows = _rows(ledger)
     lines = ["# Reproducibility ledger", "",
              "Each cell compares the benchmark's documented pipeline with its released code: "
@@ -137,11 +138,11 @@ def render_markdown(ledger: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_json(ledger: dict[str, Any]) -> str:
+def render_json(ledger: LedgerDocument) -> str:
     return json.dumps(ledger, indent=2, ensure_ascii=False)
 
 
-def render(ledger: dict[str, Any], fmt: str) -> str:
+def render(ledger: LedgerDocument, fmt: str) -> str:
     renderers = {"table": render_table, "json": render_json, "markdown": render_markdown}
     if fmt not in renderers:
         raise ValueError(f"unknown format {fmt!r}; formats: {', '.join(renderers)}")
