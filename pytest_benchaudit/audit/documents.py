@@ -16,6 +16,7 @@ from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import NotRequired, Required, TypedDict
 
 from pytest_benchaudit.aggregate.documents import VariantDelta
+from pytest_benchaudit.audit.compare.documents import CompareDocument
 from pytest_benchaudit.audit.diagnose.documents import FindingRow
 
 __all__ = ["AUDIT", "AttributionRow", "AuditDocument", "AuditLayers", "FieldDiffRow", "HarnessTableRow",
@@ -321,7 +322,7 @@ class AuditDocument(TypedDict):
     ledger: list[LedgerRow | LedgerNote]
     findings: list[FindingRow]
     exports: list[str]
-    compare: dict[str, JsonValue]
+    compare: CompareDocument
     how: str
     # A --pipelines run: each layer's split run, and the upstream part of each move.
     layer_runs: NotRequired[dict[str, str]]
