@@ -47,12 +47,15 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
+
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.pipeline.documents import RecordRow
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
-__all__ = ["Flag", "GoldAuditError", "MIN_CONSENSUS", "audit_gold", "normalize_answer",
+__all__ = ["Flag", "FlagRow", "GoldAuditError", "MIN_CONSENSUS", "audit_gold", "normalize_answer",
            "CSV_COLUMNS", "REVIEW_NOTE"]
 
 CSV_COLUMNS = ["benchmark", "task", "question_id", "gold", "consensus_answer", "n_agreeing", "agreeing_models",
@@ -71,7 +74,7 @@ class GoldAuditError(BenchauditError):
     """The runs cannot be audited as asked; the message says why."""
 
 
-def normalize_answer(text: Any, labels: Sequence[str] = ()) -> str:
+def normalize_answer(text: str | None, labels: Sequence[str] = ()) -> str:
     """Case-folded, stripped answer; a multi-letter MCQ answer as its sorted letter set.
 
     ``labels`` are the question's option labels: when ``text`` consists only of those
@@ -98,6 +101,21 @@ def _discrete(metric: str) -> tuple[bool, str]:
     return True, ""
 
 
+class FlagRow(TypedDict):
+    """A flag as a row of the ``--csv`` file (:data:`CSV_COLUMNS`) and a unit of ``benchaudit sample --for gold``."""
+
+    benchmark: str
+    task: str
+    question_id: str
+    gold: str
+    consensus_answer: str
+    n_agreeing: int
+    agreeing_models: str  # ";"-joined
+    n_models: int
+    n_valid: int
+    min_models: int
+
+
 @dataclass
 class Flag:
     benchmark: str
@@ -114,7 +132,7 @@ class Flag:
     def n_agreeing(self) -> int:
         return len(self.agreeing_models)
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> FlagRow:
         return {"benchmark": self.benchmark, "task": self.task, "question_id": self.question_id, "gold": self.gold,
                 "consensus_answer": self.consensus_answer, "n_agreeing": self.n_agreeing,
                 "agreeing_models": ";".join(self.agreeing_models), "n_models": self.n_models,
@@ -131,7 +149,7 @@ class AuditResult:
     models: list[str] = field(default_factory=list)
 
 
-def audit_gold(records: Iterable[Mapping[str, Any]], min_models: int | None = None,
+def audit_gold(records: Iterable[RecordRow], min_models: int | None = None,
                pipeline: str | None = None) -> AuditResult:
     """Flag questions where >= K models share one valid prediction that differs from the gold.
 
@@ -140,7 +158,7 @@ def audit_gold(records: Iterable[Mapping[str, Any]], min_models: int | None = No
     """
     if min_models is not None and min_models < MIN_CONSENSUS:
         raise GoldAuditError(f"--min-models {min_models}: a consensus needs at least {MIN_CONSENSUS} models")
-    by_question: dict[tuple[str, str, str], dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    by_question: dict[tuple[str, str, str], dict[str, RecordRow]] = defaultdict(dict)
     metrics: dict[tuple[str, str], set[str]] = defaultdict(set)
     models: set[str] = set()
     for rec in records:
@@ -208,7 +226,7 @@ def audit_gold(records: Iterable[Mapping[str, Any]], min_models: int | None = No
     return result
 
 
-def _qid_key(qid: str) -> tuple[int, Any]:
+def _qid_key(qid: str) -> tuple[int, int | str]:
     return (0, int(qid)) if qid.isdigit() else (1, qid)
 
 

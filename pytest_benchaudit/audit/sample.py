@@ -35,13 +35,27 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+
+from pydantic import ConfigDict, TypeAdapter, with_config
+from typing_extensions import NotRequired, Required, TypedDict
 
 from pytest_benchaudit.aggregate.results import confidence_interval
+from pytest_benchaudit.audit.goldaudit import FlagRow
 from pytest_benchaudit.common.errors import DataError, UsageError
+from pytest_benchaudit.pipeline.documents import RecordRow
 
 __all__ = [
+    "Between",
     "DEFAULT_STRATA",
+    "GOLD_CONFIRM",
+    "GoldConfirmReport",
+    "GoldUnit",
+    "HUMAN_JUDGE",
+    "HumanJudgeReport",
+    "JudgeUnit",
+    "KappaResult",
+    "Rate",
+    "SampleRow",
     "GOLD_STRATA",
     "JUDGE_STRATA",
     "KAPPA_METHOD",
@@ -90,21 +104,163 @@ class SampleError(DataError):
     """A sample cannot be drawn or read as asked; the message names the file or the option."""
 
 
-def prompt_text(rec: Mapping[str, Any]) -> str:
+_FORBID = ConfigDict(extra="forbid")
+
+
+class JudgeUnit(TypedDict):
+    """A record with a judge verdict, as a unit to sample (``--for judge``)."""
+
+    benchmark: str
+    task: str
+    question_id: str
+    model: str
+    purpose: str
+    judge_label: str
+    parse_status: str
+    regex_disagrees: str  # "true", "false", or "n/a" (no regex_prediction)
+    gold: str
+    question: str
+    response: str
+
+
+class GoldUnit(TypedDict):
+    """An ``audit-gold`` flag (its CSV row, every value as text) with its question, as a unit (``--for gold``)."""
+
+    benchmark: str
+    task: str
+    question_id: str
+    gold: str
+    consensus_answer: str
+    n_agreeing: str
+    agreeing_models: str
+    n_models: str
+    n_valid: str
+    min_models: str
+    question: str
+
+
+class SampleRow(TypedDict, total=False):
+    """A drawn row of the sample file: the unit's columns (a judge or a gold unit) and where it was drawn."""
+
+    sample_id: Required[str]
+    stratum: Required[str]
+    stratum_size: Required[int]
+    benchmark: Required[str]
+    task: Required[str]
+    question_id: Required[str]
+    question: Required[str]
+    gold: Required[str]
+    # --for judge
+    model: str
+    purpose: str
+    judge_label: str
+    parse_status: str
+    regex_disagrees: str
+    response: str
+    # --for gold
+    consensus_answer: str
+    n_agreeing: str
+    agreeing_models: str
+    n_models: str
+    n_valid: str
+    min_models: str
+
+
+@with_config(_FORBID)
+class KappaResult(TypedDict):
+    """Observed agreement, chance agreement and Cohen's kappa of two label sequences (None: no labels, or undefined)."""
+
+    n: int
+    agreement: float | None
+    expected_agreement: float | None
+    kappa: float | None
+
+
+@with_config(_FORBID)
+class Rate(TypedDict):
+    """``k`` of ``n`` with the rate and its 95% Wilson interval (None when n is 0)."""
+
+    n: int
+    k: int
+    rate: float | None
+    ci95: list[float] | None
+
+
+@with_config(_FORBID)
+class Between(KappaResult):
+    """Agreement between the first two annotators."""
+
+    annotators: list[str]
+    kappa_method: str
+
+
+@with_config(_FORBID)
+class AnnotatorRate(Rate):
+    annotator: str
+
+
+@with_config(_FORBID)
+class StratumRate(Rate):
+    stratum: str
+
+
+@with_config(_FORBID)
+class TaskRate(Rate):
+    task: str
+
+
+@with_config(_FORBID)
+class HumanJudgeReport(TypedDict):
+    """``judge-agreement --human --json`` (:func:`human_judge_report`)."""
+
+    n_rows: int
+    n_unannotated: int
+    annotators: list[str]
+    basis: str
+    judge_accuracy: Rate
+    per_annotator: list[AnnotatorRate]
+    between_annotators: Between | None
+    per_stratum: list[StratumRate]
+    note: str
+
+
+@with_config(_FORBID)
+class GoldConfirmReport(TypedDict):
+    """``audit-gold --confirm --json`` (:func:`gold_confirm_report`)."""
+
+    n_rows: int
+    n_unchecked: int
+    annotators: list[str]
+    rule: str
+    confirmed: Rate
+    n_unclear: int
+    between_annotators: Between | None
+    per_task: list[TaskRate]
+    note: str
+
+
+HUMAN_JUDGE: TypeAdapter[HumanJudgeReport] = TypeAdapter(HumanJudgeReport)
+GOLD_CONFIRM: TypeAdapter[GoldConfirmReport] = TypeAdapter(GoldConfirmReport)
+
+
+def prompt_text(rec: RecordRow) -> str:
     """The question as the model saw it: the last user message (chat) or the prompt (completion)."""
     req = rec.get("request") or {}
     if req.get("prompt"):
         return str(req["prompt"])
-    users = [m.get("content", "") for m in req.get("messages") or () if m.get("role") == "user"]
+    messages = req.get("messages") or []
+    users = [m.get("content", "") for m in (messages if isinstance(messages, list) else [])
+             if isinstance(m, dict) and m.get("role") == "user"]
     return str(users[-1]) if users else ""
 
 
-def judge_units(records: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+def judge_units(records: Iterable[RecordRow]) -> tuple[list[JudgeUnit], int]:
     """(units, n without a verdict): one unit per base record with a parsed judge verdict."""
-    units, failed = [], 0
+    units: list[JudgeUnit] = []
+    failed = 0
     for rec in records:
         judge = rec.get("judge")
-        if rec.get("variant") or not isinstance(judge, Mapping):
+        if rec.get("variant") or not isinstance(judge, dict):
             continue
         verdict = judge.get("verdict")
         if verdict is None:
@@ -123,14 +279,17 @@ def judge_units(records: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, An
     return units, failed
 
 
-def gold_units(flag_rows: Iterable[Mapping[str, Any]], records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def gold_units(flag_rows: Iterable[FlagRow], records: Iterable[RecordRow]) -> list[GoldUnit]:
     """One unit per ``audit-gold`` flag (its CSV row), with the question text from any record of it."""
     texts: dict[tuple[str, str, str], str] = {}
     for rec in records:
         key = (str(rec["benchmark"]), str(rec["task"]), str(rec["question_id"]))
         if key not in texts:
             texts[key] = prompt_text(rec)
-    return [{**{k: str(v) for k, v in row.items()},
+    return [{"benchmark": str(row["benchmark"]), "task": str(row["task"]), "question_id": str(row["question_id"]),
+             "gold": str(row["gold"]), "consensus_answer": str(row["consensus_answer"]),
+             "n_agreeing": str(row["n_agreeing"]), "agreeing_models": str(row["agreeing_models"]),
+             "n_models": str(row["n_models"]), "n_valid": str(row["n_valid"]), "min_models": str(row["min_models"]),
              "question": texts.get((str(row["benchmark"]), str(row["task"]), str(row["question_id"])), "")}
             for row in flag_rows]
 
@@ -151,24 +310,24 @@ def allocate(sizes: Mapping[tuple[str, ...], int], n: int) -> dict[tuple[str, ..
     return take
 
 
-def stratified_sample(units: Sequence[Mapping[str, Any]], n: int, strata: Sequence[str], seed: int = 0,
-                      allowed: Sequence[str] = JUDGE_STRATA) -> list[dict[str, Any]]:
+def stratified_sample(units: Sequence[JudgeUnit] | Sequence[GoldUnit], n: int, strata: Sequence[str], seed: int = 0,
+                      allowed: Sequence[str] = JUDGE_STRATA) -> list[SampleRow]:
     """``n`` units (all if fewer) over ``strata``; each row gains ``sample_id``, ``stratum``, ``stratum_size``."""
     if n < 1:
         raise SampleError(f"--n {n}: the sample needs at least one unit")
     unknown = [k for k in strata if k not in allowed]
     if unknown:
         raise SampleError(f"--strata: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
-    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, ...], list[JudgeUnit | GoldUnit]] = defaultdict(list)
     for unit in units:
         groups[tuple(str(unit.get(k, "")) for k in strata)].append(unit)
     take = allocate({s: len(v) for s, v in groups.items()}, n)
-    out: list[dict[str, Any]] = []
+    out: list[SampleRow] = []
     for stratum in sorted(groups):
         pool = sorted(groups[stratum], key=lambda u: (u["benchmark"], u["task"], u["question_id"], u.get("model", "")))
         label = "|".join(f"{k}={v}" for k, v in zip(strata, stratum)) or "all"
         for unit in random.Random(f"{seed}:{label}").sample(pool, take[stratum]):
-            out.append({**unit, "stratum": label, "stratum_size": len(pool)})
+            out.append({**unit, "stratum": label, "stratum_size": len(pool), "sample_id": ""})
     for i, row in enumerate(out, 1):
         row["sample_id"] = f"s{i:04d}"
     return out
@@ -178,7 +337,7 @@ def verdict_columns(n_annotators: int) -> list[str]:
     return [f"verdict_{i}" for i in range(1, n_annotators + 1)]
 
 
-def write_sample(rows: Sequence[Mapping[str, Any]], kind: str, path: Path, n_annotators: int = 2) -> None:
+def write_sample(rows: Sequence[SampleRow], kind: str, path: Path, n_annotators: int = 2) -> None:
     """The sample as CSV: the unit's columns, then one empty verdict column per annotator."""
     columns = [*COLUMNS[kind], *verdict_columns(n_annotators)]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -232,7 +391,7 @@ def check_usage(kind: str, n: int, annotators: int) -> None:
 # --------------------------------------------------------------------------- agreement statistics
 
 
-def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> dict[str, Any]:
+def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> KappaResult:
     """Observed agreement, chance agreement and Cohen's kappa of two label sequences.
 
     ``(p_o - p_e) / (1 - p_e)``; None when ``p_e == 1`` (both sides one and the same label throughout).
@@ -262,11 +421,11 @@ def _annotators(rows: Sequence[Mapping[str, str]], verdicts: Sequence[str]) -> l
     return [c for c in verdicts if any(_norm(r.get(c, "")) for r in rows)]
 
 
-def _rate(k: int, n: int) -> dict[str, Any]:
+def _rate(k: int, n: int) -> Rate:
     return {"n": n, "k": k, "rate": k / n if n else None, "ci95": wilson(k, n)}
 
 
-def _between(rows: Sequence[Mapping[str, str]], annot: Sequence[str]) -> dict[str, Any] | None:
+def _between(rows: Sequence[Mapping[str, str]], annot: Sequence[str]) -> Between | None:
     if len(annot) < 2:
         return None
     a, b = annot[:2]
@@ -275,7 +434,7 @@ def _between(rows: Sequence[Mapping[str, str]], annot: Sequence[str]) -> dict[st
             "kappa_method": KAPPA_METHOD}
 
 
-def human_judge_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[str]) -> dict[str, Any]:
+def human_judge_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[str]) -> HumanJudgeReport:
     """Judge accuracy against each annotator and against their consensus; kappa between the first two.
 
     A judge label counts as correct when it equals the person's label (case and spacing folded).
@@ -284,7 +443,7 @@ def human_judge_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[str
     annot = _annotators(rows, verdicts)
     if not annot:
         raise SampleError("no verdict filled in: annotators write their label in verdict_1, verdict_2, ...")
-    per = []
+    per: list[AnnotatorRate] = []
     for col in annot:
         filled = [r for r in rows if _norm(r.get(col, ""))]
         per.append({"annotator": col, **_rate(sum(_norm(r["judge_label"]) == _norm(r[col]) for r in filled),
@@ -308,7 +467,8 @@ def human_judge_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[str
             "note": "accuracy of this stratified sample (rare strata over-represented), not of the whole run"}
 
 
-def gold_confirm_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[str], rule: str = "all") -> dict[str, Any]:
+def gold_confirm_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[str],
+                        rule: str = "all") -> GoldConfirmReport:
     """Confirmed label-error rate among the checked flags, with its Wilson CI; kappa between two annotators.
 
     Verdicts: ``error`` (the gold label is wrong), ``ok``, ``unclear``.  A flag is checked when at
@@ -343,14 +503,15 @@ def gold_confirm_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[st
             "note": NOT_BENCHMARK_WIDE}
 
 
-def _pct(r: Mapping[str, Any]) -> str:
-    if r.get("rate") is None:
+def _pct(r: Rate) -> str:
+    rate, ci95 = r["rate"], r["ci95"]
+    if rate is None or ci95 is None:
         return "n/a"
-    lo, hi = r["ci95"]
-    return f"{r['k']} of {r['n']} = {100 * r['rate']:.1f}% (95% Wilson CI {100 * lo:.1f}-{100 * hi:.1f}%)"
+    lo, hi = ci95
+    return f"{r['k']} of {r['n']} = {100 * rate:.1f}% (95% Wilson CI {100 * lo:.1f}-{100 * hi:.1f}%)"
 
 
-def _kappa_line(between: Mapping[str, Any] | None) -> str:
+def _kappa_line(between: Between | None) -> str:
     if not between:
         return "one annotator: no kappa between annotators"
     k, agree = between["kappa"], between["agreement"]
@@ -360,7 +521,7 @@ def _kappa_line(between: Mapping[str, Any] | None) -> str:
             f"labelled (raw agreement {raw})")
 
 
-def render_human_judge(doc: Mapping[str, Any]) -> str:
+def render_human_judge(doc: HumanJudgeReport) -> str:
     from tabulate import tabulate
 
     lines = [f"judge-agreement --human: {doc['n_rows']} sampled rows, {doc['n_unannotated']} without a verdict",
@@ -374,7 +535,7 @@ def render_human_judge(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines + ["", f"Note: {doc['note']}."])
 
 
-def render_gold_confirm(doc: Mapping[str, Any]) -> str:
+def render_gold_confirm(doc: GoldConfirmReport) -> str:
     from tabulate import tabulate
 
     lines = [f"audit-gold --confirm: {doc['n_rows']} sampled flags, {doc['n_unchecked']} not checked; a flag is "
