@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Literal
 
 from tabulate import tabulate
 
+from pytest_benchaudit.aggregate.documents import BenchmarkScore, ModelRankings, TaskResult, UsageRow, VariantDelta
 from pytest_benchaudit.aggregate.results import model_rankings, reason_text, variant_deltas
+from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.report.gates import GateVerdict
 from pytest_benchaudit.scoring.evaluate import failure_message
 from pytest_benchaudit.scoring.metrics import invalid_credit_line
+
+if TYPE_CHECKING:  # audit.documents imports the audit package (scipy): the summary's start-up does without it
+    from pytest_benchaudit.audit.documents import UpstreamAttributionRow
 
 __all__ = ["render_summary", "render_variant_deltas", "render_layer_attribution", "render_answers", "AnswerList",
            "render_usage", "fit_columns", "metric_unit", "WIDTH"]
@@ -34,13 +39,14 @@ def _num(value: float | None, lower_is_better: bool, metric: str) -> str:
     return f"{value:.3f}" if lower_is_better else _pct(value)
 
 
-def _subset_notes(bench: str, rows: list[dict[str, Any]], cards: dict[str, dict[str, Any]]) -> str:
+def _subset_notes(bench: str, rows: list[TaskResult], cards: Cards) -> str:
     """A line per task scored on fewer questions than it has (``-k``, ``--lf``, ``--limit``), so a
     subset never reads as the benchmark's score."""
     notes = []
     for r in rows:
         key = f"{bench}.{r['task']}" + (f"|{r['variant']}" if r["variant"] else "")
-        total = (cards.get(key) or cards.get(f"{bench}.{r['task']}") or {}).get("questions_total")
+        card = cards.get(key) or cards.get(f"{bench}.{r['task']}")
+        total = card.get("questions_total") if card else None
         asked = r.get("n_questions") or r["n"]  # with repeats, n counts records (questions x K)
         if isinstance(total, int) and asked < total:
             notes.append(f"subset: {r['task']}{' | ' + r['variant'] if r['variant'] else ''} {r['model']}: "
@@ -94,8 +100,8 @@ def fit_columns(rows: list[list[Any]], headers: list[str], keep: int = 1, width:
     return "\n\n".join(out)
 
 
-def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any]],
-                   cards: dict[str, dict[str, Any]], verdicts: list[GateVerdict]) -> str:
+def render_summary(results: list[TaskResult], benchmarks: list[BenchmarkScore],
+                   cards: Cards, verdicts: list[GateVerdict]) -> str:
     """Human-readable summary, every line at most :data:`WIDTH` columns.
 
     Per benchmark: one row per task x model (x variant) with the score over all items and over
@@ -105,12 +111,13 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
     per-stage rates) and why (the invalid reasons).
     """
     blocks: list[str] = []
-    by_bench: dict[str, list[dict[str, Any]]] = {}
+    by_bench: dict[str, list[TaskResult]] = {}
     layered = _is_layered(cards)  # --pipelines: every row names its layer, the base's too
     for r in results:
         by_bench.setdefault(r["benchmark"], []).append(r)
     for bench, rows in by_bench.items():
-        table, invalid_rows = [], []
+        table: list[list[str]] = []
+        invalid_rows: list[list[str]] = []
         for r in rows:
             lib, metric = r["lower_is_better"], r["metric"]
             ci = r["ci95"]
@@ -134,10 +141,12 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
                 ])
         headers = ["task", "model", "n", "valid", "correct", "score/all", "score/valid", "invalid", "95% CI"]
         first = rows[0]
-        card = cards.get(f"{bench}.{first['task']}", {})
-        overrides = f", overrides {card.get('overrides')}" if card.get("overrides") else ""
+        card = cards.get(f"{bench}.{first['task']}")
+        card_overrides = card.get("overrides") if card else None
+        overrides = f", overrides {card_overrides}" if card_overrides else ""
+        card_hash = card.get("hash", first["pipeline_hash"]) if card else first["pipeline_hash"]
         layers = list(dict.fromkeys(r["pipeline"] for r in rows))
-        title = _cut(f"{bench} — pipeline '{first['pipeline']}' (card {card.get('hash', first['pipeline_hash'])}"
+        title = _cut(f"{bench} — pipeline '{first['pipeline']}' (card {card_hash}"
                      + overrides + ")" if not layered else
                      f"{bench} — pipelines {', '.join(repr(x) for x in layers)} (one row per layer)" + overrides,
                      WIDTH)
@@ -167,12 +176,12 @@ def render_summary(results: list[dict[str, Any]], benchmarks: list[dict[str, Any
     return "\n\n".join(b for b in blocks if b)
 
 
-def _render_repeats(rows: list[dict[str, Any]], layered: bool) -> str:
+def _render_repeats(rows: list[TaskResult], layered: bool) -> str:
     """The error bars of rows whose questions were asked more than once (inference.repeats), as a
     table of their own under the benchmark's (docs/statistics.md): the reducer, the headline's
     standard error over questions (clustered by aggregation.by when set), the SD of the headline
     across repeats, and the share of questions whose verdicts all agree.  Empty when none was."""
-    table = []
+    table: list[list[str]] = []
     for r in rows:
         if r.get("repeats", 1) <= 1:
             continue
@@ -204,15 +213,15 @@ def _rank_text(rank: float) -> str:
     return str(int(rank)) if float(rank).is_integer() else f"{rank:g}"
 
 
-def _render_rankings(rankings: dict[str, Any]) -> str:
+def _render_rankings(rankings: ModelRankings) -> str:
     """Ranks per task (1 = best, direction-aware) and Kendall tau-b between tasks."""
-    ranks: dict[str, dict[str, float]] = rankings["ranks"]
+    ranks = rankings["ranks"]
     models = sorted({m for by_model in ranks.values() for m in by_model})
     table = [[key, *[("—" if m not in by_model else _rank_text(by_model[m])) for m in models]] for key, by_model in ranks.items()]
     text = "model ranks per task (1 = best; ties share the average rank)\n" + fit_columns(
         table, ["task", *[_cut(m, 16) for m in models]])
     if rankings["tau_b"]:
-        rows = [[r["task_a"], r["task_b"], "—" if r["tau"] is None else f"{r['tau']:.3f}",
+        rows: list[list[Any]] = [[r["task_a"], r["task_b"], "—" if r["tau"] is None else f"{r['tau']:.3f}",
                  "—" if r["p_value"] is None else f"{r['p_value']:.3g}", r["inversions"], r["n_models"]]
                 for r in rankings["tau_b"]]
         text += "\n\nKendall tau-b between tasks (each rests on few models)\n" + fit_columns(
@@ -220,7 +229,7 @@ def _render_rankings(rankings: dict[str, Any]) -> str:
     return text
 
 
-def _delta(row: dict[str, Any]) -> str:
+def _delta(row: VariantDelta) -> str:
     if row["delta"] is None:
         return "—"
     if row["lower_is_better"]:
@@ -230,21 +239,27 @@ def _delta(row: dict[str, Any]) -> str:
     return f"{row['delta_pp']:+.1f}"
 
 
-def _is_layered(cards: dict[str, dict[str, Any]]) -> bool:
+def _is_layered(cards: Cards) -> bool:
     """True for a ``--pipelines`` run: some card is a layer variant of the base layer."""
-    return any((c.get("variant") or {}).get("kind") == "layer" for c in cards.values() if isinstance(c, dict))
+    return any(_variant_kind(c) == "layer" for c in cards.values() if isinstance(c, dict))
 
 
-def render_variant_deltas(rows: list[dict[str, Any]]) -> str:
+def _variant_kind(card: PipelineCard) -> str | None:
+    variant = card.get("variant")
+    return variant.get("kind") if variant else None
+
+
+def render_variant_deltas(rows: list[VariantDelta]) -> str:
     """The "single-field counterfactuals" table: each variant against its base, and what moved it."""
     if not rows:
         return ""
-    table = []
+    table: list[list[str]] = []
     for r in rows:
         lib = r["lower_is_better"]
         moved = "—" if r["moved_by"] is None else r["moved_by"]
-        if r["moved_by"] in ("inference", "extraction") and r.get("invalid_reason_changes"):
-            moved += f": {reason_text(r['invalid_reason_changes'], limit=2)}"
+        changes = r.get("invalid_reason_changes")
+        if r["moved_by"] in ("inference", "extraction") and changes:
+            moved += f": {reason_text(changes, limit=2)}"
         elif r["moved_by"] in ("inference", "extraction", "scoring") and r["moved_by_detail"]:
             moved += f": {r['moved_by_detail']}"
         elif r["moved_by"] == "none" and r["same_as_base"]:
@@ -268,11 +283,11 @@ def render_variant_deltas(rows: list[dict[str, Any]]) -> str:
     return title + "\n" + fit_columns(table, headers, keep=3)
 
 
-def render_usage(rows: list[dict[str, Any]], prices_date: str | None = None) -> str:
+def render_usage(rows: list[UsageRow], prices_date: str | None = None) -> str:
     """Tokens per model and task, with the cost where the price table knows the model."""
     if not any(r["prompt_tokens"] or r["completion_tokens"] for r in rows):
         return ""
-    table = [[r["model"], f"{r['benchmark']}.{r['task']}", r["items"], r["prompt_tokens"], r["completion_tokens"],
+    table: list[list[Any]] = [[r["model"], f"{r['benchmark']}.{r['task']}", r["items"], r["prompt_tokens"], r["completion_tokens"],
               "—" if r["cost_usd"] is None else f"{r['cost_usd']:.4f}"] for r in rows]
     priced = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
     if priced and len(rows) > 1:
@@ -293,7 +308,7 @@ class AnswerList:
         self.groups: dict[tuple[str, str, str, str], list[str]] = {}
         self.counts: dict[tuple[str, str, str, str], int] = {}
 
-    def add(self, r: dict[str, Any]) -> None:
+    def add(self, r: RecordRow) -> None:
         if r.get("correct") or self.limit == 0:
             return
         key = (str(r.get("benchmark")), str(r.get("task")), str(r.get("model")), str(r.get("variant") or ""))
@@ -325,7 +340,7 @@ class AnswerList:
         return "\n".join(lines)
 
 
-def render_answers(records: Iterable[dict[str, Any]], limit: int | None, total_budget: int | None = None) -> str:
+def render_answers(records: Iterable[RecordRow], limit: int | None, total_budget: int | None = None) -> str:
     """The first ``limit`` wrong or invalid answers of each task x model (x variant), one line each.
 
     ``limit=None`` lists every one.  With ``total_budget`` (the default listing), a run with many
@@ -339,17 +354,18 @@ def render_answers(records: Iterable[dict[str, Any]], limit: int | None, total_b
     return answers.render(total_budget)
 
 
-def render_layer_attribution(rows: list[dict[str, Any]], base: str, target: str) -> str:
+def render_layer_attribution(rows: list[UpstreamAttributionRow], base: str, target: str) -> str:
     """``benchaudit audit`` on a ``--pipelines`` run: per task x model, base -> target split into the
     downstream part (re-scored) and the upstream part (regenerated; the differing fields together)."""
     if not rows:
         return ""
 
-    def part(r: dict[str, Any], name: str) -> str:
-        value = r[f"{name}_delta"]
+    def part(r: UpstreamAttributionRow, name: Literal["downstream", "upstream", "total"]) -> str:
+        value, pp = ((r["downstream_delta"], r["downstream_pp"]) if name == "downstream" else
+                     (r["upstream_delta"], r["upstream_pp"]) if name == "upstream" else (r["total_delta"], r["total_pp"]))
         if value is None:
             return "—"
-        return f"{value:+.3f}" if r["lower_is_better"] else f"{r[f'{name}_pp']:+.1f}"
+        return f"{value:+.3f}" if r["lower_is_better"] else f"{pp:+.1f}"
 
     table = [[_cut(r["task"], 28), _cut(r["model"], 16),
               f"{_num(r['base_score'], r['lower_is_better'], r['metric'])} -> "

@@ -1,7 +1,7 @@
 """The report's repeats section: error bars of the runs whose questions were asked more than once.
 
 One row per task x model (x pipeline / variant) of a run made with ``--repeats K`` (``inference.repeats``,
-K > 1), from the run's ``summary.json`` rows (:class:`pytest_benchaudit.aggregate.results.TaskResult`):
+K > 1), from the run's ``summary.json`` rows (:class:`pytest_benchaudit.aggregate.documents.TaskResult`):
 the repeats, the reducer, the headline, ``se`` (CLT over questions), ``se_clustered`` (by
 ``aggregation.by``; none without), the 95% CI (the clustered one when there is one, as the gates read
 it), ``sampling_sd`` (the headline's SD across repeats), ``retest_agreement`` (the share of questions
@@ -13,8 +13,9 @@ errors and the SD), two decimals for the latter; an error metric's (a MAD) in it
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
+from pytest_benchaudit.aggregate.documents import TaskResult
 from pytest_benchaudit.report.html.format import esc, fmt_share, is_num, note, table
 
 __all__ = ["repeats_section", "repeats_rows", "HEADERS"]
@@ -37,9 +38,9 @@ def _level(value: Any, share: bool) -> str:
     return f"{100 * float(value):.2f}%" if share else f"{float(value):.3f}"
 
 
-def repeats_rows(runs: list[dict[str, Any]]) -> list[list[Any]]:
+def repeats_rows(runs: Sequence[TaskResult]) -> list[list[Any]]:
     """The table's rows (cells as text, in :data:`HEADERS` order) for the summary rows asked K > 1 times."""
-    rows = []
+    rows: list[list[Any]] = []
     for r in runs:
         if not isinstance(r, dict) or not is_num(r.get("repeats")) or int(r["repeats"]) <= 1:
             continue
@@ -60,7 +61,7 @@ def repeats_rows(runs: list[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
-def repeats_section(runs: list[dict[str, Any]] | None) -> str:
+def repeats_section(runs: Sequence[TaskResult] | None) -> str:
     """The section (``id="repeats"``), or "" when no run asked a question more than once."""
     rows = repeats_rows(runs or [])
     if not rows:
