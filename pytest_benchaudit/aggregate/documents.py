@@ -12,7 +12,8 @@ from __future__ import annotations
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import NotRequired, TypedDict
 
-__all__ = ["BenchmarkScore", "BreakdownCell", "GateResult", "ModelRankings", "SUMMARY", "StageRates", "SummaryDocument",
+__all__ = ["BenchmarkScore", "BreakdownCell", "GateResult", "ModelRankings", "SUMMARY", "SkippedTask", "StageRates",
+           "SummaryDocument",
            "TASK_RESULT", "TaskResult", "TauRow", "UsageRow", "UsageSummary", "VariantDelta"]
 
 _FORBID = ConfigDict(extra="forbid")
@@ -181,17 +182,30 @@ class ModelRankings(TypedDict, total=False):
 
 
 @with_config(_FORBID)
+class SkippedTask(TypedDict):
+    """A task of a stored run that ``benchaudit rescore`` did not re-score, its records and why
+    (the same row as run.json's ``skipped``, ``runs.documents.RescoreSkip``)."""
+
+    task: str
+    records: int
+    reason: str
+
+
+@with_config(_FORBID)
 class SummaryDocument(TypedDict):
-    """What ``summary.json`` holds.  ``variants`` is empty without ``--vary``; ``ranks`` (task ->
-    model -> rank, 1 = best) and ``tau_b`` only when the run has two or more models."""
+    """What ``summary.json`` holds.  ``variants`` is empty without ``--vary`` (an imported run's
+    summary has none: ``benchaudit import`` writes results, benchmarks and gates only); ``ranks``
+    (task -> model -> rank, 1 = best) and ``tau_b`` only when the run has two or more models;
+    ``skipped`` only in a re-scored run's."""
 
     results: list[TaskResult]
     benchmarks: list[BenchmarkScore]
     gates: list[GateResult]
-    variants: list[VariantDelta]
+    variants: NotRequired[list[VariantDelta]]
     ranks: NotRequired[dict[str, dict[str, float]]]
     tau_b: NotRequired[list[TauRow]]
     usage: NotRequired[UsageSummary]
+    skipped: NotRequired[list[SkippedTask]]
 
 
 # Validators: built once (a TypeAdapter compiles its schema), used where a summary is read or written.
