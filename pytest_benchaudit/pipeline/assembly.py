@@ -18,8 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.pipeline.documents import CardJudge, CardWarning, PipelineCard, VariantInfo
 from pytest_benchaudit.pipeline.stages import Pipeline, is_unspecified
 from pytest_benchaudit.pipeline.types import Question
 
@@ -29,19 +32,19 @@ __all__ = ["TaskMaterials", "materials", "pin_warnings", "task_card"]
 class Dumpable(Protocol):
     """A prompt template as :func:`materials` reads it (:class:`pytest_benchaudit.prompt.templates.Template`)."""
 
-    def model_dump(self, *, mode: str = ...) -> dict[str, Any]: ...
+    def model_dump(self, *, mode: str = ...) -> dict[str, JsonValue]: ...
 
 
-def _sha(data: Any) -> str:
+def _sha(data: JsonValue) -> str:
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def materials(templates: Mapping[str, Dumpable], pipeline: Pipeline, shots: Sequence[Question],
               data_checksums: Mapping[str, str], resource_checksums: Mapping[str, str],
-              judge: Mapping[str, Any] | None) -> dict[str, Any]:
+              judge: Mapping[str, JsonValue] | None) -> dict[str, JsonValue]:
     """The materials of ``pipeline`` on a task whose suite has ``templates`` (keys ``STAGE.what``; see module doc)."""
-    out: dict[str, Any] = {}
+    out: dict[str, JsonValue] = {}
     template = templates.get(pipeline.prompt.template)
     if template is not None:
         out["prompt.template_text"] = template.model_dump(mode="json")
@@ -59,11 +62,11 @@ def materials(templates: Mapping[str, Dumpable], pipeline: Pipeline, shots: Sequ
     return out
 
 
-def pin_warnings(pins: Mapping[str, Any], found: Mapping[str, str], data_folder: str, suite_dir: str,
-                 benchmark: str) -> list[dict[str, str]]:
+def pin_warnings(pins: Mapping[str, Mapping[str, JsonValue]], found: Mapping[str, str], data_folder: str,
+                 suite_dir: str, benchmark: str) -> list[CardWarning]:
     """A warning for each data file (``found``: name in the data folder -> sha256) whose checksum differs
     from the one the suite's ``[fetch.files]`` table (``pins``: name -> ``{sha256 = ...}``) pins."""
-    out = []
+    out: list[CardWarning] = []
     for name, sha in found.items():
         pinned = (pins.get(name) or {}).get("sha256")
         if isinstance(pinned, str) and pinned != sha:
@@ -84,25 +87,25 @@ class TaskMaterials:
     dataset_checksums: Mapping[str, str]
     suite_files: Mapping[str, str]
     questions_total: int
-    warnings: Sequence[Mapping[str, str]] = field(default_factory=tuple)
+    warnings: Sequence[CardWarning] = field(default_factory=tuple)
 
 
-def task_card(card: dict[str, Any], task: TaskMaterials, *, variant: Mapping[str, Any] | None = None,
-              judge: Mapping[str, Any] | None = None,
-              providers: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def task_card(card: PipelineCard, task: TaskMaterials, *, variant: VariantInfo | None = None,
+              judge: CardJudge | None = None,
+              providers: Mapping[str, dict[str, JsonValue]] | None = None) -> PipelineCard:
     """Complete ``card`` (a :meth:`Pipeline.card`, hashed) in place with what run.json shows beside its
     hash; return it.  ``variant``: a variant's description (None for the base); ``judge``: the judge's
     card; ``providers``: model label -> how that hosted model is reached and what its quirks change."""
     card["dataset_checksums"] = dict(task.dataset_checksums)
     card["suite_files"] = dict(task.suite_files)
     if task.warnings:
-        card["warnings"] = [dict(w) for w in task.warnings]
+        card["warnings"] = [w.copy() for w in task.warnings]
     if card.get("overrides"):
         card["override_origins"] = {name: "--set" for name in card["overrides"]}
     if variant is not None:
-        card["variant"] = dict(variant)
+        card["variant"] = variant.copy()
     if judge is not None:
-        card["judge"] = dict(judge)
+        card["judge"] = judge.copy()
     if providers:
         card["providers"] = dict(providers)
     card["questions_total"] = task.questions_total

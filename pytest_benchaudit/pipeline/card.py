@@ -17,14 +17,17 @@ Pure: no pytest, no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.pipeline.documents import CardWarning, Cards, ItemPipeline, PipelineCard
 from pytest_benchaudit.pipeline.stages import Pipeline
 
 __all__ = ["QUESTION_MATERIAL", "USED", "add_item_card", "item_card", "merge_cards", "nearest_why",
            "note_collected_used", "public_cards", "resumed_cards", "run_warnings", "suite_checksums", "suite_file_changes", "suite_hash"]
 
-def nearest_why(why: Mapping[str, Any], field: str) -> str | None:
+def nearest_why(why: Mapping[str, str], field: str) -> str | None:
     """A layer's ``why`` for a flat field name (``inference.decoding.seed``), or for the nearest field
     above it that has one (``inference.decoding``): a layer may explain a whole table at once."""
     parts = field.split(".")
@@ -40,13 +43,13 @@ QUESTION_MATERIAL = "dataset.question_fixture"
 SET_ORIGIN = "--set"
 
 
-def suite_hash(card: Mapping[str, Any]) -> Any:
+def suite_hash(card: PipelineCard) -> str | None:
     """The hash of the card as collected from the suite, before any fixture changed it."""
     return card.get("suite_hash", card.get("hash"))
 
 
-def item_card(collected: Mapping[str, Any], pipeline: Pipeline, materials: Mapping[str, Any],
-              pipeline_origin: str | None, question_origin: str | None) -> dict[str, Any]:
+def item_card(collected: PipelineCard, pipeline: Pipeline, materials: Mapping[str, JsonValue],
+              pipeline_origin: str | None, question_origin: str | None) -> PipelineCard:
     """The card of what one item used, made from its task's ``collected`` card.
 
     ``pipeline``: the item's pipeline (after every fixture), ``materials`` its materials
@@ -54,28 +57,29 @@ def item_card(collected: Mapping[str, Any], pipeline: Pipeline, materials: Mappi
     replaced the pipeline / the question is defined (``None``: not replaced).  Returns
     ``collected`` itself when nothing differs.
     """
-    mats = dict(materials)
+    mats: dict[str, JsonValue] = dict(materials)
     if question_origin is not None:
         mats[QUESTION_MATERIAL] = question_origin
     own = pipeline.card(mats)
     if own["hash"] == collected.get("hash"):
-        return {k: v for k, v in collected.items() if k != USED}
+        return _without_used(collected)
     before = collected.get("fields") or {}
     changed = {f: v for f, v in own["fields"].items() if before.get(f, _MISSING) != v}
     origins = {f: SET_ORIGIN for f in collected.get("overrides") or {}}
     origins.update(collected.get("override_origins") or {})
-    overrides = dict(collected.get("overrides") or {})
+    overrides: dict[str, JsonValue] = dict(collected.get("overrides") or {})
     for name, value in changed.items():
         overrides[name] = value
         origins[name] = pipeline_origin or "a fixture"
     if question_origin is not None:
         overrides["question"] = f"replaced by the question fixture at {question_origin}"
         origins["question"] = question_origin
-    card = {**{k: v for k, v in collected.items() if k != USED},
-            **{k: own[k] for k in ("hash", "upstream_hash", "fields", "unspecified")},
-            "overrides": overrides, "override_origins": origins, "materials": mats,
-            "suite_hash": suite_hash(collected),
-            "suite_upstream_hash": collected.get("suite_upstream_hash", collected.get("upstream_hash"))}
+    card = _without_used(collected)
+    card["hash"], card["upstream_hash"] = own["hash"], own["upstream_hash"]
+    card["fields"], card["unspecified"] = own["fields"], own["unspecified"]
+    card["overrides"], card["override_origins"], card["materials"] = overrides, origins, mats
+    card["suite_hash"] = collected.get("suite_hash", collected["hash"])
+    card["suite_upstream_hash"] = collected.get("suite_upstream_hash", collected.get("upstream_hash"))
     return card
 
 
@@ -88,21 +92,34 @@ _MISSING = object()
 USED = "_used_by_items"
 
 
-def _summary(card: Mapping[str, Any]) -> dict[str, Any]:
+def _without_used(card: PipelineCard) -> PipelineCard:
+    """A copy of ``card`` without the :data:`USED` mark."""
+    out = card.copy()
+    out.pop("_used_by_items", None)
+    return out
+
+
+def _summary(card: PipelineCard) -> ItemPipeline:
     return {"upstream_hash": card.get("upstream_hash"), "overrides": dict(card.get("overrides") or {}),
             "override_origins": dict(card.get("override_origins") or {})}
 
 
-def _with_other(card: dict[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
+def _with_other(card: PipelineCard, other: PipelineCard) -> PipelineCard:
     """``card`` with ``other`` (and what ``other`` lists) under ``item_pipelines``, by hash."""
     others = dict(card.get("item_pipelines") or {})
-    for digest, summary in [(other.get("hash"), _summary(other)), *(other.get("item_pipelines") or {}).items()]:
+    listed: list[tuple[str | None, ItemPipeline]] = [(other.get("hash"), _summary(other)),
+                                                     *(other.get("item_pipelines") or {}).items()]
+    for digest, summary in listed:
         if isinstance(digest, str) and digest != card.get("hash"):
             others.setdefault(digest, summary)
-    return {**card, "item_pipelines": others} if others else card
+    if not others:
+        return card
+    out = card.copy()
+    out["item_pipelines"] = others
+    return out
 
 
-def add_item_card(cards: dict[str, dict[str, Any]], key: str, card: dict[str, Any],
+def add_item_card(cards: Cards, key: str, card: PipelineCard,
                   collected_used: bool = False) -> None:
     """Record the item card ``card`` under ``key``.  The first one made replaces the collected card
     (which stays listed under ``item_pipelines`` when items ran under it: ``collected_used``, or
@@ -117,7 +134,7 @@ def add_item_card(cards: dict[str, dict[str, Any]], key: str, card: dict[str, An
         cards[key] = _with_other(have, card)
 
 
-def note_collected_used(cards: dict[str, dict[str, Any]], key: str, collected: Mapping[str, Any]) -> None:
+def note_collected_used(cards: Cards, key: str, collected: PipelineCard) -> None:
     """An item ran under its task's collected card: where an item card has replaced that card, the
     collected one is listed under its ``item_pipelines``."""
     have = cards.get(key)
@@ -125,7 +142,7 @@ def note_collected_used(cards: dict[str, dict[str, Any]], key: str, collected: M
         cards[key] = _with_other(have, collected)
 
 
-def merge_cards(into: dict[str, dict[str, Any]], cards: Mapping[str, dict[str, Any]]) -> None:
+def merge_cards(into: Cards, cards: Mapping[str, PipelineCard]) -> None:
     """Add ``cards`` (an xdist worker's) to ``into``: a card an item made (it has ``suite_hash``)
     is never replaced by the card collected for the same task, and every pipeline some worker's
     items used stays listed (:func:`add_item_card`).  The result does not depend on the order
@@ -138,27 +155,31 @@ def merge_cards(into: dict[str, dict[str, Any]], cards: Mapping[str, dict[str, A
             if card.get(USED):
                 note_collected_used(into, key, card)
         else:
-            into[key] = {**card, USED: True} if card.get(USED) or (have or {}).get(USED) else card
+            if card.get(USED) or (have is not None and have.get(USED)):
+                marked = card.copy()
+                marked["_used_by_items"] = True
+                into[key] = marked
+            else:
+                into[key] = card
 
 
-def public_cards(cards: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def public_cards(cards: Mapping[str, PipelineCard]) -> Cards:
     """``cards`` as run.json and the summary read them: without the workers' :data:`USED` marks."""
-    return {key: ({k: v for k, v in card.items() if k != USED} if USED in card else dict(card))
-            for key, card in cards.items()}
+    return {key: _without_used(card) for key, card in cards.items()}
 
 
-def resumed_cards(now: Mapping[str, dict[str, Any]], resumed: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def resumed_cards(now: Mapping[str, PipelineCard], resumed: Mapping[str, PipelineCard]) -> Cards:
     """The cards of a resumed run: the run's own (its records were made under them), with the item
     cards this invocation's fixtures made added to them (:func:`add_item_card`: a task's new
     pipeline is listed, never silently taken for the run's)."""
-    out = {**now, **resumed}
+    out: Cards = {**now, **resumed}
     for key, card in now.items():
         if key in resumed and "suite_hash" in card:
             add_item_card(out, key, card, collected_used=True)
     return out
 
 
-def suite_checksums(cards: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+def suite_checksums(cards: Mapping[str, PipelineCard]) -> dict[str, str]:
     """Every suite file the cards were made from and its sha256 (run.json ``suite_checksums``)."""
     out: dict[str, str] = {}
     for card in cards.values():
@@ -172,10 +193,10 @@ def suite_file_changes(old: Mapping[str, str], now: Mapping[str, str]) -> list[s
             for name, digest in sorted(now.items()) if name in old and old[name] != digest]
 
 
-def run_warnings(cards: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
+def run_warnings(cards: Mapping[str, PipelineCard]) -> list[CardWarning]:
     """The warnings the cards carry, each once (``{"kind", "message"}``), in card order."""
-    seen: dict[tuple[str, str], dict[str, str]] = {}
+    seen: dict[tuple[str, str], CardWarning] = {}
     for card in cards.values():
         for warning in card.get("warnings") or ():
-            seen.setdefault((str(warning.get("kind")), str(warning.get("message"))), dict(warning))
+            seen.setdefault((str(warning.get("kind")), str(warning.get("message"))), warning.copy())
     return list(seen.values())

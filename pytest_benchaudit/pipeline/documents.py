@@ -11,8 +11,8 @@ carried along) and give the JSON Schemas published in ``docs/schemas/``.
 Pure: no pytest, no I/O.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: TypedDict reads Required / NotRequired from evaluated
+# annotations, and ``__required_keys__`` / ``__optional_keys__`` are wrong (all one kind) from strings.
 from typing import Literal
 
 from pydantic import ConfigDict, JsonValue, with_config
@@ -20,7 +20,7 @@ from typing_extensions import NotRequired, Required, TypedDict
 
 from pytest_benchaudit.pipeline.types import InvalidReason, InvalidStage
 
-__all__ = ["CardWarning", "Cards", "ContinuationRow", "ItemPipeline", "JudgeCallRow", "PipelineCard",
+__all__ = ["CardJudge", "CardWarning", "Cards", "ContinuationRow", "ItemPipeline", "JudgeCallRow", "JudgePromptVersions", "JudgeRequestParams", "PipelineCard",
            "RecordRow", "TopLogprobs", "VariantInfo"]
 
 _FORBID = ConfigDict(extra="forbid")
@@ -41,6 +41,32 @@ class ItemPipeline(TypedDict):
     upstream_hash: str | None
     overrides: dict[str, JsonValue]
     override_origins: dict[str, str]
+
+
+@with_config(_FORBID)
+class JudgePromptVersions(TypedDict):
+    """The versions of the LLM judge's two prompts."""
+
+    extraction: str
+    grading: str
+
+
+@with_config(_FORBID)
+class JudgeRequestParams(TypedDict):
+    """The judge's inference parameters (its requests' ``params``)."""
+
+    temperature: float
+    max_tokens: int
+
+
+@with_config(_FORBID)
+class CardJudge(TypedDict):
+    """What a card says about the LLM judge its items were scored with (``card["judge"]``, made by
+    :func:`pytest_benchaudit.scoring.judge.judge_card`)."""
+
+    model: str
+    prompts: JudgePromptVersions
+    params: JudgeRequestParams
 
 
 @with_config(_FORBID)
@@ -90,7 +116,7 @@ class PipelineCard(TypedDict, total=False):
     warnings: list[CardWarning]
     override_origins: dict[str, str]
     variant: VariantInfo
-    judge: dict[str, JsonValue]
+    judge: CardJudge
     providers: dict[str, dict[str, JsonValue]]
     questions_total: int
     suite_hash: str

@@ -24,8 +24,10 @@ import json
 import math
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
+
 from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.pipeline.documents import PipelineCard
 
 __all__ = [
     "UNSPECIFIED",
@@ -260,7 +262,7 @@ class Pipeline(BaseModel):
     aggregation: AggregationStage = AggregationStage()
     why: dict[str, str] = Field(default_factory=dict, description="field -> reason or citation")
     notes: tuple[str, ...] = ()
-    overrides: dict[str, Any] = Field(default_factory=dict)
+    overrides: dict[str, JsonValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _pass_k_within_repeats(self) -> "Pipeline":
@@ -273,12 +275,12 @@ class Pipeline(BaseModel):
                              "prompt.format.mode = 'completion', not 'chat'")
         return self
 
-    def stages(self) -> dict[str, Any]:
+    def stages(self) -> dict[str, dict[str, JsonValue]]:
         """The five stages as plain JSON-ready data (what the card lists)."""
         dumped = self.model_dump(mode="json")
         return {k: dumped[k] for k in (*UPSTREAM_STAGES, *DOWNSTREAM_STAGES)}
 
-    def hashed_stages(self) -> dict[str, Any]:
+    def hashed_stages(self) -> dict[str, dict[str, JsonValue]]:
         """:meth:`stages` as the hashes cover them: the repeat fields at their defaults (asked once,
         ``mean``, no ``pass_k``) and ``inference.request`` at ``generate`` are left out, so a pipeline that asks once keeps the hash it had
         before these fields existed (its records, caches and ``--resume`` stay valid)."""
@@ -316,7 +318,7 @@ class Pipeline(BaseModel):
         stage_data = self.stages()
         return [path for path, value in _leaves(stage_data) if path.split(".")[0] in stages and is_unspecified(value)]
 
-    def card(self, materials: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def card(self, materials: Mapping[str, JsonValue] | None = None) -> PipelineCard:
         """The machine-readable pipeline card written into every run.
 
         ``materials``: what the fields name but do not hold, keyed ``STAGE.what`` (the prompt
@@ -325,7 +327,7 @@ class Pipeline(BaseModel):
         ``upstream_hash`` cover them; without, both are :attr:`hash` and :attr:`upstream_hash`.
         """
         digest, upstream = content_hashes(self, materials)
-        card = {
+        card: PipelineCard = {
             "card_version": CARD_VERSION,
             "benchmark": self.benchmark,
             "task": self.task,
@@ -343,7 +345,7 @@ class Pipeline(BaseModel):
         return card
 
 
-def content_hashes(pipeline: Pipeline, materials: Mapping[str, Any] | None) -> tuple[str, str]:
+def content_hashes(pipeline: Pipeline, materials: Mapping[str, JsonValue] | None) -> tuple[str, str]:
     """``(hash, upstream_hash)`` of ``pipeline`` with ``materials`` (see :meth:`Pipeline.card`).
 
     A material whose key starts with an upstream stage (``prompt.template_text``,
@@ -365,8 +367,8 @@ def _digest(data: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def _leaves(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
+def _leaves(data: Mapping[str, JsonValue], prefix: str = "") -> list[tuple[str, JsonValue]]:
+    out: list[tuple[str, JsonValue]] = []
     for key, value in data.items():
         path = f"{prefix}{key}"
         if isinstance(value, dict) and value:
@@ -397,17 +399,19 @@ def field_paths() -> list[str]:
 
 
 def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    """Recursive dict merge; values in ``top`` win. Inputs are not modified."""
+    """Recursive dict merge; values in ``top`` win. Inputs are not modified.  Any values: a suite's
+    TOML tables (dates included) merge through it as well as ``--set``'s JSON."""
     out = dict(base)
     for key, value in top.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
+        old = out.get(key)
+        if isinstance(value, dict) and isinstance(old, dict):
+            out[key] = deep_merge(old, value)
         else:
             out[key] = value
     return out
 
 
-def parse_override(text: str) -> tuple[str, Any]:
+def parse_override(text: str) -> tuple[str, JsonValue]:
     """Split ``FIELD=VALUE``; the value is read as JSON when it parses, else as a string."""
     if "=" not in text:
         raise PipelineError(f"--set {text!r}: expected FIELD=VALUE, e.g. inference.max_tokens=5")
@@ -418,13 +422,13 @@ def parse_override(text: str) -> tuple[str, Any]:
             f"--set {text!r}: unknown field {path!r}; known fields: {', '.join(field_paths())}"
         )
     try:
-        value: Any = json.loads(raw)
+        value: JsonValue = json.loads(raw)
     except json.JSONDecodeError:
         value = raw
     return path, value
 
 
-def _set_path(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+def _set_path(data: dict[str, JsonValue], path: str, value: JsonValue) -> dict[str, JsonValue]:
     """``data`` with ``path`` set to ``value``; an object value merges into the object already there
     (``inference={"max_tokens": 5}`` changes only max_tokens, not temperature, seed or stop)."""
     head, _, rest = path.partition(".")
@@ -454,7 +458,7 @@ def build_pipeline(name: str, benchmark: str, task: str, fields: dict[str, Any])
         raise PipelineError(f"{benchmark}.{task} layer {name!r}: {err}") from None
 
 
-def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, Any]]) -> Pipeline:
+def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, JsonValue]]) -> Pipeline:
     """Return ``pipeline`` with each ``(field, value)`` set; invalid values raise PipelineError."""
     if not overrides:
         return pipeline

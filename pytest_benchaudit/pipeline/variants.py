@@ -42,8 +42,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping, cast
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.pipeline.documents import PipelineCard, VariantInfo
 from pytest_benchaudit.pipeline.stages import (
     UPSTREAM_STAGES,
     Pipeline,
@@ -70,8 +73,8 @@ class Variant:
     name: str
     pipeline: Pipeline
     field: str | None = None  # the dotted field changed (None for the base)
-    value: Any = None  # its value in this variant (as validated, JSON-ready)
-    base_value: Any = None  # its value in the base
+    value: JsonValue = None  # its value in this variant (as validated, JSON-ready)
+    base_value: JsonValue = None  # its value in the base
     same_as_base: bool = False  # the value equals the base's: identical pipeline stages
     layer: str | None = None  # --pipelines: the layer this variant is (None for a --vary variant)
     upstream_fields: tuple[str, ...] | None = None  # a layer: upstream fields differing from the base layer's
@@ -93,11 +96,12 @@ class Variant:
         """True when the model must be asked again (dataset, prompt or inference changed)."""
         return self.stage in UPSTREAM_STAGES and not self.same_as_base
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> VariantInfo:
         """What the pipeline card of this variant says about it (``card["variant"]``)."""
-        if self.is_layer:
-            return {"name": self.name, "field": None, "value": self.layer, "base_value": self.base_value,
-                    "stage": None, "kind": "layer", "layer": self.layer, "base_layer": self.base_value,
+        layer = self.layer
+        if layer is not None:  # self.is_layer
+            return {"name": self.name, "field": None, "value": layer, "base_value": self.base_value,
+                    "stage": None, "kind": "layer", "layer": layer, "base_layer": self.base_value,
                     "upstream_fields": None if self.upstream_fields is None else list(self.upstream_fields),
                     "needs_generations": self.upstream_fields is None or bool(self.upstream_fields),
                     "same_as_base": self.same_as_base}
@@ -122,10 +126,14 @@ def card_key(benchmark: str, task: str, variant: str = BASE) -> str:
     return f"{benchmark}.{task}" if not variant else f"{benchmark}.{task}|{variant}"
 
 
-def card_for(cards: Mapping[str, Any], benchmark: str, task: str, variant: str = BASE) -> dict[str, Any]:
-    """The card a variant was scored under: its own, else the task's base card, else ``{}``."""
-    card = cards.get(card_key(benchmark, task, variant)) or cards.get(card_key(benchmark, task)) or {}
-    return dict(card)
+def card_for(cards: Mapping[str, PipelineCard], benchmark: str, task: str, variant: str = BASE) -> PipelineCard:
+    """The card a variant was scored under (a copy): its own, else the task's base card, else ``{}``.
+
+    ``{}`` is not a whole card (no ``hash``, no ``fields``): it is typed as one because every reader
+    of a looked-up card reads it with ``.get`` and a default (a run without cards, a card from
+    before a key existed), and the summary shows it as the empty object it is."""
+    card = cards.get(card_key(benchmark, task, variant)) or cards.get(card_key(benchmark, task))
+    return card.copy() if card else cast(PipelineCard, {})
 
 
 def short_field(path: str) -> str:
@@ -138,25 +146,27 @@ def short_field(path: str) -> str:
     return last
 
 
-def _value_text(value: Any) -> str:
+def _value_text(value: JsonValue) -> str:
     if isinstance(value, str) and value and all(c.isalnum() or c in "_-./+@" for c in value):
         return value
     text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
     return text.replace("::", ":\\u003a")  # never a node-id separator inside an item name
 
 
-def variant_name(path: str, value: Any) -> str:
+def variant_name(path: str, value: JsonValue) -> str:
     """Readable, stable name of the variant setting ``path`` to ``value``: ``max_tokens=5``."""
     return f"{short_field(path)}={_value_text(value)}"
 
 
-def _get(data: dict[str, Any], path: str) -> Any:
+def _get(data: dict[str, JsonValue], path: str) -> JsonValue:
+    value: JsonValue = data
     for part in path.split("."):
-        data = data[part]
-    return data
+        assert isinstance(value, dict), f"{path}: not an object at {part!r}"
+        value = value[part]
+    return value
 
 
-def build_variants(base: Pipeline, vary: list[tuple[str, list[Any]]]) -> list[Variant]:
+def build_variants(base: Pipeline, vary: list[tuple[str, list[JsonValue]]]) -> list[Variant]:
     """The base, then one variant per (field, value) of ``vary``, in order; duplicates once.
 
     Raises :class:`PipelineError` (naming the field and value) when a value does not fit
@@ -197,7 +207,7 @@ def layer_variant(layer: str, pipeline: Pipeline, base_layer: str, base: Pipelin
                    same_as_base=base is not None and base.stages() == pipeline.stages())
 
 
-def parse_vary(text: str) -> tuple[str, list[Any]]:
+def parse_vary(text: str) -> tuple[str, list[JsonValue]]:
     """``FIELD=v1,v2,...`` -> (field, [values]); each value validated like ``--set FIELD=value``.
 
     Values are split on commas outside brackets and quotes, so ``inference.stop=["\\n"],[]``
@@ -206,7 +216,7 @@ def parse_vary(text: str) -> tuple[str, list[Any]]:
     if "=" not in text:
         raise PipelineError(f"--vary {text!r}: expected FIELD=V1,V2,..., e.g. inference.max_tokens=5,16,2048")
     name, raw = text.split("=", 1)
-    values: list[Any] = []
+    values: list[JsonValue] = []
     for part in _split_values(raw):
         try:
             path, value = parse_override(f"{name}={part}")
