@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Mapping
-from typing import Any
 
-from pytest_benchaudit.audit.compare.documents import COMPARE, CompareDocument
+from pytest_benchaudit.audit.compare.documents import COMPARE, CompareDocument, OneSetAnalysis, RunSetMeta, SetAnalysis
 from pytest_benchaudit.audit.compare.oneset import analyse_set
 from pytest_benchaudit.audit.compare.paired import analyse_pairs
 from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
@@ -23,7 +22,7 @@ __all__ = ["COMPARE", "COMPARE_VERSION", "CompareDocument", "make_sets", "build_
 COMPARE_VERSION = "benchaudit.compare/1"
 
 
-def _set_meta(rs: RunSet, side: str, pipeline: str | None) -> dict[str, Any]:
+def _set_meta(rs: RunSet, side: str, pipeline: str | None) -> RunSetMeta:
     return {"key": side, "label": rs.label, "pipeline_filter": pipeline, "pipelines": rs.pipelines, "runs": rs.runs}
 
 
@@ -44,29 +43,28 @@ def make_sets(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None,
 
 def build_compare(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None, pipelines: tuple[str, str] | None = None,
                   n_resamples: int = 5000, seed: int = 0, permutations: int = 1000,
-                  options: Mapping[str, object] | None = None) -> dict[str, Any]:
+                  options: Mapping[str, object] | None = None) -> CompareDocument:
     """The compare document (what ``compare.json`` holds) of one or two run sets."""
     set_a, set_b = make_sets(runs_a, runs_b, pipelines)
     return compare_document(set_a, set_b, pipelines, n_resamples, seed, permutations, options)
 
 
-def _with_pairs(rs: RunSet, an: dict[str, Any]) -> dict[str, Any]:
-    """The set's paired rows, rank ties and mde80 (:mod:`.paired`), added to its analysis ``an`` and returned."""
+def _with_pairs(rs: RunSet, an: OneSetAnalysis) -> SetAnalysis:
+    """The set's analysis ``an`` with its paired rows, rank ties and mde80 (:mod:`.paired`)."""
     lib = {k: bool(v["lower_is_better"]) for k, v in an["tasks"].items() if v["lower_is_better"] is not None}
-    pairs = dict(analyse_pairs(rs, an["scores"], lib))
-    an.update(pairs)
-    return pairs
+    pairs = analyse_pairs(rs, an["scores"], lib)
+    return {**an, "paired": pairs["paired"], "rank_ties": pairs["rank_ties"], "mde80": pairs["mde80"]}
 
 
 def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, str] | None = None,
                      n_resamples: int = 5000, seed: int = 0, permutations: int = 1000,
-                     options: Mapping[str, object] | None = None) -> dict[str, Any]:
+                     options: Mapping[str, object] | None = None) -> CompareDocument:
     """The compare document of run sets already loaded (see :func:`make_sets`): the core parts, then each
     registered analysis's part; ``options``: the on-request analyses' options, keyed by analysis name
     (e.g. ``{"similarity": SimilarityRequest(...)}``; an on-request analysis without them does not run)."""
     pa, pb = pipelines if pipelines else (None, None)
-    an_a = analyse_set(set_a, seed, permutations)
-    doc: dict[str, Any] = {
+    an_a = _with_pairs(set_a, analyse_set(set_a, seed, permutations))
+    doc: CompareDocument = {
         "version": COMPARE_VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "sets": {"a": _set_meta(set_a, "a", pa)},
@@ -100,14 +98,13 @@ def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, 
         "mean_win_rate": an_a["mean_win_rate"], "benchmark_ranks": an_a["benchmark_ranks"], "pca": an_a["pca"],
         "pca_by_benchmark": an_a["pca_by_benchmark"],
         "tasks": an_a["tasks"],
-        **_with_pairs(set_a, an_a),
+        "paired": an_a["paired"], "rank_ties": an_a["rank_ties"], "mde80": an_a["mde80"],
         "by_set": {"a": an_a},
         "comparison": None, "rank_shift": [], "spearman": [], "missing": [], "bootstrap": None,
         "notes": list(set_a.notes),
     }
     if set_b is not None:
-        an_b = analyse_set(set_b, seed, permutations)
-        _with_pairs(set_b, an_b)
+        an_b = _with_pairs(set_b, analyse_set(set_b, seed, permutations))
         doc["sets"]["b"] = _set_meta(set_b, "b", pb)
         doc["by_set"]["b"] = an_b
         doc["notes"] += set_b.notes
@@ -115,8 +112,8 @@ def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, 
         doc["comparison"] = {"a": set_a.label, "b": set_b.label,
                              "by": "pipelines" if pipelines else "run sets"}
         doc["label_a"], doc["label_b"] = set_a.label, set_b.label
-        for key in ("rank_shift", "spearman", "missing", "bootstrap"):
-            doc[key] = cmp[key]
+        doc["rank_shift"], doc["spearman"] = cmp["rank_shift"], cmp["spearman"]
+        doc["missing"], doc["bootstrap"] = cmp["missing"], cmp["bootstrap"]
         doc["min_shift_for_stability"] = cmp["min_shift_for_stability"]
         doc["notes"] += cmp["notes"]
     run_analyses(AnalysisContext(set_a, set_b, doc, n_resamples, seed, permutations, options or {}))
@@ -130,7 +127,7 @@ def parse_pair(text: str) -> tuple[str, str]:
     return a.strip(), b.strip()
 
 
-def mark_similar(doc: dict[str, Any], pairs: list[tuple[str, str]]) -> None:
+def mark_similar(doc: CompareDocument, pairs: list[tuple[str, str]]) -> None:
     """Mark the tau-b rows of declared similar task pairs (``similar: true``) in place."""
     if not pairs:
         return

@@ -5,33 +5,34 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
 
 import numpy as np
 
 from pytest_benchaudit.aggregate import stats
 from pytest_benchaudit.aggregate.ranks import task_ranks, tau_b_table
+from pytest_benchaudit.audit.compare.documents import (BenchmarkRank, CompareTauRow, OneSetAnalysis, PcaResult,
+                                                       TaskInfo)
 from pytest_benchaudit.audit.compare.runsets import RunSet
 
 __all__ = ["task_ranks", "tau_b_table", "analyse_set"]
 
 
-def _f(x: Any) -> float | None:
+def _f(x: float | None) -> float | None:
     if x is None:
         return None
     x = float(x)
     return None if math.isnan(x) else x
 
 
-def _task_info(rs: RunSet) -> dict[str, dict[str, Any]]:
+def _task_info(rs: RunSet) -> dict[str, TaskInfo]:
     """Per task key: metric(s), direction, whether it can be ranked, n models, n questions."""
-    info: dict[str, dict[str, Any]] = {}
+    info: dict[str, TaskInfo] = {}
     for key in sorted(rs.results):
         by_model = rs.results[key]
         directions = {r["lower_is_better"] for r in by_model.values()}
         metrics = sorted({r["metric"] for r in by_model.values()})
         no_score = sorted(m for m, r in by_model.items() if r["score"] is None)
-        entry = {"metrics": metrics, "lower_is_better": directions.pop() if len(directions) == 1 else None,
+        entry: TaskInfo = {"metrics": metrics, "lower_is_better": directions.pop() if len(directions) == 1 else None,
                  "n_models": len(by_model) - len(no_score),
                  "n_questions": sorted({r["n"] for r in by_model.values()}),
                  "denominators": sorted({r["denominator"] for r in by_model.values()})}
@@ -45,16 +46,16 @@ def _task_info(rs: RunSet) -> dict[str, dict[str, Any]]:
     return info
 
 
-def _scores(rs: RunSet, info: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+def _scores(rs: RunSet, info: dict[str, TaskInfo]) -> dict[str, dict[str, float]]:
     return {key: {m: float(r["score"]) for m, r in sorted(rs.results[key].items()) if r["score"] is not None}
             for key in info if info[key]["lower_is_better"] is not None}
 
 
-def _benchmark_ranks(ranks: dict[str, dict[str, float]]) -> dict[str, dict[str, dict[str, float]]]:
+def _benchmark_ranks(ranks: dict[str, dict[str, float]]) -> dict[str, dict[str, BenchmarkRank]]:
     by_bench: dict[str, list[str]] = defaultdict(list)
     for key in ranks:
         by_bench[key.split(".", 1)[0]].append(key)
-    out = {}
+    out: dict[str, dict[str, BenchmarkRank]] = {}
     for bench, keys in sorted(by_bench.items()):
         models = sorted(set.intersection(*(set(ranks[k]) for k in keys)))
         if not models:
@@ -67,7 +68,7 @@ def _benchmark_ranks(ranks: dict[str, dict[str, float]]) -> dict[str, dict[str, 
     return out
 
 
-def _pca(scores: dict[str, dict[str, float]], lib: dict[str, bool], seed: int, permutations: int) -> dict[str, Any]:
+def _pca(scores: dict[str, dict[str, float]], lib: dict[str, bool], seed: int, permutations: int) -> PcaResult:
     keys = sorted(scores)
     if not keys:
         return {"skipped": "no ranked tasks"}
@@ -107,7 +108,7 @@ def _pca(scores: dict[str, dict[str, float]], lib: dict[str, bool], seed: int, p
 
 
 def _pca_by_benchmark(scores: dict[str, dict[str, float]], lib: dict[str, bool], seed: int,
-                      permutations: int) -> dict[str, dict[str, Any]]:
+                      permutations: int) -> dict[str, PcaResult]:
     """The PCA of each benchmark's own tasks (its models rarely score on another benchmark's)."""
     benches = sorted({k.split(".", 1)[0] for k in scores})
     if len(benches) < 2:
@@ -116,7 +117,7 @@ def _pca_by_benchmark(scores: dict[str, dict[str, float]], lib: dict[str, bool],
             for b in benches}
 
 
-def analyse_set(rs: RunSet, seed: int = 0, permutations: int = 1000) -> dict[str, Any]:
+def analyse_set(rs: RunSet, seed: int = 0, permutations: int = 1000) -> OneSetAnalysis:
     """scores, ranks, tau_b, mean_win_rate, benchmark_ranks, pca and task info of one run set."""
     info = _task_info(rs)
     lib = {k: bool(v["lower_is_better"]) for k, v in info.items() if v["lower_is_better"] is not None}
@@ -125,7 +126,7 @@ def analyse_set(rs: RunSet, seed: int = 0, permutations: int = 1000) -> dict[str
     return {
         "label": rs.label, "pipelines": rs.pipelines, "runs": rs.runs,
         "models": sorted({m for by_model in rs.results.values() for m in by_model}),
-        "tasks": info, "scores": scores, "ranks": ranks, "tau_b": tau_b_table(scores, lib),
+        "tasks": info, "scores": scores, "ranks": ranks, "tau_b": [CompareTauRow(**r) for r in tau_b_table(scores, lib)],
         "mean_win_rate": stats.mean_win_rate(scores, lib),
         "benchmark_ranks": _benchmark_ranks(ranks),
         "pca": _pca(scores, lib, seed, permutations),

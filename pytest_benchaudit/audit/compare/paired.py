@@ -31,11 +31,16 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+from pydantic import JsonValue
 
 from pytest_benchaudit.aggregate.repeats import REDUCERS, Reducer, mde80, paired_difference, reduce_scores
+from pytest_benchaudit.pipeline.documents import RecordRow
 from pytest_benchaudit.audit.compare.documents import MDE80Row, PairedRow, RankTie, SetPairs
-from pytest_benchaudit.audit.compare.runsets import RunSet
+
+if TYPE_CHECKING:  # only an annotation: diagnose (order.py) imports this module while audit.layers loads
+    from pytest_benchaudit.audit.compare.runsets import RunSet
 
 __all__ = ["ALPHA", "MDE80Row", "ModelAnswers", "PairedRow", "RankTie", "SetPairs", "adjacent_ties", "analyse_pairs",
            "holm", "model_answers", "paired_rows", "question_scores", "task_mde80"]
@@ -52,7 +57,7 @@ class ModelAnswers:
     scores: Mapping[tuple[str, int], float]  # (question id, occurrence) -> reduced score
 
 
-def _reducer(fields: Mapping[str, Any]) -> tuple[Reducer, int | None]:
+def _reducer(fields: Mapping[str, JsonValue]) -> tuple[Reducer, int | None]:
     # As the summary reads them (aggregate/results.py): an unknown or missing reducer is the mean.
     value = fields.get("aggregation.reducer", "mean")
     reducer: Reducer = value if value in REDUCERS else "mean"
@@ -60,7 +65,7 @@ def _reducer(fields: Mapping[str, Any]) -> tuple[Reducer, int | None]:
     return reducer, k if isinstance(k, int) and not isinstance(k, bool) else None
 
 
-def question_scores(records: Iterable[Mapping[str, Any]], fields: Mapping[str, Any], denominator: str,
+def question_scores(records: Iterable[RecordRow], fields: Mapping[str, JsonValue], denominator: str,
                     lower_is_better: bool) -> dict[tuple[str, int], float]:
     """Per question, its repeats' scores reduced by the card's ``aggregation.reducer``.
 
@@ -82,7 +87,7 @@ def question_scores(records: Iterable[Mapping[str, Any]], fields: Mapping[str, A
             for slot, v in values.items()}
 
 
-def model_answers(model: str, headline: float, records: Iterable[Mapping[str, Any]], fields: Mapping[str, Any],
+def model_answers(model: str, headline: float, records: Iterable[RecordRow], fields: Mapping[str, JsonValue],
                   denominator: str, lower_is_better: bool) -> ModelAnswers:
     return ModelAnswers(model, headline, question_scores(records, fields, denominator, lower_is_better))
 
@@ -169,8 +174,8 @@ def analyse_pairs(rs: RunSet, scores: Mapping[str, Mapping[str, float]],
         answers = []
         for model, headline in sorted(scores[key].items()):
             result = rs.results[key][model]
-            answers.append(model_answers(model, headline, rs.items[(key, model)],
-                                         rs.cards.get((key, model), {}).get("fields", {}),
+            card = rs.cards.get((key, model))
+            answers.append(model_answers(model, headline, rs.items[(key, model)], card.get("fields", {}) if card else {},
                                          str(result.get("denominator")), lib))
         if len(answers) < 2:
             continue

@@ -19,8 +19,7 @@ When the two sets score the task with different metrics the gaps are not on one 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
+from pytest_benchaudit.audit.compare.documents import CompareDocument, OneSetAnalysis, PeerGapRow
 from pytest_benchaudit.audit.compare.registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
 
 __all__ = ["peer_gaps", "render_peer_gaps", "peers_html", "ANALYSIS", "MIN_PEERS", "HTML_ROWS"]
@@ -34,12 +33,12 @@ def _share(scores: dict[str, float], lower_is_better: bool) -> bool:
     return not lower_is_better and all(0.0 <= v <= 1.0 for v in scores.values())
 
 
-def peer_gaps(an_a: dict[str, Any], an_b: dict[str, Any]) -> list[dict[str, Any]]:
+def peer_gaps(an_a: OneSetAnalysis, an_b: OneSetAnalysis) -> list[PeerGapRow]:
     """One row per (task, model) scored in both sets with at least :data:`MIN_PEERS` peers.
 
     ``an_a``/``an_b``: the per-set analyses of the compare document (``scores`` and ``tasks``).
     """
-    rows = []
+    rows: list[PeerGapRow] = []
     for key in sorted(set(an_a["scores"]) & set(an_b["scores"])):
         sa, sb = an_a["scores"][key], an_b["scores"][key]
         ta, tb = an_a["tasks"][key], an_b["tasks"][key]
@@ -65,39 +64,42 @@ def peer_gaps(an_a: dict[str, Any], an_b: dict[str, Any]) -> list[dict[str, Any]
     return rows
 
 
-def render_peer_gaps(rows: list[dict[str, Any]], top: int = 10) -> str:
+def render_peer_gaps(rows: list[PeerGapRow], top: int = 10) -> str:
     """The largest peer-gap changes for the terminal."""
     from tabulate import tabulate
 
-    moved = sorted((r for r in rows if r["delta"] is not None), key=lambda r: (-abs(r["delta"]), r["task"], r["model"]))
+    moved = sorted((r for r in rows if r["delta"] is not None),
+                   key=lambda r: (-abs(r["delta"] or 0.0), r["task"], r["model"]))
     if not moved:
         return "Peer gaps: no task scored on one scale in both sets with 3 or more common models."
 
-    def v(r: dict[str, Any], k: str) -> str:
-        return f"{r[k + '_pp']:+.1f} pp" if r.get(k + "_pp") is not None else f"{r[k]:+.3f}"
+    def v(value: float | None, pp: float | None) -> str:
+        return f"{pp:+.1f} pp" if pp is not None else f"{value:+.3f}"
 
-    body = [[r["task"], r["model"], v(r, "gap_a"), v(r, "gap_b"), v(r, "delta"), r["n_peers"]] for r in moved[:top]]
+    body = [[r["task"], r["model"], v(r["gap_a"], r["gap_a_pp"]), v(r["gap_b"], r["gap_b_pp"]),
+             v(r["delta"], r["delta_pp"]), r["n_peers"]] for r in moved[:top]]
     return str(f"Peer gaps (score - mean of the other models; delta = gap b - gap a), largest {len(body)} of "
             f"{len(moved)}\n" + tabulate(body, headers=["task", "model", "gap a", "gap b", "delta", "peers"],
                                          tablefmt="simple"))
 
 
-def peers_html(rows: Any, doc: Mapping[str, Any], kit: HtmlKit) -> str:
+def peers_html(rows: list[PeerGapRow] | None, doc: CompareDocument, kit: HtmlKit) -> str:
     """The report's section: the :data:`HTML_ROWS` largest changes, each gap in pp on a share metric."""
     gaps = [r for r in rows or [] if isinstance(r, dict)]
     if not gaps:
         return ""
 
-    def v(r: dict[str, Any], k: str) -> str:
+    def v(value: float | None, pp: float | None, unit: str | None) -> str:
         """A gap in pp on a share metric, else in the metric's own unit, named."""
-        if kit.is_num(r.get(k + "_pp")):
-            return kit.fmt_pp(r.get(k + "_pp")) + " pp"
-        unit = r.get("metric_b" if k == "gap_b" else "metric_a") or ""
-        return (f"{float(r[k]):+.3g} {unit}".rstrip() if kit.is_num(r.get(k)) else "—")
+        if kit.is_num(pp):
+            return kit.fmt_pp(pp) + " pp"
+        return (f"{value:+.3g} {unit or ''}".rstrip() if kit.is_num(value) else "—")
 
     label_a, label_b = doc.get("label_a", "a"), doc.get("label_b", "b")
     ordered = sorted(gaps, key=lambda r: (not r.get("comparable"), -abs(r.get("delta") or 0), r["task"], r["model"]))
-    body = [[r["task"], r["model"], v(r, "gap_a"), v(r, "gap_b"), v(r, "delta") if r.get("comparable") else
+    body = [[r["task"], r["model"], v(r.get("gap_a"), r.get("gap_a_pp"), r.get("metric_a")),
+             v(r.get("gap_b"), r.get("gap_b_pp"), r.get("metric_b")),
+             v(r.get("delta"), r.get("delta_pp"), r.get("metric_a")) if r.get("comparable") else
              "— (metrics differ)", r.get("n_peers")] for r in ordered[:HTML_ROWS]]
     more = kit.note(f"The {HTML_ROWS} largest of {len(gaps)}; compare.json has them all.") if len(gaps) > HTML_ROWS \
         else ""
@@ -108,7 +110,7 @@ def peers_html(rows: Any, doc: Mapping[str, Any], kit: HtmlKit) -> str:
                     more])
 
 
-def _compute(ctx: AnalysisContext) -> list[dict[str, Any]] | None:
+def _compute(ctx: AnalysisContext) -> list[PeerGapRow] | None:
     """Two sets: the peer-gap rows of set a's and set b's analyses; one set: nothing."""
     if ctx.set_b is None:
         return None

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from pytest_benchaudit.audit.compare.documents import CompareDocument
 from pytest_benchaudit.audit.compare.runsets import RunSet
 
 __all__ = ["Analysis", "AnalysisContext", "HtmlKit", "HtmlSection", "CORE_KEYS", "REPORT_ANCHORS", "register",
@@ -106,7 +107,7 @@ class HtmlSection:
 
     anchor: str
     title: str
-    body: Callable[[Any, Mapping[str, Any], HtmlKit], str]
+    body: Callable[[Any, CompareDocument, HtmlKit], str]
     nav: str | None = None
 
 
@@ -117,7 +118,7 @@ class AnalysisContext:
 
     set_a: RunSet
     set_b: RunSet | None
-    doc: dict[str, Any]
+    doc: CompareDocument
     n_resamples: int = 5000
     seed: int = 0
     permutations: int = 1000
@@ -187,9 +188,17 @@ def run_analyses(ctx: AnalysisContext) -> None:
             continue
         part = analysis.compute(ctx)
         if part is not None:
-            ctx.doc[analysis.name] = part
+            _put_part(ctx.doc, analysis.name, part)
 
 
-def render_texts(doc: Mapping[str, Any]) -> list[str]:
+def _put_part(doc: CompareDocument, name: str, part: object) -> None:
+    """``doc[name] = part``: the registry's open end.  An analysis's part goes under its own name, which only
+    the analysis knows (the built-ins' are declared on :class:`.documents.CompareDocument`, an analysis
+    registered from outside adds a key of its own), so the key is a variable: the document, a dict at run
+    time, is set as one."""
+    cast("dict[str, object]", doc)[name] = part
+
+
+def render_texts(doc: CompareDocument) -> list[str]:
     """The text of each registered analysis that has a part in ``doc`` and a text renderer, in order."""
-    return [a.text(doc[a.name]) for a in analyses() if a.text is not None and doc.get(a.name) is not None]
+    return [a.text(part) for a in analyses() if a.text is not None and (part := doc.get(a.name)) is not None]

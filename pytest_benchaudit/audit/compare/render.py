@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_benchaudit.audit.compare.documents import CompareDocument, SetAnalysis
 from pytest_benchaudit.audit.compare.registry import render_texts
 
 __all__ = ["render_compare"]
@@ -19,7 +20,7 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
-def _render_paired(side: str, an: dict[str, Any]) -> str:
+def _render_paired(side: str, an: SetAnalysis) -> str:
     """The paired-differences block: the significant pairs, the count of the others, mde80 per task."""
     from tabulate import tabulate
 
@@ -44,7 +45,7 @@ def _render_paired(side: str, an: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_compare(doc: dict[str, Any]) -> str:
+def render_compare(doc: CompareDocument) -> str:
     """The document as the terminal shows it: per set the ranks, paired differences, tau-b and PCA; for two
     sets rho and the rank shifts; each registered analysis's text; what is missing; the notes."""
     from tabulate import tabulate
@@ -92,11 +93,11 @@ def render_compare(doc: dict[str, Any]) -> str:
         elif pca.get("skipped"):
             out.append(f"\nPCA skipped: {pca['skipped']}")
         out.append("")
-    if doc.get("comparison"):
-        c = doc["comparison"]
+    c, boot = doc.get("comparison"), doc.get("bootstrap")
+    if c and boot:
         out.append(f"Set a = {c['a']}, set b = {c['b']} (by {c['by']}); paired bootstrap over questions, "
-                   f"{doc['bootstrap']['n_resamples']} resamples, seed {doc['bootstrap']['seed']} "
-                   f"({doc['bootstrap']['seconds']:.2f} s)")
+                   f"{boot['n_resamples']} resamples, seed {boot['seed']} "
+                   f"({boot['seconds']:.2f} s)")
         out.append(tabulate([[s["benchmark"], _fmt(s["rho"]),
                               f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]" if s["ci95"] else "–", s["n_models"],
                               len(s["tasks"])] for s in doc["spearman"]],
@@ -113,8 +114,8 @@ def render_compare(doc: dict[str, Any]) -> str:
             out.append("\nNo rank shifts.")
     # Each registered analysis's text (peer gaps, similarity, sensitivity...: .registry), then what is missing.
     out += ["\n" + text for text in render_texts(doc)]
-    for m in doc.get("missing") or []:
-        out.append(f"missing: {m['benchmark']}: {m['model']}: {m['reason']}")
+    for miss in doc.get("missing") or []:
+        out.append(f"missing: {miss['benchmark']}: {miss['model']}: {miss['reason']}")
     for note in doc.get("notes", []):
         out.append(f"note: {note}")
     return "\n".join(out)

@@ -10,13 +10,16 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.audit.layers import run_layers
 from pytest_benchaudit.audit.offline import OfflineError, load_run
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.common.progress import iterate
+from pytest_benchaudit.aggregate.documents import TaskResult
+from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
+from pytest_benchaudit.runs.documents import RunMeta
 from pytest_benchaudit.pipeline.variants import BASE, card_for
 
 __all__ = ["CompareError", "LoadedRun", "RunSet", "expand_runs", "load_runs", "load_run_set"]
@@ -32,8 +35,8 @@ class CompareError(BenchauditError):
 @dataclass
 class LoadedRun:
     path: Path
-    meta: dict[str, Any]
-    records: list[dict[str, Any]]  # base records only
+    meta: RunMeta
+    records: list[RecordRow]  # base records only
     n_variant_records: int = 0
 
 
@@ -44,10 +47,10 @@ class RunSet:
     label: str
     pipelines: list[str]
     runs: list[str]
-    results: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # task key -> model -> result
-    items: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)  # (task key, model) -> records
+    results: dict[str, dict[str, TaskResult]] = field(default_factory=dict)  # task key -> model -> result
+    items: dict[tuple[str, str], list[RecordRow]] = field(default_factory=dict)  # (task key, model) -> records
     # (task key, model) -> the pipeline card its records were scored under (the reducer the paired rows use)
-    cards: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    cards: dict[tuple[str, str], PipelineCard] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -103,7 +106,7 @@ def load_run_set(label: str, runs: list[LoadedRun], pipeline: str | None = None)
                             f"--pipelines {','.join(layered[:2])} compares its layers")
         if run.n_variant_records:
             rs.notes.append(f"{run.path}: {run.n_variant_records} variant records (--vary) left out; base records compared")
-        groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        groups: dict[tuple[str, str], list[RecordRow]] = defaultdict(list)
         for r in recs:
             groups[(f"{r['benchmark']}.{r['task']}", r["model"])].append(r)
         for (key, model), group in groups.items():

