@@ -9,31 +9,95 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+
+from pydantic import JsonValue
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.scoring import extract as _extract
 from pytest_benchaudit.scoring import metrics as _scoring
 from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.documents import JudgeCallRow, RecordRow, TopLogprobs
 from pytest_benchaudit.pipeline.record import Record, RecordCore
-from pytest_benchaudit.pipeline.types import INVALID_STAGE, Extraction, Generation, Question, Request, Score
+from pytest_benchaudit.pipeline.types import (INVALID_STAGE, ContinuationLogprobs, Extraction, Generation, InvalidReason,
+                                             InvalidStage, Question, Request, Score)
+from pytest_benchaudit.scoring.tasks.inputs import Resources
 
-__all__ = ["evaluate", "failure_message"]
+__all__ = ["RecordExtras", "evaluate", "failure_message"]
+
+
+class RecordExtras(TypedDict, total=False):
+    """The optional fields of a record :func:`evaluate` may set (``extra``;
+    :data:`~pytest_benchaudit.pipeline.record.OPTIONAL_KEYS`): an LLM judge's call and what the
+    pipeline's own rule read, an imported run's released values.  Types as in
+    :class:`~pytest_benchaudit.pipeline.documents.RecordRow`."""
+
+    regex_prediction: str | None
+    judge: JudgeCallRow | None
+    released_prediction: str | None
+    released_score: JsonValue
+    released_success: bool | None
+    released_value: float | None
+    released_id: int | str | None
+    source_row: str | None
+
+
+class _Evaluated(TypedDict):
+    """The fields :func:`evaluate` sets (the record's ``model_fields_set``), as it hands them to
+    validation: ``continuations`` still the generation's objects, the rest already row values."""
+
+    item_id: str
+    benchmark: str
+    task: str
+    question_id: str
+    question_index: int
+    model: str
+    variant: str
+    repeat: int
+    pipeline: str
+    pipeline_hash: str
+    upstream_hash: str
+    request: dict[str, JsonValue]
+    raw_output: str
+    reasoning: str | None
+    finish_reason: str | None
+    error: str | None
+    prediction: str | None
+    valid: bool
+    invalid_reason: InvalidReason | None
+    invalid_stage: InvalidStage | None
+    extraction_detail: str
+    gold: str
+    score: float
+    correct: bool
+    score_extras: dict[str, float]
+    metric: str
+    question_meta: dict[str, JsonValue]
+    question_labels: list[str]
+    top_logprobs: list[TopLogprobs] | None
+    continuations: list[ContinuationLogprobs] | None
+    usage: dict[str, JsonValue]
+    latency_s: float
+    attempts: int
+    served_model: str | None
+    from_cache: bool
+    timestamp: str
 
 
 def evaluate(
     question: Question,
     pipeline: Pipeline,
-    request: Request | Mapping[str, Any],
+    request: Request | Mapping[str, JsonValue],
     generation: Generation,
     *,
     model: str,
     variant: str = "",
     repeat: int = 0,
     item_id: str = "",
-    resources: Mapping[str, Any] | None = None,
+    resources: Resources | None = None,
     extraction: Extraction | None = None,
     score: Score | None = None,
-    extra: Mapping[str, Any] | None = None,
+    extra: RecordExtras | None = None,
 ) -> RecordCore:
     """Run extraction and scoring on ``generation`` and build the item's record (a :class:`Record`
     when ``extra`` sets optional fields, else a :class:`RecordCore`: the same line either way).
@@ -54,7 +118,7 @@ def evaluate(
     reason = extraction.invalid_reason
     # The fields evaluate sets (the record's model_fields_set); the rest of Record's fields
     # (record_version, asks, earlier_outputs, the judge's and an import's) keep their defaults.
-    fields: dict[str, Any] = {
+    fields: _Evaluated = {
         "item_id": item_id,
         "benchmark": question.benchmark,
         "task": question.task,
@@ -101,7 +165,7 @@ def evaluate(
     return RecordCore.model_validate(fields)
 
 
-_stamp: list[Any] = [None, ""]  # [whole second, its ISO text]
+_stamp: list[int | str | None] = [None, ""]  # [whole second, its ISO text]
 
 
 def _timestamp() -> str:
@@ -118,7 +182,7 @@ def _start(text: str, limit: int = 120) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def failure_message(record: RecordCore | dict[str, Any]) -> str:
+def failure_message(record: RecordCore | RecordRow) -> str:
     """The short message a failed item shows: gold, prediction, start of the raw output."""
     r = record if isinstance(record, dict) else record.model_dump()
     raw = _start(r["raw_output"]) if r["raw_output"] else "(empty)"
@@ -127,7 +191,8 @@ def failure_message(record: RecordCore | dict[str, Any]) -> str:
         if why == "judge_error":  # the judge's own failure (HTTP error, unreadable verdict) is the reason
             why_judge = _start(r.get("extraction_detail") or "the judge failed", 200)
             return f"INVALID (judge_error): {why_judge} | gold {r['gold']!r}"
-        if r.get("error"):
-            return f"INVALID ({why}): {_start(r['error'], 200)} | gold {r['gold']!r}"
+        error = r.get("error")
+        if error:
+            return f"INVALID ({why}): {_start(error, 200)} | gold {r['gold']!r}"
         return f"INVALID ({why}) at the {r['invalid_stage']} stage: gold {r['gold']!r}; raw output: {raw}"
     return f"wrong: gold {r['gold']!r}, predicted {r['prediction']!r} (score {r['score']:g}); raw output: {raw}"

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.pipeline.types import Message, Question, Request
 
@@ -28,6 +29,9 @@ __all__ = [
     "EXTRACTION_PROMPT_VERSION",
     "GRADING_PROMPT_VERSION",
     "JUDGE_PARAMS",
+    "JudgeCard",
+    "JudgeParams",
+    "JudgePrompts",
     "extraction_request",
     "grading_request",
     "parse_extraction",
@@ -38,7 +42,32 @@ __all__ = [
 EXTRACTION_PROMPT_VERSION = "benchaudit.judge.extraction/1"
 GRADING_PROMPT_VERSION = "benchaudit.judge.grading/1"
 # Greedy and short: a verdict is one small JSON object.
-JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 256}
+@with_config(ConfigDict(extra="forbid"))
+class JudgeParams(TypedDict):
+    """The judge's inference parameters (its requests' ``params``)."""
+
+    temperature: float
+    max_tokens: int
+
+
+@with_config(ConfigDict(extra="forbid"))
+class JudgePrompts(TypedDict):
+    """The versions of the judge's two prompts."""
+
+    extraction: str
+    grading: str
+
+
+@with_config(ConfigDict(extra="forbid"))
+class JudgeCard(TypedDict):
+    """What a pipeline card says about its judge (:func:`judge_card`; the card adds ``prompts_sha256``)."""
+
+    model: str
+    prompts: JudgePrompts
+    params: JudgeParams
+
+
+JUDGE_PARAMS: JudgeParams = {"temperature": 0.0, "max_tokens": 256}
 
 _EXTRACTION_SYSTEM = (
     "You are an exact grader's assistant. You read another model's response to a multiple-choice question "
@@ -86,7 +115,7 @@ def extraction_request(question: Question, response: str, labels: tuple[str, ...
     user = _EXTRACTION_USER.format(question=question.text or question.prompt or "", labels=", ".join(labels),
                                    response=response)
     return Request(mode="chat", messages=(Message(role="system", content=_EXTRACTION_SYSTEM),
-                                          Message(role="user", content=user)), params=dict(JUDGE_PARAMS))
+                                          Message(role="user", content=user)), params={**JUDGE_PARAMS})
 
 
 def grading_request(question: Question, response: str) -> Request:
@@ -94,7 +123,7 @@ def grading_request(question: Question, response: str) -> Request:
     user = _GRADING_USER.format(question=question.text or question.prompt or "", reference=question.gold,
                                 response=response)
     return Request(mode="chat", messages=(Message(role="system", content=_GRADING_SYSTEM),
-                                          Message(role="user", content=user)), params=dict(JUDGE_PARAMS))
+                                          Message(role="user", content=user)), params={**JUDGE_PARAMS})
 
 
 def _json_field(text: str, key: str) -> str | None:
@@ -137,8 +166,8 @@ def parse_grading(text: str) -> tuple[str | None, str]:
     return None, "failed"
 
 
-def judge_card(model_label: str) -> dict[str, Any]:
+def judge_card(model_label: str) -> JudgeCard:
     """What a pipeline card says about the judge it was scored with."""
     return {"model": model_label, "prompts": {"extraction": EXTRACTION_PROMPT_VERSION,
                                               "grading": GRADING_PROMPT_VERSION},
-            "params": dict(JUDGE_PARAMS)}
+            "params": JudgeParams(**JUDGE_PARAMS)}

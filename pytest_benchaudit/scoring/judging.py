@@ -19,12 +19,14 @@ passes through.  The prompts and verdict parsing are :mod:`.judge`'s.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable, Literal
 
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Request, Score
+from pytest_benchaudit.pipeline.documents import JudgeCallRow
 from pytest_benchaudit.scoring import judge
 from pytest_benchaudit.scoring.catalog import Answers
+from pytest_benchaudit.scoring.evaluate import RecordExtras
 from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.scoring.registry import metric_answers, rule_info, strict_rule
@@ -41,7 +43,7 @@ class Judged:
 
     extraction: Extraction | None = None
     score: Score | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: RecordExtras = field(default_factory=lambda: RecordExtras())
 
 
 def needs_judge(pipeline: Pipeline) -> bool:
@@ -50,8 +52,8 @@ def needs_judge(pipeline: Pipeline) -> bool:
     return rule_info(pipeline.extraction.rule).reads == "judge" or bool(info is not None and info.needs_judge)
 
 
-def judge_record(model: str, purpose: str, version: str, reply: Generation, status: str,
-                 verdict: str | None) -> dict[str, Any]:
+def judge_record(model: str, purpose: Literal["extraction", "grading"], version: str, reply: Generation, status: str,
+                 verdict: str | None) -> JudgeCallRow:
     """What a record keeps of one judge call (its token usage too: the usage table and --max-cost count it)."""
     return {"model": model, "purpose": purpose, "prompt_version": version, "raw_output": reply.text,
             "parse_status": status, "verdict": verdict, "error": reply.error, "usage": dict(reply.usage),
@@ -74,7 +76,7 @@ def judge_answer(question: Question, pipeline: Pipeline, generation: Generation,
         answers: Answers = "labels" if metric_answers(pipeline.scoring.metric) == "labels" else "label"
         regex = extract(strict_rule(answers), generation, question,
                         reasoning if reasoning in ("strip", "keep") else "strip")
-        extra: dict[str, Any] = {"regex_prediction": regex.prediction}
+        extra: RecordExtras = {"regex_prediction": regex.prediction}
         if not regex.answer_text.strip():  # nothing to read: empty / truncated / unclosed reasoning
             return Judged(regex, None, extra)
         reply = ask(judge.extraction_request(question, regex.answer_text, labels))

@@ -14,26 +14,27 @@ because the audit measures what those quirks do to the reported number.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Sequence
+
+from typing_extensions import NotRequired, TypedDict
 
 from pytest_benchaudit.scoring import catalog
 from pytest_benchaudit.scoring.tasks import TASK_METRIC_INFO, TASK_METRICS
+from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources
 from pytest_benchaudit.pipeline.types import Extraction, MetricInfo, Question, Score, UnscorablePrediction
 
-__all__ = ["METRICS", "METRIC_INFO", "Metric", "MetricInfo", "invalid_score", "invalid_credit_note",
+__all__ = ["CreditRow", "METRICS", "METRIC_INFO", "Metric", "MetricInfo", "Resources", "invalid_score", "invalid_credit_note",
            "invalid_credit_line", "metric_names", "score", "score_item"]
 
-# A metric sees only valid predictions (possibly "" — see ``letter_set_exact``) and the
-# task's resources (data files named in the suite config, e.g. alias graphs).
-Metric = Callable[[str, Question, Mapping[str, Any]], Score]
+# A metric (tasks.inputs.Metric) sees only valid predictions (possibly "" — see ``letter_set_exact``)
+# and the task's resources (data files named in the suite config, e.g. alias graphs).
 
 
 def _binary(correct: bool) -> Score:
     return Score(value=1.0 if correct else 0.0, correct=correct)
 
 
-def exact_match(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def exact_match(prediction: str, question: Question, resources: Resources) -> Score:
     """Case-insensitive exact match of prediction and gold, surrounding whitespace ignored.
 
     CTI-Bench ``compute_mcq_accuracy`` compares ``pred.upper() == gt.upper()``; its data
@@ -43,7 +44,7 @@ def exact_match(prediction: str, question: Question, resources: Mapping[str, Any
 
 
 @catalog.metric(answers="labels")
-def letter_set_exact(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def letter_set_exact(prediction: str, question: Question, resources: Resources) -> Score:
     """SecEval: ``prediction.lower() == gold.lower()``, gold compared *as stored*.
 
     The prediction is already a sorted, de-duplicated letter string (``all_capital_letters``
@@ -59,7 +60,7 @@ def letter_set_exact(prediction: str, question: Question, resources: Mapping[str
     return _binary(prediction.lower() == question.gold.lower())
 
 
-def judge_graded(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
+def judge_graded(prediction: str, question: Question, resources: Resources) -> Score:
     """Open-ended answers graded CORRECT/INCORRECT by an LLM judge against the reference.
 
     Items with this metric are collected and skipped until a judge is configured
@@ -107,6 +108,20 @@ def invalid_score(info: MetricInfo, credit: float = 0.0) -> float:
     return info.invalid_value + credit * (info.best_value - info.invalid_value)
 
 
+class CreditRow(TypedDict):
+    """What :func:`invalid_credit_line` reads of a task result (a ``summary.json`` ``results`` row,
+    :class:`~pytest_benchaudit.aggregate.documents.TaskResult`, which has these keys and more)."""
+
+    metric: str
+    n: int
+    n_valid: int
+    score_total: float | None
+    score_valid: float | None
+    # Old summaries lack both.
+    invalid_credit: NotRequired[float]
+    invalid_score: NotRequired[float | None]
+
+
 def invalid_credit_note(metric: str, credit: float = 0.0) -> str:
     """One phrase saying what an invalid answer scores: ``0 (no credit)``, ``10 (no credit: the worst
     case, the largest possible difference of two CVSS base scores)``, ``0.25 (credit 0.25)``."""
@@ -121,7 +136,7 @@ def invalid_credit_note(metric: str, credit: float = 0.0) -> str:
     return f"{value:g} (no credit)"
 
 
-def invalid_credit_line(results: list[dict[str, Any]]) -> str:
+def invalid_credit_line(results: Sequence[CreditRow]) -> str:
     """The summary's sentence on what an invalid answer scored in each of ``results`` (task result
     rows) where it is counted: ``invalid answers score (score/all): 0 (no credit) on cvss_closeness_athena,
     exact_match; 10 (no credit: the worst case, …) on cvss_abs_diff_cti``.  Empty without results."""
@@ -142,7 +157,7 @@ def invalid_credit_line(results: list[dict[str, Any]]) -> str:
     return "invalid answers, where counted (score/all; scoring.invalid_credit): " + "; ".join(parts)
 
 
-def _read_back(r: dict[str, Any]) -> float | None:
+def _read_back(r: CreditRow) -> float | None:
     """What the invalid items of an old summary row (no ``invalid_score``) scored, from its two means."""
     n, n_valid, total, valid = r.get("n") or 0, r.get("n_valid") or 0, r.get("score_total"), r.get("score_valid")
     if n <= n_valid or total is None:
@@ -150,7 +165,7 @@ def _read_back(r: dict[str, Any]) -> float | None:
     return float((total * n - (valid or 0.0) * n_valid) / (n - n_valid))
 
 
-def _check(metric: str, resources: Mapping[str, Any] | None) -> tuple[MetricInfo, Mapping[str, Any]]:
+def _check(metric: str, resources: Resources | None) -> tuple[MetricInfo, Resources]:
     if metric not in METRICS:
         raise KeyError(f"unknown metric {metric!r}; known metrics: {', '.join(metric_names())}")
     info = METRIC_INFO[metric]
@@ -168,7 +183,7 @@ def _invalid(info: MetricInfo, credit: float) -> Score:
 
 
 def score_item(metric: str, extraction: Extraction, question: Question,
-               resources: Mapping[str, Any] | None = None, invalid_credit: float = 0.0) -> tuple[Extraction, Score]:
+               resources: Resources | None = None, invalid_credit: float = 0.0) -> tuple[Extraction, Score]:
     """Score ``extraction`` against ``question.gold`` with ``metric``; return the extraction as it
     stands after scoring, and the score.
 
@@ -191,6 +206,6 @@ def score_item(metric: str, extraction: Extraction, question: Question,
 
 
 def score(metric: str, extraction: Extraction, question: Question,
-          resources: Mapping[str, Any] | None = None, invalid_credit: float = 0.0) -> Score:
+          resources: Resources | None = None, invalid_credit: float = 0.0) -> Score:
     """The score part of :func:`score_item` (a prediction the metric cannot read scores as invalid)."""
     return score_item(metric, extraction, question, resources, invalid_credit)[1]

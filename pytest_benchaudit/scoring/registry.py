@@ -12,7 +12,8 @@ and :func:`metric_answers` answer it by name, so no other module lists rule or m
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from collections.abc import Collection
+from typing import Any, Protocol
 
 from pytest_benchaudit.common.errors import ConfigError, did_you_mean
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, is_unspecified
@@ -58,7 +59,7 @@ class SuiteLike(Protocol):
     def path(self) -> Path: ...
 
     @property
-    def tasks(self) -> Mapping[str, Any]: ...
+    def tasks(self) -> Collection[str]: ...  # the task names (a Suite's dict of TaskSpec by name)
 
     def layer_names(self, task: str) -> list[str]: ...
 
