@@ -11,13 +11,19 @@ from __future__ import annotations
 import datetime as _dt
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.aggregate.documents import TaskResult, VariantDelta
+from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.scoring.tasks.inputs import Resources
 from pytest_benchaudit.common.errors import BenchauditError, did_you_mean
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.pipeline.variants import card_key as variant_card_key
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, Pipeline, PipelineError, is_unspecified
 from pytest_benchaudit.common.progress import Progress, iterate
+from pytest_benchaudit.runs.documents import RescoreSkip, RunMeta
 from pytest_benchaudit.runs.store import RunDirectory
 from pytest_benchaudit.runs.store import load_run as _store_load_run
 from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
@@ -32,13 +38,13 @@ class OfflineError(BenchauditError):
     """A run directory cannot be re-scored as asked; the message says why."""
 
 
-def card_key(rec: Mapping[str, Any]) -> str:
+def card_key(rec: RecordRow) -> str:
     """The pipeline-card key a record was scored under (see :func:`pipeline.variants.card_key`)."""
     return variant_card_key(rec["benchmark"], rec["task"], rec.get("variant") or "")
 
 
 def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *,
-             require_records: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+             require_records: bool = False) -> tuple[RunMeta, list[RecordRow]]:
     """(run.json, validated records) of a run directory: :func:`pytest_benchaudit.runs.store.load_run`."""
     return _store_load_run(Path(run_dir), warn, require_records=require_records)
 
@@ -49,9 +55,9 @@ class _Resources:
     def __init__(self, suites_dir: Path, data_dir: str | None) -> None:
         self.suites_dir = suites_dir
         self.data_dir, self.origin = resolve_data_dir(data_dir)
-        self._cache: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self._cache: dict[tuple[str, str], Resources] = {}
 
-    def __call__(self, bench: str, task: str, metric: str) -> Mapping[str, Any]:
+    def __call__(self, bench: str, task: str, metric: str) -> Resources:
         info = METRIC_INFO.get(metric)
         if info is None or not info.resources:
             return {}
@@ -116,19 +122,19 @@ def rescore_run(
     run_dir: Path,
     *,
     layer: str | None = None,
-    overrides: list[tuple[str, Any]] | None = None,
+    overrides: list[tuple[str, JsonValue]] | None = None,
     report_dir: Path | None = None,
     suites_dir: Path = Path("suites"),
     data_dir: str | None = None,
     warn: Callable[[str], None] = lambda msg: print(f"warning: {msg}", file=sys.stderr),
     stages: tuple[str, ...] = DOWNSTREAM_STAGES,
-) -> tuple[RunDirectory, list[dict[str, Any]], dict[str, dict[str, Any]]]:
+) -> tuple[RunDirectory, list[TaskResult], Cards]:
     """Re-score ``run_dir`` and write a new run directory; return it with its results and cards.
 
     ``layer``: the layer whose ``stages`` are applied (default every downstream stage; ``("extraction",)``
     changes the extraction fields alone, the other downstream fields kept as stored)."""
     meta, records = load_run(run_dir, warn, require_records=True)
-    stored_cards: dict[str, dict[str, Any]] = meta.get("pipeline_cards") or {}
+    stored_cards: Cards = meta.get("pipeline_cards") or {}
     overrides = overrides or []
     pipelines: dict[str, Pipeline] = {}
     skipped: dict[str, str] = {}  # card key -> why its records are not re-scored
@@ -152,7 +158,7 @@ def rescore_run(
             del pipelines[key]
     if layers:
         layers.check_known()
-    skips = [{"task": key, "records": sum(1 for r in records if card_key(r) == key), "reason": why}
+    skips: list[RescoreSkip] = [{"task": key, "records": sum(1 for r in records if card_key(r) == key), "reason": why}
              for key, why in skipped.items()]
     if not pipelines:
         raise OfflineError("nothing re-scored: " + "; ".join(f"{s['reason']} ({s['records']} records)" for s in skips))
@@ -165,8 +171,8 @@ def rescore_run(
         lambda bench, task: resources(bench, task, pipelines[f"{bench}.{task}"].scoring.metric
                                       if f"{bench}.{task}" in pipelines else ""),
     )
-    cards = {key: _rescored_card(p, stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0]) or {})
-             for key, p in pipelines.items()}
+    cards: Cards = {key: _rescored_card(p, stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0]))
+                    for key, p in pipelines.items()}
     out = RunDirectory(report_dir or run_dir.parent)
     out.append_many(new_records)
     results = summarize(new_records, cards)
@@ -183,20 +189,20 @@ def rescore_run(
     return out, results, cards
 
 
-def _rescored_card(pipeline: Pipeline, stored: Mapping[str, Any]) -> dict[str, Any]:
+def _rescored_card(pipeline: Pipeline, stored: PipelineCard | None) -> PipelineCard:
     """The card of a re-scored task: the new pipeline's, with what was asked kept from the stored card
     (its upstream hash, which may cover what the fields do not hold, e.g. a template's text; those
     materials; the data files' checksums): re-scoring changes nothing upstream."""
-    card = {**pipeline.card(), "dataset_checksums": stored.get("dataset_checksums", {})}
-    if stored.get("upstream_hash"):
+    card: PipelineCard = {**pipeline.card(), "dataset_checksums": stored.get("dataset_checksums", {}) if stored else {}}
+    if stored and stored.get("upstream_hash"):
         card["upstream_hash"] = stored["upstream_hash"]
-    if stored.get("materials"):
+    if stored and stored.get("materials"):
         card["materials"] = stored["materials"]
     return card
 
 
-def _drop_unscorable(key: str, changes: list[tuple[str, list[Any]]], where: str, n: int,
-                     warn: Callable[[str], None]) -> list[tuple[str, list[Any]]]:
+def _drop_unscorable(key: str, changes: list[tuple[str, list[JsonValue]]], where: str, n: int,
+                     warn: Callable[[str], None]) -> list[tuple[str, list[JsonValue]]]:
     """``changes`` without downstream values of ``unspecified``: such a variant cannot be scored, so it
     is skipped with the field named, as collection skips items whose pipeline leaves a field unspecified."""
     out = []
@@ -211,7 +217,7 @@ def _drop_unscorable(key: str, changes: list[tuple[str, list[Any]]], where: str,
     return out
 
 
-def _stored_pipeline(run_dir: Path, key: str, card: Mapping[str, Any]) -> Pipeline:
+def _stored_pipeline(run_dir: Path, key: str, card: PipelineCard) -> Pipeline:
     """The pipeline a stored card describes, or an error naming the run and the card."""
     try:
         return pipeline_from_card(card)
@@ -220,7 +226,7 @@ def _stored_pipeline(run_dir: Path, key: str, card: Mapping[str, Any]) -> Pipeli
                            f"({type(err).__name__}: {str(err).splitlines()[0]})") from None
 
 
-def _downstream_leaves(pipeline: Pipeline) -> dict[str, Any]:
+def _downstream_leaves(pipeline: Pipeline) -> dict[str, JsonValue]:
     from pytest_benchaudit.audit.rescore import _flatten
 
     return _flatten({k: v for k, v in pipeline.stages().items() if k in ("extraction", "scoring", "aggregation")})
@@ -228,13 +234,13 @@ def _downstream_leaves(pipeline: Pipeline) -> dict[str, Any]:
 
 def sweep_run(
     run_dir: Path,
-    vary: list[tuple[str, list[Any]]],
+    vary: list[tuple[str, list[JsonValue]]],
     *,
     toward: str | None = None,
     suites_dir: Path = Path("suites"),
     data_dir: str | None = None,
     warn: Callable[[str], None] = lambda msg: print(f"warning: {msg}", file=sys.stderr),
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, Any]]]:
+) -> tuple[list[VariantDelta], list[TaskResult], Cards]:
     """Single-field counterfactuals from a stored run: (delta rows, results, cards).
 
     Each ``(field, value)`` of ``vary`` re-scores the run's base records with only that
@@ -248,11 +254,11 @@ def sweep_run(
 
     meta, records = load_run(run_dir, warn, require_records=True)
     base_records = [r for r in records if not r.get("variant")]
-    stored_cards: dict[str, dict[str, Any]] = meta.get("pipeline_cards") or {}
+    stored_cards: Cards = meta.get("pipeline_cards") or {}
     resources = _Resources(suites_dir, data_dir)
-    cards: dict[str, dict[str, Any]] = {}
-    all_records: list[dict[str, Any]] = list(base_records)
-    by_key: dict[str, list[dict[str, Any]]] = {}
+    cards: Cards = {}
+    all_records: list[RecordRow] = list(base_records)
+    by_key: dict[str, list[RecordRow]] = {}
     for rec in base_records:
         by_key.setdefault(card_key(rec), []).append(rec)
     bar = Progress(0, "sweep", "records")
@@ -297,11 +303,11 @@ def sweep_run(
     return variant_deltas(results, cards), results, cards
 
 
-def _constant(pipeline: Pipeline) -> Callable[[Mapping[str, Any]], Pipeline]:
+def _constant(pipeline: Pipeline) -> Callable[[RecordRow], Pipeline]:
     """Every record under one pipeline (a sweep variant)."""
     return lambda _rec: pipeline
 
 
-def _resources_under(resources: Any, pipeline: Pipeline) -> Callable[[str, str], Mapping[str, Any]]:
+def _resources_under(resources: _Resources, pipeline: Pipeline) -> Callable[[str, str], Resources]:
     """The lookup files a variant's metric reads."""
     return lambda bench, task: resources(bench, task, pipeline.scoring.metric)

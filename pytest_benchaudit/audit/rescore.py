@@ -16,8 +16,11 @@ new card lists them under ``notes``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, cast
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
 from pytest_benchaudit.scoring.evaluate import evaluate
 from pytest_benchaudit.pipeline.stages import (
     DOWNSTREAM_STAGES,
@@ -28,6 +31,7 @@ from pytest_benchaudit.pipeline.stages import (
 )
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.scoring.registry import rule_info
+from pytest_benchaudit.scoring.tasks.inputs import Resources
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Extraction, Generation, Question, Score
 
 __all__ = [
@@ -45,23 +49,27 @@ class UpstreamChange(PipelineError):
     """A re-scoring asked for an upstream change: it needs new generations."""
 
 
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _flatten(data: Mapping[str, JsonValue], prefix: str = "") -> dict[str, JsonValue]:
+    """Nested stage fields as flat fields (``{"inference": {"max_tokens": 5}}`` -> ``inference.max_tokens``)."""
+    out: dict[str, JsonValue] = {}
     for key, value in data.items():
-        if isinstance(value, Mapping) and value:
+        if isinstance(value, dict) and value:
             out.update(_flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out
 
 
-def _unflatten(fields: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _unflatten(fields: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    out: dict[str, JsonValue] = {}
     for path, value in fields.items():
         node = out
         *heads, last = path.split(".")
         for head in heads:
-            node = node.setdefault(head, {})
+            child = node.setdefault(head, {})
+            if not isinstance(child, dict):
+                raise TypeError(f"field {path!r} lies under {head!r}, which is a value, not a stage or group")
+            node = child
         node[last] = value
     return out
 
@@ -74,7 +82,7 @@ def upstream_differences(stored: Pipeline, asked: Pipeline) -> list[str]:
             if a.get(key) != b.get(key)]
 
 
-def pipeline_from_card(card: Mapping[str, Any]) -> Pipeline:
+def pipeline_from_card(card: PipelineCard) -> Pipeline:
     """Rebuild the pipeline a stored card describes (fields, name, reasons, notes)."""
     fields = _unflatten(card["fields"])
     return Pipeline.model_validate({
@@ -83,7 +91,7 @@ def pipeline_from_card(card: Mapping[str, Any]) -> Pipeline:
     })
 
 
-def retarget(stored: Pipeline, layer: Pipeline | None, overrides: list[tuple[str, Any]],
+def retarget(stored: Pipeline, layer: Pipeline | None, overrides: list[tuple[str, JsonValue]],
              stages: tuple[str, ...] = DOWNSTREAM_STAGES) -> Pipeline:
     """The pipeline to re-score with: ``layer``'s ``stages`` (if a layer is given; by default every
     downstream stage, ``("extraction",)`` for the paper's extraction-only change) on the stored
@@ -119,7 +127,7 @@ def retarget(stored: Pipeline, layer: Pipeline | None, overrides: list[tuple[str
     return new
 
 
-def record_question(rec: Mapping[str, Any]) -> Question:
+def record_question(rec: RecordRow) -> Question:
     """The parts of a question the downstream stages read, rebuilt from a record."""
     labels = rec.get("question_labels") or []
     return Question(
@@ -128,7 +136,7 @@ def record_question(rec: Mapping[str, Any]) -> Question:
     )
 
 
-def record_generation(rec: Mapping[str, Any]) -> Generation:
+def record_generation(rec: RecordRow) -> Generation:
     """The stored generation, exactly as the endpoint returned it."""
     top = rec.get("top_logprobs")
     return Generation(
@@ -139,7 +147,7 @@ def record_generation(rec: Mapping[str, Any]) -> Generation:
     )
 
 
-def stored_continuations(rec: Mapping[str, Any]) -> tuple[ContinuationLogprobs, ...] | None:
+def stored_continuations(rec: RecordRow) -> tuple[ContinuationLogprobs, ...] | None:
     """A log-likelihood record's continuations (``inference.request = "loglikelihood"``), or ``None``."""
     stored = rec.get("continuations")
     return None if stored is None else tuple(ContinuationLogprobs.model_validate(c) for c in stored)
@@ -153,16 +161,16 @@ _KEPT = ("item_id", "usage", "latency_s", "attempts", "served_model", "from_cach
 
 
 def rescore_records(
-    records: Iterable[Mapping[str, Any]],
-    pipeline_for: Callable[[Mapping[str, Any]], Pipeline],
-    resources_for: Callable[[str, str], Mapping[str, Any]] = lambda bench, task: {},
-) -> list[dict[str, Any]]:
+    records: Iterable[RecordRow],
+    pipeline_for: Callable[[RecordRow], Pipeline],
+    resources_for: Callable[[str, str], Resources] = lambda bench, task: {},
+) -> list[RecordRow]:
     """Re-run extraction and scoring on each stored record under ``pipeline_for(record)``.
 
     Extra fields a source put on a record (e.g. ``released_score`` of imported runs)
     are kept; the fields the downstream stages produce are replaced.
     """
-    out: list[dict[str, Any]] = []
+    out: list[RecordRow] = []
     for rec in records:
         pipeline = pipeline_for(rec)
         judged_extraction, judged_score = _stored_judgement(rec, pipeline)
@@ -175,15 +183,18 @@ def rescore_records(
             extraction=judged_extraction, score=judged_score,
         ).model_dump(mode="json")
         new["request"] = rec["request"]
+        stored: Mapping[str, object] = rec  # read by the names in _KEPT
         for key in _KEPT:
-            if key in rec:
-                new[key] = rec[key]
+            if key in stored:
+                new[key] = stored[key]
         extras = {k: v for k, v in rec.items() if k not in new}
-        out.append({**new, **extras})
+        # Record's model_dump is a RecordRow (a test holds their keys and types equal); the extras are the
+        # stored record's own keys: the row is built without a per-record validation (rescore's speed).
+        out.append(cast(RecordRow, {**new, **extras}))
     return out
 
 
-def _stored_judgement(rec: Mapping[str, Any], pipeline: Pipeline) -> tuple[Extraction | None, Score | None]:
+def _stored_judgement(rec: RecordRow, pipeline: Pipeline) -> tuple[Extraction | None, Score | None]:
     """A judge's stored reading / verdict, reused as it is: re-scoring offline cannot ask a judge.
 
     With ``extraction.rule = judge`` the stored prediction (or invalid reason) stands in for

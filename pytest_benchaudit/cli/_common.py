@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_benchaudit.common.errors import UsageError
 
@@ -16,6 +16,8 @@ __all__ = ["CliError", "Subparsers", "add_data_dir", "add_suites_dir", "run_card
 # What `ArgumentParser.add_subparsers()` returns; each command module adds its parser to it.
 # (The class is private, but it is what argparse hands out; only typeshed makes it generic.)
 if TYPE_CHECKING:
+    from pytest_benchaudit.pipeline.documents import Cards
+
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:
     Subparsers = argparse._SubParsersAction
@@ -25,7 +27,7 @@ class CliError(UsageError):
     """A problem with the command's input; printed as one line, exit status 2."""
 
 
-def run_cards(run_dir: Path) -> dict[str, dict[str, Any]]:
+def run_cards(run_dir: Path) -> Cards:
     """The pipeline cards recorded in a run's ``run.json``, keyed ``benchmark.task[|variant]``."""
     from pytest_benchaudit.runs.store import read_run_json
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_benchaudit.audit.compare import CompareError, expand_runs
 from pytest_benchaudit.audit.goldaudit import GoldAuditError, audit_gold, render, write_csv
 from pytest_benchaudit.audit.offline import OfflineError, load_run
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.cli._common import Subparsers
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.pipeline.documents import RecordRow
 
 HELP = "questions where most models agree on one answer against gold (for review)"
 
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         print("benchaudit audit-gold: give run directories (or --confirm CSV)", file=sys.stderr)
         return 2
     try:
-        records: list[dict[str, Any]] = []
+        records: list[RecordRow] = []
         for path in expand_runs(args.runs):
             _meta, recs = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
                                    require_records=True)

@@ -12,10 +12,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_benchaudit.cli._common import Subparsers
 from pytest_benchaudit.common.errors import BenchauditError
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.audit.documents import LedgerRow
 
 __all__ = ["add_parser", "run"]
 
@@ -44,11 +47,11 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _ledger_rows(suites_dir: Path, benchmarks: set[str]) -> dict[str, Any]:
+def _ledger_rows(suites_dir: Path, benchmarks: set[str]) -> dict[str, LedgerRow]:
     from pytest_benchaudit.audit.ledger import suite_ledger
     from pytest_benchaudit.dataset.suites import SUITE_FILENAME, load_suite
 
-    rows = {}
+    rows: dict[str, LedgerRow] = {}
     for bench in sorted(benchmarks):
         path = suites_dir / bench / SUITE_FILENAME
         if path.is_file():

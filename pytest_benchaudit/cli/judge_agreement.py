@@ -9,12 +9,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from pytest_benchaudit.audit.judgeagree import JudgeAgreementError, agreement_report, pair_runs, render, within_run
 from pytest_benchaudit.audit.offline import OfflineError, load_run
 from pytest_benchaudit.audit.sample import SampleError
 from pytest_benchaudit.cli._common import Subparsers
+from pytest_benchaudit.pipeline.documents import RecordRow
 
 HELP = "agreement, Cohen's kappa, confusion table and strata of two judges"
 
@@ -42,7 +42,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _load(path: Path) -> list[dict[str, Any]]:
+def _load(path: Path) -> list[RecordRow]:
     _meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
                                    require_records=True)
     return records

@@ -11,10 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_benchaudit.cli._common import Subparsers
 from pytest_benchaudit.common.errors import BenchauditError
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.audit.sample import GoldUnit, JudgeUnit
+    from pytest_benchaudit.pipeline.documents import RecordRow
 
 __all__ = ["add_parser", "run"]
 
@@ -58,11 +62,12 @@ def run(args: argparse.Namespace) -> int:
         smp.check_usage(args.kind, args.n, args.annotators)
         strata = [k.strip() for k in args.strata.split(",") if k.strip()] if args.strata is not None \
             else list(smp.DEFAULT_STRATA[args.kind])
-        records: list[dict[str, Any]] = []
+        records: list[RecordRow] = []
         for path in expand_runs(args.runs):
             records += load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))[1]
         if args.pipeline is not None:
             records = [r for r in records if r.get("pipeline") == args.pipeline]
+        units: list[JudgeUnit] | list[GoldUnit]
         if args.kind == "judge":
             units, failed = smp.judge_units(records)
             what = f"{len(units)} judged records ({failed} judge calls without a verdict left out)"

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
+from typing_extensions import NotRequired, TypedDict, TypeGuard
 
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
 from pytest_benchaudit.audit.importers.common import (
+    Difference,
     ImportedRun,
+    ImportReport,
     ImportSourceError,
+    RawRow,
+    RecordExtras,
+    TaskCounts,
     _load_suite,
     _read_rows,
     _record,
@@ -23,8 +30,10 @@ from pytest_benchaudit.audit.importers.common import (
 from pytest_benchaudit.common.progress import Progress
 from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.dataset.readers import file_checksum, resolve_data_dir
+from pytest_benchaudit.pipeline.documents import Cards, RecordRow
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.prompt.templates import render_request
+from pytest_benchaudit.runs.documents import RunSource
 from pytest_benchaudit.runs.store import new_run_id
 
 # --------------------------------------------------------------------------- AthenaBench runs-mini
@@ -44,6 +53,19 @@ TAA_GRAPH_REASON = ("alias graph: scored with CTI-Bench's published lookups (cti
                     "AthenaBench's own alias tables (data/processed/taa/*.csv) are not in its release")
 
 
+class AthenaRow(TypedDict):
+    """A row of a released ``<TASK>-scored.jsonl`` (the columns the import reads, as
+    :func:`_check_athena_row` checks them)."""
+
+    prompt: str
+    response: str | None
+    prediction: str | None
+    answer: str | int
+    success: bool
+    score: JsonValue  # a number; TAA: an object with a numeric 'correct'
+    id: NotRequired[int | str | None]
+
+
 def _athena_models(source: Path) -> dict[str, Path]:
     folders = sorted({p.parent for p in source.rglob(f"*{_ATHENA_SUFFIX}")})
     if not folders:
@@ -59,16 +81,23 @@ def _athena_models(source: Path) -> dict[str, Path]:
     return models
 
 
-def _athena_released_value(task: str, score: Any, success: bool) -> float | None:
+def _number(value: JsonValue) -> float:
+    if isinstance(value, (int, float)):  # _check_athena_row made sure
+        return float(value)
+    raise TypeError(f"not a number: {value!r}")
+
+
+def _athena_released_value(task: str, score: JsonValue, success: bool) -> float | None:
     """The released per-item number on our metric scale; None where the released mean leaves it out."""
     if task == "vsp":
-        return 1 - float(score) / 7.7 if success else None
+        return 1 - _number(score) / 7.7 if success else None
     if task == "taa":
-        return float(score["correct"])
-    return float(score)
+        return _number(score["correct"]) if isinstance(score, dict) else _number(score)
+    return _number(score)
 
 
-def _check_athena_row(path: Path, label: str, row: dict[str, Any], task: str) -> None:
+def _check_athena_row(row: RawRow, path: Path, label: str, task: str) -> TypeGuard[AthenaRow]:
+    """True, or an :class:`ImportSourceError` naming the file, the row and the field that is not as released."""
     for name, kinds in (("prompt", (str,)), ("response", (str, type(None))), ("prediction", (str, type(None))),
                         ("answer", (str, int)), ("success", (bool,))):
         if name not in row:
@@ -86,6 +115,14 @@ def _check_athena_row(path: Path, label: str, row: dict[str, Any], task: str) ->
                                     f"found {score!r}")
     elif isinstance(score, bool) or not isinstance(score, (int, float)):
         raise ImportSourceError(f"{path}: {label}: field 'score' should be a number, found {score!r}")
+    return True
+
+
+def _athena_row(path: Path, label: str, row: RawRow, task: str) -> AthenaRow:
+    """The row as the released columns, once :func:`_check_athena_row` has checked them."""
+    if _check_athena_row(row, path, label, task):
+        return row
+    raise AssertionError("unreachable: the check raises")
 
 
 def _athena_request(ctx: _TaskContext, suite: Suite, question: Question, model: str) -> Request:
@@ -98,8 +135,8 @@ def _athena_request(ctx: _TaskContext, suite: Suite, question: Question, model: 
     return req
 
 
-def _athena_difference(task: str, rec: dict[str, Any], ours: float | None, theirs: float | None,
-                       released_prediction: str, released_success: bool) -> str:
+def _athena_difference(task: str, rec: RecordRow, ours: float | None, theirs: float | None,
+                       released_prediction: str | None, released_success: bool) -> str:
     pred_same = (rec["prediction"] or "") == (released_prediction or "") or (
         not rec["valid"] and (not released_success or (released_prediction or "") in ("", "X")))
     if (ours is None) != (theirs is None):
@@ -123,13 +160,14 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
     contexts = {task: _task_context(suite, task, root, origin) for task in ATHENA_TASKS.values()}
     models = _athena_models(source)
     # Read and check everything before writing anything.
-    prepared = []
+    prepared: list[tuple[str, list[RecordRow], list[Difference], dict[str, list[float | None]], dict[str, TaskCounts],
+                         dict[str, str], dict[str, str]]] = []
     bar = Progress(len(models) * sum(len(c.questions) for c in contexts.values()), "import", "rows")
     for model, folder in models.items():
-        records: list[dict[str, Any]] = []
-        differences: list[dict[str, Any]] = []
+        records: list[RecordRow] = []
+        differences: list[Difference] = []
         released: dict[str, list[float | None]] = {}
-        counts: dict[str, dict[str, int]] = {}
+        counts: dict[str, TaskCounts] = {}
         files: dict[str, str] = {}
         source_checksums: dict[str, str] = {}
         for stem, task in ATHENA_TASKS.items():
@@ -144,8 +182,8 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
                                         "questions; rows are matched to the benchmark file by order")
             values: list[float | None] = []
             agree = 0
-            for (label, row), question in bar.count(zip(rows, ctx.questions)):
-                _check_athena_row(path, label, row, task)
+            for (label, raw_row), question in bar.count(zip(rows, ctx.questions)):
+                row = _athena_row(path, label, raw_row, task)
                 if row["prompt"] != question.prompt:
                     raise ImportSourceError(
                         f"{path}: {label}: prompt does not match row {question.index + 1} of {ctx.data_file} "
@@ -156,7 +194,7 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
                         f"{question.index + 1} of {ctx.data_file} (rows are matched by order)")
                 raw = row["response"] or ""
                 theirs = _athena_released_value(task, row["score"], row["success"])
-                extra = {"released_prediction": row["prediction"], "released_score": row["score"],
+                extra: RecordExtras = {"released_prediction": row["prediction"], "released_score": row["score"],
                          "released_success": row["success"], "released_value": theirs,
                          "released_id": row.get("id"), "source_row": label}
                 rec = _record(ctx, question, _athena_request(ctx, suite, question, model), raw, model, extra)
@@ -180,7 +218,7 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
         prepared.append((model, records, differences, released, counts, files, source_checksums))
     bar.close()
 
-    cards = {ctx.key: ctx.card for ctx in contexts.values()}
+    cards: Cards = {ctx.key: ctx.card for ctx in contexts.values()}
     checksums: dict[str, str] = {}
     for ctx in contexts.values():
         checksums.update(ctx.checksums)
@@ -194,7 +232,7 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
         known = [v for v in rel_vals if v is not None]
         released_combined = sum(known) / len(known) if known and len(known) == len(rel_vals) else None
         bench = benchmark_scores(results, cards)
-        report = {
+        report: ImportReport = {
             "source": {"kind": "athenabench-runs", "model": model},
             "tasks": _task_summary(results, released_task, counts),
             "benchmark": {"score": bench[0]["score"] if bench else None, "method": bench[0]["method"] if bench else None,
@@ -203,7 +241,7 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
                                   "(evaluate.py Combined), recomputed from the released per-item scores"},
             "differences": differences,
         }
-        src = {"kind": "athenabench-runs", "path": str(source.resolve()), "model": model, "files": files,
+        src: RunSource = {"kind": "athenabench-runs", "path": str(source.resolve()), "model": model, "files": files,
                "file_checksums": source_checksums, "matched_by": "row order, checked against the benchmark "
                "file's prompt and gold for every row", "note": ATHENA_NOTE}
         agreement = {task: f"{c['agree']}/{c['agree'] + c['differ']}" for task, c in counts.items()}

@@ -8,8 +8,12 @@ import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from pydantic import JsonValue
+from typing_extensions import NotRequired, Required, TypedDict
+
+from pytest_benchaudit.aggregate.documents import TaskResult
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
 from pytest_benchaudit.common.errors import DataError
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
@@ -19,9 +23,12 @@ from pytest_benchaudit.pipeline.stages import (
     apply_overrides,
     is_unspecified,
 )
+from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.types import Generation, Question, Request
+from pytest_benchaudit.runs.documents import RunSource, TaskOverride
 from pytest_benchaudit.runs.store import RunDirectory
 from pytest_benchaudit.scoring.evaluate import evaluate
+from pytest_benchaudit.scoring.tasks.inputs import Resources
 
 LAYER = "released"
 
@@ -30,13 +37,94 @@ class ImportSourceError(DataError):
     """The source folder or one of its files is missing or malformed; the message says where."""
 
 
+# A row of a released file as it is read (a JSON object, or a CSV/TSV row's cells): the source's own columns.
+RawRow = dict[str, JsonValue]
+
+
+class RecordExtras(TypedDict, total=False):
+    """What an imported record carries of the released row (RecordRow's ``released_*`` and ``source_row``)."""
+
+    released_prediction: str | None
+    released_score: JsonValue
+    released_success: bool | None
+    released_value: float | None
+    released_id: int | str | None
+    source_row: str | None
+
+
+class TaskCounts(TypedDict, total=False):
+    """Per task of an imported run: rows whose score (AthenaBench) or prediction (CTI-Bench) agrees with the release."""
+
+    agree: int
+    differ: int
+    prediction_agree: int
+    prediction_differ: int
+
+
+class TaskImportSummary(TaskCounts):
+    """``import_report.json`` ``tasks[TASK]``: our result beside the released number."""
+
+    n: Required[int]
+    n_valid: Required[int]
+    metric: Required[str]
+    denominator: Required[str]
+    score: Required[float | None]
+    released_score: Required[float | None]
+
+
+class Difference(TypedDict):
+    """An imported row that our scoring and the release read differently (``import_report.json`` ``differences``)."""
+
+    task: str
+    question_id: str
+    question_index: int
+    source_row: str
+    score: float | None
+    released_value: NotRequired[float | None]  # AthenaBench: the released per-item number on our scale
+    released_score: NotRequired[JsonValue]  # AthenaBench: the released per-item score as published
+    prediction: str | None
+    released_prediction: str | None
+    reason: str
+
+
+class ReportSource(TypedDict):
+    kind: str
+    model: str
+
+
+class ReleasedBenchmark(TypedDict):
+    score: float | None
+    method: str | None
+    released_score: float | None
+    note: str
+
+
+class ImportReport(TypedDict):
+    """``import_report.json``: per task our score beside the released one, and every row that differs."""
+
+    source: ReportSource
+    tasks: dict[str, TaskImportSummary]
+    benchmark: NotRequired[ReleasedBenchmark]  # AthenaBench: the released Combined score
+    note: NotRequired[str]
+    differences: list[Difference]
+
+
+class ImportMeta(TypedDict, total=False):
+    """The run.json keys (:class:`~pytest_benchaudit.runs.documents.RunMeta`'s) an importer adds beside the store's."""
+
+    agreement: dict[str, str]  # AthenaBench: task -> "agree/n"
+    scores: dict[str, float | None]  # task -> our score
+    released_scores: dict[str, float | None]  # AthenaBench: task -> released score
+    task_overrides: dict[str, TaskOverride]  # CTI-Bench: fields the import sets, and why
+
+
 @dataclass
 class ImportedRun:
     model: str
     path: Path
     n_records: int
     n_differences: int
-    results: list[dict[str, Any]] = field(default_factory=list)
+    results: list[TaskResult] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -74,14 +162,14 @@ class _TaskContext:
     key: str
     pipeline: Pipeline
     questions: list[Question]
-    resources: dict[str, Any]
-    card: dict[str, Any]
+    resources: Resources
+    card: PipelineCard
     checksums: dict[str, str]
     data_file: Path
 
 
 def _task_context(suite: Suite, task: str, data_dir: Path, origin: str,
-                  overrides: list[tuple[str, Any]] | None = None) -> _TaskContext:
+                  overrides: list[tuple[str, JsonValue]] | None = None) -> _TaskContext:
     pipe = apply_overrides(suite.pipeline(task, LAYER), list(overrides or []))
     missing = [f for f in ("extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator")
                if is_unspecified(_field_value(pipe, f))]
@@ -106,7 +194,7 @@ def _field_value(pipe: Pipeline, dotted: str) -> Any:
     return obj
 
 
-def _read_rows(path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]]:
+def _read_rows(path: Path, fmt: str) -> list[tuple[str, RawRow]]:
     if not path.is_file():
         raise ImportSourceError(f"{path}: file not found")
     try:
@@ -120,14 +208,14 @@ def _read_rows(path: Path, fmt: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _record(ctx: _TaskContext, question: Question, request: Request, text: str, model: str,
-            extra: dict[str, Any], error: str | None = None) -> dict[str, Any]:
+            extra: RecordExtras, error: str | None = None) -> RecordRow:
     """The record of one released answer; ``error``: the released file says the request failed
     (the answer is then an inference error, not an unreadable answer; the released text is kept)."""
     rec = evaluate(question, ctx.pipeline, request, Generation(text=text, error=error), model=model,
                    item_id=f"{ctx.key}::q{question.index + 1:04d}[{model}]", resources=ctx.resources)
     out = rec.model_dump(mode="json")
     out.update(extra)
-    return out
+    return cast(RecordRow, out)  # Record's dump is a RecordRow; the extras are RecordRow's released_* keys
 
 
 def _released_aggregate(values: list[float | None]) -> float | None:
@@ -135,9 +223,9 @@ def _released_aggregate(values: list[float | None]) -> float | None:
     return sum(counted) / len(counted) if counted else None
 
 
-def _write_run(report_dir: Path, bench: str, model: str, records: list[dict[str, Any]],
-               cards: dict[str, dict[str, Any]], checksums: dict[str, str], source: dict[str, Any],
-               report: dict[str, Any], origin: str, extra_meta: dict[str, Any], stamp: str) -> ImportedRun:
+def _write_run(report_dir: Path, bench: str, model: str, records: list[RecordRow],
+               cards: Cards, checksums: dict[str, str], source: RunSource,
+               report: ImportReport, origin: str, extra_meta: ImportMeta, stamp: str) -> ImportedRun:
     results = summarize(records, cards)
     benchmarks = benchmark_scores(results, cards)
     run = RunDirectory(report_dir, f"{stamp}-{bench}-{run_dir_name(model)}")
@@ -154,9 +242,9 @@ def _write_run(report_dir: Path, bench: str, model: str, records: list[dict[str,
     return ImportedRun(model, run.path, len(records), len(report["differences"]), results)
 
 
-def _task_summary(results: list[dict[str, Any]], released: dict[str, float | None],
-                  counts: dict[str, dict[str, int]]) -> dict[str, Any]:
-    out = {}
+def _task_summary(results: list[TaskResult], released: dict[str, float | None],
+                  counts: dict[str, TaskCounts]) -> dict[str, TaskImportSummary]:
+    out: dict[str, TaskImportSummary] = {}
     for r in results:
         task = r["task"]
         out[task] = {"n": r["n"], "n_valid": r["n_valid"], "metric": r["metric"], "denominator": r["denominator"],

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
 
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.audit.importers.common import (
+    Difference,
     ImportedRun,
+    ImportReport,
     ImportSourceError,
+    RecordExtras,
+    TaskCounts,
     _load_suite,
     _read_rows,
     _record,
@@ -22,8 +27,10 @@ from pytest_benchaudit.audit.importers.common import (
 from pytest_benchaudit.common.progress import Progress
 from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.dataset.readers import file_checksum, resolve_data_dir
+from pytest_benchaudit.pipeline.documents import Cards, RecordRow
 from pytest_benchaudit.pipeline.types import Message, Question, Request
 from pytest_benchaudit.prompt.templates import render_request
+from pytest_benchaudit.runs.documents import RunSource, TaskOverride
 from pytest_benchaudit.runs.store import new_run_id
 
 # --------------------------------------------------------------------------- CTI-Bench responses
@@ -41,7 +48,7 @@ CTI_NOTE = (
     "were released."
 )
 # CTI-TAA's released extraction was by hand: the published names are its output, read whole.
-CTI_TASK_OVERRIDES: dict[str, list[tuple[str, Any]]] = {"taa": [("extraction.rule", "whole_answer")]}
+CTI_TASK_OVERRIDES: dict[str, list[tuple[str, JsonValue]]] = {"taa": [("extraction.rule", "whole_answer")]}
 CTI_OVERRIDE_REASON = {"taa": "the released extraction was manual (format_taa only flattens the response); "
                               "the published names are its result, read whole ('whole_answer')"}
 
@@ -74,12 +81,12 @@ def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path,
     root, origin = resolve_data_dir(data_dir)
     contexts = {task: _task_context(suite, task, root, origin, CTI_TASK_OVERRIDES.get(task, []))
                 for task in CTI_FILES}
-    tables: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    tables: dict[str, list[tuple[str, dict[str, str]]]] = {}  # a TSV row's cells, by column
     models: list[str] | None = None
     source_checksums: dict[str, str] = {}
     for task, name in CTI_FILES.items():
         path = source / name
-        rows = _read_rows(path, "tsv")
+        rows = [(label, {col: str(cell) for col, cell in row.items()}) for label, row in _read_rows(path, "tsv")]
         ctx = contexts[task]
         if not rows:
             raise ImportSourceError(f"{path}: no rows")
@@ -111,22 +118,22 @@ def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path,
             raise ImportSourceError(f"{source}: models {slugs[slug]!r} and {model!r} map to the same run name {slug!r}")
         slugs[slug] = model
 
-    cards = {ctx.key: ctx.card for ctx in contexts.values()}
+    cards: Cards = {ctx.key: ctx.card for ctx in contexts.values()}
     checksums: dict[str, str] = {}
     for ctx in contexts.values():
         checksums.update(ctx.checksums)
-    prepared = []
+    prepared: list[tuple[str, list[RecordRow], list[Difference], dict[str, TaskCounts]]] = []
     bar = Progress(len(models) * sum(len(rows) for rows in tables.values()), "import", "rows")
     for model in models:
-        records: list[dict[str, Any]] = []
-        differences: list[dict[str, Any]] = []
-        counts: dict[str, dict[str, int]] = {}
+        records: list[RecordRow] = []
+        differences: list[Difference] = []
+        counts: dict[str, TaskCounts] = {}
         for task, rows in tables.items():
             ctx = contexts[task]
             agree = 0
             for (label, row), question in bar.count(zip(rows, ctx.questions)):
                 answer = row[model]
-                extra = {"released_prediction": answer, "source_row": label}
+                extra: RecordExtras = {"released_prediction": answer, "source_row": label}
                 rec = _record(ctx, question, _cti_request(ctx, suite, question, model), answer, model, extra,
                               error=API_ERROR_DETAIL if answer.strip() == API_ERROR_CELL else None)
                 records.append(rec)
@@ -147,7 +154,7 @@ def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path,
     out = []
     for model, records, differences, counts in prepared:
         results = summarize(records, cards)
-        report = {
+        report: ImportReport = {
             "source": {"kind": "cti-bench-responses", "model": model},
             "tasks": _task_summary(results, {}, counts),
             "note": "CTI-Bench publishes no per-item scores: the differences listed are rows whose published "
@@ -155,11 +162,11 @@ def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path,
                     "which the released scorer leaves out of its denominator.",
             "differences": differences,
         }
-        src = {"kind": "cti-bench-responses", "path": str(source.resolve()), "model": model, "column": model,
+        src: RunSource = {"kind": "cti-bench-responses", "path": str(source.resolve()), "model": model, "column": model,
                "files": dict(CTI_FILES), "file_checksums": source_checksums,
                "matched_by": "row order, checked against the benchmark file's gold for every row",
                "raw_outputs_published": False, "note": CTI_NOTE}
-        task_overrides = {f"cti_bench.{t}": {"fields": dict(ov), "why": CTI_OVERRIDE_REASON[t]}
+        task_overrides: dict[str, TaskOverride] = {f"cti_bench.{t}": {"fields": dict(ov), "why": CTI_OVERRIDE_REASON[t]}
                           for t, ov in CTI_TASK_OVERRIDES.items()}
         run = _write_run(report_dir, "cti_bench", model, records, cards, checksums, src, report, origin,
                          {"task_overrides": task_overrides, "scores": {r["task"]: r["score"] for r in results}},
