@@ -7,9 +7,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.cli._common import Subparsers
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.aggregate.documents import VariantDelta
+    from pytest_benchaudit.audit.documents import UpstreamAttributionRow, UpstreamField
 
 __all__ = ["HELP", "add_parser", "run"]
 
@@ -53,7 +59,24 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _as_sweep_row(r: dict[str, Any]) -> dict[str, Any]:
+class UpstreamSweepRow(TypedDict):
+    """An upstream_attribution row as the report's per-field deltas show it (beside the sweep variants)."""
+
+    benchmark: str
+    task: str
+    model: str
+    variant: str
+    field: str
+    base_score: float | None
+    score: float | None
+    delta: float | None
+    delta_pp: float | None
+    invalid_rate: None
+    moved_by: str
+    moved_by_detail: str
+
+
+def _as_sweep_row(r: UpstreamAttributionRow) -> UpstreamSweepRow:
     """An upstream_attribution row as a row of the report's per-field deltas (the upstream fields together)."""
     bench, _, task = r["task"].partition(".")
     return {"benchmark": bench, "task": task, "model": r["model"], "variant": "upstream (regenerated)",
@@ -108,12 +131,12 @@ def run(args: argparse.Namespace) -> int:
     toward = doc["layers"]["toward"]
     print(render_compare(cmp))  # with its analyses' texts: peer gaps, sensitivity, similarity (both layers' r)
     # The fields that moved a score (the rest are in audit.json): the terminal and the report stay readable.
-    moved = [r for r in doc["attribution"] if r.get("moved_by") not in (None, "none")]
+    moved: list[VariantDelta] = [r for r in doc["attribution"] if r.get("moved_by") not in (None, "none")]
     print(f"\nField-by-field attribution toward {toward}: {len(moved)} of {len(doc['attribution'])} "
           "single-field variants moved a score (downstream fields, re-scored)")
     if moved:
         print(render_variant_deltas(moved))
-    def listed(entries: list[dict[str, Any]]) -> str:
+    def listed(entries: list[UpstreamField]) -> str:
         return ", ".join(f"{d['field']} {json.dumps(d['stored'])} -> {json.dumps(d.get(toward))}" for d in entries)
 
     for row in doc["upstream_differences"]:
@@ -126,19 +149,20 @@ def run(args: argparse.Namespace) -> int:
         moot = f"; {listed(row['no_effect'])}: no effect expected" if row["no_effect"] else ""
         print(f"no upstream difference: {row['task']}: {listed(row['same_request']) or '-'} render "
               f"byte-identical requests{moot}")
+    sweeps: list[VariantDelta | UpstreamSweepRow] = list(moved)
     split = doc.get("upstream_attribution")
     if split:  # a --pipelines run: the move to the target layer, downstream + upstream
         from pytest_benchaudit.report.terminal import render_layer_attribution
 
         print("\n" + render_layer_attribution(split, doc["layers"]["from"][0], toward))
-        moved = moved + [_as_sweep_row(r) for r in split if r["upstream_fields"]]
+        sweeps += [_as_sweep_row(r) for r in split if r["upstream_fields"]]
     if doc.get("harnesses"):
         from pytest_benchaudit.audit.harnesses import render_harnesses
 
         print("\n" + render_harnesses(doc["harnesses"]))
     # One invalid-rate cell per layer: the layer stands where a variant would.
     rows = [dict(r, pipeline=r["layer"], variant=r["layer"]) for r in doc["scores"]]
-    html = write_html(cmp, args.out / "report.html", sweeps=moved, runs=rows, findings=doc["findings"],
+    html = write_html(cmp, args.out / "report.html", sweeps=sweeps, runs=rows, findings=doc["findings"],
                       ledger=doc["ledger"],
                       upstream=doc["upstream_differences"], title="benchaudit audit report",
                       harnesses=doc.get("harnesses"))

@@ -14,9 +14,14 @@ import importlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_benchaudit.cli._common import Subparsers
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.aggregate.documents import SummaryDocument
+    from pytest_benchaudit.audit.compare.runsets import LoadedRun
+    from pytest_benchaudit.audit.diagnose.documents import FindingRow
 
 __all__ = ["HELP", "add_parser", "run", "read_findings", "json_default"]
 
@@ -67,15 +72,15 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _summary(run_dir: Path) -> dict[str, Any]:
-    """A run's summary.json, or ``{}`` (the report then lacks its invalid rates, nothing else)."""
+def _summary(run_dir: Path) -> SummaryDocument | None:
+    """A run's summary.json, or None (the report then lacks its invalid rates, nothing else)."""
     from pytest_benchaudit.common.errors import RunDirError
     from pytest_benchaudit.runs.store import read_summary_json
 
     try:
         return read_summary_json(run_dir)
     except RunDirError:  # optional here: ranks come from the records
-        return {}
+        return None
 
 
 def json_default(obj: Any) -> Any:
@@ -85,9 +90,13 @@ def json_default(obj: Any) -> Any:
     return str(obj)
 
 
-def read_findings(path: Path) -> list[dict[str, Any]]:
-    """The findings of a diagnose JSON file (``{"findings": [...]}`` or a bare list of objects)."""
+def read_findings(path: Path) -> list[FindingRow]:
+    """The findings of a diagnose JSON file (``{"findings": [...]}`` or a bare list of objects), each
+    validated as a finding (:data:`~pytest_benchaudit.audit.diagnose.documents.FINDING`)."""
+    from pydantic import ValidationError
+
     from pytest_benchaudit.audit.compare import CompareError
+    from pytest_benchaudit.audit.diagnose.documents import FINDING
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -98,10 +107,19 @@ def read_findings(path: Path) -> list[dict[str, Any]]:
     findings: Any = data.get("findings") if isinstance(data, dict) else data
     if not isinstance(findings, list) or not all(isinstance(f, dict) for f in findings):
         raise CompareError(f"--findings {path}: expected a list of findings, or an object with a 'findings' list")
-    return [dict(f) for f in findings]
+    out: list[FindingRow] = []
+    for i, finding in enumerate(findings, 1):
+        try:
+            out.append(FINDING.validate_python(finding))
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "(the finding)"
+            raise CompareError(f"--findings {path}: finding {i}: {where}: {first['msg']} (expected the findings of "
+                               f"`benchaudit diagnose --json`)") from None
+    return out
 
 
-def _requests(args: argparse.Namespace, runs_a: list[Any]) -> dict[str, object]:
+def _requests(args: argparse.Namespace, runs_a: list[LoadedRun]) -> dict[str, object]:
     """The options of the on-request analyses the flags ask for (``--similarity``, ``--sensitivity RUN...``),
     keyed by analysis name (:mod:`pytest_benchaudit.audit.compare.registry`).  Raises CompareError on bad flags."""
     from pytest_benchaudit.audit.compare import CompareError, load_runs
@@ -165,7 +183,8 @@ def run(args: argparse.Namespace) -> int:
                   f"available ({err}); compare.json was written", file=sys.stderr)
         else:
             # The runs' own summaries give the invalid rates and any --vary deltas to plot.
-            summaries = [_summary(run.path) for run in load_runs(args.runs + (args.against or []))]
+            read = [_summary(run.path) for run in load_runs(args.runs + (args.against or []))]
+            summaries = [s for s in read if s is not None]
             html.write_html(doc, args.html, sweeps=[v for s in summaries for v in s.get("variants", [])],
                             runs=[r for s in summaries for r in s.get("results", []) if not r.get("variant")],
                             **({"findings": findings} if findings is not None else {}))

@@ -34,9 +34,12 @@ def released(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_audit_of_the_published_runs(released: Path, real_data: Path, tmp_path: Path, capsys) -> None:
     findings = tmp_path / "findings.json"
-    findings.write_text(json.dumps({"findings": [{"benchmark": "athenabench", "task": "vsp", "model": "m",
-                                                  "failure_mode": "FM01", "field": "scoring.denominator",
-                                                  "evidence": {"n_invalid": 90}, "effect_pp": -48.6}]}))
+    finding = {"benchmark": "athenabench", "task": "vsp", "model": "m", "pipeline": "released", "run": "m",
+               "failure_mode": "FM01", "title": "invalid answers", "field": "scoring.denominator",
+               "stage": "downstream", "hypothesis": "the denominator", "evidence": {"n_invalid": 90},
+               "effect_pp": -48.6, "effect": "-48.6 pp", "effect_kind": "rescored", "effect_delta": -0.486,
+               "effect_is_zero": False}  # as `benchaudit diagnose --json` writes one (read_findings validates it)
+    findings.write_text(json.dumps({"findings": [finding]}))
     out = tmp_path / "audit"
     assert _audit(str(released), "--out", str(out), "--suites-dir", str(SUITES), "--data-dir", str(real_data),
                   "--findings", str(findings), "--resamples", "200") == 0
