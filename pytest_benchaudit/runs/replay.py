@@ -15,10 +15,14 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
+
+from pydantic import JsonValue
 
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError
+from pytest_benchaudit.pipeline.documents import Cards, PipelineCard
+from pytest_benchaudit.runs.documents import RunMeta
 from pytest_benchaudit.runs.store import read_records, read_run_json
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Generation, Request
 
@@ -37,7 +41,7 @@ class ReplayError(RunDirError, ValueError):
     """The run directory cannot be replayed as asked."""
 
 
-def _read_run(run_dir: Path) -> dict[str, Any]:
+def _read_run(run_dir: Path) -> RunMeta:
     try:
         return read_run_json(run_dir)
     except RunDirError as err:
@@ -82,15 +86,15 @@ def stored_questions(run_dir: Path, model: str) -> frozenset[tuple[str, str, str
         raise ReplayError(f"replay:{run_dir}: {err}") from None
 
 
-def _prompt_key(request: Mapping[str, Any]) -> str:
+def _prompt_key(request: Mapping[str, JsonValue]) -> str:
     return json.dumps([request.get("mode"), request.get("messages"), request.get("prompt")], sort_keys=True)
 
 
-def _full_key(request: Mapping[str, Any]) -> str:
+def _full_key(request: Mapping[str, JsonValue]) -> str:
     return json.dumps(request, sort_keys=True, separators=(",", ":"))
 
 
-def upstream_mismatches(stored_cards: Mapping[str, Any], asked_cards: Mapping[str, Any]) -> list[str]:
+def upstream_mismatches(stored_cards: Mapping[str, PipelineCard], asked_cards: Mapping[str, PipelineCard]) -> list[str]:
     """``"<task>: <field>: stored X, asked Y"`` for each upstream field a task would ask differently,
     and ``"<task>: prompt.template_text differs from the stored run's"`` for each upstream material
     (the template's text, the few-shot exemplars, the data files' checksums) both cards hold.
@@ -121,22 +125,24 @@ class ReplayBackend:
     def __init__(self, run_dir: Path, model: str) -> None:
         self.run_dir = run_dir
         self._by_request: dict[str, Generation] = {}
-        self._params_by_prompt: dict[str, list[dict[str, Any]]] = {}
-        self.cards: dict[str, Any] = _read_run(run_dir).get("pipeline_cards", {})
+        self._params_by_prompt: dict[str, list[dict[str, JsonValue]]] = {}
+        self.cards: Cards = _read_run(run_dir).get("pipeline_cards", {})
         for rec in read_records(run_dir):
             if rec.get("model") != model:
                 continue
             request = rec["request"]
-            top = rec.get("top_logprobs")
+            top, continuations = rec.get("top_logprobs"), rec.get("continuations")
             self._by_request[_full_key(request)] = Generation(
                 text=rec.get("raw_output") or "", reasoning=rec.get("reasoning"),
                 finish_reason=rec.get("finish_reason"), error=rec.get("error"), usage=rec.get("usage") or {},
                 latency_s=0.0, attempts=rec.get("attempts") or 1, top_logprobs=tuple(top) if top else None,
                 served_model=rec.get("served_model"),
-                continuations=None if rec.get("continuations") is None else tuple(
-                    ContinuationLogprobs.model_validate(c) for c in rec["continuations"]),
+                continuations=None if continuations is None else tuple(
+                    ContinuationLogprobs.model_validate(c) for c in continuations),
             )
-            self._params_by_prompt.setdefault(_prompt_key(request), []).append(request.get("params") or {})
+            params = request.get("params")
+            self._params_by_prompt.setdefault(_prompt_key(request), []).append(
+                params if isinstance(params, dict) else {})
 
     async def generate(self, request: Request) -> Generation:
         asked = request.model_dump(mode="json")
@@ -145,13 +151,14 @@ class ReplayBackend:
             return found
         return Generation(error=self.mismatch(asked))
 
-    def mismatch(self, asked: Mapping[str, Any]) -> str:
+    def mismatch(self, asked: Mapping[str, JsonValue]) -> str:
         """Why ``asked`` has no stored generation, naming the differing fields."""
         stored_params = self._params_by_prompt.get(_prompt_key(asked))
         if not stored_params:
             return (f"replay:{self.run_dir}: no stored generation for this prompt (prompt.template, "
                     f"prompt.format or the question changed) — {_NEEDS_NEW}")
-        params = asked.get("params") or {}
+        given = asked.get("params")
+        params: dict[str, JsonValue] = given if isinstance(given, dict) else {}
         diffs = []
         for name in sorted(set(stored_params[0]) | set(params)):
             if stored_params[0].get(name) != params.get(name):

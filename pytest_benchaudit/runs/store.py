@@ -48,21 +48,28 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, TypeVar, cast
 
 import orjson  # records.jsonl is read and re-written in bulk by rescore/sweep: ~5x faster than json
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from pytest_benchaudit.common.errors import RunDirError, UsageError
 from pytest_benchaudit.common.secrets import redact, redact_obj, secret_values, strip_url_credentials_in
 
+from pytest_benchaudit.pipeline.documents import RecordRow
 from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.aggregate.documents import SummaryDocument
+    from pytest_benchaudit.runs.documents import RunMeta
 
 __all__ = ["BadRecord", "DuplicateRecords", "EmptyRun", "LOCK_NAME", "NotARunDir", "Record", "RunDirectory",
            "RunLocked", "RECORD_VERSION", "WriterLock", "check_record", "check_report_dir", "check_unique_records", "load_run",
-           "new_run_id", "record_key", "run_slug", "read_json", "read_records", "RecordsFollower", "read_run_json", "read_summary_json",
+           "new_run_id", "record_key", "run_slug", "read_document", "read_json", "read_records", "RecordsFollower", "read_run_json", "read_summary_json",
            "skipping_bad_records",
-           "write_json_atomic", "write_text_atomic"]
+           "write_document", "write_json_atomic", "write_text_atomic"]
+
+_Doc = TypeVar("_Doc")
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -204,7 +211,7 @@ def _read_holder(fd: int) -> str:
 RecordKey = tuple[str, str, str, str, str, str]
 
 
-def record_key(record: dict[str, Any]) -> RecordKey:
+def record_key(record: Mapping[str, object]) -> RecordKey:
     """What identifies a record within a run: benchmark, task, question id, model, variant and
     ``repeat`` (``inference.repeats`` asks a question K times: repeats 0..K-1 are K items; a record
     from before the field is repeat 0)."""
@@ -237,11 +244,11 @@ class RunDirectory:
         self.count = 0
         self.meta: dict[str, Any] = {"run_id": self.run_id, "started": _now(), "ended": None}
         # Filled by reopen(): the records already there, and what reopening had to say.
-        self.previous: list[dict[str, Any]] = []
+        self.previous: list[RecordRow] = []
         self.warnings: list[str] = []
 
     @classmethod
-    def reopen(cls, path: Path, on_record: Callable[[dict[str, Any]], None] | None = None,
+    def reopen(cls, path: Path, on_record: Callable[[RecordRow], None] | None = None,
                prepare: Callable[[Path], None] | None = None) -> "RunDirectory":
         """Continue the run in ``path`` (``--resume``): same run id, records appended.
 
@@ -275,7 +282,7 @@ class RunDirectory:
         return self
 
     def _continue(self, prepare: Callable[[Path], None] | None,
-                  on_record: Callable[[dict[str, Any]], None] | None) -> None:
+                  on_record: Callable[[RecordRow], None] | None) -> None:
         """:meth:`reopen`'s work once the lock is held: read the records, mend the tail, mark run.json."""
         path, records_path = self.path, self.records_path
         if prepare is not None:
@@ -294,7 +301,7 @@ class RunDirectory:
                 fh.seek(-1, os.SEEK_END)
                 if fh.read(1) != b"\n":
                     fh.write(b"\n")
-        meta: dict[str, Any] = read_run_json(path) if (path / "run.json").is_file() else {}
+        meta: dict[str, Any] = {**read_run_json(path)} if (path / "run.json").is_file() else {}
         self.run_id = str(meta.get("run_id") or path.name)
         meta["run_id"] = self.run_id
         meta.setdefault("started", _now())
@@ -311,7 +318,7 @@ class RunDirectory:
     # which --resume asks again (and the generation cache usually answers).
     FLUSH_INTERVAL_S = 0.2
 
-    def append(self, record: dict[str, Any]) -> bool:
+    def append(self, record: Mapping[str, Any]) -> bool:
         """Append one record; it is flushed within ``FLUSH_INTERVAL_S`` (and at ``finish``).
         True when this call flushed (what was appended so far is in the file)."""
         self._records.write(_record_line(record) + "\n")
@@ -339,7 +346,7 @@ class RunDirectory:
         if lock is not None:
             lock.release()
 
-    def append_many(self, records: Iterable[dict[str, Any]]) -> None:
+    def append_many(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Append many records with one flush at the end (offline re-scoring, imports)."""
         for record in records:
             self._records.write(_record_line(record) + "\n")
@@ -365,7 +372,7 @@ class RunDirectory:
             self.lock.release()
 
 
-def _record_line(record: dict[str, Any]) -> str:
+def _record_line(record: Mapping[str, Any]) -> str:
     """``record`` as one JSON line, secrets masked: the line as ``redact_obj`` would give it, but the
     record is walked only when a known secret appears in the serialised line (or when a secret holds
     a character JSON escapes, so that the line could hide it): one substring search per secret
@@ -429,7 +436,7 @@ class EmptyRun(RunDirError):
     """A run directory without a single record: nothing to re-score, compare or export."""
 
 
-def check_record(obj: Any, where: str) -> dict[str, Any]:
+def check_record(obj: Any, where: str) -> RecordRow:
     """``obj`` if it is a record under :class:`Record`'s schema, else :class:`BadRecord` naming the field.
 
     The dict is returned as it was read (no coercion, extra fields kept): validation only decides.
@@ -449,12 +456,13 @@ def check_record(obj: Any, where: str) -> dict[str, Any]:
             raise BadRecord(f"{where}: not a record: unknown key {field!r} (not a field of {RECORD_VERSION}; "
                             f"written by a newer benchaudit, or edited by hand?){more}") from None
         raise BadRecord(f"{where}: not a record: field {field!r}: {first['msg']}{more}") from None
-    return obj
+    # Record decided it is one (no per-record TypeAdapter: Record's validation is the check).
+    return cast(RecordRow, obj)
 
 
 def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, *,
                  skip_bad: bool | None = None, on_skipped: Callable[[str], None] | None = None,
-                 validate: bool = True) -> Iterator[dict[str, Any]]:
+                 validate: bool = True) -> Iterator[RecordRow]:
     """Yield the records of ``records.jsonl`` (a run directory or the file itself), validated.
 
     A last line without its newline that does not parse is a record torn by a killed
@@ -539,7 +547,7 @@ class _KeysSeen:
     def __init__(self) -> None:
         self._first: dict[bytes, int] = {}
 
-    def first_line(self, record: dict[str, Any], lineno: int) -> int | None:
+    def first_line(self, record: Mapping[str, object], lineno: int) -> int | None:
         """``None`` the first time ``record``'s key is seen (it is noted), else the line it was seen on.
         A line without a ``question_id`` (read unvalidated: not a record) identifies no item."""
         if "question_id" not in record:
@@ -577,7 +585,7 @@ class _TornTail(Exception):
     """The last line of records.jsonl, without its newline and not JSON: a killed run's last write."""
 
 
-def _record_of(line: str, path: Path, lineno: int, validate: bool) -> dict[str, Any] | None:
+def _record_of(line: str, path: Path, lineno: int, validate: bool) -> RecordRow | None:
     """The record on one line of ``records.jsonl`` (``None`` for a blank line); :class:`BadRecord`
     if it is not one, :class:`_TornTail` if it is a last line cut short (no newline, not JSON)."""
     if not line.strip():
@@ -588,7 +596,10 @@ def _record_of(line: str, path: Path, lineno: int, validate: bool) -> dict[str, 
         if not line.endswith("\n"):
             raise _TornTail(f"{path}: line {lineno} is incomplete (the run was interrupted); skipped") from None
         raise BadRecord(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
-    return check_record(obj, f"{path}:{lineno}") if validate else obj
+    if validate:
+        return check_record(obj, f"{path}:{lineno}")
+    # Unvalidated: this process's own records (RecordsFollower at the end of a run), dumps of Record.
+    return cast(RecordRow, obj)
 
 
 def _report_skipped(path: Path, skipped: list[str], report: Callable[[str], None] | None) -> None:
@@ -638,7 +649,7 @@ class RecordsFollower:
         self._skipped: list[str] = []
         self._seen = _KeysSeen()
 
-    def new(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
+    def new(self, limit: int | None = None) -> Iterator[RecordRow]:
         """The records of the lines completed since the last call (at most about ``limit`` bytes
         of them; ``None``: all)."""
         if self._fh is None:
@@ -664,7 +675,7 @@ class RecordsFollower:
                 if record is not None:
                     yield record
 
-    def rest(self) -> Iterator[dict[str, Any]]:
+    def rest(self) -> Iterator[RecordRow]:
         """The records left (call once the file is complete), then the file is closed."""
         yield from self.new()
         tail, self._pending = self._pending, b""
@@ -685,7 +696,7 @@ class RecordsFollower:
             self._fh.close()
             self._fh = None
 
-    def _line(self, raw: bytes) -> dict[str, Any] | None:
+    def _line(self, raw: bytes) -> RecordRow | None:
         self._lineno += 1
         try:
             line = raw.decode("utf-8")
@@ -744,8 +755,56 @@ def read_json(path: Path, what: str = "") -> dict[str, Any]:
     return data
 
 
-def read_run_json(run_dir: Path) -> dict[str, Any]:
-    """``run.json`` of a run directory; its ``pipeline_cards`` and ``models`` checked for shape."""
+def _document_problem(err: ValidationError) -> str:
+    """The first problem pydantic found in a document, naming the key (``results.3.score``)."""
+    problems = err.errors()
+    first = problems[0]
+    key = ".".join(str(p) for p in first["loc"]) or "(the document)"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    if first["type"] == "extra_forbidden":
+        return f"unknown key {key!r} (written by a newer benchaudit, or edited by hand?){more}"
+    if first["type"] == "missing":
+        return f"key {key!r} is missing{more}"
+    return f"key {key!r}: {first['msg']}{more}"
+
+
+def check_document(data: Any, adapter: TypeAdapter[_Doc], path: Path) -> _Doc:
+    """``data`` (a JSON document read from or bound for ``path``) if it is what ``adapter`` declares,
+    else a :class:`RunDirError` naming the file and the key.  ``data`` itself is returned, as it was
+    read: validation only decides (pydantic's result would turn an int into a float and reorder
+    keys, and what is read is written back and shown as it is)."""
+    try:
+        adapter.validate_python(data)
+    except ValidationError as err:
+        raise RunDirError(f"{path}: {_document_problem(err)}") from None
+    return cast(_Doc, data)  # validated just now: the document is a _Doc
+
+
+def read_document(path: Path, adapter: TypeAdapter[_Doc], what: str = "") -> _Doc:
+    """The JSON document at ``path``, validated by ``adapter`` (a TypedDict's; ``extra="forbid"``): a
+    file that is not one is a :class:`RunDirError` naming the file and the key, never a traceback.
+    ``what``: added to the not-found message (as :func:`read_json` takes it)."""
+    path = Path(path)
+    return check_document(read_json(path, what), adapter, path)
+
+
+def write_document(path: Path, adapter: TypeAdapter[_Doc], doc: _Doc) -> Path:
+    """``doc`` validated by ``adapter``, then written as :func:`write_json_atomic` writes (atomically,
+    secrets redacted); a document that is not what ``adapter`` declares is a :class:`RunDirError`
+    naming the key, and nothing is written."""
+    path = Path(path)
+    try:
+        adapter.validate_python(doc)
+    except ValidationError as err:
+        raise RunDirError(f"cannot write {path}: {_document_problem(err)}") from None
+    return write_json_atomic(path, doc)
+
+
+def read_run_json(run_dir: Path) -> RunMeta:
+    """``run.json`` of a run directory; its ``pipeline_cards`` and ``models`` checked for shape, then
+    the whole document validated (:data:`~pytest_benchaudit.runs.documents.RUN_META`)."""
+    from pytest_benchaudit.runs.documents import RUN_META
+
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise NotARunDir(f"{run_dir}: not a directory (expected a benchaudit run directory)")
@@ -758,22 +817,25 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
         raise RunDirError(f"{run_dir / 'run.json'}: 'pipeline_cards' is not an object of pipeline cards")
     if not isinstance(meta.get("models", []), list):
         raise RunDirError(f"{run_dir / 'run.json'}: 'models' is not a list")
-    return meta
+    return check_document(meta, RUN_META, run_dir / "run.json")
 
 
-def read_summary_json(run_dir: Path) -> dict[str, Any]:
-    """``summary.json`` of a run directory (``benchaudit summarize`` writes one from the records)."""
+def read_summary_json(run_dir: Path) -> SummaryDocument:
+    """``summary.json`` of a run directory (``benchaudit summarize`` writes one from the records),
+    validated (:data:`~pytest_benchaudit.aggregate.documents.SUMMARY`)."""
+    from pytest_benchaudit.aggregate.documents import SUMMARY
+
     run_dir = Path(run_dir)
     summary = read_json(run_dir / "summary.json",
                         f" (the run did not finish; `benchaudit summarize {run_dir}` writes it from records.jsonl)")
     for key in ("results", "benchmarks", "gates"):
         if not isinstance(summary.get(key, []), list):
             raise RunDirError(f"{run_dir / 'summary.json'}: {key!r} is not a list")
-    return summary
+    return check_document(summary, SUMMARY, run_dir / "summary.json")
 
 
 def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *, require_records: bool = False,
-             skip_bad: bool | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+             skip_bad: bool | None = None) -> tuple[RunMeta, list[RecordRow]]:
     """(``run.json``, validated records) of a run directory; a torn last line is skipped with ``warn``.
 
     ``require_records``: a run without records is an :class:`EmptyRun` error saying why it may be empty.
