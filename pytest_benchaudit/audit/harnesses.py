@@ -33,7 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
+from pytest_benchaudit.audit.documents import FieldDiffRow, HarnessTableRow
 from pytest_benchaudit.audit.upstream import upstream_fields
 from pytest_benchaudit.pipeline.card import nearest_why
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES
@@ -57,6 +59,11 @@ class FieldDiff(BaseModel):
     base: Any
     layer: Any
     why: str | None = None  # the layer's reason for its value (its ``why`` entry), where it gives one
+
+    def row(self) -> FieldDiffRow:
+        """The field as ``audit.json`` holds it (``model_dump(mode="json")``, typed)."""
+        return FieldDiffRow(field=self.field, base=to_jsonable_python(self.base), layer=to_jsonable_python(self.layer),
+                            why=self.why)
 
 
 class HarnessRow(BaseModel):
@@ -92,6 +99,24 @@ class HarnessRow(BaseModel):
     upstream_fields: list[FieldDiff] = []
     downstream_note: str = ""
     note: str = ""
+
+    def row(self) -> HarnessTableRow:
+        """The row as ``audit.json`` holds it (``model_dump(mode="json")``, typed)."""
+        return HarnessTableRow(task=self.task, model=self.model, layer=self.layer,
+                               base_layer=self.base_layer, is_base=self.is_base, metric=self.metric,
+                               lower_is_better=self.lower_is_better, denominator=self.denominator, n=self.n,
+                               n_valid=self.n_valid, score=self.score, score_total=self.score_total,
+                               score_valid=self.score_valid, invalid_rate=self.invalid_rate,
+                               base_score=self.base_score, rescored_score=self.rescored_score,
+                               total_delta=self.total_delta, downstream_delta=self.downstream_delta,
+                               upstream_delta=self.upstream_delta, total_pp=self.total_pp,
+                               downstream_pp=self.downstream_pp, upstream_pp=self.upstream_pp,
+                               request_kind=self.request_kind, base_request_kind=self.base_request_kind,
+                               requests_identical=self.requests_identical,
+                               requests_compared=self.requests_compared,
+                               downstream_fields=[d.row() for d in self.downstream_fields],
+                               upstream_fields=[d.row() for d in self.upstream_fields],
+                               downstream_note=self.downstream_note, note=self.note)
 
 
 @dataclass(frozen=True)
@@ -269,7 +294,7 @@ def render_harnesses(rows: Sequence[Mapping[str, Any]], width: int = 120) -> str
              "metrics in their unit) = downstream (the base's outputs re-scored under the layer's reading) +",
              "upstream (the layer's own generations); n/d: not defined (another kind of request).",
              tabulate(table, headers=["task", "model", "layer", "score (over)", "all / valid (valid/n)", "move",
-                                      "downstream", "upstream"], tablefmt="simple", disable_numparse=True)]
+                                     "downstream", "upstream"], tablefmt="simple", disable_numparse=True)]
     seen: set[tuple[str, str]] = set()
     for r in rows:
         key = (str(r["task"]), str(r["layer"]))

@@ -20,37 +20,54 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from pytest_benchaudit.aggregate.documents import TaskResult
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.audit.offline import OfflineError, load_run
 from pytest_benchaudit.pipeline.stages import UPSTREAM_STAGES
 from pytest_benchaudit.common.errors import RunDirError
+from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.runs.documents import RunMeta
 from pytest_benchaudit.runs.store import RunDirectory, read_run_json
+
+if TYPE_CHECKING:  # audit.documents imports audit.compare, which imports this module
+    from pytest_benchaudit.audit.documents import UpstreamAttributionRow
 
 __all__ = ["run_layers", "split_layers", "layer_cards", "upstream_fields_between", "upstream_attribution"]
 
 
-def run_layers(meta: dict[str, Any]) -> list[str]:
+def run_layers(meta: RunMeta) -> list[str]:
     """The layers of a ``--pipelines`` run, in the order given (the first is the base); [] for other runs."""
     layers = meta.get("pipelines")
     return [str(x) for x in layers] if isinstance(layers, list) and len(layers) > 1 else []
 
 
-def layer_cards(cards: dict[str, Any], layer: str) -> dict[str, Any]:
+def layer_cards(cards: Cards, layer: str) -> Cards:
     """The cards of one layer of a ``--pipelines`` run, keyed ``bench.task`` (no layer variant info)."""
-    out = {}
+    out: Cards = {}
     for key, card in cards.items():
         if isinstance(card, dict) and card.get("pipeline") == layer and (
-                "|" not in key or (card.get("variant") or {}).get("kind") == "layer"):
-            out[key.split("|", 1)[0]] = {k: v for k, v in card.items() if k != "variant"}
+                "|" not in key or ((variant := card.get("variant")) is not None and variant["kind"] == "layer")):
+            these = card.copy()
+            these.pop("variant", None)
+            out[key.split("|", 1)[0]] = these
     return out
 
 
-def upstream_fields_between(base: dict[str, Any], target: dict[str, Any]) -> list[str]:
-    """The dataset/prompt/inference fields whose values differ between two cards of a task."""
-    a, b = base.get("fields", {}), target.get("fields", {})
+def upstream_fields_between(base: PipelineCard | None, target: PipelineCard | None) -> list[str]:
+    """The dataset/prompt/inference fields whose values differ between two cards of a task (None: no card)."""
+    a = base.get("fields", {}) if base is not None else {}
+    b = target.get("fields", {}) if target is not None else {}
     return sorted(f for f in set(a) | set(b) if f.split(".", 1)[0] in UPSTREAM_STAGES and a.get(f) != b.get(f))
+
+
+def _base_variant(record: RecordRow) -> RecordRow:
+    """``record`` as a single-layer run holds it: variant ``""``."""
+    out = record.copy()
+    out["variant"] = ""
+    return out
 
 
 def split_layers(run_dir: Path, out: Path) -> dict[str, Path]:
@@ -62,7 +79,7 @@ def split_layers(run_dir: Path, out: Path) -> dict[str, Path]:
     cards = meta.get("pipeline_cards") or {}
     paths: dict[str, Path] = {}
     for layer in layers:
-        recs = [{**r, "variant": ""} for r in records if r.get("pipeline") == layer
+        recs = [_base_variant(r) for r in records if r.get("pipeline") == layer
                 and (not r.get("variant") or r.get("variant") == layer)]
         if not recs:
             continue
@@ -74,7 +91,8 @@ def split_layers(run_dir: Path, out: Path) -> dict[str, Path]:
             target = RunDirectory(out / layer, Path(run_dir).name)
         except RunDirError as err:
             raise OfflineError(str(err)) from None
-        target.append_many(recs)
+        # dict(r): RunDirectory.append_many still takes dict[str, Any] (runs/store.py, not typed yet).
+        target.append_many(dict(r) for r in recs)
         results = summarize(recs, these)
         target.write_json("summary.json", summary_document(results, benchmark_scores(results, these), [], these))
         kept = {k: v for k, v in meta.items()
@@ -89,9 +107,9 @@ def split_layers(run_dir: Path, out: Path) -> dict[str, Path]:
     return paths
 
 
-def upstream_attribution(base: dict[str, dict[str, Any]], rescored: dict[str, dict[str, Any]],
-                         target: dict[str, dict[str, Any]], base_cards: dict[str, Any],
-                         target_cards: dict[str, Any]) -> list[dict[str, Any]]:
+def upstream_attribution(base: Mapping[str, Mapping[str, TaskResult]], rescored: Mapping[str, Mapping[str, TaskResult]],
+                         target: Mapping[str, Mapping[str, TaskResult]], base_cards: Cards,
+                         target_cards: Cards) -> list[UpstreamAttributionRow]:
     """Per task x model: base -> (downstream: re-scored) -> (upstream: regenerated) target, each part's effect.
 
     ``base``/``rescored``/``target``: task key -> model -> summary result (the base layer, its records
@@ -99,10 +117,10 @@ def upstream_attribution(base: dict[str, dict[str, Any]], rescored: dict[str, di
     unit (``delta``) and, for higher-is-better metrics, in points (``*_pp``); ``None`` where a part
     has no score.  ``upstream_fields`` names the differing fields; their effect is one number.
     """
-    rows = []
+    rows: list[UpstreamAttributionRow] = []
     for key in sorted(target):
         # A task the base layer lacks has no base card: nothing to attribute, no fields to name.
-        fields = (upstream_fields_between(base_cards[key], target_cards.get(key) or {}) if key in base_cards
+        fields = (upstream_fields_between(base_cards[key], target_cards.get(key)) if key in base_cards
                   else [])
         for model in sorted(target[key]):
             t = target[key][model]
@@ -110,13 +128,17 @@ def upstream_attribution(base: dict[str, dict[str, Any]], rescored: dict[str, di
             r = (rescored.get(key) or {}).get(model)
             lib = bool(t["lower_is_better"])
 
-            def diff(x: dict[str, Any] | None, y: dict[str, Any] | None) -> float | None:
+            def diff(x: TaskResult | None, y: TaskResult | None) -> float | None:
                 if x is None or y is None or x["score"] is None or y["score"] is None or x["metric"] != y["metric"]:
                     return None
                 return float(y["score"]) - float(x["score"])
 
             down, up, total = diff(b, r), diff(r, t), diff(b, t)
-            row: dict[str, Any] = {
+
+            def pp(value: float | None) -> float | None:
+                return None if value is None or lib else 100 * value
+
+            row: UpstreamAttributionRow = {
                 "task": key, "model": model, "metric": t["metric"], "lower_is_better": lib,
                 "base_score": None if b is None else b["score"], "rescored_score": None if r is None else r["score"],
                 "target_score": t["score"], "downstream_delta": down, "upstream_delta": up, "total_delta": total,
@@ -124,10 +146,8 @@ def upstream_attribution(base: dict[str, dict[str, Any]], rescored: dict[str, di
                 "note": ("the layers send the same requests: the same generations, no upstream effect" if not fields
                          else "joint effect of the upstream fields named (one set of new generations: not "
                               "separable per field)"),
+                "downstream_pp": pp(down), "upstream_pp": pp(up), "total_pp": pp(total),
             }
-            for name in ("downstream", "upstream", "total"):
-                value = row[f"{name}_delta"]
-                row[f"{name}_pp"] = None if value is None or lib else 100 * value
             if b is None:
                 row["note"] = "the task has no base-layer result (the base layer skipped it)"
             rows.append(row)

@@ -33,9 +33,22 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.aggregate.documents import TaskResult
 from pytest_benchaudit.audit.compare import CompareError, compare_document, load_runs, make_sets
+from pytest_benchaudit.audit.compare.documents import CompareDocument
+from pytest_benchaudit.audit.compare.runsets import LoadedRun, RunSet
+from pytest_benchaudit.audit.diagnose.documents import FindingRow
+from pytest_benchaudit.audit.documents import (AttributionRow, AuditDocument, HarnessTableRow, LedgerNote, LedgerRow, ScoreRow,
+                                               UpstreamAttributionRow, UpstreamDifference, UpstreamField)
+from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.runs.documents import RunMeta
+
+if TYPE_CHECKING:  # imported where used: rendering requests loads the prompt layer
+    from pytest_benchaudit.audit.upstream import FieldVerdict
 from pytest_benchaudit.audit.offline import OfflineError, rescore_run, sweep_run
 from pytest_benchaudit.common.errors import did_you_mean
 
@@ -45,8 +58,9 @@ AUDIT_VERSION = "benchaudit.audit/1"
 UPSTREAM = ("dataset", "prompt", "inference")
 
 
-def upstream_differences(cards: dict[str, Any], layer: str, suites_dir: Path, data_dir: str | None = None,
-                         done: dict[tuple[str, str], dict[str, Any] | None] | None = None) -> list[dict[str, Any]]:
+def upstream_differences(cards: Cards, layer: str, suites_dir: Path, data_dir: str | None = None,
+                         done: dict[tuple[str, str], UpstreamDifference | None] | None = None
+                         ) -> list[UpstreamDifference]:
     """Per task: the dataset/prompt/inference fields in which the stored card and ``layer`` differ,
     judged by what is sent (:mod:`pytest_benchaudit.audit.upstream`): each task's questions are
     rendered under both pipelines and their requests compared byte for byte.
@@ -58,7 +72,7 @@ def upstream_differences(cards: dict[str, Any], layer: str, suites_dir: Path, da
     difference.  Where the questions cannot be read (no data directory), the fields are compared by
     value and the row says so.  ``done``: rows already computed, keyed (task, card hash), reused.
     """
-    rows: list[dict[str, Any]] = []
+    rows: list[UpstreamDifference] = []
     done = {} if done is None else done
     for key, card in sorted(cards.items()):
         if "|" in key:
@@ -72,8 +86,8 @@ def upstream_differences(cards: dict[str, Any], layer: str, suites_dir: Path, da
     return rows
 
 
-def _upstream_row(key: str, card: dict[str, Any], layer: str, suites_dir: Path, data_dir: str | None
-                  ) -> dict[str, Any] | None:
+def _upstream_row(key: str, card: PipelineCard, layer: str, suites_dir: Path, data_dir: str | None
+                  ) -> UpstreamDifference | None:
     """One task's row of :func:`upstream_differences`, or None when no upstream field's value differs."""
     from pytest_benchaudit.audit.rescore import pipeline_from_card
     from pytest_benchaudit.audit.upstream import compare_sent, upstream_fields
@@ -94,7 +108,7 @@ def _upstream_row(key: str, card: dict[str, Any], layer: str, suites_dir: Path, 
     if not names:
         return None
 
-    def value_row(why: str) -> dict[str, Any]:
+    def value_row(why: str) -> UpstreamDifference:
         return {"task": key, "differs": True, "compared": "by value",
                 "fields": [{"field": f, "stored": stored.get(f), layer: target.get(f)} for f in names],
                 "no_effect": [], "same_request": [],
@@ -112,14 +126,14 @@ def _upstream_row(key: str, card: dict[str, Any], layer: str, suites_dir: Path, 
     except (TemplateError, PipelineError, KeyError, TypeError, ValueError) as err:
         return value_row(f"{type(err).__name__}: {err}")
 
-    def entry(v: Any) -> dict[str, Any]:
+    def entry(v: FieldVerdict) -> UpstreamField:
         return {"field": v.field, "stored": v.stored, layer: v.target, "reason": v.reason,
                 "questions_identical": v.n_identical, "questions": v.n_questions}
 
     if not sent.fields:  # the cards differed only in a field one of them predates (its default applies)
         return None
     needs = sent.by_verdict("needs_generations")
-    row: dict[str, Any] = {
+    row: UpstreamDifference = {
         "task": key, "differs": bool(needs), "compared": "rendered requests",
         "fields": [entry(v) for v in needs],
         "no_effect": [entry(v) for v in sent.by_verdict("no_effect")],
@@ -134,7 +148,7 @@ def _upstream_row(key: str, card: dict[str, Any], layer: str, suites_dir: Path, 
     return row
 
 
-def _downstream_differs(cards: dict[str, Any], layer: str, suites_dir: Path) -> set[str]:
+def _downstream_differs(cards: Cards, layer: str, suites_dir: Path) -> set[str]:
     """Which downstream fields of the stored cards differ from ``layer``'s, over the tasks: ``extraction``
     (some extraction.* field), ``more`` (some scoring/aggregation field).  Only fields both cards name
     count (a card written before a field existed does not name it); a task without the layer is not
@@ -165,32 +179,63 @@ _CARRIED = ("invalid_reasons", "lower_is_better", "repeats", "reducer", "n_quest
             "ci95_clustered", "sampling_sd", "retest_agreement")
 
 
-def scores_both_ways(doc: dict[str, Any], results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]]) -> list[ScoreRow]:
     """Per task x model x layer: n, valid, the score over all questions and over the valid ones, the
     headline; plus, where the summary row has them, the invalid reasons and the repeats' error bars."""
-    rows = []
+    rows: list[ScoreRow] = []
     for side, res in results.items():
         label = doc["sets"][side]["label"]
         for r in res:
-            row = {"layer": label, "benchmark": r["benchmark"], "task": r["task"], "model": r["model"],
+            row: ScoreRow = {"layer": label, "benchmark": r["benchmark"], "task": r["task"], "model": r["model"],
                    "metric": r["metric"], "denominator": r["denominator"], "n": r["n"], "n_valid": r["n_valid"],
                    "score": r["score"], "score_total": r["score_total"], "score_valid": r["score_valid"],
                    "invalid_rate": r["invalid_rate"]}
-            row.update({k: r[k] for k in _CARRIED if r.get(k) is not None})
+            # the keys of _CARRIED, in its order
+            if (v0 := r.get("invalid_reasons")) is not None:
+                row["invalid_reasons"] = v0
+            if (v1 := r.get("lower_is_better")) is not None:
+                row["lower_is_better"] = v1
+            if (v2 := r.get("repeats")) is not None:
+                row["repeats"] = v2
+            if (v3 := r.get("reducer")) is not None:
+                row["reducer"] = v3
+            if (v4 := r.get("n_questions")) is not None:
+                row["n_questions"] = v4
+            if (v5 := r.get("se")) is not None:
+                row["se"] = v5
+            if (v6 := r.get("se_clustered")) is not None:
+                row["se_clustered"] = v6
+            if (v7 := r.get("ci95")) is not None:
+                row["ci95"] = v7
+            if (v8 := r.get("ci95_clustered")) is not None:
+                row["ci95_clustered"] = v8
+            if (v9 := r.get("sampling_sd")) is not None:
+                row["sampling_sd"] = v9
+            if (v10 := r.get("retest_agreement")) is not None:
+                row["retest_agreement"] = v10
             rows.append(row)
     return rows
 
 
-def _diagnose(base: list[Any], ledger: list[dict[str, Any]], suites_dir: Path, data_dir: str | None
-              ) -> list[dict[str, Any]]:
+def _diagnose(base: list[LoadedRun], ledger: list[LedgerRow], suites_dir: Path, data_dir: str | None
+              ) -> list[FindingRow]:
     """``benchaudit diagnose`` on the stored runs (their base records), with the ledger rows for FM15."""
-    from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose, to_json
+    from pytest_benchaudit.audit.diagnose import LoadedRun as DiagnosedRun
+    from pytest_benchaudit.audit.diagnose import diagnose, to_json
     from pytest_benchaudit.audit.offline import _Resources
 
-    runs = [LoadedRun(run.path.name, run.meta, run.records) for run in base]
-    rows = {str(row["benchmark"]): row for row in ledger if "benchmark" in row}
+    runs = [DiagnosedRun(run.path.name, run.meta, run.records) for run in base]
+    rows = {row["benchmark"]: row for row in ledger}
     found = diagnose(runs, resources=_Resources(suites_dir, data_dir), ledger_rows=rows)
-    return [dict(f) for f in to_json(found, 0)["findings"]]
+    return to_json(found, 0)["findings"]
+
+
+def _run_meta(run_dir: Path) -> RunMeta:
+    """``run.json`` of ``run_dir`` (:func:`~pytest_benchaudit.runs.store.read_run_json`, which checks its cards'
+    shape; it returns it untyped until runs/store.py is typed)."""
+    from pytest_benchaudit.runs.store import read_run_json
+
+    return cast(RunMeta, read_run_json(run_dir))
 
 
 def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer: str | None,
@@ -210,7 +255,7 @@ def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer
     layered: dict[Path, list[str]] = {}
     for p in paths:
         try:
-            layered[p] = run_layers(read_run_json(p))
+            layered[p] = run_layers(_run_meta(p))
         except RunDirError:  # load_runs says what is wrong with it
             layered[p] = []
     layered = {p: ls for p, ls in layered.items() if ls}
@@ -268,14 +313,14 @@ def _harness_layers(run: Path, layers: list[str], pipelines: list[str], from_lay
         return pipelines[0], toward
     # The compare/attribution part re-scores the base's generations toward the target: a layer that
     # asks another kind of request (log-likelihoods) cannot be that target; the table says why.
-    cards = read_run_json(run).get("pipeline_cards") or {}
+    cards = _run_meta(run).get("pipeline_cards") or {}
     base = {request_kind(c) for c in layer_cards(cards, pipelines[0]).values()}
     same = [x for x in pipelines[1:] if {request_kind(c) for c in layer_cards(cards, x).values()} == base]
     return pipelines[0], (same or pipelines[1:])[0]
 
 
 def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, data_dir: str | None
-                  ) -> list[dict[str, Any]]:
+                  ) -> list[HarnessTableRow]:
     """The cross-harness rows (:mod:`pytest_benchaudit.audit.harnesses`) of the layers of one
     ``--pipelines`` run, split into ``views`` (layer -> single-layer run), the first layer the base.
 
@@ -288,21 +333,22 @@ def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, d
     from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
     from pytest_benchaudit.pipeline.stages import PipelineError
 
-    def index(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-        out: dict[str, dict[str, dict[str, Any]]] = {}
+    def index(results: list[TaskResult]) -> dict[str, dict[str, TaskResult]]:
+        out: dict[str, dict[str, TaskResult]] = {}
         for r in results:
             out.setdefault(f"{r['benchmark']}.{r['task']}", {})[r["model"]] = r
         return out
 
-    loaded = {x: load_run(views[x], require_records=True) if x in views else ({}, []) for x in layers}
+    nothing: tuple[RunMeta, list[RecordRow]] = ({"run_id": ""}, [])  # a layer without records
+    loaded = {x: load_run(views[x], require_records=True) if x in views else nothing for x in layers}
     base_meta, base_recs = loaded[layers[0]]
-    base_cards: dict[str, Any] = base_meta.get("pipeline_cards") or {}
+    base_cards: Cards = base_meta.get("pipeline_cards") or {}
     resources = _Resources(suites_dir, data_dir)
     inputs = []
     for name in layers:
         meta, recs = loaded[name]
-        cards: dict[str, Any] = meta.get("pipeline_cards") or {}
-        rescored: dict[str, dict[str, dict[str, Any]]] = {}
+        cards: Cards = meta.get("pipeline_cards") or {}
+        rescored: dict[str, dict[str, TaskResult]] = {}
         notes: dict[str, str] = {}
         requests: dict[tuple[str, str], tuple[int, int]] = {}
         if name != layers[0]:
@@ -325,14 +371,14 @@ def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, d
                 rescored.update(index(summarize(new, {task: pipe.card()})))
         inputs.append(LayerInput(name=name, cards=cards, results=index(summarize(recs, cards)), rescored=rescored,
                                  rescore_notes=notes, requests=requests))
-    return [row.model_dump(mode="json") for row in harness_rows(inputs[0], inputs[1:])]
+    return [row.row() for row in harness_rows(inputs[0], inputs[1:])]
 
 
 def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, suites_dir: Path = Path("suites"),
                 data_dir: str | None = None, regenerated: list[Path] | None = None, similarity: Any = None,
-                n_prompts: int = 50, findings: list[dict[str, Any]] | None = None, n_resamples: int = 5000,
+                n_prompts: int = 50, findings: list[FindingRow] | None = None, n_resamples: int = 5000,
                 seed: int = 0, permutations: int = 1000, from_layer: str | None = None,
-                pipelines: list[str] | None = None) -> dict[str, Any]:
+                pipelines: list[str] | None = None) -> AuditDocument:
     """Run the audit; returns the audit document (also written to ``out/audit.json`` by the command).
 
     ``toward``: the target layer (default: ``standardized``; for a ``--pipelines`` run its second
@@ -355,9 +401,11 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     layers = sorted({r["pipeline"] for run in base for r in run.records})
     if toward in layers:
         raise CompareError(f"--toward {toward}: the runs are already under {toward!r}; give runs of another layer")
-    rescored_dirs, attribution, upstream = [], [], []
+    rescored_dirs: list[Path] = []
+    attribution: list[AttributionRow] = []
+    upstream: list[UpstreamDifference] = []
     extraction_dirs: list[Path] = []
-    rendered: dict[tuple[str, str], dict[str, Any] | None] = {}  # (task, card hash) -> row: rendered once
+    rendered: dict[tuple[str, str], UpstreamDifference | None] = {}  # (task, card hash) -> row: rendered once
     for run in base:
         new, _results, _cards = rescore_run(run.path, layer=toward, report_dir=out / "runs" / toward,
                                             suites_dir=suites_dir, data_dir=data_dir)
@@ -371,7 +419,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
             extraction_dirs.append(only.path)
         rows, _res, _c = sweep_run(run.path, [], toward=toward, suites_dir=suites_dir, data_dir=data_dir)
         # Each row names the run it re-scored, so the report's "reproduce" command is complete.
-        attribution += [{**row, "run": str(run.path)} for row in rows]
+        attribution += [AttributionRow(**row, run=str(run.path)) for row in rows]
         if target_run is None:
             # The cards of tasks the run has records of: -k and --limit leave cards of tasks never asked.
             asked = {f"{r['benchmark']}.{r['task']}" for r in run.records}
@@ -406,15 +454,17 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
                            options=options)
     doc["sensitivity"]["notes"] += notes
     benches = sorted({r["benchmark"] for run in base for r in run.records})
+    ledger: list[LedgerRow | LedgerNote]
     try:
-        ledger = [row for row in build_ledger(suites_dir)["benchmarks"] if row.get("benchmark") in benches]
+        ledger_rows = [row for row in build_ledger(suites_dir)["benchmarks"] if row["benchmark"] in benches]
+        ledger = list(ledger_rows)
     except (SuiteError, PipelineError) as err:  # reported; the audit goes on
-        ledger = [{"note": f"no ledger: {err}"}]
+        ledger_rows, ledger = [], [{"note": f"no ledger: {err}"}]
     if findings is None:
-        findings = _diagnose(base, ledger, suites_dir, data_dir)
+        findings = _diagnose(base, ledger_rows, suites_dir, data_dir)
     results = {"a": [r for by in set_a.results.values() for r in by.values()],
                "b": [r for by in set_b.results.values() for r in by.values()]}
-    audit: dict[str, Any] = {
+    audit: AuditDocument = {
         "version": AUDIT_VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "runs": [str(run.path) for run in base], "layers": {"from": layers, "toward": toward},
@@ -445,14 +495,14 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     return audit
 
 
-def _layer_upstream(set_a: Any, rescored: Any, real: Any, base_cards: dict[str, Any], target_meta: dict[str, Any]
-                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _layer_upstream(set_a: RunSet, rescored: RunSet, real: RunSet, base_cards: Cards, target_meta: RunMeta
+                    ) -> tuple[list[UpstreamDifference], list[UpstreamAttributionRow]]:
     """(upstream_differences rows, upstream_attribution rows) of a --pipelines run's two layers."""
     from pytest_benchaudit.audit.layers import upstream_attribution, upstream_fields_between
 
     target_cards = target_meta.get("pipeline_cards") or {}
     split = upstream_attribution(set_a.results, rescored.results, real.results, base_cards, target_cards)
-    rows = []
+    rows: list[UpstreamDifference] = []
     # Only the tasks asked under both layers: a run's cards also name tasks that -k or --limit left
     # without a single record, and those were not "regenerated in this run".
     asked = set(set_a.results) & set(real.results)
@@ -462,7 +512,7 @@ def _layer_upstream(set_a: Any, rescored: Any, real: Any, base_cards: dict[str, 
         if fields:
             effects = [r["upstream_pp"] for r in split if r["task"] == key and r["upstream_pp"] is not None]
             rows.append({"task": key, "regenerated": True,
-                         "fields": [{"field": f, "stored": a.get(f), target_meta.get("pipeline"): b.get(f)}
+                         "fields": [{"field": f, "stored": a.get(f), str(target_meta.get("pipeline")): b.get(f)}
                                     for f in fields],
                          "note": "regenerated in this run: their joint effect per model is in upstream_attribution"
                                  + (f" ({min(effects):+.1f} to {max(effects):+.1f} pp)" if effects else "")})

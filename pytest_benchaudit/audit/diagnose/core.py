@@ -43,6 +43,7 @@ from pytest_benchaudit.audit.rescore import (
 from pytest_benchaudit.audit.rescore import Resources as RescoreResources
 from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.stages import PipelineError
+from pytest_benchaudit.runs.documents import RunMeta
 
 __all__ = [
     "MAX_IDS",
@@ -106,7 +107,7 @@ class LoadedRun:
     """One run directory's ``run.json`` and records (``name`` is shown in findings)."""
 
     name: str
-    meta: dict[str, Any]
+    meta: RunMeta
     records: list[RecordRow]
 
 
@@ -121,7 +122,7 @@ class Group:
     run: str
     card: PipelineCard
     records: list[RecordRow]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: RunMeta = field(default_factory=lambda: RunMeta(run_id=""))
 
     @property
     def key(self) -> str:
