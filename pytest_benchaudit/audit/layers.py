@@ -85,14 +85,13 @@ def split_layers(run_dir: Path, out: Path) -> dict[str, Path]:
             continue
         these = layer_cards(cards, layer)
         old = out / layer / Path(run_dir).name
-        if (old / "run.json").is_file() and (read_run_json(old).get("source") or {}).get("kind") == "layer":
+        if (old / "run.json").is_file() and read_run_json(old).get("source", {}).get("kind") == "layer":
             shutil.rmtree(old)  # this split, written by an earlier audit into the same --out
         try:
             target = RunDirectory(out / layer, Path(run_dir).name)
         except RunDirError as err:
             raise OfflineError(str(err)) from None
-        # dict(r): RunDirectory.append_many still takes dict[str, Any] (runs/store.py, not typed yet).
-        target.append_many(dict(r) for r in recs)
+        target.append_many(recs)
         results = summarize(recs, these)
         target.write_json("summary.json", summary_document(results, benchmark_scores(results, these), [], these))
         kept = {k: v for k, v in meta.items()

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
@@ -231,11 +231,10 @@ def _diagnose(base: list[LoadedRun], ledger: list[LedgerRow], suites_dir: Path, 
 
 
 def _run_meta(run_dir: Path) -> RunMeta:
-    """``run.json`` of ``run_dir`` (:func:`~pytest_benchaudit.runs.store.read_run_json`, which checks its cards'
-    shape; it returns it untyped until runs/store.py is typed)."""
+    """``run.json`` of ``run_dir`` (:func:`~pytest_benchaudit.runs.store.read_run_json`, which checks its cards' shape)."""
     from pytest_benchaudit.runs.store import read_run_json
 
-    return cast(RunMeta, read_run_json(run_dir))
+    return read_run_json(run_dir)
 
 
 def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer: str | None,
