@@ -32,10 +32,14 @@ Numbers are rounded to what they mean (see :mod:`.format`); the raw numbers are 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_benchaudit.aggregate.documents import TaskResult
+from pytest_benchaudit.audit.compare.documents import CompareDocument
 from pytest_benchaudit.audit.compare.registry import analyses
+from pytest_benchaudit.audit.diagnose.documents import FindingRow
 from pytest_benchaudit.report.html.audits import (findings_section, invalid_section, ledger_section, notes_section,
                                                   sweeps_section)
 from pytest_benchaudit.report.html.format import CSP, CSS, esc, note, table
@@ -50,18 +54,20 @@ from pytest_benchaudit.report.html.verdict import causes_section, verdict_sectio
 __all__ = ["write_html", "render_html"]
 
 
-def _summary(doc: dict[str, Any]) -> str:
+def _summary(doc: CompareDocument) -> str:
     views = set_views(doc)
     if not views:
         return ""
     rows = []
     for side, label, an in views:
-        meta = (doc.get("sets") or {}).get(side) or {}
-        tasks = [t for t, v in (an.get("scores") or {}).items() if isinstance(v, dict)]
-        models = {m for t in tasks for m in an["scores"][t]}
-        rows.append([side, label, ", ".join(map(str, meta.get("pipelines") or an.get("pipelines") or [])) or "—",
-                     len(meta.get("runs") or an.get("runs") or []), len(models), len(tasks)])
-    cmp = doc.get("comparison") or {}
+        meta = (doc.get("sets") or {}).get(side)
+        scores = an.get("scores") or {}
+        tasks = [t for t, v in scores.items() if isinstance(v, dict)]
+        models = {m for t in tasks for m in scores[t]}
+        pipelines = (meta.get("pipelines") if meta else None) or an.get("pipelines") or []
+        runs = (meta.get("runs") if meta else None) or an.get("runs") or []
+        rows.append([side, label, ", ".join(map(str, pipelines)) or "—", len(runs), len(models), len(tasks)])
+    cmp = doc.get("comparison")
     text = (f"Set a ({cmp.get('a')}) against set b ({cmp.get('b')}), by {cmp.get('by')}." if cmp else
             "One run set: agreement between its tasks.")
     created = f" Written {doc['created']}." if doc.get("created") else ""
@@ -78,15 +84,18 @@ _NAV = [("verdict", "Verdict"), ("summary", "Summary"), ("harnesses", "Harnesses
 _ANALYSES_AFTER = "pca"
 
 
-def _analysis_sections(doc: dict[str, Any]) -> tuple[list[str], list[tuple[str, str]]]:
+def _analysis_sections(doc: CompareDocument) -> tuple[list[str], list[tuple[str, str]]]:
     """(the sections, their nav entries) of the registered analyses whose part ``doc`` has, in order."""
     kit = ReportKit()
     sections, nav = [], []
+    # Each registered analysis's part sits under its name: keys the document type declares only for the built-ins.
+    parts: Mapping[str, object] = doc
     for analysis in analyses():
         view = analysis.html
-        if view is None or doc.get(analysis.name) is None:
+        part = parts.get(analysis.name)
+        if view is None or part is None:
             continue
-        body = view.body(doc[analysis.name], doc, kit)
+        body = view.body(part, doc, kit)
         if body:
             sections.append(f'<section id="{esc(view.anchor)}"><h2>{esc(view.title)}</h2>{body}</section>')
             nav.append((view.anchor, view.nav or view.title))
@@ -98,16 +107,14 @@ def _nav(extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return _NAV[:at] + extra + _NAV[at:]
 
 
-def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | None = None,
-                runs: list[dict[str, Any]] | None = None, findings: list[dict[str, Any]] | None = None,
+def render_html(compare_doc: CompareDocument, *, sweeps: list[dict[str, Any]] | None = None,
+                runs: Sequence[TaskResult] | None = None, findings: Sequence[FindingRow] | None = None,
                 ledger: list[dict[str, Any]] | None = None, upstream: list[dict[str, Any]] | None = None,
                 title: str = "benchaudit compare report", harnesses: list[dict[str, Any]] | None = None) -> str:
     """The report as an HTML string (see :func:`write_html`)."""
     doc = compare_doc or {}
     sweeps = [r for r in (sweeps or []) if isinstance(r, dict)]
     runs = [r for r in (runs or []) if isinstance(r, dict)]
-    if findings is None and isinstance(doc.get("findings"), list):
-        findings = doc["findings"]
     verdict = verdict_section(doc, sweeps, findings)
     registered, registered_nav = _analysis_sections(doc)
     sections = [_summary(doc), harnesses_section(harnesses), causes_section(doc, sweeps, findings), scores_section(doc),
@@ -127,8 +134,8 @@ def render_html(compare_doc: dict[str, Any], *, sweeps: list[dict[str, Any]] | N
             + (f"<nav>{links}</nav>\n" if links else "") + body + "\n</body></html>\n")
 
 
-def write_html(compare_doc: dict[str, Any], path: Path, *, sweeps: list[dict[str, Any]] | None = None,
-               runs: list[dict[str, Any]] | None = None, findings: list[dict[str, Any]] | None = None,
+def write_html(compare_doc: CompareDocument, path: Path, *, sweeps: list[dict[str, Any]] | None = None,
+               runs: Sequence[TaskResult] | None = None, findings: Sequence[FindingRow] | None = None,
                ledger: list[dict[str, Any]] | None = None, upstream: list[dict[str, Any]] | None = None,
                title: str = "benchaudit compare report", harnesses: list[dict[str, Any]] | None = None) -> Path:
     """Write the compare document (plus optional sweep deltas, run summary rows and diagnose findings)

@@ -5,27 +5,40 @@ threshold) and biplot; each returns ``""`` when its data is missing.  (The task-
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
+from typing_extensions import TypedDict
+
+from pytest_benchaudit.aggregate.documents import TauRow
+from pytest_benchaudit.audit.compare.documents import PcaResult
 from pytest_benchaudit.report.html.format import is_num, short
 from pytest_benchaudit.report.html.plots import colors, figure, img, rc
 
-__all__ = ["tau_heatmap", "scree_plot", "biplot", "biplot_figure", "place_labels", "text_box"]
+__all__ = ["LabelStyle", "tau_heatmap", "scree_plot", "biplot", "biplot_figure", "place_labels", "text_box"]
 
 
-def tau_heatmap(rows: list[dict[str, Any]], title: str = "Kendall τ-b between tasks") -> str:
+class LabelStyle(TypedDict, total=False):
+    """The text properties :func:`place_labels` hands matplotlib's ``annotate`` for one label."""
+
+    fontsize: float
+    fontweight: str
+    color: str
+
+
+def tau_heatmap(rows: Sequence[TauRow], title: str = "Kendall τ-b between tasks") -> str:
     """Tasks x tasks, coloured by tau-b (diverging, -1..1); pairs without a tau left blank."""
     import numpy as np
 
-    rows = [r for r in rows if is_num(r.get("tau"))]
-    if not rows:
+    pairs = [(r["task_a"], r["task_b"], float(tau)) for r in rows if (tau := r.get("tau")) is not None and is_num(tau)]
+    if not pairs:
         return ""
-    tasks = sorted({r["task_a"] for r in rows} | {r["task_b"] for r in rows})
+    tasks = sorted({a for a, _b, _tau in pairs} | {b for _a, b, _tau in pairs})
     idx = {t: i for i, t in enumerate(tasks)}
     grid = np.full((len(tasks), len(tasks)), np.nan)
-    for r in rows:
-        i, j = idx[r["task_a"]], idx[r["task_b"]]
-        grid[i, j] = grid[j, i] = float(r["tau"])
+    for task_a, task_b, tau_b in pairs:
+        i, j = idx[task_a], idx[task_b]
+        grid[i, j] = grid[j, i] = tau_b
     np.fill_diagonal(grid, 1.0)
     n = len(tasks)
     with rc():
@@ -46,10 +59,11 @@ def tau_heatmap(rows: list[dict[str, Any]], title: str = "Kendall τ-b between t
                    "(blank: fewer than 3 common models).")
 
 
-def scree_plot(pca: dict[str, Any], title: str) -> str:
+def scree_plot(pca: PcaResult, title: str) -> str:
     """Eigenvalues per component against the parallel-analysis 95th-percentile threshold."""
     ev = pca.get("eigenvalues") or []
-    thr = (pca.get("parallel_analysis") or {}).get("threshold") or []
+    pa = pca.get("parallel_analysis")
+    thr = (pa.get("threshold") if pa else None) or []
     if not ev:
         return ""
     ks = list(range(1, len(ev) + 1))
@@ -84,7 +98,7 @@ def _overlap(a: Any, b: Any) -> float:
     return max(w, 0.0) * max(h, 0.0)
 
 
-def place_labels(fig: Any, ax: Any, items: list[tuple[float, float, str, dict[str, Any]]],
+def place_labels(fig: Any, ax: Any, items: list[tuple[float, float, str, LabelStyle]],
                  obstacles: list[tuple[float, float]]) -> list[Any]:
     """Annotate each (x, y, text, style) at the nearest offset where its box overlaps no label placed before
     it, no point of ``obstacles`` and stays inside the axes; where none is free, the least-overlapping one.
@@ -137,7 +151,7 @@ def text_box(ann: Any, renderer: Any) -> Any:
     return Text.get_window_extent(ann, renderer)
 
 
-def biplot_figure(pca: dict[str, Any], title: str) -> Any:
+def biplot_figure(pca: PcaResult, title: str) -> Any:
     """The biplot's Figure (see :func:`biplot`), or None when the PCA has fewer than two components.
 
     Models are numbered points (the legend names them), tasks are loading arrows; every label is
@@ -180,13 +194,13 @@ def biplot_figure(pca: dict[str, Any], title: str) -> Any:
                for k, (m, c) in enumerate(zip(models, palette), 1)]
     fig.legend(handles=handles, loc="outside right upper", fontsize=7, title="models", title_fontsize=8,
                handletextpad=0.3, ncols=1 if len(models) <= 24 else 2)
-    items = [(x, y, str(k), {"fontsize": 8, "fontweight": "bold"}) for k, (x, y) in enumerate(zip(xs, ys), 1)]
-    items += [(lx, ly, text, {"fontsize": 7, "color": "#d62728"}) for lx, ly, text in tips]
+    items = [(x, y, str(k), LabelStyle(fontsize=8, fontweight="bold")) for k, (x, y) in enumerate(zip(xs, ys), 1)]
+    items += [(lx, ly, text, LabelStyle(fontsize=7, color="#d62728")) for lx, ly, text in tips]
     place_labels(fig, ax, items, list(zip(xs, ys)))
     return fig
 
 
-def biplot(pca: dict[str, Any], title: str) -> str:
+def biplot(pca: PcaResult, title: str) -> str:
     """Models (numbered points, named in the legend) and tasks (loading arrows) on the first two components."""
     with rc():
         fig = biplot_figure(pca, title)

@@ -18,8 +18,10 @@ decimal, any other metric's (e.g. a MAD) in its own unit with three; p-values as
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
+from pytest_benchaudit.audit.compare.documents import CompareDocument, PairedRow, RankTie, SetAnalysis
 from pytest_benchaudit.report.html.format import esc, fmt_p, is_num, note, table
 from pytest_benchaudit.report.html.sets import caption, section, set_views, share_task
 
@@ -60,7 +62,7 @@ def _mde(value: Any, share: bool) -> str:
     return f"{100 * float(value):.1f} pp" if share else f"{float(value):.3f}"
 
 
-def tests_used(rows: list[dict[str, Any]]) -> str:
+def tests_used(rows: Sequence[PairedRow]) -> str:
     """The tests a task's pairs used, in words: ``exact McNemar``, or ``exact McNemar (40 pairs), paired t (26)``."""
     counts = Counter(str(r.get("test")) for r in rows)
     if len(counts) == 1:
@@ -68,14 +70,15 @@ def tests_used(rows: list[dict[str, Any]]) -> str:
     return ", ".join(f"{_TESTS.get(t, t)} ({n} pairs)" for t, n in sorted(counts.items()))
 
 
-def _task_block(an: dict[str, Any], task: str, rows: list[dict[str, Any]], ties: list[dict[str, Any]]) -> str:
+def _task_block(an: SetAnalysis, task: str, rows: list[PairedRow], ties: list[RankTie]) -> str:
     share = share_task(an, task)
     unit = " (pp)" if share else ""
     lower = any(r.get("lower_is_better") for r in rows)
     significant = [r for r in rows if r.get("significant")]
     shown = significant[:MAX_PAIRS_SHOWN]
-    mde = (an.get("mde80") or {}).get(task) or {}
-    mde_text = _mde(mde.get("mde80"), share) + (f" at {mde['n']} common questions" if is_num(mde.get("n")) else "")
+    mde = (an.get("mde80") or {}).get(task)
+    mde_text = (_mde(mde.get("mde80") if mde else None, share)
+                + (f" at {mde['n']} common questions" if mde and is_num(mde.get("n")) else ""))
     line = (f"{len(significant)} of {len(rows)} pairs significant, {len(rows) - len(significant)} not. "
             f"Test: {tests_used(rows)}; Holm's correction over the task's {len(rows)} pairs. mde80: {mde_text}.")
     parts = [f"<h4>{esc(task)}{' ↓' if lower else ''}</h4>", note(line)]
@@ -97,17 +100,17 @@ def _task_block(an: dict[str, Any], task: str, rows: list[dict[str, Any]], ties:
     return "".join(parts)
 
 
-def paired_section(doc: dict[str, Any]) -> str:
+def paired_section(doc: CompareDocument) -> str:
     """The section (``id="paired"``), or "" when no set has a paired row."""
     parts = []
     for side, label, an in set_views(doc):
         rows = [r for r in an.get("paired") or [] if isinstance(r, dict)]
         if not rows:
             continue
-        by_task: dict[str, list[dict[str, Any]]] = {}
+        by_task: dict[str, list[PairedRow]] = {}
         for r in rows:
             by_task.setdefault(str(r.get("task")), []).append(r)
-        ties: dict[str, list[dict[str, Any]]] = {}
+        ties: dict[str, list[RankTie]] = {}
         for t in an.get("rank_ties") or []:
             if isinstance(t, dict):
                 ties.setdefault(str(t.get("task")), []).append(t)

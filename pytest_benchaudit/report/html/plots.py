@@ -9,9 +9,11 @@ from __future__ import annotations
 import base64
 import io
 import math
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from pytest_benchaudit.audit.compare.documents import RankShiftRow
 from pytest_benchaudit.report.html.format import esc, is_num, short
 
 __all__ = ["figure", "img", "rc", "colors", "bump_pipelines", "bump_tasks", "sweep_plot", "sweep_plots",
@@ -57,8 +59,8 @@ def colors(n: int) -> list[Any]:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-def bump_pipelines(shifts: list[dict[str, Any]], label_a: str, label_b: str) -> str:
-    by_bench: dict[str, list[dict[str, Any]]] = {}
+def bump_pipelines(shifts: Sequence[RankShiftRow], label_a: str, label_b: str) -> str:
+    by_bench: dict[str, list[RankShiftRow]] = {}
     for row in shifts:
         if is_num(row.get("rank_a")) and is_num(row.get("rank_b")):
             by_bench.setdefault(str(row.get("benchmark", "")), []).append(row)
@@ -78,10 +80,10 @@ def bump_pipelines(shifts: list[dict[str, Any]], label_a: str, label_b: str) -> 
             for r in rows:
                 m = str(r.get("model"))
                 ax.plot([0, 1], [r["rank_a"], r["rank_b"]], "-o", color=color[m], lw=2.2, ms=7)
-            for axis, key in ((ax, "rank_a"), (right, "rank_b")):
+            for axis, under_a in ((ax, True), (right, False)):
                 names: dict[float, list[str]] = {}
                 for r in rows:
-                    names.setdefault(r[key], []).append(short(r.get("model")))
+                    names.setdefault(r["rank_a"] if under_a else r["rank_b"], []).append(short(r.get("model")))
                 ticks = sorted(names)
                 axis.set_yticks(ticks, [f"{t:g}. {', '.join(names[t])}" if axis is ax else
                                         f"{', '.join(names[t])} ({t:g})" for t in ticks], fontsize=8)
@@ -97,7 +99,7 @@ def bump_pipelines(shifts: list[dict[str, Any]], label_a: str, label_b: str) -> 
                     f"Each model's rank under pipeline {label_a} (left) and {label_b} (right), per benchmark.")
 
 
-def bump_tasks(ranks: dict[str, dict[str, Any]]) -> str:
+def bump_tasks(ranks: dict[str, dict[str, float]]) -> str:
     tasks = [t for t, by_model in ranks.items() if isinstance(by_model, dict)
              and any(is_num(v) for v in by_model.values())]
     if not tasks:

@@ -8,8 +8,8 @@ document has nothing for it.
 from __future__ import annotations
 
 import math
-from typing import Any
 
+from pytest_benchaudit.audit.compare.documents import CompareDocument, PcaResult, RankTie, SetAnalysis
 from pytest_benchaudit.report.html.analysis_plots import biplot, scree_plot, tau_heatmap
 from pytest_benchaudit.report.html.format import (esc, fmt_ci, fmt_corr, fmt_p, fmt_rank, fmt_score, fmt_share,
                                                   is_num, note, table)
@@ -30,32 +30,38 @@ def section(anchor: str, heading: str, *parts: str) -> str:
     return f'<section id="{esc(anchor)}"><h2>{esc(heading)}</h2>{body}</section>'
 
 
-def set_views(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+def set_views(doc: CompareDocument) -> list[tuple[str, str, SetAnalysis]]:
     """(side, label, analysis) per compared set; a bare document (scores/ranks at the top) is set a."""
     by_set = doc.get("by_set") or {}
     if by_set:
         sets = doc.get("sets") or {}
-        return [(side, str((sets.get(side) or {}).get("label") or an.get("label") or side), an)
+        return [(side, str((meta.get("label") if (meta := sets.get(side)) else None) or an.get("label") or side), an)
                 for side, an in by_set.items() if isinstance(an, dict)]
     if doc.get("scores") or doc.get("ranks"):
-        keys = ("scores", "ranks", "tau_b", "tasks", "mean_win_rate", "benchmark_ranks", "paired", "rank_ties", "mde80")
-        return [("a", str(doc.get("label_a") or "a"), {k: doc.get(k) for k in keys})]
+        label = str(doc.get("label_a") or "a")
+        # Set a's analysis is the document's top level (pipelines, runs and models are under sets/by_set).
+        view = SetAnalysis(label=label, pipelines=[], runs=[], models=[], tasks=doc.get("tasks") or {},
+                           scores=doc.get("scores") or {}, ranks=doc.get("ranks") or {}, tau_b=doc.get("tau_b") or [],
+                           mean_win_rate=doc.get("mean_win_rate") or {},
+                           benchmark_ranks=doc.get("benchmark_ranks") or {}, pca=doc.get("pca") or PcaResult(),
+                           pca_by_benchmark=doc.get("pca_by_benchmark") or {}, paired=doc.get("paired") or [],
+                           rank_ties=doc.get("rank_ties") or [], mde80=doc.get("mde80") or {})
+        return [("a", label, view)]
     return []
 
 
-def caption(side: str, label: str, an: dict[str, Any]) -> str:
+def caption(side: str, label: str, an: SetAnalysis) -> str:
     """A set's heading: its side, label and pipelines."""
     pipes = ", ".join(map(str, an.get("pipelines") or []))
     return f"<h3>Set {esc(side)}: {esc(label)}" + (f" (pipeline {esc(pipes)})" if pipes else "") + "</h3>"
 
 
-def _tasks(matrix: dict[str, Any]) -> list[str]:
+def _tasks(matrix: dict[str, dict[str, float]]) -> list[str]:
     return [t for t, v in (matrix or {}).items() if isinstance(v, dict)]
 
 
-def _models(an: dict[str, Any]) -> list[str]:
+def _models(scores: dict[str, dict[str, float]], ranks: dict[str, dict[str, float]]) -> list[str]:
     """Models ordered by mean task rank (best first), then by name."""
-    ranks, scores = an.get("ranks") or {}, an.get("scores") or {}
     models = sorted({str(m) for t in _tasks(scores) + _tasks(ranks) for m in (scores.get(t) or ranks.get(t) or {})})
 
     def mean_rank(m: str) -> float:
@@ -65,11 +71,11 @@ def _models(an: dict[str, Any]) -> list[str]:
     return sorted(models, key=lambda m: (mean_rank(m), m))
 
 
-def share_task(an: dict[str, Any], task: str) -> bool:
+def share_task(an: SetAnalysis, task: str) -> bool:
     """A share metric (higher is better, every score in [0, 1]): printed in percent."""
-    info = (an.get("tasks") or {}).get(task) or {}
+    info = (an.get("tasks") or {}).get(task)
     values = [v for v in ((an.get("scores") or {}).get(task) or {}).values() if is_num(v)]
-    return not info.get("lower_is_better") and all(0 <= v <= 1 for v in values)
+    return not (info and info.get("lower_is_better")) and all(0 <= v <= 1 for v in values)
 
 
 def _short_task(task: str, bench: str) -> str:
@@ -77,12 +83,12 @@ def _short_task(task: str, bench: str) -> str:
     return task[len(bench) + 1:] if task.startswith(bench + ".") else task
 
 
-def _task_head(an: dict[str, Any], task: str, share: bool, bench: str = "") -> str:
-    info = (an.get("tasks") or {}).get(task) or {}
-    return _short_task(task, bench) + (" (%)" if share else "") + (" ↓" if info.get("lower_is_better") else "")
+def _task_head(an: SetAnalysis, task: str, share: bool, bench: str = "") -> str:
+    info = (an.get("tasks") or {}).get(task)
+    return _short_task(task, bench) + (" (%)" if share else "") + (" ↓" if info and info.get("lower_is_better") else "")
 
 
-def benchmark_groups(an: dict[str, Any]) -> list[tuple[str, list[str], list[str]]]:
+def benchmark_groups(an: SetAnalysis) -> list[tuple[str, list[str], list[str]]]:
     """(benchmark, its tasks, its models best first) per benchmark of one set.
 
     Benchmarks are scored on disjoint model sets, so each gets its own table: a model appears
@@ -94,12 +100,11 @@ def benchmark_groups(an: dict[str, Any]) -> list[tuple[str, list[str], list[str]
         groups.setdefault(benchmark_of(t), []).append(t)
     out = []
     for bench, ts in groups.items():
-        sub = {"scores": {t: scores[t] for t in ts if t in scores}, "ranks": {t: ranks[t] for t in ts if t in ranks}}
-        out.append((bench, ts, _models(sub)))
+        out.append((bench, ts, _models({t: scores[t] for t in ts if t in scores}, {t: ranks[t] for t in ts if t in ranks})))
     return out
 
 
-def win_rates(ranks: dict[str, Any], tasks: list[str]) -> dict[str, float]:
+def win_rates(ranks: dict[str, dict[str, float]], tasks: list[str]) -> dict[str, float]:
     """Mean win rate over ``tasks``, among the models ranked on each task only.
 
     On a task with n ranked models, a model of (average, direction-aware) rank r beats n - r of
@@ -116,7 +121,7 @@ def win_rates(ranks: dict[str, Any], tasks: list[str]) -> dict[str, float]:
     return {m: sum(v) / len(v) for m, v in per_model.items()}
 
 
-def scores_section(doc: dict[str, Any]) -> str:
+def scores_section(doc: CompareDocument) -> str:
     parts = []
     for side, label, an in set_views(doc):
         scores = an.get("scores") or {}
@@ -142,7 +147,7 @@ def scores_section(doc: dict[str, Any]) -> str:
                    "over the benchmark's tasks it has."), *parts)
 
 
-def rank_cell(rank: Any, tie: dict[str, Any] | None) -> str:
+def rank_cell(rank: float | None, tie: RankTie | None) -> str:
     """A rank as HTML: the rank, and for a rank tie (a compare.json ``rank_ties`` row whose ``worse`` is this
     model) ``≈`` with a tooltip naming the pair and its Holm-adjusted p."""
     text = esc(fmt_rank(rank))
@@ -154,7 +159,7 @@ def rank_cell(rank: Any, tie: dict[str, Any] | None) -> str:
     return f'<span class="tie" title="{esc(tip)}">{text} ≈</span>'
 
 
-def ranks_section(doc: dict[str, Any]) -> str:
+def ranks_section(doc: CompareDocument) -> str:
     parts = []
     for side, label, an in set_views(doc):
         ranks = an.get("ranks") or {}
@@ -187,7 +192,7 @@ def ranks_section(doc: dict[str, Any]) -> str:
                    "models that have every task of the benchmark."), *parts)
 
 
-def shift_section(doc: dict[str, Any]) -> str:
+def shift_section(doc: CompareDocument) -> str:
     shifts = [r for r in doc.get("rank_shift") or [] if isinstance(r, dict)]
     spearman = [r for r in doc.get("spearman") or [] if isinstance(r, dict)]
     label_a = str(doc.get("label_a") or "a")
@@ -226,7 +231,7 @@ def shift_section(doc: dict[str, Any]) -> str:
         + "".join(f'<p class="warn">{esc(w)}</p>' for w in warns) if sp_rows else "")
 
 
-def tau_section(doc: dict[str, Any]) -> str:
+def tau_section(doc: CompareDocument) -> str:
     parts = []
     for side, label, an in set_views(doc):
         rows = [r for r in an.get("tau_b") or [] if isinstance(r, dict)]
@@ -246,21 +251,22 @@ def tau_section(doc: dict[str, Any]) -> str:
                    "test of τ = 0; models: the models both tasks have."), *parts)
 
 
-def _pca_block(title: str, pca: dict[str, Any]) -> str:
+def _pca_block(title: str, pca: PcaResult | None) -> str:
     if not isinstance(pca, dict) or "variance_explained" not in pca:
         reason = (pca or {}).get("skipped") if isinstance(pca, dict) else None
         return f"<h3>{esc(title)}</h3>" + note(f"PCA skipped: {reason}") if reason else ""
-    pa = pca.get("parallel_analysis") or {}
-    thr = pa.get("threshold") or []
+    pa = pca.get("parallel_analysis")
+    thr = (pa.get("threshold") if pa else None) or []
+    retained = pa.get("n_components", 0) if pa else 0
     rows = [[k + 1, f"{ev:.2f}", fmt_share(share), fmt_share(cum), f"{thr[k]:.2f}" if k < len(thr) else "—",
-             "yes" if k < pa.get("n_components", 0) else "no"]
+             "yes" if k < retained else "no"]
             for k, (ev, share, cum) in enumerate(zip(pca["eigenvalues"], pca["variance_explained"], pca["cumulative"]))]
     left = pca.get("models_left_out") or []
     n_models, n_tasks = len(pca.get("models") or []), len(pca.get("columns") or [])
     warn = small_sample_note(n_models, f"this PCA ({n_models} models x {n_tasks} tasks)")
     return (f"<h3>{esc(title)}</h3>" + (f'<p class="warn">{esc(warn)}</p>' if warn else "") + note(f"{len(pca.get('models') or [])} models x {len(pca.get('columns') or [])} "
-            f"tasks, standardized; parallel analysis retains {pa.get('n_components', '—')} component(s) "
-            f"({pa.get('n_permutations', '—')} permuted matrices)." + (f" Left out (a task missing): "
+            f"tasks, standardized; parallel analysis retains {pa.get('n_components', '—') if pa else '—'} component(s) "
+            f"({pa.get('n_permutations', '—') if pa else '—'} permuted matrices)." + (f" Left out (a task missing): "
                                                                      f"{', '.join(map(str, left))}." if left else ""))
             + scree_plot(pca, title) + biplot(pca, title)
             + table(["component", "eigenvalue", "variance", "cumulative", "parallel-analysis threshold", "retained"],
@@ -270,7 +276,7 @@ def _pca_block(title: str, pca: dict[str, Any]) -> str:
                    "matrices with each column permuted (Horn's parallel analysis); retained while above it."))
 
 
-def pca_section(doc: dict[str, Any]) -> str:
+def pca_section(doc: CompareDocument) -> str:
     pca = doc.get("pca")
     by_bench = doc.get("pca_by_benchmark") or {}
     blocks = []

@@ -20,11 +20,18 @@ Everything here is pure: dicts in, dicts out; :func:`verdict_section` renders th
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from typing import Any
 
+from pydantic import JsonValue
+from typing_extensions import NotRequired, TypedDict
+
+from pytest_benchaudit.audit.compare.documents import CompareDocument, TaskInfo
+from pytest_benchaudit.audit.diagnose.documents import FindingRow
 from pytest_benchaudit.report.html.format import esc, fmt_ci, fmt_corr, fmt_pp, is_num, note, table
 
-__all__ = ["SMALL_SAMPLE", "MATERIAL_PP", "TOP_CAUSES", "benchmark_of", "verdicts", "verdict_section", "causes_section",
+__all__ = ["SMALL_SAMPLE", "MATERIAL_PP", "TOP_CAUSES", "Cause", "MetricCause", "MetricMove", "Mover", "PpMove",
+           "RankVerdict", "Verdict", "benchmark_of", "verdicts", "verdict_section", "causes_section",
            "small_sample_note"]
 
 #: Below this many models a rank correlation or a PCA is too rough to read as more than a description.
@@ -33,6 +40,88 @@ SMALL_SAMPLE = 8
 MATERIAL_PP = 1.0
 #: Causes shown on the first screen (the rest are in the evidence below).
 TOP_CAUSES = 3
+
+
+# The verdict's own rows (never written as JSON; dicts so that a test reads them key by key).
+class PpMove(TypedDict):
+    """One model's move on one share-metric task between the sets, in percentage points."""
+
+    model: str
+    task: str
+    a: float
+    b: float
+    pp: float
+
+
+class MetricMove(TypedDict):
+    """One model's move on one error-metric task, in the metric's own unit."""
+
+    model: str
+    task: str
+    a: float
+    b: float
+    delta: float
+    unit: str
+    lower_is_better: bool
+
+
+class Mover(TypedDict):
+    model: str
+    shift: float
+
+
+class RankVerdict(TypedDict):
+    """Spearman rho of a benchmark's two rankings and the models moving ``min_shift`` ranks or more."""
+
+    rho: float | None
+    ci95: list[float] | None
+    n_models: int
+    min_shift: int
+    movers: list[Mover]
+    small_sample: bool
+
+
+class Cause(TypedDict):
+    """A pipeline field's largest effect in pp: a single-field re-score, or a diagnose finding."""
+
+    field: str
+    value: JsonValue
+    pp: float
+    run: str | None
+    model: str | None
+    task: str | None
+    source: str
+    command: str | None
+    n_moved: NotRequired[int]  # set once every cause is offered
+
+
+class MetricCause(TypedDict):
+    """A pipeline field's largest move of an error metric, in its own unit."""
+
+    field: str
+    value: JsonValue
+    delta: float
+    unit: str
+    run: str | None
+    model: str | None
+    task: str | None
+    lower_is_better: bool
+    command: str | None
+    base: NotRequired[float | None]  # a sweep row's base score (a finding has none)
+
+
+class Verdict(TypedDict):
+    """One benchmark's verdict (:func:`verdicts`)."""
+
+    benchmark: str
+    largest_move: PpMove | None
+    largest_metric_move: MetricMove | None
+    rank: RankVerdict | None
+    causes: list[Cause]
+    metric_causes: list[MetricCause]
+    metric_differs: list[str]
+    dependent: NotRequired[bool | None]
+    sentence: NotRequired[str]
 
 
 def benchmark_of(task_key: Any) -> str:
@@ -48,26 +137,36 @@ def small_sample_note(n_models: Any, what: str) -> str:
             "less can change it: read it as a description of these models, not of the benchmark.")
 
 
-def _share_task(info: dict[str, Any], values: list[float]) -> bool:
-    return not info.get("lower_is_better") and all(0 <= v <= 1 for v in values)
+def _share_task(info: TaskInfo | None, values: list[float]) -> bool:
+    return not (info and info.get("lower_is_better")) and all(0 <= v <= 1 for v in values)
 
 
-def _moves(doc: dict[str, Any], bench: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[str]]:
+def _metric_of(info: TaskInfo | None) -> tuple[list[str] | None, bool | None]:
+    """What a task's scores are: its metrics and direction (``None`` each when the set does not say)."""
+    return (info.get("metrics"), info.get("lower_is_better")) if info else (None, None)
+
+
+def _unit(info: TaskInfo | None) -> str:
+    """The unit of a task's error metric: its metric names."""
+    return ", ".join(map(str, (info.get("metrics") if info else None) or [])) or "metric unit"
+
+
+def _moves(doc: CompareDocument, bench: str) -> tuple[PpMove | None, MetricMove | None, list[str]]:
     """The largest set-b-minus-set-a move of one model on one task: (in pp, in a metric's unit), and the
     tasks left out because the two sets score them with different metrics (their scores do not compare)."""
     by_set = doc.get("by_set") or {}
-    side_a, side_b = by_set.get("a") or {}, by_set.get("b") or {}
-    a, b = side_a.get("scores") or {}, side_b.get("scores") or {}
-    best_pp: dict[str, Any] | None = None
-    best_metric: dict[str, Any] | None = None
+    side_a, side_b = by_set.get("a"), by_set.get("b")
+    a = (side_a.get("scores") if side_a else None) or {}
+    b = (side_b.get("scores") if side_b else None) or {}
+    best_pp: PpMove | None = None
+    best_metric: MetricMove | None = None
     differ: list[str] = []
     for task in sorted(set(a) & set(b)):
         if benchmark_of(task) != bench or not isinstance(a[task], dict) or not isinstance(b[task], dict):
             continue
-        info_a = (side_a.get("tasks") or {}).get(task) or {}
-        info_b = (side_b.get("tasks") or {}).get(task) or {}
-        if (info_a.get("metrics"), info_a.get("lower_is_better")) != (info_b.get("metrics"),
-                                                                       info_b.get("lower_is_better")):
+        info_a = ((side_a.get("tasks") if side_a else None) or {}).get(task)
+        info_b = ((side_b.get("tasks") if side_b else None) or {}).get(task)
+        if _metric_of(info_a) != _metric_of(info_b):
             differ.append(task)
             continue
         values = [float(v) for s in (a[task], b[task]) for v in s.values() if is_num(v)]
@@ -76,21 +175,19 @@ def _moves(doc: dict[str, Any], bench: str) -> tuple[dict[str, Any] | None, dict
             va, vb = a[task][model], b[task][model]
             if not (is_num(va) and is_num(vb)):
                 continue
-            move = {"model": model, "task": task, "a": float(va), "b": float(vb)}
             if share:
-                move["pp"] = 100 * (float(vb) - float(va))
-                if best_pp is None or abs(move["pp"]) > abs(best_pp["pp"]):
-                    best_pp = move
+                pp_move = PpMove(model=model, task=task, a=float(va), b=float(vb), pp=100 * (float(vb) - float(va)))
+                if best_pp is None or abs(pp_move["pp"]) > abs(best_pp["pp"]):
+                    best_pp = pp_move
             else:
-                move["delta"] = float(vb) - float(va)
-                move["unit"] = ", ".join(map(str, info_a.get("metrics") or [])) or "metric unit"
-                move["lower_is_better"] = bool(info_a.get("lower_is_better"))
+                move = MetricMove(model=model, task=task, a=float(va), b=float(vb), delta=float(vb) - float(va),
+                                  unit=_unit(info_a), lower_is_better=bool(info_a and info_a.get("lower_is_better")))
                 if best_metric is None or abs(move["delta"]) > abs(best_metric["delta"]):
                     best_metric = move
     return best_pp, best_metric, differ
 
 
-def _rank(doc: dict[str, Any], bench: str) -> dict[str, Any] | None:
+def _rank(doc: CompareDocument, bench: str) -> RankVerdict | None:
     rho = next((r for r in doc.get("spearman") or [] if isinstance(r, dict) and r.get("benchmark") == bench), None)
     shifts = [r for r in doc.get("rank_shift") or [] if isinstance(r, dict) and r.get("benchmark") == bench]
     if rho is None and not shifts:
@@ -98,15 +195,16 @@ def _rank(doc: dict[str, Any], bench: str) -> dict[str, Any] | None:
     least = doc.get("min_shift_for_stability", 3)
     movers = sorted((r for r in shifts if is_num(r.get("shift")) and abs(r["shift"]) >= least),
                     key=lambda r: (-abs(r["shift"]), str(r.get("model"))))
-    n_models = (rho or {}).get("n_models", len(shifts))
-    return {"rho": (rho or {}).get("rho"), "ci95": (rho or {}).get("ci95"), "n_models": n_models,
-            "min_shift": least, "movers": [{"model": r.get("model"), "shift": r["shift"]} for r in movers],
-            "small_sample": is_num(n_models) and n_models < SMALL_SAMPLE}
+    n_models = rho.get("n_models", len(shifts)) if rho else len(shifts)
+    return RankVerdict(rho=rho.get("rho") if rho else None, ci95=rho.get("ci95") if rho else None, n_models=n_models,
+                       min_shift=least, movers=[Mover(model=r["model"], shift=r["shift"]) for r in movers],
+                       small_sample=is_num(n_models) and n_models < SMALL_SAMPLE)
 
 
-def _run_paths(doc: dict[str, Any], findings: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+def _run_paths(doc: CompareDocument, findings: Sequence[FindingRow]) -> dict[tuple[str, str], str]:
     """(benchmark, model) -> the run directory of set a, from the findings' run names and set a's paths."""
-    paths = [str(p) for p in ((doc.get("sets") or {}).get("a") or {}).get("runs") or []]
+    set_a = (doc.get("sets") or {}).get("a")
+    paths = [str(p) for p in (set_a.get("runs") if set_a else None) or []]
     by_name = {p.rstrip("/").rsplit("/", 1)[-1]: p for p in paths}
     out: dict[tuple[str, str], str] = {}
     for f in findings:
@@ -116,7 +214,7 @@ def _run_paths(doc: dict[str, Any], findings: list[dict[str, Any]]) -> dict[tupl
     return out
 
 
-def _command(field: str, value: Any, run: str | None) -> str:
+def _command(field: str, value: JsonValue, run: str | None) -> str:
     """``benchaudit rescore RUN --set FIELD=VALUE`` (``RUN`` when the run directory is not known)."""
     target = shlex.quote(run) if run else "RUN"
     return f"benchaudit rescore {target} --set {shlex.quote(f'{field}={_value_text(value)}')}"
@@ -142,31 +240,31 @@ def _reproduce(bench: str, row: dict[str, Any], run: str | None) -> str | None:
     return _command(field, row["value"], run)
 
 
-def _short(cause: dict[str, Any]) -> str:
+def _short(cause: Cause | MetricCause) -> str:
     """The cause's command with its run directory written ``RUN`` (the full one is in the causes section)."""
     command = str(cause.get("command") or "")
     run = cause.get("run")
     return command.replace(shlex.quote(run), "RUN", 1) if run else command
 
 
-def _value_text(value: Any) -> str:
+def _value_text(value: JsonValue) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
 
 
-def _weight(cause: dict[str, Any]) -> tuple[float, bool]:
+def _weight(cause: Cause) -> tuple[float, bool]:
     """Larger effect first (to the 0.1 pp shown); on a tie, the one its command reproduces exactly."""
     return round(abs(cause["pp"]), 1), str(cause.get("command") or "").startswith(("benchaudit rescore", "pytest"))
 
 
-def _causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, Any]],
-            runs: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
+def _causes(bench: str, sweeps: list[dict[str, Any]], findings: Sequence[FindingRow],
+            runs: dict[tuple[str, str], str]) -> list[Cause]:
     """Per field, its largest effect in pp (single-field re-scores and findings), largest first."""
-    best: dict[str, dict[str, Any]] = {}
+    best: dict[str, Cause] = {}
     moved: dict[str, set[tuple[str, str]]] = {}  # per field, the model x task cells it moves MATERIAL_PP or more
 
-    def offer(cause: dict[str, Any]) -> None:
+    def offer(cause: Cause) -> None:
         field = cause["field"]
         cells = moved.setdefault(field, set())
         if abs(cause["pp"]) >= MATERIAL_PP:
@@ -178,44 +276,43 @@ def _causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, A
         if str(r.get("benchmark")) != bench or not is_num(r.get("delta_pp")) or not r.get("field"):
             continue
         run = r.get("run") or runs.get((bench, str(r.get("model"))))
-        offer({"field": str(r["field"]), "value": r.get("value"), "pp": float(r["delta_pp"]), "run": run,
-               "model": r.get("model"), "task": r.get("task"),
-               "source": "new generation" if _upstream(r) else "re-score", "command": _reproduce(bench, r, run)})
+        offer(Cause(field=str(r["field"]), value=r.get("value"), pp=float(r["delta_pp"]), run=run,
+                    model=r.get("model"), task=r.get("task"),
+                    source="new generation" if _upstream(r) else "re-score", command=_reproduce(bench, r, run)))
     for f in findings:
-        if str(f.get("benchmark")) != bench or not is_num(f.get("effect_pp")) or not f.get("field"):
+        effect_pp = f.get("effect_pp")
+        if str(f.get("benchmark")) != bench or effect_pp is None or not is_num(effect_pp) or not f.get("field"):
             continue
         run = runs.get((bench, str(f.get("model"))))
-        value = f.get("value")
-        command = (_command(str(f["field"]), value, run) if value is not None else
-                   f"benchaudit diagnose {shlex.quote(run) if run else 'RUN'}")
-        offer({"field": str(f["field"]), "value": value, "pp": float(f["effect_pp"]), "run": run,
-               "model": f.get("model"),
-               "task": f.get("task"), "source": str(f.get("failure_mode") or "finding"), "command": command})
+        # A finding names its field, not a value to set it to: its command re-runs diagnose, which re-scores it.
+        command = f"benchaudit diagnose {shlex.quote(run) if run else 'RUN'}"
+        offer(Cause(field=str(f["field"]), value=None, pp=float(effect_pp), run=run, model=f.get("model"),
+                    task=f.get("task"), source=str(f.get("failure_mode") or "finding"), command=command))
     ordered = sorted(best.values(), key=lambda c: (-_weight(c)[0], not _weight(c)[1], c["field"]))
     for c in ordered:
         c["n_moved"] = len(moved[c["field"]])
     return ordered
 
 
-def _metric_causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict[str, Any]],
-                   runs: dict[tuple[str, str], str], tasks: dict[str, Any]) -> list[dict[str, Any]]:
+def _metric_causes(bench: str, sweeps: list[dict[str, Any]], findings: Sequence[FindingRow],
+                   runs: dict[tuple[str, str], str], tasks: dict[str, TaskInfo]) -> list[MetricCause]:
     """Per (field, unit), the largest single-field move of an error metric in its own unit, largest first:
     sweep rows with a ``delta`` and no ``delta_pp``, findings with an ``effect_delta`` and no ``effect_pp``.
 
     Kept apart from the pp causes: a MAD's points and percentage points do not compare."""
-    best: dict[tuple[str, str], dict[str, Any]] = {}
+    best: dict[tuple[str, str], MetricCause] = {}
     for f in findings:
         if (str(f.get("benchmark")) != bench or is_num(f.get("effect_pp")) or not is_num(f.get("effect_delta"))
                 or not f.get("field") or not f["effect_delta"]):
             continue
-        info = tasks.get(f"{bench}.{f.get('task')}") or {}
-        unit = ", ".join(map(str, info.get("metrics") or [])) or "metric unit"
+        info = tasks.get(f"{bench}.{f.get('task')}")
+        unit = _unit(info)
         run = runs.get((bench, str(f.get("model"))))
         key = (str(f["field"]), unit)
-        cause: dict[str, Any] = {"field": key[0], "value": f.get("value"), "delta": float(f["effect_delta"]),
-                                 "unit": unit, "run": run, "model": f.get("model"), "task": f.get("task"),
-                                 "lower_is_better": bool(info.get("lower_is_better")),
-                                 "command": f"benchaudit diagnose {shlex.quote(run) if run else 'RUN'}"}
+        cause = MetricCause(field=key[0], value=None, delta=float(f["effect_delta"]), unit=unit, run=run,
+                            model=f.get("model"), task=f.get("task"),
+                            lower_is_better=bool(info and info.get("lower_is_better")),
+                            command=f"benchaudit diagnose {shlex.quote(run) if run else 'RUN'}")
         if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
             best[key] = cause
     for r in sweeps:
@@ -225,35 +322,36 @@ def _metric_causes(bench: str, sweeps: list[dict[str, Any]], findings: list[dict
         unit = str(r.get("unit") or r.get("metric") or "metric unit")
         key = (str(r["field"]), unit)
         run = r.get("run") or runs.get((bench, str(r.get("model"))))
-        cause = {
-            "field": key[0], "value": r.get("value"), "delta": float(r["delta"]), "unit": unit, "run": run,
-            "model": r.get("model"), "task": r.get("task"), "lower_is_better": bool(r.get("lower_is_better")),
-            "command": _reproduce(bench, r, run), "base": r.get("base_score")}
+        cause = MetricCause(
+            field=key[0], value=r.get("value"), delta=float(r["delta"]), unit=unit, run=run,
+            model=r.get("model"), task=r.get("task"), lower_is_better=bool(r.get("lower_is_better")),
+            command=_reproduce(bench, r, run), base=r.get("base_score"))
         if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
             best[key] = cause
     return sorted(best.values(), key=lambda c: (-abs(c["delta"]), c["field"]))
 
 
-def _benchmarks(doc: dict[str, Any], sweeps: list[dict[str, Any]], findings: list[dict[str, Any]]) -> list[str]:
+def _benchmarks(doc: CompareDocument, sweeps: list[dict[str, Any]], findings: Sequence[FindingRow]) -> list[str]:
     names: set[str] = set()
     for an in (doc.get("by_set") or {}).values():
         if isinstance(an, dict):
             names |= {benchmark_of(t) for t in (an.get("scores") or {})}
     names |= {str(r["benchmark"]) for r in doc.get("spearman") or [] if isinstance(r, dict) and r.get("benchmark")}
-    names |= {str(r["benchmark"]) for r in sweeps + findings if r.get("benchmark")}
+    names |= {str(r["benchmark"]) for r in sweeps if r.get("benchmark")}
+    names |= {str(f["benchmark"]) for f in findings if f.get("benchmark")}
     return sorted(names)
 
 
-def verdicts(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = None,
-             findings: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def verdicts(doc: CompareDocument, sweeps: list[dict[str, Any]] | None = None,
+             findings: Sequence[FindingRow] | None = None) -> list[Verdict]:
     """One verdict per benchmark (sorted by name): largest moves, rank stability, causes, a sentence.
 
     A benchmark with nothing compared and nothing attributed gets no verdict."""
-    doc = doc or {}
     sweeps = [r for r in sweeps or [] if isinstance(r, dict)]
     findings = [f for f in findings or [] if isinstance(f, dict)]
     runs = _run_paths(doc, findings)
-    tasks = {**(((doc.get("by_set") or {}).get("a") or {}).get("tasks") or {}), **(doc.get("tasks") or {})}
+    set_a = (doc.get("by_set") or {}).get("a")
+    tasks = {**((set_a.get("tasks") if set_a else None) or {}), **(doc.get("tasks") or {})}
     out = []
     for bench in _benchmarks(doc, sweeps, findings):
         move, metric_move, differ = _moves(doc, bench)
@@ -262,15 +360,15 @@ def verdicts(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = None,
         metric_causes = _metric_causes(bench, sweeps, findings, runs, tasks)
         if move is None and metric_move is None and rank is None and not causes and not metric_causes:
             continue
-        v: dict[str, Any] = {"benchmark": bench, "largest_move": move, "largest_metric_move": metric_move, "rank": rank,
-             "causes": causes, "metric_causes": metric_causes, "metric_differs": differ}
+        v = Verdict(benchmark=bench, largest_move=move, largest_metric_move=metric_move, rank=rank, causes=causes,
+                    metric_causes=metric_causes, metric_differs=differ)
         v["dependent"] = _dependent(v)
         v["sentence"] = _sentence(doc, v)
         out.append(v)
     return out
 
 
-def _dependent(v: dict[str, Any]) -> bool | None:
+def _dependent(v: Verdict) -> bool | None:
     """Pipeline-dependent: a score moves by MATERIAL_PP or more (between the sets or under one field), or a
     model moves ``min_shift`` ranks or more; ``None`` when nothing was measured.  An error metric's move has
     no threshold in its own unit: it is shown, not judged."""
@@ -282,7 +380,7 @@ def _dependent(v: dict[str, Any]) -> bool | None:
     return max(sizes, default=0.0) >= MATERIAL_PP or moved_rank
 
 
-def _sentence(doc: dict[str, Any], v: dict[str, Any]) -> str:
+def _sentence(doc: CompareDocument, v: Verdict) -> str:
     a, b = str(doc.get("label_a") or "a"), str(doc.get("label_b") or "b")
     parts = []
     move = v["largest_move"]
@@ -314,13 +412,13 @@ def _sentence(doc: dict[str, Any], v: dict[str, Any]) -> str:
     return f"{v['benchmark']} is {head}" + (": " + "; ".join(parts) if parts else "") + "."
 
 
-def _where(row: dict[str, Any]) -> str:
+def _where(row: PpMove | MetricMove | Cause | MetricCause) -> str:
     task = str(row.get("task") or "")
     model = "every model" if row.get("model") == "*" else row.get("model")  # a finding on the whole task
     return f"{model} · {task.partition('.')[2] if '.' in task else task}"
 
 
-def _verdict_table(doc: dict[str, Any], v: dict[str, Any]) -> str:
+def _verdict_table(doc: CompareDocument, v: Verdict) -> str:
     rows: list[list[Any]] = []
     move = v["largest_move"]
     differ = ", ".join(t.partition(".")[2] or t for t in v["metric_differs"])
@@ -347,18 +445,18 @@ def _verdict_table(doc: dict[str, Any], v: dict[str, Any]) -> str:
         more = f" +{c['n_moved'] - 1} more" if c["n_moved"] > 1 else ""
         rows.append([f"cause {k}", f"{fmt_pp(c['pp'])} pp", _where(c) + more, fix,
                      f'<code title="{esc(c["command"])}">{esc(_short(c))}</code>' if c.get("command") else "—"])
-    for c in v["metric_causes"][:1]:
-        fix = c["field"] + (f"={_value_text(c['value'])}" if c.get("value") is not None else "")
-        rows.append(["cause, metric unit", f"{c['delta']:+.3g} {c['unit']}", _where(c),
-                     fix + (" (↓ better)" if c["lower_is_better"] else ""),
-                     f'<code title="{esc(c["command"])}">{esc(_short(c))}</code>' if c.get("command") else "—"])
+    for mc in v["metric_causes"][:1]:
+        fix = mc["field"] + (f"={_value_text(mc['value'])}" if mc.get("value") is not None else "")
+        rows.append(["cause, metric unit", f"{mc['delta']:+.3g} {mc['unit']}", _where(mc),
+                     fix + (" (↓ better)" if mc["lower_is_better"] else ""),
+                     f'<code title="{esc(mc["command"])}">{esc(_short(mc))}</code>' if mc.get("command") else "—"])
     if not rows:
         return ""
     return table(["", "size", "where", "field to fix / detail", "reproduce"], rows, raw_cols={4})
 
 
-def causes_section(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = None,
-                   findings: list[dict[str, Any]] | None = None) -> str:
+def causes_section(doc: CompareDocument, sweeps: list[dict[str, Any]] | None = None,
+                   findings: Sequence[FindingRow] | None = None) -> str:
     """Every cause of every verdict, largest first, with the full command (its run directory spelled out)."""
     rows = [[v["benchmark"], c["field"] + (f"={_value_text(c['value'])}" if c.get("value") is not None else ""),
              f"{fmt_pp(c['pp'])} pp", _where(c), c["n_moved"], c["source"],
@@ -381,8 +479,8 @@ def causes_section(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = No
             + "</section>")
 
 
-def verdict_section(doc: dict[str, Any], sweeps: list[dict[str, Any]] | None = None,
-                    findings: list[dict[str, Any]] | None = None) -> str:
+def verdict_section(doc: CompareDocument, sweeps: list[dict[str, Any]] | None = None,
+                    findings: Sequence[FindingRow] | None = None) -> str:
     """The verdict block (``<section id="verdict">``), or ``""`` when there is nothing to judge."""
     found = verdicts(doc, sweeps, findings)
     if not found:
