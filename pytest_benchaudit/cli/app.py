@@ -47,6 +47,9 @@
     benchaudit plan --task BENCH.TASK --mde D [--from RUN...] [--alpha A] [--power P] [--json]
                                           questions x repeats a paired comparison needs to detect a difference
                                           D (variances measured from the runs, or a stated assumption)
+    benchaudit schema [DOCUMENT] [--out DIR]
+                                          the JSON Schema of run.json, a records.jsonl line, a card,
+                                          summary.json, compare.json, audit.json, diagnose --json
 
 `benchaudit COMMAND --help` gives a command's options.
 """
@@ -87,6 +90,7 @@ COMMANDS: dict[str, str] = {
     "audit": "audit",
     "init": "init",
     "plan": "plan",
+    "schema": "schema",
 }
 
 # One-line help per command for the command list, so listing them imports no command module.
@@ -110,6 +114,7 @@ _LIST_HELP: dict[str, str] = {
     "audit": "the whole audit of stored runs toward a layer: attribution, both layers compared, ledger, report",
     "init": "write a suites/ copy to edit and a pyproject snippet (the packaged suites, no data)",
     "plan": "questions x repeats a paired comparison needs to detect a difference (power analysis)",
+    "schema": "the JSON Schema of each document a run directory or an audit holds",
 }
 
 

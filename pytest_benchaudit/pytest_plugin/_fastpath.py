@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from packaging.specifiers import SpecifierSet
@@ -92,7 +92,7 @@ def teardown_exact(session: pytest.Session, nextitem: pytest.Item | None) -> Non
     session._setupstate.teardown_exact(nextitem)
 
 
-def make_report(nodeid: Any, location: Any, keywords: dict[str, Any], outcome: Any, longrepr: Any, when: Any,
+def make_report(nodeid: Any, location: Any, keywords: dict[str, Literal[1]], outcome: Any, longrepr: Any, when: Any,
                 sections: list[tuple[str, str]], duration: float, start: float, stop: float,
                 user_properties: list[tuple[str, object]], **extra: Any) -> pytest.TestReport:
     """A :class:`~pytest.TestReport` as ``from_item_and_call`` makes it, from values already known."""

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from pytest_benchaudit.dataset.readers import file_checksum
 from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.pipeline import assembly
+from pytest_benchaudit.pipeline.documents import CardWarning
 from pytest_benchaudit.pipeline.types import Question
 
 __all__ = ["fixture_origin", "judge_material", "pin_warnings", "suite_files"]
@@ -62,7 +63,7 @@ def suite_files(suite: Suite, rootdir: Path) -> dict[str, str]:
     return out
 
 
-def pin_warnings(suite: Suite, files: Mapping[str, str]) -> list[dict[str, str]]:
+def pin_warnings(suite: Suite, files: Mapping[str, str]) -> list[CardWarning]:
     """A warning for each data file (name in the data folder -> sha256 found) whose checksum
     differs from the one ``[fetch.files]`` pins (:func:`pytest_benchaudit.pipeline.assembly.pin_warnings`)."""
     pins = (suite.own_tables.get("fetch") or {}).get("files") or {}

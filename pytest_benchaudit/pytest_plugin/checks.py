@@ -23,21 +23,32 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Mapping
 
 import pytest
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.pipeline.card import suite_checksums, suite_file_changes, suite_hash
+from pytest_benchaudit.pipeline.documents import Cards, PipelineCard
 from pytest_benchaudit.report.gates import check_gate_targets
 
-__all__ = ["CollectChecks", "PreRunChecks", "RESUME_RUN", "USAGE_ERRORS_KEY", "checks_of", "resume_mismatch"]
+__all__ = ["CollectChecks", "PreRunChecks", "RESUME_RUN", "ResumeRun", "USAGE_ERRORS_KEY", "checks_of",
+           "resume_mismatch"]
 
-RESUME_RUN = "benchaudit_resume_run"  # workerinput: the resumed run's card hashes and checksums
+RESUME_RUN: Final = "benchaudit_resume_run"  # workerinput: the resumed run's cards and checksums (ResumeRun)
 
 
-def resume_mismatch(old_cards: dict[str, Any], old_sums: dict[str, Any], cards: dict[str, Any],
-                    sums: dict[str, Any]) -> str | None:
+class ResumeRun(TypedDict):
+    """``workerinput[RESUME_RUN]``: the run a worker's collection must match (``--resume`` under xdist)."""
+
+    path: str
+    cards: Cards  # the run's run.json pipeline_cards
+    checksums: dict[str, str]  # its dataset_checksums
+
+
+def resume_mismatch(old_cards: Mapping[str, PipelineCard], old_sums: Mapping[str, str],
+                    cards: Mapping[str, PipelineCard], sums: Mapping[str, str]) -> str | None:
     """Why a collection cannot continue a run (``--resume``): a task the run does not have, a suite
     file (suite.toml, the file it extends) whose checksum differs, a data file whose checksum
     differs, a task whose pipeline card differs (naming the fields and materials); or None.
@@ -66,7 +77,7 @@ def resume_mismatch(old_cards: dict[str, Any], old_sums: dict[str, Any], cards: 
     return None
 
 
-def _card_difference(old: dict[str, Any], new: dict[str, Any]) -> str:
+def _card_difference(old: PipelineCard, new: PipelineCard) -> str:
     """`` (differs in: prompt.template_text, ...)``: the fields and materials two cards disagree on
     (nothing when a fixture made the run's card: what collection gave then is not in it)."""
     if "suite_hash" in old:

@@ -34,6 +34,7 @@ from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
 from pytest_benchaudit.pytest_plugin.specs import ItemSpec, VariantSpec
 from pytest_benchaudit.pipeline.card import USED, add_item_card, item_card, note_collected_used
 from pytest_benchaudit.pipeline import assembly, checks as pipeline_checks
+from pytest_benchaudit.pipeline.documents import Cards, RecordRow
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides
 from pytest_benchaudit.prompt.templates import TemplateError, inference_params, render_request
 from pytest_benchaudit.dataset.config import skips_empty_gold
@@ -207,12 +208,13 @@ class TaskCollector(pytest.Collector):
         specs: dict[str, VariantSpec] = {}
         for v in variants:
             judge = (judge_card(opts.judge.label) if opts.judge is not None and needs_judge(v.pipeline) else None)
-            part = VariantSpec(suite=suite, pipeline=v.pipeline, shots=shots, variant=v.name, resources=resources,
-                               key=card_key(suite.name, task, v.name), data_checksums=data_sums,
-                               resource_checksums=resource_sums,
-                               judge=cards.judge_material(judge) if judge is not None else None)
-            card = part.card = v.pipeline.card(part.materials(v.pipeline))
-            part.hashes = (card["hash"], card["upstream_hash"])
+            judged = cards.judge_material(judge) if judge is not None else None
+            card = v.pipeline.card(assembly.materials(suite.templates, v.pipeline, shots, data_sums, resource_sums,
+                                                      judged))  # what VariantSpec.materials gives
+            part = VariantSpec(suite=suite, pipeline=v.pipeline, shots=shots, card=card, variant=v.name,
+                               resources=resources, key=card_key(suite.name, task, v.name), data_checksums=data_sums,
+                               resource_checksums=resource_sums, judge=judged,
+                               hashes=(card["hash"], card["upstream_hash"]))
             specs[v.name] = part
             # How each hosted model is reached, and what its provider's quirks change.
             providers = {m.label: m.provider_card(inference_params(v.pipeline)) for m in opts.models if m.provider}
@@ -295,7 +297,7 @@ def _run_question(question: Question, pipeline: Pipeline, model: ModelSpec, requ
 
 
 def item_hashes(node: BenchItem, question: Question, pipeline: Pipeline,
-                known: dict[str, dict[str, Any]]) -> tuple[str, str]:
+                known: Cards) -> tuple[str, str]:
     """``(hash, upstream_hash)`` of the pipeline ``node`` asked and scored with, after every fixture.
 
     Under the default fixtures, its task's card's.  When a ``pipeline`` or ``question`` fixture
@@ -311,7 +313,7 @@ def item_hashes(node: BenchItem, question: Question, pipeline: Pipeline,
         if not shared.collected_used:  # once per task x variant: its card is what these items used
             shared.collected_used = True
             if hasattr(node.config, "workerinput"):  # for the controller, which merges the workers' cards
-                shared.card[USED] = True
+                shared.card["_used_by_items"] = True  # pipeline.card.USED
             note_collected_used(known, shared.key, shared.card)
         return shared.hashes
     defs = node._fixtureinfo.name2fixturedefs
@@ -346,7 +348,7 @@ class BenchItem(pytest.Function):
     """
 
     # inference.repeats: the records of the repeats past the first, until the report carries them.
-    repeat_records: Sequence[dict[str, Any]] = ()
+    repeat_records: Sequence[RecordRow] = ()
 
     def __init__(self, *, bench: ItemSpec, nodeid: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -355,7 +357,7 @@ class BenchItem(pytest.Function):
             # parsed (name + "[params]") so --lf and the cache recognise our items.
             self._id = nodeid
         self.bench = bench
-        self.record: dict[str, Any] | None = None
+        self.record: RecordRow | None = None
         self.direct = False
 
     def setup(self) -> None:

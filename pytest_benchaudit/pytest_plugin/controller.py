@@ -30,14 +30,18 @@ from __future__ import annotations
 import platform
 import sys
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
+
+from pytest_benchaudit.aggregate.documents import BenchmarkScore, TaskResult, UsageRow, UsageSummary
+from pytest_benchaudit.pipeline.documents import Cards, CardWarning, RecordRow
+from pytest_benchaudit.runs.documents import RunMeta, RunModel
 
 import pytest
 
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
-from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates
+from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates, gate_results
 from pytest_benchaudit.pipeline.card import merge_cards, public_cards, resumed_cards, run_warnings, suite_checksums
 from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
 from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
@@ -67,25 +71,25 @@ class Controller:
         self.run_dir: RunDirectory | None = None
         self.served: dict[str, set[str]] = {}  # model -> the model ids its endpoint said it served
         self.answers = ""  # the bounded list of wrong/invalid answers, rendered at the end
-        self.results: list[dict[str, Any]] = []
+        self.results: list[TaskResult] = []
         self.finish_error: str | None = None  # the run directory could not be finished (see pytest_sessionfinish)
         # Why the run stopped before every question was asked and recorded (Ctrl-C, the inference
         # process died, a write failed); None while it has not.  Such a run ends with exit status 2.
         self.stopped: str | None = None
         self.write_error: str | None = None  # the first failed write to the run directory (it stops the run)
         self.session: pytest.Session | None = None
-        self.benchmarks: list[dict[str, Any]] = []
+        self.benchmarks: list[BenchmarkScore] = []
         self.verdicts: list[GateVerdict] = []
         # --resume: keys of the records already in the run directory, and what its run.json held.
         self.recorded: set[RecordKey] = set()
         self.recorded_correct: set[RecordKey] = set()  # of those, the correct ones (an item's repeats' verdicts)
         config.stash[RECORDED] = (self.recorded, self.recorded_correct)
         self.recorded_wrong = 0  # how many of those are not correct (the resumed run's exit status counts them)
-        self.resumed_from: dict[str, Any] = {}
+        self.resumed_from: RunMeta | None = None  # run.json of the run --resume continues
         self.duplicates = 0
-        self.cache_stats: list[dict[str, Any]] = []
-        self.usage: list[dict[str, Any]] = []  # tokens and cost per model x task (inference.usage)
-        self.context_warnings: list[dict[str, str]] = []  # inference.context: what the answers say of their context
+        self.cache_stats: list[dict[str, Any]] = []  # each process's Engine.cache_stats()
+        self.usage: list[UsageRow] = []  # tokens and cost per model x task (inference.usage)
+        self.context_warnings: list[CardWarning] = []  # inference.context: what the answers say of their context
         self.not_asked_cost = 0  # items --max-cost kept from being asked
         # Circuit breaker: per model, how many questions were not asked and why (run incomplete).
         self.not_asked: dict[str, int] = {}
@@ -115,10 +119,12 @@ class Controller:
                 torn = self.run_dir.warnings
         except (ValueError, OSError, RunDirError) as err:
             raise pytest.UsageError(f"--resume {path}: {err}") from None
-        meta = self.run_dir.meta if self.run_dir is not None else {}
-        self.resumed_from = dict(meta)
+        # The store validated run.json (RUN_META) when it reopened the run; its meta is that document.
+        meta: RunMeta | None = cast(RunMeta, self.run_dir.meta.copy()) if self.run_dir is not None else None
+        self.resumed_from = meta
         try:
-            check_same_invocation(path, meta, self.opts)
+            if meta is not None:
+                check_same_invocation(path, meta, self.opts)
         except BaseException:
             if self.run_dir is not None:  # refused: unlocked, for the --resume with the right options
                 self.run_dir.abandon()
@@ -127,7 +133,7 @@ class Controller:
             self.config.issue_config_time_warning(ResumeWarning(message + " (dropped; --resume asks it again)"),
                                                   stacklevel=2)
 
-    def _note_previous(self, record: dict[str, Any]) -> None:
+    def _note_previous(self, record: RecordRow) -> None:
         """A record of the resumed run: its key (deselects its item) and served model id; not kept."""
         key = record_key(record)
         self.recorded.add(key)
@@ -137,40 +143,47 @@ class Controller:
             self.recorded_correct.add(key)
         self._note_served(record)
 
-    def _note_served(self, record: dict[str, Any]) -> None:
+    def _note_served(self, record: RecordRow) -> None:
         if record.get("served_model"):
             self.served.setdefault(str(record.get("model")), set()).add(str(record["served_model"]))
 
     # A resumed run keeps the cards and checksums it was made with (a resume that differs is refused,
     # and a refused one must not overwrite them, or the next --resume would compare against its values).
-    def _cards(self) -> dict[str, Any]:
-        return public_cards(resumed_cards(self.opts.state.cards, self.resumed_from.get("pipeline_cards", {})))
+    def _cards(self) -> Cards:
+        resumed = self.resumed_from.get("pipeline_cards", {}) if self.resumed_from is not None else {}
+        return public_cards(resumed_cards(self.opts.state.cards, resumed))
 
-    def _checksums(self) -> dict[str, Any]:
-        return {**self.opts.state.checksums, **self.resumed_from.get("dataset_checksums", {})}
+    def _checksums(self) -> dict[str, str]:
+        resumed = self.resumed_from.get("dataset_checksums", {}) if self.resumed_from is not None else {}
+        return {**self.opts.state.checksums, **resumed}
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Serial run: items already recorded in the resumed run are deselected (never asked again)."""
-        if self.resumed_from:
+        if self.resumed_from is not None:
             check_same_collection(self.opts.resume, self.resumed_from, self.opts.state.cards,
                                   self.opts.state.checksums)
         deselect_recorded(config, items, self.recorded)
 
-    def _run_meta(self) -> dict[str, Any]:
-        models = []
+    def _run_meta(self) -> RunMeta:
+        assert self.run_dir is not None
+        models: list[RunModel] = []
         for m in self.opts.models:
             info = m.public()
             if self.local_url.url_of(m):  # launched by this run (local, vllm:)
                 info["endpoint"] = self.local_url.url_of(m)
             info["served_model_ids"] = sorted(self.served.get(m.label, ()))
-            models.append(info)
-        meta: dict[str, Any] = {
+            models.append(cast(RunModel, info))  # ModelSpec.public(): inference/ sits below run.json's types
+        meta: RunMeta = {
+            "run_id": self.run_dir.run_id,
             "argv": clean_argv(list(self.config.invocation_params.args)),
             "pipeline": self.opts.pipeline,
-            **({"pipelines": list(self.opts.pipelines)} if self.opts.pipelines else {}),  # --pipelines: every layer
+        }
+        if self.opts.pipelines:
+            meta["pipelines"] = list(self.opts.pipelines)  # --pipelines: every layer
+        meta.update({
             "overrides": {k: v for k, v in self.opts.overrides},
             "limit": self.opts.limit,
-            "vary": [[f, v] for f, v in self.opts.vary],
+            "vary": [(f, v) for f, v in self.opts.vary],
             "versions": dict(versions()),
             "models": models,
             "data_dir_origin": self.opts.data_origin,
@@ -178,7 +191,7 @@ class Controller:
             "dataset_checksums": self._checksums(),
             "suite_checksums": suite_checksums(self._cards()),  # suite.toml and what it extends (--resume compares)
             "platform": {"system": platform.system(), "machine": platform.machine(), "python": sys.version.split()[0]},
-        }
+        })
         if self.cache_stats:
             meta["generation_cache"] = sum_cache_stats(self.cache_stats)
         if self.opts.max_cost is not None:
@@ -197,7 +210,7 @@ class Controller:
         if self.context_warnings:  # run.json's one warnings list: these join the others
             meta["warnings"] = [*meta.get("warnings", []),
                                 *(w for w in self.context_warnings if w not in meta.get("warnings", []))]
-        if self.resumed_from.get("argv"):
+        if self.resumed_from is not None and self.resumed_from.get("argv"):
             # The run's own command line stays; the one that resumed it is kept beside it.
             meta["resume_argv"] = meta["argv"]
             meta["argv"] = self.resumed_from["argv"]
@@ -255,7 +268,7 @@ class Controller:
             if not self._write(one):
                 return
 
-    def _write(self, record: dict[str, Any]) -> bool:
+    def _write(self, record: RecordRow) -> bool:
         """Append one record to the run (``False``: the write failed, the run stops)."""
         if self.recorded and record_key(record) in self.recorded:
             # Already in the resumed run (a worker that did not deselect it): recorded once only.
@@ -339,7 +352,7 @@ class Controller:
             self.digest.close()
             self.digest = None
 
-    def _endpoint_down(self, record: dict[str, Any]) -> None:
+    def _endpoint_down(self, record: RecordRow) -> None:
         """Count a question the breaker did not send; the first one of a model says so, at once."""
         model = str(record.get("model"))
         self.not_asked[model] = self.not_asked.get(model, 0) + 1
@@ -400,20 +413,23 @@ class Controller:
         self.answers = answers.render(budget)
         self.benchmarks = benchmark_scores(self.results, cards)
         self.verdicts = evaluate_gates(self.opts.gates, self.results, self.benchmarks) if self.opts.gates else []
-        gates = [{"gate": v.gate.text, "passed": v.passed, "detail": v.detail} for v in self.verdicts]
+        gates = gate_results(self.verdicts)
         judge = [self.opts.judge] if self.opts.judge is not None else []
-        self.usage = tally.rows(self.opts.prices, {m.label: m for m in [*self.opts.models, *judge]})
+        # inference.usage's rows are UsageRow's keys (inference/ sits below the summary's types).
+        self.usage = cast("list[UsageRow]", tally.rows(self.opts.prices, {m.label: m for m in [*self.opts.models, *judge]}))
         document = summary_document(self.results, self.benchmarks, gates, cards)
-        document["usage"] = {"prices_date": self.opts.prices.get("date"), "rows": self.usage,
-                             **({"max_cost_usd": self.opts.max_cost, "not_asked": self.not_asked_cost}
-                                if self.opts.max_cost is not None else {})}
+        usage: UsageSummary = {"prices_date": self.opts.prices.get("date"), "rows": self.usage}
+        if self.opts.max_cost is not None:
+            usage["max_cost_usd"] = self.opts.max_cost
+            usage["not_asked"] = self.not_asked_cost
+        document["usage"] = usage
         self.run_dir.write_json("summary.json", document)
         self.config.hook.pytest_benchaudit_summary(summary=MappingProxyType(document), config=self.config)
         if engine is not None and hasattr(engine, "cache_stats"):  # serial run: the runner is in this process
             self.cache_stats.append(engine.cache_stats())
         self.context_warnings = digest.context_warnings(self.cache_stats)
         self.run_dir.finish(**self._run_meta(), exitstatus=int(exitstatus))
-        if self.resumed_from and self.recorded and session.exitstatus in (pytest.ExitCode.OK,
+        if self.resumed_from is not None and self.recorded and session.exitstatus in (pytest.ExitCode.OK,
                                                                          pytest.ExitCode.NO_TESTS_COLLECTED):
             # A resumed run's status is the whole run's, not this invocation's items': a wrong or
             # invalid answer recorded before still fails it, as it failed the run that recorded it.
@@ -479,7 +495,7 @@ class Controller:
             terminalreporter.write_line(f"  {redact(self.resume_command())}")
         if self.stopped:
             self._write_stopped(terminalreporter)
-        if self.resumed_from:
+        if self.resumed_from is not None:
             terminalreporter.write_line(f"resumed: {len(self.recorded)} items already recorded were not asked again")
         if self.duplicates:
             terminalreporter.write_line(f"resumed: {self.duplicates} records of items already recorded arrived "

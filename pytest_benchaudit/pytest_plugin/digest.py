@@ -8,8 +8,9 @@ watch, never the records themselves.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import cast, TYPE_CHECKING, Any
 
+from pytest_benchaudit.pipeline.documents import Cards, CardWarning
 from pytest_benchaudit.runs.store import RecordsFollower
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class RecordsDigest:
     # and one call never holds the item loop for long.
     STEP_BYTES = 4 << 20
 
-    def __init__(self, path: Path, cards: dict[str, Any], show_answers: int | None,
+    def __init__(self, path: Path, cards: Cards, show_answers: int | None,
                  asked: dict[str, str | None] | None = None) -> None:
         """``asked``: the model id sent, per model whose served model the context warnings check."""
         from pytest_benchaudit.aggregate.results import Summarizer
@@ -59,7 +60,7 @@ class RecordsDigest:
     def close(self) -> None:
         self._follower.close()
 
-    def context_warnings(self, cache_stats: list[dict[str, Any]]) -> list[dict[str, str]]:
+    def context_warnings(self, cache_stats: list[dict[str, Any]]) -> list[CardWarning]:
         """The served model, log-probabilities and the released fallback (from the records), and a cache
         that cannot hit (from the engines' ``cache_stats``, with what GET /models listed)."""
         from pytest_benchaudit.inference.context import cache_warnings
@@ -67,4 +68,5 @@ class RecordsDigest:
         for stats in cache_stats:
             for model, ids in (stats.get("served") or {}).items():
                 self.context.note_listed(model, ids)
-        return [*self.context.warnings(), *cache_warnings(cache_stats)]
+        # inference/ sits below the card's types: its warnings are {kind, message} rows, a CardWarning each.
+        return cast("list[CardWarning]", [*self.context.warnings(), *cache_warnings(cache_stats)])

@@ -5,7 +5,7 @@ xdist workers in ``workerinput``)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -44,6 +44,16 @@ def _spec_text(spec: ModelSpec) -> str:
     return spec.label.removeprefix("judge:")
 
 
+class _Server(Protocol):
+    """A server this run launches (``inference.launch``: LocalServer, VllmServer)."""
+
+    api_key: str
+
+    def start(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
 class LocalUrl:
     """Servers the run launches itself (``local``: llama.cpp; ``vllm:``): a small registry.
 
@@ -55,7 +65,7 @@ class LocalUrl:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.servers: dict[str, Any] = {}
+        self.servers: dict[str, _Server] = {}
         self._failures: dict[str, Exception] = {}
         self._urls: dict[str, str] = dict(getattr(config, "workerinput", {}).get(_URLS_KEY) or {})
         self.max_logprobs: int | None = None  # the most log-probabilities a selected layer asks for
@@ -85,7 +95,7 @@ class LocalUrl:
         return self._urls[key]
 
     @staticmethod
-    def _new_server(spec: ModelSpec | None, max_logprobs: int | None = None) -> Any:
+    def _new_server(spec: ModelSpec | None, max_logprobs: int | None = None) -> _Server:
         if spec is None or spec.kind == "local":
             from pytest_benchaudit.inference.launch.local import LocalServer
 

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import pytest
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse_model_spec
 from pytest_benchaudit.inference.providers import load_providers
 from pytest_benchaudit.inference.usage import check_prices, price_for
+from pytest_benchaudit.pipeline.documents import Cards
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, parse_override
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
 from pytest_benchaudit.dataset.readers import resolve_data_dir
@@ -48,11 +50,20 @@ __all__ = ["ItemRunner", "RunOptions", "RunState", "item_runner", "add_options",
            "parse_vary", "default_cache_dir", "check_output_file", "check_output_folder"]
 
 
+class _ModelUpdate(TypedDict, total=False):
+    """What the options change of each ``--model``'s spec (``ModelSpec.model_copy(update=...)``)."""
+
+    strict_provider: bool
+    min_max_tokens: int | None
+    max_retries: int
+    timeout: float
+
+
 @dataclass
 class RunState:
     """What collection learns and the runner needs (filled per process)."""
 
-    cards: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cards: Cards = field(default_factory=dict)
     checksums: dict[str, str] = field(default_factory=dict)
     runner: ItemRunner | None = None
 
@@ -216,9 +227,9 @@ def build_options(config: pytest.Config) -> RunOptions:
             raise pytest.UsageError(str(err)) from None
         if m.resolved_note:
             notes.append(m.resolved_note)
-        update: dict[str, Any] = {}
+        update: _ModelUpdate = {}
         if opt.strict_provider:  # the layer as written: no quirk, no declared minimum
-            update.update(strict_provider=True, min_max_tokens=None)
+            update["strict_provider"], update["min_max_tokens"] = True, None
         if opt.max_retries is not None:
             update["max_retries"] = opt.max_retries
         if opt.request_timeout is not None:

@@ -48,11 +48,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Literal, Sequence
 
 import pytest
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.pytest_plugin import _fastpath
+from pytest_benchaudit.pipeline.documents import RecordRow
 from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure
 
 __all__ = ["ENV", "KNOWN_IMPLEMENTERS", "LightProtocol", "add_protocol_options", "full_protocol_reason",
@@ -132,6 +134,13 @@ def _trivial_setup(node: Any) -> bool:
     return cls.setup is pytest.Collector.setup and cls.teardown is pytest.Collector.teardown
 
 
+class _RecordAttributes(TypedDict, total=False):
+    """What a call report carries beside pytest's fields (the controller writes the records)."""
+
+    benchaudit_record: RecordRow
+    benchaudit_repeats: Sequence[RecordRow]  # inference.repeats: the repeats past the first
+
+
 class LightProtocol:
     """``pytest_runtest_protocol`` for benchmark items (see the module docstring)."""
 
@@ -140,7 +149,7 @@ class LightProtocol:
         self.reason: str | None = None  # why not (None: not yet decided, or used)
         self._enabled: bool | None = None
         # id(parent) -> (parent, usable, ihook, the parent chain's keywords)
-        self._parents: dict[int, tuple[Any, bool, Any, dict[str, Any]]] = {}
+        self._parents: dict[int, tuple[Any, bool, Any, dict[str, Literal[1]]]] = {}
         self._reraise = (pytest.exit.Exception, KeyboardInterrupt)  # never --pdb here (it takes the full path)
         self.items = 0  # items run this way (tests and diagnostics)
 
@@ -150,13 +159,13 @@ class LightProtocol:
             self._enabled = self.reason is None
         return self._enabled
 
-    def _parent(self, item: BenchItem) -> tuple[bool, Any, dict[str, Any]]:
+    def _parent(self, item: BenchItem) -> tuple[bool, Any, dict[str, Literal[1]]]:
         parent = item.parent
         entry = self._parents.get(id(parent))
         if entry is None or entry[0] is not parent:
             chain = parent.listchain() if parent is not None else []
             usable = all(_trivial_setup(n) and not any(m.name in _MARKS for m in n.own_markers) for n in chain)
-            inherited = dict.fromkeys(parent.keywords, 1) if parent is not None else {}
+            inherited: dict[str, Literal[1]] = dict.fromkeys(parent.keywords, 1) if parent is not None else {}
             entry = self._parents[id(parent)] = (parent, usable, item.ihook, inherited)
         return entry[1], entry[2], entry[3]
 
@@ -180,12 +189,12 @@ class LightProtocol:
         return True
 
     def _phases(self, item: BenchItem, nextitem: pytest.Item | None, ihook: Any, location: Any,
-                inherited: dict[str, Any]) -> None:
+                inherited: dict[str, Literal[1]]) -> None:
         node_id = item.id if hasattr(type(item), "id") else item.nodeid  # pytest >= 9.2: the structured id
         # pytest's {x: 1 for x in item.keywords}: the item's own keywords, then its parents' (walked
         # once per parent here, not once per item; test_protocol compares the reports).
         own = _fastpath.own_keywords(item)
-        keywords: dict[str, Any] = {**dict.fromkeys(own, 1), **{k: 1 for k in inherited if k not in own}}
+        keywords: dict[str, Literal[1]] = {**dict.fromkeys(own, 1), **{k: 1 for k in inherited if k not in own}}
         report, sections = _fastpath.make_report, _fastpath.report_sections
         now = time.time()
         ihook.pytest_runtest_logreport(report=report(
@@ -195,7 +204,7 @@ class LightProtocol:
         call = pytest.CallInfo.from_call(item.runtest, when="call", reraise=self._reraise)
         excinfo = call.excinfo
         if excinfo is None or isinstance(excinfo.value, BenchmarkFailure):
-            extra: dict[str, Any] = {} if item.record is None else {"benchaudit_record": item.record}
+            extra: _RecordAttributes = {} if item.record is None else {"benchaudit_record": item.record}
             if item.repeat_records:  # inference.repeats: the other repeats' records travel beside the first
                 extra["benchaudit_repeats"] = item.repeat_records
             rep = report(node_id, location, dict(keywords), "passed" if excinfo is None else "failed",

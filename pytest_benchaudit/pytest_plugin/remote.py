@@ -48,10 +48,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.launched import LAUNCHED
+from pytest_benchaudit.runs.documents import WorkerInfo
 
 __all__ = ["HOST_ID_ENV", "WORKER_KEY", "RemoteWorkers", "WorkerFacts", "host_identity", "is_local_spec",
            "loopback_urls", "mask_tx", "refuse_worker"]
@@ -60,6 +62,33 @@ HOST_ID_ENV = "BENCHAUDIT_HOST_ID"  # a host's environment: replaces its loopbac
 WORKER_KEY = "benchaudit_worker"  # workeroutput: what the worker resolved on its host
 
 _LOOPBACK_HOSTS = {"localhost", "::1", "ip6-localhost"}
+
+
+class GatewayHost(TypedDict, total=False):
+    """What the controller knows of a gateway's host: the probe's answer, whether it is another host, its spec."""
+
+    hostname: str
+    loopback: str
+    cwd: str
+    elsewhere: bool
+    tx: str  # the gateway spec, secrets masked (gateways to other hosts)
+
+
+class WorkerReport(TypedDict):
+    """What a worker says of its host at its end (``workeroutput[WORKER_KEY]``; run.json ``workers``)."""
+
+    hostname: str
+    cwd: str
+    data_dir: str
+    data_dir_origin: str
+    cache_dir: str | None
+
+
+class WorkersMeta(TypedDict, total=False):
+    """What run.json records of the workers (:meth:`RemoteWorkers.run_meta`)."""
+
+    workers: list[WorkerInfo]
+    worker_data_conflicts: dict[str, dict[str, str]]
 
 
 # Sent to a gateway as source (execnet runs it there, ``channel`` given): its host's loopback
@@ -85,13 +114,13 @@ class _Box:
     """Stands in for an execnet channel when this process asks itself."""
 
     def __init__(self) -> None:
-        self.value: dict[str, str] = {}
+        self.value: GatewayHost = {}
 
-    def send(self, value: dict[str, str]) -> None:
+    def send(self, value: GatewayHost) -> None:
         self.value = value
 
 
-def host_identity() -> dict[str, str]:
+def host_identity() -> GatewayHost:
     """This process's hostname, loopback identity and working directory (what ``_PROBE`` sends)."""
     box = _Box()
     exec(_PROBE, {"channel": box})  # the very code a gateway runs, so the two always compare alike
@@ -154,8 +183,8 @@ class RemoteWorkers:
         self.config = config
         self.opts = opts
         self.here = host_identity()
-        self.hosts: dict[str, dict[str, Any]] = {}  # gateway id -> probe answer and spec
-        self.workers: list[dict[str, Any]] = []  # what each worker said at its end (run.json "workers")
+        self.hosts: dict[str, GatewayHost] = {}  # gateway id -> probe answer and spec
+        self.workers: list[WorkerInfo] = []  # what each worker said at its end (run.json "workers")
         self.conflicts: dict[str, dict[str, str]] = {}  # data file -> {gateway id: checksum}
         self._seen: dict[str, tuple[str, str]] = {}  # data file -> (first gateway id, its checksum)
 
@@ -199,9 +228,10 @@ class RemoteWorkers:
         if is_local_spec(gateway.spec):
             self.hosts[gateway.id] = {**self.here, "elsewhere": False}
             return
+        answer: GatewayHost
         try:
             channel = gateway.remote_exec(_PROBE)
-            answer = dict(channel.receive(timeout=60))
+            answer = {**channel.receive(timeout=60)}  # the probe's {hostname, loopback, cwd}
             channel.waitclose(timeout=60)
         except Exception as err:  # noqa: BLE001 - an unknown host counts as elsewhere (the safe side)
             answer = {"hostname": f"unknown ({type(err).__name__})", "loopback": ""}
@@ -230,20 +260,25 @@ class RemoteWorkers:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         out = getattr(node, "workeroutput", None) or {}
         gw = str(getattr(getattr(node, "gateway", None), "id", "?"))
-        host = self.hosts.get(gw, {})
-        facts = out.get(WORKER_KEY) or {}
-        self.workers.append({"id": gw, **({"tx": host["tx"]} if host.get("tx") else {}),
-                             "elsewhere": bool(host.get("elsewhere")), **facts})
+        host: GatewayHost = self.hosts.get(gw, {})
+        facts: WorkerReport | None = out.get(WORKER_KEY)
+        worker: WorkerInfo = {"id": gw}
+        if host.get("tx"):
+            worker["tx"] = host["tx"]
+        worker["elsewhere"] = bool(host.get("elsewhere"))
+        if facts:
+            worker.update(facts)
+        self.workers.append(worker)
         for name, checksum in ((out.get("benchaudit") or {}).get("checksums") or {}).items():
             first = self._seen.setdefault(name, (gw, checksum))
             if first[1] != checksum:
                 self.conflicts.setdefault(name, {first[0]: first[1]})[gw] = checksum
 
-    def run_meta(self) -> dict[str, Any]:
+    def run_meta(self) -> WorkersMeta:
         """What run.json records of the workers (empty before any worker ended)."""
         if not self.workers:
             return {}
-        meta: dict[str, Any] = {"workers": sorted(self.workers, key=lambda w: str(w["id"]))}
+        meta: WorkersMeta = {"workers": sorted(self.workers, key=lambda w: str(w["id"]))}
         if self.conflicts:
             meta["worker_data_conflicts"] = self.conflicts
         return meta
@@ -268,11 +303,12 @@ class WorkerFacts:
         if workeroutput is None:
             return
         ident = host_identity()
-        workeroutput[WORKER_KEY] = {
+        report: WorkerReport = {
             "hostname": ident["hostname"], "cwd": ident["cwd"],
             "data_dir": str(self.opts.data_dir.expanduser().resolve()), "data_dir_origin": self.opts.data_origin,
             "cache_dir": str(self.opts.cache_dir.resolve()) if self.opts.cache_dir is not None else None,
         }
+        workeroutput[WORKER_KEY] = report
 
 
 def refuse_worker(config: pytest.Config, message: str) -> None:

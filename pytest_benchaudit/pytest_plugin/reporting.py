@@ -57,6 +57,7 @@ from typing import Any, Generator
 import pytest
 
 from pytest_benchaudit.common.progress import ENV as PROGRESS_ENV
+from pytest_benchaudit.pipeline.documents import RecordRow
 from pytest_benchaudit.pytest_plugin import _terminal
 
 __all__ = ["AnswerReporting", "LiveLine", "ReportTrim", "add_output_options", "is_bench_failure", "live_enabled", "show_answers"]
@@ -122,7 +123,7 @@ class LiveLine:
         self._last = float("-inf")
         self.waiting = ""  # requests stuck while an item waits (common.progress.waiting_text); until the next answer
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: RecordRow) -> None:
         self.done += 1
         self.waiting = ""
         counts = self.by_model.setdefault(str(record.get("model")), [0, 0, 0])

@@ -13,20 +13,23 @@ dead endpoint never got; :func:`check_same_invocation` refuses a resume with oth
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Final, Mapping
 
 import pytest
+from typing_extensions import TypedDict
 
-from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, resume_mismatch
+from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
+from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, ResumeRun, resume_mismatch
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.runmeta import redact_json
+from pytest_benchaudit.runs.documents import RunMeta
 
 __all__ = ["RECORDED", "RESUME_CORRECT", "RESUME_KEYS", "RecordKey", "ResumeFilter", "ResumeWarning",
            "check_same_collection", "check_same_invocation", "deselect_recorded", "drop_not_asked", "item_key", "item_keys", "not_asked",
            "record_key", "recorded_repeats", "resume_command", "resume_workerinput"]
 
-RESUME_KEYS = "benchaudit_resume_keys"  # workerinput key: the (benchmark, task, question_id, model, variant, repeat) recorded
-RESUME_CORRECT = "benchaudit_resume_correct"  # workerinput key: of those, the correct ones (a run with repeats only)
+RESUME_KEYS: Final = "benchaudit_resume_keys"  # workerinput key: the (benchmark, task, question_id, model, variant, repeat) recorded
+RESUME_CORRECT: Final = "benchaudit_resume_correct"  # workerinput key: of those, the correct ones (a run with repeats only)
 
 RecordKey = tuple[str, str, str, str, str, str]
 # What a resumed run recorded, for the runner (the repeats an item still asks, and their verdicts):
@@ -38,7 +41,7 @@ class ResumeWarning(UserWarning):
     """Something about the run directory given to --resume that the run worked around."""
 
 
-def record_key(record: dict[str, Any]) -> RecordKey:
+def record_key(record: RecordRow) -> RecordKey:
     """What identifies a record within a run: benchmark, task, question id, model, variant, repeat
     (a record from before repeats is repeat 0)."""
     return (str(record.get("benchmark")), str(record.get("task")), str(record.get("question_id")),
@@ -108,7 +111,7 @@ class ResumeFilter:
             deselect_recorded(config, items, recorded)
 
 
-def not_asked(record: dict[str, Any]) -> bool:
+def not_asked(record: RecordRow) -> bool:
     """A placeholder record of a question the circuit breaker never sent (``--resume`` asks it)."""
     return record.get("invalid_reason") == "endpoint_down"
 
@@ -142,7 +145,7 @@ def drop_not_asked(path: Path) -> None:
     os.replace(tmp, records)
 
 
-def check_same_invocation(path: Any, meta: Mapping[str, Any], opts: RunOptions) -> None:
+def check_same_invocation(path: Any, meta: RunMeta, opts: RunOptions) -> None:
     """A resumed run must ask with the same pipeline, layers, ``--set``, models, ``--limit`` and ``--vary``
     as the run in ``path`` (its run.json ``meta``), or its summary would mix two: a usage error naming which."""
     if "pipeline" in meta and meta["pipeline"] != opts.pipeline:
@@ -157,15 +160,17 @@ def check_same_invocation(path: Any, meta: Mapping[str, Any], opts: RunOptions) 
         if meta["overrides"] != now:
             raise pytest.UsageError(f"--resume {path}: the run used --set {meta['overrides']}, this invocation "
                                     f"{now}; resume it with the same --set options")
-    stored_models = [str(m["spec"]) for m in meta.get("models") or [] if isinstance(m, dict) and m.get("spec")]
+    stored_models = [str(m["spec"]) for m in meta.get("models") or [] if m.get("spec")]
     models = [m.label for m in opts.models]
     if stored_models and sorted(stored_models) != sorted(models):
         raise pytest.UsageError(f"--resume {path}: the run used --model {', '.join(stored_models)}, this "
                                 f"invocation {', '.join(models)}; resume it with the same models")
-    for key, option, now_value in (("limit", "--limit", opts.limit),
-                                   ("vary", "--vary", redact_json([[f, v] for f, v in opts.vary]))):
-        if key in meta and meta[key] != now_value:
-            raise pytest.UsageError(f"--resume {path}: the run used {option} {meta[key]}, this invocation "
+    stored: list[tuple[str, bool, object, object]] = [
+        ("--limit", "limit" in meta, meta.get("limit"), opts.limit),
+        ("--vary", "vary" in meta, meta.get("vary"), redact_json([[f, v] for f, v in opts.vary]))]
+    for option, given, then, now_value in stored:
+        if given and then != now_value:
+            raise pytest.UsageError(f"--resume {path}: the run used {option} {then}, this invocation "
                                     f"{now_value}; resume it with the same {option}")
 
 
@@ -186,30 +191,38 @@ def resume_command(args: list[str], run_path: Path | str) -> str:
     return shlex.join(["pytest", *kept, "--resume", str(run_path)])
 
 
-def check_same_collection(path: Any, resumed_from: Mapping[str, Any], cards: Mapping[str, Any],
-                          checksums: Mapping[str, Any]) -> None:
+def check_same_collection(path: Any, resumed_from: RunMeta, cards: Mapping[str, PipelineCard],
+                          checksums: Mapping[str, str]) -> None:
     """After collection (serial run): the same suites and tasks, pipelines and data files as the run in
     ``path`` (its run.json ``resumed_from``) — this collection's ``cards`` and ``checksums`` — or a usage error."""
     problem = resume_mismatch(resumed_from.get("pipeline_cards") or {}, resumed_from.get("dataset_checksums") or {},
-                              dict(cards), dict(checksums))
+                              cards, checksums)
     if problem:
         raise pytest.UsageError(f"--resume {path}: {problem}")
 
 
-def resume_workerinput(recorded: set[RecordKey], correct: set[RecordKey], resumed_from: Mapping[str, Any],
-                       path: Any) -> dict[str, Any]:
+class ResumeWorkerInput(TypedDict, total=False):
+    """What an xdist worker is handed of a resumed run (``workerinput``; see :func:`resume_workerinput`)."""
+
+    benchaudit_resume_keys: list[list[str]]  # RESUME_KEYS
+    benchaudit_resume_correct: list[list[str]]  # RESUME_CORRECT
+    benchaudit_resume_run: ResumeRun  # RESUME_RUN
+
+
+def resume_workerinput(recorded: set[RecordKey], correct: set[RecordKey], resumed_from: RunMeta | None,
+                       path: Any) -> ResumeWorkerInput:
     """What each xdist worker is handed of a resumed run: the keys recorded (its :class:`ResumeFilter`
     deselects them), the correct ones where the run has repeats, and the run's cards and checksums
     (the worker checks its collection against them, ``checks.PreRunChecks``); empty otherwise."""
-    out: dict[str, Any] = {}
+    out: ResumeWorkerInput = {}
     if recorded:
         out[RESUME_KEYS] = [list(k) for k in sorted(recorded)]
         if any(k[-1] != "0" for k in recorded):  # repeats: an item's verdict counts those recorded
             out[RESUME_CORRECT] = [list(k) for k in sorted(correct)]
-    if resumed_from:
+    if resumed_from:  # (None, or {}: not a resumed run)
         out[RESUME_RUN] = {
             "path": str(path),
-            "cards": {k: {f: c.get(f) for f in ("hash", "suite_hash", "suite_files", "fields", "materials") if f in c}
-                      for k, c in (resumed_from.get("pipeline_cards") or {}).items()},
+            "cards": resumed_from.get("pipeline_cards") or {},  # what resume_mismatch compares
             "checksums": resumed_from.get("dataset_checksums") or {}}
     return out
+

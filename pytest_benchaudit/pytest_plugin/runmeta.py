@@ -11,10 +11,11 @@ import functools
 import platform
 import re
 from importlib import metadata
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.inference.backend import strip_credentials
+from pytest_benchaudit.runs.documents import GenerationCache
 
 __all__ = ["clean_argv", "redact_json", "sum_cache_stats", "versions"]
 
@@ -51,7 +52,7 @@ def redact_json(value: Any) -> Any:
     return json.loads(json.dumps(redact_obj(value), default=str))
 
 
-def sum_cache_stats(stats: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def sum_cache_stats(stats: Iterable[Mapping[str, Any]]) -> GenerationCache:
     """The generation caches' statistics of every process of a run, summed (run.json ``generation_cache``)."""
     stats = list(stats)
     return {"enabled": any(s.get("enabled") for s in stats),

@@ -17,7 +17,7 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
 
 import pytest
 
@@ -44,10 +44,12 @@ from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.common.progress import stall_after
 from pytest_benchaudit.common.secrets import register_secret_env
+from pytest_benchaudit.pipeline.documents import RecordRow
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Request, Score
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.process import ProcessEngine
+    from pytest_benchaudit.scoring.evaluate import RecordExtras
 
 __all__ = ["Runner", "default_concurrency", "add_runner_options"]
 
@@ -397,7 +399,7 @@ class Runner:
                                              + failure_message(wrong)))
 
     def _ask(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec, request: Any,
-             hashes: tuple[str, str]) -> dict[str, Any]:
+             hashes: tuple[str, str]) -> RecordRow:
         """Ask ``request`` (re-asked while its answer cannot be read, ``inference.reask_on_invalid``),
         read and score the answer: the record, as JSON-ready data."""
         earlier: list[str] = []
@@ -420,14 +422,15 @@ class Runner:
             earlier.append(generation.text if generation.error is None else f"[error] {generation.error}")
         # Dumped once, then the fields set in place (the same dict model_copy + model_dump gave,
         # without a second copy and dump); the message and properties read the dict.
-        data = record.model_dump(mode="json")
+        # Record's dump is a RecordRow (a test holds their keys and types equal): no second validation per item.
+        data = cast(RecordRow, record.model_dump(mode="json"))
         data["asks"], data["earlier_outputs"] = ask + 1, earlier[: ask]
         data["pipeline_hash"], data["upstream_hash"] = hashes  # the card's: template, data and judge included
         data["repeat"] = request.repeat
         return data
 
     def _judge(self, question: Question, pipeline: Pipeline,
-               generation: Generation) -> tuple[Extraction | None, Score | None, dict[str, Any]]:
+               generation: Generation) -> tuple[Extraction | None, Score | None, RecordExtras]:
         """Ask the ``--judge`` model to extract or grade, when the pipeline wants it
         (:func:`pytest_benchaudit.scoring.judging.judge_answer` decides what to ask and reads the reply)."""
         if self.opts.judge is None or generation.error is not None or not needs_judge(pipeline):

@@ -9,15 +9,18 @@ resolved pipeline, exemplars, resources, the card as collected and its hashes) a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from pydantic import JsonValue
 
 from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.pipeline import assembly
+from pytest_benchaudit.pipeline.documents import PipelineCard
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.prompt.templates import Template, TemplateError, render_request
+from pytest_benchaudit.scoring.tasks.inputs import Resources
 
 __all__ = ["ItemSpec", "VariantSpec"]
 
@@ -28,23 +31,24 @@ class VariantSpec:
 
     ``key``: its card's key in run.json; ``hashes``: that card's ``(hash, upstream_hash)``, which
     the records of items under the default fixtures carry; the checksums and the judge are what
-    :meth:`materials` hashes with the fields of a pipeline (the suite's, or a fixture's).
+    :meth:`materials` hashes with the fields of a pipeline (the suite's, or a fixture's); ``card``: the
+    card collected with the suite's pipeline (:mod:`.collect` makes it from those materials).
     """
 
     suite: Suite
     pipeline: Pipeline
     shots: list[Question]
+    card: PipelineCard  # the card as collected (before any fixture)
     variant: str = ""
-    resources: dict[str, Any] = field(default_factory=dict)
+    resources: Resources = field(default_factory=dict)  # the task's data files its metric reads, by name
     key: str = ""
     data_checksums: dict[str, str] = field(default_factory=dict)
     resource_checksums: dict[str, str] = field(default_factory=dict)
-    judge: dict[str, Any] | None = None
+    judge: dict[str, JsonValue] | None = None  # the judge as a material (cards.judge_material)
     hashes: tuple[str, str] = ("", "")
-    card: dict[str, Any] = field(default_factory=dict)  # the card as collected (before any fixture)
     collected_used: bool = False  # an item ran under ``card`` (its default fixtures gave what it used)
 
-    def materials(self, pipeline: Pipeline) -> dict[str, Any]:
+    def materials(self, pipeline: Pipeline) -> dict[str, JsonValue]:
         """What shapes ``pipeline``'s requests and scores on this task besides its fields (:mod:`.cards`)."""
         return assembly.materials(self.suite.templates, pipeline, self.shots, self.data_checksums,
                                   self.resource_checksums, self.judge)
@@ -82,7 +86,7 @@ class ItemSpec:
         return self.shared.variant
 
     @property
-    def resources(self) -> dict[str, Any]:
+    def resources(self) -> Resources:
         return self.shared.resources
 
     def template(self, pipeline: Pipeline) -> Template:

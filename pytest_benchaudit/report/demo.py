@@ -24,6 +24,9 @@ No model and no pytest: it only reads files.
 
 from __future__ import annotations
 
+from pytest_benchaudit.aggregate.documents import TaskResult
+from pytest_benchaudit.pipeline.documents import Cards
+
 import argparse
 import json
 import sys
@@ -40,13 +43,13 @@ def _cut(text: str, width: int) -> str:
 __all__ = ["explain", "explain_layers", "main"]
 
 
-def _load(run: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
-    meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
-    return summary.get("results", []), meta.get("pipeline_cards", {})
+def _load(run: Path) -> tuple[list[TaskResult], Cards]:
+    from pytest_benchaudit.runs.store import read_run_json, read_summary_json
+
+    return read_summary_json(run).get("results", []), read_run_json(run).get("pipeline_cards", {})
 
 
-def _base(results: list[dict[str, Any]]) -> dict[str, Any]:
+def _base(results: list[TaskResult]) -> TaskResult:
     return next(r for r in results if not r.get("variant"))
 
 
@@ -54,7 +57,7 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
 
-def _pipeline_lines(name: str, r: dict[str, Any]) -> list[str]:
+def _pipeline_lines(name: str, r: TaskResult) -> list[str]:
     reasons = ", ".join(f"{k} {v}" for k, v in r["invalid_reasons"].items()) or "none"
     return [f"  {name:<13}: {_pct(r['score_total'])} of all questions, {_pct(r['score_valid'])} of valid answers, "
             f"{_pct(r['invalid_rate'])} invalid",

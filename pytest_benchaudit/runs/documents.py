@@ -92,7 +92,7 @@ class WorkerInfo(TypedDict, total=False):
 
     id: Required[str]
     tx: str  # the gateway spec, secrets masked (workers on other hosts)
-    elsewhere: Required[bool]
+    elsewhere: bool
     hostname: str
     cwd: str
     data_dir: str

@@ -11,14 +11,16 @@ paired rows mark the rank tables and feed ``diagnose``, so it is made first, by 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytest_benchaudit.audit.compare import peers, sensitivity, similarity
-from pytest_benchaudit.audit.compare.registry import register
+from pytest_benchaudit.audit.compare.registry import Analysis, register
 
 __all__ = ["BUILTIN"]
 
 #: The built-in analyses, in order: peer gaps (two sets), task similarity (--similarity), sensitivity
 #: (--sensitivity RUN...).
-BUILTIN = (peers.ANALYSIS, similarity.ANALYSIS, sensitivity.ANALYSIS)
+BUILTIN: tuple[Analysis[Any], ...] = (peers.ANALYSIS, similarity.ANALYSIS, sensitivity.ANALYSIS)
 
 for _analysis in BUILTIN:
     register(_analysis)

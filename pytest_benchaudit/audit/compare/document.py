@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Mapping
 
-from pytest_benchaudit.audit.compare.documents import COMPARE, CompareDocument, OneSetAnalysis, RunSetMeta, SetAnalysis
+from pytest_benchaudit.audit.compare.documents import (COMPARE, CompareDocument, OneSetAnalysis, RunSetMeta,
+                                                       SetAnalysis)
 from pytest_benchaudit.audit.compare.oneset import analyse_set
 from pytest_benchaudit.audit.compare.paired import analyse_pairs
 from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set

@@ -126,7 +126,8 @@ def analyse_set(rs: RunSet, seed: int = 0, permutations: int = 1000) -> OneSetAn
     return {
         "label": rs.label, "pipelines": rs.pipelines, "runs": rs.runs,
         "models": sorted({m for by_model in rs.results.values() for m in by_model}),
-        "tasks": info, "scores": scores, "ranks": ranks, "tau_b": [CompareTauRow(**r) for r in tau_b_table(scores, lib)],
+        "tasks": info, "scores": scores, "ranks": ranks,
+        "tau_b": [CompareTauRow(**r) for r in tau_b_table(scores, lib)],  # --similar marks them (document.py)
         "mean_win_rate": stats.mean_win_rate(scores, lib),
         "benchmark_ranks": _benchmark_ranks(ranks),
         "pca": _pca(scores, lib, seed, permutations),

@@ -175,7 +175,8 @@ def analyse_pairs(rs: RunSet, scores: Mapping[str, Mapping[str, float]],
         for model, headline in sorted(scores[key].items()):
             result = rs.results[key][model]
             card = rs.cards.get((key, model))
-            answers.append(model_answers(model, headline, rs.items[(key, model)], card.get("fields", {}) if card else {},
+            fields = card.get("fields", {}) if card else {}
+            answers.append(model_answers(model, headline, rs.items[(key, model)], fields,
                                          str(result.get("denominator")), lib))
         if len(answers) < 2:
             continue

@@ -117,6 +117,6 @@ def _compute(ctx: AnalysisContext) -> list[PeerGapRow] | None:
     return peer_gaps(ctx.doc["by_set"]["a"], ctx.doc["by_set"]["b"])
 
 
-ANALYSIS = Analysis(name="peer_gaps", compute=_compute, text=render_peer_gaps,
-                    html=HtmlSection("peers", "Peer gaps", peers_html),
-                    summary="each model's score minus its peers' mean, per set, and the change between the sets")
+ANALYSIS: Analysis[list[PeerGapRow]] = Analysis(
+    name="peer_gaps", compute=_compute, text=render_peer_gaps, html=HtmlSection("peers", "Peer gaps", peers_html),
+    summary="each model's score minus its peers' mean, per set, and the change between the sets")

@@ -30,13 +30,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from pytest_benchaudit.audit.compare.documents import CompareDocument
 from pytest_benchaudit.audit.compare.runsets import RunSet
 
 __all__ = ["Analysis", "AnalysisContext", "HtmlKit", "HtmlSection", "CORE_KEYS", "REPORT_ANCHORS", "register",
            "unregister", "analyses", "run_analyses", "render_texts"]
+
+#: The type of an analysis's part of the document (e.g. ``list[PeerGapRow]`` for ``peer_gaps``).
+PartT = TypeVar("PartT")
 
 #: Keys the compare document has whatever analyses are registered (document.py); no analysis may take one.
 CORE_KEYS = frozenset({
@@ -100,14 +103,14 @@ class HtmlKit(Protocol):
 
 
 @dataclass(frozen=True)
-class HtmlSection:
+class HtmlSection(Generic[PartT]):
     """An analysis's section of the HTML report: ``<section id=anchor>`` headed ``title``, linked from the
     navigation as ``nav`` (default: the title).  ``body(part, doc, kit)`` returns its content, "" to leave the
     section out (e.g. nothing to show)."""
 
     anchor: str
     title: str
-    body: Callable[[Any, CompareDocument, HtmlKit], str]
+    body: Callable[[PartT, CompareDocument, HtmlKit], str]
     nav: str | None = None
 
 
@@ -135,21 +138,22 @@ class AnalysisContext:
 
 
 @dataclass(frozen=True)
-class Analysis:
-    """One analysis of the compare document (see the module's contract)."""
+class Analysis(Generic[PartT]):
+    """One analysis of the compare document (see the module's contract); ``PartT``: the type of its part
+    (what ``compute`` returns, ``text`` and the HTML section read)."""
 
     name: str
-    compute: Callable[[AnalysisContext], Any]
-    text: Callable[[Any], str] | None = None
-    html: HtmlSection | None = None
+    compute: Callable[[AnalysisContext], PartT | None]
+    text: Callable[[PartT], str] | None = None
+    html: HtmlSection[PartT] | None = None
     on_request: bool = False
     summary: str = ""
 
 
-_REGISTRY: dict[str, Analysis] = {}
+_REGISTRY: dict[str, Analysis[Any]] = {}  # each analysis has a part of its own type
 
 
-def register(analysis: Analysis) -> Analysis:
+def register(analysis: Analysis[PartT]) -> Analysis[PartT]:
     """Add ``analysis`` after those registered; returns it.  A name already taken (by another analysis or by
     the core document, :data:`CORE_KEYS`) or an HTML anchor already used (by another analysis or by the
     report, :data:`REPORT_ANCHORS`) is a :class:`ValueError` naming it."""
@@ -174,7 +178,7 @@ def unregister(name: str) -> None:
     del _REGISTRY[name]
 
 
-def analyses() -> list[Analysis]:
+def analyses() -> list[Analysis[Any]]:
     """Every registered analysis, in the order registered (the built-ins first: the package's ``__init__``
     imports :mod:`.builtin_analyses`, so they are registered before any module of the package can be used)."""
     return list(_REGISTRY.values())

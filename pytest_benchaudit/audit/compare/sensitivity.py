@@ -265,8 +265,7 @@ def _compute(ctx: AnalysisContext) -> SensitivityPart:
                              n_resamples=ctx.n_resamples, seed=ctx.seed, permutations=ctx.permutations)
 
 
-ANALYSIS = Analysis(name="sensitivity", compute=_compute, text=render_sensitivity, on_request=True,
-                    html=HtmlSection("sensitivity", "Generation against extraction sensitivity", sensitivity_html,
-                                     nav="Sensitivity"),
-                    summary="rho_gen / rho_ext / rho_downstream: how far regenerated and re-scored runs reorder "
-                            "the benchmark ranking")
+ANALYSIS: Analysis[SensitivityPart] = Analysis(
+    name="sensitivity", compute=_compute, text=render_sensitivity, on_request=True,
+    html=HtmlSection("sensitivity", "Generation against extraction sensitivity", sensitivity_html, nav="Sensitivity"),
+    summary="rho_gen / rho_ext / rho_downstream: how far regenerated and re-scored runs reorder the benchmark ranking")

@@ -447,7 +447,7 @@ def _compute(ctx: AnalysisContext) -> SimilarityPart:
                            seed=ctx.seed, permutations=request.permutations)
 
 
-ANALYSIS = Analysis(name="similarity", compute=_compute, text=render_similarity, on_request=True,
-                    html=HtmlSection("similarity", "Task similarity and ranking agreement", similarity_html,
-                                     nav="Similarity"),
-                    summary="task similarity (embedded texts) against Kendall tau-b, per set")
+ANALYSIS: Analysis[SimilarityPart] = Analysis(
+    name="similarity", compute=_compute, text=render_similarity, on_request=True,
+    html=HtmlSection("similarity", "Task similarity and ranking agreement", similarity_html, nav="Similarity"),
+    summary="task similarity (embedded texts) against Kendall tau-b, per set")

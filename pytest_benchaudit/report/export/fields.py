@@ -11,11 +11,19 @@ import json
 import re
 import sys
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.aggregate.documents import SummaryDocument, TaskResult
 from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.variants import card_for, card_key
+from pytest_benchaudit.runs.documents import RunMeta, RunModel
+from pytest_benchaudit.report.export.documents import (GenerationArgs, GenerationConfig, MetricConfig, ModelInfo,
+                                                       ScoreDetails, SourceData, StrMap, Uncertainty)
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
 SCHEMA_VERSION = "0.3.0"
@@ -40,7 +48,7 @@ def _load_json(path: Path) -> Any:
         raise ExportError(f"{path}: {err.strerror or err}") from None
 
 
-def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+def read_run(run_dir: Path) -> tuple[RunMeta, SummaryDocument, list[RecordRow]]:
     """``run.json``, a summary and the records of a run directory (a :class:`RunDirError` if unusable).
 
     The summary is computed here from the records and the run's cards, never taken from
@@ -66,12 +74,14 @@ def read_run(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[s
 # ------------------------------------------------------------------ small helpers
 
 
-def _s(value: Any) -> str:
-    """A string for a string-to-string map: strings as they are, anything else as JSON."""
+def _s(value: object) -> str:
+    """A string for a string-to-string map: strings as they are, anything else (what json.dumps
+    takes: a card's values, a task result's rows) as JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def _str_map(mapping: dict[str, Any]) -> dict[str, str]:
+def _str_map(mapping: Mapping[str, object]) -> StrMap:
+    """The schema's ``additional_details`` from named values of any JSON kind (``None`` left out)."""
     return {key: _s(value) for key, value in mapping.items() if value is not None}
 
 
@@ -95,31 +105,32 @@ def _evaluation_name(bench: str, task: str, variant: str) -> str:
     return card_key(bench, task, variant)
 
 
-def _card_for(cards: dict[str, Any], bench: str, task: str, variant: str) -> dict[str, Any]:
+def _card_for(cards: Cards, bench: str, task: str, variant: str) -> PipelineCard:
     return card_for(cards, bench, task, variant)
 
 
 # ------------------------------------------------------------------ model identity
 
 
-def _model_entry(run: dict[str, Any], spec: str) -> dict[str, Any]:
+def _model_entry(run: RunMeta, spec: str) -> RunModel:
+    """The run's model of this spec; one holding only the spec (no kind) when run.json does not list it."""
     for entry in run.get("models") or []:
-        if entry.get("spec") == spec or entry.get("label") == spec:
-            return dict(entry)
-    return {"spec": spec}
+        if entry.get("spec") == spec:
+            return entry.copy()
+    return {"spec": spec, "kind": ""}
 
 
-def _model_id(entry: dict[str, Any], spec: str) -> str:
+def _model_id(entry: RunModel, spec: str) -> str:
     served = [s for s in entry.get("served_model_ids") or [] if s]
     if len(served) == 1:
         return str(served[0])
     return str(entry.get("model_id") or spec)
 
 
-def model_info(run: dict[str, Any], spec: str) -> dict[str, Any]:
+def model_info(run: RunMeta, spec: str) -> ModelInfo:
     entry = _model_entry(run, spec)
     kind = entry.get("kind", "")
-    details: dict[str, Any] = {
+    details: dict[str, object] = {
         # Whether a model is self-deployed or its weights open is not something a run knows,
         # except for the embedded local model (an open-weights model we launched ourselves).
         "deployment_type": "self_deployed" if kind == "local" else "unknown",
@@ -129,7 +140,7 @@ def model_info(run: dict[str, Any], spec: str) -> dict[str, Any]:
         "benchaudit.requested_model_id": entry.get("model_id"),
         "benchaudit.served_model_ids": entry.get("served_model_ids"),
     }
-    info: dict[str, Any] = {"name": spec, "id": _model_id(entry, spec), "additional_details": _str_map(details)}
+    info: ModelInfo = {"name": spec, "id": _model_id(entry, spec), "additional_details": _str_map(details)}
     if kind == "local":
         info["inference_engine"] = {"name": "llama-cpp-python"}
     return info
@@ -168,7 +179,7 @@ def _metric_kind(metric: str) -> str:
     return "mean_score"
 
 
-def metric_config(result: dict[str, Any]) -> dict[str, Any]:
+def metric_config(result: TaskResult) -> MetricConfig:
     metric = result.get("metric") or ""
     info = METRIC_INFO.get(metric)
     low, high = _metric_bounds(metric)
@@ -195,10 +206,12 @@ def metric_config(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def score_details(result: dict[str, Any]) -> dict[str, Any]:
+def score_details(result: TaskResult) -> ScoreDetails:
     info = METRIC_INFO.get(result.get("metric") or "")
     denominator = result.get("denominator")
-    out: dict[str, Any] = {"score": float(result["score"])}
+    score = result["score"]
+    if score is None:  # the writer leaves such results out
+        raise ExportError(f"{result['benchmark']}.{result['task']}: no headline score to export")
     details = {
         "denominator": denominator,
         "n": result.get("n"),
@@ -212,9 +225,9 @@ def score_details(result: dict[str, Any]) -> dict[str, Any]:
         "extras": result.get("extras"),
         "breakdown": result.get("breakdown"),
     }
-    out["details"] = _str_map(details)
+    out: ScoreDetails = {"score": float(score), "details": _str_map(details)}
     ci = result.get("ci95")
-    uncertainty: dict[str, Any] = {}
+    uncertainty: Uncertainty = {}
     num = result.get("n_valid") if denominator == "valid" else result.get("n")
     if isinstance(num, int):
         uncertainty["num_samples"] = num
@@ -257,10 +270,10 @@ def _template_text(suites_dir: Path | None, bench: str, name: Any) -> str | None
     return "\n\n".join(parts)
 
 
-def generation_config(card: dict[str, Any], result: dict[str, Any], sent_params: list[dict[str, Any]],
-                      suites_dir: Path | None) -> dict[str, Any]:
+def generation_config(card: PipelineCard, result: TaskResult, sent_params: list[dict[str, JsonValue]],
+                      suites_dir: Path | None) -> GenerationConfig:
     fields = card.get("fields", {})
-    args: dict[str, Any] = {}
+    args: GenerationArgs = {}
     temperature = fields.get("inference.decoding.temperature")
     if isinstance(temperature, (int, float)) and not isinstance(temperature, bool):
         args["temperature"] = float(temperature)
@@ -273,7 +286,7 @@ def generation_config(card: dict[str, Any], result: dict[str, Any], sent_params:
     text = _template_text(suites_dir, result["benchmark"], fields.get("prompt.template"))
     if text:
         args["prompt_template"] = text
-    details: dict[str, Any] = {
+    details: dict[str, object] = {
         "pipeline": result.get("pipeline") or card.get("pipeline"),
         "pipeline_hash": result.get("pipeline_hash") or card.get("hash"),
         "upstream_hash": card.get("upstream_hash"),
@@ -284,18 +297,20 @@ def generation_config(card: dict[str, Any], result: dict[str, Any], sent_params:
     # rule and reasoning handling, denominator, aggregation, ... ("unspecified" kept as such).
     for name, value in fields.items():
         details[name] = value
-    for key in ("overrides", "unspecified", "notes", "why"):
-        if card.get(key):
-            details[f"card.{key}"] = card[key]
+    shown: dict[str, object] = {"overrides": card.get("overrides"), "unspecified": card.get("unspecified"),
+                                "notes": card.get("notes"), "why": card.get("why")}
+    for key, shown_value in shown.items():
+        if shown_value:
+            details[f"card.{key}"] = shown_value
     if sent_params:
         details["request.params_sent"] = sent_params if len(sent_params) > 1 else sent_params[0]
-    out: dict[str, Any] = {"additional_details": _str_map(details)}
+    out: GenerationConfig = {"additional_details": _str_map(details)}
     if args:
         out["generation_args"] = args
     return out
 
 
-def source_data(card: dict[str, Any], bench: str, task: str) -> dict[str, Any]:
+def source_data(card: PipelineCard, bench: str, task: str) -> SourceData:
     fields = card.get("fields", {})
     details = {
         "benchmark": bench,
@@ -307,9 +322,6 @@ def source_data(card: dict[str, Any], bench: str, task: str) -> dict[str, Any]:
         "sha256": card.get("dataset_checksums") or None,
     }
     src = fields.get("dataset.source")
-    out: dict[str, Any] = {"dataset_name": bench, "additional_details": _str_map(details)}
     if isinstance(src, str) and src.startswith(("http://", "https://")):
-        out.update(source_type="url", url=[src])
-    else:
-        out["source_type"] = "other"
-    return out
+        return {"dataset_name": bench, "additional_details": _str_map(details), "source_type": "url", "url": [src]}
+    return {"dataset_name": bench, "additional_details": _str_map(details), "source_type": "other"}

@@ -6,8 +6,12 @@ Question content is withheld unless asked for; gold and model outputs are writte
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
+from pytest_benchaudit.report.export.documents import (AnswerAttribution, Performance, SampleInput, SampleLine,
+                                                       SampleOutput, TokenUsage)
 from pytest_benchaudit.report.export.fields import (
     SCHEMA_VERSION,
     _evaluation_name,
@@ -17,33 +21,34 @@ from pytest_benchaudit.report.export.fields import (
 # ------------------------------------------------------------------ samples
 
 
-def _question_text(request: dict[str, Any]) -> tuple[str, str]:
+def _question_text(request: dict[str, JsonValue]) -> tuple[str, str]:
     """(the question as the model was asked it: last user turn or the prompt; the whole request as text)."""
     messages = request.get("messages") or []
-    if messages:
-        users = [m.get("content") or "" for m in messages if m.get("role") == "user"]
-        formatted = "\n\n".join(f"[{m.get('role')}]\n{m.get('content') or ''}" for m in messages)
-        return (users[-1] if users else ""), formatted
+    if messages and isinstance(messages, list):
+        turns = [m for m in messages if isinstance(m, dict)]
+        users = [m.get("content") or "" for m in turns if m.get("role") == "user"]
+        formatted = "\n\n".join(f"[{m.get('role')}]\n{m.get('content') or ''}" for m in turns)
+        return (str(users[-1]) if users else ""), formatted
     prompt = request.get("prompt") or ""
     return str(prompt), str(prompt)
 
 
-def sample_line(rec: dict[str, Any], evaluation_id: str, model_id: str, card: dict[str, Any],
-                include_questions: bool) -> dict[str, Any]:
+def sample_line(rec: RecordRow, evaluation_id: str, model_id: str, card: PipelineCard,
+                include_questions: bool) -> SampleLine:
     request = rec.get("request") or {}
     raw_question, formatted = _question_text(request)
     gold = str(rec.get("gold", ""))
-    inp: dict[str, Any] = {"raw": "", "reference": [gold]}
+    inp: SampleInput = {"raw": "", "reference": [gold]}
     if include_questions:
         inp["raw"] = raw_question
         inp["formatted"] = formatted
         inp["choices"] = list(rec.get("question_labels") or []) or None
     outputs = [str(o) for o in rec.get("earlier_outputs") or []] + [str(rec.get("raw_output") or "")]
-    output: dict[str, Any] = {"raw": outputs,
-                              "reasoning_trace": [rec["reasoning"]] if rec.get("reasoning") else None}
+    reasoning_text = rec.get("reasoning")
+    output: SampleOutput = {"raw": outputs, "reasoning_trace": [reasoning_text] if reasoning_text else None}
     rule = card.get("fields", {}).get("extraction.rule") or "unspecified"
     reasoning = card.get("fields", {}).get("extraction.reasoning")
-    attribution = [{
+    attribution: list[AnswerAttribution] = [{
         "turn_idx": 0,
         "source": f"output.raw[{len(outputs) - 1}]",
         "extracted_value": "" if rec.get("prediction") is None else str(rec["prediction"]),
@@ -51,21 +56,23 @@ def sample_line(rec: dict[str, Any], evaluation_id: str, model_id: str, card: di
         "is_terminal": True,
     }]
     usage = rec.get("usage") or {}
-    token_usage = None
-    if all(isinstance(usage.get(k), int) for k in ("prompt_tokens", "completion_tokens")):
-        token_usage = {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
-                       "total_tokens": usage.get("total_tokens")
-                       if isinstance(usage.get("total_tokens"), int)
-                       else usage["prompt_tokens"] + usage["completion_tokens"]}
+    token_usage: TokenUsage | None = None
+    prompt_tokens, completion_tokens, total_tokens = (usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                                                      usage.get("total_tokens"))
+    if isinstance(prompt_tokens, int) and isinstance(completion_tokens, int):
+        token_usage = {"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
+                       "total_tokens": total_tokens if isinstance(total_tokens, int)
+                       else prompt_tokens + completion_tokens}
         details = usage.get("completion_tokens_details") or {}
-        if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
-            token_usage["reasoning_tokens"] = details["reasoning_tokens"]
+        reasoning_tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        if isinstance(reasoning_tokens, int):
+            token_usage["reasoning_tokens"] = reasoning_tokens
     latency = rec.get("latency_s")
-    performance = {
+    performance: Performance = {
         "latency_ms": round(float(latency) * 1000, 3) if isinstance(latency, (int, float)) and latency > 0 else None,
         "additional_details": _str_map({"attempts": rec.get("attempts"), "asks": rec.get("asks")}),
     }
-    meta: dict[str, Any] = {
+    meta: dict[str, object] = {
         "benchmark": rec.get("benchmark"),
         "task": rec.get("task"),
         "variant": rec.get("variant") or None,

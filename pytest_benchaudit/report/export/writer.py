@@ -9,9 +9,14 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
+from pydantic import JsonValue
+
+from pytest_benchaudit.aggregate.documents import BenchmarkScore, TaskResult
 from pytest_benchaudit.common.secrets import redact_obj
+from pytest_benchaudit.pipeline.documents import Cards, RecordRow
+from pytest_benchaudit.report.export.documents import AggregateDocument, EvaluationResult, SampleLine
 from pytest_benchaudit.report.export.fields import (
     LIBRARY,
     SCHEMA_VERSION,
@@ -38,9 +43,10 @@ from pytest_benchaudit.report.export.samples import (
 # ------------------------------------------------------------------ the export
 
 
-def _benchmark_result(entry: dict[str, Any], task_results: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _benchmark_result(entry: BenchmarkScore, task_results: list[TaskResult]) -> EvaluationResult | None:
     """The benchmark's combined score as one more evaluation result, when the run gives one."""
-    if entry.get("score") is None or not task_results:
+    score = entry.get("score")
+    if score is None or not task_results:
         return None
     directions = {bool(r.get("lower_is_better")) for r in task_results}
     if len(directions) != 1:
@@ -66,7 +72,7 @@ def _benchmark_result(entry: dict[str, Any], task_results: list[dict[str, Any]])
             "additional_details": _str_map({"aggregation.method": method, "tasks": entry.get("tasks"),
                                             "note": entry.get("note") or None}),
         },
-        "score_details": {"score": float(entry["score"]),
+        "score_details": {"score": float(score),
                           "details": _str_map({"n": entry.get("n"), "aggregation.method": method,
                                                "pipeline": entry.get("pipeline")})},
     }
@@ -79,16 +85,16 @@ def export_every_eval_ever(run_dir: Path, out: Path, *, samples: bool = False, i
     """Write the Every Eval Ever files for ``run_dir`` under ``out``; returns the paths written."""
     run, summary, records = read_run(run_dir)
     run_id = str(run.get("run_id") or Path(run_dir).name)
-    cards: dict[str, Any] = run.get("pipeline_cards") or {}
+    cards: Cards = run.get("pipeline_cards") or {}
     retrieved = str(int(now if now is not None else time.time()))
     evaluated_at = run.get("ended") or run.get("started")
     source = run.get("source") if isinstance(run.get("source"), dict) else None
     library_version = str((run.get("versions") or {}).get(LIBRARY) or "unknown")
 
-    by_key: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    by_key: dict[tuple[str, str, str, str], list[RecordRow]] = defaultdict(list)
     for rec in records:
         by_key[(rec["benchmark"], rec["task"], rec["model"], rec.get("variant", ""))].append(rec)
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[TaskResult]] = defaultdict(list)
     for result in summary["results"]:
         groups[(result["model"], result["benchmark"])].append(result)
 
@@ -103,8 +109,8 @@ def export_every_eval_ever(run_dir: Path, out: Path, *, samples: bool = False, i
         target_dir = Path(out) / rel_dir
         target_dir.mkdir(parents=True, exist_ok=True)
 
-        evaluation_results = []
-        lines: list[dict[str, Any]] = []
+        evaluation_results: list[EvaluationResult] = []
+        lines: list[SampleLine] = []
         for result in results:
             task, variant = result["task"], result.get("variant", "")
             if result.get("score") is None:
@@ -113,13 +119,13 @@ def export_every_eval_ever(run_dir: Path, out: Path, *, samples: bool = False, i
                 continue
             card = _card_for(cards, bench, task, variant)
             recs = by_key.get((bench, task, spec, variant), [])
-            sent: list[dict[str, Any]] = []
+            sent: list[dict[str, JsonValue]] = []
             for rec in recs:
                 params = (rec.get("request") or {}).get("params")
                 if isinstance(params, dict) and params not in sent:
                     sent.append(params)
             name_ = _evaluation_name(bench, task, variant)
-            entry: dict[str, Any] = {
+            entry: EvaluationResult = {
                 "evaluation_result_id": name_,
                 "evaluation_name": name_,
                 "source_data": source_data(card, bench, task),
@@ -141,7 +147,7 @@ def export_every_eval_ever(run_dir: Path, out: Path, *, samples: bool = False, i
         if not evaluation_results:
             continue
 
-        source_details: dict[str, Any] = {"benchaudit.run_id": run_id, "benchaudit.pipeline": run.get("pipeline"),
+        source_details: dict[str, object] = {"benchaudit.run_id": run_id, "benchaudit.pipeline": run.get("pipeline"),
                                           "benchaudit.overrides": run.get("overrides") or None,
                                           "benchaudit.dataset_checksums": run.get("dataset_checksums") or None}
         if source:
@@ -152,7 +158,7 @@ def export_every_eval_ever(run_dir: Path, out: Path, *, samples: bool = False, i
                 "released_scores": run.get("released_scores"),
                 "agreement_with_released": run.get("agreement"),
             })
-        doc: dict[str, Any] = {
+        doc: AggregateDocument = {
             "schema_version": SCHEMA_VERSION,
             "evaluation_id": evaluation_id,
             "retrieved_timestamp": retrieved,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pytest_benchaudit.aggregate.documents import TaskResult
 from pytest_benchaudit.audit.compare.documents import CompareDocument
@@ -107,19 +107,21 @@ def _nav(extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return _NAV[:at] + extra + _NAV[at:]
 
 
-def render_html(compare_doc: CompareDocument, *, sweeps: list[dict[str, Any]] | None = None,
-                runs: Sequence[TaskResult] | None = None, findings: Sequence[FindingRow] | None = None,
-                ledger: list[dict[str, Any]] | None = None, upstream: list[dict[str, Any]] | None = None,
-                title: str = "benchaudit compare report", harnesses: list[dict[str, Any]] | None = None) -> str:
+def render_html(compare_doc: CompareDocument, *, sweeps: Sequence[Mapping[str, Any]] | None = None,
+                runs: Sequence[Mapping[str, Any]] | None = None, findings: Sequence[FindingRow] | None = None,
+                ledger: Sequence[Mapping[str, Any]] | None = None, upstream: Sequence[Mapping[str, Any]] | None = None,
+                title: str = "benchaudit compare report", harnesses: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The report as an HTML string (see :func:`write_html`)."""
     doc = compare_doc or {}
-    sweeps = [r for r in (sweeps or []) if isinstance(r, dict)]
-    runs = [r for r in (runs or []) if isinstance(r, dict)]
-    verdict = verdict_section(doc, sweeps, findings)
+    sweep_rows = [dict(r) for r in (sweeps or []) if isinstance(r, Mapping)]
+    # A run's summary rows, or the audit's score rows (one per layer, the layer as pipeline and
+    # variant): both carry every TaskResult key the invalid-rate and repeats sections read.
+    run_rows = [cast(TaskResult, r) for r in (runs or []) if isinstance(r, Mapping)]
+    verdict = verdict_section(doc, sweep_rows, findings)
     registered, registered_nav = _analysis_sections(doc)
-    sections = [_summary(doc), harnesses_section(harnesses), causes_section(doc, sweeps, findings), scores_section(doc),
+    sections = [_summary(doc), harnesses_section(harnesses), causes_section(doc, sweep_rows, findings), scores_section(doc),
                 ranks_section(doc), shift_section(doc), tau_section(doc), pca_section(doc), *registered,
-                findings_section(findings), sweeps_section(sweeps), invalid_section(runs), repeats_section(runs),
+                findings_section(findings), sweeps_section(sweep_rows), invalid_section(run_rows), repeats_section(run_rows),
                 paired_section(doc), ledger_section(ledger, upstream), notes_section(doc)]
     body = "\n".join(s for s in sections if s)
     links = " ".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in _nav(registered_nav)
@@ -134,10 +136,10 @@ def render_html(compare_doc: CompareDocument, *, sweeps: list[dict[str, Any]] | 
             + (f"<nav>{links}</nav>\n" if links else "") + body + "\n</body></html>\n")
 
 
-def write_html(compare_doc: CompareDocument, path: Path, *, sweeps: list[dict[str, Any]] | None = None,
-               runs: Sequence[TaskResult] | None = None, findings: Sequence[FindingRow] | None = None,
-               ledger: list[dict[str, Any]] | None = None, upstream: list[dict[str, Any]] | None = None,
-               title: str = "benchaudit compare report", harnesses: list[dict[str, Any]] | None = None) -> Path:
+def write_html(compare_doc: CompareDocument, path: Path, *, sweeps: Sequence[Mapping[str, Any]] | None = None,
+               runs: Sequence[Mapping[str, Any]] | None = None, findings: Sequence[FindingRow] | None = None,
+               ledger: Sequence[Mapping[str, Any]] | None = None, upstream: Sequence[Mapping[str, Any]] | None = None,
+               title: str = "benchaudit compare report", harnesses: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """Write the compare document (plus optional sweep deltas, run summary rows and diagnose findings)
     as one self-contained HTML file at ``path``; returns the path.
 

@@ -4,7 +4,7 @@ live with them, :mod:`pytest_benchaudit.audit.compare.registry`.)"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from pytest_benchaudit.report.html.format import esc, fmt, fmt_pp, fmt_share, is_num, note, table
 from pytest_benchaudit.report.html.plots import invalid_plot, sweep_plots
@@ -26,13 +26,13 @@ def _evidence(value: Any) -> str:
     return fmt(value, 2)
 
 
-def by_effect(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def by_effect(findings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Findings largest effect first: those with an effect in pp by |effect_pp|, then the rest (an effect in a
     metric's own unit, or none: it needs new generations) in their given order."""
     return sorted(findings, key=lambda f: (0, -abs(float(f["effect_pp"]))) if is_num(f.get("effect_pp")) else (1, 0.0))
 
 
-def findings_section(findings: list[dict[str, Any]] | None) -> str:
+def findings_section(findings: Sequence[Mapping[str, Any]] | None) -> str:
     if findings is None:
         return ""
     findings = by_effect([f for f in findings if isinstance(f, dict)])
@@ -55,7 +55,7 @@ def findings_section(findings: list[dict[str, Any]] | None) -> str:
                         "fields need new generations (no number).") if rows else "")
 
 
-def _delta(row: dict[str, Any]) -> str:
+def _delta(row: Mapping[str, Any]) -> str:
     """A variant's change: signed pp on a share metric, signed in the metric's unit otherwise."""
     if is_num(row.get("delta_pp")):
         return fmt_pp(row["delta_pp"]) + " pp"
@@ -64,14 +64,14 @@ def _delta(row: dict[str, Any]) -> str:
     return "—"
 
 
-def _setting(row: dict[str, Any]) -> str:
+def _setting(row: Mapping[str, Any]) -> str:
     """The variant as ``field=value`` (the field's full name), else the variant's own name."""
     if row.get("field") and row.get("value") is not None:
         return f"{row['field']}={row['value']}"
     return str(row.get("variant") or row.get("field") or "—")
 
 
-def sweeps_section(sweeps: list[dict[str, Any]]) -> str:
+def sweeps_section(sweeps: Sequence[Mapping[str, Any]]) -> str:
     if not sweeps:
         return ""
     rows = [[".".join(str(p) for p in (r.get("benchmark"), r.get("task")) if p), r.get("model"), _setting(r),
@@ -88,7 +88,7 @@ def sweeps_section(sweeps: list[dict[str, Any]]) -> str:
                         "under the variant. Moved by: the stage whose rate changed (inference, extraction, scoring)."))
 
 
-def invalid_section(runs: list[dict[str, Any]]) -> str:
+def invalid_section(runs: Sequence[Mapping[str, Any]]) -> str:
     if not runs:
         return ""
     rows = [[r.get("benchmark"), r.get("task"), r.get("model"), r.get("pipeline"), r.get("n"), r.get("n_valid"),
@@ -100,7 +100,7 @@ def invalid_section(runs: list[dict[str, Any]]) -> str:
                         "the invalid items counted by the reason recorded for each."))
 
 
-def notes_section(doc: dict[str, Any]) -> str:
+def notes_section(doc: Mapping[str, Any]) -> str:
     notes = [str(n) for n in doc.get("notes") or []]
     notes += [f"{m.get('benchmark')}: {m.get('model')}: {m.get('reason')}" for m in doc.get("missing") or []
               if isinstance(m, dict)]
@@ -110,7 +110,7 @@ def notes_section(doc: dict[str, Any]) -> str:
     return section("notes", "Notes", f'<ul class="notes">{items}</ul>')
 
 
-def ledger_section(ledger: list[dict[str, Any]] | None, upstream: list[dict[str, Any]] | None) -> str:
+def ledger_section(ledger: Sequence[Mapping[str, Any]] | None, upstream: Sequence[Mapping[str, Any]] | None) -> str:
     """The ledger rows of the audited benchmarks (documented vs released, per field) and the upstream fields
     in which the target layer differs from the stored runs (they need new generations)."""
     parts = []

@@ -11,7 +11,7 @@ import io
 import math
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Mapping
 
 from pytest_benchaudit.audit.compare.documents import RankShiftRow
 from pytest_benchaudit.report.html.format import esc, is_num, short
@@ -126,7 +126,7 @@ def bump_tasks(ranks: dict[str, dict[str, float]]) -> str:
         return img(fig, "rank bump chart across tasks", "Each model's rank on each task (1 = best).")
 
 
-def _sweep_value(row: dict[str, Any]) -> tuple[float | None, str]:
+def _sweep_value(row: Mapping[str, Any]) -> tuple[float | None, str]:
     if is_num(row.get("delta_pp")):
         return float(row["delta_pp"]), "pp"
     if is_num(row.get("delta")):
@@ -134,7 +134,7 @@ def _sweep_value(row: dict[str, Any]) -> tuple[float | None, str]:
     return None, ""
 
 
-def _field_of(row: dict[str, Any]) -> str:
+def _field_of(row: Mapping[str, Any]) -> str:
     if row.get("field"):
         return str(row["field"])
     variant = str(row.get("variant") or "")
@@ -144,10 +144,10 @@ def _field_of(row: dict[str, Any]) -> str:
 _STAGE_COLORS = {"inference": "#d62728", "extraction": "#ff7f0e", "scoring": "#1f77b4", "none": "#9e9e9e"}
 
 
-def sweep_plots(sweeps: list[dict[str, Any]]) -> list[str]:
+def sweep_plots(sweeps: Sequence[Mapping[str, Any]]) -> list[str]:
     """One bar chart per unit: percentage points apart from each error metric's own unit (a MAD's points are
     not percentage points, so they never share an axis); percentage points first."""
-    by_unit: dict[str, list[dict[str, Any]]] = {}
+    by_unit: dict[str, list[Mapping[str, Any]]] = {}
     for row in sweeps:
         value, unit = _sweep_value(row)
         if value is not None:
@@ -155,7 +155,7 @@ def sweep_plots(sweeps: list[dict[str, Any]]) -> list[str]:
     return [sweep_plot(by_unit[u], u) for u in sorted(by_unit, key=lambda u: (u != "pp", u))]
 
 
-def sweep_plot(sweeps: list[dict[str, Any]], unit: str = "pp") -> str:
+def sweep_plot(sweeps: Sequence[Mapping[str, Any]], unit: str = "pp") -> str:
     """The rows in ``unit`` (see :func:`sweep_plots`), one panel per field."""
     by_field: dict[str, list[tuple[str, float, str]]] = {}
     for row in sweeps:
@@ -202,7 +202,7 @@ def sweep_plot(sweeps: list[dict[str, Any]], unit: str = "pp") -> str:
                    f"variant, in {axis}, coloured by the stage that moved it.")
 
 
-def invalid_plot(runs: list[dict[str, Any]]) -> str:
+def invalid_plot(runs: Sequence[Mapping[str, Any]]) -> str:
     cells: dict[tuple[str, str], float] = {}
     for row in runs:
         if not is_num(row.get("invalid_rate")):
