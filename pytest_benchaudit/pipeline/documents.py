@@ -97,19 +97,23 @@ class PipelineCard(TypedDict, total=False):
     not hold (the template's text, the data files' checksums), covered by the hashes.  The rest is
     what a run shows beside the hash; an item card (a fixture override) adds ``override_origins``,
     ``suite_hash`` / ``suite_upstream_hash`` (the collected card's) and ``item_pipelines``.
+
+    Every key is optional to the validator (``total=False``): a card the store reads may come from
+    an older version or a hand-made run directory and lack some; readers use ``.get`` with a default.
+    What a key holds is checked, and a key the card does not declare is refused.
     """
 
-    card_version: Required[str]
-    benchmark: Required[str]
-    task: Required[str]
-    pipeline: Required[str]
-    hash: Required[str]
-    upstream_hash: Required[str]
-    fields: Required[dict[str, JsonValue]]
-    overrides: Required[dict[str, JsonValue]]
-    why: Required[dict[str, str]]
-    notes: Required[list[str]]
-    unspecified: Required[list[str]]
+    card_version: str
+    benchmark: str
+    task: str
+    pipeline: str
+    hash: str
+    upstream_hash: str
+    fields: dict[str, JsonValue]
+    overrides: dict[str, JsonValue]
+    why: dict[str, str]
+    notes: list[str]
+    unspecified: list[str]
     materials: dict[str, JsonValue]
     dataset_checksums: dict[str, str]
     suite_files: dict[str, str]
