@@ -114,7 +114,7 @@ _LIST_HELP: dict[str, str] = {
     "audit": "the whole audit of stored runs toward a layer: attribution, both layers compared, ledger, report",
     "init": "write a suites/ copy to edit and a pyproject snippet (the packaged suites, no data)",
     "plan": "questions x repeats a paired comparison needs to detect a difference (power analysis)",
-    "schema": "the JSON Schema of each document a run directory or an audit holds",
+    "schema": "the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings",
 }
 
 
