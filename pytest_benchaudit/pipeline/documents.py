@@ -21,7 +21,7 @@ from typing_extensions import NotRequired, Required, TypedDict
 from pytest_benchaudit.pipeline.types import InvalidReason, InvalidStage
 
 __all__ = ["CardJudge", "CardWarning", "Cards", "ContinuationRow", "ItemPipeline", "JudgeCallRow", "JudgePromptVersions", "JudgeRequestParams", "PipelineCard",
-           "RecordRow", "TopLogprobs", "VariantInfo"]
+           "RecordExtras", "RecordRow", "TopLogprobs", "VariantInfo"]
 
 _FORBID = ConfigDict(extra="forbid")
 
@@ -220,3 +220,19 @@ class RecordRow(TypedDict):
     released_value: NotRequired[float | None]
     released_id: NotRequired[int | str | None]
     source_row: NotRequired[str | None]
+
+
+@with_config(_FORBID)
+class RecordExtras(TypedDict, total=False):
+    """The keys only some records carry (RecordRow's ``NotRequired`` ones, Record's OPTIONAL_KEYS): an
+    LLM judge's call and what the pipeline's own rule read, an imported run's released values.  What
+    :func:`~pytest_benchaudit.scoring.evaluate.evaluate` takes as ``extra``, and what an importer adds."""
+
+    regex_prediction: str | None
+    judge: JudgeCallRow | None
+    released_prediction: str | None
+    released_score: JsonValue
+    released_success: bool | None
+    released_value: float | None
+    released_id: int | str | None
+    source_row: str | None

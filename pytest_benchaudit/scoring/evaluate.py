@@ -17,29 +17,13 @@ from typing_extensions import TypedDict
 from pytest_benchaudit.scoring import extract as _extract
 from pytest_benchaudit.scoring import metrics as _scoring
 from pytest_benchaudit.pipeline.stages import Pipeline
-from pytest_benchaudit.pipeline.documents import JudgeCallRow, RecordRow, TopLogprobs
+from pytest_benchaudit.pipeline.documents import RecordExtras, RecordRow, TopLogprobs
 from pytest_benchaudit.pipeline.record import Record, RecordCore
 from pytest_benchaudit.pipeline.types import (INVALID_STAGE, ContinuationLogprobs, Extraction, Generation, InvalidReason,
                                              InvalidStage, Question, Request, Score)
 from pytest_benchaudit.scoring.tasks.inputs import Resources
 
 __all__ = ["RecordExtras", "evaluate", "failure_message"]
-
-
-class RecordExtras(TypedDict, total=False):
-    """The optional fields of a record :func:`evaluate` may set (``extra``;
-    :data:`~pytest_benchaudit.pipeline.record.OPTIONAL_KEYS`): an LLM judge's call and what the
-    pipeline's own rule read, an imported run's released values.  Types as in
-    :class:`~pytest_benchaudit.pipeline.documents.RecordRow`."""
-
-    regex_prediction: str | None
-    judge: JudgeCallRow | None
-    released_prediction: str | None
-    released_score: JsonValue
-    released_success: bool | None
-    released_value: float | None
-    released_id: int | str | None
-    source_row: str | None
 
 
 class _Evaluated(TypedDict):

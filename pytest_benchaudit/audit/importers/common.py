@@ -23,7 +23,7 @@ from pytest_benchaudit.pipeline.stages import (
     apply_overrides,
     is_unspecified,
 )
-from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordExtras, RecordRow
 from pytest_benchaudit.pipeline.types import Generation, Question, Request
 from pytest_benchaudit.runs.documents import RunSource, TaskOverride
 from pytest_benchaudit.runs.store import RunDirectory
@@ -39,17 +39,6 @@ class ImportSourceError(DataError):
 
 # A row of a released file as it is read (a JSON object, or a CSV/TSV row's cells): the source's own columns.
 RawRow = dict[str, JsonValue]
-
-
-class RecordExtras(TypedDict, total=False):
-    """What an imported record carries of the released row (RecordRow's ``released_*`` and ``source_row``)."""
-
-    released_prediction: str | None
-    released_score: JsonValue
-    released_success: bool | None
-    released_value: float | None
-    released_id: int | str | None
-    source_row: str | None
 
 
 class TaskCounts(TypedDict, total=False):
