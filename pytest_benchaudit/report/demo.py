@@ -24,16 +24,16 @@ No model and no pytest: it only reads files.
 
 from __future__ import annotations
 
-from pytest_benchaudit.aggregate.documents import TaskResult
-from pytest_benchaudit.pipeline.documents import Cards
-
 import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_benchaudit.aggregate.documents import TaskResult
 from pytest_benchaudit.aggregate.results import variant_deltas
+from pytest_benchaudit.common.errors import RunDirError
+from pytest_benchaudit.pipeline.documents import Cards
 from pytest_benchaudit.report.terminal import WIDTH, render_variant_deltas
 
 
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(explain_layers(args.runs[0], args.audit) if len(args.runs) == 1 else
               explain(args.runs[0], args.runs[1], args.html))
-    except (OSError, ValueError, KeyError, StopIteration) as err:
+    except (OSError, ValueError, KeyError, StopIteration, RunDirError) as err:
         print(f"demo: cannot read the runs ({type(err).__name__}: {err})", file=sys.stderr)
         return 1
     return 0
