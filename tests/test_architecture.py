@@ -41,7 +41,8 @@ PYTEST_SIDE = {"pytest_plugin", "plugin", "newhooks"}
 
 # pytest's and pytest-xdist's private internals (issue 25): each is used behind one adapter module.
 PRIVATE_ATTRIBUTES = frozenset({"_setupstate", "_request", "_markers", "_report_sections", "_log_cli_enabled",
-                                "_tw", "_show_progress_info", "_showfspath", "torun", "nextitem_index"})
+                                "_tw", "_show_progress_info", "_showfspath", "torun", "nextitem_index",
+                                "_fixtureinfo", "_node_location_to_relpath"})
 ADAPTERS = {f"{NAME}.pytest_plugin._fastpath", f"{NAME}.pytest_plugin._terminal", f"{NAME}.pytest_plugin._xdist"}
 
 

@@ -10,7 +10,13 @@ Private names used (all of ``_pytest``):
   ``{x: 1 for x in item.keywords}`` walks the whole chain for every report);
 - ``Item._report_sections``: the ``Captured ...`` sections ``TestReport.from_item_and_call`` copies;
 - ``LoggingPlugin._log_cli_enabled()``: live logging, which needs pytest's per-phase hooks;
-- ``TestReport(...)`` built directly, with keywords (public class, its constructor undocumented).
+- ``TestReport(...)`` built directly, with keywords (public class, its constructor undocumented);
+- ``Function._fixtureinfo``: the fixture closure of a task's first item, handed to its siblings
+  (``Function.from_parent(fixtureinfo=...)``) and read for where an overriding fixture is defined;
+- ``Session._node_location_to_relpath``: the path pytest reports, computed once per task.
+
+The collection helpers (:func:`fixture_info`, :func:`fixture_defs`, :func:`location_relpath`) are
+used on both paths; each falls back to public API when the private name is gone.
 
 Checked on pytest 8.0.2 and 9.2.0 (``make test-pytest-matrix``: ``tests/pytest_plugin/test_protocol.py``
 compares the reports and JUnit XML of both paths on each) and pytest-xdist 3.5.0 and 3.8.0
@@ -21,16 +27,19 @@ compares the reports and JUnit XML of both paths on each) and pytest-xdist 3.5.0
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["PYTEST_TESTED", "XDIST_TESTED", "log_cli_enabled", "make_report", "own_keywords", "release_fixtures",
-           "report_sections", "teardown_exact", "untested_reason", "versions"]
+__all__ = ["PYTEST_TESTED", "XDIST_TESTED", "fixture_defs", "fixture_info", "location_relpath", "log_cli_enabled",
+           "make_report", "own_keywords", "release_fixtures", "report_sections", "teardown_exact", "untested_reason",
+           "versions"]
 
 # The releases `make test-pytest-matrix` runs the plugin's pytest-facing tests against (the lowest
 # the package allows and the newest); widen a bound only with a CI run on that release.
@@ -61,6 +70,26 @@ def untested_reason(pytest_version: str | None = None, xdist_version: str | None
     if xdist_version is not None and _outside(xdist_version, XDIST_TESTED):
         return f"pytest-xdist {xdist_version} is outside the range the CI tested (pytest-xdist{XDIST_TESTED})"
     return None
+
+
+def fixture_info(item: pytest.Item) -> Any:
+    """The item's fixture closure (``FuncFixtureInfo``) to give its siblings, or ``None`` (each
+    sibling then computes its own, as pytest does)."""
+    return getattr(item, "_fixtureinfo", None)
+
+
+def fixture_defs(item: pytest.Item) -> dict[str, Any]:
+    """Fixture name -> its definitions as the item resolved them (empty when pytest no longer says)."""
+    info = getattr(item, "_fixtureinfo", None)
+    return dict(getattr(info, "name2fixturedefs", None) or {})
+
+
+def location_relpath(session: pytest.Session, path: Path) -> str:
+    """``path`` relative to the root directory, as pytest writes it in a report's location."""
+    relpath = getattr(session, "_node_location_to_relpath", None)
+    if callable(relpath):
+        return str(relpath(path))
+    return os.path.relpath(path, session.config.rootpath)
 
 
 def log_cli_enabled(config: pytest.Config) -> bool:

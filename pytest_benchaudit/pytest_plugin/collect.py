@@ -28,7 +28,7 @@ import pytest
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.scoring.judge import judge_card
 from pytest_benchaudit.scoring.judging import judge_problem, needs_judge
-from pytest_benchaudit.pytest_plugin import cards
+from pytest_benchaudit.pytest_plugin import _fastpath, cards
 from pytest_benchaudit.pytest_plugin.checks import checks_of
 from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
 from pytest_benchaudit.pytest_plugin.specs import ItemSpec, VariantSpec
@@ -256,7 +256,7 @@ class TaskCollector(pytest.Collector):
                                              bench=ItemSpec(q, spec, part), fixtureinfo=fixtureinfo,
                                              nodeid=new_id(stem, params))
                 if fixtureinfo is None:
-                    fixtureinfo = item._fixtureinfo
+                    fixtureinfo = _fastpath.fixture_info(item)
                     direct = default_fixtures_only(fixtureinfo)
                 item.direct = direct
                 # `-k <question id>` works too, whatever the item is named.
@@ -316,7 +316,7 @@ def item_hashes(node: BenchItem, question: Question, pipeline: Pipeline,
                 shared.card["_used_by_items"] = True  # pipeline.card.USED
             note_collected_used(known, shared.key, shared.card)
         return shared.hashes
-    defs = node._fixtureinfo.name2fixturedefs
+    defs = _fastpath.fixture_defs(node)
     root = node.config.rootpath
     origin = (cards.fixture_origin(defs.get("pipeline"), __name__, root) or "a fixture") if replaced else None
     q_origin = (cards.fixture_origin(defs.get("question"), __name__, root) or "a fixture") if asked else None
@@ -328,8 +328,9 @@ def item_hashes(node: BenchItem, question: Question, pipeline: Pipeline,
 
 def default_fixtures_only(fixtureinfo: Any) -> bool:
     """True when an item uses this module's ``question``/``pipeline``/``model`` fixtures and
-    nothing else (no conftest override, no autouse or ``usefixtures`` fixture)."""
-    if not set(fixtureinfo.names_closure) <= {"question", "pipeline", "model", "request"}:
+    nothing else (no conftest override, no autouse or ``usefixtures`` fixture); False when pytest
+    does not say (``fixtureinfo`` None: pytest's own fixture set-up then runs)."""
+    if fixtureinfo is None or not set(fixtureinfo.names_closure) <= {"question", "pipeline", "model", "request"}:
         return False
     for name in ("question", "pipeline", "model"):
         chain = fixtureinfo.name2fixturedefs.get(name)
@@ -382,7 +383,7 @@ class BenchItem(pytest.Function):
         parent: Any = self.parent
         rel = getattr(parent, "bench_relpath", None)
         if rel is None:
-            rel = parent.bench_relpath = self.session._node_location_to_relpath(Path(os.path.abspath(self.path)))
+            rel = parent.bench_relpath = _fastpath.location_relpath(self.session, Path(os.path.abspath(self.path)))
         _, line, name = self.reportinfo()
         return rel, line, name
 

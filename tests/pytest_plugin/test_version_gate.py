@@ -114,6 +114,28 @@ def test_both_paths_give_the_same_records_verdicts_and_junit(pytester: pytest.Py
     assert junit[0] == junit[1] and junit[0].count("<testcase") == len(strip[0])
 
 
+def test_collection_without_pytests_private_names_gives_the_same_run(pytester: pytest.Pytester, toy,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collection helpers' public fallbacks: with ``Function._fixtureinfo`` unread and
+    ``Session._node_location_to_relpath`` gone (as a future pytest may have it), every item still
+    runs, through pytest's own fixture set-up, with the same records, verdicts and JUnit XML."""
+    pytester.makeconftest(SPY)
+    private, seen_private = _run(pytester, "private", monkeypatch)
+    monkeypatch.setattr(_fastpath, "fixture_info", lambda item: None)
+    monkeypatch.delattr(pytest.Session, "_node_location_to_relpath")
+    public, seen_public = _run(pytester, "public", monkeypatch)
+    assert public.parseoutcomes() == private.parseoutcomes() and public.ret == private.ret
+    assert seen_public["events"] == seen_private["events"]
+    records = [[{k: v for k, v in r.items() if k not in VARIABLE_RECORD} for r in read_run(only_run_dir(
+        pytester.path / name))["records"]] for name in ("private", "public")]
+    assert records[0] == records[1] and records[0]
+    junit = [re.sub(r' (time|timestamp|hostname)="[^"]*"', "", (pytester.path / f"{name}.xml").read_text())
+             for name in ("private", "public")]
+    # the location pytest reports (JUnit's file/line/classname come from it) is the same either way
+    assert junit[0] == junit[1] and junit[0].count("<testcase") == len(records[0])
+    assert [e[0] for e in seen_public["events"]] == [e[0] for e in seen_private["events"]]
+
+
 class _Interactor:
     """The two attributes the adapter reads, on a queue of either shape xdist has used."""
 
