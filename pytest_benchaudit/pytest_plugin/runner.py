@@ -6,7 +6,7 @@ waits only for its own generation, runs extraction and scoring (the judge's part
 :mod:`pytest_benchaudit.scoring.judging`'s), and attaches its record to its test report, which
 carries it to the controller.
 
-Why ~500 lines: one object owns the engine (here or in the inference process), the breaker and
+Why ~460 lines: one object owns the engine (here or in the inference process), the breaker and
 cost meter of each backend, and the per-item record.  The servers the run launches are :mod:`.launched`'s.
 """
 
@@ -35,6 +35,7 @@ from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.paths import names_suites
 from pytest_benchaudit.inference import prestart
 from pytest_benchaudit.inference.prestart import INFERENCE_PROCESS_ENV, inference_process_setting
+from pytest_benchaudit.pytest_plugin.local_pace import announce_local_pace
 from pytest_benchaudit.pytest_plugin.lookahead import LookAhead
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
 from pytest_benchaudit.pytest_plugin.repeats import passes, reducer_of, repeat_request, repeats_of, verdict_text
@@ -309,42 +310,8 @@ class Runner:
         if selected:
             del selected
             self.lookahead.start(session.items)
-        self._estimate_local(session)
-
-    def _estimate_local(self, session: pytest.Session) -> None:
-        """Before a run on the embedded model goes on: wait for its first answer (the first item's
-        own, kept for it) and say what the run will take ("~N s per question here: M questions
-        ≈ T"), so that a 9-hour run is no surprise."""
-        local = [i for i in session.items if isinstance(i, BenchItem) and i.bench.model.kind == "local"
-                 and not i.get_closest_marker("skip") and i.direct]
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if len(local) < 2 or reporter is None or self.engine is None:
-            return
-        import time
-
-        # Downstream variants of a question share its request: count what will really be asked
-        # (identities only: the requests themselves are rendered again when queued).
-        unique = list({(i.bench.model.label, i.bench.request.identity): i for i in local}.values())
-        if len(unique) < 2:
-            return
-        start = time.perf_counter()
-        firsts = [(i.bench.model.label, i.bench.request) for i in unique[:2]]
-        with _engine_alive():
-            for label, request in firsts:  # one more claim each: the items still find their answers
-                self.engine.prefetch(label, request)
-        answers = [self._generate(label, request) for label, request in firsts]
-        if any(a.from_cache or a.error is not None for a in answers):
-            return  # a stored answer (or none) says nothing about this machine's speed
-        took = time.perf_counter() - start
-        # Two answers, asked together: (time of the second) / 2 is the pace of a server that answers
-        # one at a time and of one that answers both at once alike; start-up is spread over both.
-        per_question = max(took / 2, 0.01)
-        total = per_question * len(unique)
-        reporter.write_line(f"benchaudit: the embedded model takes ~{per_question:.0f} s per question here (2 "
-                            f"answers in {took:.1f} s): {len(unique):,} questions ≈ {_duration(total)}"
-                            + (f" (up to {1 + reask}x that while answers cannot be read: the pipeline re-asks)"
-                               if (reask := max(i.bench.pipeline.inference.reask_on_invalid for i in local)) else "")
-                            + ("; --limit N asks fewer" if total > 600 else ""))
+        if self.engine is not None:
+            announce_local_pace(session, self._prefetch_many, self._generate)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
@@ -493,11 +460,3 @@ def _freeze_at_exit() -> None:
     import gc
 
     atexit.register(gc.freeze)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
