@@ -339,14 +339,20 @@ def _resume_completes(pytester: pytest.Pytester, argv: list[str], ids: list[str]
 
 
 class Paced:
-    """Answers "Answer: A" after ``delay`` seconds; counts completion requests."""
+    """Answers "Answer: A" after ``delay`` seconds; counts completion requests.  With ``hold_after``,
+    requests after that many wait until :attr:`released` is set (so a signal lands mid-run however
+    slow the machine is, not after a run that outpaced the test)."""
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self, delay: float, hold_after: int | None = None) -> None:
         self.delay, self.asked, self.lock = delay, 0, threading.Lock()
+        self.hold_after, self.released = hold_after, threading.Event()
 
     def __call__(self, call: Call) -> Reply:
         with self.lock:
             self.asked += 1
+            held = self.hold_after is not None and self.asked > self.hold_after
+        if held:
+            self.released.wait(60)
         return Reply(content="Answer: A", delay=self.delay)
 
 
@@ -356,15 +362,16 @@ def test_sigint_names_the_run_and_the_resume_command(pytester: pytest.Pytester) 
     import signal
 
     ids = write_suite(pytester.path, [f"Q{i}" for i in range(40)])
-    paced = Paced(0.1)
+    paced = Paced(0.01, hold_after=8)
     with ScriptedServer(paced) as server:
         args = ["suites/faulty", "--model", f"m@{server.url}", *COMMON, "--concurrency", "1", "--gate", "faulty>=0.5"]
         proc = _pytest_process(pytester, args)
         deadline = time.monotonic() + 60
-        while paced.asked < 8 and time.monotonic() < deadline:
+        while paced.asked <= 8 and time.monotonic() < deadline:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         code, out = _finish(proc)
+        paced.released.set()  # the held request and the resumed run are answered at once
         assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
         run_dir = only_run_dir(pytester.path / "out")
         assert "STOPPED: interrupted (Ctrl-C or SIGINT)" in out
