@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     chosen = [by_name[args.document]] if args.document else list(DOCUMENTS)
     if args.out is None:
         if len(chosen) > 1:
-            raise CliError("schema: name a DOCUMENT to print, or give --out DIR to write them all")
+            raise CliError("name a DOCUMENT to print, or give --out DIR to write them all")
         print(schema_text(chosen[0]), end="")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
