@@ -49,6 +49,7 @@ from pytest_benchaudit.report.html.paired import paired_section
 from pytest_benchaudit.report.html.repeats import repeats_section
 from pytest_benchaudit.report.html.sets import (pca_section, ranks_section, scores_section, set_views, shift_section,
                                                 tau_section)
+from pytest_benchaudit.report.html.sweeps import SweepRow
 from pytest_benchaudit.report.html.verdict import causes_section, verdict_section
 
 __all__ = ["write_html", "render_html"]
@@ -107,13 +108,13 @@ def _nav(extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return _NAV[:at] + extra + _NAV[at:]
 
 
-def render_html(compare_doc: CompareDocument, *, sweeps: Sequence[Mapping[str, Any]] | None = None,
+def render_html(compare_doc: CompareDocument, *, sweeps: Sequence[SweepRow] | None = None,
                 runs: Sequence[Mapping[str, Any]] | None = None, findings: Sequence[FindingRow] | None = None,
                 ledger: Sequence[Mapping[str, Any]] | None = None, upstream: Sequence[Mapping[str, Any]] | None = None,
                 title: str = "benchaudit compare report", harnesses: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The report as an HTML string (see :func:`write_html`)."""
     doc = compare_doc or {}
-    sweep_rows = [dict(r) for r in (sweeps or []) if isinstance(r, Mapping)]
+    sweep_rows = [r for r in (sweeps or []) if isinstance(r, dict)]
     # A run's summary rows, or the audit's score rows (one per layer, the layer as pipeline and
     # variant): both carry every TaskResult key the invalid-rate and repeats sections read.
     run_rows = [cast(TaskResult, r) for r in (runs or []) if isinstance(r, Mapping)]
@@ -136,7 +137,7 @@ def render_html(compare_doc: CompareDocument, *, sweeps: Sequence[Mapping[str, A
             + (f"<nav>{links}</nav>\n" if links else "") + body + "\n</body></html>\n")
 
 
-def write_html(compare_doc: CompareDocument, path: Path, *, sweeps: Sequence[Mapping[str, Any]] | None = None,
+def write_html(compare_doc: CompareDocument, path: Path, *, sweeps: Sequence[SweepRow] | None = None,
                runs: Sequence[Mapping[str, Any]] | None = None, findings: Sequence[FindingRow] | None = None,
                ledger: Sequence[Mapping[str, Any]] | None = None, upstream: Sequence[Mapping[str, Any]] | None = None,
                title: str = "benchaudit compare report", harnesses: Sequence[Mapping[str, Any]] | None = None) -> Path:

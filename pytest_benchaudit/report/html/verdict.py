@@ -28,16 +28,18 @@ from typing_extensions import NotRequired, TypedDict
 
 from pytest_benchaudit.audit.compare.documents import CompareDocument, TaskInfo
 from pytest_benchaudit.audit.diagnose.documents import FindingRow
+from pytest_benchaudit.report.html.causes import (MATERIAL_PP, Cause, MetricCause, field_causes, metric_causes,
+                                                  unit_of, value_text)
 from pytest_benchaudit.report.html.format import esc, fmt_ci, fmt_corr, fmt_pp, is_num, note, table
+from pytest_benchaudit.report.html.sweeps import SweepRow
 
+# Cause, MetricCause and MATERIAL_PP are .causes' (re-exported: importable from here as before).
 __all__ = ["SMALL_SAMPLE", "MATERIAL_PP", "TOP_CAUSES", "Cause", "MetricCause", "MetricMove", "Mover", "PpMove",
            "RankVerdict", "Verdict", "benchmark_of", "verdicts", "verdict_section", "causes_section",
            "small_sample_note"]
 
 #: Below this many models a rank correlation or a PCA is too rough to read as more than a description.
 SMALL_SAMPLE = 8
-#: A move of at least this many percentage points makes the verdict "pipeline-dependent".
-MATERIAL_PP = 1.0
 #: Causes shown on the first screen (the rest are in the evidence below).
 TOP_CAUSES = 3
 
@@ -81,35 +83,6 @@ class RankVerdict(TypedDict):
     small_sample: bool
 
 
-class Cause(TypedDict):
-    """A pipeline field's largest effect in pp: a single-field re-score, or a diagnose finding."""
-
-    field: str
-    value: JsonValue
-    pp: float
-    run: str | None
-    model: str | None
-    task: str | None
-    source: str
-    command: str | None
-    n_moved: NotRequired[int]  # set once every cause is offered
-
-
-class MetricCause(TypedDict):
-    """A pipeline field's largest move of an error metric, in its own unit."""
-
-    field: str
-    value: JsonValue
-    delta: float
-    unit: str
-    run: str | None
-    model: str | None
-    task: str | None
-    lower_is_better: bool
-    command: str | None
-    base: NotRequired[float | None]  # a sweep row's base score (a finding has none)
-
-
 class Verdict(TypedDict):
     """One benchmark's verdict (:func:`verdicts`)."""
 
@@ -146,11 +119,6 @@ def _metric_of(info: TaskInfo | None) -> tuple[list[str] | None, bool | None]:
     return (info.get("metrics"), info.get("lower_is_better")) if info else (None, None)
 
 
-def _unit(info: TaskInfo | None) -> str:
-    """The unit of a task's error metric: its metric names."""
-    return ", ".join(map(str, (info.get("metrics") if info else None) or [])) or "metric unit"
-
-
 def _moves(doc: CompareDocument, bench: str) -> tuple[PpMove | None, MetricMove | None, list[str]]:
     """The largest set-b-minus-set-a move of one model on one task: (in pp, in a metric's unit), and the
     tasks left out because the two sets score them with different metrics (their scores do not compare)."""
@@ -181,7 +149,7 @@ def _moves(doc: CompareDocument, bench: str) -> tuple[PpMove | None, MetricMove 
                     best_pp = pp_move
             else:
                 move = MetricMove(model=model, task=task, a=float(va), b=float(vb), delta=float(vb) - float(va),
-                                  unit=_unit(info_a), lower_is_better=bool(info_a and info_a.get("lower_is_better")))
+                                  unit=unit_of(info_a), lower_is_better=bool(info_a and info_a.get("lower_is_better")))
                 if best_metric is None or abs(move["delta"]) > abs(best_metric["delta"]):
                     best_metric = move
     return best_pp, best_metric, differ
@@ -214,32 +182,6 @@ def _run_paths(doc: CompareDocument, findings: Sequence[FindingRow]) -> dict[tup
     return out
 
 
-def _command(field: str, value: JsonValue, run: str | None) -> str:
-    """``benchaudit rescore RUN --set FIELD=VALUE`` (``RUN`` when the run directory is not known)."""
-    target = shlex.quote(run) if run else "RUN"
-    return f"benchaudit rescore {target} --set {shlex.quote(f'{field}={_value_text(value)}')}"
-
-
-#: Stages whose fields change the request: their effect needs new generations, not a re-score.
-UPSTREAM = ("dataset", "prompt", "inference")
-
-
-def _upstream(row: dict[str, Any]) -> bool:
-    return row.get("kind") == "upstream" or str(row.get("field") or "").split(".", 1)[0] in UPSTREAM
-
-
-def _reproduce(bench: str, row: dict[str, Any], run: str | None) -> str | None:
-    """The command that reproduces a single-field variant row: a re-score for a downstream field, a
-    pytest run with ``--vary`` for an upstream one (it generates again); None without a value."""
-    if "value" not in row or row["value"] is None or not row.get("field"):
-        return None
-    field, setting = str(row["field"]), f"{row['field']}={_value_text(row['value'])}"
-    if _upstream(row):
-        model = shlex.quote(f"{row.get('model')}@URL")
-        return f"pytest suites/{bench} --model {model} --vary {shlex.quote(setting)}"
-    return _command(field, row["value"], run)
-
-
 def _short(cause: Cause | MetricCause) -> str:
     """The cause's command with its run directory written ``RUN`` (the full one is in the causes section)."""
     command = str(cause.get("command") or "")
@@ -247,91 +189,7 @@ def _short(cause: Cause | MetricCause) -> str:
     return command.replace(shlex.quote(run), "RUN", 1) if run else command
 
 
-def _value_text(value: JsonValue) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _weight(cause: Cause) -> tuple[float, bool]:
-    """Larger effect first (to the 0.1 pp shown); on a tie, the one its command reproduces exactly."""
-    return round(abs(cause["pp"]), 1), str(cause.get("command") or "").startswith(("benchaudit rescore", "pytest"))
-
-
-def _causes(bench: str, sweeps: list[dict[str, Any]], findings: Sequence[FindingRow],
-            runs: dict[tuple[str, str], str]) -> list[Cause]:
-    """Per field, its largest effect in pp (single-field re-scores and findings), largest first."""
-    best: dict[str, Cause] = {}
-    moved: dict[str, set[tuple[str, str]]] = {}  # per field, the model x task cells it moves MATERIAL_PP or more
-
-    def offer(cause: Cause) -> None:
-        field = cause["field"]
-        cells = moved.setdefault(field, set())
-        if abs(cause["pp"]) >= MATERIAL_PP:
-            cells.add((str(cause["model"]), str(cause["task"])))  # a sweep and a finding on one cell count once
-        if field not in best or _weight(cause) > _weight(best[field]):
-            best[field] = cause
-
-    for r in sweeps:
-        if str(r.get("benchmark")) != bench or not is_num(r.get("delta_pp")) or not r.get("field"):
-            continue
-        run = r.get("run") or runs.get((bench, str(r.get("model"))))
-        offer(Cause(field=str(r["field"]), value=r.get("value"), pp=float(r["delta_pp"]), run=run,
-                    model=r.get("model"), task=r.get("task"),
-                    source="new generation" if _upstream(r) else "re-score", command=_reproduce(bench, r, run)))
-    for f in findings:
-        effect_pp = f.get("effect_pp")
-        if str(f.get("benchmark")) != bench or effect_pp is None or not is_num(effect_pp) or not f.get("field"):
-            continue
-        run = runs.get((bench, str(f.get("model"))))
-        # A finding names its field, not a value to set it to: its command re-runs diagnose, which re-scores it.
-        command = f"benchaudit diagnose {shlex.quote(run) if run else 'RUN'}"
-        offer(Cause(field=str(f["field"]), value=None, pp=float(effect_pp), run=run, model=f.get("model"),
-                    task=f.get("task"), source=str(f.get("failure_mode") or "finding"), command=command))
-    ordered = sorted(best.values(), key=lambda c: (-_weight(c)[0], not _weight(c)[1], c["field"]))
-    for c in ordered:
-        c["n_moved"] = len(moved[c["field"]])
-    return ordered
-
-
-def _metric_causes(bench: str, sweeps: list[dict[str, Any]], findings: Sequence[FindingRow],
-                   runs: dict[tuple[str, str], str], tasks: dict[str, TaskInfo]) -> list[MetricCause]:
-    """Per (field, unit), the largest single-field move of an error metric in its own unit, largest first:
-    sweep rows with a ``delta`` and no ``delta_pp``, findings with an ``effect_delta`` and no ``effect_pp``.
-
-    Kept apart from the pp causes: a MAD's points and percentage points do not compare."""
-    best: dict[tuple[str, str], MetricCause] = {}
-    for f in findings:
-        if (str(f.get("benchmark")) != bench or is_num(f.get("effect_pp")) or not is_num(f.get("effect_delta"))
-                or not f.get("field") or not f["effect_delta"]):
-            continue
-        info = tasks.get(f"{bench}.{f.get('task')}")
-        unit = _unit(info)
-        run = runs.get((bench, str(f.get("model"))))
-        key = (str(f["field"]), unit)
-        cause = MetricCause(field=key[0], value=None, delta=float(f["effect_delta"]), unit=unit, run=run,
-                            model=f.get("model"), task=f.get("task"),
-                            lower_is_better=bool(info and info.get("lower_is_better")),
-                            command=f"benchaudit diagnose {shlex.quote(run) if run else 'RUN'}")
-        if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
-            best[key] = cause
-    for r in sweeps:
-        if (str(r.get("benchmark")) != bench or is_num(r.get("delta_pp")) or not is_num(r.get("delta"))
-                or not r.get("field")):
-            continue
-        unit = str(r.get("unit") or r.get("metric") or "metric unit")
-        key = (str(r["field"]), unit)
-        run = r.get("run") or runs.get((bench, str(r.get("model"))))
-        cause = MetricCause(
-            field=key[0], value=r.get("value"), delta=float(r["delta"]), unit=unit, run=run,
-            model=r.get("model"), task=r.get("task"), lower_is_better=bool(r.get("lower_is_better")),
-            command=_reproduce(bench, r, run), base=r.get("base_score"))
-        if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
-            best[key] = cause
-    return sorted(best.values(), key=lambda c: (-abs(c["delta"]), c["field"]))
-
-
-def _benchmarks(doc: CompareDocument, sweeps: list[dict[str, Any]], findings: Sequence[FindingRow]) -> list[str]:
+def _benchmarks(doc: CompareDocument, sweeps: Sequence[SweepRow], findings: Sequence[FindingRow]) -> list[str]:
     names: set[str] = set()
     for an in (doc.get("by_set") or {}).values():
         if isinstance(an, dict):
@@ -342,7 +200,7 @@ def _benchmarks(doc: CompareDocument, sweeps: list[dict[str, Any]], findings: Se
     return sorted(names)
 
 
-def verdicts(doc: CompareDocument, sweeps: list[dict[str, Any]] | None = None,
+def verdicts(doc: CompareDocument, sweeps: Sequence[SweepRow] | None = None,
              findings: Sequence[FindingRow] | None = None) -> list[Verdict]:
     """One verdict per benchmark (sorted by name): largest moves, rank stability, causes, a sentence.
 
@@ -356,12 +214,12 @@ def verdicts(doc: CompareDocument, sweeps: list[dict[str, Any]] | None = None,
     for bench in _benchmarks(doc, sweeps, findings):
         move, metric_move, differ = _moves(doc, bench)
         rank = _rank(doc, bench)
-        causes = _causes(bench, sweeps, findings, runs)
-        metric_causes = _metric_causes(bench, sweeps, findings, runs, tasks)
-        if move is None and metric_move is None and rank is None and not causes and not metric_causes:
+        causes = field_causes(bench, sweeps, findings, runs)
+        in_units = metric_causes(bench, sweeps, findings, runs, tasks)
+        if move is None and metric_move is None and rank is None and not causes and not in_units:
             continue
         v = Verdict(benchmark=bench, largest_move=move, largest_metric_move=metric_move, rank=rank, causes=causes,
-                    metric_causes=metric_causes, metric_differs=differ)
+                    metric_causes=in_units, metric_differs=differ)
         v["dependent"] = _dependent(v)
         v["sentence"] = _sentence(doc, v)
         out.append(v)
@@ -441,12 +299,12 @@ def _verdict_table(doc: CompareDocument, v: Verdict) -> str:
                      f"{rank['n_models']} models" + (" (few)" if rank["small_sample"] else ""),
                      f"{rank['min_shift']}+ ranks: {movers}", ""])
     for k, c in enumerate(v["causes"][:TOP_CAUSES], 1):
-        fix = c["field"] + (f"={_value_text(c['value'])}" if c.get("value") is not None else "")
+        fix = c["field"] + (f"={value_text(c['value'])}" if c.get("value") is not None else "")
         more = f" +{c['n_moved'] - 1} more" if c["n_moved"] > 1 else ""
         rows.append([f"cause {k}", f"{fmt_pp(c['pp'])} pp", _where(c) + more, fix,
                      f'<code title="{esc(c["command"])}">{esc(_short(c))}</code>' if c.get("command") else "—"])
     for mc in v["metric_causes"][:1]:
-        fix = mc["field"] + (f"={_value_text(mc['value'])}" if mc.get("value") is not None else "")
+        fix = mc["field"] + (f"={value_text(mc['value'])}" if mc.get("value") is not None else "")
         rows.append(["cause, metric unit", f"{mc['delta']:+.3g} {mc['unit']}", _where(mc),
                      fix + (" (↓ better)" if mc["lower_is_better"] else ""),
                      f'<code title="{esc(mc["command"])}">{esc(_short(mc))}</code>' if mc.get("command") else "—"])
@@ -455,14 +313,14 @@ def _verdict_table(doc: CompareDocument, v: Verdict) -> str:
     return table(["", "size", "where", "field to fix / detail", "reproduce"], rows, raw_cols={4})
 
 
-def causes_section(doc: CompareDocument, sweeps: list[dict[str, Any]] | None = None,
+def causes_section(doc: CompareDocument, sweeps: Sequence[SweepRow] | None = None,
                    findings: Sequence[FindingRow] | None = None) -> str:
     """Every cause of every verdict, largest first, with the full command (its run directory spelled out)."""
-    rows = [[v["benchmark"], c["field"] + (f"={_value_text(c['value'])}" if c.get("value") is not None else ""),
+    rows = [[v["benchmark"], c["field"] + (f"={value_text(c['value'])}" if c.get("value") is not None else ""),
              f"{fmt_pp(c['pp'])} pp", _where(c), c["n_moved"], c["source"],
              f"<code>{esc(c['command'])}</code>" if c.get("command") else "—"]
             for v in verdicts(doc, sweeps, findings) for c in v["causes"]]
-    rows += [[v["benchmark"], c["field"] + (f"={_value_text(c['value'])}" if c.get("value") is not None else ""),
+    rows += [[v["benchmark"], c["field"] + (f"={value_text(c['value'])}" if c.get("value") is not None else ""),
               f"{c['delta']:+.3g} {c['unit']}", _where(c), "—", "re-score",
               f"<code>{esc(c['command'])}</code>" if c.get("command") else "—"]
              for v in verdicts(doc, sweeps, findings) for c in v["metric_causes"]]
@@ -479,7 +337,7 @@ def causes_section(doc: CompareDocument, sweeps: list[dict[str, Any]] | None = N
             + "</section>")
 
 
-def verdict_section(doc: CompareDocument, sweeps: list[dict[str, Any]] | None = None,
+def verdict_section(doc: CompareDocument, sweeps: Sequence[SweepRow] | None = None,
                     findings: Sequence[FindingRow] | None = None) -> str:
     """The verdict block (``<section id="verdict">``), or ``""`` when there is nothing to judge."""
     found = verdicts(doc, sweeps, findings)
