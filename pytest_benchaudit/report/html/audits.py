@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 from pytest_benchaudit.report.html.format import esc, fmt, fmt_pp, fmt_share, is_num, note, table
 from pytest_benchaudit.report.html.plots import invalid_plot, sweep_plots
 from pytest_benchaudit.report.html.sets import section
+from pytest_benchaudit.report.html.sweeps import SweepRow, value_of
 
 __all__ = ["by_effect", "findings_section", "sweeps_section", "ledger_section", "invalid_section", "notes_section",
            "FINDING_COLUMNS"]
@@ -55,23 +56,25 @@ def findings_section(findings: Sequence[Mapping[str, Any]] | None) -> str:
                         "fields need new generations (no number).") if rows else "")
 
 
-def _delta(row: Mapping[str, Any]) -> str:
+def _delta(row: SweepRow) -> str:
     """A variant's change: signed pp on a share metric, signed in the metric's unit otherwise."""
     if is_num(row.get("delta_pp")):
         return fmt_pp(row["delta_pp"]) + " pp"
-    if is_num(row.get("delta")):
-        return f"{float(row['delta']):+.3g} {row.get('unit') or row.get('metric') or ''}".rstrip()
+    delta = row.get("delta")
+    if delta is not None and is_num(delta):
+        return f"{float(delta):+.3g} {row.get('unit') or row.get('metric') or ''}".rstrip()
     return "—"
 
 
-def _setting(row: Mapping[str, Any]) -> str:
+def _setting(row: SweepRow) -> str:
     """The variant as ``field=value`` (the field's full name), else the variant's own name."""
-    if row.get("field") and row.get("value") is not None:
-        return f"{row['field']}={row['value']}"
+    value = value_of(row)
+    if row.get("field") and value is not None:
+        return f"{row['field']}={value}"
     return str(row.get("variant") or row.get("field") or "—")
 
 
-def sweeps_section(sweeps: Sequence[Mapping[str, Any]]) -> str:
+def sweeps_section(sweeps: Sequence[SweepRow]) -> str:
     if not sweeps:
         return ""
     rows = [[".".join(str(p) for p in (r.get("benchmark"), r.get("task")) if p), r.get("model"), _setting(r),

@@ -115,7 +115,7 @@ def field_causes(bench: str, sweeps: Sequence[SweepRow], findings: Sequence[Find
             best[field] = cause
 
     for r in sweeps:
-        pp = r["delta_pp"]
+        pp = r.get("delta_pp")
         if str(r.get("benchmark")) != bench or pp is None or not is_num(pp) or not r.get("field"):
             continue
         run = run_of(r) or runs.get((bench, str(r.get("model"))))
@@ -159,7 +159,7 @@ def metric_causes(bench: str, sweeps: Sequence[SweepRow], findings: Sequence[Fin
         if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
             best[key] = cause
     for r in sweeps:
-        delta = r["delta"]
+        delta = r.get("delta")
         if (str(r.get("benchmark")) != bench or is_num(r.get("delta_pp")) or delta is None or not is_num(delta)
                 or not r.get("field")):
             continue

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from pytest_benchaudit.audit.compare.documents import RankShiftRow
 from pytest_benchaudit.report.html.format import esc, is_num, short
+from pytest_benchaudit.report.html.sweeps import SweepRow
 
 __all__ = ["figure", "img", "rc", "colors", "bump_pipelines", "bump_tasks", "sweep_plot", "sweep_plots",
            "invalid_plot"]
@@ -126,15 +127,16 @@ def bump_tasks(ranks: dict[str, dict[str, float]]) -> str:
         return img(fig, "rank bump chart across tasks", "Each model's rank on each task (1 = best).")
 
 
-def _sweep_value(row: Mapping[str, Any]) -> tuple[float | None, str]:
-    if is_num(row.get("delta_pp")):
-        return float(row["delta_pp"]), "pp"
-    if is_num(row.get("delta")):
-        return float(row["delta"]), str(row.get("unit") or row.get("metric") or "metric unit")
+def _sweep_value(row: SweepRow) -> tuple[float | None, str]:
+    pp, delta = row.get("delta_pp"), row.get("delta")
+    if pp is not None and is_num(pp):
+        return float(pp), "pp"
+    if delta is not None and is_num(delta):
+        return float(delta), str(row.get("unit") or row.get("metric") or "metric unit")
     return None, ""
 
 
-def _field_of(row: Mapping[str, Any]) -> str:
+def _field_of(row: SweepRow) -> str:
     if row.get("field"):
         return str(row["field"])
     variant = str(row.get("variant") or "")
@@ -144,10 +146,10 @@ def _field_of(row: Mapping[str, Any]) -> str:
 _STAGE_COLORS = {"inference": "#d62728", "extraction": "#ff7f0e", "scoring": "#1f77b4", "none": "#9e9e9e"}
 
 
-def sweep_plots(sweeps: Sequence[Mapping[str, Any]]) -> list[str]:
+def sweep_plots(sweeps: Sequence[SweepRow]) -> list[str]:
     """One bar chart per unit: percentage points apart from each error metric's own unit (a MAD's points are
     not percentage points, so they never share an axis); percentage points first."""
-    by_unit: dict[str, list[Mapping[str, Any]]] = {}
+    by_unit: dict[str, list[SweepRow]] = {}
     for row in sweeps:
         value, unit = _sweep_value(row)
         if value is not None:
@@ -155,7 +157,7 @@ def sweep_plots(sweeps: Sequence[Mapping[str, Any]]) -> list[str]:
     return [sweep_plot(by_unit[u], u) for u in sorted(by_unit, key=lambda u: (u != "pp", u))]
 
 
-def sweep_plot(sweeps: Sequence[Mapping[str, Any]], unit: str = "pp") -> str:
+def sweep_plot(sweeps: Sequence[SweepRow], unit: str = "pp") -> str:
     """The rows in ``unit`` (see :func:`sweep_plots`), one panel per field."""
     by_field: dict[str, list[tuple[str, float, str]]] = {}
     for row in sweeps:
