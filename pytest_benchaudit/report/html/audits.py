@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from pytest_benchaudit.audit.diagnose.documents import FindingRow
 from pytest_benchaudit.report.html.format import esc, fmt, fmt_pp, fmt_share, is_num, note, table
 from pytest_benchaudit.report.html.plots import invalid_plot, sweep_plots
 from pytest_benchaudit.report.html.sets import section
@@ -27,13 +28,17 @@ def _evidence(value: Any) -> str:
     return fmt(value, 2)
 
 
-def by_effect(findings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def by_effect(findings: Sequence[FindingRow]) -> list[FindingRow]:
     """Findings largest effect first: those with an effect in pp by |effect_pp|, then the rest (an effect in a
     metric's own unit, or none: it needs new generations) in their given order."""
-    return sorted(findings, key=lambda f: (0, -abs(float(f["effect_pp"]))) if is_num(f.get("effect_pp")) else (1, 0.0))
+    def key(f: FindingRow) -> tuple[int, float]:
+        pp = f.get("effect_pp")
+        return (0, -abs(float(pp))) if pp is not None and is_num(pp) else (1, 0.0)
+
+    return sorted(findings, key=key)
 
 
-def findings_section(findings: Sequence[Mapping[str, Any]] | None) -> str:
+def findings_section(findings: Sequence[FindingRow] | None) -> str:
     if findings is None:
         return ""
     findings = by_effect([f for f in findings if isinstance(f, dict)])
