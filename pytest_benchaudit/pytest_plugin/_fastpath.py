@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,7 +78,7 @@ def fixture_info(item: pytest.Item) -> Any:
     return getattr(item, "_fixtureinfo", None)
 
 
-def fixture_defs(item: pytest.Item) -> dict[str, Any]:
+def fixture_defs(item: pytest.Item) -> dict[str, Sequence[Any]]:
     """Fixture name -> its definitions as the item resolved them (empty when pytest no longer says)."""
     info = getattr(item, "_fixtureinfo", None)
     return dict(getattr(info, "name2fixturedefs", None) or {})
