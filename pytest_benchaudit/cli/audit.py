@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from typing_extensions import TypedDict
-
 from pytest_benchaudit.cli._common import Subparsers
 
 if TYPE_CHECKING:
     from pytest_benchaudit.aggregate.documents import VariantDelta
     from pytest_benchaudit.audit.documents import UpstreamAttributionRow, UpstreamField
+    from pytest_benchaudit.report.html.sweeps import SweepRow, UpstreamSweepRow
 
 __all__ = ["HELP", "add_parser", "run"]
 
@@ -57,23 +56,6 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (default 5000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap, sampling and permutations")
     return p
-
-
-class UpstreamSweepRow(TypedDict):
-    """An upstream_attribution row as the report's per-field deltas show it (beside the sweep variants)."""
-
-    benchmark: str
-    task: str
-    model: str
-    variant: str
-    field: str
-    base_score: float | None
-    score: float | None
-    delta: float | None
-    delta_pp: float | None
-    invalid_rate: None
-    moved_by: str
-    moved_by_detail: str
 
 
 def _as_sweep_row(r: UpstreamAttributionRow) -> UpstreamSweepRow:
@@ -149,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         moot = f"; {listed(row['no_effect'])}: no effect expected" if row["no_effect"] else ""
         print(f"no upstream difference: {row['task']}: {listed(row['same_request']) or '-'} render "
               f"byte-identical requests{moot}")
-    sweeps: list[VariantDelta | UpstreamSweepRow] = list(moved)
+    sweeps: list[SweepRow] = list(moved)
     split = doc.get("upstream_attribution")
     if split:  # a --pipelines run: the move to the target layer, downstream + upstream
         from pytest_benchaudit.report.terminal import render_layer_attribution
