@@ -34,7 +34,7 @@ from typing import Any, cast
 
 from pytest_benchaudit.aggregate.documents import BenchmarkScore, TaskResult, UsageRow, UsageSummary
 from pytest_benchaudit.pipeline.documents import Cards, CardWarning, RecordRow
-from pytest_benchaudit.runs.documents import RunMeta, RunModel
+from pytest_benchaudit.runs.documents import RunMeta
 
 import pytest
 
@@ -49,8 +49,8 @@ from pytest_benchaudit.pytest_plugin.digest import RecordsDigest
 from pytest_benchaudit.pytest_plugin.resume import (RECORDED, RESUME_KEYS, RecordKey, ResumeFilter, ResumeWarning,
                                                     check_same_collection, check_same_invocation, deselect_recorded,
                                                     drop_not_asked, item_key, not_asked, record_key, resume_command,
-                                                    resume_workerinput)
-from pytest_benchaudit.pytest_plugin.runmeta import clean_argv, sum_cache_stats, versions
+                                                    resume_workerinput, write_stopped)
+from pytest_benchaudit.pytest_plugin.runmeta import clean_argv, run_models, run_warning_list, sum_cache_stats, versions
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
@@ -166,13 +166,7 @@ class Controller:
 
     def _run_meta(self) -> RunMeta:
         assert self.run_dir is not None
-        models: list[RunModel] = []
-        for m in self.opts.models:
-            info = m.public()
-            if self.local_url.url_of(m):  # launched by this run (local, vllm:)
-                info["endpoint"] = self.local_url.url_of(m)
-            info["served_model_ids"] = sorted(self.served.get(m.label, ()))
-            models.append(cast(RunModel, info))  # ModelSpec.public(): inference/ sits below run.json's types
+        models = run_models(self.opts.models, self.local_url.url_of, self.served)
         meta: RunMeta = {
             "run_id": self.run_dir.run_id,
             "argv": clean_argv(list(self.config.invocation_params.args)),
@@ -201,15 +195,13 @@ class Controller:
                                   for m, n in self.not_asked.items()}
         elif self.run_dir is not None:
             self.run_dir.meta.pop("incomplete", None)  # a resumed run that asked what was left
-        # {"kind", "message"} each; added to whatever warnings the run already lists.
-        meta["warnings"] = [*meta.get("warnings", []), *(w for w in run_warnings(self._cards())
-                                                         if w not in meta.get("warnings", []))]
         remote = self.config.pluginmanager.get_plugin("benchaudit-remote")  # xdist: each worker's host, data
         if remote is not None:
             meta.update(remote.run_meta())
-        if self.context_warnings:  # run.json's one warnings list: these join the others
-            meta["warnings"] = [*meta.get("warnings", []),
-                                *(w for w in self.context_warnings if w not in meta.get("warnings", []))]
+        # run.json's one warnings list ({"kind", "message"} each): the cards', what the answers say of
+        # their context, and what the earlier sessions of a resumed run saw that this one cannot.
+        earlier = self.resumed_from.get("warnings", []) if self.resumed_from is not None else []
+        meta["warnings"] = run_warning_list([*run_warnings(self._cards()), *self.context_warnings], earlier)
         if self.resumed_from is not None and self.resumed_from.get("argv"):
             # The run's own command line stays; the one that resumed it is kept beside it.
             meta["resume_argv"] = meta["argv"]
@@ -443,16 +435,8 @@ class Controller:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def _write_stopped(self, terminalreporter: Any) -> None:
-        """An abnormal end: why, what is kept, the exit status and the command that continues it."""
         assert self.run_dir is not None and self.stopped is not None
-        if not self.run_dir.records_path.is_file():
-            terminalreporter.write_line(printable(redact(f"STOPPED: {self.stopped}; the run directory is gone (run "
-                                                         "again); exit status 2")), red=True, bold=True)
-            return
-        terminalreporter.write_line(printable(redact(
-            f"STOPPED: {self.stopped}; the records written before it are kept; exit status 2. Continue it (asks "
-            "only what is not recorded):")), red=True, bold=True)
-        terminalreporter.write_line(f"  {redact(self.resume_command())}")
+        write_stopped(terminalreporter, self.stopped, self.run_dir.records_path.is_file(), self.resume_command())
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.run_dir is None:

@@ -18,6 +18,8 @@ from typing import Any, Final, Mapping
 import pytest
 from typing_extensions import TypedDict
 
+from pytest_benchaudit.common.safe_text import printable
+from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
 from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, ResumeRun, resume_mismatch
 from pytest_benchaudit.pytest_plugin.options import RunOptions
@@ -26,7 +28,7 @@ from pytest_benchaudit.runs.documents import RunMeta
 
 __all__ = ["RECORDED", "RESUME_CORRECT", "RESUME_KEYS", "RecordKey", "ResumeFilter", "ResumeWarning",
            "check_same_collection", "check_same_invocation", "deselect_recorded", "drop_not_asked", "item_key", "item_keys", "not_asked",
-           "record_key", "recorded_repeats", "resume_command", "resume_workerinput"]
+           "record_key", "recorded_repeats", "resume_command", "resume_workerinput", "write_stopped"]
 
 RESUME_KEYS: Final = "benchaudit_resume_keys"  # workerinput key: the (benchmark, task, question_id, model, variant, repeat) recorded
 RESUME_CORRECT: Final = "benchaudit_resume_correct"  # workerinput key: of those, the correct ones (a run with repeats only)
@@ -226,3 +228,16 @@ def resume_workerinput(recorded: set[RecordKey], correct: set[RecordKey], resume
             "checksums": resumed_from.get("dataset_checksums") or {}}
     return out
 
+
+
+def write_stopped(terminalreporter: Any, stopped: str, records_kept: bool, command: str) -> None:
+    """An abnormal end on the terminal: why, what is kept, the exit status and the command that
+    continues it (``records_kept``: records.jsonl is still there; else the run must start again)."""
+    if not records_kept:
+        terminalreporter.write_line(printable(redact(f"STOPPED: {stopped}; the run directory is gone (run "
+                                                     "again); exit status 2")), red=True, bold=True)
+        return
+    terminalreporter.write_line(printable(redact(
+        f"STOPPED: {stopped}; the records written before it are kept; exit status 2. Continue it (asks "
+        "only what is not recorded):")), red=True, bold=True)
+    terminalreporter.write_line(f"  {redact(command)}")

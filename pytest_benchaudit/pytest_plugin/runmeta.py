@@ -11,13 +11,20 @@ import functools
 import platform
 import re
 from importlib import metadata
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, cast
 
 from pytest_benchaudit.common.secrets import redact
-from pytest_benchaudit.inference.backend import strip_credentials
-from pytest_benchaudit.runs.documents import GenerationCache
+from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
+from pytest_benchaudit.pipeline.documents import CardWarning
+from pytest_benchaudit.runs.documents import GenerationCache, RunModel
 
-__all__ = ["clean_argv", "redact_json", "sum_cache_stats", "versions"]
+__all__ = ["PER_SESSION_WARNINGS", "clean_argv", "redact_json", "run_models", "run_warning_list", "sum_cache_stats",
+           "versions"]
+
+# Warnings only the engines of the session that saw them can tell (the generation cache's counts): the
+# earlier sessions of a resumed run keep theirs. Every other kind is found again, at each end, from the
+# whole run (its cards and all of records.jsonl), so an earlier copy of one would be stale.
+PER_SESSION_WARNINGS = frozenset({"cache_unusable"})
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,3 +66,30 @@ def sum_cache_stats(stats: Iterable[Mapping[str, Any]]) -> GenerationCache:
             "hits": sum(int(s.get("hits", 0)) for s in stats),
             "misses": sum(int(s.get("misses", 0)) for s in stats),
             "disabled": sorted({s["disabled"] for s in stats if s.get("disabled")})}
+
+
+def run_models(models: Iterable[ModelSpec], launched_url: Callable[[ModelSpec], str | None],
+               served: Mapping[str, Iterable[str]]) -> list[RunModel]:
+    """run.json's ``models``: each spec's public fields, the endpoint of a server this run launched
+    (local, vllm:) and the model ids its answers and ``GET /models`` named."""
+    out: list[RunModel] = []
+    for m in models:
+        info = m.public()
+        if launched_url(m):
+            info["endpoint"] = launched_url(m)
+        info["served_model_ids"] = sorted(served.get(m.label, ()))
+        out.append(cast(RunModel, info))  # ModelSpec.public(): inference/ sits below run.json's types
+    return out
+
+
+def run_warning_list(current: Iterable[CardWarning], earlier: Iterable[CardWarning]) -> list[CardWarning]:
+    """run.json's ``warnings``: this end's (each once, in order), then those of a resumed run's
+    earlier sessions that this one cannot see (:data:`PER_SESSION_WARNINGS`) and does not repeat."""
+    out: list[CardWarning] = []
+    for warning in current:
+        if warning not in out:
+            out.append(warning)
+    for warning in earlier:
+        if warning.get("kind") in PER_SESSION_WARNINGS and warning not in out:
+            out.append(warning)
+    return out

@@ -122,6 +122,28 @@ def test_sigkill_then_resume(pytester: pytest.Pytester) -> None:
     assert set(asked) == {f"{i:02d}" for i in range(N_QUESTIONS)}
 
 
+def test_a_resumed_run_keeps_the_warnings_only_its_earlier_session_could_see(pytester: pytest.Pytester) -> None:
+    """run.json's warnings after a resume: what the whole run says again (cards, every record) is
+    found anew, a stale copy of it is not kept, and what only an earlier session's engines could
+    tell (the generation cache's ``cache_unusable``) stays beside it, once."""
+    write_many(pytester.path)
+    with ScriptedServer(lambda call: Reply(content="Answer: B"), latency=0.1) as server:
+        run_dir, _ = kill_mid_run(pytester.path, server, "--no-cache")
+        # as an earlier session that reached its end would have left them
+        earlier_cache = {"kind": "cache_unusable", "message": "generation cache, model m: an earlier session's count"}
+        stale = {"kind": "served_model_mismatch", "message": "model m: a count from the earlier session"}
+        meta = json.loads((run_dir / "run.json").read_text())
+        meta["warnings"] = [stale, earlier_cache]
+        (run_dir / "run.json").write_text(json.dumps(meta))
+        result = resume(pytester.path, server, run_dir, "--no-cache")
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr
+    warnings = json.loads((run_dir / "run.json").read_text())["warnings"]
+    assert warnings.count(earlier_cache) == 1 and stale not in warnings
+    mismatch = [w for w in warnings if w["kind"] == "served_model_mismatch"]
+    # found again over the whole run: every answer of both sessions names the served model
+    assert len(mismatch) == 1 and f"({N_QUESTIONS} of {N_QUESTIONS} answers)" in mismatch[0]["message"], warnings
+
+
 def test_resume_with_nothing_left_and_bad_lines(pytester: pytest.Pytester) -> None:
     write_many(pytester.path)
     with ScriptedServer(lambda call: Reply(content="Answer: B")) as server:

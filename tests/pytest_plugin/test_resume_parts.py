@@ -51,3 +51,19 @@ def test_the_placeholders_of_questions_never_asked_are_dropped_and_every_other_l
     resume.drop_not_asked(tmp_path)  # nothing to drop: the file is left as it is
     assert (tmp_path / "records.jsonl").read_bytes() == before
     resume.drop_not_asked(tmp_path / "missing")  # no records yet: nothing to do
+
+
+def test_run_warnings_keep_order_and_only_the_per_session_ones_of_an_earlier_session() -> None:
+    from pytest_benchaudit.pytest_plugin.runmeta import PER_SESSION_WARNINGS, run_warning_list
+
+    card = {"kind": "data_checksum", "message": "a differs"}
+    served = {"kind": "served_model_mismatch", "message": "m: 10 of 10"}
+    cache = {"kind": "cache_unusable", "message": "m: 3 stored"}
+    assert PER_SESSION_WARNINGS == {"cache_unusable"}
+    assert run_warning_list([card, served, card], []) == [card, served]  # each once, in order
+    # a resumed run: the earlier session's copy of a recomputed kind is stale; its cache warning stays
+    earlier = [{"kind": "served_model_mismatch", "message": "m: 4 of 4"}, cache, card]
+    assert run_warning_list([card, served], earlier) == [card, served, cache]
+    assert run_warning_list([card, served, cache], earlier) == [card, served, cache]  # not twice
+    # the order of the earlier list moves nothing but where its kept entries come
+    assert run_warning_list([card], list(reversed(earlier))) == [card, cache]
