@@ -18,6 +18,10 @@ from typing_extensions import NotRequired, Required, TypedDict
 from pytest_benchaudit.aggregate.documents import VariantDelta
 from pytest_benchaudit.audit.compare.documents import CompareDocument
 from pytest_benchaudit.audit.diagnose.documents import FindingRow
+# The ledger's rows live apart: `benchaudit ledger` reads them without the compare package (scipy).
+from pytest_benchaudit.audit.ledger_documents import (LEDGER, LeafValues, LedgerCell, LedgerDocument, LedgerNote,
+                                                      LedgerRow, LedgerTotals, PaperView, PeerField, PeerLayer,
+                                                      TemplateContrast, TemplateContrastPeer)
 
 __all__ = ["AUDIT", "AttributionRow", "AuditDocument", "AuditLayers", "FieldDiffRow", "HarnessTableRow",
            "LEDGER", "LedgerCell", "LedgerDocument", "LedgerNote", "LedgerRow", "LedgerTotals", "LeafValues",
@@ -165,135 +169,6 @@ class HarnessTableRow(TypedDict):
     note: str
 
 
-# ----------------------------------------------------------------------------- ledger
-@with_config(_FORBID)
-class TemplateContrast(TypedDict):
-    """A template field whose text differs between the documented and the released template."""
-
-    documented: JsonValue
-    released: JsonValue
-
-
-@with_config(_FORBID)
-class LeafValues(TypedDict):
-    """A contradicted leaf's two values (and, for ``prompt.template``, the template fields that differ)."""
-
-    documented: JsonValue
-    released: JsonValue
-    content: NotRequired[dict[str, TemplateContrast]]
-
-
-@with_config(_FORBID)
-class TemplateContrastPeer(TypedDict):
-    """A template field whose text differs between the released and a peer layer's template."""
-
-    released: JsonValue
-    peer: JsonValue
-
-
-@with_config(_FORBID)
-class PeerField(TypedDict):
-    """One field in which a peer layer differs from ``released`` (in the tasks named)."""
-
-    field: str
-    released: JsonValue
-    peer: JsonValue
-    why: str | None
-    tasks: list[str]
-    content: dict[str, TemplateContrastPeer]  # prompt.template: template field -> both texts
-
-
-@with_config(_FORBID)
-class PeerLayer(TypedDict):
-    """A peer layer of a suite (``peers`` of a ledger row; :mod:`~pytest_benchaudit.audit.ledger_peers`):
-    the tasks that define it and its fields that differ from ``released``."""
-
-    layer: str
-    tasks: list[str]
-    fields: list[PeerField]
-    missing_released: list[str]  # tasks with this layer but no released layer to compare with
-    notes: list[str]
-
-
-@with_config(_FORBID)
-class LedgerCell(TypedDict):
-    """One benchmark x field cell of the ledger: the status, per task, and why."""
-
-    status: str
-    tasks: dict[str, str]  # task -> status
-    values: dict[str, dict[str, LeafValues]]  # task -> contradicted leaf -> values
-    moot: dict[str, str]  # leaf -> why it cannot matter
-    why: dict[str, dict[str, str]]  # "documented"/"released" -> why key -> text
-    notes: list[str]
-    note: str
-
-
-@with_config(_FORBID)
-class LedgerRow(TypedDict):
-    """One benchmark's ledger row (:func:`~pytest_benchaudit.audit.ledger.suite_ledger`)."""
-
-    benchmark: str
-    title: str
-    suite: str
-    tasks: list[str]
-    cells: dict[str, LedgerCell]  # ledger field -> cell
-    counts: dict[str, int]  # status -> pipeline fields
-    dataset: str
-    not_reproducible: int
-    fields_total: int
-    summary: str
-    sources: list[str]
-    unread: list[str]
-    quirks: list[str]
-    quirks_source: str
-    peers: NotRequired[list[PeerLayer]]  # only where the suite has peer layers
-
-
-@with_config(_FORBID)
-class LedgerNote(TypedDict):
-    """What ``audit.json`` ``ledger`` holds instead of rows when the suites cannot be read."""
-
-    note: str
-
-
-@with_config(_FORBID)
-class PaperView(TypedDict):
-    """Our counts over the cells read next to the paper's (shares)."""
-
-    cells_read: int
-    cells_unread: int
-    ours_over_read: dict[str, int]
-    ours_share: dict[str, float | None]
-    paper_counts: dict[str, int]
-    paper_share: dict[str, float]
-
-
-@with_config(_FORBID)
-class LedgerTotals(TypedDict):
-    benchmarks: int
-    cells: int
-    counts: dict[str, int]
-    paper_counts: dict[str, int]
-    dataset_counts: dict[str, int]
-    not_reproducible: int
-    fields_total: int
-    summary: str
-    paper_view: PaperView
-
-
-@with_config(_FORBID)
-class LedgerDocument(TypedDict):
-    """The ledger of every suite (:func:`~pytest_benchaudit.audit.ledger.build_ledger`)."""
-
-    ledger_version: str
-    compares: list[str]
-    fields: list[str]
-    dataset_field: str
-    statuses: list[str]
-    benchmarks: list[LedgerRow]
-    totals: LedgerTotals
-
-
 # ----------------------------------------------------------------------------- the audit document
 # "from" is a keyword: the functional form.
 AuditLayers = TypedDict("AuditLayers", {
@@ -331,4 +206,3 @@ class AuditDocument(TypedDict):
 
 
 AUDIT: TypeAdapter[AuditDocument] = TypeAdapter(AuditDocument)
-LEDGER: TypeAdapter[LedgerDocument] = TypeAdapter(LedgerDocument)

@@ -98,8 +98,8 @@ from typing import Any, TypedDict
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.audit.documents import (LeafValues, LedgerCell, LedgerDocument, LedgerRow, PaperView,
-                                                TemplateContrast)
+from pytest_benchaudit.audit.ledger_documents import (LeafValues, LedgerCell, LedgerDocument, LedgerRow, PaperView,
+                                                       TemplateContrast)
 from pytest_benchaudit.audit.ledger_peers import peer_differences
 from pytest_benchaudit.pipeline.stages import UNSPECIFIED, Pipeline, is_unspecified
 from pytest_benchaudit.scoring.registry import check_suite_names, rules_reading

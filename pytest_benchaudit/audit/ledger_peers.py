@@ -18,7 +18,7 @@ import json
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.audit.documents import PeerField, PeerLayer, TemplateContrastPeer
+from pytest_benchaudit.audit.ledger_documents import PeerField, PeerLayer, TemplateContrastPeer
 from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.pipeline.card import nearest_why
 from pytest_benchaudit.pipeline.stages import PEER_LAYERS

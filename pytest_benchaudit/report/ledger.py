@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pytest_benchaudit.audit.documents import LedgerDocument, LedgerRow
+from pytest_benchaudit.audit.ledger_documents import LedgerDocument, LedgerRow
 from pytest_benchaudit.audit.ledger import CONTRADICTED, MATCHED, STATUSES, UNDEFINED, UNREAD
 
 __all__ = ["peer_lines", "render", "render_json", "render_markdown", "render_table", "totals_line"]
