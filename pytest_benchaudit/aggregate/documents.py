@@ -12,6 +12,9 @@ from __future__ import annotations
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import NotRequired, TypedDict
 
+# Declared in pipeline/documents.py (inference/usage.py makes the rows); re-exported here, where summary.json is.
+from pytest_benchaudit.pipeline.documents import UsageRow, UsageSummary
+
 __all__ = ["BenchmarkScore", "BreakdownCell", "GateResult", "ModelRankings", "SUMMARY", "SkippedTask", "StageRates",
            "SummaryDocument",
            "TASK_RESULT", "TaskResult", "TauRow", "UsageRow", "UsageSummary", "VariantDelta"]
@@ -147,29 +150,6 @@ class TauRow(TypedDict):
     p_value: float | None
     inversions: int
     n_models: int
-
-
-@with_config(_FORBID)
-class UsageRow(TypedDict):
-    """Tokens and cost per model x benchmark x task (a judge's calls under ``judge:LABEL``)."""
-
-    model: str
-    benchmark: str
-    task: str
-    items: int
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float | None
-    prices_date: str | None
-
-
-@with_config(_FORBID)
-class UsageSummary(TypedDict):
-    prices_date: str | None
-    rows: list[UsageRow]
-    # With --max-cost: the budget, and how many questions it kept from being asked.
-    max_cost_usd: NotRequired[float]
-    not_asked: NotRequired[int]
 
 
 @with_config(_FORBID)

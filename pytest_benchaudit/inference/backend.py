@@ -33,11 +33,12 @@ import os
 import shlex
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.common.secrets import register_url_secrets, strip_url_credentials
 from pytest_benchaudit.inference.providers import Provider, ProviderError, Quirk, adjust_params, load_providers, resolve
+from pytest_benchaudit.pipeline.documents import InferenceParams, RunModel
 from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["ModelSpec", "ModelSpecError", "Backend", "BackendBug", "parse_model_spec", "strip_credentials"]
@@ -79,31 +80,39 @@ class ModelSpec(BaseModel):
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> RunModel:
         """What run.json records about the model (no credentials)."""
-        return {
+        info: RunModel = {
             "spec": self.label,
             "kind": self.kind,
             "endpoint": strip_credentials(self.base_url) if self.base_url else None,
             "model_id": self.model_id,
             "api_key_env": self.api_key_env if self.api_key() else None,
             "min_max_tokens": self.min_max_tokens,
-            **({"replay_of": self.replay_dir} if self.replay_dir else {}),
-            **({"endpoints": [strip_credentials(u) for u in self.endpoints]} if self.endpoints else {}),
-            **({"launch": ["vllm", "serve", self.model_id, *self.launch_args]} if self.kind == "vllm" else {}),
-            **({"provider": self.provider, "api": self.api, "auth": self.auth,
-                "strict_provider": self.strict_provider} if self.provider else {}),
-            **({"resolved": self.resolved_note} if self.resolved_note else {}),
         }
+        if self.replay_dir:
+            info["replay_of"] = self.replay_dir
+        if self.endpoints:
+            info["endpoints"] = [strip_credentials(u) for u in self.endpoints]
+        if self.kind == "vllm":
+            # (a vllm spec always has its model id: the parser sets it to the HF id)
+            info["launch"] = ["vllm", "serve", self.model_id or "", *self.launch_args]
+        if self.provider:
+            info.update({"provider": self.provider, "api": self.api, "auth": self.auth,
+                         "strict_provider": self.strict_provider})
+        if self.resolved_note:
+            info["resolved"] = self.resolved_note
+        return info
 
-    def provider_card(self, params: dict[str, Any]) -> dict[str, Any]:
-        """What a pipeline card says about this provider model for a layer's request parameters:
-        how it is reached and each adjustment its quirks make (none under --strict-provider)."""
+    def provider_card(self, params: InferenceParams) -> dict[str, JsonValue]:
+        """What a pipeline card says about this provider model for a layer's request parameters
+        (``card["providers"][label]``): how it is reached and each adjustment its quirks make (none
+        under --strict-provider)."""
         _, notes = adjust_params(params, () if self.strict_provider else self.quirks)
-        card: dict[str, Any] = {"provider": self.provider, "model_id": self.model_id,
-                                "endpoint": strip_credentials(self.base_url) if self.base_url else None,
-                                "api": self.api, "auth": self.auth, "strict_provider": self.strict_provider,
-                                "adjustments": notes}
+        card: dict[str, JsonValue] = {"provider": self.provider, "model_id": self.model_id,
+                                      "endpoint": strip_credentials(self.base_url) if self.base_url else None,
+                                      "api": self.api, "auth": self.auth, "strict_provider": self.strict_provider,
+                                      "adjustments": [*notes]}
         if self.resolved_note:
             card["resolved"] = self.resolved_note
         return card

@@ -31,12 +31,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import NotRequired, TypedDict
+
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["CACHE_FILENAME", "CACHE_VERSION", "CacheWarning", "GenerationCache", "answers_served", "cache_key",
-           "model_identity", "parse_expiry", "with_served"]
+__all__ = ["CACHE_FILENAME", "CACHE_VERSION", "CacheFileStats", "CacheStats", "CacheWarning", "GenerationCache",
+           "UnusableCache", "answers_served", "cache_key", "model_identity", "parse_expiry", "with_served"]
 
 CACHE_FILENAME = "generations.sqlite"
 CACHE_VERSION = 1  # part of every key: a change of what a key means starts afresh
@@ -53,6 +55,44 @@ CREATE TABLE IF NOT EXISTS generations (
 
 class CacheWarning(UserWarning):
     """The generation cache could not be used; the run goes on without it."""
+
+
+# Not validated: these travel between this run's processes (the inference process's channel, an
+# xdist worker's workeroutput) and are summed into run.json's ``generation_cache``, never read back.
+class UnusableCache(TypedDict):
+    """A model whose stored answers can never hit (they name a model ``GET /models`` does not list):
+    the model its answers name, what the endpoint lists, and the answers stored / lookups missed."""
+
+    answered_by: str
+    served: list[str]
+    stores: int
+    misses: int
+
+
+class CacheStats(TypedDict):
+    """One engine's generation-cache statistics (:meth:`.Engine.cache_stats`): its lookups that the
+    cache answered or not; with a cache, the file, the answers stored, why it was turned off (or
+    ``None``), what each model's endpoint lists at ``GET /models`` and the models it cannot answer
+    (read by :func:`.context.cache_warnings`)."""
+
+    enabled: bool
+    hits: int
+    misses: int
+    path: NotRequired[str]
+    stores: NotRequired[int]
+    disabled: NotRequired[str | None]
+    served: NotRequired[dict[str, list[str]]]
+    unusable: NotRequired[dict[str, UnusableCache]]
+
+
+class CacheFileStats(TypedDict):
+    """A :class:`GenerationCache`'s own counts (:meth:`GenerationCache.stats`)."""
+
+    hits: int
+    misses: int
+    stores: int
+    path: str
+    disabled: str | None
 
 
 def model_identity(spec: ModelSpec) -> str:
@@ -196,7 +236,7 @@ class GenerationCache:
         row = self._run("count", lambda conn: conn.execute("SELECT COUNT(*) FROM generations").fetchone())
         return 0 if row is None or row is _FAILED else int(row[0])
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> CacheFileStats:
         return {"hits": self.hits, "misses": self.misses, "stores": self.stores, "path": str(self.path),
                 "disabled": self.disabled}
 

@@ -19,7 +19,8 @@ A score can rest on something no record field flags on its own:
 
 :class:`ContextWatch` reads records one at a time (the run's one streaming pass over
 ``records.jsonl``) and keeps counters only.  Pure: no I/O, no pytest; the warnings are
-``{"kind": ..., "message": ...}`` dicts for run.json's ``warnings`` list and the terminal.
+``{"kind": ..., "message": ...}`` rows (:class:`~pytest_benchaudit.pipeline.documents.CardWarning`) for
+run.json's ``warnings`` list and the terminal.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+from pydantic import JsonValue
+
+from pytest_benchaudit.pipeline.documents import CardWarning, RecordRow
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.inference.cache import CacheStats, UnusableCache
 
 __all__ = ["ContextWatch", "cache_warnings", "served_relation", "warning"]
 
@@ -37,7 +45,7 @@ _SNAPSHOT = re.compile(r"^(\d{4}-\d{2}-\d{2}|\d{8}|\d{4})(\b.*)?$")
 _ALIAS = ("-latest", ":latest")  # names that stand for "the newest snapshot"
 
 
-def warning(kind: str, message: str) -> dict[str, str]:
+def warning(kind: str, message: str) -> CardWarning:
     """One entry of run.json's ``warnings`` list."""
     return {"kind": kind, "message": message}
 
@@ -79,11 +87,11 @@ class ContextWatch:
         self.listed: dict[str, list[str]] = {}  # model -> what GET /models listed
         self.logprobs_asked: Counter[str] = Counter()  # model -> answers to requests with top_logprobs
         self.logprobs_missing: Counter[str] = Counter()  # ... of which carried none
-        self.top_asked: dict[str, Any] = {}  # model -> the top_logprobs value sent (for the message)
+        self.top_asked: dict[str, JsonValue] = {}  # model -> the top_logprobs value sent (for the message)
         self.items: Counter[tuple[str, str, str]] = Counter()  # (task, layer, model) -> records
         self.fallback: Counter[tuple[str, str, str]] = Counter()  # ... scored by the released fallback
 
-    def add(self, record: Mapping[str, Any]) -> None:
+    def add(self, record: RecordRow) -> None:
         """Count one record (a dict as ``records.jsonl`` holds it)."""
         model = str(record.get("model"))
         layer = str(record.get("pipeline") or "") + (f" {record['variant']}" if record.get("variant") else "")
@@ -113,9 +121,9 @@ class ContextWatch:
         """What the model's endpoint listed at ``GET /models`` (read by the generation cache)."""
         self.listed[model] = sorted(set(ids))
 
-    def warnings(self) -> list[dict[str, str]]:
+    def warnings(self) -> list[CardWarning]:
         """The context warnings, one per kind and model (or task), in a stable order."""
-        out: list[dict[str, str]] = []
+        out: list[CardWarning] = []
         for model, model_id in sorted(self.asked.items()):
             out.extend(self._served_warnings(model, model_id))
         for model, missing in sorted(self.logprobs_missing.items()):
@@ -130,7 +138,7 @@ class ContextWatch:
                 "released reader's quirk, not the model's answers")))
         return out
 
-    def _served_warnings(self, model: str, model_id: str) -> list[dict[str, str]]:
+    def _served_warnings(self, model: str, model_id: str) -> list[CardWarning]:
         names = self.served.get(model, Counter())
         others = {n: c for n, c in names.items() if served_relation(model_id, n) == "other"}
         snapshots = {n: c for n, c in names.items() if served_relation(model_id, n) == "snapshot"}
@@ -155,7 +163,7 @@ class ContextWatch:
         return []
 
 
-def cache_warnings(stats: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
+def cache_warnings(stats: Iterable[CacheStats]) -> list[CardWarning]:
     """Why the generation cache cannot answer a model, from the engines' ``cache_stats()``.
 
     A stored answer is used only when the model it names is among those the endpoint lists at
@@ -163,10 +171,10 @@ def cache_warnings(stats: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
     old one's generations).  An endpoint whose answers name a model it does not list (``/models``
     says ``gpt-4o``, the answers ``openai/gpt-4o-2024-08-06``) therefore never gets a hit: every
     answer stored is unusable, every lookup of one a miss.  Said once per model."""
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, UnusableCache] = {}
     for stat in stats:
         for model, why in (stat.get("unusable") or {}).items():
-            entry = seen.setdefault(model, {"answered_by": why.get("answered_by"), "served": why.get("served"),
+            entry = seen.setdefault(model, {"answered_by": why["answered_by"], "served": why["served"],
                                             "stores": 0, "misses": 0})
             entry["stores"] += int(why.get("stores", 0))
             entry["misses"] += int(why.get("misses", 0))

@@ -31,10 +31,11 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Literal
 
 from pytest_benchaudit.inference.backend import Backend, ModelSpec
-from pytest_benchaudit.inference.cache import CacheWarning, GenerationCache, answers_served, model_identity, with_served
+from pytest_benchaudit.inference.cache import (CacheStats, CacheWarning, GenerationCache, UnusableCache, answers_served,
+                                               model_identity, with_served)
 from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["Engine", "request_key", "say_cache_warnings"]
@@ -84,9 +85,10 @@ class Engine:
     def __init__(self, window: int = 256, cache: GenerationCache | None = None) -> None:
         self.window = window
         self.cache = cache
-        self._served_tasks: dict[str, Any] = {}  # model label -> task asking what its endpoint serves
+        # model label -> task asking what its endpoint serves
+        self._served_tasks: dict[str, asyncio.Future[list[str] | None]] = {}
         # model label -> why its stored answers can never hit (see context.cache_warnings)
-        self._unusable: dict[str, dict[str, Any]] = {}
+        self._unusable: dict[str, UnusableCache] = {}
         self.cache_hits = 0
         self.cache_misses = 0
         self._cache_warnings: list[str] = []
@@ -120,16 +122,22 @@ class Engine:
         if identity is not None:
             self._identities[label] = identity
 
-    def cache_stats(self) -> dict[str, Any]:
+    def cache_stats(self) -> CacheStats:
         """Lookups of this engine that the cache answered (hits) or not (misses)."""
-        out: dict[str, Any] = {"enabled": self.cache is not None, "hits": self.cache_hits,
-                               "misses": self.cache_misses}
+        out: CacheStats = {"enabled": self.cache is not None, "hits": self.cache_hits, "misses": self.cache_misses}
         if self.cache is not None:
-            out.update(path=str(self.cache.path), stores=self.cache.stores, disabled=self.cache.disabled)
-            out["served"] = {label: task.result() for label, task in list(self._served_tasks.items())
-                             if task.done() and not task.cancelled() and task.exception() is None and task.result()}
+            out["path"] = str(self.cache.path)
+            out["stores"] = self.cache.stores
+            out["disabled"] = self.cache.disabled
+            served: dict[str, list[str]] = {}
+            for label, task in list(self._served_tasks.items()):
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    ids = task.result()
+                    if ids:
+                        served[label] = ids
+            out["served"] = served
             if self._unusable:
-                out["unusable"] = {label: dict(entry) for label, entry in self._unusable.items()}
+                out["unusable"] = {label: entry.copy() for label, entry in self._unusable.items()}
         return out
 
     # -- called from the pytest thread -------------------------------------------
@@ -323,7 +331,8 @@ class Engine:
                 self._running -= 1
             self._pump()
 
-    def _unusable_entry(self, label: str, answered_by: str, served: list[str] | None, what: str) -> None:
+    def _unusable_entry(self, label: str, answered_by: str, served: list[str] | None,
+                        what: Literal["stores", "misses"]) -> None:
         """Count a stored answer no lookup can use (it names a model ``GET /models`` does not list)."""
         entry = self._unusable.setdefault(label, {"answered_by": answered_by, "served": sorted(served or ()),
                                                   "stores": 0, "misses": 0})

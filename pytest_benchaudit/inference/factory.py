@@ -9,9 +9,12 @@ where a backend is built, so a pytest process whose engine runs elsewhere never 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 from pytest_benchaudit.inference.backend import Backend, ModelSpec
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.inference.usage import ModelPrice
 
 __all__ = ["endpoint_recipe", "budgeted_recipe"]
 
@@ -43,13 +46,13 @@ def endpoint_recipe(spec: ModelSpec, concurrency: int, threshold: int) -> Recipe
     return functools.partial(_endpoint_backend, spec, concurrency, threshold)
 
 
-def _budgeted_backend(inner: Recipe, meter: Any, price: Mapping[str, float] | None, concurrency: int) -> Backend:
+def _budgeted_backend(inner: Recipe, meter: Any, price: ModelPrice | None, concurrency: int) -> Backend:
     from pytest_benchaudit.inference.usage import BudgetedBackend
 
     return BudgetedBackend(inner(), meter, price, concurrency)
 
 
-def budgeted_recipe(inner: Recipe, meter: Any, price: Mapping[str, float] | None, concurrency: int) -> Recipe:
+def budgeted_recipe(inner: Recipe, meter: Any, price: ModelPrice | None, concurrency: int) -> Recipe:
     """``inner`` behind the ``--max-cost`` meter (a :class:`~.usage.CostMeter`, shared by every
     model of the process that builds them)."""
     return functools.partial(_budgeted_backend, inner, meter, price, concurrency)

@@ -27,8 +27,9 @@ a null log-probability.  The extraction rule turns that into the invalid reason 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Awaitable, Callable, Mapping, Sequence, cast
 
+from pytest_benchaudit.pipeline.documents import TokenUsage
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, EchoedTokens, Generation, Request
 
 __all__ = ["ask_loglikelihood", "echoed_tokens", "read_continuation", "sub_requests"]
@@ -42,7 +43,7 @@ def sub_requests(request: Request) -> list[Request]:
             for continuation in request.continuations]
 
 
-def echoed_tokens(choice: Mapping[str, Any]) -> EchoedTokens | None:
+def echoed_tokens(choice: Mapping[str, object]) -> EchoedTokens | None:
     """The echoed tokens of a legacy completions ``choice`` (``logprobs.tokens``, ``token_logprobs``,
     ``text_offset``), or ``None`` when its ``logprobs`` does not carry all three."""
     logprobs = choice.get("logprobs")
@@ -82,16 +83,18 @@ def read_continuation(echoed: EchoedTokens | None, context: str, continuation: s
                                 logprobs=tuple(float(v) for v in values if v is not None))
 
 
-def _summed_usage(usages: list[Mapping[str, Any]]) -> dict[str, Any]:
+def _summed_usage(usages: Sequence[Mapping[str, object]]) -> TokenUsage:
     """The requests' token usage added up (integer counts; anything else as the first answer says)."""
-    total: dict[str, Any] = dict(usages[0]) if usages else {}
+    total: dict[str, object] = dict(usages[0]) if usages else {}
     for usage in usages[1:]:
         for key, value in usage.items():
-            if isinstance(value, int) and isinstance(total.get(key), int):
-                total[key] += value
+            so_far = total.get(key)
+            if isinstance(value, int) and isinstance(so_far, int):
+                total[key] = so_far + value
             else:
                 total.setdefault(key, value)
-    return total
+    # The endpoints' usage objects (JSON as they sent them), summed key by key: one of the same shape.
+    return cast(TokenUsage, total)
 
 
 async def ask_loglikelihood(request: Request, generate: Callable[[Request], Awaitable[Generation]]) -> Generation:

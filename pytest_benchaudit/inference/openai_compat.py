@@ -56,7 +56,7 @@ import random
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp
@@ -68,7 +68,7 @@ from pytest_benchaudit.common.secrets import redact, redactor, register_secret, 
 from pytest_benchaudit.pipeline.types import Generation, Request
 from pytest_benchaudit.inference.backend import BackendBug, ModelSpec
 from pytest_benchaudit.inference.loglikelihood import ask_loglikelihood
-from pytest_benchaudit.inference.response_body import MalformedResponse
+from pytest_benchaudit.inference.response_body import MalformedResponse, ParsedResponse
 from pytest_benchaudit.inference.response_body import parse_anthropic as _parse_anthropic
 from pytest_benchaudit.inference.response_body import parse_openai as _parse
 from pytest_benchaudit.inference.ratelimit import AdaptiveLimiter, rate_limit_wait
@@ -411,10 +411,13 @@ def _anthropic_payload(model: str | None, request: Request) -> tuple[str, dict[s
     return "v1/messages", body
 
 
-def _redact_fields(fields: dict[str, Any]) -> None:
+_TEXTS: tuple[Literal["text", "reasoning", "served_model"], ...] = ("text", "reasoning", "served_model")
+
+
+def _redact_fields(fields: ParsedResponse) -> None:
     """Mask known secrets, in place, in every text a generation carries (answer, reasoning, model id)."""
     mask = redactor()
-    for name in ("text", "reasoning", "served_model"):
+    for name in _TEXTS:
         value = fields.get(name)
         if isinstance(value, str):
             fields[name] = mask(value)

@@ -47,6 +47,7 @@ from typing import Any
 
 from pytest_benchaudit.inference import prestart
 from pytest_benchaudit.inference.backend import BackendBug
+from pytest_benchaudit.inference.cache import CacheStats
 from pytest_benchaudit.inference.channel import PROTOCOL, Channel, Failed, socket_pair
 from pytest_benchaudit.inference.engine import request_key, say_cache_warnings
 from pytest_benchaudit.inference.prestart import Forked, fork_safe
@@ -106,7 +107,7 @@ class ProcessEngine:
         self._answered = 0  # answers read so far
         self._results: dict[str, Generation | Failed] = {}  # answered, waiting for their claims
         self._cache_warnings: list[str] = []
-        self._stats: dict[str, Any] | None = None  # the child's cache stats, once read at close
+        self._stats: CacheStats | None = None  # the child's cache stats, once read at close
         self._closed = False  # the child said it stopped, or is gone
         self._closing = False  # asked to stop (close_soon); its "closed" not read yet
         self._cleaned = False  # socket, log and child process released
@@ -209,7 +210,7 @@ class ProcessEngine:
             self._send(("waiting", older_than))
         return self._waiting
 
-    def cache_stats(self) -> dict[str, Any]:
+    def cache_stats(self) -> CacheStats:
         """The child's cache lookups (hits, misses, stores), as :meth:`.Engine.cache_stats` says them."""
         if not self._closed:
             if not self._closing:
@@ -224,7 +225,9 @@ class ProcessEngine:
             if not self._closed and self._stats is not None:  # a "stats" answer: a later call asks again
                 stats, self._stats = self._stats, None
                 return stats
-        return dict(self._stats or {"enabled": False, "hits": 0, "misses": 0})
+        if not self._stats:
+            return {"enabled": False, "hits": 0, "misses": 0}
+        return self._stats.copy()
 
     def close_soon(self) -> None:
         """Ask the child to stop (as :meth:`close`) without waiting for it: nothing more will be

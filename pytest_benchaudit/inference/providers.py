@@ -27,6 +27,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -234,8 +235,12 @@ def _field(param: str) -> str:
     return _FIELD.get(param, param)
 
 
-def adjust_params(params: dict[str, Any], quirks: tuple[Quirk, ...]) -> tuple[dict[str, Any], list[str]]:
-    """Apply ``quirks`` to request parameters; the adjusted parameters and one line per change."""
+def adjust_params(params: Mapping[str, object], quirks: tuple[Quirk, ...]) -> tuple[dict[str, object], list[str]]:
+    """Apply ``quirks`` to request parameters; the adjusted parameters and one line per change.
+
+    The parameters are a layer's (:class:`~pytest_benchaudit.pipeline.documents.InferenceParams`) or a
+    request's, and a quirk may set or rename any of them: what comes out is JSON values for the
+    request body, passed on as they are (only ``min`` reads one, checked to be a number)."""
     out = dict(params)
     notes: list[str] = []
     for q in quirks:

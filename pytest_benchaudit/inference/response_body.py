@@ -10,11 +10,31 @@ exception is a bug in this code, never read as the model's answer.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
+
+from typing_extensions import NotRequired, TypedDict
 
 from pytest_benchaudit.inference.loglikelihood import echoed_tokens
+from pytest_benchaudit.pipeline.documents import TokenUsage
+from pytest_benchaudit.pipeline.types import EchoedTokens
 
-__all__ = ["MalformedResponse", "parse_anthropic", "parse_openai"]
+__all__ = ["MalformedResponse", "ParsedResponse", "parse_anthropic", "parse_openai"]
+
+
+class ParsedResponse(TypedDict):
+    """What a 200 answer's body says: the fields of its :class:`Generation` (the client adds the
+    latency and the attempts).  ``echoed`` (a completion sent with ``echo``: every prompt token's
+    log-probability) or ``top_logprobs`` (the generated tokens' alternatives) from an OpenAI body;
+    an Anthropic body has neither."""
+
+    text: str
+    reasoning: str | None
+    finish_reason: str | None
+    usage: TokenUsage
+    served_model: str | None
+    echoed: NotRequired[EchoedTokens | None]
+    top_logprobs: NotRequired[tuple[dict[str, float], ...] | None]
 
 
 class MalformedResponse(ValueError):
@@ -22,13 +42,14 @@ class MalformedResponse(ValueError):
     text, log-probabilities that are not numbers, ...): the endpoint's fault, retried, then an error."""
 
 
+# The JSON boundary: an object of the body as json parsed it, its values read (and checked) below.
 def _object(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise MalformedResponse(f"{what} is not an object")
     return value
 
 
-def parse_openai(data: Any, echo: bool = False) -> dict[str, Any]:
+def parse_openai(data: Any, echo: bool = False) -> ParsedResponse:
     """Read a chat or completion response body: the fields of its :class:`Generation` (with
     ``echo``, a completion's token log-probabilities as ``echoed``, prompt tokens included).
     A body of another shape is a :class:`MalformedResponse`."""
@@ -49,9 +70,9 @@ def parse_openai(data: Any, echo: bool = False) -> dict[str, Any]:
         raise MalformedResponse("choices[0] has neither 'message' nor 'text'")
     if not isinstance(text, str):
         raise MalformedResponse("answer content is not a string")
-    fields = {"text": text, "reasoning": reasoning if isinstance(reasoning, str) else None,
-              "finish_reason": choice.get("finish_reason"), "usage": data.get("usage") or {},
-              "served_model": data.get("model")}
+    fields: ParsedResponse = {"text": text, "reasoning": reasoning if isinstance(reasoning, str) else None,
+                              "finish_reason": choice.get("finish_reason"), "usage": data.get("usage") or {},
+                              "served_model": data.get("model")}
     if echo and "message" not in choice:
         try:  # every prompt token's: read by inference/loglikelihood.py
             fields["echoed"] = echoed_tokens(choice)
@@ -65,7 +86,7 @@ def parse_openai(data: Any, echo: bool = False) -> dict[str, Any]:
 _ANTHROPIC_STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
 
 
-def parse_anthropic(data: Any) -> dict[str, Any]:
+def parse_anthropic(data: Any) -> ParsedResponse:
     """Read a Messages API response (the fields of its :class:`Generation`): text blocks are the
     answer, thinking blocks the reasoning."""
     if not isinstance(data, dict) or not isinstance(data.get("content"), list):
@@ -80,11 +101,12 @@ def parse_anthropic(data: Any) -> dict[str, Any]:
         usage.setdefault("completion_tokens", usage["output_tokens"])
     stop = data.get("stop_reason")
     finish = _ANTHROPIC_STOP.get(stop, stop) if isinstance(stop, str) else None
-    return {"text": text, "reasoning": thinking or None, "finish_reason": finish, "usage": usage,
+    # The endpoint's usage object (JSON), its counts under OpenAI's names too: a TokenUsage.
+    return {"text": text, "reasoning": thinking or None, "finish_reason": finish, "usage": cast(TokenUsage, usage),
             "served_model": data.get("model")}
 
 
-def _text(block: dict[str, Any], key: str) -> str:
+def _text(block: Mapping[str, object], key: str) -> str:
     value = block.get(key) or ""
     if not isinstance(value, str):
         raise MalformedResponse(f"a {key} block's {key!r} is not a string")

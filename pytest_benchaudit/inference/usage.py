@@ -24,44 +24,70 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.inference.backend import Backend, ModelSpec
+from pytest_benchaudit.pipeline.documents import RecordRow, UsageRow
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["JUDGE_PREFIX", "NOT_ASKED", "BudgetedBackend", "CostMeter", "check_prices", "price_for", "cost_of", "usage_rows", "UsageTally"]
+__all__ = ["JUDGE_PREFIX", "NOT_ASKED", "BudgetedBackend", "CostMeter", "ModelPrice", "PriceTable", "check_prices",
+           "price_for", "cost_of", "usage_rows", "UsageTally"]
 
 NOT_ASKED = "not asked: --max-cost reached"
 JUDGE_PREFIX = "judge:"  # the label a judge's calls are recorded (and counted) under
 _META = ("date", "source", "currency")
 
 
-def check_prices(table: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Validate ``[tool.benchaudit.prices]``: a ``date`` and ``{input, output}`` per model (USD / 1M tokens)."""
+class ModelPrice(TypedDict):
+    """One model's price, USD per million tokens."""
+
+    input: float
+    output: float
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """``[tool.benchaudit.prices]``, checked (:func:`check_prices`): when the prices were read, where
+    from, and each model's price by the name the table gives it (a ``--model`` label,
+    ``PROVIDER/MODEL_ID`` or a model id).  ``PriceTable()`` (no ``date``): the project has no table."""
+
+    date: str | None = None
+    source: str | None = None
+    currency: str | None = None
+    models: Mapping[str, ModelPrice] = field(default_factory=dict)
+
+
+def check_prices(table: Mapping[str, object] | None) -> PriceTable:
+    """Validate ``[tool.benchaudit.prices]`` (the TOML table as read, its values checked here): a
+    ``date`` and ``{input, output}`` per model (USD / 1M tokens)."""
     if not table:
-        return {}
+        return PriceTable()
     where = "[tool.benchaudit.prices]"
     date = table.get("date")
     if isinstance(date, _dt.date):
         date = date.isoformat()
     if not isinstance(date, str) or not date:
         raise ConfigError(f"{where}: needs date = \"YYYY-MM-DD\" (when the prices were read)")
-    out: dict[str, Any] = {"date": date, **{k: table[k] for k in ("source", "currency") if k in table}}
-    if out.get("currency", "USD") != "USD":
+    source, currency = table.get("source"), table.get("currency")
+    if (currency if "currency" in table else "USD") != "USD":
         raise ConfigError(f"{where}: currency must be USD")
+    models: dict[str, ModelPrice] = {}
     for name, price in table.items():
         if name in _META:
             continue
-        ok = (isinstance(price, Mapping) and set(price) <= {"input", "output"} and
-              all(isinstance(v, (int, float)) and v >= 0 for v in (price.get("input"), price.get("output"))))
-        if not ok:
+        if not (isinstance(price, Mapping) and set(price) <= {"input", "output"} and
+                all(isinstance(v, (int, float)) and v >= 0 for v in (price.get("input"), price.get("output")))):
             raise ConfigError(f"{where} {name!r}: expected {{ input = USD_PER_1M, output = USD_PER_1M }}")
-        out[name] = {"input": float(price["input"]), "output": float(price["output"])}
-    return out
+        models[name] = {"input": float(price["input"]), "output": float(price["output"])}
+    return PriceTable(date=date, source=None if source is None else str(source),
+                      currency=None if currency is None else str(currency), models=models)
 
 
-def price_for(prices: Mapping[str, Any], label: str, spec: ModelSpec | None = None) -> dict[str, float] | None:
+def price_for(prices: PriceTable, label: str, spec: ModelSpec | None = None) -> ModelPrice | None:
     """The price of a model: by label, then ``PROVIDER/MODEL_ID``, then the model id."""
     keys = [label]
     if spec is not None:
@@ -70,12 +96,14 @@ def price_for(prices: Mapping[str, Any], label: str, spec: ModelSpec | None = No
         if spec.model_id:
             keys.append(spec.model_id)
     for key in keys:
-        if key in prices and key not in _META:
-            return prices[key]
+        if key in prices.models:
+            return prices.models[key]
     return None
 
 
-def _tokens(usage: Mapping[str, Any] | None) -> tuple[int, int]:
+# A usage object as records and answers hold it (TokenUsage, or a stored record's JSON object):
+# read key by key, each count checked to be a number.
+def _tokens(usage: Mapping[str, object] | None) -> tuple[int, int]:
     usage = usage or {}
     prompt = usage.get("prompt_tokens", usage.get("input_tokens", 0))
     completion = usage.get("completion_tokens", usage.get("output_tokens", 0))
@@ -83,11 +111,20 @@ def _tokens(usage: Mapping[str, Any] | None) -> tuple[int, int]:
             int(completion) if isinstance(completion, (int, float)) else 0)
 
 
-def cost_of(usage: Mapping[str, Any] | None, price: Mapping[str, float] | None) -> float:
+def cost_of(usage: Mapping[str, object] | None, price: ModelPrice | None) -> float:
     if price is None:
         return 0.0
     prompt, completion = _tokens(usage)
     return (prompt * price["input"] + completion * price["output"]) / 1e6
+
+
+@dataclass
+class _Counts:
+    """One tally row's counts (the row's model, benchmark and task are its key)."""
+
+    items: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class UsageTally:
@@ -95,38 +132,39 @@ class UsageTally:
     model × benchmark × task, never the records."""
 
     def __init__(self) -> None:
-        self._rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._rows: dict[tuple[str, str, str], _Counts] = {}
 
-    def add(self, rec: Mapping[str, Any]) -> None:
+    def add(self, rec: RecordRow) -> None:
         self._count(str(rec.get("model")), rec, rec.get("usage"))
         judged = rec.get("judge")
         if isinstance(judged, Mapping) and judged.get("model"):  # the judge's call for this item
             self._count(str(judged["model"]), rec, judged.get("usage"))
 
-    def _count(self, model: str, rec: Mapping[str, Any], usage: Any) -> None:
+    def _count(self, model: str, rec: RecordRow, usage: object) -> None:
         key = (model, str(rec.get("benchmark")), str(rec.get("task")))
         row = self._rows.get(key)
         if row is None:
-            row = self._rows[key] = {"model": key[0], "benchmark": key[1], "task": key[2], "items": 0,
-                                     "prompt_tokens": 0, "completion_tokens": 0}
-        row["items"] += 1
+            row = self._rows[key] = _Counts()
+        row.items += 1
         prompt, completion = _tokens(usage if isinstance(usage, Mapping) else None)
-        row["prompt_tokens"] += prompt
-        row["completion_tokens"] += completion
+        row.prompt_tokens += prompt
+        row.completion_tokens += completion
 
-    def rows(self, prices: Mapping[str, Any], specs: Mapping[str, ModelSpec] | None = None) -> list[dict[str, Any]]:
-        rows = [dict(row) for row in self._rows.values()]
-        for row in rows:
-            label = str(row["model"]).removeprefix(JUDGE_PREFIX)  # a judge is priced as the model it is
+    def rows(self, prices: PriceTable, specs: Mapping[str, ModelSpec] | None = None) -> list[UsageRow]:
+        rows: list[UsageRow] = []
+        for (model, benchmark, task), counts in self._rows.items():
+            label = model.removeprefix(JUDGE_PREFIX)  # a judge is priced as the model it is
             price = price_for(prices, label, (specs or {}).get(label))
-            row["cost_usd"] = None if price is None else round(
-                cost_of({"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"]}, price), 6)
-            row["prices_date"] = prices.get("date") if price is not None else None
+            cost = None if price is None else round(
+                cost_of({"prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens}, price), 6)
+            rows.append({"model": model, "benchmark": benchmark, "task": task, "items": counts.items,
+                         "prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens,
+                         "cost_usd": cost, "prices_date": prices.date if price is not None else None})
         return sorted(rows, key=lambda r: (r["model"], r["benchmark"], r["task"]))
 
 
-def usage_rows(records: Iterable[Mapping[str, Any]], prices: Mapping[str, Any],
-               specs: Mapping[str, ModelSpec] | None = None) -> list[dict[str, Any]]:
+def usage_rows(records: Iterable[RecordRow], prices: PriceTable,
+               specs: Mapping[str, ModelSpec] | None = None) -> list[UsageRow]:
     """Per model × benchmark × task: requests with usage, prompt/completion tokens, and cost (or ``None``);
     a judge's calls under ``judge:LABEL``."""
     tally = UsageTally()
@@ -176,7 +214,7 @@ class BudgetedBackend:
     before the limit was reached finish after it.
     """
 
-    def __init__(self, inner: Backend, meter: CostMeter, price: Mapping[str, float] | None,
+    def __init__(self, inner: Backend, meter: CostMeter, price: ModelPrice | None,
                  concurrency: int) -> None:
         self.inner = inner
         self.meter = meter

@@ -20,8 +20,9 @@ from typing_extensions import NotRequired, Required, TypedDict
 
 from pytest_benchaudit.pipeline.types import InvalidReason, InvalidStage
 
-__all__ = ["CardJudge", "CardWarning", "Cards", "ContinuationRow", "ItemPipeline", "JudgeCallRow", "JudgePromptVersions", "JudgeRequestParams", "PipelineCard",
-           "RecordExtras", "RecordRow", "TopLogprobs", "VariantInfo"]
+__all__ = ["CardJudge", "CardWarning", "Cards", "ContinuationRow", "InferenceParams", "ItemPipeline", "JudgeCallRow",
+           "JudgePromptVersions", "JudgeRequestParams", "PipelineCard", "RecordExtras", "RecordRow", "RunModel",
+           "TokenUsage", "TopLogprobs", "UsageRow", "UsageSummary", "VariantInfo"]
 
 _FORBID = ConfigDict(extra="forbid")
 
@@ -236,3 +237,84 @@ class RecordExtras(TypedDict, total=False):
     released_value: float | None
     released_id: int | str | None
     source_row: str | None
+
+
+@with_config(_FORBID)
+class InferenceParams(TypedDict, total=False):
+    """The request parameters a pipeline specifies (:func:`pytest_benchaudit.prompt.templates.inference_params`):
+    ``inference.decoding``'s temperature, top_p, seed and top_logprobs, ``inference.max_tokens`` and
+    ``inference.stop``; a field left unspecified is absent (the endpoint's own default applies)."""
+
+    temperature: float
+    top_p: float
+    seed: int
+    max_tokens: int
+    stop: list[str]
+    top_logprobs: int
+
+
+# Not validated (no ``extra="forbid"``): the usage object is the endpoint's, stored as it came, and
+# an endpoint may add keys of its own (vLLM's, a proxy's); these are the ones the project reads.
+class TokenUsage(TypedDict, total=False):
+    """A response's ``usage`` object as a record stores it (``record["usage"]``, a judge call's
+    ``usage``): OpenAI's counts; an Anthropic answer keeps its ``input_tokens`` / ``output_tokens``
+    and gets ``prompt_tokens`` / ``completion_tokens`` from them (:mod:`pytest_benchaudit.inference.response_body`);
+    a log-likelihood request's is its completions' usage added up."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: dict[str, JsonValue] | None
+    completion_tokens_details: dict[str, JsonValue] | None
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+
+# Here, not in aggregate/documents.py (which re-exports them): inference/usage.py makes the rows,
+# and inference may import only common and pipeline.
+@with_config(_FORBID)
+class UsageRow(TypedDict):
+    """Tokens and cost per model x benchmark x task (a judge's calls under ``judge:LABEL``)."""
+
+    model: str
+    benchmark: str
+    task: str
+    items: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    prices_date: str | None
+
+
+@with_config(_FORBID)
+class UsageSummary(TypedDict):
+    prices_date: str | None
+    rows: list[UsageRow]
+    # With --max-cost: the budget, and how many questions it kept from being asked.
+    max_cost_usd: NotRequired[float]
+    not_asked: NotRequired[int]
+
+
+# Here, not in runs/documents.py (which re-exports it): inference's ModelSpec.public() makes it,
+# and inference may import only common and pipeline.
+@with_config(_FORBID)
+class RunModel(TypedDict, total=False):
+    """One model of the run (``models``): what it was, without credentials, and the ids it served."""
+
+    spec: Required[str]  # the --model label
+    kind: Required[str]  # endpoint, local, vllm, replay, provider, imported...
+    endpoint: str | None
+    model_id: str | None
+    api_key_env: str | None
+    min_max_tokens: int | None
+    replay_of: str  # kind replay: the run directory served
+    endpoints: list[str]
+    launch: list[str]  # kind vllm: the `vllm serve` command line
+    provider: str | None
+    api: str | None
+    auth: str | None
+    strict_provider: bool
+    resolved: str  # how a bare name was resolved
+    served_model_ids: list[str]

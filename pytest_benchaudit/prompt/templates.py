@@ -20,11 +20,13 @@ turn may be worded unlike the question it precedes (inspect_evals' MMLU 5-shot: 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from pytest_benchaudit.common.errors import ConfigError
+from pytest_benchaudit.pipeline.documents import InferenceParams
 from pytest_benchaudit.pipeline.stages import Pipeline, is_unspecified
 from pytest_benchaudit.pipeline.types import Message, Question, Request
 from pytest_benchaudit.prompt.loglikelihood import with_continuations
@@ -80,7 +82,8 @@ class Template(BaseModel):
         return data
 
     @classmethod
-    def from_config(cls, data: dict[str, Any]) -> "Template":
+    def from_config(cls, data: Mapping[str, object]) -> "Template":
+        """A ``[templates.NAME]`` table (as the suite's TOML holds it) validated into a template."""
         try:
             tpl = cls.model_validate(data)
         except ValidationError as err:
@@ -139,15 +142,18 @@ def _values(tpl: Template, q: Question) -> dict[str, str | None]:
     }
 
 
-def inference_params(pipeline: Pipeline) -> dict[str, Any]:
+_DECODING: tuple[Literal["temperature", "top_p", "seed"], ...] = ("temperature", "top_p", "seed")
+
+
+def inference_params(pipeline: Pipeline) -> InferenceParams:
     """The request parameters the pipeline specifies; unspecified ones are left out."""
     inf = pipeline.inference
-    params: dict[str, Any] = {}
-    for name in ("temperature", "top_p", "seed"):
+    params: InferenceParams = {}
+    for name in _DECODING:
         value = getattr(inf.decoding, name)
         if value is not None and not is_unspecified(value):
             params[name] = value
-    if not is_unspecified(inf.max_tokens):
+    if isinstance(inf.max_tokens, int):  # not UNSPECIFIED (the only other value the field takes)
         params["max_tokens"] = inf.max_tokens
     if not is_unspecified(inf.stop) and inf.stop:
         params["stop"] = list(inf.stop)

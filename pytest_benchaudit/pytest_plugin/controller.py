@@ -30,7 +30,7 @@ from __future__ import annotations
 import platform
 import sys
 from types import MappingProxyType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_benchaudit.aggregate.documents import BenchmarkScore, TaskResult, UsageRow, UsageSummary
 from pytest_benchaudit.pipeline.documents import Cards, CardWarning, RecordRow
@@ -54,6 +54,9 @@ from pytest_benchaudit.pytest_plugin.runmeta import clean_argv, run_models, run_
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.inference.cache import CacheStats
 
 # The summary's modules (aggregate.results, report.terminal: tabulate) are imported where the
 # summary is made: the first flush of records, not the start-up before the first request.
@@ -87,7 +90,7 @@ class Controller:
         self.recorded_wrong = 0  # how many of those are not correct (the resumed run's exit status counts them)
         self.resumed_from: RunMeta | None = None  # run.json of the run --resume continues
         self.duplicates = 0
-        self.cache_stats: list[dict[str, Any]] = []  # each process's Engine.cache_stats()
+        self.cache_stats: list[CacheStats] = []  # each process's Engine.cache_stats()
         self.usage: list[UsageRow] = []  # tokens and cost per model x task (inference.usage)
         self.context_warnings: list[CardWarning] = []  # inference.context: what the answers say of their context
         self.not_asked_cost = 0  # items --max-cost kept from being asked
@@ -407,10 +410,9 @@ class Controller:
         self.verdicts = evaluate_gates(self.opts.gates, self.results, self.benchmarks) if self.opts.gates else []
         gates = gate_results(self.verdicts)
         judge = [self.opts.judge] if self.opts.judge is not None else []
-        # inference.usage's rows are UsageRow's keys (inference/ sits below the summary's types).
-        self.usage = cast("list[UsageRow]", tally.rows(self.opts.prices, {m.label: m for m in [*self.opts.models, *judge]}))
+        self.usage = tally.rows(self.opts.prices, {m.label: m for m in [*self.opts.models, *judge]})
         document = summary_document(self.results, self.benchmarks, gates, cards)
-        usage: UsageSummary = {"prices_date": self.opts.prices.get("date"), "rows": self.usage}
+        usage: UsageSummary = {"prices_date": self.opts.prices.date, "rows": self.usage}
         if self.opts.max_cost is not None:
             usage["max_cost_usd"] = self.opts.max_cost
             usage["not_asked"] = self.not_asked_cost
@@ -454,7 +456,7 @@ class Controller:
         terminalreporter.write_sep("=", "benchaudit summary")
         if text:
             terminalreporter.write_line(redact(text))
-        usage = render_usage(self.usage, self.opts.prices.get("date"))
+        usage = render_usage(self.usage, self.opts.prices.date)
         if usage:
             terminalreporter.write_line(redact(usage))
         for warning in self.context_warnings:  # once each, as run.json's warnings list has them

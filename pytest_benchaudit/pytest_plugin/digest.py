@@ -8,13 +8,14 @@ watch, never the records themselves.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_benchaudit.pipeline.documents import Cards, CardWarning
 from pytest_benchaudit.runs.store import RecordsFollower
 
 if TYPE_CHECKING:
     from pytest_benchaudit.aggregate.results import Summarizer
+    from pytest_benchaudit.inference.cache import CacheStats
     from pytest_benchaudit.inference.usage import UsageTally
     from pytest_benchaudit.report.terminal import AnswerList
 
@@ -60,7 +61,7 @@ class RecordsDigest:
     def close(self) -> None:
         self._follower.close()
 
-    def context_warnings(self, cache_stats: list[dict[str, Any]]) -> list[CardWarning]:
+    def context_warnings(self, cache_stats: list[CacheStats]) -> list[CardWarning]:
         """The served model, log-probabilities and the released fallback (from the records), and a cache
         that cannot hit (from the engines' ``cache_stats``, with what GET /models listed)."""
         from pytest_benchaudit.inference.context import cache_warnings
@@ -68,5 +69,4 @@ class RecordsDigest:
         for stats in cache_stats:
             for model, ids in (stats.get("served") or {}).items():
                 self.context.note_listed(model, ids)
-        # inference/ sits below the card's types: its warnings are {kind, message} rows, a CardWarning each.
-        return cast("list[CardWarning]", [*self.context.warnings(), *cache_warnings(cache_stats)])
+        return [*self.context.warnings(), *cache_warnings(cache_stats)]

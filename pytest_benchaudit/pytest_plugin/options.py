@@ -18,7 +18,7 @@ from typing_extensions import TypedDict
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse_model_spec
 from pytest_benchaudit.inference.providers import load_providers
-from pytest_benchaudit.inference.usage import check_prices, price_for
+from pytest_benchaudit.inference.usage import PriceTable, check_prices, price_for
 from pytest_benchaudit.pipeline.documents import Cards
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, parse_override
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
@@ -87,7 +87,7 @@ class RunOptions:
     judge: ModelSpec | None = None  # --judge SPEC: the model that extracts or grades, never the one evaluated
     notes: list[str] = field(default_factory=list)  # one line each, said in the report header (model resolution)
     max_cost: float | None = None  # --max-cost USD: stop asking once the run has spent this much
-    prices: dict[str, Any] = field(default_factory=dict)  # [tool.benchaudit.prices]
+    prices: PriceTable = field(default_factory=PriceTable)  # [tool.benchaudit.prices]
     state: RunState = field(default_factory=RunState)
     pipelines: list[str] = field(default_factory=list)  # --pipelines A,B: every layer, in order; [] for --pipeline
 

@@ -11,12 +11,15 @@ import functools
 import platform
 import re
 from importlib import metadata
-from typing import Any, Callable, Iterable, Mapping, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
 from pytest_benchaudit.pipeline.documents import CardWarning
 from pytest_benchaudit.runs.documents import GenerationCache, RunModel
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.inference.cache import CacheStats
 
 __all__ = ["PER_SESSION_WARNINGS", "clean_argv", "redact_json", "run_models", "run_warning_list", "sum_cache_stats",
            "versions"]
@@ -59,13 +62,13 @@ def redact_json(value: Any) -> Any:
     return json.loads(json.dumps(redact_obj(value), default=str))
 
 
-def sum_cache_stats(stats: Iterable[Mapping[str, Any]]) -> GenerationCache:
+def sum_cache_stats(stats: Iterable[CacheStats]) -> GenerationCache:
     """The generation caches' statistics of every process of a run, summed (run.json ``generation_cache``)."""
     stats = list(stats)
     return {"enabled": any(s.get("enabled") for s in stats),
             "hits": sum(int(s.get("hits", 0)) for s in stats),
             "misses": sum(int(s.get("misses", 0)) for s in stats),
-            "disabled": sorted({s["disabled"] for s in stats if s.get("disabled")})}
+            "disabled": sorted({why for s in stats if (why := s.get("disabled"))})}
 
 
 def run_models(models: Iterable[ModelSpec], launched_url: Callable[[ModelSpec], str | None],
@@ -78,7 +81,7 @@ def run_models(models: Iterable[ModelSpec], launched_url: Callable[[ModelSpec], 
         if launched_url(m):
             info["endpoint"] = launched_url(m)
         info["served_model_ids"] = sorted(served.get(m.label, ()))
-        out.append(cast(RunModel, info))  # ModelSpec.public(): inference/ sits below run.json's types
+        out.append(info)
     return out
 
 

@@ -435,7 +435,7 @@ class Runner:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput["benchaudit"] = {"cards": self.opts.state.cards, "checksums": self.opts.state.checksums,
-                                          "cache": self.engine.cache_stats() if self.engine is not None else {}}
+                                          "cache": self.engine.cache_stats() if self.engine is not None else None}
         self._close_engine()
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

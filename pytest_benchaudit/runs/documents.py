@@ -24,33 +24,13 @@ from __future__ import annotations
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import NotRequired, Required, TypedDict
 
-from pytest_benchaudit.pipeline.documents import Cards, CardWarning
+# RunModel is declared in pipeline/documents.py (inference's ModelSpec.public() makes it) and re-exported here.
+from pytest_benchaudit.pipeline.documents import Cards, CardWarning, RunModel
 
 __all__ = ["GenerationCache", "Incomplete", "MaxCost", "Platform", "RUN_META", "RescoreSkip", "RunMeta", "RunModel",
            "RunSource", "TaskOverride", "WorkerInfo"]
 
 _FORBID = ConfigDict(extra="forbid")
-
-
-@with_config(_FORBID)
-class RunModel(TypedDict, total=False):
-    """One model of the run (``models``): what it was, without credentials, and the ids it served."""
-
-    spec: Required[str]  # the --model label
-    kind: Required[str]  # endpoint, local, vllm, replay, provider, imported...
-    endpoint: str | None
-    model_id: str | None
-    api_key_env: str | None
-    min_max_tokens: int | None
-    replay_of: str  # kind replay: the run directory served
-    endpoints: list[str]
-    launch: list[str]  # kind vllm: the `vllm serve` command line
-    provider: str | None
-    api: str | None
-    auth: str | None
-    strict_provider: bool
-    resolved: str  # how a bare name was resolved
-    served_model_ids: list[str]
 
 
 @with_config(_FORBID)

@@ -8,17 +8,18 @@ import datetime
 import pytest
 
 from pytest_benchaudit.common.errors import ConfigError
-from pytest_benchaudit.inference.usage import check_prices, cost_of, usage_rows
+from pytest_benchaudit.inference.usage import PriceTable, check_prices, cost_of, usage_rows
 from pytest_benchaudit.testing.provider_fakes import ProviderFake
 
 from conftest import only_run_dir, read_run
 
-PRICES = {"date": "2026-11-20", "gpt-4o": {"input": 2.5, "output": 10.0}}
+PRICES = check_prices({"date": "2026-11-20", "gpt-4o": {"input": 2.5, "output": 10.0}})
 
 
 def test_price_table_is_dated_and_checked() -> None:
-    assert check_prices({"date": datetime.date(2026, 11, 20), "m": {"input": 1, "output": 2}}) == {
-        "date": "2026-11-20", "m": {"input": 1.0, "output": 2.0}}
+    assert check_prices({"date": datetime.date(2026, 11, 20), "m": {"input": 1, "output": 2}}) == PriceTable(
+        date="2026-11-20", models={"m": {"input": 1.0, "output": 2.0}})
+    assert check_prices(None) == PriceTable() and PriceTable().date is None  # no table: no date, no price
     with pytest.raises(ConfigError, match="needs date"):
         check_prices({"m": {"input": 1, "output": 2}})
     with pytest.raises(ConfigError, match=r"'m': expected \{ input = USD_PER_1M"):
