@@ -299,13 +299,23 @@ def test_an_endpoint_down_reason_is_shown_escaped(pytester: pytest.Pytester) -> 
 
 # -- abnormal ends: each names the run directory and the command that continues it, exit status 2 --
 
-def _pytest_process(pytester: pytest.Pytester, args: list[str], **popen: Any) -> "subprocess.Popen[str]":
+# Python leaves SIGINT ignored when its parent ignored it, as a non-interactive shell does for a job
+# it starts in the background (`nohup .ci/run &`); a Ctrl-C test must not depend on how CI was started,
+# so its pytest takes Python's usual handler back before it starts.
+_INTERRUPTIBLE_PYTEST = ("import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                         "sys.exit(pytest.console_main())")
+
+
+def _pytest_process(pytester: pytest.Pytester, args: list[str], interruptible: bool = False,
+                    **popen: Any) -> "subprocess.Popen[str]":
     """A real ``python -m pytest`` in the pytester directory, its output on pipes (a file limit set
-    for the process does not reach a pipe, as it would reach pytester's own stdout file)."""
+    for the process does not reach a pipe, as it would reach pytester's own stdout file).  With
+    ``interruptible``, SIGINT raises KeyboardInterrupt in it even where this process ignores SIGINT."""
     import subprocess
     import sys
 
-    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=pytester.path,
+    start = ["-c", _INTERRUPTIBLE_PYTEST] if interruptible else ["-m", "pytest"]
+    return subprocess.Popen([sys.executable, *start, "-p", "no:cacheprovider", *args], cwd=pytester.path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
 
 
@@ -365,7 +375,7 @@ def test_sigint_names_the_run_and_the_resume_command(pytester: pytest.Pytester) 
     paced = Paced(0.01, hold_after=8)
     with ScriptedServer(paced) as server:
         args = ["suites/faulty", "--model", f"m@{server.url}", *COMMON, "--concurrency", "1", "--gate", "faulty>=0.5"]
-        proc = _pytest_process(pytester, args)
+        proc = _pytest_process(pytester, args, interruptible=True)
         deadline = time.monotonic() + 60
         while paced.asked <= 8 and time.monotonic() < deadline:
             time.sleep(0.05)
