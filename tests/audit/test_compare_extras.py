@@ -320,3 +320,26 @@ def test_the_mantel_test_permutes_within_benchmarks():
     sim = similarity_table(rows, vectors, "test", permutations=999, seed=0)
     assert sim["n_pairs"] == 30 and sim["pearson_r"] > 0.9 and sim["p_value"] < 1e-6
     assert sim["permutation"]["p_value"] > 0.2 and "within each benchmark" in sim["permutation"]["test"]
+
+
+def test_sensitivity_says_why_a_column_with_runs_has_no_rho(sets, tmp_path):
+    """Re-scored runs of only two models: the ext column has runs but no rho, and says why (two points
+    always give rho = +-1, so none is reported), instead of a blank with no reason."""
+    two = sorted(p for p in sets["rescored"].iterdir() if p.is_dir())[:2]
+    assert _compare(str(sets["base"]), "--sensitivity", *map(str, two), "--resamples", "50",
+                    "--out", str(tmp_path / "o")) == 0
+    (row,) = json.loads((tmp_path / "o" / "compare.json").read_text())["sensitivity"]["benchmarks"]
+    assert row["rho_ext"] is None and row["n_models_ext"] == 2
+    assert row["why_no_ext"] == "fewer than 3 models to rank (2 in both)"
+
+
+def test_why_no_rho_names_each_reason():
+    from pytest_benchaudit.audit.compare.sensitivity import why_no_rho
+
+    row = {"benchmark": "toy", "rho": None, "ci95": None, "n_models": 5, "tasks": ["toy.x"], "n_resamples": 10,
+           "n_resamples_defined": 0, "p_value": None}
+    assert why_no_rho(None, "re-scored", upstream=False) == "no run re-scored of this benchmark"
+    assert why_no_rho(None, "regenerated", upstream=True).endswith(": needs new generations")
+    assert why_no_rho(row, "x", upstream=False) == "rho undefined: every model tied in one of the two rankings"
+    assert why_no_rho(dict(row, n_models=2), "x", upstream=False) == "fewer than 3 models to rank (2 in both)"
+    assert why_no_rho(dict(row, rho=0.5), "x", upstream=False) is None

@@ -129,12 +129,7 @@ def sensitivity_table(base: RunSet, an_base: OneSetAnalysis, base_cards: Cards, 
         cells: dict[str, _Cell] = {}
         for short, kind, _scope, what in COLUMNS:
             sp = by_column.get(short, {}).get(bench)
-            why = None
-            if not sp:
-                why = (f"no run {what} of this benchmark" if short not in by_column or
-                       bench not in by_column[short] else "fewer than 3 models to rank")
-                if kind == "upstream":
-                    why += ": needs new generations"
+            why = why_no_rho(sp, what, upstream=kind == "upstream")
             cells[short] = _Cell(sp["rho"] if sp else None, sp["ci95"] if sp else None, sp["n_models"] if sp else 0,
                                  sp["tasks"] if sp else [], why)
         row = _row(bench, cells)
@@ -148,6 +143,19 @@ def sensitivity_table(base: RunSet, an_base: OneSetAnalysis, base_cards: Cards, 
                    "rho_downstream); per column, Spearman rho between the base benchmark ranking (mean task rank) "
                    "and the changed one, 95% percentile CI from the paired bootstrap over questions; "
                    "generation_moves_more compares rho_gen with rho_ext"}
+
+
+def why_no_rho(row: SpearmanRow | None, what: str, upstream: bool) -> str | None:
+    """Why a sensitivity cell has no rho (None when it has one): no run of the column's kind for the
+    benchmark, fewer than 3 models in both rankings (Spearman's rho of 2 points is +-1 by construction),
+    or a ranking with every model tied (rho is undefined)."""
+    if row is None:
+        return f"no run {what} of this benchmark" + (": needs new generations" if upstream else "")
+    if row["rho"] is not None:
+        return None
+    if row["n_models"] < 3:
+        return f"fewer than 3 models to rank ({row['n_models']} in both)"
+    return "rho undefined: every model tied in one of the two rankings"
 
 
 class _Cell(NamedTuple):
