@@ -161,3 +161,28 @@ def test_an_extraction_only_rescore_changes_the_extraction_fields_alone(athena_r
     # the same number compare --against computes for these two sets
     two = compare_document(*make_sets(base, load_runs(only)), None, n_resamples=50, seed=0)
     assert row["rho_ext"] == two["spearman"][0]["rho"]
+
+
+def test_a_folder_of_runs_is_rescored_into_its_own_folder(athena_released: Path, real_data: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`rescore FOLDER --report-dir NEW`: every run of the folder re-scored once into NEW (so compare can
+    read the two folders as two sets); without --report-dir, one error and nothing written."""
+    from conftest import SUITES
+
+    originals = sorted(p for p in athena_released.iterdir() if (p / "run.json").is_file())
+    common = ["--pipeline", "standardized", "--suites-dir", str(SUITES), "--data-dir", str(real_data)]
+    assert main(["rescore", str(athena_released), *common]) == 2
+    assert "give --report-dir" in capsys.readouterr().err
+    assert sorted(p for p in athena_released.iterdir()) == originals
+    new = tmp_path / "std"
+    assert main(["rescore", str(athena_released), *common, "--report-dir", str(new)]) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("run directory: ")]
+    rescored = sorted(new.iterdir())
+    assert len(rescored) == len(originals) == len(printed)
+    # each new run holds the same questions as the run it came from, now under the standardized layer
+    by_model = {read_run(p)["records"][0]["model"]: read_run(p) for p in rescored}
+    for original in originals:
+        before = read_run(original)
+        after = by_model[before["records"][0]["model"]]
+        assert sorted(r["question_id"] for r in after["records"]) == sorted(r["question_id"] for r in before["records"])
+        assert {r["pipeline"] for r in after["records"]} == {"standardized"}
