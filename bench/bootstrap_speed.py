@@ -68,7 +68,7 @@ def main() -> int:
           f"(runs: {', '.join(f'{t:.3f}' for t in times)}); rho {res['rho']:.3f}, CI [{ci[0]:.3f}, {ci[1]:.3f}]")
 
     if args.runs:
-        from pytest_benchaudit.audit.compare import _load, build_compare
+        from pytest_benchaudit.compare import _load, build_compare
 
         t0 = time.perf_counter()
         runs_a, runs_b = _load([args.runs[0]]), _load([args.runs[1]])

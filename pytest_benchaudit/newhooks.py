@@ -15,8 +15,8 @@ run's buffered ``records.jsonl``, flushed within a second and at the end; ``summ
 
 Both receive read-only views (:class:`types.MappingProxyType`) of the JSON documents, as
 ``records.jsonl`` and ``summary.json`` hold them (README, "What a run writes", lists their fields;
-their keys and types are :class:`~pytest_benchaudit.pipeline.documents.RecordRow` and
-:class:`~pytest_benchaudit.aggregate.documents.SummaryDocument`, the annotations below); copy what
+their keys and types are :class:`~pytest_benchaudit.pipeline.record_documents.RecordRow` and
+:class:`~pytest_benchaudit.aggregate.summary_documents.SummaryDocument`, the annotations below); copy what
 you keep.  An exception raised by an implementation stops the run as any pytest
 hook's does; what was written before it stays, and ``--resume`` continues the run.
 """
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:  # the hookspecs import nothing of the package at run time (tests/test_architecture.py)
-    from pytest_benchaudit.aggregate.documents import SummaryDocument
-    from pytest_benchaudit.pipeline.documents import RecordRow
+    from pytest_benchaudit.aggregate.summary_documents import SummaryDocument
+    from pytest_benchaudit.pipeline.record_documents import RecordRow
 
 __all__ = ["pytest_benchaudit_record", "pytest_benchaudit_summary"]
 

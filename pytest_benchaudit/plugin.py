@@ -77,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_benchaudit.pytest_plugin.launched import LocalUrl
     from pytest_benchaudit.pytest_plugin.runner import Runner
 
-    from pytest_benchaudit.pytest_plugin.checks import PreRunChecks
+    from pytest_benchaudit.pytest_plugin.prerun_checks import PreRunChecks
     from pytest_benchaudit.pytest_plugin.paths import resolve_suite_args
 
     try:  # any error of the package before the first item is a usage error (exit 4)

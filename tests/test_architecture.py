@@ -27,11 +27,23 @@ ALLOWED: dict[str, set[str]] = {
     "scoring": {"common", "pipeline"},
     "aggregate": {"common", "pipeline", "scoring"},
     "runs": {"common", "pipeline", "scoring", "aggregate", "inference"},
-    "audit": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs"},
-    "report": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "audit"},
+    # The features over stored runs, one subpackage each (issue 34), lowest first: each may import
+    # the core and the features above it in this list, never one below.
+    "rescore": {"common", "pipeline", "dataset", "scoring", "aggregate", "runs"},
+    "ledger": {"common", "pipeline", "dataset", "scoring"},
+    "annotation": {"common", "pipeline", "scoring", "aggregate"},
+    "importers": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs"},
+    "compare": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore"},
+    "diagnose": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "compare",
+                 "ledger"},
+    "audit": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "ledger",
+              "compare", "diagnose"},
+    "report": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "compare",
+               "diagnose", "audit"},
     "pytest_plugin": {"common", "pipeline", "prompt", "dataset", "inference", "scoring", "aggregate", "runs",
-                      "report", "audit"},
-    "cli": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "audit", "report", "__init__"},
+                      "report"},
+    "cli": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "ledger",
+            "annotation", "importers", "compare", "diagnose", "audit", "report", "__init__"},
     "plugin": {"pytest_plugin", "common", "newhooks"},
     "newhooks": set(),  # the hookspecs (pytest_benchaudit/newhooks.py), registered by plugin.py
     "testing": set(),
@@ -156,7 +168,7 @@ def test_downstream_never_imports_inference() -> None:
     "import pytest_benchaudit.cli",
     "from pytest_benchaudit.cli.app import main, build_parser; build_parser(['ledger']); build_parser(['--help'])",
     # what `benchaudit ledger` runs: its rows' types live apart from the compare package's (audit/ledger_documents.py)
-    "import pytest_benchaudit.cli.ledger, pytest_benchaudit.audit.ledger, pytest_benchaudit.report.ledger",
+    "import pytest_benchaudit.cli.ledger_cmd, pytest_benchaudit.ledger.ledger_rows, pytest_benchaudit.ledger.ledger_render",
 ])
 def test_cli_start_up_imports_neither_pytest_nor_scipy(command: str) -> None:
     code = f"{command}; import sys; print(sorted(m for m in ('pytest', '_pytest', 'scipy', 'matplotlib') if m in sys.modules))"

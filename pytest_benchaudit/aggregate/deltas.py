@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pytest_benchaudit.pipeline.documents import Cards
+from pytest_benchaudit.pipeline.record_documents import Cards
 from pytest_benchaudit.pipeline.variants import card_key
-from pytest_benchaudit.aggregate.documents import StageRates, TaskResult, VariantDelta
+from pytest_benchaudit.aggregate.summary_documents import StageRates, TaskResult, VariantDelta
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
 __all__ = ["reason_text", "variant_deltas"]

@@ -8,7 +8,7 @@ MAD), ties averaged; tau-b only for task pairs scored on at least 3 common model
 from __future__ import annotations
 
 from pytest_benchaudit.aggregate import stats
-from pytest_benchaudit.aggregate.documents import TauRow
+from pytest_benchaudit.aggregate.summary_documents import TauRow
 
 __all__ = ["task_ranks", "tau_b_table"]
 

@@ -8,7 +8,7 @@ inference, through extraction (valid), and that were correct.
 
 Pure: no pytest, no I/O.  Works on record dicts, so it serves pytest runs and
 offline re-scoring alike.  Each per-task result is built as a :class:`TaskResult` (the contract of
-a ``summary.json`` ``results`` row, :mod:`.documents`), checked once (:data:`.documents.TASK_RESULT`)
+a ``summary.json`` ``results`` row, :mod:`.summary_documents`), checked once (:data:`.summary_documents.TASK_RESULT`)
 and handed on as that row.
 
 Task results and benchmark scores read the same rows and cards; how each ``--vary`` variant
@@ -28,12 +28,12 @@ from typing import Iterable, Mapping
 from pydantic import JsonValue
 from typing_extensions import TypedDict
 
-from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.variants import card_for
 from pytest_benchaudit.pipeline.stages import is_unspecified
-from pytest_benchaudit.aggregate.documents import (TASK_RESULT, BenchmarkScore, GateResult, ModelRankings,
+from pytest_benchaudit.aggregate.summary_documents import (TASK_RESULT, BenchmarkScore, GateResult, ModelRankings,
                                                     SummaryDocument, TaskResult)
-from pytest_benchaudit.aggregate.repeats import (REDUCERS, Reducer, clt_se, clustered_se, normal_ci, reduce_scores,
+from pytest_benchaudit.aggregate.repeat_stats import (REDUCERS, Reducer, clt_se, clustered_se, normal_ci, reduce_scores,
                                                   retest_agreement, sampling_sd)
 from pytest_benchaudit.aggregate.deltas import reason_text, variant_deltas
 from pytest_benchaudit.scoring.metrics import METRIC_INFO, invalid_score

@@ -1,6 +1,6 @@
 """The shape of ``summary.json``: task results, benchmark scores, variant deltas, gates, ranks, usage.
 
-TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.documents` gives: the summary is the JSON
+TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.record_documents` gives: the summary is the JSON
 object it is written as, typed key by key for the checker, validated where it is read
 (:data:`SUMMARY` with ``extra="forbid"``) and published as a JSON Schema (``docs/schemas/``).
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import NotRequired, TypedDict
 
-# Declared in pipeline/documents.py (inference/usage.py makes the rows); re-exported here, where summary.json is.
-from pytest_benchaudit.pipeline.documents import UsageRow, UsageSummary
+# Declared in pipeline/record_documents.py (inference/usage.py makes the rows); re-exported here, where summary.json is.
+from pytest_benchaudit.pipeline.record_documents import UsageRow, UsageSummary
 
 __all__ = ["BenchmarkScore", "BreakdownCell", "GateResult", "ModelRankings", "SUMMARY", "SkippedTask", "StageRates",
            "SummaryDocument",
@@ -164,7 +164,7 @@ class ModelRankings(TypedDict, total=False):
 @with_config(_FORBID)
 class SkippedTask(TypedDict):
     """A task of a stored run that ``benchaudit rescore`` did not re-score, its records and why
-    (the same row as run.json's ``skipped``, ``runs.documents.RescoreSkip``)."""
+    (the same row as run.json's ``skipped``, ``runs.run_meta.RescoreSkip``)."""
 
     task: str
     records: int

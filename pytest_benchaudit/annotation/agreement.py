@@ -4,7 +4,7 @@
     benchaudit audit-gold --confirm sample.csv        confirmed label-error rate among the checked flags
 
 :func:`human_judge_report`, :func:`gold_confirm_report` and :func:`cohen_kappa` (which ``judge-agreement``
-shares) with their documents and renderers, so that ``judgeagree`` and ``goldaudit`` only add an option
+shares) with their documents and renderers, so that ``judge_agreement`` and ``gold_audit`` only add an option
 each.  :class:`SampleError` lives here, the lower of the two modules, because reading the filled file and
 drawing the sample raise the same error; :mod:`.sample` re-exports every name, so callers import from there.
 Pure: no file is read or written here.

@@ -52,7 +52,7 @@ from typing import Iterable, Sequence
 from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.errors import BenchauditError
-from pytest_benchaudit.pipeline.documents import RecordRow
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
 __all__ = ["Flag", "FlagRow", "GoldAuditError", "MIN_CONSENSUS", "audit_gold", "normalize_answer",

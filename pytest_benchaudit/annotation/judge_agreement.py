@@ -15,7 +15,7 @@ Judge information is read from ``rec["judge"] = {"model", "purpose": "extraction
 A judge call whose verdict is ``None`` (its output could not be parsed) is not a label: such
 items are left out of the pairs and counted as ``n_judge_failed``.
 
-Labels are compared after the normalisation of :func:`.goldaudit.normalize_answer`
+Labels are compared after the normalisation of :func:`.gold_audit.normalize_answer`
 (case-insensitive; multi-letter MCQ answers as sorted letter sets).
 
 Reported: pairs, raw agreement, Cohen's kappa, the confusion table, per-model score under
@@ -39,12 +39,12 @@ from typing import Iterable, Literal, Sequence
 from pydantic import ConfigDict, TypeAdapter, with_config
 from typing_extensions import NotRequired, TypedDict
 
-from pytest_benchaudit.audit.goldaudit import normalize_answer
+from pytest_benchaudit.annotation.gold_audit import normalize_answer
 
 # Shared with the human-validation loop (judge-agreement --human, audit-gold --confirm).
-from pytest_benchaudit.audit.sample import KAPPA_METHOD, cohen_kappa
+from pytest_benchaudit.annotation.sample import KAPPA_METHOD, cohen_kappa
 from pytest_benchaudit.common.errors import BenchauditError
-from pytest_benchaudit.pipeline.documents import JudgeCallRow, RecordRow
+from pytest_benchaudit.pipeline.record_documents import JudgeCallRow, RecordRow
 
 __all__ = ["JudgeAgreementError", "cohen_kappa", "pair_runs", "within_run", "agreement_report",
            "KAPPA_METHOD", "AgreementDocument", "AgreementPair", "AgreementSide", "ConfusionCell", "ModelScore",

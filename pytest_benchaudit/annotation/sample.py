@@ -24,7 +24,7 @@ commands that read the filled file print counts and rates only.
 
 The statistics of the filled file (:func:`human_judge_report`, :func:`gold_confirm_report`, and
 :func:`cohen_kappa`, which ``judge-agreement`` shares) are in :mod:`.agreement`, re-exported here so
-that ``judgeagree``, ``goldaudit`` and the commands import one module.  Pure apart from
+that ``judge_agreement``, ``gold_audit`` and the commands import one module.  Pure apart from
 :func:`write_sample` and :func:`read_sample` (CSV files).
 """
 
@@ -38,14 +38,14 @@ from pathlib import Path
 
 from typing_extensions import Required, TypedDict
 
-from pytest_benchaudit.audit.agreement import (GOLD_CONFIRM, GOLD_VERDICTS, HUMAN_JUDGE, KAPPA_METHOD, NOT_BENCHMARK_WIDE,
+from pytest_benchaudit.annotation.agreement import (GOLD_CONFIRM, GOLD_VERDICTS, HUMAN_JUDGE, KAPPA_METHOD, NOT_BENCHMARK_WIDE,
                                                AnnotatorRate, Between, GoldConfirmReport, HumanJudgeReport,
                                                KappaResult, Rate, SampleError, StratumRate, TaskRate, cohen_kappa,
                                                gold_confirm_report, human_judge_report, render_gold_confirm,
                                                render_human_judge, wilson)
-from pytest_benchaudit.audit.goldaudit import FlagRow
+from pytest_benchaudit.annotation.gold_audit import FlagRow
 from pytest_benchaudit.common.errors import UsageError
-from pytest_benchaudit.pipeline.documents import RecordRow
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 
 __all__ = [
     "AnnotatorRate",

@@ -1,6 +1,6 @@
 """The shapes of ``audit.json`` and of the ledger (``benchaudit ledger --format json``): their rows.
 
-TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.documents` gives: the audit document is
+TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.record_documents` gives: the audit document is
 the JSON object it is written as, typed key by key for the checker, validated where it is read
 (:data:`AUDIT`, :data:`LEDGER`, ``extra="forbid"``) and published as a JSON Schema.
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import NotRequired, Required, TypedDict
 
-from pytest_benchaudit.aggregate.documents import VariantDelta
-from pytest_benchaudit.audit.compare.documents import CompareDocument
-from pytest_benchaudit.audit.diagnose.documents import FindingRow
+from pytest_benchaudit.aggregate.summary_documents import VariantDelta
+from pytest_benchaudit.compare.compare_documents import CompareDocument
+from pytest_benchaudit.diagnose.finding_documents import FindingRow
 # The ledger's rows live apart: `benchaudit ledger` reads them without the compare package (scipy).
-from pytest_benchaudit.audit.ledger_documents import (LEDGER, LeafValues, LedgerCell, LedgerDocument, LedgerNote,
+from pytest_benchaudit.ledger.ledger_documents import (LEDGER, LeafValues, LedgerCell, LedgerDocument, LedgerNote,
                                                       LedgerRow, LedgerTotals, PaperView, PeerField, PeerLayer,
                                                       TemplateContrast, TemplateContrastPeer)
 
@@ -103,7 +103,7 @@ class UpstreamDifference(TypedDict, total=False):
 @with_config(_FORBID)
 class UpstreamAttributionRow(TypedDict):
     """``upstream_attribution`` (a ``--pipelines`` run): per task x model, the move from the base layer
-    split into downstream (re-scored) and upstream (regenerated) parts (:func:`~pytest_benchaudit.audit.layers.upstream_attribution`)."""
+    split into downstream (re-scored) and upstream (regenerated) parts (:func:`~pytest_benchaudit.audit.layer_runs.upstream_attribution`)."""
 
     task: str
     model: str

@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from pytest_benchaudit.audit.documents import FieldDiffRow, HarnessTableRow
+from pytest_benchaudit.audit.audit_documents import FieldDiffRow, HarnessTableRow
 from pytest_benchaudit.audit.upstream import upstream_fields
 from pytest_benchaudit.pipeline.card import nearest_why
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_benchaudit.audit.documents import UpstreamDifference, UpstreamField
-from pytest_benchaudit.pipeline.documents import Cards, PipelineCard
+from pytest_benchaudit.audit.audit_documents import UpstreamDifference, UpstreamField
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard
 
 if TYPE_CHECKING:  # imported where used: rendering requests loads the prompt layer
     from pytest_benchaudit.audit.upstream import FieldVerdict
@@ -53,7 +53,7 @@ def upstream_differences(cards: Cards, layer: str, suites_dir: Path, data_dir: s
 def _upstream_row(key: str, card: PipelineCard, layer: str, suites_dir: Path, data_dir: str | None
                   ) -> UpstreamDifference | None:
     """One task's row of :func:`upstream_differences`, or None when no upstream field's value differs."""
-    from pytest_benchaudit.audit.rescore import pipeline_from_card
+    from pytest_benchaudit.rescore.records import pipeline_from_card
     from pytest_benchaudit.audit.upstream import compare_sent, upstream_fields
     from pytest_benchaudit.dataset.readers import load_questions, resolve_data_dir
     from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite

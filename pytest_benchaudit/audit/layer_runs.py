@@ -23,17 +23,17 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from pytest_benchaudit.aggregate.documents import TaskResult
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
-from pytest_benchaudit.audit.offline import OfflineError, load_run
+from pytest_benchaudit.rescore.run_dirs import OfflineError, load_run
 from pytest_benchaudit.pipeline.stages import UPSTREAM_STAGES
 from pytest_benchaudit.common.errors import RunDirError
-from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
-from pytest_benchaudit.runs.documents import RunMeta
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.runs.run_meta import RunMeta
 from pytest_benchaudit.runs.store import RunDirectory, read_run_json
 
-if TYPE_CHECKING:  # audit.documents imports audit.compare, which imports this module
-    from pytest_benchaudit.audit.documents import UpstreamAttributionRow
+if TYPE_CHECKING:  # audit.audit_documents imports the compare package (scipy)
+    from pytest_benchaudit.audit.audit_documents import UpstreamAttributionRow
 
 __all__ = ["run_layers", "split_layers", "layer_cards", "upstream_fields_between", "upstream_attribution"]
 

@@ -16,12 +16,12 @@ For runs made under one layer (pytest runs or imported published outputs), towar
    ``--similarity``, task similarity against tau-b;
 4. the ledger rows of the runs' benchmarks; the diagnose findings (``benchaudit diagnose`` on the runs,
    or those given with ``--findings``);
-5. the command (:mod:`pytest_benchaudit.cli.audit`) writes ``DIR/audit.json``, ``DIR/report.html``
+5. the command (:mod:`pytest_benchaudit.cli.audit_cmd`) writes ``DIR/audit.json``, ``DIR/report.html``
    and an Every Eval Ever export per run (``DIR/every-eval-ever/``).
 
 A run made under two layers at once (``pytest ... --pipelines A,B``; one such run) is audited from
 its first layer (or ``from_layer``) toward its second (or ``toward``) with the target layer's real
-generations: it is split into one run per layer (``DIR/layers/<layer>/``, :mod:`.layers`); set a
+generations: it is split into one run per layer (``DIR/layers/<layer>/``, :mod:`.layer_runs`); set a
 is the base layer's records, set b the target layer's own records (not re-scored); the downstream
 fields are attributed by re-scoring the base records as above; the upstream fields that differ are
 attributed together from the regenerated records (``upstream_attribution``: target minus the base
@@ -35,18 +35,18 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
-from pytest_benchaudit.aggregate.documents import TaskResult
-from pytest_benchaudit.audit.compare import CompareError, compare_document, load_runs, make_sets
-from pytest_benchaudit.audit.compare.documents import CompareDocument
-from pytest_benchaudit.audit.compare.runsets import LoadedRun, RunSet
-from pytest_benchaudit.audit.diagnose.documents import FindingRow
-from pytest_benchaudit.audit.documents import (AttributionRow, AuditDocument, HarnessTableRow, LedgerNote, LedgerRow, ScoreRow,
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
+from pytest_benchaudit.compare import CompareError, compare_document, load_runs, make_sets
+from pytest_benchaudit.compare.compare_documents import CompareDocument
+from pytest_benchaudit.compare.runsets import LoadedRun, RunSet
+from pytest_benchaudit.diagnose.finding_documents import FindingRow
+from pytest_benchaudit.audit.audit_documents import (AttributionRow, AuditDocument, HarnessTableRow, LedgerNote, LedgerRow, ScoreRow,
                                                UpstreamAttributionRow, UpstreamDifference)
 from pytest_benchaudit.audit.layer_diff import downstream_differs, upstream_differences
-from pytest_benchaudit.audit.offline import OfflineError, rescore_run, sweep_run
+from pytest_benchaudit.rescore.run_dirs import OfflineError, rescore_run, sweep_run
 from pytest_benchaudit.common.errors import did_you_mean
-from pytest_benchaudit.pipeline.documents import Cards, RecordRow
-from pytest_benchaudit.runs.documents import RunMeta
+from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
+from pytest_benchaudit.runs.run_meta import RunMeta
 
 __all__ = ["AUDIT_VERSION", "build_audit", "upstream_differences", "scores_both_ways"]
 
@@ -101,9 +101,9 @@ def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]])
 def _diagnose(base: list[LoadedRun], ledger: list[LedgerRow], suites_dir: Path, data_dir: str | None
               ) -> list[FindingRow]:
     """``benchaudit diagnose`` on the stored runs (their base records), with the ledger rows for FM15."""
-    from pytest_benchaudit.audit.diagnose import LoadedRun as DiagnosedRun
-    from pytest_benchaudit.audit.diagnose import diagnose, to_json
-    from pytest_benchaudit.audit.offline import _Resources
+    from pytest_benchaudit.diagnose import LoadedRun as DiagnosedRun
+    from pytest_benchaudit.diagnose import diagnose, to_json
+    from pytest_benchaudit.rescore.run_dirs import _Resources
 
     runs = [DiagnosedRun(run.path.name, run.meta, run.records) for run in base]
     rows = {row["benchmark"]: row for row in ledger}
@@ -125,8 +125,8 @@ def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer
     run) for a ``--pipelines`` run; the runs as given, ``toward`` (default standardized) and no layer
     runs otherwise.  ``pipelines``: the layers of the cross-harness table (the first is the base; the
     target is ``toward`` or the first other one that asks the same kind of request)."""
-    from pytest_benchaudit.audit.compare import expand_runs
-    from pytest_benchaudit.audit.layers import run_layers, split_layers
+    from pytest_benchaudit.compare import expand_runs
+    from pytest_benchaudit.audit.layer_runs import run_layers, split_layers
     from pytest_benchaudit.runs.store import read_run_json
 
     from pytest_benchaudit.common.errors import RunDirError
@@ -172,8 +172,8 @@ def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer
 def _harness_layers(run: Path, layers: list[str], pipelines: list[str], from_layer: str | None,
                     toward: str | None) -> tuple[str, str]:
     """(base, target) of the two-layer part of an audit with ``--pipelines``; usage errors name the option."""
-    from pytest_benchaudit.audit.harnesses import request_kind
-    from pytest_benchaudit.audit.layers import layer_cards
+    from pytest_benchaudit.audit.cross_harness import request_kind
+    from pytest_benchaudit.audit.layer_runs import layer_cards
     from pytest_benchaudit.runs.store import read_run_json
 
     text = ",".join(pipelines)
@@ -201,16 +201,16 @@ def _harness_layers(run: Path, layers: list[str], pipelines: list[str], from_lay
 
 def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, data_dir: str | None
                   ) -> list[HarnessTableRow]:
-    """The cross-harness rows (:mod:`pytest_benchaudit.audit.harnesses`) of the layers of one
+    """The cross-harness rows (:mod:`pytest_benchaudit.audit.cross_harness`) of the layers of one
     ``--pipelines`` run, split into ``views`` (layer -> single-layer run), the first layer the base.
 
     Each other layer's downstream part re-scores the base layer's records under that layer's stored
     card (its extraction/scoring/aggregation fields as the run used them, ``--set`` included), task by
     task, where both layers ask the same kind of request."""
     from pytest_benchaudit.aggregate.results import summarize
-    from pytest_benchaudit.audit.harnesses import LayerInput, downstream_defined, harness_rows
-    from pytest_benchaudit.audit.offline import _Resources, card_key, load_run
-    from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
+    from pytest_benchaudit.audit.cross_harness import LayerInput, downstream_defined, harness_rows
+    from pytest_benchaudit.rescore.run_dirs import _Resources, card_key, load_run
+    from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records, retarget
     from pytest_benchaudit.pipeline.stages import PipelineError
 
     def index(results: list[TaskResult]) -> dict[str, dict[str, TaskResult]]:
@@ -266,14 +266,14 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     ``pipelines``: the layers of a ``--pipelines`` run for the cross-harness table (``harnesses``; the
     first listed is the base; the rest of the audit goes from it toward ``toward`` or the first other
     layer that asks the same kind of request); None: no table, the audit as without it.
-    ``similarity``: an embedder (see :func:`pytest_benchaudit.audit.compare.similarity.parse_embedder`) or None.
+    ``similarity``: an embedder (see :func:`pytest_benchaudit.compare.similarity.parse_embedder`) or None.
     Raises :class:`CompareError` (bad runs, nothing to compare) or :class:`OfflineError` (a run that
     cannot be re-scored).
     """
-    from pytest_benchaudit.audit.ledger import build_ledger
+    from pytest_benchaudit.ledger.ledger_rows import build_ledger
     from pytest_benchaudit.dataset.suites import SuiteError
     from pytest_benchaudit.pipeline.stages import PipelineError
-    from pytest_benchaudit.audit.compare.sensitivity import SensitivityRequest, classify_runs
+    from pytest_benchaudit.compare.sensitivity import SensitivityRequest, classify_runs
 
     run_paths, toward, target_run, layered_run, views = _two_layers(list(run_paths), out, toward, from_layer,
                                                                     pipelines)
@@ -323,11 +323,11 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
         else:
             notes.append(f"{toward}: the layers send the same requests (no upstream field differs): no rho_gen "
                          "from this run")
-    # The compare part with its analyses (.compare.registry): sensitivity always, similarity on request.
+    # The compare part with its analyses (compare.analysis_registry): sensitivity always, similarity on request.
     options: dict[str, object] = {
         "sensitivity": SensitivityRequest(target + load_runs(extraction_dirs) + extra, cards)}
     if similarity is not None:
-        from pytest_benchaudit.audit.compare.similarity import SimilarityRequest
+        from pytest_benchaudit.compare.similarity import SimilarityRequest
 
         options["similarity"] = SimilarityRequest(similarity, suites_dir, n_prompts)
     doc = compare_document(set_a, set_b, None, n_resamples=n_resamples, seed=seed, permutations=permutations,
@@ -378,7 +378,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
 def _layer_upstream(set_a: RunSet, rescored: RunSet, real: RunSet, base_cards: Cards, target_meta: RunMeta
                     ) -> tuple[list[UpstreamDifference], list[UpstreamAttributionRow]]:
     """(upstream_differences rows, upstream_attribution rows) of a --pipelines run's two layers."""
-    from pytest_benchaudit.audit.layers import upstream_attribution, upstream_fields_between
+    from pytest_benchaudit.audit.layer_runs import upstream_attribution, upstream_fields_between
 
     target_cards = target_meta.get("pipeline_cards") or {}
     split = upstream_attribution(set_a.results, rescored.results, real.results, base_cards, target_cards)

@@ -16,7 +16,7 @@ __all__ = ["CliError", "Subparsers", "add_data_dir", "add_suites_dir", "run_card
 # What `ArgumentParser.add_subparsers()` returns; each command module adds its parser to it.
 # (The class is private, but it is what argparse hands out; only typeshed makes it generic.)
 if TYPE_CHECKING:
-    from pytest_benchaudit.pipeline.documents import Cards
+    from pytest_benchaudit.pipeline.record_documents import Cards
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:

@@ -68,29 +68,30 @@ from pytest_benchaudit.common.errors import BenchauditError, cli_exit_code
 
 __all__ = ["COMMANDS", "main"]
 
-# command -> module under pytest_benchaudit.cli exposing HELP, add_parser(sub) and run(args).
+# command -> module under pytest_benchaudit.cli exposing HELP, add_parser(sub) and run(args): the
+# command's name with '-' as '_' and '_cmd' after it (cli/audit_gold_cmd.py for `audit-gold`).
 # Only the chosen command's module is imported: `benchaudit --help` and `benchaudit ledger`
 # never load pytest, scipy or matplotlib.
 COMMANDS: dict[str, str] = {
-    "show": "show",
-    "summarize": "summarize",
-    "card": "card",
-    "ledger": "ledger",
-    "fetch": "fetch",
-    "rescore": "rescore",
-    "sweep": "sweep",
-    "import": "imports",
-    "compare": "compare",
-    "export": "export",
-    "audit-gold": "audit_gold",
-    "judge-agreement": "judge_agreement",
-    "validate": "validate",
-    "diagnose": "diagnose",
-    "sample": "sample",
-    "audit": "audit",
-    "init": "init",
-    "plan": "plan",
-    "schema": "schema",
+    "show": "show_cmd",
+    "summarize": "summarize_cmd",
+    "card": "card_cmd",
+    "ledger": "ledger_cmd",
+    "fetch": "fetch_cmd",
+    "rescore": "rescore_cmd",
+    "sweep": "sweep_cmd",
+    "import": "import_cmd",
+    "compare": "compare_cmd",
+    "export": "export_cmd",
+    "audit-gold": "audit_gold_cmd",
+    "judge-agreement": "judge_agreement_cmd",
+    "validate": "validate_cmd",
+    "diagnose": "diagnose_cmd",
+    "sample": "sample_cmd",
+    "audit": "audit_cmd",
+    "init": "init_cmd",
+    "plan": "plan_cmd",
+    "schema": "schema_cmd",
 }
 
 # One-line help per command for the command list, so listing them imports no command module.

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from pytest_benchaudit.cli._common import Subparsers
 
 if TYPE_CHECKING:
-    from pytest_benchaudit.aggregate.documents import VariantDelta
-    from pytest_benchaudit.audit.documents import UpstreamAttributionRow, UpstreamField
+    from pytest_benchaudit.aggregate.summary_documents import VariantDelta
+    from pytest_benchaudit.audit.audit_documents import UpstreamAttributionRow, UpstreamField
     from pytest_benchaudit.report.html.sweeps import SweepRow, UpstreamSweepRow
 
 __all__ = ["HELP", "add_parser", "run"]
@@ -74,10 +74,10 @@ def _layer_list(text: str | None) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit audit``: 0 when everything was written, 2 on bad input."""
-    from pytest_benchaudit.audit.compare import CompareError
-    from pytest_benchaudit.audit.offline import OfflineError
+    from pytest_benchaudit.compare import CompareError
+    from pytest_benchaudit.rescore.run_dirs import OfflineError
     from pytest_benchaudit.audit.whole import build_audit
-    from pytest_benchaudit.cli.compare import json_default, read_findings
+    from pytest_benchaudit.cli.compare_cmd import json_default, read_findings
     from pytest_benchaudit.report.export import export_every_eval_ever
 
     try:
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         findings = read_findings(args.findings) if args.findings else None
         embedder = None
         if args.similarity:
-            from pytest_benchaudit.audit.compare.similarity import parse_embedder
+            from pytest_benchaudit.compare.similarity import parse_embedder
 
             embedder = parse_embedder(args.embedder, args.embedder_key_env)
         doc = build_audit(args.runs, args.out, toward=args.toward, suites_dir=args.suites_dir, data_dir=args.data_dir,
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=json_default, allow_nan=False) + "\n",
                    encoding="utf-8")
     tmp.replace(target)
-    from pytest_benchaudit.audit.compare import render_compare
+    from pytest_benchaudit.compare import render_compare
     from pytest_benchaudit.report.html import write_html
     from pytest_benchaudit.report.terminal import render_variant_deltas
 
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n" + render_layer_attribution(split, doc["layers"]["from"][0], toward))
         sweeps += [_as_sweep_row(r) for r in split if r["upstream_fields"]]
     if doc.get("harnesses"):
-        from pytest_benchaudit.audit.harnesses import render_harnesses
+        from pytest_benchaudit.audit.cross_harness import render_harnesses
 
         print("\n" + render_harnesses(doc["harnesses"]))
     # One invalid-rate cell per layer: the layer stands where a variant would.

@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_benchaudit.audit.compare import CompareError, expand_runs
-from pytest_benchaudit.audit.goldaudit import GoldAuditError, audit_gold, render, write_csv
-from pytest_benchaudit.audit.offline import OfflineError, load_run
+from pytest_benchaudit.compare import CompareError, expand_runs
+from pytest_benchaudit.annotation.gold_audit import GoldAuditError, audit_gold, render, write_csv
+from pytest_benchaudit.rescore.run_dirs import OfflineError, load_run
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.cli._common import Subparsers
 
 if TYPE_CHECKING:
-    from pytest_benchaudit.pipeline.documents import RecordRow
+    from pytest_benchaudit.pipeline.record_documents import RecordRow
 
 HELP = "questions where most models agree on one answer against gold (for review)"
 
@@ -75,7 +75,7 @@ def _run_confirm(args: argparse.Namespace) -> int:
     """``audit-gold --confirm CSV``: the confirmed label-error rate among the flags people checked."""
     import json
 
-    from pytest_benchaudit.audit.sample import (
+    from pytest_benchaudit.annotation.sample import (
         SampleError,
         gold_confirm_report,
         read_sample,

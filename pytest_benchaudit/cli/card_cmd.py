@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pytest_benchaudit.cli._common import CliError, Subparsers, add_suites_dir, run_cards, suite_file
 
 if TYPE_CHECKING:
-    from pytest_benchaudit.pipeline.documents import Cards
+    from pytest_benchaudit.pipeline.record_documents import Cards
 
 HELP = "print pipeline cards as JSON (of a benchmark's suite, or of a run)"
 
@@ -29,7 +29,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 def _suite_cards(bench: str, suites_dir: Path, task: str | None, layer: str, sets: list[str]) -> Cards:
     from pytest_benchaudit.dataset.suites import load_suite
     from pytest_benchaudit.pipeline.stages import apply_overrides, parse_override
-    from pytest_benchaudit.scoring.registry import check_suite_names
+    from pytest_benchaudit.scoring.names import check_suite_names
 
     suite = load_suite(suite_file(bench, suites_dir))
     check_suite_names(suite)

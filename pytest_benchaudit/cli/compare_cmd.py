@@ -1,8 +1,8 @@
 """``benchaudit compare``: ranks per task, tau-b between tasks, rank shifts and Spearman rho with paired-bootstrap
 CIs, PCA, peer gaps; ``--similarity`` and ``--sensitivity``; compare.json and the HTML report.
 
-The work lives in :mod:`pytest_benchaudit.audit.compare` (its registered analyses, among them
-:mod:`~pytest_benchaudit.audit.compare.similarity` and :mod:`~pytest_benchaudit.audit.compare.sensitivity`, which
+The work lives in :mod:`pytest_benchaudit.compare` (its registered analyses, among them
+:mod:`~pytest_benchaudit.compare.similarity` and :mod:`~pytest_benchaudit.compare.sensitivity`, which
 ``--similarity`` and ``--sensitivity`` ask for); this module loads them only when the command runs, so
 ``benchaudit --help`` and the other commands never pay for their imports.
 """
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from pytest_benchaudit.cli._common import Subparsers
 
 if TYPE_CHECKING:
-    from pytest_benchaudit.aggregate.documents import SummaryDocument
-    from pytest_benchaudit.audit.compare.runsets import LoadedRun
-    from pytest_benchaudit.audit.diagnose.documents import FindingRow
+    from pytest_benchaudit.aggregate.summary_documents import SummaryDocument
+    from pytest_benchaudit.compare.runsets import LoadedRun
+    from pytest_benchaudit.diagnose.finding_documents import FindingRow
 
 __all__ = ["HELP", "add_parser", "run", "read_findings", "json_default"]
 
@@ -92,11 +92,11 @@ def json_default(obj: Any) -> Any:
 
 def read_findings(path: Path) -> list[FindingRow]:
     """The findings of a diagnose JSON file (``{"findings": [...]}`` or a bare list of objects), each
-    validated as a finding (:data:`~pytest_benchaudit.audit.diagnose.documents.FINDING`)."""
+    validated as a finding (:data:`~pytest_benchaudit.diagnose.finding_documents.FINDING`)."""
     from pydantic import ValidationError
 
-    from pytest_benchaudit.audit.compare import CompareError
-    from pytest_benchaudit.audit.diagnose.documents import FINDING
+    from pytest_benchaudit.compare import CompareError
+    from pytest_benchaudit.diagnose.finding_documents import FINDING
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -121,19 +121,19 @@ def read_findings(path: Path) -> list[FindingRow]:
 
 def _requests(args: argparse.Namespace, runs_a: list[LoadedRun]) -> dict[str, object]:
     """The options of the on-request analyses the flags ask for (``--similarity``, ``--sensitivity RUN...``),
-    keyed by analysis name (:mod:`pytest_benchaudit.audit.compare.registry`).  Raises CompareError on bad flags."""
-    from pytest_benchaudit.audit.compare import CompareError, load_runs
+    keyed by analysis name (:mod:`pytest_benchaudit.compare.analysis_registry`).  Raises CompareError on bad flags."""
+    from pytest_benchaudit.compare import CompareError, load_runs
 
     options: dict[str, object] = {}
     if getattr(args, "similarity", False):
-        from pytest_benchaudit.audit.compare import similarity
+        from pytest_benchaudit.compare import similarity
 
         if args.similarity_prompts < 0:
             raise CompareError("--similarity-prompts must be 0 or more")
         embedder = similarity.parse_embedder(args.embedder, args.embedder_key_env)
         options["similarity"] = similarity.SimilarityRequest(embedder, args.suites_dir, args.similarity_prompts)
     if getattr(args, "sensitivity", None):
-        from pytest_benchaudit.audit.compare.sensitivity import SensitivityRequest
+        from pytest_benchaudit.compare.sensitivity import SensitivityRequest
 
         cards = {k: c for run in runs_a for k, c in (run.meta.get("pipeline_cards") or {}).items()}
         options["sensitivity"] = SensitivityRequest(load_runs(args.sensitivity), cards)
@@ -142,7 +142,7 @@ def _requests(args: argparse.Namespace, runs_a: list[LoadedRun]) -> dict[str, ob
 
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit compare``: 0 when compare.json was written, 2 on bad input."""
-    from pytest_benchaudit.audit.compare import (CompareError, compare_document, load_runs, make_sets, mark_similar,
+    from pytest_benchaudit.compare import (CompareError, compare_document, load_runs, make_sets, mark_similar,
                                                  parse_pair, render_compare)
 
     try:

@@ -1,7 +1,7 @@
 """``benchaudit diagnose RUN...``: the catalogued failure modes, checked on every model x task of the runs.
 
 Loads the run directories (pytest runs or imports; a folder of run directories is expanded),
-runs :func:`pytest_benchaudit.audit.diagnose.diagnose` and prints a table, or the JSON
+runs :func:`pytest_benchaudit.diagnose.diagnose` and prints a table, or the JSON
 document with ``--json``.  No model and no network: downstream effects are re-scored from the
 stored outputs, upstream ones are marked "needs new generations".
 """
@@ -18,7 +18,7 @@ from pytest_benchaudit.cli._common import Subparsers
 from pytest_benchaudit.common.errors import BenchauditError
 
 if TYPE_CHECKING:
-    from pytest_benchaudit.audit.documents import LedgerRow
+    from pytest_benchaudit.audit.audit_documents import LedgerRow
 
 __all__ = ["add_parser", "run"]
 
@@ -48,7 +48,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 
 def _ledger_rows(suites_dir: Path, benchmarks: set[str]) -> dict[str, LedgerRow]:
-    from pytest_benchaudit.audit.ledger import suite_ledger
+    from pytest_benchaudit.ledger.ledger_rows import suite_ledger
     from pytest_benchaudit.dataset.suites import SUITE_FILENAME, load_suite
 
     rows: dict[str, LedgerRow] = {}
@@ -63,10 +63,10 @@ def _ledger_rows(suites_dir: Path, benchmarks: set[str]) -> dict[str, LedgerRow]
 
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit diagnose``: 0 when the checks ran, 2 on bad input."""
-    from pytest_benchaudit.audit.compare import expand_runs
-    from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose_report, render, to_json
-    from pytest_benchaudit.audit.diagnose.core import group_runs, missing_cards
-    from pytest_benchaudit.audit.offline import _Resources, load_run
+    from pytest_benchaudit.compare import expand_runs
+    from pytest_benchaudit.diagnose import LoadedRun, diagnose_report, render, to_json
+    from pytest_benchaudit.diagnose.core import group_runs, missing_cards
+    from pytest_benchaudit.rescore.run_dirs import _Resources, load_run
 
     warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
     try:

@@ -1,7 +1,7 @@
 """``benchaudit import SOURCE DIR``: published model outputs as run directories, one per model.
 
 Each is scored with the suite's released layer and compared with the released scores; see
-:mod:`pytest_benchaudit.audit.importers` for the sources and what a record keeps.
+:mod:`pytest_benchaudit.importers` for the sources and what a record keeps.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """0 when every run directory was written; bad input raises (one line, exit 2)."""
-    from pytest_benchaudit.audit.importers import SOURCES
+    from pytest_benchaudit.importers import SOURCES
 
     runs = SOURCES[args.source](args.dir, args.report_dir, args.suites_dir, args.data_dir, log=print)
     print(f"{len(runs)} run directories written under {args.report_dir}")

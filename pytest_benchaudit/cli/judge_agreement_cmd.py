@@ -10,11 +10,11 @@ import json
 import sys
 from pathlib import Path
 
-from pytest_benchaudit.audit.judgeagree import JudgeAgreementError, agreement_report, pair_runs, render, within_run
-from pytest_benchaudit.audit.offline import OfflineError, load_run
-from pytest_benchaudit.audit.sample import SampleError
+from pytest_benchaudit.annotation.judge_agreement import JudgeAgreementError, agreement_report, pair_runs, render, within_run
+from pytest_benchaudit.rescore.run_dirs import OfflineError, load_run
+from pytest_benchaudit.annotation.sample import SampleError
 from pytest_benchaudit.cli._common import Subparsers
-from pytest_benchaudit.pipeline.documents import RecordRow
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 
 HELP = "agreement, Cohen's kappa, confusion table and strata of two judges"
 
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_human(args: argparse.Namespace) -> int:
     """``judge-agreement --human CSV``: the judge against the annotators of a filled sample."""
-    from pytest_benchaudit.audit.sample import (
+    from pytest_benchaudit.annotation.sample import (
         human_judge_report,
         read_sample,
         render_human_judge,

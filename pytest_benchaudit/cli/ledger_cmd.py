@@ -17,7 +17,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_benchaudit.audit.ledger import build_ledger
-    from pytest_benchaudit.report.ledger import render
+    from pytest_benchaudit.ledger.ledger_rows import build_ledger
+    from pytest_benchaudit.ledger.ledger_render import render
     print(render(build_ledger(args.suites_dir), args.fmt))
     return 0

@@ -154,7 +154,7 @@ def _task_questions(suite: Any, task: str, data_dir: str | None) -> int:
 def _scores_by_model(runs: list[Path], bench: str, task: str) -> tuple[dict[str, dict[str, list[float]]], str]:
     """model -> question id -> its scores in repeat order, from the runs' base records of the task (not a
     --vary variant); and the metric they were scored with.  A model in two runs is two entries."""
-    from pytest_benchaudit.audit.compare.runsets import CompareError, expand_runs
+    from pytest_benchaudit.compare.runsets import CompareError, expand_runs
     from pytest_benchaudit.runs.store import load_run
 
     try:  # a folder of run directories is read as the runs in it, as compare reads it

@@ -28,8 +28,8 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_benchaudit.audit.compare import expand_runs
-    from pytest_benchaudit.audit.offline import OfflineError, rescore_run
+    from pytest_benchaudit.compare import expand_runs
+    from pytest_benchaudit.rescore.run_dirs import OfflineError, rescore_run
     from pytest_benchaudit.pipeline.stages import parse_override
     from pytest_benchaudit.report.terminal import render_summary
 

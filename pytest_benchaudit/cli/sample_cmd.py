@@ -3,7 +3,7 @@
 ``--for judge``: records with a judge verdict (extraction readings or CORRECT/INCORRECT grades);
 ``--for gold``: the flags of ``audit-gold`` (most models agree on one answer against the gold).
 The CSV gets one empty ``verdict_N`` column per annotator; ``judge-agreement --human`` and
-``audit-gold --confirm`` read it back.  How units are drawn: :mod:`pytest_benchaudit.audit.sample`.
+``audit-gold --confirm`` read it back.  How units are drawn: :mod:`pytest_benchaudit.annotation.sample`.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from pytest_benchaudit.cli._common import Subparsers
 from pytest_benchaudit.common.errors import BenchauditError
 
 if TYPE_CHECKING:
-    from pytest_benchaudit.audit.sample import GoldUnit, JudgeUnit
-    from pytest_benchaudit.pipeline.documents import RecordRow
+    from pytest_benchaudit.annotation.sample import GoldUnit, JudgeUnit
+    from pytest_benchaudit.pipeline.record_documents import RecordRow
 
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """Add ``sample`` to the ``benchaudit`` sub-commands; returns its parser."""
-    from pytest_benchaudit.audit.sample import DEFAULT_STRATA, GOLD_STRATA, JUDGE_STRATA
+    from pytest_benchaudit.annotation.sample import DEFAULT_STRATA, GOLD_STRATA, JUDGE_STRATA
 
     p = subparsers.add_parser(
         "sample", help="a stratified, seeded sample of judge verdicts or gold-label flags for people to check (CSV)",
@@ -53,10 +53,10 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit sample``: 0 when the sample was written, 2 on bad input or an empty population."""
-    from pytest_benchaudit.audit import sample as smp
-    from pytest_benchaudit.audit.compare import expand_runs
-    from pytest_benchaudit.audit.goldaudit import audit_gold
-    from pytest_benchaudit.audit.offline import load_run
+    from pytest_benchaudit.annotation import sample as smp
+    from pytest_benchaudit.compare import expand_runs
+    from pytest_benchaudit.annotation.gold_audit import audit_gold
+    from pytest_benchaudit.rescore.run_dirs import load_run
 
     try:
         smp.check_usage(args.kind, args.n, args.annotators)

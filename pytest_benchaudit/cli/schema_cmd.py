@@ -1,8 +1,8 @@
 """``benchaudit schema [DOCUMENT] [--out DIR]``: the JSON Schema of each file a run directory holds.
 
 The schemas are generated from the types the code itself builds and validates the documents with
-(the TypedDicts of ``pipeline/documents.py``, ``aggregate/documents.py``, ``runs/documents.py``,
-``audit/compare/``, ``audit/``), so they cannot drift from what is written; ``docs/schemas/`` holds
+(the TypedDicts of ``pipeline/record_documents.py``, ``aggregate/summary_documents.py``, ``runs/run_meta.py``,
+``compare/``, ``diagnose/``, ``audit/``), so they cannot drift from what is written; ``docs/schemas/`` holds
 them as published (a test regenerates and compares).  ``additionalProperties: false`` throughout:
 a key the schema does not name is not one benchaudit writes.
 """
@@ -43,15 +43,15 @@ class Document:
 
 # Imported only when asked for: `benchaudit schema run` loads no scipy or matplotlib.
 DOCUMENTS: tuple[Document, ...] = (
-    Document("run", "pytest_benchaudit.runs.documents", "RunMeta", "run.json: how a run was made"),
-    Document("record", "pytest_benchaudit.pipeline.documents", "RecordRow", "one line of records.jsonl"),
-    Document("card", "pytest_benchaudit.pipeline.documents", "PipelineCard",
+    Document("run", "pytest_benchaudit.runs.run_meta", "RunMeta", "run.json: how a run was made"),
+    Document("record", "pytest_benchaudit.pipeline.record_documents", "RecordRow", "one line of records.jsonl"),
+    Document("card", "pytest_benchaudit.pipeline.record_documents", "PipelineCard",
              "a pipeline card (run.json pipeline_cards, benchaudit card)"),
-    Document("summary", "pytest_benchaudit.aggregate.documents", "SummaryDocument", "summary.json"),
-    Document("compare", "pytest_benchaudit.audit.compare.documents", "CompareDocument",
+    Document("summary", "pytest_benchaudit.aggregate.summary_documents", "SummaryDocument", "summary.json"),
+    Document("compare", "pytest_benchaudit.compare.compare_documents", "CompareDocument",
              "compare.json (benchaudit compare)"),
-    Document("audit", "pytest_benchaudit.audit.documents", "AuditDocument", "audit.json (benchaudit audit)"),
-    Document("findings", "pytest_benchaudit.audit.diagnose.documents", "DiagnoseDocument",
+    Document("audit", "pytest_benchaudit.audit.audit_documents", "AuditDocument", "audit.json (benchaudit audit)"),
+    Document("findings", "pytest_benchaudit.diagnose.finding_documents", "DiagnoseDocument",
              "benchaudit diagnose --json"),
 )
 

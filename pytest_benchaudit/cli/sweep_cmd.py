@@ -28,7 +28,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_benchaudit.audit.offline import sweep_run
+    from pytest_benchaudit.rescore.run_dirs import sweep_run
     from pytest_benchaudit.pipeline.variants import parse_vary
     from pytest_benchaudit.report.terminal import render_variant_deltas
 

@@ -30,7 +30,7 @@ def suite_problems(suites_dir: Path) -> tuple[list[Path], list[str]]:
     """(the suite files found, one message per invalid one)."""
     from pytest_benchaudit.common.errors import BenchauditError
     from pytest_benchaudit.dataset.suites import SUITE_FILENAME, load_suite
-    from pytest_benchaudit.scoring.registry import check_suite_names
+    from pytest_benchaudit.scoring.names import check_suite_names
 
     if not suites_dir.is_dir():
         raise CliError(f"{suites_dir}: no such folder")

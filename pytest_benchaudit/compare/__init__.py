@@ -32,7 +32,7 @@ variant) are compared.
 - ``paired`` [{task, model_a, model_b, n, diff, se, ci95, p_value, p_holm, significant, test, mde80,
   ...}]: every pair of models of a task on the questions both answered, ``rank_ties`` (neighbours in
   a task's ranking whose pair is not significant) and ``mde80`` per task
-  (:mod:`pytest_benchaudit.audit.compare.paired`, docs/statistics.md).
+  (:mod:`pytest_benchaudit.compare.paired_rows`, docs/statistics.md).
 
 With two sets, also:
 
@@ -50,31 +50,31 @@ With two sets, also:
   ``valid`` under its own denominator).
 - ``missing``: models left out of a comparison and why;
 - ``peer_gaps`` [{task, model, gap_a, gap_b, delta, ...}]: each model's score minus the mean of the
-  other models', per set, and its change (:mod:`pytest_benchaudit.audit.compare.peers`).
+  other models', per set, and its change (:mod:`pytest_benchaudit.compare.peers`).
 
 Also ``pca_by_benchmark`` (a PCA of each benchmark's own tasks when there are several) and, on
 request (``benchaudit compare --similarity`` / ``--sensitivity RUN...``, see docs/compare.md),
-``similarity`` (:mod:`pytest_benchaudit.audit.compare.similarity`) and ``sensitivity``
-(:mod:`pytest_benchaudit.audit.compare.sensitivity`).  The command line is :mod:`pytest_benchaudit.cli.compare`.
+``similarity`` (:mod:`pytest_benchaudit.compare.similarity`) and ``sensitivity``
+(:mod:`pytest_benchaudit.compare.sensitivity`).  The command line is :mod:`pytest_benchaudit.cli.compare_cmd`.
 
-``peer_gaps``, ``similarity`` and ``sensitivity`` are analyses on the registry (:mod:`.registry`: an
+``peer_gaps``, ``similarity`` and ``sensitivity`` are analyses on the registry (:mod:`.analysis_registry`: an
 :class:`Analysis` is a name, the function computing its part, a text renderer and an HTML section;
 :func:`register` adds one to every compare document, its text and the HTML report); :mod:`.builtin_analyses`
 registers the built-ins when this package is imported.
 """
 
 
-from pytest_benchaudit.audit.compare.document import (COMPARE_VERSION, build_compare, compare_document, make_sets,
+from pytest_benchaudit.compare.document_builder import (COMPARE_VERSION, build_compare, compare_document, make_sets,
                                                       mark_similar, parse_pair)
-from pytest_benchaudit.audit.compare.oneset import analyse_set, task_ranks, tau_b_table
-from pytest_benchaudit.audit.compare.render import render_compare
-from pytest_benchaudit.audit.compare.runsets import (CompareError, LoadedRun, RunSet, expand_runs, load_run_set,
+from pytest_benchaudit.compare.oneset import analyse_set, task_ranks, tau_b_table
+from pytest_benchaudit.compare.render import render_compare
+from pytest_benchaudit.compare.runsets import (CompareError, LoadedRun, RunSet, expand_runs, load_run_set,
                                                      load_runs)
-from pytest_benchaudit.audit.compare.twosets import MIN_SHIFT, compare_sets
-from pytest_benchaudit.audit.compare.registry import (Analysis, AnalysisContext, HtmlKit, HtmlSection, analyses,
+from pytest_benchaudit.compare.twosets import MIN_SHIFT, compare_sets
+from pytest_benchaudit.compare.analysis_registry import (Analysis, AnalysisContext, HtmlKit, HtmlSection, analyses,
                                                       register, unregister)
 # The built-in analyses register themselves on import: before any module of the package is used.
-from pytest_benchaudit.audit.compare import builtin_analyses as _builtin_analyses  # noqa: F401
+from pytest_benchaudit.compare import builtin_analyses as _builtin_analyses  # noqa: F401
 
 __all__ = ["CompareError", "LoadedRun", "RunSet", "expand_runs", "load_runs", "load_run_set", "analyse_set",
            "task_ranks", "tau_b_table", "compare_sets", "MIN_SHIFT", "build_compare", "compare_document", "make_sets", "mark_similar", "parse_pair",

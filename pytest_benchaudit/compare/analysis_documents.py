@@ -1,14 +1,14 @@
 """The parts of ``compare.json`` that the built-in analyses add: ``peer_gaps``, ``similarity``, ``sensitivity``.
 
-Declared beside :mod:`.documents` (which re-exports every name here, so import them from there) because
+Declared beside :mod:`.compare_documents` (which re-exports every name here, so import them from there) because
 each analysis family's rows are one seam: :mod:`.peers`, :mod:`.similarity` and :mod:`.sensitivity` build
-them, :class:`.documents.CompareDocument` holds them under the analysis's name.  Validated with the
-document by :data:`.documents.COMPARE` (``extra="forbid"``).
+them, :class:`.compare_documents.CompareDocument` holds them under the analysis's name.  Validated with the
+document by :data:`.compare_documents.COMPARE` (``extra="forbid"``).
 
 No postponed annotations here: typing_extensions' TypedDict reads ``NotRequired`` from the evaluated
 annotations (with them every key would count as one kind at run time).
 
-Pure: no I/O; imports no other module of :mod:`pytest_benchaudit.audit.compare`.
+Pure: no I/O; imports no other module of :mod:`pytest_benchaudit.compare`.
 """
 
 from pydantic import ConfigDict, with_config

@@ -5,7 +5,7 @@ function that makes its part of the document from the run sets and the analyses 
 optional ``text`` renderer (the terminal output of ``benchaudit compare`` and ``audit``) and an
 optional :class:`HtmlSection` (the HTML report's section and its link in the navigation).  Once
 :func:`register`-ed, the analysis is in every compare document :func:`run_analyses` completes
-(``benchaudit compare``, ``benchaudit audit``'s ``compare`` part, :func:`.document.compare_document`),
+(``benchaudit compare``, ``benchaudit audit``'s ``compare`` part, :func:`.document_builder.compare_document`),
 in :func:`.render.render_compare`'s text and in the HTML report (:mod:`pytest_benchaudit.report.html`),
 in the order registered.  The built-in analyses are registered by :mod:`.builtin_analyses`; adding one is
 one module and one line there (docs/compare.md, "Adding an analysis").
@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, cast
 
-from pytest_benchaudit.audit.compare.documents import CompareDocument
-from pytest_benchaudit.audit.compare.runsets import RunSet
+from pytest_benchaudit.compare.compare_documents import CompareDocument
+from pytest_benchaudit.compare.runsets import RunSet
 
 __all__ = ["Analysis", "AnalysisContext", "HtmlKit", "HtmlSection", "CORE_KEYS", "REPORT_ANCHORS", "register",
            "unregister", "analyses", "run_analyses", "render_texts"]
@@ -197,7 +197,7 @@ def run_analyses(ctx: AnalysisContext) -> None:
 
 def _put_part(doc: CompareDocument, name: str, part: object) -> None:
     """``doc[name] = part``: the registry's open end.  An analysis's part goes under its own name, which only
-    the analysis knows (the built-ins' are declared on :class:`.documents.CompareDocument`, an analysis
+    the analysis knows (the built-ins' are declared on :class:`.compare_documents.CompareDocument`, an analysis
     registered from outside adds a key of its own), so the key is a variable: the document, a dict at run
     time, is set as one."""
     cast("dict[str, object]", doc)[name] = part

@@ -1,14 +1,14 @@
 """The shape of ``compare.json``: run sets, per-set analyses, rank shifts, paired rows and the analyses' parts.
 
-TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.documents` gives: the compare document is the JSON
+TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.record_documents` gives: the compare document is the JSON
 object it is written as, typed key by key for the checker, validated by :data:`COMPARE` (``extra="forbid"``)
 and published as a JSON Schema (``docs/schemas/compare.schema.json``, :class:`CompareDocument`).
 
-The parts of the registered analyses (:mod:`.registry`) are declared for the built-ins (``peer_gaps``,
-``similarity``, ``sensitivity``) in :mod:`.part_documents`, re-exported here; an analysis registered from
+The parts of the registered analyses (:mod:`.analysis_registry`) are declared for the built-ins (``peer_gaps``,
+``similarity``, ``sensitivity``) in :mod:`.analysis_documents`, re-exported here; an analysis registered from
 outside adds a key of its own, which the validator does not know.
 
-Pure: no I/O; imports no other module of :mod:`pytest_benchaudit.audit.compare` but :mod:`.part_documents`
+Pure: no I/O; imports no other module of :mod:`pytest_benchaudit.compare` but :mod:`.analysis_documents`
 (they import it).
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 from pydantic import ConfigDict, TypeAdapter, with_config
 from typing_extensions import NotRequired, TypedDict
 
-from pytest_benchaudit.aggregate.documents import TauRow
-from pytest_benchaudit.audit.compare.part_documents import (Coverage, LeaveOneOut, LeaveOneOutRow, MissingPair,
+from pytest_benchaudit.aggregate.summary_documents import TauRow
+from pytest_benchaudit.compare.analysis_documents import (Coverage, LeaveOneOut, LeaveOneOutRow, MissingPair,
                                                             PeerGapRow, Permutation, RunClass, SensitivityPart,
                                                             SensitivityRow, SetSimilarity, SimilarityLayer,
                                                             SimilarityPair, SimilarityPart, SimilarityTable, TaskText,
@@ -147,7 +147,7 @@ class RankTie(TypedDict):
 
 @with_config(_FORBID)
 class MDE80Row(TypedDict):
-    """A task's minimum detectable difference at 80% power (:mod:`.paired`)."""
+    """A task's minimum detectable difference at 80% power (:mod:`.paired_rows`)."""
 
     mde80: float | None
     n: int
@@ -157,7 +157,7 @@ class MDE80Row(TypedDict):
 
 @with_config(_FORBID)
 class SetPairs(TypedDict):
-    """What the paired analysis of one run set adds to it (:func:`.paired.analyse_pairs`)."""
+    """What the paired analysis of one run set adds to it (:func:`.paired_rows.analyse_pairs`)."""
 
     paired: list[PairedRow]
     rank_ties: list[RankTie]

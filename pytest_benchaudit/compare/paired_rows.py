@@ -5,7 +5,7 @@ Error Bars to Evals", section 4): the per-question difference cancels what makes
 hard for both, so its standard error is smaller than the two headline intervals suggest.
 
 - **Per-question score**: a model's records of one question (its K repeats) reduced by the task's
-  ``aggregation.reducer`` (``mean`` by default, :func:`.aggregate.repeats.reduce_scores`), over
+  ``aggregation.reducer`` (``mean`` by default, :func:`pytest_benchaudit.aggregate.repeat_stats.reduce_scores`), over
   the records the headline counts: every record under ``scoring.denominator = total`` (an
   invalid answer scores what the card gives it), the valid ones under ``valid`` (a question
   without one is left out).  Their mean over questions is the run's headline.
@@ -15,14 +15,14 @@ hard for both, so its standard error is smaller than the two headline intervals 
   on a higher-is-better metric, negative on a lower-is-better one (``lower_is_better`` and
   ``favours`` say it in each row).
 - **Test**: exact McNemar when every per-question score of both is 0 or 1, else the paired t
-  test (:func:`.aggregate.repeats.paired_difference`).  ``p_holm``: Holm's step-down adjustment
+  test (:func:`pytest_benchaudit.aggregate.repeat_stats.paired_difference`).  ``p_holm``: Holm's step-down adjustment
   over all the pairs of the task; ``significant`` is ``p_holm < 0.05``.
 - **Rank ties**: models next to each other in a task's ranking whose pair is not significant.
 - **mde80** per task: the smallest true difference a pair of the task detects at 5% (two-sided)
   with 80% power, from the root mean square of its pairs' SD of ``d`` and the fewest common questions.
 
-Pure: no I/O.  :mod:`.document` puts these into the compare document; ``diagnose``'s BA06
-reads the same rows (:mod:`pytest_benchaudit.audit.diagnose.checks`).
+Pure: no I/O.  :mod:`.document_builder` puts these into the compare document; ``diagnose``'s BA06
+reads the same rows (:mod:`pytest_benchaudit.diagnose.order_checks`).
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.aggregate.repeats import REDUCERS, Reducer, mde80, paired_difference, reduce_scores
-from pytest_benchaudit.pipeline.documents import RecordRow
-from pytest_benchaudit.audit.compare.documents import MDE80Row, PairedRow, RankTie, SetPairs
+from pytest_benchaudit.aggregate.repeat_stats import REDUCERS, Reducer, mde80, paired_difference, reduce_scores
+from pytest_benchaudit.pipeline.record_documents import RecordRow
+from pytest_benchaudit.compare.compare_documents import MDE80Row, PairedRow, RankTie, SetPairs
 
-if TYPE_CHECKING:  # only an annotation: diagnose (order.py) imports this module while audit.layers loads
-    from pytest_benchaudit.audit.compare.runsets import RunSet
+if TYPE_CHECKING:  # only an annotation: diagnose (order_checks.py) imports this module
+    from pytest_benchaudit.compare.runsets import RunSet
 
 __all__ = ["ALPHA", "MDE80Row", "ModelAnswers", "PairedRow", "RankTie", "SetPairs", "adjacent_ties", "analyse_pairs",
            "holm", "model_answers", "paired_rows", "question_scores", "task_mde80"]

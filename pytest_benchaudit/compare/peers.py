@@ -19,8 +19,8 @@ When the two sets score the task with different metrics the gaps are not on one 
 
 from __future__ import annotations
 
-from pytest_benchaudit.audit.compare.documents import CompareDocument, OneSetAnalysis, PeerGapRow
-from pytest_benchaudit.audit.compare.registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
+from pytest_benchaudit.compare.compare_documents import CompareDocument, OneSetAnalysis, PeerGapRow
+from pytest_benchaudit.compare.analysis_registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
 
 __all__ = ["peer_gaps", "render_peer_gaps", "peers_html", "ANALYSIS", "MIN_PEERS", "HTML_ROWS"]
 

@@ -1,11 +1,11 @@
-"""The compare document as terminal tables (the registered analyses render their own: :mod:`.registry`)."""
+"""The compare document as terminal tables (the registered analyses render their own: :mod:`.analysis_registry`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_benchaudit.audit.compare.documents import CompareDocument, SetAnalysis
-from pytest_benchaudit.audit.compare.registry import render_texts
+from pytest_benchaudit.compare.compare_documents import CompareDocument, SetAnalysis
+from pytest_benchaudit.compare.analysis_registry import render_texts
 
 __all__ = ["render_compare"]
 

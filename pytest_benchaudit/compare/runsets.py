@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Iterable
 
 from pytest_benchaudit.aggregate.results import summarize
-from pytest_benchaudit.audit.layers import run_layers
-from pytest_benchaudit.audit.offline import OfflineError, load_run
+from pytest_benchaudit.audit.layer_runs import run_layers
+from pytest_benchaudit.rescore.run_dirs import OfflineError, load_run
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.common.progress import iterate
-from pytest_benchaudit.aggregate.documents import TaskResult
-from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
-from pytest_benchaudit.runs.documents import RunMeta
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
+from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
+from pytest_benchaudit.runs.run_meta import RunMeta
 from pytest_benchaudit.pipeline.variants import BASE, card_for
 
 __all__ = ["CompareError", "LoadedRun", "RunSet", "expand_runs", "load_runs", "load_run_set"]

@@ -31,13 +31,13 @@ from typing import Any, NamedTuple
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.audit.compare.documents import (CompareDocument, OneSetAnalysis, RunClass, SensitivityPart,
+from pytest_benchaudit.compare.compare_documents import (CompareDocument, OneSetAnalysis, RunClass, SensitivityPart,
                                                        SensitivityRow, SpearmanRow)
-from pytest_benchaudit.audit.compare.oneset import analyse_set
-from pytest_benchaudit.audit.compare.registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
-from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
-from pytest_benchaudit.audit.compare.twosets import compare_sets
-from pytest_benchaudit.pipeline.documents import Cards
+from pytest_benchaudit.compare.oneset import analyse_set
+from pytest_benchaudit.compare.analysis_registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
+from pytest_benchaudit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
+from pytest_benchaudit.compare.twosets import compare_sets
+from pytest_benchaudit.pipeline.record_documents import Cards
 
 __all__ = ["classify_runs", "sensitivity_table", "render_sensitivity", "sensitivity_html", "SensitivityRequest",
            "ANALYSIS", "COLUMNS"]

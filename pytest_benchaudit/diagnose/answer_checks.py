@@ -1,4 +1,4 @@
-"""The checks of ``diagnose``: one function per failure mode of :mod:`.catalog`.
+"""The checks of ``diagnose``: one function per failure mode of :mod:`.failure_modes`.
 
 A group check takes one :class:`.core.Group` (one benchmark x task x model x
 pipeline) and returns its findings (none when the evidence is absent).  Task-level checks
@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.documents import RecordRow
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 
-from pytest_benchaudit.audit.diagnose.core import (
+from pytest_benchaudit.diagnose.core import (
     Effect,
     MAX_IDS,
     Finding,
@@ -36,7 +36,7 @@ from pytest_benchaudit.audit.diagnose.core import (
 from pytest_benchaudit.pipeline.stages import is_unspecified
 from pytest_benchaudit.scoring.extract import strip_reasoning
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
-from pytest_benchaudit.scoring.registry import metric_answers, rules_reading, strict_rule
+from pytest_benchaudit.scoring.names import metric_answers, rules_reading, strict_rule
 
 __all__ = ["Check", "check_echoed_options", "check_free_text_near_miss", "check_judge", "check_letters_anywhere",
            "check_provider_minimum", "check_reasoning_kept", "check_seed", "check_stop_in_reasoning",
@@ -50,7 +50,7 @@ _SEPARATORS = re.compile(r"[\s,;/&+]+")
 _ID_GOLD = re.compile(r"^(?:CWE-\d+|T\d{4}(?:\.\d{3})?|M\d{4}|CVSS:.*|AV:.*|[\d.]+)$", re.IGNORECASE)
 # Rules that never read a letter out of a word: FM06 does not apply to them (the strict readers; the
 # log-prob and judge rules read no text at all, their failure without log-probabilities is BA05's).
-# What each rule reads is declared on its definition (scoring.catalog), read here by name.
+# What each rule reads is declared on its definition (scoring.declarations), read here by name.
 _NO_TEXT_RULES = rules_reading("logprobs", "continuations", "judge")
 _STRICT_RULES = {strict_rule("label"), strict_rule("labels"), *_NO_TEXT_RULES}
 

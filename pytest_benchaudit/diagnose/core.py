@@ -6,8 +6,8 @@ evidence suggests, ``evidence`` holds the counts and a few question ids to check
 score moves when that field is fixed:
 
 - downstream fields (extraction, scoring, denominator): the group's records are **re-scored
-  offline** with the field changed (:func:`~pytest_benchaudit.audit.rescore.retarget` +
-  :func:`~pytest_benchaudit.audit.rescore.rescore_records`,
+  offline** with the field changed (:func:`~pytest_benchaudit.rescore.records.retarget` +
+  :func:`~pytest_benchaudit.rescore.records.rescore_records`,
   the machinery of ``benchaudit rescore``), ``effect_kind = "rescored"``;
 - dataset problems: the score **recomputed** without the questions concerned, ``"recomputed"``;
 - upstream fields (prompt, inference): they **need new generations**; where an honest estimate
@@ -31,19 +31,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, JsonValue
 from pydantic_core import to_jsonable_python
 
-from pytest_benchaudit.aggregate.documents import TaskResult
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.aggregate.results import summarize
-from pytest_benchaudit.audit.diagnose.catalog import Stage, failure_mode
-from pytest_benchaudit.audit.diagnose.documents import EffectKind, FindingRow
-from pytest_benchaudit.audit.rescore import (
+from pytest_benchaudit.diagnose.failure_modes import Stage, failure_mode
+from pytest_benchaudit.diagnose.finding_documents import EffectKind, FindingRow
+from pytest_benchaudit.rescore.records import (
     pipeline_from_card,
     rescore_records,
     retarget,
 )
-from pytest_benchaudit.audit.rescore import Resources as RescoreResources
-from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
+from pytest_benchaudit.rescore.records import Resources as RescoreResources
+from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.stages import PipelineError
-from pytest_benchaudit.runs.documents import RunMeta
+from pytest_benchaudit.runs.run_meta import RunMeta
 
 __all__ = [
     "MAX_IDS",

@@ -2,7 +2,7 @@
 
 Group checks look at one benchmark x task x model x pipeline; the task-level ones at all groups
 (metric differences between similar tasks, dataset size against the documentation, the ledger).
-Wording is a hypothesis, never a verdict, as in :mod:`.checks`.
+Wording is a hypothesis, never a verdict, as in :mod:`.answer_checks`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.documents import RecordRow
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 
-from pytest_benchaudit.audit.diagnose.catalog import DOCUMENTED_SIZES
-from pytest_benchaudit.audit.diagnose.checks import (
+from pytest_benchaudit.diagnose.failure_modes import DOCUMENTED_SIZES
+from pytest_benchaudit.diagnose.answer_checks import (
     _SEPARATORS,
 )
-from pytest_benchaudit.audit.diagnose.core import (
+from pytest_benchaudit.diagnose.core import (
     Effect,
     Finding,
     Group,
@@ -33,8 +33,8 @@ from pytest_benchaudit.audit.diagnose.core import (
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
-if TYPE_CHECKING:  # audit.documents imports this package's documents: no cycle at run time
-    from pytest_benchaudit.audit.documents import LedgerRow, TemplateContrast
+if TYPE_CHECKING:  # audit.audit_documents imports this package's documents: no cycle at run time
+    from pytest_benchaudit.audit.audit_documents import LedgerRow, TemplateContrast
 
 __all__ = ["check_duplicates", "check_gold", "cross_task_checks", "ledger_checks", "size_checks"]
 

@@ -1,10 +1,10 @@
 """``diagnose``: the catalogued failure modes, checked on every model x task of some runs.
 
 :func:`diagnose` is pure: it takes loaded runs (:class:`LoadedRun`: ``run.json`` and records,
-as :func:`pytest_benchaudit.audit.offline.load_run` returns them) and returns :class:`Finding` objects (pydantic),
-so the command (:mod:`pytest_benchaudit.cli.diagnose`) can print them and a report can render
+as :func:`pytest_benchaudit.rescore.run_dirs.load_run` returns them) and returns :class:`Finding` objects (pydantic),
+so the command (:mod:`pytest_benchaudit.cli.diagnose_cmd`) can print them and a report can render
 them.  What a finding holds and how its effect is computed: :mod:`.core`; the checks:
-:mod:`.checks`; the catalogue: :mod:`.catalog` and docs/failure-modes.md.
+:mod:`.answer_checks`; the catalogue: :mod:`.failure_modes` and docs/failure-modes.md.
 """
 
 from __future__ import annotations
@@ -15,21 +15,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_benchaudit.audit.diagnose import checks
-from pytest_benchaudit.audit.diagnose import data as data_checks
-from pytest_benchaudit.audit.diagnose import lint as lint_checks
-from pytest_benchaudit.audit.diagnose import order as order_checks
-from pytest_benchaudit.audit.diagnose.catalog import CATALOGUE
-from pytest_benchaudit.audit.diagnose.documents import DiagnoseDocument
-from pytest_benchaudit.audit.diagnose.core import (
+from pytest_benchaudit.diagnose import answer_checks
+from pytest_benchaudit.diagnose import data_checks
+from pytest_benchaudit.diagnose import lint_checks
+from pytest_benchaudit.diagnose import order_checks
+from pytest_benchaudit.diagnose.failure_modes import CATALOGUE
+from pytest_benchaudit.diagnose.finding_documents import DiagnoseDocument
+from pytest_benchaudit.diagnose.core import (
     Finding,
     LoadedRun,
     Resources,
     group_runs,
 )
 
-if TYPE_CHECKING:  # audit.documents imports this package's documents: no cycle at run time
-    from pytest_benchaudit.audit.documents import LedgerRow
+if TYPE_CHECKING:  # audit.audit_documents imports this package's documents: no cycle at run time
+    from pytest_benchaudit.audit.audit_documents import LedgerRow
 
 __all__ = ["NOT_A_VERDICT", "PER_TASK", "Diagnosis", "Finding", "LoadedRun", "diagnose", "diagnose_report",
            "render", "to_json"]
@@ -70,15 +70,15 @@ def diagnose_report(runs: Sequence[LoadedRun], *, resources: Resources | None = 
 
     ``resources`` loads a task's lookup files when re-scoring needs them (alias graphs); without
     it such effects say they could not be computed.  ``ledger_rows`` maps a benchmark to its
-    ledger row (:func:`pytest_benchaudit.audit.ledger.suite_ledger`); without it FM15 is not checked.
+    ledger row (:func:`pytest_benchaudit.ledger.ledger_rows.suite_ledger`); without it FM15 is not checked.
     """
     groups = group_runs(runs)
-    group_checks: list[checks.Check] = [
+    group_checks: list[answer_checks.Check] = [
         lint_checks.check_all_invalid, lint_checks.check_logprobs_missing, lint_checks.check_card_lint,
-        checks.check_valid_denominator, checks.check_stop_in_reasoning, checks.check_truncation,
-        checks.check_provider_minimum, checks.check_reasoning_kept, checks.check_letters_anywhere,
-        checks.check_echoed_options, data_checks.check_gold, data_checks.check_duplicates, checks.check_seed,
-        checks.check_judge, checks.check_free_text_near_miss,
+        answer_checks.check_valid_denominator, answer_checks.check_stop_in_reasoning, answer_checks.check_truncation,
+        answer_checks.check_provider_minimum, answer_checks.check_reasoning_kept, answer_checks.check_letters_anywhere,
+        answer_checks.check_echoed_options, data_checks.check_gold, data_checks.check_duplicates, answer_checks.check_seed,
+        answer_checks.check_judge, answer_checks.check_free_text_near_miss,
     ]
     findings: list[Finding] = []
     for group in groups:

@@ -1,6 +1,6 @@
 """The failure-mode catalogue behind ``benchaudit diagnose`` (docs/failure-modes.md explains each entry).
 
-Every check of :mod:`.checks` reports findings under one id of :data:`CATALOGUE`.  An
+Every check of :mod:`.answer_checks` reports findings under one id of :data:`CATALOGUE`.  An
 entry says which pipeline field would fix the failure, whether that field is upstream (a fix
 needs new generations) or downstream (a fix is re-scored offline from the stored outputs), and
 where the failure mode comes from: ``paper`` (named in the paper's text as quoted by this

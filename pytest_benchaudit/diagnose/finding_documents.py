@@ -1,9 +1,9 @@
 """The shape of ``benchaudit diagnose --json`` and of its findings (also ``audit.json`` ``findings``).
 
-TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.documents` gives: a finding travels as the
+TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.record_documents` gives: a finding travels as the
 JSON object it is written as (``Finding.model_dump(mode="json")``), typed key by key for the checker,
 validated where it is read (:data:`FINDING`, :data:`DIAGNOSE`, ``extra="forbid"``).  ``evidence`` is
-open: each failure mode quotes its own counts and question ids (see :mod:`.catalog`).
+open: each failure mode quotes its own counts and question ids (see :mod:`.failure_modes`).
 
 Pure: no pytest, no I/O.
 """
@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
-from pytest_benchaudit.audit.diagnose.catalog import Stage
+from pytest_benchaudit.diagnose.failure_modes import Stage
 
 __all__ = ["CatalogueEntry", "DIAGNOSE", "DiagnoseDocument", "EffectKind", "Evidence", "FINDING", "FindingRow"]
 
@@ -28,7 +28,7 @@ Evidence = dict[str, JsonValue]
 
 @with_config(_FORBID)
 class FindingRow(TypedDict):
-    """One finding as JSON (:class:`~pytest_benchaudit.audit.diagnose.core.Finding` dumped): a failure
+    """One finding as JSON (:class:`~pytest_benchaudit.diagnose.core.Finding` dumped): a failure
     mode suspected in one benchmark x task x model (``model = "*"``: every model)."""
 
     benchmark: str

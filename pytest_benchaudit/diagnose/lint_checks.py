@@ -1,7 +1,7 @@
 """The whole-group checks of ``diagnose``: a group that gave no valid answer, missing
 log-probabilities, and the card lint (static checks of the pipeline card against the data).
 
-These checks name a *cause* that the per-item checks of :mod:`.checks` would otherwise
+These checks name a *cause* that the per-item checks of :mod:`.answer_checks` would otherwise
 misread (a run whose answers are all 'A' because no log-probability came back is not an
 extraction rule reading letters out of words), and the card lint finds a budget or a stop
 sequence that cannot work on the data even when the server ignored it (a ``max_tokens=1`` the
@@ -15,9 +15,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_benchaudit.pipeline.documents import RecordRow
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 
-from pytest_benchaudit.audit.diagnose.core import (
+from pytest_benchaudit.diagnose.core import (
     Effect,
     Finding,
     Group,
@@ -28,12 +28,12 @@ from pytest_benchaudit.audit.diagnose.core import (
     recovery_estimate,
 )
 from pytest_benchaudit.pipeline.stages import is_unspecified
-from pytest_benchaudit.scoring.registry import rules_reading
+from pytest_benchaudit.scoring.names import rules_reading
 
 __all__ = ["LOGPROB_RULES", "check_all_invalid", "check_card_lint", "check_logprobs_missing"]
 
 # Rules whose prediction is the arg-max of the first token's log-probabilities (no text read),
-# as each declares on its definition (scoring.catalog).
+# as each declares on its definition (scoring.declarations).
 LOGPROB_RULES = rules_reading("logprobs")
 _NO_EFFECT = "a static check of the card: no score change computed; what it cost shows in the other findings"
 

@@ -3,7 +3,7 @@
 One ranking per benchmark x task x pipeline, across the runs given (a model in two runs counts
 with its first): the models with a headline, best first.  Each two neighbours are compared on the
 questions both answered, with the rows of ``compare.json``'s ``paired``
-(:mod:`pytest_benchaudit.audit.compare.paired`: per-question score = the card's reducer over the
+(:mod:`pytest_benchaudit.compare.paired_rows`: per-question score = the card's reducer over the
 repeats; exact McNemar on 0/1 scores, else paired t; Holm over all the pairs of the task).  One
 finding per task lists every neighbouring pair with ``p_holm >= 0.05``: a ranking of twelve models
 on 100 questions may have ten such pairs, and ten findings would say one thing ten times.
@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_benchaudit.aggregate.documents import TaskResult
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
 
-from pytest_benchaudit.audit.compare.paired import PairedRow, adjacent_ties, model_answers, paired_rows, task_mde80
-from pytest_benchaudit.audit.diagnose.core import Effect, Finding, Group, make_finding
+from pytest_benchaudit.compare.paired_rows import PairedRow, adjacent_ties, model_answers, paired_rows, task_mde80
+from pytest_benchaudit.diagnose.core import Effect, Finding, Group, make_finding
 
 __all__ = ["check_order", "SHOWN_PAIRS"]
 

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pytest_benchaudit.audit.importers.athenabench import import_athenabench_runs
-from pytest_benchaudit.audit.importers.common import (
+from pytest_benchaudit.importers.athenabench import import_athenabench_runs
+from pytest_benchaudit.importers.common import (
            ImportedRun,
            ImportSourceError,
            run_dir_name,
 )
-from pytest_benchaudit.audit.importers.cti_bench import import_cti_bench_responses
+from pytest_benchaudit.importers.cti_bench import import_cti_bench_responses
 
 __all__ = ["SOURCES", "ImportSourceError", "ImportedRun", "import_athenabench_runs", "import_cti_bench_responses",
            "run_dir_name"]

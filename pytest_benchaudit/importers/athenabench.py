@@ -9,7 +9,7 @@ from pydantic import JsonValue
 from typing_extensions import NotRequired, TypedDict, TypeGuard
 
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
-from pytest_benchaudit.audit.importers.common import (
+from pytest_benchaudit.importers.common import (
     Difference,
     ImportedRun,
     ImportReport,
@@ -30,10 +30,10 @@ from pytest_benchaudit.audit.importers.common import (
 from pytest_benchaudit.common.progress import Progress
 from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.dataset.readers import file_checksum, resolve_data_dir
-from pytest_benchaudit.pipeline.documents import Cards, RecordRow
+from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.prompt.templates import render_request
-from pytest_benchaudit.runs.documents import RunSource
+from pytest_benchaudit.runs.run_meta import RunSource
 from pytest_benchaudit.runs.store import new_run_id
 
 # --------------------------------------------------------------------------- AthenaBench runs-mini

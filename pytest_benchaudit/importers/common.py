@@ -13,7 +13,7 @@ from typing import Any, cast
 from pydantic import JsonValue
 from typing_extensions import NotRequired, Required, TypedDict
 
-from pytest_benchaudit.aggregate.documents import TaskResult
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
 from pytest_benchaudit.common.errors import DataError
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
@@ -23,9 +23,9 @@ from pytest_benchaudit.pipeline.stages import (
     apply_overrides,
     is_unspecified,
 )
-from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordExtras, RecordRow
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordExtras, RecordRow
 from pytest_benchaudit.pipeline.types import Generation, Question, Request
-from pytest_benchaudit.runs.documents import RunSource, TaskOverride
+from pytest_benchaudit.runs.run_meta import RunSource, TaskOverride
 from pytest_benchaudit.runs.store import RunDirectory
 from pytest_benchaudit.scoring.evaluate import evaluate
 from pytest_benchaudit.scoring.tasks.inputs import Resources
@@ -99,7 +99,7 @@ class ImportReport(TypedDict):
 
 
 class ImportMeta(TypedDict, total=False):
-    """The run.json keys (:class:`~pytest_benchaudit.runs.documents.RunMeta`'s) an importer adds beside the store's."""
+    """The run.json keys (:class:`~pytest_benchaudit.runs.run_meta.RunMeta`'s) an importer adds beside the store's."""
 
     agreement: dict[str, str]  # AthenaBench: task -> "agree/n"
     scores: dict[str, float | None]  # task -> our score

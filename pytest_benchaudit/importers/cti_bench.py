@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import JsonValue
 
 from pytest_benchaudit.aggregate.results import summarize
-from pytest_benchaudit.audit.importers.common import (
+from pytest_benchaudit.importers.common import (
     Difference,
     ImportedRun,
     ImportReport,
@@ -27,10 +27,10 @@ from pytest_benchaudit.audit.importers.common import (
 from pytest_benchaudit.common.progress import Progress
 from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.dataset.readers import file_checksum, resolve_data_dir
-from pytest_benchaudit.pipeline.documents import Cards, RecordRow
+from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
 from pytest_benchaudit.pipeline.types import Message, Question, Request
 from pytest_benchaudit.prompt.templates import render_request
-from pytest_benchaudit.runs.documents import RunSource, TaskOverride
+from pytest_benchaudit.runs.run_meta import RunSource, TaskOverride
 from pytest_benchaudit.runs.store import new_run_id
 
 # --------------------------------------------------------------------------- CTI-Bench responses

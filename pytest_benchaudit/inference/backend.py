@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.common.secrets import register_url_secrets, strip_url_credentials
 from pytest_benchaudit.inference.providers import Provider, ProviderError, Quirk, adjust_params, load_providers, resolve
-from pytest_benchaudit.pipeline.documents import InferenceParams, RunModel
+from pytest_benchaudit.pipeline.record_documents import InferenceParams, RunModel
 from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["ModelSpec", "ModelSpecError", "Backend", "BackendBug", "parse_model_spec", "strip_credentials"]

@@ -19,7 +19,7 @@ A score can rest on something no record field flags on its own:
 
 :class:`ContextWatch` reads records one at a time (the run's one streaming pass over
 ``records.jsonl``) and keeps counters only.  Pure: no I/O, no pytest; the warnings are
-``{"kind": ..., "message": ...}`` rows (:class:`~pytest_benchaudit.pipeline.documents.CardWarning`) for
+``{"kind": ..., "message": ...}`` rows (:class:`~pytest_benchaudit.pipeline.record_documents.CardWarning`) for
 run.json's ``warnings`` list and the terminal.
 """
 
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.documents import CardWarning, RecordRow
+from pytest_benchaudit.pipeline.record_documents import CardWarning, RecordRow
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.cache import CacheStats, UnusableCache

@@ -1,7 +1,7 @@
 """Asking a log-likelihood request: one echoed completion per continuation, read back into one answer.
 
 A request with ``continuations`` (``inference.request = "loglikelihood"``, see
-:mod:`pytest_benchaudit.prompt.loglikelihood`) is sent the way lm-eval 0.4.13's
+:mod:`pytest_benchaudit.prompt.loglikelihood_request`) is sent the way lm-eval 0.4.13's
 ``local-completions`` model sends its ``loglikelihood`` requests
 (``lm_eval/models/openai_completions.py``): for each continuation one completion with
 ``prompt`` = context + continuation and the request's parameters (``echo: true``, ``logprobs``,
@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable, Mapping, Sequence, cast
 
-from pytest_benchaudit.pipeline.documents import TokenUsage
+from pytest_benchaudit.pipeline.record_documents import TokenUsage
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, EchoedTokens, Generation, Request
 
 __all__ = ["ask_loglikelihood", "echoed_tokens", "read_continuation", "sub_requests"]

@@ -238,7 +238,7 @@ def _field(param: str) -> str:
 def adjust_params(params: Mapping[str, object], quirks: tuple[Quirk, ...]) -> tuple[dict[str, object], list[str]]:
     """Apply ``quirks`` to request parameters; the adjusted parameters and one line per change.
 
-    The parameters are a layer's (:class:`~pytest_benchaudit.pipeline.documents.InferenceParams`) or a
+    The parameters are a layer's (:class:`~pytest_benchaudit.pipeline.record_documents.InferenceParams`) or a
     request's, and a quirk may set or rename any of them: what comes out is JSON values for the
     request body, passed on as they are (only ``min`` reads one, checked to be a number)."""
     out = dict(params)

@@ -16,7 +16,7 @@ from typing import Any, cast
 from typing_extensions import NotRequired, TypedDict
 
 from pytest_benchaudit.inference.loglikelihood import echoed_tokens
-from pytest_benchaudit.pipeline.documents import TokenUsage
+from pytest_benchaudit.pipeline.record_documents import TokenUsage
 from pytest_benchaudit.pipeline.types import EchoedTokens
 
 __all__ = ["MalformedResponse", "ParsedResponse", "parse_anthropic", "parse_openai"]

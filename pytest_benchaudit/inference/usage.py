@@ -31,7 +31,7 @@ from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.inference.backend import Backend, ModelSpec
-from pytest_benchaudit.pipeline.documents import RecordRow, UsageRow
+from pytest_benchaudit.pipeline.record_documents import RecordRow, UsageRow
 from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["JUDGE_PREFIX", "NOT_ASKED", "BudgetedBackend", "CostMeter", "ModelPrice", "PriceTable", "check_prices",

@@ -1,8 +1,8 @@
 """The shapes of the ledger (``benchaudit ledger --format json``, and audit.json's ``ledger`` rows).
 
-Apart from :mod:`.documents` (which re-exports every name) so that ``benchaudit ledger`` reads them
+Apart from :mod:`pytest_benchaudit.audit.audit_documents` (which re-exports every name) so that ``benchaudit ledger`` reads them
 without importing the compare package and scipy (its start-up: ``bench/startup.py``).  TypedDicts
-for the reason :mod:`pytest_benchaudit.pipeline.documents` gives; validated by :data:`LEDGER`.
+for the reason :mod:`pytest_benchaudit.pipeline.record_documents` gives; validated by :data:`LEDGER`.
 
 Pure: no pytest, no I/O.
 """
@@ -58,7 +58,7 @@ class PeerField(TypedDict):
 
 @with_config(_FORBID)
 class PeerLayer(TypedDict):
-    """A peer layer of a suite (``peers`` of a ledger row; :mod:`~pytest_benchaudit.audit.ledger_peers`):
+    """A peer layer of a suite (``peers`` of a ledger row; :mod:`~pytest_benchaudit.ledger.ledger_peers`):
     the tasks that define it and its fields that differ from ``released``."""
 
     layer: str
@@ -83,7 +83,7 @@ class LedgerCell(TypedDict):
 
 @with_config(_FORBID)
 class LedgerRow(TypedDict):
-    """One benchmark's ledger row (:func:`~pytest_benchaudit.audit.ledger.suite_ledger`)."""
+    """One benchmark's ledger row (:func:`~pytest_benchaudit.ledger.ledger_rows.suite_ledger`)."""
 
     benchmark: str
     title: str
@@ -136,7 +136,7 @@ class LedgerTotals(TypedDict):
 
 @with_config(_FORBID)
 class LedgerDocument(TypedDict):
-    """The ledger of every suite (:func:`~pytest_benchaudit.audit.ledger.build_ledger`)."""
+    """The ledger of every suite (:func:`~pytest_benchaudit.ledger.ledger_rows.build_ledger`)."""
 
     ledger_version: str
     compares: list[str]

@@ -8,7 +8,7 @@ the field (its own key, else the nearest key above it) and, for ``prompt.templat
 whose text differs (two names can stand for the same text: then the field is not listed).  A field that
 differs the same way in several tasks is one entry naming those tasks.
 
-The ledger (:mod:`pytest_benchaudit.audit.ledger`) adds the list to a benchmark's row as ``peers`` only
+The ledger (:mod:`pytest_benchaudit.ledger.ledger_rows`) adds the list to a benchmark's row as ``peers`` only
 when the suite has peer layers, so the rows of other benchmarks are unchanged.
 """
 
@@ -18,7 +18,7 @@ import json
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.audit.ledger_documents import PeerField, PeerLayer, TemplateContrastPeer
+from pytest_benchaudit.ledger.ledger_documents import PeerField, PeerLayer, TemplateContrastPeer
 from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.pipeline.card import nearest_why
 from pytest_benchaudit.pipeline.stages import PEER_LAYERS

@@ -1,7 +1,7 @@
 """``benchaudit ledger`` output: the 72-cell view as a table, Markdown or JSON.
 
 The ledger itself (which field each benchmark's documentation states, and whether its released
-code matches) is built by :mod:`pytest_benchaudit.audit.ledger`; this module only renders it.
+code matches) is built by :mod:`pytest_benchaudit.ledger.ledger_rows`; this module only renders it.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pytest_benchaudit.audit.ledger_documents import LedgerDocument, LedgerRow
-from pytest_benchaudit.audit.ledger import CONTRADICTED, MATCHED, STATUSES, UNDEFINED, UNREAD
+from pytest_benchaudit.ledger.ledger_documents import LedgerDocument, LedgerRow
+from pytest_benchaudit.ledger.ledger_rows import CONTRADICTED, MATCHED, STATUSES, UNDEFINED, UNREAD
 
 __all__ = ["peer_lines", "render", "render_json", "render_markdown", "render_table", "totals_line"]
 

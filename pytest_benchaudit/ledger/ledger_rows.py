@@ -98,11 +98,11 @@ from typing import Any, TypedDict
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.audit.ledger_documents import (LeafValues, LedgerCell, LedgerDocument, LedgerRow, PaperView,
+from pytest_benchaudit.ledger.ledger_documents import (LeafValues, LedgerCell, LedgerDocument, LedgerRow, PaperView,
                                                        TemplateContrast)
-from pytest_benchaudit.audit.ledger_peers import peer_differences
+from pytest_benchaudit.ledger.ledger_peers import peer_differences
 from pytest_benchaudit.pipeline.stages import UNSPECIFIED, Pipeline, is_unspecified
-from pytest_benchaudit.scoring.registry import check_suite_names, rules_reading
+from pytest_benchaudit.scoring.names import check_suite_names, rules_reading
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
 
 __all__ = [
@@ -144,7 +144,7 @@ MATCHED, UNDEFINED, CONTRADICTED, UNREAD = "matched", "undefined", "contradicted
 PAPER_COUNTS = {"matched": 28, "undefined": 36, "contradicted": 8}
 STATUSES = (MATCHED, UNDEFINED, CONTRADICTED, UNREAD)
 # The rules whose score is the arg-max of the first token's log-probabilities: decoding cannot move it.
-_LOGPROB_RULES = rules_reading("logprobs")  # as each rule declares (scoring.catalog)
+_LOGPROB_RULES = rules_reading("logprobs")  # as each rule declares (scoring.declarations)
 # The suite-level table a suite lists its data quirks in: [ledger] quirks = [...]
 LEDGER_KEY = "ledger"
 _SUITE_FILLED = frozenset({"dataset.source", "dataset.revision", "dataset.files"})

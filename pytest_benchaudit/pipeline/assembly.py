@@ -22,7 +22,7 @@ from typing import Mapping, Protocol, Sequence
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.documents import CardJudge, CardWarning, PipelineCard, VariantInfo
+from pytest_benchaudit.pipeline.record_documents import CardJudge, CardWarning, PipelineCard, VariantInfo
 from pytest_benchaudit.pipeline.stages import Pipeline, is_unspecified
 from pytest_benchaudit.pipeline.types import Question
 

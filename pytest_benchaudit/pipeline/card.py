@@ -21,7 +21,7 @@ from typing import Mapping
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.documents import CardWarning, Cards, ItemPipeline, PipelineCard
+from pytest_benchaudit.pipeline.record_documents import CardWarning, Cards, ItemPipeline, PipelineCard
 from pytest_benchaudit.pipeline.stages import Pipeline
 
 __all__ = ["QUESTION_MATERIAL", "USED", "add_item_card", "item_card", "merge_cards", "nearest_why",

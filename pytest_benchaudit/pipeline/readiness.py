@@ -11,7 +11,7 @@ say into a skip marker or a pre-run usage error:
   have, an ``aggregation.by`` no question's metadata holds (a usage error before any item).
 
 Whether a rule or metric name exists, and whether a judge is needed, is scoring's to say
-(:mod:`pytest_benchaudit.scoring.registry`, :mod:`pytest_benchaudit.scoring.judging`).
+(:mod:`pytest_benchaudit.scoring.names`, :mod:`pytest_benchaudit.scoring.judge_calls`).
 """
 
 from __future__ import annotations

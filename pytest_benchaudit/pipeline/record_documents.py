@@ -63,7 +63,7 @@ class JudgeRequestParams(TypedDict):
 @with_config(_FORBID)
 class CardJudge(TypedDict):
     """What a card says about the LLM judge its items were scored with (``card["judge"]``, made by
-    :func:`pytest_benchaudit.scoring.judge.judge_card`)."""
+    :func:`pytest_benchaudit.scoring.judge_prompts.judge_card`)."""
 
     model: str
     prompts: JudgePromptVersions
@@ -272,7 +272,7 @@ class TokenUsage(TypedDict, total=False):
     cache_read_input_tokens: int
 
 
-# Here, not in aggregate/documents.py (which re-exports them): inference/usage.py makes the rows,
+# Here, not in aggregate/summary_documents.py (which re-exports them): inference/usage.py makes the rows,
 # and inference may import only common and pipeline.
 @with_config(_FORBID)
 class UsageRow(TypedDict):
@@ -297,7 +297,7 @@ class UsageSummary(TypedDict):
     not_asked: NotRequired[int]
 
 
-# Here, not in runs/documents.py (which re-exports it): inference's ModelSpec.public() makes it,
+# Here, not in runs/run_meta.py (which re-exports it): inference's ModelSpec.public() makes it,
 # and inference may import only common and pipeline.
 @with_config(_FORBID)
 class RunModel(TypedDict, total=False):

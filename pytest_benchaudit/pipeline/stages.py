@@ -27,7 +27,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 
 from pytest_benchaudit.common.errors import UsageError
-from pytest_benchaudit.pipeline.documents import PipelineCard
+from pytest_benchaudit.pipeline.record_documents import PipelineCard
 
 __all__ = [
     "UNSPECIFIED",

@@ -46,7 +46,7 @@ from typing import Mapping, cast
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.documents import PipelineCard, VariantInfo
+from pytest_benchaudit.pipeline.record_documents import PipelineCard, VariantInfo
 from pytest_benchaudit.pipeline.stages import (
     UPSTREAM_STAGES,
     Pipeline,

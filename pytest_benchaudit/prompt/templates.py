@@ -26,10 +26,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from pytest_benchaudit.common.errors import ConfigError
-from pytest_benchaudit.pipeline.documents import InferenceParams
+from pytest_benchaudit.pipeline.record_documents import InferenceParams
 from pytest_benchaudit.pipeline.stages import Pipeline, is_unspecified
 from pytest_benchaudit.pipeline.types import Message, Question, Request
-from pytest_benchaudit.prompt.loglikelihood import with_continuations
+from pytest_benchaudit.prompt.loglikelihood_request import with_continuations
 
 __all__ = ["Template", "TemplateError", "render_request", "PLACEHOLDERS", "inference_params"]
 

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from pytest_benchaudit.dataset.readers import file_checksum
 from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.pipeline import assembly
-from pytest_benchaudit.pipeline.documents import CardWarning
+from pytest_benchaudit.pipeline.record_documents import CardWarning
 from pytest_benchaudit.pipeline.types import Question
 
 __all__ = ["fixture_origin", "judge_material", "pin_warnings", "suite_files"]
@@ -37,11 +37,11 @@ def _sha(data: Any) -> str:
 @functools.lru_cache(maxsize=None)
 def _judge_prompts_sha() -> str:
     """sha256 of the judge's requests for a fixed probe question: its prompt texts and parameters."""
-    from pytest_benchaudit.scoring import judge
+    from pytest_benchaudit.scoring import judge_prompts
 
     probe = Question(benchmark="probe", task="probe", id="probe", index=0, text="QUESTION",
                      choices={"A": "OPTION A", "B": "OPTION B"}, gold="A")
-    requests = [judge.extraction_request(probe, "RESPONSE", ("A", "B")), judge.grading_request(probe, "RESPONSE")]
+    requests = [judge_prompts.extraction_request(probe, "RESPONSE", ("A", "B")), judge_prompts.grading_request(probe, "RESPONSE")]
     return _sha([r.model_dump(mode="json") for r in requests])
 
 

@@ -12,8 +12,8 @@ named after the layer; ``-k standardized`` selects one layer).
 
 Why ~430 lines: the suite file, task collector, item class and fixtures form pytest's
 collection tree for one suite.  What an item evaluates is :mod:`.specs`'; the checks of a
-resolved pipeline and the card's assembly are pure functions of :mod:`pytest_benchaudit.pipeline.checks`
-and :mod:`pytest_benchaudit.pipeline.assembly`; the pre-run usage errors are :mod:`.checks`'.
+resolved pipeline and the card's assembly are pure functions of :mod:`pytest_benchaudit.pipeline.readiness`
+and :mod:`pytest_benchaudit.pipeline.assembly`; the pre-run usage errors are :mod:`.prerun_checks`'.
 """
 
 from __future__ import annotations
@@ -26,22 +26,22 @@ from typing import Any, Iterator, Sequence
 import pytest
 
 from pytest_benchaudit.inference.backend import ModelSpec
-from pytest_benchaudit.scoring.judge import judge_card
-from pytest_benchaudit.scoring.judging import judge_problem, needs_judge
+from pytest_benchaudit.scoring.judge_prompts import judge_card
+from pytest_benchaudit.scoring.judge_calls import judge_problem, needs_judge
 from pytest_benchaudit.pytest_plugin import _fastpath, cards
-from pytest_benchaudit.pytest_plugin.checks import checks_of
+from pytest_benchaudit.pytest_plugin.prerun_checks import checks_of
 from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
 from pytest_benchaudit.pytest_plugin.specs import ItemSpec, VariantSpec
 from pytest_benchaudit.pipeline.card import USED, add_item_card, item_card, note_collected_used
-from pytest_benchaudit.pipeline import assembly, checks as pipeline_checks
-from pytest_benchaudit.pipeline.documents import Cards, RecordRow
+from pytest_benchaudit.pipeline import assembly, readiness
+from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides
 from pytest_benchaudit.prompt.templates import TemplateError, inference_params, render_request
 from pytest_benchaudit.dataset.config import skips_empty_gold
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, DataUnavailable, Suite, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import file_checksum, load_questions, load_resources
 from pytest_benchaudit.common.errors import ConfigError
-from pytest_benchaudit.scoring.registry import check_pipeline_names, check_suite_names
+from pytest_benchaudit.scoring.names import check_pipeline_names, check_suite_names
 from pytest_benchaudit.pipeline.types import Question
 from pytest_benchaudit.pipeline.variants import build_variants, card_key, layer_variant
 
@@ -57,8 +57,8 @@ class BenchmarkFailure(AssertionError):
 def _skip_marker(pipe: Pipeline, suite: Suite, task: str, variant: str,
                  judge_given: bool = False) -> pytest.MarkDecorator | None:
     """The skip every item of this (variant) pipeline gets, or None: unspecified fields, a judge."""
-    reason = pipeline_checks.skip_reason(pipeline_checks.where_of(suite.name, task, variant), pipe,
-                                         pipeline_checks.runnable_problems(pipe, suite.templates),
+    reason = readiness.skip_reason(readiness.where_of(suite.name, task, variant), pipe,
+                                         readiness.runnable_problems(pipe, suite.templates),
                                          judge_problem(pipe, judge_given))
     return pytest.mark.skip(reason=reason) if reason is not None else None
 
@@ -68,13 +68,13 @@ def pipeline_problems(suite: Suite, task: str, pipe: Pipeline, questions: list[Q
     """What is wrong with a resolved pipeline against its task's data, found once before any item:
     the first question's request is rendered for each model (an unknown template, a few-shot count
     the data cannot supply, a bad placeholder), and ``aggregation.by`` must name a metadata field
-    (:mod:`pytest_benchaudit.pipeline.checks`)."""
+    (:mod:`pytest_benchaudit.pipeline.readiness`)."""
     where = f"{suite.name}.{task}" + (f" under {pipe.name!r}" if pipe.name else "")
     problems: list[str] = []
     if questions:
         for spec in {m.min_max_tokens: m for m in models}.values():
             try:
-                missing = pipeline_checks.template_problem(suite.name, pipe, list(suite.templates))
+                missing = readiness.template_problem(suite.name, pipe, list(suite.templates))
                 if missing:
                     raise TemplateError(missing)
                 render_request(pipe, suite.templates[pipe.prompt.template], questions[0], shots,
@@ -82,7 +82,7 @@ def pipeline_problems(suite: Suite, task: str, pipe: Pipeline, questions: list[Q
             except (TemplateError, PipelineError) as err:
                 problems.append(f"{where}: {err}")
                 break
-    by = pipeline_checks.aggregation_by_problem(pipe, questions)
+    by = readiness.aggregation_by_problem(pipe, questions)
     if by:
         problems.append(f"{where}: {by}")
     return problems

@@ -32,9 +32,9 @@ import sys
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
-from pytest_benchaudit.aggregate.documents import BenchmarkScore, TaskResult, UsageRow, UsageSummary
-from pytest_benchaudit.pipeline.documents import Cards, CardWarning, RecordRow
-from pytest_benchaudit.runs.documents import RunMeta
+from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, TaskResult, UsageRow, UsageSummary
+from pytest_benchaudit.pipeline.record_documents import Cards, CardWarning, RecordRow
+from pytest_benchaudit.runs.run_meta import RunMeta
 
 import pytest
 

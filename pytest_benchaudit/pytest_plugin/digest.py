@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_benchaudit.pipeline.documents import Cards, CardWarning
+from pytest_benchaudit.pipeline.record_documents import Cards, CardWarning
 from pytest_benchaudit.runs.store import RecordsFollower
 
 if TYPE_CHECKING:

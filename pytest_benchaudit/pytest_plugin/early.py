@@ -26,7 +26,7 @@ Nothing can take an item out of the run when:
 * every model is an endpoint that is up: none that the run launches (``local``, ``vllm:``,
   started at the run loop) and no replay (its run is checked at the run loop);
 * no collection error so far, and the run would not be refused if collection ended now
-  (:func:`.checks.pre_run_problems`).
+  (:func:`.prerun_checks.pre_run_problems`).
 
 The runner judges these once per task, before the task's items are made (``Runner.early_asker``);
 each item then costs only its render and queue.

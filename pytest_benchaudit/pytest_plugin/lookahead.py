@@ -22,12 +22,12 @@ import pytest
 
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.pytest_plugin._xdist import WorkerQueue
-from pytest_benchaudit.pytest_plugin.checks import checks_of, pre_run_problems
+from pytest_benchaudit.pytest_plugin.prerun_checks import checks_of, pre_run_problems
 from pytest_benchaudit.pytest_plugin.collect import BenchItem
 from pytest_benchaudit.pytest_plugin.resume import recorded_repeats
 from pytest_benchaudit.pytest_plugin.early import EARLY_ROUNDS, unknown_modifiers, why_not_early
 from pytest_benchaudit.pytest_plugin.options import RunOptions
-from pytest_benchaudit.pytest_plugin.repeats import repeat_request, repeats_of
+from pytest_benchaudit.pytest_plugin.repeat_items import repeat_request, repeats_of
 
 __all__ = ["LookAhead"]
 

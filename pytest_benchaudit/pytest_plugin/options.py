@@ -19,12 +19,12 @@ from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse_model_spec
 from pytest_benchaudit.inference.providers import load_providers
 from pytest_benchaudit.inference.usage import PriceTable, check_prices, price_for
-from pytest_benchaudit.pipeline.documents import Cards
+from pytest_benchaudit.pipeline.record_documents import Cards
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, parse_override
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
 from pytest_benchaudit.dataset.readers import resolve_data_dir
 from pytest_benchaudit.pipeline.variants import parse_vary
-from pytest_benchaudit.scoring.registry import check_vary
+from pytest_benchaudit.scoring.names import check_vary
 from pytest_benchaudit.runs.replay import resolve_replay_spec
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.pipeline.card import suite_checksums, suite_file_changes, suite_hash
-from pytest_benchaudit.pipeline.documents import Cards, PipelineCard
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard
 from pytest_benchaudit.report.gates import check_gate_targets
 
 __all__ = ["CollectChecks", "PreRunChecks", "RESUME_RUN", "ResumeRun", "USAGE_ERRORS_KEY", "checks_of",

@@ -54,7 +54,7 @@ import pytest
 from typing_extensions import TypedDict
 
 from pytest_benchaudit.pytest_plugin import _fastpath
-from pytest_benchaudit.pipeline.documents import RecordRow
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure
 
 __all__ = ["ENV", "KNOWN_IMPLEMENTERS", "LightProtocol", "add_protocol_options", "full_protocol_reason",

@@ -53,7 +53,7 @@ from typing_extensions import TypedDict
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.launched import LAUNCHED
-from pytest_benchaudit.runs.documents import WorkerInfo
+from pytest_benchaudit.runs.run_meta import WorkerInfo
 
 __all__ = ["HOST_ID_ENV", "WORKER_KEY", "RemoteWorkers", "WorkerFacts", "host_identity", "is_local_spec",
            "loopback_urls", "mask_tx", "refuse_worker"]
@@ -315,7 +315,7 @@ def refuse_worker(config: pytest.Config, message: str) -> None:
     """An xdist worker whose options are a usage error on its host: hand the message to the
     controller (``checks.PreRunChecks`` prints it once and exits with status 4); the worker then
     collects nothing (``plugin.pytest_collect_file``)."""
-    from pytest_benchaudit.pytest_plugin.checks import USAGE_ERRORS_KEY
+    from pytest_benchaudit.pytest_plugin.prerun_checks import USAGE_ERRORS_KEY
 
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:

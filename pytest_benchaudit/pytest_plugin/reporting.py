@@ -57,7 +57,7 @@ from typing import Any, Generator
 import pytest
 
 from pytest_benchaudit.common.progress import ENV as PROGRESS_ENV
-from pytest_benchaudit.pipeline.documents import RecordRow
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.pytest_plugin import _terminal
 
 __all__ = ["AnswerReporting", "LiveLine", "ReportTrim", "add_output_options", "is_bench_failure", "live_enabled", "show_answers"]

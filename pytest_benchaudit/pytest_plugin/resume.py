@@ -20,11 +20,11 @@ from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import redact
-from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
-from pytest_benchaudit.pytest_plugin.checks import RESUME_RUN, ResumeRun, resume_mismatch
+from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
+from pytest_benchaudit.pytest_plugin.prerun_checks import RESUME_RUN, ResumeRun, resume_mismatch
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.runmeta import redact_json
-from pytest_benchaudit.runs.documents import RunMeta
+from pytest_benchaudit.runs.run_meta import RunMeta
 
 __all__ = ["RECORDED", "RESUME_CORRECT", "RESUME_KEYS", "RecordKey", "ResumeFilter", "ResumeWarning",
            "check_same_collection", "check_same_invocation", "deselect_recorded", "drop_not_asked", "item_key", "item_keys", "not_asked",
@@ -61,7 +61,7 @@ def item_keys(item: pytest.Item) -> list[RecordKey]:
     bench = getattr(item, "bench", None)
     if bench is None:
         return []
-    from pytest_benchaudit.pytest_plugin.repeats import repeats_of
+    from pytest_benchaudit.pytest_plugin.repeat_items import repeats_of
 
     q = bench.question
     stem = (str(q.benchmark), str(q.task), str(q.id), str(bench.model.label), str(bench.variant or ""))

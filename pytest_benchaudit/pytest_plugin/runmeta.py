@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
-from pytest_benchaudit.pipeline.documents import CardWarning
-from pytest_benchaudit.runs.documents import GenerationCache, RunModel
+from pytest_benchaudit.pipeline.record_documents import CardWarning
+from pytest_benchaudit.runs.run_meta import GenerationCache, RunModel
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.cache import CacheStats

@@ -3,7 +3,7 @@
 Registered in every process that runs items (a serial run, or each xdist worker).  Which
 requests are queued ahead, and when, is its :class:`~.lookahead.LookAhead`'s; each item then
 waits only for its own generation, runs extraction and scoring (the judge's part is
-:mod:`pytest_benchaudit.scoring.judging`'s), and attaches its record to its test report, which
+:mod:`pytest_benchaudit.scoring.judge_calls`'s), and attaches its record to its test report, which
 carries it to the controller.
 
 Why ~460 lines: one object owns the engine (here or in the inference process), the breaker and
@@ -29,7 +29,7 @@ from pytest_benchaudit.inference.factory import budgeted_recipe, endpoint_recipe
 from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.inference.usage import NOT_ASKED
 from pytest_benchaudit.scoring.evaluate import evaluate, failure_message
-from pytest_benchaudit.scoring.judging import judge_answer, needs_judge
+from pytest_benchaudit.scoring.judge_calls import judge_answer, needs_judge
 from pytest_benchaudit.pytest_plugin.launched import LAUNCHED, LocalUrl, launched_identity
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.paths import names_suites
@@ -38,14 +38,14 @@ from pytest_benchaudit.inference.prestart import INFERENCE_PROCESS_ENV, inferenc
 from pytest_benchaudit.pytest_plugin.local_pace import announce_local_pace
 from pytest_benchaudit.pytest_plugin.lookahead import LookAhead
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
-from pytest_benchaudit.pytest_plugin.repeats import passes, reducer_of, repeat_request, repeats_of, verdict_text
+from pytest_benchaudit.pytest_plugin.repeat_items import passes, reducer_of, repeat_request, repeats_of, verdict_text
 from pytest_benchaudit.pytest_plugin.resume import recorded_repeats
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.common.progress import stall_after
 from pytest_benchaudit.common.secrets import register_secret_env
-from pytest_benchaudit.pipeline.documents import RecordRow
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Request, Score
 
 if TYPE_CHECKING:
@@ -399,7 +399,7 @@ class Runner:
     def _judge(self, question: Question, pipeline: Pipeline,
                generation: Generation) -> tuple[Extraction | None, Score | None, RecordExtras]:
         """Ask the ``--judge`` model to extract or grade, when the pipeline wants it
-        (:func:`pytest_benchaudit.scoring.judging.judge_answer` decides what to ask and reads the reply)."""
+        (:func:`pytest_benchaudit.scoring.judge_calls.judge_answer` decides what to ask and reads the reply)."""
         if self.opts.judge is None or generation.error is not None or not needs_judge(pipeline):
             return None, None, {}
         spec = self.opts.judge.model_copy(update={"label": f"judge:{self.opts.judge.label}"})

@@ -16,7 +16,7 @@ from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.pipeline import assembly
-from pytest_benchaudit.pipeline.documents import PipelineCard
+from pytest_benchaudit.pipeline.record_documents import PipelineCard
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.prompt.templates import Template, TemplateError, render_request

@@ -30,10 +30,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_benchaudit.aggregate.documents import TaskResult
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.aggregate.results import variant_deltas
 from pytest_benchaudit.common.errors import RunDirError
-from pytest_benchaudit.pipeline.documents import Cards
+from pytest_benchaudit.pipeline.record_documents import Cards
 from pytest_benchaudit.report.terminal import WIDTH, render_variant_deltas
 
 
@@ -143,7 +143,7 @@ def explain_layers(run: Path, audit: Path | None = None) -> str:
                           if r["upstream_fields"] else "no upstream field differs") + ": together).", WIDTH)]
     harness = [r for r in doc.get("harnesses") or [] if r["model"] == rel["model"]]
     if harness:
-        from pytest_benchaudit.audit.harnesses import render_harnesses
+        from pytest_benchaudit.audit.cross_harness import render_harnesses
 
         peers = [x for x in doc["layers"].get("harnesses", [])[1:] if x != target_layer]
         lines += ["", f"Every layer against {base_layer}, the benchmark's own reading (benchaudit audit --pipelines, "

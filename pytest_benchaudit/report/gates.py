@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from pytest_benchaudit.aggregate.documents import BenchmarkScore, GateResult, TaskResult
+from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, GateResult, TaskResult
 from pytest_benchaudit.common.errors import UsageError, did_you_mean
 
 __all__ = ["Gate", "GateError", "GateVerdict", "parse_gate", "evaluate_gates", "check_gate_targets", "gate_results"]

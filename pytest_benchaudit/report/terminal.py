@@ -7,16 +7,16 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal
 
 from tabulate import tabulate
 
-from pytest_benchaudit.aggregate.documents import BenchmarkScore, ModelRankings, TaskResult, UsageRow, VariantDelta
+from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, ModelRankings, TaskResult, UsageRow, VariantDelta
 from pytest_benchaudit.aggregate.results import model_rankings, reason_text, variant_deltas
-from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.report.gates import GateVerdict
 from pytest_benchaudit.scoring.evaluate import failure_message
 from pytest_benchaudit.scoring.metrics import invalid_credit_line
 
-if TYPE_CHECKING:  # audit.documents imports the audit package (scipy): the summary's start-up does without it
-    from pytest_benchaudit.audit.documents import UpstreamAttributionRow
+if TYPE_CHECKING:  # audit.audit_documents imports the audit package (scipy): the summary's start-up does without it
+    from pytest_benchaudit.audit.audit_documents import UpstreamAttributionRow
 
 __all__ = ["render_summary", "render_variant_deltas", "render_layer_attribution", "render_answers", "AnswerList",
            "render_usage", "fit_columns", "metric_unit", "WIDTH"]

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Mapping, cast
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
+from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
 from pytest_benchaudit.scoring.evaluate import evaluate
 from pytest_benchaudit.pipeline.stages import (
     DOWNSTREAM_STAGES,
@@ -30,7 +30,7 @@ from pytest_benchaudit.pipeline.stages import (
     apply_overrides,
 )
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
-from pytest_benchaudit.scoring.registry import rule_info
+from pytest_benchaudit.scoring.names import rule_info
 from pytest_benchaudit.scoring.tasks.inputs import Resources
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Extraction, Generation, Question, Score
 
@@ -203,7 +203,7 @@ def _stored_judgement(rec: RecordRow, pipeline: Pipeline) -> tuple[Extraction | 
     """
     info = METRIC_INFO.get(pipeline.scoring.metric)
     graded = bool(info and info.needs_judge)
-    judged = rule_info(pipeline.extraction.rule).reads == "judge"  # as the rule declares (scoring.catalog)
+    judged = rule_info(pipeline.extraction.rule).reads == "judge"  # as the rule declares (scoring.declarations)
     if not judged and not graded:
         return None, None
     if judged and not rec.get("judge") and rec.get("invalid_reason") is None \

@@ -1,7 +1,7 @@
 """Run-directory level re-scoring: ``benchaudit rescore`` (and the base of ``sweep``).
 
 Reads a run directory (``run.json`` cards + ``records.jsonl``), re-scores every record
-under a new pipeline (see :mod:`.rescore`), and writes a *new* run directory with the
+under a new pipeline (see :mod:`.records`), and writes a *new* run directory with the
 same contracts, so ``show``, ``summarize``, ``sweep`` and later ``compare`` accept it.
 No pytest, no model server.
 """
@@ -15,18 +15,18 @@ from typing import Callable
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.aggregate.documents import TaskResult, VariantDelta
-from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.aggregate.summary_documents import TaskResult, VariantDelta
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.scoring.tasks.inputs import Resources
 from pytest_benchaudit.common.errors import BenchauditError, did_you_mean
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.pipeline.variants import card_key as variant_card_key
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, Pipeline, PipelineError, is_unspecified
 from pytest_benchaudit.common.progress import Progress, iterate
-from pytest_benchaudit.runs.documents import RescoreSkip, RunMeta
+from pytest_benchaudit.runs.run_meta import RescoreSkip, RunMeta
 from pytest_benchaudit.runs.store import RunDirectory
 from pytest_benchaudit.runs.store import load_run as _store_load_run
-from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
+from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records, retarget
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import load_resources, resolve_data_dir
@@ -227,7 +227,7 @@ def _stored_pipeline(run_dir: Path, key: str, card: PipelineCard) -> Pipeline:
 
 
 def _downstream_leaves(pipeline: Pipeline) -> dict[str, JsonValue]:
-    from pytest_benchaudit.audit.rescore import _flatten
+    from pytest_benchaudit.rescore.records import _flatten
 
     return _flatten({k: v for k, v in pipeline.stages().items() if k in ("extraction", "scoring", "aggregation")})
 

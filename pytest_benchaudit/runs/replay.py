@@ -21,8 +21,8 @@ from pydantic import JsonValue
 
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError
-from pytest_benchaudit.pipeline.documents import Cards, PipelineCard
-from pytest_benchaudit.runs.documents import RunMeta
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard
+from pytest_benchaudit.runs.run_meta import RunMeta
 from pytest_benchaudit.runs.store import read_records, read_run_json
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Generation, Request
 

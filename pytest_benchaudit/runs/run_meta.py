@@ -1,6 +1,6 @@
 """The shape of ``run.json``: how a run was made (the invocation, models, cards, checksums, its end).
 
-TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.documents` gives: run.json is the JSON
+TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.record_documents` gives: run.json is the JSON
 object it is written as, typed key by key for the checker, validated where it is read
 (:data:`RUN_META` with ``extra="forbid"``) and published as a JSON Schema (``docs/schemas/``).
 
@@ -10,7 +10,7 @@ Four kinds of run write it, each with the keys it knows (so all but ``run_id`` a
   vary, versions, models, cards, checksums, platform, warnings; ``resumed``/``resume_argv`` once
   resumed, ``generation_cache``, ``max_cost``, ``incomplete``, ``workers`` where they apply; ``ended``,
   ``n_records`` and ``exitstatus`` at its end;
-- an imported run (``audit/importers``): ``source`` (``{kind, path, ...}``) instead of argv, and the
+- an imported run (``importers/``): ``source`` (``{kind, path, ...}``) instead of argv, and the
   released numbers it was checked against (``scores``, ``agreement``, ``released_scores``,
   ``task_overrides``);
 - a re-scored run (``benchaudit rescore``): ``source`` (kind ``rescore``), ``skipped``, ``rescored_at``;
@@ -24,8 +24,8 @@ from __future__ import annotations
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import NotRequired, Required, TypedDict
 
-# RunModel is declared in pipeline/documents.py (inference's ModelSpec.public() makes it) and re-exported here.
-from pytest_benchaudit.pipeline.documents import Cards, CardWarning, RunModel
+# RunModel is declared in pipeline/record_documents.py (inference's ModelSpec.public() makes it) and re-exported here.
+from pytest_benchaudit.pipeline.record_documents import Cards, CardWarning, RunModel
 
 __all__ = ["GenerationCache", "Incomplete", "MaxCost", "Platform", "RUN_META", "RescoreSkip", "RunMeta", "RunModel",
            "RunSource", "TaskOverride", "WorkerInfo"]

@@ -56,12 +56,12 @@ from pydantic import TypeAdapter, ValidationError
 from pytest_benchaudit.common.errors import RunDirError, UsageError
 from pytest_benchaudit.common.secrets import redact, redact_obj, secret_values, strip_url_credentials_in
 
-from pytest_benchaudit.pipeline.documents import RecordRow
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
 
 if TYPE_CHECKING:
-    from pytest_benchaudit.aggregate.documents import SummaryDocument
-    from pytest_benchaudit.runs.documents import RunMeta
+    from pytest_benchaudit.aggregate.summary_documents import SummaryDocument
+    from pytest_benchaudit.runs.run_meta import RunMeta
 
 __all__ = ["BadRecord", "DuplicateRecords", "EmptyRun", "LOCK_NAME", "NotARunDir", "Record", "RunDirectory",
            "RunLocked", "RECORD_VERSION", "WriterLock", "check_record", "check_report_dir", "check_unique_records", "load_run",
@@ -802,8 +802,8 @@ def write_document(path: Path, adapter: TypeAdapter[_Doc], doc: _Doc) -> Path:
 
 def read_run_json(run_dir: Path) -> RunMeta:
     """``run.json`` of a run directory; its ``pipeline_cards`` and ``models`` checked for shape, then
-    the whole document validated (:data:`~pytest_benchaudit.runs.documents.RUN_META`)."""
-    from pytest_benchaudit.runs.documents import RUN_META
+    the whole document validated (:data:`~pytest_benchaudit.runs.run_meta.RUN_META`)."""
+    from pytest_benchaudit.runs.run_meta import RUN_META
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -822,8 +822,8 @@ def read_run_json(run_dir: Path) -> RunMeta:
 
 def read_summary_json(run_dir: Path) -> SummaryDocument:
     """``summary.json`` of a run directory (``benchaudit summarize`` writes one from the records),
-    validated (:data:`~pytest_benchaudit.aggregate.documents.SUMMARY`)."""
-    from pytest_benchaudit.aggregate.documents import SUMMARY
+    validated (:data:`~pytest_benchaudit.aggregate.summary_documents.SUMMARY`)."""
+    from pytest_benchaudit.aggregate.summary_documents import SUMMARY
 
     run_dir = Path(run_dir)
     summary = read_json(run_dir / "summary.json",

@@ -19,8 +19,8 @@ project's *strict* reader (a label only where a final-answer line states it alon
 metric's :class:`MetricReads` says which prediction it compares: one label, a label set,
 or another value.  Direction, scale and resources stay in ``MetricInfo`` beside the metric.
 
-Who reads them (:mod:`pytest_benchaudit.scoring.registry` answers by name): the judge
-orchestration (:mod:`.judging`: which strict rule cuts the answer text the judge reads), the
+Who reads them (:mod:`pytest_benchaudit.scoring.names` answers by name): the judge
+orchestration (:mod:`.judge_calls`: which strict rule cuts the answer text the judge reads), the
 diagnose checks (which rules read no text, which is the strict reader to compare with) and
 the ledger (which rules decoding cannot move).  A rule or metric without a decorator is a
 text rule with an ``other`` prediction, a metric comparing ``other`` values: the common case.

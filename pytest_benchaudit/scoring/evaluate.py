@@ -17,7 +17,7 @@ from typing_extensions import TypedDict
 from pytest_benchaudit.scoring import extract as _extract
 from pytest_benchaudit.scoring import metrics as _scoring
 from pytest_benchaudit.pipeline.stages import Pipeline
-from pytest_benchaudit.pipeline.documents import RecordExtras, RecordRow, TopLogprobs
+from pytest_benchaudit.pipeline.record_documents import RecordExtras, RecordRow, TopLogprobs
 from pytest_benchaudit.pipeline.record import Record, RecordCore
 from pytest_benchaudit.pipeline.types import (INVALID_STAGE, ContinuationLogprobs, Extraction, Generation, InvalidReason,
                                              InvalidStage, Question, Request, Score)

@@ -20,7 +20,7 @@ import re
 from functools import lru_cache
 from collections.abc import Callable
 
-from pytest_benchaudit.scoring import catalog
+from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.scoring.tasks import TASK_RULES
 from pytest_benchaudit.scoring.tasks.labels import read_label
 from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, HEDGED_PREFIX, NO_LOGPROBS_PREFIX, Extraction, Generation, InvalidReason,
@@ -104,7 +104,7 @@ def _cti_format_mcq(text: str) -> str:
     return found if found is not None else " ".join(lines)
 
 
-@catalog.rule(answers="label")
+@declarations.rule(answers="label")
 def last_line_letter(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """CTI-Bench MCQ: the released last-line heuristic (any line ending in "…DNA" reads A)."""
     try:
@@ -122,7 +122,7 @@ def last_line_letter(text: str, question: Question, generation: Generation) -> t
 _SECEVAL_LETTER = re.compile(r"[A-D]")
 
 
-@catalog.rule(answers="labels")
+@declarations.rule(answers="labels")
 def all_capital_letters(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """SecEval: every capital A–D anywhere, de-duplicated and sorted (never invalid).
 
@@ -153,7 +153,7 @@ def answer_regex(text: str, question: Question, generation: Generation) -> tuple
 _MISSING_LOGPROB = -100.0  # what MMLU's evaluate.py substitutes for a label outside the top-100
 
 
-@catalog.rule(reads="logprobs", answers="label")
+@declarations.rule(reads="logprobs", answers="label")
 def logprob_argmax(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """MMLU ``evaluate.py``: argmax of the first token's log-probs of " A".." D".
 
@@ -187,7 +187,7 @@ def xml_answer(text: str, question: Question, generation: Generation) -> tuple[s
 MMLU_FALLBACK = "released fallback 'A'"
 
 
-@catalog.rule(reads="logprobs", answers="label")
+@declarations.rule(reads="logprobs", answers="label")
 def mmlu_logprob_argmax(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """MMLU ``evaluate.py`` as released, quirk included: a response without log-probabilities
     reads "A".  Each letter's lookup sits in a bare ``try/except`` that substitutes -100, so
@@ -246,7 +246,7 @@ def _label_alt(labels: tuple[str, ...]) -> str:
     return "(?:" + "|".join(re.escape(lbl) for lbl in sorted(labels, key=len, reverse=True)) + ")"
 
 
-@catalog.rule(answers="label", strict=True)
+@declarations.rule(answers="label", strict=True)
 def final_answer_letter(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """Standardized single answer: bottom-up, an explicit marker first, else a letter-only line.
 
@@ -285,7 +285,7 @@ def _letters_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern[str], re.Patt
     return marker, alone, re.compile(_label_alt(labels)), alternative, either
 
 
-@catalog.rule(answers="labels", strict=True)
+@declarations.rule(answers="labels", strict=True)
 def final_answer_letters(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """Standardized multi-answer ("choose all that apply"): sorted unique letters, e.g. "ACD".
 
@@ -326,7 +326,7 @@ def final_line(text: str, question: Question, generation: Generation) -> tuple[s
     return None, "no line with content"
 
 
-@catalog.rule(reads="judge", answers="label")
+@declarations.rule(reads="judge", answers="label")
 def judge_rule(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """``extraction.rule = "judge"``: an LLM judge reads the answer (see ``judge.py``).
 

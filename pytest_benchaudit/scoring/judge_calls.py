@@ -5,7 +5,7 @@
 (``MetricInfo.needs_judge``).  :func:`judge_answer` runs one answer through it:
 
 - extraction: the strict rule of what the metric compares (one label, or a label set:
-  :func:`~pytest_benchaudit.scoring.registry.strict_rule`) cuts the answer text the judge
+  :func:`~pytest_benchaudit.scoring.names.strict_rule`) cuts the answer text the judge
   reads; nothing to read is the rule's own invalid reading, no judge call; the judge's
   verdict is the prediction, ``NONE`` an invalid ``unparseable`` one;
 - grading: the pipeline's rule reads the answer; the judge says CORRECT or INCORRECT.
@@ -13,7 +13,7 @@
 An unreadable verdict or a failed call is an invalid ``judge_error`` with its reason.  The
 caller sends the requests (``ask``: a request to the judge model -> its generation), so this
 module does no I/O; whatever ``ask`` raises (a request ``--max-cost`` kept from being sent)
-passes through.  The prompts and verdict parsing are :mod:`.judge`'s.
+passes through.  The prompts and verdict parsing are :mod:`.judge_prompts`'s.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from typing import Callable, Literal
 
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Request, Score
-from pytest_benchaudit.pipeline.documents import JudgeCallRow
-from pytest_benchaudit.scoring import judge
-from pytest_benchaudit.scoring.catalog import Answers
+from pytest_benchaudit.pipeline.record_documents import JudgeCallRow
+from pytest_benchaudit.scoring import judge_prompts
+from pytest_benchaudit.scoring.declarations import Answers
 from pytest_benchaudit.scoring.evaluate import RecordExtras
 from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
-from pytest_benchaudit.scoring.registry import metric_answers, rule_info, strict_rule
+from pytest_benchaudit.scoring.names import metric_answers, rule_info, strict_rule
 
 __all__ = ["Judged", "judge_answer", "judge_problem", "judge_record", "needs_judge"]
 
@@ -79,9 +79,9 @@ def judge_answer(question: Question, pipeline: Pipeline, generation: Generation,
         extra: RecordExtras = {"regex_prediction": regex.prediction}
         if not regex.answer_text.strip():  # nothing to read: empty / truncated / unclosed reasoning
             return Judged(regex, None, extra)
-        reply = ask(judge.extraction_request(question, regex.answer_text, labels))
-        answer, status = judge.parse_extraction(reply.text, labels) if reply.error is None else (None, "failed")
-        extra["judge"] = judge_record(judge_label, "extraction", judge.EXTRACTION_PROMPT_VERSION, reply, status, answer)
+        reply = ask(judge_prompts.extraction_request(question, regex.answer_text, labels))
+        answer, status = judge_prompts.parse_extraction(reply.text, labels) if reply.error is None else (None, "failed")
+        extra["judge"] = judge_record(judge_label, "extraction", judge_prompts.EXTRACTION_PROMPT_VERSION, reply, status, answer)
         if answer is None:
             return Judged(Extraction(invalid_reason="judge_error", answer_text=regex.answer_text,
                                      detail=_unreadable(reply)), None, extra)
@@ -94,9 +94,9 @@ def judge_answer(question: Question, pipeline: Pipeline, generation: Generation,
     read = extract(pipeline.extraction.rule, generation, question, reasoning)
     if not read.valid or read.prediction is None:
         return Judged(read)
-    reply = ask(judge.grading_request(question, read.prediction))
-    verdict, status = judge.parse_grading(reply.text) if reply.error is None else (None, "failed")
-    extra = {"judge": judge_record(judge_label, "grading", judge.GRADING_PROMPT_VERSION, reply, status, verdict)}
+    reply = ask(judge_prompts.grading_request(question, read.prediction))
+    verdict, status = judge_prompts.parse_grading(reply.text) if reply.error is None else (None, "failed")
+    extra = {"judge": judge_record(judge_label, "grading", judge_prompts.GRADING_PROMPT_VERSION, reply, status, verdict)}
     if verdict is None:
         # No score given: evaluate scores the invalid item at the pipeline's scoring.invalid_credit.
         return Judged(Extraction(invalid_reason="judge_error", answer_text=read.answer_text,

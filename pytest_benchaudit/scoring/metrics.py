@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from typing_extensions import NotRequired, TypedDict
 
-from pytest_benchaudit.scoring import catalog
+from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.scoring.tasks import TASK_METRIC_INFO, TASK_METRICS
 from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources
 from pytest_benchaudit.pipeline.types import Extraction, MetricInfo, Question, Score, UnscorablePrediction
@@ -43,7 +43,7 @@ def exact_match(prediction: str, question: Question, resources: Resources) -> Sc
     return _binary(prediction.strip().upper() == question.gold.strip().upper())
 
 
-@catalog.metric(answers="labels")
+@declarations.metric(answers="labels")
 def letter_set_exact(prediction: str, question: Question, resources: Resources) -> Score:
     """SecEval: ``prediction.lower() == gold.lower()``, gold compared *as stored*.
 
@@ -110,7 +110,7 @@ def invalid_score(info: MetricInfo, credit: float = 0.0) -> float:
 
 class CreditRow(TypedDict):
     """What :func:`invalid_credit_line` reads of a task result (a ``summary.json`` ``results`` row,
-    :class:`~pytest_benchaudit.aggregate.documents.TaskResult`, which has these keys and more)."""
+    :class:`~pytest_benchaudit.aggregate.summary_documents.TaskResult`, which has these keys and more)."""
 
     metric: str
     n: int

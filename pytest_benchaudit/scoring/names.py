@@ -5,7 +5,7 @@ The pipeline model (:mod:`pytest_benchaudit.pipeline.stages`) checks types; whet
 known only here, downstream, so options and offline commands ask this module.
 
 What a rule reads and answers, and which prediction a metric compares, is declared on each
-definition (:mod:`.catalog`); :func:`rule_info`, :func:`rules_reading`, :func:`strict_rule`
+definition (:mod:`.declarations`); :func:`rule_info`, :func:`rules_reading`, :func:`strict_rule`
 and :func:`metric_answers` answer it by name, so no other module lists rule or metric names.
 """
 
@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from pytest_benchaudit.common.errors import ConfigError, did_you_mean
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, is_unspecified
-from pytest_benchaudit.scoring import catalog, extract, metrics
-from pytest_benchaudit.scoring.catalog import Answers, Reads, RuleInfo
+from pytest_benchaudit.scoring import declarations, extract, metrics
+from pytest_benchaudit.scoring.declarations import Answers, Reads, RuleInfo
 
 __all__ = ["check_pipeline_names", "check_suite_names", "check_vary", "metric_answers", "rule_info", "rules_reading", "strict_rule",
            "unknown_name"]
@@ -27,20 +27,20 @@ __all__ = ["check_pipeline_names", "check_suite_names", "check_vary", "metric_an
 def rule_info(name: str) -> RuleInfo:
     """What the rule ``name`` reads and answers; the default (a text rule) for a name no rule has."""
     func = extract.RULES.get(name)
-    return catalog.rule_info(func) if func is not None else RuleInfo()
+    return declarations.rule_info(func) if func is not None else RuleInfo()
 
 
 def rules_reading(*reads: Reads) -> frozenset[str]:
     """The names of the rules that read one of ``reads`` (``rules_reading("logprobs")``: the
     first-token log-probability rules, which read no text and which decoding cannot move)."""
-    return frozenset(name for name, func in extract.RULES.items() if catalog.rule_info(func).reads in reads)
+    return frozenset(name for name, func in extract.RULES.items() if declarations.rule_info(func).reads in reads)
 
 
 def strict_rule(answers: Answers) -> str:
     """The strict reader of a label (``answers="label"``) or a label set (``"labels"``): the rule
     that reads one only where a final-answer line states it alone.  Exactly one rule is each."""
     found = sorted(name for name, func in extract.RULES.items()
-                   if catalog.rule_info(func).strict and catalog.rule_info(func).answers == answers)
+                   if declarations.rule_info(func).strict and declarations.rule_info(func).answers == answers)
     if len(found) != 1:
         raise LookupError(f"expected one strict rule answering {answers!r}, found {found or 'none'}")
     return found[0]
@@ -49,7 +49,7 @@ def strict_rule(answers: Answers) -> str:
 def metric_answers(name: str) -> Answers:
     """Which prediction the metric ``name`` compares: ``label``, ``labels`` (a set) or ``other``."""
     func = metrics.METRICS.get(name)
-    return catalog.metric_reads(func).answers if func is not None else "other"
+    return declarations.metric_reads(func).answers if func is not None else "other"
 
 
 class SuiteLike(Protocol):

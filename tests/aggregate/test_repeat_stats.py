@@ -1,5 +1,5 @@
 """Repeated generations (inference.repeats): the reducers, the headline's standard errors, the
-sampling SD across repeats and retest agreement (pytest_benchaudit/aggregate/repeats.py and the
+sampling SD across repeats and retest agreement (pytest_benchaudit/aggregate/repeat_stats.py and the
 summary rows of aggregate/results.py).
 
 Every statistic is checked against something the package did not compute: scipy, a closed form
@@ -21,7 +21,7 @@ import pytest
 from conftest import complete_record
 from scipy import stats
 
-from pytest_benchaudit.aggregate.repeats import (clt_se, clustered_se, expected_best_of_k, paired_difference,
+from pytest_benchaudit.aggregate.repeat_stats import (clt_se, clustered_se, expected_best_of_k, paired_difference,
                                                  pass_at_k, questions_needed, reduce_scores, reduce_verdicts)
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.cli.app import main

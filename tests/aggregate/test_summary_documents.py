@@ -1,4 +1,4 @@
-"""Tests for pytest_benchaudit.aggregate.documents: the summary.json the aggregation writes validates
+"""Tests for pytest_benchaudit.aggregate.summary_documents: the summary.json the aggregation writes validates
 against its declared type (SUMMARY, extra="forbid"), every optional part present, after a JSON round
 trip; so do an imported run's summary (no variants) and a re-scored run's (skipped); an undeclared key
 does not."""
@@ -11,7 +11,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from pytest_benchaudit.aggregate.documents import SUMMARY, TASK_RESULT
+from pytest_benchaudit.aggregate.summary_documents import SUMMARY, TASK_RESULT
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.report.gates import evaluate_gates, gate_results, parse_gate
 

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.cli.audit_gold import add_parser as add_audit_gold_parser, run as run_audit_gold
-from pytest_benchaudit.audit.goldaudit import (
+from pytest_benchaudit.cli.audit_gold_cmd import add_parser as add_audit_gold_parser, run as run_audit_gold
+from pytest_benchaudit.annotation.gold_audit import (
     CSV_COLUMNS,
     GoldAuditError,
     audit_gold,
     normalize_answer,
 )
-from pytest_benchaudit.audit.importers import import_athenabench_runs
+from pytest_benchaudit.importers import import_athenabench_runs
 
 from conftest import SUITES, write_run_dir
 

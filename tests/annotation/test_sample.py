@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import real_data_dir, write_run_dir
 
-from pytest_benchaudit.audit.sample import (
+from pytest_benchaudit.annotation.sample import (
     NOT_BENCHMARK_WIDE,
     SampleError,
     allocate,
@@ -136,7 +136,7 @@ def test_wilson_matches_scipy() -> None:
 
 
 def test_published_athena_gold_sample_and_confirm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_benchaudit.audit.importers import import_athenabench_runs
+    from pytest_benchaudit.importers import import_athenabench_runs
 
     data = real_data_dir()
     import_athenabench_runs(data / "athenabench" / "runs-mini", tmp_path / "athena", SUITES, str(data))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.audit.importers import import_athenabench_runs
-from pytest_benchaudit.cli.audit import add_parser, run
+from pytest_benchaudit.importers import import_athenabench_runs
+from pytest_benchaudit.cli.audit_cmd import add_parser, run
 
 from conftest import SUITES
 from fake_embedder import fake_embedder

@@ -105,7 +105,7 @@ def test_byte_identical_requests_are_never_an_upstream_difference(text: str, pla
 def test_athenabench_identical_templates_are_no_upstream_difference(real_data: Path, tmp_path: Path) -> None:
     """AthenaBench's released and dataset_prompt templates are both user = "{prompt}": for the five tasks whose
     standardized layer uses dataset_prompt, prompt.template is a same request; MCQ's standard_mcq is not."""
-    from pytest_benchaudit.audit.importers import import_athenabench_runs
+    from pytest_benchaudit.importers import import_athenabench_runs
     from pytest_benchaudit.runs.store import read_run_json
 
     source = real_data / "athenabench" / "runs-mini"

@@ -1,4 +1,4 @@
-"""The cross-harness table (``benchaudit audit RUN --pipelines A,B,C``; :mod:`pytest_benchaudit.audit.harnesses`).
+"""The cross-harness table (``benchaudit audit RUN --pipelines A,B,C``; :mod:`pytest_benchaudit.audit.cross_harness`).
 
 Pure tests on synthetic results where the split is known by construction; then a real three-layer
 ``pytest --pipelines`` run of a scripted loopback server, audited, its table recomputed here from
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.audit.harnesses import (LayerInput, downstream_defined, harness_rows, render_harnesses,
+from pytest_benchaudit.audit.cross_harness import (LayerInput, downstream_defined, harness_rows, render_harnesses,
                                                request_kind)
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer

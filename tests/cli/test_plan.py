@@ -289,9 +289,9 @@ def test_estimates_are_symmetric_shift_free_and_numpy_s(ab: tuple[list[list[floa
 @pytest.mark.parametrize("mde,between,within,k", [(0.03, 0.5, 0.0, 1), (0.05, 0.02, 0.4, 3), (0.1, 0.0, 0.3, 10),
                                                    (0.25, 0.1, 0.2, 2)])
 def test_agrees_with_the_summary_modules_power_formula(mde: float, between: float, within: float, k: int) -> None:
-    """aggregate/repeats.py's questions_needed (z from statistics.NormalDist, 5% and 80% fixed) gives
+    """aggregate/repeat_stats.py's questions_needed (z from statistics.NormalDist, 5% and 80% fixed) gives
     the same questions as the plan's (z from scipy) at those levels."""
-    from pytest_benchaudit.aggregate.repeats import questions_needed
+    from pytest_benchaudit.aggregate.repeat_stats import questions_needed
 
     plan = questions_for(mde, Variances(between=between, within=within, source="given"), k)
     assert plan == questions_needed(mde, between, within, k) == _closed_form(mde, between + within / k)

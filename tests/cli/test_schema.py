@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from pytest_benchaudit.cli import main
-from pytest_benchaudit.cli.schema import DOCUMENTS, schema_of, schema_text
+from pytest_benchaudit.cli.schema_cmd import DOCUMENTS, schema_of, schema_text
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 

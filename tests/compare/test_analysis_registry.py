@@ -1,4 +1,4 @@
-"""The compare document's analysis registry (:mod:`pytest_benchaudit.audit.compare.registry`).
+"""The compare document's analysis registry (:mod:`pytest_benchaudit.compare.analysis_registry`).
 
 An analysis registered from here, outside the package, reaches ``compare.json``, the terminal text and the
 HTML report of ``benchaudit compare`` on AthenaBench's published runs (imported from
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.audit.compare import (Analysis, AnalysisContext, HtmlKit, HtmlSection, analyses, compare_document,
+from pytest_benchaudit.compare import (Analysis, AnalysisContext, HtmlKit, HtmlSection, analyses, compare_document,
                                              load_runs, make_sets, register, unregister)
-from pytest_benchaudit.audit.importers import import_athenabench_runs
-from pytest_benchaudit.cli.compare import add_parser, run as run_compare
+from pytest_benchaudit.importers import import_athenabench_runs
+from pytest_benchaudit.cli.compare_cmd import add_parser, run as run_compare
 
 from conftest import SUITES
 
@@ -87,7 +87,7 @@ def _expected_spread(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_the_built_in_analyses_are_registered_in_order() -> None:
-    from pytest_benchaudit.audit.compare.registry import REPORT_ANCHORS
+    from pytest_benchaudit.compare.analysis_registry import REPORT_ANCHORS
     from pytest_benchaudit.report import html
 
     # The registry refuses the report's own anchors: the two lists are one.

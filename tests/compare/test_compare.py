@@ -18,9 +18,9 @@ import pytest
 from scipy import stats as st
 
 from pytest_benchaudit.aggregate import stats
-from pytest_benchaudit.cli.compare import add_parser as add_compare_parser, run as run_compare
-from pytest_benchaudit.audit.importers import import_athenabench_runs
-from pytest_benchaudit.audit.offline import rescore_run
+from pytest_benchaudit.cli.compare_cmd import add_parser as add_compare_parser, run as run_compare
+from pytest_benchaudit.importers import import_athenabench_runs
+from pytest_benchaudit.rescore.run_dirs import rescore_run
 
 from conftest import SUITES
 
@@ -211,7 +211,7 @@ def test_html_is_written_by_the_report_module_or_skipped(athena_runs, tmp_path, 
 
 
 def test_similar_pairs_are_marked_and_checked():
-    from pytest_benchaudit.audit.compare import CompareError, mark_similar
+    from pytest_benchaudit.compare import CompareError, mark_similar
 
     doc = {"scores": {"a.x": {}, "b.y": {}, "c.z": {}},
            "tau_b": [{"task_a": "a.x", "task_b": "b.y"}, {"task_a": "a.x", "task_b": "c.z"}]}

@@ -1,4 +1,4 @@
-"""compare.json against its declared shape: :data:`pytest_benchaudit.audit.compare.document.COMPARE`
+"""compare.json against its declared shape: :data:`pytest_benchaudit.compare.document_builder.COMPARE`
 (``extra="forbid"``) validates the documents ``benchaudit compare`` writes: one set, two sets (peer gaps),
 --similarity, --sensitivity and --similar, on the published AthenaBench runs and on toy runs."""
 
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pytest_benchaudit.audit.compare.document import COMPARE
-from pytest_benchaudit.audit.importers import import_athenabench_runs
-from pytest_benchaudit.cli.compare import add_parser, run
+from pytest_benchaudit.compare.document_builder import COMPARE
+from pytest_benchaudit.importers import import_athenabench_runs
+from pytest_benchaudit.cli.compare_cmd import add_parser, run
 
 from conftest import SUITES
 from fake_embedder import fake_embedder

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from pytest_benchaudit.audit.compare.peers import peer_gaps
-from pytest_benchaudit.audit.compare.similarity import EndpointEmbedder, similarity_table
-from pytest_benchaudit.cli.compare import add_parser, run
+from pytest_benchaudit.compare.peers import peer_gaps
+from pytest_benchaudit.compare.similarity import EndpointEmbedder, similarity_table
+from pytest_benchaudit.cli.compare_cmd import add_parser, run
 
 from conftest import SUITES, write_run_dir
 
@@ -259,7 +259,7 @@ def test_sensitivity_on_pytest_runs_with_a_changed_token_budget(pytester: pytest
     under 8 tokens (new generations: the order reverses), and re-scored offline (same outputs)."""
     import re
 
-    from pytest_benchaudit.audit.offline import rescore_run
+    from pytest_benchaudit.rescore.run_dirs import rescore_run
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
     from conftest import only_run_dir, write_mcq_suite
@@ -334,7 +334,7 @@ def test_sensitivity_says_why_a_column_with_runs_has_no_rho(sets, tmp_path):
 
 
 def test_why_no_rho_names_each_reason():
-    from pytest_benchaudit.audit.compare.sensitivity import why_no_rho
+    from pytest_benchaudit.compare.sensitivity import why_no_rho
 
     row = {"benchmark": "toy", "rho": None, "ci95": None, "n_models": 5, "tasks": ["toy.x"], "n_resamples": 10,
            "n_resamples_defined": 0, "p_value": None}

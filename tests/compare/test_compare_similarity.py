@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from pytest_benchaudit.cli.compare import add_parser, run
+from pytest_benchaudit.cli.compare_cmd import add_parser, run
 
 from conftest import write_run_dir
 from fake_embedder import fake_embedder

@@ -1,4 +1,4 @@
-"""compare.json's ``paired`` rows, ``rank_ties`` and ``mde80`` (:mod:`pytest_benchaudit.audit.compare.paired`).
+"""compare.json's ``paired`` rows, ``rank_ties`` and ``mde80`` (:mod:`pytest_benchaudit.compare.paired_rows`).
 
 The end-to-end test makes two real ``pytest suites/cybermetric -k cm80 --limit N --repeats 3`` runs
 through pytester against the scripted server on 127.0.0.1 (each model answers a question correctly
@@ -22,7 +22,7 @@ import pytest
 from scipy import stats as st
 
 from conftest import SUITES, only_run_dir, write_run_dir
-from pytest_benchaudit.audit.compare.paired import holm
+from pytest_benchaudit.compare.paired_rows import holm
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
@@ -175,7 +175,7 @@ def test_swapping_the_models_negates_diff_and_keeps_p(tmp_path: Path) -> None:
     assert signed_ab == pytest.approx(-signed_ba)
     assert ab["p_value"] == pytest.approx(ba["p_value"]) and ab["se"] == pytest.approx(ba["se"])
     # And the function itself, asked the other way round, negates diff and keeps p.
-    from pytest_benchaudit.aggregate.repeats import paired_difference
+    from pytest_benchaudit.aggregate.repeat_stats import paired_difference
 
     xa, xb = [v[0] for v in BIN_A.values()], [v[0] for v in BIN_B.values()]
     one, other = paired_difference(xa, xb, True), paired_difference(xb, xa, True)
@@ -279,7 +279,7 @@ def test_lower_is_better_rows_say_which_model_the_difference_favours(tmp_path: P
 
 def test_the_text_lists_at_most_fifteen_significant_pairs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """7 models 30 questions apart from each other: 21 significant pairs, 15 listed, the rest counted."""
-    from pytest_benchaudit.audit.compare.render import MAX_PAIRS_SHOWN
+    from pytest_benchaudit.compare.render import MAX_PAIRS_SHOWN
 
     runs = [_run(tmp_path, f"r{i}", f"m{i}", {f"q{j:03d}": [float(j < 30 * i)] for j in range(200)})
             for i in range(7)]

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from conftest import real_data_dir, write_run_dir
 
-from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose, diagnose_report, render, to_json
-from pytest_benchaudit.audit.diagnose.catalog import CATALOGUE
-from pytest_benchaudit.audit.diagnose.data import cross_task_checks, size_checks
-from pytest_benchaudit.audit.diagnose.core import Group
-from pytest_benchaudit.audit.ledger import suite_ledger
+from pytest_benchaudit.diagnose import LoadedRun, diagnose, diagnose_report, render, to_json
+from pytest_benchaudit.diagnose.failure_modes import CATALOGUE
+from pytest_benchaudit.diagnose.data_checks import cross_task_checks, size_checks
+from pytest_benchaudit.diagnose.core import Group
+from pytest_benchaudit.ledger.ledger_rows import suite_ledger
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.pipeline.stages import Pipeline, apply_overrides
@@ -319,11 +319,11 @@ def test_render_without_findings() -> None:
 @pytest.fixture(scope="module")
 def published_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, Any, dict]:
     """The 17 published runs (AthenaBench runs-mini, CTI-Bench responses) imported, their resources and ledger rows."""
-    from pytest_benchaudit.audit.importers import (
+    from pytest_benchaudit.importers import (
         import_athenabench_runs,
         import_cti_bench_responses,
     )
-    from pytest_benchaudit.audit.offline import _Resources, load_run
+    from pytest_benchaudit.rescore.run_dirs import _Resources, load_run
 
     data = real_data_dir()
     root = tmp_path_factory.mktemp("published")
@@ -609,7 +609,7 @@ def test_published_effects_equal_a_recomputation_from_the_records(published_runs
     records.jsonl (means of the stored item scores at no credit; duplicates grouped here from the prompts),
     and every re-scored one (FM05, FM06, FM15) from the records re-scored with the field changed and averaged
     by hand."""
-    from pytest_benchaudit.audit.rescore import pipeline_from_card, rescore_records, retarget
+    from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records, retarget
 
     runs, resources, _ = published_runs
     by_key = {}

@@ -20,7 +20,7 @@ import pytest
 from scipy import stats as st
 
 from conftest import only_run_dir, write_mcq_suite
-from pytest_benchaudit.audit.diagnose import LoadedRun, diagnose
+from pytest_benchaudit.diagnose import LoadedRun, diagnose
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 

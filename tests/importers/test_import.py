@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.audit.importers import run_dir_name
+from pytest_benchaudit.importers import run_dir_name
 from pytest_benchaudit.cli.app import build_parser, main
 from pytest_benchaudit.pipeline.record import Record
 

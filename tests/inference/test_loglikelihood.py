@@ -12,7 +12,7 @@ from pytest_benchaudit.inference.loglikelihood import echoed_tokens, read_contin
 from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.pipeline.stages import PipelineError, build_pipeline
 from pytest_benchaudit.pipeline.types import EchoedTokens, Question, Request
-from pytest_benchaudit.prompt.loglikelihood import with_continuations
+from pytest_benchaudit.prompt.loglikelihood_request import with_continuations
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 CONTEXT = "Q?\nA. x\nB. y\nAnswer:"

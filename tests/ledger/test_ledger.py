@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_benchaudit.cli.app import main
-from pytest_benchaudit.audit.ledger import (
+from pytest_benchaudit.ledger.ledger_rows import (
     CONTRADICTED,
     MATCHED,
     PIPELINE_FIELDS,
@@ -21,7 +21,7 @@ from pytest_benchaudit.audit.ledger import (
     suite_ledger,
 )
 from pytest_benchaudit.dataset.suites import load_suite
-from pytest_benchaudit.report.ledger import render
+from pytest_benchaudit.ledger.ledger_render import render
 
 from conftest import SUITES
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.audit.ledger import build_ledger
-from pytest_benchaudit.audit.ledger_peers import is_peer_layer, peer_differences
+from pytest_benchaudit.ledger.ledger_rows import build_ledger
+from pytest_benchaudit.ledger.ledger_peers import is_peer_layer, peer_differences
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset.suites import load_suite
-from pytest_benchaudit.report.ledger import render_markdown, render_table
+from pytest_benchaudit.ledger.ledger_render import render_markdown, render_table
 
 from conftest import MCQ_SUITE, SUITES
 

@@ -1,11 +1,11 @@
-"""The collector's pure parts (pipeline/checks.py, pipeline/assembly.py) on the shipped suites' pipelines."""
+"""The collector's pure parts (pipeline/readiness.py, pipeline/assembly.py) on the shipped suites' pipelines."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from pytest_benchaudit.dataset.suites import load_suite
-from pytest_benchaudit.pipeline import assembly, checks
+from pytest_benchaudit.pipeline import assembly, readiness
 from pytest_benchaudit.pipeline.stages import apply_overrides
 from pytest_benchaudit.pipeline.types import Question
 
@@ -20,10 +20,10 @@ def _q(i: int, **meta: str) -> Question:
 def test_a_released_layer_that_leaves_fields_unspecified_names_them_prompt_first() -> None:
     suite = load_suite(SUITES / "secbench" / "suite.toml")
     pipe = suite.pipeline("saq_en", "released")  # data only: nothing set by released code
-    problems = checks.runnable_problems(pipe, suite.templates)
+    problems = readiness.runnable_problems(pipe, suite.templates)
     assert problems[:2] == ["prompt.format.mode", "prompt.template"] and "scoring.metric" in problems
     assert "aggregation.method" not in problems
-    reason = checks.skip_reason(checks.where_of("secbench", "saq_en"), pipe, problems, "a judge")
+    reason = readiness.skip_reason(readiness.where_of("secbench", "saq_en"), pipe, problems, "a judge")
     assert reason is not None and reason.startswith("secbench.saq_en under 'released': prompt.format.mode, ")
     assert reason.endswith("unspecified; choose with --set FIELD=VALUE")  # fields first, the judge after
 
@@ -31,26 +31,26 @@ def test_a_released_layer_that_leaves_fields_unspecified_names_them_prompt_first
 def test_a_runnable_standardized_layer_has_no_problem_and_a_judge_is_the_next_reason() -> None:
     suite = load_suite(SUITES / "seceval" / "suite.toml")
     pipe = suite.pipeline("mcq", "standardized")
-    assert checks.runnable_problems(pipe, suite.templates) == []
-    assert checks.skip_reason("seceval.mcq", pipe, [], None) is None
-    assert checks.skip_reason("seceval.mcq [v]", pipe, [], "it needs one") == "seceval.mcq [v]: it needs one"
-    assert checks.where_of("seceval", "mcq", "max_tokens=5") == "seceval.mcq [max_tokens=5]"
+    assert readiness.runnable_problems(pipe, suite.templates) == []
+    assert readiness.skip_reason("seceval.mcq", pipe, [], None) is None
+    assert readiness.skip_reason("seceval.mcq [v]", pipe, [], "it needs one") == "seceval.mcq [v]: it needs one"
+    assert readiness.where_of("seceval", "mcq", "max_tokens=5") == "seceval.mcq [max_tokens=5]"
 
 
 def test_a_template_the_suite_lacks_and_an_aggregation_by_no_question_has() -> None:
     suite = load_suite(SUITES / "seceval" / "suite.toml")
     pipe = suite.pipeline("mcq", "standardized")
-    assert checks.template_problem("seceval", pipe, list(suite.templates)) is None
+    assert readiness.template_problem("seceval", pipe, list(suite.templates)) is None
     other = apply_overrides(pipe, [("prompt.template", "nope")])
-    assert checks.template_problem("seceval", other, ["a", "b"]) == (
+    assert readiness.template_problem("seceval", other, ["a", "b"]) == (
         "prompt.template 'nope' is not a template of seceval; allowed: a, b")
     by = apply_overrides(pipe, [("aggregation.by", "topic")])
-    assert checks.aggregation_by_problem(by, [_q(0, topic="x"), _q(1)]) is None  # one question holding it is enough
-    said = checks.aggregation_by_problem(by, [_q(0, topics="x")])
+    assert readiness.aggregation_by_problem(by, [_q(0, topic="x"), _q(1)]) is None  # one question holding it is enough
+    said = readiness.aggregation_by_problem(by, [_q(0, topics="x")])
     assert said is not None and "'topic' is not a metadata field" in said and "allowed: topics, or null" in said
-    assert "none (this task has no metadata)" in (checks.aggregation_by_problem(by, [_q(0)]) or "")
+    assert "none (this task has no metadata)" in (readiness.aggregation_by_problem(by, [_q(0)]) or "")
     unset = apply_overrides(pipe, [("aggregation.by", None)])
-    assert checks.aggregation_by_problem(by, []) is None and checks.aggregation_by_problem(unset, [_q(0)]) is None
+    assert readiness.aggregation_by_problem(by, []) is None and readiness.aggregation_by_problem(unset, [_q(0)]) is None
 
 
 def test_the_task_card_adds_what_run_json_shows_and_leaves_the_hash_alone() -> None:

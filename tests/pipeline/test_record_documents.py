@@ -1,4 +1,4 @@
-"""pipeline/documents.py: the record row is the Record model's keys, and a real run's cards and
+"""pipeline/record_documents.py: the record row is the Record model's keys, and a real run's cards and
 records validate against the TypedDicts (extra keys forbidden)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pydantic import TypeAdapter
 from typing_extensions import get_type_hints
 
 from conftest import only_run_dir, read_run
-from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.record import OPTIONAL_KEYS, Record
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 

@@ -13,7 +13,7 @@ from pytest_benchaudit.aggregate.results import summarize, summary_document, var
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, build_pipeline
 from pytest_benchaudit.report.terminal import render_variant_deltas
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
-from pytest_benchaudit.scoring.registry import check_vary
+from pytest_benchaudit.scoring.names import check_vary
 from pytest_benchaudit.pipeline.variants import (
     build_variants,
     card_key,

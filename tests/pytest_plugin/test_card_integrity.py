@@ -27,7 +27,7 @@ from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.pipeline.stages import Pipeline, apply_overrides
 from pytest_benchaudit.pytest_plugin import cards
 from pytest_benchaudit.pipeline.assembly import materials
-from pytest_benchaudit.scoring import judge
+from pytest_benchaudit.scoring import judge_prompts
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 from conftest import SUITES, only_run_dir, read_run
@@ -386,13 +386,13 @@ def test_few_shot_exemplars_and_option_format_are_materials_of_the_real_mmlu_car
 
 
 def test_the_judge_prompts_are_in_the_judge_material(monkeypatch: pytest.MonkeyPatch) -> None:
-    before = cards.judge_material(judge.judge_card("j"))
-    assert before["prompts"] == judge.judge_card("j")["prompts"] and len(before["prompts_sha256"]) == 64
+    before = cards.judge_material(judge_prompts.judge_card("j"))
+    assert before["prompts"] == judge_prompts.judge_card("j")["prompts"] and len(before["prompts_sha256"]) == 64
     cards._judge_prompts_sha.cache_clear()
-    original = judge.grading_request
+    original = judge_prompts.grading_request
     monkeypatch.setattr(judge, "grading_request", lambda q, r: original(q, r + " (edited prompt)"))
     try:
-        assert cards.judge_material(judge.judge_card("j"))["prompts_sha256"] != before["prompts_sha256"]
+        assert cards.judge_material(judge_prompts.judge_card("j"))["prompts_sha256"] != before["prompts_sha256"]
     finally:
         cards._judge_prompts_sha.cache_clear()
 

@@ -34,7 +34,7 @@ def test_workers_get_the_recorded_keys_and_the_correct_ones_only_with_repeats() 
     meta = {"pipeline_cards": {"b.t": {"hash": "h", "fields": {}, "questions_total": 3}},
             "dataset_checksums": {"b/q.json": "s"}}
     run = resume.resume_workerinput(set(), set(), meta, Path("r"))[resume.RESUME_RUN]
-    # The run's cards as run.json has them (pipeline.documents.PipelineCard): what resume_mismatch compares
+    # The run's cards as run.json has them (pipeline.record_documents.PipelineCard): what resume_mismatch compares
     assert run == {"path": "r", "cards": meta["pipeline_cards"], "checksums": {"b/q.json": "s"}}
     assert resume.resume_workerinput(set(), set(), {}, None) == {}
 

@@ -265,7 +265,7 @@ def test_ci_gates_parse_and_are_range_checked():
 
 def test_gate_results_are_the_summary_rows(two_models):
     """gate_results: one summary.json ``gates`` row per verdict, in order, that summary.json's type accepts."""
-    from pytest_benchaudit.aggregate.documents import GateResult
+    from pytest_benchaudit.aggregate.summary_documents import GateResult
     from pydantic import TypeAdapter
 
     results, benchmarks = two_models

@@ -3,7 +3,7 @@
 Two real ``pytest suites/cybermetric -k cm80 --limit 24 --repeats 3`` runs through pytester (one run of
 two models, one of a third) against the scripted server on 127.0.0.1, each model answering a question
 correctly with a known probability from a random stream seeded per model and question (as
-tests/audit/test_paired.py does), then ``benchaudit compare --html`` in a process of its own
+tests/compare/test_paired.py does), then ``benchaudit compare --html`` in a process of its own
 (matplotlib imported inside a pytester test is dropped from sys.modules at its teardown, which
 breaks later figures).  Every number of the section is read back from the page and checked against
 compare.json, and compare.json's against records.jsonl with scipy; the ``≈`` marks and their
@@ -31,7 +31,7 @@ import pytest
 from scipy import stats as st
 
 from conftest import SUITES, only_run_dir
-from pytest_benchaudit.audit.compare.render import MAX_PAIRS_SHOWN as TEXT_CAP
+from pytest_benchaudit.compare.render import MAX_PAIRS_SHOWN as TEXT_CAP
 from pytest_benchaudit.report.html.paired import MAX_PAIRS_SHOWN, READING_GUIDE, paired_section
 from pytest_benchaudit.report.html.sets import TIE_LEGEND, ranks_section
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
@@ -324,7 +324,7 @@ def athena_runs(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     source = real_data / "athenabench" / "runs-mini"
     if not source.is_dir():
         pytest.skip(f"AthenaBench released runs not available: {source}")
-    from pytest_benchaudit.audit.importers import import_athenabench_runs
+    from pytest_benchaudit.importers import import_athenabench_runs
 
     root = tmp_path_factory.mktemp("athena-paired") / "runs"
     import_athenabench_runs(source, root, SUITES, str(real_data))

@@ -318,8 +318,8 @@ def test_every_table_and_plot_has_a_definition_line() -> None:
 
 @pytest.fixture(scope="module")
 def cti_audit(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pytest_benchaudit.audit.importers import import_cti_bench_responses
-    from pytest_benchaudit.cli.audit import add_parser, run
+    from pytest_benchaudit.importers import import_cti_bench_responses
+    from pytest_benchaudit.cli.audit_cmd import add_parser, run
 
     source = real_data / "cti-bench" / "responses"
     if not source.is_dir():

@@ -109,7 +109,7 @@ def _close(a: float | None, b: float | None) -> bool:
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    from pytest_benchaudit.audit.importers import import_athenabench_runs, import_cti_bench_responses
+    from pytest_benchaudit.importers import import_athenabench_runs, import_cti_bench_responses
 
     data = real_data_dir()
     root = tmp_path_factory.mktemp("oracle")
@@ -215,7 +215,7 @@ def _one_per_benchmark(published: list[Path]) -> list[Path]:
 
 
 def test_rescoring_a_run_toward_its_own_layer_moves_nothing(published: list[Path], tmp_path: Path) -> None:
-    from pytest_benchaudit.audit.offline import rescore_run
+    from pytest_benchaudit.rescore.run_dirs import rescore_run
 
     for run in _one_per_benchmark(published):
         before = {(r["task"], r["model"]): r for r in json.loads((run / "summary.json").read_text())["results"]}
@@ -233,7 +233,7 @@ def test_rescoring_a_run_toward_its_own_layer_moves_nothing(published: list[Path
 
 @pytest.mark.parametrize("field", ["scoring.denominator", "extraction.rule", "scoring.metric"])
 def test_a_variant_at_the_value_a_field_already_has_moves_nothing(published: list[Path], field: str) -> None:
-    from pytest_benchaudit.audit.offline import sweep_run
+    from pytest_benchaudit.rescore.run_dirs import sweep_run
 
     for run in _one_per_benchmark(published):
         cards = _cards(run)

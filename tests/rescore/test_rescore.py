@@ -83,7 +83,7 @@ def test_rescore_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
 @pytest.fixture(scope="module")
 def athena_released(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """AthenaBench's published runs imported (under their 'released' layer)."""
-    from pytest_benchaudit.audit.importers import import_athenabench_runs
+    from pytest_benchaudit.importers import import_athenabench_runs
 
     from conftest import SUITES
 
@@ -99,9 +99,9 @@ def test_rescoring_runs_toward_their_own_layer_moves_nothing(athena_released: Pa
                                                             tmp_path: Path) -> None:
     """Metamorphic: every score, rank, tau-b and rho is what it was; the field sweep toward the own layer has
     no variant; the sensitivity table gives rho 1."""
-    from pytest_benchaudit.audit.compare import compare_document, load_runs, make_sets
-    from pytest_benchaudit.audit.offline import rescore_run, sweep_run
-    from pytest_benchaudit.audit.compare.sensitivity import sensitivity_table
+    from pytest_benchaudit.compare import compare_document, load_runs, make_sets
+    from pytest_benchaudit.rescore.run_dirs import rescore_run, sweep_run
+    from pytest_benchaudit.compare.sensitivity import sensitivity_table
 
     from conftest import SUITES
 
@@ -130,9 +130,9 @@ def test_an_extraction_only_rescore_changes_the_extraction_fields_alone(athena_r
                                                                        tmp_path: Path) -> None:
     """``stages=("extraction",)``: the target layer's extraction.* fields, everything else as stored; the
     sensitivity table reads such runs as the paper's rho_ext."""
-    from pytest_benchaudit.audit.compare import compare_document, load_runs, make_sets
-    from pytest_benchaudit.audit.offline import rescore_run
-    from pytest_benchaudit.audit.compare.sensitivity import sensitivity_table
+    from pytest_benchaudit.compare import compare_document, load_runs, make_sets
+    from pytest_benchaudit.rescore.run_dirs import rescore_run
+    from pytest_benchaudit.compare.sensitivity import sensitivity_table
     from pytest_benchaudit.dataset.suites import load_suite
 
     from conftest import SUITES

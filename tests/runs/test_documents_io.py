@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.aggregate.documents import SUMMARY
+from pytest_benchaudit.aggregate.summary_documents import SUMMARY
 from pytest_benchaudit.common.errors import RunDirError
-from pytest_benchaudit.runs.documents import RUN_META
+from pytest_benchaudit.runs.run_meta import RUN_META
 from pytest_benchaudit.runs.store import read_document, read_run_json, read_summary_json, write_document
 
 SUMMARY_DOC = {"results": [], "benchmarks": [], "gates": []}

@@ -46,7 +46,7 @@ def test_skipping_in_one_command_does_not_leak_into_the_next(tmp_path: Path, cap
 def test_a_command_that_fails_inside_the_block_resets_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     run_dir = _run_with_a_bad_line(tmp_path)
-    from pytest_benchaudit.cli import summarize
+    from pytest_benchaudit.cli import summarize_cmd
 
     # An error main() reports (exit 1), and one it does not handle (a bug): both leave the block, which resets.
     def fails(args: object) -> int:
@@ -55,10 +55,10 @@ def test_a_command_that_fails_inside_the_block_resets_it(tmp_path: Path, capsys:
     def broken(args: object) -> int:
         raise RuntimeError("a bug in the command")
 
-    monkeypatch.setattr(summarize, "run", fails)
+    monkeypatch.setattr(summarize_cmd, "run", fails)
     assert main(["summarize", str(run_dir), "--skip-bad-records"]) == 1
     assert "cannot be read" in capsys.readouterr().err
-    monkeypatch.setattr(summarize, "run", broken)
+    monkeypatch.setattr(summarize_cmd, "run", broken)
     with pytest.raises(RuntimeError, match="a bug"):
         main(["summarize", str(run_dir), "--skip-bad-records"])
     monkeypatch.undo()

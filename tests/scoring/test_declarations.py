@@ -1,4 +1,4 @@
-"""Rule and metric metadata declared on each definition (scoring/catalog.py) and read by name (registry.py).
+"""Rule and metric metadata declared on each definition (scoring/declarations.py) and read by name (scoring/names.py).
 
 The declarations are checked against what the functions do, not against a list restated here:
 a rule declared to read log-probabilities gives the same prediction whatever the text and none
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_benchaudit.pipeline.types import Generation, Question
-from pytest_benchaudit.scoring import catalog, extract, metrics, registry
+from pytest_benchaudit.scoring import declarations, extract, metrics, names
 
 Q = Question(benchmark="b", task="t", id="q", index=0, text="Which?", choices={"A": "a", "B": "b", "C": "c", "D": "d"},
              gold="B")
@@ -20,14 +20,14 @@ LOGPROBS = ({" A": -3.0, " B": -0.1, " C": -2.0, " D": -4.0},)
 
 
 def test_every_registered_rule_has_valid_metadata_and_the_defaults_are_a_text_rule() -> None:
-    infos = {name: registry.rule_info(name) for name in extract.RULES}
-    assert all(info.reads in catalog.READS and info.answers in catalog.ANSWERS for info in infos.values())
-    assert registry.rule_info("no_such_rule") == catalog.RuleInfo(reads="text", answers="other", strict=False)
+    infos = {name: names.rule_info(name) for name in extract.RULES}
+    assert all(info.reads in declarations.READS and info.answers in declarations.ANSWERS for info in infos.values())
+    assert names.rule_info("no_such_rule") == declarations.RuleInfo(reads="text", answers="other", strict=False)
     assert infos["judge"].reads == "judge"
-    assert registry.rules_reading("judge") == {"judge"}
+    assert names.rules_reading("judge") == {"judge"}
 
 
-@pytest.mark.parametrize("name", sorted(registry.rules_reading("logprobs")))
+@pytest.mark.parametrize("name", sorted(names.rules_reading("logprobs")))
 def test_a_rule_declared_to_read_logprobs_reads_no_text(name: str) -> None:
     preds = {extract.RULES[name](text, Q, Generation(text=text, top_logprobs=LOGPROBS))[0]
              for text in ("", "Answer: D", "C C C", "The answer is A.")}
@@ -40,42 +40,42 @@ def test_a_rule_declared_to_read_logprobs_reads_no_text(name: str) -> None:
 def test_the_text_rules_named_logprob_free_move_with_their_text() -> None:
     # The complement: a rule not declared to read log-probabilities reads the answer text.
     for name in ("last_line_letter", "final_answer_letter", "answer_regex"):
-        assert registry.rule_info(name).reads == "text"
+        assert names.rule_info(name).reads == "text"
         a = extract.extract(name, Generation(text="Answer: A", top_logprobs=LOGPROBS), Q, "keep").prediction
         c = extract.extract(name, Generation(text="Answer: C", top_logprobs=LOGPROBS), Q, "keep").prediction
         assert (a, c) == ("A", "C"), name
 
 
 def test_the_strict_readers_are_unique_and_read_only_a_final_answer_line() -> None:
-    one, many = registry.strict_rule("label"), registry.strict_rule("labels")
+    one, many = names.strict_rule("label"), names.strict_rule("labels")
     assert (one, many) == ("final_answer_letter", "final_answer_letters")
-    assert sorted(n for n in extract.RULES if registry.rule_info(n).strict) == [one, many]
+    assert sorted(n for n in extract.RULES if names.rule_info(n).strict) == [one, many]
     assert extract.extract(one, Generation(text="Bob thinks.\nFinal answer: C"), Q, "keep").prediction == "C"
     assert not extract.extract(one, Generation(text="Because of it"), Q, "keep").valid  # the B of Because is no answer
     assert extract.extract(many, Generation(text="Final answer: C, A"), Q, "keep").prediction == "AC"
     with pytest.raises(LookupError, match="strict rule answering 'other'"):
-        registry.strict_rule("other")
+        names.strict_rule("other")
 
 
 def test_the_label_set_metrics_are_those_that_score_a_set_whatever_its_order() -> None:
-    sets = sorted(m for m in metrics.METRICS if registry.metric_answers(m) == "labels")
+    sets = sorted(m for m in metrics.METRICS if names.metric_answers(m) == "labels")
     assert sets == ["label_set_match", "letter_set_exact"]
     gold = Q.model_copy(update={"gold": "AC"})
     for name in sets:
         assert metrics.METRICS[name]("AC", gold, {}).correct
         assert not metrics.METRICS[name]("A", gold, {}).correct  # a part of the set is not the set
-    assert registry.metric_answers("exact_match") == "other" and registry.metric_answers("nope") == "other"
+    assert names.metric_answers("exact_match") == "other" and names.metric_answers("nope") == "other"
 
 
 def test_a_declaration_is_checked_where_it_is_written() -> None:
     with pytest.raises(ValueError, match="a strict rule reads text"):
-        catalog.rule(reads="logprobs", answers="label", strict=True)
+        declarations.rule(reads="logprobs", answers="label", strict=True)
     with pytest.raises(ValueError, match="RuleInfo.reads 'tokens'"):
-        catalog.rule(reads="tokens")  # type: ignore[arg-type]
+        declarations.rule(reads="tokens")  # type: ignore[arg-type]
 
-    @catalog.rule(reads="continuations", answers="label")
+    @declarations.rule(reads="continuations", answers="label")
     def mine(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
         return None, ""
 
-    assert catalog.rule_info(mine) == catalog.RuleInfo(reads="continuations", answers="label")
+    assert declarations.rule_info(mine) == declarations.RuleInfo(reads="continuations", answers="label")
     assert mine("", Q, Generation()) == (None, "")  # the function itself is unchanged

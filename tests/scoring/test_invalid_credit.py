@@ -207,7 +207,7 @@ def test_a_card_without_the_field_reads_as_no_credit():
     assert row["invalid_credit"] == 0.0 and row["invalid_score"] == 0.0
     # A summary.json row written before the fields existed still validates (both keys are NotRequired;
     # its readers take the defaults: credit 0, the score read back from the two means).
-    from pytest_benchaudit.aggregate.documents import TASK_RESULT
+    from pytest_benchaudit.aggregate.summary_documents import TASK_RESULT
 
     old_row = {k: v for k, v in row.items() if k not in ("invalid_credit", "invalid_score")}
     parsed = TASK_RESULT.validate_python(old_row)

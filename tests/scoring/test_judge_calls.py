@@ -1,7 +1,7 @@
-"""Judge orchestration (scoring/judging.py) without pytest: what it asks the judge, what the reply makes.
+"""Judge orchestration (scoring/judge_calls.py) without pytest: what it asks the judge, what the reply makes.
 
 The judge model is a callable here (the end-to-end runs through the plugin and a real HTTP judge are
-tests/scoring/test_judge.py); what is checked is which requests it builds, from which text, and how
+tests/scoring/test_judge_prompts.py); what is checked is which requests it builds, from which text, and how
 each reply (JSON, NONE, garbage, a failed call) becomes the record's extraction and score.
 """
 
@@ -13,8 +13,8 @@ import pytest
 
 from pytest_benchaudit.pipeline.stages import Pipeline, apply_overrides
 from pytest_benchaudit.pipeline.types import Generation, Question, Request
-from pytest_benchaudit.scoring import judge
-from pytest_benchaudit.scoring.judging import judge_answer, judge_problem, needs_judge
+from pytest_benchaudit.scoring import judge_prompts
+from pytest_benchaudit.scoring.judge_calls import judge_answer, judge_problem, needs_judge
 
 Q = Question(benchmark="toy", task="mcq", id="q1", index=0, text="Which port?",
              choices={"A": "21", "B": "22", "C": "23", "D": "25"}, gold="B")
@@ -44,8 +44,8 @@ def test_extraction_reads_the_judges_json_verdict_from_the_text_left_after_reaso
     assert got.extraction is not None and got.extraction.prediction == "B" and got.score is None
     assert got.extra["regex_prediction"] is None  # the strict rule read no final answer
     assert got.extra["judge"]["purpose"] == "extraction" and got.extra["judge"]["parse_status"] == "json"
-    assert got.extra["judge"]["prompt_version"] == judge.EXTRACTION_PROMPT_VERSION
-    assert ask.asked == [judge.extraction_request(Q, "It is ssh, so the second one.", ("A", "B", "C", "D"))]
+    assert got.extra["judge"]["prompt_version"] == judge_prompts.EXTRACTION_PROMPT_VERSION
+    assert ask.asked == [judge_prompts.extraction_request(Q, "It is ssh, so the second one.", ("A", "B", "C", "D"))]
 
 
 def test_extraction_for_a_label_set_metric_cuts_the_text_with_the_label_set_reader() -> None:
@@ -85,7 +85,7 @@ def test_grading_scores_the_rules_reading_by_the_judges_verdict() -> None:
         ask = Judge(json.dumps({"verdict": verdict}))
         got = judge_answer(Q, graded, Generation(text="Thinking.\nport 22 (ssh)"), "judge:j", ask)
         assert got.score is not None and got.score.value == value and got.score.correct is (value == 1.0)
-        assert ask.asked == [judge.grading_request(Q, "port 22 (ssh)")]
+        assert ask.asked == [judge_prompts.grading_request(Q, "port 22 (ssh)")]
         assert got.extra["judge"]["purpose"] == "grading"
     bad = judge_answer(Q, graded, Generation(text="port 22"), "judge:j", Judge("maybe"))
     assert bad.score is None and bad.extraction is not None and bad.extraction.invalid_reason == "judge_error"

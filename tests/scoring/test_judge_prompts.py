@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.scoring import judge
+from pytest_benchaudit.scoring import judge_prompts
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 from conftest import SUITES, only_run_dir, read_run
@@ -22,7 +22,7 @@ from conftest import SUITES, only_run_dir, read_run
     ('{"answer": "Z"}', (None, "failed")),
 ])
 def test_parse_extraction(text, expected) -> None:
-    assert judge.parse_extraction(text, ("A", "B", "C", "D")) == expected
+    assert judge_prompts.parse_extraction(text, ("A", "B", "C", "D")) == expected
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -32,7 +32,7 @@ def test_parse_extraction(text, expected) -> None:
     ('maybe', (None, "failed")),
 ])
 def test_parse_grading(text, expected) -> None:
-    assert judge.parse_grading(text) == expected
+    assert judge_prompts.parse_grading(text) == expected
 
 
 def judge_script(call):
@@ -57,9 +57,9 @@ def test_judge_grades_secbench_saq(pytester: pytest.Pytester, real_data: Path) -
     assert len(out["records"]) == 3 and len(judge_calls) == 3
     for rec in out["records"]:
         assert rec["judge"]["purpose"] == "grading" and rec["judge"]["model"] == "judge:j"
-        assert rec["judge"]["prompt_version"] == judge.GRADING_PROMPT_VERSION and rec["judge"]["parse_status"] == "json"
+        assert rec["judge"]["prompt_version"] == judge_prompts.GRADING_PROMPT_VERSION and rec["judge"]["parse_status"] == "json"
         assert rec["judge"]["raw_output"].startswith('{"verdict"')
-    assert out["run"]["pipeline_cards"]["secbench.saq_en"]["judge"]["prompts"]["grading"] == judge.GRADING_PROMPT_VERSION
+    assert out["run"]["pipeline_cards"]["secbench.saq_en"]["judge"]["prompts"]["grading"] == judge_prompts.GRADING_PROMPT_VERSION
     # the judge request is greedy and carries the reference answer
     assert judge_calls[0].body["temperature"] == 0.0 and "Reference answer" in judge_calls[0].body["messages"][-1]["content"]
 
@@ -127,7 +127,7 @@ def test_judge_agreement_on_two_judged_runs(pytester: pytest.Pytester, real_data
 
 
 def test_rescoring_a_judged_run_reuses_the_stored_verdicts(pytester: pytest.Pytester, real_data: Path) -> None:
-    from pytest_benchaudit.audit.offline import rescore_run
+    from pytest_benchaudit.rescore.run_dirs import rescore_run
 
     answers = iter(["Use a firewall and patch.", "No idea.", "A firewall, mostly."])
     with ScriptedServer(lambda call: Reply(content=next(answers, "x"))) as model, ScriptedServer(judge_script) as jdg:

@@ -16,7 +16,7 @@ import pytest
 from conftest import SUITES, data_file, only_run_dir, read_run, read_tsv
 
 from pytest_benchaudit.scoring import extract, metrics as scoring
-from pytest_benchaudit.scoring.judging import judge_problem
+from pytest_benchaudit.scoring.judge_calls import judge_problem
 from pytest_benchaudit.prompt.templates import render_request
 from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.dataset.readers import load_questions

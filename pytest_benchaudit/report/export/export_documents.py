@@ -1,6 +1,6 @@
 """The shapes of the Every Eval Ever (0.3.0) documents the export writes, as the exporter builds them.
 
-TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.documents` gives: the documents are the
+TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.record_documents` gives: the documents are the
 JSON objects they are written as, typed key by key for the checker, at no cost at run time.  They
 declare what *we* write of the schema (``eval.schema.json`` for the aggregate document,
 ``instance_level_eval.schema.json`` for a sample line), not all the schema allows; the written

@@ -17,12 +17,12 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.aggregate.documents import SummaryDocument, TaskResult
+from pytest_benchaudit.aggregate.summary_documents import SummaryDocument, TaskResult
 from pytest_benchaudit.common.errors import BenchauditError
-from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.variants import card_for, card_key
-from pytest_benchaudit.runs.documents import RunMeta, RunModel
-from pytest_benchaudit.report.export.documents import (GenerationArgs, GenerationConfig, MetricConfig, ModelInfo,
+from pytest_benchaudit.runs.run_meta import RunMeta, RunModel
+from pytest_benchaudit.report.export.export_documents import (GenerationArgs, GenerationConfig, MetricConfig, ModelInfo,
                                                        ScoreDetails, SourceData, StrMap, Uncertainty)
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 

@@ -9,8 +9,8 @@ import hashlib
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.documents import PipelineCard, RecordRow
-from pytest_benchaudit.report.export.documents import (AnswerAttribution, Performance, SampleInput, SampleLine,
+from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
+from pytest_benchaudit.report.export.export_documents import (AnswerAttribution, Performance, SampleInput, SampleLine,
                                                        SampleOutput, TokenUsage)
 from pytest_benchaudit.report.export.fields import (
     SCHEMA_VERSION,

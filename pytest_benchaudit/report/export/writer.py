@@ -13,10 +13,10 @@ from typing import Iterable
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.aggregate.documents import BenchmarkScore, TaskResult
+from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, TaskResult
 from pytest_benchaudit.common.secrets import redact_obj
-from pytest_benchaudit.pipeline.documents import Cards, RecordRow
-from pytest_benchaudit.report.export.documents import AggregateDocument, EvaluationResult, SampleLine
+from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
+from pytest_benchaudit.report.export.export_documents import AggregateDocument, EvaluationResult, SampleLine
 from pytest_benchaudit.report.export.fields import (
     LIBRARY,
     SCHEMA_VERSION,

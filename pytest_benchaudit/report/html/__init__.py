@@ -16,7 +16,7 @@ Sections, each present only when its data is (in this order):
 * Kendall tau-b between tasks (heatmap and table, per set);
 * PCA (scree plot with the parallel-analysis threshold, biplot, table), per benchmark when no
   model scores on every task;
-* the section of each analysis registered on :mod:`pytest_benchaudit.audit.compare.registry` whose part the
+* the section of each analysis registered on :mod:`pytest_benchaudit.compare.analysis_registry` whose part the
   document has, in the order registered: peer gaps, task similarity against tau-b (scatter, r, p-values,
   pairs), generation against extraction sensitivity (rho_gen, rho_ext), then any analysis registered since;
   each is written with :class:`.kit.ReportKit` (the report's escaping, tables and plots);
@@ -36,10 +36,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from pytest_benchaudit.aggregate.documents import TaskResult
-from pytest_benchaudit.audit.compare.documents import CompareDocument
-from pytest_benchaudit.audit.compare.registry import analyses
-from pytest_benchaudit.audit.diagnose.documents import FindingRow
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
+from pytest_benchaudit.compare.compare_documents import CompareDocument
+from pytest_benchaudit.compare.analysis_registry import analyses
+from pytest_benchaudit.diagnose.finding_documents import FindingRow
 from pytest_benchaudit.report.html.audits import (findings_section, invalid_section, ledger_section, notes_section,
                                                   sweeps_section)
 from pytest_benchaudit.report.html.format import CSP, CSS, esc, note, table
@@ -149,7 +149,7 @@ def write_html(compare_doc: CompareDocument, path: Path, *, sweeps: Sequence[Swe
     ``invalid_rate``).  ``findings``: diagnose findings (benchmark, task, model, failure_mode,
     field, evidence, effect_pp); ``None`` leaves the section out, ``[]`` says there is none.
     ``ledger``/``upstream``: ledger rows and upstream differences of ``benchaudit audit``; ``harnesses``:
-    its cross-harness rows (:mod:`pytest_benchaudit.audit.harnesses`).
+    its cross-harness rows (:mod:`pytest_benchaudit.audit.cross_harness`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,8 +10,8 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from pytest_benchaudit.aggregate.documents import TauRow
-from pytest_benchaudit.audit.compare.documents import PcaResult
+from pytest_benchaudit.aggregate.summary_documents import TauRow
+from pytest_benchaudit.compare.compare_documents import PcaResult
 from pytest_benchaudit.report.html.format import is_num, short
 from pytest_benchaudit.report.html.plots import colors, figure, img, rc
 

@@ -1,12 +1,12 @@
 """Sections on what moved the scores: diagnose findings, per-field score deltas, invalid rates, the ledger and
 the document's notes.  (Peer gaps, task similarity and sensitivity are registered analyses: their sections
-live with them, :mod:`pytest_benchaudit.audit.compare.registry`.)"""
+live with them, :mod:`pytest_benchaudit.compare.analysis_registry`.)"""
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from pytest_benchaudit.audit.diagnose.documents import FindingRow
+from pytest_benchaudit.diagnose.finding_documents import FindingRow
 from pytest_benchaudit.report.html.format import esc, fmt, fmt_pp, fmt_share, is_num, note, table
 from pytest_benchaudit.report.html.plots import invalid_plot, sweep_plots
 from pytest_benchaudit.report.html.sets import section

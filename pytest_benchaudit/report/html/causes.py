@@ -1,7 +1,7 @@
 """The causes of a verdict (:mod:`.verdict`): per pipeline field, its largest effect, and the command that reproduces it.
 
 A cause comes from a single-field variant re-scored (the per-field deltas, ``sweeps``: :data:`.sweeps.SweepRow`)
-or from a diagnose finding's effect (:class:`~pytest_benchaudit.audit.diagnose.documents.FindingRow`); the
+or from a diagnose finding's effect (:class:`~pytest_benchaudit.diagnose.finding_documents.FindingRow`); the
 percentage-point causes (share metrics) and the error-metric causes (in the metric's own unit) are kept apart,
 since a MAD's points and percentage points do not compare.  Pure: dicts in, dicts out.
 """
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pydantic import JsonValue
 from typing_extensions import NotRequired, TypedDict
 
-from pytest_benchaudit.audit.compare.documents import TaskInfo
-from pytest_benchaudit.audit.diagnose.documents import FindingRow
+from pytest_benchaudit.compare.compare_documents import TaskInfo
+from pytest_benchaudit.diagnose.finding_documents import FindingRow
 from pytest_benchaudit.report.html.format import is_num
 from pytest_benchaudit.report.html.sweeps import SweepRow, run_of, value_of
 

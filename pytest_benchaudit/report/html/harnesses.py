@@ -1,6 +1,6 @@
 """The cross-harness section of the audit report (``benchaudit audit RUN --pipelines A,B,C``).
 
-Rows are those of :mod:`pytest_benchaudit.audit.harnesses` (``audit.json`` ``harnesses``): one table of
+Rows are those of :mod:`pytest_benchaudit.audit.cross_harness` (``audit.json`` ``harnesses``): one table of
 scores and moves (task x model x layer), then, per task x layer, the fields that differ from the base
 layer, downstream and upstream apart, with both values and the layer's ``why``.  Every string is
 escaped (:func:`.format.table`); numbers are rounded as the other sections round them.

@@ -1,5 +1,5 @@
-"""The HTML report's building blocks as an :class:`~pytest_benchaudit.audit.compare.registry.HtmlKit`, the one
-handed to each registered analysis's section (:mod:`pytest_benchaudit.audit.compare.registry`).
+"""The HTML report's building blocks as an :class:`~pytest_benchaudit.compare.analysis_registry.HtmlKit`, the one
+handed to each registered analysis's section (:mod:`pytest_benchaudit.compare.analysis_registry`).
 
 The methods are the report's own helpers (:mod:`.format`, :mod:`.plots`, :mod:`.verdict`): an analysis's
 section escapes and rounds exactly as every other section does, without the analysis importing the report.
@@ -39,7 +39,7 @@ def scatter_plot(xs: Sequence[float], ys: Sequence[float], *, xlabel: str, ylabe
 
 
 class ReportKit:
-    """The report's :class:`~pytest_benchaudit.audit.compare.registry.HtmlKit` (every method escapes its text)."""
+    """The report's :class:`~pytest_benchaudit.compare.analysis_registry.HtmlKit` (every method escapes its text)."""
 
     def esc(self, value: Any) -> str:
         return esc(value)

@@ -1,7 +1,7 @@
 """The report's paired-differences section: which models of a task are told apart on the same questions.
 
 From the compare document's ``paired`` rows, ``rank_ties`` and ``mde80`` (per set, as
-:mod:`pytest_benchaudit.audit.compare.paired` writes them; docs/statistics.md defines each field).
+:mod:`pytest_benchaudit.compare.paired_rows` writes them; docs/statistics.md defines each field).
 Per set and task:
 
 * a line with how many of the task's pairs are significant (Holm-adjusted p < 0.05) and how many are
@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_benchaudit.audit.compare.documents import CompareDocument, PairedRow, RankTie, SetAnalysis
+from pytest_benchaudit.compare.compare_documents import CompareDocument, PairedRow, RankTie, SetAnalysis
 from pytest_benchaudit.report.html.format import esc, fmt_p, is_num, note, table
 from pytest_benchaudit.report.html.sets import caption, section, set_views, share_task
 
@@ -29,7 +29,7 @@ __all__ = ["MAX_PAIRS_SHOWN", "PAIR_HEADERS", "TIE_HEADERS", "READING_GUIDE", "f
            "paired_section", "tests_used"]
 
 #: Significant pairs listed per task; the rest are counted (the terminal lists 15 too, per set:
-#: audit/compare/render.py; compare.json keeps every pair).
+#: compare/render.py; compare.json keeps every pair).
 MAX_PAIRS_SHOWN = 15
 
 PAIR_HEADERS = ["model a", "model b", "questions", "diff a − b", "95% CI", "p", "p Holm", "favours"]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Mapping
 
-from pytest_benchaudit.audit.compare.documents import RankShiftRow
+from pytest_benchaudit.compare.compare_documents import RankShiftRow
 from pytest_benchaudit.report.html.format import esc, is_num, short
 from pytest_benchaudit.report.html.sweeps import SweepRow
 

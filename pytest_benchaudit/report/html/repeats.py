@@ -1,7 +1,7 @@
 """The report's repeats section: error bars of the runs whose questions were asked more than once.
 
 One row per task x model (x pipeline / variant) of a run made with ``--repeats K`` (``inference.repeats``,
-K > 1), from the run's ``summary.json`` rows (:class:`pytest_benchaudit.aggregate.documents.TaskResult`):
+K > 1), from the run's ``summary.json`` rows (:class:`pytest_benchaudit.aggregate.summary_documents.TaskResult`):
 the repeats, the reducer, the headline, ``se`` (CLT over questions), ``se_clustered`` (by
 ``aggregation.by``; none without), the 95% CI (the clustered one when there is one, as the gates read
 it), ``sampling_sd`` (the headline's SD across repeats), ``retest_agreement`` (the share of questions
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from pytest_benchaudit.aggregate.documents import TaskResult
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.report.html.format import esc, fmt_share, is_num, note, table
 
 __all__ = ["repeats_section", "repeats_rows", "HEADERS"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from pytest_benchaudit.audit.compare.documents import CompareDocument, PcaResult, RankTie, SetAnalysis
+from pytest_benchaudit.compare.compare_documents import CompareDocument, PcaResult, RankTie, SetAnalysis
 from pytest_benchaudit.report.html.analysis_plots import biplot, scree_plot, tau_heatmap
 from pytest_benchaudit.report.html.format import (esc, fmt_ci, fmt_corr, fmt_p, fmt_rank, fmt_score, fmt_share,
                                                   is_num, note, table)

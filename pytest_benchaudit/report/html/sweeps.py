@@ -1,8 +1,8 @@
 """The rows of the report's per-field score deltas (``sweeps``): one type for their three producers.
 
-* ``benchaudit compare --html``: the summaries' ``variants`` rows (:class:`~pytest_benchaudit.aggregate.documents.VariantDelta`);
+* ``benchaudit compare --html``: the summaries' ``variants`` rows (:class:`~pytest_benchaudit.aggregate.summary_documents.VariantDelta`);
 * ``benchaudit audit``: the single-field attribution rows that moved a score
-  (:class:`~pytest_benchaudit.audit.documents.AttributionRow`, a VariantDelta with its ``run``) and, for a
+  (:class:`~pytest_benchaudit.audit.audit_documents.AttributionRow`, a VariantDelta with its ``run``) and, for a
   ``--pipelines`` run, each ``upstream_attribution`` row with upstream fields as an :class:`UpstreamSweepRow`
   (the upstream fields together, one set of new generations).
 
@@ -16,7 +16,7 @@ from typing import final
 from pydantic import JsonValue
 from typing_extensions import TypedDict
 
-from pytest_benchaudit.aggregate.documents import VariantDelta
+from pytest_benchaudit.aggregate.summary_documents import VariantDelta
 
 __all__ = ["SweepRow", "UpstreamSweepRow", "run_of", "value_of"]
 

@@ -26,8 +26,8 @@ from typing import Any
 from pydantic import JsonValue
 from typing_extensions import NotRequired, TypedDict
 
-from pytest_benchaudit.audit.compare.documents import CompareDocument, TaskInfo
-from pytest_benchaudit.audit.diagnose.documents import FindingRow
+from pytest_benchaudit.compare.compare_documents import CompareDocument, TaskInfo
+from pytest_benchaudit.diagnose.finding_documents import FindingRow
 from pytest_benchaudit.report.html.causes import (MATERIAL_PP, Cause, MetricCause, field_causes, metric_causes,
                                                   unit_of, value_text)
 from pytest_benchaudit.report.html.format import esc, fmt_ci, fmt_corr, fmt_pp, is_num, note, table

@@ -40,7 +40,7 @@ from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pytest_benchaudit.scoring import catalog
+from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, Generation, MetricInfo, Question, Score
 from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
 
@@ -252,7 +252,7 @@ def gold_label_set(gold: str) -> frozenset[str]:
     return frozenset(ch.upper() for ch in _LETTERS.findall(text))
 
 
-@catalog.metric(answers="labels")
+@declarations.metric(answers="labels")
 def label_set_match(prediction: str, question: Question, resources: Resources) -> Score:
     """Multi-answer MCQ: the predicted label set equals the gold label set.
 

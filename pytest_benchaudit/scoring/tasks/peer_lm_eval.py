@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import string
 
-from pytest_benchaudit.scoring import catalog
+from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.pipeline.types import NO_LOGPROBS_PREFIX, Generation, Question
 from pytest_benchaudit.scoring.tasks.inputs import Rule
 
@@ -72,7 +72,7 @@ def lm_eval_exact_match(text: str, question: Question, generation: Generation) -
     return filtered, f"filtered {filtered!r}, normalised {normalised!r}: equals no option label"
 
 
-@catalog.rule(reads="continuations", answers="label")
+@declarations.rule(reads="continuations", answers="label")
 def lm_eval_loglikelihood(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """The option whose continuation has the highest summed log-likelihood (the first of equals).
     ``text`` is not read: a log-likelihood request generates no answer text."""
