@@ -25,23 +25,17 @@ from typing import TYPE_CHECKING
 
 from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
-from pytest_benchaudit.rescore.run_dirs import OfflineError, load_run
+from pytest_benchaudit.rescore.run_dirs import RescoreError
 from pytest_benchaudit.pipeline.stages import UPSTREAM_STAGES
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
-from pytest_benchaudit.runs.run_meta import RunMeta
-from pytest_benchaudit.runs.store import RunDirectory, read_run_json
+from pytest_benchaudit.runs.run_meta import RunMeta, run_layers
+from pytest_benchaudit.runs.store import RunDirectory, load_run, read_run_json
 
 if TYPE_CHECKING:  # audit.audit_documents imports the compare package (scipy)
     from pytest_benchaudit.audit.audit_documents import UpstreamAttributionRow
 
-__all__ = ["run_layers", "split_layers", "layer_cards", "upstream_fields_between", "upstream_attribution"]
-
-
-def run_layers(meta: RunMeta) -> list[str]:
-    """The layers of a ``--pipelines`` run, in the order given (the first is the base); [] for other runs."""
-    layers = meta.get("pipelines")
-    return [str(x) for x in layers] if isinstance(layers, list) and len(layers) > 1 else []
+__all__ = ["split_layers", "layer_cards", "upstream_fields_between", "upstream_attribution"]
 
 
 def layer_cards(cards: Cards, layer: str) -> Cards:
@@ -75,7 +69,7 @@ def split_layers(run_dir: Path, out: Path) -> dict[str, Path]:
     meta, records = load_run(run_dir, require_records=True)
     layers = run_layers(meta)
     if not layers:
-        raise OfflineError(f"{run_dir}: not a --pipelines run (run.json lists no layers)")
+        raise RescoreError(f"{run_dir}: not a --pipelines run (run.json lists no layers)")
     cards = meta.get("pipeline_cards") or {}
     paths: dict[str, Path] = {}
     for layer in layers:
@@ -90,7 +84,7 @@ def split_layers(run_dir: Path, out: Path) -> dict[str, Path]:
         try:
             target = RunDirectory(out / layer, Path(run_dir).name)
         except RunDirError as err:
-            raise OfflineError(str(err)) from None
+            raise RescoreError(str(err)) from None
         target.append_many(recs)
         results = summarize(recs, these)
         target.write_json("summary.json", summary_document(results, benchmark_scores(results, these), [], these))
@@ -101,7 +95,7 @@ def split_layers(run_dir: Path, out: Path) -> dict[str, Path]:
         paths[layer] = target.path
     missing = [x for x in layers if x not in paths]
     if len(paths) < 2:
-        raise OfflineError(f"{run_dir}: records of only {', '.join(paths) or 'no layer'}; no records under "
+        raise RescoreError(f"{run_dir}: records of only {', '.join(paths) or 'no layer'}; no records under "
                            f"{', '.join(missing)}")
     return paths
 

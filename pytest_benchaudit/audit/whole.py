@@ -43,7 +43,7 @@ from pytest_benchaudit.diagnose.finding_documents import FindingRow
 from pytest_benchaudit.audit.audit_documents import (AttributionRow, AuditDocument, HarnessTableRow, LedgerNote, LedgerRow, ScoreRow,
                                                UpstreamAttributionRow, UpstreamDifference)
 from pytest_benchaudit.audit.layer_diff import downstream_differs, upstream_differences
-from pytest_benchaudit.rescore.run_dirs import OfflineError, rescore_run, sweep_run
+from pytest_benchaudit.rescore.run_dirs import RescoreError, rescore_run, sweep_run
 from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
 from pytest_benchaudit.runs.run_meta import RunMeta
@@ -126,7 +126,8 @@ def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer
     runs otherwise.  ``pipelines``: the layers of the cross-harness table (the first is the base; the
     target is ``toward`` or the first other one that asks the same kind of request)."""
     from pytest_benchaudit.compare import expand_runs
-    from pytest_benchaudit.audit.layer_runs import run_layers, split_layers
+    from pytest_benchaudit.audit.layer_runs import split_layers
+    from pytest_benchaudit.runs.run_meta import run_layers
     from pytest_benchaudit.runs.store import read_run_json
 
     from pytest_benchaudit.common.errors import RunDirError
@@ -162,7 +163,7 @@ def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer
                            f"({', '.join(layers)})")
     try:
         views = split_layers(run, out / "layers")
-    except OfflineError as err:
+    except RescoreError as err:
         raise CompareError(str(err)) from None
     if base_layer not in views or target not in views:
         raise CompareError(f"{run}: no records under {base_layer if base_layer not in views else target!r}")
@@ -209,7 +210,8 @@ def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, d
     task, where both layers ask the same kind of request."""
     from pytest_benchaudit.aggregate.results import summarize
     from pytest_benchaudit.audit.cross_harness import LayerInput, downstream_defined, harness_rows
-    from pytest_benchaudit.rescore.run_dirs import _Resources, card_key, load_run
+    from pytest_benchaudit.rescore.run_dirs import _Resources, card_key
+    from pytest_benchaudit.runs.store import load_run
     from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records, retarget
     from pytest_benchaudit.pipeline.stages import PipelineError
 
@@ -245,7 +247,7 @@ def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, d
                     pipe = retarget(pipeline_from_card(base_cards[task]), pipeline_from_card(cards[task]), [])
                     new = rescore_records([r for r in base_recs if card_key(r) == task], lambda _r: pipe,
                                           lambda b, t: resources(b, t, pipe.scoring.metric))
-                except (PipelineError, OfflineError, KeyError, TypeError, ValueError) as err:
+                except (PipelineError, RescoreError, KeyError, TypeError, ValueError) as err:
                     notes[task] = f"{type(err).__name__}: {err}"
                     continue
                 rescored.update(index(summarize(new, {task: pipe.card()})))
@@ -267,7 +269,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     first listed is the base; the rest of the audit goes from it toward ``toward`` or the first other
     layer that asks the same kind of request); None: no table, the audit as without it.
     ``similarity``: an embedder (see :func:`pytest_benchaudit.compare.similarity.parse_embedder`) or None.
-    Raises :class:`CompareError` (bad runs, nothing to compare) or :class:`OfflineError` (a run that
+    Raises :class:`CompareError` (bad runs, nothing to compare) or :class:`RescoreError` (a run that
     cannot be re-scored).
     """
     from pytest_benchaudit.ledger.ledger_rows import build_ledger

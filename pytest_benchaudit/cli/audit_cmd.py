@@ -75,7 +75,7 @@ def _layer_list(text: str | None) -> list[str] | None:
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit audit``: 0 when everything was written, 2 on bad input."""
     from pytest_benchaudit.compare import CompareError
-    from pytest_benchaudit.rescore.run_dirs import OfflineError
+    from pytest_benchaudit.rescore.run_dirs import RescoreError
     from pytest_benchaudit.audit.whole import build_audit
     from pytest_benchaudit.cli.compare_cmd import json_default, read_findings
     from pytest_benchaudit.report.export import export_every_eval_ever
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                           regenerated=args.regenerated, similarity=embedder, findings=findings,
                           n_resamples=args.resamples, seed=args.seed, from_layer=args.from_layer,
                           pipelines=_layer_list(args.pipelines))
-    except (CompareError, OfflineError) as err:
+    except (CompareError, RescoreError) as err:
         print(f"benchaudit audit: {err}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)

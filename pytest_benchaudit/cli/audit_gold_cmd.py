@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from pytest_benchaudit.compare import CompareError, expand_runs
 from pytest_benchaudit.annotation.gold_audit import GoldAuditError, audit_gold, render, write_csv
-from pytest_benchaudit.rescore.run_dirs import OfflineError, load_run
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.cli._common import Subparsers
+from pytest_benchaudit.runs.store import load_run
 
 if TYPE_CHECKING:
     from pytest_benchaudit.pipeline.record_documents import RecordRow
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
                                    require_records=True)
             records += recs
         result = audit_gold(records, min_models=args.min_models, pipeline=getattr(args, "pipeline", None))
-    except (CompareError, OfflineError, GoldAuditError) as err:
+    except (CompareError, GoldAuditError) as err:
         print(f"benchaudit audit-gold: {err}", file=sys.stderr)
         return 2
     print(render(result, args.min_models))

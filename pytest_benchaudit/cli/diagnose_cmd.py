@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.compare import expand_runs
     from pytest_benchaudit.diagnose import LoadedRun, diagnose_report, render, to_json
     from pytest_benchaudit.diagnose.core import group_runs, missing_cards
-    from pytest_benchaudit.rescore.run_dirs import _Resources, load_run
+    from pytest_benchaudit.rescore.run_dirs import _Resources
+    from pytest_benchaudit.runs.store import load_run
 
     warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
     try:

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from pytest_benchaudit.annotation.judge_agreement import JudgeAgreementError, agreement_report, pair_runs, render, within_run
-from pytest_benchaudit.rescore.run_dirs import OfflineError, load_run
 from pytest_benchaudit.annotation.sample import SampleError
 from pytest_benchaudit.cli._common import Subparsers
+from pytest_benchaudit.runs.store import load_run
 from pytest_benchaudit.pipeline.record_documents import RecordRow
 
 HELP = "agreement, Cohen's kappa, confusion table and strata of two judges"
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             raise JudgeAgreementError("no paired items to compare (no common (benchmark, task, question_id, model, "
                                       "variant) with a usable label on both sides)")
         doc = agreement_report(pairing)
-    except (OfflineError, JudgeAgreementError) as err:
+    except JudgeAgreementError as err:
         print(f"benchaudit judge-agreement: {err}", file=sys.stderr)
         return 2
     if args.json:

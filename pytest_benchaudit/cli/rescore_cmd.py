@@ -29,7 +29,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.compare import expand_runs
-    from pytest_benchaudit.rescore.run_dirs import OfflineError, rescore_run
+    from pytest_benchaudit.rescore.run_dirs import RescoreError, rescore_run
     from pytest_benchaudit.pipeline.stages import parse_override
     from pytest_benchaudit.report.terminal import render_summary
 
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         (child / "run.json").is_file() for child in args.run_dir.iterdir()))
     run_dirs = [args.run_dir] if one else expand_runs([args.run_dir])
     if not one and args.report_dir is None:
-        raise OfflineError(f"{args.run_dir}: a folder of {len(run_dirs)} run directories; give --report-dir for "
+        raise RescoreError(f"{args.run_dir}: a folder of {len(run_dirs)} run directories; give --report-dir for "
                            "the re-scored ones (beside the originals, a later compare of the folder would mix both)")
     for run_dir in run_dirs:
         out, results, cards = rescore_run(run_dir, layer=args.pipeline, overrides=overrides,

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.annotation import sample as smp
     from pytest_benchaudit.compare import expand_runs
     from pytest_benchaudit.annotation.gold_audit import audit_gold
-    from pytest_benchaudit.rescore.run_dirs import load_run
+    from pytest_benchaudit.runs.store import load_run
 
     try:
         smp.check_usage(args.kind, args.n, args.annotators)

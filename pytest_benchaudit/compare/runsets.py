@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Iterable
 
 from pytest_benchaudit.aggregate.results import summarize
-from pytest_benchaudit.audit.layer_runs import run_layers
-from pytest_benchaudit.rescore.run_dirs import OfflineError, load_run
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.common.progress import iterate
 from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
-from pytest_benchaudit.runs.run_meta import RunMeta
+from pytest_benchaudit.runs.run_meta import RunMeta, run_layers
+from pytest_benchaudit.runs.store import load_run
 from pytest_benchaudit.pipeline.variants import BASE, card_for
 
 __all__ = ["CompareError", "LoadedRun", "RunSet", "expand_runs", "load_runs", "load_run_set"]
@@ -75,11 +74,8 @@ def load_runs(paths: Iterable[Path]) -> list[LoadedRun]:
     """Each run named (or found in a folder named), read with its base records."""
     runs = []
     for path in iterate(expand_runs(paths), label="load", unit="runs"):
-        try:
-            meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
-                                     require_records=True)
-        except OfflineError as err:
-            raise CompareError(str(err)) from None
+        meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
+                                 require_records=True)
         # A --pipelines run's layers are base records of their layer (variant = the layer's name).
         layers = set(run_layers(meta))
         base = [r for r in records if not r.get("variant") or (r["variant"] in layers and r["pipeline"] == r["variant"])]

@@ -23,30 +23,24 @@ from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, sum
 from pytest_benchaudit.pipeline.variants import card_key as variant_card_key
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, Pipeline, PipelineError, is_unspecified
 from pytest_benchaudit.common.progress import Progress, iterate
-from pytest_benchaudit.runs.run_meta import RescoreSkip, RunMeta
+from pytest_benchaudit.runs.run_meta import RescoreSkip
 from pytest_benchaudit.runs.store import RunDirectory
-from pytest_benchaudit.runs.store import load_run as _store_load_run
+from pytest_benchaudit.runs.store import load_run
 from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records, retarget
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import load_resources, resolve_data_dir
 
-__all__ = ["OfflineError", "load_run", "rescore_run", "sweep_run", "card_key"]
+__all__ = ["RescoreError", "rescore_run", "sweep_run", "card_key"]
 
 
-class OfflineError(BenchauditError):
+class RescoreError(BenchauditError):
     """A run directory cannot be re-scored as asked; the message says why."""
 
 
 def card_key(rec: RecordRow) -> str:
     """The pipeline-card key a record was scored under (see :func:`pipeline.variants.card_key`)."""
     return variant_card_key(rec["benchmark"], rec["task"], rec.get("variant") or "")
-
-
-def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *,
-             require_records: bool = False) -> tuple[RunMeta, list[RecordRow]]:
-    """(run.json, validated records) of a run directory: :func:`pytest_benchaudit.runs.store.load_run`."""
-    return _store_load_run(Path(run_dir), warn, require_records=require_records)
 
 
 class _Resources:
@@ -66,7 +60,7 @@ class _Resources:
                 suite = load_suite(self.suites_dir / bench / SUITE_FILENAME)
                 self._cache[(bench, task)] = load_resources(suite, task, self.data_dir, self.origin)[0]
             except SuiteError as err:
-                raise OfflineError(f"metric {metric!r} of {bench}.{task} needs its resource files: {err}") from None
+                raise RescoreError(f"metric {metric!r} of {bench}.{task} needs its resource files: {err}") from None
         return self._cache[(bench, task)]
 
 
@@ -74,7 +68,7 @@ def _layer(suites_dir: Path, bench: str, task: str, layer: str) -> Pipeline:
     try:
         return load_suite(suites_dir / bench / SUITE_FILENAME).pipeline(task, layer)
     except (SuiteError, PipelineError) as err:
-        raise OfflineError(str(err)) from None
+        raise RescoreError(str(err)) from None
 
 
 class _Layers:
@@ -90,7 +84,7 @@ class _Layers:
         try:
             suite = load_suite(self.suites_dir / bench / SUITE_FILENAME)
             if task not in suite.tasks:
-                raise OfflineError(f"{self.suites_dir / bench / SUITE_FILENAME}: no task {task!r}; "
+                raise RescoreError(f"{self.suites_dir / bench / SUITE_FILENAME}: no task {task!r}; "
                                    f"tasks: {', '.join(suite.tasks)}")
             layers = suite.layer_names(task)
             self.seen.update(layers)
@@ -98,11 +92,11 @@ class _Layers:
                 return f"{bench}.{task} defines no {self.layer!r} pipeline (available: {', '.join(layers)})"
             return suite.pipeline(task, self.layer)
         except (SuiteError, PipelineError) as err:
-            raise OfflineError(str(err)) from None
+            raise RescoreError(str(err)) from None
 
     def check_known(self) -> None:
         if self.seen and self.layer not in self.seen:
-            raise OfflineError(f"unknown pipeline layer {self.layer!r}{did_you_mean(self.layer, self.seen)}; "
+            raise RescoreError(f"unknown pipeline layer {self.layer!r}{did_you_mean(self.layer, self.seen)}; "
                                f"layers of the run's suites: {', '.join(sorted(self.seen))}")
 
 
@@ -142,7 +136,7 @@ def rescore_run(
     for key in sorted({card_key(r) for r in records}):
         card = stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0])
         if card is None:
-            raise OfflineError(f"{run_dir / 'run.json'}: no pipeline card for {key}; cannot tell what was asked")
+            raise RescoreError(f"{run_dir / 'run.json'}: no pipeline card for {key}; cannot tell what was asked")
         stored = _stored_pipeline(run_dir, key, card)
         target = layers.get(stored.benchmark, stored.task) if layers else None
         if isinstance(target, str):
@@ -151,7 +145,7 @@ def rescore_run(
         try:
             pipelines[key] = retarget(stored, target, overrides, stages)
         except PipelineError as err:
-            raise OfflineError(f"{key}: {err}") from None
+            raise RescoreError(f"{key}: {err}") from None
         why = _skip_reason(key, pipelines[key])
         if why:
             skipped[key] = why
@@ -161,7 +155,7 @@ def rescore_run(
     skips: list[RescoreSkip] = [{"task": key, "records": sum(1 for r in records if card_key(r) == key), "reason": why}
              for key, why in skipped.items()]
     if not pipelines:
-        raise OfflineError("nothing re-scored: " + "; ".join(f"{s['reason']} ({s['records']} records)" for s in skips))
+        raise RescoreError("nothing re-scored: " + "; ".join(f"{s['reason']} ({s['records']} records)" for s in skips))
     if skipped:
         records = [r for r in records if card_key(r) in pipelines]
     resources = _Resources(suites_dir, data_dir)
@@ -222,7 +216,7 @@ def _stored_pipeline(run_dir: Path, key: str, card: PipelineCard) -> Pipeline:
     try:
         return pipeline_from_card(card)
     except (KeyError, TypeError, ValueError) as err:  # pydantic's ValidationError is a ValueError
-        raise OfflineError(f"{run_dir / 'run.json'}: pipeline card {key!r} is not a valid card "
+        raise RescoreError(f"{run_dir / 'run.json'}: pipeline card {key!r} is not a valid card "
                            f"({type(err).__name__}: {str(err).splitlines()[0]})") from None
 
 
@@ -267,7 +261,7 @@ def sweep_run(
     user_warn, warn = warn, notes.append
     for key, recs in by_key.items():
         if key not in stored_cards:
-            raise OfflineError(f"{run_dir / 'run.json'}: no pipeline card for {key}")
+            raise RescoreError(f"{run_dir / 'run.json'}: no pipeline card for {key}")
         stored = _stored_pipeline(run_dir, key, stored_cards[key])
         cards[key] = stored_cards[key]
         changes = [(f, list(values)) for f, values in vary]
@@ -286,7 +280,7 @@ def sweep_run(
                     retarget(stored, None, [(field, value)])
             variants = build_variants(stored, changes)[1:]
         except PipelineError as err:
-            raise OfflineError(f"{key}: {err}") from None
+            raise RescoreError(f"{key}: {err}") from None
         bar.total = (bar.total or 0) + len(recs) * len(variants)
         for variant in variants:
             pipeline = variant.pipeline

@@ -28,7 +28,7 @@ from typing_extensions import NotRequired, Required, TypedDict
 from pytest_benchaudit.pipeline.record_documents import Cards, CardWarning, RunModel
 
 __all__ = ["GenerationCache", "Incomplete", "MaxCost", "Platform", "RUN_META", "RescoreSkip", "RunMeta", "RunModel",
-           "RunSource", "TaskOverride", "WorkerInfo"]
+           "RunSource", "TaskOverride", "WorkerInfo", "run_layers"]
 
 _FORBID = ConfigDict(extra="forbid")
 
@@ -162,3 +162,9 @@ class RunMeta(TypedDict, total=False):
 
 
 RUN_META: TypeAdapter[RunMeta] = TypeAdapter(RunMeta)
+
+
+def run_layers(meta: RunMeta) -> list[str]:
+    """The layers of a ``--pipelines`` run, in the order given (the first is the base); [] for other runs."""
+    layers = meta.get("pipelines")
+    return [str(x) for x in layers] if isinstance(layers, list) and len(layers) > 1 else []

@@ -323,7 +323,8 @@ def published_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list, Any,
         import_athenabench_runs,
         import_cti_bench_responses,
     )
-    from pytest_benchaudit.rescore.run_dirs import _Resources, load_run
+    from pytest_benchaudit.rescore.run_dirs import _Resources
+    from pytest_benchaudit.runs.store import load_run
 
     data = real_data_dir()
     root = tmp_path_factory.mktemp("published")
