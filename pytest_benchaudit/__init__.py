@@ -32,7 +32,7 @@ _PUBLIC = {
     "Pipeline": "pytest_benchaudit.pipeline.stages",
     "PipelineError": "pytest_benchaudit.pipeline.stages",
     "build_pipeline": "pytest_benchaudit.pipeline.stages",
-    "apply_overrides": "pytest_benchaudit.pipeline.stages",
+    "apply_overrides": "pytest_benchaudit.pipeline.layering",
     "parse_override": "pytest_benchaudit.pipeline.stages",
     "Question": "pytest_benchaudit.pipeline.types",
     "Request": "pytest_benchaudit.pipeline.types",
@@ -55,7 +55,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from pytest_benchaudit.common.errors import BenchauditError
     from pytest_benchaudit.dataset.suites import load_suite
     from pytest_benchaudit.pipeline.record import Record
-    from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, build_pipeline, parse_override
+    from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, build_pipeline, parse_override
+    from pytest_benchaudit.pipeline.layering import apply_overrides
     from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Request, Score
     from pytest_benchaudit.runs.store import RunDirectory, read_records
     from pytest_benchaudit.scoring.evaluate import evaluate

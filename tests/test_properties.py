@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.inference.backend import parse_model_spec
 from pytest_benchaudit.inference.cache import parse_expiry
-from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, field_paths, parse_override
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, field_paths, parse_override
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question
 from pytest_benchaudit.pipeline.variants import parse_vary
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate

@@ -28,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pytest_benchaudit.pipeline.stages import UPSTREAM_STAGES, Pipeline, PipelineError, apply_overrides
+from pytest_benchaudit.pipeline.stages import UPSTREAM_STAGES, Pipeline, PipelineError
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.prompt.templates import Template, TemplateError, render_request
 

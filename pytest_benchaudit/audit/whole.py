@@ -212,7 +212,8 @@ def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, d
     from pytest_benchaudit.audit.cross_harness import LayerInput, downstream_defined, harness_rows
     from pytest_benchaudit.rescore.run_dirs import _Resources, card_key
     from pytest_benchaudit.runs.store import load_run
-    from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records, retarget
+    from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records
+    from pytest_benchaudit.pipeline.layering import retarget
     from pytest_benchaudit.pipeline.stages import PipelineError
 
     def index(results: list[TaskResult]) -> dict[str, dict[str, TaskResult]]:

@@ -28,7 +28,8 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 def _suite_cards(bench: str, suites_dir: Path, task: str | None, layer: str, sets: list[str]) -> Cards:
     from pytest_benchaudit.dataset.suites import load_suite
-    from pytest_benchaudit.pipeline.stages import apply_overrides, parse_override
+    from pytest_benchaudit.pipeline.stages import parse_override
+    from pytest_benchaudit.pipeline.layering import apply_overrides
     from pytest_benchaudit.scoring.names import check_suite_names
 
     suite = load_suite(suite_file(bench, suites_dir))

@@ -20,9 +20,7 @@ from typing import Any, Iterator
 import orjson
 
 from pytest_benchaudit.dataset.suites import DataUnavailable, Suite, SuiteError, is_folder_name
-from pytest_benchaudit.pipeline.stages import (
-    deep_merge,
-)
+from pytest_benchaudit.pipeline.layering import deep_merge
 from pytest_benchaudit.pipeline.types import Question
 
 __all__ = ["DATA_ENV", "DataMissing", "data_file", "file_checksum", "load_questions", "load_resources",

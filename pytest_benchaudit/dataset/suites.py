@@ -22,12 +22,11 @@ from typing import Any
 from pytest_benchaudit.common.errors import ConfigError, DataError
 from pytest_benchaudit.dataset.config import check_suite_config, check_task_data
 from pytest_benchaudit.pipeline.stages import (
-    LAYERS,
     Pipeline,
     PipelineError,
     build_pipeline,
-    deep_merge,
 )
+from pytest_benchaudit.pipeline.layering import deep_merge, task_layers
 from pytest_benchaudit.prompt.templates import Template, TemplateError
 
 __all__ = [
@@ -147,12 +146,10 @@ def load_suite(path: Path) -> Suite:
             check_task_data(path, tname, data)
         except ConfigError as err:
             raise SuiteError(str(err)) from None
-        layers = {}
-        for layer in (*LAYERS, *[k for k in tdata if k not in LAYERS and k not in _TASK_KEYS],
-                      *[k for k in shared_layers if k not in LAYERS and k not in tdata]):
-            if layer in tdata or layer in shared_layers:
-                layers[layer] = deep_merge(shared_layers.get(layer, {}), tdata.get(layer, {}))
-        layers = _resolve_bases(path, tname, layers)
+        try:
+            layers = task_layers(tname, shared_layers, tdata, _TASK_KEYS)
+        except PipelineError as err:
+            raise SuiteError(f"{path}: {err}") from None
         tasks[tname] = TaskSpec(
             name=tname,
             title=tdata.get("title", tname),
@@ -191,27 +188,6 @@ def load_suite(path: Path) -> Suite:
                     f"templates: {', '.join(templates)}"
                 )
     return suite
-
-
-def _resolve_bases(path: Path, task: str, layers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Apply ``base = "LAYER"``: a layer that is another layer of the same task with a few
-    fields changed (CTI-Bench's per-provider paths of one notebook). The base's notes come
-    first, then the layer's own; one level only, so a card never hides a chain."""
-    out = {}
-    for name, table in layers.items():
-        base = table.get("base")
-        if base is None:
-            out[name] = table
-            continue
-        parent = layers.get(base) if isinstance(base, str) else None
-        if parent is None or base == name or "base" in parent:
-            raise SuiteError(f"{path}: {task} layer {name!r}: base {base!r} must name another layer of the task "
-                             f"that has no base itself; layers: {', '.join(layers)}")
-        own = {k: v for k, v in table.items() if k != "base"}
-        merged = deep_merge(parent, own)
-        merged["notes"] = [*parent.get("notes", []), *own.get("notes", [])]
-        out[name] = merged
-    return out
 
 
 def is_folder_name(folder: str) -> bool:

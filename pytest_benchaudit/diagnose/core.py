@@ -38,8 +38,8 @@ from pytest_benchaudit.diagnose.finding_documents import EffectKind, FindingRow
 from pytest_benchaudit.rescore.records import (
     pipeline_from_card,
     rescore_records,
-    retarget,
 )
+from pytest_benchaudit.pipeline.layering import retarget
 from pytest_benchaudit.rescore.records import Resources as RescoreResources
 from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.stages import PipelineError

@@ -20,9 +20,9 @@ from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, 
 from pytest_benchaudit.dataset.readers import _rows, file_checksum, load_questions, load_resources
 from pytest_benchaudit.pipeline.stages import (
     Pipeline,
-    apply_overrides,
     is_unspecified,
 )
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordExtras, RecordRow
 from pytest_benchaudit.pipeline.types import Generation, Question, Request
 from pytest_benchaudit.runs.run_meta import RunSource, TaskOverride

@@ -38,11 +38,10 @@ __all__ = [
     "DOWNSTREAM_STAGES",
     "Pipeline",
     "PipelineError",
-    "apply_overrides",
     "build_pipeline",
     "content_hashes",
-    "deep_merge",
     "field_paths",
+    "leaf_fields",
     "parse_override",
     "is_unspecified",
 ]
@@ -316,7 +315,7 @@ class Pipeline(BaseModel):
     def unspecified_fields(self, stages: tuple[str, ...] = DOWNSTREAM_STAGES) -> list[str]:
         """Dotted names of fields in ``stages`` whose value is ``unspecified``."""
         stage_data = self.stages()
-        return [path for path, value in _leaves(stage_data) if path.split(".")[0] in stages and is_unspecified(value)]
+        return [path for path, value in leaf_fields(stage_data) if path.split(".")[0] in stages and is_unspecified(value)]
 
     def card(self, materials: Mapping[str, JsonValue] | None = None) -> PipelineCard:
         """The machine-readable pipeline card written into every run.
@@ -334,7 +333,7 @@ class Pipeline(BaseModel):
             "pipeline": self.name,
             "hash": digest,
             "upstream_hash": upstream,
-            "fields": dict(_leaves(self.stages())),
+            "fields": dict(leaf_fields(self.stages())),
             "overrides": dict(self.overrides),
             "why": dict(self.why),
             "notes": list(self.notes),
@@ -367,12 +366,14 @@ def _digest(data: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def _leaves(data: Mapping[str, JsonValue], prefix: str = "") -> list[tuple[str, JsonValue]]:
+def leaf_fields(data: Mapping[str, JsonValue], prefix: str = "") -> list[tuple[str, JsonValue]]:
+    """Nested stage fields as flat ones, in order (``{"inference": {"max_tokens": 5}}`` ->
+    ``[("inference.max_tokens", 5)]``); an empty object is a value."""
     out: list[tuple[str, JsonValue]] = []
     for key, value in data.items():
         path = f"{prefix}{key}"
         if isinstance(value, dict) and value:
-            out.extend(_leaves(value, path + "."))
+            out.extend(leaf_fields(value, path + "."))
         else:
             out.append((path, value))
     return out
@@ -398,19 +399,6 @@ def field_paths() -> list[str]:
     return paths
 
 
-def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    """Recursive dict merge; values in ``top`` win. Inputs are not modified.  Any values: a suite's
-    TOML tables (dates included) merge through it as well as ``--set``'s JSON."""
-    out = dict(base)
-    for key, value in top.items():
-        old = out.get(key)
-        if isinstance(value, dict) and isinstance(old, dict):
-            out[key] = deep_merge(old, value)
-        else:
-            out[key] = value
-    return out
-
-
 def parse_override(text: str) -> tuple[str, JsonValue]:
     """Split ``FIELD=VALUE``; the value is read as JSON when it parses, else as a string."""
     if "=" not in text:
@@ -426,17 +414,6 @@ def parse_override(text: str) -> tuple[str, JsonValue]:
     except json.JSONDecodeError:
         value = raw
     return path, value
-
-
-def _set_path(data: dict[str, JsonValue], path: str, value: JsonValue) -> dict[str, JsonValue]:
-    """``data`` with ``path`` set to ``value``; an object value merges into the object already there
-    (``inference={"max_tokens": 5}`` changes only max_tokens, not temperature, seed or stop)."""
-    head, _, rest = path.partition(".")
-    if not rest:
-        old = data.get(head)
-        return {**data, head: deep_merge(old, value) if isinstance(value, dict) and isinstance(old, dict) else value}
-    child = data.get(head)
-    return {**data, head: _set_path(child if isinstance(child, dict) else {}, rest, value)}
 
 
 def _describe_error(err: ValidationError) -> str:
@@ -456,23 +433,3 @@ def build_pipeline(name: str, benchmark: str, task: str, fields: dict[str, Any])
         raise PipelineError(f"{benchmark}.{task} layer {name!r}: {_describe_error(err)}") from None
     except TypeError as err:
         raise PipelineError(f"{benchmark}.{task} layer {name!r}: {err}") from None
-
-
-def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, JsonValue]]) -> Pipeline:
-    """Return ``pipeline`` with each ``(field, value)`` set; invalid values raise PipelineError."""
-    if not overrides:
-        return pipeline
-    data = pipeline.model_dump(mode="json")
-    applied = dict(pipeline.overrides)
-    for path, value in overrides:
-        data = _set_path(data, path, value)
-        # The card's overrides name each field replaced, so a partial object shows what it changed.
-        leaves = _leaves(value, path + ".") if isinstance(value, dict) and value else [(path, value)]
-        applied.update(leaves)
-    data["overrides"] = applied
-    try:
-        return Pipeline.model_validate(data)
-    except ValidationError as err:
-        fields = ", ".join(p for p, _ in overrides)
-        raise PipelineError(f"--set {fields}: invalid value: {_describe_error(err)}") from None
-

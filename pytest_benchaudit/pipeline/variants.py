@@ -51,10 +51,10 @@ from pytest_benchaudit.pipeline.stages import (
     UPSTREAM_STAGES,
     Pipeline,
     PipelineError,
-    apply_overrides,
     field_paths,
     parse_override,
 )
+from pytest_benchaudit.pipeline.layering import apply_overrides
 
 __all__ = ["BASE", "Variant", "build_variants", "card_for", "card_key", "layer_variant", "parse_vary", "short_field",
            "variant_name"]

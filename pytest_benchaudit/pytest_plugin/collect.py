@@ -35,7 +35,8 @@ from pytest_benchaudit.pytest_plugin.specs import ItemSpec, VariantSpec
 from pytest_benchaudit.pipeline.card import USED, add_item_card, item_card, note_collected_used
 from pytest_benchaudit.pipeline import assembly, readiness
 from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
-from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.prompt.templates import TemplateError, inference_params, render_request
 from pytest_benchaudit.dataset.config import skips_empty_gold
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, DataUnavailable, Suite, SuiteError, load_suite

@@ -20,7 +20,8 @@ from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse
 from pytest_benchaudit.inference.providers import load_providers
 from pytest_benchaudit.inference.usage import PriceTable, check_prices, price_for
 from pytest_benchaudit.pipeline.record_documents import Cards
-from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, parse_override
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, parse_override
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
 from pytest_benchaudit.dataset.readers import resolve_data_dir
 from pytest_benchaudit.pipeline.variants import parse_vary

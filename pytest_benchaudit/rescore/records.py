@@ -1,4 +1,4 @@
-"""Offline re-scoring: new downstream results from stored raw outputs, no model, no pytest.
+"""Re-scoring stored records: new downstream results from stored raw outputs, no model, no pytest.
 
 A record keeps everything the downstream stages read (raw output, reasoning field,
 finish reason, error, first-token log-probabilities, option labels, gold, question
@@ -11,7 +11,9 @@ generations").
 Switching layers (``--pipeline standardized`` on a ``released`` run) applies the
 *downstream* stages of that layer to the stored generations; its upstream fields
 cannot be applied without asking the model again, so they stay as stored and the
-new card lists them under ``notes``.
+new card lists them under ``notes`` (:func:`pytest_benchaudit.pipeline.layering.retarget`
+makes that pipeline; this module rebuilds the stored one from its card and re-scores
+each record under the new one).
 """
 
 from __future__ import annotations
@@ -22,42 +24,19 @@ from pydantic import JsonValue
 
 from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
 from pytest_benchaudit.scoring.evaluate import evaluate
-from pytest_benchaudit.pipeline.stages import (
-    DOWNSTREAM_STAGES,
-    UPSTREAM_STAGES,
-    Pipeline,
-    PipelineError,
-    apply_overrides,
-)
+from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.layering import UpstreamChange
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.scoring.names import rule_info
 from pytest_benchaudit.scoring.tasks.inputs import Resources
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Extraction, Generation, Question, Score
 
 __all__ = [
-    "UpstreamChange",
-    "upstream_differences",
     "pipeline_from_card",
-    "retarget",
     "record_question",
     "record_generation",
     "rescore_records",
 ]
-
-
-class UpstreamChange(PipelineError):
-    """A re-scoring asked for an upstream change: it needs new generations."""
-
-
-def _flatten(data: Mapping[str, JsonValue], prefix: str = "") -> dict[str, JsonValue]:
-    """Nested stage fields as flat fields (``{"inference": {"max_tokens": 5}}`` -> ``inference.max_tokens``)."""
-    out: dict[str, JsonValue] = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and value:
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def _unflatten(fields: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
@@ -74,14 +53,6 @@ def _unflatten(fields: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     return out
 
 
-def upstream_differences(stored: Pipeline, asked: Pipeline) -> list[str]:
-    """``"field: stored X, asked Y"`` for every upstream field that differs."""
-    a = _flatten({k: v for k, v in stored.stages().items() if k in UPSTREAM_STAGES})
-    b = _flatten({k: v for k, v in asked.stages().items() if k in UPSTREAM_STAGES})
-    return [f"{key}: stored {a.get(key)!r}, asked {b.get(key)!r}" for key in sorted(set(a) | set(b))
-            if a.get(key) != b.get(key)]
-
-
 def pipeline_from_card(card: PipelineCard) -> Pipeline:
     """Rebuild the pipeline a stored card describes (fields, name, reasons, notes)."""
     fields = _unflatten(card["fields"])
@@ -89,42 +60,6 @@ def pipeline_from_card(card: PipelineCard) -> Pipeline:
         "name": card["pipeline"], "benchmark": card["benchmark"], "task": card["task"], **fields,
         "why": card.get("why", {}), "notes": list(card.get("notes", [])), "overrides": card.get("overrides", {}),
     })
-
-
-def retarget(stored: Pipeline, layer: Pipeline | None, overrides: list[tuple[str, JsonValue]],
-             stages: tuple[str, ...] = DOWNSTREAM_STAGES) -> Pipeline:
-    """The pipeline to re-score with: ``layer``'s ``stages`` (if a layer is given; by default every
-    downstream stage, ``("extraction",)`` for the paper's extraction-only change) on the stored
-    other stages, then ``overrides``.  Raises :class:`UpstreamChange` when an override touches an
-    upstream field with a different value, :class:`PipelineError` when ``stages`` names an upstream
-    stage."""
-    base = stored
-    if layer is not None:
-        if any(stage not in DOWNSTREAM_STAGES for stage in stages):
-            raise PipelineError(f"re-scoring takes downstream stages only ({', '.join(DOWNSTREAM_STAGES)}); "
-                                f"got {', '.join(stages)}")
-        data = stored.model_dump(mode="json")
-        target = layer.model_dump(mode="json")
-        for stage in stages:
-            data[stage] = target[stage]
-        skipped = upstream_differences(stored, layer)
-        kept = [stage for stage in DOWNSTREAM_STAGES if stage not in stages]
-        data["name"] = layer.name if not kept else f"{layer.name}~{'+'.join(stages)}"
-        data["why"] = {**{k: v for k, v in stored.why.items() if k.split(".")[0] in kept},
-                       **{k: v for k, v in layer.why.items() if k.split(".")[0] in stages}}
-        data["notes"] = [*layer.notes] + ([
-            "Re-scored offline from a run made under '" + stored.name + "': its upstream fields were kept "
-            "(changing them needs new generations): " + "; ".join(skipped)] if skipped else []) + ([
-            f"Only the {', '.join(stages)} fields of '{layer.name}' applied; {', '.join(kept)} kept as stored "
-            f"under '{stored.name}'"] if kept else [])
-        data["overrides"] = {}
-        base = Pipeline.model_validate(data)
-    new = apply_overrides(base, overrides)
-    changed = upstream_differences(base, new)
-    if changed:
-        raise UpstreamChange("; ".join(changed) + " — this needs new generations (run pytest again, or use "
-                             "--model replay:RUN_DIR only for downstream changes)")
-    return new
 
 
 def record_question(rec: RecordRow) -> Question:

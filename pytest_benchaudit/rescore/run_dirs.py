@@ -21,12 +21,13 @@ from pytest_benchaudit.scoring.tasks.inputs import Resources
 from pytest_benchaudit.common.errors import BenchauditError, did_you_mean
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
 from pytest_benchaudit.pipeline.variants import card_key as variant_card_key
-from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, Pipeline, PipelineError, is_unspecified
+from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, Pipeline, PipelineError, is_unspecified, leaf_fields
 from pytest_benchaudit.common.progress import Progress, iterate
 from pytest_benchaudit.runs.run_meta import RescoreSkip
 from pytest_benchaudit.runs.store import RunDirectory
 from pytest_benchaudit.runs.store import load_run
-from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records, retarget
+from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records
+from pytest_benchaudit.pipeline.layering import retarget
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import load_resources, resolve_data_dir
@@ -221,9 +222,7 @@ def _stored_pipeline(run_dir: Path, key: str, card: PipelineCard) -> Pipeline:
 
 
 def _downstream_leaves(pipeline: Pipeline) -> dict[str, JsonValue]:
-    from pytest_benchaudit.rescore.records import _flatten
-
-    return _flatten({k: v for k, v in pipeline.stages().items() if k in ("extraction", "scoring", "aggregation")})
+    return dict(leaf_fields({k: v for k, v in pipeline.stages().items() if k in ("extraction", "scoring", "aggregation")}))
 
 
 def sweep_run(

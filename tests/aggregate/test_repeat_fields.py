@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_benchaudit.pipeline.record import Record
-from pytest_benchaudit.pipeline.stages import PipelineError, apply_overrides, build_pipeline, parse_override
+from pytest_benchaudit.pipeline.stages import PipelineError, build_pipeline, parse_override
+from pytest_benchaudit.pipeline.layering import apply_overrides
 
 FIELDS = {"inference": {"max_tokens": 5}, "scoring": {"metric": "accuracy", "denominator": "total"}}
 

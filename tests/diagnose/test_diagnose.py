@@ -17,7 +17,8 @@ from pytest_benchaudit.diagnose.core import Group
 from pytest_benchaudit.ledger.ledger_rows import suite_ledger
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset.suites import load_suite
-from pytest_benchaudit.pipeline.stages import Pipeline, apply_overrides
+from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.pipeline.types import Generation, Question
 from pytest_benchaudit.scoring.evaluate import evaluate
 
@@ -610,7 +611,8 @@ def test_published_effects_equal_a_recomputation_from_the_records(published_runs
     records.jsonl (means of the stored item scores at no credit; duplicates grouped here from the prompts),
     and every re-scored one (FM05, FM06, FM15) from the records re-scored with the field changed and averaged
     by hand."""
-    from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records, retarget
+    from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records
+    from pytest_benchaudit.pipeline.layering import retarget
 
     runs, resources, _ = published_runs
     by_key = {}

@@ -16,7 +16,8 @@ from pytest_benchaudit.pipeline.card import (
     run_warnings,
     suite_file_changes,
 )
-from pytest_benchaudit.pipeline.stages import Pipeline, apply_overrides
+from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.layering import apply_overrides
 
 BASE = Pipeline(name="standardized", benchmark="toy", task="mcq",
                 inference={"max_tokens": 64}, scoring={"metric": "exact_match", "denominator": "total"})

@@ -17,13 +17,12 @@ from pytest_benchaudit.pipeline.stages import (
     UPSTREAM_STAGES,
     Pipeline,
     PipelineError,
-    apply_overrides,
     build_pipeline,
-    deep_merge,
     field_paths,
     is_unspecified,
     parse_override,
 )
+from pytest_benchaudit.pipeline.layering import apply_overrides, deep_merge
 
 # A fully specified pipeline (every stage field set), close to the project's standardized layer.
 FULL: dict = {

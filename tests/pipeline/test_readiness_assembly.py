@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.pipeline import assembly, readiness
-from pytest_benchaudit.pipeline.stages import apply_overrides
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.pipeline.types import Question
 
 SUITES = Path(__file__).resolve().parents[2] / "suites"

@@ -34,7 +34,7 @@ def test_a_real_runs_cards_and_records_validate(pytester: pytest.Pytester, scrip
     every card (variant, override origins, item pipelines, suite files) and every record validates."""
     pytester.makeconftest("""
         import pytest
-        from pytest_benchaudit.pipeline.stages import apply_overrides
+        from pytest_benchaudit.pipeline.layering import apply_overrides
 
 
         @pytest.fixture

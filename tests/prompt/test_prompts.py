@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.pipeline.stages import apply_overrides, build_pipeline, parse_override
+from pytest_benchaudit.pipeline.stages import build_pipeline, parse_override
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.prompt.templates import (
     PLACEHOLDERS,
     Template,

@@ -24,7 +24,8 @@ import pytest
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset.readers import file_checksum, load_questions
 from pytest_benchaudit.dataset.suites import load_suite
-from pytest_benchaudit.pipeline.stages import Pipeline, apply_overrides
+from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.pytest_plugin import cards
 from pytest_benchaudit.pipeline.assembly import materials
 from pytest_benchaudit.scoring import judge_prompts
@@ -59,7 +60,7 @@ def fixture_line(conftest: Path, name: str) -> int:
 def pipeline_conftest(pytester: pytest.Pytester, field: str, value: Any) -> Path:
     return pytester.makeconftest(f"""
         import pytest
-        from pytest_benchaudit.pipeline.stages import apply_overrides
+        from pytest_benchaudit.pipeline.layering import apply_overrides
 
 
         @pytest.fixture
@@ -344,7 +345,7 @@ def test_a_fixture_that_changes_some_items_lists_every_pipeline_the_records_carr
         pytester: pytest.Pytester, scripted: ScriptedServer, toy, workers: list[str]) -> None:
     pytester.makeconftest("""
         import pytest
-        from pytest_benchaudit.pipeline.stages import apply_overrides
+        from pytest_benchaudit.pipeline.layering import apply_overrides
 
 
         @pytest.fixture

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.cli.app import main
-from pytest_benchaudit.pipeline.stages import PipelineError, apply_overrides, build_pipeline, parse_override
+from pytest_benchaudit.pipeline.stages import PipelineError, build_pipeline, parse_override
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question
 from pytest_benchaudit.report.terminal import render_summary
 from pytest_benchaudit.scoring.evaluate import evaluate

@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from pytest_benchaudit.pipeline.stages import Pipeline, apply_overrides
+from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.pipeline.types import Generation, Question, Request
 from pytest_benchaudit.scoring import judge_prompts
 from pytest_benchaudit.scoring.judge_calls import judge_answer, judge_problem, needs_judge
