@@ -12,60 +12,17 @@ import time
 from collections.abc import Mapping
 
 from pydantic import JsonValue
-from typing_extensions import TypedDict
 
 from pytest_benchaudit.scoring import extract as _extract
 from pytest_benchaudit.scoring import metrics as _scoring
 from pytest_benchaudit.pipeline.stages import Pipeline
-from pytest_benchaudit.pipeline.record_documents import RecordExtras, RecordRow, TopLogprobs
-from pytest_benchaudit.pipeline.record import Record, RecordCore
-from pytest_benchaudit.pipeline.types import (INVALID_STAGE, ContinuationLogprobs, Extraction, Generation, InvalidReason,
-                                             InvalidStage, Question, Request, Score)
+from pytest_benchaudit.pipeline.record_documents import ContinuationRow, RecordExtras, RecordRow
+from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record, RecordCore
+from pytest_benchaudit.pipeline.types import (INVALID_STAGE, ContinuationLogprobs, Extraction, Generation, Question,
+                                             Request, Score)
 from pytest_benchaudit.scoring.tasks.inputs import Resources
 
 __all__ = ["RecordExtras", "evaluate", "failure_message"]
-
-
-class _Evaluated(TypedDict):
-    """The fields :func:`evaluate` sets (the record's ``model_fields_set``), as it hands them to
-    validation: ``continuations`` still the generation's objects, the rest already row values."""
-
-    item_id: str
-    benchmark: str
-    task: str
-    question_id: str
-    question_index: int
-    model: str
-    variant: str
-    repeat: int
-    pipeline: str
-    pipeline_hash: str
-    upstream_hash: str
-    request: dict[str, JsonValue]
-    raw_output: str
-    reasoning: str | None
-    finish_reason: str | None
-    error: str | None
-    prediction: str | None
-    valid: bool
-    invalid_reason: InvalidReason | None
-    invalid_stage: InvalidStage | None
-    extraction_detail: str
-    gold: str
-    score: float
-    correct: bool
-    score_extras: dict[str, float]
-    metric: str
-    question_meta: dict[str, JsonValue]
-    question_labels: list[str]
-    top_logprobs: list[TopLogprobs] | None
-    continuations: list[ContinuationLogprobs] | None
-    usage: dict[str, JsonValue]
-    latency_s: float
-    attempts: int
-    served_model: str | None
-    from_cache: bool
-    timestamp: str
 
 
 def evaluate(
@@ -100,9 +57,11 @@ def evaluate(
         extraction, score = _scoring.score_item(pipeline.scoring.metric, extraction, question, resources,
                                                 pipeline.scoring.invalid_credit)
     reason = extraction.invalid_reason
-    # The fields evaluate sets (the record's model_fields_set); the rest of Record's fields
-    # (record_version, asks, earlier_outputs, the judge's and an import's) keep their defaults.
-    fields: _Evaluated = {
+    # Every field a record has, typed as the row it is written as (RecordRow: mypy checks each value,
+    # tests/pipeline/test_record_documents.py holds its keys and types equal to Record's); only the
+    # optional fields (the judge's and an import's: ``extra``) are left to their defaults.
+    fields: RecordRow = {
+        "record_version": RECORD_VERSION,
         "item_id": item_id,
         "benchmark": question.benchmark,
         "task": question.task,
@@ -132,8 +91,11 @@ def evaluate(
         "question_meta": question.meta,
         "question_labels": list(question.choices),
         "top_logprobs": [dict(d) for d in generation.top_logprobs[:1]] if generation.top_logprobs else None,
-        "continuations": list(generation.continuations) if generation.continuations is not None else None,
+        "continuations": [_continuation_row(c) for c in generation.continuations]
+        if generation.continuations is not None else None,
         "usage": generation.usage,
+        "asks": 1,
+        "earlier_outputs": [],
         "latency_s": round(generation.latency_s, 4),
         "attempts": generation.attempts,
         "served_model": generation.served_model,
@@ -147,6 +109,13 @@ def evaluate(
     if extra:
         return Record.model_validate({**fields, **extra})
     return RecordCore.model_validate(fields)
+
+
+def _continuation_row(continuation: ContinuationLogprobs) -> ContinuationRow:
+    """One continuation of a log-likelihood answer as the record's row holds it (validated back into a
+    :class:`ContinuationLogprobs` by the record)."""
+    return {"continuation": continuation.continuation, "tokens": list(continuation.tokens),
+            "logprobs": list(continuation.logprobs), "missing": continuation.missing}
 
 
 _stamp: list[int | str | None] = [None, ""]  # [whole second, its ISO text]

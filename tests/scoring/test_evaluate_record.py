@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from pytest_benchaudit.dataset.suites import load_suite
-from pytest_benchaudit.pipeline.record import OPTIONAL_KEYS, Record, RecordCore
+from pytest_benchaudit.pipeline.record import OPTIONAL_KEYS, RECORD_VERSION, Record, RecordCore
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, INVALID_REASONS, INVALID_STAGE, ContinuationLogprobs, Extraction,
                                               Generation, InvalidReason, Message, Question, Request, Score)
@@ -31,14 +31,15 @@ def reference(question: Question, pipeline: Pipeline, request: Request | Mapping
               *, model: str, variant: str = "", repeat: int = 0, item_id: str = "", resources: Mapping[str, Any] | None = None,
               extraction: Extraction | None = None, score: Score | None = None,
               extra: Mapping[str, Any] | None = None) -> RecordCore:
-    """evaluate() by hand: every field through Record(...) (RecordCore(...) without extra fields)."""
+    """evaluate() by hand: every field through Record(...) (RecordCore(...) without extra fields); evaluate
+    sets every field of a record but the optional ones (those of ``extra``)."""
     if extraction is None:
         extraction = _extract.extract(pipeline.extraction.rule, generation, question, pipeline.extraction.reasoning)
     if score is None:
         score = _scoring.score(pipeline.scoring.metric, extraction, question, resources)
     reason = extraction.invalid_reason
     return (Record if extra else RecordCore)(
-        item_id=item_id, benchmark=question.benchmark, task=question.task, question_id=question.id,
+        record_version=RECORD_VERSION, item_id=item_id, benchmark=question.benchmark, task=question.task, question_id=question.id,
         question_index=question.index, model=model, variant=variant, repeat=repeat, pipeline=pipeline.name,
         pipeline_hash=pipeline.hash, upstream_hash=pipeline.upstream_hash,
         request=request.model_dump(mode="json") if isinstance(request, Request) else dict(request),
@@ -49,7 +50,8 @@ def reference(question: Question, pipeline: Pipeline, request: Request | Mapping
         metric=pipeline.scoring.metric, question_meta=question.meta, question_labels=list(question.choices),
         top_logprobs=[dict(d) for d in generation.top_logprobs[:1]] if generation.top_logprobs else None,
         continuations=list(generation.continuations) if generation.continuations is not None else None,
-        usage=generation.usage, latency_s=round(generation.latency_s, 4), attempts=generation.attempts,
+        usage=generation.usage, asks=1, earlier_outputs=[], latency_s=round(generation.latency_s, 4),
+        attempts=generation.attempts,
         served_model=generation.served_model, from_cache=generation.from_cache,
         timestamp=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **dict(extra or {}),
     )
