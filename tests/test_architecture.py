@@ -167,8 +167,9 @@ def test_downstream_never_imports_inference() -> None:
 @pytest.mark.parametrize("command", [
     "import pytest_benchaudit.cli",
     "from pytest_benchaudit.cli.app import main, build_parser; build_parser(['ledger']); build_parser(['--help'])",
-    # what `benchaudit ledger` runs: its rows' types live apart from the compare package's (audit/ledger_documents.py)
-    "import pytest_benchaudit.cli.ledger_cmd, pytest_benchaudit.ledger.ledger_rows, pytest_benchaudit.ledger.ledger_render",
+    # what `benchaudit ledger` runs: the ledger package, apart from the compare package's scipy
+    "import pytest_benchaudit.cli.ledger_cmd, pytest_benchaudit.ledger.ledger_rows, pytest_benchaudit.ledger.ledger_render,"
+    " pytest_benchaudit.ledger.ledger_documents, pytest_benchaudit.ledger.ledger_peers",
 ])
 def test_cli_start_up_imports_neither_pytest_nor_scipy(command: str) -> None:
     code = f"{command}; import sys; print(sorted(m for m in ('pytest', '_pytest', 'scipy', 'matplotlib') if m in sys.modules))"

@@ -1,8 +1,8 @@
-"""The shapes of ``audit.json`` and of the ledger (``benchaudit ledger --format json``): their rows.
+"""The shape of ``audit.json`` (``benchaudit audit``): its rows (the ledger's are :mod:`pytest_benchaudit.ledger.ledger_documents`).
 
 TypedDicts for the reason :mod:`pytest_benchaudit.pipeline.record_documents` gives: the audit document is
 the JSON object it is written as, typed key by key for the checker, validated where it is read
-(:data:`AUDIT`, :data:`LEDGER`, ``extra="forbid"``) and published as a JSON Schema.
+(:data:`AUDIT`, ``extra="forbid"``) and published as a JSON Schema.
 
 Where a key is a layer's name (an upstream field's value under the target layer, ``layer_runs``) the
 row is open (``dict[str, JsonValue]``): a TypedDict cannot name a key chosen at run time.
@@ -18,15 +18,12 @@ from typing_extensions import NotRequired, Required, TypedDict
 from pytest_benchaudit.aggregate.summary_documents import VariantDelta
 from pytest_benchaudit.compare.compare_documents import CompareDocument
 from pytest_benchaudit.diagnose.finding_documents import FindingRow
-# The ledger's rows live apart: `benchaudit ledger` reads them without the compare package (scipy).
-from pytest_benchaudit.ledger.ledger_documents import (LEDGER, LeafValues, LedgerCell, LedgerDocument, LedgerNote,
-                                                      LedgerRow, LedgerTotals, PaperView, PeerField, PeerLayer,
-                                                      TemplateContrast, TemplateContrastPeer)
+# The ledger's rows are declared by the ledger (pytest_benchaudit/ledger/), which `benchaudit ledger` reads
+# without the compare package (scipy); audit.json holds them.
+from pytest_benchaudit.ledger.ledger_documents import LedgerNote, LedgerRow
 
-__all__ = ["AUDIT", "AttributionRow", "AuditDocument", "AuditLayers", "FieldDiffRow", "HarnessTableRow",
-           "LEDGER", "LedgerCell", "LedgerDocument", "LedgerNote", "LedgerRow", "LedgerTotals", "LeafValues",
-           "PaperView", "PeerField", "PeerLayer", "ScoreRow", "TemplateContrast", "TemplateContrastPeer", "UpstreamAttributionRow", "UpstreamDifference",
-           "UpstreamField", "UpstreamRequests"]
+__all__ = ["AUDIT", "AttributionRow", "AuditDocument", "AuditLayers", "FieldDiffRow", "HarnessTableRow", "ScoreRow",
+           "UpstreamAttributionRow", "UpstreamDifference", "UpstreamField", "UpstreamRequests"]
 
 _FORBID = ConfigDict(extra="forbid")
 

@@ -40,8 +40,9 @@ from pytest_benchaudit.compare import CompareError, compare_document, load_runs,
 from pytest_benchaudit.compare.compare_documents import CompareDocument
 from pytest_benchaudit.compare.runsets import LoadedRun, RunSet
 from pytest_benchaudit.diagnose.finding_documents import FindingRow
-from pytest_benchaudit.audit.audit_documents import (AttributionRow, AuditDocument, HarnessTableRow, LedgerNote, LedgerRow, ScoreRow,
+from pytest_benchaudit.audit.audit_documents import (AttributionRow, AuditDocument, HarnessTableRow, ScoreRow,
                                                UpstreamAttributionRow, UpstreamDifference)
+from pytest_benchaudit.ledger.ledger_documents import LedgerNote, LedgerRow
 from pytest_benchaudit.audit.layer_diff import downstream_differs, upstream_differences
 from pytest_benchaudit.rescore.run_dirs import RescoreError, rescore_run, sweep_run
 from pytest_benchaudit.common.errors import did_you_mean

@@ -18,7 +18,7 @@ from pytest_benchaudit.cli._common import Subparsers
 from pytest_benchaudit.common.errors import BenchauditError
 
 if TYPE_CHECKING:
-    from pytest_benchaudit.audit.audit_documents import LedgerRow
+    from pytest_benchaudit.ledger.ledger_documents import LedgerRow
 
 __all__ = ["add_parser", "run"]
 

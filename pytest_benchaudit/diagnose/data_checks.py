@@ -33,8 +33,8 @@ from pytest_benchaudit.diagnose.core import (
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
-if TYPE_CHECKING:  # audit.audit_documents imports this package's documents: no cycle at run time
-    from pytest_benchaudit.audit.audit_documents import LedgerRow, TemplateContrast
+if TYPE_CHECKING:
+    from pytest_benchaudit.ledger.ledger_documents import LedgerRow, TemplateContrast
 
 __all__ = ["check_duplicates", "check_gold", "cross_task_checks", "ledger_checks", "size_checks"]
 

@@ -28,8 +28,8 @@ from pytest_benchaudit.diagnose.core import (
     group_runs,
 )
 
-if TYPE_CHECKING:  # audit.audit_documents imports this package's documents: no cycle at run time
-    from pytest_benchaudit.audit.audit_documents import LedgerRow
+if TYPE_CHECKING:
+    from pytest_benchaudit.ledger.ledger_documents import LedgerRow
 
 __all__ = ["NOT_A_VERDICT", "PER_TASK", "Diagnosis", "Finding", "LoadedRun", "diagnose", "diagnose_report",
            "render", "to_json"]

@@ -1,7 +1,8 @@
 """The shapes of the ledger (``benchaudit ledger --format json``, and audit.json's ``ledger`` rows).
 
-Apart from :mod:`pytest_benchaudit.audit.audit_documents` (which re-exports every name) so that ``benchaudit ledger`` reads them
-without importing the compare package and scipy (its start-up: ``bench/startup.py``).  TypedDicts
+Part of the ledger package, not of :mod:`pytest_benchaudit.audit.audit_documents` (whose ``ledger`` rows
+they are), so that ``benchaudit ledger`` reads them without importing the compare package and scipy
+(its start-up: ``bench/startup.py``).  TypedDicts
 for the reason :mod:`pytest_benchaudit.pipeline.record_documents` gives; validated by :data:`LEDGER`.
 
 Pure: no pytest, no I/O.
