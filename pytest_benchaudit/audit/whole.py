@@ -32,12 +32,15 @@ re-scored run and rho_gen from the target layer's records when some upstream fie
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.compare import CompareError, compare_document, load_runs, make_sets
 from pytest_benchaudit.compare.compare_documents import CompareDocument
+from pytest_benchaudit.compare.embedders import Embedder
+from pytest_benchaudit.compare.similarity import DEFAULT_PROMPTS
 from pytest_benchaudit.compare.runsets import LoadedRun, RunSet
 from pytest_benchaudit.diagnose.finding_documents import FindingRow
 from pytest_benchaudit.audit.audit_documents import (AttributionRow, AuditDocument, HarnessTableRow, ScoreRow,
@@ -49,7 +52,7 @@ from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
 from pytest_benchaudit.runs.run_meta import RunMeta
 
-__all__ = ["AUDIT_VERSION", "build_audit", "upstream_differences", "scores_both_ways"]
+__all__ = ["AUDIT_VERSION", "AuditOptions", "build_audit", "upstream_differences", "scores_both_ways"]
 
 AUDIT_VERSION = "benchaudit.audit/1"
 UPSTREAM = ("dataset", "prompt", "inference")
@@ -258,19 +261,42 @@ def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, d
     return [row.row() for row in harness_rows(inputs[0], inputs[1:])]
 
 
-def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, suites_dir: Path = Path("suites"),
-                data_dir: str | None = None, regenerated: list[Path] | None = None, similarity: Any = None,
-                n_prompts: int = 50, findings: list[FindingRow] | None = None, n_resamples: int = 5000,
-                seed: int = 0, permutations: int = 1000, from_layer: str | None = None,
-                pipelines: list[str] | None = None) -> AuditDocument:
-    """Run the audit; returns the audit document (also written to ``out/audit.json`` by the command).
+@dataclass(frozen=True)
+class AuditOptions:
+    """How :func:`build_audit` audits, besides which runs and where to: one value passed whole (as httpx
+    takes a ``Timeout`` or ``Limits``), every field defaulting to what ``benchaudit audit`` does unasked.
 
-    ``toward``: the target layer (default: ``standardized``; for a ``--pipelines`` run its second
-    layer); ``from_layer``: the base layer of a ``--pipelines`` run (default: its first).
-    ``pipelines``: the layers of a ``--pipelines`` run for the cross-harness table (``harnesses``; the
-    first listed is the base; the rest of the audit goes from it toward ``toward`` or the first other
-    layer that asks the same kind of request); None: no table, the audit as without it.
-    ``similarity``: an embedder (see :func:`pytest_benchaudit.compare.similarity.parse_embedder`) or None.
+    ``toward``: the target layer (None: ``standardized``; for a ``--pipelines`` run its second layer);
+    ``from_layer``: the base layer of a ``--pipelines`` run (None: its first).  ``pipelines``: the layers
+    of a ``--pipelines`` run for the cross-harness table (``harnesses``; the first listed is the base;
+    the rest of the audit goes from it toward ``toward`` or the first other layer that asks the same
+    kind of request); None: no table, the audit as without it.  ``suites_dir`` / ``data_dir``: where
+    the suites and the data (lookup files a metric reads) are.  ``regenerated``: runs of the same
+    models with new generations (rho_gen).  ``findings``: diagnose findings to use (None: diagnose the
+    runs).  ``similarity``: an embedder (:func:`pytest_benchaudit.compare.similarity.parse_embedder`) for
+    task similarity against tau-b, with ``n_prompts`` prompts per task (None: no similarity).
+    ``n_resamples``, ``seed``, ``permutations``: the bootstrap's resamples, the seed of every random
+    draw, the permutations of the similarity test.
+    """
+
+    toward: str | None = None
+    from_layer: str | None = None
+    pipelines: Sequence[str] | None = None
+    suites_dir: Path = Path("suites")
+    data_dir: str | None = None
+    regenerated: Sequence[Path] = ()
+    findings: Sequence[FindingRow] | None = None
+    similarity: Embedder | None = None
+    n_prompts: int = DEFAULT_PROMPTS
+    n_resamples: int = 5000
+    seed: int = 0
+    permutations: int = 1000
+
+
+def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = AuditOptions()) -> AuditDocument:
+    """Run the audit of ``run_paths`` (written under ``out``) as ``options`` say; returns the audit
+    document (also written to ``out/audit.json`` by the command).
+
     Raises :class:`CompareError` (bad runs, nothing to compare) or :class:`RescoreError` (a run that
     cannot be re-scored).
     """
@@ -279,7 +305,11 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     from pytest_benchaudit.pipeline.stages import PipelineError
     from pytest_benchaudit.compare.sensitivity import SensitivityRequest, classify_runs
 
-    run_paths, toward, target_run, layered_run, views = _two_layers(list(run_paths), out, toward, from_layer,
+    toward, suites_dir, data_dir, similarity = options.toward, options.suites_dir, options.data_dir, options.similarity
+    pipelines = list(options.pipelines) if options.pipelines is not None else None
+    findings = list(options.findings) if options.findings is not None else None
+    regenerated = list(options.regenerated)
+    run_paths, toward, target_run, layered_run, views = _two_layers(list(run_paths), out, toward, options.from_layer,
                                                                     pipelines)
     base = load_runs(run_paths)
     layers = sorted({r["pipeline"] for run in base for r in run.records})
@@ -328,14 +358,14 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
             notes.append(f"{toward}: the layers send the same requests (no upstream field differs): no rho_gen "
                          "from this run")
     # The compare part with its analyses (compare.analysis_registry): sensitivity always, similarity on request.
-    options: dict[str, object] = {
+    analyses: dict[str, object] = {
         "sensitivity": SensitivityRequest(target + load_runs(extraction_dirs) + extra, cards)}
     if similarity is not None:
         from pytest_benchaudit.compare.similarity import SimilarityRequest
 
-        options["similarity"] = SimilarityRequest(similarity, suites_dir, n_prompts)
-    doc = compare_document(set_a, set_b, None, n_resamples=n_resamples, seed=seed, permutations=permutations,
-                           options=options)
+        analyses["similarity"] = SimilarityRequest(similarity, suites_dir, options.n_prompts)
+    doc = compare_document(set_a, set_b, None, n_resamples=options.n_resamples, seed=options.seed,
+                           permutations=options.permutations, options=analyses)
     doc["sensitivity"]["notes"] += notes
     benches = sorted({r["benchmark"] for run in base for r in run.records})
     ledger: list[LedgerRow | LedgerNote]

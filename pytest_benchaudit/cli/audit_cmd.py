@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit audit``: 0 when everything was written, 2 on bad input."""
     from pytest_benchaudit.compare import CompareError
     from pytest_benchaudit.rescore.run_dirs import RescoreError
-    from pytest_benchaudit.audit.whole import build_audit
+    from pytest_benchaudit.audit.whole import AuditOptions, build_audit
     from pytest_benchaudit.cli.compare_cmd import json_default, read_findings
     from pytest_benchaudit.report.export import export_every_eval_ever
 
@@ -89,10 +89,10 @@ def run(args: argparse.Namespace) -> int:
             from pytest_benchaudit.compare.similarity import parse_embedder
 
             embedder = parse_embedder(args.embedder, args.embedder_key_env)
-        doc = build_audit(args.runs, args.out, toward=args.toward, suites_dir=args.suites_dir, data_dir=args.data_dir,
-                          regenerated=args.regenerated, similarity=embedder, findings=findings,
-                          n_resamples=args.resamples, seed=args.seed, from_layer=args.from_layer,
-                          pipelines=_layer_list(args.pipelines))
+        options = AuditOptions(toward=args.toward, from_layer=args.from_layer, pipelines=_layer_list(args.pipelines),
+                               suites_dir=args.suites_dir, data_dir=args.data_dir, regenerated=args.regenerated or (),
+                               findings=findings, similarity=embedder, n_resamples=args.resamples, seed=args.seed)
+        doc = build_audit(args.runs, args.out, options)
     except (CompareError, RescoreError) as err:
         print(f"benchaudit audit: {err}", file=sys.stderr)
         return 2
