@@ -220,6 +220,59 @@ def test_private_internals_stay_behind_their_adapters() -> None:
         assert all(f"``{name}" in doc or f"{name}``" in doc or name in doc for name in used), (module, used)
 
 
+def _private_imports(path: Path) -> list[str]:
+    """Each import of pytest's private package (``_pytest``) or of one of pytest-xdist's modules (its
+    public names live on the ``xdist`` package itself) in ``path``, as ``line: module``; imports under
+    ``if TYPE_CHECKING:`` count too (a private name is one wherever it is spelled)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        found += [f"{node.lineno}: {name}" for name in names
+                  if name == "_pytest" or name.startswith(("_pytest.", "xdist."))]
+    return found
+
+
+def test_private_modules_are_imported_only_by_the_adapters() -> None:
+    """``import _pytest`` / ``from xdist.workermanage import ...`` happen in the adapters alone (issue 34:
+    pytest_plugin/remote.py imported both)."""
+    outside = {module: uses for module, path in _modules().items()
+               if module not in ADAPTERS and (uses := _private_imports(path))}
+    assert not outside, f"private modules imported outside the adapters: {outside}"
+
+
+def test_no_two_modules_share_a_file_name() -> None:
+    """One name per thing (issue 34): ``__init__.py`` aside, every module's file name is its own."""
+    seen: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "__init__.py":
+            seen.setdefault(path.name, []).append(str(path.relative_to(PACKAGE.parent)))
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
+
+
+def test_cli_command_modules_follow_one_scheme() -> None:
+    """Every ``benchaudit`` command is ``cli/<command>_cmd.py`` (``-`` as ``_``), and every such module is a
+    command: the registry in cli/app.py names them, nothing else does."""
+    from pytest_benchaudit.cli.app import COMMANDS
+
+    assert {c: m for c, m in COMMANDS.items() if m != c.replace("-", "_") + "_cmd"} == {}
+    assert {p.stem for p in (PACKAGE / "cli").glob("*_cmd.py")} == set(COMMANDS.values())
+
+
+def test_layer_merging_lives_in_pipeline_layering() -> None:
+    """How layers combine (the merge, a task's layers and ``base =``, ``--set``, re-targeting a stored
+    pipeline) is defined once, in pipeline/layering.py (issue 34: it was split over dataset/, pipeline/
+    and the rescore modules)."""
+    merging = {"deep_merge", "task_layers", "_resolve_bases", "_set_path", "apply_overrides", "retarget",
+               "upstream_changes"}
+    defined: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name in merging:
+                defined.setdefault(node.name, []).append(module)
+    assert defined == {name: [f"{NAME}.pipeline.layering"] for name in merging}
+
+
 def test_the_private_uses_finder_finds_them(tmp_path: Path) -> None:
     """The counter above is not vacuous: each shape of use it must see, it sees."""
     sample = tmp_path / "sample.py"
@@ -229,3 +282,9 @@ def test_the_private_uses_finder_finds_them(tmp_path: Path) -> None:
                       "hasattr(plugin, 'torun')\nlimiter.stats()\nself._user_fspath = None\n")
     assert _private_uses(sample) == ["1: _setupstate", "2: _markers", "3: _log_cli_enabled", "4: _tw",
                                      "5: stats", "6: TestReport(...)", "7: torun"]
+    imports = tmp_path / "imports.py"
+    imports.write_text("import _pytest\nfrom _pytest.terminal import TerminalReporter\nimport _pytest.main as m\n"
+                       "from xdist.workermanage import make_reltoroot\nimport xdist\nimport pytest\n"
+                       "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from xdist.remote import WorkerInteractor\n")
+    assert _private_imports(imports) == ["1: _pytest", "2: _pytest.terminal", "3: _pytest.main",
+                                         "4: xdist.workermanage", "9: xdist.remote"]

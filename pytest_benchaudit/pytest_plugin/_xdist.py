@@ -1,7 +1,11 @@
-"""The one place that reads pytest-xdist's private worker state.
+"""The one place that reads pytest-xdist's private state: a worker's queue, and how the controller
+maps path arguments for workers on other hosts.
 
 A worker's runner prefetches the requests of the items the controller has queued for *this*
-worker; xdist exposes that queue only on its private ``WorkerInteractor`` plugin object.
+worker; xdist exposes that queue only on its private ``WorkerInteractor`` plugin object.  With a
+gateway that is not a plain ``popen``, xdist rewrites each path argument relative to an rsync root
+and fails with an internal error on one outside every root: :func:`unmapped_path_args` finds those
+first, with xdist's own mapping, so the remote check (:mod:`.remote`) says which and how to write it.
 
 Private names used (``xdist.remote.WorkerInteractor``):
 
@@ -12,24 +16,32 @@ Private names used (``xdist.remote.WorkerInteractor``):
 - ``nextitem_index``: the index of the item that runs after the current one (``None`` or
   xdist's ``Marker.SHUTDOWN`` when there is none).
 
+For the path arguments: ``xdist.workermanage.make_reltoroot`` (an internal module: the mapping of
+path arguments onto rsync roots, gone with xdist's rsync in 4.0) and the folder of pytest's private
+``_pytest`` package (one of the roots xdist's ``NodeManager`` lists).
+
 Checked on pytest-xdist 3.5.0 and 3.8.0 (``make test-pytest-matrix``); read only within the range
 :data:`._fastpath.XDIST_TESTED` declares.  Public fallback: outside that range, or when the
 interactor or either attribute is missing (another distributor), :meth:`WorkerQueue.queued_indices` returns no
 indices, so a worker prefetches nothing ahead and each item asks for its own answer as it runs:
-the same records, without the look-ahead.
+the same records, without the look-ahead.  Without ``make_reltoroot`` (another xdist),
+:func:`unmapped_path_args` finds nothing: a path xdist cannot map is xdist's own error, as before
+the check.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_benchaudit.pytest_plugin._fastpath import untested_reason
 
-__all__ = ["WorkerQueue"]
+__all__ = ["WorkerQueue", "unmapped_path_args"]
 
 
 class WorkerQueue:
@@ -72,3 +84,34 @@ def _locked(torun: Any) -> Iterator[Iterable[Any]]:
             yield list(torun.queue)
     else:
         yield []
+
+
+def _rsync_roots(config: pytest.Config) -> list[Path]:
+    """The folders xdist copies to the gateways (as its NodeManager lists them)."""
+    import _pytest
+
+    def folder(path: str) -> str:
+        stripped = path.rstrip("co")
+        return os.path.dirname(stripped) if os.path.basename(stripped) == "__init__.py" else stripped
+
+    candidates = [folder(pytest.__file__), folder(_pytest.__file__), *(config.getoption("rsyncdir", None) or []),
+                  *(config.getini("rsyncdirs") or [])]
+    return [Path(c).resolve() for c in candidates]
+
+
+def unmapped_path_args(config: pytest.Config) -> list[str]:
+    """The arguments of the command line that xdist would fail to map onto an rsync root for workers
+    through other gateways (each that exists here and lies outside every root), in order; none when
+    this xdist has no such mapping."""
+    try:
+        from xdist.workermanage import make_reltoroot  # xdist's own mapping (gone with its rsync, in 4.0)
+    except ImportError:
+        return []
+    roots = _rsync_roots(config)
+    unmapped = []
+    for arg in (str(a) for a in config.invocation_params.args):
+        try:
+            make_reltoroot(roots, [arg])
+        except ValueError:
+            unmapped.append(arg)
+    return unmapped

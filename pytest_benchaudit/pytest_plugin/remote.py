@@ -41,9 +41,7 @@ What this module adds, on the controller (:class:`RemoteWorkers`) and on workers
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -51,6 +49,7 @@ import pytest
 from typing_extensions import TypedDict
 
 from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.pytest_plugin._xdist import unmapped_path_args
 from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.launched import LAUNCHED
 from pytest_benchaudit.runs.run_meta import WorkerInfo
@@ -163,19 +162,6 @@ def _launched(opts: RunOptions) -> list[str]:
             if m is not None and m.kind in LAUNCHED]
 
 
-def _rsync_roots(config: pytest.Config) -> list[Path]:
-    """The folders xdist copies to the gateways (as its NodeManager lists them)."""
-    import _pytest
-
-    def folder(path: str) -> str:
-        stripped = path.rstrip("co")
-        return os.path.dirname(stripped) if os.path.basename(stripped) == "__init__.py" else stripped
-
-    candidates = [folder(pytest.__file__), folder(_pytest.__file__), *(config.getoption("rsyncdir", None) or []),
-                  *(config.getini("rsyncdirs") or [])]
-    return [Path(c).resolve() for c in candidates]
-
-
 class RemoteWorkers:
     """xdist controller: refuse, warn and record what workers on other hosts change."""
 
@@ -205,22 +191,14 @@ class RemoteWorkers:
     def _check_args(self, config: pytest.Config) -> None:
         """xdist rewrites each path argument that exists here relative to an rsync root, and fails
         with an internal error on one that is outside every root: say which, and how to write it."""
-        try:
-            from xdist.workermanage import make_reltoroot  # xdist's own mapping (gone with its rsync, in 4.0)
-        except ImportError:
-            return
-
-        roots = _rsync_roots(config)
-        for arg in (str(a) for a in config.invocation_params.args):
-            try:
-                make_reltoroot(roots, [arg])
-            except ValueError:
-                raise pytest.UsageError(
-                    f"{arg!r}: a path on this host that pytest-xdist cannot hand to workers through other "
-                    "gateways (it maps only paths under a --rsyncdir, given as absolute paths). Pass a suite as "
-                    "an absolute path under a --rsyncdir (e.g. --rsyncdir $PWD/suites $PWD/suites/seceval), "
-                    "and an option's value with '=' (--report-dir=out, --data-dir=DIR: then it is read on "
-                    "each worker, relative to its working directory)") from None
+        unmapped = unmapped_path_args(config)
+        if unmapped:
+            raise pytest.UsageError(
+                f"{unmapped[0]!r}: a path on this host that pytest-xdist cannot hand to workers through other "
+                "gateways (it maps only paths under a --rsyncdir, given as absolute paths). Pass a suite as "
+                "an absolute path under a --rsyncdir (e.g. --rsyncdir $PWD/suites $PWD/suites/seceval), "
+                "and an option's value with '=' (--report-dir=out, --data-dir=DIR: then it is read on "
+                "each worker, relative to its working directory)")
 
     # -- each gateway --------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
