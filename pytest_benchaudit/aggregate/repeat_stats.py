@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, NotRequired, Sequence
 
 from pydantic import ConfigDict, with_config
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 __all__ = ["REDUCERS", "Reducer", "reduce_scores", "reduce_verdicts", "expected_best_of_k", "pass_at_k",
            "clt_se", "clustered_se", "sampling_sd", "retest_agreement", "normal_ci", "paired_difference",

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NotRequired, Sequence
 
 import numpy as np
 from pydantic import ConfigDict, with_config
 from scipy import stats as _st
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 __all__ = [
     "orient",

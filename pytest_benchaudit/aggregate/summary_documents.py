@@ -10,7 +10,8 @@ Pure: no pytest, no I/O.
 from __future__ import annotations
 
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
-from typing_extensions import NotRequired, TypedDict
+from typing import NotRequired
+from typing_extensions import TypedDict
 
 # Declared in pipeline/record_documents.py (inference/usage.py makes the rows); re-exported here, where summary.json is.
 from pytest_benchaudit.pipeline.record_documents import UsageRow, UsageSummary

@@ -34,10 +34,10 @@ kappa is undefined and reported as ``None``.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Literal, NotRequired, Sequence
 
 from pydantic import ConfigDict, TypeAdapter, with_config
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.annotation.gold_audit import normalize_answer
 

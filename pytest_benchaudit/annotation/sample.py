@@ -36,7 +36,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from typing_extensions import Required, TypedDict
+from typing import Required
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.annotation.agreement import (GOLD_CONFIRM, GOLD_VERDICTS, HUMAN_JUDGE, KAPPA_METHOD, NOT_BENCHMARK_WIDE,
                                                AnnotatorRate, Between, GoldConfirmReport, HumanJudgeReport,

@@ -13,7 +13,8 @@ Pure: no pytest, no I/O.
 from __future__ import annotations
 
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
-from typing_extensions import NotRequired, Required, TypedDict
+from typing import NotRequired, Required
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.aggregate.summary_documents import VariantDelta
 from pytest_benchaudit.compare.compare_documents import CompareDocument

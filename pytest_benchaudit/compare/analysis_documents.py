@@ -12,7 +12,8 @@ Pure: no I/O; imports no other module of :mod:`pytest_benchaudit.compare`.
 """
 
 from pydantic import ConfigDict, with_config
-from typing_extensions import NotRequired, TypedDict
+from typing import NotRequired
+from typing_extensions import TypedDict
 
 __all__ = ["Coverage", "LeaveOneOut", "LeaveOneOutRow", "MissingPair", "PeerGapRow", "Permutation", "RunClass",
            "SensitivityPart", "SensitivityRow", "SetSimilarity", "SimilarityLayer", "SimilarityPair", "SimilarityPart",

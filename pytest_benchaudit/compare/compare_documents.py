@@ -15,7 +15,8 @@ Pure: no I/O; imports no other module of :mod:`pytest_benchaudit.compare` but :m
 from __future__ import annotations
 
 from pydantic import ConfigDict, TypeAdapter, with_config
-from typing_extensions import NotRequired, TypedDict
+from typing import NotRequired
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.aggregate.summary_documents import TauRow
 from pytest_benchaudit.compare.analysis_documents import (Coverage, LeaveOneOut, LeaveOneOutRow, MissingPair,

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import JsonValue
-from typing_extensions import NotRequired, TypedDict, TypeGuard
+from typing import NotRequired, TypeGuard
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
 from pytest_benchaudit.importers.common import (

@@ -8,10 +8,10 @@ import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NotRequired, Required, cast
 
 from pydantic import JsonValue
-from typing_extensions import NotRequired, Required, TypedDict
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize

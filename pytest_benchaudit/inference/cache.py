@@ -29,9 +29,9 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials

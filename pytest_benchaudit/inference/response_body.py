@@ -11,9 +11,9 @@ exception is a bug in this code, never read as the model's answer.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, NotRequired, cast
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.inference.loglikelihood import echoed_tokens
 from pytest_benchaudit.pipeline.record_documents import TokenUsage

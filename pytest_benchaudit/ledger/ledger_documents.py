@@ -11,7 +11,8 @@ Pure: no pytest, no I/O.
 from __future__ import annotations
 
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
-from typing_extensions import NotRequired, Required, TypedDict
+from typing import NotRequired, Required
+from typing_extensions import TypedDict
 
 __all__ = ["LEDGER", "LedgerCell", "LedgerDocument", "LedgerNote", "LedgerRow", "LedgerTotals", "LeafValues",
            "PaperView", "PeerField", "PeerLayer", "TemplateContrast", "TemplateContrastPeer"]

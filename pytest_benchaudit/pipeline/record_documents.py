@@ -13,10 +13,10 @@ Pure: no pytest, no I/O.
 
 # No ``from __future__ import annotations``: TypedDict reads Required / NotRequired from evaluated
 # annotations, and ``__required_keys__`` / ``__optional_keys__`` are wrong (all one kind) from strings.
-from typing import Literal
+from typing import Literal, NotRequired, Required
 
 from pydantic import ConfigDict, JsonValue, with_config
-from typing_extensions import NotRequired, Required, TypedDict
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.pipeline.types import InvalidReason, InvalidStage
 

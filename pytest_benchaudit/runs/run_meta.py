@@ -22,7 +22,8 @@ Pure: no pytest, no I/O.
 from __future__ import annotations
 
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
-from typing_extensions import NotRequired, Required, TypedDict
+from typing import NotRequired, Required
+from typing_extensions import TypedDict
 
 # RunModel is declared in pipeline/record_documents.py (inference's ModelSpec.public() makes it) and re-exported here.
 from pytest_benchaudit.pipeline.record_documents import Cards, CardWarning, RunModel

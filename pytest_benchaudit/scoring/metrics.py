@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from typing_extensions import NotRequired, TypedDict
+from typing import NotRequired
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.scoring.tasks import TASK_METRIC_INFO, TASK_METRICS

@@ -12,9 +12,9 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 __all__ = ["AggregateDocument", "AnswerAttribution", "ConfidenceInterval", "DetailedEvaluationResults",
            "EvalLibrary", "EvaluationResult", "GenerationArgs", "GenerationConfig", "InferenceEngine",

@@ -12,7 +12,8 @@ import shlex
 from collections.abc import Sequence
 
 from pydantic import JsonValue
-from typing_extensions import NotRequired, TypedDict
+from typing import NotRequired
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.compare.compare_documents import TaskInfo
 from pytest_benchaudit.diagnose.finding_documents import FindingRow

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NotRequired
 
 from pydantic import JsonValue
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.compare.compare_documents import CompareDocument, TaskInfo
 from pytest_benchaudit.diagnose.finding_documents import FindingRow
