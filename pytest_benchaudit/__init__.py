@@ -1,20 +1,7 @@
 """pytest-benchaudit: LLM benchmarks as pytest suites, with the pipeline that produced every score.
 
-The package is laid out as the pipeline it measures (see docs/DESIGN.md)::
-
-    common      leaf helpers: errors, secret redaction, progress lines
-    pipeline    the five stages' fields, layers, --set/--vary, hashing, the card, the
-                value types passed between stages and the record schema        [pure]
-    prompt      templates and chat formats -> requests                        (upstream)
-    dataset     suite config schema, readers, questions, data dir, fetch        (upstream)
-    inference   model specs, the backend protocol, OpenAI-compatible client, cache, launchers
-    scoring     extraction rules, metrics, judge prompts, task families      (downstream, pure)
-    aggregate   task results, benchmark scores, variant deltas, ranks, statistics
-    runs        the run-directory store (the one reader and writer), replay of stored runs
-    pytest_plugin  the pytest side: options, collection, runner, controller (only here is pytest imported)
-    audit       rescore, sweep, compare, imports, gold audit, judge agreement, ledger
-    report      terminal, gates, HTML report, Every Eval Ever export
-    cli         one module per ``benchaudit`` command
+The package's layout (a subpackage per pipeline stage, then one per thing a user does with stored
+runs) and its dependency rules are described once, in docs/DESIGN.md ("Package layout").
 
 Importing the package is cheap: the public names below are loaded on first use.
 """

@@ -18,7 +18,7 @@ reports are taken out of ``terminalreporter.stats["failed"]``; pytest's sections
 see plain tests only (their output is unchanged); after it they are put back, so the
 final ``N failed, M passed`` line still counts them.  In between, the benchaudit summary
 lists the first wrong answers of each task (``--show-answers N``, default 5; ``all`` or
-``-v`` lists every one).  ``tests/test_output.py`` breaks if a pytest release changes
+``-v`` lists every one).  ``tests/pytest_plugin/test_output.py`` breaks if a pytest release changes
 any of what this relies on (the order of the wrapped sections, ``stats`` keyed by
 category, the summary line computed after the hook).
 
@@ -195,7 +195,7 @@ class AnswerReporting:
             return
         self.live = LiveLine(total)
         # pytest's [NN%] column counts the characters on the current line, which the live line
-        # overwrites; with it on, every item would end a line.  (tests/test_output.py checks it.)
+        # overwrites; with it on, every item would end a line.  (tests/pytest_plugin/test_output.py checks it.)
         _terminal.hide_progress_column(reporter)
         self._user_fspath = _terminal.user_showfspath(reporter)  # the user's setting, for plain tests
 
