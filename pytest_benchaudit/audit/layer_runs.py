@@ -29,7 +29,7 @@ from pytest_benchaudit.rescore.run_dirs import RescoreError
 from pytest_benchaudit.pipeline.stages import UPSTREAM_STAGES
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
-from pytest_benchaudit.runs.run_meta import RunMeta, run_layers
+from pytest_benchaudit.runs.run_meta import run_layers
 from pytest_benchaudit.runs.store import RunDirectory, load_run, read_run_json
 
 if TYPE_CHECKING:  # audit.audit_documents imports the compare package (scipy)

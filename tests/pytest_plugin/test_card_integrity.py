@@ -391,7 +391,7 @@ def test_the_judge_prompts_are_in_the_judge_material(monkeypatch: pytest.MonkeyP
     assert before["prompts"] == judge_prompts.judge_card("j")["prompts"] and len(before["prompts_sha256"]) == 64
     cards._judge_prompts_sha.cache_clear()
     original = judge_prompts.grading_request
-    monkeypatch.setattr(judge, "grading_request", lambda q, r: original(q, r + " (edited prompt)"))
+    monkeypatch.setattr(judge_prompts, "grading_request", lambda q, r: original(q, r + " (edited prompt)"))
     try:
         assert cards.judge_material(judge_prompts.judge_card("j"))["prompts_sha256"] != before["prompts_sha256"]
     finally:
