@@ -32,7 +32,7 @@ DEMO_PYTEST := $(BIN)/pytest suites/cybermetric -k cm80 --limit $(DEMO_N) -p no:
                --show-answers 3 --set inference.max_tokens=$(DEMO_TOKENS)
 newest       = $$(ls -td $(1)/*/ | head -1 | sed 's:/$$::')
 
-.PHONY: demo test test-pytest-matrix wheel-smoke install install-local install-browser clean
+.PHONY: demo test test-pytest-matrix wheel-smoke mutants install install-local install-browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -105,6 +105,18 @@ test-pytest-matrix: $(VENV)-pytest-lowest/.installed $(VENV)-pytest-newest/.inst
 	  echo "== pytest matrix, $$leg: $$($$py -c 'import pytest, xdist, pluggy; print("pytest", pytest.__version__, "pytest-xdist", xdist.__version__, "pluggy", pluggy.__version__)')"; \
 	  $$py -m pytest $(MATRIX_TESTS) -q -p no:cacheprovider || exit 1; \
 	done
+
+# Mutation check of the pure core (issue 33, item 15), not part of `make test` (tens of minutes on two
+# cores): mutmut changes one thing at a time in pipeline/, scoring/ and aggregate/ modules and runs the
+# tests that cover it (the map from module to tests: tools/mutants.py). Report: build/mutation/REPORT.md;
+# mutants that change no behaviour, with the reason: tools/mutants_equivalent.toml.
+# MUTANT_GROUPS="cvss stats" limits the run; `tools/mutants.py rerun GROUP` re-tests the survivors.
+MUTMUT_VERSION ?= 3.8.1
+MUTANT_GROUPS  ?=
+
+mutants: install
+	$(BIN)/python -m pip install --quiet 'mutmut==$(MUTMUT_VERSION)'
+	nice -n 10 $(BIN)/python tools/mutants.py run $(MUTANT_GROUPS)
 
 clean:
 	rm -rf $(VENV) $(VENV)-pytest-lowest $(VENV)-pytest-newest reports/*/ .pytest_cache
