@@ -203,8 +203,10 @@ class InferenceStage(_Stage):
 class ExtractionStage(_Stage):
     rule: str = UNSPECIFIED
     # "strip": drop <think> spans and a separate reasoning field before reading the
-    # answer; "keep": read the raw text as it came (what most released code does).
-    reasoning: Literal["strip", "keep"] | Unspecified = UNSPECIFIED
+    # answer; "keep": read the raw text as it came (what most released code does);
+    # "strip_first": inspect_ai's openai-api reading, the first <think> block only, the raw
+    # text when nothing else remains (scoring/extract.py strip_first_reasoning).
+    reasoning: Literal["strip", "keep", "strip_first"] | Unspecified = UNSPECIFIED
 
 
 class ScoringStage(_Stage):
