@@ -160,6 +160,9 @@ class ContinuationRow(TypedDict):
     tokens: list[str]
     logprobs: list[float]
     missing: str | None
+    context_tokens: NotRequired[int]
+    prompt: NotRequired[str]
+    note: NotRequired[str]
 
 
 TopLogprobs = dict[str, float]

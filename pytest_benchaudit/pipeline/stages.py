@@ -169,6 +169,10 @@ class InferenceStage(_Stage):
     # multiple_choice: one completion per option with prompt = context + continuation " A".." D",
     # ``echo`` on, the echoed continuation tokens' log-probabilities summed; completion mode only).
     request: Literal["generate", "loglikelihood"] = "generate"
+    # "endpoint": append the end-of-sequence token of the endpoint's tokenizer to ``stop``, as lm-eval's
+    # API models append theirs (read from the endpoint's GET /tokenizer_info where lm-eval would use it;
+    # nothing appended, and the card says so, where it cannot be known: inference/endpoint_tokenizer.py).
+    stop_eos: Literal["none", "endpoint"] = "none"
 
     @field_validator("repeats")
     @classmethod
@@ -245,7 +249,7 @@ class AggregationStage(_Stage):
 # Pipeline.hashed_stages): (stage, field, default).
 _HASH_SILENT_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("inference", "repeats", 1), ("aggregation", "reducer", "mean"), ("aggregation", "pass_k", None),
-    ("inference", "request", "generate"))
+    ("inference", "request", "generate"), ("inference", "stop_eos", "none"))
 
 
 class Pipeline(BaseModel):
