@@ -268,6 +268,9 @@ class Pipeline(BaseModel):
     aggregation: AggregationStage = AggregationStage()
     why: dict[str, str] = Field(default_factory=dict, description="field -> reason or citation")
     notes: tuple[str, ...] = ()
+    # A peer layer: the harness packages and versions whose requests and readers it reproduces (as `why`,
+    # not hashed: it says where the fields came from, not what they are).
+    reproduces: dict[str, str] = Field(default_factory=dict, description="peer package -> version reproduced")
     overrides: dict[str, JsonValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -346,6 +349,8 @@ class Pipeline(BaseModel):
             "notes": list(self.notes),
             "unspecified": self.unspecified_fields(tuple((*UPSTREAM_STAGES, *DOWNSTREAM_STAGES))),
         }
+        if self.reproduces:
+            card["reproduces"] = dict(self.reproduces)
         if materials:
             card["materials"] = dict(materials)
         return card
