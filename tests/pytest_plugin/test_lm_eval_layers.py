@@ -193,6 +193,15 @@ def test_the_stop_list_ends_with_the_endpoints_eos_as_lm_eval_sends_it(pytester:
     eos = card["providers"][MODEL]["end_of_sequence"]
     assert eos["token"] == "<|im_end|>" and eos["known"] is True and eos["asked"].startswith("http://127.0.0.1:")
     assert not out["run"].get("warnings")
+    # Replayed with no endpoint at all: the requests are rendered with the EOS the run's card recorded.
+    run_dir = only_run_dir(pytester.path / "out")
+    result = pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(real_data), "--pipeline",
+                                "lm_eval_generative", "--limit", "20", "--model", f"replay:{run_dir}",
+                                "--report-dir", "replayed")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
+    replayed = read_run(only_run_dir(pytester.path / "replayed"))
+    assert sorted((r["question_id"], r["score"], r["request"]["params"]["stop"]) for r in replayed["records"]) == sorted(
+        (r["question_id"], r["score"], r["request"]["params"]["stop"]) for r in out["records"])
 
 
 def test_lm_evals_concurrent_quirk_is_the_layer_without_the_eos(pytester: pytest.Pytester, real_data: Path) -> None:
