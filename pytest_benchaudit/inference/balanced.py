@@ -113,8 +113,9 @@ class BalancedBackend:
         return best
 
     async def generate(self, request: Request) -> Generation:
-        if request.continuations:  # inference.request = "loglikelihood": each continuation balanced on its own
-            return await ask_loglikelihood(request, self.generate)
+        if request.continuations:  # inference.request = "loglikelihood"
+            # Cut by the first endpoint's tokenizer (they serve one model), each continuation balanced on its own.
+            return await ask_loglikelihood(request, self.generate, await self.endpoints[0].backend.remote_tokenizer())
         start = time.perf_counter()
         try:
             path, body = self.endpoints[0].backend.payload(request)

@@ -169,6 +169,10 @@ class InferenceStage(_Stage):
     # multiple_choice: one completion per option with prompt = context + continuation " A".." D",
     # ``echo`` on, the echoed continuation tokens' log-probabilities summed; completion mode only).
     request: Literal["generate", "loglikelihood"] = "generate"
+    # "endpoint": append the end-of-sequence token of the endpoint's tokenizer to ``stop``, as lm-eval's
+    # API models append theirs (read from the endpoint's GET /tokenizer_info where lm-eval would use it;
+    # nothing appended, and the card says so, where it cannot be known: inference/endpoint_tokenizer.py).
+    stop_eos: Literal["none", "endpoint"] = "none"
 
     @field_validator("repeats")
     @classmethod
@@ -203,8 +207,10 @@ class InferenceStage(_Stage):
 class ExtractionStage(_Stage):
     rule: str = UNSPECIFIED
     # "strip": drop <think> spans and a separate reasoning field before reading the
-    # answer; "keep": read the raw text as it came (what most released code does).
-    reasoning: Literal["strip", "keep"] | Unspecified = UNSPECIFIED
+    # answer; "keep": read the raw text as it came (what most released code does);
+    # "strip_first": inspect_ai's openai-api reading, the first <think> block only, the raw
+    # text when nothing else remains (scoring/extract.py strip_first_reasoning).
+    reasoning: Literal["strip", "keep", "strip_first"] | Unspecified = UNSPECIFIED
 
 
 class ScoringStage(_Stage):
@@ -243,7 +249,7 @@ class AggregationStage(_Stage):
 # Pipeline.hashed_stages): (stage, field, default).
 _HASH_SILENT_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("inference", "repeats", 1), ("aggregation", "reducer", "mean"), ("aggregation", "pass_k", None),
-    ("inference", "request", "generate"))
+    ("inference", "request", "generate"), ("inference", "stop_eos", "none"))
 
 
 class Pipeline(BaseModel):
@@ -262,6 +268,9 @@ class Pipeline(BaseModel):
     aggregation: AggregationStage = AggregationStage()
     why: dict[str, str] = Field(default_factory=dict, description="field -> reason or citation")
     notes: tuple[str, ...] = ()
+    # A peer layer: the harness packages and versions whose requests and readers it reproduces (as `why`,
+    # not hashed: it says where the fields came from, not what they are).
+    reproduces: dict[str, str] = Field(default_factory=dict, description="peer package -> version reproduced")
     overrides: dict[str, JsonValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -340,6 +349,8 @@ class Pipeline(BaseModel):
             "notes": list(self.notes),
             "unspecified": self.unspecified_fields(tuple((*UPSTREAM_STAGES, *DOWNSTREAM_STAGES))),
         }
+        if self.reproduces:
+            card["reproduces"] = dict(self.reproduces)
         if materials:
             card["materials"] = dict(materials)
         return card

@@ -31,7 +31,7 @@ from pytest_benchaudit.scoring.judging import judge_problem, needs_judge
 from pytest_benchaudit.pytest_plugin import _fastpath, cards
 from pytest_benchaudit.pytest_plugin.checks import checks_of
 from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
-from pytest_benchaudit.pytest_plugin.specs import ItemSpec, VariantSpec
+from pytest_benchaudit.pytest_plugin.specs import ItemSpec, VariantSpec, note_end_of_sequence
 from pytest_benchaudit.pipeline.card import USED, add_item_card, item_card, note_collected_used
 from pytest_benchaudit.pipeline import assembly, checks as pipeline_checks
 from pytest_benchaudit.pipeline.documents import Cards, RecordRow
@@ -218,8 +218,13 @@ class TaskCollector(pytest.Collector):
             specs[v.name] = part
             # How each hosted model is reached, and what its provider's quirks change.
             providers = {m.label: m.provider_card(inference_params(v.pipeline)) for m in opts.models if m.provider}
+            # lm-eval's stop list ends with the endpoint's EOS: each model's, or why it cannot be known.
+            eos_warnings = (note_end_of_sequence(providers, opts.models, part.key)
+                            if v.pipeline.inference.stop_eos == "endpoint" else [])
             opts.state.cards[part.key] = assembly.task_card(card, shown, variant=None if v.is_base else v.info(),
                                                             judge=judge, providers=providers)
+            if eos_warnings:
+                opts.state.cards[part.key].setdefault("warnings", []).extend(eos_warnings)
             skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name, opts.judge is not None)
         if opts.limit is not None:
             questions = questions[: opts.limit]
