@@ -19,8 +19,8 @@ Which interval a summary row gets depends on what its per-question scores are (`
 **Clustered** (``aggregation.by``: questions in G groups): ``se`` = the CR1 cluster-robust standard
 error (:func:`.repeats.clustered_se`) and t with G - 1 degrees of freedom, as inspect_ai's clustered
 ``stderr`` and statsmodels' cluster-robust covariance do.  The interval uses the larger of the CR1 and
-the plain standard error (Angrist & Pischke 2009, section 8.2: a few groups estimate a negative
-within-group correlation more often than there is one), so a clustered interval always contains the
+the plain standard error (the rule of Angrist & Pischke 2009, section 8.2: from few groups CR1 is a
+noisy estimate that can come out below the plain one), so a clustered interval always contains the
 plain one of the same row, and groups of size 1 give the plain interval's width back (or a little more).
 
 Pure: no I/O; the t quantile comes from ``scipy.special.stdtrit`` (imported when a t is needed).
