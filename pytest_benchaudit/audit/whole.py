@@ -57,7 +57,8 @@ UPSTREAM = ("dataset", "prompt", "inference")
 # Summary fields a score row carries when its run has them: the invalid reasons, and the error bars of
 # a run asked K > 1 times (the report's repeats table reads them; docs/statistics.md defines each).
 _CARRIED = ("invalid_reasons", "lower_is_better", "repeats", "reducer", "n_questions", "se", "se_clustered", "ci95",
-            "ci95_clustered", "sampling_sd", "retest_agreement")
+            "ci95_clustered", "sampling_sd", "retest_agreement", "ci95_method", "ci95_clustered_method", "clustered_by",
+            "n_groups")
 
 
 def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]]) -> list[ScoreRow]:
@@ -94,6 +95,14 @@ def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]])
                 row["sampling_sd"] = v9
             if (v10 := r.get("retest_agreement")) is not None:
                 row["retest_agreement"] = v10
+            if (v11 := r.get("ci95_method")) is not None:
+                row["ci95_method"] = v11
+            if (v12 := r.get("ci95_clustered_method")) is not None:
+                row["ci95_clustered_method"] = v12
+            if (v13 := r.get("clustered_by")) is not None:
+                row["clustered_by"] = v13
+            if (v14 := r.get("n_groups")) is not None:
+                row["n_groups"] = v14
             rows.append(row)
     return rows
 

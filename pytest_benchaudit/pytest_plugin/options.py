@@ -147,7 +147,8 @@ def add_options(parser: pytest.Parser) -> None:
                          "(default: reports/)")
     group.addoption("--gate", action="append", default=[], metavar="EXPR",
                     help="quality gate (repeatable), e.g. 'seceval>=0.70', 'seceval.mcq:invalid<=0.05' or "
-                         "'seceval.mcq:ci_low>=0.70' (the 95%% interval's low end); "
+                         "'seceval.mcq:ci_low>=0.70' (the low end of the 95%% interval the summary prints: clustered "
+                         "when the task groups its questions); "
                          "when given, the gates alone decide the exit status")
     group.addoption("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",
                     help="single-field counterfactuals (repeatable): each value is a variant of the base pipeline "
