@@ -664,6 +664,40 @@ def test_an_unwritable_output_path_is_a_usage_error_before_any_question(pytester
     assert not (pytester.path / "out").exists()
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc (no entry can be created there)")
+@pytest.mark.parametrize("option", ["--junitxml=/proc/nope/j.xml", "--junitxml=/proc/j.xml",
+                                    "--report-dir=/proc/nope/reports", "--cache-dir=/proc/nope/cache"])
+def test_an_output_path_that_cannot_be_created_is_a_usage_error_before_any_question(
+        pytester: pytest.Pytester, option: str) -> None:
+    """/proc/nope: its parent exists and passes every permission check (as root too), yet nothing can
+    be created in it.  The start-up check tries what the end of the run does (the folder, then a
+    file in it): one usage error naming the option, no question asked, no traceback at the end."""
+    write_toy(pytester.path)
+    with ScriptedServer(toy_script()) as server:
+        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
+                                               "-k", "t01", *(["--report-dir", "out"] if "report-dir" not in option
+                                                              else []), option)
+        asked = [c for c in server.calls if c.path.endswith("completions")]
+    out = result.stdout.str() + result.stderr.str()
+    no_traceback(out)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and asked == [], out[-2000:]
+    name, _, value = option.partition("=")
+    result.stderr.fnmatch_lines([f"ERROR: {name} {value}: cannot create * No such file or directory; nothing can be "
+                                 "written there"])
+
+
+def test_the_output_check_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The start-up check creates the missing folders and a file to see that it can, then removes
+    what it made; what was there stays."""
+    from pytest_benchaudit.pytest_plugin.outputs import check_output_file, check_output_folder
+
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "old.txt").write_text("x")
+    check_output_folder(tmp_path / "kept" / "new" / "deeper", "--report-dir")
+    check_output_file(tmp_path / "also" / "j.xml", "--junitxml")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["kept", "kept/old.txt"]
+
+
 def test_benchmarks_without_data_are_skipped_with_how_to_fetch_them(pytester: pytest.Pytester) -> None:
     """`pytest suites/` where some benchmarks' data is missing: each of those is skipped with one line
     saying how to get it (its tasks share the reason), the others run; no collection error."""

@@ -24,6 +24,7 @@ from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_ove
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
 from pytest_benchaudit.dataset.readers import resolve_data_dir
 from pytest_benchaudit.pipeline.variants import parse_vary
+from pytest_benchaudit.pytest_plugin.outputs import check_output_file, check_output_folder
 from pytest_benchaudit.scoring.registry import check_vary
 from pytest_benchaudit.runs.replay import resolve_replay_spec
 
@@ -297,6 +298,7 @@ def build_options(config: pytest.Config) -> RunOptions:
             check_report_dir(Path(opt.report_dir))  # a file in the way: one usage error now, not at the first item
         except UsageError as err:
             raise pytest.UsageError(str(err)) from None
+        check_output_folder(Path(opt.report_dir), "--report-dir")  # tried: what the first report will do
     if getattr(opt, "xmlpath", None) and not on_worker:
         # pytest writes the JUnit file after the last item: a path it cannot write would ask every
         # question and then end in a traceback.
@@ -350,38 +352,6 @@ def _pipelines(single: str | None, text: str | None, vary: list[Any]) -> list[st
         raise pytest.UsageError("--vary with --pipelines: vary the fields of one layer at a time (--pipeline NAME "
                                 "--vary ...); --pipelines already runs each layer as a variant of the first")
     return names
-
-
-def check_output_file(path: Path, option: str) -> None:
-    """Raise a usage error now if ``path`` cannot be written at the end of the run: it is a folder,
-    a file that cannot be written, or a folder of it cannot be created (a file in the way, no
-    permission).  Creates nothing."""
-    import os
-
-    path = Path(os.path.abspath(path))
-    if path.is_dir():
-        raise pytest.UsageError(f"{option} {path}: is a folder, not a file")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise pytest.UsageError(f"{option} {path}: no permission to write this file")
-    check_output_folder(path.parent, option, shown=path)
-
-
-def check_output_folder(folder: Path, option: str, shown: Path | None = None) -> None:
-    """Raise a usage error now if files cannot be created in ``folder`` later: a file (or a broken
-    symbolic link) in the way of it or of a parent, or no permission.  Creates nothing.  ``shown``:
-    the path the message names (the option's value)."""
-    import os
-
-    probe = Path(os.path.abspath(folder))
-    shown = shown or probe
-    while not probe.exists():
-        if probe.is_symlink():  # a dangling symlink is in the way as much as a file
-            raise pytest.UsageError(f"{option} {shown}: {probe} is a broken symbolic link")
-        probe = probe.parent
-    if not probe.is_dir():
-        raise pytest.UsageError(f"{option} {shown}: {probe} is a file, not a folder; nothing can be written there")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"{option} {shown}: no permission to create files in {probe}")
 
 
 def default_cache_dir() -> Path:
