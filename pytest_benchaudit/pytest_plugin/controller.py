@@ -160,6 +160,17 @@ class Controller:
         resumed = self.resumed_from.get("dataset_checksums", {}) if self.resumed_from is not None else {}
         return {**self.opts.state.checksums, **resumed}
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """What the cards warn of (a data file that differs from the checksum its suite pins) is said
+        as soon as collection has read the files, before any question (``--co`` included), and
+        again beside the scores.  Under xdist the workers collect: it is said at the end only."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        for warning in run_warnings(public_cards(self.opts.state.cards)):
+            reporter.ensure_newline()
+            reporter.write_line(printable(redact(f"benchaudit: warning: {warning['message']}")), yellow=True, bold=True)
+
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Serial run: items already recorded in the resumed run are deselected (never asked again)."""
         if self.resumed_from is not None:
