@@ -152,13 +152,14 @@ class TaskCollector(pytest.Collector):
         # problem as one usage error before any item) instead of failing item by item.
         try:
             if opts.pipelines:  # --pipelines A,B: each layer a variant of the first (pipeline.variants)
-                pipes = {layer: apply_overrides(suite.pipeline(task, layer), opts.overrides) for layer in present}
+                pipes = {layer: apply_overrides(suite.pipeline(task, layer), opts.overrides, opts.override_options)
+                         for layer in present}
                 variants = [layer_variant(layer, p, opts.layers[0], pipes.get(opts.layers[0]))
                             for layer, p in pipes.items()]
                 pipe = variants[0].pipeline
             else:
                 base = suite.pipeline(task, opts.pipeline)
-                pipe = apply_overrides(base, opts.overrides)
+                pipe = apply_overrides(base, opts.overrides, opts.override_options)
                 variants = build_variants(pipe, opts.vary)
             for v in variants:
                 check_pipeline_names(v.pipeline)

@@ -20,7 +20,7 @@ from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse
 from pytest_benchaudit.inference.providers import load_providers
 from pytest_benchaudit.inference.usage import PriceTable, check_prices, price_for
 from pytest_benchaudit.pipeline.documents import Cards
-from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, apply_overrides, parse_override
+from pytest_benchaudit.pipeline.stages import PipelineError, check_override, parse_override
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
 from pytest_benchaudit.dataset.readers import resolve_data_dir
 from pytest_benchaudit.pipeline.variants import parse_vary
@@ -91,6 +91,9 @@ class RunOptions:
     prices: PriceTable = field(default_factory=PriceTable)  # [tool.benchaudit.prices]
     state: RunState = field(default_factory=RunState)
     pipelines: list[str] = field(default_factory=list)  # --pipelines A,B: every layer, in order; [] for --pipeline
+    # A field an option of its own sets (--repeats K: inference.repeats) -> that option as given, so that
+    # an error names what the user typed (apply_overrides' ``options``).
+    override_options: dict[str, str] = field(default_factory=dict)
 
     @property
     def layers(self) -> list[str]:
@@ -197,11 +200,13 @@ def build_options(config: pytest.Config) -> RunOptions:
     for text in opt.benchaudit_set:
         try:
             path, value = parse_override(text)
-            # Check the value's type against a blank pipeline now, so a typo fails at once.
-            apply_overrides(Pipeline(name="check", benchmark="check", task="check"), [(path, value)])
+            # The value's type and its stage's own rules, now, so a typo fails at once; what relates it
+            # to another stage (pass_k within repeats) is checked against each layer at collection.
+            check_override(path, value)
         except PipelineError as err:
             raise pytest.UsageError(str(err)) from None
         overrides.append((path, value))
+    option_names: dict[str, str] = {}  # a field set by an option of its own: errors name that option
     if opt.repeats is not None:  # sugar for --set inference.repeats=K: the card and the hashes record it
         if opt.repeats < 1:
             raise pytest.UsageError(f"--repeats {opt.repeats}: expected a whole number >= 1 (how many times each "
@@ -209,6 +214,8 @@ def build_options(config: pytest.Config) -> RunOptions:
         given = dict(overrides).get("inference.repeats", opt.repeats)
         if given != opt.repeats:
             raise pytest.UsageError(f"--repeats {opt.repeats} and --set inference.repeats={given}: give one")
+        if "inference.repeats" not in dict(overrides):
+            option_names["inference.repeats"] = f"--repeats {opt.repeats}"
         overrides.append(("inference.repeats", opt.repeats))
     tool = _tool_table(config.rootpath)
     named = tool.get("models", {})
@@ -327,6 +334,7 @@ def build_options(config: pytest.Config) -> RunOptions:
         notes=notes,
         max_cost=opt.max_cost,
         prices=prices,
+        override_options=option_names,
     )
 
 

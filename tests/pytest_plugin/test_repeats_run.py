@@ -255,3 +255,37 @@ def test_rescore_and_sweep_keep_each_repeat(pytester: pytest.Pytester) -> None:
                            capture_output=True, text=True, cwd=pytester.path, timeout=120)
     assert swept.returncode == 0, swept.stderr
     assert "repeat an item already recorded" not in swept.stderr
+
+
+@pytest.mark.parametrize("asked", [["--repeats", "4"], ["--set", "inference.repeats=4"]], ids=["--repeats", "--set"])
+def test_pass_k_with_the_repeats_asked_for_runs_and_scores_pass_at_k(pytester: pytest.Pytester,
+                                                                     asked: list[str]) -> None:
+    """``aggregation.pass_k = 2`` with K = 4 repeats asked on the command line (in either order, by
+    either option): before, the option check refused pass_k against a blank pipeline's one repeat.
+    Each question's score is the unbiased pass@2 of its 4 verdicts, 1 - C(4-c, 2)/C(4, 2)."""
+    import math
+
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        result = run(pytester, server, "--set", "aggregation.pass_k=2", "--set", "aggregation.reducer=any", *asked)
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stderr.str()
+    run_dir = only_run_dir(pytester.path / "out")
+    records = records_of(run_dir)
+    right = collections.Counter(r["question_id"] for r in records if r["correct"])
+    assert collections.Counter(r["question_id"] for r in records) == {q: 4 for q in PROBABILITIES}
+    expected = sum(1 - math.comb(4 - right[q], 2) / math.comb(4, 2) for q in PROBABILITIES) / len(PROBABILITIES)
+    (res,) = json.loads((run_dir / "summary.json").read_text())["results"]
+    assert res["score"] == pytest.approx(expected)
+
+
+def test_pass_k_beyond_the_repeats_names_the_options_given(pytester: pytest.Pytester) -> None:
+    """pass_k above K is one usage error before any question, naming --repeats as the user typed it
+    (not a --set inference.repeats they never gave)."""
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        result = run(pytester, server, "--repeats", "2", "--set", "aggregation.pass_k=3")
+        assert completions(server) == []
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: rep.mcq: --repeats 2, --set aggregation.pass_k: invalid value: "
+                                 "aggregation.pass_k = 3 needs at least 3 repeats, not inference.repeats = 2*"])
+    assert "--set inference.repeats" not in result.stderr.str()
