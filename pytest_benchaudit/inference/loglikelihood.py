@@ -21,12 +21,13 @@ it (OpenAI-style offsets of an answer that was not echoed start at the prompt's 
 
 What cannot be read is said per continuation (``ContinuationLogprobs.missing``): no
 log-probabilities in the answer, the prompt not echoed, no token starting inside the continuation,
-a null log-probability.  The extraction rule turns that into the invalid reason ``no_logprobs``.
+a null log-probability, one that is not a finite number (NaN, an infinity).  The extraction rule turns that into the invalid reason ``no_logprobs``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Awaitable, Callable, Mapping, Sequence, cast
 
 from pytest_benchaudit.pipeline.documents import TokenUsage
@@ -79,6 +80,10 @@ def read_continuation(echoed: EchoedTokens | None, context: str, continuation: s
     if any(v is None for v in values):
         return ContinuationLogprobs(continuation=continuation, tokens=tuple(echoed.tokens[i] for i in inside),
                                     missing="a continuation token's log-probability is null")
+    bad = next((v for v in values if v is not None and not math.isfinite(v)), None)
+    if bad is not None:  # NaN or an infinity: no sum to compare (and no JSON number to record)
+        return ContinuationLogprobs(continuation=continuation, tokens=tuple(echoed.tokens[i] for i in inside),
+                                    missing=f"a continuation token's log-probability is not a finite number ({bad})")
     return ContinuationLogprobs(continuation=continuation, tokens=tuple(echoed.tokens[i] for i in inside),
                                 logprobs=tuple(float(v) for v in values if v is not None))
 
