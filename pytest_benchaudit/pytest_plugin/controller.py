@@ -43,7 +43,7 @@ from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates, gate_results
 from pytest_benchaudit.pipeline.card import merge_cards, public_cards, resumed_cards, run_warnings, suite_checksums
-from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
+from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, is_benchmark_report, show_answers
 from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
 from pytest_benchaudit.pytest_plugin.digest import RecordsDigest
 from pytest_benchaudit.pytest_plugin.resume import (RECORDED, RESUME_KEYS, RecordKey, ResumeFilter, ResumeWarning,
@@ -53,7 +53,6 @@ from pytest_benchaudit.pytest_plugin.resume import (RECORDED, RESUME_KEYS, Recor
 from pytest_benchaudit.pytest_plugin.runmeta import clean_argv, run_models, run_warning_list, sum_cache_stats, versions
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import redact
-from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.cache import CacheStats
@@ -262,7 +261,7 @@ class Controller:
             self.cache_stats.append(out["cache"])
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.run_dir is None and report.nodeid.split("::", 1)[0].endswith(SUITE_FILENAME):
+        if self.run_dir is None and is_benchmark_report(report):
             self._open_run()
         record = getattr(report, "benchaudit_record", None)
         if report.skipped and self.opts.max_cost is not None and "not asked: --max-cost" in str(report.longrepr):
