@@ -16,7 +16,8 @@ import pytest
 from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.errors import UsageError
-from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse_model_spec
+from pytest_benchaudit.common.secrets import mask_url_credentials_in
+from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, endpoint_problem, parse_model_spec
 from pytest_benchaudit.inference.providers import load_providers
 from pytest_benchaudit.inference.usage import PriceTable, check_prices, price_for
 from pytest_benchaudit.pipeline.documents import Cards
@@ -233,6 +234,7 @@ def build_options(config: pytest.Config) -> RunOptions:
                 m = resolve_replay_spec(m)
         except ModelSpecError as err:
             raise pytest.UsageError(str(err)) from None
+        _check_endpoint(m, spec, "--model")
         if m.resolved_note:
             notes.append(m.resolved_note)
         update: _ModelUpdate = {}
@@ -280,6 +282,7 @@ def build_options(config: pytest.Config) -> RunOptions:
             judge = parse_model_spec(opt.judge, named, providers)
         except ModelSpecError as err:
             raise pytest.UsageError(str(err).replace("--model", "--judge", 1)) from None
+        _check_endpoint(judge, opt.judge, "--judge")
         if opt.max_cost is not None and judge.kind == "endpoint" and price_for(prices, judge.label, judge) is None:
             # The judge's tokens are spent from the same budget: unpriced, they would cost nothing there.
             raise pytest.UsageError(f"--max-cost: no price for --judge {judge.label} in [tool.benchaudit.prices] "
@@ -336,6 +339,15 @@ def build_options(config: pytest.Config) -> RunOptions:
         prices=prices,
         override_options=option_names,
     )
+
+
+def _check_endpoint(spec: ModelSpec, given: str, option: str) -> None:
+    """A usage error now when no request to ``spec``'s endpoint could be sent (a port out of range,
+    URL credentials beside ``$OPENAI_API_KEY``: :func:`~pytest_benchaudit.inference.backend.endpoint_problem`),
+    instead of the same ``inference_error`` recorded for every question."""
+    problem = endpoint_problem(spec) if spec.kind == "endpoint" else None
+    if problem:
+        raise pytest.UsageError(f"{option} {mask_url_credentials_in(given)}: {problem}")
 
 
 def _pipelines(single: str | None, text: str | None, vary: list[Any]) -> list[str]:

@@ -190,7 +190,10 @@ def resume_command(args: list[str], run_path: Path | str) -> str:
             skip = True
         elif not arg.startswith("--resume="):
             kept.append(arg)
-    return shlex.join(["pytest", *kept, "--resume", str(run_path)])
+    command = shlex.join(["pytest", *kept, "--resume", str(run_path)])
+    if "***" in command:  # a key or a URL's credentials, masked: the user gives them again
+        command += "  # *** stands for a secret that was masked: put it back"
+    return command
 
 
 def check_same_collection(path: Any, resumed_from: RunMeta, cards: Mapping[str, PipelineCard],
