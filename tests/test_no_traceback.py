@@ -719,3 +719,65 @@ def test_benchmarks_without_data_are_skipped_with_how_to_fetch_them(pytester: py
         assert line.startswith(f"SKIPPED [{count}] ")
         assert f"`benchaudit fetch {bench} --data-dir data` downloads it" in line
         assert "point --data-dir / $BENCHAUDIT_DATA at a directory that holds" in line
+
+
+# ----------------------------------------------------------------------------- undecodable suites, symlink loops
+
+
+def test_an_undecodable_byte_in_a_suite_file_is_one_error_naming_the_line(pytester: pytest.Pytester,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A Latin-1 'é' in suite.toml: before, a UnicodeDecodeError traceback from the collector, validate
+    and card; now one message naming the file, the line and the byte."""
+    write_toy(pytester.path)
+    suite = pytester.path / "suites" / "toy" / "suite.toml"
+    lines = suite.read_bytes().split(b"\n")
+    suite.write_bytes(b"\n".join([*lines[:3], b"# caf\xe9", *lines[3:]]))
+    said = f"{suite}: line 4: byte 0xe9 is not UTF-8 (TOML files are UTF-8 text; save the file as UTF-8)"
+    with ScriptedServer(toy_script()) as server:
+        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
+                                               "--report-dir", "out")
+        assert not [c for c in server.calls if c.path.endswith("completions")]
+    out = result.stdout.str() + result.stderr.str()
+    no_traceback(out)
+    assert result.ret == pytest.ExitCode.INTERRUPTED and said in out
+    capsys.readouterr()
+    assert main(["validate", str(pytester.path / "suites")]) == 2
+    assert f"invalid: {said}" in capsys.readouterr().err
+    assert main(["card", "toy", "--suites-dir", str(pytester.path / "suites")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+
+
+def test_a_data_file_in_a_symlink_loop_is_one_error_naming_it(pytester: pytest.Pytester,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """toy.jsonl -> loop -> toy.jsonl: before, pathlib's RuntimeError('Symlink loop') as a traceback
+    from collection and `benchaudit card`; now one message naming the file."""
+    write_toy(pytester.path)
+    folder = pytester.path / "data" / "toy"
+    (folder / "toy.jsonl").unlink()
+    (folder / "toy.jsonl").symlink_to("loop")
+    (folder / "loop").symlink_to("toy.jsonl")
+    said = f"{folder / 'toy.jsonl'}: the data file cannot be read: a loop of symbolic links"
+    with ScriptedServer(toy_script()) as server:
+        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
+                                               "--report-dir", "out", "-k", "mcq")
+        assert not [c for c in server.calls if c.path.endswith("completions")]
+    out = result.stdout.str() + result.stderr.str()
+    no_traceback(out)
+    assert result.ret == pytest.ExitCode.INTERRUPTED and said in out, out[-2000:]
+    capsys.readouterr()
+    assert main(["card", "toy", "--task", "mcq", "--suites-dir", str(pytester.path / "suites"), "--data-dir",
+                 str(pytester.path / "data")]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_fetch_refuses_a_target_in_a_symlink_loop(tmp_path: Path) -> None:
+    import httpx
+
+    from pytest_benchaudit.dataset.fetch import FetchError, FetchFile, FetchPlan, fetch_file
+
+    (tmp_path / "a.json").symlink_to("b.json")
+    (tmp_path / "b.json").symlink_to("a.json")
+    plan = FetchPlan(benchmark="toy", data_folder="toy", base_url="http://127.0.0.1:9/", files=())
+    with httpx.Client() as client, pytest.raises(FetchError, match=r"toy/a.json: .*a.json cannot be written: "):
+        fetch_file(client, plan, FetchFile(name="a.json", path="a.json", sha256=None), tmp_path)
