@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 import pytest
 
@@ -326,8 +326,9 @@ class BenchItem(pytest.Function):
     ``conftest.py``, or any other fixture, keeps pytest's usual fixture path.
     """
 
-    # inference.repeats: the records of the repeats past the first, until the report carries them.
-    repeat_records: Sequence[RecordRow] = ()
+    # inference.repeats: the item's records were reported one by one as they came (Runner._hand_over);
+    # ``record`` is then the first, for the call report to show, not to be written again.
+    records_handed_over: bool = False
 
     def __init__(self, *, bench: ItemSpec, nodeid: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

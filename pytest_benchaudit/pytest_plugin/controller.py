@@ -268,10 +268,9 @@ class Controller:
             self.not_asked_cost += 1
         if record is None or self.run_dir is None or self.write_error:
             return
-        # An item of inference.repeats = K carries its other repeats' records beside the first.
-        for one in (record, *(getattr(report, "benchaudit_repeats", None) or ())):
-            if not self._write(one):
-                return
+        if getattr(report, "benchaudit_handed_over", False):
+            return  # inference.repeats: each repeat's record came in a report of its own, written then
+        self._write(record)
 
     def _write(self, record: RecordRow) -> bool:
         """Append one record to the run (``False``: the write failed, the run stops)."""

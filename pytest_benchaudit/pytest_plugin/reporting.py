@@ -321,10 +321,10 @@ class ReportTrim:
         record = getattr(report, "benchaudit_record", None)
         if isinstance(record, dict) and len(record) > 2:
             report.benchaudit_record = _OUTCOMES[(bool(record.get("valid", True)), bool(record.get("correct")))]
-            if getattr(report, "benchaudit_repeats", None):
-                report.benchaudit_repeats = None  # inference.repeats: the other repeats' records, written by now
             report.user_properties.clear()  # read by JUnit XML (from the teardown report) and such, by now
-            return
+            if report.when == "call":
+                return
+            # otherwise one repeat's record, handed over in a passed set-up report: forgotten as those are
         if report.when == "call" or not report.passed or report.sections or not is_benchmark_report(report):
             return
         _terminal.forget_passed(self.config.pluginmanager.get_plugin("terminalreporter"), report)
