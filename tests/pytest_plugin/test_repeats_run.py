@@ -395,3 +395,20 @@ def test_an_interrupted_large_k_keeps_its_answered_repeats_and_resume_asks_the_r
     records = records_of(run_dir)
     assert sorted(r["repeat"] for r in records) == list(range(300))
     assert len(asked) == 300 - len(kept)
+
+
+def test_resume_with_other_repeats_names_the_repeats_option(pytester: pytest.Pytester) -> None:
+    """Before: "the run used --set {'inference.repeats': 2}, this invocation {...}; resume it with the
+    same --set options", to a user who typed --repeats and no --set."""
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        run(pytester, server, "--repeats", "2", "-k", "q0001 or q0002")
+        run_dir = only_run_dir(pytester.path / "out")
+        (run_dir / "records.jsonl").write_text((run_dir / "records.jsonl").read_text().splitlines(keepends=True)[0])
+        before = len(completions(server))
+        result = run(pytester, server, "--repeats", "3", "--resume", str(run_dir))
+        assert len(completions(server)) == before
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --resume {run_dir}: the run set inference.repeats to 2, this invocation "
+                                 "to 3 (--repeats 3); resume it with the same options"])
+    assert "--set" not in result.stderr.str()
