@@ -107,10 +107,19 @@ class Suite:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        data = path.read_bytes()
     except FileNotFoundError:
         raise SuiteError(f"{path}: suite config not found") from None
+    except OSError as err:  # a folder, a symbolic link loop, no permission
+        raise SuiteError(f"{path}: cannot read the suite config: {err.strerror or err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise SuiteError(f"{path}: line {line}: byte 0x{data[err.start]:02x} is not UTF-8 (TOML files are UTF-8 "
+                         "text; save the file as UTF-8)") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise SuiteError(f"{path}: not valid TOML: {err}") from None
 
@@ -123,7 +132,10 @@ def load_suite(path: Path) -> Suite:
     files = [path]
     if "extends" in cfg:
         # Shared defaults (e.g. the project's standardized layer) live once in a base file.
-        base_path = (path.parent / cfg.pop("extends")).resolve()
+        try:
+            base_path = (path.parent / cfg.pop("extends")).resolve()
+        except (RuntimeError, OSError) as err:  # a loop of symbolic links (RuntimeError before Python 3.13)
+            raise SuiteError(f"{path}: 'extends' cannot be read: {err}") from None
         if not base_path.is_relative_to(path.parent.parent.resolve()):
             raise SuiteError(f"{path}: 'extends' must name a file inside the suites directory")
         base = _read_toml(base_path)

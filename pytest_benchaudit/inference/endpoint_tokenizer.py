@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 from pydantic import JsonValue
 
 from pytest_benchaudit.common.secrets import redact, strip_url_credentials
-from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.inference.backend import ModelSpec, auth_headers
 from pytest_benchaudit.pipeline.types import Request
 
 __all__ = ["EndpointTokenizer", "NOT_ASKED", "of_model", "probe", "tokenizer_root", "with_eos"]
@@ -131,12 +131,7 @@ def probe(base_url: str, headers: Mapping[str, str] | None = None) -> EndpointTo
 
 def _auth(spec: ModelSpec) -> dict[str, str]:
     """The model's key in its auth header (as its client sends it), for its own endpoint only."""
-    key = spec.api_key()
-    if not key:
-        return dict(spec.headers)
-    name, value = {"api-key": ("api-key", key), "x-api-key": ("x-api-key", key)}.get(
-        spec.auth, ("Authorization", f"Bearer {key}"))
-    return {**dict(spec.headers), name: value}
+    return {**dict(spec.headers), **auth_headers(spec, spec.api_key())}
 
 
 def of_model(spec: ModelSpec) -> EndpointTokenizer:

@@ -34,14 +34,18 @@ after the prompt, or, from an endpoint that echoes and generates nothing, the co
 last token (its ``note`` says so; lm-eval sums what is left, 0 when nothing is).
 
 The prompt counts as echoed when the answer's ``text`` starts with it and some token lies inside
-it (OpenAI-style offsets of an answer that was not echoed start at the prompt's end).  What cannot
-be read is said per continuation (``ContinuationLogprobs.missing``); the extraction rule turns it
-into the invalid reason ``no_logprobs``.
+it (OpenAI-style offsets of an answer that was not echoed start at the prompt's end).
+
+What cannot be read is said per continuation (``ContinuationLogprobs.missing``): no
+log-probabilities in the answer, the prompt not echoed, a null log-probability, one that is not a
+finite number (NaN, an infinity), a context that merges into the continuation on an endpoint that
+does not serve its tokenizer.  The extraction rule turns that into the invalid reason ``no_logprobs``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Mapping, Protocol, Sequence, cast
 
@@ -174,6 +178,10 @@ def read_continuation(echoed: EchoedTokens | None, context: str, continuation: s
     if any(v is None for v in values):
         return ContinuationLogprobs(continuation=continuation, tokens=tokens, missing="a continuation token's "
                                     "log-probability is null (lm-eval's token_logprobs[ctxlen:-1])", **kept)
+    bad = next((v for v in values if v is not None and not math.isfinite(v)), None)
+    if bad is not None:  # NaN or an infinity: no sum to compare (and no JSON number to record)
+        return ContinuationLogprobs(continuation=continuation, tokens=tokens, missing="a continuation token's "
+                                    f"log-probability is not a finite number ({bad})", **kept)
     notes = []
     if sent is not None:
         notes.append(f"lm-eval's tokenizer cut sends {sent[-24:]!r} at the prompt's end, not context + continuation")

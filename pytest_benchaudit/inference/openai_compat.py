@@ -64,9 +64,9 @@ import orjson
 from aiohttp import http_exceptions
 from pydantic import ValidationError
 
-from pytest_benchaudit.common.secrets import redact, redactor, register_secret, register_url_secrets
+from pytest_benchaudit.common.secrets import redact, redact_error, redactor, register_secret, register_url_secrets
 from pytest_benchaudit.pipeline.types import Generation, Request
-from pytest_benchaudit.inference.backend import BackendBug, ModelSpec
+from pytest_benchaudit.inference.backend import BackendBug, ModelSpec, auth_headers
 from pytest_benchaudit.inference.endpoint_tokenizer import tokenizer_root
 from pytest_benchaudit.inference.loglikelihood import TokenizerError, ask_loglikelihood
 from pytest_benchaudit.inference.response_body import MalformedResponse, ParsedResponse
@@ -158,7 +158,7 @@ def _error_text(response: _Response) -> str:
             message = error["message"]
         elif isinstance(error, str):
             message = error
-    text = redact(message or response.text)
+    text = redact_error(message or response.text)
     return f"HTTP {response.status_code}: {text[:_MAX_ERROR_CHARS]}"
 
 
@@ -170,18 +170,12 @@ class OpenAICompatBackend:
             raise ValueError(f"model {spec.label!r} has no endpoint URL")
         self.spec = spec
         register_url_secrets(spec.base_url)  # a password or api_key= in the URL: as written and decoded
-        headers = {"Content-Type": "application/json", **dict(spec.headers)}
         key = spec.api_key()
         if key:
             register_secret(key)
-            if spec.auth == "api-key":
-                headers["api-key"] = key
-            elif spec.auth == "x-api-key":
-                headers["x-api-key"] = key
-            else:
-                headers["Authorization"] = f"Bearer {key}"
-        # Credentials in the URL stay there: aiohttp sends them as HTTP Basic auth, and refuses
-        # (an error for each request, as under httpx) to combine them with a key's Authorization.
+        headers = {"Content-Type": "application/json", **dict(spec.headers), **auth_headers(spec, key)}
+        # Credentials in the URL stay there: aiohttp sends them as HTTP Basic auth, and refuses to
+        # combine them with a key's Authorization (backend.endpoint_problem says so before the run).
         # A query in the URL (`.../v1?api_key=K`) goes with every request, after the path: the
         # path is joined to the URL's own path, not appended to its query.
         url = urlsplit(spec.base_url)
@@ -308,7 +302,7 @@ class OpenAICompatBackend:
         try:
             path, body = self.payload(request)
         except ValueError as err:
-            return Generation(error=redact(f"not sent: {err}"), attempts=0)
+            return Generation(error=redact_error(f"not sent: {err}"), attempts=0)
         content = request_body(body)
         echo = body.get("echo") is True
         attempts = retries = throttles = 0
@@ -329,7 +323,7 @@ class OpenAICompatBackend:
                     continue
                 message += f" (gave up after {attempts} attempts)"
             return Generation(
-                error=redact(message),
+                error=redact_error(message),
                 latency_s=time.perf_counter() - start,
                 attempts=attempts,
             )
@@ -387,7 +381,7 @@ class OpenAICompatBackend:
             # Built once, with what the caller knows (no copies of a frozen model per answer).
             return Generation(**fields, latency_s=time.perf_counter() - start, attempts=attempts)
         except _UNREADABLE as err:  # the body, not this code: anything else is a bug (BackendBug)
-            snippet = redact(response.text)[:200].replace("\n", " ")
+            snippet = redact_error(response.text)[:200].replace("\n", " ")
             why = str(err) if isinstance(err, MalformedResponse) else f"{type(err).__name__}: {err}"
             raise _Retryable(f"malformed response ({why}): {snippet!r}") from None
 
@@ -458,7 +452,7 @@ def _bug_text(label: str, err: BaseException) -> str:
     """What a :class:`~.backend.BackendBug` says: the model, the exception and the line that raised it."""
     frames = traceback.extract_tb(err.__traceback__)
     where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}()" if frames else ""
-    return redact(f"the client of model {label!r} failed: {type(err).__name__}: {err}{where} -- a bug in "
+    return redact_error(f"the client of model {label!r} failed: {type(err).__name__}: {err}{where} -- a bug in "
                   "benchaudit, not the model's answer")
 
 

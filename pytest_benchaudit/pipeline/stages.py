@@ -18,6 +18,7 @@ This module is pure: no pytest, no I/O.
 from __future__ import annotations
 
 import codecs
+import difflib
 from functools import cached_property
 import hashlib
 import json
@@ -26,7 +27,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 
-from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.common.errors import UsageError, did_you_mean
 from pytest_benchaudit.pipeline.documents import PipelineCard
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "PipelineError",
     "apply_overrides",
     "build_pipeline",
+    "check_override",
     "content_hashes",
     "deep_merge",
     "field_paths",
@@ -430,13 +432,52 @@ def parse_override(text: str) -> tuple[str, JsonValue]:
     path = path.strip()
     if path not in field_paths():
         raise PipelineError(
-            f"--set {text!r}: unknown field {path!r}; known fields: {', '.join(field_paths())}"
+            f"--set {text!r}: unknown field {path!r}{_nearest_field(path)}; known fields: {', '.join(field_paths())}"
         )
     try:
         value: JsonValue = json.loads(raw)
     except json.JSONDecodeError:
         value = raw
     return path, value
+
+
+def _nearest_field(path: str) -> str:
+    """`` (did you mean 'inference.max_tokens'?)`` for a field name close to a known one: the one
+    field whose last part is ``path`` (``temperature``), else the nearest dotted name, else the
+    field whose last part is nearest (``decoding.temprature``); empty when none is close."""
+    known = field_paths()
+    leaf = path.rsplit(".", 1)[-1]
+    same_leaf = [p for p in known if p.rsplit(".", 1)[-1] == leaf and p != leaf]
+    if len(same_leaf) == 1:
+        return f" (did you mean {same_leaf[0]!r}?)"
+    nearest = did_you_mean(path, known)
+    if nearest:
+        return nearest
+    leaves: dict[str, list[str]] = {}
+    for p in known:
+        leaves.setdefault(p.rsplit(".", 1)[-1], []).append(p)
+    close = difflib.get_close_matches(leaf, sorted(leaves), n=1, cutoff=0.75)
+    return f" (did you mean {leaves[close[0]][0]!r}?)" if close and len(leaves[close[0]]) == 1 else ""
+
+
+def check_override(path: str, value: JsonValue, option: str | None = None) -> None:
+    """Validate ``--set path=value`` against its own stage, before any layer is known: the value's
+    type and the rules of that stage (``max_tokens >= 1``, ``pass_k >= 1``).  What relates two
+    stages (``aggregation.pass_k`` within ``inference.repeats``, a log-likelihood request in chat
+    mode) depends on the layer's other fields and the other options, and is checked when the
+    overrides meet a layer's pipeline (:func:`apply_overrides`).  ``option``: how the user gave it,
+    for the message (``--set path=value`` by default)."""
+    stage = path.split(".", 1)[0]
+    model = Pipeline.model_fields[stage].annotation
+    assert isinstance(model, type) and issubclass(model, BaseModel)
+    data = _set_path({stage: model().model_dump(mode="json")}, path, value)[stage]
+    try:
+        model.model_validate(data)
+    except ValidationError as err:
+        shown = option or f"--set {path}"
+        raise PipelineError(f"{shown}: invalid value: {_describe_error(err, stage + '.')}") from None
+    except TypeError as err:
+        raise PipelineError(f"{option or f'--set {path}'}: invalid value: {err}") from None
 
 
 def _set_path(data: dict[str, JsonValue], path: str, value: JsonValue) -> dict[str, JsonValue]:
@@ -450,12 +491,12 @@ def _set_path(data: dict[str, JsonValue], path: str, value: JsonValue) -> dict[s
     return {**data, head: _set_path(child if isinstance(child, dict) else {}, rest, value)}
 
 
-def _describe_error(err: ValidationError) -> str:
+def _describe_error(err: ValidationError, prefix: str = "") -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith(("function-", "literal[", "int", "float", "str", "tuple", "none")))
         msg = str(e["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
-        parts.append(f"{loc}: {msg}" if loc else msg)
+        parts.append(f"{prefix}{loc}: {msg}" if loc else msg)
     return "; ".join(dict.fromkeys(parts))
 
 
@@ -469,8 +510,11 @@ def build_pipeline(name: str, benchmark: str, task: str, fields: dict[str, Any])
         raise PipelineError(f"{benchmark}.{task} layer {name!r}: {err}") from None
 
 
-def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, JsonValue]]) -> Pipeline:
-    """Return ``pipeline`` with each ``(field, value)`` set; invalid values raise PipelineError."""
+def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, JsonValue]],
+                    options: Mapping[str, str] | None = None) -> Pipeline:
+    """Return ``pipeline`` with each ``(field, value)`` set; invalid values raise PipelineError,
+    naming the options that set them: ``options`` maps a field to how the user gave it
+    (``--repeats 3``), ``--set FIELD`` otherwise."""
     if not overrides:
         return pipeline
     data = pipeline.model_dump(mode="json")
@@ -484,6 +528,9 @@ def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, JsonValue]]) 
     try:
         return Pipeline.model_validate(data)
     except ValidationError as err:
-        fields = ", ".join(p for p, _ in overrides)
-        raise PipelineError(f"--set {fields}: invalid value: {_describe_error(err)}") from None
+        named = options or {}
+        given = [named[p] for p, _ in overrides if p in named]
+        fields = [p for p, _ in overrides if p not in named]
+        shown = ", ".join([*given, *([f"--set {', '.join(fields)}"] if fields else [])])
+        raise PipelineError(f"{shown}: invalid value: {_describe_error(err)}") from None
 

@@ -43,7 +43,7 @@ from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates, gate_results
 from pytest_benchaudit.pipeline.card import merge_cards, public_cards, resumed_cards, run_warnings, suite_checksums
-from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
+from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, is_benchmark_report, show_answers
 from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
 from pytest_benchaudit.pytest_plugin.digest import RecordsDigest
 from pytest_benchaudit.pytest_plugin.resume import (RECORDED, RESUME_KEYS, RecordKey, ResumeFilter, ResumeWarning,
@@ -53,7 +53,6 @@ from pytest_benchaudit.pytest_plugin.resume import (RECORDED, RESUME_KEYS, Recor
 from pytest_benchaudit.pytest_plugin.runmeta import clean_argv, run_models, run_warning_list, sum_cache_stats, versions
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import redact
-from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.cache import CacheStats
@@ -160,6 +159,17 @@ class Controller:
         resumed = self.resumed_from.get("dataset_checksums", {}) if self.resumed_from is not None else {}
         return {**self.opts.state.checksums, **resumed}
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """What the cards warn of (a data file that differs from the checksum its suite pins) is said
+        as soon as collection has read the files, before any question (``--co`` included), and
+        again beside the scores.  Under xdist the workers collect: it is said at the end only."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        for warning in run_warnings(public_cards(self.opts.state.cards)):
+            reporter.ensure_newline()
+            reporter.write_line(printable(redact(f"benchaudit: warning: {warning['message']}")), yellow=True, bold=True)
+
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Serial run: items already recorded in the resumed run are deselected (never asked again)."""
         if self.resumed_from is not None:
@@ -251,17 +261,16 @@ class Controller:
             self.cache_stats.append(out["cache"])
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.run_dir is None and report.nodeid.split("::", 1)[0].endswith(SUITE_FILENAME):
+        if self.run_dir is None and is_benchmark_report(report):
             self._open_run()
         record = getattr(report, "benchaudit_record", None)
         if report.skipped and self.opts.max_cost is not None and "not asked: --max-cost" in str(report.longrepr):
             self.not_asked_cost += 1
         if record is None or self.run_dir is None or self.write_error:
             return
-        # An item of inference.repeats = K carries its other repeats' records beside the first.
-        for one in (record, *(getattr(report, "benchaudit_repeats", None) or ())):
-            if not self._write(one):
-                return
+        if getattr(report, "benchaudit_handed_over", False):
+            return  # inference.repeats: each repeat's record came in a report of its own, written then
+        self._write(record)
 
     def _write(self, record: RecordRow) -> bool:
         """Append one record to the run (``False``: the write failed, the run stops)."""

@@ -13,8 +13,8 @@ import re
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from pytest_benchaudit.common.secrets import redact
-from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
+from pytest_benchaudit.common.secrets import mask_url_credentials, redact
+from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.pipeline.documents import CardWarning
 from pytest_benchaudit.runs.documents import GenerationCache, RunModel
 
@@ -47,10 +47,11 @@ _URL = re.compile(r"https?://[^\s,]+")
 
 
 def clean_argv(args: list[str]) -> list[str]:
-    """argv as run.json records it: URL credentials dropped, known secrets masked."""
+    """argv as run.json records it and the resume command prints it: URL credentials masked
+    (``http://***@host``: they were there, and must be given again), known secrets masked."""
     from pytest_benchaudit.pytest_plugin.remote import mask_tx  # --tx ...//env:NAME=VALUE: the value may be a key
 
-    return [redact(mask_tx(_URL.sub(lambda m: strip_credentials(m.group(0)), arg))) for arg in args]
+    return [redact(mask_tx(_URL.sub(lambda m: mask_url_credentials(m.group(0)), arg))) for arg in args]
 
 
 def redact_json(value: Any) -> Any:

@@ -321,6 +321,38 @@ def test_an_endpoint_without_echoed_logprobs_is_no_logprobs(pytester: pytest.Pyt
     assert "no_logprobs" in result.stdout.str()
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")], ids=["nan", "inf", "-inf"])
+def test_a_non_finite_logprob_is_an_invalid_answer_every_command_reads(pytester: pytest.Pytester, real_data: Path,
+                                                                     value: float) -> None:
+    """An endpoint answering NaN or an infinity (JSON has neither; json reads them): before, the sum
+    made an answer ("A=nan B=nan ..." valid, letter A), the record held null in a number field and
+    every read command refused the run's own records.  Now each question is invalid (no_logprobs,
+    saying why); the first-token alternatives of the released layer are a malformed answer
+    (inference_error); no record holds a null log-probability; summarize, rescore and export read
+    the run."""
+    out, _, _ = _run(pytester, real_data, "lm_eval", lambda call: Reply(content="\n", continuation_logprob=value),
+                     "--limit", "2", "--no-cache")
+    run_dir = only_run_dir(pytester.path / "out")
+    for rec in out["records"]:
+        assert not rec["valid"] and rec["invalid_reason"] == "no_logprobs" and rec["prediction"] is None
+        assert "log-probability is not a finite number" in rec["extraction_detail"]
+        assert all(None not in (c["logprobs"] or []) for c in rec["continuations"])
+    first_token = Reply(content=" A", top_logprobs={" A": value, " B": -1.0})
+    with ScriptedServer(lambda call: first_token, model_id=MODEL) as server:
+        result = pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(real_data), "--pipeline", "released",
+                                    "--model", f"{MODEL}@{server.url}", "--report-dir", "released", "--limit", "2",
+                                    "--no-cache", "--max-retries", "0")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-2000:]
+    for rec in read_run(only_run_dir(pytester.path / "released"))["records"]:
+        assert rec["invalid_reason"] == "inference_error" and "not a finite number" in rec["error"]
+    for argv in (["summarize", str(run_dir)], ["export", str(run_dir), "--out", str(pytester.path / "eee")],
+                 ["rescore", str(run_dir), "--report-dir", str(pytester.path / "rescored"), "--suites-dir",
+                  str(SUITES), "--data-dir", str(real_data)]):
+        done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", *argv], capture_output=True, text=True,
+                              cwd=pytester.path)
+        assert done.returncode == 0, (argv, done.stderr)
+
+
 def test_rescore_reads_the_stored_loglikelihoods_offline(pytester: pytest.Pytester, real_data: Path) -> None:
     capture = _fixture("loglikelihood_0shot")
     out, _, _ = _run(pytester, real_data, "lm_eval", loglikelihood_script(capture))
