@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_benchaudit.cli._common import Subparsers
+from pytest_benchaudit.cli._common import Subparsers, check_out_dir
 
 if TYPE_CHECKING:
     from pytest_benchaudit.aggregate.documents import VariantDelta
@@ -74,7 +74,7 @@ def _layer_list(text: str | None) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit audit``: 0 when everything was written, 2 on bad input."""
-    from pytest_benchaudit.audit.compare import CompareError
+    from pytest_benchaudit.audit.compare import CompareError, expand_runs
     from pytest_benchaudit.audit.offline import OfflineError
     from pytest_benchaudit.audit.whole import build_audit
     from pytest_benchaudit.cli.compare import json_default, read_findings
@@ -84,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         if args.resamples < 1:
             raise CompareError("--resamples must be at least 1")
         findings = read_findings(args.findings) if args.findings else None
+        expand_runs(args.runs)  # what is read is judged first (a path that is neither a run nor a folder of runs)
+        check_out_dir(args.out, "--out", reads=args.runs)  # the re-scored runs go there: never among the audited
         embedder = None
         if args.similarity:
             from pytest_benchaudit.audit.compare.similarity import parse_embedder

@@ -26,7 +26,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 
-from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.common.errors import UsageError, did_you_mean
 from pytest_benchaudit.pipeline.documents import PipelineCard
 
 __all__ = [
@@ -419,7 +419,8 @@ def parse_override(text: str) -> tuple[str, JsonValue]:
     path = path.strip()
     if path not in field_paths():
         raise PipelineError(
-            f"--set {text!r}: unknown field {path!r}; known fields: {', '.join(field_paths())}"
+            f"--set {text!r}: unknown field {path!r}{did_you_mean(path, field_paths())}; known fields: "
+            f"{', '.join(field_paths())}"
         )
     try:
         value: JsonValue = json.loads(raw)
