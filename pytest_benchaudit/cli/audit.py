@@ -13,7 +13,7 @@ from pytest_benchaudit.cli._common import Subparsers, check_out_dir
 
 if TYPE_CHECKING:
     from pytest_benchaudit.aggregate.documents import VariantDelta
-    from pytest_benchaudit.audit.documents import UpstreamAttributionRow, UpstreamField
+    from pytest_benchaudit.audit.documents import UpstreamAttributionRow
     from pytest_benchaudit.report.html.sweeps import SweepRow, UpstreamSweepRow
 
 __all__ = ["HELP", "add_parser", "run"]
@@ -120,19 +120,11 @@ def run(args: argparse.Namespace) -> int:
           "single-field variants moved a score (downstream fields, re-scored)")
     if moved:
         print(render_variant_deltas(moved))
-    def listed(entries: list[UpstreamField]) -> str:
-        return ", ".join(f"{d['field']} {json.dumps(d['stored'])} -> {json.dumps(d.get(toward))}" for d in entries)
+    # Each upstream line once, with the tasks it holds for (audit.json keeps them per task).
+    from pytest_benchaudit.report.upstream_text import upstream_lines
 
-    for row in doc["upstream_differences"]:
-        print(f"upstream: {row['task']}: {listed(row['fields']) or '-'}: {row['note']}")
-        for d in row.get("no_effect", []):
-            print(f"  no effect expected: {listed([d])}: {d['reason']}")
-        if row.get("same_request"):
-            print(f"  same requests: {listed(row['same_request'])}: byte-identical when rendered")
-    for row in doc.get("upstream_same_requests", []):
-        moot = f"; {listed(row['no_effect'])}: no effect expected" if row["no_effect"] else ""
-        print(f"no upstream difference: {row['task']}: {listed(row['same_request']) or '-'} render "
-              f"byte-identical requests{moot}")
+    for line in upstream_lines(doc["upstream_differences"], doc.get("upstream_same_requests", []), toward):
+        print(line)
     sweeps: list[SweepRow] = list(moved)
     split = doc.get("upstream_attribution")
     if split:  # a --pipelines run: the move to the target layer, downstream + upstream
