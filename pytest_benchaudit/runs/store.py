@@ -199,9 +199,11 @@ def _lock_exclusive(fcntl: Any, fd: int) -> bool:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
-        except OSError:
+        except BlockingIOError:  # held: by a writer, or for an instant by a reader asking
             if attempt + 1 < _LOCK_TRIES:
                 time.sleep(_LOCK_PAUSE_S)
+        except OSError:  # a file system without flock: refused as before, not waited on
+            return False
     return False
 
 
@@ -233,8 +235,10 @@ def run_in_progress(run_dir: Path) -> str | None:
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:  # a writer holds it
             return _read_holder(fd)
+        except OSError:  # a file system without flock: nothing to tell, nothing refused
+            return None
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
