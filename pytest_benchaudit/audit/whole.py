@@ -284,11 +284,15 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     from pytest_benchaudit.pipeline.stages import PipelineError
     from pytest_benchaudit.audit.compare.sensitivity import SensitivityRequest, classify_runs
 
+    given = toward
     run_paths, toward, target_run, layered_run, views = _two_layers(list(run_paths), out, toward, from_layer,
                                                                     pipelines)
     base = load_runs(run_paths)
     layers = sorted({r["pipeline"] for run in base for r in run.records})
     if toward in layers:
+        if given is None:  # the user changed no option: say that the default is what does not fit
+            raise CompareError(f"the runs are already under {toward!r}, the layer an audit goes toward by default; "
+                               "name another with --toward LAYER (e.g. --toward released)")
         raise CompareError(f"--toward {toward}: the runs are already under {toward!r}; give runs of another layer")
     rescored_dirs: list[Path] = []
     attribution: list[AttributionRow] = []
@@ -297,14 +301,15 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     rendered: dict[tuple[str, str], UpstreamDifference | None] = {}  # (task, card hash) -> row: rendered once
     for run in base:
         new, _results, _cards = rescore_run(run.path, layer=toward, report_dir=out / "runs" / toward,
-                                            suites_dir=suites_dir, data_dir=data_dir)
+                                            suites_dir=suites_dir, data_dir=data_dir, option="--toward")
         rescored_dirs.append(new.path)
         # The paper's rho_ext changes extraction alone: the same runs re-scored with only the target
         # layer's extraction.* fields (scoring and aggregation as stored), where those fields differ.
         # Where only extraction fields differ, the full re-score is that run already (one run per column).
         if downstream_differs(run.meta.get("pipeline_cards") or {}, toward, suites_dir) == {"extraction", "more"}:
             only, _r, _c = rescore_run(run.path, layer=toward, report_dir=out / "runs" / f"{toward}-extraction-only",
-                                       suites_dir=suites_dir, data_dir=data_dir, stages=("extraction",))
+                                       suites_dir=suites_dir, data_dir=data_dir, stages=("extraction",),
+                                       option="--toward")
             extraction_dirs.append(only.path)
         rows, _res, _c = sweep_run(run.path, [], toward=toward, suites_dir=suites_dir, data_dir=data_dir)
         # Each row names the run it re-scored, so the report's "reproduce" command is complete.

@@ -14,7 +14,7 @@ from pytest_benchaudit.audit.compare import CompareError, expand_runs
 from pytest_benchaudit.audit.goldaudit import GoldAuditError, audit_gold, render, write_csv
 from pytest_benchaudit.audit.offline import OfflineError, load_run
 from pytest_benchaudit.common.errors import BenchauditError
-from pytest_benchaudit.cli._common import Subparsers
+from pytest_benchaudit.cli._common import Subparsers, records_under
 
 if TYPE_CHECKING:
     from pytest_benchaudit.pipeline.documents import RecordRow
@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
             _meta, recs = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
                                    require_records=True)
             records += recs
+        if getattr(args, "pipeline", None) is not None:
+            records_under(records, args.pipeline)  # a pipeline the runs do not hold: one error naming the nearest
         result = audit_gold(records, min_models=args.min_models, pipeline=getattr(args, "pipeline", None))
     except (CompareError, OfflineError, GoldAuditError) as err:
         print(f"benchaudit audit-gold: {err}", file=sys.stderr)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_benchaudit.cli._common import CliError, Subparsers, add_suites_dir, run_cards, suite_file
+from pytest_benchaudit.common.errors import did_you_mean
 
 if TYPE_CHECKING:
     from pytest_benchaudit.pipeline.documents import Cards
@@ -28,7 +29,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser("card", help=HELP, description=HELP)
     p.add_argument("target", help="a benchmark name (e.g. seceval) or a run directory")
     p.add_argument("--task", help="one task (e.g. mcq)")
-    p.add_argument("--pipeline", default="standardized", help="layer (default: standardized)")
+    p.add_argument("--pipeline", default=None, help="layer (default: standardized; a benchmark's suite only)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a field, as in pytest --set")
     p.add_argument("--data-dir", help="data directory the card's checksums and exemplars are read from, as a run "
@@ -52,7 +53,8 @@ def _suite_cards(bench: str, suites_dir: Path, task: str | None, layer: str, set
     tasks = [task] if task else list(suite.tasks)
     for name in tasks:
         if name not in suite.tasks:
-            raise CliError(f"{bench} has no task {name!r}; tasks: {', '.join(suite.tasks)}")
+            raise CliError(f"{bench} has no task {name!r}{did_you_mean(name, suite.tasks)}; tasks: "
+                           f"{', '.join(suite.tasks)}")
     root, origin = resolve_data_dir(data_dir)
     cards: Cards = {}
     for name in tasks:
@@ -75,14 +77,21 @@ def _not_the_run(key: str, why: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     target, task = args.target, args.task
-    if (Path(target) / "run.json").is_file():
+    if (Path(target) / "run.json").exists():
+        given = [o for o, v in (("--pipeline", args.pipeline), ("--set", args.sets)) if v]
+        if given:  # not silently ignored: a run's cards are what it was made with
+            raise CliError(f"{' and '.join(given)}: for a benchmark's suite (benchaudit card BENCH); {target} is a run "
+                           "directory, whose cards are what it was made with (`benchaudit rescore RUN_DIR --pipeline "
+                           "P --set FIELD=VALUE` re-scores it under others)")
         cards = run_cards(Path(target))
         if task:
             key = task if "." in task else next((k for k in cards if k.endswith(f".{task}")), task)
             if key not in cards:
-                raise CliError(f"no card for {task!r}; tasks in this run: {', '.join(cards) or 'none'}")
+                names = [*cards, *(k.split(".", 1)[-1] for k in cards)]
+                raise CliError(f"--task {task}: no card for {task!r} in this run{did_you_mean(task, names)}; tasks in "
+                               f"this run: {', '.join(cards) or 'none'}")
             cards = {key: cards[key]}
     else:
-        cards = _suite_cards(target, args.suites_dir, task, args.pipeline, args.sets, args.data_dir)
+        cards = _suite_cards(target, args.suites_dir, task, args.pipeline or "standardized", args.sets, args.data_dir)
     print(json.dumps(cards, indent=2))
     return 0

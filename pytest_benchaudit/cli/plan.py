@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from pytest_benchaudit.cli._common import CliError, Subparsers, add_data_dir, add_suites_dir, suite_file
+from pytest_benchaudit.common.errors import did_you_mean
 
 if TYPE_CHECKING:
     from pytest_benchaudit.aggregate.power import Variances
@@ -143,8 +144,6 @@ def _split_task(text: str, suites_dir: Path) -> tuple[Any, str]:
                            + ", ".join(f"{bench}.{t}" for t in suite.tasks))
         task = next(iter(suite.tasks))
     if task not in suite.tasks:
-        from pytest_benchaudit.common.errors import did_you_mean
-
         raise CliError(f"--task {text!r}: {bench} has no task {task!r}{did_you_mean(task, suite.tasks)}; tasks: "
                        + ", ".join(f"{bench}.{t}" for t in suite.tasks))
     return suite, task
@@ -209,7 +208,8 @@ def _measured(scores: dict[str, dict[str, list[float]]], models: str | None) -> 
         chosen = [m.strip() for m in models.split(",")]
         unknown = [m for m in chosen if m not in scores]
         if len(chosen) != 2 or unknown:
-            raise CliError(f"--models {models!r}: give two of the runs' models, A,B; models: {', '.join(names)}")
+            hint = did_you_mean(unknown[0], names) if unknown else ""
+            raise CliError(f"--models {models!r}: give two of the runs' models, A,B{hint}; models: {', '.join(names)}")
         names = chosen
     try:
         if len(names) == 1:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_benchaudit.common.errors import ConfigError, DataError
+from pytest_benchaudit.common.errors import ConfigError, DataError, did_you_mean
 from pytest_benchaudit.dataset.config import check_suite_config, check_task_data
 from pytest_benchaudit.pipeline.stages import (
     LAYERS,
@@ -91,7 +91,8 @@ class Suite:
         spec = self.tasks[task]
         if layer not in spec.layers:
             raise PipelineError(
-                f"{self.name}.{task} has no pipeline {layer!r}; available: {', '.join(spec.layers)}"
+                f"{self.name}.{task} has no pipeline {layer!r}{did_you_mean(layer, spec.layers)}; available: "
+                f"{', '.join(spec.layers)}"
             )
         raw = dict(spec.layers[layer])
         why = raw.pop("why", {})

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import platform
 import sys
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 from pytest_benchaudit.aggregate.documents import BenchmarkScore, TaskResult, UsageRow, UsageSummary
@@ -51,6 +50,7 @@ from pytest_benchaudit.pytest_plugin.resume import (RECORDED, RESUME_KEYS, Recor
                                                     drop_not_asked, item_key, not_asked, record_key, resume_command,
                                                     resume_workerinput, write_stopped)
 from pytest_benchaudit.pytest_plugin.runmeta import clean_argv, run_models, run_warning_list, sum_cache_stats, versions
+from pytest_benchaudit.pytest_plugin.userhooks import UserHooks
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import redact
 
@@ -97,6 +97,7 @@ class Controller:
         self.not_asked: dict[str, int] = {}
         self.down_reason: dict[str, str] = {}
         self.show_answers = show_answers(config)  # a bad --show-answers is a usage error now, not at the end
+        self.hooks = UserHooks(config)  # the pytest_benchaudit_* hooks plugins implement (newhooks.py)
         # A serial run (the runner in this process) knows its cards once collected: its records are
         # digested as they reach the file.  The xdist controller learns them at the end.
         self.digest: RecordsDigest | None = None
@@ -214,7 +215,8 @@ class Controller:
         # run.json's one warnings list ({"kind", "message"} each): the cards', what the answers say of
         # their context, and what the earlier sessions of a resumed run saw that this one cannot.
         earlier = self.resumed_from.get("warnings", []) if self.resumed_from is not None else []
-        meta["warnings"] = run_warning_list([*run_warnings(self._cards()), *self.context_warnings], earlier)
+        hook: list[CardWarning] = [{"kind": "hook_failed", "message": self.hooks.failure}] if self.hooks.failure else []
+        meta["warnings"] = run_warning_list([*run_warnings(self._cards()), *self.context_warnings, *hook], earlier)
         if self.resumed_from is not None and self.resumed_from.get("argv"):
             # The run's own command line stays; the one that resumed it is kept beside it.
             meta["resume_argv"] = meta["argv"]
@@ -286,7 +288,8 @@ class Controller:
         if flushed and self._follow:
             self._catch_up()
         self._note_served(record)
-        self.config.hook.pytest_benchaudit_record(record=MappingProxyType(record), config=self.config)  # newhooks.py
+        if not self.hooks.call("pytest_benchaudit_record", record=record):
+            self._hook_failed(record)
         if record.get("invalid_reason") == "endpoint_down":
             self._endpoint_down(record)
         return True
@@ -300,11 +303,23 @@ class Controller:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         self.write_error = f"cannot write {where}: {reason}" if isinstance(err, OSError) else str(err)
         self.stopped = f"a write to the run directory failed ({self.write_error})"
+        self._stop_asking(f"benchaudit: {self.write_error}; nothing more is asked")
+
+    def _hook_failed(self, record: RecordRow) -> None:
+        """A ``pytest_benchaudit_record`` implementation raised: the run stops asking (its tracker would miss
+        what follows), every record written stays, and the end of the run writes the summary as usual."""
+        if self.stopped:
+            return
+        item = f"{record.get('benchmark')}.{record.get('task')} {record.get('question_id')} [{record.get('model')}]"
+        self.stopped = f"{self.hooks.failure}, at the record of {item}"
+        self._stop_asking(f"benchaudit: {self.hooks.failure}; nothing more is asked")
+
+    def _stop_asking(self, message: str) -> None:
+        """Nothing more is asked: the inference process stops, pytest (and xdist) stop after the running item."""
         runner = self.opts.state.runner
         engine = getattr(runner, "engine", None) if runner is not None else None
         if engine is not None and hasattr(engine, "close_soon"):  # the inference process stops asking now
             engine.close_soon()
-        message = f"benchaudit: {self.write_error}; nothing more is asked"
         if self.session is not None:
             self.session.shouldstop = message
         dsession = self.config.pluginmanager.get_plugin("dsession")  # xdist's loop stops on a flag of its own:
@@ -427,7 +442,7 @@ class Controller:
             usage["not_asked"] = self.not_asked_cost
         document["usage"] = usage
         self.run_dir.write_json("summary.json", document)
-        self.config.hook.pytest_benchaudit_summary(summary=MappingProxyType(document), config=self.config)
+        self.hooks.call("pytest_benchaudit_summary", summary=document)  # a hook that raises: named at the end
         if engine is not None and hasattr(engine, "cache_stats"):  # serial run: the runner is in this process
             self.cache_stats.append(engine.cache_stats())
         self.context_warnings = digest.context_warnings(self.cache_stats)
@@ -444,10 +459,13 @@ class Controller:
             # Questions were never asked (or their answers not recorded): no score, and no gate, of
             # this run is complete.
             session.exitstatus = pytest.ExitCode.INTERRUPTED
+        if self.hooks.failure:  # a plugin's bug, as pytest counts an exception in a hook (README: exit statuses)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def _write_stopped(self, terminalreporter: Any) -> None:
         assert self.run_dir is not None and self.stopped is not None
-        write_stopped(terminalreporter, self.stopped, self.run_dir.records_path.is_file(), self.resume_command())
+        write_stopped(terminalreporter, self.stopped, self.run_dir.records_path.is_file(), self.resume_command(),
+                      status=3 if self.hooks.failure else 2)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.run_dir is None:
@@ -488,6 +506,10 @@ class Controller:
                 f"exit status 2; `--resume {self.run_dir.path}` with the same options asks them")), red=True, bold=True)
         if self.not_asked and not self.stopped:
             terminalreporter.write_line(f"  {redact(self.resume_command())}")
+        if self.hooks.failure and self.hooks.failure not in (self.stopped or ""):  # else STOPPED says it
+            terminalreporter.write_line(printable(redact(
+                f"benchaudit: {self.hooks.failure}; it is not called again in this run. The run directory is "
+                "finished (records, summary.json, run.json); exit status 3")), red=True, bold=True)
         if self.stopped:
             self._write_stopped(terminalreporter)
         if self.resumed_from is not None:

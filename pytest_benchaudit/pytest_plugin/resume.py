@@ -249,14 +249,14 @@ def resume_workerinput(recorded: set[RecordKey], correct: set[RecordKey], resume
 
 
 
-def write_stopped(terminalreporter: Any, stopped: str, records_kept: bool, command: str) -> None:
-    """An abnormal end on the terminal: why, what is kept, the exit status and the command that
-    continues it (``records_kept``: records.jsonl is still there; else the run must start again)."""
+def write_stopped(terminalreporter: Any, stopped: str, records_kept: bool, command: str, status: int = 2) -> None:
+    """An abnormal end on the terminal: why, what is kept, the exit status (``status``) and the command
+    that continues it (``records_kept``: records.jsonl is still there; else the run must start again)."""
     if not records_kept:
         terminalreporter.write_line(printable(redact(f"STOPPED: {stopped}; the run directory is gone (run "
-                                                     "again); exit status 2")), red=True, bold=True)
+                                                     f"again); exit status {status}")), red=True, bold=True)
         return
     terminalreporter.write_line(printable(redact(
-        f"STOPPED: {stopped}; the records written before it are kept; exit status 2. Continue it (asks "
+        f"STOPPED: {stopped}; the records written before it are kept; exit status {status}. Continue it (asks "
         "only what is not recorded):")), red=True, bold=True)
     terminalreporter.write_line(f"  {redact(command)}")

@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 __all__ = ["PER_SESSION_WARNINGS", "clean_argv", "redact_json", "run_models", "run_warning_list", "sum_cache_stats",
            "versions"]
 
-# Warnings only the engines of the session that saw them can tell (the generation cache's counts): the
-# earlier sessions of a resumed run keep theirs. Every other kind is found again, at each end, from the
-# whole run (its cards and all of records.jsonl), so an earlier copy of one would be stale.
-PER_SESSION_WARNINGS = frozenset({"cache_unusable"})
+# Warnings only the session that saw them can tell (the generation cache's counts, a plugin's hook that
+# raised): the earlier sessions of a resumed run keep theirs. Every other kind is found again, at each end,
+# from the whole run (its cards and all of records.jsonl), so an earlier copy of one would be stale.
+PER_SESSION_WARNINGS = frozenset({"cache_unusable", "hook_failed"})
 
 
 @functools.lru_cache(maxsize=1)

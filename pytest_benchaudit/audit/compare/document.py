@@ -16,6 +16,7 @@ from pytest_benchaudit.audit.compare.oneset import analyse_set
 from pytest_benchaudit.audit.compare.paired import analyse_pairs
 from pytest_benchaudit.audit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.audit.compare.twosets import MIN_SHIFT, compare_sets
+from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.audit.compare.registry import AnalysisContext, run_analyses
 
 __all__ = ["COMPARE", "COMPARE_VERSION", "CompareDocument", "make_sets", "build_compare", "compare_document", "mark_similar", "parse_pair"]
@@ -141,7 +142,8 @@ def mark_similar(doc: CompareDocument, pairs: list[tuple[str, str]]) -> None:
     for a, b in pairs:
         missing = [t for t in (a, b) if t not in known]
         if missing:
-            raise CompareError(f"--similar {a}~{b}: no scores for {', '.join(missing)} in these runs; "
+            hint = did_you_mean(missing[0], known)
+            raise CompareError(f"--similar {a}~{b}: no scores for {', '.join(missing)} in these runs{hint}; "
                                f"tasks: {', '.join(sorted(known))}")
     tables = [doc.get("tau_b", [])] + [s.get("tau_b", []) for s in doc.get("by_set", {}).values()]
     for rows in tables:
