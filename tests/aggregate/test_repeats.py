@@ -60,8 +60,8 @@ def _known_p_records(p: list[float], k: int, seed: int, model: str = "m") -> lis
 def _write_run(root: Path, records: list[dict[str, Any]], card: dict[str, Any]) -> Path:
     run = RunDirectory(root)
     run.write_run(pipeline_cards={"toy.mcq": card})
-    for r in records:
-        run.append(r)
+    for r in records:  # each record carries its card's hash, as a run's records do
+        run.append({**r, "pipeline_hash": r.get("pipeline_hash") or card["hash"]})
     run.finish()
     return run.path
 
