@@ -32,7 +32,7 @@ DEMO_PYTEST := $(BIN)/pytest suites/cybermetric -k cm80 --limit $(DEMO_N) -p no:
                --show-answers 3 --set inference.max_tokens=$(DEMO_TOKENS)
 newest       = $$(ls -td $(1)/*/ | head -1 | sed 's:/$$::')
 
-.PHONY: demo test test-pytest-matrix wheel-smoke install install-local install-browser clean
+.PHONY: demo test test-pytest-matrix test-peers peers-venv wheel-smoke mutants install install-local install-browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -105,6 +105,33 @@ test-pytest-matrix: $(VENV)-pytest-lowest/.installed $(VENV)-pytest-newest/.inst
 	  echo "== pytest matrix, $$leg: $$($$py -c 'import pytest, xdist, pluggy; print("pytest", pytest.__version__, "pytest-xdist", xdist.__version__, "pluggy", pluggy.__version__)')"; \
 	  $$py -m pytest $(MATRIX_TESTS) -q -p no:cacheprovider || exit 1; \
 	done
+
+# Mutation check of the pure core (issue 33, item 15), not part of `make test` (tens of minutes on two
+# cores): mutmut changes one thing at a time in pipeline/, scoring/ and aggregate/ modules and runs the
+# tests that cover it (the map from module to tests: tools/mutants.py). Report: build/mutation/REPORT.md;
+# mutants that change no behaviour, with the reason: tools/mutants_equivalent.toml.
+# MUTANT_GROUPS="cvss stats" limits the run; `tools/mutants.py rerun GROUP` re-tests the survivors.
+MUTMUT_VERSION ?= 3.8.1
+MUTANT_GROUPS  ?=
+
+mutants: install
+	$(BIN)/python -m pip install --quiet 'mutmut==$(MUTMUT_VERSION)'
+	nice -n 10 $(BIN)/python tools/mutants.py run $(MUTANT_GROUPS)
+
+# The peer harnesses (inspect-ai, inspect-evals, lm-eval: never the project's dependencies) in a virtualenv
+# outside the checkout, newest releases; `make test-peers` runs the live checks against them (drift: a release
+# that changes a request or a reader fails, naming the field; docs/harnesses.md).
+PEERS_VENV ?= ../.venv-peers
+$(PEERS_VENV)/.installed:
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet inspect-ai inspect-evals 'lm-eval[api]' openai
+	touch $@
+
+peers-venv: $(PEERS_VENV)/.installed
+
+test-peers: install peers-venv
+	BENCHAUDIT_PEER_PYTHON=$(abspath $(PEERS_VENV))/bin/python $(BIN)/pytest -p no:cacheprovider \
+	  tests/pytest_plugin/test_peer_drift.py tests/scoring/test_peer_inspect_rule.py
 
 clean:
 	rm -rf $(VENV) $(VENV)-pytest-lowest $(VENV)-pytest-newest reports/*/ .pytest_cache

@@ -13,12 +13,19 @@ run's buffered ``records.jsonl``, flushed within a second and at the end; ``summ
         for result in summary["results"]:
             tracker.summary(result)
 
-Both receive read-only views (:class:`types.MappingProxyType`) of the JSON documents, as
-``records.jsonl`` and ``summary.json`` hold them (README, "What a run writes", lists their fields;
-their keys and types are :class:`~pytest_benchaudit.pipeline.record_documents.RecordRow` and
-:class:`~pytest_benchaudit.aggregate.summary_documents.SummaryDocument`, the annotations below); copy what
-you keep.  An exception raised by an implementation stops the run as any pytest
-hook's does; what was written before it stays, and ``--resume`` continues the run.
+Both receive read-only copies of the JSON documents, as ``records.jsonl`` and ``summary.json``
+hold them (README, "What a run writes", lists their fields; their keys and types are
+:class:`~pytest_benchaudit.pipeline.record_documents.RecordRow` and
+:class:`~pytest_benchaudit.aggregate.summary_documents.SummaryDocument`, the annotations below): ``dict``
+and ``list`` all the way down (``json.dumps`` and ``==`` read them as the file's), each refusing
+any change with a ``TypeError``; ``copy.deepcopy(record)`` gives one you may change.
+
+An implementation that raises is named in one line (its ``conftest.py`` or plugin, the line that
+raised, the exception) and not called again in that run; the run directory is finished all the
+same (every record kept, ``summary.json`` and ``run.json`` written, a ``hook_failed`` warning in
+run.json) and pytest exits with status 3.  A record hook that raises also stops the run (nothing
+more is asked; ``--resume`` continues it, handing the hook only the records it then writes).
+``pytest.exit()`` in a hook is obeyed.
 """
 
 from __future__ import annotations

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any, Iterator
@@ -275,3 +278,43 @@ def real_data() -> Path:
 @pytest.fixture(scope="session")
 def data_dir(real_data: Path) -> Path:
     return real_data
+
+
+def build_toy_run(root: Path) -> Path:
+    """The toy suite under ``root`` and a finished run of it (12 + 1 records) in ``root/out``, made by a real
+    pytest process against the scripted server; returns ``root``."""
+    import subprocess
+    import sys
+
+    write_toy(root)
+    with ScriptedServer(toy_script()) as server:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/toy", "--data-dir",
+                               "data", "--model", f"toy-model@{server.url}", "--report-dir", "out",
+                               "--max-retries", "0", "--no-cache"], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return root
+
+
+# A process that holds a run directory's writer lock, as the process writing a run does, until its stdin closes.
+_HOLDER = """
+import sys
+from pytest_benchaudit.runs.store import WriterLock
+lock = WriterLock.acquire(sys.argv[1])
+print("locked", flush=True)
+sys.stdin.read()
+lock.release()
+"""
+
+
+@contextlib.contextmanager
+def writer_lock_held(run_dir: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process holds ``run_dir``'s writer lock within the block (it waits on its stdin: no timing)."""
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(run_dir)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        yield proc
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=60)

@@ -664,6 +664,40 @@ def test_an_unwritable_output_path_is_a_usage_error_before_any_question(pytester
     assert not (pytester.path / "out").exists()
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc (no entry can be created there)")
+@pytest.mark.parametrize("option", ["--junitxml=/proc/nope/j.xml", "--junitxml=/proc/j.xml",
+                                    "--report-dir=/proc/nope/reports", "--cache-dir=/proc/nope/cache"])
+def test_an_output_path_that_cannot_be_created_is_a_usage_error_before_any_question(
+        pytester: pytest.Pytester, option: str) -> None:
+    """/proc/nope: its parent exists and passes every permission check (as root too), yet nothing can
+    be created in it.  The start-up check tries what the end of the run does (the folder, then a
+    file in it): one usage error naming the option, no question asked, no traceback at the end."""
+    write_toy(pytester.path)
+    with ScriptedServer(toy_script()) as server:
+        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
+                                               "-k", "t01", *(["--report-dir", "out"] if "report-dir" not in option
+                                                              else []), option)
+        asked = [c for c in server.calls if c.path.endswith("completions")]
+    out = result.stdout.str() + result.stderr.str()
+    no_traceback(out)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and asked == [], out[-2000:]
+    name, _, value = option.partition("=")
+    result.stderr.fnmatch_lines([f"ERROR: {name} {value}: cannot create * No such file or directory; nothing can be "
+                                 "written there"])
+
+
+def test_the_output_check_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The start-up check creates the missing folders and a file to see that it can, then removes
+    what it made; what was there stays."""
+    from pytest_benchaudit.pytest_plugin.outputs import check_output_file, check_output_folder
+
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "old.txt").write_text("x")
+    check_output_folder(tmp_path / "kept" / "new" / "deeper", "--report-dir")
+    check_output_file(tmp_path / "also" / "j.xml", "--junitxml")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["kept", "kept/old.txt"]
+
+
 def test_benchmarks_without_data_are_skipped_with_how_to_fetch_them(pytester: pytest.Pytester) -> None:
     """`pytest suites/` where some benchmarks' data is missing: each of those is skipped with one line
     saying how to get it (its tasks share the reason), the others run; no collection error."""
@@ -685,3 +719,65 @@ def test_benchmarks_without_data_are_skipped_with_how_to_fetch_them(pytester: py
         assert line.startswith(f"SKIPPED [{count}] ")
         assert f"`benchaudit fetch {bench} --data-dir data` downloads it" in line
         assert "point --data-dir / $BENCHAUDIT_DATA at a directory that holds" in line
+
+
+# ----------------------------------------------------------------------------- undecodable suites, symlink loops
+
+
+def test_an_undecodable_byte_in_a_suite_file_is_one_error_naming_the_line(pytester: pytest.Pytester,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A Latin-1 'é' in suite.toml: before, a UnicodeDecodeError traceback from the collector, validate
+    and card; now one message naming the file, the line and the byte."""
+    write_toy(pytester.path)
+    suite = pytester.path / "suites" / "toy" / "suite.toml"
+    lines = suite.read_bytes().split(b"\n")
+    suite.write_bytes(b"\n".join([*lines[:3], b"# caf\xe9", *lines[3:]]))
+    said = f"{suite}: line 4: byte 0xe9 is not UTF-8 (TOML files are UTF-8 text; save the file as UTF-8)"
+    with ScriptedServer(toy_script()) as server:
+        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
+                                               "--report-dir", "out")
+        assert not [c for c in server.calls if c.path.endswith("completions")]
+    out = result.stdout.str() + result.stderr.str()
+    no_traceback(out)
+    assert result.ret == pytest.ExitCode.INTERRUPTED and said in out
+    capsys.readouterr()
+    assert main(["validate", str(pytester.path / "suites")]) == 2
+    assert f"invalid: {said}" in capsys.readouterr().err
+    assert main(["card", "toy", "--suites-dir", str(pytester.path / "suites")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+
+
+def test_a_data_file_in_a_symlink_loop_is_one_error_naming_it(pytester: pytest.Pytester,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """toy.jsonl -> loop -> toy.jsonl: before, pathlib's RuntimeError('Symlink loop') as a traceback
+    from collection and `benchaudit card`; now one message naming the file."""
+    write_toy(pytester.path)
+    folder = pytester.path / "data" / "toy"
+    (folder / "toy.jsonl").unlink()
+    (folder / "toy.jsonl").symlink_to("loop")
+    (folder / "loop").symlink_to("toy.jsonl")
+    said = f"{folder / 'toy.jsonl'}: the data file cannot be read: a loop of symbolic links"
+    with ScriptedServer(toy_script()) as server:
+        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
+                                               "--report-dir", "out", "-k", "mcq")
+        assert not [c for c in server.calls if c.path.endswith("completions")]
+    out = result.stdout.str() + result.stderr.str()
+    no_traceback(out)
+    assert result.ret == pytest.ExitCode.INTERRUPTED and said in out, out[-2000:]
+    capsys.readouterr()
+    assert main(["card", "toy", "--task", "mcq", "--suites-dir", str(pytester.path / "suites"), "--data-dir",
+                 str(pytester.path / "data")]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_fetch_refuses_a_target_in_a_symlink_loop(tmp_path: Path) -> None:
+    import httpx
+
+    from pytest_benchaudit.dataset.fetch import FetchError, FetchFile, FetchPlan, fetch_file
+
+    (tmp_path / "a.json").symlink_to("b.json")
+    (tmp_path / "b.json").symlink_to("a.json")
+    plan = FetchPlan(benchmark="toy", data_folder="toy", base_url="http://127.0.0.1:9/", files=())
+    with httpx.Client() as client, pytest.raises(FetchError, match=r"toy/a.json: .*a.json cannot be written: "):
+        fetch_file(client, plan, FetchFile(name="a.json", path="a.json", sha256=None), tmp_path)

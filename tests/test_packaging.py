@@ -119,6 +119,24 @@ def test_pytest_runs_the_packaged_suite_from_an_empty_directory(pytester: pytest
     assert checksums[str(shipped / "cybermetric" / "suite.toml")] == _sha256(shipped / "cybermetric" / "suite.toml")
 
 
+@pytest.mark.parametrize("target", ["suites/cybermetric/suite.toml", "suites/cybermetric/suite.toml::cm80"],
+                         ids=["file", "node-id"])
+def test_a_packaged_suite_named_by_file_or_node_id_writes_its_run_directory(
+        pytester: pytest.Pytester, scripted: ScriptedServer, cybermetric: Path, target: str) -> None:
+    """With `--data-dir DIR` as two words, pytest takes DIR for its rootdir (the suites/ path does not
+    exist when it decides), and pytest 9.2 then drops the suite file from the node ids of items outside
+    it.  Before, the controller looked for the file in the node id: every question was asked and no run
+    directory written.  Now a benchmark report is known by the suite file among its keywords too."""
+    result = pytester.runpytest(target, "-k", "cm80", "--limit", "2", "--model", f"m@{scripted.url}",
+                                "--data-dir", str(cybermetric.parent), "--report-dir", "out", "-p", "no:randomly")
+    assert sum(call.path.endswith("/chat/completions") for call in scripted.calls) == 2
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
+    records = read_run(only_run_dir(pytester.path / "out"))["records"]
+    assert [(r["benchmark"], r["task"], r["question_index"]) for r in records] == [
+        ("cybermetric", "cm80", 0), ("cybermetric", "cm80", 1)]
+    assert "run directory: out/" in result.stdout.str()
+
+
 # ----------------------------------------------------------------------------- benchaudit init
 
 

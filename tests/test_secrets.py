@@ -11,6 +11,7 @@ compare report, the Every Eval Ever export and a rescore.
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,9 @@ from conftest import read_run, write_mcq_suite
 
 CANARY = "sk-canary-9f3b2c7d1e8a4f6b0c5d2e7a9b1f3c8d"
 URL_PASSWORD = "urlpass-5e1d7c9a3b2f4e6d8c0a"  # a secret that lives only in an endpoint URL
+URL_BASIC = base64.b64encode(f"apikey:{URL_PASSWORD}".encode()).decode()  # what HTTP Basic auth sends for it
 # Any 12 characters of the secret part give a key away, even when a cut kept only a prefix.
-FRAGMENTS = [CANARY, CANARY[10:22], CANARY[-12:], URL_PASSWORD, URL_PASSWORD[8:20]]
+FRAGMENTS = [CANARY, CANARY[10:22], CANARY[-12:], URL_PASSWORD, URL_PASSWORD[8:20], URL_BASIC, URL_BASIC[4:16]]
 
 
 MARKERS = ["PLAIN", "ECHO_401", "ECHO_500_LONG", "ECHO_429", "ECHO_HTML", "ECHO_ANSWER", "ECHO_WRONG",
@@ -35,6 +37,9 @@ MARKERS = ["PLAIN", "ECHO_401", "ECHO_500_LONG", "ECHO_429", "ECHO_HTML", "ECHO_
 
 
 def script(call: Call) -> Reply:
+    if call.headers.get("authorization", "").startswith("Basic "):  # the model with credentials in its URL
+        return Reply(status=400, error_message=f"bad credentials: {call.headers['authorization']} "
+                                               f"(password {URL_PASSWORD})")
     assert call.headers.get("authorization") == f"Bearer {CANARY}"
     text = call.last_user_text
     marker = text[text.index("[") + 1: text.index("]")]
@@ -95,9 +100,16 @@ def leaky_run(request: pytest.FixtureRequest, pytester: pytest.Pytester,
     write_suite(pytester.path)
     with ScriptedServer(script, model_id=f"served-{CANARY}") as server:
         url_cred = server.url.replace("http://", f"http://apikey:{URL_PASSWORD}@")
+        # Credentials in the URL beside $OPENAI_API_KEY cannot both be sent (one usage error): this
+        # model's key variable is one that is unset, so its URL's credentials go as HTTP Basic auth.
+        pytester.makepyprojecttoml(f"""
+            [tool.benchaudit.models.cred]
+            endpoint = "{url_cred}"
+            api_key_env = "BENCHAUDIT_UNSET_KEY_VARIABLE"
+            """)
         result = pytester.runpytest(
             "suites/leaky", "--data-dir", "data", "--report-dir", "out", "--cache-dir", "cache",
-            "--model", f"m@{server.url}", "--model", f"cred@{url_cred}",
+            "--model", f"m@{server.url}", "--model", "cred",
             "--max-retries", "1", "--request-timeout", "5", "-p", "no:randomly",
             "--junitxml", "junit.xml", "-rA", "--tb=long", "-l", "--log-level=DEBUG",
         )
@@ -129,7 +141,9 @@ def test_canary_key_appears_nowhere(leaky_run, pytester: pytest.Pytester, monkey
     assert by_marker["RAISE_URL"]["invalid_reason"] == "inference_error"
     assert "InvalidURL" in by_marker["RAISE_URL"]["error"] and "key=***" in by_marker["RAISE_URL"]["error"]
     cred = [r for r in out["records"] if r["model"] == "cred"]
-    assert all(r["invalid_reason"] == "inference_error" and r["error"] for r in cred)
+    assert cred and all(r["invalid_reason"] == "inference_error" for r in cred)
+    # (the questions whose client is patched to raise a URL-quoting exception say that instead)
+    assert "HTTP 400: bad credentials: Basic *** (password ***)" in {r["error"] for r in cred}
     # Written files of the run, JUnit XML, the generation cache (SQLite and its WAL).
     assert assert_tree_clean(run_dir) >= 3
     assert_clean("junit.xml", (pytester.path / "junit.xml").read_bytes())
@@ -260,3 +274,108 @@ def test_url_secrets_are_registered_as_written_and_decoded(monkeypatch: pytest.M
     secrets.register_url_secrets("https://u:p%40ss-0123456789@h/v1?api_key=k%2Bey-0123456789&api-version=2024-06-01")
     assert secrets.secret_values() >= {"p%40ss-0123456789", "p@ss-0123456789", "k%2Bey-0123456789", "k+ey-0123456789"}
     assert "2024-06-01" not in secrets.secret_values()
+
+
+SHORT_USER, SHORT_PASSWORD = "alice", "pass"  # the issue's `user:pass@`: shorter than any key
+
+
+def test_short_url_credentials_echoed_by_an_error_are_written_nowhere(pytester: pytest.Pytester,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`m@http://alice:pass@host/v1` is sent as HTTP Basic auth; a server whose error body echoes the
+    Authorization header and the password (a 401 stops the model: the resume command is printed).
+    Before, the header's token and the password were in records, JUnit and the terminal (a value
+    under 8 characters was never masked, the Basic token never known), and the resume command
+    dropped the credentials.  Now: `Basic ***`, `password=***` in every output, the password masked
+    as a word only (an answer's words are never touched), the resume command showing `***@`."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(secrets, "_short", set())
+    basic = base64.b64encode(f"{SHORT_USER}:{SHORT_PASSWORD}".encode()).decode()
+
+    def echo(call: Call) -> Reply:
+        return Reply(status=401, error_message=f"no: {call.headers.get('authorization')}; user={SHORT_USER} "
+                                               f"password={SHORT_PASSWORD}")
+
+    write_mcq_suite(pytester.path, "plain", [{"id": f"p{n}", "question": f"Plain question {n}?",
+                                              "options": ["one", "two", "three", "four"], "gold": "A"}
+                                             for n in range(1, 21)])
+    with ScriptedServer(echo) as server:
+        url = server.url.replace("http://", f"http://{SHORT_USER}:{SHORT_PASSWORD}@")
+        result = pytester.runpytest("suites/plain", "--data-dir", "data", "--report-dir", "out", "--model",
+                                    f"m@{url}", "-p", "no:randomly", "--junitxml", "junit.xml", "-rA",
+                                    "--max-retries", "0", "--concurrency", "1")
+        sent = {c.headers.get("authorization") for c in server.calls if c.path.endswith("completions")}
+        port = server.url.split(":")[2].split("/")[0]
+    assert sent == {f"Basic {basic}"}  # the credentials went, as HTTP Basic auth
+    run_dir = next(p for p in (pytester.path / "out").iterdir() if p.is_dir())
+    out = read_run(run_dir)
+    errors = {r["error"] for r in out["records"] if r["error"] and not r["error"].startswith("endpoint_down")}
+    assert errors == {f"HTTP 401: no: Basic ***; user={SHORT_USER} password=***"}
+    texts = {"stdout": result.stdout.str(), "stderr": result.stderr.str(),
+             "junit.xml": (pytester.path / "junit.xml").read_text()}
+    texts.update({str(p): p.read_text() for p in run_dir.iterdir() if p.is_file()})
+    for where, text in texts.items():
+        assert basic not in text and f"{SHORT_USER}:{SHORT_PASSWORD}@" not in text, where
+        assert f"password={SHORT_PASSWORD}" not in text, where
+    resume = [line for line in texts["stdout"].splitlines() if "--resume" in line and line.startswith("  pytest")]
+    assert resume and f"'m@http://***@127.0.0.1:{port}/v1'" in resume[0]
+    assert resume[0].endswith("# *** stands for a secret that was masked: put it back")
+    # A model answer's words are never masked: "pass" is a short credential, not a key.
+    assert secrets.redact("I pass on this one") == "I pass on this one"
+    assert secrets.redact_error("password pass passed") == "password *** passed"
+
+
+@pytest.mark.parametrize(("model", "says"), [
+    ("m@http://127.0.0.1:99999/v1", "not a URL a request can be sent to (Port out of range 0-65535)"),
+    ("m@http://127.0.0.1:8o80/v1", "not a URL a request can be sent to (Invalid URL: port can't be converted"),
+    ("m@http://[::1/v1", "not a URL a request can be sent to"),
+    ("m@http://alice:pass@127.0.0.1:9/v1", "the URL holds credentials (sent as HTTP Basic auth) and "
+                                           "$OPENAI_API_KEY is set (sent as the Authorization header)"),
+])
+def test_a_request_that_cannot_be_built_is_one_usage_error_before_any_question(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, model: str, says: str) -> None:
+    """Before, each of these was the model's inference_error, recorded for every question; the
+    credentials were never in the message (masked `***@`)."""
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    write_mcq_suite(pytester.path, "plain", [{"id": "p1", "question": "Plain question?",
+                                              "options": ["one", "two"], "gold": "A"}])
+    result = pytester.runpytest("suites/plain", "--data-dir", "data", "--report-dir", "out", "--model", model)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert f"ERROR: --model {secrets.mask_url_credentials_in(model)}: {says}" in err, err
+    assert ":pass@" not in err and not (pytester.path / "out").exists()
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:{port}/v1", "http://u:p@127.0.0.1:{port}/v1",
+                                 "http://127.0.0.1:99999/v1", "http://127.0.0.1:x1/v1", "http://[::1/v1",
+                                 "http:///v1", "http://u:p\u00e9\u4e2d@127.0.0.1:{port}/v1"])
+@pytest.mark.parametrize("key", [None, "sk-some-key-0123456789"])
+def test_the_endpoint_check_agrees_with_aiohttp_building_the_request(url: str, key: str | None,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start-up check is aiohttp's own verdict: the client is asked for real (against a scripted
+    server on 127.0.0.1); what the check refuses, aiohttp fails to send, and what it accepts is answered."""
+    import asyncio
+
+    from pytest_benchaudit.inference.backend import endpoint_problem, parse_model_spec
+    from pytest_benchaudit.pipeline.types import Message, Request
+
+    if key is None:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+    with ScriptedServer(lambda call: Reply(content="Answer: A")) as server:
+        spec = parse_model_spec(f"m@{url.format(port=server.url.split(':')[2].split('/')[0])}")
+        problem = endpoint_problem(spec)
+
+        async def ask() -> str | None:
+            try:
+                backend = openai_compat.OpenAICompatBackend(spec.model_copy(update={"max_retries": 0}), concurrency=1)
+            except ValueError as err:  # the client cannot even be made for it (urlsplit refuses the URL)
+                return str(err)
+            try:
+                answer = await backend.generate(Request(mode="chat", messages=[Message(role="user", content="q")]))
+            finally:
+                await backend.aclose()
+            return answer.error
+
+        error = asyncio.run(ask())
+    assert (problem is None) == (error is None), (problem, error)

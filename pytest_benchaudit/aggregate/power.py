@@ -15,20 +15,35 @@ approximation; Miller 2024, "Adding Error Bars to Evals", section 5)
 
     n >= (z_{1 - alpha/2} + z_{power})^2 * (var_between + var_within / K) / mde^2.
 
-This module estimates the two variances from stored scores (:func:`paired_variances`,
-:func:`one_model_variances`) or states an assumption (:func:`assumed_binary_variances`), and
-solves for n (:func:`plan_rows`).  Pure: no I/O, no pytest; scipy (for the normal quantiles) is
-imported when a plan is made.
+That normal approximation (:func:`questions_for`) is where a plan starts; each row is then sized for
+the test ``benchaudit compare`` will run on it (:func:`plan_rows`):
+
+- **K = 1 on a 0/1 metric: the exact McNemar test**, whose power depends on the discordance rate ψ
+  (the share of questions exactly one of the two models gets right) and the difference δ = mde:
+  given n questions, the discordant count m is Binomial(n, ψ) and the questions only a gets right
+  among them Binomial(m, (ψ + δ) / 2ψ); the power is the chance that the two-sided exact binomial test
+  at p = 1/2 rejects, summed exactly over m (:func:`mcnemar_power`).  On 0/1 scores asked once the
+  differences D_i are -1, 0, 1 and Var(D) = ψ - δ^2, so the alternative with the variance the runs
+  show (or the assumption states) has ψ = Var(D) + mde^2 (:func:`mcnemar_discordance`; at least mde:
+  every question that moves the score is discordant).
+- **Otherwise the paired t test** on the per-question differences, Var = between + within / K: its
+  power from the noncentral t distribution with n - 1 degrees of freedom (:func:`paired_t_power`).
+
+Both are solved for n by bisection (:func:`questions_for_power`); each row carries the test and the
+power it reaches at its n.  This module estimates the variances from stored scores
+(:func:`paired_variances`, :func:`one_model_variances`) or states an assumption
+(:func:`assumed_binary_variances`).  Pure: no I/O, no pytest; scipy is imported when a plan is made.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
-__all__ = ["DEFAULT_REPEATS", "PlanRow", "Variances", "assumed_binary_variances", "one_model_variances",
-           "paired_variances", "plan_rows", "questions_for", "z_total"]
+__all__ = ["DEFAULT_REPEATS", "PlanRow", "PlanTest", "Variances", "assumed_binary_variances", "mcnemar_discordance",
+           "mcnemar_power", "one_model_variances", "paired_t_power", "paired_variances", "plan_rows", "questions_for",
+           "questions_for_power", "z_total"]
 
 # The repeat counts a plan lists unless told otherwise.
 DEFAULT_REPEATS: tuple[int, ...] = (1, 2, 3, 5, 10)
@@ -50,21 +65,29 @@ class Variances:
     within_measured: bool = True
     questions: int = 0  # how many questions the estimate rests on (0: an assumption)
     repeats: int = 0  # the most repeats a question had in the data (0: an assumption)
+    # Every score 0 or 1: compare runs the exact McNemar test on questions asked once (plan_rows).
+    binary: bool = False
 
     def total(self, repeats: int) -> float:
         """``Var(D_i)`` when each question is asked ``repeats`` times: between + within / K."""
         return self.between + self.within / repeats
 
 
+PlanTest = Literal["mcnemar_exact", "paired_t"]
+
+
 @dataclass(frozen=True)
 class PlanRow:
     """One line of a plan: with ``repeats`` per question, ``questions`` are needed (``generations`` =
-    questions x repeats per model); ``fits``: the task has that many questions (None: size unknown)."""
+    questions x repeats per model) for ``test`` (the one compare runs) to reach the power asked:
+    ``power`` is the power it has at that n; ``fits``: the task has that many questions (None: size unknown)."""
 
     repeats: int
     questions: int
     generations: int
     fits: bool | None
+    test: PlanTest = "paired_t"
+    power: float | None = None
 
 
 def z_total(alpha: float, power: float) -> float:
@@ -92,13 +115,120 @@ def questions_for(mde: float, variances: Variances, repeats: int, alpha: float =
     return max(2, math.ceil(round(z * z * variances.total(repeats) / (mde * mde), 9)))
 
 
+def _rejection_bounds(n: int, alpha: float) -> Any:
+    """For m = 0..n discordant questions, the largest c with 2 P(X <= c) < alpha, X ~ Binomial(m, 1/2)
+    (-1: no outcome rejects): the two-sided exact test at p = 1/2 rejects when min(k, m - k) <= c.
+    From the normal approximation, corrected by exact binomial tails (``scipy.special.bdtr``); memoised
+    per alpha, since a plan asks for it at every step of its bisection."""
+    import numpy as np
+    from scipy import special
+
+    known = _BOUNDS.get(alpha)
+    if known is not None and len(known) > n:
+        return known[: n + 1]
+    m = np.arange(max(n + 1, 2 * len(known) if known is not None else 0, 64))
+    c = np.floor(m / 2 - _normal_quantile(1 - alpha / 2) * np.sqrt(m) / 2)
+    for _ in range(64):  # a few steps at most: the approximation is within one or two of the bound
+        up = 2 * special.bdtr(c + 1, m, 0.5) < alpha
+        down = (c >= 0) & ~(2 * special.bdtr(np.maximum(c, 0), m, 0.5) < alpha)
+        if not up.any() and not down.any():
+            break
+        c = np.where(up, c + 1, np.where(down, c - 1, c))
+    c = np.maximum(c, -1)
+    _BOUNDS[alpha] = c
+    return c[: n + 1]
+
+
+_BOUNDS: dict[float, Any] = {}
+
+
+def _normal_quantile(level: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(level)
+
+
+def mcnemar_discordance(variances: Variances, mde: float) -> float:
+    """The discordance rate of the alternative a K = 1 plan sizes McNemar for: ``Var(D) + mde^2`` (on 0/1
+    scores Var(D) = ψ - δ^2), at least ``mde`` and at most 1."""
+    return min(1.0, max(variances.total(1) + mde * mde, mde))
+
+
+def mcnemar_power(n: int, discordance: float, mde: float, alpha: float = 0.05) -> float:
+    """The exact power of the two-sided exact McNemar test (``scipy.stats.binomtest`` of the questions
+    only a gets right among the discordant ones, p = 1/2, rejecting at p < ``alpha``) on ``n`` questions
+    when a share ``discordance`` of them is discordant and the true difference is ``mde``:
+    ``sum_m Binom(m; n, ψ) P(reject | m)``, the questions only a gets right Binomial(m, (ψ + δ) / 2ψ).
+    ψ below δ is raised to δ (every question that moves the score is discordant)."""
+    if not 0 < mde <= 1 or not 0 <= discordance <= 1:
+        raise ValueError(f"McNemar's power needs 0 < mde <= 1 and a discordance rate in [0, 1], not {mde}, "
+                         f"{discordance}")
+    import numpy as np
+    from scipy import special, stats
+
+    psi = max(discordance, mde)
+    # Only the discordant counts with any weight: within 12 SDs of n ψ (the rest weigh under 1e-30).
+    spread = 12 * math.sqrt(n * psi * (1 - psi)) + 1
+    lo, hi = max(0, math.floor(n * psi - spread)), min(n, math.ceil(n * psi + spread))
+    m = np.arange(lo, hi + 1)
+    c = _rejection_bounds(n, alpha)[lo: hi + 1]
+    q = (psi + mde) / (2 * psi)
+    # P(K <= c) + P(K >= m - c) for K ~ Binomial(m, q); bdtrc(k) is P(K > k).
+    reject = np.where(c >= 0, special.bdtr(np.maximum(c, 0), m, q) + special.bdtrc(m - c - 1, m, q), 0.0)
+    return float(np.sum(stats.binom.pmf(m, n, psi) * reject))
+
+
+def paired_t_power(n: int, mde: float, variance: float, alpha: float = 0.05) -> float:
+    """The power of the two-sided one-sample (paired) t test on ``n`` per-question differences of
+    variance ``variance`` when their true mean is ``mde``: ``P(|T| > t_{1-alpha/2, n-1})`` for T
+    noncentral t with n - 1 degrees of freedom and noncentrality ``mde sqrt(n / variance)``."""
+    if n < 2:
+        return 0.0
+    if not variance > 0:
+        return 1.0  # every question moves by the same amount: any n >= 2 shows it
+    from scipy import stats
+
+    df, nc = n - 1, mde * math.sqrt(n / variance)
+    crit = float(stats.t.ppf(1 - alpha / 2, df))
+    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+
+
+def questions_for_power(power_at: Callable[[int], float], target: float, start: int) -> tuple[int, float]:
+    """The fewest questions (>= 2) at which ``power_at(n)`` reaches ``target``, by bisection from the
+    normal approximation ``start`` (the power rises with n, up to the exact test's small steps), and the
+    power there."""
+    lo, hi = 1, max(2, start)
+    while power_at(hi) < target:
+        lo, hi = hi, hi * 2
+        if hi > 10**8:
+            raise ValueError("the plan needs more than 100 million questions: detect a larger difference")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if power_at(mid) >= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi, power_at(hi)
+
+
 def plan_rows(mde: float, variances: Variances, task_questions: int | None,
               repeats: Sequence[int] = DEFAULT_REPEATS, alpha: float = 0.05, power: float = 0.80) -> list[PlanRow]:
-    """One :class:`PlanRow` per repeat count, each checked against the task's size."""
+    """One :class:`PlanRow` per repeat count, each sized for the test compare runs (module docstring) and
+    checked against the task's size: exact McNemar at K = 1 when the scores are 0/1 (``binary``), with
+    the discordance rate :func:`mcnemar_discordance`, else the paired t test."""
     rows = []
     for k in repeats:
-        n = questions_for(mde, variances, k, alpha, power)
-        rows.append(PlanRow(repeats=k, questions=n, generations=n * k,
+        start = questions_for(mde, variances, k, alpha, power)
+        test: PlanTest
+        if k == 1 and variances.binary:
+            psi = mcnemar_discordance(variances, mde)
+            test, (n, reached) = "mcnemar_exact", questions_for_power(lambda n: mcnemar_power(n, psi, mde, alpha),
+                                                                  power, start)
+        else:
+            var = variances.total(k)
+            test, (n, reached) = "paired_t", questions_for_power(lambda n: paired_t_power(n, mde, var, alpha), power,
+                                                            start)
+        rows.append(PlanRow(repeats=k, questions=n, generations=n * k, test=test, power=reached,
                             fits=None if task_questions is None else n <= task_questions))
     return rows
 
@@ -142,14 +272,17 @@ def paired_variances(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[
     spreads = [(_spread(a[q]), _spread(b[q])) for q in common]
     asked_again = all(len(a[q]) > 1 and len(b[q]) > 1 for q in common)
     k = max(max(len(a[q]), len(b[q])) for q in common)
+    binary = all(v in (0.0, 1.0) for q in common for v in (*a[q], *b[q]))
     if not asked_again:
         return Variances(between=_var(diffs), within=0.0, within_measured=False, questions=len(common), repeats=k,
+                         binary=binary,
                          source=f"measured: paired difference {label} on {len(common)} questions asked once "
                                 "(the within-question part cannot be told apart: counted as between, so repeats "
                                 "are assumed to average nothing away)")
     within = _mean([sa[0] + sb[0] for sa, sb in spreads])
     left = _mean([sa[1] + sb[1] for sa, sb in spreads])
     return Variances(between=max(_var(diffs) - left, 0.0), within=within, questions=len(common), repeats=k,
+                     binary=binary,
                      source=f"measured: paired difference {label} on {len(common)} questions, up to {k} repeats each")
 
 
@@ -168,14 +301,16 @@ def one_model_variances(scores: Mapping[str, Sequence[float]], label: str = "the
     means = [_mean(scores[q]) for q in asked]
     spreads = [_spread(scores[q]) for q in asked]
     k = max(len(scores[q]) for q in asked)
+    binary = all(v in (0.0, 1.0) for q in asked for v in scores[q])
     assumption = f"{label}'s per-question variance on {len(asked)} questions, doubled for a second, independent model"
     if not all(len(scores[q]) > 1 for q in asked):
         return Variances(between=2 * _var(means), within=0.0, within_measured=False, questions=len(asked), repeats=k,
+                         binary=binary,
                          source=f"measured and assumed: {assumption} (questions asked once: the within-question "
                                 "part cannot be told apart, counted as between)")
     within = 2 * _mean([s[0] for s in spreads])
     between = 2 * max(_var(means) - _mean([s[1] for s in spreads]), 0.0)
-    return Variances(between=between, within=within, questions=len(asked), repeats=k,
+    return Variances(between=between, within=within, questions=len(asked), repeats=k, binary=binary,
                      source=f"measured and assumed: {assumption}, up to {k} repeats each")
 
 
@@ -184,7 +319,7 @@ def assumed_binary_variances() -> Variances:
     each answer, the two models independent: ``Var(a - b) = 1/4 + 1/4 = 1/2`` per question asked once,
     the most a 0/1 score allows for independent models.  How it splits between questions and repeats is
     unknown, so all of it is counted as between-question (repeats are assumed to average nothing away)."""
-    return Variances(between=0.5, within=0.0, within_measured=False,
+    return Variances(between=0.5, within=0.0, within_measured=False, binary=True,
                      source="assumed (no runs given): 0/1 scores, each model right with probability 0.5 on each "
                             "answer, independent models: Var(difference) = 0.5 per question, all of it counted as "
                             "between-question (repeats assumed to help nothing); measure it with --from RUN")

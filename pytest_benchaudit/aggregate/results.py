@@ -33,7 +33,8 @@ from pytest_benchaudit.pipeline.variants import card_for
 from pytest_benchaudit.pipeline.stages import is_unspecified
 from pytest_benchaudit.aggregate.summary_documents import (TASK_RESULT, BenchmarkScore, GateResult, ModelRankings,
                                                     SummaryDocument, TaskResult)
-from pytest_benchaudit.aggregate.repeat_stats import (REDUCERS, Reducer, clt_se, clustered_se, normal_ci, reduce_scores,
+from pytest_benchaudit.aggregate.intervals import clustered_interval, headline_interval, is_share_scores
+from pytest_benchaudit.aggregate.repeat_stats import (REDUCERS, Reducer, clt_se, clustered_se, reduce_scores,
                                                   retest_agreement, sampling_sd)
 from pytest_benchaudit.aggregate.deltas import reason_text, variant_deltas
 from pytest_benchaudit.scoring.metrics import METRIC_INFO, invalid_score
@@ -47,36 +48,17 @@ def group_key(rec: RecordRow) -> tuple[str, str, str, str]:
     return (rec["benchmark"], rec["task"], rec["model"], rec.get("variant", ""))
 
 
-# The 0.975 quantile of the standard normal: the Wilson interval needs only this constant.
-_Z95 = 1.959963984540054
-
-
 def confidence_interval(values: list[float], binary: bool) -> list[float] | None:
-    """95% interval for a mean: Wilson for 0/1 values, Student t otherwise.
+    """95% interval for a mean over questions treated as independent: Wilson for 0/1 values (a
+    share, ``binary``), Student t otherwise (``None`` when there is no spread to measure).  The
+    summary rows' intervals are :func:`.intervals.headline_interval`'s, which this wraps for callers
+    that have a plain list of values.
 
     Wilson's closed form (the one ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``
     computes; the tests check they agree) needs no scipy import, which alone cost ~1.4 s of every
     run's start-up; the t quantile comes from ``scipy.special.stdtrit``, a much lighter import.
     """
-    n = len(values)
-    if n == 0:
-        return None
-    if binary:
-        p = sum(values) / n
-        z2 = _Z95 * _Z95
-        centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-        half = _Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-        return [round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6)]
-    mean = sum(values) / n
-    if n < 2:
-        return [mean, mean]
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    if sd == 0 or math.isnan(sd):
-        return [mean, mean]
-    from scipy.special import stdtrit  # lazy: only continuous metrics need it
-
-    half = float(stdtrit(n - 1, 0.975)) * sd / math.sqrt(n)
-    return [round(mean - half, 6), round(mean + half, 6)]
+    return headline_interval(values, share=binary and all(0.0 <= v <= 1.0 for v in values))[0]
 
 
 def _mean(values: list[float]) -> float | None:
@@ -251,12 +233,16 @@ class _Group:
         use_valid = denominator == "valid"
         headline_values = rep.valid if use_valid else rep.total
         headline = None if is_unspecified(denominator) else (score_valid if use_valid else score_total)
-        binary = info is None or info.kind == "binary"
-        # Asked once (or reduced to verdicts) the per-question scores are 0/1: Wilson's interval, as before.
-        binary_values = binary and all(v in (0.0, 1.0) for v in headline_values)
+        clusters = rep.valid_clusters if use_valid else rep.clusters
+        # The interval's family follows the per-question scores (aggregate/intervals.py): a share's stays
+        # in [0, 1].  Under the mean reducer a question's K records are the trials its score averages.
+        share = is_share_scores(headline_values, lib)
+        units = (n_valid if use_valid else n) if self.reducer == "mean" else len(headline_values)
         se = clt_se(headline_values) if headline is not None else None
-        se_clustered = (clustered_se(headline_values, rep.valid_clusters if use_valid else rep.clusters)
-                        if headline is not None and self.by else None)
+        se_clustered = clustered_se(headline_values, clusters) if headline is not None and self.by else None
+        ci, ci_method = headline_interval(headline_values, share, units) if headline is not None else (None, None)
+        ci_clustered, ci_clustered_method = (clustered_interval(headline_values, clusters, share, units)
+                                             if headline is not None and self.by else (None, None))
         # What the invalid items scored, read from them (an old run keeps its own value), else what they would.
         invalid_scores = [s for s, ok in zip(all_scores, self.valid) if not ok]
         invalid_value = (sum(invalid_scores) / len(invalid_scores) if invalid_scores
@@ -280,7 +266,8 @@ class _Group:
                 "extraction_ok": n_valid / n,
                 "correct": self.n_correct / n,
             },
-            "ci95": None if headline is None else confidence_interval(headline_values, binary=binary_values),
+            "ci95": ci,
+            "ci95_method": ci_method,
             "invalid_credit": self.credit,
             "invalid_score": invalid_value,
             "repeats": rep.k,
@@ -288,7 +275,10 @@ class _Group:
             "n_questions": len(rep.total),
             "se": se,
             "se_clustered": se_clustered,
-            "ci95_clustered": normal_ci(headline, se_clustered),
+            "ci95_clustered": ci_clustered,
+            "ci95_clustered_method": ci_clustered_method,
+            "clustered_by": self.by,
+            "n_groups": len(set(clusters)) if self.by and headline is not None else None,
             "sampling_sd": None if headline is None else sampling_sd(rep.per_repeat_valid if use_valid
                                                                      else rep.per_repeat_total),
             "retest_agreement": retest_agreement(rep.verdicts) if rep.k > 1 else None,

@@ -63,7 +63,9 @@ class TaskResult(TypedDict):
     invalid_rate: float
     invalid_reasons: dict[str, int]
     stage_rates: StageRates
-    ci95: list[float] | None
+    ci95: list[float] | None  # over the questions, treated as independent (docs/statistics.md)
+    # How ci95 was made: "wilson", "wilson_effective_n", "student_t" (aggregate/intervals.py); old summaries lack it.
+    ci95_method: NotRequired[str | None]
     # What an invalid answer scores where it is counted (score_total); old summaries lack both.
     invalid_credit: NotRequired[float]
     invalid_score: NotRequired[float | None]
@@ -74,6 +76,9 @@ class TaskResult(TypedDict):
     se: NotRequired[float | None]
     se_clustered: NotRequired[float | None]
     ci95_clustered: NotRequired[list[float] | None]
+    ci95_clustered_method: NotRequired[str | None]  # "wilson_effective_n" or "cluster_t"
+    clustered_by: NotRequired[str | None]  # the aggregation.by field the clustered numbers group by
+    n_groups: NotRequired[int | None]  # G: the groups among the headline's questions (t has G - 1 df)
     sampling_sd: NotRequired[float | None]
     retest_agreement: NotRequired[float | None]
     extras: NotRequired[dict[str, float]]  # per-item numbers beside the headline (e.g. TAA plausible)
@@ -134,11 +139,14 @@ class VariantDelta(TypedDict):
 
 @with_config(_FORBID)
 class GateResult(TypedDict):
-    """One ``--gate``: its text, whether it held, and the value it read."""
+    """One ``--gate``: its text, whether it held, and the value it read (``interval``: for a ``ci_low``
+    / ``ci_high`` gate, which interval it read, e.g. ``ci95_clustered (wilson_effective_n, 10 groups of
+    topic)``; old summaries lack it)."""
 
     gate: str
     passed: bool
     detail: str
+    interval: NotRequired[str | None]
 
 
 @with_config(_FORBID)

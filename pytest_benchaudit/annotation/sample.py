@@ -45,7 +45,7 @@ from pytest_benchaudit.annotation.agreement import (GOLD_CONFIRM, GOLD_VERDICTS,
                                                gold_confirm_report, human_judge_report, render_gold_confirm,
                                                render_human_judge, wilson)
 from pytest_benchaudit.annotation.gold_audit import FlagRow
-from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.common.errors import UsageError, did_you_mean
 from pytest_benchaudit.pipeline.record_documents import RecordRow
 
 __all__ = [
@@ -230,7 +230,8 @@ def stratified_sample(units: Sequence[JudgeUnit] | Sequence[GoldUnit], n: int, s
         raise SampleError(f"--n {n}: the sample needs at least one unit")
     unknown = [k for k in strata if k not in allowed]
     if unknown:
-        raise SampleError(f"--strata: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+        raise SampleError(f"--strata: unknown key(s) {', '.join(unknown)}{did_you_mean(unknown[0], allowed)}; "
+                          f"allowed: {', '.join(allowed)}")
     groups: dict[tuple[str, ...], list[JudgeUnit | GoldUnit]] = defaultdict(list)
     for unit in units:
         groups[tuple(str(unit.get(k, "")) for k in strata)].append(unit)

@@ -58,6 +58,10 @@ class ScoreRow(TypedDict):
     ci95_clustered: NotRequired[list[float]]
     sampling_sd: NotRequired[float]
     retest_agreement: NotRequired[float]
+    ci95_method: NotRequired[str]
+    ci95_clustered_method: NotRequired[str]
+    clustered_by: NotRequired[str]
+    n_groups: NotRequired[int]
 
 
 @with_config(_FORBID)

@@ -61,7 +61,8 @@ UPSTREAM = ("dataset", "prompt", "inference")
 # Summary fields a score row carries when its run has them: the invalid reasons, and the error bars of
 # a run asked K > 1 times (the report's repeats table reads them; docs/statistics.md defines each).
 _CARRIED = ("invalid_reasons", "lower_is_better", "repeats", "reducer", "n_questions", "se", "se_clustered", "ci95",
-            "ci95_clustered", "sampling_sd", "retest_agreement")
+            "ci95_clustered", "sampling_sd", "retest_agreement", "ci95_method", "ci95_clustered_method", "clustered_by",
+            "n_groups")
 
 
 def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]]) -> list[ScoreRow]:
@@ -98,6 +99,14 @@ def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]])
                 row["sampling_sd"] = v9
             if (v10 := r.get("retest_agreement")) is not None:
                 row["retest_agreement"] = v10
+            if (v11 := r.get("ci95_method")) is not None:
+                row["ci95_method"] = v11
+            if (v12 := r.get("ci95_clustered_method")) is not None:
+                row["ci95_clustered_method"] = v12
+            if (v13 := r.get("clustered_by")) is not None:
+                row["clustered_by"] = v13
+            if (v14 := r.get("n_groups")) is not None:
+                row["n_groups"] = v14
             rows.append(row)
     return rows
 
@@ -309,11 +318,15 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
     pipelines = list(options.pipelines) if options.pipelines is not None else None
     findings = list(options.findings) if options.findings is not None else None
     regenerated = list(options.regenerated)
+    given = toward
     run_paths, toward, target_run, layered_run, views = _two_layers(list(run_paths), out, toward, options.from_layer,
                                                                     pipelines)
     base = load_runs(run_paths)
     layers = sorted({r["pipeline"] for run in base for r in run.records})
     if toward in layers:
+        if given is None:  # the user changed no option: say that the default is what does not fit
+            raise CompareError(f"the runs are already under {toward!r}, the layer an audit goes toward by default; "
+                               "name another with --toward LAYER (e.g. --toward released)")
         raise CompareError(f"--toward {toward}: the runs are already under {toward!r}; give runs of another layer")
     rescored_dirs: list[Path] = []
     attribution: list[AttributionRow] = []
@@ -322,14 +335,15 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
     rendered: dict[tuple[str, str], UpstreamDifference | None] = {}  # (task, card hash) -> row: rendered once
     for run in base:
         new, _results, _cards = rescore_run(run.path, layer=toward, report_dir=out / "runs" / toward,
-                                            suites_dir=suites_dir, data_dir=data_dir)
+                                            suites_dir=suites_dir, data_dir=data_dir, option="--toward")
         rescored_dirs.append(new.path)
         # The paper's rho_ext changes extraction alone: the same runs re-scored with only the target
         # layer's extraction.* fields (scoring and aggregation as stored), where those fields differ.
         # Where only extraction fields differ, the full re-score is that run already (one run per column).
         if downstream_differs(run.meta.get("pipeline_cards") or {}, toward, suites_dir) == {"extraction", "more"}:
             only, _r, _c = rescore_run(run.path, layer=toward, report_dir=out / "runs" / f"{toward}-extraction-only",
-                                       suites_dir=suites_dir, data_dir=data_dir, stages=("extraction",))
+                                       suites_dir=suites_dir, data_dir=data_dir, stages=("extraction",),
+                                       option="--toward")
             extraction_dirs.append(only.path)
         rows, _res, _c = sweep_run(run.path, [], toward=toward, suites_dir=suites_dir, data_dir=data_dir)
         # Each row names the run it re-scored, so the report's "reproduce" command is complete.

@@ -6,17 +6,19 @@ Kept free of heavy imports: every command module imports this at start-up.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.common.errors import UsageError, did_you_mean
 
-__all__ = ["CliError", "Subparsers", "add_data_dir", "add_suites_dir", "run_cards", "suite_file"]
+__all__ = ["CliError", "Subparsers", "add_data_dir", "add_suites_dir", "check_out_dir", "records_under", "run_cards",
+           "suite_file"]
 
 # What `ArgumentParser.add_subparsers()` returns; each command module adds its parser to it.
 # (The class is private, but it is what argparse hands out; only typeshed makes it generic.)
 if TYPE_CHECKING:
-    from pytest_benchaudit.pipeline.record_documents import Cards
+    from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:
@@ -35,6 +37,34 @@ def run_cards(run_dir: Path) -> Cards:
     if not isinstance(cards, dict):
         raise CliError(f"{run_dir / 'run.json'}: pipeline_cards is not an object")
     return cards
+
+
+def records_under(records: list[RecordRow], pipeline: str, option: str = "--pipeline") -> list[RecordRow]:
+    """The records scored under ``pipeline``; none is one error naming ``option``, the nearest name and
+    the pipelines the records hold (a misspelt layer is not an empty population)."""
+    mine = [r for r in records if r.get("pipeline") == pipeline]
+    if not mine:
+        held = sorted({str(r.get("pipeline")) for r in records})
+        raise CliError(f"{option} {pipeline}: no records under pipeline {pipeline!r}{did_you_mean(pipeline, held)}; "
+                       f"the runs hold: {', '.join(held) or 'no records'}")
+    return mine
+
+
+def check_out_dir(path: Path, option: str, reads: Iterable[Path] = ()) -> None:
+    """``option PATH``, a folder the command writes into, checked before anything is read: one usage
+    error naming ``option`` when the folder cannot be made there (a file in the way, no permission),
+    or when it is, or is inside, one of the run directories or folders of runs the command reads
+    (``reads``): what it writes would land among what it reads, and the next command that reads
+    that folder would take the new runs for old ones."""
+    from pytest_benchaudit.runs.store import check_report_dir
+
+    check_report_dir(path, option)
+    out = Path(path).resolve()
+    for source in reads:
+        where = Path(source).resolve()
+        if out == where or where in out.parents:
+            raise CliError(f"{option} {path}: {'that is' if out == where else 'inside'} {source}, which this command "
+                           "reads; what it writes would be mixed with what it reads: give a folder outside it")
 
 
 def add_suites_dir(p: argparse.ArgumentParser) -> None:

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_benchaudit.cli._common import Subparsers
+from pytest_benchaudit.cli._common import Subparsers, check_out_dir
 
 if TYPE_CHECKING:
     from pytest_benchaudit.aggregate.summary_documents import VariantDelta
-    from pytest_benchaudit.audit.audit_documents import UpstreamAttributionRow, UpstreamField
+    from pytest_benchaudit.audit.audit_documents import UpstreamAttributionRow
     from pytest_benchaudit.report.html.sweeps import SweepRow, UpstreamSweepRow
 
 __all__ = ["HELP", "add_parser", "run"]
@@ -74,7 +74,7 @@ def _layer_list(text: str | None) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit audit``: 0 when everything was written, 2 on bad input."""
-    from pytest_benchaudit.compare import CompareError
+    from pytest_benchaudit.compare import CompareError, expand_runs
     from pytest_benchaudit.rescore.run_dirs import RescoreError
     from pytest_benchaudit.audit.whole import AuditOptions, build_audit
     from pytest_benchaudit.cli.compare_cmd import json_default, read_findings
@@ -84,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         if args.resamples < 1:
             raise CompareError("--resamples must be at least 1")
         findings = read_findings(args.findings) if args.findings else None
+        expand_runs(args.runs)  # what is read is judged first (a path that is neither a run nor a folder of runs)
+        check_out_dir(args.out, "--out", reads=args.runs)  # the re-scored runs go there: never among the audited
         embedder = None
         if args.similarity:
             from pytest_benchaudit.compare.similarity import parse_embedder
@@ -118,19 +120,11 @@ def run(args: argparse.Namespace) -> int:
           "single-field variants moved a score (downstream fields, re-scored)")
     if moved:
         print(render_variant_deltas(moved))
-    def listed(entries: list[UpstreamField]) -> str:
-        return ", ".join(f"{d['field']} {json.dumps(d['stored'])} -> {json.dumps(d.get(toward))}" for d in entries)
+    # Each upstream line once, with the tasks it holds for (audit.json keeps them per task).
+    from pytest_benchaudit.report.upstream_text import upstream_lines
 
-    for row in doc["upstream_differences"]:
-        print(f"upstream: {row['task']}: {listed(row['fields']) or '-'}: {row['note']}")
-        for d in row.get("no_effect", []):
-            print(f"  no effect expected: {listed([d])}: {d['reason']}")
-        if row.get("same_request"):
-            print(f"  same requests: {listed(row['same_request'])}: byte-identical when rendered")
-    for row in doc.get("upstream_same_requests", []):
-        moot = f"; {listed(row['no_effect'])}: no effect expected" if row["no_effect"] else ""
-        print(f"no upstream difference: {row['task']}: {listed(row['same_request']) or '-'} render "
-              f"byte-identical requests{moot}")
+    for line in upstream_lines(doc["upstream_differences"], doc.get("upstream_same_requests", []), toward):
+        print(line)
     sweeps: list[SweepRow] = list(moved)
     split = doc.get("upstream_attribution")
     if split:  # a --pipelines run: the move to the target layer, downstream + upstream

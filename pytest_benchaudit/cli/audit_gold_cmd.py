@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from pytest_benchaudit.compare import CompareError, expand_runs
 from pytest_benchaudit.annotation.gold_audit import GoldAuditError, audit_gold, render, write_csv
 from pytest_benchaudit.common.errors import BenchauditError
-from pytest_benchaudit.cli._common import Subparsers
+from pytest_benchaudit.cli._common import Subparsers, records_under
 from pytest_benchaudit.runs.store import load_run
 
 if TYPE_CHECKING:
@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
             _meta, recs = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
                                    require_records=True)
             records += recs
+        if getattr(args, "pipeline", None) is not None:
+            records_under(records, args.pipeline)  # a pipeline the runs do not hold: one error naming the nearest
         result = audit_gold(records, min_models=args.min_models, pipeline=getattr(args, "pipeline", None))
     except (CompareError, GoldAuditError) as err:
         print(f"benchaudit audit-gold: {err}", file=sys.stderr)

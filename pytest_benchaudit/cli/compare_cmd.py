@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_benchaudit.cli._common import Subparsers
+from pytest_benchaudit.cli._common import Subparsers, check_out_dir
 
 if TYPE_CHECKING:
     from pytest_benchaudit.aggregate.summary_documents import SummaryDocument
@@ -155,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
         if args.resamples < 1 or getattr(args, "permutations", 1000) < 1:
             raise CompareError("--resamples and --permutations must be at least 1")
         findings = read_findings(args.findings) if getattr(args, "findings", None) else None
+        check_out_dir(args.out, "--out")  # before the runs are read: a path that cannot be written is said at once
+        if args.html:
+            check_out_dir(Path(args.html).parent, "--html")
         runs_a = load_runs(args.runs)
         runs_b = load_runs(args.against) if args.against else None
         permutations = getattr(args, "permutations", 1000)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_benchaudit.cli._common import Subparsers
-from pytest_benchaudit.common.errors import BenchauditError
 
 if TYPE_CHECKING:
     from pytest_benchaudit.ledger.ledger_documents import LedgerRow
@@ -62,7 +61,7 @@ def _ledger_rows(suites_dir: Path, benchmarks: set[str]) -> dict[str, LedgerRow]
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``benchaudit diagnose``: 0 when the checks ran, 2 on bad input."""
+    """Run ``benchaudit diagnose``: 0 when the checks ran (errors: their kind's status, common.errors)."""
     from pytest_benchaudit.compare import expand_runs
     from pytest_benchaudit.diagnose import LoadedRun, diagnose_report, render, to_json
     from pytest_benchaudit.diagnose.core import group_runs, missing_cards
@@ -70,21 +69,18 @@ def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.runs.store import load_run
 
     warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
-    try:
-        runs = []
-        for path in expand_runs(args.runs):
-            meta, records = load_run(path, warn=warn)
-            runs.append(LoadedRun(path.name, meta, records))
-        benchmarks = {str(r["benchmark"]) for run_ in runs for r in run_.records}
-        ledger = None if args.no_ledger else _ledger_rows(args.suites_dir, benchmarks)
-        resources = _Resources(args.suites_dir, args.data_dir)
-        for where in missing_cards(runs):
-            warn(f"{where} has no pipeline card in run.json: its records are not checked")
-        report = diagnose_report(runs, resources=resources, ledger_rows=ledger)
-        n_groups = len(group_runs(runs))
-    except BenchauditError as err:
-        print(f"benchaudit diagnose: {err}", file=sys.stderr)
-        return 2
+    # A bad run is one line with the exit status of its kind (cli/app.py; 1: an unusable run directory).
+    runs = []
+    for path in expand_runs(args.runs):
+        meta, records = load_run(path, warn=warn, require_records=True)
+        runs.append(LoadedRun(path.name, meta, records))
+    benchmarks = {str(r["benchmark"]) for run_ in runs for r in run_.records}
+    ledger = None if args.no_ledger else _ledger_rows(args.suites_dir, benchmarks)
+    resources = _Resources(args.suites_dir, args.data_dir)
+    for where in missing_cards(runs):
+        warn(f"{where} has no pipeline card in run.json: its records are not checked")
+    report = diagnose_report(runs, resources=resources, ledger_rows=ledger)
+    n_groups = len(group_runs(runs))
     if args.json:
         print(json.dumps(to_json(report.findings, n_groups, report.folded), indent=2, ensure_ascii=False))
     else:

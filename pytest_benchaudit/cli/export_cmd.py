@@ -9,8 +9,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_benchaudit.cli._common import Subparsers
+from pytest_benchaudit.cli._common import Subparsers, check_out_dir
+from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.report.export import FORMATS, ExportError, export_every_eval_ever, validate_export
+from pytest_benchaudit.runs.store import read_run_json
 
 HELP = "write a run in another format (Every Eval Ever)"
 
@@ -44,13 +46,15 @@ def run(args: argparse.Namespace) -> int:
     fmt = getattr(args, "export_format", None) or getattr(args, "format", None) or "every-eval-ever"
     try:
         if fmt not in FORMATS:
-            raise ExportError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
+            raise ExportError(f"unknown format {fmt!r}{did_you_mean(fmt, FORMATS)}; formats: {', '.join(FORMATS)}")
         if args.validate is not None and not Path(args.validate).is_dir():
             raise ExportError(f"--validate {args.validate}: not a directory")
         run_dir = Path(args.run_dir)
         out = args.out
         if out is None:
             out = Path("exports") / run_dir.resolve().name
+        read_run_json(run_dir)  # what is read is judged first: a path that is not a run directory says so
+        check_out_dir(out, "--out" if args.out is not None else "the default output folder", reads=[run_dir])
         suites_dir = getattr(args, "suites_dir", None)
         paths = export_every_eval_ever(
             run_dir, Path(out), samples=args.samples, include_questions=args.include_questions,
@@ -59,9 +63,6 @@ def run(args: argparse.Namespace) -> int:
             evaluator_relationship=getattr(args, "evaluator_relationship", "third_party"))
         problems = validate_export(paths, args.validate) if args.validate is not None else []
     except ExportError as err:
-        print(f"benchaudit export: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
         print(f"benchaudit export: {err}", file=sys.stderr)
         return 2
     n_agg = sum(1 for p in paths if p.suffix == ".json")

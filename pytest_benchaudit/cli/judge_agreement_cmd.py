@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 from pytest_benchaudit.annotation.judge_agreement import JudgeAgreementError, agreement_report, pair_runs, render, within_run
-from pytest_benchaudit.annotation.sample import SampleError
-from pytest_benchaudit.cli._common import Subparsers
+from pytest_benchaudit.rescore.run_dirs import RescoreError
 from pytest_benchaudit.runs.store import load_run
+from pytest_benchaudit.annotation.sample import SampleError
+from pytest_benchaudit.cli._common import Subparsers, records_under
 from pytest_benchaudit.pipeline.record_documents import RecordRow
 
 HELP = "agreement, Cohen's kappa, confusion table and strata of two judges"
@@ -42,9 +43,11 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _load(path: Path) -> list[RecordRow]:
+def _load(path: Path, pipeline: str | None = None) -> list[RecordRow]:
     _meta, records = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
                                    require_records=True)
+    if pipeline is not None:
+        records_under(records, pipeline)  # a pipeline the run does not hold is one error naming the nearest
     return records
 
 
@@ -58,12 +61,13 @@ def run(args: argparse.Namespace) -> int:
         if len(args.runs) == 2:
             if args.runs[0].resolve() == args.runs[1].resolve():
                 raise JudgeAgreementError("RUN_A and RUN_B are the same directory")
-            pairing = pair_runs(_load(args.runs[0]), _load(args.runs[1]), purpose=args.purpose,
+            pairing = pair_runs(_load(args.runs[0], args.pipeline), _load(args.runs[1], args.pipeline),
+                                purpose=args.purpose,
                                 pipeline=args.pipeline, names=(args.runs[0].name, args.runs[1].name))
         else:
             if args.purpose == "grading":
                 raise JudgeAgreementError("within one run only extraction (judge vs regex_prediction) is compared")
-            pairing = within_run(_load(args.runs[0]), pipeline=args.pipeline, name=str(args.runs[0]))
+            pairing = within_run(_load(args.runs[0], args.pipeline), pipeline=args.pipeline, name=str(args.runs[0]))
         if not pairing["pairs"]:
             raise JudgeAgreementError("no paired items to compare (no common (benchmark, task, question_id, model, "
                                       "variant) with a usable label on both sides)")

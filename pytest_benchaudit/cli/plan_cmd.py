@@ -2,9 +2,10 @@
 
 Two models compared on the same questions (the paired difference of docs/statistics.md): for each
 repeat count K the plan gives the questions needed to detect a true difference ``--mde`` (absolute,
-in the metric's unit: 0.03 is 3 points on a share) with a two-sided test at ``--alpha`` and
-``--power``, from ``n = (z_{1-alpha/2} + z_power)^2 (var_between + var_within / K) / mde^2``
-(:mod:`pytest_benchaudit.aggregate.power`), and whether the task holds that many questions.
+in the metric's unit: 0.03 is 3 points on a share) at ``--alpha`` with ``--power`` by the test
+``benchaudit compare`` will run: the exact McNemar test at K = 1 on a 0/1 metric (its exact power from
+the discordance rate), else the paired t test (its power from the noncentral t with Var = var_between
++ var_within / K) (:mod:`pytest_benchaudit.aggregate.power`), and whether the task holds that many.
 
 The two variances are measured from ``--from`` runs' records.jsonl (two or more models on the task:
 their paired differences; one model: its own variances, doubled for an independent second model), or
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from pytest_benchaudit.cli._common import CliError, Subparsers, add_data_dir, add_suites_dir, suite_file
+from pytest_benchaudit.common.errors import did_you_mean
 
 if TYPE_CHECKING:
     from pytest_benchaudit.aggregate.power import Variances
@@ -33,11 +35,15 @@ __all__ = ["HELP", "Plan", "add_parser", "run"]
 HELP = "questions x repeats a paired comparison needs to detect a difference (power analysis)"
 
 _EPILOG = """\
-The questions needed for K repeats per question are
-  n = (z_{1-alpha/2} + z_power)^2 * (var_between + var_within / K) / mde^2
-(z from scipy.stats.norm.ppf; 2.80 at alpha 0.05, power 0.80).  var_between: the variance over
-questions of the two models' expected difference (repeats cannot remove it); var_within: one
-repeat's variance around it, both models' summed (K repeats divide it by K).
+Each row is sized for the test compare will run on it (the plan prints which, and the power it reaches):
+  K = 1 on a 0/1 metric  exact McNemar: its exact power from the discordance rate psi (the share of questions
+                         exactly one model gets right; Var(D) + mde^2, since Var(D) = psi - mde^2 on 0/1
+                         scores) and the difference, summed over the discordant count
+  otherwise              paired t: its power from the noncentral t, Var(D) = var_between + var_within / K
+Both start from the normal approximation n = (z_{1-alpha/2} + z_power)^2 * Var(D) / mde^2 (2.80 at alpha
+0.05, power 0.80).  var_between: the variance over questions of the two models' expected difference
+(repeats cannot remove it); var_within: one repeat's variance around it, both models' summed (K repeats
+divide it by K).
 
 Where the variances come from (the plan prints which):
   --from RUN... with two or more models on the task  their paired differences on the questions both
@@ -55,12 +61,15 @@ example:
 
 
 class PlanRowDoc(BaseModel):
-    """One repeat count: questions needed, generations per model (questions x K), whether the task has them."""
+    """One repeat count: questions needed, generations per model (questions x K), whether the task has them,
+    the test compare will run (``mcnemar_exact`` or ``paired_t``) and the power it has at that n."""
 
     repeats: int
     questions: int
     generations: int
     fits: bool
+    test: str
+    power: float | None
 
 
 class VariancesDoc(BaseModel):
@@ -70,6 +79,7 @@ class VariancesDoc(BaseModel):
     source: str
     questions: int
     repeats: int
+    binary: bool = False  # every score 0 or 1: the K = 1 row is sized for exact McNemar
 
 
 class Plan(BaseModel):
@@ -86,8 +96,11 @@ class Plan(BaseModel):
     rows: list[PlanRowDoc]
     # The fewest generations per model among the rows that fit (null when none does).
     best: PlanRowDoc | None
-    # Questions needed with the within-question part averaged away entirely (K -> infinity).
+    # Questions needed with the within-question part averaged away entirely (K -> infinity; paired t).
     questions_any_repeats: int
+    # 0/1 scores: the discordance rate of the alternative the K = 1 row (exact McNemar) is sized for,
+    # Var(D) + mde^2 (at least mde); null otherwise.
+    discordance: float | None = None
     runs: list[str]
     models: list[str]
 
@@ -131,8 +144,6 @@ def _split_task(text: str, suites_dir: Path) -> tuple[Any, str]:
                            + ", ".join(f"{bench}.{t}" for t in suite.tasks))
         task = next(iter(suite.tasks))
     if task not in suite.tasks:
-        from pytest_benchaudit.common.errors import did_you_mean
-
         raise CliError(f"--task {text!r}: {bench} has no task {task!r}{did_you_mean(task, suite.tasks)}; tasks: "
                        + ", ".join(f"{bench}.{t}" for t in suite.tasks))
     return suite, task
@@ -197,7 +208,8 @@ def _measured(scores: dict[str, dict[str, list[float]]], models: str | None) -> 
         chosen = [m.strip() for m in models.split(",")]
         unknown = [m for m in chosen if m not in scores]
         if len(chosen) != 2 or unknown:
-            raise CliError(f"--models {models!r}: give two of the runs' models, A,B; models: {', '.join(names)}")
+            hint = did_you_mean(unknown[0], names) if unknown else ""
+            raise CliError(f"--models {models!r}: give two of the runs' models, A,B{hint}; models: {', '.join(names)}")
         names = chosen
     try:
         if len(names) == 1:
@@ -236,8 +248,8 @@ def _check_numbers(args: argparse.Namespace, lower_is_better: bool, metric: str)
 
 def make_plan(args: argparse.Namespace) -> Plan:
     """The plan of ``args`` (the parsed command line); :class:`CliError` on bad input."""
-    from pytest_benchaudit.aggregate.power import (Variances, assumed_binary_variances, plan_rows, questions_for,
-                                                   z_total)
+    from pytest_benchaudit.aggregate.power import (assumed_binary_variances, mcnemar_discordance, paired_t_power,
+                                                   plan_rows, questions_for_power, z_total)
     from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
     suite, task = _split_task(args.task, args.suites_dir)
@@ -263,16 +275,20 @@ def make_plan(args: argparse.Namespace) -> Plan:
     rows = plan_rows(args.mde, variances, size, repeats, args.alpha, args.power)
     fitting = [r for r in rows if r.fits]
     best = min(fitting, key=lambda r: (r.generations, r.repeats)) if fitting else None
-    limit = Variances(between=variances.between, within=0.0, source="")
-    docs = [PlanRowDoc(repeats=r.repeats, questions=r.questions, generations=r.generations, fits=bool(r.fits))
-            for r in rows]
+    # K -> infinity: the between-question part alone, under the paired t test.
+    limit, _ = questions_for_power(lambda n: paired_t_power(n, args.mde, variances.between, args.alpha), args.power,
+                                   rows[0].questions)
+    docs = [PlanRowDoc(repeats=r.repeats, questions=r.questions, generations=r.generations, fits=bool(r.fits),
+                       test=r.test, power=r.power) for r in rows]
     return Plan(task=f"{suite.name}.{task}", metric=metric, task_questions=size, mde=args.mde, alpha=args.alpha,
                 power=args.power, z_total=z_total(args.alpha, args.power),
                 variances=VariancesDoc(between=variances.between, within=variances.within,
                                        within_measured=variances.within_measured, source=variances.source,
-                                       questions=variances.questions, repeats=variances.repeats),
+                                       questions=variances.questions, repeats=variances.repeats,
+                                       binary=variances.binary),
                 rows=docs, best=None if best is None else docs[rows.index(best)],
-                questions_any_repeats=questions_for(args.mde, limit, 1, args.alpha, args.power),
+                questions_any_repeats=limit,
+                discordance=mcnemar_discordance(variances, args.mde) if variances.binary else None,
                 runs=[str(p) for p in args.runs], models=models)
 
 
@@ -286,15 +302,19 @@ def render_plan(plan: Plan) -> str:
     v = plan.variances
     lines = [f"plan: {plan.task} ({size}): two models on the same questions, a true difference of {what}, "
              f"two-sided alpha {plan.alpha:g}, power {plan.power:g}",
-             f"n = (z_{{1-alpha/2}} + z_power)^2 x (var_between + var_within / K) / mde^2, "
-             f"z_{{1-alpha/2}} + z_power = {plan.z_total:.4f}",
+             "each row sized for the test compare runs on it: exact McNemar at K = 1 on 0/1 scores (its exact power "
+             "from the discordance rate), else the paired t (noncentral t, Var(D) = var_between + var_within / K)",
              f"variances: between-question {v.between:.4g}, within-question {v.within:.4g}"
-             + ("" if v.within_measured else " (not measured)"),
+             + ("" if v.within_measured else " (not measured)")
+             + ("" if plan.discordance is None
+                else f"; K = 1: discordance rate Var(D) + mde^2 = {plan.discordance:.4g}"),
              f"  {v.source}", ""]
-    table = [[r.repeats, f"{r.questions:,}", f"{r.generations:,}", "yes" if r.fits else "no"] for r in plan.rows]
+    table = [[r.repeats, f"{r.questions:,}", f"{r.generations:,}", "yes" if r.fits else "no",
+              _TESTS.get(r.test, r.test), "—" if r.power is None else f"{r.power:.3f}"] for r in plan.rows]
     lines.append(tabulate(table, headers=["repeats K", "questions needed", "generations per model",
-                                          f"task has them ({plan.task_questions:,})"],
-                          tablefmt="simple", disable_numparse=True, colalign=("right", "right", "right", "left")))
+                                          f"task has them ({plan.task_questions:,})", "test", "power"],
+                          tablefmt="simple", disable_numparse=True,
+                          colalign=("right", "right", "right", "left", "left", "right")))
     lines.append("")
     if plan.best is not None:
         b = plan.best
@@ -311,6 +331,9 @@ def render_plan(plan: Plan) -> str:
         lines.append(f"with enough repeats the between-question part alone needs {plan.questions_any_repeats:,} "
                      "questions; try more repeats (--repeats)")
     return "\n".join(lines)
+
+
+_TESTS = {"mcnemar_exact": "exact McNemar", "paired_t": "paired t"}
 
 
 def _is_share(metric: str) -> bool:

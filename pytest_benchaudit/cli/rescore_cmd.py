@@ -2,14 +2,15 @@
 
 RUN_DIR may also be a folder of run directories (an import, say): each is re-scored into
 ``--report-dir``, which is then required, so the re-scored runs form a folder of their own that
-``benchaudit compare FOLDER NEW_FOLDER`` reads as a second set instead of mixing them into the first."""
+``benchaudit compare FOLDER NEW_FOLDER`` reads as a second set instead of mixing them into the first.
+A ``--report-dir`` that is RUN_DIR or lies inside it is refused for the same reason (one usage error)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from pytest_benchaudit.cli._common import Subparsers, add_data_dir, add_suites_dir
+from pytest_benchaudit.cli._common import Subparsers, add_data_dir, add_suites_dir, check_out_dir
 
 HELP = "re-score a run's stored outputs under another pipeline (no model calls)"
 
@@ -33,11 +34,17 @@ def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.pipeline.stages import parse_override
     from pytest_benchaudit.report.terminal import render_summary
 
+    from pytest_benchaudit.runs.store import read_run_json
+
     overrides = [parse_override(text) for text in args.sets]
     # a folder holding no run directory is reported as the run directory it is not (one clear error)
-    one = (args.run_dir / "run.json").is_file() or not (args.run_dir.is_dir() and any(
+    one = (args.run_dir / "run.json").exists() or not (args.run_dir.is_dir() and any(
         (child / "run.json").is_file() for child in args.run_dir.iterdir()))
     run_dirs = [args.run_dir] if one else expand_runs([args.run_dir])
+    if one:
+        read_run_json(args.run_dir)  # what is read is judged first (a path that is not a run directory says so)
+    if args.report_dir is not None:  # never into the run (or the folder of runs) it reads: a later read would mix them
+        check_out_dir(args.report_dir, "--report-dir", reads=[args.run_dir])
     if not one and args.report_dir is None:
         raise RescoreError(f"{args.run_dir}: a folder of {len(run_dirs)} run directories; give --report-dir for "
                            "the re-scored ones (beside the originals, a later compare of the folder would mix both)")

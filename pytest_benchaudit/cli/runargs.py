@@ -4,8 +4,9 @@
 current directory has no ``suites/`` (and an unknown benchmark says where it looked).
 
 ``--skip-bad-records``: lines of ``records.jsonl`` that are not records (not JSON, or JSON
-that fails the record schema) are skipped and counted in one warning instead of stopping
-the command with an error naming ``file:line`` and the field (the default).
+that fails the record schema) or not this run's (a model, task or pipeline its run.json does not
+declare: :mod:`pytest_benchaudit.runs.membership`) are skipped and counted in one warning instead
+of stopping the command with an error naming ``file:line`` and why (the default).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = ["RUN_READING_COMMANDS", "add_skip_bad_records", "locate_suites_dir", 
 
 # Commands that read records.jsonl of one or more run directories.
 RUN_READING_COMMANDS = ("show", "summarize", "rescore", "sweep", "compare", "export", "audit-gold", "plan",
-                        "judge-agreement")
+                        "judge-agreement", "diagnose", "sample", "audit")
 
 
 def add_skip_bad_records(subparsers: Any) -> None:
@@ -29,7 +30,8 @@ def add_skip_bad_records(subparsers: Any) -> None:
     for name, parser in subparsers.choices.items():
         if name in RUN_READING_COMMANDS and isinstance(parser, argparse.ArgumentParser):
             parser.add_argument("--skip-bad-records", action="store_true",
-                                help="skip lines of records.jsonl that are not records (counted in one warning) "
+                                help="skip lines of records.jsonl that are not records, or not this run's "
+                                     "(counted in one warning) "
                                      "instead of stopping at the first with its file:line and field")
 
 

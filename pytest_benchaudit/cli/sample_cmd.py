@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_benchaudit.cli._common import Subparsers
-from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.cli._common import Subparsers, records_under
 
 if TYPE_CHECKING:
     from pytest_benchaudit.annotation.sample import GoldUnit, JudgeUnit
@@ -52,38 +51,35 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``benchaudit sample``: 0 when the sample was written, 2 on bad input or an empty population."""
+    """Run ``benchaudit sample``: 0 when the sample was written; errors: their kind's status (common.errors)."""
     from pytest_benchaudit.annotation import sample as smp
     from pytest_benchaudit.compare import expand_runs
     from pytest_benchaudit.annotation.gold_audit import audit_gold
     from pytest_benchaudit.runs.store import load_run
 
-    try:
-        smp.check_usage(args.kind, args.n, args.annotators)
-        strata = [k.strip() for k in args.strata.split(",") if k.strip()] if args.strata is not None \
-            else list(smp.DEFAULT_STRATA[args.kind])
-        records: list[RecordRow] = []
-        for path in expand_runs(args.runs):
-            records += load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))[1]
-        if args.pipeline is not None:
-            records = [r for r in records if r.get("pipeline") == args.pipeline]
-        units: list[JudgeUnit] | list[GoldUnit]
-        if args.kind == "judge":
-            units, failed = smp.judge_units(records)
-            what = f"{len(units)} judged records ({failed} judge calls without a verdict left out)"
-            allowed: tuple[str, ...] = smp.JUDGE_STRATA
-        else:
-            flags = audit_gold(records, min_models=args.min_models, pipeline=args.pipeline).flags
-            units = smp.gold_units([f.row() for f in flags], records)
-            what = f"{len(units)} audit-gold flags"
-            allowed = smp.GOLD_STRATA
-        if not units:
-            raise smp.SampleError(f"nothing to sample: the runs hold {what}")
-        rows = smp.stratified_sample(units, args.n, strata, seed=args.seed, allowed=allowed)
-        smp.write_sample(rows, args.kind, args.out, args.annotators)
-    except BenchauditError as err:
-        print(f"benchaudit sample: {err}", file=sys.stderr)
-        return 2
+    # A bad run or option is one line with the exit status of its kind (cli/app.py, common.errors).
+    smp.check_usage(args.kind, args.n, args.annotators)
+    strata = [k.strip() for k in args.strata.split(",") if k.strip()] if args.strata is not None \
+        else list(smp.DEFAULT_STRATA[args.kind])
+    records: list[RecordRow] = []
+    for path in expand_runs(args.runs):
+        records += load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr), require_records=True)[1]
+    if args.pipeline is not None:
+        records = records_under(records, args.pipeline)
+    units: list[JudgeUnit] | list[GoldUnit]
+    if args.kind == "judge":
+        units, failed = smp.judge_units(records)
+        what = f"{len(units)} judged records ({failed} judge calls without a verdict left out)"
+        allowed: tuple[str, ...] = smp.JUDGE_STRATA
+    else:
+        flags = audit_gold(records, min_models=args.min_models, pipeline=args.pipeline).flags
+        units = smp.gold_units([f.row() for f in flags], records)
+        what = f"{len(units)} audit-gold flags"
+        allowed = smp.GOLD_STRATA
+    if not units:
+        raise smp.SampleError(f"nothing to sample: the runs hold {what}")
+    rows = smp.stratified_sample(units, args.n, strata, seed=args.seed, allowed=allowed)
+    smp.write_sample(rows, args.kind, args.out, args.annotators)
     n_strata = len({r["stratum"] for r in rows})
     print(f"{args.out}: {len(rows)} of {what}, {n_strata} strata by {','.join(strata) or '(none)'}, seed {args.seed}")
     print(f"{args.out} {smp.LOCAL_NOTE}")

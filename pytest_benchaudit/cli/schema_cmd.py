@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_benchaudit.cli._common import CliError, Subparsers
+from pytest_benchaudit.common.errors import did_you_mean
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -80,7 +81,8 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     by_name = {d.name: d for d in DOCUMENTS}
     if args.document is not None and args.document not in by_name:
-        raise CliError(f"schema {args.document!r}: not a document; choose one of {', '.join(by_name)}")
+        raise CliError(f"schema {args.document!r}: not a document{did_you_mean(args.document, by_name)}; choose one "
+                       f"of {', '.join(by_name)}")
     chosen = [by_name[args.document]] if args.document else list(DOCUMENTS)
     if args.out is None:
         if len(chosen) > 1:

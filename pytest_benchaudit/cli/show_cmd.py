@@ -26,17 +26,21 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.report.terminal import render_summary
-    from pytest_benchaudit.runs.store import check_unique_records, load_run, read_summary_json
+    from pytest_benchaudit.runs.membership import RunMembership
+    from pytest_benchaudit.runs.store import load_run, read_run_json, read_summary_json, scan_records
 
+    meta = read_run_json(args.run_dir)
     cards = run_cards(args.run_dir)
     summary = read_summary_json(args.run_dir)
-    # An item recorded twice (two writers of one run) is counted twice by the stored summary.
-    repeated = check_unique_records(args.run_dir)  # an error naming them, or (--skip-bad-records) how many
+    # The stored summary is shown only of records the reading commands would read: each line a record
+    # of this run (not another's appended), each item once (two writers of one run count it twice).
+    # Keys only, not the whole schema: show stays quick on a paper-scale run.
+    n, repeated = scan_records(args.run_dir, belongs=RunMembership(meta.get("models"), meta.get("pipeline_cards")))
     if repeated:
         print(f"warning: {repeated} line(s) of records.jsonl repeat an item already recorded; summary.json may count "
               f"them: `benchaudit summarize {args.run_dir} --skip-bad-records` rewrites it keeping the first of each",
               file=sys.stderr)
-    if not summary.get("results"):
+    if not summary.get("results") or not n:
         load_run(args.run_dir, require_records=True)  # an empty run: say why there is nothing to show
     print(render_summary(summary.get("results", []), summary.get("benchmarks", []), cards, []))
     for gate in summary.get("gates", []):

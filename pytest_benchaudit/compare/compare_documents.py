@@ -124,12 +124,17 @@ class PairedRow(TypedDict):
     p_value: float | None
     p_holm: float | None
     significant: bool | None
-    test: str  # "mcnemar_exact" | "paired_t"
+    # "mcnemar_exact" | "paired_t" | "clustered_t"; None when no test ran (under two common questions, or two groups)
+    test: str | None
     mde80: float | None
     sd_diff: float | None
     lower_is_better: bool
     favours: str | None  # the model the paired difference favours; None when diff is 0
     discordant: NotRequired[list[int]]  # [questions only a gets right, questions only b gets right]
+    # The aggregation.by field the se, ci95 and test are clustered by, and its groups among the n questions;
+    # null: the questions are treated as independent.  Old compare documents lack both.
+    clustered_by: NotRequired[str | None]
+    n_groups: NotRequired[int | None]
 
 
 @with_config(_FORBID)

@@ -16,6 +16,7 @@ from pytest_benchaudit.compare.oneset import analyse_set
 from pytest_benchaudit.compare.paired_rows import analyse_pairs
 from pytest_benchaudit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.compare.twosets import MIN_SHIFT, compare_sets
+from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.compare.analysis_registry import AnalysisContext, run_analyses
 
 __all__ = ["COMPARE", "COMPARE_VERSION", "CompareDocument", "make_sets", "build_compare", "compare_document", "mark_similar", "parse_pair"]
@@ -88,12 +89,16 @@ def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, 
             "paired": "every pair of models of a task on the questions both have (n): per-question score = the "
                       "task's aggregation.reducer over the K repeats; model_a = the better by headline; diff = "
                       "mean(score_a - score_b) in the metric's units (negative favours model_a where lower is "
-                      "better; 'favours' names the model); se = SD(d)/sqrt(n), ci95 = diff -/+ 1.96 se; p_value: "
-                      "exact McNemar on 0/1 scores, else paired t; p_holm: Holm over the task's pairs; "
-                      "significant = p_holm < 0.05 (docs/statistics.md)",
+                      "better; 'favours' names the model). clustered_by null: the questions are treated as "
+                      "independent: se = SD(d)/sqrt(n), ci95 = diff -/+ 1.96 se, p_value: exact McNemar on 0/1 "
+                      "scores, else paired t. clustered_by set (the task's aggregation.by): se = max(CR1 clustered "
+                      "SE, SD(d)/sqrt(n)) over n_groups groups, ci95 = diff -/+ t(G-1) se, test clustered_t (t on "
+                      "G-1 df). test null: no test (under two common questions or groups). p_holm: Holm over the "
+                      "task's pairs; significant = p_holm < 0.05 (docs/statistics.md)",
             "rank_ties": "models next to each other in a task's ranking whose paired difference is not "
                          "significant (p_holm >= 0.05, or untestable: fewer than two common questions)",
-            "mde80": "per task: (z_0.975 + z_0.80) * RMS of its pairs' SD(d) / sqrt(fewest common questions)",
+            "mde80": "per task: (z_0.975 + z_0.80) * RMS of its pairs' SD(d) / sqrt(fewest common questions); "
+                     "clustered pairs: the RMS of their own mde80, (t_0.975 + t_0.80 on G-1 df) * se",
         },
         "scores": an_a["scores"], "ranks": an_a["ranks"], "tau_b": an_a["tau_b"],
         "mean_win_rate": an_a["mean_win_rate"], "benchmark_ranks": an_a["benchmark_ranks"], "pca": an_a["pca"],
@@ -137,7 +142,8 @@ def mark_similar(doc: CompareDocument, pairs: list[tuple[str, str]]) -> None:
     for a, b in pairs:
         missing = [t for t in (a, b) if t not in known]
         if missing:
-            raise CompareError(f"--similar {a}~{b}: no scores for {', '.join(missing)} in these runs; "
+            hint = did_you_mean(missing[0], known)
+            raise CompareError(f"--similar {a}~{b}: no scores for {', '.join(missing)} in these runs{hint}; "
                                f"tasks: {', '.join(sorted(known))}")
     tables = [doc.get("tau_b", [])] + [s.get("tau_b", []) for s in doc.get("by_set", {}).values()]
     for rows in tables:

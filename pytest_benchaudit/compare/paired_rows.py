@@ -14,9 +14,16 @@ hard for both, so its standard error is smaller than the two headline intervals 
   ``diff = mean(score_a - score_b)`` in the metric's own units: positive favours ``model_a``
   on a higher-is-better metric, negative on a lower-is-better one (``lower_is_better`` and
   ``favours`` say it in each row).
-- **Test**: exact McNemar when every per-question score of both is 0 or 1, else the paired t
-  test (:func:`pytest_benchaudit.aggregate.repeat_stats.paired_difference`).  ``p_holm``: Holm's step-down adjustment
-  over all the pairs of the task; ``significant`` is ``p_holm < 0.05``.
+- **Test**: questions treated as independent (no ``aggregation.by``): exact McNemar when every
+  per-question score of both is 0 or 1, else the paired t test.  Questions in groups (the task's
+  ``aggregation.by``, the same field for both models): the standard error, the CI and the test are
+  clustered by it (``clustered_t``: CR1 with t on G - 1 degrees of freedom), since a difference
+  the questions of one group share is one observation, not one per question
+  (:func:`pytest_benchaudit.aggregate.repeat_stats.paired_difference`).  A pair with under two common questions (or groups)
+  has no test (``test`` null).  ``p_holm``: Holm's step-down adjustment over all the pairs of the
+  task; ``significant`` is ``p_holm < 0.05``.
+- **Disjoint questions**: two models without a common question are ranked against each other on
+  different questions; the run set's notes say so (:func:`analyse_pairs`).
 - **Rank ties**: models next to each other in a task's ranking whose pair is not significant.
 - **mde80** per task: the smallest true difference a pair of the task detects at 5% (two-sided)
   with 80% power, from the root mean square of its pairs' SD of ``d`` and the fewest common questions.
@@ -28,9 +35,10 @@ reads the same rows (:mod:`pytest_benchaudit.diagnose.order_checks`).
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
@@ -43,7 +51,8 @@ if TYPE_CHECKING:  # only an annotation: diagnose (order_checks.py) imports this
     from pytest_benchaudit.compare.runsets import RunSet
 
 __all__ = ["ALPHA", "MDE80Row", "ModelAnswers", "PairedRow", "RankTie", "SetPairs", "adjacent_ties", "analyse_pairs",
-           "holm", "model_answers", "paired_rows", "question_scores", "task_mde80"]
+           "holm", "model_answers", "pair_grouping", "paired_rows", "question_clusters", "question_scores",
+           "task_mde80"]
 
 ALPHA = 0.05  # the significance level of ``significant`` and of the rank ties
 
@@ -55,6 +64,8 @@ class ModelAnswers:
     model: str
     headline: float
     scores: Mapping[tuple[str, int], float]  # (question id, occurrence) -> reduced score
+    by: str | None = None  # the card's aggregation.by: the questions come in groups of this field
+    clusters: Mapping[tuple[str, int], str | None] = field(default_factory=dict)  # question -> its group
 
 
 def _reducer(fields: Mapping[str, JsonValue]) -> tuple[Reducer, int | None]:
@@ -87,9 +98,36 @@ def question_scores(records: Iterable[RecordRow], fields: Mapping[str, JsonValue
             for slot, v in values.items()}
 
 
+def question_clusters(records: Iterable[RecordRow], by: str) -> dict[tuple[str, int], str | None]:
+    """Per question (as :func:`question_scores` keys them), its group: the value of ``question_meta[by]``
+    as the summary reads it (a list value is one group of its entries; a missing value is a group of its own)."""
+    seen: Counter[tuple[str, int]] = Counter()
+    out: dict[tuple[str, int], str | None] = {}
+    for r in records:
+        qid, repeat = str(r.get("question_id")), int(r.get("repeat") or 0)
+        slot = (qid, seen[(qid, repeat)])
+        seen[(qid, repeat)] += 1
+        value = r.get("question_meta", {}).get(by)
+        out.setdefault(slot, None if value is None else "\x1f".join(map(str, value)) if isinstance(value, list)
+                       else str(value))
+    return out
+
+
 def model_answers(model: str, headline: float, records: Iterable[RecordRow], fields: Mapping[str, JsonValue],
                   denominator: str, lower_is_better: bool) -> ModelAnswers:
-    return ModelAnswers(model, headline, question_scores(records, fields, denominator, lower_is_better))
+    rows = list(records)
+    by = fields.get("aggregation.by")
+    by = by if isinstance(by, str) and by else None
+    return ModelAnswers(model, headline, question_scores(rows, fields, denominator, lower_is_better), by,
+                        question_clusters(rows, by) if by else {})
+
+
+def pair_grouping(a: ModelAnswers, b: ModelAnswers) -> str | None:
+    """The field a pair's questions are grouped by: the one both cards name (or the only one named);
+    ``None`` when neither names one, or they name different fields (the pair is then not clustered)."""
+    if a.by and b.by:
+        return a.by if a.by == b.by else None
+    return a.by or b.by
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
@@ -120,15 +158,18 @@ def paired_rows(task: str, answers: Sequence[ModelAnswers], lower_is_better: boo
             common = sorted(set(a.scores) & set(b.scores))
             xa, xb = [a.scores[q] for q in common], [b.scores[q] for q in common]
             binary = all(v in (0.0, 1.0) for v in xa + xb)
-            stat = paired_difference(xa, xb, binary)
+            by = pair_grouping(a, b)
+            groups = a.clusters if a.by == by else b.clusters
+            stat = paired_difference(xa, xb, binary, [groups.get(q) for q in common] if by else None)
             diff = stat["diff"]
-            sd = None if stat["se"] is None else stat["se"] * math.sqrt(stat["n"])
+            sd = None if stat["n"] < 2 else statistics.stdev([x - y for x, y in zip(xa, xb)])
             favours = None if not diff else (a.model if (diff > 0) != lower_is_better else b.model)
             row = PairedRow(task=task, model_a=a.model, model_b=b.model, n=stat["n"], n_a=len(a.scores),
                             n_b=len(b.scores), diff=diff, se=stat["se"], ci95=stat["ci95"], p_value=stat["p_value"],
                             p_holm=None, significant=None, test=stat["test"], mde80=stat["mde80"], sd_diff=sd,
-                            lower_is_better=lower_is_better, favours=favours)
-            if "discordant" in stat:
+                            lower_is_better=lower_is_better, favours=favours, clustered_by=by,
+                            n_groups=stat.get("n_groups"))
+            if "discordant" in stat and stat["n"] >= 2:
                 row["discordant"] = stat["discordant"]
             rows.append(row)
     for row, adjusted in zip(rows, holm([r["p_value"] for r in rows])):
@@ -160,6 +201,11 @@ def task_mde80(rows: Sequence[PairedRow]) -> MDE80Row | None:
         return MDE80Row(mde80=None, n=min(r["n"] for r in rows), sd_diff=None, pairs=len(rows))
     n = min(r["n"] for r in measured)
     sd = math.sqrt(sum(float(r["sd_diff"] or 0.0) ** 2 for r in measured) / len(measured))
+    if any(r.get("clustered_by") for r in measured):
+        # Clustered pairs: each row's mde80 rests on its clustered SE and t(G - 1); their root mean square.
+        known = [float(r["mde80"]) for r in measured if r["mde80"] is not None]
+        return MDE80Row(mde80=math.sqrt(sum(v * v for v in known) / len(known)) if known else None, n=n,
+                        sd_diff=sd, pairs=len(rows))
     return MDE80Row(mde80=mde80(sd, n), n=n, sd_diff=sd, pairs=len(rows))
 
 
@@ -167,7 +213,9 @@ def analyse_pairs(rs: RunSet, scores: Mapping[str, Mapping[str, float]],
                   lower_is_better: Mapping[str, bool]) -> SetPairs:
     """The paired rows, rank ties and mde80 of every ranked task of a run set (``scores`` and
     ``lower_is_better`` as :func:`.oneset.analyse_set` gives them: only tasks with a direction,
-    only models with a headline)."""
+    only models with a headline).  Adds to the run set's notes the pairs of models that share no
+    question (ranked, and given win rates, on different questions) and the tasks whose models'
+    cards group the questions by different fields (their pairs are not clustered)."""
     out = SetPairs(paired=[], rank_ties=[], mde80={})
     for key in sorted(scores):
         lib = bool(lower_is_better[key])
@@ -181,6 +229,14 @@ def analyse_pairs(rs: RunSet, scores: Mapping[str, Mapping[str, float]],
         if len(answers) < 2:
             continue
         rows = paired_rows(key, answers, lib)
+        disjoint = [f"{r['model_a']} ({r['n_a']}) and {r['model_b']} ({r['n_b']})" for r in rows if r["n"] == 0]
+        if disjoint:
+            rs.notes.append(f"{rs.label}: {key}: no common question between " + "; ".join(disjoint)
+                            + ": ranked (and given win rates) on different questions, with no paired test")
+        fields_by = sorted({a.by for a in answers if a.by})
+        if len(fields_by) > 1:
+            rs.notes.append(f"{rs.label}: {key}: the models' cards group the questions by different fields "
+                            f"({', '.join(fields_by)}): pairs across them are not clustered")
         out["paired"] += rows
         out["rank_ties"] += adjacent_ties(rows, answers, lib)
         mde = task_mde80(rows)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_benchaudit.compare.compare_documents import CompareDocument, SetAnalysis
+from pytest_benchaudit.compare.compare_documents import CompareDocument, PairedRow, SetAnalysis
 from pytest_benchaudit.compare.analysis_registry import render_texts
 
-__all__ = ["render_compare"]
+__all__ = ["paired_unit", "render_compare"]
 
 MAX_PAIRS_SHOWN = 15  # significant pairs listed in the text; compare.json holds every pair
 
@@ -20,6 +20,24 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+def paired_unit(rows: list[PairedRow]) -> str:
+    """What the paired rows' error bars treat as independent, in words: the questions, or the groups of
+    ``aggregation.by`` (per field, with the fewest and most groups of a pair)."""
+    groups: dict[str, list[int]] = {}
+    independent = False
+    for r in rows:
+        by = r.get("clustered_by")
+        if by:
+            groups.setdefault(str(by), []).append(int(r.get("n_groups") or 0))
+        else:
+            independent = True
+    parts = [f"clustered by {by} ({min(g)}{'' if min(g) == max(g) else f'-{max(g)}'} groups: 95% CI diff ± "
+             "t(G-1) clustered se)" for by, g in sorted(groups.items())]
+    if independent:
+        parts.append("questions treated as independent (95% CI diff ± 1.96 se)")
+    return "; ".join(parts)
+
+
 def _render_paired(side: str, an: SetAnalysis) -> str:
     """The paired-differences block: the significant pairs, the count of the others, mde80 per task."""
     from tabulate import tabulate
@@ -27,13 +45,18 @@ def _render_paired(side: str, an: SetAnalysis) -> str:
     rows = an["paired"]
     significant = [r for r in rows if r.get("significant")]
     shown = significant[:MAX_PAIRS_SHOWN]
-    lines = [f"Paired differences, set {side} (same questions; exact McNemar on 0/1 scores, else paired t; "
-             f"Holm over each task's pairs): {len(significant)} of {len(rows)} pairs significant (p_holm < 0.05), "
-             f"{len(rows) - len(significant)} not"]
+    untested = sum(1 for r in rows if r.get("test") is None)
+    lines = [f"Paired differences, set {side} (same questions; {paired_unit(rows)}; exact McNemar on 0/1 scores, else "
+             f"paired t, clustered t where grouped; Holm over each task's pairs): "
+             f"{len(significant)} of {len(rows)} pairs significant (p_holm < 0.05), {len(rows) - len(significant)} not"
+             + (f" ({untested} untestable: under two common questions or groups)" if untested else "")]
     if shown:
-        lines.append(tabulate([[r["task"] + (" ↓" if r["lower_is_better"] else ""), r["model_a"], r["model_b"], r["n"],
-                                f"{r['diff']:+.3f}", f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]" if r["ci95"] else "–",
-                                f"{r['p_value']:.2g}", f"{r['p_holm']:.2g}", r["test"]] for r in shown],
+        lines.append(tabulate([[r["task"] + (" ↓" if r["lower_is_better"] else ""), r["model_a"], r["model_b"],
+                                r["n"], f"{r['diff']:+.3f}",
+                                f"[{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]" if r["ci95"] else "–",
+                                f"{r['p_value']:.2g}", f"{r['p_holm']:.2g}",
+                                str(r["test"]) + (f" (G {r.get('n_groups')})" if r.get("clustered_by") else "")]
+                               for r in shown],
                               headers=["task", "model a", "model b", "n", "diff (a - b)", "95% CI", "p", "p Holm",
                                        "test"], tablefmt="simple", disable_numparse=True))
     if len(significant) > len(shown):
@@ -101,7 +124,8 @@ def render_compare(doc: CompareDocument) -> str:
         out.append(tabulate([[s["benchmark"], _fmt(s["rho"]),
                               f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]" if s["ci95"] else "–", s["n_models"],
                               len(s["tasks"])] for s in doc["spearman"]],
-                            headers=["benchmark", "Spearman rho", "95% CI", "models", "tasks"], tablefmt="simple"))
+                            headers=["benchmark", "Spearman rho", "95% CI (bootstrap percentile)", "models", "tasks"],
+                            tablefmt="simple"))
         moved = sorted((r for r in doc["rank_shift"] if r["shift"] != 0), key=lambda r: (-abs(r["shift"]), r["model"]))
         if moved:
             out.append("\nRank shifts (shift = rank a - rank b; + = climbs under b; stability for |shift| >= "

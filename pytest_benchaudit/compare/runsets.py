@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Iterable
 
 from pytest_benchaudit.aggregate.results import summarize
-from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.runs.run_meta import run_layers
+from pytest_benchaudit.rescore.run_dirs import RescoreError
+from pytest_benchaudit.runs.store import load_run
+from pytest_benchaudit.common.errors import BenchauditError, did_you_mean
 from pytest_benchaudit.common.progress import iterate
 from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
@@ -57,12 +60,14 @@ def expand_runs(paths: Iterable[Path]) -> list[Path]:
     """Run directories named, or found one level under a folder named; in order, without repeats."""
     out: list[Path] = []
     for p in map(Path, paths):
-        if (p / "run.json").is_file():
+        if (p / "run.json").exists():  # a run directory, even one whose run.json is unusable (said when read)
             found = [p]
         elif p.is_dir():
-            found = sorted(c for c in p.iterdir() if (c / "run.json").is_file())
+            found = sorted(c for c in p.iterdir() if (c / "run.json").exists())
             if not found:
                 raise CompareError(f"{p}: neither a run directory (no run.json) nor a folder of run directories")
+        elif p.exists():
+            raise CompareError(f"{p}: not a directory (expected a benchaudit run directory, or a folder of them)")
         else:
             raise CompareError(f"{p}: not found")
         out += [f for f in found if f.resolve() not in {o.resolve() for o in out}]
@@ -87,8 +92,8 @@ def load_run_set(label: str, runs: list[LoadedRun], pipeline: str | None = None)
     """One side of the comparison: the runs' base records (under ``pipeline`` if given), summarized per run."""
     seen_pipelines = sorted({r["pipeline"] for run in runs for r in run.records})
     if pipeline is not None and pipeline not in seen_pipelines:
-        raise CompareError(f"no records under pipeline {pipeline!r} in the runs of set {label!r}; "
-                           f"they hold: {', '.join(seen_pipelines) or 'no records'}")
+        raise CompareError(f"no records under pipeline {pipeline!r}{did_you_mean(pipeline, seen_pipelines)} in the "
+                           f"runs of set {label!r}; they hold: {', '.join(seen_pipelines) or 'no records'}")
     rs = RunSet(label, [], [])
     owner: dict[tuple[str, str], tuple[str, str]] = {}
     for run in runs:

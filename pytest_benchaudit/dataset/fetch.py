@@ -221,8 +221,11 @@ def fetch_file(
     ``"present"``).  Raises :class:`FetchError` with one message naming the file (and URL)."""
     progress = progress or sys.stderr
     label = f"{plan.benchmark}/{spec.name}"
-    target = (folder / spec.name).resolve()
-    if not target.is_relative_to(folder.resolve()):
+    try:
+        target, root = (folder / spec.name).resolve(), folder.resolve()
+    except (RuntimeError, OSError) as err:  # a loop of symbolic links (RuntimeError before Python 3.13)
+        raise FetchError(f"{label}: {folder / spec.name} cannot be written: {err}") from None
+    if not target.is_relative_to(root):
         raise FetchError(f"{label}: the file name points outside {folder}")
     existing = _sha256_file(target) if target.is_file() else None
     if existing is not None and (existing == spec.sha256 or (spec.manual and spec.sha256 is None)):

@@ -24,7 +24,7 @@ from pytest_benchaudit.pipeline.layering import deep_merge
 from pytest_benchaudit.pipeline.types import Question
 
 __all__ = ["DATA_ENV", "DataMissing", "data_file", "file_checksum", "load_questions", "load_resources",
-           "resolve_data_dir"]
+           "resolve_data_dir", "resolved"]
 
 DATA_ENV = "BENCHAUDIT_DATA"
 _LABELS = ("A", "B", "C", "D", "E", "F", "G", "H")
@@ -41,10 +41,21 @@ def resolve_data_dir(option: str | None) -> tuple[Path, str]:
     return cache / "benchaudit" / "datasets", "the per-user cache directory"
 
 
+def resolved(path: Path, what: str) -> Path:
+    """``path`` with its symbolic links followed; a loop of them (or a path that cannot be resolved)
+    is a :class:`SuiteError` naming it and ``what`` it is (``pathlib`` raises ``RuntimeError`` for a
+    loop on Python < 3.13, ``OSError`` on later ones)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as err:
+        why = "a loop of symbolic links" if "loop" in str(err).lower() else str(err)
+        raise SuiteError(f"{path}: {what} cannot be read: {why}") from None
+
+
 def data_file(data_dir: Path, suite: Suite, filename: str, origin: str) -> Path:
     """The path of one data file, checked to stay inside the data directory."""
-    root = (data_dir / suite.data_folder).resolve()
-    path = (root / filename).resolve()
+    root = resolved(data_dir / suite.data_folder, "the benchmark's data folder")
+    path = resolved(root / filename, "the data file")
     if not path.is_relative_to(root):
         raise SuiteError(f"{suite.path}: data file {filename!r} points outside the data directory {root}")
     if not path.is_file():
@@ -223,8 +234,8 @@ def _ensure_hub_export(suite: Suite, mapping: dict[str, Any], data_dir: Path) ->
     """Download a hub-only dataset into its local export file once (see ``hub``)."""
     from pytest_benchaudit.dataset.hub import HubUnavailable, export_hub_dataset
 
-    root = (data_dir / suite.data_folder).resolve()
-    target = (root / mapping["file"]).resolve()
+    root = resolved(data_dir / suite.data_folder, "the benchmark's data folder")
+    target = resolved(root / mapping["file"], "the data file")
     if not target.is_relative_to(root):
         raise SuiteError(f"{suite.path}: data file {mapping['file']!r} points outside the data directory {root}")
     if target.is_file():

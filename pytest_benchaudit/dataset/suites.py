@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_benchaudit.common.errors import ConfigError, DataError
+from pytest_benchaudit.common.errors import ConfigError, DataError, did_you_mean
 from pytest_benchaudit.dataset.config import check_suite_config, check_task_data
 from pytest_benchaudit.pipeline.stages import (
     Pipeline,
@@ -90,7 +90,8 @@ class Suite:
         spec = self.tasks[task]
         if layer not in spec.layers:
             raise PipelineError(
-                f"{self.name}.{task} has no pipeline {layer!r}; available: {', '.join(spec.layers)}"
+                f"{self.name}.{task} has no pipeline {layer!r}{did_you_mean(layer, spec.layers)}; available: "
+                f"{', '.join(spec.layers)}"
             )
         raw = dict(spec.layers[layer])
         why = raw.pop("why", {})
@@ -106,10 +107,19 @@ class Suite:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        data = path.read_bytes()
     except FileNotFoundError:
         raise SuiteError(f"{path}: suite config not found") from None
+    except OSError as err:  # a folder, a symbolic link loop, no permission
+        raise SuiteError(f"{path}: cannot read the suite config: {err.strerror or err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise SuiteError(f"{path}: line {line}: byte 0x{data[err.start]:02x} is not UTF-8 (TOML files are UTF-8 "
+                         "text; save the file as UTF-8)") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise SuiteError(f"{path}: not valid TOML: {err}") from None
 
@@ -122,7 +132,10 @@ def load_suite(path: Path) -> Suite:
     files = [path]
     if "extends" in cfg:
         # Shared defaults (e.g. the project's standardized layer) live once in a base file.
-        base_path = (path.parent / cfg.pop("extends")).resolve()
+        try:
+            base_path = (path.parent / cfg.pop("extends")).resolve()
+        except (RuntimeError, OSError) as err:  # a loop of symbolic links (RuntimeError before Python 3.13)
+            raise SuiteError(f"{path}: 'extends' cannot be read: {err}") from None
         if not base_path.is_relative_to(path.parent.parent.resolve()):
             raise SuiteError(f"{path}: 'extends' must name a file inside the suites directory")
         base = _read_toml(base_path)

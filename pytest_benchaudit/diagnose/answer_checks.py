@@ -34,7 +34,7 @@ from pytest_benchaudit.diagnose.core import (
     json_list,
 )
 from pytest_benchaudit.pipeline.stages import is_unspecified
-from pytest_benchaudit.scoring.extract import strip_reasoning
+from pytest_benchaudit.scoring.extract import answer_text_of, strip_reasoning
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.scoring.names import metric_answers, rules_reading, strict_rule
 
@@ -123,8 +123,7 @@ def _strict_rule(group: Group) -> str:
 
 
 def _answer_text(rec: RecordRow, reasoning: str) -> str:
-    text = rec.get("raw_output") or ""
-    return text if reasoning == "keep" else strip_reasoning(text)[0]
+    return answer_text_of(rec.get("raw_output") or "", reasoning, rec.get("reasoning"))
 
 
 def check_letters_anywhere(group: Group, resources: Resources | None) -> list[Finding]:

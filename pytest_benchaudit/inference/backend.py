@@ -36,12 +36,13 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from pytest_benchaudit.common.errors import UsageError
-from pytest_benchaudit.common.secrets import register_url_secrets, strip_url_credentials
+from pytest_benchaudit.common.secrets import mask_url_credentials_in, register_url_secrets, strip_url_credentials
 from pytest_benchaudit.inference.providers import Provider, ProviderError, Quirk, adjust_params, load_providers, resolve
 from pytest_benchaudit.pipeline.record_documents import InferenceParams, RunModel
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["ModelSpec", "ModelSpecError", "Backend", "BackendBug", "parse_model_spec", "strip_credentials"]
+__all__ = ["ModelSpec", "ModelSpecError", "Backend", "BackendBug", "auth_headers", "endpoint_problem", "parse_model_spec",
+           "strip_credentials"]
 
 
 class ModelSpecError(UsageError):
@@ -139,6 +140,59 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
+def auth_headers(spec: ModelSpec, key: str | None) -> dict[str, str]:
+    """The header that carries ``key`` to ``spec``'s endpoint, as its provider's ``auth`` says
+    (``Authorization: Bearer`` by default); none without a key."""
+    if not key:
+        return {}
+    if spec.auth == "api-key":
+        return {"api-key": key}
+    if spec.auth == "x-api-key":
+        return {"x-api-key": key}
+    return {"Authorization": f"Bearer {key}"}
+
+
+def endpoint_problem(spec: ModelSpec) -> str | None:
+    """Why no request to ``spec``'s endpoint(s) could be sent, found before any is, as the HTTP client
+    (aiohttp, on yarl's URLs) finds it when it builds each request: a URL it cannot parse (a port out
+    of range or not a number, an unclosed IPv6 bracket), one without a host, credentials in the URL
+    that HTTP Basic auth cannot encode (latin-1), or credentials in the URL beside a key sent as the
+    ``Authorization`` header (aiohttp refuses to combine them).  ``None`` when there is none, or no
+    URL to check (a server the run launches)."""
+    sends_authorization = any(h.lower() == "authorization"
+                              for h in (*dict(spec.headers), *auth_headers(spec, spec.api_key())))
+    urls = spec.endpoints or ((spec.base_url,) if spec.base_url else ())
+    for url in urls:
+        problem = _url_problem(url, sends_authorization, spec.api_key_env)
+        if problem:  # which endpoint, where there are several
+            return f"{mask_url_credentials_in(url)}: {problem}" if len(urls) > 1 else problem
+    return None
+
+
+def _url_problem(url: str, sends_authorization: bool, key_env: str | None) -> str | None:
+    """:func:`endpoint_problem` for one URL (yarl is aiohttp's URL type: imported here, not at start-up)."""
+    import yarl
+
+    try:
+        parsed = yarl.URL(url)  # yarl reads the port (and refuses a bad one) as it parses
+    except ValueError as err:
+        return f"not a URL a request can be sent to ({err})"
+    if not parsed.raw_host:
+        return "no host in the URL"
+    if parsed.user is None and parsed.password is None:
+        return None
+    try:
+        f"{parsed.user or ''}:{parsed.password or ''}".encode("latin-1")
+    except UnicodeEncodeError:
+        return "the user name or password in the URL has characters HTTP Basic auth cannot send (latin-1 only)"
+    if sends_authorization:
+        key = f"${key_env}" if key_env else "a key"
+        return (f"the URL holds credentials (sent as HTTP Basic auth) and {key} is set (sent as the "
+                "Authorization header); a request carries one of them: take the credentials out of the URL, "
+                f"or leave {key} unset for this run")
+    return None
+
+
 def strip_credentials(url: str) -> str:
     """``url`` as it may be written to a record (no ``user:password@``, no credential in its query):
     :func:`pytest_benchaudit.common.secrets.strip_url_credentials`."""
@@ -151,9 +205,13 @@ def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None,
 
     ``providers`` is the registry (:func:`~.providers.load_providers`; the shipped one by default).
     Credentials written into an endpoint URL (a password, an ``api_key=`` query parameter) become
-    known secrets here, in every process that reads the option (the xdist controller too).
+    known secrets here, in every process that reads the option (the xdist controller too); an error
+    quotes the spec with them masked.
     """
-    parsed = _parse_model_spec(spec, named or {}, providers)
+    try:
+        parsed = _parse_model_spec(spec, named or {}, providers)
+    except ModelSpecError as err:
+        raise ModelSpecError(mask_url_credentials_in(str(err))) from None
     for url in parsed.endpoints or ((parsed.base_url,) if parsed.base_url else ()):
         register_url_secrets(url)
     return parsed

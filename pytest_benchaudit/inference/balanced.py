@@ -37,7 +37,7 @@ import json
 import time
 from dataclasses import dataclass
 
-from pytest_benchaudit.common.secrets import redact
+from pytest_benchaudit.common.secrets import redact_error
 from pytest_benchaudit.pipeline.types import Generation, Request
 from pytest_benchaudit.inference.loglikelihood import ask_loglikelihood
 from pytest_benchaudit.inference.backend import BackendBug, ModelSpec, strip_credentials
@@ -113,13 +113,14 @@ class BalancedBackend:
         return best
 
     async def generate(self, request: Request) -> Generation:
-        if request.continuations:  # inference.request = "loglikelihood": each continuation balanced on its own
-            return await ask_loglikelihood(request, self.generate)
+        if request.continuations:  # inference.request = "loglikelihood"
+            # Cut by the first endpoint's tokenizer (they serve one model), each continuation balanced on its own.
+            return await ask_loglikelihood(request, self.generate, await self.endpoints[0].backend.remote_tokenizer())
         start = time.perf_counter()
         try:
             path, body = self.endpoints[0].backend.payload(request)
         except ValueError as err:
-            return Generation(error=redact(f"not sent: {err}"), attempts=0)
+            return Generation(error=redact_error(f"not sent: {err}"), attempts=0)
         content = request_body(body)
         attempts = 0
         retries = 0
@@ -162,4 +163,4 @@ class BalancedBackend:
 
     @staticmethod
     def _failed(message: str, start: float, attempts: int) -> Generation:
-        return Generation(error=redact(message), latency_s=time.perf_counter() - start, attempts=attempts)
+        return Generation(error=redact_error(message), latency_s=time.perf_counter() - start, attempts=attempts)

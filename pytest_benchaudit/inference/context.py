@@ -15,6 +15,10 @@ A score can rest on something no record field flags on its own:
 * **the released fallback** (``released_fallback``) -- released MMLU's reader turns an answer
   without log-probabilities into 'A' and scores it (``evaluate.py``'s bare ``except``); the
   records say so in ``extraction_detail``, and this counts them per task, layer and model;
+* **log-likelihood edges** -- an endpoint whose tokenizer merges the context's end with the
+  continuation and serves no tokenizer (``loglikelihood_merged``: those continuations are not read),
+  and one that echoes no generated token (``loglikelihood_no_generated_token``: lm-eval's cut leaves
+  out each continuation's own last token), counted per model (:mod:`.loglikelihood`);
 * **a cache that cannot hit** (``cache_unusable``) -- see :func:`cache_warnings`.
 
 :class:`ContextWatch` reads records one at a time (the run's one streaming pass over
@@ -33,6 +37,7 @@ from typing import TYPE_CHECKING
 from pydantic import JsonValue
 
 from pytest_benchaudit.pipeline.record_documents import CardWarning, RecordRow
+from pytest_benchaudit.inference.loglikelihood import MERGED, NO_GENERATED
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.cache import CacheStats, UnusableCache
@@ -90,6 +95,8 @@ class ContextWatch:
         self.top_asked: dict[str, JsonValue] = {}  # model -> the top_logprobs value sent (for the message)
         self.items: Counter[tuple[str, str, str]] = Counter()  # (task, layer, model) -> records
         self.fallback: Counter[tuple[str, str, str]] = Counter()  # ... scored by the released fallback
+        self.loglik_merged: Counter[str] = Counter()  # model -> log-likelihood answers its tokenizer merged
+        self.loglik_no_generated: Counter[str] = Counter()  # model -> ... echoed without a generated token
 
     def add(self, record: RecordRow) -> None:
         """Count one record (a dict as ``records.jsonl`` holds it)."""
@@ -114,8 +121,13 @@ class ContextWatch:
             continuations = record.get("continuations")  # a log-likelihood request's echoed log-probabilities
             read = isinstance(continuations, list) and bool(continuations) and all(
                 isinstance(c, Mapping) and c.get("missing") is None for c in continuations)
-            if not record.get("top_logprobs") and not read:
+            said = [str(c.get(k) or "") for c in continuations or () if isinstance(c, Mapping) for k in ("missing", "note")]
+            if any(text.startswith(MERGED) for text in said):
+                self.loglik_merged[model] += 1  # echoed, but lm-eval's cut cannot be known: not "missing"
+            elif not record.get("top_logprobs") and not read:
                 self.logprobs_missing[model] += 1
+            if any(NO_GENERATED in text for text in said):
+                self.loglik_no_generated[model] += 1
 
     def note_listed(self, model: str, ids: Iterable[str]) -> None:
         """What the model's endpoint listed at ``GET /models`` (read by the generation cache)."""
@@ -131,6 +143,17 @@ class ContextWatch:
                 f"model {model}: {_share(missing, self.logprobs_asked[model])} answers came back without the "
                 f"log-probabilities the layer asked for (top_logprobs={self.top_asked[model]}); a rule that reads "
                 "them had nothing to read (an endpoint that ignores logprobs, or an API without them)")))
+        for model, n in sorted(self.loglik_merged.items()):
+            out.append(warning("loglikelihood_merged", (
+                f"model {model}: in {_share(n, self.answers[model])} answers the endpoint's tokenizer merged the "
+                "context's end with the continuation and serves no /tokenizer_info and /tokenize: what lm-eval would "
+                "send and read depends on a tokenizer the endpoint does not serve, so those continuations were not "
+                "read (no_logprobs); serve the endpoint's tokenizer (vLLM --enable-tokenizer-info-endpoint)")))
+        for model, n in sorted(self.loglik_no_generated.items()):
+            out.append(warning("loglikelihood_no_generated_token", (
+                f"model {model}: {_share(n, self.answers[model])} log-likelihood answers echoed the prompt with no "
+                "generated token after it: lm-eval's token_logprobs[ctxlen:-1] then leaves out each continuation's "
+                "own last token (a one-token option scores 0 and ties), and so does this layer")))
         for (task, layer, model), n in sorted(self.fallback.items()):
             out.append(warning("released_fallback", (
                 f"{task} ({layer}), model {model}: {_share(n, self.items[(task, layer, model)])} items were scored "

@@ -64,10 +64,11 @@ import orjson
 from aiohttp import http_exceptions
 from pydantic import ValidationError
 
-from pytest_benchaudit.common.secrets import redact, redactor, register_secret, register_url_secrets
+from pytest_benchaudit.common.secrets import redact, redact_error, redactor, register_secret, register_url_secrets
 from pytest_benchaudit.pipeline.types import Generation, Request
-from pytest_benchaudit.inference.backend import BackendBug, ModelSpec
-from pytest_benchaudit.inference.loglikelihood import ask_loglikelihood
+from pytest_benchaudit.inference.backend import BackendBug, ModelSpec, auth_headers
+from pytest_benchaudit.inference.endpoint_tokenizer import tokenizer_root
+from pytest_benchaudit.inference.loglikelihood import TokenizerError, ask_loglikelihood
 from pytest_benchaudit.inference.response_body import MalformedResponse, ParsedResponse
 from pytest_benchaudit.inference.response_body import parse_anthropic as _parse_anthropic
 from pytest_benchaudit.inference.response_body import parse_openai as _parse
@@ -157,7 +158,7 @@ def _error_text(response: _Response) -> str:
             message = error["message"]
         elif isinstance(error, str):
             message = error
-    text = redact(message or response.text)
+    text = redact_error(message or response.text)
     return f"HTTP {response.status_code}: {text[:_MAX_ERROR_CHARS]}"
 
 
@@ -169,18 +170,12 @@ class OpenAICompatBackend:
             raise ValueError(f"model {spec.label!r} has no endpoint URL")
         self.spec = spec
         register_url_secrets(spec.base_url)  # a password or api_key= in the URL: as written and decoded
-        headers = {"Content-Type": "application/json", **dict(spec.headers)}
         key = spec.api_key()
         if key:
             register_secret(key)
-            if spec.auth == "api-key":
-                headers["api-key"] = key
-            elif spec.auth == "x-api-key":
-                headers["x-api-key"] = key
-            else:
-                headers["Authorization"] = f"Bearer {key}"
-        # Credentials in the URL stay there: aiohttp sends them as HTTP Basic auth, and refuses
-        # (an error for each request, as under httpx) to combine them with a key's Authorization.
+        headers = {"Content-Type": "application/json", **dict(spec.headers), **auth_headers(spec, key)}
+        # Credentials in the URL stay there: aiohttp sends them as HTTP Basic auth, and refuses to
+        # combine them with a key's Authorization (backend.endpoint_problem says so before the run).
         # A query in the URL (`.../v1?api_key=K`) goes with every request, after the path: the
         # path is joined to the URL's own path, not appended to its query.
         url = urlsplit(spec.base_url)
@@ -193,6 +188,11 @@ class OpenAICompatBackend:
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
         self.limiter = AdaptiveLimiter(concurrency)
+        # The endpoint's tokenizer for log-likelihood requests, probed once (lm-eval's remote tokenizer).
+        self._root = tokenizer_root(spec.base_url)
+        self._tokenizer: _RemoteTokenizer | None = None
+        self._tokenizer_probed = False
+        self._tokenizer_lock = asyncio.Lock()
 
     def _client(self) -> aiohttp.ClientSession:
         """The backend's session, opened on first use (aiohttp wants the running loop)."""
@@ -235,6 +235,35 @@ class OpenAICompatBackend:
         ids = sorted({m["id"] for m in items or [] if isinstance(m, dict) and isinstance(m.get("id"), str)})
         return ids or None
 
+    async def root_call(self, method: str, route: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """One request to a route at the server's root (``/tokenize``, not under ``/v1``): its status
+        and JSON answer (``None`` when not JSON).  Raises aiohttp's and asyncio's exceptions."""
+        async with self._client().request(method, f"{self._root}/{route}", allow_redirects=False,
+                                          data=None if body is None else request_body(body)) as response:
+            content = await response.read()
+        try:
+            return response.status, _Response(response.status, response.headers, content).json()
+        except ValueError:
+            return response.status, None
+
+    async def remote_tokenizer(self) -> "_RemoteTokenizer | None":
+        """The endpoint's tokenizer when it serves the one lm-eval would use (lm-eval 0.4.13
+        ``check_remote_tokenizer_support``: ``GET /tokenizer_info`` with an ``eos_token`` key and ``POST
+        /tokenize`` answering tokens; see :mod:`.endpoint_tokenizer`), asked once; else ``None``."""
+        async with self._tokenizer_lock:
+            if not self._tokenizer_probed:
+                self._tokenizer_probed = True
+                try:
+                    status, info = await self.root_call("GET", "tokenizer_info")
+                    if status == 200 and isinstance(info, dict) and "eos_token" in info:
+                        status, tokens = await self.root_call("POST", "tokenize",
+                                                              {"prompt": "test", "add_special_tokens": False})
+                        if status == 200 and isinstance(tokens, dict) and isinstance(tokens.get("tokens"), list):
+                            self._tokenizer = _RemoteTokenizer(self)
+                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                    pass  # lm-eval, too, then falls back to a tokenizer of its own
+        return self._tokenizer
+
     def payload(self, request: Request) -> tuple[str, dict[str, Any]]:
         """The endpoint path and JSON body for ``request`` (``ValueError``: the API cannot take it)."""
         if self.spec.api == "anthropic":
@@ -268,12 +297,12 @@ class OpenAICompatBackend:
 
     async def _generate(self, request: Request) -> Generation:
         if request.continuations:  # inference.request = "loglikelihood": one echoed completion per continuation
-            return await ask_loglikelihood(request, self.generate)
+            return await ask_loglikelihood(request, self.generate, await self.remote_tokenizer())
         start = time.perf_counter()
         try:
             path, body = self.payload(request)
         except ValueError as err:
-            return Generation(error=redact(f"not sent: {err}"), attempts=0)
+            return Generation(error=redact_error(f"not sent: {err}"), attempts=0)
         content = request_body(body)
         echo = body.get("echo") is True
         attempts = retries = throttles = 0
@@ -294,7 +323,7 @@ class OpenAICompatBackend:
                     continue
                 message += f" (gave up after {attempts} attempts)"
             return Generation(
-                error=redact(message),
+                error=redact_error(message),
                 latency_s=time.perf_counter() - start,
                 attempts=attempts,
             )
@@ -352,9 +381,42 @@ class OpenAICompatBackend:
             # Built once, with what the caller knows (no copies of a frozen model per answer).
             return Generation(**fields, latency_s=time.perf_counter() - start, attempts=attempts)
         except _UNREADABLE as err:  # the body, not this code: anything else is a bug (BackendBug)
-            snippet = redact(response.text)[:200].replace("\n", " ")
+            snippet = redact_error(response.text)[:200].replace("\n", " ")
             why = str(err) if isinstance(err, MalformedResponse) else f"{type(err).__name__}: {err}"
             raise _Retryable(f"malformed response ({why}): {snippet!r}") from None
+
+
+class _RemoteTokenizer:
+    """The endpoint's ``/tokenize`` and ``/detokenize`` as lm-eval's ``RemoteTokenizer`` asks them (three
+    tries each; :class:`~.loglikelihood.TokenizerError` when none is answered)."""
+
+    def __init__(self, backend: OpenAICompatBackend) -> None:
+        self._backend = backend
+
+    async def _ask(self, route: str, body: dict[str, Any], key: str) -> Any:
+        why = ""
+        for _ in range(3):
+            try:
+                status, answer = await self._backend.root_call("POST", route, body)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+                why = f"{type(err).__name__}: {err}"
+                continue
+            if status == 200 and isinstance(answer, dict) and key in answer:
+                return answer[key]
+            why = f"HTTP {status}" + ("" if status != 200 else f", no {key!r} in the answer")
+        raise TokenizerError(redact(f"POST /{route}: {why} (3 tries)"))
+
+    async def encode(self, text: str) -> list[int]:
+        tokens = await self._ask("tokenize", {"prompt": text, "add_special_tokens": False}, "tokens")
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            raise TokenizerError("POST /tokenize: tokens is not a list of token ids")
+        return tokens
+
+    async def decode(self, ids: list[int]) -> str:
+        text = await self._ask("detokenize", {"tokens": ids}, "prompt")
+        if not isinstance(text, str):
+            raise TokenizerError("POST /detokenize: prompt is not a string")
+        return text
 
 
 def _cut_mid_body(err: aiohttp.ClientPayloadError) -> bool:
@@ -390,7 +452,7 @@ def _bug_text(label: str, err: BaseException) -> str:
     """What a :class:`~.backend.BackendBug` says: the model, the exception and the line that raised it."""
     frames = traceback.extract_tb(err.__traceback__)
     where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}()" if frames else ""
-    return redact(f"the client of model {label!r} failed: {type(err).__name__}: {err}{where} -- a bug in "
+    return redact_error(f"the client of model {label!r} failed: {type(err).__name__}: {err}{where} -- a bug in "
                   "benchaudit, not the model's answer")
 
 

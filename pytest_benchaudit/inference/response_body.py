@@ -10,6 +10,7 @@ exception is a bug in this code, never read as the model's answer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, NotRequired, cast
 
@@ -143,7 +144,12 @@ def _token(value: Any) -> str:
 
 
 def _logprob(value: Any) -> float:
+    """A log-probability as a float; one that is not a finite number (NaN, an infinity: JSON
+    itself has neither, and a record could not hold it) is a :class:`MalformedResponse`."""
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
         raise MalformedResponse(f"a log-probability is not a number: {value!r}") from None
+    if not math.isfinite(number):
+        raise MalformedResponse(f"a log-probability is not a finite number: {value!r}")
+    return number

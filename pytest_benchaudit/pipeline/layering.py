@@ -20,9 +20,9 @@ Pure: no pytest, no I/O.  The pipeline model itself (its stages, fields, hashes 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
-from pydantic import JsonValue, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from pytest_benchaudit.pipeline.stages import (
     DOWNSTREAM_STAGES,
@@ -34,7 +34,7 @@ from pytest_benchaudit.pipeline.stages import (
     leaf_fields,
 )
 
-__all__ = ["UpstreamChange", "apply_overrides", "deep_merge", "retarget", "task_layers", "upstream_changes"]
+__all__ = ["UpstreamChange", "apply_overrides", "check_override", "deep_merge", "retarget", "task_layers", "upstream_changes"]
 
 
 def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
@@ -96,8 +96,11 @@ def _set_path(data: dict[str, JsonValue], path: str, value: JsonValue) -> dict[s
     return {**data, head: _set_path(child if isinstance(child, dict) else {}, rest, value)}
 
 
-def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, JsonValue]]) -> Pipeline:
-    """Return ``pipeline`` with each ``(field, value)`` set; invalid values raise PipelineError."""
+def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, JsonValue]],
+                    options: Mapping[str, str] | None = None) -> Pipeline:
+    """Return ``pipeline`` with each ``(field, value)`` set; invalid values raise PipelineError,
+    naming the options that set them: ``options`` maps a field to how the user gave it
+    (``--repeats 3``), ``--set FIELD`` otherwise."""
     if not overrides:
         return pipeline
     data = pipeline.model_dump(mode="json")
@@ -111,8 +114,31 @@ def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, JsonValue]]) 
     try:
         return Pipeline.model_validate(data)
     except ValidationError as err:
-        fields = ", ".join(p for p, _ in overrides)
-        raise PipelineError(f"--set {fields}: invalid value: {_describe_error(err)}") from None
+        named = options or {}
+        given = [named[p] for p, _ in overrides if p in named]
+        fields = [p for p, _ in overrides if p not in named]
+        shown = ", ".join([*given, *([f"--set {', '.join(fields)}"] if fields else [])])
+        raise PipelineError(f"{shown}: invalid value: {_describe_error(err)}") from None
+
+
+def check_override(path: str, value: JsonValue, option: str | None = None) -> None:
+    """Validate ``--set path=value`` against its own stage, before any layer is known: the value's
+    type and the rules of that stage (``max_tokens >= 1``, ``pass_k >= 1``).  What relates two
+    stages (``aggregation.pass_k`` within ``inference.repeats``, a log-likelihood request in chat
+    mode) depends on the layer's other fields and the other options, and is checked when the
+    overrides meet a layer's pipeline (:func:`apply_overrides`).  ``option``: how the user gave it,
+    for the message (``--set path=value`` by default)."""
+    stage = path.split(".", 1)[0]
+    model = Pipeline.model_fields[stage].annotation
+    assert isinstance(model, type) and issubclass(model, BaseModel)
+    data = _set_path({stage: model().model_dump(mode="json")}, path, value)[stage]
+    try:
+        model.model_validate(data)
+    except ValidationError as err:
+        shown = option or f"--set {path}"
+        raise PipelineError(f"{shown}: invalid value: {_describe_error(err, stage + '.')}") from None
+    except TypeError as err:
+        raise PipelineError(f"{option or f'--set {path}'}: invalid value: {err}") from None
 
 
 class UpstreamChange(PipelineError):

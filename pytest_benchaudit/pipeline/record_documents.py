@@ -114,6 +114,7 @@ class PipelineCard(TypedDict, total=False):
     overrides: dict[str, JsonValue]
     why: dict[str, str]
     notes: list[str]
+    reproduces: dict[str, str]
     unspecified: list[str]
     materials: dict[str, JsonValue]
     dataset_checksums: dict[str, str]
@@ -160,6 +161,9 @@ class ContinuationRow(TypedDict):
     tokens: list[str]
     logprobs: list[float]
     missing: str | None
+    context_tokens: NotRequired[int]
+    prompt: NotRequired[str]
+    note: NotRequired[str]
 
 
 TopLogprobs = dict[str, float]

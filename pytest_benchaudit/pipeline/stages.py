@@ -18,6 +18,7 @@ This module is pure: no pytest, no I/O.
 from __future__ import annotations
 
 import codecs
+import difflib
 from functools import cached_property
 import hashlib
 import json
@@ -26,7 +27,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 
-from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.common.errors import UsageError, did_you_mean
 from pytest_benchaudit.pipeline.record_documents import PipelineCard
 
 __all__ = [
@@ -168,6 +169,10 @@ class InferenceStage(_Stage):
     # multiple_choice: one completion per option with prompt = context + continuation " A".." D",
     # ``echo`` on, the echoed continuation tokens' log-probabilities summed; completion mode only).
     request: Literal["generate", "loglikelihood"] = "generate"
+    # "endpoint": append the end-of-sequence token of the endpoint's tokenizer to ``stop``, as lm-eval's
+    # API models append theirs (read from the endpoint's GET /tokenizer_info where lm-eval would use it;
+    # nothing appended, and the card says so, where it cannot be known: inference/endpoint_tokenizer.py).
+    stop_eos: Literal["none", "endpoint"] = "none"
 
     @field_validator("repeats")
     @classmethod
@@ -202,8 +207,10 @@ class InferenceStage(_Stage):
 class ExtractionStage(_Stage):
     rule: str = UNSPECIFIED
     # "strip": drop <think> spans and a separate reasoning field before reading the
-    # answer; "keep": read the raw text as it came (what most released code does).
-    reasoning: Literal["strip", "keep"] | Unspecified = UNSPECIFIED
+    # answer; "keep": read the raw text as it came (what most released code does);
+    # "strip_first": inspect_ai's openai-api reading, the first <think> block only, the raw
+    # text when nothing else remains (scoring/extract.py strip_first_reasoning).
+    reasoning: Literal["strip", "keep", "strip_first"] | Unspecified = UNSPECIFIED
 
 
 class ScoringStage(_Stage):
@@ -242,7 +249,7 @@ class AggregationStage(_Stage):
 # Pipeline.hashed_stages): (stage, field, default).
 _HASH_SILENT_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("inference", "repeats", 1), ("aggregation", "reducer", "mean"), ("aggregation", "pass_k", None),
-    ("inference", "request", "generate"))
+    ("inference", "request", "generate"), ("inference", "stop_eos", "none"))
 
 
 class Pipeline(BaseModel):
@@ -261,6 +268,9 @@ class Pipeline(BaseModel):
     aggregation: AggregationStage = AggregationStage()
     why: dict[str, str] = Field(default_factory=dict, description="field -> reason or citation")
     notes: tuple[str, ...] = ()
+    # A peer layer: the harness packages and versions whose requests and readers it reproduces (as `why`,
+    # not hashed: it says where the fields came from, not what they are).
+    reproduces: dict[str, str] = Field(default_factory=dict, description="peer package -> version reproduced")
     overrides: dict[str, JsonValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -339,6 +349,8 @@ class Pipeline(BaseModel):
             "notes": list(self.notes),
             "unspecified": self.unspecified_fields(tuple((*UPSTREAM_STAGES, *DOWNSTREAM_STAGES))),
         }
+        if self.reproduces:
+            card["reproduces"] = dict(self.reproduces)
         if materials:
             card["materials"] = dict(materials)
         return card
@@ -407,7 +419,7 @@ def parse_override(text: str) -> tuple[str, JsonValue]:
     path = path.strip()
     if path not in field_paths():
         raise PipelineError(
-            f"--set {text!r}: unknown field {path!r}; known fields: {', '.join(field_paths())}"
+            f"--set {text!r}: unknown field {path!r}{_nearest_field(path)}; known fields: {', '.join(field_paths())}"
         )
     try:
         value: JsonValue = json.loads(raw)
@@ -416,12 +428,31 @@ def parse_override(text: str) -> tuple[str, JsonValue]:
     return path, value
 
 
-def _describe_error(err: ValidationError) -> str:
+def _nearest_field(path: str) -> str:
+    """`` (did you mean 'inference.max_tokens'?)`` for a field name close to a known one: the one
+    field whose last part is ``path`` (``temperature``), else the nearest dotted name, else the
+    field whose last part is nearest (``decoding.temprature``); empty when none is close."""
+    known = field_paths()
+    leaf = path.rsplit(".", 1)[-1]
+    same_leaf = [p for p in known if p.rsplit(".", 1)[-1] == leaf and p != leaf]
+    if len(same_leaf) == 1:
+        return f" (did you mean {same_leaf[0]!r}?)"
+    nearest = did_you_mean(path, known)
+    if nearest:
+        return nearest
+    leaves: dict[str, list[str]] = {}
+    for p in known:
+        leaves.setdefault(p.rsplit(".", 1)[-1], []).append(p)
+    close = difflib.get_close_matches(leaf, sorted(leaves), n=1, cutoff=0.75)
+    return f" (did you mean {leaves[close[0]][0]!r}?)" if close and len(leaves[close[0]]) == 1 else ""
+
+
+def _describe_error(err: ValidationError, prefix: str = "") -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith(("function-", "literal[", "int", "float", "str", "tuple", "none")))
         msg = str(e["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
-        parts.append(f"{loc}: {msg}" if loc else msg)
+        parts.append(f"{prefix}{loc}: {msg}" if loc else msg)
     return "; ".join(dict.fromkeys(parts))
 
 

@@ -137,16 +137,34 @@ class EchoedTokens(_FrozenLater):
 class ContinuationLogprobs(_FrozenLater):
     """One continuation of a log-likelihood request and what the endpoint said about it.
 
-    ``tokens`` / ``logprobs``: the echoed tokens that lie in the continuation (``text_offset`` at or
-    past the length of the context, before the end of context + continuation: the generated token
-    is not one of them).  ``missing``: why they could not be read (no log-probabilities, the prompt
-    not echoed, no token inside the continuation), ``None`` when they were.
+    ``tokens`` / ``logprobs``: the echoed tokens lm-eval reads for it, ``token_logprobs[ctxlen:-1]``
+    (the context's token count on, the last echoed token left out: the one generated after the
+    prompt, or the continuation's own when the endpoint generated none).  ``missing``: why they
+    could not be read (no log-probabilities, the prompt not echoed, a tokenizer that merges the
+    context's end with the continuation where lm-eval's cut cannot be known), ``None`` when they
+    were.  Set only where they tell something (left out of the dump otherwise): ``context_tokens``
+    (``ctxlen``, counted by the endpoint's tokenizer as lm-eval's remote tokenizer counts it),
+    ``prompt`` (what was sent, when it is not context + continuation: lm-eval sends the tokens it
+    cut, decoded) and ``note`` (what lm-eval's cut did that a reader would not expect).
     """
 
     continuation: str
     tokens: tuple[str, ...] = ()
     logprobs: tuple[float, ...] = ()
     missing: str | None = None
+    context_tokens: int | None = None
+    prompt: str | None = None
+    note: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _unset_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The fields added after the first stored records are left out when unset: a record keeps the
+        form it had (its line, a replay's key)."""
+        data: dict[str, Any] = handler(self)
+        for name in ("context_tokens", "prompt", "note"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
     @property
     def loglikelihood(self) -> float:

@@ -54,7 +54,7 @@ from pytest_benchaudit.pipeline.stages import (
     field_paths,
     parse_override,
 )
-from pytest_benchaudit.pipeline.layering import apply_overrides
+from pytest_benchaudit.pipeline.layering import apply_overrides, check_override
 
 __all__ = ["BASE", "Variant", "build_variants", "card_for", "card_key", "layer_variant", "parse_vary", "short_field",
            "variant_name"]
@@ -220,7 +220,7 @@ def parse_vary(text: str) -> tuple[str, list[JsonValue]]:
     for part in _split_values(raw):
         try:
             path, value = parse_override(f"{name}={part}")
-            apply_overrides(Pipeline(name="check", benchmark="check", task="check"), [(path, value)])
+            check_override(path, value)  # its stage's rules; pass_k within repeats: against each layer
         except PipelineError as err:
             raise PipelineError(str(err).replace("--set", "--vary", 1)) from None
         values.append(value)

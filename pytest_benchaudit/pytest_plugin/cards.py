@@ -1,10 +1,10 @@
-"""What the collector reads from files and fixtures for a task's pipeline card.
+"""What the collector reads from fixtures and the judge's prompts for a task's pipeline card.
 
 The card itself is assembled by pure functions (:mod:`pytest_benchaudit.pipeline.assembly`:
-its materials, the pin warnings, what run.json shows beside the hash); this module gives them
-what only reading the suite's files or the judge's prompts can tell: :func:`suite_files`
-checksums suite.toml and the file it extends; :func:`pin_warnings` reads the suite's
-``[fetch.files]`` pins; :func:`judge_material` hashes the judge's prompt texts.
+its materials, the pin warnings, what run.json shows beside the hash) from what
+:mod:`pytest_benchaudit.dataset.materials` reads of the suite and its data (the same reading
+``benchaudit card`` makes); this module adds what only pytest or the judge can tell:
+:func:`judge_material` hashes the judge's prompt texts.
 
 :func:`fixture_origin` says where a fixture that replaced ``pipeline`` or ``question`` is defined
 (``conftest.py:LINE``, or the plugin's module); the runner hands it to
@@ -16,17 +16,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from pytest_benchaudit.dataset.readers import file_checksum
-from pytest_benchaudit.dataset.suites import Suite
-from pytest_benchaudit.pipeline import assembly
-from pytest_benchaudit.pipeline.record_documents import CardWarning
 from pytest_benchaudit.pipeline.types import Question
 
-__all__ = ["fixture_origin", "judge_material", "pin_warnings", "suite_files"]
+__all__ = ["fixture_origin", "judge_material"]
 
 
 def _sha(data: Any) -> str:
@@ -48,26 +43,6 @@ def _judge_prompts_sha() -> str:
 def judge_material(card: Mapping[str, Any]) -> dict[str, Any]:
     """The judge as a material: what its card says, and the sha256 of its prompts' texts."""
     return {**card, "prompts_sha256": _judge_prompts_sha()}
-
-
-def suite_files(suite: Suite, rootdir: Path) -> dict[str, str]:
-    """sha256 of each file the suite was read from, keyed by its path relative to ``rootdir``
-    (``suites/toy/suite.toml``, ``suites/standardized.toml``; absolute where outside it)."""
-    out = {}
-    for path in suite.files or (suite.path,):
-        try:
-            name = Path(os.path.relpath(path, rootdir)).as_posix()
-        except ValueError:  # another drive
-            name = str(path)
-        out[name if not name.startswith("..") else str(path)] = file_checksum(path)
-    return out
-
-
-def pin_warnings(suite: Suite, files: Mapping[str, str]) -> list[CardWarning]:
-    """A warning for each data file (name in the data folder -> sha256 found) whose checksum
-    differs from the one ``[fetch.files]`` pins (:func:`pytest_benchaudit.pipeline.assembly.pin_warnings`)."""
-    pins = (suite.own_tables.get("fetch") or {}).get("files") or {}
-    return assembly.pin_warnings(pins, files, suite.data_folder, suite.path.parent.name, suite.name)
 
 
 def fixture_origin(fixturedefs: Any, default_module: str, rootdir: Path) -> str | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 import pytest
 
@@ -31,7 +31,7 @@ from pytest_benchaudit.scoring.judge_calls import judge_problem, needs_judge
 from pytest_benchaudit.pytest_plugin import _fastpath, cards
 from pytest_benchaudit.pytest_plugin.prerun_checks import checks_of
 from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
-from pytest_benchaudit.pytest_plugin.specs import ItemSpec, VariantSpec
+from pytest_benchaudit.pytest_plugin.specs import ItemSpec, VariantSpec, note_end_of_sequence
 from pytest_benchaudit.pipeline.card import USED, add_item_card, item_card, note_collected_used
 from pytest_benchaudit.pipeline import assembly, readiness
 from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
@@ -40,7 +40,7 @@ from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.prompt.templates import TemplateError, inference_params, render_request
 from pytest_benchaudit.dataset.config import skips_empty_gold
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, DataUnavailable, Suite, SuiteError, load_suite
-from pytest_benchaudit.dataset.readers import file_checksum, load_questions, load_resources
+from pytest_benchaudit.dataset import materials
 from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.scoring.names import check_pipeline_names, check_suite_names
 from pytest_benchaudit.pipeline.types import Question
@@ -104,15 +104,6 @@ def _replayed_questions(models: list[ModelSpec], checks: Any) -> dict[str, froze
     return out
 
 
-def resource_key(suite: Suite, task: str, name: str) -> str:
-    """How run.json names a resource file: its folder in the data directory and its file, as the
-    suite writes them (not resolved: a benchmark folder may be a symlink to elsewhere)."""
-    ref = suite.tasks[task].resources[name]
-    if isinstance(ref, dict):
-        return str(Path(str(ref.get("folder", suite.data_folder))) / str(ref["file"]))
-    return str(Path(suite.data_folder) / str(ref))
-
-
 class SuiteFile(pytest.File):
     """A ``suite.toml``: one child collector per task."""
 
@@ -162,13 +153,14 @@ class TaskCollector(pytest.Collector):
         # problem as one usage error before any item) instead of failing item by item.
         try:
             if opts.pipelines:  # --pipelines A,B: each layer a variant of the first (pipeline.variants)
-                pipes = {layer: apply_overrides(suite.pipeline(task, layer), opts.overrides) for layer in present}
+                pipes = {layer: apply_overrides(suite.pipeline(task, layer), opts.overrides, opts.override_options)
+                         for layer in present}
                 variants = [layer_variant(layer, p, opts.layers[0], pipes.get(opts.layers[0]))
                             for layer, p in pipes.items()]
                 pipe = variants[0].pipeline
             else:
                 base = suite.pipeline(task, opts.pipeline)
-                pipe = apply_overrides(base, opts.overrides)
+                pipe = apply_overrides(base, opts.overrides, opts.override_options)
                 variants = build_variants(pipe, opts.vary)
             for v in variants:
                 check_pipeline_names(v.pipeline)
@@ -177,34 +169,20 @@ class TaskCollector(pytest.Collector):
             return
         checks.targets[(suite.name, task)] = pipe.scoring.metric
         try:
-            questions, path = load_questions(suite, task, opts.data_dir, opts.data_origin)
-            resources, resource_paths = load_resources(suite, task, opts.data_dir, opts.data_origin)
-            resource_sums: dict[str, str] = {}  # what the metric reads: in the card's hash (cards.materials)
-            pinned: dict[str, str] = {}  # each data file as the suite names it -> sha256 (checked against [fetch])
-            for name, res_path in resource_paths.items():
-                resource_sums[name] = opts.state.checksums[resource_key(suite, task, name)] = file_checksum(res_path)
-                ref = suite.tasks[task].resources[name]
-                if not isinstance(ref, dict) or ref.get("folder", suite.data_folder) == suite.data_folder:
-                    pinned[str(ref["file"] if isinstance(ref, dict) else ref)] = resource_sums[name]
-            shots: list[Question] = []
-            shot_sums: dict[str, str] = {}
-            if suite.tasks[task].few_shot:
-                shots, shot_path = load_questions(suite, task, opts.data_dir, opts.data_origin, few_shot=True)
-                shot_sums[shot_path.name] = file_checksum(shot_path)
-                opts.state.checksums[str(Path(suite.data_folder) / shot_path.name)] = shot_sums[shot_path.name]
-                pinned[str((suite.tasks[task].few_shot or {}).get("file", shot_path.name))] = shot_sums[shot_path.name]
+            files = materials.read_task_files(suite, task, opts.data_dir, opts.data_origin)
         except DataUnavailable as err:
             yield from self._placeholder(pytest.mark.skip(reason=str(err)))
             return
         except SuiteError as err:
             raise _CollectFailure(str(err)) from None
-        checksum = file_checksum(path)
-        opts.state.checksums[str(Path(suite.data_folder) / path.name)] = checksum
-        pinned[str(suite.tasks[task].data.get("file", path.name))] = checksum
-        data_sums = {path.name: checksum, **shot_sums}
-        shown = assembly.TaskMaterials(dataset_checksums={path.name: checksum},
-                                       suite_files=cards.suite_files(suite, self.config.rootpath),
-                                       questions_total=len(questions), warnings=cards.pin_warnings(suite, pinned))
+        opts.state.checksums.update(files.run_checksums)
+        questions, shots, resources = files.questions, files.shots, files.resources
+        data_sums, resource_sums = files.data_checksums, files.resource_checksums
+        path = files.questions_path
+        shown = assembly.TaskMaterials(dataset_checksums={path.name: data_sums[path.name]},
+                                       suite_files=materials.suite_files(suite, self.config.rootpath),
+                                       questions_total=len(questions),
+                                       warnings=materials.pin_warnings(suite, files.pinned))
         skips: dict[str, pytest.MarkDecorator | None] = {}
         specs: dict[str, VariantSpec] = {}
         for v in variants:
@@ -219,8 +197,13 @@ class TaskCollector(pytest.Collector):
             specs[v.name] = part
             # How each hosted model is reached, and what its provider's quirks change.
             providers = {m.label: m.provider_card(inference_params(v.pipeline)) for m in opts.models if m.provider}
+            # lm-eval's stop list ends with the endpoint's EOS: each model's, or why it cannot be known.
+            eos_warnings = (note_end_of_sequence(providers, opts.models, part.key)
+                            if v.pipeline.inference.stop_eos == "endpoint" else [])
             opts.state.cards[part.key] = assembly.task_card(card, shown, variant=None if v.is_base else v.info(),
                                                             judge=judge, providers=providers)
+            if eos_warnings:
+                opts.state.cards[part.key].setdefault("warnings", []).extend(eos_warnings)
             skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name, opts.judge is not None)
         if opts.limit is not None:
             questions = questions[: opts.limit]
@@ -349,8 +332,9 @@ class BenchItem(pytest.Function):
     ``conftest.py``, or any other fixture, keeps pytest's usual fixture path.
     """
 
-    # inference.repeats: the records of the repeats past the first, until the report carries them.
-    repeat_records: Sequence[RecordRow] = ()
+    # inference.repeats: the item's records were reported one by one as they came (Runner._hand_over);
+    # ``record`` is then the first, for the call report to show, not to be written again.
+    records_handed_over: bool = False
 
     def __init__(self, *, bench: ItemSpec, nodeid: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import platform
 import sys
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, TaskResult, UsageRow, UsageSummary
@@ -43,7 +42,7 @@ from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
 from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates, gate_results
 from pytest_benchaudit.pipeline.card import merge_cards, public_cards, resumed_cards, run_warnings, suite_checksums
-from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, show_answers
+from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, is_benchmark_report, show_answers
 from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
 from pytest_benchaudit.pytest_plugin.digest import RecordsDigest
 from pytest_benchaudit.pytest_plugin.resume import (RECORDED, RESUME_KEYS, RecordKey, ResumeFilter, ResumeWarning,
@@ -51,9 +50,9 @@ from pytest_benchaudit.pytest_plugin.resume import (RECORDED, RESUME_KEYS, Recor
                                                     drop_not_asked, item_key, not_asked, record_key, resume_command,
                                                     resume_workerinput, write_stopped)
 from pytest_benchaudit.pytest_plugin.runmeta import clean_argv, run_models, run_warning_list, sum_cache_stats, versions
+from pytest_benchaudit.pytest_plugin.userhooks import UserHooks
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import redact
-from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.cache import CacheStats
@@ -98,6 +97,7 @@ class Controller:
         self.not_asked: dict[str, int] = {}
         self.down_reason: dict[str, str] = {}
         self.show_answers = show_answers(config)  # a bad --show-answers is a usage error now, not at the end
+        self.hooks = UserHooks(config)  # the pytest_benchaudit_* hooks plugins implement (newhooks.py)
         # A serial run (the runner in this process) knows its cards once collected: its records are
         # digested as they reach the file.  The xdist controller learns them at the end.
         self.digest: RecordsDigest | None = None
@@ -160,6 +160,17 @@ class Controller:
         resumed = self.resumed_from.get("dataset_checksums", {}) if self.resumed_from is not None else {}
         return {**self.opts.state.checksums, **resumed}
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """What the cards warn of (a data file that differs from the checksum its suite pins) is said
+        as soon as collection has read the files, before any question (``--co`` included), and
+        again beside the scores.  Under xdist the workers collect: it is said at the end only."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        for warning in run_warnings(public_cards(self.opts.state.cards)):
+            reporter.ensure_newline()
+            reporter.write_line(printable(redact(f"benchaudit: warning: {warning['message']}")), yellow=True, bold=True)
+
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Serial run: items already recorded in the resumed run are deselected (never asked again)."""
         if self.resumed_from is not None:
@@ -204,7 +215,8 @@ class Controller:
         # run.json's one warnings list ({"kind", "message"} each): the cards', what the answers say of
         # their context, and what the earlier sessions of a resumed run saw that this one cannot.
         earlier = self.resumed_from.get("warnings", []) if self.resumed_from is not None else []
-        meta["warnings"] = run_warning_list([*run_warnings(self._cards()), *self.context_warnings], earlier)
+        hook: list[CardWarning] = [{"kind": "hook_failed", "message": self.hooks.failure}] if self.hooks.failure else []
+        meta["warnings"] = run_warning_list([*run_warnings(self._cards()), *self.context_warnings, *hook], earlier)
         if self.resumed_from is not None and self.resumed_from.get("argv"):
             # The run's own command line stays; the one that resumed it is kept beside it.
             meta["resume_argv"] = meta["argv"]
@@ -251,17 +263,16 @@ class Controller:
             self.cache_stats.append(out["cache"])
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.run_dir is None and report.nodeid.split("::", 1)[0].endswith(SUITE_FILENAME):
+        if self.run_dir is None and is_benchmark_report(report):
             self._open_run()
         record = getattr(report, "benchaudit_record", None)
         if report.skipped and self.opts.max_cost is not None and "not asked: --max-cost" in str(report.longrepr):
             self.not_asked_cost += 1
         if record is None or self.run_dir is None or self.write_error:
             return
-        # An item of inference.repeats = K carries its other repeats' records beside the first.
-        for one in (record, *(getattr(report, "benchaudit_repeats", None) or ())):
-            if not self._write(one):
-                return
+        if getattr(report, "benchaudit_handed_over", False):
+            return  # inference.repeats: each repeat's record came in a report of its own, written then
+        self._write(record)
 
     def _write(self, record: RecordRow) -> bool:
         """Append one record to the run (``False``: the write failed, the run stops)."""
@@ -277,7 +288,8 @@ class Controller:
         if flushed and self._follow:
             self._catch_up()
         self._note_served(record)
-        self.config.hook.pytest_benchaudit_record(record=MappingProxyType(record), config=self.config)  # newhooks.py
+        if not self.hooks.call("pytest_benchaudit_record", record=record):
+            self._hook_failed(record)
         if record.get("invalid_reason") == "endpoint_down":
             self._endpoint_down(record)
         return True
@@ -291,11 +303,23 @@ class Controller:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         self.write_error = f"cannot write {where}: {reason}" if isinstance(err, OSError) else str(err)
         self.stopped = f"a write to the run directory failed ({self.write_error})"
+        self._stop_asking(f"benchaudit: {self.write_error}; nothing more is asked")
+
+    def _hook_failed(self, record: RecordRow) -> None:
+        """A ``pytest_benchaudit_record`` implementation raised: the run stops asking (its tracker would miss
+        what follows), every record written stays, and the end of the run writes the summary as usual."""
+        if self.stopped:
+            return
+        item = f"{record.get('benchmark')}.{record.get('task')} {record.get('question_id')} [{record.get('model')}]"
+        self.stopped = f"{self.hooks.failure}, at the record of {item}"
+        self._stop_asking(f"benchaudit: {self.hooks.failure}; nothing more is asked")
+
+    def _stop_asking(self, message: str) -> None:
+        """Nothing more is asked: the inference process stops, pytest (and xdist) stop after the running item."""
         runner = self.opts.state.runner
         engine = getattr(runner, "engine", None) if runner is not None else None
         if engine is not None and hasattr(engine, "close_soon"):  # the inference process stops asking now
             engine.close_soon()
-        message = f"benchaudit: {self.write_error}; nothing more is asked"
         if self.session is not None:
             self.session.shouldstop = message
         dsession = self.config.pluginmanager.get_plugin("dsession")  # xdist's loop stops on a flag of its own:
@@ -418,7 +442,7 @@ class Controller:
             usage["not_asked"] = self.not_asked_cost
         document["usage"] = usage
         self.run_dir.write_json("summary.json", document)
-        self.config.hook.pytest_benchaudit_summary(summary=MappingProxyType(document), config=self.config)
+        self.hooks.call("pytest_benchaudit_summary", summary=document)  # a hook that raises: named at the end
         if engine is not None and hasattr(engine, "cache_stats"):  # serial run: the runner is in this process
             self.cache_stats.append(engine.cache_stats())
         self.context_warnings = digest.context_warnings(self.cache_stats)
@@ -435,10 +459,13 @@ class Controller:
             # Questions were never asked (or their answers not recorded): no score, and no gate, of
             # this run is complete.
             session.exitstatus = pytest.ExitCode.INTERRUPTED
+        if self.hooks.failure:  # a plugin's bug, as pytest counts an exception in a hook (README: exit statuses)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def _write_stopped(self, terminalreporter: Any) -> None:
         assert self.run_dir is not None and self.stopped is not None
-        write_stopped(terminalreporter, self.stopped, self.run_dir.records_path.is_file(), self.resume_command())
+        write_stopped(terminalreporter, self.stopped, self.run_dir.records_path.is_file(), self.resume_command(),
+                      status=3 if self.hooks.failure else 2)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.run_dir is None:
@@ -479,6 +506,10 @@ class Controller:
                 f"exit status 2; `--resume {self.run_dir.path}` with the same options asks them")), red=True, bold=True)
         if self.not_asked and not self.stopped:
             terminalreporter.write_line(f"  {redact(self.resume_command())}")
+        if self.hooks.failure and self.hooks.failure not in (self.stopped or ""):  # else STOPPED says it
+            terminalreporter.write_line(printable(redact(
+                f"benchaudit: {self.hooks.failure}; it is not called again in this run. The run directory is "
+                "finished (records, summary.json, run.json); exit status 3")), red=True, bold=True)
         if self.stopped:
             self._write_stopped(terminalreporter)
         if self.resumed_from is not None:

@@ -9,13 +9,17 @@ still goes on (:mod:`.early` says when nothing can take them out of the run).
 
 The look-ahead is bounded: at most ``8 x window`` requests (8,192 at most) are rendered and
 queued ahead of the running item (topped up in batches of at least ``window`` as items run),
-and a request is dropped once its item has consumed the generation.  It is given only what it
+and a request is dropped once its item has consumed the generation.  An item asked ``K`` times
+(``inference.repeats``) has at most ``window`` of its repeats queued ahead (:meth:`LookAhead.per_item`);
+the runner renders and queues the others while it asks them, so a huge ``K`` never holds more
+than that many requests.  It is given only what it
 uses of the runner: the engine's window, a model's registration, the engine's prefetch and
 release, and xdist's worker queue.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable
 
 import pytest
@@ -48,8 +52,10 @@ class LookAhead:
         self._ensure_model = ensure_model
         self._prefetch_many = prefetch_many
         self._release = release
-        # One (model label, request) per repeat the item will ask (inference.repeats; one as a rule).
+        # One (model label, request) per repeat the item will ask (inference.repeats; one as a rule),
+        # at most per_item() of them; _queued counts them all.
         self._ahead: dict[str, list[Pair]] = {}
+        self._queued = 0
         self._plan: list[pytest.Item] = []  # serial run: the items in run order ...
         self._cursor = 0  # ... and the first one not yet considered for prefetch
         self._seen: set[int] = set()  # xdist worker: item indices already considered
@@ -63,6 +69,21 @@ class LookAhead:
         """How many items have requests queued ahead and not yet consumed."""
         return len(self._ahead)
 
+    def per_item(self) -> int:
+        """How many of one item's repeats are queued at a time: the engine's window (enough to keep
+        every connection busy on one question asked many times)."""
+        return self._window()
+
+    def _keep(self, nodeid: str, pairs: list[Pair]) -> None:
+        self._ahead[nodeid] = pairs
+        self._queued += len(pairs)
+
+    def _drop(self, nodeid: str) -> list[Pair] | None:
+        pairs = self._ahead.pop(nodeid, None)
+        if pairs is not None:
+            self._queued -= len(pairs)
+        return pairs
+
     def start(self, items: list[pytest.Item]) -> None:
         """The run loop begins (a serial run): ``items`` in run order; queue the first of them."""
         self._plan, self._cursor = items, 0
@@ -70,7 +91,8 @@ class LookAhead:
 
     def _render_ahead(self, item: pytest.Item) -> list[tuple[str, Any]] | None:
         """(model label, request) to queue for ``item``, one per repeat it will ask (the repeats a
-        resumed run recorded left out), or ``None`` when it is not asked ahead."""
+        resumed run recorded left out; the first :meth:`per_item` of them), or ``None`` when it is
+        not asked ahead."""
         if not isinstance(item, BenchItem) or self._skipped(item):
             return None
         # A conftest.py that overrides question/pipeline/model may change the request;
@@ -86,10 +108,13 @@ class LookAhead:
         return [(label, repeat_request(request, k)) for k in self._repeats_to_ask(item)]
 
     def _repeats_to_ask(self, item: BenchItem) -> list[int]:
-        """The repeats ``item`` asks: 0..K-1 (``inference.repeats``) less those a resumed run recorded."""
+        """The first repeats ``item`` asks (at most :meth:`per_item`): 0..K-1 (``inference.repeats``)
+        less those a resumed run recorded."""
         count = repeats_of(item.bench.pipeline)
-        done = recorded_repeats(self.config, item) if count > 1 else {}
-        return [k for k in range(count) if k not in done]
+        if count == 1:
+            return [0]
+        done = recorded_repeats(self.config, item)
+        return list(itertools.islice((k for k in range(count) if k not in done), self.per_item()))
 
     def early_asker(self, session: pytest.Session) -> Callable[[pytest.Item], bool] | None:
         """What collection hands each item of the task it is about to make (the callable returns
@@ -118,7 +143,7 @@ class LookAhead:
             return False
         pairs = self._render_ahead(item)
         if pairs and item.nodeid not in self._ahead:
-            self._ahead[item.nodeid] = pairs
+            self._keep(item.nodeid, pairs)
             self._early[item.nodeid] = None
             self._early_left -= len(pairs)
             self._queue(pairs)
@@ -138,7 +163,7 @@ class LookAhead:
         return known[1]
 
     def _ahead_limit(self) -> int:
-        """How many requests are queued ahead of the running item: 8 x the engine's window (2,048 by
+        """How many requests (not items) are queued ahead of the running item: 8 x the engine's window (2,048 by
         default), at most 8,192 (but never under 2 x the window).  Items consume answers in order;
         an answer retried after a backoff (0.25-0.5 s after an HTTP 500) holds its item up, and the
         inference process must meanwhile have enough queued to keep every connection busy: at 20 ms
@@ -155,16 +180,16 @@ class LookAhead:
         rendering the first, full look-ahead takes ~0.1 ms a request (0.3 s for SecEval), and the
         endpoint would idle all that while if nothing were sent before the last was rendered."""
         window = self._window()
-        if len(self._ahead) > self._ahead_limit() - window:
+        if self._queued > self._ahead_limit() - window:
             return
         batch: list[tuple[str, Any]] = []
         chunk = min(32, window)
         for item in candidates:
             pairs = self._render_ahead(item)
             if pairs and item.nodeid not in self._ahead:
-                self._ahead[item.nodeid] = pairs
+                self._keep(item.nodeid, pairs)
                 batch.extend(pairs)
-                if len(self._ahead) >= self._ahead_limit():
+                if self._queued >= self._ahead_limit():
                     break
                 if len(batch) >= chunk:
                     self._queue(batch)
@@ -190,7 +215,7 @@ class LookAhead:
     def take_requests(self, node: pytest.Item) -> list[Any] | None:
         """The requests queued ahead for ``node``, one per repeat (``None`` if none were): handed
         over once, then forgotten."""
-        pairs = self._ahead.pop(node.nodeid, None)
+        pairs = self._drop(node.nodeid)
         return None if pairs is None else [request for _, request in pairs]
 
     def release_unplanned(self, session: pytest.Session) -> None:
@@ -200,7 +225,7 @@ class LookAhead:
         if self._early:
             planned = {item.nodeid for item in session.items}
             for nodeid in [n for n in self._early if n not in planned]:
-                for pair in self._ahead.pop(nodeid):
+                for pair in self._drop(nodeid) or ():
                     self._release(*pair)
             self._early.clear()
 
@@ -216,5 +241,5 @@ class LookAhead:
 
     def release(self, nodeid: str) -> None:
         """An item queued ahead that never asked for its answer (it errored first): release it."""
-        for pair in self._ahead.pop(nodeid, None) or ():
+        for pair in self._drop(nodeid) or ():
             self._release(*pair)

@@ -16,15 +16,17 @@ import pytest
 from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.errors import UsageError
-from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, parse_model_spec
+from pytest_benchaudit.common.secrets import mask_url_credentials_in
+from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, endpoint_problem, parse_model_spec
 from pytest_benchaudit.inference.providers import load_providers
 from pytest_benchaudit.inference.usage import PriceTable, check_prices, price_for
 from pytest_benchaudit.pipeline.record_documents import Cards
-from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, parse_override
-from pytest_benchaudit.pipeline.layering import apply_overrides
+from pytest_benchaudit.pipeline.stages import PipelineError, parse_override
+from pytest_benchaudit.pipeline.layering import apply_overrides, check_override
 from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
 from pytest_benchaudit.dataset.readers import resolve_data_dir
 from pytest_benchaudit.pipeline.variants import parse_vary
+from pytest_benchaudit.pytest_plugin.outputs import check_output_file, check_output_folder
 from pytest_benchaudit.scoring.names import check_vary
 from pytest_benchaudit.runs.replay import resolve_replay_spec
 
@@ -91,6 +93,9 @@ class RunOptions:
     prices: PriceTable = field(default_factory=PriceTable)  # [tool.benchaudit.prices]
     state: RunState = field(default_factory=RunState)
     pipelines: list[str] = field(default_factory=list)  # --pipelines A,B: every layer, in order; [] for --pipeline
+    # A field an option of its own sets (--repeats K: inference.repeats) -> that option as given, so that
+    # an error names what the user typed (apply_overrides' ``options``).
+    override_options: dict[str, str] = field(default_factory=dict)
 
     @property
     def layers(self) -> list[str]:
@@ -148,7 +153,8 @@ def add_options(parser: pytest.Parser) -> None:
                          "(default: reports/)")
     group.addoption("--gate", action="append", default=[], metavar="EXPR",
                     help="quality gate (repeatable), e.g. 'seceval>=0.70', 'seceval.mcq:invalid<=0.05' or "
-                         "'seceval.mcq:ci_low>=0.70' (the 95%% interval's low end); "
+                         "'seceval.mcq:ci_low>=0.70' (the low end of the 95%% interval the summary prints: clustered "
+                         "when the task groups its questions); "
                          "when given, the gates alone decide the exit status")
     group.addoption("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",
                     help="single-field counterfactuals (repeatable): each value is a variant of the base pipeline "
@@ -197,11 +203,13 @@ def build_options(config: pytest.Config) -> RunOptions:
     for text in opt.benchaudit_set:
         try:
             path, value = parse_override(text)
-            # Check the value's type against a blank pipeline now, so a typo fails at once.
-            apply_overrides(Pipeline(name="check", benchmark="check", task="check"), [(path, value)])
+            # The value's type and its stage's own rules, now, so a typo fails at once; what relates it
+            # to another stage (pass_k within repeats) is checked against each layer at collection.
+            check_override(path, value)
         except PipelineError as err:
             raise pytest.UsageError(str(err)) from None
         overrides.append((path, value))
+    option_names: dict[str, str] = {}  # a field set by an option of its own: errors name that option
     if opt.repeats is not None:  # sugar for --set inference.repeats=K: the card and the hashes record it
         if opt.repeats < 1:
             raise pytest.UsageError(f"--repeats {opt.repeats}: expected a whole number >= 1 (how many times each "
@@ -209,6 +217,8 @@ def build_options(config: pytest.Config) -> RunOptions:
         given = dict(overrides).get("inference.repeats", opt.repeats)
         if given != opt.repeats:
             raise pytest.UsageError(f"--repeats {opt.repeats} and --set inference.repeats={given}: give one")
+        if "inference.repeats" not in dict(overrides):
+            option_names["inference.repeats"] = f"--repeats {opt.repeats}"
         overrides.append(("inference.repeats", opt.repeats))
     tool = _tool_table(config.rootpath)
     named = tool.get("models", {})
@@ -226,6 +236,7 @@ def build_options(config: pytest.Config) -> RunOptions:
                 m = resolve_replay_spec(m)
         except ModelSpecError as err:
             raise pytest.UsageError(str(err)) from None
+        _check_endpoint(m, spec, "--model")
         if m.resolved_note:
             notes.append(m.resolved_note)
         update: _ModelUpdate = {}
@@ -273,6 +284,7 @@ def build_options(config: pytest.Config) -> RunOptions:
             judge = parse_model_spec(opt.judge, named, providers)
         except ModelSpecError as err:
             raise pytest.UsageError(str(err).replace("--model", "--judge", 1)) from None
+        _check_endpoint(judge, opt.judge, "--judge")
         if opt.max_cost is not None and judge.kind == "endpoint" and price_for(prices, judge.label, judge) is None:
             # The judge's tokens are spent from the same budget: unpriced, they would cost nothing there.
             raise pytest.UsageError(f"--max-cost: no price for --judge {judge.label} in [tool.benchaudit.prices] "
@@ -298,6 +310,7 @@ def build_options(config: pytest.Config) -> RunOptions:
             check_report_dir(Path(opt.report_dir))  # a file in the way: one usage error now, not at the first item
         except UsageError as err:
             raise pytest.UsageError(str(err)) from None
+        check_output_folder(Path(opt.report_dir), "--report-dir")  # tried: what the first report will do
     if getattr(opt, "xmlpath", None) and not on_worker:
         # pytest writes the JUnit file after the last item: a path it cannot write would ask every
         # question and then end in a traceback.
@@ -326,7 +339,17 @@ def build_options(config: pytest.Config) -> RunOptions:
         notes=notes,
         max_cost=opt.max_cost,
         prices=prices,
+        override_options=option_names,
     )
+
+
+def _check_endpoint(spec: ModelSpec, given: str, option: str) -> None:
+    """A usage error now when no request to ``spec``'s endpoint could be sent (a port out of range,
+    URL credentials beside ``$OPENAI_API_KEY``: :func:`~pytest_benchaudit.inference.backend.endpoint_problem`),
+    instead of the same ``inference_error`` recorded for every question."""
+    problem = endpoint_problem(spec) if spec.kind == "endpoint" else None
+    if problem:
+        raise pytest.UsageError(f"{option} {mask_url_credentials_in(given)}: {problem}")
 
 
 def _pipelines(single: str | None, text: str | None, vary: list[Any]) -> list[str]:
@@ -351,38 +374,6 @@ def _pipelines(single: str | None, text: str | None, vary: list[Any]) -> list[st
         raise pytest.UsageError("--vary with --pipelines: vary the fields of one layer at a time (--pipeline NAME "
                                 "--vary ...); --pipelines already runs each layer as a variant of the first")
     return names
-
-
-def check_output_file(path: Path, option: str) -> None:
-    """Raise a usage error now if ``path`` cannot be written at the end of the run: it is a folder,
-    a file that cannot be written, or a folder of it cannot be created (a file in the way, no
-    permission).  Creates nothing."""
-    import os
-
-    path = Path(os.path.abspath(path))
-    if path.is_dir():
-        raise pytest.UsageError(f"{option} {path}: is a folder, not a file")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise pytest.UsageError(f"{option} {path}: no permission to write this file")
-    check_output_folder(path.parent, option, shown=path)
-
-
-def check_output_folder(folder: Path, option: str, shown: Path | None = None) -> None:
-    """Raise a usage error now if files cannot be created in ``folder`` later: a file (or a broken
-    symbolic link) in the way of it or of a parent, or no permission.  Creates nothing.  ``shown``:
-    the path the message names (the option's value)."""
-    import os
-
-    probe = Path(os.path.abspath(folder))
-    shown = shown or probe
-    while not probe.exists():
-        if probe.is_symlink():  # a dangling symlink is in the way as much as a file
-            raise pytest.UsageError(f"{option} {shown}: {probe} is a broken symbolic link")
-        probe = probe.parent
-    if not probe.is_dir():
-        raise pytest.UsageError(f"{option} {shown}: {probe} is a file, not a folder; nothing can be written there")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"{option} {shown}: no permission to create files in {probe}")
 
 
 def default_cache_dir() -> Path:

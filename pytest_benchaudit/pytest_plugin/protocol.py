@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import pytest
 from typing_extensions import TypedDict
@@ -138,7 +138,7 @@ class _RecordAttributes(TypedDict, total=False):
     """What a call report carries beside pytest's fields (the controller writes the records)."""
 
     benchaudit_record: RecordRow
-    benchaudit_repeats: Sequence[RecordRow]  # inference.repeats: the repeats past the first
+    benchaudit_handed_over: bool  # inference.repeats: every record already reported, this one shown only
 
 
 class LightProtocol:
@@ -205,15 +205,15 @@ class LightProtocol:
         excinfo = call.excinfo
         if excinfo is None or isinstance(excinfo.value, BenchmarkFailure):
             extra: _RecordAttributes = {} if item.record is None else {"benchaudit_record": item.record}
-            if item.repeat_records:  # inference.repeats: the other repeats' records travel beside the first
-                extra["benchaudit_repeats"] = item.repeat_records
+            if item.records_handed_over:  # inference.repeats: each repeat's record was reported as it came
+                extra["benchaudit_handed_over"] = True
             rep = report(node_id, location, dict(keywords), "passed" if excinfo is None else "failed",
                          None if excinfo is None else item.repr_failure(excinfo), "call", sections(item),
                          call.duration, call.start, call.stop, user_properties=item.user_properties, **extra)
         else:  # a skip (--max-cost), a crash: pytest's own report for it
             rep = ihook.pytest_runtest_makereport(item=item, call=call)
         ihook.pytest_runtest_logreport(report=rep)
-        item.record, item.repeat_records = None, ()  # the report carries them; the item (kept until the session ends) does not
+        item.record, item.records_handed_over = None, False  # the report carries it; the item (kept until the session ends) does not
         # A wrong answer is an expected outcome: its known implementers (they cancel a timer the
         # protocol's end cancels anyway) are not called for it; a crash goes to them as in pytest.
         if excinfo is not None and not isinstance(excinfo.value, BenchmarkFailure) and _interactive(call, rep):

@@ -6,17 +6,20 @@ Each question is asked K times per model and layer.  Repeat ``k`` is a request o
 answer of another, and two repeats are never folded into one request the way identical requests
 of two ``--pipelines`` layers are), and where the pipeline sends a seed it is sent
 ``seed + k``; where it sends none, none is sent (the record's request shows it).  Each repeat
-becomes a record of its own (``repeat: k``); the question's item passes when the reducer's
-verdict over the K verdicts is correct (:func:`passes`).  Pure: no I/O.
+becomes a record of its own (``repeat: k``), handed to the controller as it comes back (the runner
+streams a question's K requests, a window at a time); the question's item passes when the
+reducer's verdict over the K verdicts is correct (:func:`passes`, :class:`Tally` counting them as
+they come).  Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pytest_benchaudit.pipeline.types import Request
 
-__all__ = ["passes", "reducer_of", "repeat_request", "repeats_of", "verdict_text"]
+__all__ = ["Tally", "passes", "reducer_of", "repeat_request", "repeats_of", "verdict_text"]
 
 
 def repeats_of(pipeline: Any) -> int:
@@ -51,18 +54,37 @@ def passes(reducer: str, corrects: Sequence[bool]) -> bool:
     * ``any``: at least one correct;
     * ``all``: every one correct.
     """
-    if not corrects:
-        return False
-    right = sum(1 for c in corrects if c)
-    if reducer == "majority":
-        return 2 * right > len(corrects)
-    if reducer == "any":
-        return right > 0
-    if reducer == "all":
-        return right == len(corrects)
-    return 2 * right >= len(corrects)
+    return Tally(right=sum(1 for c in corrects if c), total=len(corrects)).passes(reducer)
 
 
 def verdict_text(corrects: Sequence[bool], reducer: str) -> str:
     """``3/5 correct (majority)``: the K verdicts as a failure message names them."""
-    return f"{sum(1 for c in corrects if c)}/{len(corrects)} correct ({reducer})"
+    return Tally(right=sum(1 for c in corrects if c), total=len(corrects)).text(reducer)
+
+
+@dataclass
+class Tally:
+    """A question's verdicts counted as its repeats come back (K may be large: counts, not a list)."""
+
+    right: int = 0
+    total: int = 0
+
+    def add(self, correct: bool) -> None:
+        self.right += bool(correct)
+        self.total += 1
+
+    def passes(self, reducer: str) -> bool:
+        """:func:`passes` on the counted verdicts."""
+        if not self.total:
+            return False
+        if reducer == "majority":
+            return 2 * self.right > self.total
+        if reducer == "any":
+            return self.right > 0
+        if reducer == "all":
+            return self.right == self.total
+        return 2 * self.right >= self.total
+
+    def text(self, reducer: str) -> str:
+        """:func:`verdict_text` of the counted verdicts."""
+        return f"{self.right}/{self.total} correct ({reducer})"

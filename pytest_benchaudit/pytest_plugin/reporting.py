@@ -57,10 +57,12 @@ from typing import Any, Generator
 import pytest
 
 from pytest_benchaudit.common.progress import ENV as PROGRESS_ENV
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.pytest_plugin import _terminal
 
-__all__ = ["AnswerReporting", "LiveLine", "ReportTrim", "add_output_options", "is_bench_failure", "live_enabled", "show_answers"]
+__all__ = ["AnswerReporting", "LiveLine", "ReportTrim", "add_output_options", "is_bench_failure", "is_benchmark_report",
+           "live_enabled", "show_answers"]
 
 DEFAULT_SHOWN = 5  # wrong answers listed per task by default
 DEFAULT_BUDGET = 50  # ... but about this many in all when a run has many tasks (at least one each)
@@ -288,7 +290,17 @@ _OUTCOMES = {(valid, correct): {"valid": valid, "correct": correct}
 
 
 def _is_bench_nodeid(nodeid: str) -> bool:
-    return nodeid.split("::", 1)[0].endswith(".toml") and "::" in nodeid
+    return "::" in nodeid and nodeid.split("::", 1)[0].endswith(".toml")
+
+
+def is_benchmark_report(report: Any) -> bool:
+    """Whether ``report`` is of an item collected from a suite file: its node id names the suite file,
+    or, where the node id does not (pytest >= 9.2 drops the file from the id of an item outside its
+    rootdir: a packaged suite named by path from a folder without ``suites/``), the suite file is
+    among the keywords every item inherits from its parents."""
+    if _is_bench_nodeid(str(getattr(report, "nodeid", ""))):
+        return True
+    return SUITE_FILENAME in (getattr(report, "keywords", None) or {})
 
 
 class ReportTrim:
@@ -309,10 +321,10 @@ class ReportTrim:
         record = getattr(report, "benchaudit_record", None)
         if isinstance(record, dict) and len(record) > 2:
             report.benchaudit_record = _OUTCOMES[(bool(record.get("valid", True)), bool(record.get("correct")))]
-            if getattr(report, "benchaudit_repeats", None):
-                report.benchaudit_repeats = None  # inference.repeats: the other repeats' records, written by now
             report.user_properties.clear()  # read by JUnit XML (from the teardown report) and such, by now
-            return
-        if report.when == "call" or not report.passed or report.sections or not _is_bench_nodeid(report.nodeid):
+            if report.when == "call":
+                return
+            # otherwise one repeat's record, handed over in a passed set-up report: forgotten as those are
+        if report.when == "call" or not report.passed or report.sections or not is_benchmark_report(report):
             return
         _terminal.forget_passed(self.config.pluginmanager.get_plugin("terminalreporter"), report)

@@ -12,6 +12,7 @@ dead endpoint never got; :func:`check_same_invocation` refuses a resume with oth
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Final, Mapping
 
@@ -160,8 +161,8 @@ def check_same_invocation(path: Any, meta: RunMeta, opts: RunOptions) -> None:
     if "overrides" in meta:
         now = redact_json({k: v for k, v in opts.overrides})
         if meta["overrides"] != now:
-            raise pytest.UsageError(f"--resume {path}: the run used --set {meta['overrides']}, this invocation "
-                                    f"{now}; resume it with the same --set options")
+            raise pytest.UsageError(f"--resume {path}: {_override_difference(meta['overrides'], now, opts)}; resume "
+                                    "it with the same options")
     stored_models = [str(m["spec"]) for m in meta.get("models") or [] if m.get("spec")]
     models = [m.label for m in opts.models]
     if stored_models and sorted(stored_models) != sorted(models):
@@ -174,6 +175,21 @@ def check_same_invocation(path: Any, meta: RunMeta, opts: RunOptions) -> None:
         if given and then != now_value:
             raise pytest.UsageError(f"--resume {path}: the run used {option} {then}, this invocation "
                                     f"{now_value}; resume it with the same {option}")
+
+
+def _override_difference(then: Mapping[str, Any], now: Mapping[str, Any], opts: RunOptions) -> str:
+    """Each field the run and this invocation set differently, naming the option as this invocation
+    gave it (``--repeats 5``, not a ``--set inference.repeats`` never typed)."""
+    parts = []
+    for key in sorted(k for k in {*then, *now} if then.get(k, _UNSET) != now.get(k, _UNSET)):
+        was = f"{then[key]!r}" if key in then else "nothing"
+        given = opts.override_options.get(key) or (f"--set {key}={json.dumps(now[key])}" if key in now else None)
+        parts.append(f"the run set {key} to {was}, this invocation "
+                     + (f"to {now[key]!r} ({given})" if given else "does not set it"))
+    return "; ".join(parts)
+
+
+_UNSET = object()
 
 
 def resume_command(args: list[str], run_path: Path | str) -> str:
@@ -190,7 +206,10 @@ def resume_command(args: list[str], run_path: Path | str) -> str:
             skip = True
         elif not arg.startswith("--resume="):
             kept.append(arg)
-    return shlex.join(["pytest", *kept, "--resume", str(run_path)])
+    command = shlex.join(["pytest", *kept, "--resume", str(run_path)])
+    if "***" in command:  # a key or a URL's credentials, masked: the user gives them again
+        command += "  # *** stands for a secret that was masked: put it back"
+    return command
 
 
 def check_same_collection(path: Any, resumed_from: RunMeta, cards: Mapping[str, PipelineCard],
@@ -230,14 +249,14 @@ def resume_workerinput(recorded: set[RecordKey], correct: set[RecordKey], resume
 
 
 
-def write_stopped(terminalreporter: Any, stopped: str, records_kept: bool, command: str) -> None:
-    """An abnormal end on the terminal: why, what is kept, the exit status and the command that
-    continues it (``records_kept``: records.jsonl is still there; else the run must start again)."""
+def write_stopped(terminalreporter: Any, stopped: str, records_kept: bool, command: str, status: int = 2) -> None:
+    """An abnormal end on the terminal: why, what is kept, the exit status (``status``) and the command
+    that continues it (``records_kept``: records.jsonl is still there; else the run must start again)."""
     if not records_kept:
         terminalreporter.write_line(printable(redact(f"STOPPED: {stopped}; the run directory is gone (run "
-                                                     "again); exit status 2")), red=True, bold=True)
+                                                     f"again); exit status {status}")), red=True, bold=True)
         return
     terminalreporter.write_line(printable(redact(
-        f"STOPPED: {stopped}; the records written before it are kept; exit status 2. Continue it (asks "
+        f"STOPPED: {stopped}; the records written before it are kept; exit status {status}. Continue it (asks "
         "only what is not recorded):")), red=True, bold=True)
     terminalreporter.write_line(f"  {redact(command)}")

@@ -13,8 +13,8 @@ import re
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from pytest_benchaudit.common.secrets import redact
-from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
+from pytest_benchaudit.common.secrets import mask_url_credentials, redact
+from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.pipeline.record_documents import CardWarning
 from pytest_benchaudit.runs.run_meta import GenerationCache, RunModel
 
@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 __all__ = ["PER_SESSION_WARNINGS", "clean_argv", "redact_json", "run_models", "run_warning_list", "sum_cache_stats",
            "versions"]
 
-# Warnings only the engines of the session that saw them can tell (the generation cache's counts): the
-# earlier sessions of a resumed run keep theirs. Every other kind is found again, at each end, from the
-# whole run (its cards and all of records.jsonl), so an earlier copy of one would be stale.
-PER_SESSION_WARNINGS = frozenset({"cache_unusable"})
+# Warnings only the session that saw them can tell (the generation cache's counts, a plugin's hook that
+# raised): the earlier sessions of a resumed run keep theirs. Every other kind is found again, at each end,
+# from the whole run (its cards and all of records.jsonl), so an earlier copy of one would be stale.
+PER_SESSION_WARNINGS = frozenset({"cache_unusable", "hook_failed"})
 
 
 @functools.lru_cache(maxsize=1)
@@ -47,10 +47,11 @@ _URL = re.compile(r"https?://[^\s,]+")
 
 
 def clean_argv(args: list[str]) -> list[str]:
-    """argv as run.json records it: URL credentials dropped, known secrets masked."""
+    """argv as run.json records it and the resume command prints it: URL credentials masked
+    (``http://***@host``: they were there, and must be given again), known secrets masked."""
     from pytest_benchaudit.pytest_plugin.remote import mask_tx  # --tx ...//env:NAME=VALUE: the value may be a key
 
-    return [redact(mask_tx(_URL.sub(lambda m: strip_credentials(m.group(0)), arg))) for arg in args]
+    return [redact(mask_tx(_URL.sub(lambda m: mask_url_credentials(m.group(0)), arg))) for arg in args]
 
 
 def redact_json(value: Any) -> Any:

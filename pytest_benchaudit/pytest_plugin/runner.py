@@ -12,10 +12,13 @@ cost meter of each backend, and the per-item record.  The servers the run launch
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
+import itertools
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
 
@@ -23,6 +26,7 @@ import pytest
 
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
+from pytest_benchaudit.pytest_plugin import _fastpath
 from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure, item_hashes
 from pytest_benchaudit.inference.engine import Engine
 from pytest_benchaudit.inference.factory import budgeted_recipe, endpoint_recipe
@@ -38,7 +42,7 @@ from pytest_benchaudit.inference.prestart import INFERENCE_PROCESS_ENV, inferenc
 from pytest_benchaudit.pytest_plugin.local_pace import announce_local_pace
 from pytest_benchaudit.pytest_plugin.lookahead import LookAhead
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
-from pytest_benchaudit.pytest_plugin.repeat_items import passes, reducer_of, repeat_request, repeats_of, verdict_text
+from pytest_benchaudit.pytest_plugin.repeat_items import Tally, reducer_of, repeat_request, repeats_of
 from pytest_benchaudit.pytest_plugin.resume import recorded_repeats
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.common.safe_text import printable
@@ -328,19 +332,22 @@ class Runner:
             self._ensure_model(model)
         spec = node.bench
         # The default fixtures give the very objects the requests were prefetched with: reuse them.
-        requests = None
+        queued = None
         if question is spec.question and pipeline is spec.pipeline and model is spec.model:
-            requests = self.lookahead.take_requests(node)
-        if requests is None:
-            request = spec.render(question, pipeline, model)
-            done = recorded_repeats(self.config, node) if repeats_of(pipeline) > 1 else {}
-            requests = [repeat_request(request, k) for k in range(repeats_of(pipeline)) if k not in done]
+            queued = self.lookahead.take_requests(node)
         hashes = item_hashes(node, question, pipeline, self.opts.state.cards)  # after every fixture
-        records = [self._ask(node, question, pipeline, model, asked, hashes) for asked in requests]
-        data = records[0]
-        node.record = data
-        if len(records) > 1:
-            node.repeat_records = records[1:]  # the controller writes them beside node.record
+        where = f"{question.benchmark}.{question.task} {question.id} [{model.label}]: "
+        if repeats_of(pipeline) > 1:
+            self._run_repeats(node, question, pipeline, model, queued, hashes, where)
+            return
+        request = queued[0] if queued else spec.render(question, pipeline, model)
+        data = node.record = self._ask(node, question, pipeline, model, request, hashes)
+        self._properties(node, data)
+        if not data["correct"]:
+            # One line on the terminal and in JUnit: an answer's ESC, CR or NUL is shown escaped, never acted on.
+            raise BenchmarkFailure(printable(where + failure_message(data)))
+
+    def _properties(self, node: BenchItem, data: RecordRow) -> None:
         node.user_properties.extend([
             ("benchmark", data["benchmark"]), ("task", data["task"]), ("model", data["model"]),
             # Shown by CI viewers as they are: control characters from the answer escaped (the record keeps them).
@@ -350,20 +357,77 @@ class Runner:
         ])
         if not data["valid"]:
             node.user_properties.append(("invalid_reason", data["invalid_reason"]))
-        where = f"{data['benchmark']}.{data['task']} {data['question_id']} [{data['model']}]: "
-        if repeats_of(pipeline) == 1:
-            if not data["correct"]:
-                # One line on the terminal and in JUnit: an answer's ESC, CR or NUL is shown escaped, never acted on.
-                raise BenchmarkFailure(printable(where + failure_message(data)))
-            return
-        # K repeats: the item's verdict is the reducer's over every repeat (those a resumed run recorded too).
-        corrects = [*recorded_repeats(self.config, node).values(), *(bool(r["correct"]) for r in records)]
+
+    def _run_repeats(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec,
+                     queued: list[Any] | None, hashes: tuple[str, str], where: str) -> None:
+        """An item asked K times (``inference.repeats``): each repeat's record goes to the controller as
+        soon as it is made (:meth:`_hand_over`; an interrupted run keeps every repeat answered so far,
+        and ``--resume`` asks the others), the verdicts are counted, not kept; the item's verdict is the
+        reducer's over every repeat (those a resumed run recorded too)."""
+        recorded = recorded_repeats(self.config, node)
+        tally, first, wrong = Tally(), None, None
+        for correct in recorded.values():
+            tally.add(correct)
+        keywords: dict[str, Any] = {}  # what each of its reports carries (pytest's {x: 1 for x in item.keywords})
+        for record in self._ask_repeats(node, question, pipeline, model, queued, hashes, recorded):
+            keywords = keywords or dict.fromkeys(node.keywords, 1)
+            self._hand_over(node, record, keywords)
+            tally.add(bool(record["correct"]))
+            first = first or record
+            if wrong is None and not record["correct"]:
+                wrong = record
+        if first is None:
+            return  # every repeat was recorded (the item is deselected, as a rule)
+        node.record, node.records_handed_over = first, True  # the call report shows it; it is written already
+        self._properties(node, first)
         reducer = reducer_of(pipeline)
-        node.user_properties.append(("repeats", verdict_text(corrects, reducer)))
-        if not passes(reducer, corrects):
-            wrong = next((r for r in records if not r["correct"]), data)
-            raise BenchmarkFailure(printable(f"{where}{verdict_text(corrects, reducer)}; repeat {wrong['repeat']}: "
-                                             + failure_message(wrong)))
+        node.user_properties.append(("repeats", tally.text(reducer)))
+        if not tally.passes(reducer):
+            shown = wrong or first
+            raise BenchmarkFailure(printable(f"{where}{tally.text(reducer)}; repeat {shown['repeat']}: "
+                                             + failure_message(shown)))
+
+    def _ask_repeats(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec,
+                     queued: list[Any] | None, hashes: tuple[str, str],
+                     recorded: dict[int, bool]) -> Iterator[RecordRow]:
+        """The records of the item's repeats not yet recorded, in order, as they are answered.  At most
+        :meth:`.LookAhead.per_item` of its requests are queued at a time (those the look-ahead queued
+        first): each is rendered when a slot frees, so K never sets how many requests exist at once."""
+        label = model.label
+        ahead: collections.deque[Any] = collections.deque(queued or ())
+        taken = {r.repeat for r in ahead}
+        rest = (k for k in range(repeats_of(pipeline)) if k not in recorded and k not in taken)
+        base: list[Any] = []  # repeat 0's request, rendered once when first needed
+
+        def queue_more(n: int) -> None:
+            batch = []
+            for k in itertools.islice(rest, n):
+                if not base:
+                    base.append(node.bench.render(question, pipeline, model))
+                batch.append(repeat_request(base[0], k))
+            if batch:
+                self._prefetch_many([(label, r) for r in batch])
+                ahead.extend(batch)
+
+        queue_more(max(0, self.lookahead.per_item() - len(ahead)))
+        try:
+            while ahead:
+                request = ahead.popleft()
+                queue_more(1)  # the slot this one frees, filled before its answer is waited for
+                yield self._ask(node, question, pipeline, model, request, hashes)
+        finally:  # stopped early (a skip, Ctrl-C, a dead engine): what is still queued is not waited for
+            for request in ahead:
+                self._release(label, request)
+
+    def _hand_over(self, node: BenchItem, record: RecordRow, keywords: dict[str, Any]) -> None:
+        """Report one repeat's record now: a passed report of the ``setup`` phase carrying it (what pytest's
+        terminal, JUnit XML, ``--lf`` and xdist's scheduler count as nothing; an xdist worker sends it to
+        the controller like any report), which the controller appends to records.jsonl at once."""
+        now = time.time()
+        node_id = node.id if hasattr(type(node), "id") else node.nodeid  # pytest >= 9.2: the structured id
+        node.ihook.pytest_runtest_logreport(report=_fastpath.make_report(
+            node_id, node.location, dict(keywords), "passed", None, "setup", [], 0.0, now, now, [],
+            benchaudit_record=record))
 
     def _ask(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec, request: Any,
              hashes: tuple[str, str]) -> RecordRow:
@@ -421,9 +485,9 @@ class Runner:
             # Travels to the xdist controller with the report (extra report attributes are serialised).
             report.benchaudit_record = record
             if isinstance(item, BenchItem):
-                if item.repeat_records:  # inference.repeats: the other repeats' records travel beside the first
-                    report.benchaudit_repeats = item.repeat_records
-                item.record, item.repeat_records = None, ()  # the item (kept until the session ends) does not keep them
+                if item.records_handed_over:  # inference.repeats: each repeat's record was reported as it came
+                    report.benchaudit_handed_over = True
+                item.record, item.records_handed_over = None, False  # the item (kept until the session ends) does not keep it
         elif call.when == "teardown" and isinstance(item, BenchItem):
             # Every report has its own copy of the JUnit properties (JUnit reads the teardown
             # report's); the item, kept until the session ends, needs them no more.

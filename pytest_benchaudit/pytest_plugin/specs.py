@@ -8,21 +8,65 @@ resolved pipeline, exemplars, resources, the card as collected and its hashes) a
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
 
 from pydantic import JsonValue
 
 from pytest_benchaudit.dataset.suites import Suite
+from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.inference.endpoint_tokenizer import EndpointTokenizer, of_model, with_eos
 from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.pipeline import assembly
-from pytest_benchaudit.pipeline.record_documents import PipelineCard
+from pytest_benchaudit.pipeline.record_documents import CardWarning, PipelineCard
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.prompt.templates import Template, TemplateError, render_request
+from pytest_benchaudit.runs.store import read_run_json
 from pytest_benchaudit.scoring.tasks.inputs import Resources
 
-__all__ = ["ItemSpec", "VariantSpec"]
+__all__ = ["ItemSpec", "VariantSpec", "end_of_sequence", "note_end_of_sequence"]
+
+
+def end_of_sequence(model: ModelSpec) -> EndpointTokenizer:
+    """The end-of-sequence token lm-eval would append for ``model`` (``inference.stop_eos = "endpoint"``):
+    its endpoint asked once (:func:`~pytest_benchaudit.inference.endpoint_tokenizer.of_model`); a replayed
+    model gets what the replayed run's card recorded, so that it renders the requests that run sent."""
+    if model.kind == "replay" and model.replay_dir:
+        return _replayed_eos(model.replay_dir, model.label)
+    return of_model(model)
+
+
+def note_end_of_sequence(providers: dict[str, dict[str, JsonValue]], models: Sequence[ModelSpec],
+                         task: str) -> list[CardWarning]:
+    """Put each model's end-of-sequence finding into a card's ``providers`` (``inference.stop_eos =
+    "endpoint"``); a warning for each model whose EOS cannot be known (nothing is appended for it)."""
+    warnings: list[CardWarning] = []
+    for model in models:
+        found = end_of_sequence(model)
+        providers.setdefault(model.label, {})["end_of_sequence"] = found.card()
+        if not found.served:
+            warnings.append(CardWarning(kind="end_of_sequence_unknown", message=(
+                f"{task}: the end-of-sequence token of model {model.label} cannot be known ({found.source}): lm-eval "
+                f"appends its tokenizer's to the stop sequences; these requests are sent without it (give it with "
+                f"--set inference.stop=[...] and --set inference.stop_eos=none)")))
+    return warnings
+
+
+@functools.lru_cache(maxsize=16)
+def _replayed_eos(run_dir: str, label: str) -> EndpointTokenizer:
+    try:
+        cards = read_run_json(Path(run_dir)).get("pipeline_cards", {})
+    except RunDirError:
+        cards = {}  # the replay backend says what is wrong with the directory
+    for card in cards.values():
+        entry = (card.get("providers") or {}).get(label, {}).get("end_of_sequence")
+        if isinstance(entry, dict):
+            return EndpointTokenizer.from_card(entry)
+    return EndpointTokenizer(False, None, "the replayed run's cards record no end-of-sequence token")
 
 
 @dataclass
@@ -99,6 +143,8 @@ class ItemSpec:
     def render(self, question: Question, pipeline: Pipeline, model: ModelSpec) -> Request:
         request = render_request(pipeline, self.template(pipeline), question, self.shared.shots,
                                  min_max_tokens=model.min_max_tokens)
+        if pipeline.inference.stop_eos == "endpoint":  # lm-eval's stop list: the task's + the endpoint's EOS
+            request = with_eos(request, end_of_sequence(model))
         return adjust_request(request, model)  # the provider's quirks, each listed in request.adjustments
 
     @property

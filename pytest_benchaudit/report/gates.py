@@ -3,12 +3,18 @@
 Grammar: ``TARGET[:QUANTITY] OP NUMBER`` where TARGET is a benchmark or
 ``benchmark.task``, QUANTITY is ``score`` (default: the pipeline's headline
 score), ``score_total``, ``score_valid``, ``invalid`` (the invalid rate), or
-``ci_low`` / ``ci_high`` (the ends of the headline's 95% interval: the clustered
-one when ``aggregation.by`` is set, else ``ci95``; docs/statistics.md), and
+``ci_low`` / ``ci_high`` (the ends of the headline's 95% interval; docs/statistics.md), and
 OP is one of ``>= <= > < ==``.  ``seceval:ci_low>=0.70`` holds only when the score
 is above 0.70 by more than its error bar.  A gate holds when it holds for every model and
 variant in the run; a target with no result, or a score the pipeline cannot
 state (unspecified aggregation or denominator), fails the gate with that reason.
+
+An interval gate reads the widest interval the row has (the clustered one when ``aggregation.by``
+is set: it contains the plain one, aggregate/intervals.py; the hull of both should a row hold
+another pair), so it never reads a narrower interval than the terminal shows, and it says which
+it read (the verdict's detail, summary.json's ``interval``).  It never passes on an interval that
+does not exist: a grouped row without a clustered interval (fewer than two groups), a row without an
+interval (no spread to measure) or a zero-width one fails with the reason.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, GateResult, TaskResult
+from pytest_benchaudit.aggregate.intervals import METHOD_TEXT
 from pytest_benchaudit.common.errors import UsageError, did_you_mean
 
 __all__ = ["Gate", "GateError", "GateVerdict", "parse_gate", "evaluate_gates", "check_gate_targets", "gate_results"]
@@ -29,7 +36,6 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 _QUANTITIES = {"score": "score", "score_total": "score_total", "score_valid": "score_valid",
                "invalid": "invalid_rate", "ci_low": "ci_low", "ci_high": "ci_high"}
 # Quantities read per task only: a benchmark of several tasks has no one value of them.
-_PER_TASK = ("score_total", "score_valid", "ci_low", "ci_high")
 _GATE = re.compile(r"^\s*([A-Za-z0-9_\-]+)(?:\.([A-Za-z0-9_\-]+))?(?::([a-z_]+))?\s*(>=|<=|==|>|<)\s*([0-9.eE+\-]+)\s*$")
 
 
@@ -52,6 +58,7 @@ class GateVerdict:
     gate: Gate
     passed: bool
     detail: str
+    interval: str | None = None  # an interval gate: which interval(s) it read
 
 
 def parse_gate(text: str) -> Gate:
@@ -104,35 +111,71 @@ def check_gate_targets(gates: list[Gate], targets: dict[tuple[str, str], str]) -
     return problems
 
 
-def _row_value(row: TaskResult, quantity: str) -> float | None:
-    """A task result's value of ``quantity``; a CI end from the clustered interval when there is one."""
+@dataclass(frozen=True)
+class _Read:
+    """A value a gate read from a row: the number, or why there is none; for an interval gate, which interval."""
+
+    value: float | None
+    why: str = ""
+    interval: str | None = None
+
+
+def _interval_name(row: TaskResult, key: str) -> str:
+    method = row.get("ci95_clustered_method" if key == "ci95_clustered" else "ci95_method")
+    grouped = (f", {row.get('n_groups')} groups of {row.get('clustered_by')}" if key == "ci95_clustered"
+               else ", questions as independent")
+    return f"{key} ({METHOD_TEXT.get(str(method), str(method)) if method else 'method not recorded'}{grouped})"
+
+
+def _row_interval(row: TaskResult, quantity: str) -> _Read:
+    """A CI end of ``row`` (module docstring): the widest of its intervals, and which it is."""
+    if row["score"] is None:
+        return _Read(None, "unspecified by the pipeline")
+    grouped = row.get("clustered_by") is not None and row.get("n_groups") is not None
+    found = [(key, ci) for key in ("ci95_clustered", "ci95") for ci in [row.get(key)]
+             if isinstance(ci, list) and len(ci) == 2]
+    if grouped and not any(key == "ci95_clustered" for key, _ in found):
+        return _Read(None, f"no clustered interval: {row.get('n_groups')} group(s) of {row.get('clustered_by')}, "
+                           "a clustered error bar needs 2", "ci95_clustered")
+    if not found:
+        return _Read(None, "no interval: fewer than two questions, or every question scored the same", "ci95")
+    low, high = min(float(ci[0]) for _, ci in found), max(float(ci[1]) for _, ci in found)
+    widest = [key for key, ci in found if float(ci[0]) == low and float(ci[1]) == high]
+    name = _interval_name(row, widest[0]) if widest else " ∪ ".join(_interval_name(row, k) for k, _ in found)
+    if not high > low:
+        return _Read(None, f"the interval has zero width ({name}): no error bar to gate on", name)
+    return _Read(low if quantity == "ci_low" else high, interval=name)
+
+
+def _row_value(row: TaskResult, quantity: str) -> _Read:
+    """A task result's value of ``quantity``; a CI end as :func:`_row_interval` reads it."""
     if quantity in ("ci_low", "ci_high"):
-        ci = row.get("ci95_clustered") or row.get("ci95")
-        return None if not ci else float(ci[0 if quantity == "ci_low" else 1])
+        return _row_interval(row, quantity)
     key = _QUANTITIES[quantity]
     value = (row["invalid_rate"] if key == "invalid_rate" else row["score_total"] if key == "score_total"
              else row["score_valid"] if key == "score_valid" else row["score"])
-    return None if value is None else float(value)
+    return _Read(None if value is None else float(value), "unspecified by the pipeline")
 
 
-def _benchmark_value(gate: Gate, entry: BenchmarkScore, results: list[TaskResult]) -> float | None:
+def _benchmark_value(gate: Gate, entry: BenchmarkScore, results: list[TaskResult]) -> _Read:
     if gate.quantity == "score":
         score = entry["score"]
-        return None if score is None else float(score)
+        return _Read(None if score is None else float(score), "unspecified by the pipeline")
     rows = [r for r in results if r["benchmark"] == entry["benchmark"] and r["model"] == entry["model"]
             and r["variant"] == entry["variant"]]
     key = _QUANTITIES[gate.quantity]
     if key == "invalid_rate":
         n = sum(r["n"] for r in rows)
-        return sum(r["invalid_rate"] * r["n"] for r in rows) / n if n else None
-    values = [_row_value(r, gate.quantity) for r in rows]
-    return values[0] if len(values) == 1 else None
+        return _Read(sum(r["invalid_rate"] * r["n"] for r in rows) / n if n else None, "no items")
+    if len(rows) == 1:
+        return _row_value(rows[0], gate.quantity)
+    return _Read(None, "not defined across several tasks; gate a task instead")
 
 
 def evaluate_gates(gates: list[Gate], results: list[TaskResult], benchmarks: list[BenchmarkScore]) -> list[GateVerdict]:
     verdicts = []
     for gate in gates:
-        values: list[tuple[str, float | None]]
+        values: list[tuple[str, _Read]]
         if gate.task:
             values = [(f"{r['model']}{'|' + r['variant'] if r['variant'] else ''}", _row_value(r, gate.quantity))
                       for r in results if r["benchmark"] == gate.benchmark and r["task"] == gate.task]
@@ -144,22 +187,26 @@ def evaluate_gates(gates: list[Gate], results: list[TaskResult], benchmarks: lis
             continue
         failed: list[str] = []
         parts: list[str] = []
-        for who, value in values:
-            if value is None:
+        for who, read in values:
+            if read.value is None:
                 failed.append(who)
-                why = ("not defined across several tasks; gate a task instead"
-                       if not gate.task and gate.quantity in _PER_TASK
-                       else "unspecified by the pipeline")
-                parts.append(f"{who}: no {gate.quantity} ({why})")
+                parts.append(f"{who}: no {gate.quantity} ({read.why})")
                 continue
-            ok = _OPS[gate.op](value, gate.threshold)
-            if not ok:
+            if not _OPS[gate.op](read.value, gate.threshold):
                 failed.append(who)
-            parts.append(f"{who}: {value:.4f}")
-        verdicts.append(GateVerdict(gate, not failed, "; ".join(parts)))
+            parts.append(f"{who}: {read.value:.4f}" + (f" from {read.interval}" if read.interval else ""))
+        intervals = list(dict.fromkeys(read.interval for _, read in values if read.interval))
+        verdicts.append(GateVerdict(gate, not failed, "; ".join(parts), "; ".join(intervals) or None))
     return verdicts
 
 
 def gate_results(verdicts: list[GateVerdict]) -> list[GateResult]:
-    """The ``summary.json`` ``gates`` rows of the verdicts: the gate's text, whether it held, the values read."""
-    return [{"gate": v.gate.text, "passed": v.passed, "detail": v.detail} for v in verdicts]
+    """The ``summary.json`` ``gates`` rows of the verdicts: the gate's text, whether it held, the values read
+    (and, for an interval gate, which interval)."""
+    rows: list[GateResult] = []
+    for v in verdicts:
+        row: GateResult = {"gate": v.gate.text, "passed": v.passed, "detail": v.detail}
+        if v.interval is not None:
+            row["interval"] = v.interval
+        rows.append(row)
+    return rows

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Any, Iterable, Literal
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 from tabulate import tabulate
 
 from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, ModelRankings, TaskResult, UsageRow, VariantDelta
+from pytest_benchaudit.aggregate.intervals import METHOD_TEXT
 from pytest_benchaudit.aggregate.results import model_rankings, reason_text, variant_deltas
 from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.common.safe_text import printable
@@ -19,7 +21,7 @@ if TYPE_CHECKING:  # audit.audit_documents imports the audit package (scipy): th
     from pytest_benchaudit.audit.audit_documents import UpstreamAttributionRow
 
 __all__ = ["render_summary", "render_variant_deltas", "render_layer_attribution", "render_answers", "AnswerList",
-           "render_usage", "fit_columns", "metric_unit", "WIDTH"]
+           "render_usage", "fit_columns", "metric_unit", "interval_legend", "shown_interval", "CLUSTERED_MARK", "WIDTH"]
 
 
 WIDTH = 120  # every line of the summary fits this many columns
@@ -66,6 +68,49 @@ def _value(value: float | None, lower_is_better: bool, metric: str) -> str:
     if lower_is_better:
         return f"{value:.3f} {metric_unit(metric, True)}"
     return f"{100 * value:.1f}%"
+
+
+CLUSTERED_MARK = "‡"  # an interval clustered by aggregation.by (the legend under the tables says so)
+
+
+def shown_interval(r: TaskResult) -> tuple[list[float] | None, bool]:
+    """The 95% interval the tables show for a row, and whether it is clustered: the clustered one when the
+    task groups its questions (``aggregation.by``), which contains the plain one (aggregate/intervals.py)
+    and is the one a ``ci_low`` / ``ci_high`` gate reads; else ``ci95``."""
+    if r.get("clustered_by") and r.get("n_groups") is not None:
+        return r.get("ci95_clustered"), True
+    if "clustered_by" not in r and r.get("ci95_clustered"):  # a row from before the field: its clustered one
+        return r.get("ci95_clustered"), True
+    return r.get("ci95"), False
+
+
+def _interval_cell(r: TaskResult, num: Callable[[float], str]) -> str:
+    ci, clustered = shown_interval(r)
+    return ("—" if not ci else f"{num(ci[0])}–{num(ci[1])}") + (CLUSTERED_MARK if clustered else "")
+
+
+def interval_legend(rows: Iterable[TaskResult]) -> str:
+    """What the "95% CI" column holds for ``rows``, in words: the methods of the plain intervals shown,
+    and per grouping the clustered ones (``‡``).  Empty without an interval."""
+    plain: dict[str, None] = {}
+    grouped: dict[str, dict[str, None]] = {}
+    for r in rows:
+        ci, clustered = shown_interval(r)
+        if clustered:
+            groups = r.get("n_groups") or 0
+            method = (METHOD_TEXT.get(str(r.get("ci95_clustered_method")), "as recorded") if ci
+                      else "none: fewer than 2 groups" if groups < 2 else "none: no spread to measure")
+            key = f"{r.get('clustered_by')} ({r.get('n_groups')} groups)"
+            grouped.setdefault(key, {})[method] = None
+        elif ci:
+            plain[METHOD_TEXT.get(str(r.get("ci95_method")), "as recorded")] = None
+    parts = []
+    if plain:
+        parts.append("over the questions as independent: " + ", ".join(plain))
+    for key, methods in grouped.items():
+        parts.append(f"{CLUSTERED_MARK} clustered by {key}: " + ", ".join(methods)
+                     + ", t with G-1 df, never narrower than the plain interval")
+    return "" if not parts else "95% CI " + "; ".join(parts) + " (docs/statistics.md)"
 
 
 def _cut(text: str, width: int) -> str:
@@ -120,7 +165,6 @@ def render_summary(results: list[TaskResult], benchmarks: list[BenchmarkScore],
         invalid_rows: list[list[str]] = []
         for r in rows:
             lib, metric = r["lower_is_better"], r["metric"]
-            ci = r["ci95"]
             total, valid = _value(r["score_total"], lib, metric), _value(r["score_valid"], lib, metric)
             if r["denominator"] == "valid":
                 valid += "*"
@@ -132,7 +176,7 @@ def render_summary(results: list[TaskResult], benchmarks: list[BenchmarkScore],
             table.append([
                 name, model, f"{r['n']:,}", f"{r['n_valid']:,}", f"{r['n_correct']:,}", total, valid,
                 _value(r["invalid_rate"], False, ""),
-                "—" if not ci else f"{_num(ci[0], lib, metric)}–{_num(ci[1], lib, metric)}",
+                _interval_cell(r, partial(_num, lower_is_better=lib, metric=metric)),
             ])
             if r["invalid_rate"]:
                 invalid_rows.append([
@@ -157,8 +201,10 @@ def render_summary(results: list[TaskResult], benchmarks: list[BenchmarkScore],
         text += _render_repeats(rows, layered)
         blocks.append(text)
     if by_bench:
+        legend = interval_legend(results)
         blocks.append("* headline (the pipeline's scoring.denominator); error metrics (MAD, MAE) in their own "
-                      "unit, lower is better\n" + textwrap.fill(invalid_credit_line(results), WIDTH))
+                      "unit, lower is better\n" + textwrap.fill(invalid_credit_line(results), WIDTH)
+                      + ("\n" + textwrap.fill(legend, WIDTH) if legend else ""))
     counterfactuals = render_variant_deltas(variant_deltas(results, cards))
     if counterfactuals:
         blocks.append(counterfactuals)
@@ -171,7 +217,8 @@ def render_summary(results: list[TaskResult], benchmarks: list[BenchmarkScore],
     if rankings:
         blocks.append(_render_rankings(rankings))
     if verdicts:
-        lines = [_cut(f"  {'PASS' if v.passed else 'FAIL'}  {v.gate.text}   {v.detail}", WIDTH) for v in verdicts]
+        lines = [textwrap.fill(f"  {'PASS' if v.passed else 'FAIL'}  {v.gate.text}   {v.detail}", WIDTH,
+                               subsequent_indent=" " * 8) for v in verdicts]
         blocks.append("gates (they decide the exit status)\n" + "\n".join(lines))
     return "\n\n".join(b for b in blocks if b)
 
@@ -186,7 +233,6 @@ def _render_repeats(rows: list[TaskResult], layered: bool) -> str:
         if r.get("repeats", 1) <= 1:
             continue
         lib, metric = r["lower_is_better"], r["metric"]
-        ci = r.get("ci95_clustered") or r["ci95"]
 
         def num(v: float | None) -> str:
             return "—" if v is None else f"{v:.3f}" if lib else f"{100 * v:.1f}"
@@ -197,15 +243,15 @@ def _render_repeats(rows: list[TaskResult], layered: bool) -> str:
         table.append([name, _cut(r["model"], 20), f"{r.get('n_questions') or 0:,}×{r['repeats']}",
                       r.get("reducer", "mean"), _value(r["score"], lib, metric), num(r.get("se")),
                       num(r.get("se_clustered")), num(r.get("sampling_sd")),
-                      "—" if agreement is None else f"{100 * agreement:.1f}%",
-                      "—" if not ci else f"{num(ci[0])}–{num(ci[1])}"])
+                      "—" if agreement is None else f"{100 * agreement:.1f}%", _interval_cell(r, num)])
     if not table:
         return ""
     unit = "pp" if not rows[0]["lower_is_better"] else metric_unit(rows[0]["metric"], True)
-    return ("\n\nrepeats: headline = the reducer per question, then the mean; se over questions, sampling sd "
-            f"across repeats ({unit})\n" + fit_columns(table, ["task", "model", "q×K", "reducer", "score", "se",
-                                                              "se clust", "sampling sd", "retest agree", "95% CI"],
-                                                       keep=2))
+    title = textwrap.fill("repeats: headline = the reducer per question, then the mean; se over questions; sampling "
+                          "sd = one SD of the headline across repeats (about 2 runs in 3 land within ±1 sd of the "
+                          f"mean) ({unit}); 95% CI as in the table above", WIDTH)
+    return "\n\n" + title + "\n" + fit_columns(table, ["task", "model", "q×K", "reducer", "score", "se", "se clust",
+                                                     "sampling sd", "retest agree", "95% CI"], keep=2)
 
 
 def _rank_text(rank: float) -> str:

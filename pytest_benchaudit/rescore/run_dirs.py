@@ -77,8 +77,8 @@ class _Layers:
     collection skips it; a layer that no task of the run defines is an unknown layer (an error
     listing the layers there are, with the nearest name)."""
 
-    def __init__(self, suites_dir: Path, layer: str) -> None:
-        self.suites_dir, self.layer = suites_dir, layer
+    def __init__(self, suites_dir: Path, layer: str, option: str) -> None:
+        self.suites_dir, self.layer, self.option = suites_dir, layer, option  # option: what the user gave it as
         self.seen: set[str] = set()
 
     def get(self, bench: str, task: str) -> Pipeline | str:
@@ -97,8 +97,9 @@ class _Layers:
 
     def check_known(self) -> None:
         if self.seen and self.layer not in self.seen:
-            raise RescoreError(f"unknown pipeline layer {self.layer!r}{did_you_mean(self.layer, self.seen)}; "
-                               f"layers of the run's suites: {', '.join(sorted(self.seen))}")
+            raise RescoreError(f"{self.option} {self.layer}: unknown pipeline layer {self.layer!r}"
+                               f"{did_you_mean(self.layer, self.seen)}; layers of the run's suites: "
+                               f"{', '.join(sorted(self.seen))}")
 
 
 def unscorable_fields(pipeline: Pipeline) -> list[str]:
@@ -123,17 +124,19 @@ def rescore_run(
     data_dir: str | None = None,
     warn: Callable[[str], None] = lambda msg: print(f"warning: {msg}", file=sys.stderr),
     stages: tuple[str, ...] = DOWNSTREAM_STAGES,
+    option: str = "--pipeline",
 ) -> tuple[RunDirectory, list[TaskResult], Cards]:
     """Re-score ``run_dir`` and write a new run directory; return it with its results and cards.
 
     ``layer``: the layer whose ``stages`` are applied (default every downstream stage; ``("extraction",)``
-    changes the extraction fields alone, the other downstream fields kept as stored)."""
+    changes the extraction fields alone, the other downstream fields kept as stored); ``option``: the
+    command-line option that named it, for the errors about it (``audit`` names its ``--toward``)."""
     meta, records = load_run(run_dir, warn, require_records=True)
     stored_cards: Cards = meta.get("pipeline_cards") or {}
     overrides = overrides or []
     pipelines: dict[str, Pipeline] = {}
     skipped: dict[str, str] = {}  # card key -> why its records are not re-scored
-    layers = _Layers(suites_dir, layer) if layer else None
+    layers = _Layers(suites_dir, layer, option) if layer else None
     for key in sorted({card_key(r) for r in records}):
         card = stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0])
         if card is None:
@@ -255,7 +258,7 @@ def sweep_run(
     for rec in base_records:
         by_key.setdefault(card_key(rec), []).append(rec)
     bar = Progress(0, "sweep", "records")
-    layers = _Layers(suites_dir, toward) if toward else None
+    layers = _Layers(suites_dir, toward, "--toward") if toward else None
     notes: list[str] = []  # told after the layer is known to exist, so a typo gives one error only
     user_warn, warn = warn, notes.append
     for key, recs in by_key.items():

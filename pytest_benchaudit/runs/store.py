@@ -16,15 +16,21 @@ the store makes that so: a :class:`RunDirectory` holds an advisory lock (``fcntl
 with :class:`RunLocked`, naming the holder (pid, host, start time, command).  The kernel drops
 the lock when its process ends, killed or not, so a crashed run never stays locked.  xdist
 workers never open the run directory (their records reach the controller with their reports).
-Offline commands write new run directories or replace ``summary.json`` atomically.
+Offline commands write new run directories or replace ``summary.json`` atomically (``summarize``
+under the writer lock).  Readers ask the lock too: :func:`read_run_json`, which every command
+calls first, refuses a run another process is writing now (:class:`RunInProgress`, naming it);
+a killed writer's lock is gone with it, so its run reads as what it recorded.
 
 Reading: :func:`load_run` (``run.json`` + validated records), :func:`read_run_json`,
 :func:`read_summary_json` and :func:`read_records` are what every command uses
 (:class:`RecordsFollower` reads a ``records.jsonl`` as the run appends to it).  Each
 record line is validated against :class:`Record`: a line that is JSON but not a record
-is one :class:`BadRecord` error naming ``file:line`` and the field, unless bad lines are
-skipped (``skip_bad=True``, or a :func:`skipping_bad_records` block around a whole command), in which
-case the count is reported once.  A record whose (benchmark, task, question_id, model,
+is one :class:`BadRecord` error naming ``file:line`` and the field, and a record that its
+run.json says is not the run's (:mod:`.membership`: another model, task or pipeline) one
+:class:`ForeignRecord`, unless bad lines are skipped (``skip_bad=True``, or a
+:func:`skipping_bad_records` block around a whole command), in which case the count is reported
+once.  Files are opened and read within bounds (:mod:`.files`: a FIFO, a device or a directory in
+a file's place, NUL bytes, a line or a document too long: one :class:`RunDirError`).  A record whose (benchmark, task, question_id, model,
 variant) an earlier line already holds is a :class:`DuplicateRecords` error naming the
 duplicated ids (two writers wrote one run), unless bad lines are skipped: then the first of each
 is kept and the others are counted in that message.  Every problem is a :class:`RunDirError`,
@@ -58,14 +64,17 @@ from pytest_benchaudit.common.secrets import redact, redact_obj, secret_values, 
 
 from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
+from pytest_benchaudit.runs.files import bounded_lines, open_regular, read_regular
+from pytest_benchaudit.runs.membership import RunMembership
 
 if TYPE_CHECKING:
     from pytest_benchaudit.aggregate.summary_documents import SummaryDocument
     from pytest_benchaudit.runs.run_meta import RunMeta
 
-__all__ = ["BadRecord", "DuplicateRecords", "EmptyRun", "LOCK_NAME", "NotARunDir", "Record", "RunDirectory",
-           "RunLocked", "RECORD_VERSION", "WriterLock", "check_record", "check_report_dir", "check_unique_records", "load_run",
+__all__ = ["BadRecord", "DuplicateRecords", "EmptyRun", "ForeignRecord", "LOCK_NAME", "NotARunDir", "Record",
+           "RunDirectory", "RunInProgress", "RunLocked", "check_not_in_progress", "run_in_progress", "RECORD_VERSION", "WriterLock", "check_record", "check_report_dir", "check_unique_records", "load_run",
            "new_run_id", "record_key", "run_slug", "read_document", "read_json", "read_records", "RecordsFollower", "read_run_json", "read_summary_json",
+           "scan_records",
            "skipping_bad_records",
            "write_document", "write_json_atomic", "write_text_atomic"]
 
@@ -147,9 +156,7 @@ class WriterLock:
             except OSError as err:
                 raise RunDirError(f"{run_dir}: cannot open its writer lock {path.name}: "
                                   f"{err.strerror or err}") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            if not _lock_exclusive(fcntl, fd):
                 holder = _read_holder(fd)
                 os.close(fd)
                 raise RunLocked(f"another process is writing the run directory {run_dir} ({holder}); a run "
@@ -179,6 +186,80 @@ class WriterLock:
         except OSError:
             pass
         os.close(fd)
+
+
+# A reader (:func:`run_in_progress`) holds a shared lock for the instant it takes to ask; a writer
+# that meets one tries again this many times, this long apart, before it calls the run taken.
+_LOCK_TRIES, _LOCK_PAUSE_S = 20, 0.005
+
+
+def _lock_exclusive(fcntl: Any, fd: int) -> bool:
+    """Take the writer's lock on ``fd`` without waiting on a writer; ``False`` when another holds it."""
+    for attempt in range(_LOCK_TRIES):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:  # held: by a writer, or for an instant by a reader asking
+            if attempt + 1 < _LOCK_TRIES:
+                time.sleep(_LOCK_PAUSE_S)
+        except OSError:  # a file system without flock: refused as before, not waited on
+            return False
+    return False
+
+
+class RunInProgress(RunDirError):
+    """A run directory read while another process is writing it (it holds the writer lock)."""
+
+
+def run_in_progress(run_dir: Path) -> str | None:
+    """Who is writing ``run_dir`` now (``pid 123 on host h since T: pytest ...``), or ``None``.
+
+    Asks the writer lock without taking it for longer than the asking: the lock file is opened
+    read-only (never created) and locked shared without waiting, then unlocked.  ``None`` when
+    there is no lock file (a finished run removes it; run directories from before the lock have
+    none), when its lock is free (a writer that was killed or crashed: the kernel dropped its lock
+    with it, so such a run is finished as far as readers are concerned: ``benchaudit summarize``
+    is for it), or when this process is the writer.  Under pytest-xdist the controller is the
+    one writer; workers never open the run directory.  Where ``fcntl`` is missing, ``None``.
+    """
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks on this platform
+        return None
+    try:
+        fd = os.open(Path(run_dir) / LOCK_NAME, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if any(_same_fd_file(fd, held) for held in _HELD):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # a writer holds it
+            return _read_holder(fd)
+        except OSError:  # a file system without flock: nothing to tell, nothing refused
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def check_not_in_progress(run_dir: Path) -> None:
+    """Raise :class:`RunInProgress` naming the writer when another process is writing ``run_dir``."""
+    holder = run_in_progress(run_dir)
+    if holder is not None:
+        raise RunInProgress(f"{run_dir}: another process is writing this run now ({holder}); its records and "
+                            "summary are not complete until it ends: run this again then (a run killed before its "
+                            f"end holds no lock; `benchaudit summarize {run_dir}` writes the summary it could not)")
+
+
+def _same_fd_file(a: int, b: int) -> bool:
+    try:
+        x, y = os.fstat(a), os.fstat(b)
+    except OSError:
+        return False
+    return (x.st_dev, x.st_ino) == (y.st_dev, y.st_ino)
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -429,8 +510,6 @@ class NotARunDir(RunDirError, UsageError):
 
     exit_code = 2
 
-    exit_code = 2
-
 
 class EmptyRun(RunDirError):
     """A run directory without a single record: nothing to re-score, compare or export."""
@@ -462,13 +541,15 @@ def check_record(obj: Any, where: str) -> RecordRow:
 
 def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, *,
                  skip_bad: bool | None = None, on_skipped: Callable[[str], None] | None = None,
-                 validate: bool = True) -> Iterator[RecordRow]:
+                 validate: bool = True, belongs: RunMembership | None = None) -> Iterator[RecordRow]:
     """Yield the records of ``records.jsonl`` (a run directory or the file itself), validated.
 
     A last line without its newline that does not parse is a record torn by a killed
     run: it is skipped and reported to ``on_torn_tail``.  Any other line that is not
     JSON, or is JSON but not a record, raises :class:`BadRecord` naming ``file:line``
-    and the field, unless ``skip_bad`` (default: :func:`skipping_bad_records`'s setting):
+    and the field; with ``belongs`` (what the run's run.json declares, :class:`.membership.RunMembership`),
+    a record of another run raises :class:`ForeignRecord` naming ``file:line`` and why;
+    unless ``skip_bad`` (default: :func:`skipping_bad_records`'s setting):
     then such lines are skipped and, at the end, one message with their count and the
     first problem goes to ``on_skipped`` (else ``on_torn_tail``, else stderr).  A file
     that cannot be read is a :class:`RunDirError`.
@@ -487,6 +568,9 @@ def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, 
         for lineno, line in lines:
             try:
                 record = _record_of(line, path, lineno, validate)
+                why = belongs.why_not(record) if belongs is not None and record is not None else None
+                if why:
+                    raise ForeignRecord(f"{path}:{lineno}: not a record of this run: {why}")
             except _TornTail as torn:
                 if on_torn_tail:
                     on_torn_tail(str(torn))
@@ -509,6 +593,11 @@ def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, 
     _report_skipped(path, skipped, on_skipped or on_torn_tail)
 
 
+class ForeignRecord(BadRecord):
+    """A record in ``records.jsonl`` that its run's ``run.json`` says is not the run's (another model,
+    task or pipeline: :mod:`.membership`)."""
+
+
 class DuplicateRecords(BadRecord):
     """Two lines of ``records.jsonl`` hold a record of the same item: two processes wrote one run."""
 
@@ -516,28 +605,62 @@ class DuplicateRecords(BadRecord):
 def check_unique_records(path: Path, *, skip_bad: bool | None = None) -> int:
     """Raise :class:`DuplicateRecords` if ``records.jsonl`` (or a run directory's) holds an item
     twice, naming them; with ``skip_bad`` (default: :func:`skipping_bad_records`'s setting) return
-    how many lines repeat an item instead.  Reads record keys only: for commands that show a
-    stored summary without reading the records (``benchaudit show``).  Lines that are not JSON
-    are left for the commands that read records to judge."""
+    how many lines repeat an item instead.  :func:`scan_records` without a run to belong to."""
+    return scan_records(path, skip_bad=skip_bad)[1]
+
+
+def scan_records(path: Path, *, belongs: RunMembership | None = None, skip_bad: bool | None = None,
+                 on_skipped: Callable[[str], None] | None = None) -> tuple[int, int]:
+    """(records, lines that repeat an item) of ``records.jsonl`` (or a run directory's), read as keys:
+    for commands that show a stored summary without reading the records (``benchaudit show``), so
+    that a run directory they show is one the reading commands would read.
+
+    Each line is parsed, not validated against the schema: one that is not a JSON object naming its
+    item (``question_id``) is a :class:`BadRecord`, one that is not this run's (``belongs``) a
+    :class:`ForeignRecord`, one that repeats an item a :class:`DuplicateRecords` error (naming them
+    all); with ``skip_bad`` (default: :func:`skipping_bad_records`'s setting) they are counted in one
+    message to ``on_skipped`` (else stderr) instead.  A last line without its newline that is not
+    JSON is a killed run's torn write: left out, as :func:`read_records` leaves it."""
     path = Path(path)
     if path.is_dir():
         path = path / "records.jsonl"
     skip = _skip(skip_bad)
     seen = _KeysSeen()
     found: list[tuple[RecordKey, int, int]] = []
-    with _open_records(path, "rb") as fh:
-        lines: Iterator[tuple[int, str | bytes]] = enumerate(fh, 1)
+    skipped: list[str] = []
+    n = 0
+    with _open_records(path) as fh:
+        lines: Iterator[tuple[int, bytes]] = enumerate(bounded_lines(fh, path), 1)
         for lineno, line in lines:
-            try:
-                obj = orjson.loads(line)
-            except json.JSONDecodeError:
+            if not line.strip():
                 continue
-            first = seen.first_line(obj, lineno) if isinstance(obj, dict) else None
+            try:
+                try:
+                    obj = orjson.loads(line)
+                except json.JSONDecodeError as err:
+                    if not line.endswith(b"\n"):
+                        break  # a torn last line
+                    raise BadRecord(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
+                if not isinstance(obj, dict) or "question_id" not in obj:
+                    raise BadRecord(f"{path}:{lineno}: not a record (a JSON object naming its question_id is "
+                                    "expected)")
+                why = belongs.why_not(cast(RecordRow, obj)) if belongs is not None else None
+                if why:
+                    raise ForeignRecord(f"{path}:{lineno}: not a record of this run: {why}")
+            except BadRecord as err:
+                if not skip:
+                    raise
+                skipped.append(str(err))
+                continue
+            first = seen.first_line(obj, lineno)
             if first is not None:
                 found.append((record_key(obj), first, lineno))
                 if not skip:
                     raise _duplicates_error(path, found, seen, lines)
-    return len(found)
+                continue
+            n += 1
+    _report_skipped(path, skipped, on_skipped)
+    return n, len(found)
 
 
 class _KeysSeen:
@@ -605,14 +728,18 @@ def _record_of(line: str, path: Path, lineno: int, validate: bool) -> RecordRow 
 def _report_skipped(path: Path, skipped: list[str], report: Callable[[str], None] | None) -> None:
     if skipped:
         say = report or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
-        say(f"{path}: skipped {len(skipped)} line(s) that are not records (first: {skipped[0]})")
+        say(f"{path}: skipped {len(skipped)} line(s) that are not records of this run (first: {skipped[0]})")
 
 
-def _open_records(path: Path, mode: str = "r") -> Any:
-    """``records.jsonl`` opened for reading; a missing or unreadable file is a :class:`RunDirError`."""
+def _open_records(path: Path) -> Any:
+    """``records.jsonl`` opened for reading (binary); a missing or unreadable file, or something else
+    in its place (a directory, a FIFO, a device: :func:`.files.open_regular`), is a :class:`RunDirError`."""
     try:
-        return path.open(mode, encoding=None if "b" in mode else "utf-8")
+        return open_regular(path)
     except FileNotFoundError:
+        if (path.parent / "run.json").exists():  # a run directory, unusable: its records are gone
+            raise RunDirError(f"{path}: not found: the run directory has its run.json but no records.jsonl "
+                              "(removed, moved, or never written?)") from None
         raise NotARunDir(f"{path}: not found (is {path.parent} a benchaudit run directory?)") from None
     except OSError as err:
         raise RunDirError(f"{path}: cannot be read: {err.strerror or err}") from None
@@ -653,7 +780,7 @@ class RecordsFollower:
         """The records of the lines completed since the last call (at most about ``limit`` bytes
         of them; ``None``: all)."""
         if self._fh is None:
-            self._fh = _open_records(self.path, "rb")
+            self._fh = _open_records(self.path)
         left = limit if limit else None
         while left is None or left > 0:
             # In blocks: the end of an xdist run reads all of a 161,670-record file here, and
@@ -721,11 +848,18 @@ class RecordsFollower:
 
 
 def _lines(fh: Any, path: Path) -> Iterator[str]:
-    """The lines of an open text file; a decoding error is a :class:`RunDirError` naming the file."""
-    try:
-        yield from fh
-    except (OSError, UnicodeDecodeError) as err:
-        raise RunDirError(f"{path}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
+    """The lines of ``records.jsonl`` opened binary, decoded, each read within bounds
+    (:func:`.files.bounded_lines`); an error reading or decoding is a :class:`RunDirError` naming the file."""
+    lines = bounded_lines(fh, path)
+    while True:
+        try:
+            raw = next(lines, None)
+            if raw is None:
+                return
+            line = raw.decode("utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise RunDirError(f"{path}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
+        yield line
 
 
 class _NotJSON(ValueError):
@@ -740,7 +874,7 @@ def read_json(path: Path, what: str = "") -> dict[str, Any]:
     """A JSON object from ``path``, or a :class:`RunDirError` naming the file and the problem."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+        data = json.loads(read_regular(path).decode("utf-8"), parse_constant=_no_constant)
     except _NotJSON as err:
         raise RunDirError(f"{path}: {err} is not JSON (JSON has no NaN or infinity; a writer outside benchaudit "
                           "wrote it?)") from None
@@ -802,7 +936,9 @@ def write_document(path: Path, adapter: TypeAdapter[_Doc], doc: _Doc) -> Path:
 
 def read_run_json(run_dir: Path) -> RunMeta:
     """``run.json`` of a run directory; its ``pipeline_cards`` and ``models`` checked for shape, then
-    the whole document validated (:data:`~pytest_benchaudit.runs.run_meta.RUN_META`)."""
+    the whole document validated (:data:`~pytest_benchaudit.runs.run_meta.RUN_META`).  A run another
+    process is writing now is a :class:`RunInProgress` error (:func:`run_in_progress`): what it holds
+    is not the run yet, and every command reads run.json first."""
     from pytest_benchaudit.runs.run_meta import RUN_META
 
     run_dir = Path(run_dir)
@@ -810,6 +946,7 @@ def read_run_json(run_dir: Path) -> RunMeta:
         raise NotARunDir(f"{run_dir}: not a directory (expected a benchaudit run directory)")
     if not (run_dir / "run.json").exists():
         raise NotARunDir(f"{run_dir}: not a benchaudit run directory (no run.json there)")
+    check_not_in_progress(run_dir)
     meta = read_json(run_dir / "run.json")
     cards = meta.get("pipeline_cards", {})
     if not isinstance(cards, dict) or not all(isinstance(c, dict) and isinstance(c.get("fields", {}), dict)
@@ -837,13 +974,17 @@ def read_summary_json(run_dir: Path) -> SummaryDocument:
 def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *, require_records: bool = False,
              skip_bad: bool | None = None) -> tuple[RunMeta, list[RecordRow]]:
     """(``run.json``, validated records) of a run directory; a torn last line is skipped with ``warn``.
+    A record that is not the run's (a model, task or pipeline run.json does not declare) is a
+    :class:`ForeignRecord` error, or skipped and counted with ``skip_bad``.
 
     ``require_records``: a run without records is an :class:`EmptyRun` error saying why it may be empty.
     ``skip_bad``: as :func:`read_records` takes it.
     """
     run_dir = Path(run_dir)
     meta = read_run_json(run_dir)
-    records = list(read_records(run_dir, on_torn_tail=warn, skip_bad=skip_bad))
+    belongs = RunMembership(meta.get("models"), meta.get("pipeline_cards"))
+    records = list(read_records(run_dir, on_torn_tail=warn, skip_bad=skip_bad,
+                                belongs=belongs if belongs.checks_anything() else None))
     if require_records and not records:
         raise EmptyRun(f"{run_dir / 'records.jsonl'}: no records (every item was skipped or deselected, or the "
                        "run was stopped before its first item finished); nothing to work on")

@@ -26,7 +26,8 @@ from pytest_benchaudit.scoring.tasks.labels import read_label
 from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, HEDGED_PREFIX, NO_LOGPROBS_PREFIX, Extraction, Generation, InvalidReason,
                                               Question)
 
-__all__ = ["RULES", "Rule", "rule_names", "strip_reasoning", "extract"]
+__all__ = ["REASONING_MODES", "RULES", "Rule", "answer_text_of", "rule_names", "strip_first_reasoning",
+           "strip_reasoning", "extract"]
 
 Rule = Callable[[str, Question, Generation], tuple[str | None, str]]
 
@@ -65,6 +66,57 @@ def strip_reasoning(text: str) -> tuple[str, bool]:
     if opened:
         return answer[: opened.start()], True
     return answer, False
+
+
+# inspect_ai's tags: case-sensitive, and ``<think`` may carry attributes (``<think signature="...">``).
+_INSPECT_TAG = re.compile(r"<think[^>]*>|</think>")
+_INSPECT_BLOCK = re.compile(r"<think[^>]*>.*?</think>", re.DOTALL)
+
+
+def _first_think_block(text: str) -> tuple[int, int] | None:
+    """Where the block inspect_ai removes lies: the first opening tag up to the closing tag that
+    balances it (nested blocks counted), else the first opening tag up to the next closing one."""
+    start, depth = None, 0
+    for tag in _INSPECT_TAG.finditer(text):
+        if tag.group(0) != "</think>":
+            start, depth = (tag.start(), 1) if start is None else (start, depth + 1)
+        elif start is not None:
+            depth -= 1
+            if depth == 0:
+                return start, tag.end()
+    block = _INSPECT_BLOCK.search(text)
+    return block.span() if block else None
+
+
+def strip_first_reasoning(text: str, reasoning_field: str | None = None) -> str:
+    """The completion inspect_ai's ``openai-api`` model reads from a chat answer (``reasoning = "strip_first"``).
+
+    inspect_ai 0.3.285 (``inspect_ai/model/_openai.py`` ``chat_message_assistant_from_openai`` ->
+    ``parse_reasoning_content`` -> ``_reasoning.py`` ``parse_content_with_reasoning``): when the answer
+    carries its reasoning in a field of its own (``reasoning_content``), the text is read as it
+    came; otherwise the *first* ``<think>...</think>`` block is removed (case-sensitive, nested
+    blocks balanced, later blocks kept) and what remains is stripped of surrounding whitespace --
+    unless nothing remains, when the raw text is read (``<think>Answer: C</think>`` reads C).
+    """
+    if reasoning_field:
+        return text
+    span = _first_think_block(text)
+    if span is None:
+        return text
+    rest = (text[:span[0]] + text[span[1]:]).strip()
+    return rest or text
+
+
+REASONING_MODES = ("strip", "keep", "strip_first")
+
+
+def answer_text_of(text: str, reasoning: str, reasoning_field: str | None = None) -> str:
+    """What a rule reads from ``text`` under ``extraction.reasoning`` (see :func:`extract`)."""
+    if reasoning == "keep":
+        return text
+    if reasoning == "strip_first":
+        return strip_first_reasoning(text, reasoning_field)
+    return strip_reasoning(text)[0]
 
 
 # --------------------------------------------------------------------------- released rules
@@ -363,9 +415,10 @@ def rule_names() -> list[str]:
 def extract(rule: str, generation: Generation, question: Question, reasoning: str) -> Extraction:
     """Apply extraction ``rule`` to ``generation`` for ``question``.
 
-    ``reasoning`` is "strip" (remove ``<think>`` spans, see ``strip_reasoning``) or
-    "keep" (the rule reads the raw text, as most released code did).  A separate
-    ``generation.reasoning`` field is never part of the answer text in either mode.
+    ``reasoning`` is "strip" (remove ``<think>`` spans, see ``strip_reasoning``),
+    "keep" (the rule reads the raw text, as most released code did) or "strip_first"
+    (inspect_ai's reading: the first block only, see ``strip_first_reasoning``).  A separate
+    ``generation.reasoning`` field is never part of the answer text in any mode.
 
     Returns a valid ``Extraction`` when the rule found an answer (an empty string from
     ``all_capital_letters`` counts as an answer), otherwise an invalid one whose reason is,
@@ -376,8 +429,8 @@ def extract(rule: str, generation: Generation, question: Question, reasoning: st
     """
     if rule not in RULES:
         raise KeyError(f"unknown extraction rule {rule!r}; known rules: {', '.join(rule_names())}")
-    if reasoning not in ("strip", "keep"):
-        raise ValueError(f"reasoning must be 'strip' or 'keep', not {reasoning!r}")
+    if reasoning not in REASONING_MODES:
+        raise ValueError(f"reasoning must be one of {', '.join(REASONING_MODES)}, not {reasoning!r}")
     if generation.error:
         # A question the circuit breaker did not send (its endpoint was down) is no inference error.
         down = generation.error.startswith(ENDPOINT_DOWN_PREFIX)
@@ -386,7 +439,10 @@ def extract(rule: str, generation: Generation, question: Question, reasoning: st
     stripped, unclosed = strip_reasoning(generation.text)
     # Even when the text is kept, an unclosed <think> still explains a failure better
     # than "unparseable": the model never reached its answer.
-    answer_text = generation.text if reasoning == "keep" else stripped
+    if reasoning == "strip_first":
+        answer_text = strip_first_reasoning(generation.text, generation.reasoning)
+    else:
+        answer_text = generation.text if reasoning == "keep" else stripped
 
     prediction, detail = RULES[rule](answer_text, question, generation)
     if prediction is not None:

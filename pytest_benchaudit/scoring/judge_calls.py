@@ -27,7 +27,7 @@ from pytest_benchaudit.pipeline.record_documents import JudgeCallRow
 from pytest_benchaudit.scoring import judge_prompts
 from pytest_benchaudit.scoring.declarations import Answers
 from pytest_benchaudit.scoring.evaluate import RecordExtras
-from pytest_benchaudit.scoring.extract import extract
+from pytest_benchaudit.scoring.extract import REASONING_MODES, extract
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.scoring.names import metric_answers, rule_info, strict_rule
 
@@ -75,7 +75,7 @@ def judge_answer(question: Question, pipeline: Pipeline, generation: Generation,
     if rule_info(pipeline.extraction.rule).reads == "judge":
         answers: Answers = "labels" if metric_answers(pipeline.scoring.metric) == "labels" else "label"
         regex = extract(strict_rule(answers), generation, question,
-                        reasoning if reasoning in ("strip", "keep") else "strip")
+                        reasoning if reasoning in REASONING_MODES else "strip")
         extra: RecordExtras = {"regex_prediction": regex.prediction}
         if not regex.answer_text.strip():  # nothing to read: empty / truncated / unclosed reasoning
             return Judged(regex, None, extra)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["chat_logprobs", "completion_logprobs", "count_words", "echo_pieces", "echoed_logprobs", "error_body",
@@ -107,14 +107,16 @@ def echo_pieces(text: str) -> list[str]:
     return _PIECE.findall(text)
 
 
-def echoed_logprobs(body: Mapping[str, Any], prompt: str, content: str, last_logprob: float) -> dict[str, Any] | None:
-    """A completion's ``logprobs`` with the prompt echoed (``"echo": true``): the prompt's tokens then
-    ``content`` as one generated token, their ``text_offset`` into ``prompt + content``; the first
-    token's log-probability is null (as OpenAI's), the last prompt token's ``last_logprob``, every
-    other -1.0 (the generated one -0.5).  ``None`` when the body asked for no log-probabilities."""
+def echoed_logprobs(body: Mapping[str, Any], prompt: str, content: str, last_logprob: float,
+                    pieces: Callable[[str], list[str]] = echo_pieces) -> dict[str, Any] | None:
+    """A completion's ``logprobs`` with the prompt echoed (``"echo": true``): the prompt's tokens (cut
+    by ``pieces``) then ``content`` as one generated token (none when ``content`` is empty), their
+    ``text_offset`` into ``prompt + content``; the first token's log-probability is null (as
+    OpenAI's), the last prompt token's ``last_logprob``, every other -1.0 (the generated one -0.5).
+    ``None`` when the body asked for no log-probabilities."""
     if _requested_n(body.get("logprobs")) is None:
         return None
-    tokens: list[str] = [*echo_pieces(prompt), *([content] if content else [])]
+    tokens: list[str] = [*pieces(prompt), *([content] if content else [])]
     n_prompt = len(tokens) - (1 if content else 0)
     values: list[float | None] = [-1.0 for _ in range(n_prompt)]
     values += [-0.5] if content else []

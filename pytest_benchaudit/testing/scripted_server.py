@@ -5,6 +5,9 @@ The server speaks just enough of the OpenAI API for the plugin's backends:
 * ``GET  /v1/models``            -> ``{"object": "list", "data": [{"id": model_id, "object": "model"}]}``
 * ``POST /v1/chat/completions``  -> a chat completion (``choices[0].message``)
 * ``POST /v1/completions``       -> a legacy text completion (``choices[0].text``)
+* with a ``tokenizer`` (:class:`~.scripted_tokenizer.ScriptedTokenizer`): vLLM's tokenizer routes at
+  the server's root, ``GET /tokenizer_info``, ``POST /tokenize``, ``POST /detokenize`` (what lm-eval's
+  API models ask), and echoed prompts cut by it
 * anything else                  -> 404 with an OpenAI-style JSON error body
 
 What each completion request gets back is decided by a *script*: a callable that
@@ -70,10 +73,12 @@ from pytest_benchaudit.testing.responses import (
     chat_logprobs,
     completion_logprobs,
     count_words,
+    echo_pieces,
     echoed_logprobs,
     error_body,
     prompt_words,
 )
+from pytest_benchaudit.testing.scripted_tokenizer import ScriptedTokenizer
 from pytest_benchaudit.testing.scripts import (
     Call,
     Reply,
@@ -260,6 +265,7 @@ class ScriptedServer:
     ``min_max_tokens``  when set, a request whose ``max_tokens``/``max_completion_tokens`` is
                         below it gets the Azure-style HTTP 400 (before the script runs).
     ``host``/``port``   where to listen; port 0 picks a free port (see :attr:`url`).
+    ``tokenizer``       serves the tokenizer routes and cuts echoed prompts (see the module).
 
     ``calls`` records every request that reached routing (including ``GET /v1/models``,
     404s and ``min_max_tokens`` refusals), in arrival order; requests whose body was not
@@ -279,8 +285,10 @@ class ScriptedServer:
         host: str = "127.0.0.1",
         port: int = 0,
         api_key: str | None = None,
+        tokenizer: ScriptedTokenizer | None = None,
     ) -> None:
         self.script: Script = script or default_script
+        self.tokenizer = tokenizer
         # When set, every request must carry `Authorization: Bearer <api_key>` (else HTTP 401), as
         # `vllm serve --api-key` and llama-cpp-python's `api_key` setting require.
         self.api_key = api_key
@@ -387,6 +395,9 @@ class ScriptedServer:
             sent = {k.lower(): v for k, v in headers.items()}.get("authorization", "")
             if sent != f"Bearer {self.api_key}":
                 return _json_response(401, error_body(401, "invalid or missing API key"))
+        tokenizer_route = self.tokenizer.answer(method, path, body) if self.tokenizer is not None else None
+        if tokenizer_route is not None:
+            return _json_response(*tokenizer_route)
         if method == "GET" and path == "/v1/models":
             return _json_response(200, {
                 "object": "list",
@@ -452,8 +463,10 @@ class ScriptedServer:
             logprobs = chat_logprobs(body, reply.top_logprobs or {})
         elif body.get("echo") is True and not reply.ignore_echo:  # the prompt comes back before the answer
             prompt = text_of(body.get("prompt"))
-            choice["text"] = prompt + (reply.content or "")
-            logprobs = echoed_logprobs(body, prompt, reply.content or "", reply.continuation_logprob)
+            generated = (reply.content or "") if reply.echo_generated else ""
+            choice["text"] = prompt + generated
+            pieces = self.tokenizer.pieces if self.tokenizer is not None else echo_pieces
+            logprobs = echoed_logprobs(body, prompt, generated, reply.continuation_logprob, pieces)
         else:
             choice["text"] = reply.content
             logprobs = completion_logprobs(body, reply.top_logprobs or {})

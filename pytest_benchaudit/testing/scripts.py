@@ -41,6 +41,8 @@ class Reply:
                            :func:`~.responses.echoed_logprobs`), the last prompt token's being this
                            (the continuation " A" of a log-likelihood request), every other -1.0.
     ``ignore_echo``        answer an ``echo`` request as a server that does not echo (content only).
+    ``echo_generated``     ``False``: an ``echo`` answer is the prompt alone, no generated token after it
+                           (a server that echoes and generates nothing); ``content`` is not sent.
     ``usage``              the ``usage`` object; ``None``: whitespace word counts of prompt and content.
     ``model``              the completion's ``model`` field; ``None``: the server's ``model_id`` (what
                            ``/v1/models`` lists), so a reply can name another model than the one listed.
@@ -63,6 +65,7 @@ class Reply:
     top_logprobs: dict[str, float] | None = None
     continuation_logprob: float = -1.0
     ignore_echo: bool = False
+    echo_generated: bool = True
     usage: dict[str, Any] | None = None
     model: str | None = None
     cut_body_after: int | None = None

@@ -186,9 +186,9 @@ def test_continuous_interval_is_student_t():
     low, high = confidence_interval(values, binary=False)
     ref = stats.t.interval(0.95, 3, loc=0.5, scale=stats.sem(values))
     assert (low, high) == pytest.approx(ref, abs=1e-6)
-    # degenerate samples collapse to the mean
-    assert confidence_interval([0.3], binary=False) == [0.3, 0.3]
-    assert confidence_interval([0.5, 0.5, 0.5], binary=False) == [0.5, 0.5]
+    # No spread to measure (one question, or all alike): no interval, never a zero-width one (issue 33).
+    assert confidence_interval([0.3], binary=False) is None
+    assert confidence_interval([0.5, 0.5, 0.5], binary=False) is None
 
 
 def test_summary_interval_matches_scipy_for_headline():

@@ -60,8 +60,8 @@ def _known_p_records(p: list[float], k: int, seed: int, model: str = "m") -> lis
 def _write_run(root: Path, records: list[dict[str, Any]], card: dict[str, Any]) -> Path:
     run = RunDirectory(root)
     run.write_run(pipeline_cards={"toy.mcq": card})
-    for r in records:
-        run.append(r)
+    for r in records:  # each record carries its card's hash, as a run's records do
+        run.append({**r, "pipeline_hash": r.get("pipeline_hash") or card["hash"]})
     run.finish()
     return run.path
 
@@ -112,19 +112,28 @@ def test_majority_needs_more_than_half_and_mean_is_the_mean() -> None:
 # --------------------------------------------------------------------------- standard errors
 
 
-def test_clt_se_is_scipy_sem_and_clustered_se_is_millers_formula() -> None:
+def test_clt_se_is_scipy_sem_and_clustered_se_is_cr1_as_statsmodels() -> None:
+    import statsmodels.api as sm
+
     rng = np.random.default_rng(3)
     values = rng.random(40).round(2).tolist()
     clusters = [f"c{i % 7}" for i in range(40)]
     assert clt_se(values) == pytest.approx(stats.sem(values))
-    # Miller (2024) eq. 4, written out: SE_CLT^2 + 1/n^2 sum_c sum_{i != j in c} (s_i - m)(s_j - m).
+    # statsmodels' cluster-robust SE of an intercept-only regression (its small-sample correction
+    # G/(G-1) (N-1)/(N-K) is G/(G-1) at K = 1): CR1, an implementation we did not write.
+    codes = [int(c[1:]) for c in clusters]
+    fit = sm.OLS(np.array(values), np.ones(40)).fit(cov_type="cluster", cov_kwds={"groups": np.array(codes)})
+    assert clustered_se(values, clusters) == pytest.approx(float(fit.bse[0]), rel=1e-12)
+    # ...and Miller (2024) eq. 4 written out, times G/(G-1): SE_CLT^2 (n-1)/n + 1/n^2 sum_c sum_{i != j in c}.
     x, m, n = np.array(values), np.mean(values), len(values)
     cross = sum((x[i] - m) * (x[j] - m) for i in range(n) for j in range(n)
                 if i != j and clusters[i] == clusters[j])
-    assert clustered_se(values, clusters) == pytest.approx(math.sqrt(stats.sem(values) ** 2 + cross / n**2))
-    # Singleton clusters add no covariance: the CLT standard error.
+    miller0 = ((x - m) ** 2).sum() / n**2 + cross / n**2
+    assert clustered_se(values, clusters) == pytest.approx(math.sqrt(7 / 6 * miller0))
+    # Singleton clusters: the CLT standard error exactly (G/(G-1) = n/(n-1) turns sum d^2/n^2 into s^2/n).
     assert clustered_se(values, list(range(40))) == pytest.approx(stats.sem(values))
     assert clt_se([0.5]) is None and clustered_se([0.5], ["a"]) is None
+    assert clustered_se([0.5, 1.0, 0.0], ["a", "a", "a"]) is None  # one group: no clustered SE
 
 
 def test_questions_in_alike_clusters_widen_the_clustered_se(tmp_path: Path) -> None:
@@ -135,10 +144,13 @@ def test_questions_in_alike_clusters_widen_the_clustered_se(tmp_path: Path) -> N
     topic_means = [np.mean(values[t * 6:(t + 1) * 6]) for t in range(10)]
     assert row["se"] == pytest.approx(stats.sem(values))
     assert row["se_clustered"] > 2 * row["se"]
-    # Hand count: each topic has 6 * 5 ordered pairs i != j, each deviation product (+-0.5)^2 = 0.25.
-    assert row["se_clustered"] == pytest.approx(math.sqrt(stats.sem(values) ** 2 + 10 * 30 * 0.25 / 3600))
-    assert row["ci95_clustered"] == pytest.approx([0.5 - Z * row["se_clustered"], 0.5 + Z * row["se_clustered"]],
-                                                  abs=1e-6)
+    # Hand count: each topic's deviations sum to +-3 (6 x +-0.5); CR1^2 = 10/9 * 10 * 9 / 60^2 = 1/36.
+    assert row["se_clustered"] == pytest.approx(1 / 6)
+    assert (row["n_groups"], row["clustered_by"], row["ci95_clustered_method"]) == (10, "topic", "wilson_effective_n")
+    # Wilson on the design-effect n = 0.25 / (1/36) = 9 trials with t(9): the 10 topics, not the 60 questions.
+    q = stats.t.ppf(0.975, 9)
+    centre, half = (0.5 + q * q / 18) / (1 + q * q / 9), q * math.sqrt(0.25 / 9 + q * q / 324) / (1 + q * q / 9)
+    assert row["ci95_clustered"] == pytest.approx([centre - half, centre + half], abs=1e-6)
     assert np.std(topic_means) > 0  # (the topics do differ)
 
 
@@ -297,3 +309,24 @@ def test_questions_needed_matches_a_simulated_power_of_80_percent() -> None:
     d = rng.normal(0.05, math.sqrt(0.2 + 0.1), size=(4000, n))
     power = np.mean(np.abs(d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(n))) > Z)
     assert 0.77 <= power <= 0.83
+
+
+def test_both_tables_print_the_same_interval_and_say_which(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 33: the main table and the repeats table both said "95% CI" for different intervals.  A grouped
+    run asked 3 times: both print the clustered interval, marked ‡, and the legend says how each was made."""
+    records = _known_p_records(P_KNOWN[:48], 3, seed=6)
+    for r in records:
+        r["question_meta"] = {"topic": f"t{int(r['question_id'][1:]) % 6}"}
+    run_dir = _write_run(tmp_path, records, _card(by="topic"))
+    (row,) = _summarize(run_dir)
+    capsys.readouterr()
+    assert main(["show", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    low, high = row["ci95_clustered"]
+    cell = f"{100 * low:.1f}–{100 * high:.1f}‡"
+    assert out.count(cell) == 2  # the main table's row and the repeats table's
+    # The plain interval is not printed as if it were the one a gate reads.
+    assert f"{100 * row['ci95'][0]:.1f}–{100 * row['ci95'][1]:.1f} " not in out
+    legend = " ".join(line for line in out.splitlines() if line.startswith("95% CI") or "clustered by" in line)
+    assert "‡ clustered by topic (6 groups): Wilson on the design-effect n, t quantile" in legend
+    assert "about 2 runs in 3" in out and max(map(len, out.splitlines())) <= 120

@@ -4,6 +4,7 @@ attributed field by field, both layers compared, ledger, report and Every Eval E
 from __future__ import annotations
 
 import argparse
+import html
 import json
 from pathlib import Path
 
@@ -75,7 +76,20 @@ def test_audit_diagnoses_the_runs_when_no_findings_are_given(released: Path, rea
     hidden = [f for f in doc["findings"] if f["model"] == "Qwen/Qwen3-4B-Instruct-2507" and f["task"] == "vsp"
               and f["field"] == "scoring.denominator"]
     assert hidden and hidden[0]["effect_pp"] == pytest.approx(-35.2, abs=0.1)
-    assert "Diagnose findings" in (out / "report.html").read_text()
+    page = html.unescape((out / "report.html").read_text())
+    assert "Diagnose findings" in page
+    # Issue 33, item 16: the move leaves VSP out (its layers score it with different metrics), the causes do
+    # not; the sentence says both, so a cause larger than the move reads as what it is.
+    from pytest_benchaudit.report.html.verdict import verdicts
+
+    moved = [r for r in doc["attribution"] if r.get("moved_by") not in (None, "none")]
+    (v,) = verdicts(doc["compare"], moved, doc["findings"])
+    assert v["metric_differs"] == ["athenabench.vsp"] and v["largest_move"]["task"] != "athenabench.vsp"
+    assert abs(v["causes"][0]["pp"]) > abs(v["largest_move"]["pp"])
+    assert ("moves a score by up to -2.3 pp on the tasks both score with one metric (vsp left out: its metric "
+            "differs between the sets)") in v["sentence"]
+    assert "largest cause scoring.denominator, changed alone (-35.2 pp on vsp, a task the move above leaves out)" \
+        in v["sentence"] and v["sentence"] in page
 
 
 def test_audit_refuses_runs_already_under_the_target_layer(released: Path, tmp_path: Path, capsys) -> None:
@@ -124,6 +138,12 @@ def test_audit_of_the_published_runs_by_what_is_sent_with_both_rhos_and_both_sim
     assert "released (a): Pearson r" in text and "standardized (b): Pearson r" in text
     assert "rho_ext" in text and "rho_downstream" in text and "no effect expected: inference.decoding.seed" in text
     assert "same requests: prompt.template" in text
+    # Issue 33, item 16: a reason shared by the six tasks is said once, naming them (it was said six times)
+    moot = [line for line in text.splitlines() if "no effect expected" in line]
+    assert len(moot) == 2 and all(line.startswith("no effect expected: inference.decoding.")
+                                  and " on athenabench ate, mcq, rcm, rms, taa, vsp: temperature is 0" in line
+                                  for line in moot)
+    assert len([line for line in text.splitlines() if line.startswith(("upstream: ", "same requests: "))]) == 3
 
 
 def _no_findings(tmp_path: Path) -> Path:

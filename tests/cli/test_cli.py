@@ -53,7 +53,7 @@ def test_card_and_errors(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFi
     card = json.loads(capsys.readouterr().out)["toy.mcq"]
     assert card["fields"]["scoring.denominator"] == "total"
     assert main(["card", str(run_dir), "--task", "toy.nope"]) == 2
-    assert "no card for 'toy.nope'; tasks in this run: toy.mcq" in capsys.readouterr().err
+    assert "--task toy.nope: no card for 'toy.nope' in this run; tasks in this run: toy.mcq" in capsys.readouterr().err
     assert main(["show", str(tmp_path)]) == 2
     assert "not a benchaudit run directory" in capsys.readouterr().err
 

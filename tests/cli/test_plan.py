@@ -1,6 +1,7 @@
-"""``benchaudit plan``: the power analysis of a paired comparison, against scipy's normal quantiles
-and a closed form computed here, from real ``--repeats`` runs against a scripted server on 127.0.0.1,
-and by simulation (seeded numpy: paired 0/1 answers at the planned size are detected ~80% of the time).
+"""``benchaudit plan``: the power analysis of a paired comparison, against scipy's normal quantiles,
+statsmodels' t-test power and an exact McNemar power computed here from scipy's binomtest, from real
+``--repeats`` runs against a scripted server on 127.0.0.1, and by simulation (seeded numpy: paired
+answers at the planned size are detected at least 80% of the time by the test compare runs).
 """
 
 from __future__ import annotations
@@ -83,29 +84,77 @@ def _closed_form(mde: float, var: float, alpha: float = 0.05, power: float = 0.8
     return max(2, math.ceil(z * z * var / mde**2 - 1e-9))
 
 
+def _t_questions(mde: float, var: float, alpha: float = 0.05, power: float = 0.80) -> int:
+    """The paired t test's questions from statsmodels' power solver (an implementation we did not write)."""
+    from statsmodels.stats.power import TTestPower
+
+    n = TTestPower().solve_power(effect_size=mde / math.sqrt(var), alpha=alpha, power=power,
+                                 alternative="two-sided")
+    return max(2, math.ceil(float(n) - 1e-9))
+
+
+def _mcnemar_power(n: int, psi: float, mde: float, alpha: float = 0.05) -> float:
+    """The exact McNemar power written out here: for each discordant count m (those with any weight),
+    the rejection region read off scipy's binomtest p-values (the largest k <= m/2 it rejects, which
+    moves by at most one from one m to the next), then the binomial chances of landing in it."""
+    psi = max(psi, mde)
+    q = (psi + mde) / (2 * psi)
+    sd = math.sqrt(n * psi * (1 - psi))
+    total, c = 0.0, -1
+    for m in range(max(1, int(n * psi - 7 * sd)), min(n, int(n * psi + 7 * sd) + 1) + 1):
+        if c < 0:  # the first m, or none rejected yet: search from the bottom
+            c = max((k for k in range(m // 2 + 1) if stats.binomtest(k, m).pvalue < alpha), default=-1)
+        else:
+            while c + 1 <= m // 2 and stats.binomtest(c + 1, m).pvalue < alpha:
+                c += 1
+            while c >= 0 and not stats.binomtest(c, m).pvalue < alpha:
+                c -= 1
+        if c >= 0:
+            total += stats.binom.pmf(m, n, psi) * (stats.binom.cdf(c, m, q) + stats.binom.sf(m - c - 1, m, q))
+    return total
+
+
+def _check_mcnemar_row(row: dict[str, Any], psi: float, mde: float, alpha: float = 0.05, power: float = 0.80) -> None:
+    """The K = 1 row of a 0/1 metric: exact McNemar, at the fewest questions whose exact power reaches ``power``."""
+    n = row["questions"]
+    assert row["test"] == "mcnemar_exact"
+    assert row["power"] == pytest.approx(_mcnemar_power(n, psi, mde, alpha), abs=1e-9)
+    assert _mcnemar_power(n, psi, mde, alpha) >= power > _mcnemar_power(n - 1, psi, mde, alpha)
+
+
 def test_no_runs_plans_from_the_stated_binary_assumption(pytester: pytest.Pytester,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """Without runs: Var = 1/4 + 1/4 per question (two independent 0/1 scores right half the time), all
-    counted between questions: every K needs the same questions, the closed form's."""
+    """Without runs: Var = 1/4 + 1/4 per question (two independent 0/1 scores right half the time, so half
+    the questions discordant), all counted between questions.  K = 1: the exact McNemar test compare runs on
+    0/1 scores, which needs more questions than the normal approximation's 1,570 (issue 33: at that n it
+    reaches 0.77-0.78); K > 1: the paired t, the same questions at every K."""
     _suite(pytester.path)
     plan = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.05")
-    n = _closed_form(0.05, 0.5)
-    assert n == 1570  # (1.95996 + 0.84162)^2 * 0.5 / 0.0025 = 1569.8, rounded up
-    assert [(r["repeats"], r["questions"], r["generations"], r["fits"]) for r in plan["rows"]] == [
-        (k, n, n * k, False) for k in (1, 2, 3, 5, 10)]
+    assert _closed_form(0.05, 0.5) == 1570  # (1.95996 + 0.84162)^2 * 0.5 / 0.0025 = 1569.8, rounded up
+    psi = 0.5 + 0.05**2  # the alternative with Var(D) = 0.5 and mean 0.05: Var(D) = psi - mde^2 on 0/1 scores
+    assert _mcnemar_power(1570, psi, 0.05) < 0.80  # what the plan used to promise
+    first, *rest = plan["rows"]
+    _check_mcnemar_row(first, psi, 0.05)
+    assert first["repeats"] == 1 and first["questions"] > 1570 and first["fits"] is False
+    n = _t_questions(0.05, 0.5)
+    assert [(r["repeats"], r["questions"], r["generations"], r["fits"], r["test"]) for r in rest] == [
+        (k, n, n * k, False, "paired_t") for k in (2, 3, 5, 10)]
     assert plan["task_questions"] == len(P_A) and plan["best"] is None and plan["questions_any_repeats"] == n
+    assert plan["discordance"] == pytest.approx(psi) and plan["variances"]["binary"] is True
     assert plan["z_total"] == pytest.approx(stats.norm.ppf(0.975) + stats.norm.ppf(0.80), abs=1e-12)
     assert "assumed (no runs given)" in plan["variances"]["source"] and not plan["variances"]["within_measured"]
-    # --alpha / --power move the quantiles as scipy's do; --repeats picks the rows.
+    # --alpha / --power reach both tests; --repeats picks the rows.
     other = _plan(capsys, pytester.path, "--task", "pw", "--mde", "0.2", "--alpha", "0.01", "--power", "0.9",
                   "--repeats", "4,1")
     assert [r["repeats"] for r in other["rows"]] == [1, 4]
-    assert other["rows"][0]["questions"] == _closed_form(0.2, 0.5, 0.01, 0.9) == 186  # (2.5758 + 1.2816)^2 * 12.5
-    # The text form says the same, the assumption in words.
+    _check_mcnemar_row(other["rows"][0], 0.5 + 0.2**2, 0.2, 0.01, 0.9)
+    assert other["rows"][1]["questions"] == _t_questions(0.2, 0.5, 0.01, 0.9)
+    # The text form says the same, the assumption and the tests in words.
     assert main(["plan", "--suites-dir", str(pytester.path / "suites"), "--data-dir", str(pytester.path / "data"),
                  "--task", "pw.mcq", "--mde", "0.05"]) == 0
     text = capsys.readouterr().out
-    assert "each model right with probability 0.5" in text and "1,570" in text
+    assert "each model right with probability 0.5" in text and f"{first['questions']:,}" in text
+    assert "exact McNemar" in text and "paired t" in text and f"{first['power']:.3f}" in text
     assert "no K of 1, 2, 3, 5, 10 suffices: pw.mcq has 12 questions" in text
 
 
@@ -126,14 +175,19 @@ def test_two_models_with_repeats_measure_both_variances(pytester: pytest.Pyteste
     assert v["within"] == pytest.approx(within, abs=1e-12) and v["between"] == pytest.approx(between, abs=1e-12)
     assert v["within_measured"] and v["questions"] == 12 and v["repeats"] == 4 and within > 0
     assert plan["models"] == ["a", "b"]
+    # 0/1 answers asked once: McNemar for the alternative with the measured Var(D) and a mean of the mde.
+    psi = max(between + within + 0.25**2, 0.25)
+    assert plan["discordance"] == pytest.approx(psi, abs=1e-12) and v["binary"] is True
+    _check_mcnemar_row(plan["rows"][0], psi, 0.25)
     for row in plan["rows"]:
         k = row["repeats"]
-        assert row["questions"] == _closed_form(0.25, between + within / k)
+        if k > 1:
+            assert row["test"] == "paired_t" and row["questions"] == _t_questions(0.25, between + within / k)
         assert row["fits"] == (row["questions"] <= 12)
     # More repeats never need more questions; with the within part measured they need fewer.
-    needed = [r["questions"] for r in plan["rows"]]
+    needed = [r["questions"] for r in plan["rows"][1:]]
     assert needed == sorted(needed, reverse=True) and needed[-1] < needed[0]
-    assert plan["questions_any_repeats"] == _closed_form(0.25, between)
+    assert plan["questions_any_repeats"] == _t_questions(0.25, between)
     # Metamorphic: the records in another order, and the models named the other way round, change nothing.
     records = (run_dir / "records.jsonl").read_text().splitlines()
     (run_dir / "records.jsonl").write_text("\n".join(reversed(records)) + "\n")
@@ -154,7 +208,11 @@ def test_one_model_is_doubled_for_an_independent_second(pytester: pytest.Pyteste
     assert plan["variances"]["within"] == pytest.approx(2 * within, abs=1e-12)
     assert plan["variances"]["between"] == pytest.approx(2 * between, abs=1e-12)
     assert "doubled for a second, independent model" in plan["variances"]["source"]
-    assert plan["rows"][0]["questions"] == _closed_form(0.3, 2 * between + 2 * within)
+    # K = 1: exact McNemar, the discordance of the alternative Var(D) + mde^2.
+    psi = max(2 * between + 2 * within + 0.09, 0.3)
+    assert plan["discordance"] == pytest.approx(psi)
+    _check_mcnemar_row(plan["rows"][0], psi, 0.3)
+    assert plan["rows"][1]["questions"] == _t_questions(0.3, 2 * between + 2 * within / 2)
 
 
 def test_a_run_asked_once_counts_everything_between_questions(pytester: pytest.Pytester,
@@ -165,7 +223,10 @@ def test_a_run_asked_once_counts_everything_between_questions(pytester: pytest.P
     plan = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.3", "--from", str(run_dir))
     assert not plan["variances"]["within_measured"] and plan["variances"]["within"] == 0
     assert plan["variances"]["between"] == pytest.approx(float(np.var(d, ddof=1)), abs=1e-12)
-    assert len({r["questions"] for r in plan["rows"]}) == 1  # repeats assumed to help nothing
+    assert len({r["questions"] for r in plan["rows"][1:]}) == 1  # repeats assumed to help nothing
+    # Asked once, Var(D) + d_mean^2 is the discordant share (times n/(n-1)); the alternative moves the mean to 0.3.
+    assert float(np.var(d, ddof=1)) * 11 / 12 + d.mean() ** 2 == pytest.approx(float(np.mean(d != 0)))
+    _check_mcnemar_row(plan["rows"][0], max(float(np.var(d, ddof=1)) + 0.09, 0.3), 0.3)
     assert "cannot be told apart" in plan["variances"]["source"]
 
 
@@ -254,8 +315,22 @@ def test_cybermetric_cm80_size_is_its_data_files(capsys: pytest.CaptureFixture[s
     assert main(["plan", "--task", "cybermetric.cm80", "--mde", "0.5", "--data-dir", str(data), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["task_questions"] == count == 80
-    # 0.5 needs (z sum)^2 * 0.5 / 0.25 = 15.7 -> 16 questions: K = 1 fits and is the fewest generations.
-    assert plan["best"] == {"repeats": 1, "questions": 16, "generations": 16, "fits": True}
+    # K = 1, exact McNemar; no runs: Var(D) = 0.5, so the discordance is 0.5 + 0.5^2 = 0.75 and a discordant
+    # question favours the better model with chance (0.75 + 0.5) / 1.5 = 5/6.  Written out with scipy:
+    # the exact test rejects m discordant questions when at most c_m favour the other (binomtest's p).
+    def power(n: int) -> float:
+        total = 0.0
+        for m in range(1, n + 1):
+            c = max((k for k in range(m // 2 + 1) if stats.binomtest(k, m).pvalue < 0.05), default=-1)
+            if c >= 0:
+                inside = stats.binom.cdf(c, m, 5 / 6) + stats.binom.sf(m - c - 1, m, 5 / 6)
+                total += stats.binom.pmf(m, n, 0.75) * inside
+        return total
+
+    n = plan["best"]["questions"]
+    assert power(n) >= 0.80 > power(n - 1)
+    assert plan["best"] == {"repeats": 1, "questions": n, "generations": n, "fits": True, "test": "mcnemar_exact",
+                            "power": pytest.approx(power(n))}
 
 
 _matrix = st.integers(2, 12).flatmap(lambda n: st.integers(1, 4).flatmap(lambda k: st.tuples(
@@ -372,3 +447,33 @@ def test_a_folder_of_runs_is_read_as_the_runs_in_it(tmp_path: Path) -> None:
                            "--mde", "0.1", "--from", str(empty)], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "neither a run directory (no run.json) nor a folder of run directories" in done.stderr
+
+
+def test_the_planned_rows_reach_their_power_with_the_test_compare_runs() -> None:
+    """Simulated at each row's n, with the test compare runs on it: K = 1 (0/1 answers of the KINDS
+    mixture) the exact McNemar test (scipy's binomtest on the discordant questions), K = 3 the paired t
+    on per-question means.  Each detects the mde in at least 80% of the trials and about as often as the
+    row's power says (3 Monte-Carlo SEs); the normal approximation's n falls short for McNemar."""
+    from pytest_benchaudit.aggregate.power import mcnemar_power, plan_rows
+
+    true = _true_variances()
+    mde = sum(w * (pa - pb) for w, pa, pb in KINDS)
+    psi = sum(w * (pa * (1 - pb) + (1 - pa) * pb) for w, pa, pb in KINDS)
+    assert psi == pytest.approx(true.between + true.within + mde**2)  # Var(D) = psi - mde^2 on 0/1 answers
+    variances = Variances(between=true.between, within=true.within, source="true", binary=True)
+    once, thrice = plan_rows(mde, variances, None, (1, 3))
+    assert (once.test, thrice.test) == ("mcnemar_exact", "paired_t")
+    trials = 2000
+    rng = np.random.default_rng(20261206)
+    a, b = _simulate(rng, trials, once.questions, 1)
+    only_a, only_b = ((a == 1) & (b == 0)).sum(axis=(1, 2)), ((a == 0) & (b == 1)).sum(axis=(1, 2))
+    p_values = [stats.binomtest(int(x), int(x + y)).pvalue if x + y else 1.0 for x, y in zip(only_a, only_b)]
+    rate = float(np.mean(np.array(p_values) < 0.05))
+    mcse = math.sqrt(0.8 * 0.2 / trials)
+    assert rate >= 0.80 - 3 * mcse and abs(rate - float(once.power or 0)) <= 3 * mcse, (rate, once)
+    # The normal approximation of a paired t (what plan gave before) is short of 0.80 under McNemar.
+    assert mcnemar_power(questions_for(mde, true, 1), psi, mde) < 0.80
+    a, b = _simulate(rng, trials, thrice.questions, 3)
+    d = a.mean(axis=2) - b.mean(axis=2)
+    rate = float(np.mean(stats.ttest_1samp(d, 0.0, axis=1).pvalue < 0.05))
+    assert rate >= 0.80 - 3 * mcse and abs(rate - float(thrice.power or 0)) <= 3 * mcse, (rate, thrice)

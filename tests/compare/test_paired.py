@@ -321,3 +321,91 @@ def test_the_reducer_of_the_card_makes_the_per_question_score(tmp_path: Path) ->
     (mean_row,) = _compare(tmp_path / "m", _run(tmp_path / "m", "ra", "a", a), _run(tmp_path / "m", "rb", "b", b))["paired"]
     assert mean_row["test"] == "paired_t" and mean_row["diff"] == pytest.approx(np.mean(
         [np.mean(v) - np.mean(w) for v, w in zip(a.values(), b.values())]))
+
+
+# --------------------------------------------------------------------------- grouped questions (issue 33)
+
+
+def _grouped_run(root: Path, name: str, model: str, scores: Sequence[float], topics: Sequence[str],
+                 by: bool = True) -> Path:
+    """A run of ``model`` asked once per question, question i in topic ``topics[i]``; the card groups by topic."""
+    return _card_run(root, name, [{"question_id": f"q{i:02d}", "question_index": i, "model": model, "task": "mcq",
+                                   "score": float(s), "correct": s == 1.0, "question_meta": {"topic": t}}
+                                  for i, (s, t) in enumerate(zip(scores, topics))],
+                     **({"aggregation.by": "topic"} if by else {}))
+
+
+def test_a_grouped_task_clusters_the_paired_se_ci_and_test(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """aggregation.by = topic: the row's se is the larger of statsmodels' cluster-robust SE of d and SD(d)/sqrt(n),
+    the test a t on G - 1 degrees of freedom, the CI diff ± t(G-1) se, and the row and the text say so."""
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(12)
+    topics = [f"t{i % 6}" for i in range(48)]
+    shift = {f"t{g}": s for g, s in enumerate([0.4, -0.3, 0.5, 0.0, 0.3, -0.2])}  # shared within a topic
+    a = [float(rng.random() < 0.5 + shift[t] / 2) for t in topics]
+    b = [float(rng.random() < 0.5 - shift[t] / 2) for t in topics]
+    capsys.readouterr()
+    doc = _compare(tmp_path, _grouped_run(tmp_path, "ra", "a", a, topics), _grouped_run(tmp_path, "rb", "b", b, topics))
+    text = capsys.readouterr().out
+    (row,) = doc["paired"]
+    x, y = (np.array(a), np.array(b)) if row["model_a"] == "a" else (np.array(b), np.array(a))
+    d = x - y
+    groups = np.array([int(t[1:]) for t in topics])
+    cr1 = float(sm.OLS(d, np.ones(48)).fit(cov_type="cluster", cov_kwds={"groups": groups}).bse[0])
+    se = max(cr1, float(st.sem(d)))
+    assert (row["test"], row["clustered_by"], row["n_groups"]) == ("clustered_t", "topic", 6)
+    assert row["se"] == pytest.approx(se, rel=1e-9) and row["diff"] == pytest.approx(d.mean())
+    assert row["p_value"] == pytest.approx(2 * st.t.sf(abs(d.mean()) / se, 5), rel=1e-9)
+    q = st.t.ppf(0.975, 5)
+    assert row["ci95"] == pytest.approx([d.mean() - q * se, d.mean() + q * se], abs=1e-6)
+    assert "clustered by topic (6 groups" in text
+    # The same answers without the grouping: the questions treated as independent, exact McNemar.
+    (plain,) = _compare(tmp_path / "plain", _grouped_run(tmp_path / "plain", "ra", "a", a, topics, by=False),
+                        _grouped_run(tmp_path / "plain", "rb", "b", b, topics, by=False))["paired"]
+    assert plain["clustered_by"] is None and plain["n_groups"] is None and plain["test"] == "mcnemar_exact"
+    assert "questions treated as independent" in capsys.readouterr().out
+
+
+def test_paired_test_holds_its_size_when_topics_share_the_difference() -> None:
+    """Seeded simulation, true null: ten topics, in each the two models' difference shared by its questions
+    (mean 0 over topics).  The clustered test rejects at most 5% + 3 Monte-Carlo SE of the time and its CI
+    covers 0 at least 95% - 3 MCSE; McNemar, blind to the topics, rejects far more often (issue 33: 48.6%)."""
+    from pytest_benchaudit.aggregate.repeat_stats import paired_difference
+
+    rng = np.random.default_rng(33)
+    trials = 600
+    rejected = {"clustered": 0, "mcnemar": 0}
+    covered = 0
+    for _ in range(trials):
+        base = 1 / (1 + np.exp(-(0.5 + rng.normal(size=10))))
+        shift = rng.choice([-0.3, 0.3], size=10)  # symmetric: the difference over topics is 0 in truth
+        topic = np.repeat(np.arange(10), rng.integers(8, 13, size=10))
+        pa, pb = np.clip(base + shift / 2, 0, 1)[topic], np.clip(base - shift / 2, 0, 1)[topic]
+        a = (rng.random(len(topic)) < pa).astype(float).tolist()
+        b = (rng.random(len(topic)) < pb).astype(float).tolist()
+        clustered = paired_difference(a, b, True, topic.tolist())
+        rejected["clustered"] += clustered["p_value"] < 0.05
+        rejected["mcnemar"] += paired_difference(a, b, True)["p_value"] < 0.05
+        covered += clustered["ci95"][0] <= 0 <= clustered["ci95"][1]
+    size_mcse, cover_mcse = np.sqrt(0.05 * 0.95 / trials), np.sqrt(0.95 * 0.05 / trials)
+    assert rejected["clustered"] / trials <= 0.05 + 3 * size_mcse, rejected
+    assert covered / trials >= 0.95 - 3 * cover_mcse, covered
+    assert rejected["mcnemar"] / trials > 0.05 + 3 * size_mcse, rejected
+
+
+def test_models_on_disjoint_questions_claim_no_test_and_are_noted(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Two models scored on different questions: the row (n = 0) names no test, and compare.json's notes and
+    the text say the ranking compares scores on different questions."""
+    ra = _run(tmp_path, "ra", "a", {f"a{i}": [float(i % 2)] for i in range(10)})
+    rb = _run(tmp_path, "rb", "b", {f"b{i}": [float(i % 3 == 0)] for i in range(12)})
+    capsys.readouterr()
+    doc = _compare(tmp_path, ra, rb)
+    text = capsys.readouterr().out
+    (row,) = doc["paired"]
+    assert (row["n"], row["n_a"], row["n_b"]) == (0, 10, 12)
+    assert row["test"] is None and row["p_value"] is None and row["ci95"] is None and "discordant" not in row
+    note = next(n for n in doc["notes"] if "no common question" in n)
+    assert "toy.mcq" in note and "a (10) and b (12)" in note and "different questions" in note
+    assert f"note: {note}" in text and "1 untestable" in text

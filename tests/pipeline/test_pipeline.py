@@ -467,3 +467,43 @@ def test_unspecified_fields_follow_overrides():
 def test_stages_returns_only_the_six_stages():
     pipe = full(why={"x": "y"}, notes=["z"])
     assert list(pipe.stages()) == [*UPSTREAM_STAGES, *DOWNSTREAM_STAGES]
+
+
+@pytest.mark.parametrize(("bad", "meant"), [
+    ("inference.max_token", "inference.max_tokens"), ("temperature", "inference.decoding.temperature"),
+    ("decoding.seed", "inference.decoding.seed"), ("inference.decoding.temprature", "inference.decoding.temperature"),
+    ("aggregation.passk", "aggregation.pass_k"), ("scoring.denominater", "scoring.denominator"),
+])
+def test_an_unknown_field_name_says_the_nearest_known_one(bad, meant):
+    """As other names (layers, rules, metrics, suites) already did: `did you mean` for --set/--vary fields."""
+    from pytest_benchaudit.pipeline.variants import parse_vary
+
+    with pytest.raises(PipelineError) as exc:
+        parse_override(f"{bad}=5")
+    assert f"unknown field {bad!r} (did you mean {meant!r}?)" in str(exc.value)
+    with pytest.raises(PipelineError) as exc:
+        parse_vary(f"{bad}=5,6")
+    assert str(exc.value).startswith("--vary ") and f"(did you mean {meant!r}?)" in str(exc.value)
+
+
+def test_a_name_far_from_every_field_gets_no_guess():
+    with pytest.raises(PipelineError) as exc:
+        parse_override("why=5")
+    assert "did you mean" not in str(exc.value)
+
+
+def test_check_override_checks_a_stage_alone_and_leaves_cross_stage_rules_to_the_layer():
+    """An override's own stage rules are checked before any layer is known; pass_k against repeats
+    waits for the layer and the other overrides (it depends on both)."""
+    from pytest_benchaudit.pipeline.layering import check_override
+
+    check_override("aggregation.pass_k", 3)  # no layer yet: how many repeats is not known
+    for path, value, says in [("inference.max_tokens", 0, "inference.max_tokens: max_tokens must be >= 1"),
+                              ("aggregation.pass_k", 0, "pass_k must be >= 1"),
+                              ("inference", {"max_tokens": -1}, "inference.max_tokens: max_tokens must be >= 1")]:
+        with pytest.raises(PipelineError) as exc:
+            check_override(path, value)
+        assert str(exc.value).startswith(f"--set {path}: invalid value: ") and says in str(exc.value)
+    with pytest.raises(PipelineError) as exc:
+        check_override("inference.repeats", 0, "--repeats 0")
+    assert str(exc.value).startswith("--repeats 0: invalid value")

@@ -239,6 +239,70 @@ def test_template_text_is_in_the_card_and_its_hashes(pytester: pytest.Pytester, 
     assert system["materials"]["dataset.checksums"] == {"toy.jsonl": hashlib.sha256(data.read_bytes()).hexdigest()}
 
 
+def card_command(capsys: pytest.CaptureFixture[str], root: Path, *extra: str) -> dict[str, Any]:
+    """``benchaudit card toy`` over the toy suite and data under ``root``: the cards it prints."""
+    capsys.readouterr()
+    assert main(["card", "toy", "--suites-dir", str(root / "suites"), "--data-dir", str(root / "data"), *extra]) == 0
+    out, err = capsys.readouterr()
+    assert "not the hash a run records" not in err, err
+    return json.loads(out)
+
+
+def test_the_card_command_gives_the_hash_the_run_records(pytester: pytest.Pytester, scripted: ScriptedServer,
+                                                          toy, capsys: pytest.CaptureFixture[str]) -> None:
+    """A card computed before a run (a pre-registration) is the run's: the same hash and upstream hash,
+    with --set too; an edited template changes the card's hash, and the next run records the new one.
+    (Before, `benchaudit card` hashed the fields alone: neither the run's hash nor moved by the template.)"""
+    registered = card_command(capsys, pytester.path)
+    edited_set = card_command(capsys, pytester.path, "--set", "inference.max_tokens=7", "--task", "mcq")
+    run_toy(pytester, scripted, "-k", "t01 or x1", out="first")
+    run_toy(pytester, scripted, "-k", "t01", "--set", "inference.max_tokens=7", out="with_set")
+    first = read_run(only_run_dir(pytester.path / "first"))
+    for key in ("toy.mcq", "toy.extra"):
+        card = first["run"]["pipeline_cards"][key]
+        assert (registered[key]["hash"], registered[key]["upstream_hash"]) == (card["hash"], card["upstream_hash"])
+        assert registered[key]["materials"] == card["materials"]
+    assert {r["pipeline_hash"] for r in first["records"] if r["task"] == "mcq"} == {registered["toy.mcq"]["hash"]}
+    assert edited_set["toy.mcq"]["hash"] == read_run(only_run_dir(pytester.path / "with_set"))["run"][
+        "pipeline_cards"]["toy.mcq"]["hash"] != registered["toy.mcq"]["hash"]
+    suite = pytester.path / "suites" / "toy" / "suite.toml"
+    suite.write_text(suite.read_text().replace('user = "{question}\\n{options}"', 'user = "Q: {question}\\n{options}"'))
+    after = card_command(capsys, pytester.path, "--task", "mcq")
+    assert after["toy.mcq"]["fields"] == registered["toy.mcq"]["fields"]  # the same fields, another text
+    assert after["toy.mcq"]["hash"] != registered["toy.mcq"]["hash"]
+    assert after["toy.mcq"]["upstream_hash"] != registered["toy.mcq"]["upstream_hash"]
+    run_toy(pytester, scripted, "-k", "t01", out="edited")
+    assert read_run(only_run_dir(pytester.path / "edited"))["run"]["pipeline_cards"]["toy.mcq"]["hash"] == \
+        after["toy.mcq"]["hash"]
+
+
+def test_the_card_command_says_when_its_hash_cannot_be_the_runs(pytester: pytest.Pytester, toy,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the data, the card cannot hold the checksums a run hashes: it says so on stderr."""
+    assert main(["card", "toy", "--task", "mcq", "--suites-dir", str(pytester.path / "suites"), "--data-dir",
+                 str(pytester.path / "nowhere")]) == 0
+    out, err = capsys.readouterr()
+    assert "benchaudit card: toy.mcq: not the hash a run records: its data cannot be read here (toy: data not " \
+           "found" in err
+    assert "dataset.checksums" in json.loads(out)["toy.mcq"]["materials"]  # (empty: none read)
+
+
+def test_the_card_command_gives_the_real_few_shot_runs_hash(pytester: pytest.Pytester, real_data: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """MMLU's released layer: 5 dev-set exemplars and the test file, real files; the card command's hash
+    is the one a run records."""
+    assert main(["card", "mmlu_cs", "--task", "mcq", "--pipeline", "released", "--suites-dir", str(SUITES),
+                 "--data-dir", str(real_data)]) == 0
+    card = json.loads(capsys.readouterr().out)["mmlu_cs.mcq"]
+    assert card["materials"]["prompt.few_shot_exemplars"]["ids"] and len(card["materials"]["dataset.checksums"]) == 2
+    with ScriptedServer() as server:
+        pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(real_data), "--pipeline", "released",
+                           "--model", f"m@{server.url}", "--report-dir", "out", "--limit", "1", "--max-retries", "0")
+    run = read_run(only_run_dir(pytester.path / "out"))
+    assert run["run"]["pipeline_cards"]["mmlu_cs.mcq"]["hash"] == card["hash"]
+    assert {r["pipeline_hash"] for r in run["records"]} == {card["hash"]}
+
+
 def test_resume_refuses_an_edited_suite_naming_the_file(pytester: pytest.Pytester, scripted: ScriptedServer,
                                                         toy) -> None:
     run_toy(pytester, scripted, "-k", "t01 or t02")
@@ -293,11 +357,42 @@ def test_a_data_file_that_differs_from_its_pin_warns_once(pytester: pytest.Pytes
                                 "--report-dir", "out", "--max-retries", "0", "--pipelines", "standardized,released")
     text = result.stdout.str()
     warning = f"benchaudit: warning: toy/toy.jsonl: sha256 {found[:12]}… differs from the 000000000000… toy/suite.toml pins"
-    assert text.count(warning) == 1, text
+    # Said once as collection reads the file (before any question), once beside the scores.
+    assert text.count(warning) == 2, text
+    assert text.index(warning) < text.index("collected") or text.index(warning) < text.index("benchaudit 1/")
+    assert text.index("benchaudit summary") < text.rindex(warning)
     assert "extra.jsonl: sha256" not in text  # the file that matches its pin says nothing
     run = read_run(only_run_dir(pytester.path / "out"))["run"]
     mine = [w for w in run["warnings"] if w["kind"] == "data_checksum"]  # (run.json's one list: others' too)
     assert len(mine) == 1 and mine[0]["message"].startswith(warning.removeprefix("benchaudit: warning: "))
+
+
+def test_a_data_file_that_differs_from_its_pin_is_said_by_collect_only_and_validate(
+        pytester: pytest.Pytester, toy, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, `pytest --co` and `benchaudit validate` said nothing: the difference showed only at the
+    end of a run that had asked every question."""
+    data = pytester.path / "data" / "toy"
+    found = hashlib.sha256((data / "toy.jsonl").read_bytes()).hexdigest()
+    pin(pytester, {"toy.jsonl": "0" * 64, "extra.jsonl": hashlib.sha256((data / "extra.jsonl").read_bytes()).hexdigest()})
+    message = f"toy/toy.jsonl: sha256 {found[:12]}… differs from the 000000000000… toy/suite.toml pins"
+    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--co", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    assert result.stdout.str().count(f"benchaudit: warning: {message}") == 1, result.stdout.str()
+    capsys.readouterr()
+    assert main(["validate", str(pytester.path / "suites"), "--data-dir", str(pytester.path / "data")]) == 0
+    out, err = capsys.readouterr()
+    assert [line for line in err.splitlines() if line.startswith("warning:")] == [
+        f"warning: {message}; its scores are not comparable with runs on the pinned file (benchaudit fetch toy "
+        "--force restores it)"]
+    assert out.strip() == "1 of 1 suite(s) valid in " + str(pytester.path / "suites") + \
+        "; 1 data file(s) differ from their pinned checksum"
+    # the pinned file restored: nothing to say
+    pin_file = pytester.path / "suites" / "toy" / "suite.toml"
+    pin_file.write_text(pin_file.read_text().replace("0" * 64, found))
+    capsys.readouterr()
+    assert main(["validate", str(pytester.path / "suites"), "--data-dir", str(pytester.path / "data")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert "benchaudit: warning" not in pytester.runpytest("suites/toy", "--data-dir", "data", "--co").stdout.str()
 
 
 def test_a_data_file_that_matches_its_pin_warns_nothing(pytester: pytest.Pytester, scripted: ScriptedServer,

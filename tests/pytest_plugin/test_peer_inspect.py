@@ -106,6 +106,31 @@ def test_every_question_is_sent_what_inspect_sends(pytester: pytest.Pytester, re
     assert card["fields"]["extraction.rule"] == "inspect_choice"
 
 
+def test_a_reply_with_reasoning_is_read_as_inspect_reads_it(pytester: pytest.Pytester, real_data: Path) -> None:
+    # Each question gets one of the reasoning probes whose reading inspect_ai's openai-api model and
+    # parse_answers recorded (parse_answers_verdicts.json); the layer must read what Inspect read.
+    verdicts = json.loads((FIXTURES / "parse_answers_verdicts.json").read_text(encoding="utf-8"))["verdicts"]
+    probes = sorted(p for p in verdicts if "think>" in p.lower())
+    assert len(probes) >= 10
+
+    def script(call: Any) -> Reply:
+        return Reply(content=probes[int(sha(call.last_user_text)[:8], 16) % len(probes)])
+
+    with ScriptedServer(script) as server:
+        result = pytester.runpytest(str(SUITES / "cybermetric"), "-k", "cm80", "--pipeline", "inspect_evals",
+                                    "--data-dir", str(real_data), "--model", f"m@{server.url}", "--report-dir", "out",
+                                    "-p", "no:randomly")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-3000:]
+    out = read_run(only_run_dir(pytester.path / "out"))
+    assert out["run"]["pipeline_cards"]["cybermetric.cm80"]["fields"]["extraction.reasoning"] == "strip_first"
+    seen = set()
+    for record in out["records"]:
+        inspect = verdicts[record["raw_output"]]["single"]
+        assert record["prediction"] == (inspect[0] if inspect else None), record["raw_output"]
+        seen.add(record["raw_output"])
+    assert len(seen) >= 8  # most probes were asked
+
+
 @pytest.mark.parametrize("task", ["cm500", "cm2000"])
 def test_the_larger_cybermetric_files_render_what_inspect_sends(real_data: Path, task: str) -> None:
     # The renderer the items use (render_request), on every question of the file; the body adds the model.

@@ -11,6 +11,7 @@ import collections
 import json
 import random
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -255,3 +256,159 @@ def test_rescore_and_sweep_keep_each_repeat(pytester: pytest.Pytester) -> None:
                            capture_output=True, text=True, cwd=pytester.path, timeout=120)
     assert swept.returncode == 0, swept.stderr
     assert "repeat an item already recorded" not in swept.stderr
+
+
+@pytest.mark.parametrize("asked", [["--repeats", "4"], ["--set", "inference.repeats=4"]], ids=["--repeats", "--set"])
+def test_pass_k_with_the_repeats_asked_for_runs_and_scores_pass_at_k(pytester: pytest.Pytester,
+                                                                     asked: list[str]) -> None:
+    """``aggregation.pass_k = 2`` with K = 4 repeats asked on the command line (in either order, by
+    either option): before, the option check refused pass_k against a blank pipeline's one repeat.
+    Each question's score is the unbiased pass@2 of its 4 verdicts, 1 - C(4-c, 2)/C(4, 2)."""
+    import math
+
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        result = run(pytester, server, "--set", "aggregation.pass_k=2", "--set", "aggregation.reducer=any", *asked)
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stderr.str()
+    run_dir = only_run_dir(pytester.path / "out")
+    records = records_of(run_dir)
+    right = collections.Counter(r["question_id"] for r in records if r["correct"])
+    assert collections.Counter(r["question_id"] for r in records) == {q: 4 for q in PROBABILITIES}
+    expected = sum(1 - math.comb(4 - right[q], 2) / math.comb(4, 2) for q in PROBABILITIES) / len(PROBABILITIES)
+    (res,) = json.loads((run_dir / "summary.json").read_text())["results"]
+    assert res["score"] == pytest.approx(expected)
+
+
+def test_pass_k_beyond_the_repeats_names_the_options_given(pytester: pytest.Pytester) -> None:
+    """pass_k above K is one usage error before any question, naming --repeats as the user typed it
+    (not a --set inference.repeats they never gave)."""
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        result = run(pytester, server, "--repeats", "2", "--set", "aggregation.pass_k=3")
+        assert completions(server) == []
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: rep.mcq: --repeats 2, --set aggregation.pass_k: invalid value: "
+                                 "aggregation.pass_k = 3 needs at least 3 repeats, not inference.repeats = 2*"])
+    assert "--set inference.repeats" not in result.stderr.str()
+
+
+STREAM_PLUGIN = """
+import json
+import threading
+import time
+
+import pytest
+
+SEEN = {"held": 0, "records_before_call_report": None, "records": 0}
+STOP = threading.Event()
+
+
+def _sample(config):
+    # How many requests the engine holds (queued, in flight, answered and unread), every few ms.
+    runner = config.pluginmanager.get_plugin("benchaudit-runner")
+    while not STOP.is_set():
+        engine = runner.engine
+        if engine is not None:
+            SEEN["held"] = max(SEEN["held"], engine.held())
+        time.sleep(0.002)
+
+
+@pytest.hookimpl
+def pytest_sessionstart(session):
+    threading.Thread(target=_sample, args=(session.config,), daemon=True).start()
+
+
+@pytest.hookimpl
+def pytest_benchaudit_record(record, config):
+    SEEN["records"] += 1
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report):
+    if report.when == "call" and SEEN["records_before_call_report"] is None:
+        SEEN["records_before_call_report"] = SEEN["records"]
+
+
+@pytest.hookimpl
+def pytest_unconfigure(config):
+    STOP.set()
+    with open("seen.json", "w") as fh:
+        json.dump(SEEN, fh)
+"""
+
+
+def test_a_large_k_is_asked_as_a_stream_and_each_repeat_recorded_as_it_comes(pytester: pytest.Pytester) -> None:
+    """--repeats 700 on one question: before, all 700 requests were rendered and queued before the first
+    answer (a huge K exhausted memory with nothing sent) and the 700 records reached the controller
+    only with the item's report.  Now at most the engine's window (256) of its requests exist at a
+    time, and every record is written before the item's own report."""
+    write_suite(pytester.path)
+    pytester.makepyfile(streamplugin=STREAM_PLUGIN)
+    pytester.syspathinsert()
+    with ScriptedServer(Dice()) as server:
+        result = run(pytester, server, "--repeats", "700", "-k", "q0001", "-p", "streamplugin", "--no-cache")
+        calls = completions(server)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    seen = json.loads((pytester.path / "seen.json").read_text())
+    assert seen["records"] == len(calls) == 700
+    assert seen["records_before_call_report"] == 700  # each written as it came, before the item ended
+    # held at once: the window (256) queued, and the one whose answer is being read; not K
+    assert 0 < seen["held"] <= 256 + 1, seen["held"]
+    records = records_of(only_run_dir(pytester.path / "out"))
+    assert sorted(r["repeat"] for r in records) == list(range(700))
+    assert {r["question_id"] for r in records} == {"r01"}
+
+
+def test_an_interrupted_large_k_keeps_its_answered_repeats_and_resume_asks_the_rest(
+        pytester: pytest.Pytester) -> None:
+    """Ctrl-C while one question's 300 repeats are being asked: before, the item had not finished, so
+    no record was kept.  Now every answered repeat is in records.jsonl, and the printed resume command
+    asks exactly the others."""
+    import signal
+    import time
+
+    from test_faults import Paced, _finish, _pytest_process
+
+    write_suite(pytester.path)
+    paced = Paced(0.0, hold_after=60)
+    with ScriptedServer(paced) as server:
+        args = ["suites/rep", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir", "out",
+                "-p", "no:randomly", "--no-cache", "--repeats", "300", "-k", "q0001", "--concurrency", "4"]
+        proc = _pytest_process(pytester, args, interruptible=True)
+        deadline = time.monotonic() + 60
+        while paced.asked <= 60 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the answered ones reach the controller
+        proc.send_signal(signal.SIGINT)
+        code, out = _finish(proc)
+        paced.released.set()
+        assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
+        run_dir = only_run_dir(pytester.path / "out")
+        kept = records_of(run_dir)
+        assert 40 <= len(kept) <= 60 and len({r["repeat"] for r in kept}) == len(kept), len(kept)
+        before = len(completions(server))
+        (command,) = [line.strip() for line in out.splitlines() if line.strip().startswith("pytest ")
+                      and "--resume" in line]
+        code, out = _finish(_pytest_process(pytester, shlex.split(command)[1:]))
+        asked = completions(server)[before:]
+    assert code == pytest.ExitCode.TESTS_FAILED, out[-3000:]  # (the server answers A; the gold is B)
+    records = records_of(run_dir)
+    assert sorted(r["repeat"] for r in records) == list(range(300))
+    assert len(asked) == 300 - len(kept)
+
+
+def test_resume_with_other_repeats_names_the_repeats_option(pytester: pytest.Pytester) -> None:
+    """Before: "the run used --set {'inference.repeats': 2}, this invocation {...}; resume it with the
+    same --set options", to a user who typed --repeats and no --set."""
+    write_suite(pytester.path)
+    with ScriptedServer(Dice()) as server:
+        run(pytester, server, "--repeats", "2", "-k", "q0001 or q0002")
+        run_dir = only_run_dir(pytester.path / "out")
+        (run_dir / "records.jsonl").write_text((run_dir / "records.jsonl").read_text().splitlines(keepends=True)[0])
+        before = len(completions(server))
+        result = run(pytester, server, "--repeats", "3", "--resume", str(run_dir))
+        assert len(completions(server)) == before
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --resume {run_dir}: the run set inference.repeats to 2, this invocation "
+                                 "to 3 (--repeats 3); resume it with the same options"])
+    assert "--set" not in result.stderr.str()

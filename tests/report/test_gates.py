@@ -274,3 +274,111 @@ def test_gate_results_are_the_summary_rows(two_models):
     assert rows == [{"gate": v.gate.text, "passed": v.passed, "detail": v.detail} for v in verdicts]
     assert [list(r) for r in rows] == [["gate", "passed", "detail"]] * 2
     assert TypeAdapter(list[GateResult]).validate_python(rows) == rows
+
+
+# --------------------------------------------------------------------------- intervals that do not exist (issue 33)
+
+
+def grouped(model: str, task: str, outcomes: list[bool], topics: list[str]) -> list[dict[str, Any]]:
+    return [{**rec(model, task, correct=ok), "question_meta": {"topic": t}} for ok, t in zip(outcomes, topics)]
+
+
+def grouped_card() -> dict[str, Any]:
+    return {"fields": {**card()["fields"], "aggregation.by": "topic"}}
+
+
+def test_a_ci_gate_reads_the_clustered_interval_and_says_so():
+    """20/20 right in 5 topics: the clustered interval was [1, 1] and 'ci_low>=0.95' passed; it reads the
+    clustered Wilson interval (low end 1 / (1 + t(4)^2 / 20) = 0.72), fails, and names what it read."""
+    from scipy import stats
+
+    results, benchmarks = run(grouped("m", "mcq", [True] * 20, [f"t{i % 5}" for i in range(20)]),
+                              {"seceval.mcq": grouped_card()})
+    (v,) = evaluate_gates([parse_gate("seceval.mcq:ci_low>=0.95")], results, benchmarks)
+    low = 1 / (1 + stats.t.ppf(0.975, 4) ** 2 / 20)
+    assert v.passed is False and f"m: {low:.4f}" in v.detail
+    assert "ci95_clustered (Wilson on the design-effect n, t quantile, 5 groups of topic)" in v.detail
+    (row,) = gate_results([v])
+    assert row["interval"] == v.interval and row["interval"].startswith("ci95_clustered")
+    # A gate never reads an interval narrower than the table shows: the row's plain one is inside it.
+    assert results[0]["ci95"][0] > low
+
+
+def test_a_ci_gate_fails_where_there_is_no_interval():
+    # One topic: no clustered error bar can be measured; the plain interval is not read in its place.
+    results, benchmarks = run(grouped("m", "mcq", [True] * 9 + [False], ["only"] * 10),
+                              {"seceval.mcq": grouped_card()})
+    v = verdict("seceval.mcq:ci_low>=0.1", results, benchmarks)
+    assert v.passed is False and "no clustered interval: 1 group(s) of topic" in v.detail
+    # An error metric whose questions all scored the same: no spread, no interval (it was zero-width).
+    mad = [{**rec("m", "vsp"), "metric": "cvss_abs_diff", "score": 0.5, "correct": False} for _ in range(8)]
+    results, benchmarks = run(mad, {"seceval.vsp": {"fields": {"scoring.metric": "cvss_abs_diff",
+                                                               "scoring.denominator": "total"}}})
+    v = verdict("seceval.vsp:ci_high<=1", results, benchmarks)
+    assert v.passed is False and "no ci_high (no interval" in v.detail
+
+
+def test_a_zero_width_interval_never_passes():
+    """A row handed over with a degenerate interval (an old summary's) fails the gate with the reason."""
+    results, benchmarks = run(items("m", "mcq", 8, 2, 0), {"seceval.mcq": card()})
+    results[0]["ci95"] = [0.8, 0.8]
+    v = verdict("seceval.mcq:ci_low>=0.5", results, benchmarks)
+    assert v.passed is False and "zero width" in v.detail
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_interval_a_gate_reads_holds_the_one_the_terminal_shows(seed: int):
+    """Random grouped runs: the gate's ci_low / ci_high are never inside the interval the summary table prints."""
+    import random
+
+    from pytest_benchaudit.report.terminal import shown_interval
+
+    rng = random.Random(seed)
+    n = rng.randint(2, 30)
+    outcomes = [rng.random() < rng.random() for _ in range(n)]
+    topics = [f"t{rng.randint(0, rng.randint(0, 6))}" for _ in range(n)]
+    results, benchmarks = run(grouped("m", "mcq", outcomes, topics), {"seceval.mcq": grouped_card()})
+    shown, _ = shown_interval(results[0])
+    if shown is None:
+        assert not verdict("seceval.mcq:ci_low>=0", results, benchmarks).passed
+        assert not verdict("seceval.mcq:ci_high<=1", results, benchmarks).passed
+        return
+    # A threshold just inside the printed interval's ends: the gate reads an end at least as far out, so it fails.
+    assert not verdict(f"seceval.mcq:ci_low>={shown[0] + 1e-7!r}", results, benchmarks).passed
+    assert not verdict(f"seceval.mcq:ci_high<={shown[1] - 1e-7!r}", results, benchmarks).passed
+    assert verdict(f"seceval.mcq:ci_low>={max(shown[0] - 0.5, 0.0)!r}", results, benchmarks).passed
+
+
+def test_a_perfect_seceval_run_does_not_pass_a_gate_on_a_clustered_interval_of_zero_width(
+        pytester: pytest.Pytester, real_data: Any) -> None:
+    """Issue 33's case end to end: 20 SecEval questions (real data, grouped by their topics) all answered
+    right by the scripted server on 127.0.0.1; 'ci_low>=0.95' used to pass on ci95_clustered = [1, 1]
+    (exit 0).  It fails now, the terminal and summary.json saying which interval it read."""
+    import json
+
+    from conftest import SUITES, only_run_dir
+    from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+
+    path = real_data / "seceval" / "questions-data.json"
+    if not path.is_file():
+        pytest.skip(f"real-data file missing: {path}")
+    golds = {" ".join(q["question"].split()): q["answer"] for q in json.loads(path.read_text())}
+
+    def answer(call: Call) -> Reply:
+        text = " ".join(call.last_user_text.split())
+        question = max((q for q in golds if q and q in text), key=len)
+        return Reply(content=f"Answer: {golds[question]}")
+
+    with ScriptedServer(answer) as server:
+        result = pytester.runpytest(str(SUITES / "seceval"), "--limit", "20", "--data-dir", str(real_data),
+                                    "--model", f"m@{server.url}", "--report-dir", "out", "-p", "no:randomly",
+                                    "--gate", "seceval.mcq:ci_low>=0.95")
+    summary = json.loads((only_run_dir(pytester.path / "out") / "summary.json").read_text())
+    (row,) = summary["results"]
+    assert row["score"] == 1.0 and row["clustered_by"] == "topics" and row["n_groups"] >= 2
+    low, high = row["ci95_clustered"]
+    assert 0.0 < low < 0.95 and high == 1.0 and low < row["ci95"][0]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    (gate,) = summary["gates"]
+    assert gate["passed"] is False and gate["interval"].startswith("ci95_clustered (")
+    result.stdout.fnmatch_lines(["*FAIL  seceval.mcq:ci_low>=0.95*m: *from ci95_clustered*"])

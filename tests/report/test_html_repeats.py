@@ -175,7 +175,9 @@ def test_repeats_table_shows_the_summary_numbers_of_a_real_run(pytester: pytest.
         assert row["sampling sd"] == _pp(r["sampling_sd"])
         assert row["retest agreement"] == f"{100 * r['retest_agreement']:.1f}%"
         # The clustered interval (aggregation.by = topic) is the one shown, as the gates read it.
-        assert r["ci95_clustered"] is not None and row["CI kind"] == "clustered"
+        assert r["ci95_clustered"] is not None
+        assert row["CI kind"] == (f"clustered by topic, {r['n_groups']} groups: Wilson on the design-effect n, "
+                                  "t quantile")
         assert row["95% CI"] == f"{_pct(r['ci95_clustered'][0])} – {_pct(r['ci95_clustered'][1])}"
         # The summary's numbers themselves, recounted from the records (per question: mean of 3).
         mine = [x for x in records if x["model"] == r["model"]]

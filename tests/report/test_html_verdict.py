@@ -187,6 +187,32 @@ def test_metric_change_between_sets_is_not_compared() -> None:
     assert b["largest_metric_move"] is None and b["metric_differs"] == ["bench_b.vsp"]
 
 
+def test_the_sentence_says_what_the_move_leaves_out_and_where_a_larger_cause_acts() -> None:
+    """Issue 33, item 16: the move compares the sets on the tasks both score with one metric, a cause changes
+    one field alone on any task; a cause larger than the move says why (AthenaBench's VSP: -35.2 pp)."""
+    doc = _doc(MOVES)
+    doc["by_set"]["b"]["tasks"]["bench_b.vsp"] = {"metrics": ["cvss_closeness"], "lower_is_better": False}
+    vsp = {"benchmark": "bench_b", "task": "vsp", "model": "x2", "variant": "denominator=total",
+           "field": "scoring.denominator", "value": "total", "delta_pp": -35.2, "delta": -0.352, "unit": "pp",
+           "moved_by": "scoring"}
+    found = _by_bench(verdicts(doc, [*SWEEPS, vsp], FINDINGS))
+    b = found["bench_b"]
+    assert abs(b["causes"][0]["pp"]) > abs(b["largest_move"]["pp"])  # the case: a cause larger than the move
+    assert ("released → standardized moves a score by up to -5.0 pp on the tasks both score with one metric (vsp "
+            "left out: its metric differs between the sets)") in b["sentence"]
+    assert "largest cause scoring.denominator, changed alone (-35.2 pp on vsp, a task the move above leaves out)" \
+        in b["sentence"]
+    # on a task the move compares, a larger single-field effect is one the other changes offset
+    a = found["bench_a"]
+    assert a["largest_move"]["pp"] == pytest.approx(12.0) and a["causes"][0]["pp"] == -20.0
+    assert ("largest cause extraction.reasoning, changed alone (-20.0 pp on t1, more than the move between the sets: "
+            "their other changes offset it)") in a["sentence"]
+    # a cause within the move's size needs no excuse; nothing left out, nothing said of it
+    small = _by_bench(verdicts(_doc(MOVES), SWEEPS[:2], []))["bench_a"]
+    assert small["sentence"].endswith("largest cause scoring.denominator, changed alone (+12.0 pp on t2).")
+    assert "left out" not in small["sentence"]
+
+
 def _tables(section_html: str) -> list[tuple[list[str], list[list[str]]]]:
     out = []
     for t in re.findall(r"<table>(.*?)</table>", section_html, re.S):

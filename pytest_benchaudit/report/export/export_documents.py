@@ -69,7 +69,7 @@ class ConfidenceInterval(TypedDict):
     lower: float
     upper: float
     confidence_level: float
-    method: Literal["wilson", "student_t"]
+    method: str  # the summary row's ci95_method (aggregate/intervals.py): wilson, wilson_effective_n, student_t
 
 
 class Uncertainty(TypedDict, total=False):

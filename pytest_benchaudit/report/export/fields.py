@@ -233,9 +233,10 @@ def score_details(result: TaskResult) -> ScoreDetails:
         uncertainty["num_samples"] = num
     if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
         binary = info is None or info.kind == "binary"
+        method = result.get("ci95_method")  # a summary from before the field: what its ci95 then was
         uncertainty["confidence_interval"] = {
             "lower": float(ci[0]), "upper": float(ci[1]), "confidence_level": 0.95,
-            "method": "wilson" if binary else "student_t",
+            "method": str(method) if method else "wilson" if binary else "student_t",
         }
     if uncertainty:
         out["uncertainty"] = uncertainty

@@ -5,7 +5,8 @@ From the compare document's ``paired`` rows, ``rank_ties`` and ``mde80`` (per se
 Per set and task:
 
 * a line with how many of the task's pairs are significant (Holm-adjusted p < 0.05) and how many are
-  not, the test used (exact McNemar on 0/1 per-question scores, else paired t) and the task's mde80;
+  not, the test used (exact McNemar on 0/1 per-question scores, else paired t; the clustered t when the
+  task groups its questions), what the error bars treat as independent, and the task's mde80;
 * the significant pairs, in compare.json's order (the better model of each pair by headline first),
   at most :data:`MAX_PAIRS_SHOWN` per task, with a line saying how many more compare.json holds;
 * the neighbours of the task's ranking whose order is not significant (the pairs marked ``≈`` in
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_benchaudit.compare.compare_documents import CompareDocument, PairedRow, RankTie, SetAnalysis
+from pytest_benchaudit.compare.render import paired_unit
 from pytest_benchaudit.report.html.format import esc, fmt_p, is_num, note, table
 from pytest_benchaudit.report.html.sets import caption, section, set_views, share_task
 
@@ -38,7 +40,8 @@ TIE_HEADERS = ["ranked above", "ranked below (≈)", "questions", "diff", "95% C
 READING_GUIDE = ("A CI that contains 0: the same questions asked again could order these two models the "
                  "other way.")
 
-_TESTS = {"mcnemar_exact": "exact McNemar", "paired_t": "paired t"}
+_TESTS = {"mcnemar_exact": "exact McNemar", "paired_t": "paired t", "clustered_t": "clustered t",
+          "None": "no test (under two common questions or groups)"}
 
 
 def fmt_diff(value: Any, share: bool) -> str:
@@ -80,7 +83,8 @@ def _task_block(an: SetAnalysis, task: str, rows: list[PairedRow], ties: list[Ra
     mde_text = (_mde(mde.get("mde80") if mde else None, share)
                 + (f" at {mde['n']} common questions" if mde and is_num(mde.get("n")) else ""))
     line = (f"{len(significant)} of {len(rows)} pairs significant, {len(rows) - len(significant)} not. "
-            f"Test: {tests_used(rows)}; Holm's correction over the task's {len(rows)} pairs. mde80: {mde_text}.")
+            f"Test: {tests_used(rows)}; Holm's correction over the task's {len(rows)} pairs. Error bars: "
+            f"{paired_unit(rows)}. mde80: {mde_text}.")
     parts = [f"<h4>{esc(task)}{' ↓' if lower else ''}</h4>", note(line)]
     if shown:
         parts.append(table([h + unit if h in ("diff a − b", "95% CI") else h for h in PAIR_HEADERS],
@@ -121,9 +125,11 @@ def paired_section(doc: CompareDocument) -> str:
     return section("paired", "Paired differences between models", note(
         "Every pair of models of a task, compared question by question on the questions both answered: diff = "
         "model a's mean per-question score minus model b's (model a = the better by headline; per question the "
-        "reducer over its repeats), with its 95% CI (diff ± 1.96 SE of the per-question differences). p: exact "
-        "McNemar when every per-question score is 0 or 1, else the paired t test. p Holm: Holm's step-down "
-        "correction over all the pairs of the task, so that the chance of any pair reading significant by chance "
+        "reducer over its repeats), with its 95% CI: diff ± 1.96 SE of the per-question differences when the "
+        "questions are treated as independent, where p is exact McNemar when every per-question score is 0 or 1, "
+        "else the paired t test; when the task groups its questions (aggregation.by), diff ± t(G−1) × the "
+        "clustered SE over the G groups, and p the clustered t test (each task's line says which). p Holm: "
+        "Holm's step-down correction over all the pairs of the task, so that the chance of any pair reading significant by chance "
         "stays under 5%; a pair is significant when p Holm < 0.05. mde80: the smallest true difference a pair of "
         "the task detects with 80% power at that level. Differences on share metrics in percentage points, "
         "others in the metric's unit (↓ = lower is better: a negative diff favours model a). docs/statistics.md "

@@ -238,11 +238,30 @@ def _dependent(v: Verdict) -> bool | None:
     return max(sizes, default=0.0) >= MATERIAL_PP or moved_rank
 
 
+def _task_key(bench: str, task: Any) -> str:
+    """A cause's task as the compare document keys it (``bench.task``); a sweep row names the task alone."""
+    text = str(task or "")
+    return text if "." in text else f"{bench}.{text}"
+
+
+def _short_task(key: str) -> str:
+    return key.partition(".")[2] or key
+
+
 def _sentence(doc: CompareDocument, v: Verdict) -> str:
+    """The verdict in one sentence.  The move and the causes are measured on different things, and the
+    sentence says so where that shows: the move compares the sets on the tasks both score with one
+    metric (a task whose metric differs between them is named as left out), a cause changes one field
+    alone on the base's outputs (on any task, those left out of the move included), so a cause can be
+    larger than the move: on a task the move leaves out, or where the sets' other changes offset it."""
     a, b = str(doc.get("label_a") or "a"), str(doc.get("label_b") or "b")
     parts = []
     move = v["largest_move"]
     top = v["causes"][0] if v["causes"] else None
+    left_out = [_short_task(t) for t in v["metric_differs"]]
+    scope = (f" on the tasks both score with one metric ({', '.join(left_out)} left out: "
+             f"{'its metric differs' if len(left_out) == 1 else 'their metrics differ'} between the sets)"
+             if left_out else "")
     if v["dependent"] is None:
         head = "not compared"
     elif v["dependent"]:
@@ -250,7 +269,7 @@ def _sentence(doc: CompareDocument, v: Verdict) -> str:
     else:
         head = f"not pipeline-dependent beyond {MATERIAL_PP:g} pp"
     if move:
-        parts.append(f"{a} → {b} moves a score by up to {fmt_pp(move['pp'])} pp")
+        parts.append(f"{a} → {b} moves a score by up to {fmt_pp(move['pp'])} pp{scope}")
     elif top:
         parts.append(f"one field moves a score by up to {fmt_pp(top['pp'])} pp")
     rank = v["rank"]
@@ -260,7 +279,14 @@ def _sentence(doc: CompareDocument, v: Verdict) -> str:
         parts.append(f"{held} ({rho}; {len(rank['movers'])} of {rank['n_models']} models move "
                      f"{rank['min_shift']}+ ranks)")
     if top:
-        parts.append(f"largest cause {top['field']} ({fmt_pp(top['pp'])} pp)")
+        key = _task_key(v["benchmark"], top.get("task"))
+        where = f" on {_short_task(key)}" if top.get("task") else ""
+        why = ""
+        if move and key in v["metric_differs"]:
+            why = ", a task the move above leaves out"
+        elif move and round(abs(top["pp"]), 1) > round(abs(move["pp"]), 1):  # as the sentence shows them
+            why = ", more than the move between the sets: their other changes offset it"
+        parts.append(f"largest cause {top['field']}, changed alone ({fmt_pp(top['pp'])} pp{where}{why})")
     # An error metric's move is named in the sentence when it is material: MATERIAL_PP per cent of its base.
     material = [m for m in v["metric_causes"] if is_num(m.get("base")) and m["base"]
                 and abs(m["delta"] / m["base"]) >= MATERIAL_PP / 100]

@@ -6,7 +6,8 @@ lm-eval 0.4.13 reads for MMLU, so a stored run re-scores "as lm-eval would" offl
 * ``lm_eval_loglikelihood``: the ``multiple_choice`` output type (``mmlu_computer_security``,
   ``lm_eval/tasks/mmlu/default/_default_template_yaml``).  Each option's continuation (" A".." D")
   has a log-likelihood, the sum of its echoed tokens' log-probabilities
-  (``Generation.continuations``, see :mod:`pytest_benchaudit.inference.loglikelihood`); the
+  (``Generation.continuations``: lm-eval's ``token_logprobs[ctxlen:-1]``, see
+  :mod:`pytest_benchaudit.inference.loglikelihood`); the
   prediction is the option with the highest, the first of equal ones as ``np.argmax`` picks it
   (``lm_eval/api/task.py`` ``process_results``: ``pred = np.argmax(lls)``, metric ``acc``).  A
   generation without them is ``no_logprobs``, naming what the endpoint left out.
@@ -90,8 +91,10 @@ def lm_eval_loglikelihood(text: str, question: Question, generation: Generation)
     lls = [c.loglikelihood for c in read]
     best = max(range(len(lls)), key=lambda i: (lls[i], -i))  # np.argmax: the first maximum
     detail = " ".join(f"{label}={ll:.6g}" for label, ll in zip(labels, lls))
-    return labels[best], (f"loglikelihood {detail} (echoed tokens at text_offset >= len(context), "
-                          "before the generated one, summed)")
+    # What lm-eval's cut did that a reader would not expect (no generated token, a merged context), once each.
+    notes = sorted({c.note for c in read if c.note})
+    return labels[best], (f"loglikelihood {detail} (lm-eval's token_logprobs[ctxlen:-1] summed)"
+                          + "".join(f"; {note}" for note in notes))
 
 
 RULES: dict[str, Rule] = {
