@@ -59,7 +59,8 @@ def test_run_warnings_keep_order_and_only_the_per_session_ones_of_an_earlier_ses
     card = {"kind": "data_checksum", "message": "a differs"}
     served = {"kind": "served_model_mismatch", "message": "m: 10 of 10"}
     cache = {"kind": "cache_unusable", "message": "m: 3 stored"}
-    assert PER_SESSION_WARNINGS == {"cache_unusable"}
+    hook = {"kind": "hook_failed", "message": "a plugin's hook raised"}
+    assert PER_SESSION_WARNINGS == {"cache_unusable", "hook_failed"}
     assert run_warning_list([card, served, card], []) == [card, served]  # each once, in order
     # a resumed run: the earlier session's copy of a recomputed kind is stale; its cache warning stays
     earlier = [{"kind": "served_model_mismatch", "message": "m: 4 of 4"}, cache, card]
@@ -67,3 +68,5 @@ def test_run_warnings_keep_order_and_only_the_per_session_ones_of_an_earlier_ses
     assert run_warning_list([card, served, cache], earlier) == [card, served, cache]  # not twice
     # the order of the earlier list moves nothing but where its kept entries come
     assert run_warning_list([card], list(reversed(earlier))) == [card, cache]
+    # a hook that raised in an earlier session is kept like its cache warning
+    assert run_warning_list([card], [hook, served]) == [card, hook]
