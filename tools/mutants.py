@@ -87,6 +87,22 @@ GROUPS: dict[str, Group] = {
                        ("tests/aggregate/test_intervals.py", "tests/aggregate/test_intervals_mutants.py")),
     "power": Group(("aggregate/power.py",),
                    ("tests/aggregate/test_power.py",)),
+    # The rest of the pure core.
+    "tasks": Group(tuple(f"scoring/tasks/{m}.py" for m in ("actors", "attack", "cwe", "labels", "numeric",
+                                                           "peer_inspect", "peer_lm_eval")),
+                   ("tests/scoring/test_tasks_cti_athena.py", "tests/scoring/test_tasks_secbench_secure.py",
+                    "tests/scoring/test_actor_graph_cache.py", "tests/scoring/test_peer_lm_eval_rule.py",
+                    "tests/scoring/test_peer_inspect_rule.py", "tests/scoring/test_scoring.py",
+                    "tests/scoring/test_extract.py")),
+    "evaluate": Group(("scoring/evaluate.py",),
+                      ("tests/scoring/test_evaluate_record.py", "tests/scoring/test_record_properties.py")),
+    "results": Group(("aggregate/results.py", "aggregate/deltas.py"),
+                     ("tests/aggregate/test_aggregate.py", "tests/aggregate/test_intervals.py",
+                      "tests/aggregate/test_repeats.py", "tests/aggregate/test_documents.py")),
+    "pipeline": Group(tuple(f"pipeline/{m}.py" for m in ("assembly", "card", "checks", "documents", "record",
+                                                         "stages", "types", "variants")),
+                      ("tests/pipeline/test_card.py", "tests/pipeline/test_checks_assembly.py",
+                       "tests/pipeline/test_pipeline.py", "tests/pipeline/test_pipeline_documents.py")),
 }
 
 # Lines whose only mutants would change the wording of a message (see the module docstring).
