@@ -24,7 +24,8 @@ Why mutmut: it is the field's tool and works with this layout (a pytest plugin p
 pytester): it copies the tree, rewrites each function into a trampoline that a per-mutant environment
 variable switches, records which tests reach which function, and forks a warmed-up pytest per mutant,
 about 0.2-0.5 mutants a second on two shared cores where a fresh pytest per mutant would take 5-20 s.
-Functions left alone: those another change is rewriting (``DEFERRED``), to be mutated once it lands.
+Functions left alone: those another change is rewriting (a group's ``deferred``: none at present), to be
+mutated once it lands.  A mutant no test of its group reaches (mutmut's "no tests") counts as a survivor.
 
 Usage::
 
