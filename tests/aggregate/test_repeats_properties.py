@@ -219,6 +219,7 @@ def test_paired_difference_clustered_is_statsmodels_cluster_robust_t(binary: boo
     assert out["diff"] == pytest.approx(d.mean())
     q = sps.t.ppf(0.975, 4)
     assert out["ci95"] == pytest.approx([d.mean() - q * se, d.mean() + q * se], abs=1e-6)
+    assert [round(x, 6) for x in out["ci95"]] == out["ci95"]  # rounded to 6 places, as every interval
     assert out["p_value"] == pytest.approx(2 * sps.t.sf(abs(d.mean()) / se, 4), rel=1e-9)
     assert out["mde80"] == pytest.approx((q + sps.t.ppf(0.80, 4)) * se, rel=1e-9)
 
