@@ -150,8 +150,50 @@ def test_questions_for_power_finds_the_fewest_questions() -> None:
         n, reached = power.questions_for_power(curve, 0.8, start)
         assert (n, reached) == (first, curve(first)), start
     assert power.questions_for_power(lambda n: 1.0, 0.8, 1) == (2, 1.0)  # never under two questions
+    assert power.questions_for_power(lambda n: 1.0, 0.8, 50) == (2, 1.0)  # however far above the start is
+    # reaching the target exactly is reaching it
+    assert power.questions_for_power(lambda n: 0.8, 0.8, 10) == (2, 0.8)
     with pytest.raises(ValueError, match="more than 100 million"):
         power.questions_for_power(lambda n: 0.0, 0.8, 10)
+
+
+def test_questions_for_power_allows_up_to_one_hundred_million() -> None:
+    start = 12_500_000  # doubled: 25, 50, 100 million
+    assert power.questions_for_power(lambda n: float(n >= 10**8), 0.8, start) == (10**8, 1.0)
+    with pytest.raises(ValueError, match="more than 100 million"):  # the next doubling, 200 million, is refused
+        power.questions_for_power(lambda n: float(n >= 150_000_000), 0.8, start)
+
+
+def test_questions_for_power_brackets_by_doubling_from_the_start() -> None:
+    """The exact test's power is not monotone in n: the answer is the crossing inside the first bracket
+    (start, 2 start, 4 start, ...) that reaches the target, here 12 (reached on 12..16 and from 50 on)."""
+    def saw(n: int) -> float:
+        return 0.9 if 12 <= n <= 16 or n >= 50 else 0.5
+
+    assert power.questions_for_power(saw, 0.8, 2) == (12, 0.9)
+    # a start below two starts the bracket at two questions
+    assert power.questions_for_power(lambda n: 0.5 if n == 3 else 0.9, 0.8, 1) == (2, 0.9)
+
+
+def test_plan_rows_start_from_the_normal_plan_at_their_own_level_and_power(monkeypatch: pytest.MonkeyPatch) -> None:
+    starts: list[int] = []
+    bisect = power.questions_for_power
+
+    def spy(power_at, target, start):  # type: ignore[no-untyped-def]
+        starts.append(start)
+        return bisect(power_at, target, start)
+
+    monkeypatch.setattr(power, "questions_for_power", spy)
+    v = Variances(between=0.1, within=0.2, source="given", binary=True)
+    power.plan_rows(0.1, v, None, (1, 3), 0.01, 0.9)
+    assert starts == [power.questions_for(0.1, v, k, 0.01, 0.9) for k in (1, 3)]
+
+
+def test_a_plan_that_needs_every_question_of_the_task_fits() -> None:
+    v = Variances(between=0.1, within=0.2, source="given")
+    (row,) = power.plan_rows(0.1, v, None, (2,))
+    assert power.plan_rows(0.1, v, row.questions, (2,))[0].fits is True
+    assert power.plan_rows(0.1, v, row.questions - 1, (2,))[0].fits is False
 
 
 @pytest.mark.parametrize("binary", [True, False])
@@ -201,7 +243,28 @@ def test_paired_variances_are_numpy_s_method_of_moments() -> None:
     est = power.paired_variances(a, b, "m1 vs m2")
     assert est.within == pytest.approx(within) and est.between == pytest.approx(max(np.var(d, ddof=1) - left, 0))
     assert (est.questions, est.repeats, est.within_measured, est.binary) == (4, 3, True, True)
-    assert "m1 vs m2 on 4 questions, up to 3 repeats" in est.source
+    assert est.source == "measured: paired difference m1 vs m2 on 4 questions, up to 3 repeats each"
+
+
+@pytest.mark.parametrize("twice", ["a", "b"])
+def test_paired_variances_need_both_models_asked_again(twice: str) -> None:
+    """One model asked twice, the other once: the within part is not measured for the pair."""
+    again = {f"q{i}": [float(i % 2), 1.0] for i in range(3)}
+    once = {f"q{i}": [float(i % 3 == 0)] for i in range(3)}
+    a, b = (again, once) if twice == "a" else (once, again)
+    est = power.paired_variances(a, b)
+    d = [np.mean(a[q]) - np.mean(b[q]) for q in a]
+    assert est.within_measured is False and est.within == 0.0 and est.between == pytest.approx(np.var(d, ddof=1))
+    assert (est.questions, est.repeats, est.binary) == (3, 2, True)
+
+
+def test_two_common_questions_are_enough() -> None:
+    est = power.paired_variances({"q1": [1.0], "q2": [0.0]}, {"q1": [0.0], "q2": [0.0]})
+    assert est.between == pytest.approx(0.5) and est.within_measured is False and est.binary is True
+    assert est.source.startswith("measured: paired difference a vs b on 2 questions asked once (the within-question")
+    assert est.source.endswith("counted as between, so repeats are assumed to average nothing away)")
+    one = power.one_model_variances({"q1": [1.0, 1.0], "q2": [0.0, 1.0]})
+    assert one.questions == 2 and one.within == pytest.approx(2 * 0.25)  # mean of s2 = (0 + 0.5) / 2
 
 
 def test_paired_variances_asked_once_count_everything_between() -> None:
@@ -236,7 +299,13 @@ def test_one_model_variances_double_one_model_s() -> None:
     assert "m's per-question variance on 4 questions" in est.source and "up to 3 repeats" in est.source
     once = power.one_model_variances({"q1": [1.0], "q2": [0.0], "q3": [1.0, 0.0]})
     assert once.between == pytest.approx(2 * np.var([1.0, 0.0, 0.5], ddof=1)) and once.within == 0.0
-    assert not once.within_measured and once.repeats == 2
+    assert (once.within_measured, once.repeats, once.questions, once.binary) == (False, 2, 3, True)
+    assert once.source == ("measured and assumed: the model's per-question variance on 3 questions, doubled for a "
+                           "second, independent model (questions asked once: the within-question part cannot be "
+                           "told apart, counted as between)")
+    # asked twice each: the within part is measured (two repeats are enough)
+    twice = power.one_model_variances({"q1": [1.0, 0.0], "q2": [0.0, 0.0], "q3": [1.0, 1.0]})
+    assert twice.within_measured is True and twice.within == pytest.approx(2 * np.mean([0.5, 0.0, 0.0]))
     with pytest.raises(ValueError, match="the model: 1 answered question"):
         power.one_model_variances({"q1": [1.0], "q2": []})
 
@@ -245,3 +314,8 @@ def test_the_assumed_binary_variances() -> None:
     v = power.assumed_binary_variances()
     assert (v.between, v.within, v.within_measured, v.binary, v.questions, v.repeats) == (0.5, 0.0, False, True, 0, 0)
     assert v.total(1) == 0.5 == v.total(10)  # repeats assumed to help nothing
+    # what the plan prints: an assumption, its numbers, and how to measure instead
+    assert v.source.startswith("assumed (no runs given): 0/1 scores, each model right with probability 0.5 on each "
+                               "answer, independent models: Var(difference) = 0.5 per question, all of it counted as "
+                               "between-question")
+    assert v.source.endswith("(repeats assumed to help nothing); measure it with --from RUN")
