@@ -76,6 +76,14 @@ def test_questions_for_is_the_closed_form_with_its_floor_of_two() -> None:
     assert power.questions_for(0.1, v, 1) > 2  # one repeat is allowed
 
 
+def test_float_noise_above_a_whole_number_of_questions_adds_no_question() -> None:
+    # a variance that puts the closed form 3e-10 above 236 (noise, not a 237th question); 1e-6 above is not noise
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.80)
+    for excess, expected in ((3e-10, 236), (1e-6, 237)):
+        v = Variances(between=(236 + excess) * 0.01 / (z * z), within=0.0, source="given")
+        assert power.questions_for(0.1, v, 1) == expected, excess
+
+
 def test_variances_total_divides_the_within_part_by_the_repeats() -> None:
     v = Variances(between=0.2, within=0.6, source="given")
     assert v.total(1) == pytest.approx(0.8) and v.total(3) == pytest.approx(0.4)
