@@ -106,11 +106,12 @@ test-pytest-matrix: $(VENV)-pytest-lowest/.installed $(VENV)-pytest-newest/.inst
 	  $$py -m pytest $(MATRIX_TESTS) -q -p no:cacheprovider || exit 1; \
 	done
 
-# Mutation check of the pure core (issue 33, item 15), not part of `make test` (tens of minutes on two
-# cores): mutmut changes one thing at a time in pipeline/, scoring/ and aggregate/ modules and runs the
+# Mutation check of the pure core (issue 33, item 15), not part of `make test` (about an hour on two
+# shared cores): mutmut changes one thing at a time in pipeline/, scoring/ and aggregate/ modules and runs the
 # tests that cover it (the map from module to tests: tools/mutants.py). Report: build/mutation/REPORT.md;
 # mutants that change no behaviour, with the reason: tools/mutants_equivalent.toml.
-# MUTANT_GROUPS="cvss stats" limits the run; `tools/mutants.py rerun GROUP` re-tests the survivors.
+# MUTANT_GROUPS="cvss stats" limits the run (groups: tools/mutants.py); `tools/mutants.py rerun GROUP`
+# re-tests the survivors, `tools/mutants.py report` prints the table.
 MUTMUT_VERSION ?= 3.8.1
 MUTANT_GROUPS  ?=
 

@@ -14,16 +14,18 @@ survived, and those that change no behaviour, with the reason, taken from
 that no longer matches its mutant is reported as stale and does not count).
 
 Lines left alone (``do_not_mutate_patterns``): the text of exception messages (a ``raise`` line) and a
-rule's human-readable detail beside a plain name (``return None, "..."``): wording, not behaviour.  (The
-second pattern also leaves out ``return None, f"{HEDGED_PREFIX}..."``, whose prefix a reader tests; to be
-narrowed.)  A surviving mutant that changes only the detail beside an unchanged prediction is counted as
-"message" (:func:`message_only`), not as a survivor.
+rule's human-readable detail beside a plain name (``return None, "..."``): wording, not behaviour.  A
+detail that starts with a constant's value (``return None, f"{HEDGED_PREFIX}..."``) is mutated: readers
+test that prefix (the hedged answers are counted apart).  A surviving mutant that changes only the
+detail's words beside an unchanged prediction and an unchanged prefix is counted as "message"
+(:func:`message_only`), not as a survivor.
 
 Why mutmut: it is the field's tool and works with this layout (a pytest plugin package whose tests use
 pytester): it copies the tree, rewrites each function into a trampoline that a per-mutant environment
 variable switches, records which tests reach which function, and forks a warmed-up pytest per mutant,
 about 0.2-0.5 mutants a second on two shared cores where a fresh pytest per mutant would take 5-20 s.
-Functions left alone: those another change is rewriting (``DEFERRED``), to be mutated once it lands.
+Functions left alone: those another change is rewriting (a group's ``deferred``: none at present), to be
+mutated once it lands.  A mutant no test of its group reaches (mutmut's "no tests") counts as a survivor.
 
 Usage::
 
@@ -71,27 +73,44 @@ GROUPS: dict[str, Group] = {
                    "tests/scoring/test_cvss_mutants.py")),
     "extract": Group(("scoring/extract.py",),
                      ("tests/scoring/test_extract.py", "tests/scoring/test_conformance.py",
-                      "tests/scoring/test_extract_mutants.py")),
+                      "tests/scoring/test_extract_mutants.py", "tests/scoring/test_peer_inspect_rule.py")),
     "metrics": Group(("scoring/metrics.py",),
                      ("tests/scoring/test_scoring.py", "tests/scoring/test_declarations.py",
                       "tests/scoring/test_metrics_mutants.py")),
     "stats": Group(("aggregate/stats.py",),
                    ("tests/aggregate/test_stats.py", "tests/aggregate/test_stats_properties.py")),
-    # The interval, paired-test and power functions are being rewritten on another branch (issue 33,
-    # items 1-4): mutated once that lands.
     "repeats": Group(("aggregate/repeat_stats.py",),
                      ("tests/aggregate/test_repeat_stats.py", "tests/aggregate/test_repeat_fields.py",
-                      "tests/aggregate/test_repeats_properties.py"),
-                     deferred=("clt_se", "clustered_se", "normal_ci", "paired_difference", "mde80",
-                               "questions_needed")),
+                      "tests/aggregate/test_repeats_properties.py")),
     "ranks": Group(("aggregate/ranks.py",),
                    ("tests/aggregate/test_stats.py", "tests/aggregate/test_stats_properties.py")),
+    "intervals": Group(("aggregate/intervals.py",),
+                       ("tests/aggregate/test_intervals.py", "tests/aggregate/test_intervals_mutants.py")),
+    "power": Group(("aggregate/power.py",),
+                   ("tests/aggregate/test_power.py",)),
+    # The rest of the pure core.
+    "tasks": Group(tuple(f"scoring/tasks/{m}.py" for m in ("actors", "attack", "cwe", "labels", "numeric",
+                                                           "peer_inspect", "peer_lm_eval")),
+                   ("tests/scoring/test_tasks_cti_athena.py", "tests/scoring/test_tasks_secbench_secure.py",
+                    "tests/scoring/test_actor_graph_cache.py", "tests/scoring/test_peer_lm_eval_rule.py",
+                    "tests/scoring/test_peer_inspect_rule.py", "tests/scoring/test_scoring.py",
+                    "tests/scoring/test_extract.py")),
+    "evaluate": Group(("scoring/evaluate.py",),
+                      ("tests/scoring/test_evaluate_record.py", "tests/scoring/test_record_properties.py")),
+    "results": Group(("aggregate/results.py", "aggregate/deltas.py"),
+                     ("tests/aggregate/test_aggregate.py", "tests/aggregate/test_intervals.py",
+                      "tests/aggregate/test_repeat_stats.py", "tests/aggregate/test_summary_documents.py")),
+    "pipeline": Group(tuple(f"pipeline/{m}.py" for m in ("assembly", "card", "readiness", "record_documents", "record",
+                                                         "stages", "types", "variants")),
+                      ("tests/pipeline/test_card.py", "tests/pipeline/test_readiness_assembly.py",
+                       "tests/pipeline/test_pipeline.py", "tests/pipeline/test_record_documents.py")),
 }
 
 # Lines whose only mutants would change the wording of a message (see the module docstring).
 MESSAGE_LINES = (
     r"^\s*raise \w+(\.\w+)*\(",
-    r"^\s*return (None|\w+), f?[\"']",
+    # a detail that does not start with a constant's value such as {HEDGED_PREFIX} (see the docstring)
+    r"^\s*return (None|\w+), f?[\"'](?!\{[A-Z][A-Z0-9_]*\})",
 )
 
 # mutmut's exit codes of a mutant's test run (mutmut.stats.status_by_exit_code), folded.
@@ -174,9 +193,39 @@ def _verdicts(name: str) -> dict[str, dict[str, int | None]]:
     return out
 
 
+# Asks mutmut for the diffs of many mutants of a group in one process (``mutmut show`` starts one per mutant).
+_DIFFS_SCRIPT = """
+import json, sys
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+asked = json.load(sys.stdin)
+print(json.dumps({m: get_diff_for_mutant(m, path=path) for m, path in asked.items()}))
+"""
+_DIFF_CACHE: dict[tuple[str, str], str] = {}
+
+
+def _module_of(mutant: str) -> str:
+    """The source path of a mutant (``pytest_benchaudit.aggregate.stats.x_f__mutmut_3`` -> its .py file)."""
+    return mutant.rsplit(".", 1)[0].replace(".", "/") + ".py"
+
+
+def _prefetch_diffs(name: str, mutants: list[str]) -> None:
+    """Fill the diff cache for ``mutants`` of group ``name`` (one mutmut process for all of them)."""
+    asked = {m: _module_of(m) for m in mutants if (name, m) not in _DIFF_CACHE}
+    if not asked:
+        return
+    done = subprocess.run([sys.executable, "-c", _DIFFS_SCRIPT], cwd=WORK / name, input=json.dumps(asked),
+                          capture_output=True, text=True)
+    if done.returncode == 0:
+        for m, diff in json.loads(done.stdout).items():
+            _DIFF_CACHE[(name, m)] = diff
+
+
 def _diff(name: str, mutant: str) -> str:
-    exe = Path(sys.executable).with_name("mutmut")
-    return subprocess.run([str(exe), "show", mutant], cwd=WORK / name, capture_output=True, text=True).stdout
+    if (name, mutant) not in _DIFF_CACHE:
+        exe = Path(sys.executable).with_name("mutmut")
+        _DIFF_CACHE[(name, mutant)] = subprocess.run([str(exe), "show", mutant], cwd=WORK / name,
+                                                     capture_output=True, text=True).stdout
+    return _DIFF_CACHE[(name, mutant)]
 
 
 def _mutated_line(diff: str) -> str:
@@ -194,15 +243,23 @@ def _removed_line(diff: str) -> str:
     return ""
 
 
-def _is_text(node: ast.expr) -> bool:
-    """A string literal, or an f-string that starts with literal text (not with a ``{PREFIX}`` a reader tests)."""
+def _detail_head(node: ast.expr) -> str | None:
+    """What of a rule's detail a reader tests: the constant it starts with (``HEDGED_PREFIX`` in
+    ``f"{HEDGED_PREFIX}..."``), "" for a detail that starts with its words, None for no string at all."""
     if isinstance(node, ast.Constant):
-        return isinstance(node.value, str)
-    return isinstance(node, ast.JoinedStr) and bool(node.values) and isinstance(node.values[0], ast.Constant)
+        return "" if isinstance(node.value, str) else None
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    first = node.values[0] if node.values else None
+    if (isinstance(first, ast.FormattedValue) and isinstance(first.value, ast.Name)
+            and first.value.id.isupper() and first.conversion == -1 and first.format_spec is None):
+        return first.value.id
+    return ""
 
 
 def message_only(diff: str) -> bool:
-    """Whether the mutant changes only a rule's human-readable detail: ``return X, "text"`` with the same X.
+    """Whether the mutant changes only a rule's human-readable detail: ``return X, "text"`` with the same X
+    (and the same leading constant, when the detail starts with one: :func:`_detail_head`).
 
     A rule's contract makes its detail a note for people (scoring/extract.py); the prediction beside it is
     what is scored.  Lines that cannot be parsed alone (a statement over several lines) are never counted.
@@ -219,7 +276,11 @@ def message_only(diff: str) -> bool:
             and isinstance(b.value, ast.Tuple) and isinstance(a.value, ast.Tuple)):
         return False
     bx, ax = b.value.elts, a.value.elts
-    return (len(bx) == len(ax) == 2 and ast.dump(bx[0]) == ast.dump(ax[0]) and _is_text(bx[1]) and _is_text(ax[1]))
+    if len(bx) != 2 or len(ax) != 2 or ast.dump(bx[0]) != ast.dump(ax[0]):
+        return False
+    # The same prefix a reader tests ("XX" put before it makes the detail start with text): words only after it.
+    head = _detail_head(bx[1])
+    return head is not None and _detail_head(ax[1]) == head
 
 
 def _equivalents() -> dict[str, dict[str, str]]:
@@ -250,12 +311,16 @@ class ModuleRow:
         return self.total - self.not_run - len(self.equivalent)
 
 
-def report() -> dict[str, ModuleRow]:
-    """Per module: mutants made, killed, survived, and those that change no behaviour (with the reason)."""
+def report(groups: list[str] | None = None) -> dict[str, ModuleRow]:
+    """Per module (of ``groups``, default all): mutants made, killed, survived, and those that change no
+    behaviour (with the reason)."""
     listed = _equivalents()
     rows: dict[str, ModuleRow] = {}
-    for name in GROUPS:
-        for module, codes in _verdicts(name).items():
+    for name in groups or GROUPS:
+        verdicts = _verdicts(name)
+        _prefetch_diffs(name, [m for codes in verdicts.values() for m, code in codes.items()
+                               if code is not None and code not in KILLED and code not in TIMEOUT])
+        for module, codes in verdicts.items():
             row = rows[module] = ModuleRow(group=name)
             for mutant, code in sorted(codes.items()):
                 row.total += 1
@@ -315,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("command", choices=["run", "report", "survivors", "rerun"])
     p.add_argument("args", nargs="*", help="groups (run, survivors), or a group then mutant names (rerun)")
     p.add_argument("--fresh", action="store_true", help="lay each group's copy anew")
-    a = p.parse_args(argv)
+    a = p.parse_intermixed_args(argv)  # "run --fresh extract" as well as "run extract --fresh"
     if a.command in ("run", "survivors"):
         unknown = [g for g in a.args if g not in GROUPS]
         if unknown:
@@ -329,17 +394,16 @@ def main(argv: list[str] | None = None) -> int:
     elif a.command == "rerun":
         if not a.args or a.args[0] not in GROUPS:
             p.error(f"rerun GROUP NAME...; groups: {', '.join(GROUPS)}")
-        names = a.args[1:] or [m for r in report().values() if r.group == a.args[0] for m in r.survived]
+        names = a.args[1:] or [m for r in report([a.args[0]]).values() for m in r.survived]
         if not names:
             print(f"== mutants: {a.args[0]}: no survivor to re-test")
         else:
             _mutmut(lay(a.args[0], False), "run", *names)
         print(flush=True)
     elif a.command == "survivors":
-        for module, r in sorted(report().items()):
-            if not a.args or r.group in a.args:
-                for m in r.survived:
-                    print(_diff(r.group, m))
+        for module, r in sorted(report(a.args or None).items()):
+            for m in r.survived:
+                print(_diff(r.group, m))
         return 0
     print(write_report(report()))
     return 0

@@ -177,3 +177,103 @@ def test_tau_b_table_pairs_tasks_on_common_models_oriented() -> None:
     tr = ranks.task_ranks(scores, {"mad": True, "acc": False, "tiny": False})
     assert tr["mad"] == {"a": 2.0, "b": 3.0, "c": 4.0, "d": 1.0}
     assert ranks.task_ranks({"empty": {}}, {"empty": False}) == {"empty": {}}
+
+
+# --------------------------------------------------------------------------- boundaries the mutation check found
+
+
+def test_two_models_leave_parallel_analysis_nothing_to_retain() -> None:
+    """With two rows every permutation of a column is itself or its swap, which only flips the sign of
+    that column's correlations: each null holds the observed eigenvalues, and a component that is no
+    larger than chance is not retained (strictly larger is needed)."""
+    x = np.array([[0.9, 0.2, 0.5], [0.4, 0.7, 0.1]])
+    res = stats.parallel_analysis(x, n_permutations=50)
+    assert res["observed"] == pytest.approx(res["threshold"], abs=1e-12)
+    assert res["observed"][0] == pytest.approx(3.0)  # two points: every correlation is +-1, one component
+    assert not res["retained"].any() and res["n_components"] == 0
+    assert stats.parallel_analysis(x)["n_permutations"] == 1000  # the default
+
+
+def test_parallel_analysis_counts_every_component_when_all_are_retained() -> None:
+    # At a low quantile every observed eigenvalue can exceed its null's: n_components is then p, not 0.
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(6, 3)) + np.outer(rng.normal(size=6), [1, 1, 1])
+    res = stats.parallel_analysis(x, n_permutations=200, seed=1, quantile=0.05)
+    assert res["retained"].all() and res["n_components"] == 3
+    # the count stops at the first component not retained, as recomputed here from the flags
+    res = stats.parallel_analysis(x, n_permutations=200, seed=1)
+    flags = res["retained"].tolist()
+    assert res["n_components"] == (flags.index(False) if False in flags else len(flags))
+
+
+def test_collinear_tasks_have_no_negative_eigenvalue() -> None:
+    """Tasks that are linear functions of one another: the correlation matrix has rank 1, its other
+    eigenvalues are 0 (numpy returns them as -1e-15 noise: never reported below 0)."""
+    col = np.random.default_rng(29 * 10 + 5).normal(size=29)
+    x = np.column_stack([col * (k + 1) + k for k in range(5)])
+    assert np.linalg.eigvalsh(np.corrcoef(x, rowvar=False)).min() < 0  # the noise this guards against
+    res = stats.pca(x)
+    assert res["eigenvalues"].min() >= 0 and res["variance_explained"].min() >= 0
+    assert res["eigenvalues"][0] == pytest.approx(5.0)
+    assert res["loadings"].dtype == np.float64 and res["eigenvalues"].dtype == np.float64
+    pa = stats.parallel_analysis(x, n_permutations=20)
+    assert pa["observed"].min() >= 0 and pa["threshold"].min() >= 0
+
+
+def test_spearman_of_two_models_is_plus_or_minus_one() -> None:
+    # Two models: the centred ranks are -1/2, 1/2, so the denominator is 1/2 (not 1)
+    got = stats.rowwise_spearman(np.array([[1.0, 2.0], [1.0, 2.0]]), np.array([[1.0, 2.0], [2.0, 1.0]]))
+    assert got.tolist() == [1.0, -1.0]
+    assert stats.spearman_rho([0.3, 0.9], [0.1, 0.2]) == 1.0
+
+
+def test_scores_given_as_booleans_or_integers_rank_as_the_same_floats() -> None:
+    """0/1 verdicts passed as Python bools, or ranks as ints, are numbers: the same results as floats."""
+    verdicts = [True, False, True, False]
+    floats = [1.0, 0.0, 1.0, 0.0]
+    assert stats.orient(verdicts, True).tolist() == stats.orient(floats, True).tolist() == [-1.0, -0.0, -1.0, -0.0]
+    assert stats.rank_scores(verdicts, True).tolist() == stats.rank_scores(floats, True).tolist()
+    assert stats.discordant_pairs(verdicts, [False, True, True, False]) == stats.discordant_pairs(
+        floats, [0.0, 1.0, 1.0, 0.0]) == 1  # only pair (0, 1); the others tie in x or in y, or agree
+    tau = stats.kendall_tau_b([1, 2, 3, 4], [True, False, True, True])
+    assert tau["tau"] == pytest.approx(st.kendalltau([1, 2, 3, 4], [1, 0, 1, 1]).statistic)
+
+
+def test_win_rate_goes_on_past_a_task_with_one_model() -> None:
+    scores = {"lonely": {"a": 0.5}, "pair": {"a": 0.9, "b": 0.1}}
+    assert stats.mean_win_rate(scores, {}) == {"a": 1.0, "b": 0.0}
+
+
+def test_paired_bootstrap_ranks_a_lower_is_better_task_under_each_denominator() -> None:
+    """Recomputed here per resample: the resampled task score under each model's own denominator,
+    oriented (lower is better: negated) and ranked with scipy."""
+    rng = np.random.default_rng(11)
+    m, n, b = 3, 8, 30
+    scores = rng.random((m, n)).round(2)
+    valid = rng.random((m, n)) > 0.35
+    valid[:, 0] = True
+    use_valid = np.array([True, False, True])
+    mad = stats.TaskItems(scores, valid, use_valid, lower_is_better=True)
+    res = stats.paired_bootstrap([mad], [mad], n_resamples=b, seed=4, return_indices=True)
+    (idx,) = res["indices"]
+    for row in range(b):
+        task = []
+        for model in range(m):
+            s, v = scores[model, idx[row]], valid[model, idx[row]]
+            task.append((s[v].mean() if v.any() else np.inf) if use_valid[model] else s.mean())
+        expected = st.rankdata(np.where(np.isinf(task), np.inf, task))  # lower score = rank 1; missing last
+        assert res["boot_rank_a"][row].tolist() == pytest.approx(expected.tolist())
+    point = [scores[k][valid[k]].mean() if use_valid[k] else scores[k].mean() for k in range(m)]
+    assert res["rank_a"].tolist() == pytest.approx(st.rankdata(point).tolist())
+    assert res["mean_rank_a"].tolist() == pytest.approx(st.rankdata(point).tolist())  # one task: its ranks
+    assert res["mean_rank_b"].tolist() == res["mean_rank_a"].tolist()
+
+
+def test_tau_b_table_goes_on_past_a_pair_with_too_few_models_and_orients_each_task() -> None:
+    # "a" (a MAD: lower is better) shares 3 models with "c" but only 2 with "b", which comes first
+    scores = {"a": {"x": 1.0, "y": 2.0, "z": 3.0}, "b": {"x": 0.1, "y": 0.2}, "c": {"x": 0.9, "y": 0.5, "z": 0.1}}
+    rows = ranks.tau_b_table(scores, {"a": True, "b": False, "c": False})
+    assert [(r["task_a"], r["task_b"]) for r in rows] == [("a", "c")]
+    # lower MAD and higher accuracy order x, y, z alike: tau-b 1 (scipy on the oriented scores)
+    assert rows[0]["tau"] == pytest.approx(st.kendalltau([-1.0, -2.0, -3.0], [0.9, 0.5, 0.1]).statistic) == 1.0
+    assert rows[0]["inversions"] == 0

@@ -92,3 +92,95 @@ def test_a_question_never_sent_is_endpoint_down_not_an_inference_error() -> None
     assert down.invalid_reason == "endpoint_down" and down.detail.startswith(ENDPOINT_DOWN_PREFIX)
     failed = extract.extract("answer_regex", Generation(text="", error="HTTP 500: upstream"), q(), "strip")
     assert failed.invalid_reason == "inference_error"
+
+
+# --------------------------------------------------------------------------- inspect_ai's first <think> block
+
+# (reply, what inspect_ai 0.3.285's openai-api model hands on as the completion).  Read by hand off
+# ``_reasoning.py`` (``_find_nested_think_block``, else the non-greedy ``<think...>...</think>``; the
+# rest stripped; the raw text when nothing remains) and checked live below where inspect_ai is installed.
+NESTED_PROBES = [
+    ("<think>a<think>b</think>c</think>ANSWER: D", "ANSWER: D"),  # nested: the balancing close ends the block
+    ("<think>a<think>b</think>c</think>", "<think>a<think>b</think>c</think>"),  # nothing left: the raw text
+    ("<think>a<think>b</think>ANSWER: C", "ANSWER: C"),  # never balanced: the first open to the next close
+    ("x</think><think>r</think> ANSWER: B", "x</think> ANSWER: B"),  # a close before any open is text
+    ("<think>a</think>ANSWER: A<think>b</think>", "ANSWER: A<think>b</think>"),  # later blocks are kept
+    ('<think signature="s1">r</think>\nANSWER: D\n', "ANSWER: D"),  # attributes on the opening tag
+    ("<THINK>r</THINK>ANSWER: A", "<THINK>r</THINK>ANSWER: A"),  # case-sensitive: no block
+    ("ANSWER: B", "ANSWER: B"),  # no tag at all
+    ("  ANSWER: B  ", "  ANSWER: B  "),  # no block: the text as it came, not stripped
+    ("<think>only an open tag", "<think>only an open tag"),
+]
+
+
+@pytest.mark.parametrize("reply,completion", NESTED_PROBES)
+def test_strip_first_removes_the_block_inspect_removes(reply: str, completion: str) -> None:
+    assert extract.strip_first_reasoning(reply) == completion
+    assert extract.answer_text_of(reply, "strip_first") == completion
+    # A separate reasoning field: inspect_ai reads the text as it came.
+    assert extract.strip_first_reasoning(reply, "thought apart") == reply
+    assert extract.answer_text_of(reply, "strip_first", "thought apart") == reply
+
+
+def test_nested_probes_agree_with_the_installed_inspect_ai() -> None:
+    """Live, where inspect_ai is installed: its own completion for each probe (record_verdicts.py --stdin)."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    from pytest_benchaudit.testing.peer_python import find_peer_python
+
+    python, why = find_peer_python("inspect_ai", "openai")
+    if python is None:
+        pytest.skip(why)
+    script = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "inspect_evals-0.26.0" / "record_verdicts.py"
+    asked = [{"content": reply, "reasoning_content": None} for reply, _ in NESTED_PROBES]
+    done = subprocess.run([python, str(script), "--stdin"], input=json.dumps(asked), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for (reply, completion), reading in zip(NESTED_PROBES, json.loads(done.stdout)["readings"], strict=True):
+        assert reading["completion"] == completion, reply
+
+
+def test_answer_text_of_each_reasoning_mode() -> None:
+    text = "<think>ANSWER: B</think>ANSWER: A<think>ANSWER: C</think>\n<think>unclosed"
+    assert extract.answer_text_of(text, "keep") == text
+    assert extract.answer_text_of(text, "keep", "field") == text
+    # strip: every closed block removed, then the text before an unclosed one
+    assert extract.answer_text_of(text, "strip") == extract.strip_reasoning(text)[0] == "ANSWER: A\n"
+    assert extract.answer_text_of(text, "strip_first") == "ANSWER: A<think>ANSWER: C</think>\n<think>unclosed"
+
+
+def test_extract_reads_what_each_reasoning_mode_leaves() -> None:
+    text = "<think>ANSWER: B</think>ANSWER: A<think>ANSWER: C</think>"
+    got = extract.extract("final_line", Generation(text=text), q(), "strip_first")
+    assert got.valid and got.answer_text == "ANSWER: A<think>ANSWER: C</think>"
+    assert extract.extract("final_line", Generation(text=text), q(), "strip").answer_text == "ANSWER: A"
+    assert extract.extract("final_line", Generation(text=text), q(), "keep").answer_text == text
+    # A reasoning field of its own: strip_first reads the text as it came (the field is never answer text).
+    apart = extract.extract("final_line", Generation(text=text, reasoning="<think>x</think>y"), q(), "strip_first")
+    assert apart.answer_text == text
+    # a valid answer keeps the text it was read from
+    assert extract.extract("answer_regex", Generation(text="Answer: C"), q(), "keep").answer_text == "Answer: C"
+
+
+def test_no_logprobs_and_hedged_keep_the_answer_text_and_drop_the_prefix() -> None:
+    from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, NO_LOGPROBS_PREFIX
+
+    none = extract.extract("lm_eval_loglikelihood", Generation(text="some text"), q(), "keep")
+    assert none.invalid_reason == "no_logprobs" and none.answer_text == "some text"
+    assert none.detail.startswith("no continuation log-likelihoods") and NO_LOGPROBS_PREFIX not in none.detail
+    hedged = extract.extract("final_answer_letter", Generation(text="Answer: A or B"), q(), "keep")
+    assert hedged.invalid_reason == "hedged" and hedged.answer_text == "Answer: A or B"
+    assert hedged.detail == "A and B after the marker: 'Answer: A or B'"  # the words after HEDGED_PREFIX
+    assert extract.final_answer_letter("Answer: A or B", q(), GEN)[1] == HEDGED_PREFIX + hedged.detail
+
+
+def test_a_hedged_reading_names_its_kind_after_the_prefix() -> None:
+    # The detail a reader counts apart starts with HEDGED_PREFIX (the driver strips it): "either" and "or".
+    from pytest_benchaudit.pipeline.types import HEDGED_PREFIX
+
+    prediction, detail = extract.final_answer_letters("Answer: either A or C", q(), GEN)
+    assert prediction is None and detail.startswith(HEDGED_PREFIX + "'either' between options")
+    prediction, detail = extract.final_answer_letters("Answer: A or C", q(), GEN)
+    assert prediction is None and detail.startswith(HEDGED_PREFIX + "'or' between options")

@@ -106,3 +106,52 @@ def test_unknown_metric_and_missing_resource_are_key_errors() -> None:
     assert metrics.score("exact_match", Extraction(prediction=" b "), q("B")).correct
     assert not metrics.score("letter_set_exact", Extraction(prediction="AB"), q("ab ")).correct
     assert metrics.score("letter_set_exact", Extraction(prediction="ab"), q("AB")).correct
+
+
+# An alias graph in the shape of the task resource (group -> aliases): apt28 is also called fancy bear.
+GRAPH = {"aliases": {"apt28": ["fancy bear"]}, "related": {"apt28": ["apt29"]}}
+
+
+def test_score_passes_the_resources_and_the_credit_on() -> None:
+    # resources reach the metric: the alias counts as correct
+    assert metrics.score("actor_graph", Extraction(prediction="Fancy Bear"), q("APT28"), GRAPH).correct
+    related = metrics.score("actor_graph", Extraction(prediction="apt29"), q("apt28"), GRAPH)
+    assert related.value == 0.0 and related.extras == {"plausible": 1.0, "combined": 0.5}
+    # invalid_credit reaches the invalid score: 0.25 of the way from 10 to 0 on a CVSS difference
+    invalid = Extraction(invalid_reason="unparseable")
+    assert metrics.score("cvss_abs_diff", invalid, q("x"), None, 0.25).value == pytest.approx(7.5)
+    assert metrics.score("cvss_abs_diff", invalid, q("x")).value == 10.0  # no credit by default
+    ex, s = metrics.score_item("exact_match", invalid, q("A"))
+    assert ex is invalid and s.value == 0.0 and not s.correct
+    ex, s = metrics.score_item("actor_graph", Extraction(prediction="fancy bear"), q("apt28"), GRAPH)
+    assert s.value == 1.0 and s.extras == {"plausible": 1.0, "combined": 1.0}
+
+
+def test_an_invalid_extraction_is_never_scored_even_with_a_prediction() -> None:
+    # A truncated answer may still carry what a rule read; invalid is invalid: it scores the invalid value.
+    cut = Extraction(prediction="A", invalid_reason="truncated")
+    ex, s = metrics.score_item("exact_match", cut, q("A"))
+    assert ex is cut and s.value == 0.0 and not s.correct
+    assert metrics.score("exact_match", cut, q("A"), invalid_credit=0.5).value == 0.5
+
+
+def test_an_error_metric_without_a_worst_case_text_says_only_the_worst_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin's error metric need not name its worst case (MetricInfo.worst_case defaults to "")."""
+    info = MetricInfo(lower_is_better=True, kind="continuous", description="toy MAD", invalid_value=5.0)
+    monkeypatch.setitem(metrics.METRIC_INFO, "toy_mad", info)
+    assert metrics.invalid_credit_note("toy_mad") == "5 (no credit: the worst case)"
+    assert metrics.invalid_credit_note("toy_mad", 0.5) == "2.5 (credit 0.5)"
+
+
+def test_a_stored_invalid_score_within_float_noise_is_the_credit_s_value() -> None:
+    # |stored - invalid_score| <= 1e-9 is the same value; beyond it the stored value is said
+    same = row("exact_match", invalid_score=1e-9)
+    assert metrics.invalid_credit_line([same]).endswith("0 (no credit) on exact_match")
+    moved = row("exact_match", invalid_score=3e-9)
+    assert "3e-09 (as stored" in metrics.invalid_credit_line([moved])
+
+
+def test_a_row_without_its_counts_reads_back_nothing() -> None:
+    # n missing (null): nothing to read back from, rather than a count of one made up
+    assert metrics._read_back(row("exact_match", n=None, n_valid=0, total=0.5, valid=None)) is None  # type: ignore[arg-type]
+    assert metrics._read_back(row("exact_match", n=2, n_valid=None, total=0.5, valid=None)) == 0.5  # type: ignore[arg-type]
