@@ -52,6 +52,7 @@ import re
 import secrets as _random
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, TypeVar, cast
@@ -321,7 +322,7 @@ class RunDirectory:
         self.lock = WriterLock.acquire(self.path)
         self.records_path = self.path / "records.jsonl"
         self._records = self.records_path.open("a", encoding="utf-8", buffering=_BUFFER)
-        self._last_flush = time.monotonic()
+        self._start_flusher()
         self.count = 0
         self.meta: dict[str, Any] = {"run_id": self.run_id, "started": _now(), "ended": None}
         # Filled by reopen(): the records already there, and what reopening had to say.
@@ -391,7 +392,7 @@ class RunDirectory:
         self.meta = meta
         self.count = count
         self._records = records_path.open("a", encoding="utf-8", buffering=_BUFFER)
-        self._last_flush = time.monotonic()
+        self._start_flusher()
         self.write_json("run.json", self.meta)
 
     # Records reach the disk at most this long after their item finished: flushing every
@@ -399,26 +400,80 @@ class RunDirectory:
     # which --resume asks again (and the generation cache usually answers).
     FLUSH_INTERVAL_S = 0.2
 
+    # What arms the flush of a record left in the buffer (``threading.Timer``'s signature); a test
+    # swaps in one it fires itself, so that no test waits on a clock.
+    timer_factory: Callable[[float, Callable[[], None]], Any] = threading.Timer
+
+    def _start_flusher(self) -> None:
+        self._last_flush = time.monotonic()
+        # The item loop appends; a timer thread flushes what the last append left in the buffer
+        # when no further append comes (a slow answer, a long xdist wait): without it a record
+        # stayed in memory until the next one, and a kill in between lost it.
+        self._flush_lock = threading.Lock()
+        self._timer: Any = None
+        self._unflushed = False
+        self._flush_error: OSError | None = None
+
     def append(self, record: Mapping[str, Any]) -> bool:
-        """Append one record; it is flushed within ``FLUSH_INTERVAL_S`` (and at ``finish``).
-        True when this call flushed (what was appended so far is in the file)."""
-        self._records.write(_record_line(record) + "\n")
-        self.count += 1
-        now = time.monotonic()
-        if now - self._last_flush >= self.FLUSH_INTERVAL_S:
-            self._records.flush()
-            self._last_flush = now
-            return True
-        return False
+        """Append one record; it is flushed within ``FLUSH_INTERVAL_S`` (and at ``finish``), by
+        this call or a later one, or else by a timer thread when no other append comes.
+        True when this call flushed (what was appended so far is in the file).  A failed timed
+        flush (disk full) raises its ``OSError`` here, at the next append."""
+        line = _record_line(record) + "\n"
+        with self._flush_lock:
+            self._raise_flush_error()
+            self._records.write(line)
+            self.count += 1
+            now = time.monotonic()
+            if now - self._last_flush >= self.FLUSH_INTERVAL_S:
+                self._records.flush()
+                self._last_flush = now
+                self._unflushed = False
+                return True
+            self._unflushed = True
+            if self._timer is None:
+                self._timer = self.timer_factory(self.FLUSH_INTERVAL_S, self._timed_flush)
+                self._timer.daemon = True
+                self._timer.start()
+            return False
+
+    def _timed_flush(self) -> None:
+        """The timer's end: flush what is still in the buffer (nothing when an append did)."""
+        with self._flush_lock:
+            self._timer = None
+            if not self._unflushed or self._records.closed:
+                return
+            try:
+                self._records.flush()
+            except OSError as err:  # raised at the next append or flush, where the run handles it
+                self._flush_error = err
+            self._last_flush = time.monotonic()
+            self._unflushed = False
+
+    def _raise_flush_error(self) -> None:
+        if self._flush_error is not None:
+            err, self._flush_error = self._flush_error, None
+            raise err
+
+    def _stop_timer(self) -> None:
+        with self._flush_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
     def flush(self) -> None:
-        self._records.flush()
-        self._last_flush = time.monotonic()
+        with self._flush_lock:
+            self._raise_flush_error()
+            self._records.flush()
+            self._last_flush = time.monotonic()
+            self._unflushed = False
 
     def abandon(self) -> None:
         """After a failed write (disk full): close records.jsonl keeping what reached the disk (what
         still cannot be written is given up; ``--resume`` asks it again), leave run.json unfinished,
         and release the writer lock as :meth:`finish` does."""
+        if hasattr(self, "_flush_lock"):
+            self._stop_timer()
         try:
             self._records.close()
         except OSError:
@@ -445,6 +500,7 @@ class RunDirectory:
     def finish(self, **fields: Any) -> Path:
         """Close records.jsonl, write run.json's end, then release the writer lock."""
         try:
+            self._stop_timer()
             self._records.close()
             self.meta["ended"] = _now()
             self.meta["n_records"] = self.count
