@@ -58,7 +58,14 @@ install-browser:
 	  command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null); \
 	fi
 
+# The demo reads CyberMetric-80 from the data directory ($$BENCHAUDIT_DATA, else the per-user cache). When it
+# is not there (a fresh clone), report/demo_data.py fetches it first (benchaudit fetch cybermetric: sha256-
+# verified) or stops with one line saying what failed and how to point BENCHAUDIT_DATA at a copy.
+# DEMO_ORIGIN=URL fetches from a mirror instead of the suite's origin.
+DEMO_ORIGIN ?=
+
 demo: install-local
+	@$(BIN)/python -m pytest_benchaudit.report.demo_data $(if $(DEMO_ORIGIN),--origin $(DEMO_ORIGIN))
 	@echo "== 1/2  CyberMetric-80, first $(DEMO_N) questions, embedded SmolLM2-135M, in one run under the benchmark's"
 	@echo "        RELEASED pipeline, the project's STANDARDIZED one and INSPECT_EVALS' (pytest --pipelines $(DEMO_LAYERS))"
 	@echo "        (answers capped at $(DEMO_TOKENS) tokens in every layer; the released pipeline re-asks up to 5 times)"
