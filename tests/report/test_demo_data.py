@@ -159,3 +159,21 @@ def test_the_module_runs_as_make_demo_runs_it(tmp_path: Path) -> None:
     demo = makefile.split("\ndemo:", 1)[1].split("\n\n", 1)[0]
     # the data step comes before the run that reads the data
     assert demo.index(f"-m {demo_data.__name__}") < demo.index("$(DEMO_PYTEST)")
+
+
+def test_a_demo_run_that_scored_nothing_is_explained_not_a_stopiteration(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # What a fresh clone's demo met before the data step: every item skipped, then the explanation
+    # ended in 'demo: cannot read the runs (StopIteration: )'.  A real run with an empty data directory.
+    from pytest_benchaudit.report.demo import main as explain_main
+
+    done = subprocess.run([sys.executable, "-m", "pytest", str(SUITES / DEMO_BENCHMARK), "-k", "cm80", "--limit", "2",
+                           "--data-dir", str(tmp_path / "empty"), "--model", "m@http://127.0.0.1:9/v1",
+                           "--report-dir", str(tmp_path / "out"), "-p", "no:cacheprovider", "-p", "no:randomly", "-q"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "skipped" in done.stdout, done.stdout[-2000:]
+    (run,) = (tmp_path / "out").iterdir()
+    assert explain_main([str(run)]) == 1
+    err = capsys.readouterr().err
+    assert "StopIteration" not in err and len(err.strip().splitlines()) == 1
+    assert "scored no question" in err and "BENCHAUDIT_DATA" in err
