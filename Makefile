@@ -1,6 +1,6 @@
 # Two entry points, both self-contained on a fresh machine:
 #   make demo   set up, then run a real benchmark subset on the embedded local model
-#   make test   set up, then type-check and run the test suite
+#   make test   set up, then type-check, build the docs site (strict) and run the test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -32,14 +32,14 @@ DEMO_PYTEST := $(BIN)/pytest suites/cybermetric -k cm80 --limit $(DEMO_N) -p no:
                --show-answers 3 --set inference.max_tokens=$(DEMO_TOKENS)
 newest       = $$(ls -td $(1)/*/ | head -1 | sed 's:/$$::')
 
-.PHONY: demo test test-pytest-matrix test-peers peers-venv wheel-smoke mutants install install-local install-browser clean
+.PHONY: demo docs docs-serve test test-pytest-matrix test-peers peers-venv wheel-smoke mutants install install-local install-browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,docs]'
 	touch $@
 
 $(VENV)/.local-installed: | $(BIN)/python
@@ -58,7 +58,14 @@ install-browser:
 	  command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null); \
 	fi
 
+# The demo reads CyberMetric-80 from the data directory ($$BENCHAUDIT_DATA, else the per-user cache). When it
+# is not there (a fresh clone), report/demo_data.py fetches it first (benchaudit fetch cybermetric: sha256-
+# verified) or stops with one line saying what failed and how to point BENCHAUDIT_DATA at a copy.
+# DEMO_ORIGIN=URL fetches from a mirror instead of the suite's origin.
+DEMO_ORIGIN ?=
+
 demo: install-local
+	@$(BIN)/python -m pytest_benchaudit.report.demo_data $(if $(DEMO_ORIGIN),--origin $(DEMO_ORIGIN))
 	@echo "== 1/2  CyberMetric-80, first $(DEMO_N) questions, embedded SmolLM2-135M, in one run under the benchmark's"
 	@echo "        RELEASED pipeline, the project's STANDARDIZED one and INSPECT_EVALS' (pytest --pipelines $(DEMO_LAYERS))"
 	@echo "        (answers capped at $(DEMO_TOKENS) tokens in every layer; the released pipeline re-asks up to 5 times)"
@@ -70,9 +77,18 @@ demo: install-local
 	    && audit=reports/demo-audit || { audit=; tail -3 reports/demo-audit.log; }; \
 	  $(BIN)/python -m pytest_benchaudit.report.demo $$run $${audit:+--audit $$audit}
 
-# The type checker first (strict for the pure core: pipeline, scoring, aggregate, runs; see
-# [tool.mypy] in pyproject.toml), then the tests.
-test: install-local install-browser
+# The documentation site (mkdocs.yml, docs/) into build/site. --strict: a broken link, an anchor that
+# does not exist or a page left out of the nav fails the build (about a second).
+# NO_MKDOCS_2_WARNING: mkdocs-material prints a banner about its successor at every build.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+# The docs site first (the `docs` prerequisite), then the type checker (strict for the pure core: pipeline,
+# scoring, aggregate, runs; see [tool.mypy] in pyproject.toml), then the tests.
+test: install-local install-browser docs
 	$(BIN)/mypy
 	$(BIN)/pytest
 

@@ -50,7 +50,12 @@ def _load(run: Path) -> tuple[list[TaskResult], Cards]:
 
 
 def _base(results: list[TaskResult]) -> TaskResult:
-    return next(r for r in results if not r.get("variant"))
+    """The base layer's result; a run that scored nothing (every item skipped) is a ValueError saying so."""
+    base = next((r for r in results if not r.get("variant")), None)
+    if base is None:
+        raise ValueError("the run scored no question: its items were skipped (`pytest -rs` says why; most often "
+                         "the benchmark's data is not in the data directory: benchaudit fetch NAME, or set BENCHAUDIT_DATA)")
+    return base
 
 
 def _pct(x: float | None) -> str:
@@ -192,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(explain_layers(args.runs[0], args.audit) if len(args.runs) == 1 else
               explain(args.runs[0], args.runs[1], args.html))
-    except (OSError, ValueError, KeyError, StopIteration, RunDirError) as err:
+    except (OSError, ValueError, KeyError, RunDirError) as err:
         print(f"demo: cannot read the runs ({type(err).__name__}: {err})", file=sys.stderr)
         return 1
     return 0

@@ -1,6 +1,6 @@
 """The hooks of pytest_benchaudit/newhooks.py, implemented by a real conftest.py in real runs.
 
-The conftest is the README's example shape (a tracker that receives each record and the summary):
+The conftest is the example shape of docs/hooks.md (a tracker that receives each record and the summary):
 it writes what it received to files, and the test compares them with the run directory the
 controller wrote (records.jsonl line by line, summary.json as a whole), serially and under xdist
 (the hooks are called on the controller only, once per record).
@@ -126,9 +126,8 @@ def summary(document):
 
 def test_the_readmes_example_conftest_runs_as_documented(pytester: pytest.Pytester, tracked: Path,
                                                          scripted: ScriptedServer) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Hooks:", 1)[1]
-    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "hooks.md").read_text(encoding="utf-8")
+    example = page.split("```python\n", 1)[1].split("```", 1)[0]
     pytester.makeconftest(example)
     pytester.makepyfile(tracker=FAKE_TRACKER)
     pytester.syspathinsert()
