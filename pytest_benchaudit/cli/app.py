@@ -14,6 +14,11 @@
     benchaudit audit RUN... --out DIR [--toward LAYER] [--similarity] [--findings JSON]
                                           the whole audit of stored runs: re-scored toward LAYER, field-by-
                                           field attribution, both layers compared, ledger, report, export
+    benchaudit multiverse RUN... --out DIR | --list BENCH
+                                          every defensible pipeline of each task at once (the suite's
+                                          [tasks.T.multiverse], else its layers' and the registry's values):
+                                          which model orderings hold in every specification, score
+                                          distributions, rank intervals, the variance each field explains
     benchaudit export RUN_DIR --format every-eval-ever [--out DIR] [--samples] [--include-questions]
                                           results in the Every Eval Ever schema (questions withheld by default)
     benchaudit audit-gold RUN... [--min-models K] [--out CSV]
@@ -88,6 +93,7 @@ COMMANDS: dict[str, str] = {
     "diagnose": "diagnose",
     "sample": "sample",
     "audit": "audit",
+    "multiverse": "multiverse",
     "init": "init",
     "plan": "plan",
     "schema": "schema",
@@ -112,6 +118,7 @@ _LIST_HELP: dict[str, str] = {
     "diagnose": "the catalogued failure modes on every model x task: hypotheses with evidence and effect",
     "sample": "a stratified, seeded sample of judge verdicts or gold flags for people to check",
     "audit": "the whole audit of stored runs toward a layer: attribution, both layers compared, ledger, report",
+    "multiverse": "every defensible pipeline of each task at once: which model orderings survive (no model calls)",
     "init": "write a suites/ copy to edit and a pyproject snippet (the packaged suites, no data)",
     "plan": "questions x repeats a paired comparison needs to detect a difference (power analysis)",
     "schema": "the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings",
