@@ -32,6 +32,7 @@ re-scored run and rho_gen from the target layer's records when some upstream fie
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from pytest_benchaudit.audit.compare import CompareError, compare_document, load
 from pytest_benchaudit.audit.compare.documents import CompareDocument
 from pytest_benchaudit.audit.compare.runsets import LoadedRun, RunSet
 from pytest_benchaudit.audit.diagnose.documents import FindingRow
+from pytest_benchaudit.audit.diagnose.flips import OrderFlip
 from pytest_benchaudit.audit.documents import (AttributionRow, AuditDocument, HarnessTableRow, LedgerNote, LedgerRow, ScoreRow,
                                                UpstreamAttributionRow, UpstreamDifference)
 from pytest_benchaudit.audit.layer_diff import downstream_differs, upstream_differences
@@ -98,16 +100,17 @@ def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]])
     return rows
 
 
-def _diagnose(base: list[LoadedRun], ledger: list[LedgerRow], suites_dir: Path, data_dir: str | None
-              ) -> list[FindingRow]:
-    """``benchaudit diagnose`` on the stored runs (their base records), with the ledger rows for FM15."""
+def _diagnose(base: list[LoadedRun], ledger: list[LedgerRow], suites_dir: Path, data_dir: str | None,
+              order_flips: Sequence[OrderFlip] | None = None) -> list[FindingRow]:
+    """``benchaudit diagnose`` on the stored runs (their base records), with the ledger rows for FM15 and the
+    multiverse's pairs for BA07."""
     from pytest_benchaudit.audit.diagnose import LoadedRun as DiagnosedRun
     from pytest_benchaudit.audit.diagnose import diagnose, to_json
     from pytest_benchaudit.audit.offline import _Resources
 
     runs = [DiagnosedRun(run.path.name, run.meta, run.records) for run in base]
     rows = {row["benchmark"]: row for row in ledger}
-    found = diagnose(runs, resources=_Resources(suites_dir, data_dir), ledger_rows=rows)
+    found = diagnose(runs, resources=_Resources(suites_dir, data_dir), ledger_rows=rows, order_flips=order_flips)
     return to_json(found, 0)["findings"]
 
 
@@ -258,7 +261,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
                 data_dir: str | None = None, regenerated: list[Path] | None = None, similarity: Any = None,
                 n_prompts: int = 50, findings: list[FindingRow] | None = None, n_resamples: int = 5000,
                 seed: int = 0, permutations: int = 1000, from_layer: str | None = None,
-                pipelines: list[str] | None = None) -> AuditDocument:
+                pipelines: list[str] | None = None, order_flips: Sequence[OrderFlip] | None = None) -> AuditDocument:
     """Run the audit; returns the audit document (also written to ``out/audit.json`` by the command).
 
     ``toward``: the target layer (default: ``standardized``; for a ``--pipelines`` run its second
@@ -267,6 +270,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     first listed is the base; the rest of the audit goes from it toward ``toward`` or the first other
     layer that asks the same kind of request); None: no table, the audit as without it.
     ``similarity``: an embedder (see :func:`pytest_benchaudit.audit.compare.similarity.parse_embedder`) or None.
+    ``order_flips``: the pairs of the runs' multiverse, for diagnose's BA07 (the command computes them).
     Raises :class:`CompareError` (bad runs, nothing to compare) or :class:`OfflineError` (a run that
     cannot be re-scored).
     """
@@ -341,7 +345,7 @@ def build_audit(run_paths: list[Path], out: Path, *, toward: str | None = None, 
     except (SuiteError, PipelineError) as err:  # reported; the audit goes on
         ledger_rows, ledger = [], [{"note": f"no ledger: {err}"}]
     if findings is None:
-        findings = _diagnose(base, ledger_rows, suites_dir, data_dir)
+        findings = _diagnose(base, ledger_rows, suites_dir, data_dir, order_flips)
     results = {"a": [r for by in set_a.results.values() for r in by.values()],
                "b": [r for by in set_b.results.values() for r in by.values()]}
     audit: AuditDocument = {

@@ -54,7 +54,8 @@
                                           D (variances measured from the runs, or a stated assumption)
     benchaudit schema [DOCUMENT] [--out DIR]
                                           the JSON Schema of run.json, a records.jsonl line, a card,
-                                          summary.json, compare.json, audit.json, diagnose --json
+                                          summary.json, compare.json, audit.json, diagnose --json,
+                                          multiverse.json
 
 `benchaudit COMMAND --help` gives a command's options.
 """
@@ -121,7 +122,8 @@ _LIST_HELP: dict[str, str] = {
     "multiverse": "every defensible pipeline of each task at once: which model orderings survive (no model calls)",
     "init": "write a suites/ copy to edit and a pyproject snippet (the packaged suites, no data)",
     "plan": "questions x repeats a paired comparison needs to detect a difference (power analysis)",
-    "schema": "the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings",
+    "schema": "the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings, "
+              "multiverse.json",
 }
 
 

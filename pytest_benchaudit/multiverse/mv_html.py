@@ -55,7 +55,7 @@ def spec_curve(task: str, specs: Sequence[SpecRow], lower_is_better: bool) -> st
     rows = [(f, v) for f in fields for v in sorted({repr(s["fields"][f]) for s in ordered})]
     xs = list(range(len(ordered)))
     with rc():
-        fig = figure(min(14.0, 4.0 + 0.12 * len(ordered)), 3.2 + 0.22 * len(rows))
+        fig = figure(min(16.0, 9.0 + 0.05 * len(ordered)), 3.4 + 0.22 * len(rows))
         grid = fig.add_gridspec(2, 1, height_ratios=[3.0, max(1.0, 0.22 * len(rows))])
         top = fig.add_subplot(grid[0])
         for model, color in zip(models, colors(len(models))):
@@ -65,7 +65,7 @@ def spec_curve(task: str, specs: Sequence[SpecRow], lower_is_better: bool) -> st
         top.set_ylabel("score" + (" (lower is better)" if lower_is_better else ""))
         top.set_title(f"{task}: {len(specs)} specifications, best first")
         top.set_xticks([])
-        top.legend(fontsize=7, ncol=3, loc="best")
+        top.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         bottom = fig.add_subplot(grid[1], sharex=top)
         for k, (f, v) in enumerate(rows):
             hits = [i for i, s in enumerate(ordered) if repr(s["fields"][f]) == v]

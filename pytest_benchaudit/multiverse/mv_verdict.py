@@ -61,7 +61,8 @@ def verdicts(spaces: Sequence[SpaceRow], pairs: Sequence[PairRow]) -> list[Verdi
                 parts.append(f"{counts['tied']} tie in every specification")
             sentence = f"{head}: " + ", ".join(parts)
             if top:
-                sentence += f"; the field whose choice flips the most pairs is {top[0]} ({top[1]} pairs)"
+                sentence += (f"; the field whose choice flips the most pairs is {top[0]} ({top[1]} "
+                             f"pair{'s' if top[1] != 1 else ''})")
             weak = least_robust(rows)
             if weak:
                 sentence += ". Least robust: " + "; ".join(_pair_text(p) for p in weak)

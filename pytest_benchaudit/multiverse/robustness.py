@@ -34,13 +34,13 @@ from numpy.typing import NDArray
 
 from pytest_benchaudit.aggregate.stats import rank_scores
 from pytest_benchaudit.audit.compare.paired import ALPHA, ModelAnswers, PairedRow, holm, paired_rows
+# a pair "flips" when the other order wins in at least this share of specifications (diagnose's BA07 too)
+from pytest_benchaudit.audit.diagnose.flips import FLIP_SHARE
 from pytest_benchaudit.multiverse.enumerate_specs import Spec
 from pytest_benchaudit.multiverse.mv_documents import FieldShare, ModelRow, Order, PairRow
 from pytest_benchaudit.multiverse.space import TaskSpace
 
 __all__ = ["FLIP_SHARE", "Grid", "model_rows", "pair_rows", "significance"]
-
-FLIP_SHARE = 0.25  # a pair "flips" when the other order wins in at least this share of specifications
 
 
 @dataclass

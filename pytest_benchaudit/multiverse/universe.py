@@ -17,16 +17,19 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+
+from pydantic import JsonValue
 
 from pytest_benchaudit.audit.compare.runsets import expand_runs
 from pytest_benchaudit.audit.offline import _Resources, load_run
 from pytest_benchaudit.audit.rescore import pipeline_from_card
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
-from pytest_benchaudit.multiverse.cells import TaskRecords, gather
+from pytest_benchaudit.audit.diagnose.flips import OrderFlip
+from pytest_benchaudit.multiverse.cells import LoadedRuns, TaskRecords, gather
 from pytest_benchaudit.multiverse.enumerate_specs import MAX_SPECS, Enumeration, enumerate_specs
 from pytest_benchaudit.multiverse.fast_rescore import TaskScorer
 from pytest_benchaudit.multiverse.mv_documents import (MULTIVERSE, MULTIVERSE_VERSION, FieldShare, MultiverseDocument,
@@ -39,14 +42,22 @@ from pytest_benchaudit.multiverse.variance import decompose
 from pytest_benchaudit.pipeline.documents import PipelineCard
 from pytest_benchaudit.pipeline.stages import PipelineError, is_unspecified
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
-from pytest_benchaudit.scoring.registry import rule_info
+from pytest_benchaudit.scoring.registry import rule_info, unknown_name
 from pytest_benchaudit.scoring.tasks.inputs import Resources
 
-__all__ = ["MultiverseError", "build_multiverse", "suite_spaces", "space_row", "task_space", "write_document"]
+__all__ = ["MultiverseError", "build_multiverse", "multiverse_of", "order_flips", "suite_spaces", "space_row",
+           "task_space", "write_document"]
 
 HOW = ("each specification re-scores the stored outputs (the score benchaudit rescore --set gives); "
        "upstream fields vary only where the runs hold their generations; see docs/multiverse.md")
 _SCORING = ("extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator")
+
+
+def _unscorable(fields: Mapping[str, JsonValue]) -> bool:
+    """A scoring field missing or ``unspecified``, or naming a rule or metric that does not exist."""
+    if any(is_unspecified(fields.get(f, "unspecified")) for f in _SCORING):
+        return True
+    return any(unknown_name(f, fields[f]) for f in ("extraction.rule", "scoring.metric"))
 
 
 class MultiverseError(BenchauditError):
@@ -145,7 +156,7 @@ def _grid(space: TaskSpace, enum: Enumeration, records: TaskRecords, resources: 
             if generations is not None and cell.generations != generations:
                 continue
             fields = {**(cell.card.get("fields") or {}), **values}
-            if any(is_unspecified(fields.get(f)) for f in _SCORING):
+            if _unscorable(fields):
                 unscorable += 1
                 continue
             got = scorer.score(i, fields)
@@ -155,7 +166,8 @@ def _grid(space: TaskSpace, enum: Enumeration, records: TaskRecords, resources: 
         grid.scores.append(scores)
         grid.answers.append(answers)
     if unscorable:
-        notes.append(f"{unscorable} model x specification cells have a scoring field unspecified: no score there")
+        notes.append(f"{unscorable} model x specification cells have a scoring field unspecified (or an unknown rule "
+                     "or metric): no score there")
     return grid
 
 
@@ -190,13 +202,20 @@ def build_multiverse(run_paths: Sequence[Path], *, suites_dir: Path = Path("suit
                      warn: Callable[[str], None] = lambda msg: print(f"warning: {msg}", file=sys.stderr),
                      ) -> MultiverseDocument:
     """The multiverse document of the runs in ``run_paths`` (run directories or folders of them)."""
-    if max_specs < 1:
-        raise MultiverseError(f"--max-specs must be at least 1, not {max_specs}")
     try:
         paths = expand_runs(run_paths)
     except BenchauditError as err:
         raise MultiverseError(str(err)) from None
     loaded = [(str(p), *load_run(p, warn, require_records=True)) for p in paths]
+    return multiverse_of(loaded, suites_dir=suites_dir, data_dir=data_dir, seed=seed, resamples=resamples,
+                         max_specs=max_specs)
+
+
+def multiverse_of(loaded: LoadedRuns, *, suites_dir: Path = Path("suites"), data_dir: str | None = None,
+                  seed: int = 0, resamples: int = 1000, max_specs: int = MAX_SPECS) -> MultiverseDocument:
+    """The multiverse document of runs already loaded: (path, run.json, records) each."""
+    if max_specs < 1:
+        raise MultiverseError(f"--max-specs must be at least 1, not {max_specs}")
     tasks = gather(loaded)
     resources = _Resources(suites_dir, data_dir)
     suites: dict[str, Suite | str] = {}
@@ -232,6 +251,17 @@ def build_multiverse(run_paths: Sequence[Path], *, suites_dir: Path = Path("suit
                                   for spec, scores in zip(grid.specs, grid.scores)]
     doc["verdicts"] = verdicts(doc["spaces"], doc["pairs"])
     return doc
+
+
+def order_flips(doc: MultiverseDocument) -> list[OrderFlip]:
+    """The document's pairs as diagnose's BA07 reads them (:mod:`pytest_benchaudit.audit.diagnose.flips`)."""
+    out = []
+    for p in doc["pairs"]:
+        bench, _, task = p["task"].partition(".")
+        out.append(OrderFlip(bench, task, p["model_a"], p["model_b"], p["n_specs"], p["a_better"], p["b_better"],
+                             p["significant_a"], p["significant_b"],
+                             tuple((f["field"], f["share"]) for f in p["flip_fields"])))
+    return out
 
 
 def write_document(doc: MultiverseDocument, path: Path) -> Path:
