@@ -143,6 +143,7 @@ class VarianceRow(TypedDict):
     model: str | None
     exact: bool
     total_ss: float
+    sd: float  # the scores' standard deviation across specifications: sqrt(total_ss / n), n = models x specifications
     fields: list[FieldShare]
     higher_order: float
     terms: list[VarianceTerm]

@@ -102,8 +102,8 @@ def _variance_text(row: VarianceRow | None) -> str:
     parts = [f"{f['field']} {fmt_share(f['share'])}" for f in row["fields"]]
     parts.append(f"higher-order interactions {fmt_share(row['higher_order'])}")
     exact = "" if row["exact"] else " (estimated on a sample of the factorial)"
-    return note("Share of the score variance across specifications each field explains (main effect and half of "
-                f"each two-way interaction, all models pooled){exact}: " + "; ".join(parts) + ".")
+    return note(f"Share of the score variance across specifications (SD {row['sd']:.3g}) each field explains (main "
+                f"effect and half of each two-way interaction, all models pooled){exact}: " + "; ".join(parts) + ".")
 
 
 def multiverse_html(doc: MultiverseDocument) -> tuple[str, str]:

@@ -75,7 +75,8 @@ def render_multiverse(doc: MultiverseDocument) -> str:
         pooled = next((r for r in doc["variance"] if r["task"] == key and r["model"] is None), None)
         if pooled is not None and pooled["total_ss"] > 0:
             shares = ", ".join(f"{f['field']} {_pct(f['share'])}" for f in pooled["fields"])
-            lines.append(f"variance across specifications: {shares}, higher-order {_pct(pooled['higher_order'])}"
+            lines.append(f"variance across specifications (SD {pooled['sd']:.3g}): {shares}, higher-order "
+                         f"{_pct(pooled['higher_order'])}"
                          + ("" if pooled["exact"] else " (estimated on a sample)"))
     weak = least_robust(doc["pairs"], SHOWN_PAIRS)
     if weak:

@@ -192,7 +192,9 @@ def _variance(grid: Grid, sampled: bool) -> list[VarianceRow]:
         if model is None and left:
             note = "; ".join(x for x in (note, f"models without a score in every specification left out: "
                                                f"{', '.join(left)}") if x)
-        rows.append({"task": grid.key, "model": model, "exact": not sampled, "total_ss": d.total, "fields": shares,
+        n = len(chosen) * len(grid.scores)
+        rows.append({"task": grid.key, "model": model, "exact": not sampled, "total_ss": d.total,
+                     "sd": (d.total / n) ** 0.5 if n else 0.0, "fields": shares,
                      "higher_order": d.share(d.higher_order), "terms": terms, "note": note})
     return rows
 

@@ -50,7 +50,11 @@ class Decomposition:
         return self.total - sum(self.main.values()) - sum(self.interactions.values())
 
     def share(self, ss: float) -> float:
-        return ss / self.total if self.total > 0 else 0.0
+        """``ss`` over the total (0 without variance; a rounding residue below 1e-12 of the total is 0)."""
+        if self.total <= 0:
+            return 0.0
+        value = ss / self.total
+        return 0.0 if abs(value) < 1e-12 else value
 
     def field_share(self, name: str) -> float:
         """The field's main effect plus half of each two-way interaction it is in, over the total."""
