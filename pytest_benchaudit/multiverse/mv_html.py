@@ -1,9 +1,9 @@
 """The multiverse in HTML: its verdict (the report's first screen) and its section, with the curves.
 
-:func:`multiverse_html` gives the two parts ``benchaudit audit`` puts into its report (the verdict
-above everything, the section among the others: :func:`pytest_benchaudit.report.html.render_html`'s
-``first`` and ``extra_sections``); :func:`write_multiverse_html` writes ``benchaudit multiverse``'s
-own self-contained page from the same parts.  Every string is escaped by the report's helpers
+:func:`multiverse_html` gives the two parts ``benchaudit audit`` puts into its report (the verdict at the
+top of the report's verdict block, its first screen; the section among the others:
+:func:`pytest_benchaudit.report.html.render_html`'s ``first`` and ``extra_sections``);
+:func:`write_multiverse_html` writes ``benchaudit multiverse``'s own self-contained page from the same parts.  Every string is escaped by the report's helpers
 (:mod:`pytest_benchaudit.report.html.format`); plots are matplotlib PNGs drawn with mathtext off.
 
 The specification curve (Simonsohn, Simmons & Nelson 2020), one per task: the specifications on the
@@ -28,13 +28,12 @@ MAX_CURVE_SPECS = 400  # beyond this many specifications a curve shows an even s
 
 
 def _verdict(doc: MultiverseDocument) -> str:
+    """Which model orderings survive each benchmark's multiverse: one sentence per benchmark."""
     if not doc["verdicts"]:
         return ""
     items = "".join(f'<p class="sentence">{esc(v["sentence"])}</p>' for v in doc["verdicts"])
-    return (f'<section id="mv-verdict"><h2>Which model orderings survive the multiverse</h2>{items}'
-            + note("Every defensible pipeline of each task at once: an ordering holds when the better model is "
-                   "better in every specification of the task's space; the multiverse section has each task's "
-                   "space, distributions, pairs and variance shares (docs/multiverse.md).") + "</section>")
+    return ('<div id="mv-verdict"><p><strong>Across every defensible pipeline (the multiverse, '
+            f'<a href="#{ANCHOR}">below</a>):</strong></p>{items}</div>')
 
 
 def spec_curve(task: str, specs: Sequence[SpecRow], lower_is_better: bool) -> str:
@@ -107,7 +106,8 @@ def _variance_text(row: VarianceRow | None) -> str:
 
 
 def multiverse_html(doc: MultiverseDocument) -> tuple[str, str]:
-    """(the verdict section, the multiverse section) of ``doc`` as HTML ("" for a part with nothing to show)."""
+    """(the verdict: a block for the top of the report's verdict, the multiverse section) of ``doc`` as HTML ("" for
+    a part with nothing to show)."""
     parts = []
     for space in doc["spaces"]:
         key = f"{space['benchmark']}.{space['task']}"
@@ -145,7 +145,9 @@ def write_multiverse_html(doc: MultiverseDocument, path: Path) -> Path:
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
             f"<title>benchaudit multiverse</title><style>{CSS}</style></head>\n<body>\n"
-            "<h1>benchaudit multiverse</h1>\n" + verdict.replace('id="mv-verdict"', 'id="verdict"') + section
+            "<h1>benchaudit multiverse</h1>\n"
+            + (f'<section id="verdict"><h2>Which model orderings survive the multiverse</h2>{verdict}</section>'
+               if verdict else "") + section
             + "\n</body></html>\n")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -114,6 +114,7 @@ def test_audit_puts_the_multiverse_first(toy_root: tuple[Path, Path], tmp_path: 
     html = (out / "report.html").read_text(encoding="utf-8")
     body = html[html.index("<h1>"):]
     first = body.index("<section")
-    assert body[first:].startswith('<section id="mv-verdict">')  # the first screen: which orderings survive
-    assert body.index('id="mv-verdict"') < body.index('id="verdict"') < body.index('id="multiverse"')
+    assert body[first:].startswith('<section id="verdict"><h2>Verdict per benchmark</h2><div id="mv-verdict">')
+    assert "model orderings hold in every specification" in body[first:body.index('<div class="verdict"')]
+    assert body.index('id="mv-verdict"') < body.index('id="multiverse"')
     assert '<a href="#multiverse">Multiverse</a>' in html

@@ -20,8 +20,8 @@ Sections, each present only when its data is (in this order):
   document has, in the order registered: peer gaps, task similarity against tau-b (scatter, r, p-values,
   pairs), generation against extraction sensitivity (rho_gen, rho_ext), then any analysis registered since;
   each is written with :class:`.kit.ReportKit` (the report's escaping, tables and plots);
-* what the caller renders itself: ``first`` above everything (``benchaudit audit``: the multiverse's verdict,
-  which model orderings survive every defensible pipeline) and ``extra_sections`` before the ledger (the
+* what the caller renders itself: ``first`` at the top of the verdict block (``benchaudit audit``: the
+  multiverse's verdict, which model orderings survive every defensible pipeline) and ``extra_sections`` before the ledger (the
   multiverse's section, :mod:`pytest_benchaudit.multiverse.mv_html`);
 * diagnose findings (``findings``: dicts with benchmark, task, model, failure_mode, field, evidence,
   effect_pp) (:mod:`.audits`);
@@ -122,7 +122,7 @@ def render_html(compare_doc: CompareDocument, *, sweeps: Sequence[SweepRow] | No
     # A run's summary rows, or the audit's score rows (one per layer, the layer as pipeline and
     # variant): both carry every TaskResult key the invalid-rate and repeats sections read.
     run_rows = [cast(TaskResult, r) for r in (runs or []) if isinstance(r, Mapping)]
-    verdict = verdict_section(doc, sweep_rows, findings)
+    verdict = verdict_section(doc, sweep_rows, findings, lead=first)
     registered, registered_nav = _analysis_sections(doc)
     sections = [_summary(doc), harnesses_section(harnesses), causes_section(doc, sweep_rows, findings), scores_section(doc),
                 ranks_section(doc), shift_section(doc), tau_section(doc), pca_section(doc), *registered,
@@ -130,7 +130,6 @@ def render_html(compare_doc: CompareDocument, *, sweeps: Sequence[SweepRow] | No
                 paired_section(doc), *(html for _a, _t, html in extra_sections), ledger_section(ledger, upstream),
                 notes_section(doc)]
     body = "\n".join(s for s in sections if s)
-    verdict = first + verdict
     nav = _nav(registered_nav)
     at = [a for a, _t in nav].index("ledger")
     nav = nav[:at] + [(a, t) for a, t, _h in extra_sections] + nav[at:]
@@ -159,8 +158,8 @@ def write_html(compare_doc: CompareDocument, path: Path, *, sweeps: Sequence[Swe
     ``invalid_rate``).  ``findings``: diagnose findings (benchmark, task, model, failure_mode,
     field, evidence, effect_pp); ``None`` leaves the section out, ``[]`` says there is none.
     ``ledger``/``upstream``: ledger rows and upstream differences of ``benchaudit audit``; ``harnesses``:
-    its cross-harness rows (:mod:`pytest_benchaudit.audit.harnesses`).  ``first``: HTML shown before
-    everything else (``benchaudit audit``: the multiverse's verdict, :mod:`pytest_benchaudit.multiverse.mv_html`);
+    its cross-harness rows (:mod:`pytest_benchaudit.audit.harnesses`).  ``first``: HTML shown first in the
+    verdict block (``benchaudit audit``: the multiverse's verdict, :mod:`pytest_benchaudit.multiverse.mv_html`);
     ``extra_sections``: (anchor, nav title, ``<section id=anchor>`` HTML) placed before the ledger, escaped
     by whoever made them (the multiverse's section).
     """
