@@ -137,6 +137,14 @@ def toy_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, P
     yield root, run
 
 
+@pytest.fixture(scope="session")
+def toy_vary_run(toy_root: tuple[Path, Path]) -> Path:
+    """The toy run again with an upstream variant (``--vary inference.max_tokens=32``): two generation sets."""
+    root, _run = toy_root
+    with ScriptedServer(script) as server:
+        return run_toy(root, server.url, "--vary", "inference.max_tokens=32")
+
+
 def _real_data() -> Path:
     value = os.environ.get("BENCHAUDIT_DATA")
     if not value or not Path(value).expanduser().is_dir():

@@ -162,6 +162,29 @@ def test_variance_shares_add_to_100_percent_in_a_full_factorial(toy_doc: Multive
         assert sum(f["share"] for f in row["fields"]) + row["higher_order"] == pytest.approx(1.0, abs=1e-9)
 
 
+def test_an_upstream_variant_is_one_more_value_of_the_generations_axis(toy_root: tuple[Path, Path],
+                                                                       toy_vary_run: Path, tmp_path: Path) -> None:
+    """A run holding the base generations and those of ``--vary inference.max_tokens=32``: the space gains the
+    ``generations`` axis, and each of its specifications is the re-scored run's row of that variant."""
+    root, _run = toy_root
+    doc = build_multiverse([toy_vary_run], suites_dir=root / "suites", resamples=0)
+    (space,) = doc["spaces"]
+    gens = next(f for f in space["fields"] if f["field"] == "generations")
+    assert gens["upstream"] and [v["value"] for v in gens["values"]] == ["max_tokens=32", "released"]
+    assert space["size"] == 32
+    for spec in doc["specifications"][::7]:
+        fields = {k: v for k, v in spec["fields"].items() if k != "generations"}
+        out = tmp_path / f"r{spec['spec']}"
+        args = ["rescore", str(toy_vary_run), "--report-dir", str(out), "--suites-dir", str(root / "suites")]
+        for field, value in fields.items():
+            args += ["--set", f"{field}={json.dumps(value) if not isinstance(value, str) else value}"]
+        assert main(args) == 0
+        (new,) = list(out.iterdir())
+        variant = "" if spec["fields"]["generations"] == "released" else "max_tokens=32"
+        results = json.loads((new / "summary.json").read_text(encoding="utf-8"))["results"]
+        assert {r["model"]: r["score"] for r in results if r["variant"] == variant} == spec["scores"]
+
+
 # ----------------------------------------------------------------------------- the published runs
 
 
