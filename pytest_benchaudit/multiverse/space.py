@@ -30,7 +30,7 @@ suite is read by the caller.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 
@@ -256,10 +256,11 @@ def _off_scale(metric: str, anchor: str | None) -> str | None:
 
 
 def declared_space(benchmark: str, task: str, table: Mapping[str, Sequence[Mapping[str, JsonValue]]],
-                   base: Pipeline, evidence: Evidence, where: str) -> TaskSpace:
+                   base: Pipeline, evidence: Evidence, where: str, resources: Collection[str] = ()) -> TaskSpace:
     """The space a suite declares in ``[tasks.TASK.multiverse]`` (``where`` names it in errors), plus
     the runs' generation sets.  A field outside :data:`DECLARABLE`, an unknown rule or metric, a value
-    the field does not take, or metrics of two scales: one :class:`ConfigError`."""
+    the field does not take, a metric reading resources the task does not declare (``resources``: the
+    names under its ``[tasks.TASK.resources]``), or metrics of two scales: one :class:`ConfigError`."""
     axes = []
     for path, entries in sorted(table.items()):
         if path not in DECLARABLE:
@@ -273,6 +274,10 @@ def declared_space(benchmark: str, task: str, table: Mapping[str, Sequence[Mappi
                 raise ConfigError(f"{where}: {path}: {problem}")
             if is_unspecified(raw):
                 raise ConfigError(f"{where}: {path}: 'unspecified' cannot be scored; give a value")
+            needs = METRIC_INFO[str(raw)].resources if path == "scoring.metric" else ()
+            if any(name not in resources for name in needs):
+                raise ConfigError(f"{where}: scoring.metric: {raw} reads the task resource(s) {', '.join(needs)}, "
+                                  f"which [tasks.{task}.resources] does not declare")
             try:
                 value = canonical(base, path, raw)
             except PipelineError as err:

@@ -92,7 +92,7 @@ def task_space(suite: Suite | str, bench: str, task: str, evidence: Evidence, an
             else:
                 base = next(iter(layers.values()))
             return declared_space(bench, task, spec.multiverse, base, evidence,
-                                  f"{suite.path}: [tasks.{task}.multiverse]")
+                                  f"{suite.path}: [tasks.{task}.multiverse]", tuple(spec.resources))
     space = default_space(bench, task, layers, evidence, anchor)
     return TaskSpace(space.benchmark, space.task, space.axes, space.source, space.left_out, (*notes, *space.notes))
 

@@ -98,6 +98,9 @@ def test_a_malformed_table_is_one_error_naming_the_file(tmp_path: Path, mvtoy: C
     ('"scoring.denominator" = [{ value = "some", why = "x" }]', ["scoring.denominator"]),
     ('"scoring.metric" = [{ value = "exact_match", why = "x" }, { value = "cvss_abs_diff", why = "x" }]',
      ["share a scale", "lower is better"]),
+    # a metric reading alias graphs the toy task does not declare (was: a KeyError when the run was scored)
+    ('"scoring.metric" = [{ value = "exact_match", why = "x" }, { value = "actor_graph", why = "x" }]',
+     ["actor_graph reads the task resource(s) aliases, related", "[tasks.mcq.resources] does not declare"]),
 ])
 def test_a_table_the_multiverse_cannot_use_is_one_error(tmp_path: Path, mvtoy: Callable[[Path, str], None],
                                                         capsys: pytest.CaptureFixture[str], table: str,
