@@ -33,9 +33,9 @@ from pydantic import JsonValue
 
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.compare.paired_rows import ModelAnswers, model_answers
-from pytest_benchaudit.rescore.records import record_generation, record_question
 from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.types import INVALID_STAGE, Extraction, Generation, InvalidReason, Question
+from pytest_benchaudit.rescore.records import record_generation, record_question
 from pytest_benchaudit.scoring.extract import extract, strip_reasoning
 from pytest_benchaudit.scoring.metrics import METRIC_INFO, invalid_score, score_item
 from pytest_benchaudit.scoring.tasks.inputs import Resources

@@ -40,9 +40,9 @@ from pytest_benchaudit.aggregate.repeat_stats import REDUCERS
 from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, is_unspecified
+from pytest_benchaudit.scoring.declarations import Answers
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.scoring.names import rule_info, rules_reading, unknown_name
-from pytest_benchaudit.scoring.declarations import Answers
 
 __all__ = ["FIELDS", "GENERATIONS", "Axis", "AxisValue", "Evidence", "LeftOut", "TaskSpace", "canonical",
            "declared_space", "default_space", "metric_scale", "value_key"]

@@ -20,14 +20,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-
 from pydantic import JsonValue
 
-from pytest_benchaudit.compare.runsets import expand_runs
-from pytest_benchaudit.rescore.run_dirs import _Resources
-from pytest_benchaudit.runs.store import load_run
-from pytest_benchaudit.rescore.records import pipeline_from_card
 from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.compare.runsets import expand_runs
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
 from pytest_benchaudit.diagnose.flips import OrderFlip
 from pytest_benchaudit.multiverse.cells import LoadedRuns, TaskRecords, gather
@@ -42,6 +38,9 @@ from pytest_benchaudit.multiverse.space import (GENERATIONS, Evidence, TaskSpace
 from pytest_benchaudit.multiverse.variance import decompose
 from pytest_benchaudit.pipeline.record_documents import PipelineCard
 from pytest_benchaudit.pipeline.stages import PipelineError, is_unspecified
+from pytest_benchaudit.rescore.records import pipeline_from_card
+from pytest_benchaudit.rescore.run_dirs import _Resources
+from pytest_benchaudit.runs.store import load_run
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.scoring.names import rule_info, unknown_name
 from pytest_benchaudit.scoring.tasks.inputs import Resources
