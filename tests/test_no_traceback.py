@@ -168,6 +168,20 @@ def test_rescore_set_a_metric_that_reads_resources_scores_the_tasks_that_declare
     assert all(rescored[q]["score"] == taa[q]["score"] for q in taa)
 
 
+def test_sweep_of_a_metric_that_reads_resources_skips_the_tasks_that_do_not_declare_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run, suites = _athena_run(tmp_path, capsys)
+    rc, out, err = cli(capsys, "sweep", run, "--vary", "scoring.metric=actor_graph", "--suites-dir", suites,
+                       "--data-dir", data_file("athenabench", "athena-cti-taa.jsonl").parent.parent, "--json")
+    assert rc == 0, err
+    for task in ("ate", "mcq", "rcm", "rms", "vsp"):
+        assert f"athenabench.{task}: metric 'actor_graph' cannot score athenabench.{task}" in err
+    rows = json.loads(out)
+    assert {r["task"] for r in rows} == {"taa"}
+    # Metamorphic: TAA's own metric as a variant moves no score.
+    assert rows and all(r["delta_pp"] == 0 for r in rows if r.get("delta_pp") is not None)
+
+
 def test_rescore_set_a_metric_no_task_of_the_run_can_take_is_one_error_naming_metric_and_task(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run, suites = _athena_run(tmp_path, capsys)

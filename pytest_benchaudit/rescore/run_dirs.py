@@ -312,6 +312,11 @@ def sweep_run(
             variants = build_variants(stored, changes)[1:]
         except PipelineError as err:
             raise RescoreError(f"{key}: {err}") from None
+        for variant in list(variants):  # a metric this task has no resource files for: that variant is skipped
+            why = resources.unscorable(stored.benchmark, stored.task, variant.pipeline.scoring.metric)
+            if why:
+                warn(f"{key}: {why}: that variant is skipped ({len(recs)} records)")
+                variants.remove(variant)
         bar.total = (bar.total or 0) + len(recs) * len(variants)
         for variant in variants:
             pipeline = variant.pipeline
