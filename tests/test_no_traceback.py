@@ -131,6 +131,71 @@ def test_case1_rescore_of_an_imported_cti_bench_run_under_released(
     assert rc == 0
 
 
+def _athena_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str = "gpt-4o") -> tuple[Path, Path]:
+    """(one imported AthenaBench run of ``model``: six tasks, TAA alone reading alias graphs; the suites)."""
+    runs_mini = data_file("athenabench", "athena-cti-taa.jsonl").parent / "runs-mini"
+    suites = Path(__file__).resolve().parent.parent / "suites"
+    rc, _, _ = cli(capsys, "import", "athenabench-runs", runs_mini, "--report-dir", tmp_path / "imp",
+                   "--suites-dir", suites, "--data-dir", runs_mini.parent.parent)
+    assert rc == 0
+    return next(p for p in (tmp_path / "imp").iterdir() if p.name.endswith(f"-{model}")), suites
+
+
+def test_rescore_set_a_metric_that_reads_resources_scores_the_tasks_that_declare_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--set scoring.metric=actor_graph`` on a run of six tasks: TAA (which declares the alias graphs)
+    re-scored, the five others skipped with the metric and the task named (was: a KeyError traceback)."""
+    run, suites = _athena_run(tmp_path, capsys)
+    data = data_file("athenabench", "athena-cti-taa.jsonl").parent.parent
+    rc, out, err = cli(capsys, "rescore", run, "--set", "scoring.metric=actor_graph", "--suites-dir", suites,
+                       "--data-dir", data, "--report-dir", tmp_path / "rs")
+    assert rc == 0, err
+    stored = [json.loads(line) for line in (run / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    per_task = {t: sum(1 for r in stored if r["task"] == t) for t in {r["task"] for r in stored}}
+    new = only_run_dir(tmp_path / "rs")
+    skipped = {s["task"]: s for s in read_run(new)["summary"]["skipped"]}
+    assert sorted(skipped) == [f"athenabench.{t}" for t in ("ate", "mcq", "rcm", "rms", "vsp")]
+    for key, skip in skipped.items():
+        task = key.split(".")[1]
+        assert skip["records"] == per_task[task]  # a hand count of the stored records
+        assert f"metric 'actor_graph' cannot score {key}" in skip["reason"]
+        assert f"[tasks.{task}.resources]" in skip["reason"]
+        assert f"skipped {per_task[task]} records: {skip['reason']}" in out
+    # Metamorphic: TAA's own metric, set again, re-scores each TAA record exactly as the import scored it.
+    rescored = {r["question_id"]: r for r in read_records(new)}
+    taa = {r["question_id"]: r for r in stored if r["task"] == "taa"}
+    assert rescored.keys() == taa.keys() and len(taa) == per_task["taa"] > 0
+    assert all(rescored[q]["score"] == taa[q]["score"] for q in taa)
+
+
+def test_sweep_of_a_metric_that_reads_resources_skips_the_tasks_that_do_not_declare_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run, suites = _athena_run(tmp_path, capsys)
+    rc, out, err = cli(capsys, "sweep", run, "--vary", "scoring.metric=actor_graph", "--suites-dir", suites,
+                       "--data-dir", data_file("athenabench", "athena-cti-taa.jsonl").parent.parent, "--json")
+    assert rc == 0, err
+    for task in ("ate", "mcq", "rcm", "rms", "vsp"):
+        assert f"athenabench.{task}: metric 'actor_graph' cannot score athenabench.{task}" in err
+    rows = json.loads(out)
+    assert {r["task"] for r in rows} == {"taa"}
+    # Metamorphic: TAA's own metric as a variant moves no score.
+    assert rows and all(r["delta_pp"] == 0 for r in rows if r.get("delta_pp") is not None)
+
+
+def test_rescore_set_a_metric_no_task_of_the_run_can_take_is_one_error_naming_metric_and_task(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run, suites = _athena_run(tmp_path, capsys)
+    # the same run without its TAA records: no task left that declares the alias graphs
+    lines = (run / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    (run / "records.jsonl").write_text("".join(line + "\n" for line in lines if json.loads(line)["task"] != "taa"),
+                                       encoding="utf-8")
+    rc, out, err = cli(capsys, "rescore", run, "--set", "scoring.metric=cti_actor_graph", "--suites-dir", suites,
+                       "--data-dir", data_file("athenabench", "athena-cti-taa.jsonl").parent.parent, "--report-dir", tmp_path / "rs")
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "nothing re-scored" in err and "metric 'cti_actor_graph' cannot score athenabench.mcq" in err
+    assert not (tmp_path / "rs").exists() or not any((tmp_path / "rs").iterdir())  # nothing half-written
+
+
 # ----------------------------------------------------------------------------- case 7
 
 

@@ -43,6 +43,7 @@ from pytest_benchaudit.compare.embedders import Embedder
 from pytest_benchaudit.compare.similarity import DEFAULT_PROMPTS
 from pytest_benchaudit.compare.runsets import LoadedRun, RunSet
 from pytest_benchaudit.diagnose.finding_documents import FindingRow
+from pytest_benchaudit.diagnose.flips import OrderFlip
 from pytest_benchaudit.audit.audit_documents import (AttributionRow, AuditDocument, HarnessTableRow, ScoreRow,
                                                UpstreamAttributionRow, UpstreamDifference)
 from pytest_benchaudit.ledger.ledger_documents import LedgerNote, LedgerRow
@@ -111,16 +112,17 @@ def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]])
     return rows
 
 
-def _diagnose(base: list[LoadedRun], ledger: list[LedgerRow], suites_dir: Path, data_dir: str | None
-              ) -> list[FindingRow]:
-    """``benchaudit diagnose`` on the stored runs (their base records), with the ledger rows for FM15."""
+def _diagnose(base: list[LoadedRun], ledger: list[LedgerRow], suites_dir: Path, data_dir: str | None,
+              order_flips: Sequence[OrderFlip] | None = None) -> list[FindingRow]:
+    """``benchaudit diagnose`` on the stored runs (their base records), with the ledger rows for FM15 and the
+    multiverse's pairs for BA07."""
     from pytest_benchaudit.diagnose import LoadedRun as DiagnosedRun
     from pytest_benchaudit.diagnose import diagnose, to_json
     from pytest_benchaudit.rescore.run_dirs import _Resources
 
     runs = [DiagnosedRun(run.path.name, run.meta, run.records) for run in base]
     rows = {row["benchmark"]: row for row in ledger}
-    found = diagnose(runs, resources=_Resources(suites_dir, data_dir), ledger_rows=rows)
+    found = diagnose(runs, resources=_Resources(suites_dir, data_dir), ledger_rows=rows, order_flips=order_flips)
     return to_json(found, 0)["findings"]
 
 
@@ -285,7 +287,8 @@ class AuditOptions:
     runs).  ``similarity``: an embedder (:func:`pytest_benchaudit.compare.similarity.parse_embedder`) for
     task similarity against tau-b, with ``n_prompts`` prompts per task (None: no similarity).
     ``n_resamples``, ``seed``, ``permutations``: the bootstrap's resamples, the seed of every random
-    draw, the permutations of the similarity test.
+    draw, the permutations of the similarity test.  ``order_flips``: the pairs of the runs' multiverse,
+    for diagnose's BA07 (the command computes them; None: BA07 is not checked).
     """
 
     toward: str | None = None
@@ -300,6 +303,7 @@ class AuditOptions:
     n_resamples: int = 5000
     seed: int = 0
     permutations: int = 1000
+    order_flips: Sequence[OrderFlip] | None = None
 
 
 def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = AuditOptions()) -> AuditDocument:
@@ -389,7 +393,7 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
     except (SuiteError, PipelineError) as err:  # reported; the audit goes on
         ledger_rows, ledger = [], [{"note": f"no ledger: {err}"}]
     if findings is None:
-        findings = _diagnose(base, ledger_rows, suites_dir, data_dir)
+        findings = _diagnose(base, ledger_rows, suites_dir, data_dir, options.order_flips)
     results = {"a": [r for by in set_a.results.values() for r in by.values()],
                "b": [r for by in set_b.results.values() for r in by.values()]}
     audit: AuditDocument = {

@@ -14,6 +14,11 @@
     benchaudit audit RUN... --out DIR [--toward LAYER] [--similarity] [--findings JSON]
                                           the whole audit of stored runs: re-scored toward LAYER, field-by-
                                           field attribution, both layers compared, ledger, report, export
+    benchaudit multiverse RUN... --out DIR | --list BENCH
+                                          every defensible pipeline of each task at once (the suite's
+                                          [tasks.T.multiverse], else its layers' and the registry's values):
+                                          which model orderings hold in every specification, score
+                                          distributions, rank intervals, the variance each field explains
     benchaudit export RUN_DIR --format every-eval-ever [--out DIR] [--samples] [--include-questions]
                                           results in the Every Eval Ever schema (questions withheld by default)
     benchaudit audit-gold RUN... [--min-models K] [--out CSV]
@@ -49,7 +54,8 @@
                                           D (variances measured from the runs, or a stated assumption)
     benchaudit schema [DOCUMENT] [--out DIR]
                                           the JSON Schema of run.json, a records.jsonl line, a card,
-                                          summary.json, compare.json, audit.json, diagnose --json
+                                          summary.json, compare.json, audit.json, diagnose --json,
+                                          multiverse.json
 
 `benchaudit COMMAND --help` gives a command's options.
 """
@@ -89,6 +95,7 @@ COMMANDS: dict[str, str] = {
     "diagnose": "diagnose_cmd",
     "sample": "sample_cmd",
     "audit": "audit_cmd",
+    "multiverse": "multiverse_cmd",
     "init": "init_cmd",
     "plan": "plan_cmd",
     "schema": "schema_cmd",
@@ -113,9 +120,11 @@ _LIST_HELP: dict[str, str] = {
     "diagnose": "the catalogued failure modes on every model x task: hypotheses with evidence and effect",
     "sample": "a stratified, seeded sample of judge verdicts or gold flags for people to check",
     "audit": "the whole audit of stored runs toward a layer: attribution, both layers compared, ledger, report",
+    "multiverse": "every defensible pipeline of each task at once: which model orderings survive (no model calls)",
     "init": "write a suites/ copy to edit and a pyproject snippet (the packaged suites, no data)",
     "plan": "questions x repeats a paired comparison needs to detect a difference (power analysis)",
-    "schema": "the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings",
+    "schema": "the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings, "
+              "multiverse.json",
 }
 
 

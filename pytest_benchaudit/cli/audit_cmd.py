@@ -14,6 +14,8 @@ from pytest_benchaudit.cli._common import Subparsers, check_out_dir
 if TYPE_CHECKING:
     from pytest_benchaudit.aggregate.summary_documents import VariantDelta
     from pytest_benchaudit.audit.audit_documents import UpstreamAttributionRow
+    from pytest_benchaudit.diagnose.flips import OrderFlip
+    from pytest_benchaudit.multiverse.mv_documents import MultiverseDocument
     from pytest_benchaudit.report.html.sweeps import SweepRow, UpstreamSweepRow
 
 __all__ = ["HELP", "add_parser", "run"]
@@ -34,7 +36,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
                     "split into downstream (A's outputs re-scored as the layer reads) and upstream (the layer's own "
                     "generations), and the fields that differ. Writes DIR/audit.json, DIR/report.html, the "
                     "re-scored run "
-                    "directories and an Every Eval Ever export per run.")
+                    "directories, an Every Eval Ever export per run and, unless --no-multiverse, DIR/multiverse.json "
+                    "(every defensible pipeline of each task at once: which model orderings survive it, first in "
+                    "the report).")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories, or folders of them")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where everything goes")
     p.add_argument("--toward", default=None, metavar="LAYER", help="the layer to audit against (default: "
@@ -53,6 +57,10 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
                    help="diagnose findings to use (benchaudit diagnose --json); default: diagnose the runs here")
     p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
     p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
+    p.add_argument("--no-multiverse", action="store_true",
+                   help="leave out the multiverse (benchaudit multiverse on the runs: which model orderings hold in "
+                        "every specification of each task's space; DIR/multiverse.json, the report's first screen, "
+                        "diagnose's BA07)")
     p.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (default 5000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap, sampling and permutations")
     return p
@@ -70,6 +78,20 @@ def _as_sweep_row(r: UpstreamAttributionRow) -> UpstreamSweepRow:
 def _layer_list(text: str | None) -> list[str] | None:
     """``--pipelines A,B`` as a list (checked against the run's layers by the audit)."""
     return None if text is None else [n.strip() for n in text.split(",")]
+
+
+def _multiverse(args: argparse.Namespace) -> MultiverseDocument:
+    """The multiverse of the audited runs (a ``--pipelines`` run's layers are its generation sets)."""
+    from pytest_benchaudit.multiverse.universe import build_multiverse
+
+    return build_multiverse(args.runs, suites_dir=args.suites_dir, data_dir=args.data_dir, seed=args.seed,
+                            resamples=min(args.resamples, 1000))
+
+
+def _flips(doc: MultiverseDocument) -> list[OrderFlip]:
+    from pytest_benchaudit.multiverse.universe import order_flips
+
+    return order_flips(doc)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,9 +113,11 @@ def run(args: argparse.Namespace) -> int:
             from pytest_benchaudit.compare.similarity import parse_embedder
 
             embedder = parse_embedder(args.embedder, args.embedder_key_env)
+        multiverse = None if args.no_multiverse else _multiverse(args)
         options = AuditOptions(toward=args.toward, from_layer=args.from_layer, pipelines=_layer_list(args.pipelines),
                                suites_dir=args.suites_dir, data_dir=args.data_dir, regenerated=args.regenerated or (),
-                               findings=findings, similarity=embedder, n_resamples=args.resamples, seed=args.seed)
+                               findings=findings, similarity=embedder, n_resamples=args.resamples, seed=args.seed,
+                               order_flips=None if multiverse is None else _flips(multiverse))
         doc = build_audit(args.runs, args.out, options)
     except (CompareError, RescoreError) as err:
         print(f"benchaudit audit: {err}", file=sys.stderr)
@@ -113,6 +137,18 @@ def run(args: argparse.Namespace) -> int:
 
     cmp = doc["compare"]
     toward = doc["layers"]["toward"]
+    first, extra = "", []
+    if multiverse is not None:
+        from pytest_benchaudit.multiverse.mv_html import ANCHOR, multiverse_html
+        from pytest_benchaudit.multiverse.universe import write_document
+
+        write_document(multiverse, args.out / "multiverse.json")
+        first, section = multiverse_html(multiverse)
+        extra = [(ANCHOR, "Multiverse", section)] if section else []
+        print("Which model orderings survive the multiverse (every defensible pipeline of each task):")
+        for verdict in multiverse["verdicts"]:
+            print(f"  {verdict['sentence']}")
+        print()
     print(render_compare(cmp))  # with its analyses' texts: peer gaps, sensitivity, similarity (both layers' r)
     # The fields that moved a score (the rest are in audit.json): the terminal and the report stay readable.
     moved: list[VariantDelta] = [r for r in doc["attribution"] if r.get("moved_by") not in (None, "none")]
@@ -141,8 +177,9 @@ def run(args: argparse.Namespace) -> int:
     html = write_html(cmp, args.out / "report.html", sweeps=sweeps, runs=rows, findings=doc["findings"],
                       ledger=doc["ledger"],
                       upstream=doc["upstream_differences"], title="benchaudit audit report",
-                      harnesses=doc.get("harnesses"))
+                      harnesses=doc.get("harnesses"), first=first, extra_sections=extra)
     print(f"\ndiagnose: {len(doc['findings'])} findings (hypotheses with evidence; in the report and audit.json)")
     print(f"\naudit.json: {target}\nHTML report: {html}\nEvery Eval Ever: {len(doc['exports'])} files under "
-          f"{args.out / 'every-eval-ever'}")
+          f"{args.out / 'every-eval-ever'}"
+          + (f"\nmultiverse.json: {args.out / 'multiverse.json'}" if multiverse is not None else ""))
     return 0

@@ -17,6 +17,10 @@ from typing import TYPE_CHECKING
 from pytest_benchaudit.cli._common import Subparsers
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pytest_benchaudit.diagnose import LoadedRun
+    from pytest_benchaudit.diagnose.flips import OrderFlip
     from pytest_benchaudit.ledger.ledger_documents import LedgerRow
 
 __all__ = ["add_parser", "run"]
@@ -41,6 +45,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
                                                         "ones under 'folded')")
     p.add_argument("--no-ledger", action="store_true",
                    help="skip FM15 (documented vs released layers), which reads the suites' configs")
+    p.add_argument("--no-multiverse", action="store_true",
+                   help="skip BA07 (a pair of models whose order flips across the task's multiverse), which re-scores "
+                        "every specification of each task's space (benchaudit multiverse)")
     p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
     p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
     return p
@@ -58,6 +65,28 @@ def _ledger_rows(suites_dir: Path, benchmarks: set[str]) -> dict[str, LedgerRow]
         else:
             print(f"warning: no {path}: FM15 (ledger) not checked for {bench}", file=sys.stderr)
     return rows
+
+
+def _order_flips(runs: list[LoadedRun], suites_dir: Path, data_dir: str | None,
+                 warn: Callable[[str], None]) -> list[OrderFlip] | None:
+    """The pairs of the runs' multiverse for BA07 (None, with a warning, when it cannot be made; not made
+    when no task has two models, since no pair can flip)."""
+    from pytest_benchaudit.common.errors import BenchauditError
+    from pytest_benchaudit.multiverse.universe import multiverse_of, order_flips
+
+    models: dict[tuple[str, str], set[str]] = {}
+    for run_ in runs:
+        for r in run_.records:
+            models.setdefault((str(r["benchmark"]), str(r["task"])), set()).add(str(r["model"]))
+    if all(len(m) < 2 for m in models.values()):
+        return []
+    try:
+        doc = multiverse_of([(run_.name, run_.meta, run_.records) for run_ in runs], suites_dir=suites_dir,
+                            data_dir=data_dir, resamples=0)
+    except BenchauditError as err:
+        warn(f"BA07 (order flips across the multiverse) not checked: {err}")
+        return None
+    return order_flips(doc)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
     resources = _Resources(args.suites_dir, args.data_dir)
     for where in missing_cards(runs):
         warn(f"{where} has no pipeline card in run.json: its records are not checked")
-    report = diagnose_report(runs, resources=resources, ledger_rows=ledger)
+    flips = None if args.no_multiverse else _order_flips(runs, args.suites_dir, args.data_dir, warn)
+    report = diagnose_report(runs, resources=resources, ledger_rows=ledger, order_flips=flips)
     n_groups = len(group_runs(runs))
     if args.json:
         print(json.dumps(to_json(report.findings, n_groups, report.folded), indent=2, ensure_ascii=False))

@@ -2,8 +2,8 @@
 
 The schemas are generated from the types the code itself builds and validates the documents with
 (the TypedDicts of ``pipeline/record_documents.py``, ``aggregate/summary_documents.py``, ``runs/run_meta.py``,
-``compare/``, ``diagnose/``, ``audit/``), so they cannot drift from what is written; ``docs/schemas/`` holds
-them as published (a test regenerates and compares).  ``additionalProperties: false`` throughout:
+``compare/``, ``diagnose/``, ``audit/``, ``multiverse/``), so they cannot drift from what is written;
+``docs/schemas/`` holds them as published (a test regenerates and compares).  ``additionalProperties: false`` throughout:
 a key the schema does not name is not one benchaudit writes.
 """
 
@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DOCUMENTS", "HELP", "Document", "add_parser", "run", "schema_of", "schema_text"]
 
-HELP = "the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings"
+HELP = ("the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings, "
+        "multiverse.json")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ DOCUMENTS: tuple[Document, ...] = (
     Document("audit", "pytest_benchaudit.audit.audit_documents", "AuditDocument", "audit.json (benchaudit audit)"),
     Document("findings", "pytest_benchaudit.diagnose.finding_documents", "DiagnoseDocument",
              "benchaudit diagnose --json"),
+    Document("multiverse", "pytest_benchaudit.multiverse.mv_documents", "MultiverseDocument",
+             "multiverse.json (benchaudit multiverse, benchaudit audit)"),
 )
 
 

@@ -21,9 +21,9 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from pytest_benchaudit.common.errors import ConfigError, did_you_mean
-from pytest_benchaudit.pipeline.stages import LAYERS, PEER_LAYERS
+from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, LAYERS, PEER_LAYERS, field_paths
 
-__all__ = ["SuiteConfig", "TaskConfig", "DataConfig", "EMPTY_GOLD_DEFAULT", "EmptyGold", "check_suite_config", "check_task_data",
+__all__ = ["SuiteConfig", "TaskConfig", "DataConfig", "MultiverseValue", "EMPTY_GOLD_DEFAULT", "EmptyGold", "check_suite_config", "check_task_data",
            "is_layer_name", "skips_empty_gold"]
 
 # Keys of a task's data mapping that must be there once data_defaults are merged in; the
@@ -110,8 +110,40 @@ def is_layer_name(name: str) -> bool:
     return name in names or any(name.startswith(f"{layer}_") and len(name) > len(layer) + 1 for layer in names)
 
 
+class MultiverseValue(_Strict):
+    """One value of a field in ``[tasks.NAME.multiverse]``: the value and why it is defensible."""
+
+    value: Any
+    why: str
+
+    @model_validator(mode="after")
+    def _reason(self) -> "MultiverseValue":
+        if not self.why.strip():
+            raise ValueError(f"value {self.value!r}: 'why' is empty; say why this value is defensible")
+        return self
+
+
+def _check_multiverse(table: dict[str, list[MultiverseValue]]) -> None:
+    """A ``[tasks.NAME.multiverse]`` table names downstream ``--set`` fields, each with distinct values.
+    (Which downstream fields change a task's score, and whether a rule or metric exists, the
+    multiverse itself checks: :mod:`pytest_benchaudit.multiverse.space`.)"""
+    known = field_paths()
+    for path, values in table.items():
+        if path not in known:
+            raise ValueError(f"multiverse field {path!r} is not a pipeline field{did_you_mean(path, known)}")
+        if path.split(".")[0] not in DOWNSTREAM_STAGES:
+            raise ValueError(f"multiverse field {path!r} is upstream: its values need new generations, which "
+                             "enter the multiverse from the runs (--pipelines, --vary), not from the suite")
+        if not values:
+            raise ValueError(f"multiverse field {path!r} has no values")
+        seen = [repr(v.value) for v in values]
+        if len(set(seen)) < len(seen):
+            raise ValueError(f"multiverse field {path!r} lists a value twice")
+
+
 class TaskConfig(_Strict):
-    """``[tasks.NAME]``: a task's title, data, few-shot source, resources, and its layer tables."""
+    """``[tasks.NAME]``: a task's title, data, few-shot source, resources, its multiverse (the defensible
+    values of its downstream fields, ``benchaudit multiverse``) and its layer tables."""
 
     model_config = ConfigDict(extra="allow")  # the extra keys are layers, checked below
 
@@ -119,9 +151,12 @@ class TaskConfig(_Strict):
     data: DataConfig | None = None
     few_shot: DataConfig | None = None
     resources: dict[str, str | ResourceFile] | None = None
+    multiverse: dict[str, list[MultiverseValue]] | None = None
 
     @model_validator(mode="after")
     def _layers(self) -> "TaskConfig":
+        if self.multiverse is not None:
+            _check_multiverse(self.multiverse)
         for key, value in (self.model_extra or {}).items():
             if not is_layer_name(key):
                 known = [*type(self).model_fields, *LAYERS, *PEER_LAYERS]
@@ -180,6 +215,8 @@ def _fields_at(parents: list[str]) -> list[str]:
         return [*TaskConfig.model_fields, *LAYERS, *PEER_LAYERS]
     elif parents[-1] in ("data", "few_shot", "data_defaults"):
         model = DataConfig
+    elif len(parents) >= 3 and parents[0] == "tasks" and parents[2] == "multiverse":
+        model = MultiverseValue
     else:
         tables: dict[str, type[BaseModel]] = {"benchmark": BenchmarkConfig, "fetch": FetchConfig,
                                               "hub": HubSource, "gold_file": GoldFile}

@@ -40,7 +40,7 @@ __all__ = [
 
 SUITE_FILENAME = "suite.toml"
 # Keys of a [tasks.NAME] table that are not pipeline layers.
-_TASK_KEYS = frozenset({"data", "few_shot", "title", "resources"})
+_TASK_KEYS = frozenset({"data", "few_shot", "title", "resources", "multiverse"})
 
 
 class SuiteError(ConfigError):
@@ -66,6 +66,9 @@ class TaskSpec:
     layers: dict[str, dict[str, Any]]
     # name -> JSON file a metric reads (e.g. TAA alias graphs); see ``load_resources``
     resources: dict[str, Any] = field(default_factory=dict)
+    # ``[tasks.NAME.multiverse]``: field -> [{value, why}], the defensible values ``benchaudit multiverse``
+    # enumerates (empty: its defaults, pytest_benchaudit.multiverse.space)
+    multiverse: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,7 @@ def load_suite(path: Path) -> Suite:
             few_shot=tdata.get("few_shot"),
             layers=layers,
             resources=dict(tdata.get("resources") or {}),
+            multiverse=dict(tdata.get("multiverse") or {}),
         )
     if not tasks:
         raise SuiteError(f"{path}: no [tasks.*] defined")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_benchaudit.diagnose import answer_checks
 from pytest_benchaudit.diagnose import data_checks
+from pytest_benchaudit.diagnose import flips as flip_checks
 from pytest_benchaudit.diagnose import lint_checks
 from pytest_benchaudit.diagnose import order_checks
 from pytest_benchaudit.diagnose.failure_modes import CATALOGUE
@@ -55,13 +56,15 @@ class Diagnosis:
 
 
 def diagnose(runs: Sequence[LoadedRun], *, resources: Resources | None = None,
-             ledger_rows: Mapping[str, LedgerRow] | None = None) -> list[Finding]:
+             ledger_rows: Mapping[str, LedgerRow] | None = None,
+             order_flips: Sequence[flip_checks.OrderFlip] | None = None) -> list[Finding]:
     """The findings to list (:attr:`Diagnosis.findings` of :func:`diagnose_report`)."""
-    return diagnose_report(runs, resources=resources, ledger_rows=ledger_rows).findings
+    return diagnose_report(runs, resources=resources, ledger_rows=ledger_rows, order_flips=order_flips).findings
 
 
 def diagnose_report(runs: Sequence[LoadedRun], *, resources: Resources | None = None,
-                    ledger_rows: Mapping[str, LedgerRow] | None = None) -> Diagnosis:
+                    ledger_rows: Mapping[str, LedgerRow] | None = None,
+                    order_flips: Sequence[flip_checks.OrderFlip] | None = None) -> Diagnosis:
     """Every catalogued check on every benchmark x task x model of ``runs``.
 
     Dataset and card findings (:data:`PER_TASK`) are merged into one per task and problem;
@@ -71,6 +74,7 @@ def diagnose_report(runs: Sequence[LoadedRun], *, resources: Resources | None = 
     ``resources`` loads a task's lookup files when re-scoring needs them (alias graphs); without
     it such effects say they could not be computed.  ``ledger_rows`` maps a benchmark to its
     ledger row (:func:`pytest_benchaudit.ledger.ledger_rows.suite_ledger`); without it FM15 is not checked.
+    ``order_flips``: the pairs of the runs' multiverse (:mod:`.flips`); without them BA07 is not checked.
     """
     groups = group_runs(runs)
     group_checks: list[answer_checks.Check] = [
@@ -87,6 +91,8 @@ def diagnose_report(runs: Sequence[LoadedRun], *, resources: Resources | None = 
     findings += data_checks.cross_task_checks(groups)
     findings += data_checks.size_checks(groups)
     findings += order_checks.check_order(groups)
+    if order_flips is not None:
+        findings += flip_checks.check_flips(order_flips)
     if ledger_rows is not None:
         findings += data_checks.ledger_checks(groups, ledger_rows, resources)
     order = {fm: i for i, fm in enumerate(CATALOGUE)}

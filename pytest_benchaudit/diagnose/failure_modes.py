@@ -124,6 +124,12 @@ _ENTRIES = [
                 "difference on the questions both answered is not significant: exact McNemar on 0/1 per-question "
                 "scores, else paired t, Holm over the task's pairs, p_holm >= 0.05 (the rows of compare.json "
                 "'paired'); one finding per task (model '*') lists every such pair in evidence.pairs."),
+    FailureMode("BA07-order-flips-across-specifications", "two models' order flips across defensible pipelines",
+                "(the field that flips the most pairs)", "downstream", "ours",
+                "in the task's multiverse (benchaudit multiverse: every specification of its space re-scored from "
+                "the stored outputs) the other model is better in at least a quarter of the specifications in "
+                "which both have a score; one finding per task (model '*') lists every such pair in evidence.pairs "
+                "with the fields whose change alone reverses it."),
 ]
 
 CATALOGUE: dict[str, FailureMode] = {entry.id: entry for entry in _ENTRIES}

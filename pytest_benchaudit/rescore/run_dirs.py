@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Callable
 
@@ -53,16 +54,35 @@ class _Resources:
         self._cache: dict[tuple[str, str], Resources] = {}
 
     def __call__(self, bench: str, task: str, metric: str) -> Resources:
+        """The resources ``metric`` reads for ``bench.task`` ({} for a metric that reads none); a
+        :class:`RescoreError` naming the metric and the task when the task's suite does not declare
+        them all, never the scorer's KeyError mid-way."""
+        why = self.unscorable(bench, task, metric)
+        if why:
+            raise RescoreError(why)
+        return self._cache.get((bench, task), {})
+
+    def unscorable(self, bench: str, task: str, metric: str) -> str | None:
+        """Why ``metric`` cannot score ``bench.task`` (it reads resources the task's suite does not declare:
+        ``--set scoring.metric=actor_graph`` on a run whose other tasks have no alias graph), or None.
+        A declared file that cannot be read is a :class:`RescoreError` (the data's problem, not a skip)."""
         info = METRIC_INFO.get(metric)
         if info is None or not info.resources:
-            return {}
+            return None
+        path = self.suites_dir / bench / SUITE_FILENAME
         if (bench, task) not in self._cache:
             try:
-                suite = load_suite(self.suites_dir / bench / SUITE_FILENAME)
+                suite = load_suite(path)
+                if task not in suite.tasks:
+                    raise SuiteError(f"{path}: no task {task!r}")
                 self._cache[(bench, task)] = load_resources(suite, task, self.data_dir, self.origin)[0]
             except SuiteError as err:
                 raise RescoreError(f"metric {metric!r} of {bench}.{task} needs its resource files: {err}") from None
-        return self._cache[(bench, task)]
+        missing = [name for name in info.resources if name not in self._cache[(bench, task)]]
+        if not missing:
+            return None
+        return (f"metric {metric!r} cannot score {bench}.{task}: it reads the task resource(s) {', '.join(missing)}, "
+                f"which {path} does not declare under [tasks.{task}.resources]")
 
 
 def _layer(suites_dir: Path, bench: str, task: str, layer: str) -> Pipeline:
@@ -137,6 +157,7 @@ def rescore_run(
     pipelines: dict[str, Pipeline] = {}
     skipped: dict[str, str] = {}  # card key -> why its records are not re-scored
     layers = _Layers(suites_dir, layer, option) if layer else None
+    resources = _Resources(suites_dir, data_dir)
     for key in sorted({card_key(r) for r in records}):
         card = stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0])
         if card is None:
@@ -150,7 +171,9 @@ def rescore_run(
             pipelines[key] = retarget(stored, target, overrides, stages)
         except PipelineError as err:
             raise RescoreError(f"{key}: {err}") from None
-        why = _skip_reason(key, pipelines[key])
+        # every task's resources are read before the first record is written
+        why = _skip_reason(key, pipelines[key]) or resources.unscorable(stored.benchmark, stored.task,
+                                                                       pipelines[key].scoring.metric)
         if why:
             skipped[key] = why
             del pipelines[key]
@@ -162,12 +185,10 @@ def rescore_run(
         raise RescoreError("nothing re-scored: " + "; ".join(f"{s['reason']} ({s['records']} records)" for s in skips))
     if skipped:
         records = [r for r in records if card_key(r) in pipelines]
-    resources = _Resources(suites_dir, data_dir)
     new_records = rescore_records(
         iterate(records, len(records), "rescore", "records"),
         lambda rec: pipelines[card_key(rec)],
-        lambda bench, task: resources(bench, task, pipelines[f"{bench}.{task}"].scoring.metric
-                                      if f"{bench}.{task}" in pipelines else ""),
+        _task_resources(resources, pipelines.values()),
     )
     cards: Cards = {key: _rescored_card(p, stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0]))
                     for key, p in pipelines.items()}
@@ -185,6 +206,14 @@ def rescore_run(
         pipeline_cards=cards, dataset_checksums=meta.get("dataset_checksums", {}),
     )
     return out, results, cards
+
+
+def _task_resources(resources: _Resources, pipelines: Iterable[Pipeline]) -> Callable[[str, str], Resources]:
+    """Each task's resources for the scorer: those of a metric that reads them, whichever variant's pipeline
+    names it (a variant's card key is not ``bench.task``, so it is looked up by the pipeline's task)."""
+    metric = {(p.benchmark, p.task): p.scoring.metric for p in pipelines
+              if (info := METRIC_INFO.get(p.scoring.metric)) is not None and info.resources}
+    return lambda bench, task: resources(bench, task, metric[(bench, task)]) if (bench, task) in metric else {}
 
 
 def _rescored_card(pipeline: Pipeline, stored: PipelineCard | None) -> PipelineCard:
@@ -283,6 +312,11 @@ def sweep_run(
             variants = build_variants(stored, changes)[1:]
         except PipelineError as err:
             raise RescoreError(f"{key}: {err}") from None
+        for variant in list(variants):  # a metric this task has no resource files for: that variant is skipped
+            why = resources.unscorable(stored.benchmark, stored.task, variant.pipeline.scoring.metric)
+            if why:
+                warn(f"{key}: {why}: that variant is skipped ({len(recs)} records)")
+                variants.remove(variant)
         bar.total = (bar.total or 0) + len(recs) * len(variants)
         for variant in variants:
             pipeline = variant.pipeline

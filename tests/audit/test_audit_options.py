@@ -10,9 +10,16 @@ from pathlib import Path
 import pytest
 
 from pytest_benchaudit.audit import whole
+from pytest_benchaudit import compare
 from pytest_benchaudit.audit.whole import AuditOptions
+from pytest_benchaudit.cli import audit_cmd
 from pytest_benchaudit.cli.audit_cmd import add_parser, run
 from pytest_benchaudit.compare import CompareError
+from pytest_benchaudit.diagnose.flips import OrderFlip
+
+# The multiverse's pairs (issue 36) the command computes from the runs before build_audit: stood in
+# for here (nothing is read), so that what reaches the options is known.
+FLIPS: list[OrderFlip] = []
 
 
 def _options_of(monkeypatch: pytest.MonkeyPatch, *argv: str) -> AuditOptions:
@@ -24,6 +31,9 @@ def _options_of(monkeypatch: pytest.MonkeyPatch, *argv: str) -> AuditOptions:
         raise CompareError("stopped before reading any run")
 
     monkeypatch.setattr(whole, "build_audit", stop)
+    monkeypatch.setattr(compare, "expand_runs", lambda paths: list(paths))  # RUN is judged first: stood in too
+    monkeypatch.setattr(audit_cmd, "_multiverse", lambda args: {"stood in": args.runs})
+    monkeypatch.setattr(audit_cmd, "_flips", lambda doc: FLIPS if doc == {"stood in": [Path("RUN")]} else None)
     parser = argparse.ArgumentParser(prog="benchaudit")
     add_parser(parser.add_subparsers(dest="command", required=True))
     assert run(parser.parse_args(["audit", "RUN", "--out", "OUT", *argv])) == 2
@@ -32,7 +42,9 @@ def _options_of(monkeypatch: pytest.MonkeyPatch, *argv: str) -> AuditOptions:
 
 
 def test_the_commands_defaults_are_the_options_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _options_of(monkeypatch) == AuditOptions()
+    """Besides the multiverse's pairs of the runs, which the command hands in unless --no-multiverse."""
+    assert _options_of(monkeypatch) == AuditOptions(order_flips=FLIPS)
+    assert _options_of(monkeypatch, "--no-multiverse") == AuditOptions()
 
 
 def test_each_flag_reaches_its_field_and_only_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,11 +52,12 @@ def test_each_flag_reaches_its_field_and_only_it(monkeypatch: pytest.MonkeyPatch
                       "--regenerated", "R1", "R2", "--suites-dir", "s", "--data-dir", "d", "--resamples", "7",
                       "--seed", "3")
     want = AuditOptions(toward="released", from_layer="lm_eval", pipelines=["lm_eval", "released"],
-                        regenerated=[Path("R1"), Path("R2")], suites_dir=Path("s"), data_dir="d", n_resamples=7, seed=3)
+                        regenerated=[Path("R1"), Path("R2")], suites_dir=Path("s"), data_dir="d", n_resamples=7, seed=3,
+                        order_flips=FLIPS)
     assert got == want
     changed = {f.name for f in dataclasses.fields(AuditOptions) if getattr(got, f.name) != getattr(AuditOptions(), f.name)}
     assert changed == {"toward", "from_layer", "pipelines", "regenerated", "suites_dir", "data_dir", "n_resamples",
-                       "seed"}
+                       "seed", "order_flips"}
 
 
 def test_the_options_are_frozen_and_build_audit_takes_them_whole() -> None:

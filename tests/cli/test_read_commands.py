@@ -170,7 +170,7 @@ COMMANDS = {
     "sweep": ["--vary", "scoring.denominator=valid"], "compare": ["--out", "{tmp}/cmp"],
     "export": ["--out", "{tmp}/exp"], "audit-gold": [], "judge-agreement": [], "diagnose": [],
     "sample": ["--for", "gold", "--out", "{tmp}/s.csv"], "audit": ["--out", "{tmp}/audit", "--toward", "released"],
-    "plan": ["--task", "toy.mcq", "--mde", "0.1", "--from"], "card": []}
+    "plan": ["--task", "toy.mcq", "--mde", "0.1", "--from"], "card": [], "multiverse": ["--out", "{tmp}/mv"]}
 # card reads run.json only: the damage below run.json is not its to judge.
 RUN_JSON_ONLY = {"missing", "a file", "a folder without run.json", "run.json not JSON", "run.json a directory",
                  "in progress"}

@@ -20,6 +20,9 @@ Sections, each present only when its data is (in this order):
   document has, in the order registered: peer gaps, task similarity against tau-b (scatter, r, p-values,
   pairs), generation against extraction sensitivity (rho_gen, rho_ext), then any analysis registered since;
   each is written with :class:`.kit.ReportKit` (the report's escaping, tables and plots);
+* what the caller renders itself: ``first`` at the top of the verdict block (``benchaudit audit``: the
+  multiverse's verdict, which model orderings survive every defensible pipeline) and ``extra_sections`` before the ledger (the
+  multiverse's section, :mod:`pytest_benchaudit.multiverse.mv_html`);
 * diagnose findings (``findings``: dicts with benchmark, task, model, failure_mode, field, evidence,
   effect_pp) (:mod:`.audits`);
 * per-field score deltas (``sweeps``), invalid rates (``runs``), the repeats' error bars (``runs`` asked
@@ -111,21 +114,26 @@ def _nav(extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def render_html(compare_doc: CompareDocument, *, sweeps: Sequence[SweepRow] | None = None,
                 runs: Sequence[Mapping[str, Any]] | None = None, findings: Sequence[FindingRow] | None = None,
                 ledger: Sequence[Mapping[str, Any]] | None = None, upstream: Sequence[Mapping[str, Any]] | None = None,
-                title: str = "benchaudit compare report", harnesses: Sequence[Mapping[str, Any]] | None = None) -> str:
+                title: str = "benchaudit compare report", harnesses: Sequence[Mapping[str, Any]] | None = None,
+                first: str = "", extra_sections: Sequence[tuple[str, str, str]] = ()) -> str:
     """The report as an HTML string (see :func:`write_html`)."""
     doc = compare_doc or {}
     sweep_rows = [r for r in (sweeps or []) if isinstance(r, dict)]
     # A run's summary rows, or the audit's score rows (one per layer, the layer as pipeline and
     # variant): both carry every TaskResult key the invalid-rate and repeats sections read.
     run_rows = [cast(TaskResult, r) for r in (runs or []) if isinstance(r, Mapping)]
-    verdict = verdict_section(doc, sweep_rows, findings)
+    verdict = verdict_section(doc, sweep_rows, findings, lead=first)
     registered, registered_nav = _analysis_sections(doc)
     sections = [_summary(doc), harnesses_section(harnesses), causes_section(doc, sweep_rows, findings), scores_section(doc),
                 ranks_section(doc), shift_section(doc), tau_section(doc), pca_section(doc), *registered,
                 findings_section(findings), sweeps_section(sweep_rows), invalid_section(run_rows), repeats_section(run_rows),
-                paired_section(doc), ledger_section(ledger, upstream), notes_section(doc)]
+                paired_section(doc), *(html for _a, _t, html in extra_sections), ledger_section(ledger, upstream),
+                notes_section(doc)]
     body = "\n".join(s for s in sections if s)
-    links = " ".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in _nav(registered_nav)
+    nav = _nav(registered_nav)
+    at = [a for a, _t in nav].index("ledger")
+    nav = nav[:at] + [(a, t) for a, t, _h in extra_sections] + nav[at:]
+    links = " ".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in nav
                      if f'<section id="{esc(a)}">' in verdict + body)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
@@ -140,7 +148,8 @@ def render_html(compare_doc: CompareDocument, *, sweeps: Sequence[SweepRow] | No
 def write_html(compare_doc: CompareDocument, path: Path, *, sweeps: Sequence[SweepRow] | None = None,
                runs: Sequence[Mapping[str, Any]] | None = None, findings: Sequence[FindingRow] | None = None,
                ledger: Sequence[Mapping[str, Any]] | None = None, upstream: Sequence[Mapping[str, Any]] | None = None,
-               title: str = "benchaudit compare report", harnesses: Sequence[Mapping[str, Any]] | None = None) -> Path:
+               title: str = "benchaudit compare report", harnesses: Sequence[Mapping[str, Any]] | None = None,
+               first: str = "", extra_sections: Sequence[tuple[str, str, str]] = ()) -> Path:
     """Write the compare document (plus optional sweep deltas, run summary rows and diagnose findings)
     as one self-contained HTML file at ``path``; returns the path.
 
@@ -149,10 +158,14 @@ def write_html(compare_doc: CompareDocument, path: Path, *, sweeps: Sequence[Swe
     ``invalid_rate``).  ``findings``: diagnose findings (benchmark, task, model, failure_mode,
     field, evidence, effect_pp); ``None`` leaves the section out, ``[]`` says there is none.
     ``ledger``/``upstream``: ledger rows and upstream differences of ``benchaudit audit``; ``harnesses``:
-    its cross-harness rows (:mod:`pytest_benchaudit.audit.cross_harness`).
+    its cross-harness rows (:mod:`pytest_benchaudit.audit.cross_harness`).  ``first``: HTML shown first in the
+    verdict block (``benchaudit audit``: the multiverse's verdict, :mod:`pytest_benchaudit.multiverse.mv_html`);
+    ``extra_sections``: (anchor, nav title, ``<section id=anchor>`` HTML) placed before the ledger, escaped
+    by whoever made them (the multiverse's section).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(compare_doc, sweeps=sweeps, runs=runs, findings=findings, ledger=ledger,
-                                upstream=upstream, title=title, harnesses=harnesses), encoding="utf-8")
+                                upstream=upstream, title=title, harnesses=harnesses, first=first,
+                                extra_sections=extra_sections), encoding="utf-8")
     return path

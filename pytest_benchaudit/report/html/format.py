@@ -40,6 +40,7 @@ p.warn{color:#8a4b00;background:#fff6e5;border-left:3px solid #d98e04;padding:2p
 #verdict{border:1px solid #c9d3df;background:#f7f9fc;padding:4px 14px 8px;margin:.6em 0 1.2em}
 #verdict h2{margin:.3em 0 0}
 #verdict p.sentence{margin:.5em 0 .2em;max-width:72em}
+#mv-verdict{border-left:3px solid #8da2bb;padding-left:8px;margin:.4em 0}
 #verdict table{font-size:.82em;background:#fff}
 #verdict td{max-width:28em;padding:2px 8px}#verdict td:first-child,#verdict td:nth-child(2),#verdict td code{white-space:nowrap}#verdict td:last-child{max-width:none}
 code{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.92em;overflow-wrap:anywhere}

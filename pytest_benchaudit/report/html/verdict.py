@@ -364,11 +364,14 @@ def causes_section(doc: CompareDocument, sweeps: Sequence[SweepRow] | None = Non
 
 
 def verdict_section(doc: CompareDocument, sweeps: Sequence[SweepRow] | None = None,
-                    findings: Sequence[FindingRow] | None = None) -> str:
-    """The verdict block (``<section id="verdict">``), or ``""`` when there is nothing to judge."""
+                    findings: Sequence[FindingRow] | None = None, lead: str = "") -> str:
+    """The verdict block (``<section id="verdict">``), or ``""`` when there is nothing to judge.
+
+    ``lead``: HTML shown first inside the block (``benchaudit audit``: which model orderings survive the
+    multiverse, :mod:`pytest_benchaudit.multiverse.mv_html`); with nothing to judge, the block holds it alone."""
     found = verdicts(doc, sweeps, findings)
     if not found:
-        return ""
+        return f'<section id="verdict"><h2>Verdict per benchmark</h2>{lead}</section>' if lead else ""
     blocks = []
     for v in found:
         warn = small_sample_note((v["rank"] or {}).get("n_models"), "the rank correlation") if v["rank"] else ""
@@ -376,7 +379,7 @@ def verdict_section(doc: CompareDocument, sweeps: Sequence[SweepRow] | None = No
                       f'<p class="sentence"><strong>{esc(v["sentence"])}</strong></p>'
                       + _verdict_table(doc, v) + (f'<p class="warn">{esc(warn)}</p>' if warn else "") + "</div>")
     a, b = str(doc.get("label_a") or "a"), str(doc.get("label_b") or "b")
-    return ('<section id="verdict"><h2>Verdict per benchmark</h2>' + "".join(blocks)
+    return ('<section id="verdict"><h2>Verdict per benchmark</h2>' + lead + "".join(blocks)
             + note(f"Move: {b} minus {a}, one model on one task, in percentage points (share metrics) or in the "
                    "metric's own unit (error metrics, e.g. a MAD). ρ: Spearman correlation of the two benchmark "
                    "rankings, 95% CI (paired bootstrap). Cause: one pipeline field and its largest effect "
