@@ -78,9 +78,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_benchaudit.pytest_plugin.runner import Runner
 
     from pytest_benchaudit.pytest_plugin.prerun_checks import PreRunChecks
-    from pytest_benchaudit.pytest_plugin.paths import resolve_suite_args
+    from pytest_benchaudit.pytest_plugin.paths import load_plugins, resolve_suite_args
 
     try:  # any error of the package before the first item is a usage error (exit 4)
+        # the benchaudit plugins (entry points): their suites, formats, rules and metrics (a broken one: exit 4)
+        load_plugins(config.getoption("disable_plugin"))
         # `pytest suites/secEval` runs suites/seceval (said in the header); an unknown suite lists them
         config.args[:], path_notes = resolve_suite_args(list(config.args), config.invocation_params.dir)
         opts = build_options(config)

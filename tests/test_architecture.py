@@ -40,13 +40,17 @@ ALLOWED: dict[str, set[str]] = {
               "compare", "diagnose"},
     "report": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "compare",
                "diagnose", "audit"},
+    # the plugin manager (issue 34): registers the built-ins and the plugins' additions on the registries
+    # of the units it names (each imported when its hook is called: the compare package only when asked)
+    "plugins": {"common", "pipeline", "dataset", "scoring", "compare", "importers", "__init__"},
     "pytest_plugin": {"common", "pipeline", "prompt", "dataset", "inference", "scoring", "aggregate", "runs",
-                      "report"},
+                      "report", "plugins"},
     "cli": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "ledger",
-            "annotation", "importers", "compare", "diagnose", "audit", "report", "__init__"},
+            "annotation", "importers", "compare", "diagnose", "audit", "report", "__init__", "plugins"},
     "plugin": {"pytest_plugin", "common", "newhooks"},
     "newhooks": set(),  # the hookspecs (pytest_benchaudit/newhooks.py), registered by plugin.py
     "testing": set(),
+    "api": set(),  # pytest_benchaudit/api.py: the public names, imported lazily by name like __init__
     "__init__": set(),  # its public names are imported lazily, by name, not at import time
 }
 PYTEST_SIDE = {"pytest_plugin", "plugin", "newhooks"}

@@ -17,6 +17,12 @@ packaged copy ran, and its version.  A local folder always wins: ``benchaudit in
 writes one to edit, and when it shadows a packaged suite the header says the local
 copy ran.  This happens at configure time, before pytest resolves its arguments and
 would report "file or directory not found".
+
+**The plugins' suites.**  After the packaged suites, the folders the installed benchaudit plugins
+register (``benchaudit_suite_dirs``, :mod:`pytest_benchaudit.plugins`) are looked in, in load order:
+``pytest suites/quiz`` runs a plugin's ``quiz`` from any directory, and the header names the plugin, its
+distribution and the folder.  A local folder wins over both, the packaged suite over a plugin's of the
+same name; the header says which ran and which copy was not used.
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ from pathlib import Path
 from pytest_benchaudit.common.errors import UsageError, did_you_mean
 from pytest_benchaudit.dataset.shipped import package_version, packaged_suites_dir
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
+from pytest_benchaudit.plugins.plugin_manager import BUILTIN, load_plugins, loaded
 
-__all__ = ["SuitePathError", "names_suites", "resolve_suite_args"]
+__all__ = ["SuitePathError", "load_plugins", "names_suites", "resolve_suite_args"]
 
 
 class SuitePathError(UsageError):
@@ -50,10 +57,16 @@ def resolve_suite_args(args: list[str], invocation_dir: Path) -> tuple[list[str]
         except SuitePathError as err:  # no such suite here: said unless the package ships it
             fixed, error = arg, err
         packaged = _packaged(arg, invocation_dir) if fixed == arg else None
+        found = _plugin_suite(arg, invocation_dir) if fixed == arg else None
         if packaged is not None:
             notes.append(f"{arg} → {packaged}: the suites packaged with pytest-benchaudit {package_version()} "
-                         f"(no local {arg.partition('::')[0]}; `benchaudit init` writes a copy to edit)")
+                         f"(no local {arg.partition('::')[0]}; `benchaudit init` writes a copy to edit)"
+                         + (f"; plugin {found[0]}'s suite of that name ({found[1]}) is not used" if found else ""))
             fixed = packaged
+        elif found is not None:
+            notes.append(f"{arg} → {found[1]}: the suite of plugin {found[0]} "
+                         f"(no local {arg.partition('::')[0]}, none packaged)")
+            fixed = found[1]
         elif error is not None:
             raise error
         elif fixed != arg:
@@ -82,6 +95,36 @@ def _packaged(arg: str, invocation_dir: Path) -> str | None:
         return None
     target = (shipped / inside).resolve()
     return str(target) + sep + node if target.exists() else None
+
+
+def _in_folder(arg: str, invocation_dir: Path, folder: Path) -> str | None:
+    """``arg`` (a relative ``suites/...`` path naming nothing here) resolved inside ``folder``, else None."""
+    if arg.startswith("-"):
+        return None
+    text, sep, node = arg.partition("::")
+    path = Path(text)
+    if path.is_absolute() or not path.parts or path.parts[0].lower() != SUITES_FOLDER or (invocation_dir / path).exists():
+        return None
+    try:
+        inside = _resolve_one("/".join(path.parts[1:]) or ".", folder)
+    except SuitePathError:
+        return None
+    target = (folder / inside).resolve()
+    return str(target) + sep + node if target.exists() and target != folder.resolve() else None
+
+
+def _plugin_suite(arg: str, invocation_dir: Path) -> tuple[str, str] | None:
+    """``(the plugin, arg resolved in its suites)`` for the first plugin whose suites hold it."""
+    plugins = loaded()
+    for plugin, folder in plugins.suites:
+        if plugin == BUILTIN:
+            continue
+        target = _in_folder(arg, invocation_dir, folder)
+        if target is not None:
+            info = plugins.infos.get(plugin)
+            dist = f" ({info.distribution} {info.version})" if info and info.distribution else ""
+            return f"{plugin!r}{dist}", target
+    return None
 
 
 def _shadowing(arg: str, invocation_dir: Path) -> list[str]:

@@ -26,7 +26,7 @@ from pytest_benchaudit.scoring.tasks.labels import read_label
 from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, HEDGED_PREFIX, NO_LOGPROBS_PREFIX, Extraction, Generation, InvalidReason,
                                               Question)
 
-__all__ = ["REASONING_MODES", "RULES", "Rule", "answer_text_of", "rule_names", "strip_first_reasoning",
+__all__ = ["BUILTIN_RULES", "REASONING_MODES", "RULES", "Rule", "answer_text_of", "rule_names", "strip_first_reasoning",
            "strip_reasoning", "extract"]
 
 Rule = Callable[[str, Question, Generation], tuple[str | None, str]]
@@ -402,6 +402,9 @@ RULES: dict[str, Rule] = {
     "final_line": final_line,
     **TASK_RULES,  # task-family rules (CWE ids, CVSS vectors, ATT&CK ids, ...): pytest_benchaudit.scoring.tasks
 }
+#: The package's own rules, as the plugin hook ``benchaudit_rules`` registers them (plugins/builtin_plugin.py);
+#: RULES also holds the plugins' (merged in by plugins/plugin_manager.py).
+BUILTIN_RULES: dict[str, Rule] = dict(RULES)
 
 
 def rule_names() -> list[str]:

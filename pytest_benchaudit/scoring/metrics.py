@@ -24,7 +24,7 @@ from pytest_benchaudit.scoring.tasks import TASK_METRIC_INFO, TASK_METRICS
 from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources
 from pytest_benchaudit.pipeline.types import Extraction, MetricInfo, Question, Score, UnscorablePrediction
 
-__all__ = ["CreditRow", "METRICS", "METRIC_INFO", "Metric", "MetricInfo", "Resources", "invalid_score", "invalid_credit_note",
+__all__ = ["BUILTIN_METRICS", "CreditRow", "METRICS", "METRIC_INFO", "Metric", "MetricInfo", "Resources", "invalid_score", "invalid_credit_note",
            "invalid_credit_line", "metric_names", "score", "score_item"]
 
 # A metric (tasks.inputs.Metric) sees only valid predictions (possibly "" — see ``letter_set_exact``)
@@ -76,6 +76,9 @@ METRICS: dict[str, Metric] = {
     "letter_set_exact": letter_set_exact,
     **TASK_METRICS,
 }
+#: The package's own metrics, as the plugin hook ``benchaudit_metrics`` registers them
+#: (plugins/builtin_plugin.py); METRICS and METRIC_INFO also hold the plugins' (plugins/plugin_manager.py).
+BUILTIN_METRICS: dict[str, Metric] = dict(METRICS)
 
 METRIC_INFO: dict[str, MetricInfo] = {
     "judge_graded": MetricInfo(
