@@ -32,9 +32,9 @@ from pathlib import Path
 from pytest_benchaudit.common.errors import UsageError, did_you_mean
 from pytest_benchaudit.dataset.shipped import package_version, packaged_suites_dir
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
-from pytest_benchaudit.plugins.plugin_manager import BUILTIN, load_plugins, loaded
+from pytest_benchaudit.plugins.plugin_manager import BUILTIN, PluginError, Plugins, load_plugins, loaded
 
-__all__ = ["SuitePathError", "load_plugins", "names_suites", "resolve_suite_args"]
+__all__ = ["SuitePathError", "load_run_plugins", "names_suites", "resolve_suite_args"]
 
 
 class SuitePathError(UsageError):
@@ -97,6 +97,32 @@ def _packaged(arg: str, invocation_dir: Path) -> str | None:
     return str(target) + sep + node if target.exists() else None
 
 
+def load_run_plugins(disable: list[str], asks_models: bool, args: list[str], invocation_dir: Path) -> list[str]:
+    """Load the benchaudit plugins for this pytest run; the notes for its header.  A broken plugin is a
+    usage error (exit 4) in a run that asks models or names suites; in any other pytest run (a
+    project's own unit tests, with a benchaudit plugin installed beside) it is one header line instead."""
+    try:
+        load_plugins(disable)
+    except PluginError as err:
+        if asks_models or names_suites(args, invocation_dir) or _names_plugin_suite(args):
+            raise
+        return [f"warning: {err}"]
+    return []
+
+
+def _loaded() -> Plugins | None:
+    """The plugins loaded for this run; None when they could not be (said once, in the header)."""
+    try:
+        return loaded()
+    except PluginError:
+        return None
+
+
+def _names_plugin_suite(args: list[str]) -> bool:
+    """Whether an argument is ``suites/NAME`` with no folder here: a plugin's suite may be meant."""
+    return any(Path(a.partition("::")[0]).parts[:1] == (SUITES_FOLDER,) for a in args if not a.startswith("-"))
+
+
 def _in_folder(arg: str, invocation_dir: Path, folder: Path) -> str | None:
     """``arg`` (a relative ``suites/...`` path naming nothing here) resolved inside ``folder``, else None."""
     if arg.startswith("-"):
@@ -115,7 +141,9 @@ def _in_folder(arg: str, invocation_dir: Path, folder: Path) -> str | None:
 
 def _plugin_suite(arg: str, invocation_dir: Path) -> tuple[str, str] | None:
     """``(the plugin, arg resolved in its suites)`` for the first plugin whose suites hold it."""
-    plugins = loaded()
+    plugins = _loaded()
+    if plugins is None:
+        return None
     for plugin, folder in plugins.suites:
         if plugin == BUILTIN:
             continue
@@ -129,18 +157,26 @@ def _plugin_suite(arg: str, invocation_dir: Path) -> tuple[str, str] | None:
 
 def _shadowing(arg: str, invocation_dir: Path) -> list[str]:
     """A note when ``arg`` is a local suite (its folder or suite.toml), or a folder of suites,
-    with a name the package also ships, and not the packaged copy itself: the local copy runs."""
-    shipped = packaged_suites_dir()
-    if arg.startswith("-") or shipped is None:
+    with a name the package or a plugin also ships, and not that copy itself: the local copy runs."""
+    if arg.startswith("-"):
         return []
     path = (invocation_dir / arg.partition("::")[0]).resolve()
     folder = path.parent if path.name == SUITE_FILENAME else path
-    if folder.is_relative_to(shipped) or shipped.is_relative_to(folder):  # the packaged copy (a checkout)
-        return []
     names = [folder.name] if (folder / SUITE_FILENAME).is_file() else _suites_in(folder)
-    if not any((shipped / name / SUITE_FILENAME).is_file() for name in names):
+    others = []
+    plugins = _loaded()
+    if plugins is None:
         return []
-    return [f"{arg}: the local copy ({folder}), not the one packaged with pytest-benchaudit {package_version()}"]
+    for plugin, shipped in plugins.suites:
+        if folder.is_relative_to(shipped) or shipped.is_relative_to(folder):  # that copy itself (a checkout)
+            return []
+        if any((shipped / name / SUITE_FILENAME).is_file() for name in names):
+            info = plugins.infos.get(plugin)
+            others.append(f"the one packaged with pytest-benchaudit {package_version()}" if plugin == BUILTIN else
+                          f"plugin {plugin!r}'s ({info.distribution if info else '?'} {info.version if info else ''})".rstrip())
+    if not others:
+        return []
+    return [f"{arg}: the local copy ({folder}), not {' or '.join(others)}"]
 
 
 def _resolve_one(arg: str, invocation_dir: Path) -> str:
