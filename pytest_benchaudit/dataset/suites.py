@@ -69,6 +69,9 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class Suite:
+    """One benchmark's ``suite.toml`` as read and checked by :func:`load_suite`: its tasks, templates and
+    layers; :meth:`pipeline` resolves a task's pipeline under a layer."""
+
     name: str
     title: str
     path: Path

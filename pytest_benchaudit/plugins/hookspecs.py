@@ -36,9 +36,12 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 #: Marks a plugin's implementation of one of the hooks below (``@hookimpl def benchaudit_rules(): ...``).
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-#: A data reader: the file's text, its path (for messages) and the task's ``[tasks.T.data]`` table in,
-#: ``(row label for messages, row)`` pairs out; a malformed row is a ``DataError`` naming the label.
-Reader = Callable[[str, Path, Mapping[str, Any]], Iterator[tuple[str, dict[str, Any]]]]
+class Reader(Protocol):
+    """A data format's reader, registered by ``benchaudit_readers`` under the format's name."""
+
+    def __call__(self, text: str, path: Path, mapping: Mapping[str, Any], /) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The file's text, its path (for messages) and the task's ``[tasks.T.data]`` table in; ``(row label
+        for messages, row)`` pairs out.  A malformed row is a ``DataError`` naming the path and the label."""
 
 
 class Importer(Protocol):
