@@ -120,3 +120,44 @@ def test_a_plugin_clashing_with_another_names_both(tmp_path: Path, monkeypatch: 
         load_plugins()
     assert "shout_rule" not in extract.RULES  # a failed load leaves nothing behind
     assert plugin_manager._LOADED is None
+
+
+ANALYSIS_AND_IMPORTER = """
+    from pathlib import Path
+    from pytest_benchaudit.api import Analysis, hookimpl
+
+    SPREAD = Analysis(name="score_spread", compute=lambda ctx: {"ok": 1}, text=lambda part: "Score spread")
+
+    class Fake:
+        name = "fake-source"
+        help = "a folder with done.txt"
+
+        def detect(self, path):
+            return (Path(path) / "done.txt").exists()
+
+        def import_runs(self, source, report_dir, suites_dir, data_dir, log):
+            log(f"reading {source}")
+            return [Path(report_dir) / "one", Path(report_dir) / "two"]
+
+    @hookimpl
+    def benchaudit_analyses():
+        return [SPREAD]
+
+    @hookimpl
+    def benchaudit_importers():
+        return [Fake()]
+"""
+
+
+def test_a_plugin_adds_an_analysis_and_an_importer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_benchaudit.compare.analysis_registry import analyses
+
+    install(tmp_path, monkeypatch, "extra", "bench_extra_plugin", ANALYSIS_AND_IMPORTER)
+    assert plugin_manager.load_analyses() == ["score_spread"]
+    assert [a.name for a in analyses()][-1] == "score_spread"
+    assert main(["import", "fake-source", str(tmp_path), "--report-dir", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"reading {tmp_path}", f"2 run directories written under {tmp_path / 'out'}"]
+    assert plugin_manager.importers()["fake-source"].detect(tmp_path) is False
+    unload_plugins()
+    assert "score_spread" not in [a.name for a in analyses()]
