@@ -1,14 +1,15 @@
 """What each extraction rule and metric is, declared once, where it is defined.
 
-A rule or metric is registered by name in its module's table (``extract.RULES``,
-``metrics.METRICS``, a family module's ``RULES`` / ``METRICS``); what the rest of the
-package needs to know about it is declared with a decorator on its definition, in the
-manner of inspect_ai's ``@scorer(metrics=...)``::
+A rule or metric is registered, and what the rest of the package needs to know about it is
+declared, by one decorator on its definition, in the manner of inspect_ai's
+``@scorer(metrics=...)``; a module's tables (``extract.RULES``, ``metrics.METRICS`` /
+``METRIC_INFO``, a family module's) are :func:`declared` from its namespace::
 
-    @rule(reads="logprobs", answers="label")
+    @rule(name="logprob_argmax", reads="logprobs", answers="label")
     def logprob_argmax(text, question, generation): ...
 
-    @metric(answers="labels")
+    @metric(name="label_set_match", answers="labels", lower_is_better=False, kind="binary",
+            description="set of answer labels equals the gold set")
     def label_set_match(prediction, question, resources): ...
 
 A rule's :class:`RuleInfo` says what it reads (``text``: the answer text; ``logprobs``: the
@@ -25,10 +26,8 @@ diagnose checks (which rules read no text, which is the strict reader to compare
 the ledger (which rules decoding cannot move).  A rule or metric without a decorator is a
 text rule with an ``other`` prediction, a metric comparing ``other`` values: the common case.
 
-A plugin's rule or metric is registered by the decorator alone (``benchaudit_rules`` /
-``benchaudit_metrics`` return the decorated functions, :mod:`pytest_benchaudit.plugins.hookspecs`), so
-the decorator also takes its ``name`` and, for a metric, its ``MetricInfo`` fields (direction, scale,
-description)::
+A plugin's rule or metric is declared the same way (``benchaudit_rules`` / ``benchaudit_metrics``
+return the decorated functions, :mod:`pytest_benchaudit.plugins.hookspecs`)::
 
     @metric(name="quiz_exact", answers="label", lower_is_better=False, kind="binary",
             description="the option the answer names is the gold one")
@@ -40,11 +39,12 @@ This module imports only :mod:`pytest_benchaudit.pipeline.types`, so every rule 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Callable, Literal, TypeVar
 
 from pytest_benchaudit.pipeline.types import MetricInfo
 
-__all__ = ["Answers", "MetricReads", "Reads", "RuleInfo", "declared_metric_info", "declared_name", "metric", "metric_reads",
+__all__ = ["Answers", "MetricReads", "Reads", "RuleInfo", "declared", "declared_metric_info", "declared_name", "metric", "metric_reads",
            "rule", "rule_info"]
 
 Reads = Literal["text", "logprobs", "continuations", "judge"]
@@ -136,6 +136,29 @@ def _checked_name(name: str, what: str) -> str:
     if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"{what} name {name!r}: letters, digits, '_' and '-' only")
     return name
+
+
+def declared(namespace: Mapping[str, Any]) -> tuple[dict[str, Callable[..., Any]], dict[str, Callable[..., Any]],
+                                                    dict[str, MetricInfo]]:
+    """``(rules, metrics, metric infos)`` by name: the functions of a module's namespace (``globals()``) that
+    declare a name, in definition order; a function imported from another module is that module's.  The one
+    registration of a built-in rule or metric is its decorator: a module's tables are this call's result."""
+    rules: dict[str, Callable[..., Any]] = {}
+    metrics: dict[str, Callable[..., Any]] = {}
+    infos: dict[str, MetricInfo] = {}
+    for value in list(namespace.values()):
+        name = declared_name(value) if callable(value) else None
+        if name is None or getattr(value, "__module__", None) != namespace.get("__name__"):
+            continue
+        if hasattr(value, _RULE_ATTR):
+            rules[name] = value
+        else:
+            info = declared_metric_info(value)
+            if info is None:
+                raise TypeError(f"metric {name!r} declares no direction and scale (lower_is_better, kind)")
+            metrics[name] = value
+            infos[name] = info
+    return rules, metrics, infos
 
 
 def declared_name(func: Callable[..., object]) -> str | None:
