@@ -78,9 +78,12 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_benchaudit.pytest_plugin.runner import Runner
 
     from pytest_benchaudit.pytest_plugin.prerun_checks import PreRunChecks
-    from pytest_benchaudit.pytest_plugin.paths import resolve_suite_args
+    from pytest_benchaudit.pytest_plugin.paths import load_run_plugins, resolve_suite_args
 
     try:  # any error of the package before the first item is a usage error (exit 4)
+        # the benchaudit plugins (entry points): their suites, formats, rules and metrics (a broken one: exit 4)
+        plugin_notes = load_run_plugins(config.getoption("disable_plugin"), bool(config.getoption("model")),
+                                        list(config.args), config.invocation_params.dir)
         # `pytest suites/secEval` runs suites/seceval (said in the header); an unknown suite lists them
         config.args[:], path_notes = resolve_suite_args(list(config.args), config.invocation_params.dir)
         opts = build_options(config)
@@ -91,7 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
             refuse_worker(config, str(err))  # hang xdist; it collects nothing and the controller says why
             return
         raise pytest.UsageError(str(err)) from None
-    opts.notes[:0] = path_notes
+    opts.notes[:0] = plugin_notes + path_notes
     config.stash[OPTIONS_KEY] = opts
     # Problems collection finds (pipeline values, layer, gate targets): one usage error before any item.
     config.pluginmanager.register(PreRunChecks(config, opts.pipelines or opts.pipeline, opts.gates), "benchaudit-checks")

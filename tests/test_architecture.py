@@ -44,14 +44,19 @@ ALLOWED: dict[str, set[str]] = {
     # CLI imports it (audit and diagnose take its pairs as values)
     "multiverse": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "compare",
                    "diagnose", "report"},
+    # the plugin manager (issue 34): registers the built-ins and the plugins' additions on the registries
+    # of the units it names (each imported when its hook is called: the compare package only when asked)
+    "plugins": {"common", "pipeline", "dataset", "scoring", "compare", "importers", "__init__"},
     "pytest_plugin": {"common", "pipeline", "prompt", "dataset", "inference", "scoring", "aggregate", "runs",
-                      "report"},
+                      "report", "plugins"},
     "cli": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "ledger",
-            "annotation", "importers", "compare", "diagnose", "audit", "report", "multiverse", "__init__"},
+            "annotation", "importers", "compare", "diagnose", "audit", "report", "multiverse", "__init__",
+            "plugins"},
     "plugin": {"pytest_plugin", "common", "newhooks"},
     "newhooks": set(),  # the hookspecs (pytest_benchaudit/newhooks.py), registered by plugin.py
     "testing": set(),
-    "__init__": set(),  # its public names are imported lazily, by name, not at import time
+    "api": set(),  # pytest_benchaudit/api.py: the public names, imported lazily by name like __init__
+    "__init__": {"api"},  # its public names are api's, imported lazily, by name, not at import time
 }
 PYTEST_SIDE = {"pytest_plugin", "plugin", "newhooks"}
 

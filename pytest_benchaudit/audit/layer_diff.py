@@ -56,13 +56,13 @@ def _upstream_row(key: str, card: PipelineCard, layer: str, suites_dir: Path, da
     from pytest_benchaudit.rescore.records import pipeline_from_card
     from pytest_benchaudit.audit.upstream import compare_sent, upstream_fields
     from pytest_benchaudit.dataset.readers import load_questions, resolve_data_dir
-    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, SuiteError, load_suite
     from pytest_benchaudit.pipeline.stages import PipelineError
     from pytest_benchaudit.prompt.templates import TemplateError
 
     bench, _, task = key.partition(".")
     try:
-        suite = load_suite(Path(suites_dir) / bench / SUITE_FILENAME)
+        suite = load_suite(suite_path(suites_dir, bench))
         pipeline = suite.pipeline(task, layer)
     except (SuiteError, PipelineError, KeyError, OSError) as err:
         return {"task": key, "fields": [], "differs": None,
@@ -117,7 +117,7 @@ def downstream_differs(cards: Cards, layer: str, suites_dir: Path) -> set[str]:
     (some extraction.* field), ``more`` (some scoring/aggregation field).  Only fields both cards name
     count (a card written before a field existed does not name it); a task without the layer is not
     counted (re-scoring says why it is skipped)."""
-    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, SuiteError, load_suite
     from pytest_benchaudit.pipeline.stages import PipelineError
 
     found: set[str] = set()
@@ -126,7 +126,7 @@ def downstream_differs(cards: Cards, layer: str, suites_dir: Path) -> set[str]:
             continue
         bench, _, task = key.partition(".")
         try:
-            target = load_suite(Path(suites_dir) / bench / SUITE_FILENAME).pipeline(task, layer).card()["fields"]
+            target = load_suite(suite_path(suites_dir, bench)).pipeline(task, layer).card()["fields"]
         except (SuiteError, PipelineError, KeyError, OSError):
             continue
         stored = card.get("fields", {})

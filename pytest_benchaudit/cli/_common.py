@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from pytest_benchaudit.common.errors import UsageError, did_you_mean
 
-__all__ = ["CliError", "Subparsers", "add_data_dir", "add_suites_dir", "check_out_dir", "records_under", "run_cards",
+__all__ = ["CliError", "Subparsers", "add_data_dir", "add_suites_dir", "check_out_dir", "plugin_suite_dirs", "records_under", "run_cards",
            "suite_file"]
 
 # What `ArgumentParser.add_subparsers()` returns; each command module adds its parser to it.
@@ -83,6 +83,16 @@ def suite_file(bench: str, suites_dir: Path) -> Path:
 
     path = suites_dir / bench / SUITE_FILENAME
     if not path.is_file():
-        known = sorted(p.parent.name for p in suites_dir.glob(f"*/{SUITE_FILENAME}"))
+        for folder in plugin_suite_dirs():  # a plugin's suite of that name (docs/plugins.md)
+            if (folder / bench / SUITE_FILENAME).is_file():
+                return folder / bench / SUITE_FILENAME
+        known = sorted({p.parent.name for d in (suites_dir, *plugin_suite_dirs()) for p in d.glob(f"*/{SUITE_FILENAME}")})
         raise CliError(no_suite_message(bench, suites_dir, known))
     return path
+
+
+def plugin_suite_dirs() -> list[Path]:
+    """The folders of suites the installed plugins register (not the packaged ones), in load order."""
+    from pytest_benchaudit.plugins.plugin_manager import BUILTIN, suite_dirs
+
+    return [folder for plugin, folder in suite_dirs() if plugin != BUILTIN]

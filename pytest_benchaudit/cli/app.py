@@ -56,6 +56,11 @@
                                           the JSON Schema of run.json, a records.jsonl line, a card,
                                           summary.json, compare.json, audit.json, diagnose --json,
                                           multiverse.json
+    benchaudit plugins [--json]           the plugins loaded (entry points in the group `benchaudit`), where
+                                          from and what each registered (docs/plugins.md)
+
+Every command takes --disable-plugin NAME (repeatable; or BENCHAUDIT_DISABLE_PLUGINS=a,b) to turn an
+installed plugin off.
 
 `benchaudit COMMAND --help` gives a command's options.
 """
@@ -99,6 +104,7 @@ COMMANDS: dict[str, str] = {
     "init": "init_cmd",
     "plan": "plan_cmd",
     "schema": "schema_cmd",
+    "plugins": "plugins_cmd",
 }
 
 # One-line help per command for the command list, so listing them imports no command module.
@@ -125,7 +131,11 @@ _LIST_HELP: dict[str, str] = {
     "plan": "questions x repeats a paired comparison needs to detect a difference (power analysis)",
     "schema": "the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings, "
               "multiverse.json",
+    "plugins": "the plugins loaded, where from, and what each registered",
 }
+
+# The commands that run compare analyses: the plugins' analyses are registered before they run.
+_COMPARING = frozenset({"compare", "audit", "diagnose"})
 
 
 def _chosen_command(argv: Sequence[str]) -> str | None:
@@ -143,7 +153,11 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     for name, module_name in COMMANDS.items():
         if name == chosen:
             module = import_module(f"pytest_benchaudit.cli.{module_name}")
-            module.add_parser(sub).set_defaults(_run=module.run)
+            command = module.add_parser(sub)
+            command.set_defaults(_run=module.run)
+            command.add_argument("--disable-plugin", action="append", default=[], metavar="NAME",
+                                 help="turn off the installed plugin NAME (repeatable; also "
+                                      "BENCHAUDIT_DISABLE_PLUGINS=a,b)")
             add_skip_bad_records(sub)
         else:
             sub.add_parser(name, help=_LIST_HELP[name])
@@ -156,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     locate_suites_dir(args)
     try:
+        _load_plugins(args)
         if getattr(args, "skip_bad_records", False):
             # For this command only (a context the store reads, reset when it returns or raises): a
             # later main() in the same process reads strictly again.
@@ -173,6 +188,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         # where a folder should be): one line naming it, not a traceback (statuses: common.errors).
         print(f"benchaudit {args.command}: {err}", file=sys.stderr)
         return cli_exit_code(err)
+
+
+def _load_plugins(args: argparse.Namespace) -> None:
+    """The installed plugins, loaded before the command runs (their rules, metrics, formats and suites
+    known to it); a command that compares also registers their analyses.  Not at start-up: ``--help``
+    and the command list import none of them."""
+    from pytest_benchaudit.plugins.plugin_manager import load_analyses, load_plugins
+
+    load_plugins(args.disable_plugin)
+    if args.command in _COMPARING:
+        load_analyses()
 
 
 if __name__ == "__main__":

@@ -55,11 +55,11 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 def _ledger_rows(suites_dir: Path, benchmarks: set[str]) -> dict[str, LedgerRow]:
     from pytest_benchaudit.ledger.ledger_rows import suite_ledger
-    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, load_suite
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, load_suite
 
     rows: dict[str, LedgerRow] = {}
     for bench in sorted(benchmarks):
-        path = suites_dir / bench / SUITE_FILENAME
+        path = suite_path(suites_dir, bench)
         if path.is_file():
             rows[bench] = suite_ledger(load_suite(path))
         else:

@@ -19,5 +19,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.ledger.ledger_rows import build_ledger
     from pytest_benchaudit.ledger.ledger_render import render
-    print(render(build_ledger(args.suites_dir), args.fmt))
+    from pytest_benchaudit.cli._common import plugin_suite_dirs
+
+    print(render(build_ledger(args.suites_dir, plugin_suite_dirs()), args.fmt))
     return 0

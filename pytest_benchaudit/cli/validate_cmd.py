@@ -24,8 +24,8 @@ HELP = "check suite configs (suite.toml) against their schema"
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help=HELP, description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("suites_dir", nargs="?", type=Path, default=Path("suites"),
-                   help="folder with one sub-folder per benchmark (default: suites/)")
+    p.add_argument("suites_dir", nargs="?", type=Path, default=None,
+                   help="folder with one sub-folder per benchmark (default: suites/, and the plugins' suites)")
     p.add_argument("--data-dir", help="data directory whose files are compared with the checksums the suites pin "
                                       "(default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets)")
     return p
@@ -59,11 +59,26 @@ def suite_problems(suites_dir: Path, data_dir: str | None = None) -> tuple[list[
 
 
 def run(args: argparse.Namespace) -> int:
+    given = args.suites_dir is not None
+    if not given:  # suites/ here, else the packaged ones (as locate_suites_dir); and the plugins' suites
+        from pytest_benchaudit.cli.runargs import packaged_suites_dir
+
+        args.suites_dir = Path("suites")
+        if not args.suites_dir.is_dir():
+            args.suites_dir = packaged_suites_dir() or args.suites_dir
     paths, problems, warnings = suite_problems(args.suites_dir, args.data_dir)
+    where = str(args.suites_dir)
+    if not given:
+        from pytest_benchaudit.cli._common import plugin_suite_dirs
+
+        for folder in plugin_suite_dirs():
+            more = suite_problems(folder, args.data_dir)
+            paths, problems, warnings = paths + more[0], problems + more[1], warnings + more[2]
+            where += f" and {folder}"
     for message in problems:
         print(f"invalid: {message}", file=sys.stderr)
     for message in warnings:
         print(f"warning: {message}", file=sys.stderr)
-    print(f"{len(paths) - len(problems)} of {len(paths)} suite(s) valid in {args.suites_dir}"
+    print(f"{len(paths) - len(problems)} of {len(paths)} suite(s) valid in {where}"
           + (f"; {len(warnings)} data file(s) differ from their pinned checksum" if warnings else ""))
     return 2 if problems else 0

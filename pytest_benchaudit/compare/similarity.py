@@ -307,7 +307,7 @@ def similarity_table(tau_rows: list[CompareTauRow], vectors: dict[str, np.ndarra
 def suite_titles(suites_dir: Path, keys: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """Per task key, ``"<benchmark title>: <task title>"`` from ``suites_dir/<bench>/suite.toml``; and notes
     for the keys without a suite (their description is the key itself)."""
-    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, Suite, SuiteError, load_suite
 
     titles: dict[str, str] = {}
     notes: list[str] = []
@@ -315,7 +315,7 @@ def suite_titles(suites_dir: Path, keys: Sequence[str]) -> tuple[dict[str, str],
     for key in keys:
         bench, _, task = key.partition(".")
         if bench not in suites:
-            path = Path(suites_dir) / bench / SUITE_FILENAME
+            path = suite_path(suites_dir, bench)
             try:
                 suites[bench] = load_suite(path) if path.is_file() else None
             except SuiteError as err:

@@ -16,11 +16,13 @@ docs/suites.md documents the format field by field.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
 from pytest_benchaudit.common.errors import ConfigError, did_you_mean
+from pytest_benchaudit.dataset.formats import READERS
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, LAYERS, PEER_LAYERS, field_paths
 
 __all__ = ["SuiteConfig", "TaskConfig", "DataConfig", "MultiverseValue", "EMPTY_GOLD_DEFAULT", "EmptyGold", "check_suite_config", "check_task_data",
@@ -33,6 +35,18 @@ REQUIRED_DATA_KEYS = ("file", "question", "gold")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _known_format(name: str) -> str:
+    """A data format some reader reads: the built-ins (json, jsonl, csv, tsv) or a plugin's."""
+    if name not in READERS:  # its own error type: the message names the table, then the key
+        raise PydanticCustomError("data_format", f"unknown data format {name!r}{did_you_mean(name, list(READERS))}; "
+                         f"known: {', '.join(READERS)} (a plugin may add one: docs/plugins.md)")
+    return name
+
+
+#: ``data.format``: a name in :data:`pytest_benchaudit.dataset.readers.READERS`, checked when a suite is read.
+DataFormat = Annotated[str, AfterValidator(_known_format)]
 
 
 class BenchmarkConfig(_Strict):
@@ -59,7 +73,7 @@ class GoldFile(_Strict):
 
     file: str
     column: str
-    format: Literal["json", "jsonl", "csv", "tsv"] | None = None
+    format: DataFormat | None = None
     key: str | None = None
 
 
@@ -80,7 +94,7 @@ class DataConfig(_Strict):
     """``[tasks.NAME.data]`` (and ``[data_defaults]``, ``[tasks.NAME.few_shot]``): how rows map onto questions."""
 
     file: str | None = None
-    format: Literal["json", "jsonl", "csv", "tsv"] | None = None
+    format: DataFormat | None = None
     records: str | None = None
     columns: list[str] | None = None
     id: str | None = None

@@ -8,22 +8,20 @@ the row and the problem.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
-import orjson
-
+from pytest_benchaudit.dataset.formats import BUILTIN_READERS, READERS, Reader
 from pytest_benchaudit.dataset.suites import DataUnavailable, Suite, SuiteError, is_folder_name
 from pytest_benchaudit.pipeline.layering import deep_merge
 from pytest_benchaudit.pipeline.types import Question
 
-__all__ = ["DATA_ENV", "DataMissing", "data_file", "file_checksum", "load_questions", "load_resources",
+__all__ = ["BUILTIN_READERS", "DATA_ENV", "DataMissing", "READERS", "Reader", "data_file", "file_checksum", "load_questions", "load_resources",
            "resolve_data_dir", "resolved"]
 
 DATA_ENV = "BENCHAUDIT_DATA"
@@ -96,65 +94,18 @@ def file_checksum(path: Path) -> str:
 
 
 def _rows(path: Path, mapping: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield (row label for messages, row dict) from a JSON / JSONL / CSV / TSV file."""
+    """Yield (row label for messages, row dict) from a file in one of :data:`READERS`' formats."""
     fmt = mapping.get("format") or path.suffix.lstrip(".")
+    reader = READERS.get(fmt)
+    if reader is None:
+        raise SuiteError(f"{path}: unknown data format {fmt!r} ({', '.join(READERS)})")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise SuiteError(f"{path}: not UTF-8 text: {err}") from None
     if not text.strip():
         raise SuiteError(f"{path}: file is empty")
-    if fmt == "json":
-        try:
-            data = _json(text)
-        except json.JSONDecodeError as err:
-            raise SuiteError(f"{path}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
-        key = mapping.get("records")
-        if key:
-            if not isinstance(data, dict) or key not in data:
-                raise SuiteError(f"{path}: expected a JSON object with a {key!r} list")
-            data = data[key]
-        if not isinstance(data, list):
-            raise SuiteError(f"{path}: expected a JSON array of records")
-        for i, row in enumerate(data):
-            yield f"record {i + 1}", row
-    elif fmt == "jsonl":
-        for lineno, line in enumerate(text.split("\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                yield f"line {lineno}", _json(line)
-            except json.JSONDecodeError as err:
-                raise SuiteError(f"{path}: line {lineno}: invalid JSON: {err.msg}") from None
-    elif fmt in ("csv", "tsv"):
-        csv.field_size_limit(1 << 30)
-        delimiter = "\t" if fmt == "tsv" else ","
-        # newline="" lets the csv module handle quoted newlines (and only \r/\n end a row).
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-        columns = mapping.get("columns")
-        first_data_line = 1
-        if not columns:
-            try:
-                columns = next(reader)
-            except StopIteration:
-                raise SuiteError(f"{path}: no header row") from None
-            first_data_line = 2
-        for i, values in enumerate(reader):
-            label = f"row {i + first_data_line}"
-            if len(values) != len(columns):
-                raise SuiteError(f"{path}: {label}: expected {len(columns)} columns ({', '.join(columns)}), found {len(values)}")
-            yield label, dict(zip(columns, values))
-    else:
-        raise SuiteError(f"{path}: unknown data format {fmt!r} (json, jsonl, csv, tsv)")
-
-
-def _json(text: str) -> Any:
-    """``text`` parsed as JSON: by orjson (half json's time on a benchmark file), else by json, which
-    reads what orjson refuses (NaN, integers beyond 64 bits) and words the error of what is not JSON."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
+    yield from reader(text, path, mapping)  # a row that is not a table: _field names it
 
 
 def _field(row: dict[str, Any], name: str, path: Path, label: str, kind: type | tuple[type, ...] = str) -> Any:

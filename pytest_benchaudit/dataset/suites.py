@@ -21,6 +21,7 @@ from typing import Any
 
 from pytest_benchaudit.common.errors import ConfigError, DataError, did_you_mean
 from pytest_benchaudit.dataset.config import check_suite_config, check_task_data
+from pytest_benchaudit.dataset.formats import SuiteError
 from pytest_benchaudit.pipeline.stages import (
     Pipeline,
     PipelineError,
@@ -30,8 +31,10 @@ from pytest_benchaudit.pipeline.layering import deep_merge, task_layers
 from pytest_benchaudit.prompt.templates import Template, TemplateError
 
 __all__ = [
+    "PLUGIN_SUITE_DIRS",
     "SUITE_FILENAME",
     "SuiteError",
+    "suite_path",
     "DataUnavailable",
     "Suite",
     "TaskSpec",
@@ -41,10 +44,6 @@ __all__ = [
 SUITE_FILENAME = "suite.toml"
 # Keys of a [tasks.NAME] table that are not pipeline layers.
 _TASK_KEYS = frozenset({"data", "few_shot", "title", "resources", "multiverse"})
-
-
-class SuiteError(ConfigError):
-    """A suite config or data file is missing or malformed; the message says where."""
 
 
 class DataUnavailable(SuiteError, DataError):
@@ -73,6 +72,9 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class Suite:
+    """One benchmark's ``suite.toml`` as read and checked by :func:`load_suite`: its tasks, templates and
+    layers; :meth:`pipeline` resolves a task's pipeline under a layer."""
+
     name: str
     title: str
     path: Path
@@ -125,6 +127,23 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise SuiteError(f"{path}: not valid TOML: {err}") from None
+
+
+#: Folders of suites the installed plugins register (``benchaudit_suite_dirs``), in load order, kept here by
+#: :mod:`pytest_benchaudit.plugins.plugin_manager`; :func:`suite_path` looks in them after a ``suites_dir``.
+PLUGIN_SUITE_DIRS: list[Path] = []
+
+
+def suite_path(suites_dir: Path | str, bench: str) -> Path:
+    """``suites_dir/bench/suite.toml``, else the first plugin's suite of that name; else the first path
+    (for the error that names it).  Every command that re-reads a run's suite by name looks here."""
+    path = Path(suites_dir) / bench / SUITE_FILENAME
+    if path.is_file():
+        return path
+    for folder in PLUGIN_SUITE_DIRS:
+        if (folder / bench / SUITE_FILENAME).is_file():
+            return folder / bench / SUITE_FILENAME
+    return path
 
 
 def load_suite(path: Path) -> Suite:

@@ -16,7 +16,7 @@ from typing_extensions import TypedDict
 from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
 from pytest_benchaudit.common.errors import DataError
-from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, Suite, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import _rows, file_checksum, load_questions, load_resources
 from pytest_benchaudit.pipeline.stages import (
     Pipeline,
@@ -138,7 +138,7 @@ def _versions() -> dict[str, str]:
 
 
 def _load_suite(suites_dir: Path, bench: str) -> Suite:
-    path = Path(suites_dir) / bench / SUITE_FILENAME
+    path = suite_path(suites_dir, bench)
     if not path.is_file():
         raise ImportSourceError(f"no suite {bench!r} in {suites_dir} ({path} not found); pass --suites-dir")
     return load_suite(path)

@@ -93,7 +93,7 @@ import dataclasses
 import json
 import re
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from pydantic import JsonValue
@@ -420,8 +420,9 @@ def paper_view(counts: dict[str, int]) -> PaperView:
     }
 
 
-def build_ledger(suites_dir: Path) -> LedgerDocument:
-    """The ledger of every ``suites_dir/*/suite.toml``.
+def build_ledger(suites_dir: Path, more_dirs: Sequence[Path] = ()) -> LedgerDocument:
+    """The ledger of every ``suites_dir/*/suite.toml`` and, after them, of every suite in ``more_dirs``
+    (the plugins' suites) whose name ``suites_dir`` does not hold.
 
     Each suite is loaded once and checked as a run would check it (schema, then the rule and
     metric names its layers use), so a typo fails here instead of reading as a ledger cell.
@@ -430,6 +431,9 @@ def build_ledger(suites_dir: Path) -> LedgerDocument:
     paths = sorted(suites_dir.glob(f"*/{SUITE_FILENAME}"))
     if not paths:
         raise SuiteError(f"{suites_dir}: no */{SUITE_FILENAME} found")
+    for folder in more_dirs:
+        names = {p.parent.name for p in paths}
+        paths += [p for p in sorted(folder.glob(f"*/{SUITE_FILENAME}")) if p.parent.name not in names]
     rows = []
     for path in paths:
         suite = load_suite(path)

@@ -24,7 +24,7 @@ from pydantic import JsonValue
 
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.compare.runsets import expand_runs
-from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
+from pytest_benchaudit.dataset.suites import Suite, SuiteError, load_suite, suite_path
 from pytest_benchaudit.diagnose.flips import OrderFlip
 from pytest_benchaudit.multiverse.cells import LoadedRuns, TaskRecords, gather
 from pytest_benchaudit.multiverse.enumerate_specs import MAX_SPECS, Enumeration, enumerate_specs
@@ -68,7 +68,7 @@ def _suite(suites_dir: Path, bench: str, cache: dict[str, Suite | str]) -> Suite
     """The benchmark's suite, or why there is none (the space then comes from the runs alone)."""
     if bench not in cache:
         try:
-            cache[bench] = load_suite(suites_dir / bench / SUITE_FILENAME)
+            cache[bench] = load_suite(suite_path(suites_dir, bench))
         except SuiteError as err:
             cache[bench] = str(err)
     return cache[bench]

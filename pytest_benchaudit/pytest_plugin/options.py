@@ -108,6 +108,9 @@ OPTIONS_KEY = pytest.StashKey[RunOptions]()
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("benchaudit", "LLM benchmarks as test suites (pytest-benchaudit)")
+    group.addoption("--disable-plugin", action="append", default=[], metavar="NAME",
+                    help="turn off the installed benchaudit plugin NAME (an entry point in the group `benchaudit`; "
+                         "repeatable; also BENCHAUDIT_DISABLE_PLUGINS=a,b). `benchaudit plugins` lists them")
     group.addoption("--model", action="append", default=[], metavar="SPEC",
                     help="model to evaluate (repeatable). Forms: 'local' (the default: embedded SmolLM2-135M "
                          "served by llama-cpp-python on 127.0.0.1); PROVIDER/MODEL (openai/, azure/, anthropic/, "

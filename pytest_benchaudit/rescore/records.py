@@ -24,10 +24,10 @@ from pydantic import JsonValue
 
 from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
 from pytest_benchaudit.scoring.evaluate import evaluate
-from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError
 from pytest_benchaudit.pipeline.layering import UpstreamChange
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
-from pytest_benchaudit.scoring.names import rule_info
+from pytest_benchaudit.scoring.names import check_pipeline_names, rule_info
 from pytest_benchaudit.scoring.tasks.inputs import Resources
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Extraction, Generation, Question, Score
 
@@ -95,6 +95,14 @@ _KEPT = ("item_id", "usage", "latency_s", "attempts", "served_model", "from_cach
          "timestamp", "upstream_hash")
 
 
+def _check_names(pipeline: Pipeline, rec: RecordRow) -> None:
+    try:
+        check_pipeline_names(pipeline)
+    except PipelineError as err:
+        raise PipelineError(f"{rec['benchmark']}.{rec['task']}: {err} (a run made with a plugin's rule or metric "
+                            "is re-scored with that plugin installed and enabled: `benchaudit plugins` lists them)") from None
+
+
 def rescore_records(
     records: Iterable[RecordRow],
     pipeline_for: Callable[[RecordRow], Pipeline],
@@ -106,8 +114,12 @@ def rescore_records(
     are kept; the fields the downstream stages produce are replaced.
     """
     out: list[RecordRow] = []
+    checked: set[int] = set()
     for rec in records:
         pipeline = pipeline_for(rec)
+        if id(pipeline) not in checked:  # a rule or metric no loaded code has: one error, not a KeyError
+            _check_names(pipeline, rec)
+            checked.add(id(pipeline))
         judged_extraction, judged_score = _stored_judgement(rec, pipeline)
         # The stored request (often most of a record's bytes) is only carried over: it is
         # kept out of validation and serialisation and put back as it was.

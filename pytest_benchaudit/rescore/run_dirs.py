@@ -30,7 +30,7 @@ from pytest_benchaudit.runs.store import load_run
 from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records
 from pytest_benchaudit.pipeline.layering import retarget
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
-from pytest_benchaudit.dataset.suites import SUITE_FILENAME, SuiteError, load_suite
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import load_resources, resolve_data_dir
 
 __all__ = ["RescoreError", "rescore_run", "sweep_run", "card_key"]
@@ -69,7 +69,7 @@ class _Resources:
         info = METRIC_INFO.get(metric)
         if info is None or not info.resources:
             return None
-        path = self.suites_dir / bench / SUITE_FILENAME
+        path = suite_path(self.suites_dir, bench)
         if (bench, task) not in self._cache:
             try:
                 suite = load_suite(path)
@@ -87,7 +87,7 @@ class _Resources:
 
 def _layer(suites_dir: Path, bench: str, task: str, layer: str) -> Pipeline:
     try:
-        return load_suite(suites_dir / bench / SUITE_FILENAME).pipeline(task, layer)
+        return load_suite(suite_path(suites_dir, bench)).pipeline(task, layer)
     except (SuiteError, PipelineError) as err:
         raise RescoreError(str(err)) from None
 
@@ -103,9 +103,9 @@ class _Layers:
 
     def get(self, bench: str, task: str) -> Pipeline | str:
         try:
-            suite = load_suite(self.suites_dir / bench / SUITE_FILENAME)
+            suite = load_suite(suite_path(self.suites_dir, bench))
             if task not in suite.tasks:
-                raise RescoreError(f"{self.suites_dir / bench / SUITE_FILENAME}: no task {task!r}; "
+                raise RescoreError(f"{suite_path(self.suites_dir, bench)}: no task {task!r}; "
                                    f"tasks: {', '.join(suite.tasks)}")
             layers = suite.layer_names(task)
             self.seen.update(layers)

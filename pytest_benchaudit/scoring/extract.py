@@ -26,7 +26,7 @@ from pytest_benchaudit.scoring.tasks.labels import read_label
 from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, HEDGED_PREFIX, NO_LOGPROBS_PREFIX, Extraction, Generation, InvalidReason,
                                               Question)
 
-__all__ = ["REASONING_MODES", "RULES", "Rule", "answer_text_of", "rule_names", "strip_first_reasoning",
+__all__ = ["BUILTIN_RULES", "REASONING_MODES", "RULES", "Rule", "answer_text_of", "rule_names", "strip_first_reasoning",
            "strip_reasoning", "extract"]
 
 Rule = Callable[[str, Question, Generation], tuple[str | None, str]]
@@ -156,7 +156,7 @@ def _cti_format_mcq(text: str) -> str:
     return found if found is not None else " ".join(lines)
 
 
-@declarations.rule(answers="label")
+@declarations.rule(name="last_line_letter", answers="label")
 def last_line_letter(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """CTI-Bench MCQ: the released last-line heuristic (any line ending in "…DNA" reads A)."""
     try:
@@ -174,7 +174,7 @@ def last_line_letter(text: str, question: Question, generation: Generation) -> t
 _SECEVAL_LETTER = re.compile(r"[A-D]")
 
 
-@declarations.rule(answers="labels")
+@declarations.rule(name="all_capital_letters", answers="labels")
 def all_capital_letters(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """SecEval: every capital A–D anywhere, de-duplicated and sorted (never invalid).
 
@@ -189,6 +189,7 @@ def all_capital_letters(text: str, question: Question, generation: Generation) -
 _CYBERMETRIC = re.compile(r"ANSWER:?\s*([A-D])", re.IGNORECASE)
 
 
+@declarations.rule(name="answer_regex")
 def answer_regex(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """CyberMetric ``extract_answer``: ``ANSWER:?\\s*([A-D])`` with IGNORECASE, upper-cased.
 
@@ -205,7 +206,7 @@ def answer_regex(text: str, question: Question, generation: Generation) -> tuple
 _MISSING_LOGPROB = -100.0  # what MMLU's evaluate.py substitutes for a label outside the top-100
 
 
-@declarations.rule(reads="logprobs", answers="label")
+@declarations.rule(name="logprob_argmax", reads="logprobs", answers="label")
 def logprob_argmax(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """MMLU ``evaluate.py``: argmax of the first token's log-probs of " A".." D".
 
@@ -226,6 +227,7 @@ def logprob_argmax(text: str, question: Question, generation: Generation) -> tup
 _XML_ANSWER = re.compile(r"<xml>\s*([A-Z])\s*</xml>", re.IGNORECASE)
 
 
+@declarations.rule(name="xml_answer")
 def xml_answer(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """CyberMetric's documented answer format (README 'Prompt': ``<xml>answer</xml>``): the
     letter inside the last ``<xml>…</xml>`` pair, when it is one of the question's labels."""
@@ -239,7 +241,7 @@ def xml_answer(text: str, question: Question, generation: Generation) -> tuple[s
 MMLU_FALLBACK = "released fallback 'A'"
 
 
-@declarations.rule(reads="logprobs", answers="label")
+@declarations.rule(name="mmlu_logprob_argmax", reads="logprobs", answers="label")
 def mmlu_logprob_argmax(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """MMLU ``evaluate.py`` as released, quirk included: a response without log-probabilities
     reads "A".  Each letter's lookup sits in a bare ``try/except`` that substitutes -100, so
@@ -269,6 +271,7 @@ def _lighteval_line(line: str) -> str | None:
     return None
 
 
+@declarations.rule(name="redsage_mcq_acc")
 def redsage_mcq_acc(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """RedSage ``MCQAcc.compute`` (eval/cybersecurity_benchmarks.py): the last five non-empty
     lines, bottom-up: a leading ``A)``/``A.``/``A:``, else any standalone capital A-D (a
@@ -298,7 +301,7 @@ def _label_alt(labels: tuple[str, ...]) -> str:
     return "(?:" + "|".join(re.escape(lbl) for lbl in sorted(labels, key=len, reverse=True)) + ")"
 
 
-@declarations.rule(answers="label", strict=True)
+@declarations.rule(name="final_answer_letter", answers="label", strict=True)
 def final_answer_letter(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """Standardized single answer: bottom-up, an explicit marker first, else a letter-only line.
 
@@ -337,7 +340,7 @@ def _letters_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern[str], re.Patt
     return marker, alone, re.compile(_label_alt(labels)), alternative, either
 
 
-@declarations.rule(answers="labels", strict=True)
+@declarations.rule(name="final_answer_letters", answers="labels", strict=True)
 def final_answer_letters(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """Standardized multi-answer ("choose all that apply"): sorted unique letters, e.g. "ACD".
 
@@ -367,6 +370,7 @@ _FINAL_LINE_PREFIX = re.compile(r"^(?:final\s+answer|answer)\s*:", re.IGNORECASE
 _FINAL_LINE_STRIP = " \t\r\n*\"'`“”‘’"
 
 
+@declarations.rule(name="final_line")
 def final_line(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """The last line that still has content once whitespace, ``*``, quotes and an
     ``answer:``/``final answer:`` prefix are stripped (free-text answers such as actor names)."""
@@ -378,7 +382,7 @@ def final_line(text: str, question: Question, generation: Generation) -> tuple[s
     return None, "no line with content"
 
 
-@declarations.rule(reads="judge", answers="label")
+@declarations.rule(name="judge", reads="judge", answers="label")
 def judge_rule(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """``extraction.rule = "judge"``: an LLM judge reads the answer (see ``judge.py``).
 
@@ -388,20 +392,12 @@ def judge_rule(text: str, question: Question, generation: Generation) -> tuple[s
     raise RuntimeError("extraction.rule 'judge' needs --judge; the runner asks the judge model")
 
 
-RULES: dict[str, Rule] = {
-    "judge": judge_rule,
-    "last_line_letter": last_line_letter,
-    "all_capital_letters": all_capital_letters,
-    "answer_regex": answer_regex,
-    "logprob_argmax": logprob_argmax,
-    "mmlu_logprob_argmax": mmlu_logprob_argmax,
-    "xml_answer": xml_answer,
-    "redsage_mcq_acc": redsage_mcq_acc,
-    "final_answer_letter": final_answer_letter,
-    "final_answer_letters": final_answer_letters,
-    "final_line": final_line,
-    **TASK_RULES,  # task-family rules (CWE ids, CVSS vectors, ATT&CK ids, ...): pytest_benchaudit.scoring.tasks
-}
+#: Every rule by name: this module's and the task families' (each registered by its decorator's ``name``,
+#: :func:`.declarations.declared`), then the plugins' (merged in by plugins/plugin_manager.py).
+RULES: dict[str, Rule] = {**declarations.declared(globals())[0], **TASK_RULES}
+#: The package's own rules, as the plugin hook ``benchaudit_rules`` registers them (plugins/builtin_plugin.py);
+#: RULES also holds the plugins' (merged in by plugins/plugin_manager.py).
+BUILTIN_RULES: dict[str, Rule] = dict(RULES)
 
 
 def rule_names() -> list[str]:

@@ -24,7 +24,7 @@ from pytest_benchaudit.scoring.tasks import TASK_METRIC_INFO, TASK_METRICS
 from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources
 from pytest_benchaudit.pipeline.types import Extraction, MetricInfo, Question, Score, UnscorablePrediction
 
-__all__ = ["CreditRow", "METRICS", "METRIC_INFO", "Metric", "MetricInfo", "Resources", "invalid_score", "invalid_credit_note",
+__all__ = ["BUILTIN_METRICS", "CreditRow", "METRICS", "METRIC_INFO", "Metric", "MetricInfo", "Resources", "invalid_score", "invalid_credit_note",
            "invalid_credit_line", "metric_names", "score", "score_item"]
 
 # A metric (tasks.inputs.Metric) sees only valid predictions (possibly "" — see ``letter_set_exact``)
@@ -35,6 +35,12 @@ def _binary(correct: bool) -> Score:
     return Score(value=1.0 if correct else 0.0, correct=correct)
 
 
+@declarations.metric(
+    name="exact_match",
+    lower_is_better=False,
+    kind="binary",
+    description="prediction equals gold, case-insensitive, surrounding whitespace ignored",
+)
 def exact_match(prediction: str, question: Question, resources: Resources) -> Score:
     """Case-insensitive exact match of prediction and gold, surrounding whitespace ignored.
 
@@ -44,7 +50,14 @@ def exact_match(prediction: str, question: Question, resources: Resources) -> Sc
     return _binary(prediction.strip().upper() == question.gold.strip().upper())
 
 
-@declarations.metric(answers="labels")
+@declarations.metric(
+    name="letter_set_exact",
+    answers="labels",
+    lower_is_better=False,
+    kind="binary",
+    description="sorted answer-letter set equals the gold string as stored, case-insensitive "
+        "(SecEval; empty gold matched by empty prediction, 'AA' never matched)",
+)
 def letter_set_exact(prediction: str, question: Question, resources: Resources) -> Score:
     """SecEval: ``prediction.lower() == gold.lower()``, gold compared *as stored*.
 
@@ -61,6 +74,13 @@ def letter_set_exact(prediction: str, question: Question, resources: Resources) 
     return _binary(prediction.lower() == question.gold.lower())
 
 
+@declarations.metric(
+    name="judge_graded",
+    lower_is_better=False,
+    kind="binary",
+    needs_judge=True,
+    description="CORRECT/INCORRECT verdict of an LLM judge against the reference answer",
+)
 def judge_graded(prediction: str, question: Question, resources: Resources) -> Score:
     """Open-ended answers graded CORRECT/INCORRECT by an LLM judge against the reference.
 
@@ -70,31 +90,14 @@ def judge_graded(prediction: str, question: Question, resources: Resources) -> S
     raise RuntimeError("judge_graded items need a judge model; they are skipped without one")
 
 
-METRICS: dict[str, Metric] = {
-    "judge_graded": judge_graded,
-    "exact_match": exact_match,
-    "letter_set_exact": letter_set_exact,
-    **TASK_METRICS,
-}
-
-METRIC_INFO: dict[str, MetricInfo] = {
-    "judge_graded": MetricInfo(
-        lower_is_better=False, kind="binary", needs_judge=True,
-        description="CORRECT/INCORRECT verdict of an LLM judge against the reference answer",
-    ),
-    "exact_match": MetricInfo(
-        lower_is_better=False,
-        kind="binary",
-        description="prediction equals gold, case-insensitive, surrounding whitespace ignored",
-    ),
-    "letter_set_exact": MetricInfo(
-        lower_is_better=False,
-        kind="binary",
-        description="sorted answer-letter set equals the gold string as stored, case-insensitive "
-        "(SecEval; empty gold matched by empty prediction, 'AA' never matched)",
-    ),
-    **TASK_METRIC_INFO,
-}
+_, _METRICS, _METRIC_INFO = declarations.declared(globals())
+#: Every metric by name, and what aggregation needs of it: this module's and the task families' (each
+#: registered by its decorator, :func:`.declarations.declared`), then the plugins' (plugins/plugin_manager.py).
+METRICS: dict[str, Metric] = {**_METRICS, **TASK_METRICS}
+METRIC_INFO: dict[str, MetricInfo] = {**_METRIC_INFO, **TASK_METRIC_INFO}
+#: The package's own metrics, as the plugin hook ``benchaudit_metrics`` registers them
+#: (plugins/builtin_plugin.py); METRICS and METRIC_INFO also hold the plugins' (plugins/plugin_manager.py).
+BUILTIN_METRICS: dict[str, Metric] = dict(METRICS)
 
 
 def metric_names() -> list[str]:

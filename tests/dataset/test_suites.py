@@ -912,7 +912,7 @@ def test_json_data_reads_as_json_reads_it() -> None:
     import json
     import math
 
-    from pytest_benchaudit.dataset.readers import _json
+    from pytest_benchaudit.dataset.formats import _json
 
     assert _json('[{"id": 1, "q": "ünïcode"}]') == [{"id": 1, "q": "ünïcode"}]
     assert math.isnan(_json('{"x": NaN}')["x"]) and _json('{"n": 36893488147419103232}')["n"] == 2**65

@@ -102,11 +102,15 @@ def _parser() -> argparse.ArgumentParser:
     return build_parser(["import"])
 
 
-def test_parser_defaults():
+def test_parser_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     args = _parser().parse_args(["import", "athenabench-runs", "some/dir"])
     assert args.report_dir == Path("reports") and args.suites_dir == Path("suites") and args.data_dir is None
-    with pytest.raises(SystemExit):
-        _parser().parse_args(["import", "unknown-source", "dir"])
+    # the importers are the registered ones (built-ins and plugins'): an unknown one is one line, exit 2
+    from pytest_benchaudit.cli.app import main
+
+    assert main(["import", "athenabench-run", "dir"]) == 2
+    err = capsys.readouterr().err
+    assert "no importer 'athenabench-run' (did you mean 'athenabench-runs'?)" in err and "Traceback" not in err
 
 
 # --------------------------------------------------------------------------- AthenaBench

@@ -249,7 +249,9 @@ def _template_text(suites_dir: Path | None, bench: str, name: Any) -> str | None
     hold benchmark content); their number is recorded."""
     if suites_dir is None or _is_unspecified(name):
         return None
-    path = Path(suites_dir) / bench / "suite.toml"
+    from pytest_benchaudit.dataset.suites import suite_path
+
+    path = suite_path(suites_dir, bench)
     if not path.is_file():
         return None
     try:

@@ -1,25 +1,25 @@
 """Task-family extraction rules and metrics, one module per family.
 
-``extract.py`` and ``scoring.py`` hold the generic MCQ rules and metrics and merge
-these in.  A family module (``cwe``, ``cvss``, ...) imports only ``..types`` and
-exposes three dicts: ``RULES`` (name -> rule ``(text, question, generation) ->
-(prediction | None, detail)``), ``METRICS`` (name -> metric ``(prediction,
-question, resources) -> Score``) and ``METRIC_INFO`` (name -> ``MetricInfo``).
-Adding a family = adding a module and listing it in ``_FAMILIES``.
+``extract.py`` and ``metrics.py`` hold the generic MCQ rules and metrics and merge
+these in.  A family module (``cwe``, ``cvss``, ...) imports only ``pipeline.types``
+and :mod:`..declarations`; each rule ``(text, question, generation) -> (prediction |
+None, detail)`` and metric ``(prediction, question, resources) -> Score`` in it is
+registered by its one decorator (``@declarations.rule(name=...)``,
+``@declarations.metric(name=..., lower_is_better=..., kind=..., description=...)``).
+Adding a family = adding a module here: every module of this package is read.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TypeVar
+import pkgutil
+from typing import TypeVar, cast
 
 from pytest_benchaudit.pipeline.types import MetricInfo
+from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.scoring.tasks.inputs import Metric, Rule
 
 __all__ = ["TASK_RULES", "TASK_METRICS", "TASK_METRIC_INFO"]
-
-# Family modules, imported in this order; a name defined twice is an error.
-_FAMILIES: tuple[str, ...] = ("labels", "numeric", "attack", "cwe", "cvss", "actors", "peer_inspect", "peer_lm_eval")
 
 TASK_RULES: dict[str, Rule] = {}
 TASK_METRICS: dict[str, Metric] = {}
@@ -35,8 +35,10 @@ def _merge(target: dict[str, _V], new: dict[str, _V], family: str, kind: str) ->
     target.update(new)
 
 
-for _name in _FAMILIES:
-    _module = importlib.import_module(f"{__name__}.{_name}")
-    _merge(TASK_RULES, getattr(_module, "RULES", {}), _name, "rule")
-    _merge(TASK_METRICS, getattr(_module, "METRICS", {}), _name, "metric")
-    _merge(TASK_METRIC_INFO, getattr(_module, "METRIC_INFO", {}), _name, "metric info")
+# Every module of this package, in name order; a name defined twice is an error.
+for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    _module = importlib.import_module(f"{__name__}.{_info.name}")
+    _rules, _metrics, _infos = declarations.declared(vars(_module))
+    _merge(TASK_RULES, cast(dict[str, Rule], _rules), _info.name, "rule")
+    _merge(TASK_METRICS, cast(dict[str, Metric], _metrics), _info.name, "metric")
+    _merge(TASK_METRIC_INFO, _infos, _info.name, "metric info")

@@ -31,6 +31,7 @@ from collections import OrderedDict, deque
 
 from pydantic import JsonValue
 
+from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score
 from pytest_benchaudit.scoring.tasks.attack import athena_lines, clean_freeform
 from pytest_benchaudit.scoring.tasks.inputs import ActorTable, Metric, Resources, Rule
@@ -44,6 +45,7 @@ _NAN = "nan"
 # --------------------------------------------------------------------------- rules
 
 
+@declarations.rule(name="athena_actor_line")
 def athena_actor_line(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """AthenaBench TAA: the last non-empty line after the label prefix, quotes and extra spaces."""
     value, detail = athena_lines(text, r"(.+)", clean_freeform)
@@ -54,6 +56,7 @@ _PREFIX = re.compile(r"^(?:final\s+answer|answer|threat\s+actor|actor|attributio
 _STRIP = " \t\r\n*\"'`“”‘’_#>"
 
 
+@declarations.rule(name="actor_final_line")
 def actor_final_line(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """Standardized: the last line with content once markdown, quotes, an ``Answer:``-style label
     and a trailing period are removed; internal whitespace collapsed."""
@@ -180,39 +183,35 @@ def _score(kind: str) -> Score:
     )
 
 
+@declarations.metric(
+    name="cti_actor_graph",
+    lower_is_better=False,
+    kind="binary",
+    resources=RESOURCES,
+    invalid_extras=(("plausible", 0.0), ("combined", 0.0)),
+    description="CTI-Bench TAA: 1 when the prediction is reached from the gold over the alias graph (BFS as "
+        "released: an identical name counts only if it has an alias edge; 'nan' is a node); extras "
+        "'plausible' (alias or related-group chain) and 'combined' (C=1, P=0.5)",
+)
 def cti_actor_graph(prediction: str, question: Question, resources: Resources) -> Score:
     """CTI-Bench ``compute_taa_accuracy``: value = correct (alias chain); extras plausible, combined."""
     return _score(connection(question.gold, prediction, resources, released_cti=True))
 
 
+@declarations.metric(
+    name="actor_graph",
+    lower_is_better=False,
+    kind="binary",
+    resources=RESOURCES,
+    invalid_extras=(("plausible", 0.0), ("combined", 0.0)),
+    description="TAA: 1 when prediction equals the gold or is reached from it over the alias graph "
+        "(AthenaBench BFS; 'nan' artefacts dropped); extras 'plausible' (alias or related-group chain) "
+        "and 'combined' (C=1, P=0.5)",
+)
 def actor_graph(prediction: str, question: Question, resources: Resources) -> Score:
     """AthenaBench ``score_taa`` BFS (identity counts, "nan" dropped): value = correct; extras plausible, combined."""
     return _score(connection(question.gold, prediction, resources, released_cti=False))
 
 
-RULES: dict[str, Rule] = {
-    "athena_actor_line": athena_actor_line,
-    "actor_final_line": actor_final_line,
-}
-
-METRICS: dict[str, Metric] = {
-    "cti_actor_graph": cti_actor_graph,
-    "actor_graph": actor_graph,
-}
-
-METRIC_INFO: dict[str, MetricInfo] = {
-    "cti_actor_graph": MetricInfo(
-        lower_is_better=False, kind="binary", resources=RESOURCES,
-        invalid_extras=(("plausible", 0.0), ("combined", 0.0)),
-        description="CTI-Bench TAA: 1 when the prediction is reached from the gold over the alias graph (BFS as "
-                    "released: an identical name counts only if it has an alias edge; 'nan' is a node); extras "
-                    "'plausible' (alias or related-group chain) and 'combined' (C=1, P=0.5)",
-    ),
-    "actor_graph": MetricInfo(
-        lower_is_better=False, kind="binary", resources=RESOURCES,
-        invalid_extras=(("plausible", 0.0), ("combined", 0.0)),
-        description="TAA: 1 when prediction equals the gold or is reached from it over the alias graph "
-                    "(AthenaBench BFS; 'nan' artefacts dropped); extras 'plausible' (alias or related-group chain) "
-                    "and 'combined' (C=1, P=0.5)",
-    ),
-}
+# This module's rules and metrics by name, from their decorators (declarations.declared).
+RULES, METRICS, METRIC_INFO = declarations.declared(globals())

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score
 from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
 
@@ -115,15 +116,18 @@ def _last_line_with(text: str, finder: Callable[[str], list[str]]) -> tuple[list
 
 # --------------------------------------------------------------------------- released rules
 
-athena_mcq_letter = _athena_rule(r"\b([A-E])\b", str.upper, "option letter A-E")
+athena_mcq_letter = declarations.rule(name="athena_mcq_letter")(
+    _athena_rule(r"\b([A-E])\b", str.upper, "option letter A-E"))
 athena_mcq_letter.__doc__ = (
     "AthenaBench MCQ3k/CKT: bottom-up ``\\b([A-E])\\b`` with IGNORECASE, upper-cased "
     "(a trailing line with the article 'a' reads as A, even below 'Answer: C').")
 
-athena_technique = _athena_rule(r"(T\d{4}(?:\.\d{3})?)", lambda s: parent_technique(s), "technique id")
+athena_technique = declarations.rule(name="athena_technique")(
+    _athena_rule(r"(T\d{4}(?:\.\d{3})?)", lambda s: parent_technique(s), "technique id"))
 athena_technique.__doc__ = "AthenaBench ATE: the bottom-up first ``T####(.###)`` id, reduced to its parent."
 
 
+@declarations.rule(name="athena_mitigations")
 def athena_mitigations(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """AthenaBench RMS: the last non-empty line (label prefix stripped), every ``M####`` on it.
 
@@ -140,6 +144,7 @@ def athena_mitigations(text: str, question: Question, generation: Generation) ->
 # --------------------------------------------------------------------------- standardized rules
 
 
+@declarations.rule(name="technique_ids_final_line")
 def technique_ids_final_line(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """CTI-ATE standardized: parent technique ids on the final non-empty line (the prompt asks
     for them there); when that line has none, every id in the answer."""
@@ -153,6 +158,7 @@ def technique_ids_final_line(text: str, question: Question, generation: Generati
     return None, "no technique id"
 
 
+@declarations.rule(name="technique_final_answer")
 def technique_final_answer(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """Single-technique answer: the parent id on the last line that has technique ids.
 
@@ -166,6 +172,7 @@ def technique_final_answer(text: str, question: Question, generation: Generation
     return ids[0], f"final id line: {line!r}"
 
 
+@declarations.rule(name="mitigation_ids_final_line")
 def mitigation_ids_final_line(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """RMS standardized: the ``M####`` ids on the last line that has any, sorted."""
     ids, line = _last_line_with(text, _mitigations)
@@ -192,6 +199,12 @@ def _f1_score(pred: set[str], gold: set[str]) -> Score:
     return Score(value=f1, correct=pred == gold and bool(gold))
 
 
+@declarations.metric(
+    name="technique_parent_exact",
+    lower_is_better=False,
+    kind="binary",
+    description="parent ATT&CK technique of prediction equals that of gold (sub-technique suffix ignored on both)",
+)
 def technique_parent_exact(prediction: str, question: Question, resources: Resources) -> Score:
     """AthenaBench ATE: parent technique of prediction == parent of gold (the gold's
     ``.xxx`` is stripped too); an empty prediction never matches."""
@@ -200,42 +213,27 @@ def technique_parent_exact(prediction: str, question: Question, resources: Resou
     return Score(value=1.0 if ok else 0.0, correct=ok)
 
 
+@declarations.metric(
+    name="technique_set_f1",
+    lower_is_better=False,
+    kind="continuous",
+    description="F1 of the parent-technique id sets of prediction and gold; correct = identical sets",
+)
 def technique_set_f1(prediction: str, question: Question, resources: Resources) -> Score:
     """F1 of the parent-technique sets of prediction and gold; correct when the sets are equal."""
     return _f1_score(set(_technique_parents(prediction)), set(_technique_parents(question.gold)))
 
 
+@declarations.metric(
+    name="mitigation_set_f1",
+    lower_is_better=False,
+    kind="continuous",
+    description="F1 of the M#### mitigation id sets of prediction and gold (0 when P = R = 0); correct = identical sets",
+)
 def mitigation_set_f1(prediction: str, question: Question, resources: Resources) -> Score:
     """AthenaBench RMS: F1 of the ``M####`` sets; correct when the sets are equal."""
     return _f1_score(set(re.findall(r"M\d{4}", prediction.upper())), set(re.findall(r"M\d{4}", question.gold.upper())))
 
 
-RULES: dict[str, Rule] = {
-    "athena_mcq_letter": athena_mcq_letter,
-    "athena_technique": athena_technique,
-    "athena_mitigations": athena_mitigations,
-    "technique_ids_final_line": technique_ids_final_line,
-    "technique_final_answer": technique_final_answer,
-    "mitigation_ids_final_line": mitigation_ids_final_line,
-}
-
-METRICS: dict[str, Metric] = {
-    "technique_parent_exact": technique_parent_exact,
-    "technique_set_f1": technique_set_f1,
-    "mitigation_set_f1": mitigation_set_f1,
-}
-
-METRIC_INFO: dict[str, MetricInfo] = {
-    "technique_parent_exact": MetricInfo(
-        lower_is_better=False, kind="binary",
-        description="parent ATT&CK technique of prediction equals that of gold (sub-technique suffix ignored on both)",
-    ),
-    "technique_set_f1": MetricInfo(
-        lower_is_better=False, kind="continuous",
-        description="F1 of the parent-technique id sets of prediction and gold; correct = identical sets",
-    ),
-    "mitigation_set_f1": MetricInfo(
-        lower_is_better=False, kind="continuous",
-        description="F1 of the M#### mitigation id sets of prediction and gold (0 when P = R = 0); correct = identical sets",
-    ),
-}
+# This module's rules and metrics by name, from their decorators (declarations.declared).
+RULES, METRICS, METRIC_INFO = declarations.declared(globals())

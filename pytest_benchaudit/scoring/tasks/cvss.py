@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score, UnscorablePrediction
 from pytest_benchaudit.scoring.tasks.attack import athena_lines
 from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
@@ -78,6 +79,7 @@ def base_score(vector: str) -> float | None:
 # --------------------------------------------------------------------------- released rules
 
 
+@declarations.rule(name="cvss_last_vector")
 def cvss_last_vector(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """CTI-Bench ``format_vsp``: last letters-only ``AV:…/A:…`` match, without any prefix.
 
@@ -95,6 +97,7 @@ def cvss_last_vector(text: str, question: Question, generation: Generation) -> t
     return vector, f"last of {len(matches)} vector(s)"
 
 
+@declarations.rule(name="athena_cvss31")
 def athena_cvss31(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """AthenaBench VSP: bottom-up first ``CVSS:3.1/…`` token (any case), as it stands.
 
@@ -112,6 +115,7 @@ def athena_cvss31(text: str, question: Question, generation: Generation) -> tupl
 # --------------------------------------------------------------------------- standardized rule
 
 
+@declarations.rule(name="cvss_final_vector")
 def cvss_final_vector(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """Standardized: the last vector on the last line that has one, prefix optional.
 
@@ -145,6 +149,16 @@ def _abs_score(diff: float) -> Score:
     return Score(value=diff, correct=diff == 0)
 
 
+@declarations.metric(
+    name="cvss_abs_diff_cti",
+    lower_is_better=True,
+    kind="continuous",
+    invalid_value=WORST_DIFF,
+    worst_case=_WORST_CASE,
+    description="CTI-Bench: |base score of 'CVSS:3.0/'+prediction (unless it has its own prefix) - base score "
+        "of the (v3.1) gold|; mean = MAD. A vector that does not parse is invalid; under 'total' an "
+        "invalid answer with no credit scores 10.0, the worst case",
+)
 def cvss_abs_diff_cti(prediction: str, question: Question, resources: Resources) -> Score:
     """CTI-Bench: |base(``CVSS:3.0/`` + pred.upper()) − base(gold.upper())|; correct when 0.
 
@@ -158,6 +172,15 @@ def cvss_abs_diff_cti(prediction: str, question: Question, resources: Resources)
     return _abs_score(_diff(vector, question.gold.strip().upper(), question))
 
 
+@declarations.metric(
+    name="cvss_abs_diff",
+    lower_is_better=True,
+    kind="continuous",
+    invalid_value=WORST_DIFF,
+    worst_case=_WORST_CASE,
+    description="|CVSS v3.1 base score of prediction - that of gold|; mean = MAD; an invalid answer with no "
+        "credit scores 10.0 (the largest possible difference: a MAD has no neutral value)",
+)
 def cvss_abs_diff(prediction: str, question: Question, resources: Resources) -> Score:
     """Standardized: |base(pred) − base(gold)|, both read as v3.1 whatever prefix they carry.
 
@@ -172,6 +195,16 @@ def cvss_abs_diff(prediction: str, question: Question, resources: Resources) -> 
     return _abs_score(_diff("CVSS:3.1/" + pred.group(1).upper(), "CVSS:3.1/" + gold.group(1).upper(), question))
 
 
+@declarations.metric(
+    name="cvss_closeness_athena",
+    lower_is_better=False,
+    kind="continuous",
+    invalid_value=0.0,
+    value_range=(1 - WORST_DIFF / ATHENA_VSP_DENOMINATOR, 1.0),
+    description="AthenaBench: 1 - |base(pred) - base(gold)| / 7.7; mean = 1 - MAD/7.7 (a share). A vector "
+        "that does not parse is invalid (released: success = False, left out); under 'total' an "
+        "invalid answer with no credit scores 0",
+)
 def cvss_closeness_athena(prediction: str, question: Question, resources: Resources) -> Score:
     """AthenaBench: 1 − |base(pred) − base(gold)| / 7.7 (vectors as they stand); correct when |d| = 0.
 
@@ -181,35 +214,5 @@ def cvss_closeness_athena(prediction: str, question: Question, resources: Resour
     return Score(value=1 - diff / ATHENA_VSP_DENOMINATOR, correct=diff == 0)
 
 
-RULES: dict[str, Rule] = {
-    "cvss_last_vector": cvss_last_vector,
-    "athena_cvss31": athena_cvss31,
-    "cvss_final_vector": cvss_final_vector,
-}
-
-METRICS: dict[str, Metric] = {
-    "cvss_abs_diff_cti": cvss_abs_diff_cti,
-    "cvss_abs_diff": cvss_abs_diff,
-    "cvss_closeness_athena": cvss_closeness_athena,
-}
-
-METRIC_INFO: dict[str, MetricInfo] = {
-    "cvss_abs_diff_cti": MetricInfo(
-        lower_is_better=True, kind="continuous", invalid_value=WORST_DIFF, worst_case=_WORST_CASE,
-        description="CTI-Bench: |base score of 'CVSS:3.0/'+prediction (unless it has its own prefix) - base score "
-                    "of the (v3.1) gold|; mean = MAD. A vector that does not parse is invalid; under 'total' an "
-                    "invalid answer with no credit scores 10.0, the worst case",
-    ),
-    "cvss_abs_diff": MetricInfo(
-        lower_is_better=True, kind="continuous", invalid_value=WORST_DIFF, worst_case=_WORST_CASE,
-        description="|CVSS v3.1 base score of prediction - that of gold|; mean = MAD; an invalid answer with no "
-                    "credit scores 10.0 (the largest possible difference: a MAD has no neutral value)",
-    ),
-    "cvss_closeness_athena": MetricInfo(
-        lower_is_better=False, kind="continuous", invalid_value=0.0,
-        value_range=(1 - WORST_DIFF / ATHENA_VSP_DENOMINATOR, 1.0),
-        description="AthenaBench: 1 - |base(pred) - base(gold)| / 7.7; mean = 1 - MAD/7.7 (a share). A vector "
-                    "that does not parse is invalid (released: success = False, left out); under 'total' an "
-                    "invalid answer with no credit scores 0",
-    ),
-}
+# This module's rules and metrics by name, from their decorators (declarations.declared).
+RULES, METRICS, METRIC_INFO = declarations.declared(globals())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question
 from pytest_benchaudit.scoring.tasks.attack import athena_lines
 from pytest_benchaudit.scoring.tasks.inputs import Metric, Rule
@@ -29,6 +30,7 @@ _CWE = re.compile(r"\bCWE-(\d+)\b", re.IGNORECASE)
 _ANSWER_MARKER = re.compile(r"\b(?:final\s+)?answer\b", re.IGNORECASE)
 
 
+@declarations.rule(name="cwe_last_match")
 def cwe_last_match(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """CTI-Bench ``format_rcm``: the last ``CWE-\\d+`` match (case-sensitive).
 
@@ -44,6 +46,7 @@ def cwe_last_match(text: str, question: Question, generation: Generation) -> tup
     return None, "no 'CWE-\\d+' match (format_rcm keeps the raw text; the scorer excludes it)"
 
 
+@declarations.rule(name="athena_cwe")
 def athena_cwe(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """AthenaBench RCM: bottom-up, the first line with ``CWE-\\d+`` (any case), upper-cased."""
     value, detail = athena_lines(text, r"(CWE-\d+)", str.upper)
@@ -54,6 +57,7 @@ def _norm(match: re.Match[str]) -> str:
     return f"CWE-{int(match.group(1))}"
 
 
+@declarations.rule(name="cwe_final_answer")
 def cwe_final_answer(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """Standardized: the CWE id on the final answer line, else the last CWE id anywhere.
 
@@ -78,10 +82,5 @@ def cwe_final_answer(text: str, question: Question, generation: Generation) -> t
     return None, "no CWE id"
 
 
-RULES: dict[str, Rule] = {
-    "cwe_last_match": cwe_last_match,
-    "athena_cwe": athena_cwe,
-    "cwe_final_answer": cwe_final_answer,
-}
-METRICS: dict[str, Metric] = {}
-METRIC_INFO: dict[str, MetricInfo] = {}
+# This module's rules and metrics by name, from their decorators (declarations.declared).
+RULES, METRICS, METRIC_INFO = declarations.declared(globals())

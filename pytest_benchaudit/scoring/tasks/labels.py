@@ -199,16 +199,20 @@ def label_rule(labels: Sequence[str] | None = None, *, extra: Sequence[str] = ()
     return rule
 
 
-final_answer_label = label_rule(
-    doc="Single final label from question.meta['labels'] (else the choice keys, A–D by default).")
-final_answer_or_x = label_rule(
+final_answer_label = declarations.rule(name="final_answer_label")(
+    label_rule(
+    doc="Single final label from question.meta['labels'] (else the choice keys, A–D by default)."))
+final_answer_or_x = declarations.rule(name="final_answer_or_x")(
+    label_rule(
     extra=(ABSTAIN,),
-    doc="Single final label among the question's choice keys plus X (SECURE MAET/CWET: 'if you do not know, return X').")
-final_answer_tfx = label_rule(
+    doc="Single final label among the question's choice keys plus X (SECURE MAET/CWET: 'if you do not know, return X')."))
+final_answer_tfx = declarations.rule(name="final_answer_tfx")(
+    label_rule(
     ("T", "F", ABSTAIN), aliases={"True": "T", "False": "F"},
-    doc="Single final T/F/X (SECURE KCV/VOOD); the words True/False read as T/F.")
+    doc="Single final T/F/X (SECURE KCV/VOOD); the words True/False read as T/F."))
 
 
+@declarations.rule(name="whole_answer")
 def whole_answer(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """Free-text answers for a judge (SecBench SAQ): the answer text, stripped; None when blank.
 
@@ -218,14 +222,6 @@ def whole_answer(text: str, question: Question, generation: Generation) -> tuple
     if not value:
         return None, "blank answer text"
     return value, f"{len(value)} characters"
-
-
-RULES: dict[str, Rule] = {
-    "final_answer_label": final_answer_label,
-    "final_answer_or_x": final_answer_or_x,
-    "final_answer_tfx": final_answer_tfx,
-    "whole_answer": whole_answer,
-}
 
 
 # --------------------------------------------------------------------------- metrics
@@ -252,7 +248,14 @@ def gold_label_set(gold: str) -> frozenset[str]:
     return frozenset(ch.upper() for ch in _LETTERS.findall(text))
 
 
-@declarations.metric(answers="labels")
+@declarations.metric(
+    name="label_set_match",
+    answers="labels",
+    lower_is_better=False,
+    kind="binary",
+    description="set of answer labels equals the gold set (gold as letters or a stringified list, "
+        "read without eval); empty gold never matched",
+)
 def label_set_match(prediction: str, question: Question, resources: Resources) -> Score:
     """Multi-answer MCQ: the predicted label set equals the gold label set.
 
@@ -266,6 +269,13 @@ def label_set_match(prediction: str, question: Question, resources: Resources) -
     return Score(value=1.0 if correct else 0.0, correct=correct)
 
 
+@declarations.metric(
+    name="label_match_x",
+    lower_is_better=False,
+    kind="binary",
+    description="answer label equals gold, case-insensitive; X (don't know) is a valid answer, "
+        "correct only where the gold is X; extras.abstained = share of X answers",
+)
 def label_match_x(prediction: str, question: Question, resources: Resources) -> Score:
     """SECURE: prediction equals the gold label (case-insensitive); ``X`` is a valid answer.
 
@@ -279,20 +289,5 @@ def label_match_x(prediction: str, question: Question, resources: Resources) -> 
                  extras={"abstained": 1.0 if pred == ABSTAIN else 0.0})
 
 
-METRICS: dict[str, Metric] = {
-    "label_set_match": label_set_match,
-    "label_match_x": label_match_x,
-}
-
-METRIC_INFO: dict[str, MetricInfo] = {
-    "label_set_match": MetricInfo(
-        lower_is_better=False, kind="binary",
-        description="set of answer labels equals the gold set (gold as letters or a stringified list, "
-        "read without eval); empty gold never matched",
-    ),
-    "label_match_x": MetricInfo(
-        lower_is_better=False, kind="binary",
-        description="answer label equals gold, case-insensitive; X (don't know) is a valid answer, "
-        "correct only where the gold is X; extras.abstained = share of X answers",
-    ),
-}
+# This module's rules and metrics by name, from their decorators (declarations.declared).
+RULES, METRICS, METRIC_INFO = declarations.declared(globals())

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import re
 
+from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score, UnscorablePrediction
 from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
 
@@ -53,6 +54,7 @@ def _in_scale(value: str) -> bool:
     return _SCALE[0] <= number <= _SCALE[1]
 
 
+@declarations.rule(name="final_cvss_score")
 def final_cvss_score(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """CVSS base score: bottom-up, a marker ("Answer:", "base score is") then a number, else a
     line that is only the number; values outside 0–10 are not read."""
@@ -66,11 +68,6 @@ def final_cvss_score(text: str, question: Question, generation: Generation) -> t
     return None, "no score after an answer marker and no number-only line in 0-10"
 
 
-RULES: dict[str, Rule] = {
-    "final_cvss_score": final_cvss_score,
-}
-
-
 def _number(value: str) -> float | None:
     try:
         number = float(value.strip())
@@ -79,6 +76,16 @@ def _number(value: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
+@declarations.metric(
+    name="cvss_abs_error",
+    lower_is_better=True,
+    kind="continuous",
+    invalid_value=CVSS_WORST_ERROR,
+    worst_case="the whole 0-10 scale",
+    description=f"absolute error of the CVSS base score (mean = MAE, 0-10, lower is better); correct and "
+        f"extras.within_tolerance when |error| <= {CVSS_TOLERANCE} (equal at one decimal); invalid with no "
+        f"credit = {CVSS_WORST_ERROR:g}",
+)
 def cvss_abs_error(prediction: str, question: Question, resources: Resources) -> Score:
     """|prediction - gold| on the 0-10 CVSS scale; correct when within ``CVSS_TOLERANCE``.
 
@@ -97,16 +104,5 @@ def cvss_abs_error(prediction: str, question: Question, resources: Resources) ->
     return Score(value=error, correct=within, extras={"within_tolerance": 1.0 if within else 0.0})
 
 
-METRICS: dict[str, Metric] = {
-    "cvss_abs_error": cvss_abs_error,
-}
-
-METRIC_INFO: dict[str, MetricInfo] = {
-    "cvss_abs_error": MetricInfo(
-        lower_is_better=True, kind="continuous", invalid_value=CVSS_WORST_ERROR,
-        worst_case="the whole 0-10 scale",
-        description=f"absolute error of the CVSS base score (mean = MAE, 0-10, lower is better); correct and "
-        f"extras.within_tolerance when |error| <= {CVSS_TOLERANCE} (equal at one decimal); invalid with no "
-        f"credit = {CVSS_WORST_ERROR:g}",
-    ),
-}
+# This module's rules and metrics by name, from their decorators (declarations.declared).
+RULES, METRICS, METRIC_INFO = declarations.declared(globals())

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 
+from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, Generation, MetricInfo, Question
 from pytest_benchaudit.scoring.tasks.inputs import Metric, Rule
 
@@ -78,6 +79,7 @@ def _several(run: str, allowed: set[str]) -> set[str]:
     return chars if chars and chars <= allowed else set()
 
 
+@declarations.rule(name="inspect_choice")
 def inspect_choice(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """inspect_ai 0.3.285 ``parse_answers(state, multiple_correct=False)``: one letter or nothing
     (see the module docstring for the patterns); several letters are ``hedged``."""
@@ -94,6 +96,5 @@ def inspect_choice(text: str, question: Question, generation: Generation) -> tup
     return None, f"{kind} pattern read {run!r}: not exactly one of {','.join(allowed)}"
 
 
-RULES: dict[str, Rule] = {"inspect_choice": inspect_choice}
-METRICS: dict[str, Metric] = {}
-METRIC_INFO: dict[str, MetricInfo] = {}
+# This module's rules and metrics by name, from their decorators (declarations.declared).
+RULES, METRICS, METRIC_INFO = declarations.declared(globals())

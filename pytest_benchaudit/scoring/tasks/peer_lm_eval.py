@@ -61,6 +61,7 @@ def lm_eval_normalised(text: str) -> str:
     return text.lower().translate(_NO_PUNCTUATION)
 
 
+@declarations.rule(name="lm_eval_exact_match")
 def lm_eval_exact_match(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """The option label lm-eval's filtered, normalised answer equals; else that answer itself (wrong)."""
     filtered = lm_eval_filtered(text)
@@ -73,7 +74,7 @@ def lm_eval_exact_match(text: str, question: Question, generation: Generation) -
     return filtered, f"filtered {filtered!r}, normalised {normalised!r}: equals no option label"
 
 
-@declarations.rule(reads="continuations", answers="label")
+@declarations.rule(name="lm_eval_loglikelihood", reads="continuations", answers="label")
 def lm_eval_loglikelihood(text: str, question: Question, generation: Generation) -> tuple[str | None, str]:
     """The option whose continuation has the highest summed log-likelihood (the first of equals).
     ``text`` is not read: a log-likelihood request generates no answer text."""
@@ -97,7 +98,5 @@ def lm_eval_loglikelihood(text: str, question: Question, generation: Generation)
                           + "".join(f"; {note}" for note in notes))
 
 
-RULES: dict[str, Rule] = {
-    "lm_eval_loglikelihood": lm_eval_loglikelihood,
-    "lm_eval_exact_match": lm_eval_exact_match,
-}
+# This module's rules and metrics by name, from their decorators (declarations.declared).
+RULES, METRICS, METRIC_INFO = declarations.declared(globals())
