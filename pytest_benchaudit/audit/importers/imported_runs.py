@@ -46,7 +46,8 @@ from pytest_benchaudit.audit.importers.common import ImportedRun, ImportSourceEr
 from pytest_benchaudit.audit.importers.peer_match import LayerIndex, load_layer, sent_fields
 from pytest_benchaudit.pipeline.documents import Cards, ContinuationRow, PipelineCard, RecordExtras, RecordRow
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, build_pipeline
-from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Extraction, Generation, Question, Score
+from pytest_benchaudit.pipeline.types import (INVALID_REASONS, ContinuationLogprobs, Extraction, Generation,
+                                             InvalidReason, Question, Score)
 from pytest_benchaudit.runs.documents import RunSource
 from pytest_benchaudit.runs.store import RunDirectory, new_run_id
 from pytest_benchaudit.scoring.evaluate import evaluate
@@ -82,6 +83,9 @@ class ImportedSample:
     source_row: str = ""
     served_model: str | None = None
     meta: dict[str, JsonValue] = field(default_factory=dict)
+    # Why the sample is invalid where the log says so (an Every Eval Ever file we exported); None: the
+    # sample is invalid only when it errored or the harness did not score it.
+    invalid_reason: str | None = None
 
 
 @dataclass
@@ -269,7 +273,11 @@ class _Generic:
         index = self.index.setdefault(sample.sample_id, len(self.index))
         question = Question(benchmark=self.pipeline.benchmark, task=self.pipeline.task, id=sample.sample_id,
                             index=index, text=sample.question_text, choices=sample.choices, gold=sample.target)
-        if sample.error is not None:
+        if sample.invalid_reason in INVALID_REASONS:
+            extraction = Extraction(invalid_reason=cast(InvalidReason, sample.invalid_reason),
+                                    detail="invalid as the log says")
+            score = Score(value=sample.peer_value or 0.0, correct=False)
+        elif sample.error is not None:
             extraction = Extraction(invalid_reason="inference_error", detail=sample.error)
             score = Score(value=0.0, correct=False)
         elif sample.peer_value is None:
