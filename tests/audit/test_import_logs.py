@@ -196,15 +196,25 @@ def test_lm_eval_known_tasks_land_on_the_peer_layers_and_generic_tasks_import(tm
         assert len(rec["continuations"]) == 4
 
 
-def test_matched_lm_eval_run_rescores_under_released(tmp_path: Path) -> None:
+def test_matched_lm_eval_run_rescores_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _import(tmp_path, "lm-eval", LOGS / "lm-eval" / "m1") == 0
     run = next(r for r in _runs(tmp_path) if r.name.endswith("mmlu_computer_security-m1"))
-    assert main(["rescore", str(run), "--pipeline", "lm_eval_generative", "--report-dir", str(tmp_path / "re")]) != 0 \
-        or True  # a different kind of request: refused or re-read, never a traceback
-    os.environ.setdefault("BENCHAUDIT_DATA", str(DATA))
-    rc = main(["rescore", str(run), "--set", "extraction.rule=lm_eval_loglikelihood",
-               "--report-dir", str(tmp_path / "re2")])
-    assert rc == 0
+    imported = _json(run / "summary.json")["results"][0]
+    monkeypatch.setenv("BENCHAUDIT_DATA", str(DATA))
+    # Re-reading with the layer's own rule changes nothing (the stored log-likelihoods are what it reads).
+    assert main(["rescore", str(run), "--set", "extraction.rule=lm_eval_loglikelihood",
+                 "--report-dir", str(tmp_path / "same")]) == 0
+    (same,) = [p for p in (tmp_path / "same").iterdir() if p.is_dir()]
+    assert _json(same / "summary.json")["results"][0]["score"] == pytest.approx(imported["score"])
+    # Under MMLU's released reader (first-token log-probabilities, which a log-likelihood log has not):
+    # its quirk reads every answer as A, so the score is the share of gold A (hand count: 2 of 6).
+    assert main(["rescore", str(run), "--pipeline", "released", "--report-dir", str(tmp_path / "released")]) == 0
+    (released,) = [p for p in (tmp_path / "released").iterdir() if p.is_dir()]
+    result = _json(released / "summary.json")["results"][0]
+    assert result["pipeline"] == "released" and result["n"] == 6
+    golds = [line.rsplit(",", 1)[1].strip() for line in
+             (DATA / "mmlu-computer-security" / "computer_security_test.csv").read_text().splitlines()]
+    assert result["score"] == pytest.approx(golds.count("A") / len(golds))
 
 
 def test_a_near_miss_names_the_first_differing_field_and_imports_generic(tmp_path: Path,
@@ -273,3 +283,26 @@ def test_reading_equals_inspect_ais_own_reader(tmp_path: Path) -> None:
             assert records[(sid, epoch)]["raw_output"] == completion
             assert records[(sid, epoch)]["finish_reason"] == ("length" if stop in ("max_tokens", "model_length")
                                                               else stop)
+
+
+def test_inspect_evals_cybermetric_log_is_the_inspect_evals_layer_and_rescores_under_released(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = sorted((LOGS / "inspect-new").glob("*cybermetric-80*.eval"))
+    assert len(logs) == 2
+    assert _import(tmp_path, "inspect", *logs) == 0
+    runs = _runs(tmp_path)
+    for run in runs:
+        report = _json(run / "import_report.json")
+        assert report["matched"] == "cybermetric.cm80 inspect_evals" and report["equal"]
+        result = _json(run / "summary.json")["results"][0]
+        assert result["pipeline"] == "inspect_evals" and result["score"] == pytest.approx(report["reported"])
+        for rec in _records(run):  # the harness's own reading equals the layer's inspect_choice reading
+            assert rec["prediction"] == rec["released_prediction"]
+    monkeypatch.setenv("BENCHAUDIT_DATA", str(DATA))
+    assert main(["rescore", str(runs[0]), "--pipeline", "released", "--report-dir", str(tmp_path / "re")]) == 0
+    (rescored,) = [p for p in (tmp_path / "re").iterdir() if p.is_dir()]
+    assert _json(rescored / "summary.json")["results"][0]["pipeline"] == "released"
+    assert main(["audit", *map(str, runs), "--toward", "released", "--out", str(tmp_path / "audit"),
+                 "--data-dir", str(DATA)]) == 0
+    audit = _json(tmp_path / "audit" / "audit.json")
+    assert "prompt.template" in json.dumps(audit)  # the upstream difference is named, not re-scored
