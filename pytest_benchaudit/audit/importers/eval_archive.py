@@ -97,7 +97,7 @@ class EvalArchive:
         raw = self._handle.read(info.compress_size)
         if len(raw) < info.compress_size:
             raise ArchiveError(f"{where}: cut short ({len(raw)} of {info.compress_size} compressed bytes)")
-        data = _decompress(raw, info.compress_type, where)
+        data = _decompress(raw, info.compress_type, where, info.file_size)
         if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
             raise ArchiveError(f"{where}: corrupt (size or CRC-32 differs from the archive's directory)")
         return data
@@ -109,7 +109,7 @@ class EvalArchive:
                 yield name, self.read(name)
 
 
-def _decompress(raw: bytes, method: int, where: str) -> bytes:
+def _decompress(raw: bytes, method: int, where: str, size: int) -> bytes:
     if method == STORED:
         return raw
     try:
@@ -117,19 +117,31 @@ def _decompress(raw: bytes, method: int, where: str) -> bytes:
             inflater = zlib.decompressobj(-15)
             return inflater.decompress(raw) + inflater.flush()
         if method == ZSTD:
-            return _unzstd(raw)
+            return _unzstd(raw, size)
     except (zlib.error, ValueError) as err:
         raise ArchiveError(f"{where}: corrupt ({err})") from None
     raise ArchiveError(f"{where}: zip compression method {method} is not one inspect_ai writes "
                        "(stored 0, deflate 8, zstd 93)")
 
 
-def _unzstd(raw: bytes) -> bytes:
-    """Every zstd frame of ``raw`` decompressed and joined (inspect_ai splits large entries into frames)."""
+_DECOMPRESSOR: list[object] = []  # one zstandard.ZstdDecompressor, made at the first zstd entry
+
+
+def _unzstd(raw: bytes, size: int) -> bytes:
+    """Every zstd frame of ``raw`` decompressed and joined (inspect_ai splits large entries into frames);
+    ``size``: the entry's size as the directory states it."""
     import zstandard  # only .eval archives of 2026 and later need it
 
+    if not _DECOMPRESSOR:
+        _DECOMPRESSOR.append(zstandard.ZstdDecompressor())
+    decompressor = _DECOMPRESSOR[0]
+    assert isinstance(decompressor, zstandard.ZstdDecompressor)
     try:
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-        return reader.readall()
+        # One frame holding the whole entry is the common case and the fast path; a first frame shorter
+        # than the entry means more frames follow.
+        data: bytes = decompressor.decompress(raw, max_output_size=size)
+        if len(data) == size:
+            return data
+        return decompressor.stream_reader(raw, read_across_frames=True).readall()
     except zstandard.ZstdError as err:
         raise ValueError(f"zstd: {err}") from None

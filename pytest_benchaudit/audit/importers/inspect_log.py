@@ -170,18 +170,25 @@ class _LogFile:
         scorer = self._scorer()
         for name, data in self.raw_samples():
             where = f"{self.path}: {name}"
-            sample: InspectSample = _validate(InspectSample, data, where)
+            try:
+                sample = InspectSample.from_json(data)
+            except ValidationError as err:
+                first = err.errors()[0]
+                raise ImportSourceError(f"{where}: not an Inspect sample as documented: "
+                                        f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+            except ValueError as err:
+                raise ImportSourceError(f"{where}: not an Inspect sample (not a JSON object: {err})") from None
             yield _imported(sample, scorer, where)
 
 
 def _imported(sample: InspectSample, scorer: str | None, where: str) -> ImportedSample:
-    events = sample.model_events()
-    if events:
-        request = _request(events[0], sample)
+    if sample.model_event is not None:
+        request = _request(sample.model_event, sample)
     else:  # no model call logged (an error before generate): the sample's own messages
         request = {"mode": "chat", "params": {},
-                   "messages": [{"role": m.role, "content": _message_text(resolve(m.content, sample.attachments))}
-                                for m in sample.messages if m.role != "assistant"]}
+                   "messages": [{"role": str(m.get("role")), "content": _message_text(resolve(m.get("content"),
+                                                                                              sample.attachments))}
+                                for m in sample.messages if isinstance(m, dict) and m.get("role") != "assistant"]}
     output = sample.output
     stop = output.choices[0].stop_reason if output.choices else None
     finish = "length" if stop in _LENGTH_STOPS else stop
@@ -200,9 +207,17 @@ def _imported(sample: InspectSample, scorer: str | None, where: str) -> Imported
         peer_score=score.value if score is not None else None,
         peer_value=None if score is None or error is not None else _value(score.value),
         choices=dict(zip(labels, sample.choices or [])),
-        question_text=sample.input if isinstance(sample.input, str) else _message_text(
-            sample.input[-1].content if sample.input else ""),
+        question_text=_input_text(sample.input),
         source_row=where, served_model=output.model)
+
+
+def _input_text(value: Any) -> str:
+    """A sample's ``input``: its text, or the last message's text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and isinstance(value[-1], dict):
+        return _message_text(value[-1].get("content"))
+    return ""
 
 
 def _task(log: _LogFile) -> HarnessTask:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["ATTACHMENT", "KNOWN_VERSION", "InspectHeader", "InspectSample", "ModelEvent", "resolve"]
 
@@ -31,6 +32,10 @@ ATTACHMENT = "attachment://"
 
 
 class _Read(BaseModel):
+    # Free-form parts are ``Any``, not pydantic's ``JsonValue``: they come from orjson or pydantic's own
+    # JSON parser, so they are JSON values already, and checking JsonValue costs more than reading them.
+    # Defaults that are models are default_factory: a model instance as a default is deep-copied at
+    # every validation (13 copies a sample cost more than the rest of reading it).
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
@@ -56,22 +61,22 @@ class EvalSpec(_Read):
     task_version: int | str = 0
     task_args: dict[str, Any] = Field(default_factory=dict)
     created: str = ""
-    dataset: EvalDataset = EvalDataset()
+    dataset: EvalDataset = Field(default_factory=EvalDataset)
     model: str
-    model_generate_config: dict[str, JsonValue] = Field(default_factory=dict)
+    model_generate_config: dict[str, Any] = Field(default_factory=dict)
     model_base_url: str | None = None
-    config: EvalConfig = EvalConfig()
+    config: EvalConfig = Field(default_factory=EvalConfig)
     packages: dict[str, str] = Field(default_factory=dict)
 
 
 class PlanStep(_Read):
     solver: str
-    params: dict[str, JsonValue] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class EvalPlan(_Read):
     steps: list[PlanStep] = Field(default_factory=list)
-    config: dict[str, JsonValue] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
 
 
 class EvalMetric(_Read):
@@ -106,20 +111,20 @@ class InspectHeader(_Read):
     version: int = 1
     status: Literal["started", "success", "cancelled", "error"] | str
     eval: EvalSpec
-    plan: EvalPlan = EvalPlan()
+    plan: EvalPlan = Field(default_factory=EvalPlan)
     results: EvalResults | None = None
     error: EvalError | None = None
 
 
 class ModelCall(_Read):
-    request: dict[str, JsonValue] = Field(default_factory=dict)
+    request: dict[str, Any] = Field(default_factory=dict)
     call_refs: list[tuple[int, int]] | None = None
     call_key: str | None = None
 
 
 class ChatMessage(_Read):
     role: str
-    content: str | list[dict[str, JsonValue]] = ""
+    content: str | list[dict[str, Any]] = ""
 
 
 class ModelUsage(_Read):
@@ -147,25 +152,21 @@ class ModelEvent(_Read):
     model: str = ""
     input: list[ChatMessage] = Field(default_factory=list)
     input_refs: list[tuple[int, int]] | None = None
-    config: dict[str, JsonValue] = Field(default_factory=dict)
-    output: ModelOutput = ModelOutput()
+    config: dict[str, Any] = Field(default_factory=dict)
+    output: ModelOutput = Field(default_factory=ModelOutput)
     call: ModelCall | None = None
     error: str | None = None
 
 
-class OtherEvent(_Read):
-    event: str
-
-
 class Score(_Read):
-    value: JsonValue = None
+    value: Any = None
     answer: str | None = None
     explanation: str | None = None
 
 
 class EventsData(_Read):
     messages: list[ChatMessage] = Field(default_factory=list)
-    calls: list[JsonValue] = Field(default_factory=list)
+    calls: list[Any] = Field(default_factory=list)
 
 
 class InspectSample(_Read):
@@ -173,20 +174,31 @@ class InspectSample(_Read):
 
     id: int | str
     epoch: int = 1
-    input: str | list[ChatMessage] = ""
+    input: Any = ""  # a string, or chat messages (read by the importer only when it needs the text)
     choices: list[str] | None = None
     target: str | list[str] = ""
-    messages: list[ChatMessage] = Field(default_factory=list)
-    output: ModelOutput = ModelOutput()
+    messages: list[Any] = Field(default_factory=list)  # read only for a sample without a model event
+    output: ModelOutput = Field(default_factory=ModelOutput)
     scores: dict[str, Score] | None = None
-    metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    events: list[ModelEvent | OtherEvent] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    # The sample's first model event (its ``events`` list is not validated whole: a sample of an agent
+    # task holds thousands, and only the first generate() call is the request the record keeps).
+    model_event: ModelEvent | None = None
     error: EvalError | None = None
     attachments: dict[str, str] = Field(default_factory=dict)
     events_data: EventsData | None = None
 
-    def model_events(self) -> list[ModelEvent]:
-        return [e for e in self.events if isinstance(e, ModelEvent)]
+    @classmethod
+    def from_json(cls, data: bytes) -> InspectSample:
+        """The sample of a log entry: parsed with orjson, its first ``model`` event picked from ``events``,
+        the rest validated (a ``ValidationError`` names the field; not JSON is a ``ValueError``)."""
+        obj = orjson.loads(data)
+        if not isinstance(obj, dict):
+            raise ValueError("a sample is a JSON object")
+        events = obj.pop("events", None) or []
+        obj.pop("store", None)
+        obj["model_event"] = next((e for e in events if isinstance(e, dict) and e.get("event") == "model"), None)
+        return cls.model_validate(obj)
 
 
 def resolve(value: Any, attachments: dict[str, str]) -> Any:
