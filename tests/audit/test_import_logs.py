@@ -122,7 +122,8 @@ def test_diagnose_and_compare_work_on_imported_generic_runs(tmp_path: Path,
     assert (tmp_path / "audit" / "report.html").is_file()
 
 
-@pytest.mark.parametrize("case", ["cut", "corrupt_entry", "status", "version", "duplicate", "pair"])
+@pytest.mark.parametrize("case", ["cut", "corrupt_entry", "status", "version", "duplicate", "pair", "no_samples",
+                                  "mismatch"])
 def test_inspect_bad_input_is_one_error_and_nothing_written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                             case: str) -> None:
     src = sorted((LOGS / "inspect-old").glob("*.json"))[0]
@@ -154,6 +155,13 @@ def test_inspect_bad_input_is_one_error_and_nothing_written(tmp_path: Path, caps
         elif case == "duplicate":
             log["samples"].append(log["samples"][0])
             expect = "appears twice"
+        elif case == "no_samples":  # what --no-log-samples writes
+            del log["samples"]
+            expect = "holds no samples"
+        elif case == "mismatch":  # one sample's own score no longer gives the reported accuracy
+            sample = next(s for s in log["samples"] if s["id"] == "toy-1")
+            sample["scores"]["choice"]["value"] = "I"
+            expect = "first difference: sample 'toy-1'"
         else:
             (bad / "again.json").write_text(json.dumps(log))
             expect = "both logs of task"
@@ -164,6 +172,28 @@ def test_inspect_bad_input_is_one_error_and_nothing_written(tmp_path: Path, caps
     assert expect in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
+
+
+def test_a_headline_mismatch_names_the_task_both_numbers_and_the_sample(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    log = _json(sorted((LOGS / "inspect-old").glob("*.json"))[0])
+    reported = log["results"]["scores"][0]["metrics"]["accuracy"]["value"]
+    next(s for s in log["samples"] if s["id"] == "toy-2")["scores"]["choice"]["value"] = "I"
+    bad = tmp_path / "log.json"
+    bad.write_text(json.dumps(log))
+    assert _import(tmp_path, "inspect", bad) == 2
+    err = capsys.readouterr().err
+    assert "toy_mcq" in err and f"reported {reported:.6g}" in err and "sample 'toy-2'" in err
+
+
+def test_zstd_entries_of_several_frames_are_read_whole() -> None:
+    import zstandard
+
+    from pytest_benchaudit.audit.importers.eval_archive import _decompress
+
+    data = json.dumps({"id": "x", "text": "y" * 5000}).encode()
+    frames = zstandard.ZstdCompressor().compress(data[:3000]) + zstandard.ZstdCompressor().compress(data[3000:])
+    assert _decompress(frames, 93, "test", len(data)) == data
 
 
 # ------------------------------------------------------------------------------------------ lm-eval
