@@ -336,3 +336,32 @@ def test_inspect_evals_cybermetric_log_is_the_inspect_evals_layer_and_rescores_u
                  "--data-dir", str(DATA)]) == 0
     audit = _json(tmp_path / "audit" / "audit.json")
     assert "prompt.template" in json.dumps(audit)  # the upstream difference is named, not re-scored
+
+
+# ------------------------------------------------------------------------- reading on the second core
+
+
+def _numbers_then_error(n: int, fail_at: int | None = None) -> Any:
+    from pytest_benchaudit.audit.importers.common import ImportSourceError
+
+    def make() -> Any:
+        for i in range(n):
+            if i == fail_at:
+                raise ImportSourceError(f"log.eval: entry {i}: corrupt")
+            yield {"i": i}
+    return make
+
+
+def test_samples_read_in_a_child_come_back_in_order_and_its_errors_are_ours() -> None:
+    from pytest_benchaudit.audit.importers.common import ImportSourceError
+    from pytest_benchaudit.audit.importers.sample_feed import feed
+
+    assert [x["i"] for x in feed(_numbers_then_error(3000), 3000)] == list(range(3000))  # type: ignore[index]
+    got: list[Any] = []
+    with pytest.raises(ImportSourceError, match="log.eval: entry 1500: corrupt"):
+        for x in feed(_numbers_then_error(3000, fail_at=1500), 3000):
+            got.append(x)
+    assert len(got) <= 1500  # whole batches before the error, never one after it
+    stream = feed(_numbers_then_error(100_000), 100_000)
+    assert next(iter(stream)) == {"i": 0}
+    stream.close()  # type: ignore[attr-defined]  # a consumer that stops early ends the child (no hang)

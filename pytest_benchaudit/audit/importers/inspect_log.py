@@ -36,6 +36,7 @@ from pytest_benchaudit.audit.importers.imported_runs import HarnessTask, Importe
 from pytest_benchaudit.audit.importers.inspect_records import (KNOWN_VERSION, InspectHeader, InspectSample,
                                                                ModelEvent, resolve)
 from pytest_benchaudit.audit.importers.peer_match import candidates
+from pytest_benchaudit.audit.importers.sample_feed import feed
 
 __all__ = ["INSPECT", "InspectImporter", "read_header"]
 
@@ -167,6 +168,16 @@ class _LogFile:
         return results.scores[0].name if results and results.scores else None
 
     def samples(self) -> Iterator[ImportedSample]:
+        """The samples, read on the second core for a large archive (:mod:`.sample_feed`)."""
+        expected = 0
+        if self.archive:
+            with EvalArchive(self.path) as archive:
+                expected = sum(1 for name in archive.names() if name.startswith("samples/"))
+        for sample in feed(self._read_samples, expected):
+            assert isinstance(sample, ImportedSample)
+            yield sample
+
+    def _read_samples(self) -> Iterator[ImportedSample]:
         scorer = self._scorer()
         for name, data in self.raw_samples():
             where = f"{self.path}: {name}"
