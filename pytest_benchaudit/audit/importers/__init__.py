@@ -8,9 +8,10 @@ Logs of other harnesses (one run directory per task and model; docs/import.md ha
     benchaudit import PATH...                    the format detected (detect_format.py)
 
 Each is one importer object (``name``, ``detect(path)``, ``import_runs(paths, options)``;
-:class:`detect_format.Importer`); what they share is ``imported_runs.py`` (the imported layer,
-the headline check against the harness's own metric, staged writes) and ``peer_match.py`` (a
-log whose requests are what a peer layer renders is that layer).
+:class:`detect_format.Importer`) that reads its format into ``log_samples.py``'s types; what they
+share is ``imported_runs.py`` (the imported layer, staged writes), ``headline_check.py`` (the
+headline against the harness's own metric), ``peer_match.py`` (a log whose requests are what a
+peer layer renders is that layer) and ``sample_feed.py`` (reading on the second core).
 
 Published outputs of two benchmarks, one run directory per model:
 

@@ -33,18 +33,18 @@ import re
 import secrets
 import shutil
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from pydantic import JsonValue
-from typing_extensions import TypedDict
 
-from pytest_benchaudit.aggregate.documents import TaskResult
-from pytest_benchaudit.aggregate.results import Summarizer, benchmark_scores
+from pytest_benchaudit.aggregate.results import benchmark_scores
 from pytest_benchaudit.audit.importers.common import ImportedRun, ImportSourceError, _versions, run_dir_name
+from pytest_benchaudit.audit.importers.headline_check import IMPORTED_LAYER, Accumulator, ImportMismatch
+from pytest_benchaudit.audit.importers.headline_check import check as headline_check
+from pytest_benchaudit.audit.importers.log_samples import HarnessTask, ImportedSample, ImportOptions
 from pytest_benchaudit.audit.importers.peer_match import LayerIndex, load_layer, sent_fields
-from pytest_benchaudit.pipeline.documents import Cards, ContinuationRow, PipelineCard, RecordExtras, RecordRow
+from pytest_benchaudit.pipeline.documents import Cards, PipelineCard, RecordExtras, RecordRow
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, build_pipeline
 from pytest_benchaudit.pipeline.types import (INVALID_REASONS, ContinuationLogprobs, Extraction, Generation,
                                              InvalidReason, Question, Score)
@@ -52,113 +52,12 @@ from pytest_benchaudit.runs.documents import RunSource
 from pytest_benchaudit.runs.store import RunDirectory, new_run_id
 from pytest_benchaudit.scoring.evaluate import evaluate
 
-__all__ = ["HarnessTask", "ImportMismatch", "ImportOptions", "ImportedSample", "import_task"]
-
-IMPORTED_LAYER = "imported"
-_TOLERANCE = 1e-9
-
-
-class ImportMismatch(ImportSourceError):
-    """Our headline and the harness's own reported metric differ (the message names both and a sample)."""
-
-
-@dataclass
-class ImportedSample:
-    """One sample and epoch of a log, as the importer read it (nothing guessed: None where the log is silent)."""
-
-    sample_id: str
-    epoch: int  # 1-based, as Inspect counts epochs
-    target: str
-    request: dict[str, JsonValue]  # {"mode", "messages" | "prompt", "params", "continuations"?}: as sent
-    output: str = ""
-    finish_reason: str | None = None
-    error: str | None = None
-    usage: dict[str, JsonValue] = field(default_factory=dict)
-    peer_answer: str | None = None
-    peer_score: JsonValue = None  # as the log writes it ("C", 1.0, true, ...)
-    peer_value: float | None = None  # on the metric's scale; None: the harness did not score the sample
-    continuations: list[ContinuationRow] | None = None
-    choices: dict[str, str] = field(default_factory=dict)
-    question_text: str = ""
-    source_row: str = ""
-    served_model: str | None = None
-    meta: dict[str, JsonValue] = field(default_factory=dict)
-    # Why the sample is invalid where the log says so (an Every Eval Ever file we exported); None: the
-    # sample is invalid only when it errored or the harness did not score it.
-    invalid_reason: str | None = None
-
-
-@dataclass
-class HarnessTask:
-    """What a log says of one task x model, beside its samples."""
-
-    harness: str  # inspect, lm-eval, every-eval-ever
-    harness_version: str
-    task: str  # the harness's own task name
-    model: str
-    files: list[Path]
-    metric: str  # the harness's metric, e.g. "accuracy", "acc", "exact_match"
-    reported: float | None  # the harness's value of it
-    reported_n: int | None = None  # the samples it counted (its denominator)
-    reducer: str = "mean"  # how the harness reduces a sample's epochs (mean, max, ...)
-    # Card fields the log states: flat field name -> (value, the log field it came from).
-    stated: dict[str, tuple[JsonValue, str]] = field(default_factory=dict)
-    candidates: list[tuple[str, str, str]] = field(default_factory=list)
-    compared: tuple[str, ...] = ("messages", "prompt", "continuations", "params")
-    benchmark: str = ""  # the generic task's benchmark name (default: the harness)
-    notes: list[str] = field(default_factory=list)
-    # The harness's own per-sample reduced values, where the log keeps them (Inspect's reductions).
-    reduced: dict[str, float] = field(default_factory=dict)
-    # Further metrics of the log, each checked as the mean of the per-sample values in ``meta[name]``.
-    other_metrics: dict[str, float] = field(default_factory=dict)
-    left_out: list[str] = field(default_factory=list)  # what the import could not take, and why
-
-
-@dataclass
-class ImportOptions:
-    report_dir: Path
-    suites_dir: Path
-    data_dir: Path
-    data_origin: str
-    log: Callable[[str], None] = lambda _msg: None
-    stamp: str = ""
+# The log's types are named here too, where the importers have always taken them from.
+__all__ = ["HarnessTask", "ImportMismatch", "ImportOptions", "ImportedSample", "import_task", "imported_pipeline"]
 
 
 class _NearMiss(Exception):
     pass
-
-
-class MetricRow(TypedDict):
-    name: str
-    reported: float | None
-    ours: float | None
-    equal: bool
-
-
-class ImportCheck(TypedDict):
-    """``import_report.json`` of an imported log."""
-
-    harness: str
-    harness_version: str
-    task: str
-    model: str
-    files: list[str]
-    layer: str
-    matched: str | None
-    near_misses: list[str]
-    metric: str
-    reported: float | None
-    reported_n: int | None
-    ours_on_harness_denominator: float | None
-    ours_n: int
-    headline: float | None
-    headline_denominator: str
-    equal: bool
-    other_metrics: list[MetricRow]
-    samples: int
-    records: int
-    left_out: list[str]
-    notes: list[str]
 
 
 def _slug(text: str) -> str:
@@ -186,65 +85,6 @@ def imported_pipeline(task: HarnessTask) -> Pipeline:
                               {**fields, "why": why, "notes": tuple(task.notes)})
     except PipelineError as err:
         raise ImportSourceError(f"{task.files[0]}: the log's settings are not a valid pipeline: {err}") from None
-
-
-def _reduce(values: list[float], how: str) -> float:
-    if how == "max":
-        return max(values)
-    if how == "min":
-        return min(values)
-    if how == "median":
-        ordered = sorted(values)
-        mid = len(ordered) // 2
-        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-    return sum(values) / len(values)
-
-
-class _Accumulator:
-    """Streams records into the run directory and keeps what the checks need (a few numbers per sample)."""
-
-    def __init__(self, task: HarnessTask, cards: Cards) -> None:
-        self.task = task
-        self.summary = Summarizer(cards)
-        self.seen: set[tuple[str, int]] = set()
-        self.ours: dict[str, list[float]] = {}
-        self.theirs: dict[str, list[float]] = {}
-        self.meta_sums: dict[str, list[float]] = {}
-        self.first_diff: str | None = None
-        self.n_samples = 0
-
-    def add(self, sample: ImportedSample, record: RecordRow) -> None:
-        key = (sample.sample_id, sample.epoch)
-        if key in self.seen:
-            raise ImportSourceError(f"{sample.source_row}: sample id {sample.sample_id!r} epoch {sample.epoch} "
-                                    "appears twice in the log (each sample and epoch must be one entry)")
-        self.seen.add(key)
-        self.n_samples += 1
-        self.summary.add(record)
-        for name in self.task.other_metrics:
-            value = sample.meta.get(name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.meta_sums.setdefault(name, []).append(float(value))
-        if sample.peer_value is None:
-            return  # the harness left the sample out of its metric
-        self.ours.setdefault(sample.sample_id, []).append(float(record["score"]))
-        self.theirs.setdefault(sample.sample_id, []).append(sample.peer_value)
-        if self.first_diff is None and abs(float(record["score"]) - sample.peer_value) > _TOLERANCE:
-            self.first_diff = (f"sample {sample.sample_id!r} epoch {sample.epoch} ({sample.source_row}): ours "
-                               f"{record['score']:g} (prediction {record['prediction']!r}), the harness's "
-                               f"{sample.peer_value:g} (answer {sample.peer_answer!r})")
-
-    def ours_on_harness_denominator(self) -> float | None:
-        reduced = [_reduce(v, self.task.reducer) for v in self.ours.values()]
-        return sum(reduced) / len(reduced) if reduced else None
-
-    def first_reduced_difference(self) -> str | None:
-        for sid, values in self.theirs.items():
-            logged = self.task.reduced.get(sid)
-            if logged is not None and abs(_reduce(values, self.task.reducer) - logged) > _TOLERANCE:
-                return (f"sample {sid!r}: its epochs {values} reduce ({self.task.reducer}) to "
-                        f"{_reduce(values, self.task.reducer):g}, the log's reduced value is {logged:g}")
-        return None
 
 
 def _generation(sample: ImportedSample) -> Generation:
@@ -351,7 +191,7 @@ def _stream(task: HarnessTask, samples: Iterable[ImportedSample], options: Impor
         key = f"{pipeline.benchmark}.{pipeline.task}"
         generic = _Generic(task, pipeline)
     cards: Cards = {key: card}
-    acc = _Accumulator(task, cards)
+    acc = Accumulator(task, cards)
     run = RunDirectory(staging, name)
     try:
         for sample in samples:
@@ -364,7 +204,8 @@ def _stream(task: HarnessTask, samples: Iterable[ImportedSample], options: Impor
             raise ImportSourceError(f"{task.files[0]}: the log holds no samples of {task.task} (was it run without "
                                     "logging samples?): nothing to import")
         results = acc.summary.results()
-        check = _check(task, acc, results, layer, near_misses)
+        check = headline_check(task, acc, results, layer.layer if layer else None,
+                              f"{layer.key} {layer.layer}" if layer else None, near_misses)
         run.write_run(source=_source(task, layer), pipeline=card.get("pipeline"), overrides={},
                       versions={**_versions(), task.harness: task.harness_version},
                       models=[{"spec": task.model, "kind": "imported", "served_model_ids": []}],
@@ -380,40 +221,6 @@ def _stream(task: HarnessTask, samples: Iterable[ImportedSample], options: Impor
     options.log(f"{task.task} [{task.model}]: {acc.n_samples} samples -> {layer.layer if layer else IMPORTED_LAYER} "
                 f"layer, {task.metric} {check['reported']} (harness) = {check['ours_on_harness_denominator']} (ours)")
     return ImportedRun(task.model, staging / name, acc.n_samples, 0, results)
-
-
-def _check(task: HarnessTask, acc: _Accumulator, results: list[TaskResult], layer: LayerIndex | None,
-           near_misses: list[str]) -> ImportCheck:
-    ours = acc.ours_on_harness_denominator()
-    result = results[0]
-    equal = task.reported is None or (ours is not None and abs(ours - task.reported) <= _TOLERANCE)
-    if not equal:
-        where = acc.first_diff or acc.first_reduced_difference() or (
-            "no single sample differs from the harness's own per-sample scores: the harness's metric is not their "
-            f"{task.reducer} over epochs and mean over samples")
-        raise ImportMismatch(f"{task.files[0]}: {task.task} [{task.model}]: our {task.metric} "
-                             f"{_fmt(ours)} over {len(acc.ours)} samples differs from the harness's reported "
-                             f"{_fmt(task.reported)} over {task.reported_n}; first difference: {where}")
-    others: list[MetricRow] = []
-    for metric, reported in task.other_metrics.items():
-        values = acc.meta_sums.get(metric) or []
-        mine = sum(values) / len(values) if values else None
-        same = mine is not None and abs(mine - reported) <= _TOLERANCE
-        if not same:
-            raise ImportMismatch(f"{task.files[0]}: {task.task} [{task.model}]: {metric} from the per-sample values "
-                                 f"is {_fmt(mine)}, the harness reports {_fmt(reported)}")
-        others.append({"name": metric, "reported": reported, "ours": mine, "equal": same})
-    return {"harness": task.harness, "harness_version": task.harness_version, "task": task.task, "model": task.model,
-            "files": [str(p) for p in task.files], "layer": layer.layer if layer else IMPORTED_LAYER,
-            "matched": f"{layer.key} {layer.layer}" if layer else None, "near_misses": near_misses,
-            "metric": task.metric, "reported": task.reported, "reported_n": task.reported_n,
-            "ours_on_harness_denominator": ours, "ours_n": len(acc.ours), "headline": result["score"],
-            "headline_denominator": result["denominator"], "equal": equal, "other_metrics": others,
-            "samples": acc.n_samples, "records": acc.n_samples, "left_out": task.left_out, "notes": task.notes}
-
-
-def _fmt(value: float | None) -> str:
-    return "none" if value is None else f"{value:.6g}"
 
 
 def _source(task: HarnessTask, layer: LayerIndex | None) -> RunSource:

@@ -43,6 +43,9 @@ __all__ = ["LM_EVAL", "LmEvalImporter"]
 
 _RESULTS = re.compile(r"^results_(?P<date>.+)\.json$")
 _KNOWN_TYPES = ("multiple_choice", "generate_until")
+# A generation request's parameter (as _generation_params names it) -> (card field, lm-eval's argument name)
+_STATED_PARAMS = {"stop": ("inference.stop", "until"), "max_tokens": ("inference.max_tokens", "max_gen_toks"),
+                  "temperature": ("inference.decoding.temperature", "temperature")}
 
 
 class _Read(BaseModel):
@@ -263,18 +266,16 @@ def _harness_task(tf: _TaskFile) -> HarnessTask:
         stated["inference.request"] = ("loglikelihood", f"configs.{tf.task}.output_type multiple_choice")
     else:
         for key, value in _generation_params(args[0][1] if args else None).items():
-            field = {"stop": "inference.stop", "max_tokens": "inference.max_tokens",
-                     "temperature": "inference.decoding.temperature"}[key]
-            stated[field] = (value, f"arguments[0].arg_1.{ {'stop': 'until', 'max_tokens': 'max_gen_toks'}.get(key, key)}")
+            field, logged = _STATED_PARAMS[key]
+            stated[field] = (value, f"arguments[0].arg_1.{logged}")
     if config.num_fewshot is not None:
         stated["prompt.format.few_shot"] = (config.num_fewshot, f"configs.{tf.task}.num_fewshot")
     stated_params = tuple(f"params.{k}" for k in _generation_params(args[0][1] if args else None))
     n = (results.n_samples.get(tf.task) or {}).get("effective")
-    subject = ""
     return HarnessTask(
         harness="lm-eval", harness_version=results.lm_eval_version or "unknown", task=name, model=model,
         files=[tf.results_path, tf.samples_path], metric=tf.metric, reported=tf.reported, reported_n=n,
-        stated=stated, candidates=candidates("lm-eval", tf.task, subject) if tf.filter in ("none", "get_response")
+        stated=stated, candidates=candidates("lm-eval", tf.task) if tf.filter in ("none", "get_response")
         else [], compared=("prompt", "continuations", *stated_params), benchmark="lm_eval",
         notes=[f"Imported from lm-eval {results.lm_eval_version}: {tf.task}, filter {tf.filter}, "
                f"{config.output_type}; lm-eval does not log why a generation ended (finish_reason unknown)."],
