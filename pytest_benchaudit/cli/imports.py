@@ -56,23 +56,27 @@ def run(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in (rest if source else args.paths)]
     if not paths:
         raise ImportSourceError(f"benchaudit import {source}: give the logs or folders to import")
-    if source is None:
-        found = released_source(paths[0])
-        chosen = detect(paths[0]) if found is None else None
-        if found is None and chosen is None:
-            raise ImportSourceError(f"{paths[0]}: not a format benchaudit imports (Inspect .eval/.json logs, lm-eval "
+    # Without a source each path's format is detected (logs of several harnesses may be given at once).
+    groups: dict[str, list[Path]] = {}
+    for path in paths:
+        name = source or released_source(path) or getattr(detect(path), "name", None)
+        if name is None:
+            raise ImportSourceError(f"{path}: not a format benchaudit imports (Inspect .eval/.json logs, lm-eval "
                                     "results_*.json folders, Every Eval Ever files, AthenaBench runs-mini/, "
                                     "CTI-Bench responses/); name the source: benchaudit import SOURCE PATH")
-        source = found or (chosen.name if chosen else None)
-        print(f"detected {source} in {paths[0]}")
-    if source in _RELEASED:
-        if len(paths) != 1:
-            raise ImportSourceError(f"benchaudit import {source} reads one folder, not {len(paths)}")
-        runs = SOURCES[source](paths[0], args.report_dir, args.suites_dir, args.data_dir, log=print)
-    else:
-        data_dir, origin = resolve_data_dir(args.data_dir)
-        options = ImportOptions(args.report_dir, args.suites_dir, data_dir, origin, log=print)
-        runs = importer(str(source)).import_runs(paths, options)
+        if source is None:
+            print(f"detected {name} in {path}")
+        groups.setdefault(name, []).append(path)
+    runs = []
+    for name, group in groups.items():
+        if name in _RELEASED:
+            if len(group) != 1:
+                raise ImportSourceError(f"benchaudit import {name} reads one folder, not {len(group)}")
+            runs += SOURCES[name](group[0], args.report_dir, args.suites_dir, args.data_dir, log=print)
+        else:
+            data_dir, origin = resolve_data_dir(args.data_dir)
+            options = ImportOptions(args.report_dir, args.suites_dir, data_dir, origin, log=print)
+            runs += importer(name).import_runs(group, options)
     for imported in runs:
         print(f"  {imported.path}")
     print(f"{len(runs)} run directories written under {args.report_dir}")

@@ -365,3 +365,12 @@ def test_samples_read_in_a_child_come_back_in_order_and_its_errors_are_ours() ->
     stream = feed(_numbers_then_error(100_000), 100_000)
     assert next(iter(stream)) == {"i": 0}
     stream.close()  # type: ignore[attr-defined]  # a consumer that stops early ends the child (no hang)
+
+
+def test_a_bare_import_detects_each_path_s_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cyber = sorted((LOGS / "inspect-new").glob("*cybermetric-80*.eval"))[0]
+    assert _import(tmp_path, cyber, LOGS / "lm-eval" / "m2") == 0
+    out = capsys.readouterr().out
+    assert f"detected inspect in {cyber}" in out and "detected lm-eval in" in out
+    harnesses = sorted(_json(r / "import_report.json")["harness"] for r in _runs(tmp_path))
+    assert harnesses == ["inspect", "lm-eval", "lm-eval", "lm-eval"]
