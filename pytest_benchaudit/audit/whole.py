@@ -51,6 +51,9 @@ from pytest_benchaudit.rescore.run_dirs import RescoreError, rescore_run, sweep_
 from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
 from pytest_benchaudit.runs.run_meta import RunMeta
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME
+from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
+from pytest_benchaudit.runs.run_meta import RunMeta
 
 __all__ = ["AUDIT_VERSION", "AuditOptions", "build_audit", "upstream_differences", "scores_both_ways"]
 
@@ -70,6 +73,8 @@ def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]])
     headline; plus, where the summary row has them, the invalid reasons and the repeats' error bars."""
     rows: list[ScoreRow] = []
     for side, res in results.items():
+        if side not in doc["sets"]:
+            continue  # one run set (imported generic tasks: nothing re-scored toward another layer)
         label = doc["sets"][side]["label"]
         for r in res:
             row: ScoreRow = {"layer": label, "benchmark": r["benchmark"], "task": r["task"], "model": r["model"],
@@ -333,7 +338,14 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
     upstream: list[UpstreamDifference] = []
     extraction_dirs: list[Path] = []
     rendered: dict[tuple[str, str], UpstreamDifference | None] = {}  # (task, card hash) -> row: rendered once
+    notes: list[str] = []
     for run in base:
+        if not _has_suite(run, suites_dir):
+            # An imported log's generic task: no suite, so no layer to re-score toward; the audit keeps the
+            # runs' own compare, diagnose and export.
+            notes.append(f"{run.path.name}: its benchmarks have no suite under {suites_dir} (an imported generic "
+                         f"task): not re-scored toward {toward!r}")
+            continue
         new, _results, _cards = rescore_run(run.path, layer=toward, report_dir=out / "runs" / toward,
                                             suites_dir=suites_dir, data_dir=data_dir, option="--toward")
         rescored_dirs.append(new.path)
@@ -355,14 +367,12 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
             for row in upstream_differences(cards, toward, suites_dir, data_dir, rendered):
                 if row not in upstream:
                     upstream.append(row)
-    target = load_runs(rescored_dirs)
+    target = load_runs(rescored_dirs) if rescored_dirs else []
     real = load_runs([target_run]) if target_run is not None else []
-    set_a, set_b = make_sets(base, real or target)
-    assert set_b is not None  # a second run set was given
+    set_a, set_b = make_sets(base, (real or target) or None)
     cards = {k: c for run in base for k, c in (run.meta.get("pipeline_cards") or {}).items()}
     extra = load_runs(regenerated) if regenerated else []
-    notes: list[str] = []
-    if real:
+    if real and set_b is not None:  # a --pipelines run: set b is its target layer's own records
         upstream, split = _layer_upstream(set_a, make_sets(target)[0], set_b, cards, real[0].meta)
         # The target layer's own generations are rho_gen's run where some upstream field differs; where
         # none does they are the base's generations re-scored, which the re-scored run already stands for.
@@ -391,7 +401,7 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
     if findings is None:
         findings = _diagnose(base, ledger_rows, suites_dir, data_dir)
     results = {"a": [r for by in set_a.results.values() for r in by.values()],
-               "b": [r for by in set_b.results.values() for r in by.values()]}
+               "b": [r for by in set_b.results.values() for r in by.values()] if set_b is not None else []}
     audit: AuditDocument = {
         "version": AUDIT_VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -421,6 +431,12 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
         audit["layers"]["harnesses"] = list(pipelines)
         audit["harnesses"] = cross_harness(views, list(pipelines), suites_dir, data_dir)
     return audit
+
+
+def _has_suite(run: LoadedRun, suites_dir: Path) -> bool:
+    """Whether any benchmark the run has records of has a suite under ``suites_dir``."""
+    benches = {r["benchmark"] for r in run.records}
+    return any((Path(suites_dir) / bench / SUITE_FILENAME).is_file() for bench in benches)
 
 
 def _layer_upstream(set_a: RunSet, rescored: RunSet, real: RunSet, base_cards: Cards, target_meta: RunMeta

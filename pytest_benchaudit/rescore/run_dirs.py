@@ -82,8 +82,12 @@ class _Layers:
         self.seen: set[str] = set()
 
     def get(self, bench: str, task: str) -> Pipeline | str:
+        path = self.suites_dir / bench / SUITE_FILENAME
+        if not path.is_file():
+            # A benchmark with no suite here (an imported log's generic task): nothing to re-score toward.
+            return f"{bench}.{task}: no suite {bench!r} under {self.suites_dir}, so no {self.layer!r} pipeline"
         try:
-            suite = load_suite(self.suites_dir / bench / SUITE_FILENAME)
+            suite = load_suite(path)
             if task not in suite.tasks:
                 raise RescoreError(f"{self.suites_dir / bench / SUITE_FILENAME}: no task {task!r}; "
                                    f"tasks: {', '.join(suite.tasks)}")

@@ -12,7 +12,7 @@ Four kinds of run write it, each with the keys it knows (so all but ``run_id`` a
   ``n_records`` and ``exitstatus`` at its end;
 - an imported run (``importers/``): ``source`` (``{kind, path, ...}``) instead of argv, and the
   released numbers it was checked against (``scores``, ``agreement``, ``released_scores``,
-  ``task_overrides``);
+  ``task_overrides``); an imported log also writes ``import_report.json`` (the harness's metric beside ours);
 - a re-scored run (``benchaudit rescore``): ``source`` (kind ``rescore``), ``skipped``, ``rescored_at``;
 - one layer of a ``--pipelines`` run split by ``benchaudit audit`` (``source`` kind ``layer``).
 
@@ -85,7 +85,7 @@ class WorkerInfo(TypedDict, total=False):
 class RunSource(TypedDict, total=False):
     """Where a run that no pytest invocation made came from (``source``): an import, a re-score, a layer."""
 
-    kind: Required[str]  # athenabench-runs, cti-bench-responses, rescore, layer
+    kind: Required[str]  # athenabench-runs, cti-bench-responses, inspect-log, lm-eval-log, every-eval-ever-log, rescore, layer
     # imports: the released files
     path: str
     model: str

@@ -102,11 +102,13 @@ def _parser() -> argparse.ArgumentParser:
     return build_parser(["import"])
 
 
-def test_parser_defaults():
+def test_parser_defaults(capsys):
     args = _parser().parse_args(["import", "athenabench-runs", "some/dir"])
     assert args.report_dir == Path("reports") and args.suites_dir == Path("suites") and args.data_dir is None
-    with pytest.raises(SystemExit):
-        _parser().parse_args(["import", "unknown-source", "dir"])
+    # Without a known source the first path is detected; a path that is not there is one error.
+    assert main(["import", "unknown-source", "dir"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown-source: no such file or folder" in err and "Traceback" not in err
 
 
 # --------------------------------------------------------------------------- AthenaBench
