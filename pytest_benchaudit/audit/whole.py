@@ -50,10 +50,8 @@ from pytest_benchaudit.audit.layer_diff import downstream_differs, upstream_diff
 from pytest_benchaudit.rescore.run_dirs import RescoreError, rescore_run, sweep_run
 from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
-from pytest_benchaudit.runs.run_meta import RunMeta
+from pytest_benchaudit.runs.run_meta import RunMeta, not_recorded
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
-from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
-from pytest_benchaudit.runs.run_meta import RunMeta
 
 __all__ = ["AUDIT_VERSION", "AuditOptions", "build_audit", "upstream_differences", "scores_both_ways"]
 
@@ -339,6 +337,12 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
     extraction_dirs: list[Path] = []
     rendered: dict[tuple[str, str], UpstreamDifference | None] = {}  # (task, card hash) -> row: rendered once
     notes: list[str] = []
+    unrecorded = _truncation_unrecorded(base)
+    for run in base:
+        why = not_recorded(run.meta, "finish_reason")
+        if why:
+            notes.append(f"{run.path.name}: truncation {why} (no finish reason in its samples): FM03 not checked, "
+                         "and no reply counts as truncated in its invalid reasons")
     for run in base:
         if not _has_suite(run, suites_dir):
             # An imported log's generic task: no suite, so no layer to re-score toward; the audit keeps the
@@ -408,7 +412,7 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
         "runs": [str(run.path) for run in base], "layers": {"from": layers, "toward": toward},
         "rescored_runs": [str(p) for p in rescored_dirs],
         "extraction_only_runs": [str(p) for p in extraction_dirs],
-        "scores": scores_both_ways(doc, results),
+        "scores": _with_truncation(scores_both_ways(doc, results), unrecorded),
         "attribution": attribution,
         # A task whose layers send the same requests (or differ only where it changes nothing) is no
         # upstream difference: it is listed apart, with the fields and why.
@@ -431,6 +435,25 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
         audit["layers"]["harnesses"] = list(pipelines)
         audit["harnesses"] = cross_harness(views, list(pipelines), suites_dir, data_dir)
     return audit
+
+
+def _truncation_unrecorded(runs: Sequence[LoadedRun]) -> dict[tuple[str, str, str], str]:
+    """(benchmark, task, model) -> why its truncation is not recorded, for the runs whose source logs no finish
+    reason (an lm-eval import): their score rows say so rather than count 0 truncated."""
+    out: dict[tuple[str, str, str], str] = {}
+    for run in runs:
+        why = not_recorded(run.meta, "finish_reason")
+        if why:
+            out.update({(str(r["benchmark"]), str(r["task"]), str(r["model"])): why for r in run.records})
+    return out
+
+
+def _with_truncation(rows: list[ScoreRow], unrecorded: dict[tuple[str, str, str], str]) -> list[ScoreRow]:
+    for row in rows:
+        why = unrecorded.get((row["benchmark"], row["task"], row["model"]))
+        if why:
+            row["truncation"] = why
+    return rows
 
 
 def _has_suite(run: LoadedRun, suites_dir: Path) -> bool:

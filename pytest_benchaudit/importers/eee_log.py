@@ -215,6 +215,7 @@ class EveryEvalEverImporter:
         name = result.evaluation_name
 
         def lines() -> Iterator[ImportedSample]:
+            finish_reasons = 0
             with open(samples, "rb") as handle:
                 for number, raw in enumerate(handle, 1):
                     if not raw.strip():
@@ -227,7 +228,13 @@ class EveryEvalEverImporter:
                         raise ImportSourceError(f"{where}: not an Every Eval Ever sample line: "
                                                 f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
                     if line.evaluation_name == name:
-                        yield _sample(line, where, denominator)
+                        sample = _sample(line, where, denominator)
+                        finish_reasons += sample.finish_reason is not None
+                        yield sample
+            if not finish_reasons and stated.get("inference.request", ("generate", ""))[0] != "loglikelihood":
+                # No line says why its generation ended (an export of an lm-eval import, or a file that keeps
+                # none): its truncation is unknown, which the run says rather than count 0 truncated.
+                task_obj.not_recorded["finish_reason"] = "not recorded in the Every Eval Ever file"
 
         uncertainty = result.score_details.uncertainty or {}
         n = uncertainty.get("num_samples")

@@ -59,6 +59,7 @@ class ImportCheck(TypedDict):
     records: int
     left_out: list[str]
     notes: list[str]
+    not_recorded: dict[str, str]  # record fields the log does not hold -> why (finish_reason: lm-eval)
 
 
 def _reduce(values: list[float], how: str) -> float:
@@ -147,7 +148,8 @@ def check(task: HarnessTask, acc: Accumulator, results: list[TaskResult], layer:
             "metric": task.metric, "reported": task.reported, "reported_n": task.reported_n,
             "ours_on_harness_denominator": ours, "ours_n": len(acc.ours), "headline": result["score"],
             "headline_denominator": result["denominator"], "equal": equal, "other_metrics": others,
-            "samples": acc.n_samples, "records": acc.n_samples, "left_out": task.left_out, "notes": task.notes}
+            "samples": acc.n_samples, "records": acc.n_samples, "left_out": task.left_out, "notes": task.notes,
+            "not_recorded": task.not_recorded}
 
 
 def _fmt(value: float | None) -> str:

@@ -224,12 +224,16 @@ def _stream(task: HarnessTask, samples: Iterable[ImportedSample], options: Impor
 
 
 def _source(task: HarnessTask, layer: LayerIndex | None) -> RunSource:
-    return {"kind": f"{task.harness}-log", "path": str(task.files[0].resolve()), "model": task.model,
-            "files": {p.name: str(p.resolve()) for p in task.files},
-            "file_checksums": {p.name: _sha256(p) for p in task.files},
-            "matched_by": (f"every request equal to what the {layer.layer!r} layer of {layer.key} renders"
-                           if layer else "no peer layer matched: a generic task"),
-            "note": f"Imported from a {task.harness} {task.harness_version} log of {task.task}."}
+    source: RunSource = {
+        "kind": f"{task.harness}-log", "path": str(task.files[0].resolve()), "model": task.model,
+        "files": {p.name: str(p.resolve()) for p in task.files},
+        "file_checksums": {p.name: _sha256(p) for p in task.files},
+        "matched_by": (f"every request equal to what the {layer.layer!r} layer of {layer.key} renders"
+                       if layer else "no peer layer matched: a generic task"),
+        "note": f"Imported from a {task.harness} {task.harness_version} log of {task.task}."}
+    if task.not_recorded:
+        source["not_recorded"] = dict(task.not_recorded)
+    return source
 
 
 def _sha256(path: Path) -> str:

@@ -21,7 +21,9 @@ What a record takes from a line (docs/import.md has the whole mapping):
   results file reports for the same filter (``acc_norm``) are checked as the mean of theirs.
 
 lm-eval does not log why a generation ended: ``finish_reason`` stays unknown, so a generation cut
-at ``max_gen_toks`` cannot be told from a complete one (no record is marked ``truncated``).
+at ``max_gen_toks`` cannot be told from a complete one (no record is marked ``truncated``); a generation
+task's run says so (``source.not_recorded``: ``runs.run_meta.not_recorded``), which ``show``, ``diagnose`` and
+``audit`` read, so its truncation reads "not recorded by lm-eval", never 0.
 """
 
 from __future__ import annotations
@@ -279,7 +281,9 @@ def _harness_task(tf: _TaskFile) -> HarnessTask:
         else [], compared=("prompt", "continuations", *stated_params), benchmark="lm_eval",
         notes=[f"Imported from lm-eval {results.lm_eval_version}: {tf.task}, filter {tf.filter}, "
                f"{config.output_type}; lm-eval does not log why a generation ended (finish_reason unknown)."],
-        other_metrics=tf.others)
+        other_metrics=tf.others,
+        # A generation cut at max_gen_toks looks like one that ended: truncation is not recorded, not 0.
+        not_recorded={} if loglikelihood else {"finish_reason": "not recorded by lm-eval"})
 
 
 class LmEvalImporter:

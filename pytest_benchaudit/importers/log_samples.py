@@ -67,6 +67,8 @@ class HarnessTask:
     # Further metrics of the log, each checked as the mean of the per-sample values in ``meta[name]``.
     other_metrics: dict[str, float] = field(default_factory=dict)
     left_out: list[str] = field(default_factory=list)  # what the import could not take, and why
+    # A record field the log does not hold -> why (run.json source.not_recorded; runs.run_meta.not_recorded).
+    not_recorded: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -134,3 +134,68 @@ def test_an_exported_run_of_several_epochs_imports_back_epoch_by_epoch(tmp_path:
         (r["question_id"], r["repeat"], r["score"], r["valid"]) for r in before)
     summary = [json.loads((d / "summary.json").read_text())["results"][0] for d in (tmp_path / "first" / run.name, back)]
     assert summary[1]["score"] == pytest.approx(summary[0]["score"]) and summary[1]["repeats"] == 2
+
+
+# ------------------------------------------------------------------ lm-eval: truncation is not recorded
+
+
+def test_lm_eval_truncation_reads_not_recorded_never_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The scripted server cut the ``[trunc]`` reply at the token budget (finish_reason ``length``, make_logs.py)
+    for lm-eval as for Inspect; lm-eval's samples keep no finish reason, so the run and its audit say so."""
+    import jsonschema
+
+    runs = _import(tmp_path, "lm-eval", LOGS / "lm-eval" / "m1", LOGS / "lm-eval" / "m2")
+    generate = [r for r in runs if "toy_generate" in r.name]
+    loglikelihood = next(r for r in runs if r.name.endswith("mmlu_computer_security-m1"))
+    samples = next((LOGS / "lm-eval" / "m1").glob("samples_toy_generate_*.jsonl")).read_text()
+    assert "[trunc]" in samples and "finish" not in samples and "stop_reason" not in samples  # the log: no trace
+    for run in generate:
+        meta = json.loads((run / "run.json").read_text())
+        assert meta["source"]["not_recorded"] == {"finish_reason": "not recorded by lm-eval"}
+        assert json.loads((run / "import_report.json").read_text())["not_recorded"] == meta["source"]["not_recorded"]
+        assert all(json.loads(line)["finish_reason"] is None for line in (run / "records.jsonl").read_text().splitlines())
+    # A log-likelihood task generates nothing: no truncation to record.
+    assert "not_recorded" not in json.loads((loglikelihood / "run.json").read_text())["source"]
+    capsys.readouterr()
+    assert main(["show", str(generate[0])]) == 0
+    shown = capsys.readouterr().out
+    assert "truncation: not recorded by lm-eval" in shown and "truncated: 0" not in shown
+    assert main(["diagnose", str(generate[0]), "--suites-dir", str(SUITES)]) == 0
+    assert "not checked: FM03 (token-budget truncation)" in capsys.readouterr().out
+    assert main(["diagnose", str(generate[0]), "--suites-dir", str(SUITES), "--json"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)["not_checked"]
+    assert generate[0].name in line and "not recorded by lm-eval" in line
+    assert main(["audit", *map(str, generate), "--out", str(tmp_path / "audit"), "--suites-dir", str(SUITES),
+                 "--data-dir", str(DATA)]) == 0
+    audit = json.loads((tmp_path / "audit" / "audit.json").read_text())
+    schema = json.loads((SUITES.parent / "docs" / "schemas" / "audit.schema.json").read_text())
+    jsonschema.validate(audit, schema)
+    rows = [r for r in audit["scores"] if r["task"] == "toy_generate"]
+    assert len(rows) == 2 and all(r["truncation"] == "not recorded by lm-eval" for r in rows)
+    assert all("truncated" not in r.get("invalid_reasons", {}) for r in rows)
+    assert sum("truncation not recorded by lm-eval" in n for n in audit["compare"]["sensitivity"]["notes"]) == 2
+    assert "truncated: not recorded by lm-eval" in (tmp_path / "audit" / "report.html").read_text()
+
+
+def test_an_inspect_log_records_its_finish_reasons(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same scripted cut, logged by Inspect (toy-3: stop_reason max_tokens): counted, and nothing said missing."""
+    (run, *_) = _import(tmp_path, "inspect", *sorted((LOGS / "inspect-new").glob("*toy-mcq*.eval")))
+    assert "not_recorded" not in json.loads((run / "run.json").read_text())["source"]
+    records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+    assert {r["question_id"] for r in records if r["finish_reason"] == "length"} == {"toy-3"}
+    capsys.readouterr()
+    assert main(["show", str(run)]) == 0
+    assert "truncation:" not in capsys.readouterr().out
+
+
+def test_an_every_eval_ever_file_without_finish_reasons_says_so_too(tmp_path: Path) -> None:
+    runs = _import(tmp_path, "lm-eval", LOGS / "lm-eval" / "m1")
+    for name in ("toy_generate-m1", "mmlu_computer_security-m1"):
+        run = next(r for r in runs if r.name.endswith(name))
+        assert main(["export", str(run), "--format", "every-eval-ever", "--out", str(tmp_path / "eee"), "--samples"]) == 0
+    back = {r.name.rsplit("-", 1)[0].split("every-eval-ever-")[1]: r for r in _import(tmp_path, tmp_path / "eee",
+                                                                                    out="back")}
+    source = json.loads((back["toy_generate"] / "run.json").read_text())["source"]
+    assert source["not_recorded"] == {"finish_reason": "not recorded in the Every Eval Ever file"}
+    (mcq,) = [r for name, r in back.items() if name != "toy_generate"]  # log-likelihood: nothing generated
+    assert "not_recorded" not in json.loads((mcq / "run.json").read_text())["source"]
