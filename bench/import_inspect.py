@@ -101,7 +101,7 @@ def measure(log: Path, reports: Path) -> dict[str, float]:
     from pytest_benchaudit.importers.inspect_log import INSPECT
 
     started, cpu = time.perf_counter(), time.process_time()
-    INSPECT.import_runs([log], ImportOptions(reports, HERE.parent / "suites", reports, "bench"))
+    INSPECT.import_logs([log], ImportOptions(reports, HERE.parent / "suites", reports, "bench"))
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     me, child = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"wall": wall, "main_cpu": cpu, "reader_cpu": child.ru_utime + child.ru_stime,

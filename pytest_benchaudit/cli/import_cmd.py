@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             data_dir, origin = resolve_data_dir(args.data_dir)
             options = ImportOptions(args.report_dir, args.suites_dir, data_dir, origin, log=print)
-            runs += importer(name).import_runs(group, options)
+            runs += importer(name).import_logs(group, options)
     for imported in runs:
         print(f"  {imported.path}")
     print(f"{len(runs)} run directories written under {args.report_dir}")

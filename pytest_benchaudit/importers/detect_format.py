@@ -1,8 +1,9 @@
 """Which importer reads a path: the importers of other harnesses' logs, each one object, and detection.
 
 An importer is an object with ``name`` (what ``benchaudit import NAME`` calls it), ``help`` (one
-line), ``detect(path) -> bool`` (is this path in my format?) and ``import_runs(paths, options) ->
-list[ImportedRun]`` (:class:`Importer`).  :data:`LOG_IMPORTERS` lists them in the order
+line), ``detect(path) -> bool`` (is this path in my format?), ``import_logs(paths, options) ->
+list[ImportedRun]`` (several logs at once) and ``import_runs(source, report_dir, suites_dir, data_dir, log)``
+(one path, the shape of the released-output importers: :class:`.log_samples.LogImporter`) (:class:`Importer`).  :data:`LOG_IMPORTERS` lists them in the order
 :func:`detect` tries them; a bare ``benchaudit import PATH`` takes the first that says yes and
 prints which (the released-output importers, AthenaBench's and CTI-Bench's, are detected by
 their folder's files).
@@ -10,6 +11,7 @@ their folder's files).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -30,7 +32,10 @@ class Importer(Protocol):
 
     def detect(self, path: Path) -> bool: ...
 
-    def import_runs(self, paths: list[Path], options: ImportOptions) -> list[ImportedRun]: ...
+    def import_logs(self, paths: list[Path], options: ImportOptions) -> list[ImportedRun]: ...
+
+    def import_runs(self, source: Path, report_dir: Path, suites_dir: Path, data_dir: str | None,
+                    log: Callable[[str], None] = ...) -> list[ImportedRun]: ...
 
 
 LOG_IMPORTERS: tuple[Importer, ...] = (INSPECT, LM_EVAL, EVERY_EVAL_EVER)

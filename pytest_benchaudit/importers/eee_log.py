@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from pytest_benchaudit.importers.common import ImportedRun, ImportSourceError
 from pytest_benchaudit.importers.imported_runs import HarnessTask, ImportedSample, ImportOptions, import_task
+from pytest_benchaudit.importers.log_samples import LogImporter
 from pytest_benchaudit.pipeline.stages import field_paths
 
 __all__ = ["EVERY_EVAL_EVER", "EveryEvalEverImporter"]
@@ -171,7 +172,7 @@ def _sample(line: SampleLine, where: str, denominator: str) -> ImportedSample:
         invalid_reason=str(reason) if invalid else None, source_row=where)
 
 
-class EveryEvalEverImporter:
+class EveryEvalEverImporter(LogImporter):
     """The ``every-eval-ever`` importer: aggregate JSON files and the sample JSONL they point to."""
 
     name = "every-eval-ever"
@@ -187,7 +188,7 @@ class EveryEvalEverImporter:
                 return True
         return False
 
-    def import_runs(self, paths: list[Path], options: ImportOptions) -> list[ImportedRun]:
+    def import_logs(self, paths: list[Path], options: ImportOptions) -> list[ImportedRun]:
         runs: list[ImportedRun] = []
         for path in _aggregates(paths):
             doc = _read(path)

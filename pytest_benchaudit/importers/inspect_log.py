@@ -33,6 +33,7 @@ from pydantic import JsonValue, ValidationError
 from pytest_benchaudit.importers.common import ImportedRun, ImportSourceError
 from pytest_benchaudit.importers.eval_archive import EvalArchive, is_zip
 from pytest_benchaudit.importers.imported_runs import HarnessTask, ImportedSample, ImportOptions, import_task
+from pytest_benchaudit.importers.log_samples import LogImporter
 from pytest_benchaudit.importers.inspect_records import (KNOWN_VERSION, InspectHeader, InspectSample,
                                                                ModelEvent, resolve)
 from pytest_benchaudit.importers.peer_match import candidates
@@ -290,7 +291,7 @@ def _log_files(paths: list[Path]) -> list[Path]:
     return out
 
 
-class InspectImporter:
+class InspectImporter(LogImporter):
     """The ``inspect`` importer: ``.eval`` archives and ``.json`` logs, or folders of them."""
 
     name = "inspect"
@@ -308,7 +309,7 @@ class InspectImporter:
             return b'"eval"' in head and b'"version"' in head and b'"plan"' in head
         return False
 
-    def import_runs(self, paths: list[Path], options: ImportOptions) -> list[ImportedRun]:
+    def import_logs(self, paths: list[Path], options: ImportOptions) -> list[ImportedRun]:
         logs = [_LogFile(p) for p in _log_files(paths)]
         by_pair: dict[tuple[str, str], _LogFile] = {}
         for log in logs:

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from pytest_benchaudit.importers.common import ImportedRun, ImportSourceError
 from pytest_benchaudit.importers.imported_runs import HarnessTask, ImportedSample, ImportOptions, import_task
+from pytest_benchaudit.importers.log_samples import LogImporter
 from pytest_benchaudit.importers.peer_match import candidates
 from pytest_benchaudit.pipeline.record_documents import ContinuationRow
 
@@ -286,7 +287,7 @@ def _harness_task(tf: _TaskFile) -> HarnessTask:
         not_recorded={} if loglikelihood else {"finish_reason": "not recorded by lm-eval"})
 
 
-class LmEvalImporter:
+class LmEvalImporter(LogImporter):
     """The ``lm-eval`` importer: ``--output_path`` folders (``results_*.json`` + ``samples_*.jsonl``)."""
 
     name = "lm-eval"
@@ -297,7 +298,7 @@ class LmEvalImporter:
             return bool(_RESULTS.match(path.name))
         return path.is_dir() and any(_RESULTS.match(p.name) for p in path.rglob("results_*.json"))
 
-    def import_runs(self, paths: list[Path], options: ImportOptions) -> list[ImportedRun]:
+    def import_logs(self, paths: list[Path], options: ImportOptions) -> list[ImportedRun]:
         files = _results_files(paths)
         tasks: list[_TaskFile] = []
         seen: dict[tuple[str, str, str], Path] = {}

@@ -9,10 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
 from pytest_benchaudit.pipeline.record_documents import ContinuationRow
+
+if TYPE_CHECKING:
+    from pytest_benchaudit.importers.common import ImportedRun
 
 __all__ = ["HarnessTask", "ImportOptions", "ImportedSample"]
 
@@ -79,3 +83,26 @@ class ImportOptions:
     data_origin: str
     log: Callable[[str], None] = lambda _msg: None
     stamp: str = ""
+
+
+class LogImporter:
+    """The base of the log importers: a format's ``import_logs(paths, options)`` (several logs at once, so two
+    logs of one task and model are refused together) and, from it, ``import_runs`` in the shape of the
+    released-output importers (``athenabench-runs``, ``cti-bench-responses``): one source path and the
+    command's folders, so one registry can hold both kinds."""
+
+    name: str = ""
+    help: str = ""
+
+    def detect(self, path: Path) -> bool:
+        raise NotImplementedError
+
+    def import_logs(self, paths: list[Path], options: ImportOptions) -> list[ImportedRun]:
+        raise NotImplementedError
+
+    def import_runs(self, source: Path, report_dir: Path, suites_dir: Path, data_dir: str | None,
+                    log: Callable[[str], None] = print) -> list[ImportedRun]:
+        from pytest_benchaudit.dataset.readers import resolve_data_dir
+
+        data, origin = resolve_data_dir(data_dir)
+        return self.import_logs([Path(source)], ImportOptions(Path(report_dir), Path(suites_dir), data, origin, log=log))

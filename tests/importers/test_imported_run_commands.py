@@ -199,3 +199,27 @@ def test_an_every_eval_ever_file_without_finish_reasons_says_so_too(tmp_path: Pa
     assert source["not_recorded"] == {"finish_reason": "not recorded in the Every Eval Ever file"}
     (mcq,) = [r for name, r in back.items() if name != "toy_generate"]  # log-likelihood: nothing generated
     assert "not_recorded" not in json.loads((mcq / "run.json").read_text())["source"]
+
+
+# ------------------------------------------------------------------ the importers' shape
+
+
+def test_each_log_importer_also_imports_one_source_as_the_released_importers_do(tmp_path: Path) -> None:
+    """``import_runs(source, report_dir, suites_dir, data_dir, log)``: the released importers' call (one path),
+    so one registry can hold both kinds; the run it writes is the one ``benchaudit import`` writes."""
+    from pytest_benchaudit.importers.detect_format import LOG_IMPORTERS, detect
+
+    log = sorted((LOGS / "inspect-new").glob("*toy-mcq*.eval"))[0]
+    sources = {"inspect": log, "lm-eval": LOGS / "lm-eval" / "m1"}
+    assert [imp.name for imp in LOG_IMPORTERS] == ["inspect", "lm-eval", "every-eval-ever"]
+    for imp in LOG_IMPORTERS:
+        assert imp.help and callable(imp.detect)
+        if imp.name not in sources:
+            continue
+        lines: list[str] = []
+        runs = imp.import_runs(sources[imp.name], tmp_path / imp.name, SUITES, str(DATA), log=lines.append)
+        assert detect(sources[imp.name]) is imp and runs and lines
+        cli = _import(tmp_path, imp.name, sources[imp.name], out=f"cli-{imp.name}")
+        for mine, theirs in zip(sorted(runs, key=lambda r: r.path.name.split("-", 2)[2]),
+                                sorted(cli, key=lambda p: p.name.split("-", 2)[2])):
+            assert (mine.path / "summary.json").read_text() == (theirs / "summary.json").read_text()
