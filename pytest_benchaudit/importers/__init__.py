@@ -10,9 +10,10 @@ Logs of other harnesses (one run directory per task and model; docs/import.md ha
 Each is one importer object (``name``, ``help``, ``detect(path)``, ``import_logs(paths, options)``, and
 ``import_runs(source, report_dir, suites_dir, data_dir, log)`` in the released importers' shape;
 :class:`detect_format.Importer`, :data:`detect_format.LOG_IMPORTERS`) that reads its format into
-``log_samples.py``'s types; what they share is ``imported_runs.py`` (the imported layer, staged writes), ``headline_check.py`` (the
-headline against the harness's own metric), ``peer_match.py`` (a log whose requests are what a
-peer layer renders is that layer) and ``sample_feed.py`` (reading on the second core).
+``log_samples.py``'s types; what they share is ``imported_runs.py`` (the imported layer, staged
+writes), ``headline_check.py`` (the headline against the harness's own metric), ``peer_match.py``
+(a log whose requests are what a peer layer renders is that layer) and ``sample_feed.py`` (reading on
+the second core).
 
 Published outputs of two benchmarks, one run directory per model:
 

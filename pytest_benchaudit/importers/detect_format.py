@@ -3,10 +3,10 @@
 An importer is an object with ``name`` (what ``benchaudit import NAME`` calls it), ``help`` (one
 line), ``detect(path) -> bool`` (is this path in my format?), ``import_logs(paths, options) ->
 list[ImportedRun]`` (several logs at once) and ``import_runs(source, report_dir, suites_dir, data_dir, log)``
-(one path, the shape of the released-output importers: :class:`.log_samples.LogImporter`) (:class:`Importer`).  :data:`LOG_IMPORTERS` lists them in the order
-:func:`detect` tries them; a bare ``benchaudit import PATH`` takes the first that says yes and
-prints which (the released-output importers, AthenaBench's and CTI-Bench's, are detected by
-their folder's files).
+(one path, the shape of the released-output importers: :class:`.log_samples.LogImporter`)
+(:class:`Importer`).  :data:`LOG_IMPORTERS` lists them in the order :func:`detect` tries them; a
+bare ``benchaudit import PATH`` takes the first that says yes and prints which (the released-output
+importers, AthenaBench's and CTI-Bench's, are detected by their folder's files).
 """
 
 from __future__ import annotations

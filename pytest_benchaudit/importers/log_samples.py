@@ -105,4 +105,5 @@ class LogImporter:
         from pytest_benchaudit.dataset.readers import resolve_data_dir
 
         data, origin = resolve_data_dir(data_dir)
-        return self.import_logs([Path(source)], ImportOptions(Path(report_dir), Path(suites_dir), data, origin, log=log))
+        options = ImportOptions(Path(report_dir), Path(suites_dir), data, origin, log=log)
+        return self.import_logs([Path(source)], options)

@@ -306,7 +306,8 @@ def sweep_run(
         layers.check_known()
     if harness_own:
         why = ("an imported task extracted and scored by its harness (extraction.rule unspecified, or "
-               "scoring.metric a name of the harness's own): the variant has no rule or metric of ours to re-score with")
+               "scoring.metric a name of the harness's own): the variant has no rule or metric of ours to "
+               "re-score with")
         if len(all_records) == len(base_records):  # not one variant built: say so once, as the error
             raise RescoreError(f"{run_dir}: nothing to sweep: {why}: {', '.join(harness_own)}")
         notes.append(f"{', '.join(harness_own)}: skipped: {why}")
