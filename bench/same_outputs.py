@@ -23,7 +23,7 @@ differs.
 
 ``both BASE TIP --out DIR`` makes both and compares them.
 
-    BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/same_outputs.py both ../base . --out /tmp/same
+    BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/same_outputs.py both ../base . --out ../same
 """
 
 from __future__ import annotations

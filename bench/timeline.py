@@ -10,11 +10,11 @@ arrival, so each run splits into three parts measured on the server's clock:
 * **end**: last request to process exit (its answer's latency, the last items, the summary,
   run.json, the inference process's shutdown, the interpreter's exit).
 
-``--base TREE`` runs another checkout of the package (``git worktree add /tmp/base HEAD~1``)
+``--base TREE`` runs another checkout of the package (``git worktree add ../base HEAD~1``)
 through ``PYTHONPATH`` in turn with this one, interleaved, each run against a server of its own
 (``throughput.py``'s mix, options and bytecode cache).  Medians of ``--repeats``.
 
-    BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/timeline.py --repeats 6 --base /tmp/base
+    BENCHAUDIT_DATA=../shared/datasets .venv/bin/python bench/timeline.py --repeats 6 --base ../base
 """
 
 from __future__ import annotations

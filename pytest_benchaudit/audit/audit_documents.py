@@ -48,6 +48,8 @@ class ScoreRow(TypedDict):
     score_valid: float | None
     invalid_rate: float
     invalid_reasons: NotRequired[dict[str, int]]
+    # "not recorded by lm-eval": the run's log holds no finish reason, so a count of 0 truncated would be false
+    truncation: NotRequired[str]
     lower_is_better: NotRequired[bool]
     repeats: NotRequired[int]
     reducer: NotRequired[str]

@@ -51,7 +51,8 @@ from pytest_benchaudit.audit.layer_diff import downstream_differs, upstream_diff
 from pytest_benchaudit.rescore.run_dirs import RescoreError, rescore_run, sweep_run
 from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
-from pytest_benchaudit.runs.run_meta import RunMeta
+from pytest_benchaudit.runs.run_meta import RunMeta, not_recorded
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
 __all__ = ["AUDIT_VERSION", "AuditOptions", "build_audit", "upstream_differences", "scores_both_ways"]
 
@@ -71,6 +72,8 @@ def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]])
     headline; plus, where the summary row has them, the invalid reasons and the repeats' error bars."""
     rows: list[ScoreRow] = []
     for side, res in results.items():
+        if side not in doc["sets"]:
+            continue  # one run set (imported generic tasks: nothing re-scored toward another layer)
         label = doc["sets"][side]["label"]
         for r in res:
             row: ScoreRow = {"layer": label, "benchmark": r["benchmark"], "task": r["task"], "model": r["model"],
@@ -337,7 +340,20 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
     upstream: list[UpstreamDifference] = []
     extraction_dirs: list[Path] = []
     rendered: dict[tuple[str, str], UpstreamDifference | None] = {}  # (task, card hash) -> row: rendered once
+    notes: list[str] = []
+    unrecorded = _truncation_unrecorded(base)
     for run in base:
+        why = not_recorded(run.meta, "finish_reason")
+        if why:
+            notes.append(f"{run.path.name}: truncation {why} (no finish reason in its samples): FM03 not checked, "
+                         "and no reply counts as truncated in its invalid reasons")
+    for run in base:
+        if not _has_suite(run, suites_dir):
+            # An imported log's generic task: no suite, so no layer to re-score toward; the audit keeps the
+            # runs' own compare, diagnose and export.
+            notes.append(f"{run.path.name}: its benchmarks have no suite under {suites_dir} (an imported generic "
+                         f"task): not re-scored toward {toward!r}")
+            continue
         new, _results, _cards = rescore_run(run.path, layer=toward, report_dir=out / "runs" / toward,
                                             suites_dir=suites_dir, data_dir=data_dir, option="--toward")
         rescored_dirs.append(new.path)
@@ -359,14 +375,12 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
             for row in upstream_differences(cards, toward, suites_dir, data_dir, rendered):
                 if row not in upstream:
                     upstream.append(row)
-    target = load_runs(rescored_dirs)
+    target = load_runs(rescored_dirs) if rescored_dirs else []
     real = load_runs([target_run]) if target_run is not None else []
-    set_a, set_b = make_sets(base, real or target)
-    assert set_b is not None  # a second run set was given
+    set_a, set_b = make_sets(base, (real or target) or None)
     cards = {k: c for run in base for k, c in (run.meta.get("pipeline_cards") or {}).items()}
     extra = load_runs(regenerated) if regenerated else []
-    notes: list[str] = []
-    if real:
+    if real and set_b is not None:  # a --pipelines run: set b is its target layer's own records
         upstream, split = _layer_upstream(set_a, make_sets(target)[0], set_b, cards, real[0].meta)
         # The target layer's own generations are rho_gen's run where some upstream field differs; where
         # none does they are the base's generations re-scored, which the re-scored run already stands for.
@@ -395,14 +409,14 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
     if findings is None:
         findings = _diagnose(base, ledger_rows, suites_dir, data_dir, options.order_flips)
     results = {"a": [r for by in set_a.results.values() for r in by.values()],
-               "b": [r for by in set_b.results.values() for r in by.values()]}
+               "b": [r for by in set_b.results.values() for r in by.values()] if set_b is not None else []}
     audit: AuditDocument = {
         "version": AUDIT_VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "runs": [str(run.path) for run in base], "layers": {"from": layers, "toward": toward},
         "rescored_runs": [str(p) for p in rescored_dirs],
         "extraction_only_runs": [str(p) for p in extraction_dirs],
-        "scores": scores_both_ways(doc, results),
+        "scores": _with_truncation(scores_both_ways(doc, results), unrecorded),
         "attribution": attribution,
         # A task whose layers send the same requests (or differ only where it changes nothing) is no
         # upstream difference: it is listed apart, with the fields and why.
@@ -425,6 +439,31 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
         audit["layers"]["harnesses"] = list(pipelines)
         audit["harnesses"] = cross_harness(views, list(pipelines), suites_dir, data_dir)
     return audit
+
+
+def _truncation_unrecorded(runs: Sequence[LoadedRun]) -> dict[tuple[str, str, str], str]:
+    """(benchmark, task, model) -> why its truncation is not recorded, for the runs whose source logs no finish
+    reason (an lm-eval import): their score rows say so rather than count 0 truncated."""
+    out: dict[tuple[str, str, str], str] = {}
+    for run in runs:
+        why = not_recorded(run.meta, "finish_reason")
+        if why:
+            out.update({(str(r["benchmark"]), str(r["task"]), str(r["model"])): why for r in run.records})
+    return out
+
+
+def _with_truncation(rows: list[ScoreRow], unrecorded: dict[tuple[str, str, str], str]) -> list[ScoreRow]:
+    for row in rows:
+        why = unrecorded.get((row["benchmark"], row["task"], row["model"]))
+        if why:
+            row["truncation"] = why
+    return rows
+
+
+def _has_suite(run: LoadedRun, suites_dir: Path) -> bool:
+    """Whether any benchmark the run has records of has a suite under ``suites_dir``."""
+    benches = {r["benchmark"] for r in run.records}
+    return any((Path(suites_dir) / bench / SUITE_FILENAME).is_file() for bench in benches)
 
 
 def _layer_upstream(set_a: RunSet, rescored: RunSet, real: RunSet, base_cards: Cards, target_meta: RunMeta

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pytest_benchaudit.cli._common import Subparsers
@@ -111,8 +112,21 @@ def run(args: argparse.Namespace) -> int:
     flips = None if args.no_multiverse else _order_flips(runs, args.suites_dir, args.data_dir, warn)
     report = diagnose_report(runs, resources=resources, ledger_rows=ledger, order_flips=flips)
     n_groups = len(group_runs(runs))
+    unchecked = truncation_unchecked(runs)
     if args.json:
-        print(json.dumps(to_json(report.findings, n_groups, report.folded), indent=2, ensure_ascii=False))
+        doc = to_json(report.findings, n_groups, report.folded)
+        if unchecked:
+            doc["not_checked"] = unchecked
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
-        print(render(report.findings, n_groups, report.folded))
+        print(render(report.findings, n_groups, report.folded) + "".join(f"\nnot checked: {u}" for u in unchecked))
     return 0
+
+
+def truncation_unchecked(runs: Sequence[LoadedRun]) -> list[str]:
+    """One line per run whose source records no finish reason (lm-eval): FM03 cannot see a truncated reply there,
+    so its silence is no "0 truncated"."""
+    from pytest_benchaudit.runs.run_meta import not_recorded
+
+    return [f"FM03 (token-budget truncation) on {run.name}: finish reason {why}; truncation not recorded"
+            for run in runs if (why := not_recorded(run.meta, "finish_reason"))]

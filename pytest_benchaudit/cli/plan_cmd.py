@@ -10,7 +10,8 @@ the discordance rate), else the paired t test (its power from the noncentral t w
 The two variances are measured from ``--from`` runs' records.jsonl (two or more models on the task:
 their paired differences; one model: its own variances, doubled for an independent second model), or
 without runs come from a stated assumption (0/1 scores right half the time: the most a 0/1 score
-varies).  No model server, no pytest run; the task's size is read from its data file.
+varies).  No model server, no pytest run; the task's size is read from its data file, or, for a task imported
+from another harness's log that no suite names (``benchaudit import``), counted from the ``--from`` runs.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ class Plan(BaseModel):
     task: str
     metric: str
     task_questions: int
+    # Where task_questions was counted: "data" (the suite task's data file) or "runs" (an imported task with no
+    # suite: the distinct questions of the --from runs, which may be fewer than the harness's dataset holds).
+    task_questions_from: str = "data"
     mde: float
     alpha: float
     power: float
@@ -112,7 +116,8 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
                                    "--alpha with --power, and whether the task holds that many.")
     p.add_argument("--task", required=True, metavar="BENCH.TASK",
                    help="the suite task compared (e.g. cybermetric.cm80; BENCH alone for a one-task suite): its "
-                        "size caps the questions available")
+                        "size caps the questions available; a task imported from another harness's log with no "
+                        "suite (e.g. inspect.toy_mcq) needs --from, and its size is the questions its runs hold")
     p.add_argument("--mde", required=True, type=float, metavar="D",
                    help="the true difference to detect, absolute in the metric's unit (0.03 = 3 points on a share)")
     p.add_argument("--from", dest="runs", nargs="+", type=Path, default=[], metavar="RUN",
@@ -147,6 +152,42 @@ def _split_task(text: str, suites_dir: Path) -> tuple[Any, str]:
         raise CliError(f"--task {text!r}: {bench} has no task {task!r}{did_you_mean(task, suite.tasks)}; tasks: "
                        + ", ".join(f"{bench}.{t}" for t in suite.tasks))
     return suite, task
+
+
+def _has_suite(bench: str, suites_dir: Path) -> bool:
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME
+
+    return (Path(suites_dir) / bench / SUITE_FILENAME).is_file()
+
+
+def _imported_task(text: str, runs: list[Path]) -> str:
+    """The task of ``BENCH.TASK`` (or ``BENCH`` alone where the runs hold one task of it) when BENCH has no suite:
+    an imported log's generic task (``benchaudit import``), known only from the ``--from`` runs' records."""
+    from pytest_benchaudit.compare.runsets import CompareError, expand_runs
+    from pytest_benchaudit.runs.store import load_run
+
+    try:
+        run_dirs = expand_runs(runs)
+    except CompareError as err:
+        raise CliError(f"--from {err}") from None
+    bench, _, task = text.partition(".")
+    found: set[tuple[str, str]] = set()
+    for run_dir in run_dirs:
+        _meta, records = load_run(run_dir, require_records=True)
+        found |= {(str(r["benchmark"]), str(r["task"])) for r in records}
+    tasks = sorted(t for b, t in found if b == bench)
+    if not tasks:
+        raise CliError(f"--task {text!r}: no suite {bench!r} and no records of benchmark {bench!r} in the --from runs; "
+                       "tasks in them: " + ", ".join(sorted(f"{b}.{t}" for b, t in found)))
+    if not task:
+        if len(tasks) != 1:
+            raise CliError(f"--task {text!r}: the runs hold {len(tasks)} tasks of {bench}; name one as BENCH.TASK: "
+                           + ", ".join(f"{bench}.{t}" for t in tasks))
+        return tasks[0]
+    if task not in tasks:
+        raise CliError(f"--task {text!r}: the --from runs hold no task {task!r} of {bench}"
+                       f"{did_you_mean(task, tasks)}; tasks: " + ", ".join(f"{bench}.{t}" for t in tasks))
+    return task
 
 
 def _task_questions(suite: Any, task: str, data_dir: str | None) -> int:
@@ -252,10 +293,22 @@ def make_plan(args: argparse.Namespace) -> Plan:
                                                    plan_rows, questions_for_power, z_total)
     from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
-    suite, task = _split_task(args.task, args.suites_dir)
+    bench = args.task.partition(".")[0]
+    imported = bool(args.runs) and not _has_suite(bench, args.suites_dir)
+    try:
+        suite, task = ((None, _imported_task(args.task, args.runs)) if imported
+                       else _split_task(args.task, args.suites_dir))
+    except CliError as err:
+        if args.runs or _has_suite(bench, args.suites_dir):
+            raise
+        raise CliError(f"{err}; a task imported from another harness's log has no suite: give its runs with "
+                       "--from RUN...") from None
+    bench = suite.name if suite is not None else bench
     repeats = _parse_repeats(args.repeats)
-    scores, metric = _scores_by_model(args.runs, suite.name, task) if args.runs else ({}, "")
-    if not metric:
+    scores, metric = _scores_by_model(args.runs, bench, task) if args.runs else ({}, "")
+    if not metric and suite is None:
+        raise CliError(f"--task {args.task!r}: the runs' records of {bench}.{task} name no scoring metric")
+    if not metric and suite is not None:
         from pytest_benchaudit.pipeline.stages import PipelineError
 
         try:
@@ -269,9 +322,11 @@ def make_plan(args: argparse.Namespace) -> Plan:
     elif info is not None and info.kind == "binary":
         variances, models = assumed_binary_variances(), []
     else:
-        raise CliError(f"{suite.name}.{task} scores with {metric!r}, not a 0/1 score: there is no safe assumption "
+        raise CliError(f"{bench}.{task} scores with {metric!r}, not a 0/1 score: there is no safe assumption "
                        "about its variance; measure it with --from RUN (a run of the task, ideally with --repeats)")
-    size = _task_questions(suite, task, args.data_dir)
+    # An imported task has no suite and no data file here: its size is the questions its runs hold.
+    size = (_task_questions(suite, task, args.data_dir) if suite is not None
+            else len({qid for by_q in scores.values() for qid in by_q}))
     rows = plan_rows(args.mde, variances, size, repeats, args.alpha, args.power)
     fitting = [r for r in rows if r.fits]
     best = min(fitting, key=lambda r: (r.generations, r.repeats)) if fitting else None
@@ -280,7 +335,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
                                    rows[0].questions)
     docs = [PlanRowDoc(repeats=r.repeats, questions=r.questions, generations=r.generations, fits=bool(r.fits),
                        test=r.test, power=r.power) for r in rows]
-    return Plan(task=f"{suite.name}.{task}", metric=metric, task_questions=size, mde=args.mde, alpha=args.alpha,
+    return Plan(task=f"{bench}.{task}", metric=metric, task_questions=size,
+                task_questions_from="data" if suite is not None else "runs", mde=args.mde, alpha=args.alpha,
                 power=args.power, z_total=z_total(args.alpha, args.power),
                 variances=VariancesDoc(between=variances.between, within=variances.within,
                                        within_measured=variances.within_measured, source=variances.source,
@@ -297,7 +353,8 @@ def render_plan(plan: Plan) -> str:
     from tabulate import tabulate
 
     share = _is_share(plan.metric)
-    size = f"{plan.task_questions:,} questions"
+    size = f"{plan.task_questions:,} questions" + (" in its runs: an imported task with no suite; the harness's "
+                                                     "dataset may hold more" if plan.task_questions_from == "runs" else "")
     what = f"{plan.mde:g}" + (f" ({100 * plan.mde:g} points)" if share else f" ({plan.metric})")
     v = plan.variances
     lines = [f"plan: {plan.task} ({size}): two models on the same questions, a true difference of {what}, "

@@ -27,6 +27,7 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.report.terminal import render_summary
     from pytest_benchaudit.runs.membership import RunMembership
+    from pytest_benchaudit.runs.run_meta import not_recorded
     from pytest_benchaudit.runs.store import load_run, read_run_json, read_summary_json, scan_records
 
     meta = read_run_json(args.run_dir)
@@ -45,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
     print(render_summary(summary.get("results", []), summary.get("benchmarks", []), cards, []))
     for gate in summary.get("gates", []):
         print(f"  {'PASS' if gate['passed'] else 'FAIL'}  {gate['gate']}   {gate['detail']}")
+    why = not_recorded(meta, "finish_reason")
+    if why:  # an imported log without finish reasons: no reply is counted as truncated, which is not "0 truncated"
+        print(f"truncation: {why} (no finish reason in its samples): a reply cut at the token budget is not told "
+              "from one that ended, so none is counted as truncated")
     for key, card in cards.items():
         fields = card.get("fields", {})
         print(f"\n{key}: pipeline '{card.get('pipeline')}' {card.get('hash')}")

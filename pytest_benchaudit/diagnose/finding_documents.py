@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from pytest_benchaudit.diagnose.failure_modes import Stage
 
@@ -70,6 +70,9 @@ class DiagnoseDocument(TypedDict):
     findings: list[FindingRow]
     n_folded: int
     folded: list[FindingRow]
+    # Checks that could not see their failure mode in some run, one line each (FM03 where the imported log
+    # records no finish reason: lm-eval), so their silence is not read as "none found".
+    not_checked: NotRequired[list[str]]
 
 
 FINDING: TypeAdapter[FindingRow] = TypeAdapter(FindingRow)

@@ -1,4 +1,21 @@
-"""``benchaudit import``: published model outputs -> run directories, one per model.
+"""``benchaudit import``: other harnesses' logs and published model outputs -> run directories.
+
+Logs of other harnesses (one run directory per task and model; docs/import.md has the mapping):
+
+    benchaudit import inspect LOG_OR_DIR...      Inspect .eval / .json logs (inspect_log.py)
+    benchaudit import lm-eval DIR...             lm_eval --output_path DIR --log_samples (lm_eval_log.py)
+    benchaudit import every-eval-ever DIR...     Every Eval Ever 0.3.0 files (eee_log.py)
+    benchaudit import PATH...                    the format detected (detect_format.py)
+
+Each is one importer object (``name``, ``help``, ``detect(path)``, ``import_logs(paths, options)``, and
+``import_runs(source, report_dir, suites_dir, data_dir, log)`` in the released importers' shape;
+:class:`detect_format.Importer`, :data:`detect_format.LOG_IMPORTERS`) that reads its format into
+``log_samples.py``'s types; what they share is ``imported_runs.py`` (the imported layer, staged
+writes), ``headline_check.py`` (the headline against the harness's own metric), ``peer_match.py``
+(a log whose requests are what a peer layer renders is that layer) and ``sample_feed.py`` (reading on
+the second core).
+
+Published outputs of two benchmarks, one run directory per model:
 
     benchaudit import athenabench-runs DIR [--report-dir D] [--suites-dir S] [--data-dir X]
         DIR: AthenaBench's released ``runs-mini/`` (``<model path>/<TASK>-scored.jsonl``: the

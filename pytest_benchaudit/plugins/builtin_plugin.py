@@ -83,4 +83,7 @@ BUILTIN_IMPORTERS = (
 
 @hookimpl
 def benchaudit_importers() -> Iterable[Importer]:
-    return BUILTIN_IMPORTERS
+    # The log importers (Inspect, lm-eval, Every Eval Ever) are imported only when an importer is asked for.
+    from pytest_benchaudit.importers.detect_format import LOG_IMPORTERS
+
+    return (*BUILTIN_IMPORTERS, *LOG_IMPORTERS)

@@ -29,6 +29,7 @@ from pytest_benchaudit.runs.store import RunDirectory
 from pytest_benchaudit.runs.store import load_run
 from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records
 from pytest_benchaudit.pipeline.layering import retarget
+from pytest_benchaudit.scoring.extract import RULES
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import load_resources, resolve_data_dir
@@ -102,8 +103,12 @@ class _Layers:
         self.seen: set[str] = set()
 
     def get(self, bench: str, task: str) -> Pipeline | str:
+        path = suite_path(self.suites_dir, bench)
+        if not path.is_file():
+            # A benchmark with no suite here (an imported log's generic task): nothing to re-score toward.
+            return f"{bench}.{task}: no suite {bench!r} under {self.suites_dir}, so no {self.layer!r} pipeline"
         try:
-            suite = load_suite(suite_path(self.suites_dir, bench))
+            suite = load_suite(path)
             if task not in suite.tasks:
                 raise RescoreError(f"{suite_path(self.suites_dir, bench)}: no task {task!r}; "
                                    f"tasks: {', '.join(suite.tasks)}")
@@ -289,6 +294,7 @@ def sweep_run(
     bar = Progress(0, "sweep", "records")
     layers = _Layers(suites_dir, toward, "--toward") if toward else None
     notes: list[str] = []  # told after the layer is known to exist, so a typo gives one error only
+    harness_own: list[str] = []  # imported tasks the harness extracted and scored: nothing to re-score
     user_warn, warn = warn, notes.append
     for key, recs in by_key.items():
         if key not in stored_cards:
@@ -312,6 +318,11 @@ def sweep_run(
             variants = build_variants(stored, changes)[1:]
         except PipelineError as err:
             raise RescoreError(f"{key}: {err}") from None
+        scorable = [v for v in variants if _scorable_here(v.pipeline)]
+        if len(scorable) < len(variants):
+            harness_own.append(f"{key}: {', '.join(v.name for v in variants if v not in scorable)} "
+                               f"({len(recs)} records)")
+            variants = scorable
         for variant in list(variants):  # a metric this task has no resource files for: that variant is skipped
             why = resources.unscorable(stored.benchmark, stored.task, variant.pipeline.scoring.metric)
             if why:
@@ -327,10 +338,25 @@ def sweep_run(
     bar.close()
     if layers:
         layers.check_known()
+    if harness_own:
+        why = ("an imported task extracted and scored by its harness (extraction.rule unspecified, or "
+               "scoring.metric a name of the harness's own): the variant has no rule or metric of ours to "
+               "re-score with")
+        if len(all_records) == len(base_records):  # not one variant built: say so once, as the error
+            raise RescoreError(f"{run_dir}: nothing to sweep: {why}: {', '.join(harness_own)}")
+        notes.append(f"{', '.join(harness_own)}: skipped: {why}")
     for note in notes:
         user_warn(note)
     results = summarize(all_records, cards)
     return variant_deltas(results, cards), results, cards
+
+
+def _scorable_here(pipeline: Pipeline) -> bool:
+    """Whether this package can re-extract and re-score under ``pipeline``: not so for an imported generic task,
+    whose ``imported`` card states what the log states (the rule ``unspecified``, the metric the harness's own
+    name, e.g. ``inspect:choice/accuracy``)."""
+    rule, metric = pipeline.extraction.rule, pipeline.scoring.metric
+    return (not is_unspecified(rule) and rule in RULES) and (not is_unspecified(metric) and metric in METRIC_INFO)
 
 
 def _constant(pipeline: Pipeline) -> Callable[[RecordRow], Pipeline]:

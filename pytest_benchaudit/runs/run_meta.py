@@ -12,7 +12,7 @@ Four kinds of run write it, each with the keys it knows (so all but ``run_id`` a
   ``n_records`` and ``exitstatus`` at its end;
 - an imported run (``importers/``): ``source`` (``{kind, path, ...}``) instead of argv, and the
   released numbers it was checked against (``scores``, ``agreement``, ``released_scores``,
-  ``task_overrides``);
+  ``task_overrides``); an imported log also writes ``import_report.json`` (the harness's metric beside ours);
 - a re-scored run (``benchaudit rescore``): ``source`` (kind ``rescore``), ``skipped``, ``rescored_at``;
 - one layer of a ``--pipelines`` run split by ``benchaudit audit`` (``source`` kind ``layer``).
 
@@ -29,7 +29,7 @@ from typing_extensions import TypedDict
 from pytest_benchaudit.pipeline.record_documents import Cards, CardWarning, RunModel
 
 __all__ = ["GenerationCache", "Incomplete", "MaxCost", "Platform", "RUN_META", "RescoreSkip", "RunMeta", "RunModel",
-           "RunSource", "TaskOverride", "WorkerInfo", "run_layers"]
+           "RunSource", "TaskOverride", "WorkerInfo", "run_layers", "not_recorded"]
 
 _FORBID = ConfigDict(extra="forbid")
 
@@ -85,7 +85,7 @@ class WorkerInfo(TypedDict, total=False):
 class RunSource(TypedDict, total=False):
     """Where a run that no pytest invocation made came from (``source``): an import, a re-score, a layer."""
 
-    kind: Required[str]  # athenabench-runs, cti-bench-responses, rescore, layer
+    kind: Required[str]  # athenabench-runs, cti-bench-responses, inspect-log, lm-eval-log, every-eval-ever-log, rescore, layer
     # imports: the released files
     path: str
     model: str
@@ -95,6 +95,9 @@ class RunSource(TypedDict, total=False):
     matched_by: str
     raw_outputs_published: bool
     note: str
+    # imported logs: a record field the harness does not log -> why, e.g. {"finish_reason": "not recorded by
+    # lm-eval"}: its records hold null there, which no count may read as "none" (0 truncated)
+    not_recorded: dict[str, str]
     # rescore and layer: the run it was made from
     run_dir: str
     run_id: str | None
@@ -169,3 +172,12 @@ def run_layers(meta: RunMeta) -> list[str]:
     """The layers of a ``--pipelines`` run, in the order given (the first is the base); [] for other runs."""
     layers = meta.get("pipelines")
     return [str(x) for x in layers] if isinstance(layers, list) and len(layers) > 1 else []
+
+
+def not_recorded(meta: RunMeta, field: str) -> str | None:
+    """Why the run's source does not record ``field`` (``finish_reason``: lm-eval logs none), or None where it does.
+
+    A record's null there means "unknown", not "none": a truncation count of such a run is "not recorded", not 0.
+    """
+    source: RunSource = meta.get("source") or {"kind": ""}
+    return (source.get("not_recorded") or {}).get(field)

@@ -105,12 +105,17 @@ def _parser() -> argparse.ArgumentParser:
 def test_parser_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     args = _parser().parse_args(["import", "athenabench-runs", "some/dir"])
     assert args.report_dir == Path("reports") and args.suites_dir == Path("suites") and args.data_dir is None
-    # the importers are the registered ones (built-ins and plugins'): an unknown one is one line, exit 2
-    from pytest_benchaudit.cli.app import main
-
+    # the importers are the registered ones (built-ins and plugins'): a word that is neither an importer nor a
+    # path, before the paths, is one line naming the nearest importer, exit 2
     assert main(["import", "athenabench-run", "dir"]) == 2
     err = capsys.readouterr().err
     assert "no importer 'athenabench-run' (did you mean 'athenabench-runs'?)" in err and "Traceback" not in err
+    assert main(["import", "unknown-source", "dir"]) == 2
+    err = capsys.readouterr().err
+    assert "no importer 'unknown-source'" in err and "no such file or folder" in err and "Traceback" not in err
+    # a single path that is not there is one error too
+    assert main(["import", "unknown-source"]) == 2
+    assert "unknown-source: no such file or folder" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- AthenaBench

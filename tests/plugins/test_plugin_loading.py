@@ -157,7 +157,13 @@ def test_a_plugin_adds_an_analysis_and_an_importer(tmp_path: Path, monkeypatch: 
     assert plugin_manager.load_analyses() == ["score_spread"]
     assert [a.name for a in analyses()][-1] == "score_spread"
     assert main(["import", "fake-source", str(tmp_path), "--report-dir", str(tmp_path / "out")]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"reading {tmp_path}", f"2 run directories written under {tmp_path / 'out'}"]
+    out = tmp_path / "out"
+    assert capsys.readouterr().out.splitlines() == [f"reading {tmp_path}", f"  {out / 'one'}", f"  {out / 'two'}",
+                                                    f"2 run directories written under {out}"]
     assert plugin_manager.importers()["fake-source"].detect(tmp_path) is False
+    # without a source, a path the plugin's importer detects is imported by it (after the built-ins said no)
+    (tmp_path / "done.txt").write_text("x")
+    assert main(["import", str(tmp_path), "--report-dir", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[:2] == [f"detected fake-source in {tmp_path}", f"reading {tmp_path}"]
     unload_plugins()
     assert "score_spread" not in [a.name for a in analyses()]

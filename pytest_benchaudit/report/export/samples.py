@@ -77,6 +77,7 @@ def sample_line(rec: RecordRow, evaluation_id: str, model_id: str, card: Pipelin
         "task": rec.get("task"),
         "variant": rec.get("variant") or None,
         "question_index": rec.get("question_index"),
+        "repeat": rec.get("repeat"),  # a question asked K times is K samples of one sample_id: which one this is
         "pipeline": rec.get("pipeline"),
         "pipeline_hash": rec.get("pipeline_hash"),
         "valid": rec.get("valid"),

@@ -101,7 +101,9 @@ def invalid_section(runs: Sequence[Mapping[str, Any]]) -> str:
         return ""
     rows = [[r.get("benchmark"), r.get("task"), r.get("model"), r.get("pipeline"), r.get("n"), r.get("n_valid"),
              fmt_share(r.get("invalid_rate")),
-             ", ".join(f"{k}: {v}" for k, v in (r.get("invalid_reasons") or {}).items())] for r in runs]
+             ", ".join([f"{k}: {v}" for k, v in (r.get("invalid_reasons") or {}).items()]
+                       # an import whose log holds no finish reason: its truncation is unknown, not 0
+                       + ([f"truncated: {r['truncation']}"] if r.get("truncation") else []))] for r in runs]
     return section("invalid", "Invalid rates", invalid_plot(runs),
                    table(["benchmark", "task", "model", "pipeline", "n", "valid", "invalid", "reasons"], rows),
                    note("n: items scored; valid: items with a scorable answer; invalid: 1 − valid / n; reasons: "
