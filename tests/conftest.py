@@ -202,6 +202,14 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 
 
 @pytest.fixture
+def outside_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test's pytest subprocesses run as a top-level pytest would, even when this suite itself runs under
+    ``-n``: an inherited ``PYTEST_XDIST_WORKER`` would make the plugin take them for workers (no start-up fork)."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
 def scripted() -> Iterator[ScriptedServer]:
     with ScriptedServer(toy_script()) as server:
         yield server

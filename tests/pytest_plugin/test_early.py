@@ -218,7 +218,8 @@ def pytest_configure(config):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks at start-up on Linux only")
-def test_a_child_forked_at_start_up_that_no_engine_takes_is_gone(pytester: pytest.Pytester) -> None:
+def test_a_child_forked_at_start_up_that_no_engine_takes_is_gone(pytester: pytest.Pytester,
+                                                                  outside_xdist_worker: None) -> None:
     # --model names a model but the run collects no suite: the runner never makes an engine.
     pytester.makepyfile(test_plain="def test_one():\n    assert True\n", childpid=CHILD_PID)
     env = {**os.environ, "PYTHONPATH": f"{pytester.path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

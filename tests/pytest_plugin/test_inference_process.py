@@ -87,7 +87,7 @@ def test_both_engines_record_the_same(pytester: pytest.Pytester, scripted: Scrip
 
 @pytest.mark.skipif(not hasattr(os, "fork") or not os.uname().sysname == "Linux", reason="forks on Linux only")
 def test_a_single_threaded_pytest_forks_its_inference_process(pytester: pytest.Pytester, scripted: ScriptedServer,
-                                                              toy) -> None:
+                                                              toy, outside_xdist_worker: None) -> None:
     pytester.makepyfile(pidplugin=PID_PLUGIN)
     in_child = pytester.runpytest_subprocess(
         "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out",
