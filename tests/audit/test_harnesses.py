@@ -23,7 +23,8 @@ from pytest_benchaudit.audit.cross_harness import (LayerInput, downstream_define
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import SUITES, only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 
 # ----------------------------------------------------------------------------- pure

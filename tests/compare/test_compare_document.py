@@ -17,7 +17,7 @@ from pytest_benchaudit.compare.document_builder import COMPARE
 from pytest_benchaudit.importers import import_athenabench_runs
 from pytest_benchaudit.cli.compare_cmd import add_parser, run
 
-from conftest import SUITES
+from helpers import SUITES
 from fake_embedder import fake_embedder
 from test_compare_extras import sets  # noqa: F401 - the toy run sets fixture
 from test_compare_similarity import SHARED, _write_set

@@ -23,7 +23,8 @@ from pytest_benchaudit.compare.peers import peer_gaps
 from pytest_benchaudit.compare.similarity import EndpointEmbedder, similarity_table
 from pytest_benchaudit.cli.compare_cmd import add_parser, run
 
-from conftest import SUITES, write_run_dir
+from pytest_benchaudit.testing.runs import write_run_dir
+from helpers import SUITES
 
 MODELS = ["m1", "m2", "m3", "m4", "m5"]
 TASKS = {"x": "Which port does SSH listen on?", "y": "Map this CVE description to its CWE."}
@@ -262,7 +263,8 @@ def test_sensitivity_on_pytest_runs_with_a_changed_token_budget(pytester: pytest
     from pytest_benchaudit.rescore.run_dirs import rescore_run
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-    from conftest import only_run_dir, write_mcq_suite
+    from pytest_benchaudit.testing.toy import write_mcq_suite
+    from pytest_benchaudit.testing.runs import only_run_dir
 
     rows = [{"id": f"q{i:02d}", "question": f"Question number {i:02d}?", "options": ["a", "b", "c", "d"],
              "gold": "A"} for i in range(12)]

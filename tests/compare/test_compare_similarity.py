@@ -19,7 +19,7 @@ from scipy import stats as st
 
 from pytest_benchaudit.cli.compare_cmd import add_parser, run
 
-from conftest import write_run_dir
+from pytest_benchaudit.testing.runs import write_run_dir
 from fake_embedder import fake_embedder
 
 N_QUESTIONS = 60  # more than the 50 questions sampled per task
@@ -212,7 +212,8 @@ def test_a_pytest_run_of_the_same_models_over_two_suites_gives_a_cross_benchmark
     suites' tasks share the models, so their pair has a tau-b and counts as a cross-benchmark pair."""
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-    from conftest import only_run_dir, write_mcq_suite
+    from pytest_benchaudit.testing.toy import write_mcq_suite
+    from pytest_benchaudit.testing.runs import only_run_dir
 
     for name, topic in (("sa", "Which port does SSH use"), ("sb", "Which CWE is this overflow")):
         write_mcq_suite(pytester.path, name, [{"id": f"q{i:02d}", "question": f"{topic}, case {i:02d}?",

@@ -13,7 +13,8 @@ from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.ledger.ledger_render import render_markdown, render_table
 
-from conftest import MCQ_SUITE, SUITES
+from pytest_benchaudit.testing.toy import mcq_suite_toml
+from helpers import SUITES
 
 PEERS = """
 [templates.same_as_plain]
@@ -56,7 +57,7 @@ aggregation = { method = "micro" }
 def _suites(root: Path) -> Path:
     for name, extra in (("withpeers", PEERS), ("plainbench", "")):
         (root / name).mkdir(parents=True)
-        (root / name / "suite.toml").write_text(MCQ_SUITE.format(name=name, title=name) + extra)
+        (root / name / "suite.toml").write_text(mcq_suite_toml(name, title=name) + extra)
     return root
 
 

@@ -20,7 +20,8 @@ import pytest
 from pytest_benchaudit.inference import prestart
 from pytest_benchaudit.inference.process import available
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-from conftest import only_run_dir, read_run, write_mcq_suite
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 pytestmark = pytest.mark.skipif(not available(), reason="the inference process needs a POSIX platform")
 

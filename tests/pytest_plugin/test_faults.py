@@ -17,7 +17,8 @@ import pytest
 
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
-from conftest import only_run_dir, read_run, write_mcq_suite
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 
 OK = Reply(content="Answer: A")

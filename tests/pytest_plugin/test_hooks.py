@@ -17,7 +17,7 @@ import pytest
 
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 TRACKER = '''
 import json, os

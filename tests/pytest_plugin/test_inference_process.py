@@ -13,7 +13,8 @@ import pytest
 
 from pytest_benchaudit.inference.process import available
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
-from conftest import only_run_dir, read_run, toy_script
+from pytest_benchaudit.testing.toy import toy_script
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 pytestmark = pytest.mark.skipif(not available(), reason="the inference process needs a POSIX platform")
 

@@ -18,9 +18,11 @@ import pytest
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import SUITES, only_run_dir, read_run, toy_script, write_mcq_suite, write_toy
+from pytest_benchaudit.testing.toy import toy_script, write_mcq_suite, write_toy
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
-# The shared one-task MCQ suite (conftest.MCQ_SUITE: its standardized layer, 64 tokens) with a
+# The shared one-task MCQ suite (testing.toy.mcq_suite_toml: its standardized layer, 64 tokens) with a
 # released layer that differs upstream (16 tokens) and downstream (reasoning kept, valid denominator).
 RELEASED_LAYER = """
 [tasks.mcq.released]

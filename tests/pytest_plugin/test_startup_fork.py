@@ -20,7 +20,7 @@ import pytest
 
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 # Seen by a conftest at configure (before the runner can adopt the child): was a child forked?
 PROBE = '''

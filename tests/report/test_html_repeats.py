@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import only_run_dir
+from pytest_benchaudit.testing.runs import only_run_dir
 
 from pytest_benchaudit.report.html.repeats import HEADERS, repeats_section
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer

@@ -29,7 +29,7 @@ from pytest_benchaudit.report.html.analysis_plots import biplot_figure, text_box
 from pytest_benchaudit.report.html.sets import win_rates
 from pytest_benchaudit.report.html.verdict import verdicts
 
-from conftest import SUITES
+from helpers import SUITES
 
 # --------------------------------------------------------------------------- a small two-benchmark document
 
