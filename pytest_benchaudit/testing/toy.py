@@ -78,10 +78,12 @@ def _value(value: Any) -> str:
 
 def layer_toml(task: str, layer: str, *, temperature: float | None = 0.0, max_tokens: int = 64,
                stop: Sequence[str] | None = None, reasoning: str = "strip", denominator: str = "total",
-               by: str | None = None, template: str = "plain") -> str:
+               by: str | None = None, template: str = "plain", why: Mapping[str, str] | None = None,
+               notes: Sequence[str] | None = None) -> str:
     """One full layer of ``task``: the ``template`` chat prompt, greedy decoding at ``temperature`` (none
     written when ``None``), ``max_tokens``, ``stop`` (none written when ``None``), final_answer_letter with
-    ``reasoning``, exact_match over ``denominator`` and a micro average (grouped ``by`` a metadata field)."""
+    ``reasoning``, exact_match over ``denominator`` and a micro average (grouped ``by`` a metadata field);
+    the layer's ``why`` (field -> reason) and ``notes`` when given."""
     lines = [f"[tasks.{task}.{layer}]", f"prompt.template = {_value(template)}",
              'prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }']
     if temperature is not None:
@@ -93,6 +95,10 @@ def layer_toml(task: str, layer: str, *, temperature: float | None = 0.0, max_to
     lines.append(f'scoring = {{ metric = "exact_match", denominator = {_value(denominator)} }}')
     grouping = f", by = {_value(by)}" if by is not None else ""
     lines.append(f'aggregation = {{ method = "micro"{grouping} }}')
+    if why:
+        lines.append("why = { " + ", ".join(f"{_value(k)} = {_value(v)}" for k, v in why.items()) + " }")
+    if notes is not None:
+        lines.append(f"notes = {_value(list(notes))}")
     return "\n".join(lines) + "\n"
 
 
