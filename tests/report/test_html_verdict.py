@@ -323,7 +323,7 @@ def test_biplot_labels_do_not_overlap() -> None:
 
 def test_every_table_and_plot_has_a_definition_line() -> None:
     """Each section with a table says what its numbers are; each plot has a caption."""
-    from test_html_report import FINDINGS as F, RUNS, SWEEPS as S, _doc as full_doc
+    from helpers.html_report_doc import FINDINGS as F, RUNS, SWEEPS as S, compare_doc as full_doc
 
     ledger = [{"benchmark": "b", "cells": {"dataset": {"status": "matched"}, "prompt.template": {"status": "undefined"}},
                "summary": "no"}]
