@@ -19,7 +19,9 @@ import pytest
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import REPO, only_run_dir, toy_script, write_run_dir, write_toy
+from pytest_benchaudit.testing.toy import toy_script, write_toy
+from pytest_benchaudit.testing.runs import only_run_dir, write_run_dir
+from helpers import REPO
 
 DOCUMENTED = """
 [tasks.mcq.documented]

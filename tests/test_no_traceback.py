@@ -19,8 +19,9 @@ from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.runs.store import BadRecord, EmptyRun, read_records
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import (complete_record, data_file, only_run_dir, read_run, toy_script, write_mcq_suite, write_run_dir,
-                      write_toy)
+from pytest_benchaudit.testing.toy import toy_script, write_mcq_suite, write_toy
+from pytest_benchaudit.testing.runs import complete_record, only_run_dir, read_run, write_run_dir
+from pytest_benchaudit.testing.data import data_file
 
 # A `documented` layer as a paper leaves it: the prompt and budget said, the reading and counting not.
 DOCUMENTED = """

@@ -24,7 +24,8 @@ from pytest_benchaudit.cli import main as benchaudit
 from pytest_benchaudit.dataset.shipped import packaged_suites_dir
 from pytest_benchaudit.pytest_plugin.paths import SuitePathError, resolve_suite_args
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
-from conftest import SUITES, only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 PACKAGED = f"the suites packaged with pytest-benchaudit {__version__}"
 

@@ -23,7 +23,8 @@ from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
 import child_patches
-from conftest import read_run, write_mcq_suite
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import read_run
 
 CANARY = "sk-canary-9f3b2c7d1e8a4f6b0c5d2e7a9b1f3c8d"
 URL_PASSWORD = "urlpass-5e1d7c9a3b2f4e6d8c0a"  # a secret that lives only in an endpoint URL

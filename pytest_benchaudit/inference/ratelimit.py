@@ -59,6 +59,8 @@ import time
 from collections.abc import Mapping
 from datetime import datetime
 
+from pytest_benchaudit.inference.clock import MONOTONIC, Clock
+
 __all__ = ["AdaptiveLimiter", "rate_limit_wait", "parse_duration"]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -119,7 +121,8 @@ def rate_limit_wait(headers: Mapping[str, str], *, exhausted_only: bool = True) 
 class AdaptiveLimiter:
     """Requests in flight to one endpoint, adapted to its frequent 429s (see the module docstring)."""
 
-    def __init__(self, ceiling: int, *, floor: int | None = None) -> None:
+    def __init__(self, ceiling: int, *, floor: int | None = None, clock: Clock = MONOTONIC) -> None:
+        self.clock = clock  # what pauses and pacing read and wait on (a virtual one in tests)
         self.ceiling = max(1, ceiling)
         # Hosted limits are rates (requests or tokens per minute): below a quarter of the ceiling,
         # pacing does the backing off, so the client is not left bound by its own latency.
@@ -156,14 +159,14 @@ class AdaptiveLimiter:
     async def acquire(self) -> float:
         """Wait for a slot (and for any pause to end); returns the send time, the ticket for :meth:`throttle`."""
         while True:
-            delay = self.paused_until - time.monotonic()
+            delay = self.paused_until - self.clock.now()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
                 continue
             if self.in_flight < self.cap:
-                now = time.monotonic()
+                now = self.clock.now()
                 if now < self._next_send:
-                    await asyncio.sleep(self._next_send - now)
+                    await self.clock.sleep(self._next_send - now)
                     continue
                 # A late wake-up (a busy machine) may be made up by the next sends, up to 4 intervals.
                 self._next_send = max(now - 4 * self.interval, self._next_send) + self.interval
@@ -208,7 +211,7 @@ class AdaptiveLimiter:
         if headers:
             wait = rate_limit_wait(headers)
             if wait:
-                self.paused_until = max(self.paused_until, time.monotonic() + min(wait, 60.0))
+                self.paused_until = max(self.paused_until, self.clock.now() + min(wait, 60.0))
 
     def _learn(self, headers: Mapping[str, str]) -> None:
         h = {k.lower(): v for k, v in headers.items()}
@@ -227,7 +230,7 @@ class AdaptiveLimiter:
             self._learn(headers)
         self.throttled += 1
         self._record(True)
-        now = time.monotonic()
+        now = self.clock.now()
         if self._refused < self.threshold:
             self.isolated += 1
         elif sent_at >= self._last_decrease:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from conftest import complete_record
+from pytest_benchaudit.testing.runs import complete_record
 from pytest_benchaudit.aggregate.intervals import clustered_interval, headline_interval, wilson
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.pipeline.stages import build_pipeline

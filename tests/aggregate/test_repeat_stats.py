@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import complete_record
+from pytest_benchaudit.testing.runs import complete_record
 from scipy import stats
 
 from pytest_benchaudit.aggregate.repeat_stats import (clt_se, clustered_se, expected_best_of_k, paired_difference,

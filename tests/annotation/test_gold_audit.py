@@ -18,7 +18,8 @@ from pytest_benchaudit.annotation.gold_audit import (
 )
 from pytest_benchaudit.importers import import_athenabench_runs
 
-from conftest import SUITES, write_run_dir
+from pytest_benchaudit.testing.runs import write_run_dir
+from helpers import SUITES
 
 LABELS = ["A", "B", "C", "D"]
 

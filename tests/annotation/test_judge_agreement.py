@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import write_run_dir
+from pytest_benchaudit.testing.runs import write_run_dir
 from pytest_benchaudit.cli.app import main as benchaudit_main
 from pytest_benchaudit.cli.judge_agreement_cmd import add_parser as add_judge_agreement_parser
 from pytest_benchaudit.annotation.judge_agreement import (

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import real_data_dir, write_run_dir
+from pytest_benchaudit.testing.runs import write_run_dir
+from pytest_benchaudit.testing.data import real_data_dir
 
 from pytest_benchaudit.annotation.sample import (
     NOT_BENCHMARK_WIDE,
@@ -163,7 +164,7 @@ def test_judge_loop_on_a_pytest_run_with_a_judge(pytester: pytest.Pytester, toy:
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """A real judged run (pytester; model and judge are scripted endpoints on 127.0.0.1) -> sample -> verdicts
     -> judge-agreement --human: the sample reads the judge records the runner writes."""
-    from conftest import only_run_dir, read_run
+    from pytest_benchaudit.testing.runs import only_run_dir, read_run
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
     def model(call: Any) -> Reply:
@@ -213,7 +214,7 @@ def test_sample_for_gold_on_a_one_model_pytest_run_is_refused_as_audit_gold_refu
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     # A real run of one model answering A to every toy question (golds B, C, D): each wrong answer was
     # "a flag agreed by 1 of 1 models" for sample --for gold, while audit-gold refused the run.
-    from conftest import write_toy
+    from pytest_benchaudit.testing.toy import write_toy
 
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 

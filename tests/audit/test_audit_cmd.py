@@ -13,7 +13,7 @@ import pytest
 from pytest_benchaudit.importers import import_athenabench_runs
 from pytest_benchaudit.cli.audit_cmd import add_parser, run
 
-from conftest import SUITES
+from helpers import SUITES
 from fake_embedder import fake_embedder
 
 

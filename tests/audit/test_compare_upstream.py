@@ -18,7 +18,7 @@ from pytest_benchaudit.pipeline.stages import build_pipeline
 from pytest_benchaudit.pipeline.types import Question
 from pytest_benchaudit.prompt.templates import Template
 
-from conftest import SUITES
+from helpers import SUITES
 
 QUESTIONS = [Question(benchmark="toy", task="t", id=f"q{i}", index=i, text=f"Question {i}?",
                       choices={"A": "yes", "B": "no"}, gold="A", prompt=f"Ready-made prompt {i}.\nAnswer: ")

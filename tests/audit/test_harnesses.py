@@ -22,8 +22,10 @@ from pytest_benchaudit.audit.cross_harness import (LayerInput, downstream_define
                                                request_kind)
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import mcq_suite_toml, task_toml
 
-from conftest import SUITES, only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 
 # ----------------------------------------------------------------------------- pure
@@ -115,35 +117,21 @@ def test_different_metrics_give_no_move() -> None:
 
 # ----------------------------------------------------------------------------- a real run
 # Two tasks; three layers on "mcq" (documented = released exactly), two on "extra" (no documented layer).
-LAYER = {
-    "released": """prompt.template = "plain"
-prompt.format = {{ mode = "chat", system_role = "none", few_shot = 0 }}
-inference.decoding = {{ temperature = 0.0 }}
-inference.max_tokens = 16
-extraction = {{ rule = "final_answer_letter", reasoning = "keep" }}
-scoring = {{ metric = "exact_match", denominator = "valid" }}
-aggregation = {{ method = "micro" }}
-""",
-    "standardized": """prompt.template = "plain"
-prompt.format = {{ mode = "chat", system_role = "none", few_shot = 0 }}
-inference.decoding = {{ temperature = 0.0 }}
-inference.max_tokens = 64
-extraction = {{ rule = "final_answer_letter", reasoning = "strip" }}
-scoring = {{ metric = "exact_match", denominator = "total" }}
-aggregation = {{ method = "micro" }}
-why = {{ "inference.max_tokens" = "room to answer" }}
-""",
+# The full layers the builder writes (testing.toy.layer_toml), as keyword arguments.
+LAYER: dict[str, dict[str, Any]] = {
+    "released": {"max_tokens": 16, "reasoning": "keep", "denominator": "valid"},
+    "standardized": {"why": {"inference.max_tokens": "room to answer"}},
 }
 LAYER["documented"] = LAYER["released"]
 # lm-eval's way: one echoed completion per choice, the highest continuation log-likelihood wins
-LAYER["lm_eval"] = """prompt.template = "ll"
-prompt.format = {{ mode = "completion", system_role = "none", few_shot = 0 }}
+LM_EVAL_LAYER = """prompt.template = "ll"
+prompt.format = { mode = "completion", system_role = "none", few_shot = 0 }
 inference.request = "loglikelihood"
-inference.decoding = {{ temperature = 0.0, top_logprobs = 1 }}
+inference.decoding = { temperature = 0.0, top_logprobs = 1 }
 inference.max_tokens = 1
-extraction = {{ rule = "lm_eval_loglikelihood", reasoning = "keep" }}
-scoring = {{ metric = "exact_match", denominator = "total" }}
-aggregation = {{ method = "micro" }}
+extraction = { rule = "lm_eval_loglikelihood", reasoning = "keep" }
+scoring = { metric = "exact_match", denominator = "total" }
+aggregation = { method = "micro" }
 """
 TASKS = {"mcq": ("released", "standardized", "documented", "lm_eval"), "extra": ("released", "standardized")}
 LAYERS = "released,standardized,documented,lm_eval"
@@ -152,15 +140,11 @@ N_QUESTIONS = {"mcq": 10, "extra": 4}
 
 
 def _suite() -> str:
-    text = ('[benchmark]\nname = "hx"\ntitle = "Cross-harness test benchmark"\ndata_folder = "hx"\n\n'
-            '[templates.plain]\nuser = "{question}\\n{options}"\n\n'
-            '[templates.ll]\nuser = "{question}\\n{options}\\nAnswer:"\n')
-    for task, layers in TASKS.items():
-        text += (f"\n[tasks.{task}.data]\nfile = \"{task}.jsonl\"\nformat = \"jsonl\"\nid = \"id\"\n"
-                 "question = \"question\"\nchoices = \"options\"\ngold = \"gold\"\n")
-        for layer in layers:
-            text += f"\n[tasks.{task}.{layer}]\n" + LAYER[layer].format()
-    return text
+    tasks = [task_toml(task, f"{task}.jsonl", {layer: LAYER[layer] for layer in layers if layer in LAYER})
+             + "".join(f"\n[tasks.{task}.{layer}]\n{LM_EVAL_LAYER}" for layer in layers if layer not in LAYER)
+             for task, layers in TASKS.items()]
+    return mcq_suite_toml("hx", title="Cross-harness test benchmark", tasks=tasks,
+                          extra='\n[templates.ll]\nuser = "{question}\\n{options}\\nAnswer:"\n')
 
 
 def _answer(model: str, index: int, budget: int) -> str:

@@ -12,7 +12,7 @@ import pytest
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import only_run_dir
+from pytest_benchaudit.testing.runs import only_run_dir
 
 
 @pytest.fixture

@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import only_run_dir, real_data_dir, write_mcq_suite, write_run_dir
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import only_run_dir, write_run_dir
+from pytest_benchaudit.testing.data import real_data_dir
 from scipy import stats
 
 from pytest_benchaudit.aggregate.power import Variances, paired_variances, questions_for

@@ -21,7 +21,7 @@ import pytest
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.runs.store import ForeignRecord, load_run
 
-from conftest import build_toy_run, only_run_dir, writer_lock_held
+from pytest_benchaudit.testing.runs import build_toy_run, only_run_dir, writer_lock_held
 
 
 def _append(run: Path, record: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from pytest_benchaudit.compare import (Analysis, AnalysisContext, HtmlKit, HtmlS
 from pytest_benchaudit.importers import import_athenabench_runs
 from pytest_benchaudit.cli.compare_cmd import add_parser, run as run_compare
 
-from conftest import SUITES
+from helpers import SUITES
 
 HOSTILE = '<img src=x onerror="alert(1)">'
 

@@ -22,7 +22,7 @@ from pytest_benchaudit.cli.compare_cmd import add_parser as add_compare_parser, 
 from pytest_benchaudit.importers import import_athenabench_runs
 from pytest_benchaudit.rescore.run_dirs import rescore_run
 
-from conftest import SUITES
+from helpers import SUITES
 
 TASKS = [f"athenabench.{t}" for t in ("ate", "mcq", "rcm", "rms", "taa", "vsp")]
 

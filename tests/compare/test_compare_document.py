@@ -17,10 +17,9 @@ from pytest_benchaudit.compare.document_builder import COMPARE
 from pytest_benchaudit.importers import import_athenabench_runs
 from pytest_benchaudit.cli.compare_cmd import add_parser, run
 
-from conftest import SUITES
+from helpers import SUITES
 from fake_embedder import fake_embedder
-from test_compare_extras import sets  # noqa: F401 - the toy run sets fixture
-from test_compare_similarity import SHARED, _write_set
+from helpers.compare_runs import SHARED, sensitivity_sets, write_similarity_set
 
 
 def _compare(out: Path, *argv: str) -> dict[str, Any]:
@@ -52,7 +51,8 @@ def test_the_published_runs_one_set_and_against_themselves(released: Path, tmp_p
     assert two["bootstrap"]["questions"] and "min_shift_for_stability" in two
 
 
-def test_sensitivity_and_two_toy_sets(sets: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+def test_sensitivity_and_two_toy_sets(tmp_path: Path) -> None:
+    sets = sensitivity_sets(tmp_path)
     doc = _compare(tmp_path / "sens", str(sets["base"]), "--sensitivity", str(sets["rescored"]),
                    str(sets["regenerated"]), str(sets["downstream"]))
     assert COMPARE.validate_python(doc) == doc
@@ -66,8 +66,8 @@ def test_sensitivity_and_two_toy_sets(sets: dict[str, Path], tmp_path: Path) -> 
 
 
 def test_similarity_and_declared_similar_pairs(tmp_path: Path) -> None:
-    a = _write_set(tmp_path / "a", SHARED, seed=1)
-    b = _write_set(tmp_path / "b", SHARED, seed=2)
+    a = write_similarity_set(tmp_path / "a", SHARED, seed=1)
+    b = write_similarity_set(tmp_path / "b", SHARED, seed=2)
     with fake_embedder() as (spec, _seen):
         doc = _compare(tmp_path / "out", str(a), "--against", str(b), "--similarity", "--embedder", spec,
                        "--similar", "alpha.t1~beta.t1")

@@ -23,12 +23,9 @@ from pytest_benchaudit.compare.peers import peer_gaps
 from pytest_benchaudit.compare.similarity import EndpointEmbedder, similarity_table
 from pytest_benchaudit.cli.compare_cmd import add_parser, run
 
-from conftest import SUITES, write_run_dir
-
-MODELS = ["m1", "m2", "m3", "m4", "m5"]
-TASKS = {"x": "Which port does SSH listen on?", "y": "Map this CVE description to its CWE."}
-N = 20
-
+from pytest_benchaudit.testing.runs import write_run_dir
+from helpers import SUITES
+from helpers.compare_runs import N, sensitivity_sets, toy_records
 
 def _compare(*argv: str) -> int:
     parser = argparse.ArgumentParser(prog="benchaudit")
@@ -36,47 +33,9 @@ def _compare(*argv: str) -> int:
     return run(parser.parse_args(["compare", *argv]))
 
 
-def _records(model: str, k: int, pipeline: str, upstream: str, raw: str) -> list[dict[str, Any]]:
-    """N questions per task; the first ``k`` are correct."""
-    out = []
-    for task, text in TASKS.items():
-        for i in range(N):
-            out.append({"benchmark": "toy", "task": task, "question_id": f"{task}{i:02d}", "model": model,
-                        "variant": "", "pipeline": pipeline, "pipeline_hash": f"{pipeline}-{upstream}",
-                        "upstream_hash": upstream, "request": {"messages": [{"role": "user", "content": f"{text} #{i}"}]},
-                        "raw_output": f"{raw} {model} {i}", "valid": True, "correct": i < k,
-                        "score": 1.0 if i < k else 0.0, "invalid_reason": None})
-    return out
-
-
-def _run_set(root: Path, name: str, ks: list[int], pipeline: str, upstream: str, raw: str,
-             rule: str = "final_answer_letter", denominator: str = "total",
-             extra: dict[str, Any] | None = None) -> Path:
-    folder = root / name
-    cards = {f"toy.{t}": {"fields": {"scoring.denominator": denominator, "scoring.metric": "exact_match",
-                                       "aggregation.method": "macro", "extraction.rule": rule,
-                                       "inference.max_tokens": 16 if upstream == "u1" else 4, **(extra or {})}}
-             for t in TASKS}
-    for model, k in zip(MODELS, ks):
-        run_dir = write_run_dir(folder, model, _records(model, k, pipeline, upstream, raw))
-        (run_dir / "run.json").write_text(json.dumps({"run_id": model, "pipeline_cards": cards}))
-    return folder
-
-
 @pytest.fixture
 def sets(tmp_path: Path) -> dict[str, Path]:
-    return {
-        "base": _run_set(tmp_path, "base", [18, 15, 12, 9, 6], "released", "u1", "out"),
-        # same outputs re-scored under another extraction rule: m4 and m5 swap (its cards also name a
-        # field the base's cards, written before the field existed, do not: no evidence of a change)
-        "rescored": _run_set(tmp_path, "rescored", [18, 15, 12, 6, 9], "standardized", "u1", "out",
-                             rule="last_line_letter", extra={"scoring.invalid_credit": 0.0}),
-        # same outputs, another rule and another denominator: m3 and m4 swap too
-        "downstream": _run_set(tmp_path, "downstream", [18, 15, 9, 6, 12], "standardized", "u1", "out",
-                               rule="last_line_letter", denominator="valid"),
-        # new generations under another token budget: the order reverses
-        "regenerated": _run_set(tmp_path, "regen", [6, 9, 12, 15, 18], "short", "u2", "new"),
-    }
+    return sensitivity_sets(tmp_path)
 
 
 def test_sensitivity_classifies_runs_and_gives_rho_gen_and_rho_ext(sets, tmp_path, capsys):
@@ -112,7 +71,7 @@ def test_sensitivity_without_regenerated_runs_says_so_and_refuses_unrelated_runs
                     "--out", str(tmp_path / "o")) == 0
     (row,) = json.loads((tmp_path / "o" / "compare.json").read_text())["sensitivity"]["benchmarks"]
     assert row["rho_gen"] is None and "needs new generations" in row["why_no_gen"]
-    other = write_run_dir(tmp_path / "other", "z", [dict(r, benchmark="zzz") for r in _records("m1", 3, "p", "u1", "o")])
+    other = write_run_dir(tmp_path / "other", "z", [dict(r, benchmark="zzz") for r in toy_records("m1", 3, "p", "u1", "o")])
     capsys.readouterr()
     assert _compare(str(sets["base"]), "--sensitivity", str(other), "--out", str(tmp_path / "o2")) == 2
     assert "shares no (task, model, question)" in capsys.readouterr().err
@@ -262,7 +221,8 @@ def test_sensitivity_on_pytest_runs_with_a_changed_token_budget(pytester: pytest
     from pytest_benchaudit.rescore.run_dirs import rescore_run
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-    from conftest import only_run_dir, write_mcq_suite
+    from pytest_benchaudit.testing.toy import write_mcq_suite
+    from pytest_benchaudit.testing.runs import only_run_dir
 
     rows = [{"id": f"q{i:02d}", "question": f"Question number {i:02d}?", "options": ["a", "b", "c", "d"],
              "gold": "A"} for i in range(12)]

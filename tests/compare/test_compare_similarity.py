@@ -8,76 +8,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 import pytest
 from scipy import stats as st
 
 from pytest_benchaudit.cli.compare_cmd import add_parser, run
 
-from conftest import write_run_dir
 from fake_embedder import fake_embedder
-
-N_QUESTIONS = 60  # more than the 50 questions sampled per task
-INSTRUCTION = {  # a long shared instruction per task, as AthenaBench's prompts have
-    "alpha.t1": "Analyze the following CVE description and calculate the CVSS v3.1 base vector.\nValid options: "
-                "AV N A L P; AC L H.\nThe final line must be 'Answer: CVSS:3.1/...'.",
-    "alpha.t2": "Analyze the following CVE description and map it to its CWE.\nThe final line must be 'Answer: CWE-n'.",
-    "alpha.t3": "Attribute the following threat report to a threat actor.\nThe final line must be 'Answer: NAME'.",
-    "alpha.t4": "Choose the best option of the multiple-choice question below.\nThe final line must be 'Answer: X'.",
-    "beta.t1": "You are a CTI analyst. Compute the CVSS vector for this CVE: ",
-    "beta.t2": "You are a CTI analyst. Name the CWE of this CVE: ",
-    "beta.t3": "You are a CTI analyst. Which threat actor wrote this report? ",
-}
-TOPIC = {"t1": "buffer overflow remote network attack privileges", "t2": "injection input validation weakness",
-         "t3": "phishing campaign actor espionage implant", "t4": "firewall port protocol encryption policy"}
-
+from helpers.compare_runs import INSTRUCTION, N_QUESTIONS, SHARED, write_similarity_set
 
 def _compare(*argv: str) -> int:
     parser = argparse.ArgumentParser(prog="benchaudit")
     add_parser(parser.add_subparsers(dest="command", required=True))
     return run(parser.parse_args(["compare", *argv]))
-
-
-def _prompt(key: str, i: int) -> str:
-    words = TOPIC[key.split(".")[1]].split()
-    content = " ".join(words[(i + j) % len(words)] for j in range(6)) + f" case {i}"
-    sep = "\n\nCVE Description:\n" if key.startswith("alpha") else ""
-    return f"{INSTRUCTION[key]}{sep}{content}\n" if key.startswith("alpha") else f"{INSTRUCTION[key]}{content}  End."
-
-
-def _write_set(root: Path, models: dict[str, list[str]], seed: int, shuffle: bool = False,
-               reverse: bool = False) -> Path:
-    """One run directory per (benchmark, model); model k of a task answers its first k_i questions right."""
-    rng = np.random.default_rng(seed)
-    cards: dict[str, Any] = {}
-    for key in INSTRUCTION:
-        cards[key] = {"fields": {"scoring.denominator": "total", "scoring.metric": "exact_match",
-                                 "aggregation.method": "macro", "extraction.rule": "final_answer_letter"}}
-    # drawn in one fixed order, so that writing the runs in another order writes the same runs
-    right = {k: dict(zip(models[k.split(".")[0]], (int(x) * 7 + 10 for x in rng.permutation(5)))) for k in INSTRUCTION}
-    for bench, names in sorted(models.items(), reverse=reverse):
-        keys = [k for k in INSTRUCTION if k.startswith(bench + ".")]
-        for model in (list(reversed(names)) if reverse else names):
-            recs = []
-            for key in keys:
-                task = key.split(".")[1]
-                for i in range(N_QUESTIONS):
-                    ok = i < right[key][model]
-                    recs.append({"benchmark": bench, "task": task, "question_id": f"{task}-{i:03d}", "model": model,
-                                 "variant": "", "pipeline": "released", "pipeline_hash": "h", "upstream_hash": "u",
-                                 "request": {"messages": [{"role": "user", "content": _prompt(key, i)}]},
-                                 "raw_output": f"out {i}", "valid": True, "correct": ok, "score": float(ok),
-                                 "invalid_reason": None})
-            if shuffle:
-                random.Random(seed).shuffle(recs)
-            run_dir = write_run_dir(root, f"{bench}-{model}", recs)
-            (run_dir / "run.json").write_text(json.dumps({"run_id": f"{bench}-{model}", "pipeline_cards": cards}))
-    return root
 
 
 @pytest.fixture
@@ -87,13 +33,12 @@ def embedder() -> Iterator[tuple[str, list[str]]]:
         yield served
 
 
-SHARED = {"alpha": ["m1", "m2", "m3", "m4", "m5"], "beta": ["m1", "m2", "m3", "m4", "m5"]}
 DISJOINT = {"alpha": ["m1", "m2", "m3", "m4", "m5"], "beta": ["n1", "n2", "n3", "n4", "n5"]}
 
 
 def test_similarity_embeds_the_questions_without_the_template_and_records_them(tmp_path, embedder, capsys):
     spec, seen = embedder
-    base = _write_set(tmp_path / "a", SHARED, seed=1)
+    base = write_similarity_set(tmp_path / "a", SHARED, seed=1)
     out = tmp_path / "out"
     assert _compare(str(base), "--similarity", "--embedder", spec, "--resamples", "20", "--out", str(out)) == 0
     sim = json.loads((out / "compare.json").read_text())["similarity"]
@@ -121,8 +66,8 @@ def test_similarity_embeds_the_questions_without_the_template_and_records_them(t
 
 def test_both_layers_r_p_and_permutation_p_match_scipy_on_the_recorded_cosines(tmp_path, embedder, capsys):
     spec, _seen = embedder
-    a = _write_set(tmp_path / "a", SHARED, seed=1)
-    b = _write_set(tmp_path / "b", SHARED, seed=2)
+    a = write_similarity_set(tmp_path / "a", SHARED, seed=1)
+    b = write_similarity_set(tmp_path / "b", SHARED, seed=2)
     out = tmp_path / "out"
     assert _compare(str(a), "--against", str(b), "--similarity", "--embedder", spec, "--resamples", "20",
                     "--out", str(out)) == 0
@@ -164,7 +109,7 @@ def test_pairs_without_common_models_are_listed_with_why_and_shared_models_give_
     spec, _seen = embedder
     docs = {}
     for name, models in (("disjoint", DISJOINT), ("shared", SHARED)):
-        runs = _write_set(tmp_path / name, models, seed=3)
+        runs = write_similarity_set(tmp_path / name, models, seed=3)
         out = tmp_path / f"out-{name}"
         assert _compare(str(runs), "--similarity", "--embedder", spec, "--resamples", "20", "--out", str(out)) == 0
         docs[name] = json.loads((out / "compare.json").read_text())["similarity"]
@@ -186,8 +131,8 @@ def test_reordering_runs_models_and_records_changes_no_statistic(tmp_path, embed
     spec, _seen = embedder
     docs = []
     for name, kw in (("plain", {}), ("shuffled", {"shuffle": True, "reverse": True})):
-        a = _write_set(tmp_path / name / "a", SHARED, seed=1, **kw)
-        b = _write_set(tmp_path / name / "b", SHARED, seed=2, **kw)
+        a = write_similarity_set(tmp_path / name / "a", SHARED, seed=1, **kw)
+        b = write_similarity_set(tmp_path / name / "b", SHARED, seed=2, **kw)
         runs_a = sorted(p for p in a.iterdir())
         if kw:
             runs_a.reverse()
@@ -212,7 +157,8 @@ def test_a_pytest_run_of_the_same_models_over_two_suites_gives_a_cross_benchmark
     suites' tasks share the models, so their pair has a tau-b and counts as a cross-benchmark pair."""
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-    from conftest import only_run_dir, write_mcq_suite
+    from pytest_benchaudit.testing.toy import write_mcq_suite
+    from pytest_benchaudit.testing.runs import only_run_dir
 
     for name, topic in (("sa", "Which port does SSH use"), ("sb", "Which CWE is this overflow")):
         write_mcq_suite(pytester.path, name, [{"id": f"q{i:02d}", "question": f"{topic}, case {i:02d}?",

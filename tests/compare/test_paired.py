@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from conftest import SUITES, only_run_dir, write_run_dir
+from pytest_benchaudit.testing.runs import only_run_dir, write_run_dir
+from helpers import SUITES
 from pytest_benchaudit.compare.paired_rows import holm
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer

@@ -19,7 +19,8 @@ from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset.fetch import FetchError, fetch_plan, js_assignment_to_json
 from pytest_benchaudit.dataset.suites import load_suite
 
-from conftest import SUITES, real_data_dir
+from pytest_benchaudit.testing.data import real_data_dir
+from helpers import SUITES
 
 OWN_SUITES = ("seceval", "mmlu_cs", "cybermetric", "cti_bench", "athenabench", "secbench", "secure")
 

@@ -125,7 +125,7 @@ def test_set_refuses_a_value_that_cannot_be_sent(seceval: Path, value: str, mess
 @pytest.mark.parametrize("value", ["nan", "-1.0"])
 def test_a_run_with_an_unsendable_value_asks_nothing(pytester: pytest.Pytester, value: str) -> None:
     # Before: the run went ahead, wrote temperature NaN into run.json and sent "temperature": null.
-    from conftest import write_toy
+    from pytest_benchaudit.testing.toy import write_toy
 
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 

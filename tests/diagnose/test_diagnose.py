@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import real_data_dir, write_run_dir
+from pytest_benchaudit.testing.runs import write_run_dir
+from pytest_benchaudit.testing.data import real_data_dir
 
 from pytest_benchaudit.diagnose import LoadedRun, diagnose, diagnose_report, render, to_json
 from pytest_benchaudit.diagnose.failure_modes import CATALOGUE
@@ -388,7 +389,8 @@ def test_published_other_findings(published: list) -> None:
 def test_diagnose_a_pytest_run(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     """A real run (pytester, scripted endpoint on 127.0.0.1) with a stop sequence, a valid-only denominator,
     truncated answers and a refused token budget: diagnose reads each one back from the run directory."""
-    from conftest import only_run_dir, write_mcq_suite
+    from pytest_benchaudit.testing.toy import write_mcq_suite
+    from pytest_benchaudit.testing.runs import only_run_dir
 
     from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
@@ -557,7 +559,7 @@ def test_mmlu_released_on_an_endpoint_without_logprobs_names_the_cause(
         pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     """MMLU's released pipeline (evaluate.py's bare except) on an endpoint that returns no log-probabilities
     scores its fallback 'A' for every question: diagnose says so (BA05), and blames no extraction rule."""
-    from conftest import only_run_dir, read_run
+    from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 

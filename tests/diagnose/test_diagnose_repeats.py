@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from conftest import only_run_dir, write_mcq_suite
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import only_run_dir
 from pytest_benchaudit.diagnose import LoadedRun, diagnose
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer

@@ -21,7 +21,8 @@ from pytest_benchaudit.importers import run_dir_name
 from pytest_benchaudit.cli.app import build_parser, main
 from pytest_benchaudit.pipeline.record import Record
 
-from conftest import SUITES, read_run
+from pytest_benchaudit.testing.runs import read_run
+from helpers import SUITES
 
 ATHENA_FILES = {"mcq": "MCQ3k", "ate": "ATE", "rms": "RMS", "rcm": "RCM", "vsp": "VSP", "taa": "TAA"}
 ATHENA_COUNTS = {"mcq": 300, "ate": 100, "rms": 100, "rcm": 200, "vsp": 200, "taa": 50}

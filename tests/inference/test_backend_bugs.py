@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import only_run_dir, write_mcq_suite
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import only_run_dir
 
 from pytest_benchaudit.inference import openai_compat
 from pytest_benchaudit.inference.backend import BackendBug, ModelSpec

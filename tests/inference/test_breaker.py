@@ -12,7 +12,8 @@ from pytest_benchaudit.pipeline.types import Generation, Question, Request
 from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import only_run_dir, read_run, write_mcq_suite
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 OPTIONS = ["first", "second", "third", "fourth"]
 

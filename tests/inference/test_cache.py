@@ -9,7 +9,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import TOY_QUESTIONS, only_run_dir, read_run
+from pytest_benchaudit.testing.toy import TOY_QUESTIONS
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend

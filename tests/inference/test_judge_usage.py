@@ -7,7 +7,7 @@ import pytest
 from pytest_benchaudit.inference.usage import check_prices, usage_rows
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 PRICES = check_prices({"date": "2026-11-20", "m": {"input": 2.0, "output": 8.0}, "j": {"input": 1.0, "output": 4.0}})
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}

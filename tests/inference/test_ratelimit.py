@@ -4,7 +4,6 @@ says, recover gradually; against a loopback token bucket no request is lost."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +14,7 @@ from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.inference.ratelimit import AdaptiveLimiter, parse_duration, rate_limit_wait
 from pytest_benchaudit.pipeline.types import Message, Request
 from pytest_benchaudit.testing.provider_fakes import ProviderFake
+from pytest_benchaudit.testing.virtual_time import VirtualClock
 
 
 @pytest.mark.parametrize("text, seconds", [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1m30.5s", 90.5),
@@ -76,14 +76,15 @@ def test_sporadic_429s_neither_halve_nor_pace() -> None:
 
 def test_an_isolated_429_still_pauses_for_the_named_wait() -> None:
     async def scenario() -> None:
-        lim = AdaptiveLimiter(32)
+        clock = VirtualClock()
+        lim = AdaptiveLimiter(32, clock=clock)
         t = await lim.acquire()
         lim.throttle(t, 0.05)
         lim.release()
         assert lim.isolated == 1 and lim.cap == 32 and lim.interval == 0.0
-        start = time.monotonic()
+        start = clock.now()
         await lim.acquire()
-        assert time.monotonic() - start >= 0.049
+        assert clock.now() - start >= 0.049
 
     asyncio.run(scenario())
 
@@ -102,28 +103,29 @@ def test_refusals_count_only_within_the_window() -> None:
 
 def test_pause_pacing_and_bound_are_honoured() -> None:
     async def scenario() -> None:
-        lim = AdaptiveLimiter(2)
+        clock = VirtualClock()
+        lim = AdaptiveLimiter(2, clock=clock)
         t = await lim.acquire()
         lim.throttle(t, 0.05)  # one refusal in the window of two: sporadic, paused for but not paced
         lim.release()
         assert lim.interval == 0.0 and lim.cap == 2 and lim.isolated == 1
         await lim.acquire()
         lim.release()
-        t = time.monotonic()
+        t = clock.now()
         lim.throttle(t - 1.0, 0.05)  # two refusals in a row: a limit (a request sent before any decrease)
         assert lim.interval == 0.05  # sends spaced by the endpoint's wait
-        start = time.monotonic()
+        start = clock.now()
         await lim.acquire()
-        assert time.monotonic() - start >= 0.049  # waited out the endpoint's Retry-After
+        assert clock.now() - start >= 0.049  # waited out the endpoint's Retry-After
         lim.release()
         peak, sent = 0, []
 
         async def one() -> None:
             nonlocal peak
             await lim.acquire()
-            sent.append(time.monotonic())
+            sent.append(clock.now())
             peak = max(peak, lim.in_flight)
-            await asyncio.sleep(0.001)
+            await clock.sleep(0.001)
             lim.release()
 
         await asyncio.gather(*(one() for _ in range(5)))
@@ -145,7 +147,7 @@ def test_cap_stays_within_floor_and_ceiling(ceiling: int, events: list[tuple[str
         if kind == "ok":
             lim.success()
         else:  # a request sent now, or one sent before every decrease
-            lim.throttle(time.monotonic() if kind == "429" else 0.0, wait)
+            lim.throttle(lim.clock.now() if kind == "429" else 0.0, wait)
         assert lim.floor <= lim.cap <= lim.ceiling and lim.lowest >= lim.floor
         assert lim._refused == sum(lim._outcomes) <= lim.window
         assert lim.isolated + lim.decreases <= lim.throttled
@@ -154,11 +156,12 @@ def test_cap_stays_within_floor_and_ceiling(ceiling: int, events: list[tuple[str
 
 def test_success_with_an_exhausted_budget_pauses() -> None:
     async def scenario() -> None:
-        lim = AdaptiveLimiter(4)
+        clock = VirtualClock()
+        lim = AdaptiveLimiter(4, clock=clock)
         lim.success({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "150ms"})
-        start = time.monotonic()
+        start = clock.now()
         await lim.acquire()
-        assert time.monotonic() - start >= 0.14
+        assert clock.now() - start >= 0.14
 
     asyncio.run(scenario())
 

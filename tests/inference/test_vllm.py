@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TOY_QUESTIONS, only_run_dir, read_run
+from pytest_benchaudit.testing.toy import TOY_QUESTIONS
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 from pytest_benchaudit.inference.backend import ModelSpec, parse_model_spec
 from pytest_benchaudit.inference.balanced import BalancedBackend
@@ -333,7 +334,7 @@ def vllm_refusing(allowed: int = 20):
 
 def test_mmlu_released_against_a_refusing_endpoint_is_one_clear_message(pytester: pytest.Pytester,
                                                                        real_data: Path) -> None:
-    from conftest import SUITES
+    from helpers import SUITES
 
     if not (real_data / "mmlu-computer-security" / "computer_security_test.csv").is_file():
         pytest.skip("real MMLU computer_security data missing under $BENCHAUDIT_DATA")
@@ -357,7 +358,7 @@ def test_mmlu_released_against_a_refusing_endpoint_is_one_clear_message(pytester
 def test_mmlu_released_counts_the_bare_except_a_quirk(pytester: pytest.Pytester, real_data: Path) -> None:
     """An endpoint that answers without log-probabilities for some questions: released MMLU reads
     'A' for each (evaluate.py's bare except), and the records say how often."""
-    from conftest import SUITES
+    from helpers import SUITES
     from pytest_benchaudit.scoring.extract import MMLU_FALLBACK
 
     if not (real_data / "mmlu-computer-security" / "computer_security_test.csv").is_file():

@@ -23,7 +23,7 @@ from pytest_benchaudit.ledger.ledger_rows import (
 from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.ledger.ledger_render import render
 
-from conftest import SUITES
+from helpers import SUITES
 
 # The suites whose cells and totals these tests pin down (others are added to suites/ and
 # edited concurrently by their owners; they are checked only for consistency).
@@ -364,7 +364,8 @@ def test_documented_cells_read_from_the_documents() -> None:
 def test_the_documented_pipeline_runs_documented_values(pytester: pytest.Pytester) -> None:
     """CyberMetric's README prompt and <xml>X</xml> answer format run as the documented layer;
     the fields it leaves open (metric, denominator) are supplied with --set."""
-    from conftest import real_data_dir, only_run_dir, read_run
+    from pytest_benchaudit.testing.runs import only_run_dir, read_run
+    from pytest_benchaudit.testing.data import real_data_dir
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
     data = real_data_dir()
@@ -391,7 +392,8 @@ def test_mmlu_documented_pipeline_runs_the_papers_argmax(pytester: pytest.Pytest
     """The contradicted MMLU extraction cell, end to end: one scripted endpoint that answers every
     4th question without log-probabilities.  The documented layer (the paper's argmax) finds no
     prediction there; the released layer (evaluate.py's bare except) reads 'A' and scores it."""
-    from conftest import real_data_dir, only_run_dir, read_run
+    from pytest_benchaudit.testing.runs import only_run_dir, read_run
+    from pytest_benchaudit.testing.data import real_data_dir
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
     data = real_data_dir()
@@ -445,7 +447,8 @@ def test_mmlu_documented_pipeline_runs_the_papers_argmax(pytester: pytest.Pytest
 def test_cti_bench_documented_pipeline_sends_the_papers_prompt_and_decoding(pytester: pytest.Pytester) -> None:
     """CTI-MCQ as the paper documents it: the expert sentence in front of the Prompt column,
     temperature 0 and top_p 1; what the paper leaves open is supplied with --set."""
-    from conftest import real_data_dir, only_run_dir, read_run
+    from pytest_benchaudit.testing.runs import only_run_dir, read_run
+    from pytest_benchaudit.testing.data import real_data_dir
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
     data = real_data_dir()

@@ -13,50 +13,27 @@ from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.ledger.ledger_render import render_markdown, render_table
 
-from conftest import MCQ_SUITE, SUITES
+from pytest_benchaudit.testing.toy import layer_toml, mcq_suite_toml
+from helpers import SUITES
 
-PEERS = """
+PEERS = ("""
 [templates.same_as_plain]
 user = "{question}\\n{options}"
 
 [templates.peer]
 user = "Answer the question.\\n{question}\\n{options}"
 
-[tasks.mcq.released]
-prompt.template = "plain"
-prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
-inference.decoding = { temperature = 0.0 }
-inference.max_tokens = 16
-extraction = { rule = "final_answer_letter", reasoning = "keep" }
-scoring = { metric = "exact_match", denominator = "valid" }
-aggregation = { method = "micro" }
-
-[tasks.mcq.inspect_evals]
-prompt.template = "peer"
-prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
-inference.decoding = { temperature = 0.0 }
-inference.max_tokens = 16
-extraction = { rule = "final_answer_letter", reasoning = "keep" }
-scoring = { metric = "exact_match", denominator = "total" }
-aggregation = { method = "micro" }
-why = { "prompt.template" = "peer 1.0 template.py", "scoring" = "peer 1.0 counts every question" }
-notes = ["asks once"]
-
-[tasks.mcq.lm_eval_same]
-prompt.template = "same_as_plain"
-prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
-inference.decoding = { temperature = 0.0 }
-inference.max_tokens = 32
-extraction = { rule = "final_answer_letter", reasoning = "keep" }
-scoring = { metric = "exact_match", denominator = "valid" }
-aggregation = { method = "micro" }
-"""
+""" + layer_toml("mcq", "released", max_tokens=16, reasoning="keep", denominator="valid") + "\n"
+    + layer_toml("mcq", "inspect_evals", template="peer", max_tokens=16, reasoning="keep",
+                 why={"prompt.template": "peer 1.0 template.py", "scoring": "peer 1.0 counts every question"},
+                 notes=["asks once"]) + "\n"
+    + layer_toml("mcq", "lm_eval_same", template="same_as_plain", max_tokens=32, reasoning="keep", denominator="valid"))
 
 
 def _suites(root: Path) -> Path:
     for name, extra in (("withpeers", PEERS), ("plainbench", "")):
         (root / name).mkdir(parents=True)
-        (root / name / "suite.toml").write_text(MCQ_SUITE.format(name=name, title=name) + extra)
+        (root / name / "suite.toml").write_text(mcq_suite_toml(name, title=name) + extra)
     return root
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from conftest import only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordExtras, RecordRow
 from pytest_benchaudit.pipeline.record import OPTIONAL_KEYS, Record
 from pytest_benchaudit.pipeline.stages import build_pipeline

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SUITES, TOY_QUESTIONS, only_run_dir, read_run, toy_script
+from pytest_benchaudit.testing.toy import TOY_QUESTIONS, toy_script
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 from pytest_benchaudit.aggregate.results import summarize, summary_document, variant_deltas
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, build_pipeline

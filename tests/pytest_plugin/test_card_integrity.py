@@ -31,7 +31,8 @@ from pytest_benchaudit.pipeline.assembly import materials
 from pytest_benchaudit.scoring import judge_prompts
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import SUITES, only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 # A second template for the prompt-stage override (the toy suite has one): TOML lets a table follow the tasks.
 TERSE = '\n[templates.terse]\nuser = "Q: {question}\\n{options}\\nOne letter."\n'

@@ -10,7 +10,9 @@ import pytest
 
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import SUITES, TOY_QUESTIONS, only_run_dir, read_run
+from pytest_benchaudit.testing.toy import TOY_QUESTIONS
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 RECORD_FIELDS = {"benchmark", "task", "question_id", "model", "variant", "pipeline", "pipeline_hash", "request",
                  "raw_output", "reasoning", "finish_reason", "error", "prediction", "valid", "invalid_reason",

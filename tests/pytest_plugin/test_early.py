@@ -20,7 +20,8 @@ import pytest
 from pytest_benchaudit.inference import prestart
 from pytest_benchaudit.inference.process import available
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-from conftest import only_run_dir, read_run, write_mcq_suite
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 pytestmark = pytest.mark.skipif(not available(), reason="the inference process needs a POSIX platform")
 
@@ -218,7 +219,8 @@ def pytest_configure(config):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks at start-up on Linux only")
-def test_a_child_forked_at_start_up_that_no_engine_takes_is_gone(pytester: pytest.Pytester) -> None:
+def test_a_child_forked_at_start_up_that_no_engine_takes_is_gone(pytester: pytest.Pytester,
+                                                                  outside_xdist_worker: None) -> None:
     # --model names a model but the run collects no suite: the runner never makes an engine.
     pytester.makepyfile(test_plain="def test_one():\n    assert True\n", childpid=CHILD_PID)
     env = {**os.environ, "PYTHONPATH": f"{pytester.path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

@@ -17,7 +17,9 @@ import pytest
 
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
-from conftest import only_run_dir, read_run, write_mcq_suite
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers.processes import PID_PLUGIN, Paced, finish_process, pytest_process
 
 
 OK = Reply(content="Answer: A")
@@ -287,7 +289,7 @@ def test_an_endpoint_down_reason_is_shown_escaped(pytester: pytest.Pytester) -> 
     at once and at the end: with its control characters escaped."""
     write_suite(pytester.path, ["A", "B", "C"])
     with ScriptedServer(lambda call: Reply(status=401, error_message=HOSTILE_ERROR)) as server:
-        code, out = _finish(_pytest_process(pytester, ["suites/faulty", "--model", f"m@{server.url}", *COMMON,
+        code, out = finish_process(pytest_process(pytester, ["suites/faulty", "--model", f"m@{server.url}", *COMMON,
                                                        "--concurrency", "1"]))
     assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
     assert _controls_in(out) == []
@@ -298,32 +300,6 @@ def test_an_endpoint_down_reason_is_shown_escaped(pytester: pytest.Pytester) -> 
 
 
 # -- abnormal ends: each names the run directory and the command that continues it, exit status 2 --
-
-# Python leaves SIGINT ignored when its parent ignored it, as a non-interactive shell does for a job
-# it starts in the background (`nohup .ci/run &`); a Ctrl-C test must not depend on how CI was started,
-# so its pytest takes Python's usual handler back before it starts.
-_INTERRUPTIBLE_PYTEST = ("import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                         "sys.exit(pytest.console_main())")
-
-
-def _pytest_process(pytester: pytest.Pytester, args: list[str], interruptible: bool = False,
-                    **popen: Any) -> "subprocess.Popen[str]":
-    """A real ``python -m pytest`` in the pytester directory, its output on pipes (a file limit set
-    for the process does not reach a pipe, as it would reach pytester's own stdout file).  With
-    ``interruptible``, SIGINT raises KeyboardInterrupt in it even where this process ignores SIGINT."""
-    import subprocess
-    import sys
-
-    start = ["-c", _INTERRUPTIBLE_PYTEST] if interruptible else ["-m", "pytest"]
-    return subprocess.Popen([sys.executable, *start, "-p", "no:cacheprovider", *args], cwd=pytester.path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
-
-
-def _finish(proc: "subprocess.Popen[str]") -> tuple[int, str]:
-    out, _ = proc.communicate(timeout=180)
-    assert "Traceback" not in out and "INTERNALERROR" not in out and "Exception ignored" not in out, out[-4000:]
-    return proc.returncode, out
-
 
 def _stopped_with_resume(out: str, run_dir: Path) -> list[str]:
     """The end of an abnormal run: the run directory and the resume command (returned as argv)."""
@@ -340,30 +316,12 @@ def _stopped_with_resume(out: str, run_dir: Path) -> list[str]:
 
 def _resume_completes(pytester: pytest.Pytester, argv: list[str], ids: list[str]) -> dict[str, Any]:
     """Run the printed command: it asks what was not recorded, and every question ends recorded once."""
-    code, out = _finish(_pytest_process(pytester, argv))
+    code, out = finish_process(pytest_process(pytester, argv))
     assert code == 0, out[-3000:]
     data = read_run(only_run_dir(pytester.path / "out"))
     assert collections.Counter(r["question_id"] for r in data["records"]) == collections.Counter(ids)
     assert data["run"]["ended"] and data["summary"]["results"][0]["n"] == len(ids)
     return data
-
-
-class Paced:
-    """Answers "Answer: A" after ``delay`` seconds; counts completion requests.  With ``hold_after``,
-    requests after that many wait until :attr:`released` is set (so a signal lands mid-run however
-    slow the machine is, not after a run that outpaced the test)."""
-
-    def __init__(self, delay: float, hold_after: int | None = None) -> None:
-        self.delay, self.asked, self.lock = delay, 0, threading.Lock()
-        self.hold_after, self.released = hold_after, threading.Event()
-
-    def __call__(self, call: Call) -> Reply:
-        with self.lock:
-            self.asked += 1
-            held = self.hold_after is not None and self.asked > self.hold_after
-        if held:
-            self.released.wait(60)
-        return Reply(content="Answer: A", delay=self.delay)
 
 
 def test_sigint_names_the_run_and_the_resume_command(pytester: pytest.Pytester) -> None:
@@ -375,12 +333,12 @@ def test_sigint_names_the_run_and_the_resume_command(pytester: pytest.Pytester) 
     paced = Paced(0.01, hold_after=8)
     with ScriptedServer(paced) as server:
         args = ["suites/faulty", "--model", f"m@{server.url}", *COMMON, "--concurrency", "1", "--gate", "faulty>=0.5"]
-        proc = _pytest_process(pytester, args, interruptible=True)
+        proc = pytest_process(pytester, args, interruptible=True)
         deadline = time.monotonic() + 60
         while paced.asked <= 8 and time.monotonic() < deadline:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
-        code, out = _finish(proc)
+        code, out = finish_process(proc)
         paced.released.set()  # the held request and the resumed run are answered at once
         assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
         run_dir = only_run_dir(pytester.path / "out")
@@ -391,15 +349,13 @@ def test_sigint_names_the_run_and_the_resume_command(pytester: pytest.Pytester) 
 
 
 def test_a_killed_inference_process_names_the_run_and_the_resume_command(pytester: pytest.Pytester) -> None:
-    from test_inference_process import PID_PLUGIN
-
     ids = write_suite(pytester.path, [f"Q{i}" for i in range(12)])
     pytester.makepyfile(pidplugin=PID_PLUGIN)
     with ScriptedServer(Paced(0.05)) as server:
         args = ["suites/faulty", "--model", f"m@{server.url}", *COMMON, "--concurrency", "1", "-p", "pidplugin"]
         import os
 
-        code, out = _finish(_pytest_process(pytester, args, env={**os.environ, "KILL_AT": "4"}))
+        code, out = finish_process(pytest_process(pytester, args, env={**os.environ, "KILL_AT": "4"}))
         assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
         assert "STOPPED: the inference process exited with status -9" in out
         _resume_completes(pytester, _stopped_with_resume(out, only_run_dir(pytester.path / "out")), ids)
@@ -412,7 +368,7 @@ def test_a_tripped_breaker_prints_the_resume_command(pytester: pytest.Pytester) 
     with socket.socket() as sock:  # a port nothing listens on: every request is refused
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    code, out = _finish(_pytest_process(pytester, ["suites/faulty", "--model", f"m@http://127.0.0.1:{port}/v1",
+    code, out = finish_process(pytest_process(pytester, ["suites/faulty", "--model", f"m@http://127.0.0.1:{port}/v1",
                                                    *COMMON, "--max-retries", "0", "--breaker", "2",
                                                    "--concurrency", "1"]))
     assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
@@ -434,7 +390,7 @@ def test_the_first_failed_write_stops_the_run(pytester: pytest.Pytester, workers
     paced = Paced(0.01)
     with ScriptedServer(paced) as server:
         args = ["suites/faulty", "--model", f"m@{server.url}", *COMMON, "--concurrency", "1", *workers]
-        code, out = _finish(_pytest_process(
+        code, out = finish_process(pytest_process(
             pytester, args, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))))
         assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
         run_dir = only_run_dir(pytester.path / "out")

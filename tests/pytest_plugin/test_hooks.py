@@ -17,7 +17,7 @@ import pytest
 
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 TRACKER = '''
 import json, os
@@ -75,11 +75,8 @@ def test_a_conftest_receives_every_record_and_the_summary(pytester: pytest.Pytes
 
 def test_under_xdist_the_controller_receives_each_record_once(pytester: pytest.Pytester, tracked: Path,
                                                               scripted: ScriptedServer,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+                                                              outside_xdist_worker: None) -> None:
     pytest.importorskip("xdist")
-    # When this test itself runs on an xdist worker, its subprocess must not inherit that worker's name.
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(name, raising=False)
     result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
                                            "--report-dir", "out", "--no-cache", "-p", "no:randomly", "-n", "2")
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()

@@ -13,40 +13,14 @@ import pytest
 
 from pytest_benchaudit.inference.process import available
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
-from conftest import only_run_dir, read_run, toy_script
+from pytest_benchaudit.testing.toy import toy_script
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers.processes import PID_PLUGIN
 
 pytestmark = pytest.mark.skipif(not available(), reason="the inference process needs a POSIX platform")
 
 # Fields that differ between two runs of the same questions (when, how fast, from where).
 VOLATILE = ("timestamp", "latency_s", "from_cache")
-
-# Writes the inference process's pid (once the runner has one) and, with KILL_AT set, kills it
-# when that many items have started: what an out-of-memory kill or a crash would do.
-PID_PLUGIN = """
-import os, signal
-import pytest
-
-_started = [0]
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_logstart(nodeid, location):
-    runner = _config.pluginmanager.get_plugin("benchaudit-runner")
-    engine = getattr(runner, "engine", None)
-    proc = getattr(engine, "_proc", None)
-    if proc is not None:
-        with open("child.pid", "w") as fh:
-            fh.write(str(proc.pid))
-        with open("child.start", "w") as fh:  # _Forked or Popen
-            fh.write(type(proc).__name__ + (" early" if getattr(engine, "forked_early", False) else ""))
-    _started[0] += 1
-    if proc is not None and _started[0] == int(os.environ.get("KILL_AT", "0")):
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-def pytest_configure(config):
-    global _config
-    _config = config
-"""
 
 
 def _run(pytester: pytest.Pytester, server: ScriptedServer, out: str, *extra: str) -> pytest.RunResult:
@@ -87,7 +61,7 @@ def test_both_engines_record_the_same(pytester: pytest.Pytester, scripted: Scrip
 
 @pytest.mark.skipif(not hasattr(os, "fork") or not os.uname().sysname == "Linux", reason="forks on Linux only")
 def test_a_single_threaded_pytest_forks_its_inference_process(pytester: pytest.Pytester, scripted: ScriptedServer,
-                                                              toy) -> None:
+                                                              toy, outside_xdist_worker: None) -> None:
     pytester.makepyfile(pidplugin=PID_PLUGIN)
     in_child = pytester.runpytest_subprocess(
         "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out",

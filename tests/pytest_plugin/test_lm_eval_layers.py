@@ -22,7 +22,8 @@ import pytest
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 from pytest_benchaudit.testing.scripted_tokenizer import SPLIT_PUNCTUATION, ScriptedTokenizer
 
-from conftest import REPO, SUITES, only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import REPO, SUITES
 
 FIXTURES = REPO / "tests" / "fixtures" / "peers" / "lm_eval-0.4.13"
 MODEL = "benchaudit-logging-endpoint"  # the model name the capture ran under: the bodies' "model"

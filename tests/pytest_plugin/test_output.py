@@ -13,7 +13,8 @@ import pytest
 from pytest_benchaudit.report.terminal import WIDTH, fit_columns, render_answers, render_summary
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import SUITES, only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 # A conftest for the pytester run: it spies on the pytest internals that reporting.py relies on.
 # If a pytest release renames or reorders them, the spy (or the asserts on what it saw) fails.

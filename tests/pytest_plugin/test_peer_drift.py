@@ -29,7 +29,7 @@ import pytest
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.peer_python import find_peer_python, peer_versions
 
-from conftest import REPO, SUITES
+from helpers import REPO, SUITES
 
 PEERS = REPO / "tests" / "fixtures" / "peers"
 INSPECT = PEERS / "inspect_evals-0.26.0"

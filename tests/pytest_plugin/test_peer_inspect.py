@@ -25,7 +25,8 @@ from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.prompt.templates import render_request
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import SUITES, only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "inspect_evals-0.26.0"
 REPLY = Reply(content="ANSWER: A")

@@ -18,20 +18,13 @@ import pytest
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import SUITES, only_run_dir, read_run, toy_script, write_mcq_suite, write_toy
+from pytest_benchaudit.testing.toy import layer_toml, mcq_suite_toml, toy_script, write_suite, write_toy
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
-# The shared one-task MCQ suite (conftest.MCQ_SUITE: its standardized layer, 64 tokens) with a
+# The shared one-task MCQ suite (testing.toy.mcq_suite_toml: its standardized layer, 64 tokens) with a
 # released layer that differs upstream (16 tokens) and downstream (reasoning kept, valid denominator).
-RELEASED_LAYER = """
-[tasks.mcq.released]
-prompt.template = "plain"
-prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
-inference.decoding = { temperature = 0.0 }
-inference.max_tokens = 16
-extraction = { rule = "final_answer_letter", reasoning = "keep" }
-scoring = { metric = "exact_match", denominator = "valid" }
-aggregation = { method = "micro" }
-"""
+RELEASED_LAYER = layer_toml("mcq", "released", max_tokens=16, reasoning="keep", denominator="valid")
 
 # How many of the 10 questions each model gets right under each budget: the order of the three models
 # reverses between the layers (a: 9 -> 3, b: 6 -> 6, c: 3 -> 9), so rho_gen is -1.
@@ -47,11 +40,10 @@ def lay_script(call: Any) -> Reply:
 
 
 def write_lay(root: Path) -> None:
-    write_mcq_suite(root, "lay", [{"id": f"l{i:02d}", "question": f"Question #{i} of the test?",
-                                   "options": ["one", "two", "three", "four"], "gold": "B"} for i in range(10)],
-                    title="Two layers that differ upstream")
-    suite = root / "suites" / "lay" / "suite.toml"
-    suite.write_text(suite.read_text() + RELEASED_LAYER)
+    rows = [{"id": f"l{i:02d}", "question": f"Question #{i} of the test?", "options": ["one", "two", "three", "four"],
+             "gold": "B"} for i in range(10)]
+    write_suite(root, "lay", mcq_suite_toml("lay", title="Two layers that differ upstream", extra="\n" + RELEASED_LAYER),
+                {"lay.jsonl": rows})
 
 
 def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.common.progress import Progress, iterate, progress_enabled
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import only_run_dir
+from pytest_benchaudit.testing.runs import only_run_dir
 
 
 class Clock:

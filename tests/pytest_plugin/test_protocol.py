@@ -21,7 +21,8 @@ import pytest
 from pytest_benchaudit.pytest_plugin.protocol import KNOWN_IMPLEMENTERS, full_protocol_reason
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import only_run_dir, read_run, toy_script
+from pytest_benchaudit.testing.toy import toy_script
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 SPY = '''
 import json, os

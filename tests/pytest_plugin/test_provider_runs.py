@@ -13,7 +13,9 @@ import pytest
 from pytest_benchaudit.inference.providers import load_providers
 from pytest_benchaudit.testing.provider_fakes import FakeReply, ProviderFake
 
-from conftest import SUITES, only_run_dir, read_run, real_data_dir
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.data import real_data_dir
+from helpers import SUITES
 
 CANARY = "sk-CANARY-7f3a9e1c44b2"
 PROVIDER_VARS = sorted({v for p in load_providers().values()

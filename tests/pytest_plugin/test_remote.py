@@ -27,7 +27,8 @@ from pytest_benchaudit.pytest_plugin.remote import (HOST_ID_ENV, RemoteWorkers, 
                                                     is_local_spec, loopback_urls, mask_tx)
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import TOY_QUESTIONS, only_run_dir, read_run, toy_script, write_toy
+from pytest_benchaudit.testing.toy import TOY_QUESTIONS, toy_script, write_toy
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 CONTROLLER_KEY = "sk-controller-canary-5f1e2d3c4b5a69788796"
 # Runs on the controller only (the suites are the only thing sent to the workers): what each worker gets.

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import only_run_dir, write_mcq_suite
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import only_run_dir
 
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
@@ -367,20 +368,20 @@ def test_an_interrupted_large_k_keeps_its_answered_repeats_and_resume_asks_the_r
     import signal
     import time
 
-    from test_faults import Paced, _finish, _pytest_process
+    from helpers.processes import Paced, finish_process, pytest_process
 
     write_suite(pytester.path)
     paced = Paced(0.0, hold_after=60)
     with ScriptedServer(paced) as server:
         args = ["suites/rep", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir", "out",
                 "-p", "no:randomly", "--no-cache", "--repeats", "300", "-k", "q0001", "--concurrency", "4"]
-        proc = _pytest_process(pytester, args, interruptible=True)
+        proc = pytest_process(pytester, args, interruptible=True)
         deadline = time.monotonic() + 60
         while paced.asked <= 60 and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)  # the answered ones reach the controller
         proc.send_signal(signal.SIGINT)
-        code, out = _finish(proc)
+        code, out = finish_process(proc)
         paced.released.set()
         assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
         run_dir = only_run_dir(pytester.path / "out")
@@ -389,7 +390,7 @@ def test_an_interrupted_large_k_keeps_its_answered_repeats_and_resume_asks_the_r
         before = len(completions(server))
         (command,) = [line.strip() for line in out.splitlines() if line.strip().startswith("pytest ")
                       and "--resume" in line]
-        code, out = _finish(_pytest_process(pytester, shlex.split(command)[1:]))
+        code, out = finish_process(pytest_process(pytester, shlex.split(command)[1:]))
         asked = completions(server)[before:]
     assert code == pytest.ExitCode.TESTS_FAILED, out[-3000:]  # (the server answers A; the gold is B)
     records = records_of(run_dir)

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import complete_record, write_toy
+from pytest_benchaudit.testing.toy import write_toy
+from pytest_benchaudit.testing.runs import complete_record
 
 import pytest_benchaudit.plugin
 from pytest_benchaudit.runs.store import RunDirectory

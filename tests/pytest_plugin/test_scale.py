@@ -16,7 +16,8 @@ import pytest
 
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import only_run_dir, write_mcq_suite
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import only_run_dir
 
 QUESTIONS = 1600
 MODELS = ("m0", "m1")

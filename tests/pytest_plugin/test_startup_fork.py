@@ -20,7 +20,7 @@ import pytest
 
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 # Seen by a conftest at configure (before the runner can adopt the child): was a child forked?
 PROBE = '''
@@ -44,7 +44,8 @@ def test_importing_the_entry_point_forks_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("where", ["argv", "PYTEST_ADDOPTS", "ini addopts"])
 def test_the_hook_forks_for_a_run_that_names_a_model(pytester: pytest.Pytester, toy, scripted: ScriptedServer,
-                                                      monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+                                                      monkeypatch: pytest.MonkeyPatch, where: str,
+                                                      outside_xdist_worker: None) -> None:
     probe = pytester.path / "probe.json"
     monkeypatch.setenv("PROBE_OUT", str(probe))
     monkeypatch.delenv("BENCHAUDIT_INFERENCE_PROCESS", raising=False)

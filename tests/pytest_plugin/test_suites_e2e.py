@@ -11,7 +11,8 @@ import pytest
 
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import SUITES, only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 # Answers every request: chat text with a final letter, and first-token log-probabilities for
 # completion requests that ask for them (MMLU's released pipeline).

@@ -11,7 +11,7 @@ from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.inference.usage import PriceTable, check_prices, cost_of, usage_rows
 from pytest_benchaudit.testing.provider_fakes import ProviderFake
 
-from conftest import only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 PRICES = check_prices({"date": "2026-11-20", "gpt-4o": {"input": 2.5, "output": 10.0}})
 

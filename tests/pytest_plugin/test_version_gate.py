@@ -21,7 +21,8 @@ from pytest_benchaudit.pytest_plugin import _fastpath, _xdist
 from pytest_benchaudit.pytest_plugin.protocol import full_protocol_reason
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import only_run_dir, read_run, toy_script
+from pytest_benchaudit.testing.toy import toy_script
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 VARIABLE_RECORD = ("timestamp", "latency_s")
 

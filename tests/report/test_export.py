@@ -15,7 +15,8 @@ import pytest
 from pytest_benchaudit.cli.app import main as benchaudit_main
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import SUITES, only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -356,7 +356,8 @@ def test_a_perfect_seceval_run_does_not_pass_a_gate_on_a_clustered_interval_of_z
     (exit 0).  It fails now, the terminal and summary.json saying which interval it read."""
     import json
 
-    from conftest import SUITES, only_run_dir
+    from pytest_benchaudit.testing.runs import only_run_dir
+    from helpers import SUITES
     from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
     path = real_data / "seceval" / "questions-data.json"

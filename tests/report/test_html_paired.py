@@ -30,7 +30,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from conftest import SUITES, only_run_dir
+from pytest_benchaudit.testing.runs import only_run_dir
+from helpers import SUITES
 from pytest_benchaudit.compare.render import MAX_PAIRS_SHOWN as TEXT_CAP
 from pytest_benchaudit.report.html.paired import MAX_PAIRS_SHOWN, READING_GUIDE, paired_section
 from pytest_benchaudit.report.html.sets import TIE_LEGEND, ranks_section

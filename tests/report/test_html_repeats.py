@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import only_run_dir
+from pytest_benchaudit.testing.runs import only_run_dir
 
 from pytest_benchaudit.report.html.repeats import HEADERS, repeats_section
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import mcq_suite_toml, task_toml, write_suite
 
 OPTIONS = ["first option", "second option", "third option", "fourth option"]
 GOLD = "B"
@@ -28,39 +29,11 @@ GOLD = "B"
 QUESTIONS = {"h01": ("net", 0.9), "h02": ("net", 0.8), "h03": ("web", 0.2), "h04": ("web", 0.3),
              "h05": ("crypto", 0.5), "h06": ("crypto", 0.6), "h07": ("os", 1.0), "h08": ("os", 0.0)}
 
-SUITE = """
-[benchmark]
-name = "rh"
-title = "Repeats in the HTML report"
-data_folder = "rh"
-
-[templates.plain]
-user = "{question}\\n{options}"
-
-[tasks.mcq]
-[tasks.mcq.data]
-file = "rh.jsonl"
-format = "jsonl"
-id = "id"
-question = "question"
-choices = "options"
-gold = "gold"
-meta = ["topic"]
-
-[tasks.mcq.standardized]
-prompt.template = "plain"
-prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }
-inference.decoding = { temperature = 0.7 }
-inference.max_tokens = 16
-extraction = { rule = "final_answer_letter", reasoning = "strip" }
-scoring = { metric = "exact_match", denominator = "total" }
-aggregation = { method = "micro", by = "topic" }
-
-# Another reading of the same answers, so `benchaudit audit` has a layer to move toward.
-[tasks.mcq.released]
-base = "standardized"
-scoring = { metric = "exact_match", denominator = "valid" }
-"""
+# The toy suite's shape (testing.toy), sampled at temperature 0.7 with 16 tokens, and another reading of
+# the same answers, so `benchaudit audit` has a layer to move toward.
+SUITE = mcq_suite_toml("rh", title="Repeats in the HTML report", tasks=[task_toml(
+    "mcq", "rh.jsonl", {"standardized": {"temperature": 0.7, "max_tokens": 16, "by": "topic"}}, meta=["topic"])],
+    extra='\n[tasks.mcq.released]\nbase = "standardized"\nscoring = { metric = "exact_match", denominator = "valid" }\n')
 
 
 class Dice:
@@ -122,12 +95,9 @@ def _repeats_table(html: str) -> list[dict[str, str]]:
 
 
 def _write(root: Path) -> None:
-    (root / "suites" / "rh").mkdir(parents=True)
-    (root / "data" / "rh").mkdir(parents=True)
-    (root / "suites" / "rh" / "suite.toml").write_text(SUITE)
-    (root / "data" / "rh" / "rh.jsonl").write_text("".join(
-        json.dumps({"id": q, "question": f"Report question {q}?", "options": OPTIONS, "gold": GOLD, "topic": t}) + "\n"
-        for q, (t, _p) in QUESTIONS.items()))
+    write_suite(root, "rh", SUITE, {"rh.jsonl": [
+        {"id": q, "question": f"Report question {q}?", "options": OPTIONS, "gold": GOLD, "topic": t}
+        for q, (t, _p) in QUESTIONS.items()]})
 
 
 def _run(pytester: pytest.Pytester, server: ScriptedServer, out: str, *extra: str) -> Path:

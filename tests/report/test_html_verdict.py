@@ -29,7 +29,7 @@ from pytest_benchaudit.report.html.analysis_plots import biplot_figure, text_box
 from pytest_benchaudit.report.html.sets import win_rates
 from pytest_benchaudit.report.html.verdict import verdicts
 
-from conftest import SUITES
+from helpers import SUITES
 
 # --------------------------------------------------------------------------- a small two-benchmark document
 
@@ -323,7 +323,7 @@ def test_biplot_labels_do_not_overlap() -> None:
 
 def test_every_table_and_plot_has_a_definition_line() -> None:
     """Each section with a table says what its numbers are; each plot has a caption."""
-    from test_html_report import FINDINGS as F, RUNS, SWEEPS as S, _doc as full_doc
+    from helpers.html_report_doc import FINDINGS as F, RUNS, SWEEPS as S, compare_doc as full_doc
 
     ledger = [{"benchmark": "b", "cells": {"dataset": {"status": "matched"}, "prompt.template": {"status": "undefined"}},
                "summary": "no"}]

@@ -23,7 +23,7 @@ import pytest
 from cvss import CVSS3
 from scipy import stats
 
-from conftest import real_data_dir
+from pytest_benchaudit.testing.data import real_data_dir
 
 SUITES = Path(__file__).resolve().parents[2] / "suites"
 

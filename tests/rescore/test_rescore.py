@@ -10,7 +10,7 @@ import pytest
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
-from conftest import only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def athena_released(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -
     """AthenaBench's published runs imported (under their 'released' layer)."""
     from pytest_benchaudit.importers import import_athenabench_runs
 
-    from conftest import SUITES
+    from helpers import SUITES
 
     source = real_data / "athenabench" / "runs-mini"
     if not source.is_dir():
@@ -103,7 +103,7 @@ def test_rescoring_runs_toward_their_own_layer_moves_nothing(athena_released: Pa
     from pytest_benchaudit.rescore.run_dirs import rescore_run, sweep_run
     from pytest_benchaudit.compare.sensitivity import sensitivity_table
 
-    from conftest import SUITES
+    from helpers import SUITES
 
     runs = sorted(p for p in athena_released.iterdir() if (p / "run.json").is_file())
     again = [rescore_run(p, layer="released", report_dir=tmp_path / "again", suites_dir=SUITES,
@@ -135,7 +135,7 @@ def test_an_extraction_only_rescore_changes_the_extraction_fields_alone(athena_r
     from pytest_benchaudit.compare.sensitivity import sensitivity_table
     from pytest_benchaudit.dataset.suites import load_suite
 
-    from conftest import SUITES
+    from helpers import SUITES
 
     runs = sorted(p for p in athena_released.iterdir() if (p / "run.json").is_file())
     suite = load_suite(SUITES / "athenabench" / "suite.toml")
@@ -167,7 +167,7 @@ def test_a_folder_of_runs_is_rescored_into_its_own_folder(athena_released: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """`rescore FOLDER --report-dir NEW`: every run of the folder re-scored once into NEW (so compare can
     read the two folders as two sets); without --report-dir, one error and nothing written."""
-    from conftest import SUITES
+    from helpers import SUITES
 
     originals = sorted(p for p in athena_released.iterdir() if (p / "run.json").is_file())
     common = ["--pipeline", "standardized", "--suites-dir", str(SUITES), "--data-dir", str(real_data)]

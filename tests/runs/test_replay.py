@@ -11,7 +11,7 @@ from pytest_benchaudit.runs.replay import ReplayBackend
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 from pytest_benchaudit.pipeline.types import Request
 
-from conftest import read_run
+from pytest_benchaudit.testing.runs import read_run
 
 
 @pytest.fixture

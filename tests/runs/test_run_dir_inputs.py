@@ -27,7 +27,8 @@ from pytest_benchaudit.runs.membership import RunMembership
 from pytest_benchaudit.runs.store import LOCK_NAME, RunDirError, load_run, read_records, run_in_progress
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import build_toy_run, only_run_dir, write_mcq_suite, writer_lock_held
+from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.testing.runs import build_toy_run, only_run_dir, writer_lock_held
 
 
 def no_traceback(text: str) -> None:

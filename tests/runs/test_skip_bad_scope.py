@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import write_run_dir
+from pytest_benchaudit.testing.runs import write_run_dir
 
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.common.errors import RunDirError

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import complete_record, write_run_dir
+from pytest_benchaudit.testing.runs import complete_record, write_run_dir
 
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.runs.store import (LOCK_NAME, DuplicateRecords, RunDirectory, RunLocked, load_run,

@@ -116,7 +116,8 @@ def test_a_pytest_run_marks_hedged_answers_invalid_and_states_their_credit(pytes
     the invalid reasons and says what an invalid answer scores."""
     from pytest_benchaudit.testing.scripted_server import Reply, by_marker
 
-    from conftest import only_run_dir, read_run, write_mcq_suite
+    from pytest_benchaudit.testing.toy import write_mcq_suite
+    from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
     replies = {"HEDGE_OR": "Answer: A or B", "HEDGE_COMMA": "Answer: A, B", "HEDGE_AND": "Answer: A and C",
                "HEDGE_RUN": "Answer: AB", "PLAIN": "Answer: A"}

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_benchaudit.scoring.extract import RULES, extract, rule_names, strip_reasoning
 from pytest_benchaudit.scoring.metrics import score
-from conftest import data_file, read_tsv
+from pytest_benchaudit.testing.data import data_file, read_tsv
 from pytest_benchaudit.pipeline.types import Generation, Question
 
 ABCD = {"A": "Audit", "B": "Execution Prevention", "C": "Process", "D": "User Account"}

@@ -31,7 +31,8 @@ from pytest_benchaudit.scoring.evaluate import evaluate
 from pytest_benchaudit.scoring.metrics import METRIC_INFO, invalid_score, score_item
 from pytest_benchaudit.scoring.tasks.cvss import cvss_abs_diff_cti
 
-from conftest import SUITES, read_run
+from pytest_benchaudit.testing.runs import read_run
+from helpers import SUITES
 
 QWEN4B = "Qwen/Qwen3-4B-Instruct-2507"
 

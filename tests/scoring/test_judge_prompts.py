@@ -10,7 +10,8 @@ import pytest
 from pytest_benchaudit.scoring import judge_prompts
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import SUITES, only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 
 @pytest.mark.parametrize(("text", "expected"), [

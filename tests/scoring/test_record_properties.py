@@ -15,8 +15,8 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_evaluate_record import QUESTION, REQUEST, STAMP, reference
-from test_evaluate_record import pipe as _load_pipe
+from helpers.records import QUESTION, REQUEST, STAMP, reference
+from helpers.records import pipe as _load_pipe
 
 from pytest_benchaudit.pipeline.record import OPTIONAL_KEYS, JudgeCall, Record
 from pytest_benchaudit.pipeline.types import INVALID_STAGE, Extraction, Generation, Question, Score

@@ -13,7 +13,8 @@ from pytest_benchaudit.dataset.suites import SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import load_questions
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
-from conftest import SUITES, only_run_dir, read_run
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from helpers import SUITES
 
 # Rows written for this test in the hub dataset's format (content, question, answers{A..D}, solution).
 FIXTURE = [

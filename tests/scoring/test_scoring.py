@@ -10,7 +10,7 @@ import pytest
 
 from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.scoring.metrics import METRIC_INFO, METRICS, MetricInfo, metric_names, score
-from conftest import data_file, read_tsv
+from pytest_benchaudit.testing.data import data_file, read_tsv
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
 
 

@@ -20,7 +20,9 @@ from pytest_benchaudit.scoring.tasks import cvss, cwe
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question
 
-from conftest import SUITES, data_file, only_run_dir, read_run, read_tsv, real_data_dir
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.data import data_file, read_tsv, real_data_dir
+from helpers import SUITES
 
 GEN = Generation(text="")
 

@@ -13,7 +13,9 @@ import math
 from pathlib import Path
 
 import pytest
-from conftest import SUITES, data_file, only_run_dir, read_run, read_tsv
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.data import data_file, read_tsv
+from helpers import SUITES
 
 from pytest_benchaudit.scoring import extract, metrics as scoring
 from pytest_benchaudit.scoring.judge_calls import judge_problem
