@@ -32,7 +32,7 @@ DEMO_PYTEST := $(BIN)/pytest suites/cybermetric -k cm80 --limit $(DEMO_N) -p no:
                --show-answers 3 --set inference.max_tokens=$(DEMO_TOKENS)
 newest       = $$(ls -td $(1)/*/ | head -1 | sed 's:/$$::')
 
-.PHONY: demo docs docs-serve test test-pytest-matrix test-peers peers-venv wheel-smoke mutants install install-local install-browser clean
+.PHONY: demo docs docs-serve lint test test-pytest-matrix test-peers peers-venv wheel-smoke mutants install install-local install-browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,9 +86,15 @@ docs: install
 docs-serve: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
-# The docs site first (the `docs` prerequisite), then the type checker (strict for the pure core: pipeline,
+# The lint and the docs site first (prerequisites), then the type checker (strict for the pure core: pipeline,
 # scoring, aggregate, runs; see [tool.mypy] in pyproject.toml), then the tests.
-test: install-local install-browser docs
+# ruff's lint rules and format check (the rules: [tool.ruff] in pyproject.toml); `ruff format .` and
+# `ruff check --fix .` make a change pass.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: install-local install-browser lint docs
 	$(BIN)/mypy
 	$(BIN)/pytest
 

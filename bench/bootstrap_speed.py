@@ -51,8 +51,13 @@ def main() -> int:
     ap.add_argument("--models", type=int, default=12)
     ap.add_argument("--resamples", type=int, default=5000)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--runs", nargs=2, type=Path, metavar=("A_DIR", "B_DIR"),
-                    help="also time `benchaudit compare A_DIR --against B_DIR` (document only, no writing)")
+    ap.add_argument(
+        "--runs",
+        nargs=2,
+        type=Path,
+        metavar=("A_DIR", "B_DIR"),
+        help="also time `benchaudit compare A_DIR --against B_DIR` (document only, no writing)",
+    )
     args = ap.parse_args()
 
     a = synthetic(args.models, 1, 0.0)
@@ -63,9 +68,11 @@ def main() -> int:
         res = stats.paired_bootstrap(a, b, n_resamples=args.resamples, seed=0)
         times.append(time.perf_counter() - t0)
     ci = stats.percentile_ci(res["boot_rho"])
-    print(f"paired bootstrap, {args.models} models x {len(SIZES)} tasks ({sum(SIZES)} questions), "
-          f"{args.resamples} resamples: median {statistics.median(times):.3f} s "
-          f"(runs: {', '.join(f'{t:.3f}' for t in times)}); rho {res['rho']:.3f}, CI [{ci[0]:.3f}, {ci[1]:.3f}]")
+    print(
+        f"paired bootstrap, {args.models} models x {len(SIZES)} tasks ({sum(SIZES)} questions), "
+        f"{args.resamples} resamples: median {statistics.median(times):.3f} s "
+        f"(runs: {', '.join(f'{t:.3f}' for t in times)}); rho {res['rho']:.3f}, CI [{ci[0]:.3f}, {ci[1]:.3f}]"
+    )
 
     if args.runs:
         from pytest_benchaudit.compare import _load, build_compare
@@ -77,8 +84,9 @@ def main() -> int:
         doc = build_compare(runs_a, runs_b, n_resamples=args.resamples)
         t_doc = time.perf_counter() - t0
         boot = doc["bootstrap"]["seconds"] if doc["bootstrap"] else float("nan")
-        print(f"compare on run directories: load {t_load:.2f} s, document {t_doc:.2f} s "
-              f"(of which bootstrap {boot:.3f} s)")
+        print(
+            f"compare on run directories: load {t_load:.2f} s, document {t_doc:.2f} s (of which bootstrap {boot:.3f} s)"
+        )
         for sp in doc["spearman"]:
             print(f"  {sp['benchmark']}: rho {sp['rho']:.3f}, CI {sp['ci95']}, {sp['n_models']} models")
     return 0

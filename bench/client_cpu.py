@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from data_dir import require_data_dir  # noqa: E402
 from failure_summary import fresh_mixed  # noqa: E402
 from throughput import bare_client, request_bodies  # noqa: E402
-from data_dir import require_data_dir  # noqa: E402
 
 
 async def ours(url: str, bodies: list[bytes], concurrency: int) -> int:
@@ -39,8 +39,9 @@ async def ours(url: str, bodies: list[bytes], concurrency: int) -> int:
         data = json.loads(body)
         params = {k: v for k, v in data.items() if k not in ("model", "messages")}
         requests.append(Request(mode="chat", messages=data["messages"], params=params))
-    backend = OpenAICompatBackend(ModelSpec(label="m", kind="endpoint", base_url=url, model_id="m", max_retries=2),
-                                  concurrency=concurrency)
+    backend = OpenAICompatBackend(
+        ModelSpec(label="m", kind="endpoint", base_url=url, model_id="m", max_retries=2), concurrency=concurrency
+    )
     try:
         out = await asyncio.gather(*(backend.generate(r) for r in requests))
     finally:
@@ -65,8 +66,10 @@ def main() -> None:
                 cpu[name].append(time.process_time() - start)
             if errors:
                 raise SystemExit(f"{name}: {errors} requests failed")
-    print(f"{len(bodies)} requests, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms, "
-          f"median of {args.repeats}; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{len(bodies)} requests, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms, "
+        f"median of {args.repeats}; load average {os.getloadavg()[0]:.1f}"
+    )
     for name, values in cpu.items():
         med = statistics.median(values)
         print(f"{name:>18}: CPU {med:.2f} s, {med / len(bodies) * 1000:.3f} ms per request")

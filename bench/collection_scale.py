@@ -58,8 +58,10 @@ scoring = { metric = "exact_match", denominator = "total" }
 aggregation = { method = "micro" }
 """
 
-WORDS = ("firewall packet cipher token exploit kernel phishing hash certificate audit malware "
-         "sandbox privilege vector buffer overflow injection lateral movement beacon payload").split()
+WORDS = (
+    "firewall packet cipher token exploit kernel phishing hash certificate audit malware "
+    "sandbox privilege vector buffer overflow injection lateral movement beacon payload"
+).split()
 
 
 def write_synth(root: Path, n: int) -> tuple[Path, Path]:
@@ -73,15 +75,27 @@ def write_synth(root: Path, n: int) -> tuple[Path, Path]:
         for i in range(n):
             q = " ".join(rng.choice(WORDS) for _ in range(rng.randint(12, 40)))
             opts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 8))) for _ in range(4)]
-            fh.write(json.dumps({"id": f"s{i:05d}", "question": f"Which is true of {q}?", "options": opts,
-                                 "gold": "ABCD"[rng.randrange(4)], "topic": rng.choice(WORDS)}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"s{i:05d}",
+                        "question": f"Which is true of {q}?",
+                        "options": opts,
+                        "gold": "ABCD"[rng.randrange(4)],
+                        "topic": rng.choice(WORDS),
+                    }
+                )
+                + "\n"
+            )
     return suite_dir, data
 
 
 def write_plain(root: Path, n: int) -> Path:
     path = root / "plain" / "test_plain.py"
     path.parent.mkdir()
-    path.write_text(f"import pytest\n\n\n@pytest.mark.parametrize('i', range({n}))\ndef test_item(i):\n    assert i >= 0\n")
+    path.write_text(
+        f"import pytest\n\n\n@pytest.mark.parametrize('i', range({n}))\ndef test_item(i):\n    assert i >= 0\n"
+    )
     return path
 
 

@@ -29,8 +29,9 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -82,21 +83,39 @@ def _errors(rng: np.random.Generator, topic: np.ndarray, grouped: bool) -> list[
     return [[float(v)] for v in np.exp(effect + rng.normal(0, 0.5, len(topic)))]
 
 
-KINDS: dict[str, tuple[str, Callable[[np.random.Generator, np.ndarray, bool], list[list[float]]],
-                        Callable[[bool], float]]] = {
+KINDS: dict[
+    str, tuple[str, Callable[[np.random.Generator, np.ndarray, bool], list[list[float]]], Callable[[bool], float]]
+] = {
     "wilson (0/1, K = 1)": ("exact_match", _binary, lambda grouped: _normal_mean(_logistic, 1.0)),
-    "wilson_effective_n (shares of K = 3)": ("exact_match", _shares,
-                                              lambda grouped: _normal_mean(_logistic, math.sqrt(2) if grouped else 1)),
+    "wilson_effective_n (shares of K = 3)": (
+        "exact_match",
+        _shares,
+        lambda grouped: _normal_mean(_logistic, math.sqrt(2) if grouped else 1),
+    ),
     # log-normal with variance 0.25 + 0.25: mean exp(0.5 / 2)
     "student_t / cluster_t (an error metric)": ("cvss_abs_diff", _errors, lambda grouped: math.exp(0.25)),
 }
 
 
 def _row(scores: list[list[float]], topic: np.ndarray, card: dict[str, Any], metric: str) -> dict[str, Any]:
-    records = [{"benchmark": "toy", "task": "mcq", "model": "m", "pipeline": "standardized", "pipeline_hash": "h",
-                "question_id": f"q{i}", "repeat": k, "valid": True, "correct": s == 1.0, "score": s, "metric": metric,
-                "question_meta": {"topic": int(t)}} for i, (per, t) in enumerate(zip(scores, topic))
-               for k, s in enumerate(per)]
+    records = [
+        {
+            "benchmark": "toy",
+            "task": "mcq",
+            "model": "m",
+            "pipeline": "standardized",
+            "pipeline_hash": "h",
+            "question_id": f"q{i}",
+            "repeat": k,
+            "valid": True,
+            "correct": s == 1.0,
+            "score": s,
+            "metric": metric,
+            "question_meta": {"topic": int(t)},
+        }
+        for i, (per, t) in enumerate(zip(scores, topic))
+        for k, s in enumerate(per)
+    ]
     (row,) = summarize(records, card)  # type: ignore[arg-type]
     return dict(row)
 
@@ -107,7 +126,7 @@ def _miller(values: list[float], topic: np.ndarray) -> list[float]:
     n, m = len(x), x.mean()
     d = x - m
     sums = np.bincount(topic, weights=d)
-    var = d.var(ddof=1) / n + ((sums ** 2).sum() - (d ** 2).sum()) / n ** 2
+    var = d.var(ddof=1) / n + ((sums**2).sum() - (d**2).sum()) / n**2
     se = math.sqrt(max(var, 0.0))
     return [m - Z * se, m + Z * se]
 
@@ -159,8 +178,14 @@ def paired(trials: int, seed: int) -> list[list[str]]:
             rejected["mcnemar"] += (plain["p_value"] or 1.0) < 0.05
             rejected["clustered"] += (clustered["p_value"] or 1.0) < 0.05
             covered += _holds(clustered["ci95"], 0.0)
-        table.append([label, f"{100 * rejected['mcnemar'] / trials:.1f}%",
-                      f"{100 * rejected['clustered'] / trials:.1f}%", f"{100 * covered / trials:.1f}%"])
+        table.append(
+            [
+                label,
+                f"{100 * rejected['mcnemar'] / trials:.1f}%",
+                f"{100 * rejected['clustered'] / trials:.1f}%",
+                f"{100 * covered / trials:.1f}%",
+            ]
+        )
     return table
 
 
@@ -173,19 +198,30 @@ def mcnemar(trials: int, seed: int) -> list[list[str]]:
         rng = np.random.default_rng([seed, int(psi * 100), int(mde * 100)])
 
         def simulated(n: int) -> float:
-            counts = rng.multinomial(n, [(psi + mde) / 2, (psi - mde) / 2, 1 - psi], size=trials)
-            return float(np.mean([stats.binomtest(int(x), int(x + y)).pvalue < 0.05 if x + y else False
-                                  for x, y, _ in counts]))
+            counts = rng.multinomial(n, [(psi + mde) / 2, (psi - mde) / 2, 1 - psi], size=trials)  # noqa: B023 - called within this iteration
+            return float(
+                np.mean([stats.binomtest(int(x), int(x + y)).pvalue < 0.05 if x + y else False for x, y, _ in counts])
+            )
 
-        table.append([f"{psi:g}", f"{mde:g}", f"{old_n:,}", f"{mcnemar_power(old_n, psi, mde):.3f}",
-                      f"{simulated(old_n):.3f}", f"{row.questions:,}", f"{row.power:.3f}",
-                      f"{simulated(row.questions):.3f}"])
+        table.append(
+            [
+                f"{psi:g}",
+                f"{mde:g}",
+                f"{old_n:,}",
+                f"{mcnemar_power(old_n, psi, mde):.3f}",
+                f"{simulated(old_n):.3f}",
+                f"{row.questions:,}",
+                f"{row.power:.3f}",
+                f"{simulated(row.questions):.3f}",
+            ]
+        )
     return table
 
 
 def _markdown(headers: list[str], rows: list[list[str]]) -> str:
-    return "\n".join(["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-                     + ["| " + " | ".join(r) + " |" for r in rows])
+    return "\n".join(
+        ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + ["| " + " | ".join(r) + " |" for r in rows]
+    )
 
 
 def main() -> int:
@@ -195,16 +231,27 @@ def main() -> int:
     args = ap.parse_args()
     start = time.perf_counter()
     mcse = 100 * math.sqrt(0.95 * 0.05 / args.trials)
-    print(f"## Coverage of the 95% intervals ({args.trials:,} trials each; Monte-Carlo SE ±{mcse:.1f} points "
-          "at 95%)\n")
-    print(_markdown(["interval kind", "questions", "ci95_clustered", "ci95 (plain)", "Miller eq. 4 + 1.96"],
-                    coverage(args.trials, args.seed)))
+    print(f"## Coverage of the 95% intervals ({args.trials:,} trials each; Monte-Carlo SE ±{mcse:.1f} points at 95%)\n")
+    print(
+        _markdown(
+            ["interval kind", "questions", "ci95_clustered", "ci95 (plain)", "Miller eq. 4 + 1.96"],
+            coverage(args.trials, args.seed),
+        )
+    )
     print(f"\n## Paired test under a true null, 10 topics ({args.trials:,} trials each)\n")
-    print(_markdown(["difference between the models", "exact McNemar rejects", "clustered t rejects",
-                     "clustered CI holds 0"], paired(args.trials, args.seed)))
+    print(
+        _markdown(
+            ["difference between the models", "exact McNemar rejects", "clustered t rejects", "clustered CI holds 0"],
+            paired(args.trials, args.seed),
+        )
+    )
     print(f"\n## Exact McNemar at plan's K = 1 row ({args.trials:,} simulated trials each)\n")
-    print(_markdown(["ψ", "mde", "n (normal approx.)", "exact power", "simulated", "n (plan)", "exact power",
-                     "simulated"], mcnemar(args.trials, args.seed)))
+    print(
+        _markdown(
+            ["ψ", "mde", "n (normal approx.)", "exact power", "simulated", "n (plan)", "exact power", "simulated"],
+            mcnemar(args.trials, args.seed),
+        )
+    )
     print(f"\n({time.perf_counter() - start:.0f} s)")
     return 0
 

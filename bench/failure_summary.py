@@ -21,22 +21,35 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from data_dir import require_data_dir
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def start_mixed(latency: float, invalid: float = 0.10, http_errors: float = 0.03,
-                arrivals: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+def start_mixed(
+    latency: float, invalid: float = 0.10, http_errors: float = 0.03, arrivals: Path | None = None
+) -> tuple[subprocess.Popen[str], str]:
     """The mixed scripted server in its own process; returns (process, base URL).  ``arrivals``:
     the file where it logs each request's arrival when it stops (``--arrivals``)."""
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_benchaudit.testing.mixed_server", "--latency", str(latency),
-                             "--invalid", str(invalid), "--http-errors", str(http_errors),
-                             *(["--arrivals", str(arrivals)] if arrivals else [])],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchaudit.testing.mixed_server",
+            "--latency",
+            str(latency),
+            "--invalid",
+            str(invalid),
+            "--http-errors",
+            str(http_errors),
+            *(["--arrivals", str(arrivals)] if arrivals else []),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     if not line.startswith("READY "):
@@ -96,14 +109,17 @@ def main() -> None:
             default.append(t)
             lines["default"] = n
             with fresh_mixed(0.0) as url:
-                t, n, _out = run_pytest(base + ["--model", f"m@{url}", "--report-dir", str(report), "--tb=no",
-                                                "-rN"], tmp)
+                t, n, _out = run_pytest(
+                    base + ["--model", f"m@{url}", "--report-dir", str(report), "--tb=no", "-rN"], tmp
+                )
             floor.append(t)
             lines["--tb=no -rN"] = n
         score, invalid = accuracy(report)
     d, f = statistics.median(default), statistics.median(floor)
-    print(f"SecEval standardized, mixed server (score {100 * score:.1f}% over all items, {100 * invalid:.1f}% invalid), "
-          f"no latency, median of {args.repeats}, whole-process wall time")
+    print(
+        f"SecEval standardized, mixed server (score {100 * score:.1f}% over all items, {100 * invalid:.1f}% invalid), "
+        f"no latency, median of {args.repeats}, whole-process wall time"
+    )
     print(f"{'options':>14} {'wall s':>8} {'lines':>6}")
     print(f"{'default':>14} {d:>8.2f} {lines['default']:>6}")
     print(f"{'--tb=no -rN':>14} {f:>8.2f} {lines['--tb=no -rN']:>6}")

@@ -46,20 +46,47 @@ class _ZstdZip:
         packed = self.compressor.compress(data)
         offset = self.handle.tell()
         encoded, crc = name.encode(), zlib.crc32(data)
-        self.handle.write(struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", 63, 0, 0, 93, 0, 0, crc, len(packed),
-                                      len(data), len(encoded), 0) + encoded + packed)
+        self.handle.write(
+            struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", 63, 0, 0, 93, 0, 0, crc, len(packed), len(data), len(encoded), 0)
+            + encoded
+            + packed
+        )
         self.entries.append((encoded, crc, len(packed), len(data), offset))
 
     def close(self) -> None:
         start = self.handle.tell()
         for encoded, crc, packed, size, offset in self.entries:
-            self.handle.write(struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 63, 3, 63, 0, 0, 93, 0, 0, crc, packed,
-                                          size, len(encoded), 0, 0, 0, 0, 0, offset) + encoded)
+            self.handle.write(
+                struct.pack(
+                    "<4s4B4HL2L5H2L",
+                    b"PK\x01\x02",
+                    63,
+                    3,
+                    63,
+                    0,
+                    0,
+                    93,
+                    0,
+                    0,
+                    crc,
+                    packed,
+                    size,
+                    len(encoded),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    offset,
+                )
+                + encoded
+            )
         end = self.handle.tell()
         count = len(self.entries)
         if count > 0xFFFF:  # zip64: the end record's 16-bit counts cannot hold it
-            self.handle.write(struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count,
-                                          end - start, start))
+            self.handle.write(
+                struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, end - start, start)
+            )
             self.handle.write(struct.pack("<4sLQL", b"PK\x06\x07", 0, end, 1))
             count = 0xFFFF
         self.handle.write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, count, count, end - start, start, 0))
@@ -81,8 +108,14 @@ def build(path: Path, n: int) -> None:
         answer, target = letters[i % 4], letters[(i // 3) % 4]
         value = "C" if answer == target else "I"
         correct += value == "C"
-        sample.update({"id": f"q{i}", "epoch": 1, "target": target,
-                       "scores": {"choice": {"value": value, "answer": answer, "explanation": f"ANSWER: {answer}"}}})
+        sample.update(
+            {
+                "id": f"q{i}",
+                "epoch": 1,
+                "target": target,
+                "scores": {"choice": {"value": value, "answer": answer, "explanation": f"ANSWER: {answer}"}},
+            }
+        )
         sample["output"]["completion"] = f"ANSWER: {answer}"
         zipped.add(f"samples/q{i}_epoch_1.json", json.dumps(sample).encode())
         reductions.append({"value": 1.0 if value == "C" else 0.0, "sample_id": f"q{i}"})
@@ -104,8 +137,13 @@ def measure(log: Path, reports: Path) -> dict[str, float]:
     INSPECT.import_logs([log], ImportOptions(reports, HERE.parent / "suites", reports, "bench"))
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     me, child = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"wall": wall, "main_cpu": cpu, "reader_cpu": child.ru_utime + child.ru_stime,
-            "main_rss_mb": me.ru_maxrss / 1024, "reader_rss_mb": child.ru_maxrss / 1024}
+    return {
+        "wall": wall,
+        "main_cpu": cpu,
+        "reader_cpu": child.ru_utime + child.ru_stime,
+        "main_rss_mb": me.ru_maxrss / 1024,
+        "reader_rss_mb": child.ru_maxrss / 1024,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,17 +161,25 @@ def main(argv: list[str] | None = None) -> int:
         log = work / "bench.eval"
         started = time.perf_counter()
         build(log, args.samples)
-        print(f"built {log.name}: {args.samples} samples, {log.stat().st_size / 1e6:.1f} MB "
-              f"in {time.perf_counter() - started:.1f} s")
-        out = subprocess.run([sys.executable, __file__, "--measure", str(log), str(work / "reports")], check=True,
-                             stdout=subprocess.PIPE, text=True).stdout
+        print(
+            f"built {log.name}: {args.samples} samples, {log.stat().st_size / 1e6:.1f} MB "
+            f"in {time.perf_counter() - started:.1f} s"
+        )
+        out = subprocess.run(
+            [sys.executable, __file__, "--measure", str(log), str(work / "reports")],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        ).stdout
         m = json.loads(out.strip().splitlines()[-1])
         n = args.samples
-        print(f"import: {m['wall']:.1f} s wall ({n / m['wall']:,.0f} samples/s); CPU: main process "
-              f"{m['main_cpu']:.1f} s ({m['main_cpu'] / n * 1e6:.0f} us a sample), reader process "
-              f"{m['reader_cpu']:.1f} s ({m['reader_cpu'] / n * 1e6:.0f} us a sample); on two free cores "
-              f"{n / max(m['main_cpu'], m['reader_cpu']):,.0f} samples/s; peak RSS main "
-              f"{m['main_rss_mb']:.0f} MB, reader {m['reader_rss_mb']:.0f} MB")
+        print(
+            f"import: {m['wall']:.1f} s wall ({n / m['wall']:,.0f} samples/s); CPU: main process "
+            f"{m['main_cpu']:.1f} s ({m['main_cpu'] / n * 1e6:.0f} us a sample), reader process "
+            f"{m['reader_cpu']:.1f} s ({m['reader_cpu'] / n * 1e6:.0f} us a sample); on two free cores "
+            f"{n / max(m['main_cpu'], m['reader_cpu']):,.0f} samples/s; peak RSS main "
+            f"{m['main_rss_mb']:.0f} MB, reader {m['reader_rss_mb']:.0f} MB"
+        )
     return 0
 
 

@@ -91,8 +91,22 @@ def make_run_dir(tmp: Path, n: int, correct: bool) -> Path:
 
     name = "passing" if correct else "failing"
     with ScriptedServer(script) as server:
-        run(PYTEST + [str(REPO / "suites" / "seceval"), "--limit", str(n), "--model", f"m@{server.url}",
-                      "--report-dir", str(tmp / name), "--no-cache", "--tb=no", "-rN"], str(tmp))
+        run(
+            PYTEST
+            + [
+                str(REPO / "suites" / "seceval"),
+                "--limit",
+                str(n),
+                "--model",
+                f"m@{server.url}",
+                "--report-dir",
+                str(tmp / name),
+                "--no-cache",
+                "--tb=no",
+                "-rN",
+            ],
+            str(tmp),
+        )
     (run_dir,) = [p for p in (tmp / name).iterdir() if (p / "run.json").is_file()]
     return run_dir
 
@@ -100,10 +114,9 @@ def make_run_dir(tmp: Path, n: int, correct: bool) -> Path:
 def write_trivial(tmp: Path, n: int) -> Path:
     path = tmp / "trivial" / f"test_trivial_{n}.py"
     path.parent.mkdir(exist_ok=True)
-    path.write_text("import pytest\n\n\n"
-                    f"@pytest.mark.parametrize('i', range({n}))\n"
-                    "def test_item(i):\n"
-                    "    assert i >= 0\n")
+    path.write_text(
+        f"import pytest\n\n\n@pytest.mark.parametrize('i', range({n}))\ndef test_item(i):\n    assert i >= 0\n"
+    )
     return path
 
 
@@ -111,8 +124,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--full-protocol", action="store_true",
-                        help="also time each run with BENCHAUDIT_FULL_PROTOCOL=1 (pytest's own per-item protocol)")
+    parser.add_argument(
+        "--full-protocol",
+        action="store_true",
+        help="also time each run with BENCHAUDIT_FULL_PROTOCOL=1 (pytest's own per-item protocol)",
+    )
     args = parser.parse_args()
     ENV["BENCHAUDIT_DATA"] = str(require_data_dir())
     n = args.items
@@ -124,8 +140,15 @@ def main() -> None:
         cmds: dict[tuple[str, int], tuple[list[str], dict[str, str]]] = {}
         for size in (1, n):
             for kind, run_dir in dirs.items():
-                cmd = PYTEST + [str(REPO / "suites" / "seceval"), "--limit", str(size),
-                                "--model", f"replay:{run_dir}", "--report-dir", str(tmp / "replayed")]
+                cmd = PYTEST + [
+                    str(REPO / "suites" / "seceval"),
+                    "--limit",
+                    str(size),
+                    "--model",
+                    f"replay:{run_dir}",
+                    "--report-dir",
+                    str(tmp / "replayed"),
+                ]
                 cmds[(kind, size)] = (cmd, {})
                 if args.full_protocol:  # the same run through pytest's own per-item protocol
                     cmds[(f"{kind} (full)", size)] = (cmd, {"BENCHAUDIT_FULL_PROTOCOL": "1"})
@@ -143,19 +166,28 @@ def main() -> None:
                 cpu[key].append(c)
     med = {k: statistics.median(v) for k, v in cpu.items()}
     medw = {k: statistics.median(v) for k, v in wall.items()}
-    print(f"SecEval via replay, {n} items, default options, CPU (user+sys) of the whole process, "
-          f"median of {args.repeats} (interleaved); load average {os.getloadavg()[0]:.1f}")
-    print(f"{'':>16} {'1 item CPU s':>13} {f'{n} items CPU s':>15} {'per item ms':>12} {'above bare ms':>14} "
-          f"{'wall s':>8}")
+    print(
+        f"SecEval via replay, {n} items, default options, CPU (user+sys) of the whole process, "
+        f"median of {args.repeats} (interleaved); load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'':>16} {'1 item CPU s':>13} {f'{n} items CPU s':>15} {'per item ms':>12} {'above bare ms':>14} "
+        f"{'wall s':>8}"
+    )
     kinds = list(dict.fromkeys(k for k, _ in cmds))
     kinds.sort(key=lambda k: (k != "bare pytest", k))
     per = {kind: (med[(kind, n)] - med[(kind, 1)]) / (n - 1) * 1000 for kind in kinds}
     for kind in kinds:
-        print(f"{kind:>16} {med[(kind, 1)]:>13.2f} {med[(kind, n)]:>15.2f} {per[kind]:>12.3f} "
-              f"{per[kind] - per['bare pytest']:>14.3f} {medw[(kind, n)]:>8.2f}")
+        print(
+            f"{kind:>16} {med[(kind, 1)]:>13.2f} {med[(kind, n)]:>15.2f} {per[kind]:>12.3f} "
+            f"{per[kind] - per['bare pytest']:>14.3f} {medw[(kind, n)]:>8.2f}"
+        )
     for kind in ("passing", "failing"):
-        print(f"{kind}: {per[kind]:.3f} ms per item (target <= 1 ms: {'met' if per[kind] <= 1 else 'NOT met'}); "
-              f"{per[kind] - per['bare pytest']:.3f} ms above bare pytest's own per-item cost")
+        print(
+            f"{kind}: {per[kind]:.3f} ms per item (target <= 1 ms: {'met' if per[kind] <= 1 else 'NOT met'}); "
+            f"{per[kind] - per['bare pytest']:.3f} ms above bare pytest's own per-item cost"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -31,8 +31,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_benchaudit.inference.launch.local import MODEL_ID, LocalServer
 from data_dir import require_data_dir  # noqa: E402
+
+from pytest_benchaudit.inference.launch.local import MODEL_ID, LocalServer
 
 
 class Proxy:
@@ -61,13 +62,16 @@ class Proxy:
             async def handle(request: web.Request) -> web.StreamResponse:
                 t0 = time.perf_counter()
                 body = await request.read()
-                headers = {k: v for k, v in request.headers.items()
-                           if k.lower() not in ("host", "content-length", "transfer-encoding")}
-                async with session.request(request.method, self.upstream + request.path_qs, data=body,
-                                           headers=headers) as up:
+                headers = {
+                    k: v
+                    for k, v in request.headers.items()
+                    if k.lower() not in ("host", "content-length", "transfer-encoding")
+                }
+                async with session.request(
+                    request.method, self.upstream + request.path_qs, data=body, headers=headers
+                ) as up:
                     data = await up.read()
-                    resp = web.Response(body=data, status=up.status,
-                                        content_type=up.content_type or "application/json")
+                    resp = web.Response(body=data, status=up.status, content_type=up.content_type or "application/json")
                 await resp.prepare(request)
                 await resp.write_eof()
                 if request.method == "POST":
@@ -103,10 +107,18 @@ def idle_stats(spans: list[tuple[float, float, str]]) -> dict[str, float]:
     busy += cur_e - cur_s
     window = end - start
     service = [e - s for s, e, _ in spans]
-    return {"window": window, "busy": busy, "idle": window - busy, "idle_frac": (window - busy) / window,
-            "gaps": len(gaps), "gap_median_ms": statistics.median(gaps) * 1000 if gaps else 0.0,
-            "gap_max_ms": max(gaps) * 1000 if gaps else 0.0, "start": start, "end": end,
-            "latency_median": statistics.median(service)}
+    return {
+        "window": window,
+        "busy": busy,
+        "idle": window - busy,
+        "idle_frac": (window - busy) / window,
+        "gaps": len(gaps),
+        "gap_median_ms": statistics.median(gaps) * 1000 if gaps else 0.0,
+        "gap_max_ms": max(gaps) * 1000 if gaps else 0.0,
+        "start": start,
+        "end": end,
+        "latency_median": statistics.median(service),
+    }
 
 
 def main() -> None:
@@ -127,10 +139,31 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for conc in args.concurrency:
                 proxy.spans.clear()
-                cmd = [sys.executable, "-m", "pytest", str(REPO / "suites" / "cybermetric"), "-k", "cm80",
-                       "--limit", str(args.limit), "--set", f"inference.max_tokens={args.max_tokens}",
-                       "--model", f"{MODEL_ID}@{base}/v1", "--concurrency", str(conc), "--no-cache",
-                       "--report-dir", tmp, "-q", "--no-header", "--tb=no", "-rN", "-p", "no:cacheprovider"]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    str(REPO / "suites" / "cybermetric"),
+                    "-k",
+                    "cm80",
+                    "--limit",
+                    str(args.limit),
+                    "--set",
+                    f"inference.max_tokens={args.max_tokens}",
+                    "--model",
+                    f"{MODEL_ID}@{base}/v1",
+                    "--concurrency",
+                    str(conc),
+                    "--no-cache",
+                    "--report-dir",
+                    tmp,
+                    "-q",
+                    "--no-header",
+                    "--tb=no",
+                    "-rN",
+                    "-p",
+                    "no:cacheprovider",
+                ]
                 t0 = time.perf_counter()
                 proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
                 t1 = time.perf_counter()
@@ -140,15 +173,21 @@ def main() -> None:
                 rows.append((conc, len(proxy.spans), t1 - t0, st, st["start"] - t0, t1 - st["end"]))
     finally:
         server.stop()
-    print(f"CyberMetric-80, --limit {args.limit}, max_tokens {args.max_tokens}, SmolLM2-135M on llama.cpp "
-          "(one request at a time), proxy timestamps")
-    print(f"{'conc':>4} {'requests':>8} {'pytest wall s':>13} {'before 1st req s':>16} {'after last s':>12} "
-          f"{'window s':>8} {'idle s':>6} {'idle %':>6} {'gaps':>4} {'gap med ms':>10} {'gap max ms':>10} "
-          f"{'req med s':>9}")
+    print(
+        f"CyberMetric-80, --limit {args.limit}, max_tokens {args.max_tokens}, SmolLM2-135M on llama.cpp "
+        "(one request at a time), proxy timestamps"
+    )
+    print(
+        f"{'conc':>4} {'requests':>8} {'pytest wall s':>13} {'before 1st req s':>16} {'after last s':>12} "
+        f"{'window s':>8} {'idle s':>6} {'idle %':>6} {'gaps':>4} {'gap med ms':>10} {'gap max ms':>10} "
+        f"{'req med s':>9}"
+    )
     for conc, n, wall, st, pre, post in rows:
-        print(f"{conc:>4} {n:>8} {wall:>13.2f} {pre:>16.2f} {post:>12.2f} {st['window']:>8.2f} {st['idle']:>6.2f} "
-              f"{st['idle_frac'] * 100:>6.2f} {st['gaps']:>4} {st['gap_median_ms']:>10.1f} {st['gap_max_ms']:>10.1f} "
-              f"{st['latency_median']:>9.3f}")
+        print(
+            f"{conc:>4} {n:>8} {wall:>13.2f} {pre:>16.2f} {post:>12.2f} {st['window']:>8.2f} {st['idle']:>6.2f} "
+            f"{st['idle_frac'] * 100:>6.2f} {st['gaps']:>4} {st['gap_median_ms']:>10.1f} {st['gap_max_ms']:>10.1f} "
+            f"{st['latency_median']:>9.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_benchaudit.compare import expand_runs  # noqa: E402
-from pytest_benchaudit.rescore.run_dirs import rescore_run  # noqa: E402
 from pytest_benchaudit.multiverse.universe import build_multiverse  # noqa: E402
+from pytest_benchaudit.rescore.run_dirs import rescore_run  # noqa: E402
 
 
 def _import(out: Path) -> Path:
@@ -56,15 +56,18 @@ def main() -> None:
         for round_ in range(args.repeats + 1):
             start = time.perf_counter()
             for run in runs:
-                rescore_run(run, report_dir=Path(tmp) / f"rescored-{round_}", suites_dir=REPO / "suites",
-                            warn=lambda _m: None)
+                rescore_run(
+                    run, report_dir=Path(tmp) / f"rescored-{round_}", suites_dir=REPO / "suites", warn=lambda _m: None
+                )
             middle = time.perf_counter()
-            doc = build_multiverse([folder], suites_dir=REPO / "suites", resamples=args.resamples,
-                                   warn=lambda _m: None)
+            doc = build_multiverse([folder], suites_dir=REPO / "suites", resamples=args.resamples, warn=lambda _m: None)
             end = time.perf_counter()
             label = "warm-up" if round_ == 0 else f"round {round_}"
-            print(f"{label}: rescore {middle - start:.2f} s, multiverse {end - middle:.2f} s "
-                  f"({(end - middle) / (middle - start):.2f}x)", flush=True)
+            print(
+                f"{label}: rescore {middle - start:.2f} s, multiverse {end - middle:.2f} s "
+                f"({(end - middle) / (middle - start):.2f}x)",
+                flush=True,
+            )
             if round_:
                 rescore_s.append(middle - start)
                 multiverse_s.append(end - middle)
@@ -72,8 +75,10 @@ def main() -> None:
     specs = {s["task"]: s["enumerated"] for s in doc["spaces"]}
     a, b = statistics.median(rescore_s), statistics.median(multiverse_s)
     print(f"{len(runs)} runs, {records} records; specifications per task: {specs} ({sum(specs.values())} in all)")
-    print(f"median of {args.repeats}: one rescore {a:.2f} s, the whole multiverse {b:.2f} s: {b / a:.2f}x one rescore "
-          f"(target < 10x and < 60 s); load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"median of {args.repeats}: one rescore {a:.2f} s, the whole multiverse {b:.2f} s: {b / a:.2f}x one rescore "
+        f"(target < 10x and < 60 s); load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

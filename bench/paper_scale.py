@@ -33,8 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 
 from collection_scale import MEASURE, write_plain  # noqa: E402
-from failure_summary import start_mixed  # noqa: E402
 from data_dir import require_data_dir  # noqa: E402
+from failure_summary import start_mixed  # noqa: E402
 
 
 def measure(cmd: list[str], cwd: str) -> tuple[float, float, str, int]:
@@ -44,8 +44,9 @@ def measure(cmd: list[str], cwd: str) -> tuple[float, float, str, int]:
     pytest's rewritten plugin modules are compiled once, not at every start)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(Path(cwd) / "pycache")
-    out = subprocess.run([sys.executable, "-c", MEASURE, *cmd], capture_output=True, text=True, cwd=cwd, check=True,
-                         env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, *cmd], capture_output=True, text=True, cwd=cwd, check=True, env=env
+    )
     res = json.loads(out.stdout)
     return res["wall"], res["rss_kb"] / 1024, res["tail"], res["rc"]
 
@@ -87,12 +88,16 @@ def main() -> None:
             if i:
                 res["benchaudit"].append(measure(ours, tmp_name)[:2])
             res["bare pytest"].append(measure(bare, tmp_name)[:2])
-        print(f"collection, {args.suites} x {args.models} models = {items:,} items, median of {args.repeats}, "
-              "fresh process each (wall includes start-up and printing the -q list)")
+        print(
+            f"collection, {args.suites} x {args.models} models = {items:,} items, median of {args.repeats}, "
+            "fresh process each (wall includes start-up and printing the -q list)"
+        )
         print(f"{'what':<14} {'wall s':>7} {'peak RSS MiB':>13}  raw wall")
         for name, rows in res.items():
-            print(f"{name:<14} {statistics.median(r[0] for r in rows):>7.2f} "
-                  f"{statistics.median(r[1] for r in rows):>13.0f}  {[round(r[0], 2) for r in rows]}")
+            print(
+                f"{name:<14} {statistics.median(r[0] for r in rows):>7.2f} "
+                f"{statistics.median(r[1] for r in rows):>13.0f}  {[round(r[0], 2) for r in rows]}"
+            )
         ratio = statistics.median(r[0] for r in res["benchaudit"]) / statistics.median(r[0] for r in res["bare pytest"])
         print(f"ratio benchaudit / bare pytest: {ratio:.2f} (target <= 1.5)")
         if not args.run:
@@ -100,8 +105,11 @@ def main() -> None:
         server, url = start_mixed(0.0)
         try:
             report = tmp / "reports"
-            cmd = base + [target, *models(args.models, url), "--report-dir", str(report), "--no-cache",
-                          "--max-retries", "2"] + (["-n", args.workers] if args.workers else [])
+            cmd = (
+                base
+                + [target, *models(args.models, url), "--report-dir", str(report), "--no-cache", "--max-retries", "2"]
+                + (["-n", args.workers] if args.workers else [])
+            )
             start = time.perf_counter()
             wall, rss, tail, rc = measure(cmd, tmp_name)
             print(f"load average after the run: {os.getloadavg()[0]:.2f}")
@@ -119,11 +127,15 @@ def main() -> None:
         counts = {k: int(v) for v, k in re.findall(r"(\d+) (failed|passed|skipped)", tail)}
         ran = counts.get("failed", 0) + counts.get("passed", 0)
         twice = sum(1 for n in keys.values() if n > 1)
-        print(f"run{' -n ' + args.workers if args.workers else ''}: {items:,} items, wall {wall:.0f} s "
-              f"({time.perf_counter() - start:.0f} s), peak RSS {rss:.0f} MiB (target <= 1024), exit status {rc}")
-        print(f"records.jsonl: {sum(keys.values()):,} records, {len(keys):,} distinct items, {twice} recorded "
-              f"more than once; pytest ran {ran:,} ({counts}): "
-              + ("every item exactly once" if twice == 0 and len(keys) == ran == sum(keys.values()) else "MISMATCH"))
+        print(
+            f"run{' -n ' + args.workers if args.workers else ''}: {items:,} items, wall {wall:.0f} s "
+            f"({time.perf_counter() - start:.0f} s), peak RSS {rss:.0f} MiB (target <= 1024), exit status {rc}"
+        )
+        print(
+            f"records.jsonl: {sum(keys.values()):,} records, {len(keys):,} distinct items, {twice} recorded "
+            f"more than once; pytest ran {ran:,} ({counts}): "
+            + ("every item exactly once" if twice == 0 and len(keys) == ran == sum(keys.values()) else "MISMATCH")
+        )
         print(tail.strip().splitlines()[-1])
 
 

@@ -32,12 +32,28 @@ REPO = Path(__file__).resolve().parent.parent
 
 def run_once(args: argparse.Namespace, mix, bucket: tuple[float, int] | None) -> dict | None:
     """One pytest run over SecEval against the fake; what the fake granted and what the run recorded."""
-    with tempfile.TemporaryDirectory() as tmp, ProviderFake("openai", key="sk-bench", script=mix,
-                                                            bucket=bucket) as fake:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ProviderFake("openai", key="sk-bench", script=mix, bucket=bucket) as fake,
+    ):
         env = {**os.environ, **fake.env(), "XDG_CACHE_HOME": tmp}
-        cmd = [sys.executable, "-m", "pytest", str(REPO / "suites" / "seceval"), "--model", "openai/gpt-4o",
-               "--concurrency", str(args.concurrency), "--report-dir", tmp, "--no-cache", "-q", "-p", "no:cacheprovider",
-               *(["--limit", str(args.limit)] if args.limit else [])]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(REPO / "suites" / "seceval"),
+            "--model",
+            "openai/gpt-4o",
+            "--concurrency",
+            str(args.concurrency),
+            "--report-dir",
+            tmp,
+            "--no-cache",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *(["--limit", str(args.limit)] if args.limit else []),
+        ]
         start = time.monotonic()
         proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True)
         wall = time.monotonic() - start
@@ -51,9 +67,18 @@ def run_once(args: argparse.Namespace, mix, bucket: tuple[float, int] | None) ->
     span = times[-1] - times[0]
     lo, hi = times[len(times) // 20], times[len(times) * 19 // 20]  # steady state: the middle 90% of grants
     steady = (len(times) * 19 // 20 - len(times) // 20) / (hi - lo)
-    return {"steady": steady, "items": len({r["question_id"] for r in records}), "records": len(records), "granted": granted,
-            "refused": refused, "errors": sum(1 for r in records if r.get("error")),
-            "invalid": sum(not r["valid"] for r in records), "span": span, "rate": len(times) / span, "wall": wall}
+    return {
+        "steady": steady,
+        "items": len({r["question_id"] for r in records}),
+        "records": len(records),
+        "granted": granted,
+        "refused": refused,
+        "errors": sum(1 for r in records if r.get("error")),
+        "invalid": sum(not r["valid"] for r in records),
+        "span": span,
+        "rate": len(times) / span,
+        "wall": wall,
+    }
 
 
 def client_only(rate: float, burst: int, concurrency: int, n: int) -> tuple[float, int, int]:
@@ -72,8 +97,12 @@ def client_only(rate: float, burst: int, concurrency: int, n: int) -> tuple[floa
         async def go() -> list:
             backend = OpenAICompatBackend(spec, concurrency=concurrency)
             try:
-                return await asyncio.gather(*(backend.generate(Request(
-                    mode="chat", messages=(Message(role="user", content=f"q{i}"),))) for i in range(n)))
+                return await asyncio.gather(
+                    *(
+                        backend.generate(Request(mode="chat", messages=(Message(role="user", content=f"q{i}"),)))
+                        for i in range(n)
+                    )
+                )
             finally:
                 await backend.aclose()
 
@@ -112,17 +141,21 @@ def main() -> int:
         return 1
     n = args.limit or 2189
     for name, res in (("no limit", free), ("token bucket", limited)):
-        print(f"{name:>12}: items {res['items']}, records {res['records']}, 200s {res['granted']}, "
-              f"429s {res['refused']}, inference errors {res['errors']}, invalid {res['invalid']}; "
-              f"granted {res['rate']:.1f}/s over {res['span']:.2f} s, {res['steady']:.1f}/s in the middle 90% "
-              f"(whole run {res['wall']:.1f} s)")
+        print(
+            f"{name:>12}: items {res['items']}, records {res['records']}, 200s {res['granted']}, "
+            f"429s {res['refused']}, inference errors {res['errors']}, invalid {res['invalid']}; "
+            f"granted {res['rate']:.1f}/s over {res['span']:.2f} s, {res['steady']:.1f}/s in the middle 90% "
+            f"(whole run {res['wall']:.1f} s)"
+        )
     floor = min(args.rate, free["steady"])
     whole = limited["granted"] / (args.burst + args.rate * limited["span"])  # incl. the burst and the retry tail
     steady = limited["steady"] / floor
     lost = n - limited["items"] + limited["errors"]
-    print(f"pytest run: throughput / floor (min of bucket rate {args.rate:g}/s and unlimited {free['steady']:.0f}/s)"
-          f": steady state {steady:.3f} (target >= 0.90: {'met' if steady >= 0.9 else 'NOT met'}); "
-          f"whole span / what the bucket allowed {whole:.3f}; lost {lost} (target 0: {'met' if lost == 0 else 'NOT met'})")
+    print(
+        f"pytest run: throughput / floor (min of bucket rate {args.rate:g}/s and unlimited {free['steady']:.0f}/s)"
+        f": steady state {steady:.3f} (target >= 0.90: {'met' if steady >= 0.9 else 'NOT met'}); "
+        f"whole span / what the bucket allowed {whole:.3f}; lost {lost} (target 0: {'met' if lost == 0 else 'NOT met'})"
+    )
     return 0 if steady >= 0.9 and lost == 0 else 1
 
 

@@ -26,8 +26,14 @@ from pytest_benchaudit.pipeline.types import Generation  # noqa: E402
 from pytest_benchaudit.prompt.templates import render_request  # noqa: E402
 from pytest_benchaudit.scoring.evaluate import evaluate  # noqa: E402
 
-ANSWERS = ["<think>A or C?</think>\nAnswer: AC", "Answer: B", "I think B and D.\nAnswer: BD", "no idea",
-           "Let me think step by step", "Answer: A"]
+ANSWERS = [
+    "<think>A or C?</think>\nAnswer: AC",
+    "Answer: B",
+    "I think B and D.\nAnswer: BD",
+    "no idea",
+    "Let me think step by step",
+    "Answer: A",
+]
 
 
 def main() -> None:
@@ -40,10 +46,19 @@ def main() -> None:
     template = suite.templates[pipe.prompt.template]
     data_dir, origin = resolve_data_dir(None)
     questions, _ = load_questions(suite, "mcq", data_dir, origin)
-    items = [(q, render_request(pipe, template, q),
-              Generation(text=ANSWERS[i % len(ANSWERS)], usage={"prompt_tokens": 100, "completion_tokens": 5},
-                         latency_s=0.5, finish_reason="length" if i % len(ANSWERS) == 4 else "stop"))
-             for i, q in enumerate(questions[:500])]
+    items = [
+        (
+            q,
+            render_request(pipe, template, q),
+            Generation(
+                text=ANSWERS[i % len(ANSWERS)],
+                usage={"prompt_tokens": 100, "completion_tokens": 5},
+                latency_s=0.5,
+                finish_reason="length" if i % len(ANSWERS) == 4 else "stop",
+            ),
+        )
+        for i, q in enumerate(questions[:500])
+    ]
     records = [evaluate(q, pipe, r, g, model="m") for q, r, g in items]
 
     def per_record(step: str) -> float:
@@ -60,8 +75,10 @@ def main() -> None:
 
     per_record("both")  # warm-up
     figures = {step: min(per_record(step) for _ in range(args.repeats)) for step in ("evaluate", "dump", "both")}
-    print(f"{REPO.name}: per record, us (min of {args.repeats} x {args.records:,}): evaluate {figures['evaluate']:.1f}, "
-          f"model_dump {figures['dump']:.1f}, both {figures['both']:.1f}")
+    print(
+        f"{REPO.name}: per record, us (min of {args.repeats} x {args.records:,}): evaluate {figures['evaluate']:.1f}, "
+        f"model_dump {figures['dump']:.1f}, both {figures['both']:.1f}"
+    )
 
 
 if __name__ == "__main__":

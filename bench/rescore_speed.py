@@ -23,14 +23,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_benchaudit.scoring.evaluate import evaluate
-from pytest_benchaudit.prompt.templates import render_request
-from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.dataset.readers import load_questions, resolve_data_dir
+from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.pipeline.types import Generation
+from pytest_benchaudit.prompt.templates import render_request
+from pytest_benchaudit.scoring.evaluate import evaluate
 
-ANSWERS = ["<think>A or C?</think>\nAnswer: AC", "Answer: B", "I think B and D.\nAnswer: BD", "no idea",
-           "Let me think step by step", "Answer: A"]
+ANSWERS = [
+    "<think>A or C?</think>\nAnswer: AC",
+    "Answer: B",
+    "I think B and D.\nAnswer: BD",
+    "no idea",
+    "Let me think step by step",
+    "Answer: A",
+]
 
 
 def make_run(root: Path, n: int) -> Path:
@@ -65,13 +71,27 @@ def main() -> None:
         for i in range(args.repeats):
             out = Path(tmp) / f"out{i}"
             start = time.perf_counter()
-            subprocess.run([str(exe), "rescore", str(run), "--set", "scoring.denominator=valid",
-                            "--report-dir", str(out), "--suites-dir", str(REPO / "suites")],
-                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    str(exe),
+                    "rescore",
+                    str(run),
+                    "--set",
+                    "scoring.denominator=valid",
+                    "--report-dir",
+                    str(out),
+                    "--suites-dir",
+                    str(REPO / "suites"),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             times.append(time.perf_counter() - start)
     best = statistics.median(times)
-    print(f"benchaudit rescore, {args.records:,} records: median {best:.2f} s over {args.repeats} runs "
-          f"({args.records / best:,.0f} records/s); target <= 10 s -> {'met' if best <= 10 else 'NOT met'}")
+    print(
+        f"benchaudit rescore, {args.records:,} records: median {best:.2f} s over {args.repeats} runs "
+        f"({args.records / best:,.0f} records/s); target <= 10 s -> {'met' if best <= 10 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

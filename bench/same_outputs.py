@@ -51,8 +51,20 @@ PORT = re.compile(r"127\.0\.0\.1:\d+")
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?")
 # Keys whose value is a wall time, a duration or an id made from the clock: they differ between two
 # makings of the same tree (measured: `make` one checkout twice, `compare` the two).
-VOLATILE = frozenset({"run_id", "created", "started", "ended", "rescored_at", "timestamp", "latency_s", "seconds",
-                      "evaluation_id", "retrieved_timestamp"})
+VOLATILE = frozenset(
+    {
+        "run_id",
+        "created",
+        "started",
+        "ended",
+        "rescored_at",
+        "timestamp",
+        "latency_s",
+        "seconds",
+        "evaluation_id",
+        "retrieved_timestamp",
+    }
+)
 
 # A toy benchmark: each question's text names what the scripted server answers.
 TOY_SUITE = """
@@ -92,8 +104,13 @@ extraction = { rule = "final_answer_letter", reasoning = "keep" }
 scoring = { metric = "exact_match", denominator = "valid" }
 aggregation = { method = "micro" }
 """
-TOY_ANSWERS = {"CORRECT": ("Answer: B", "stop"), "WRONG": ("Answer: C", "stop"), "UNREADABLE": ("no idea", "stop"),
-               "THINK": ("<think>A or B?</think>\nAnswer: A", "stop"), "LONG": ("Let me think step by", "length")}
+TOY_ANSWERS = {
+    "CORRECT": ("Answer: B", "stop"),
+    "WRONG": ("Answer: C", "stop"),
+    "UNREADABLE": ("no idea", "stop"),
+    "THINK": ("<think>A or B?</think>\nAnswer: A", "stop"),
+    "LONG": ("Let me think step by", "length"),
+}
 TOY_GOLD = {"CORRECT": "B", "WRONG": "B", "UNREADABLE": "A", "THINK": "A", "LONG": "A"}
 SERVER = textwrap.dedent("""
     import sys
@@ -114,7 +131,9 @@ SERVER = textwrap.dedent("""
 def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode not in (0, 1):  # 1: a pytest run with failing items (wrong answers fail)
-        raise SystemExit(f"{' '.join(cmd)} (in {cwd}): exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        raise SystemExit(
+            f"{' '.join(cmd)} (in {cwd}): exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+        )
 
 
 def _write_toy(work: Path) -> None:
@@ -125,8 +144,18 @@ def _write_toy(work: Path) -> None:
     with (work / "data" / "toy" / "toy.jsonl").open("w", encoding="utf-8") as fh:
         for i in range(20):
             marker = list(TOY_ANSWERS)[i % len(TOY_ANSWERS)]
-            fh.write(json.dumps({"id": f"q{i:02d}", "question": f"Toy question {i} {marker}?", "options": options,
-                                 "gold": TOY_GOLD[marker], "topic": ["alpha", "beta", "gamma"][i % 3]}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"q{i:02d}",
+                        "question": f"Toy question {i} {marker}?",
+                        "options": options,
+                        "gold": TOY_GOLD[marker],
+                        "topic": ["alpha", "beta", "gamma"][i % 3],
+                    }
+                )
+                + "\n"
+            )
 
 
 def make(checkout: Path, out: Path) -> None:
@@ -139,38 +168,121 @@ def make(checkout: Path, out: Path) -> None:
     work = out / "work"
     work.mkdir(parents=True)
     # A cache of its own: a generation cached by another making would come back with from_cache = true.
-    env = {**os.environ, "XDG_CACHE_HOME": str(out / "cache"), "BENCHAUDIT_DATA": str(data),
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(out / "cache"),
+        "BENCHAUDIT_DATA": str(data),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     _write_toy(work)
-    server = subprocess.Popen([str(python), "-c", SERVER.format(answers=TOY_ANSWERS)], stdout=subprocess.PIPE,
-                              text=True, env=env)
+    server = subprocess.Popen(
+        [str(python), "-c", SERVER.format(answers=TOY_ANSWERS)], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         assert server.stdout is not None
         ready = server.stdout.readline().split()
         if ready[:1] != ["READY"]:
             raise SystemExit(f"scripted server did not start: {ready}")
-        _run([str(python), "-m", "pytest", "suites/toy", "--data-dir", "data", "--model", f"toy-model@{ready[1]}",
-              "--report-dir", str(out / "toy"), "--pipelines", "standardized,released",
-              "-p", "no:cacheprovider", "-q"], work, env)
-        _run([str(python), "-m", "pytest", "suites/toy", "--data-dir", "data", "--model", f"toy-model@{ready[1]}",
-              "--report-dir", str(out / "toy-vary"), "--vary", "scoring.denominator=valid",
-              "-p", "no:cacheprovider", "-q"], work, env)
+        _run(
+            [
+                str(python),
+                "-m",
+                "pytest",
+                "suites/toy",
+                "--data-dir",
+                "data",
+                "--model",
+                f"toy-model@{ready[1]}",
+                "--report-dir",
+                str(out / "toy"),
+                "--pipelines",
+                "standardized,released",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+            ],
+            work,
+            env,
+        )
+        _run(
+            [
+                str(python),
+                "-m",
+                "pytest",
+                "suites/toy",
+                "--data-dir",
+                "data",
+                "--model",
+                f"toy-model@{ready[1]}",
+                "--report-dir",
+                str(out / "toy-vary"),
+                "--vary",
+                "scoring.denominator=valid",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+            ],
+            work,
+            env,
+        )
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
     toy_suites = ["--suites-dir", str(work / "suites"), "--data-dir", str(work / "data")]
-    _run([str(benchaudit), "rescore", str(out / "toy-vary"), "--pipeline", "released",
-          "--report-dir", str(out / "toy-released"), *toy_suites], work, env)
-    _run([str(benchaudit), "audit", str(out / "toy"), "--pipelines", "standardized,released",
-          "--out", str(out / "toy-audit"), *toy_suites], work, env)
-    for name, source, folder in (("athena", "athenabench-runs", data / "athenabench" / "runs-mini"),
-                                 ("cti", "cti-bench-responses", data / "cti-bench" / "responses")):
+    _run(
+        [
+            str(benchaudit),
+            "rescore",
+            str(out / "toy-vary"),
+            "--pipeline",
+            "released",
+            "--report-dir",
+            str(out / "toy-released"),
+            *toy_suites,
+        ],
+        work,
+        env,
+    )
+    _run(
+        [
+            str(benchaudit),
+            "audit",
+            str(out / "toy"),
+            "--pipelines",
+            "standardized,released",
+            "--out",
+            str(out / "toy-audit"),
+            *toy_suites,
+        ],
+        work,
+        env,
+    )
+    for name, source, folder in (
+        ("athena", "athenabench-runs", data / "athenabench" / "runs-mini"),
+        ("cti", "cti-bench-responses", data / "cti-bench" / "responses"),
+    ):
         runs, std = out / name, out / f"{name}-std"
         _run([str(benchaudit), "import", source, str(folder), "--report-dir", str(runs)], checkout, env)
-        _run([str(benchaudit), "rescore", str(runs), "--pipeline", "standardized", "--report-dir", str(std)],
-             checkout, env)
-        _run([str(benchaudit), "compare", str(runs), "--against", str(std), "--out", str(out / f"{name}-compare"),
-              "--html", str(out / f"{name}-compare" / "report.html")], checkout, env)
+        _run(
+            [str(benchaudit), "rescore", str(runs), "--pipeline", "standardized", "--report-dir", str(std)],
+            checkout,
+            env,
+        )
+        _run(
+            [
+                str(benchaudit),
+                "compare",
+                str(runs),
+                "--against",
+                str(std),
+                "--out",
+                str(out / f"{name}-compare"),
+                "--html",
+                str(out / f"{name}-compare" / "report.html"),
+            ],
+            checkout,
+            env,
+        )
         _run([str(benchaudit), "audit", str(runs), "--out", str(out / f"{name}-audit")], checkout, env)
     shutil.rmtree(out / "cache", ignore_errors=True)
 
@@ -235,8 +347,11 @@ def compare(a: Path, b: Path, show: int = 20) -> list[str]:
     for out in (a, b):
         roots = _roots(out)
         files: dict[str, list[str]] = defaultdict(list)
-        for path in sorted(p for p in out.rglob("*") if p.is_file() and p.name != "checkout.txt"
-                           and "work" not in p.relative_to(out).parts[:1]):
+        for path in sorted(
+            p
+            for p in out.rglob("*")
+            if p.is_file() and p.name != "checkout.txt" and "work" not in p.relative_to(out).parts[:1]
+        ):
             files[_text(str(path.relative_to(out)), roots)].append(normalised(path, roots))
         sides.append({k: sorted(v) for k, v in files.items()})
     differ = sorted(k for k in set(sides[0]) | set(sides[1]) if sides[0].get(k) != sides[1].get(k))
@@ -246,10 +361,14 @@ def compare(a: Path, b: Path, show: int = 20) -> list[str]:
             print(f"only in {'B' if left is None else 'A'}: {key}")
             continue
         first_left, first_right = "\n".join(left).splitlines(), "\n".join(right).splitlines()
-        line = next((i for i, (x, y) in enumerate(zip(first_left, first_right)) if x != y),
-                    min(len(first_left), len(first_right)))
-        print(f"differs: {key} (line {line + 1})\n  A: {first_left[line][:300] if line < len(first_left) else '<end>'}"
-              f"\n  B: {first_right[line][:300] if line < len(first_right) else '<end>'}")
+        line = next(
+            (i for i, (x, y) in enumerate(zip(first_left, first_right)) if x != y),
+            min(len(first_left), len(first_right)),
+        )
+        print(
+            f"differs: {key} (line {line + 1})\n  A: {first_left[line][:300] if line < len(first_left) else '<end>'}"
+            f"\n  B: {first_right[line][:300] if line < len(first_right) else '<end>'}"
+        )
     n = sum(len(v) for v in sides[0].values())
     print(f"{n} files compared ({len(sides[0])} names): {len(differ)} differ")
     return differ
@@ -271,8 +390,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.command == "compare":
         return 1 if compare(args.a, args.b) else 0
-    pairs = [(args.checkout, args.out)] if args.command == "make" else [(args.base, args.out / "base"),
-                                                                         (args.tip, args.out / "tip")]
+    pairs = (
+        [(args.checkout, args.out)]
+        if args.command == "make"
+        else [(args.base, args.out / "base"), (args.tip, args.out / "tip")]
+    )
     for checkout, out in pairs:
         make(checkout, out)
         (out / "checkout.txt").write_text(str(checkout.resolve()) + "\n", encoding="utf-8")

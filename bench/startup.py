@@ -25,13 +25,21 @@ COMMANDS = {"--help": ["--help"], "ledger": ["ledger", "--suites-dir", "{tree}/s
 
 
 def _time(tree: Path, argv: list[str]) -> float:
-    code = ("import sys; sys.argv = ['benchaudit', *sys.argv[1:]]; from pytest_benchaudit.cli import main; "
-            "raise SystemExit(main(sys.argv[1:]))")
+    code = (
+        "import sys; sys.argv = ['benchaudit', *sys.argv[1:]]; from pytest_benchaudit.cli import main; "
+        "raise SystemExit(main(sys.argv[1:]))"
+    )
     env = {**os.environ, "PYTHONPATH": str(tree)}
     start = time.perf_counter()
     argv = [a.replace("{tree}", str(tree)) for a in argv]
-    subprocess.run([sys.executable, "-c", code, *argv], cwd=tree, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        cwd=tree,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - start
 
 
@@ -42,8 +50,12 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(base), args.baseline],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(base), args.baseline],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             print("| command | baseline s | current s | ratio |")
             print("|---|---|---|---|")
@@ -55,8 +67,12 @@ def main() -> int:
                 b, c = statistics.median(times["baseline"]), statistics.median(times["current"])
                 print(f"| benchaudit {name} | {b:.3f} | {c:.3f} | {c / b:.2f} |")
         finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)], check=False,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)],
+                check=False,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
     return 0
 
 

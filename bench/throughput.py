@@ -43,15 +43,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 
-from failure_summary import fresh_mixed  # noqa: E402
 from data_dir import require_data_dir  # noqa: E402
+from failure_summary import fresh_mixed  # noqa: E402
 
 
 def request_bodies(limit: int | None = None) -> list[bytes]:
     """The exact JSON bodies the plugin sends for SecEval (standardized pipeline)."""
-    from pytest_benchaudit.prompt.templates import render_request
-    from pytest_benchaudit.dataset.suites import load_suite
     from pytest_benchaudit.dataset.readers import load_questions, resolve_data_dir
+    from pytest_benchaudit.dataset.suites import load_suite
+    from pytest_benchaudit.prompt.templates import render_request
 
     suite = load_suite(REPO / "suites" / "seceval" / "suite.toml")
     data_dir, origin = resolve_data_dir(None)
@@ -106,9 +106,12 @@ TEST_ONLY_PLUGINS = ["-p", "no:hypothesispytest", "-p", "no:timeout"]
 def time_bare(url: str, bodies: list[bytes], n: int, concurrency: int, backoff: bool = True) -> float:
     # A fresh interpreter, like the pytest run, so start-up costs are comparable.
     sent = [bodies[i % len(bodies)].decode() for i in range(n)]
-    code = ("import asyncio, json, sys; sys.path.insert(0, %r); from throughput import bare_client;"
-            "bodies = [b.encode() for b in json.load(sys.stdin)]; asyncio.run(bare_client(%r, bodies, %d, %r))"
-            ) % (str(Path(__file__).parent), url, concurrency, backoff)
+    code = (
+        f"import asyncio, json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+        "from throughput import bare_client;"
+        f"bodies = [b.encode() for b in json.load(sys.stdin)]; "
+        f"asyncio.run(bare_client({url!r}, bodies, {int(concurrency)}, {backoff!r}))"
+    )
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], input=json.dumps(sent), text=True, check=True, env=ENV)
     return time.perf_counter() - start
@@ -116,9 +119,24 @@ def time_bare(url: str, bodies: list[bytes], n: int, concurrency: int, backoff: 
 
 def pytest_command(url: str, target: str, concurrency: int, limit: int | None, report_dir: Path) -> list[str]:
     """The default-options run of ``target`` against ``url`` that the benches time."""
-    cmd = [sys.executable, "-m", "pytest", target, "--model", f"m@{url}", "--concurrency", str(concurrency),
-           "-p", "no:cacheprovider", "--report-dir", str(report_dir), "--no-cache", "--max-retries", "2",
-           *TEST_ONLY_PLUGINS]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        target,
+        "--model",
+        f"m@{url}",
+        "--concurrency",
+        str(concurrency),
+        "-p",
+        "no:cacheprovider",
+        "--report-dir",
+        str(report_dir),
+        "--no-cache",
+        "--max-retries",
+        "2",
+        *TEST_ONLY_PLUGINS,
+    ]
     return cmd + (["--limit", str(limit)] if limit else [])
 
 
@@ -140,14 +158,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[32])
-    parser.add_argument("--suites", choices=["seceval", "all"], default="seceval",
-                        help="seceval (2,189 questions) or all (every suite with data, one model)")
+    parser.add_argument(
+        "--suites",
+        choices=["seceval", "all"],
+        default="seceval",
+        help="seceval (2,189 questions) or all (every suite with data, one model)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="questions per task (default: all)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--with-test-plugins", action="store_true",
-                        help="keep the pytest plugins of the test-only dependencies (hypothesis, pytest-timeout)")
-    parser.add_argument("--no-bytecode-cache", action="store_true",
-                        help="run the children in this environment as it is (no bytecode cache if it has none)")
+    parser.add_argument(
+        "--with-test-plugins",
+        action="store_true",
+        help="keep the pytest plugins of the test-only dependencies (hypothesis, pytest-timeout)",
+    )
+    parser.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="run the children in this environment as it is (no bytecode cache if it has none)",
+    )
     args = parser.parse_args()
     ENV["BENCHAUDIT_DATA"] = str(require_data_dir())
     target = str(REPO / "suites" / "seceval") if args.suites == "seceval" else str(REPO / "suites")
@@ -176,16 +204,22 @@ def main() -> None:
                 with fresh_mixed(args.latency) as url:
                     eager.append(time_bare(url, bodies, n, conc, backoff=False))
             rows.append((conc, n, statistics.median(bare), statistics.median(ours), lines, statistics.median(eager)))
-    print(f"{args.suites}: mixed server (mostly wrong, ~10% invalid, ~3% HTTP 500/429 retried), latency "
-          f"{args.latency * 1000:.0f} ms, default pytest options, median of {args.repeats}, whole-process wall, "
-          f"{'no ' if args.no_bytecode_cache else ''}bytecode cache, "
-          f"{'with' if args.with_test_plugins else 'without'} the test-only plugins; "
-          f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'concurrency':>11} {'items':>6} {'bare s':>8} {'pytest s':>9} {'bare items/s':>13} "
-          f"{'pytest items/s':>15} {'ratio':>6} {'lines':>6} {'eager bare s':>13} {'ratio':>6}")
+    print(
+        f"{args.suites}: mixed server (mostly wrong, ~10% invalid, ~3% HTTP 500/429 retried), latency "
+        f"{args.latency * 1000:.0f} ms, default pytest options, median of {args.repeats}, whole-process wall, "
+        f"{'no ' if args.no_bytecode_cache else ''}bytecode cache, "
+        f"{'with' if args.with_test_plugins else 'without'} the test-only plugins; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'concurrency':>11} {'items':>6} {'bare s':>8} {'pytest s':>9} {'bare items/s':>13} "
+        f"{'pytest items/s':>15} {'ratio':>6} {'lines':>6} {'eager bare s':>13} {'ratio':>6}"
+    )
     for conc, n, b, p, lines, e in rows:
-        print(f"{conc:>11} {n:>6} {b:>8.2f} {p:>9.2f} {n / b:>13.1f} {n / p:>15.1f} {b / p:>6.3f} {lines:>6} "
-              f"{e:>13.2f} {e / p:>6.3f}")
+        print(
+            f"{conc:>11} {n:>6} {b:>8.2f} {p:>9.2f} {n / b:>13.1f} {n / p:>15.1f} {b / p:>6.3f} {lines:>6} "
+            f"{e:>13.2f} {e / p:>6.3f}"
+        )
     print("bare: the same retry policy as the plugin (backoff); eager bare: retries at once (see bare_client)")
 
 

@@ -31,9 +31,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 
+from data_dir import require_data_dir  # noqa: E402
 from failure_summary import start_mixed  # noqa: E402
 from throughput import pytest_command  # noqa: E402
-from data_dir import require_data_dir  # noqa: E402
 
 
 def one_run(tree: Path, base: bool, env: dict[str, str], latency: float, tmp: Path) -> dict[str, float]:
@@ -74,8 +74,10 @@ def main() -> None:
         for i in range(args.repeats):
             for name, tree, base in trees if i % 2 == 0 else trees[::-1]:
                 rows[name].append(one_run(tree, base, env, args.latency, tmp))
-    print(f"SecEval, mixed server, latency {args.latency * 1000:.0f} ms, concurrency 32, default options, median of "
-          f"{args.repeats}; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"SecEval, mixed server, latency {args.latency * 1000:.0f} ms, concurrency 32, default options, median of "
+        f"{args.repeats}; load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'':>10} {'total s':>8} {'first s':>8} {'span s':>8} {'end s':>7}")
     for name, runs in rows.items():
         med = {k: statistics.median(r[k] for r in runs) for k in ("total", "first", "span", "end")}

@@ -70,21 +70,7 @@ _NAMES = {
 __all__ = sorted(_NAMES)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from pytest_benchaudit.aggregate.results import summarize
-    from pytest_benchaudit.common.errors import BenchauditError, ConfigError, DataError, UsageError
-    from pytest_benchaudit.compare.analysis_registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
-    from pytest_benchaudit.dataset.suites import Suite, load_suite
-    from pytest_benchaudit.pipeline.layering import apply_overrides
-    from pytest_benchaudit.pipeline.record import Record
-    from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, build_pipeline, parse_override
-    from pytest_benchaudit.pipeline.types import (Extraction, Generation, MetricInfo, Question, Request, Score,
-                                                  UnscorablePrediction)
-    from pytest_benchaudit.plugins import hookspecs
-    from pytest_benchaudit.plugins.hookspecs import Importer, Reader, hookimpl
-    from pytest_benchaudit.plugins.plugin_manager import PluginError, load_plugins
-    from pytest_benchaudit.runs.store import RunDirectory, load_run, read_records, read_run_json, read_summary_json
-    from pytest_benchaudit.scoring.declarations import metric, rule
-    from pytest_benchaudit.scoring.evaluate import evaluate
+    pass
 
 
 def __getattr__(name: str) -> Any:

@@ -21,8 +21,17 @@ from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.pytest_plugin.collect import collect_file, model, pipeline, question  # noqa: F401
 from pytest_benchaudit.pytest_plugin.options import OPTIONS_KEY, add_options, build_options
 
-__all__ = ["model", "pipeline", "pytest_addhooks", "pytest_addoption", "pytest_collect_file", "pytest_configure",
-           "pytest_load_initial_conftests", "pytest_report_header", "question"]
+__all__ = [
+    "model",
+    "pipeline",
+    "pytest_addhooks",
+    "pytest_addoption",
+    "pytest_collect_file",
+    "pytest_configure",
+    "pytest_load_initial_conftests",
+    "pytest_report_header",
+    "question",
+]
 
 _FREEZE_KEY = pytest.StashKey[int]()  # gc.get_freeze_count() before this session could freeze anything
 
@@ -61,8 +70,8 @@ def _unfreeze(config: pytest.Config) -> None:
 
 @pytest.hookimpl
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_benchaudit.pytest_plugin.reporting import add_output_options
     from pytest_benchaudit.pytest_plugin.protocol import add_protocol_options
+    from pytest_benchaudit.pytest_plugin.reporting import add_output_options
     from pytest_benchaudit.pytest_plugin.runner import add_runner_options
 
     add_options(parser)
@@ -75,15 +84,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_benchaudit.pytest_plugin.controller import Controller
     from pytest_benchaudit.pytest_plugin.launched import LocalUrl
-    from pytest_benchaudit.pytest_plugin.runner import Runner
-
-    from pytest_benchaudit.pytest_plugin.prerun_checks import PreRunChecks
     from pytest_benchaudit.pytest_plugin.paths import load_run_plugins, resolve_suite_args
+    from pytest_benchaudit.pytest_plugin.prerun_checks import PreRunChecks
+    from pytest_benchaudit.pytest_plugin.runner import Runner
 
     try:  # any error of the package before the first item is a usage error (exit 4)
         # the benchaudit plugins (entry points): their suites, formats, rules and metrics (a broken one: exit 4)
-        plugin_notes = load_run_plugins(config.getoption("disable_plugin"), bool(config.getoption("model")),
-                                        list(config.args), config.invocation_params.dir)
+        plugin_notes = load_run_plugins(
+            config.getoption("disable_plugin"),
+            bool(config.getoption("model")),
+            list(config.args),
+            config.invocation_params.dir,
+        )
         # `pytest suites/secEval` runs suites/seceval (said in the header); an unknown suite lists them
         config.args[:], path_notes = resolve_suite_args(list(config.args), config.invocation_params.dir)
         opts = build_options(config)
@@ -97,7 +109,9 @@ def pytest_configure(config: pytest.Config) -> None:
     opts.notes[:0] = plugin_notes + path_notes
     config.stash[OPTIONS_KEY] = opts
     # Problems collection finds (pipeline values, layer, gate targets): one usage error before any item.
-    config.pluginmanager.register(PreRunChecks(config, opts.pipelines or opts.pipeline, opts.gates), "benchaudit-checks")
+    config.pluginmanager.register(
+        PreRunChecks(config, opts.pipelines or opts.pipeline, opts.gates), "benchaudit-checks"
+    )
     from pytest_benchaudit.pytest_plugin.reporting import ReportTrim
 
     config.pluginmanager.register(ReportTrim(config), "benchaudit-report-trim")  # what the session keeps of reports

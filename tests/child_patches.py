@@ -35,6 +35,7 @@ def install_url_raising_send(canary: str) -> None:
 def in_children(monkeypatch: pytest.MonkeyPatch, site: Path, call: str) -> None:
     """Child interpreters of this test run ``call`` (a call of a function of this module) at start-up."""
     site.mkdir(parents=True, exist_ok=True)
-    (site / "sitecustomize.py").write_text(f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n"
-                                           f"import child_patches\nchild_patches.{call}\n")
+    (site / "sitecustomize.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport child_patches\nchild_patches.{call}\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(site))

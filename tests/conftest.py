@@ -8,6 +8,7 @@ so the suite runs under ``--import-mode=importlib`` as under the default mode.
 from __future__ import annotations
 
 import pytest
+
 # pytester's in-process runs restore sys.modules afterwards; numpy's C extension cannot be
 # imported twice in one process, so the plugin's lazy scipy import must happen out here first.
 import scipy.stats  # noqa: F401

@@ -34,24 +34,94 @@ ALLOWED: dict[str, set[str]] = {
     "annotation": {"common", "pipeline", "scoring", "aggregate"},
     "importers": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs"},
     "compare": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore"},
-    "diagnose": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "compare",
-                 "ledger"},
-    "audit": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "ledger",
-              "compare", "diagnose"},
-    "report": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "compare",
-               "diagnose", "audit"},
+    "diagnose": {
+        "common",
+        "pipeline",
+        "prompt",
+        "dataset",
+        "scoring",
+        "aggregate",
+        "runs",
+        "rescore",
+        "compare",
+        "ledger",
+    },
+    "audit": {
+        "common",
+        "pipeline",
+        "prompt",
+        "dataset",
+        "scoring",
+        "aggregate",
+        "runs",
+        "rescore",
+        "ledger",
+        "compare",
+        "diagnose",
+    },
+    "report": {
+        "common",
+        "pipeline",
+        "prompt",
+        "dataset",
+        "scoring",
+        "aggregate",
+        "runs",
+        "rescore",
+        "compare",
+        "diagnose",
+        "audit",
+    },
     # issue 36: above compare (paired tests), diagnose (BA07's pairs) and report (the HTML kit); only the
     # CLI imports it (audit and diagnose take its pairs as values)
-    "multiverse": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "compare",
-                   "diagnose", "report"},
+    "multiverse": {
+        "common",
+        "pipeline",
+        "prompt",
+        "dataset",
+        "scoring",
+        "aggregate",
+        "runs",
+        "rescore",
+        "compare",
+        "diagnose",
+        "report",
+    },
     # the plugin manager (issue 34): registers the built-ins and the plugins' additions on the registries
     # of the units it names (each imported when its hook is called: the compare package only when asked)
     "plugins": {"common", "pipeline", "dataset", "scoring", "compare", "importers", "__init__"},
-    "pytest_plugin": {"common", "pipeline", "prompt", "dataset", "inference", "scoring", "aggregate", "runs",
-                      "report", "plugins"},
-    "cli": {"common", "pipeline", "prompt", "dataset", "scoring", "aggregate", "runs", "rescore", "ledger",
-            "annotation", "importers", "compare", "diagnose", "audit", "report", "multiverse", "__init__",
-            "plugins"},
+    "pytest_plugin": {
+        "common",
+        "pipeline",
+        "prompt",
+        "dataset",
+        "inference",
+        "scoring",
+        "aggregate",
+        "runs",
+        "report",
+        "plugins",
+    },
+    "cli": {
+        "common",
+        "pipeline",
+        "prompt",
+        "dataset",
+        "scoring",
+        "aggregate",
+        "runs",
+        "rescore",
+        "ledger",
+        "annotation",
+        "importers",
+        "compare",
+        "diagnose",
+        "audit",
+        "report",
+        "multiverse",
+        "__init__",
+        "plugins",
+    },
     "plugin": {"pytest_plugin", "common", "newhooks"},
     "newhooks": set(),  # the hookspecs (pytest_benchaudit/newhooks.py), registered by plugin.py
     "testing": set(),
@@ -61,9 +131,22 @@ ALLOWED: dict[str, set[str]] = {
 PYTEST_SIDE = {"pytest_plugin", "plugin", "newhooks"}
 
 # pytest's and pytest-xdist's private internals (issue 25): each is used behind one adapter module.
-PRIVATE_ATTRIBUTES = frozenset({"_setupstate", "_request", "_markers", "_report_sections", "_log_cli_enabled",
-                                "_tw", "_show_progress_info", "_showfspath", "torun", "nextitem_index",
-                                "_fixtureinfo", "_node_location_to_relpath"})
+PRIVATE_ATTRIBUTES = frozenset(
+    {
+        "_setupstate",
+        "_request",
+        "_markers",
+        "_report_sections",
+        "_log_cli_enabled",
+        "_tw",
+        "_show_progress_info",
+        "_showfspath",
+        "torun",
+        "nextitem_index",
+        "_fixtureinfo",
+        "_node_location_to_relpath",
+    }
+)
 ADAPTERS = {f"{NAME}.pytest_plugin._fastpath", f"{NAME}.pytest_plugin._terminal", f"{NAME}.pytest_plugin._xdist"}
 
 
@@ -88,8 +171,12 @@ def _imports(path: Path) -> list[tuple[str, int, bool]]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     top_level = {id(node) for node in tree.body}
     # `if TYPE_CHECKING:` blocks are never executed: not a run-time dependency
-    type_only = {id(n) for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                 for n in ast.walk(node)}
+    type_only = {
+        id(n)
+        for node in tree.body
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
     out = []
     for node in ast.walk(tree):
         if id(node) in type_only:
@@ -106,8 +193,9 @@ def _imports(path: Path) -> list[tuple[str, int, bool]]:
             # `from pkg import submodule` imports the submodule too
             for alias in node.names:
                 candidate = f"{target}.{alias.name}"
-                if (PACKAGE.parent / Path(*candidate.split("."))).with_suffix(".py").exists() or \
-                        (PACKAGE.parent / Path(*candidate.split(".")) / "__init__.py").exists():
+                if (PACKAGE.parent / Path(*candidate.split("."))).with_suffix(".py").exists() or (
+                    PACKAGE.parent / Path(*candidate.split(".")) / "__init__.py"
+                ).exists():
                     out.append((candidate, node.lineno, id(node) in top_level))
     return out
 
@@ -144,7 +232,7 @@ def test_no_import_cycles_between_modules() -> None:
         stack.append(node)
         for nxt in graph[node]:
             if state.get(nxt) == 1:
-                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+                cycles.append(" -> ".join(stack[stack.index(nxt) :] + [nxt]))
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -168,18 +256,26 @@ def test_only_the_pytest_side_imports_pytest() -> None:
 
 
 def test_downstream_never_imports_inference() -> None:
-    wrong = [f"{module}: {target}" for module, path in _modules().items() if _unit(module) in ("scoring", "aggregate")
-             for target, _line, _top in _imports(path) if target.startswith(f"{NAME}.inference")]
+    wrong = [
+        f"{module}: {target}"
+        for module, path in _modules().items()
+        if _unit(module) in ("scoring", "aggregate")
+        for target, _line, _top in _imports(path)
+        if target.startswith(f"{NAME}.inference")
+    ]
     assert not wrong
 
 
-@pytest.mark.parametrize("command", [
-    "import pytest_benchaudit.cli",
-    "from pytest_benchaudit.cli.app import main, build_parser; build_parser(['ledger']); build_parser(['--help'])",
-    # what `benchaudit ledger` runs: the ledger package, apart from the compare package's scipy
-    "import pytest_benchaudit.cli.ledger_cmd, pytest_benchaudit.ledger.ledger_rows, pytest_benchaudit.ledger.ledger_render,"
-    " pytest_benchaudit.ledger.ledger_documents, pytest_benchaudit.ledger.ledger_peers",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "import pytest_benchaudit.cli",
+        "from pytest_benchaudit.cli.app import main, build_parser; build_parser(['ledger']); build_parser(['--help'])",
+        # what `benchaudit ledger` runs: the ledger package, apart from the compare package's scipy
+        "import pytest_benchaudit.cli.ledger_cmd, pytest_benchaudit.ledger.ledger_rows, pytest_benchaudit.ledger.ledger_render,"
+        " pytest_benchaudit.ledger.ledger_documents, pytest_benchaudit.ledger.ledger_peers",
+    ],
+)
 def test_cli_start_up_imports_neither_pytest_nor_scipy(command: str) -> None:
     code = f"{command}; import sys; print(sorted(m for m in ('pytest', '_pytest', 'scipy', 'matplotlib') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -209,8 +305,12 @@ def _private_uses(path: Path) -> list[str]:
             name = ast.unparse(node.func)
             if name.endswith("TestReport"):
                 found.append(f"{node.lineno}: TestReport(...)")
-            elif name in ("getattr", "hasattr", "setattr") and len(node.args) > 1 and \
-                    isinstance(node.args[1], ast.Constant) and node.args[1].value in PRIVATE_ATTRIBUTES | {"stats"}:
+            elif (
+                name in ("getattr", "hasattr", "setattr")
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in PRIVATE_ATTRIBUTES | {"stats"}
+            ):
                 found.append(f"{node.lineno}: {node.args[1].value}")
     return sorted(found, key=lambda use: int(use.split(":", 1)[0]))
 
@@ -235,18 +335,27 @@ def _private_imports(path: Path) -> list[str]:
     ``if TYPE_CHECKING:`` count too (a private name is one wherever it is spelled)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
-        found += [f"{node.lineno}: {name}" for name in names
-                  if name == "_pytest" or name.startswith(("_pytest.", "xdist."))]
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level
+            else []
+        )
+        found += [
+            f"{node.lineno}: {name}" for name in names if name == "_pytest" or name.startswith(("_pytest.", "xdist."))
+        ]
     return found
 
 
 def test_private_modules_are_imported_only_by_the_adapters() -> None:
     """``import _pytest`` / ``from xdist.workermanage import ...`` happen in the adapters alone (issue 34:
     pytest_plugin/remote.py imported both)."""
-    outside = {module: uses for module, path in _modules().items()
-               if module not in ADAPTERS and (uses := _private_imports(path))}
+    outside = {
+        module: uses
+        for module, path in _modules().items()
+        if module not in ADAPTERS and (uses := _private_imports(path))
+    }
     assert not outside, f"private modules imported outside the adapters: {outside}"
 
 
@@ -272,8 +381,15 @@ def test_layer_merging_lives_in_pipeline_layering() -> None:
     """How layers combine (the merge, a task's layers and ``base =``, ``--set``, re-targeting a stored
     pipeline) is defined once, in pipeline/layering.py (issue 34: it was split over dataset/, pipeline/
     and the rescore modules)."""
-    merging = {"deep_merge", "task_layers", "_resolve_bases", "_set_path", "apply_overrides", "retarget",
-               "upstream_changes"}
+    merging = {
+        "deep_merge",
+        "task_layers",
+        "_resolve_bases",
+        "_set_path",
+        "apply_overrides",
+        "retarget",
+        "upstream_changes",
+    }
     defined: dict[str, list[str]] = {}
     for module, path in _modules().items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -285,15 +401,31 @@ def test_layer_merging_lives_in_pipeline_layering() -> None:
 def test_the_private_uses_finder_finds_them(tmp_path: Path) -> None:
     """The counter above is not vacuous: each shape of use it must see, it sees."""
     sample = tmp_path / "sample.py"
-    sample.write_text("session._setupstate.teardown_exact(None)\nitem.keywords._markers\n"
-                      "getattr(plugin, '_log_cli_enabled', None)\nreporter._tw.fullwidth\n"
-                      "terminalreporter.stats['failed']\npytest.TestReport('a', ('f', 1, 'd'), {}, 'passed', None, 'call')\n"
-                      "hasattr(plugin, 'torun')\nlimiter.stats()\nself._user_fspath = None\n")
-    assert _private_uses(sample) == ["1: _setupstate", "2: _markers", "3: _log_cli_enabled", "4: _tw",
-                                     "5: stats", "6: TestReport(...)", "7: torun"]
+    sample.write_text(
+        "session._setupstate.teardown_exact(None)\nitem.keywords._markers\n"
+        "getattr(plugin, '_log_cli_enabled', None)\nreporter._tw.fullwidth\n"
+        "terminalreporter.stats['failed']\npytest.TestReport('a', ('f', 1, 'd'), {}, 'passed', None, 'call')\n"
+        "hasattr(plugin, 'torun')\nlimiter.stats()\nself._user_fspath = None\n"
+    )
+    assert _private_uses(sample) == [
+        "1: _setupstate",
+        "2: _markers",
+        "3: _log_cli_enabled",
+        "4: _tw",
+        "5: stats",
+        "6: TestReport(...)",
+        "7: torun",
+    ]
     imports = tmp_path / "imports.py"
-    imports.write_text("import _pytest\nfrom _pytest.terminal import TerminalReporter\nimport _pytest.main as m\n"
-                       "from xdist.workermanage import make_reltoroot\nimport xdist\nimport pytest\n"
-                       "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from xdist.remote import WorkerInteractor\n")
-    assert _private_imports(imports) == ["1: _pytest", "2: _pytest.terminal", "3: _pytest.main",
-                                         "4: xdist.workermanage", "9: xdist.remote"]
+    imports.write_text(
+        "import _pytest\nfrom _pytest.terminal import TerminalReporter\nimport _pytest.main as m\n"
+        "from xdist.workermanage import make_reltoroot\nimport xdist\nimport pytest\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from xdist.remote import WorkerInteractor\n"
+    )
+    assert _private_imports(imports) == [
+        "1: _pytest",
+        "2: _pytest.terminal",
+        "3: _pytest.main",
+        "4: xdist.workermanage",
+        "9: xdist.remote",
+    ]

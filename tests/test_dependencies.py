@@ -12,8 +12,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pytest_benchaudit"
 # Import name -> distribution, where they differ.
-DISTRIBUTION = {"_pytest": "pytest", "xdist": "pytest-xdist", "pydantic_core": "pydantic-core",
-                "typing_extensions": "typing-extensions", "sklearn": "scikit-learn", "llama_cpp": "llama-cpp-python"}
+DISTRIBUTION = {
+    "_pytest": "pytest",
+    "xdist": "pytest-xdist",
+    "pydantic_core": "pydantic-core",
+    "typing_extensions": "typing-extensions",
+    "sklearn": "scikit-learn",
+    "llama_cpp": "llama-cpp-python",
+}
 # Imported only where present (an ImportError is caught and a fallback used); not a dependency.
 OPTIONAL_WITH_FALLBACK = {"scikit-learn"}
 
@@ -27,8 +33,13 @@ def _imported() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                else []
+            )
             for name in names:
                 top = name.split(".")[0]
                 if top in sys.stdlib_module_names or top == PACKAGE.name:
@@ -43,8 +54,9 @@ def test_every_imported_distribution_is_declared() -> None:
     core = {_name(r) for r in project["dependencies"]}
     extras = {_name(r) for reqs in project["optional-dependencies"].values() for r in reqs}
     imported = _imported()
-    undeclared = {dist: sorted(where) for dist, where in imported.items()
-                  if dist not in core | extras | OPTIONAL_WITH_FALLBACK}
+    undeclared = {
+        dist: sorted(where) for dist, where in imported.items() if dist not in core | extras | OPTIONAL_WITH_FALLBACK
+    }
     assert not undeclared, f"imported, not declared in pyproject.toml: {undeclared}"
     # the ones issue 34 found
     assert {"numpy", "typing-extensions", "packaging"} <= core & set(imported)

@@ -37,6 +37,10 @@ def test_every_docs_page_is_in_the_nav_of_mkdocs_yml() -> None:
 
 def test_no_line_of_the_docs_runs_past_600_characters() -> None:
     # The old README's options table had rows of 1,147 characters; a reference row is split instead.
-    long = [(p.name, n) for p in sorted((REPO / "docs").glob("*.md"))
-            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if len(line) > 600]
+    long = [
+        (p.name, n)
+        for p in sorted((REPO / "docs").glob("*.md"))
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if len(line) > 600
+    ]
     assert long == []

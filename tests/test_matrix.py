@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.cli.app import main
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
-from pytest_benchaudit.testing.toy import toy_script, write_toy
-from pytest_benchaudit.testing.runs import only_run_dir, write_run_dir
 from helpers import REPO
+from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.testing.runs import only_run_dir, write_run_dir
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import toy_script, write_toy
 
 DOCUMENTED = """
 [tasks.mcq.documented]
@@ -35,8 +34,25 @@ KINDS = ("pytest", "imported", "rescored", "variants", "layers", "judged", "empt
 
 
 def _pytest(root: Path, *args: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/toy", "--data-dir",
-                           "data", "--max-retries", "0", "--no-cache", *args], cwd=root, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--max-retries",
+            "0",
+            "--no-cache",
+            *args,
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
@@ -48,16 +64,30 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with (root / "suites" / "toy" / "suite.toml").open("a") as fh:
         fh.write(DOCUMENTED)
     out: dict[str, Path] = {}
-    with ScriptedServer(toy_script()) as model, \
-            ScriptedServer(lambda call: Reply(content='{"answer": "A"}')) as judge:
-        for kind, args in (("pytest", ["--model", f"n@{model.url}"]),  # two models: compare and audit-gold rank them
-                           ("variants", ["--vary", "scoring.denominator=valid,total"]),
-                           ("layers", ["--pipelines", "released,standardized"]),  # both layers in one run
-                           ("judged", ["--judge", f"j@{judge.url}", "--set", "extraction.rule=judge", "-k", "mcq"])):
+    with ScriptedServer(toy_script()) as model, ScriptedServer(lambda call: Reply(content='{"answer": "A"}')) as judge:
+        for kind, args in (
+            ("pytest", ["--model", f"n@{model.url}"]),  # two models: compare and audit-gold rank them
+            ("variants", ["--vary", "scoring.denominator=valid,total"]),
+            ("layers", ["--pipelines", "released,standardized"]),  # both layers in one run
+            ("judged", ["--judge", f"j@{judge.url}", "--set", "extraction.rule=judge", "-k", "mcq"]),
+        ):
             _pytest(root, "--model", f"m@{model.url}", "--report-dir", kind, *args)
             out[kind] = only_run_dir(root / kind)
-    assert main(["rescore", str(out["pytest"]), "--set", "scoring.denominator=valid", "--report-dir",
-                 str(root / "rescored"), "--suites-dir", str(root / "suites")]) == 0
+    assert (
+        main(
+            [
+                "rescore",
+                str(out["pytest"]),
+                "--set",
+                "scoring.denominator=valid",
+                "--report-dir",
+                str(root / "rescored"),
+                "--suites-dir",
+                str(root / "suites"),
+            ]
+        )
+        == 0
+    )
     out["rescored"] = only_run_dir(root / "rescored")
     out["empty"] = write_run_dir(root, "empty", [])
     (out["empty"] / "summary.json").write_text(json.dumps({"results": [], "benchmarks": [], "gates": []}))
@@ -71,8 +101,22 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     data = os.environ.get("BENCHAUDIT_DATA")
     responses = Path(data or "/nonexistent") / "cti-bench" / "responses"
     if responses.is_dir():
-        assert main(["import", "cti-bench-responses", str(responses), "--report-dir", str(root / "imported"),
-                     "--suites-dir", str(REPO / "suites"), "--data-dir", data or ""]) == 0
+        assert (
+            main(
+                [
+                    "import",
+                    "cti-bench-responses",
+                    str(responses),
+                    "--report-dir",
+                    str(root / "imported"),
+                    "--suites-dir",
+                    str(REPO / "suites"),
+                    "--data-dir",
+                    data or "",
+                ]
+            )
+            == 0
+        )
         out["imported"] = sorted((root / "imported").iterdir())[0]
     return out
 
@@ -85,6 +129,7 @@ def run_of(runs: dict[str, Path], tmp_path: Path):  # type: ignore[no-untyped-de
         copy = tmp_path / "runs" / runs[kind].name
         shutil.copytree(runs[kind], copy)
         return copy
+
     return get
 
 
@@ -93,8 +138,16 @@ def _argv(command: str, run: Path, tmp_path: Path, suites: Path) -> list[str]:
         "show": ["show", run],
         "summarize": ["summarize", run],
         "card": ["card", run],
-        "rescore": ["rescore", run, "--set", "scoring.denominator=total", "--suites-dir", suites,
-                    "--report-dir", tmp_path / "re"],
+        "rescore": [
+            "rescore",
+            run,
+            "--set",
+            "scoring.denominator=total",
+            "--suites-dir",
+            suites,
+            "--report-dir",
+            tmp_path / "re",
+        ],
         "sweep": ["sweep", run, "--vary", "extraction.reasoning=keep,strip", "--suites-dir", suites],
         "compare": ["compare", run, "--out", tmp_path / "cmp"],
         "export": ["export", run, "--out", tmp_path / "exp", "--samples"],
@@ -116,15 +169,23 @@ EXPECTED: dict[str, dict[str, int]] = {
     "export": {"empty": 1, "corrupt": 1},
     # a consensus needs two models: a one-model run is a usage error saying so
     "audit-gold": {"imported": 2, "variants": 2, "layers": 2, "judged": 2, "empty": 1, "corrupt": 1},
-    "judge-agreement": {"pytest": 2, "imported": 2, "rescored": 2, "variants": 2, "layers": 2, "empty": 1,
-                        "corrupt": 1},
+    "judge-agreement": {
+        "pytest": 2,
+        "imported": 2,
+        "rescored": 2,
+        "variants": 2,
+        "layers": 2,
+        "empty": 1,
+        "corrupt": 1,
+    },
 }
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("command", sorted(EXPECTED))
-def test_every_command_on_every_kind_of_run(command: str, kind: str, run_of, tmp_path: Path,
-                                             runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_command_on_every_kind_of_run(
+    command: str, kind: str, run_of, tmp_path: Path, runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     run = run_of(kind)
     suites = REPO / "suites" if kind == "imported" else runs["pytest"].parent.parent / "suites"
     rc = main([str(a) for a in _argv(command, run, tmp_path, suites)])
@@ -138,12 +199,22 @@ def test_every_command_on_every_kind_of_run(command: str, kind: str, run_of, tmp
 @pytest.mark.parametrize("layer", ["standardized", "released", "documented", "relesed"])
 @pytest.mark.parametrize("kind", ["pytest", "imported", "layers"])
 @pytest.mark.parametrize("command", ["rescore", "sweep"])
-def test_offline_commands_under_each_layer(command: str, kind: str, layer: str, run_of, tmp_path: Path,
-                                           runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_offline_commands_under_each_layer(
+    command: str,
+    kind: str,
+    layer: str,
+    run_of,
+    tmp_path: Path,
+    runs: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     run = run_of(kind)
     suites = REPO / "suites" if kind == "imported" else runs["pytest"].parent.parent / "suites"
-    argv = (["rescore", run, "--pipeline", layer, "--report-dir", tmp_path / "re"] if command == "rescore"
-            else ["sweep", run, "--toward", layer])
+    argv = (
+        ["rescore", run, "--pipeline", layer, "--report-dir", tmp_path / "re"]
+        if command == "rescore"
+        else ["sweep", run, "--toward", layer]
+    )
     rc = main([str(a) for a in [*argv, "--suites-dir", suites]])
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err

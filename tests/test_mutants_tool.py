@@ -40,8 +40,15 @@ def test_every_group_names_files_that_exist_and_the_named_modules_are_mapped() -
         for test in group.tests:
             assert (ROOT / test).is_file(), (name, test)
     # the five modules issue 33 names, and the interval, paired and power functions
-    assert {"scoring/extract.py", "scoring/metrics.py", "aggregate/stats.py", "aggregate/repeat_stats.py",
-            "scoring/tasks/cvss.py", "aggregate/intervals.py", "aggregate/power.py"} <= mapped
+    assert {
+        "scoring/extract.py",
+        "scoring/metrics.py",
+        "aggregate/stats.py",
+        "aggregate/repeat_stats.py",
+        "scoring/tasks/cvss.py",
+        "aggregate/intervals.py",
+        "aggregate/power.py",
+    } <= mapped
     assert len(mapped) == sum(len(g.modules) for g in tool.GROUPS.values())  # a module in one group only
 
 
@@ -59,9 +66,13 @@ def test_message_lines_leave_words_alone_but_not_a_prefix_a_reader_tests() -> No
 
 def test_a_change_of_wording_only_is_told_from_a_change_of_what_is_read() -> None:
     assert tool.message_only(_diff('return None, "no answer"', 'return None, "XXno answerXX"'))
-    assert tool.message_only(_diff('return None, f"{HEDGED_PREFIX}or: {x!r}"', 'return None, f"{HEDGED_PREFIX}XXor: {x!r}"'))
+    assert tool.message_only(
+        _diff('return None, f"{HEDGED_PREFIX}or: {x!r}"', 'return None, f"{HEDGED_PREFIX}XXor: {x!r}"')
+    )
     # the prefix a reader tests, moved or gone: not wording
-    assert not tool.message_only(_diff('return None, f"{HEDGED_PREFIX}or: {x!r}"', 'return None, f"XX{HEDGED_PREFIX}or"'))
+    assert not tool.message_only(
+        _diff('return None, f"{HEDGED_PREFIX}or: {x!r}"', 'return None, f"XX{HEDGED_PREFIX}or"')
+    )
     assert not tool.message_only(_diff('return None, f"{HEDGED_PREFIX}or"', 'return None, "or"'))
     # the prediction changed, or no detail at all
     assert not tool.message_only(_diff('return None, "no answer"', 'return "A", "no answer"'))
@@ -92,15 +103,35 @@ def test_the_report_counts_what_the_verdicts_say(tmp_path: Path, monkeypatch: py
     meta = tmp_path / "g" / "mutants" / "pytest_benchaudit" / "aggregate" / "ranks.py.meta"
     meta.parent.mkdir(parents=True)
     base = "pytest_benchaudit.aggregate.ranks.x_f__mutmut_"
-    meta.write_text(json.dumps({"exit_code_by_key": {base + "1": 1, base + "2": 36, base + "3": None,
-                                                     base + "4": 0, base + "5": 0, base + "6": 0}}))
-    diffs = {base + "4": _diff("x = 1", "x = 2"), base + "5": _diff("y = 1", "y = 0"),
-             base + "6": _diff("z = 1", "z = 3")}
+    meta.write_text(
+        json.dumps(
+            {
+                "exit_code_by_key": {
+                    base + "1": 1,
+                    base + "2": 36,
+                    base + "3": None,
+                    base + "4": 0,
+                    base + "5": 0,
+                    base + "6": 0,
+                }
+            }
+        )
+    )
+    diffs = {
+        base + "4": _diff("x = 1", "x = 2"),
+        base + "5": _diff("y = 1", "y = 0"),
+        base + "6": _diff("z = 1", "z = 3"),
+    }
     monkeypatch.setattr(tool, "_prefetch_diffs", lambda name, mutants: None)
     monkeypatch.setattr(tool, "_diff", lambda name, mutant: diffs[mutant])
-    monkeypatch.setattr(tool, "_equivalents", lambda: {
-        base + "5": {"mutant": base + "5", "line": "y = 0", "kind": "equivalent", "reason": "y is never read"},
-        base + "6": {"mutant": base + "6", "line": "z = 2", "kind": "equivalent", "reason": "stale"}})
+    monkeypatch.setattr(
+        tool,
+        "_equivalents",
+        lambda: {
+            base + "5": {"mutant": base + "5", "line": "y = 0", "kind": "equivalent", "reason": "y is never read"},
+            base + "6": {"mutant": base + "6", "line": "z = 2", "kind": "equivalent", "reason": "stale"},
+        },
+    )
     row = tool.report()["aggregate/ranks.py"]
     assert (row.total, row.killed, row.timeout, row.not_run) == (6, 1, 1, 1)
     assert row.survived == [base + "4", base + "6"] and row.stale == [base + "6"]

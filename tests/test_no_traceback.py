@@ -17,11 +17,10 @@ import pytest
 
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.runs.store import BadRecord, EmptyRun, read_records
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
-from pytest_benchaudit.testing.toy import toy_script, write_mcq_suite, write_toy
-from pytest_benchaudit.testing.runs import complete_record, only_run_dir, read_run, write_run_dir
 from pytest_benchaudit.testing.data import data_file
+from pytest_benchaudit.testing.runs import complete_record, only_run_dir, read_run, write_run_dir
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import toy_script, write_mcq_suite, write_toy
 
 # A `documented` layer as a paper leaves it: the prompt and budget said, the reading and counting not.
 DOCUMENTED = """
@@ -56,9 +55,28 @@ def built_toy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with (root / "suites" / "toy" / "suite.toml").open("a") as fh:
         fh.write(DOCUMENTED)
     with ScriptedServer(toy_script()) as server:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/toy", "--data-dir",
-                               "data", "--model", f"toy-model@{server.url}", "--report-dir", "out",
-                               "--max-retries", "0", "--no-cache"], cwd=root, capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "suites/toy",
+                "--data-dir",
+                "data",
+                "--model",
+                f"toy-model@{server.url}",
+                "--report-dir",
+                "out",
+                "--max-retries",
+                "0",
+                "--no-cache",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     return root
 
@@ -79,7 +97,8 @@ def toy_run(toy_root: Path) -> Path:
 
 
 def test_case1_rescore_skips_tasks_whose_layer_leaves_scoring_fields_unspecified(
-        toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     suites = toy_root / "suites"
     # Every task unscorable (mcq: fields unspecified; extra: no such layer): one error, the reasons, no run dir.
     before = set(toy_run.parent.iterdir())
@@ -88,47 +107,89 @@ def test_case1_rescore_skips_tasks_whose_layer_leaves_scoring_fields_unspecified
     assert "toy.mcq under 'documented': extraction.rule, extraction.reasoning, scoring.denominator unspecified" in err
     assert "(12 records)" in err and "toy.extra defines no 'documented' pipeline" in err
     # Supplied with --set, the same layer re-scores.
-    rc, out, _ = cli(capsys, "rescore", toy_run, "--pipeline", "documented", "--suites-dir", suites,
-                     "--set", "extraction.rule=final_answer_letter", "--set", "extraction.reasoning=strip",
-                     "--set", "scoring.denominator=total")
+    rc, out, _ = cli(
+        capsys,
+        "rescore",
+        toy_run,
+        "--pipeline",
+        "documented",
+        "--suites-dir",
+        suites,
+        "--set",
+        "extraction.rule=final_answer_letter",
+        "--set",
+        "extraction.reasoning=strip",
+        "--set",
+        "scoring.denominator=total",
+    )
     assert rc == 0 and "skipped 1 records: toy.extra defines no 'documented' pipeline" in out
     new = Path(out.strip().splitlines()[-1].split(": ", 1)[1])
     run = read_run(new)
     assert {r["task"] for r in run["records"]} == {"mcq"} and len(run["records"]) == 12
-    assert run["summary"]["skipped"] == [{"task": "toy.extra", "records": 1,
-                                          "reason": "toy.extra defines no 'documented' pipeline (available: "
-                                                    "standardized)"}]
+    assert run["summary"]["skipped"] == [
+        {
+            "task": "toy.extra",
+            "records": 1,
+            "reason": "toy.extra defines no 'documented' pipeline (available: standardized)",
+        }
+    ]
 
 
 def test_case1_sweep_toward_a_layer_skips_unspecified_variants_naming_them(
-        toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = cli(capsys, "sweep", toy_run, "--toward", "documented", "--suites-dir", toy_root / "suites",
-                       "--json")
+    toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, err = cli(
+        capsys, "sweep", toy_run, "--toward", "documented", "--suites-dir", toy_root / "suites", "--json"
+    )
     assert rc == 0
     for field in ("extraction.rule", "extraction.reasoning", "scoring.denominator"):
         assert f"toy.mcq: {field} is unspecified (--toward documented): that variant is skipped (12 records)" in err
-    assert all("unspecified" not in row["variant"] or row["variant"].startswith("aggregation")
-               for row in json.loads(out))
+    assert all(
+        "unspecified" not in row["variant"] or row["variant"].startswith("aggregation") for row in json.loads(out)
+    )
 
 
 def test_case1_rescore_of_an_imported_cti_bench_run_under_released(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     responses = data_file("cti-bench", "responses", "cti-mcq-responses.tsv").parent
     suites = Path(__file__).resolve().parent.parent / "suites"
-    rc, _, _ = cli(capsys, "import", "cti-bench-responses", responses, "--report-dir", tmp_path / "imp",
-                   "--suites-dir", suites, "--data-dir", responses.parent.parent)
+    rc, _, _ = cli(
+        capsys,
+        "import",
+        "cti-bench-responses",
+        responses,
+        "--report-dir",
+        tmp_path / "imp",
+        "--suites-dir",
+        suites,
+        "--data-dir",
+        responses.parent.parent,
+    )
     assert rc == 0
     run = sorted((tmp_path / "imp").iterdir())[0]
-    rc, out, _ = cli(capsys, "rescore", run, "--pipeline", "released", "--suites-dir", suites,
-                     "--report-dir", tmp_path / "rs", "--data-dir", responses.parent.parent)
+    rc, out, _ = cli(
+        capsys,
+        "rescore",
+        run,
+        "--pipeline",
+        "released",
+        "--suites-dir",
+        suites,
+        "--report-dir",
+        tmp_path / "rs",
+        "--data-dir",
+        responses.parent.parent,
+    )
     assert rc == 0
     new = only_run_dir(tmp_path / "rs")
     skipped = read_run(new)["summary"]["skipped"]
     # Whatever the released layer leaves unspecified is skipped with the field named and counted.
     assert all("unspecified" in s["reason"] and s["records"] > 0 for s in skipped)
     assert all(f"skipped {s['records']} records: {s['reason']}" in out for s in skipped)
-    rc, _, err = cli(capsys, "sweep", run, "--toward", "released", "--suites-dir", suites,
-                     "--data-dir", responses.parent.parent)
+    rc, _, err = cli(
+        capsys, "sweep", run, "--toward", "released", "--suites-dir", suites, "--data-dir", responses.parent.parent
+    )
     assert rc == 0
 
 
@@ -136,20 +197,42 @@ def _athena_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str =
     """(one imported AthenaBench run of ``model``: six tasks, TAA alone reading alias graphs; the suites)."""
     runs_mini = data_file("athenabench", "athena-cti-taa.jsonl").parent / "runs-mini"
     suites = Path(__file__).resolve().parent.parent / "suites"
-    rc, _, _ = cli(capsys, "import", "athenabench-runs", runs_mini, "--report-dir", tmp_path / "imp",
-                   "--suites-dir", suites, "--data-dir", runs_mini.parent.parent)
+    rc, _, _ = cli(
+        capsys,
+        "import",
+        "athenabench-runs",
+        runs_mini,
+        "--report-dir",
+        tmp_path / "imp",
+        "--suites-dir",
+        suites,
+        "--data-dir",
+        runs_mini.parent.parent,
+    )
     assert rc == 0
     return next(p for p in (tmp_path / "imp").iterdir() if p.name.endswith(f"-{model}")), suites
 
 
 def test_rescore_set_a_metric_that_reads_resources_scores_the_tasks_that_declare_them(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``--set scoring.metric=actor_graph`` on a run of six tasks: TAA (which declares the alias graphs)
     re-scored, the five others skipped with the metric and the task named (was: a KeyError traceback)."""
     run, suites = _athena_run(tmp_path, capsys)
     data = data_file("athenabench", "athena-cti-taa.jsonl").parent.parent
-    rc, out, err = cli(capsys, "rescore", run, "--set", "scoring.metric=actor_graph", "--suites-dir", suites,
-                       "--data-dir", data, "--report-dir", tmp_path / "rs")
+    rc, out, err = cli(
+        capsys,
+        "rescore",
+        run,
+        "--set",
+        "scoring.metric=actor_graph",
+        "--suites-dir",
+        suites,
+        "--data-dir",
+        data,
+        "--report-dir",
+        tmp_path / "rs",
+    )
     assert rc == 0, err
     stored = [json.loads(line) for line in (run / "records.jsonl").read_text(encoding="utf-8").splitlines()]
     per_task = {t: sum(1 for r in stored if r["task"] == t) for t in {r["task"] for r in stored}}
@@ -170,10 +253,21 @@ def test_rescore_set_a_metric_that_reads_resources_scores_the_tasks_that_declare
 
 
 def test_sweep_of_a_metric_that_reads_resources_skips_the_tasks_that_do_not_declare_them(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run, suites = _athena_run(tmp_path, capsys)
-    rc, out, err = cli(capsys, "sweep", run, "--vary", "scoring.metric=actor_graph", "--suites-dir", suites,
-                       "--data-dir", data_file("athenabench", "athena-cti-taa.jsonl").parent.parent, "--json")
+    rc, out, err = cli(
+        capsys,
+        "sweep",
+        run,
+        "--vary",
+        "scoring.metric=actor_graph",
+        "--suites-dir",
+        suites,
+        "--data-dir",
+        data_file("athenabench", "athena-cti-taa.jsonl").parent.parent,
+        "--json",
+    )
     assert rc == 0, err
     for task in ("ate", "mcq", "rcm", "rms", "vsp"):
         assert f"athenabench.{task}: metric 'actor_graph' cannot score athenabench.{task}" in err
@@ -184,14 +278,27 @@ def test_sweep_of_a_metric_that_reads_resources_skips_the_tasks_that_do_not_decl
 
 
 def test_rescore_set_a_metric_no_task_of_the_run_can_take_is_one_error_naming_metric_and_task(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run, suites = _athena_run(tmp_path, capsys)
     # the same run without its TAA records: no task left that declares the alias graphs
     lines = (run / "records.jsonl").read_text(encoding="utf-8").splitlines()
-    (run / "records.jsonl").write_text("".join(line + "\n" for line in lines if json.loads(line)["task"] != "taa"),
-                                       encoding="utf-8")
-    rc, out, err = cli(capsys, "rescore", run, "--set", "scoring.metric=cti_actor_graph", "--suites-dir", suites,
-                       "--data-dir", data_file("athenabench", "athena-cti-taa.jsonl").parent.parent, "--report-dir", tmp_path / "rs")
+    (run / "records.jsonl").write_text(
+        "".join(line + "\n" for line in lines if json.loads(line)["task"] != "taa"), encoding="utf-8"
+    )
+    rc, out, err = cli(
+        capsys,
+        "rescore",
+        run,
+        "--set",
+        "scoring.metric=cti_actor_graph",
+        "--suites-dir",
+        suites,
+        "--data-dir",
+        data_file("athenabench", "athena-cti-taa.jsonl").parent.parent,
+        "--report-dir",
+        tmp_path / "rs",
+    )
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
     assert "nothing re-scored" in err and "metric 'cti_actor_graph' cannot score athenabench.mcq" in err
     assert not (tmp_path / "rs").exists() or not any((tmp_path / "rs").iterdir())  # nothing half-written
@@ -221,17 +328,22 @@ def test_case7_lines_that_are_json_but_not_records_name_file_line_and_field(tmp_
     assert len(recs) == 1 and len(seen) == 1 and "skipped 1 line(s) that are not records" in seen[0]
 
 
-@pytest.mark.parametrize("bad", ["[1,2,3]", '{"benchmark": "seceval"}', '{"benchmark": "toy", "task": 3}', "null",
-                                 "{not json"])
-@pytest.mark.parametrize("command", ["summarize", "rescore", "sweep", "compare", "export", "audit-gold",
-                                     "judge-agreement"])
+@pytest.mark.parametrize(
+    "bad", ["[1,2,3]", '{"benchmark": "seceval"}', '{"benchmark": "toy", "task": 3}', "null", "{not json"]
+)
+@pytest.mark.parametrize(
+    "command", ["summarize", "rescore", "sweep", "compare", "export", "audit-gold", "judge-agreement"]
+)
 def test_case7_every_command_reports_a_bad_line_in_one_line(
-        command: str, bad: str, toy_run: Path, toy_root: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    command: str, bad: str, toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _corrupt(toy_run, bad)
-    extra = {"sweep": ["--vary", "scoring.denominator=valid", "--suites-dir", toy_root / "suites"],
-             "rescore": ["--suites-dir", toy_root / "suites"],
-             "compare": ["--out", toy_root / "cmp"], "export": ["--out", toy_root / "exp"]}.get(command, [])
+    extra = {
+        "sweep": ["--vary", "scoring.denominator=valid", "--suites-dir", toy_root / "suites"],
+        "rescore": ["--suites-dir", toy_root / "suites"],
+        "compare": ["--out", toy_root / "cmp"],
+        "export": ["--out", toy_root / "exp"],
+    }.get(command, [])
     rc, _, err = cli(capsys, command, toy_run, *extra)
     assert rc == 1 and len(err.strip().splitlines()) == 1, err
     assert "records.jsonl:14: " in err
@@ -244,21 +356,27 @@ def test_case7_every_command_reports_a_bad_line_in_one_line(
 # ----------------------------------------------------------------------------- case 12
 
 
-@pytest.mark.parametrize("command", ["show", "summarize", "rescore", "sweep", "export", "compare", "audit-gold",
-                                     "judge-agreement"])
+@pytest.mark.parametrize(
+    "command", ["show", "summarize", "rescore", "sweep", "export", "compare", "audit-gold", "judge-agreement"]
+)
 def test_case12_an_empty_run_is_an_error_with_its_reason(
-        command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = write_run_dir(tmp_path, "empty", [])
     (run / "summary.json").write_text(json.dumps({"results": [], "benchmarks": [], "gates": []}))
-    extra = {"sweep": ["--vary", "scoring.denominator=valid"], "compare": ["--out", tmp_path / "cmp"],
-             "export": ["--out", tmp_path / "exp"]}.get(command, [])
+    extra = {
+        "sweep": ["--vary", "scoring.denominator=valid"],
+        "compare": ["--out", tmp_path / "cmp"],
+        "export": ["--out", tmp_path / "exp"],
+    }.get(command, [])
     rc, _, err = cli(capsys, command, run, *extra)
     assert rc == 1 and "records.jsonl: no records (every item was skipped or deselected" in err
     assert not (tmp_path / "exp").exists() and not (tmp_path / "cmp" / "compare.json").exists()
 
 
 def test_case12_export_computes_from_the_records_not_a_stale_summary(
-        toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     summary = json.loads((toy_run / "summary.json").read_text())
     for result in summary["results"]:
         result["n"], result["score"] = 999, 0.999  # stale: what a killed or edited run may leave
@@ -302,8 +420,18 @@ def run_toy(pytester: pytest.Pytester, server: ScriptedServer, *args: str) -> py
         write_toy(pytester.path)
         with (pytester.path / "suites" / "toy" / "suite.toml").open("a") as fh:
             fh.write(DOCUMENTED)
-    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}",
-                                "--report-dir", "out", "--max-retries", "0", *args)
+    result = pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{server.url}",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "0",
+        *args,
+    )
     no_traceback(result.stdout.str() + result.stderr.str())
     return result
 
@@ -314,20 +442,33 @@ def usage_error(result: pytest.RunResult) -> str:
     return result.stderr.str() + result.stdout.str()
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--set", "prompt.template=foo"], "toy.mcq under 'standardized': prompt.template 'foo' is not a template of "
-                                       "toy; allowed: plain"),
-    (["--set", "prompt.format.few_shot=3"], "toy.mcq under 'standardized': prompt.format.few_shot=3 but only 0 "
-                                            "few-shot examples are available"),
-    (["--set", "aggregation.by=topik"], "toy.mcq under 'standardized': aggregation.by 'topik' is not a metadata "
-                                        "field of its questions (did you mean 'topic'?); allowed: topic, or null"),
-    (["--vary", "prompt.template=plain,foo"], "toy.mcq under 'standardized': prompt.template 'foo' is not a "
-                                              "template of toy"),
-    (["--max-retries", "-1"], "--max-retries -1: must be 0 or more"),
-    (["--request-timeout", "0"], "--request-timeout 0: must be more than 0 seconds"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--set", "prompt.template=foo"],
+            "toy.mcq under 'standardized': prompt.template 'foo' is not a template of toy; allowed: plain",
+        ),
+        (
+            ["--set", "prompt.format.few_shot=3"],
+            "toy.mcq under 'standardized': prompt.format.few_shot=3 but only 0 few-shot examples are available",
+        ),
+        (
+            ["--set", "aggregation.by=topik"],
+            "toy.mcq under 'standardized': aggregation.by 'topik' is not a metadata "
+            "field of its questions (did you mean 'topic'?); allowed: topic, or null",
+        ),
+        (
+            ["--vary", "prompt.template=plain,foo"],
+            "toy.mcq under 'standardized': prompt.template 'foo' is not a template of toy",
+        ),
+        (["--max-retries", "-1"], "--max-retries -1: must be 0 or more"),
+        (["--request-timeout", "0"], "--request-timeout 0: must be more than 0 seconds"),
+    ],
+)
 def test_case2_bad_pipeline_values_are_one_usage_error_before_any_item(
-        pytester: pytest.Pytester, scripted: ScriptedServer, args: list[str], expected: str) -> None:
+    pytester: pytest.Pytester, scripted: ScriptedServer, args: list[str], expected: str
+) -> None:
     result = run_toy(pytester, scripted, *args)
     text = usage_error(result)
     assert expected in text and text.count(expected) == 1
@@ -342,26 +483,36 @@ def test_case2_under_xdist_too(pytester: pytest.Pytester, scripted: ScriptedServ
 
 
 def test_case3_a_misspelled_layer_is_a_usage_error_naming_the_nearest(
-        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    pytester: pytest.Pytester, scripted: ScriptedServer
+) -> None:
     text = usage_error(run_toy(pytester, scripted, "--pipeline", "relesed"))
-    assert ("--pipeline 'relesed': no collected task defines this layer (did you mean 'released'?); layers of the "
-            "selected suites: documented, released, standardized") in text
+    assert (
+        "--pipeline 'relesed': no collected task defines this layer (did you mean 'released'?); layers of the "
+        "selected suites: documented, released, standardized"
+    ) in text
     # A layer some tasks define still runs there and skips the others with the reason.
     result = run_toy(pytester, scripted, "--pipeline", "released")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*1 skipped*"])
 
 
-@pytest.mark.parametrize(("gate", "expected"), [
-    ("secevall>=0.7", "--gate 'secevall>=0.7': no collected benchmark 'secevall'; benchmarks: toy"),
-    ("toi>=0.7", "--gate 'toi>=0.7': no collected benchmark 'toi' (did you mean 'toy'?)"),
-    ("toy.mcqq>=0.5", "--gate 'toy.mcqq>=0.5': toy has no task 'mcqq' (did you mean 'mcq'?); tasks: extra, mcq"),
-    ("toy>=70", "--gate 'toy>=70': 70 is outside the range of score (0 to 1); a fraction is meant: did you mean "
-                "0.7 for 70%?"),
-    ("toy.mcq:invalid<=5", "--gate 'toy.mcq:invalid<=5': 5 is outside the range of invalid (0 to 1)"),
-])
+@pytest.mark.parametrize(
+    ("gate", "expected"),
+    [
+        ("secevall>=0.7", "--gate 'secevall>=0.7': no collected benchmark 'secevall'; benchmarks: toy"),
+        ("toi>=0.7", "--gate 'toi>=0.7': no collected benchmark 'toi' (did you mean 'toy'?)"),
+        ("toy.mcqq>=0.5", "--gate 'toy.mcqq>=0.5': toy has no task 'mcqq' (did you mean 'mcq'?); tasks: extra, mcq"),
+        (
+            "toy>=70",
+            "--gate 'toy>=70': 70 is outside the range of score (0 to 1); a fraction is meant: did you mean "
+            "0.7 for 70%?",
+        ),
+        ("toy.mcq:invalid<=5", "--gate 'toy.mcq:invalid<=5': 5 is outside the range of invalid (0 to 1)"),
+    ],
+)
 def test_case9_gate_targets_and_ranges_are_checked_before_any_item(
-        pytester: pytest.Pytester, scripted: ScriptedServer, gate: str, expected: str) -> None:
+    pytester: pytest.Pytester, scripted: ScriptedServer, gate: str, expected: str
+) -> None:
     text = usage_error(run_toy(pytester, scripted, "--gate", gate))
     assert expected in text and not scripted.calls
 
@@ -416,12 +567,14 @@ def test_case4_suite_configs_still_cannot_leave_the_data_directory(pytester: pyt
 
 
 def test_case8_a_report_dir_that_cannot_be_created_is_one_usage_error(
-        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    pytester: pytest.Pytester, scripted: ScriptedServer
+) -> None:
     write_toy(pytester.path)
     (pytester.path / "blocked").write_text("a file where the report folder should go")
     for report_dir in ("blocked", "blocked/deeper"):
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{scripted.url}",
-                                    "--report-dir", report_dir)
+        result = pytester.runpytest(
+            "suites/toy", "--data-dir", "data", "--model", f"m@{scripted.url}", "--report-dir", report_dir
+        )
         no_traceback(result.stdout.str() + result.stderr.str())
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([f"ERROR: --report-dir {report_dir}: *blocked is a file, not a folder*"])
@@ -443,12 +596,25 @@ def test_case8_the_store_refuses_to_create_a_run_where_it_cannot(tmp_path: Path)
 
 
 def test_case11_replaying_past_the_stored_items_skips_them_as_not_in_the_run(
-        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    pytester: pytest.Pytester, scripted: ScriptedServer
+) -> None:
     first = run_toy(pytester, scripted, "-k", "mcq", "--limit", "5")
     assert first.ret == pytest.ExitCode.TESTS_FAILED
     stored = only_run_dir(pytester.path / "out")
-    result = pytester.runpytest("suites/toy", "--data-dir", "data", "-k", "mcq", "--limit", "8",
-                                "--model", f"replay:{stored}", "--report-dir", "replayed", "-rs")
+    result = pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "-k",
+        "mcq",
+        "--limit",
+        "8",
+        "--model",
+        f"replay:{stored}",
+        "--report-dir",
+        "replayed",
+        "-rs",
+    )
     no_traceback(result.stdout.str() + result.stderr.str())
     result.stdout.fnmatch_lines(["*toy.mcq t06: not in the replayed run*nothing stored to replay*"])
     outcomes = result.parseoutcomes()
@@ -461,14 +627,25 @@ def test_case11_replaying_past_the_stored_items_skips_them_as_not_in_the_run(
 
 
 def test_case6_resume_refuses_another_model_limit_suite_or_data(
-        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    pytester: pytest.Pytester, scripted: ScriptedServer
+) -> None:
     run_toy(pytester, scripted, "-k", "mcq", "--limit", "3")
     run = only_run_dir(pytester.path / "out")
     records = (run / "records.jsonl").read_text()
 
     def resume(*args: str, model: str = "toy-model", suites: tuple[str, ...] = ("suites/toy",)) -> pytest.RunResult:
-        result = pytester.runpytest(*suites, "--data-dir", "data", "--model", f"{model}@{scripted.url}",
-                                    "--max-retries", "0", "--resume", str(run), *args)
+        result = pytester.runpytest(
+            *suites,
+            "--data-dir",
+            "data",
+            "--model",
+            f"{model}@{scripted.url}",
+            "--max-retries",
+            "0",
+            "--resume",
+            str(run),
+            *args,
+        )
         no_traceback(result.stdout.str() + result.stderr.str())
         return result
 
@@ -476,8 +653,9 @@ def test_case6_resume_refuses_another_model_limit_suite_or_data(
     assert "the run used --model toy-model, this invocation other-model; resume it with the same models" in text
     text = usage_error(resume("-k", "mcq", "--limit", "5"))
     assert "the run used --limit 3, this invocation 5; resume it with the same --limit" in text
-    write_mcq_suite(pytester.path, "other", [{"id": "o1", "question": "Q CORRECT?", "options": ["a", "b"],
-                                              "gold": "B"}])
+    write_mcq_suite(
+        pytester.path, "other", [{"id": "o1", "question": "Q CORRECT?", "options": ["a", "b"], "gold": "B"}]
+    )
     text = usage_error(resume("--limit", "3", suites=("suites/toy", "suites/other")))
     assert "the run has no other.mcq (its tasks: toy.extra, toy.mcq); resume it with the same suites" in text
     data = pytester.path / "data" / "toy" / "toy.jsonl"
@@ -500,16 +678,28 @@ def test_case5_the_cache_never_answers_for_another_model_behind_the_same_url(pyt
     write_toy(pytester.path)
     with ScriptedServer(toy_script(), model_id="model-a") as first:
         port = first.port
-        args = ["suites/toy", "--data-dir", "data", "-k", "mcq", "--model", f"m@{first.url}", "--max-retries", "0",
-                "--cache-dir", "cache"]
+        args = [
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "-k",
+            "mcq",
+            "--model",
+            f"m@{first.url}",
+            "--max-retries",
+            "0",
+            "--cache-dir",
+            "cache",
+        ]
         pytester.runpytest(*args, "--report-dir", "a")
         asked_a = _completions(first)
         pytester.runpytest(*args, "--report-dir", "a2")  # the same model again: all but errors from the cache
         errors = sum(1 for r in read_run(only_run_dir(pytester.path / "a"))["records"] if r["error"])
         assert _completions(first) == asked_a + errors
     a2 = read_run(only_run_dir(pytester.path / "a2"))
-    answered_before = {r["question_id"] for r in read_run(only_run_dir(pytester.path / "a"))["records"]
-                       if r["error"] is None}
+    answered_before = {
+        r["question_id"] for r in read_run(only_run_dir(pytester.path / "a"))["records"] if r["error"] is None
+    }
     assert {r["question_id"] for r in a2["records"] if r["from_cache"]} == answered_before
     assert not any(r["from_cache"] for r in read_run(only_run_dir(pytester.path / "a"))["records"])
     # Restarted with another model behind the same URL: nothing comes from the old model's answers.
@@ -530,6 +720,7 @@ def test_case5_cache_expiry(pytester: pytest.Pytester, scripted: ScriptedServer)
     pytester.runpytest(*args, "--report-dir", "b", "--cache-expiry", "1h")
     assert _completions(scripted) == asked  # fresh enough
     import sqlite3
+
     with sqlite3.connect(pytester.path / "cache" / "generations.sqlite") as conn:
         conn.execute("UPDATE generations SET created = created - 7200")
     pytester.runpytest(*args, "--report-dir", "c", "--cache-expiry", "1h")
@@ -588,10 +779,23 @@ def test_case14_a_launched_server_requires_its_per_run_key(fake_vllm: Path) -> N
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
 def test_case14_runs_and_workers_use_the_key_and_never_write_it(
-        pytester: pytest.Pytester, fake_vllm: Path, xdist: list[str]) -> None:
+    pytester: pytest.Pytester, fake_vllm: Path, xdist: list[str]
+) -> None:
     write_toy(pytester.path)
-    result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", "vllm:org/tiny",
-                                           "--report-dir", "out", "-k", "mcq", "--junitxml", "junit.xml", *xdist)
+    result = pytester.runpytest_subprocess(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        "vllm:org/tiny",
+        "--report-dir",
+        "out",
+        "-k",
+        "mcq",
+        "--junitxml",
+        "junit.xml",
+        *xdist,
+    )
     no_traceback(result.stdout.str() + result.stderr.str())
     (launch,) = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
     key = launch["api_key"]
@@ -609,13 +813,22 @@ def test_case14_runs_and_workers_use_the_key_and_never_write_it(
 def test_case13_pytest_help_lists_every_model_form(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     text = " ".join(result.stdout.str().split())
-    for form in ("'local'", "'vllm:HF_ID'", "'ID@URL'", "'ID@URL1,URL2,...'", "'replay:RUN_DIR'",
-                 "'replay:RUN_DIR#MODEL'", "'NAME'", "--cache-expiry"):
+    for form in (
+        "'local'",
+        "'vllm:HF_ID'",
+        "'ID@URL'",
+        "'ID@URL1,URL2,...'",
+        "'replay:RUN_DIR'",
+        "'replay:RUN_DIR#MODEL'",
+        "'NAME'",
+        "--cache-expiry",
+    ):
         assert form in text, form
 
 
 def test_case13_card_outside_the_repo_finds_the_shipped_suites_or_says_where_it_looked(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)  # no suites/ here
     rc, out, _ = cli(capsys, "card", "seceval", "--task", "mcq")
     assert rc == 0 and json.loads(out)["seceval.mcq"]["benchmark"] == "seceval"
@@ -637,29 +850,49 @@ def test_case13_fetch_prints_the_real_folder_names(tmp_path: Path, capsys: pytes
 
 
 def test_case13_run_directories_carry_a_benchmark_and_model_slug(
-        pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
+    pytester: pytest.Pytester, scripted: ScriptedServer
+) -> None:
     run_toy(pytester, scripted, "-k", "mcq")
     assert only_run_dir(pytester.path / "out").name.endswith("-toy-toy-model")
     from pytest_benchaudit.runs.store import run_slug
+
     assert run_slug(["seceval", "cti_bench", "seceval"], ["a@x", "b"]) == "2-benchmarks-2-models"
     assert run_slug(["seceval"], ["gpt-5.4@http://h/v1"]) == "seceval-gpt-5.4_http_h_v1"
 
 
 def test_case13_a_subset_is_labelled_as_one(pytester: pytest.Pytester, scripted: ScriptedServer) -> None:
     result = run_toy(pytester, scripted, "-k", "t01 or t02")
-    result.stdout.fnmatch_lines(["subset: mcq toy-model: 2 of 12 questions (-k, --lf or --limit): not the full "
-                                 "task's score"])
+    result.stdout.fnmatch_lines(
+        ["subset: mcq toy-model: 2 of 12 questions (-k, --lf or --limit): not the full task's score"]
+    )
     full = run_toy(pytester, scripted, "-k", "extra")
     assert "subset:" not in full.stdout.str()
 
 
 def test_case13_a_judge_failure_shows_its_reason(pytester: pytest.Pytester) -> None:
     write_toy(pytester.path)
-    with ScriptedServer(lambda call: Reply(content="Answer: B")) as m, \
-            ScriptedServer(lambda call: Reply(status=500, error_message="judge exploded")) as jdg:
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{m.url}", "--judge",
-                                    f"j@{jdg.url}", "-k", "t01", "--set", "extraction.rule=judge", "--no-cache",
-                                    "--max-retries", "0", "--report-dir", "out")
+    with (
+        ScriptedServer(lambda call: Reply(content="Answer: B")) as m,
+        ScriptedServer(lambda call: Reply(status=500, error_message="judge exploded")) as jdg,
+    ):
+        result = pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"m@{m.url}",
+            "--judge",
+            f"j@{jdg.url}",
+            "-k",
+            "t01",
+            "--set",
+            "extraction.rule=judge",
+            "--no-cache",
+            "--max-retries",
+            "0",
+            "--report-dir",
+            "out",
+        )
     no_traceback(result.stdout.str())
     result.stdout.fnmatch_lines(["*INVALID (judge_error): HTTP 500: judge exploded*"])
 
@@ -667,8 +900,9 @@ def test_case13_a_judge_failure_shows_its_reason(pytester: pytest.Pytester) -> N
 def test_case13_ranks_print_as_integers_unless_tied() -> None:
     from pytest_benchaudit.report.terminal import _render_rankings
 
-    text = _render_rankings({"ranks": {"toy.mcq": {"a": 1.0, "b": 2.0}, "toy.extra": {"a": 1.5, "b": 1.5}},
-                             "tau_b": []})
+    text = _render_rankings(
+        {"ranks": {"toy.mcq": {"a": 1.0, "b": 2.0}, "toy.extra": {"a": 1.5, "b": 1.5}}, "tau_b": []}
+    )
     rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith("toy.")}
     assert rows == {"toy.mcq": ["1", "2"], "toy.extra": ["1.5", "1.5"]}
 
@@ -700,8 +934,19 @@ def test_a_run_directory_removed_during_the_run_is_one_line(pytester: pytest.Pyt
     pytester.makepyfile(vanish=VANISH_PLUGIN)
     pytester.syspathinsert()
     with ScriptedServer(toy_script()) as server:
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}",
-                                    "--report-dir", "out", "-p", "vanish", "-k", "mcq")
+        result = pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"toy-model@{server.url}",
+            "--report-dir",
+            "out",
+            "-p",
+            "vanish",
+            "-k",
+            "mcq",
+        )
     out = result.stdout.str() + result.stderr.str()
     no_traceback(out)
     assert result.ret == pytest.ExitCode.INTERRUPTED
@@ -709,47 +954,69 @@ def test_a_run_directory_removed_during_the_run_is_one_line(pytester: pytest.Pyt
     assert "STOPPED: the run directory could not be finished; the run directory is gone" in out
 
 
-@pytest.mark.parametrize(("option", "where"), [("--junitxml", "afile/junit.xml"), ("--junitxml", "afile/deeper/j.xml"),
-                                               ("--cache-dir", "afile/cache")])
-def test_an_unwritable_output_path_is_a_usage_error_before_any_question(pytester: pytest.Pytester, option: str,
-                                                                        where: str) -> None:
+@pytest.mark.parametrize(
+    ("option", "where"),
+    [("--junitxml", "afile/junit.xml"), ("--junitxml", "afile/deeper/j.xml"), ("--cache-dir", "afile/cache")],
+)
+def test_an_unwritable_output_path_is_a_usage_error_before_any_question(
+    pytester: pytest.Pytester, option: str, where: str
+) -> None:
     """pytest writes the JUnit file after the last item: a path it cannot write (a file in the way of
     its folder) is one usage error at start-up, nothing asked, as is a --cache-dir that cannot be
     made.  (A folder given as the JUnit file pytest refuses itself.)"""
     write_toy(pytester.path)
     (pytester.path / "afile").write_text("in the way")
     with ScriptedServer(toy_script()) as server:
-        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
-                                               "--report-dir", "out", f"{option}={where}")
+        result = pytester.runpytest_subprocess(
+            "suites/toy", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir", "out", f"{option}={where}"
+        )
         asked = [c for c in server.calls if c.path.endswith("completions")]
     out = result.stdout.str() + result.stderr.str()
     no_traceback(out)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and asked == []
-    result.stderr.fnmatch_lines([f"ERROR: {option} *{where}: *afile is a file, not a folder; nothing can be "
-                                 "written there"])
+    result.stderr.fnmatch_lines(
+        [f"ERROR: {option} *{where}: *afile is a file, not a folder; nothing can be written there"]
+    )
     assert not (pytester.path / "out").exists()
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc (no entry can be created there)")
-@pytest.mark.parametrize("option", ["--junitxml=/proc/nope/j.xml", "--junitxml=/proc/j.xml",
-                                    "--report-dir=/proc/nope/reports", "--cache-dir=/proc/nope/cache"])
+@pytest.mark.parametrize(
+    "option",
+    [
+        "--junitxml=/proc/nope/j.xml",
+        "--junitxml=/proc/j.xml",
+        "--report-dir=/proc/nope/reports",
+        "--cache-dir=/proc/nope/cache",
+    ],
+)
 def test_an_output_path_that_cannot_be_created_is_a_usage_error_before_any_question(
-        pytester: pytest.Pytester, option: str) -> None:
+    pytester: pytest.Pytester, option: str
+) -> None:
     """/proc/nope: its parent exists and passes every permission check (as root too), yet nothing can
     be created in it.  The start-up check tries what the end of the run does (the folder, then a
     file in it): one usage error naming the option, no question asked, no traceback at the end."""
     write_toy(pytester.path)
     with ScriptedServer(toy_script()) as server:
-        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
-                                               "-k", "t01", *(["--report-dir", "out"] if "report-dir" not in option
-                                                              else []), option)
+        result = pytester.runpytest_subprocess(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"m@{server.url}",
+            "-k",
+            "t01",
+            *(["--report-dir", "out"] if "report-dir" not in option else []),
+            option,
+        )
         asked = [c for c in server.calls if c.path.endswith("completions")]
     out = result.stdout.str() + result.stderr.str()
     no_traceback(out)
     assert result.ret == pytest.ExitCode.USAGE_ERROR and asked == [], out[-2000:]
     name, _, value = option.partition("=")
-    result.stderr.fnmatch_lines([f"ERROR: {name} {value}: cannot create * No such file or directory; nothing can be "
-                                 "written there"])
+    result.stderr.fnmatch_lines(
+        [f"ERROR: {name} {value}: cannot create * No such file or directory; nothing can be written there"]
+    )
 
 
 def test_the_output_check_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -770,9 +1037,21 @@ def test_benchmarks_without_data_are_skipped_with_how_to_fetch_them(pytester: py
     write_toy(pytester.path)
     repo_suites = Path(__file__).resolve().parent.parent / "suites"
     with ScriptedServer(toy_script()) as server:
-        result = pytester.runpytest_subprocess("suites/toy", str(repo_suites / "seceval"), str(repo_suites / "secure"),
-                                               "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir",
-                                               "out", "--no-cache", "-rs", "--max-retries", "0")
+        result = pytester.runpytest_subprocess(
+            "suites/toy",
+            str(repo_suites / "seceval"),
+            str(repo_suites / "secure"),
+            "--data-dir",
+            "data",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "--no-cache",
+            "-rs",
+            "--max-retries",
+            "0",
+        )
     out = result.stdout.str() + result.stderr.str()
     no_traceback(out)
     outcomes = result.parseoutcomes()
@@ -790,8 +1069,9 @@ def test_benchmarks_without_data_are_skipped_with_how_to_fetch_them(pytester: py
 # ----------------------------------------------------------------------------- undecodable suites, symlink loops
 
 
-def test_an_undecodable_byte_in_a_suite_file_is_one_error_naming_the_line(pytester: pytest.Pytester,
-                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_undecodable_byte_in_a_suite_file_is_one_error_naming_the_line(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A Latin-1 'é' in suite.toml: before, a UnicodeDecodeError traceback from the collector, validate
     and card; now one message naming the file, the line and the byte."""
     write_toy(pytester.path)
@@ -800,8 +1080,9 @@ def test_an_undecodable_byte_in_a_suite_file_is_one_error_naming_the_line(pytest
     suite.write_bytes(b"\n".join([*lines[:3], b"# caf\xe9", *lines[3:]]))
     said = f"{suite}: line 4: byte 0xe9 is not UTF-8 (TOML files are UTF-8 text; save the file as UTF-8)"
     with ScriptedServer(toy_script()) as server:
-        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
-                                               "--report-dir", "out")
+        result = pytester.runpytest_subprocess(
+            "suites/toy", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir", "out"
+        )
         assert not [c for c in server.calls if c.path.endswith("completions")]
     out = result.stdout.str() + result.stderr.str()
     no_traceback(out)
@@ -814,8 +1095,9 @@ def test_an_undecodable_byte_in_a_suite_file_is_one_error_naming_the_line(pytest
     assert said in err and "Traceback" not in err
 
 
-def test_a_data_file_in_a_symlink_loop_is_one_error_naming_it(pytester: pytest.Pytester,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_data_file_in_a_symlink_loop_is_one_error_naming_it(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     """toy.jsonl -> loop -> toy.jsonl: before, pathlib's RuntimeError('Symlink loop') as a traceback
     from collection and `benchaudit card`; now one message naming the file."""
     write_toy(pytester.path)
@@ -825,15 +1107,29 @@ def test_a_data_file_in_a_symlink_loop_is_one_error_naming_it(pytester: pytest.P
     (folder / "loop").symlink_to("toy.jsonl")
     said = f"{folder / 'toy.jsonl'}: the data file cannot be read: a loop of symbolic links"
     with ScriptedServer(toy_script()) as server:
-        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
-                                               "--report-dir", "out", "-k", "mcq")
+        result = pytester.runpytest_subprocess(
+            "suites/toy", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir", "out", "-k", "mcq"
+        )
         assert not [c for c in server.calls if c.path.endswith("completions")]
     out = result.stdout.str() + result.stderr.str()
     no_traceback(out)
     assert result.ret == pytest.ExitCode.INTERRUPTED and said in out, out[-2000:]
     capsys.readouterr()
-    assert main(["card", "toy", "--task", "mcq", "--suites-dir", str(pytester.path / "suites"), "--data-dir",
-                 str(pytester.path / "data")]) == 2
+    assert (
+        main(
+            [
+                "card",
+                "toy",
+                "--task",
+                "mcq",
+                "--suites-dir",
+                str(pytester.path / "suites"),
+                "--data-dir",
+                str(pytester.path / "data"),
+            ]
+        )
+        == 2
+    )
     assert said in capsys.readouterr().err
 
 

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import SUITES
 from pytest_benchaudit import __version__
 from pytest_benchaudit.cli import main as benchaudit
 from pytest_benchaudit.dataset.shipped import packaged_suites_dir
 from pytest_benchaudit.pytest_plugin.paths import SuitePathError, resolve_suite_args
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
-from helpers import SUITES
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 PACKAGED = f"the suites packaged with pytest-benchaudit {__version__}"
 
@@ -43,8 +43,10 @@ def cybermetric() -> Path:
     """The real CyberMetric folder, absolute, or a skip saying why there is none."""
     folder = _DATA / "cybermetric"
     if not (folder / "CyberMetric-80-v1.json").is_file():
-        pytest.skip(f"real benchmark data not available: no {folder / 'CyberMetric-80-v1.json'} "
-                    "(set BENCHAUDIT_DATA to the datasets directory; make test does)")
+        pytest.skip(
+            f"real benchmark data not available: no {folder / 'CyberMetric-80-v1.json'} "
+            "(set BENCHAUDIT_DATA to the datasets directory; make test does)"
+        )
     return folder
 
 
@@ -56,8 +58,20 @@ def _first_golds(cybermetric: Path, n: int) -> list[str]:
 
 def _run_cm80(pytester: pytest.Pytester, server: ScriptedServer, cybermetric: Path) -> pytest.RunResult:
     """The README's command from ``pytester.path``: two CyberMetric-80 questions."""
-    return pytester.runpytest("suites/cybermetric", "-k", "cm80", "--limit", "2", "--model", f"m@{server.url}",
-                              f"--data-dir={cybermetric.parent}", "--report-dir", "out", "-p", "no:randomly")
+    return pytester.runpytest(
+        "suites/cybermetric",
+        "-k",
+        "cm80",
+        "--limit",
+        "2",
+        "--model",
+        f"m@{server.url}",
+        f"--data-dir={cybermetric.parent}",
+        "--report-dir",
+        "out",
+        "-p",
+        "no:randomly",
+    )
 
 
 # ----------------------------------------------------------------------------- the packaged suites
@@ -95,24 +109,32 @@ def test_a_local_copy_wins_and_the_header_says_so(tmp_path: Path) -> None:
     (local / "suite.toml").write_bytes((SUITES / "cybermetric" / "suite.toml").read_bytes())
     args, notes = resolve_suite_args(["suites/cybermetric"], tmp_path)
     assert args == ["suites/cybermetric"]
-    assert notes == [f"suites/cybermetric: the local copy ({local}), not the one packaged with "
-                     f"pytest-benchaudit {__version__}"]
+    assert notes == [
+        f"suites/cybermetric: the local copy ({local}), not the one packaged with pytest-benchaudit {__version__}"
+    ]
     # the checkout's own suites/ is the packaged copy: nothing to say
     assert resolve_suite_args(["suites/cybermetric"], SUITES.parent) == (["suites/cybermetric"], [])
 
 
-def test_pytest_runs_the_packaged_suite_from_an_empty_directory(pytester: pytest.Pytester, scripted: ScriptedServer,
-                                                                cybermetric: Path) -> None:
+def test_pytest_runs_the_packaged_suite_from_an_empty_directory(
+    pytester: pytest.Pytester, scripted: ScriptedServer, cybermetric: Path
+) -> None:
     assert not any(pytester.path.iterdir())  # an empty directory: no suites/, no pyproject.toml
     result = _run_cm80(pytester, scripted, cybermetric)
     shipped = packaged_suites_dir()
     assert shipped is not None
-    result.stdout.fnmatch_lines([f"benchaudit: suites/cybermetric → {shipped / 'cybermetric'}: {PACKAGED} "
-                                 "(no local suites/cybermetric; `benchaudit init` writes a copy to edit)"])
+    result.stdout.fnmatch_lines(
+        [
+            f"benchaudit: suites/cybermetric → {shipped / 'cybermetric'}: {PACKAGED} "
+            "(no local suites/cybermetric; `benchaudit init` writes a copy to edit)"
+        ]
+    )
     run = read_run(only_run_dir(pytester.path / "out"))
     records = run["records"]
     assert [(r["benchmark"], r["task"], r["question_index"]) for r in records] == [
-        ("cybermetric", "cm80", 0), ("cybermetric", "cm80", 1)]
+        ("cybermetric", "cm80", 0),
+        ("cybermetric", "cm80", 1),
+    ]
     assert [r["gold"] for r in records] == _first_golds(cybermetric, 2)  # the benchmark's own file, read here
     assert sum(call.path.endswith('/chat/completions') for call in scripted.calls) == 2
     # run.json's checksum is the packaged file's, by hashlib here
@@ -120,29 +142,47 @@ def test_pytest_runs_the_packaged_suite_from_an_empty_directory(pytester: pytest
     assert checksums[str(shipped / "cybermetric" / "suite.toml")] == _sha256(shipped / "cybermetric" / "suite.toml")
 
 
-@pytest.mark.parametrize("target", ["suites/cybermetric/suite.toml", "suites/cybermetric/suite.toml::cm80"],
-                         ids=["file", "node-id"])
+@pytest.mark.parametrize(
+    "target", ["suites/cybermetric/suite.toml", "suites/cybermetric/suite.toml::cm80"], ids=["file", "node-id"]
+)
 def test_a_packaged_suite_named_by_file_or_node_id_writes_its_run_directory(
-        pytester: pytest.Pytester, scripted: ScriptedServer, cybermetric: Path, target: str) -> None:
+    pytester: pytest.Pytester, scripted: ScriptedServer, cybermetric: Path, target: str
+) -> None:
     """With `--data-dir DIR` as two words, pytest takes DIR for its rootdir (the suites/ path does not
     exist when it decides), and pytest 9.2 then drops the suite file from the node ids of items outside
     it.  Before, the controller looked for the file in the node id: every question was asked and no run
     directory written.  Now a benchmark report is known by the suite file among its keywords too."""
-    result = pytester.runpytest(target, "-k", "cm80", "--limit", "2", "--model", f"m@{scripted.url}",
-                                "--data-dir", str(cybermetric.parent), "--report-dir", "out", "-p", "no:randomly")
+    result = pytester.runpytest(
+        target,
+        "-k",
+        "cm80",
+        "--limit",
+        "2",
+        "--model",
+        f"m@{scripted.url}",
+        "--data-dir",
+        str(cybermetric.parent),
+        "--report-dir",
+        "out",
+        "-p",
+        "no:randomly",
+    )
     assert sum(call.path.endswith("/chat/completions") for call in scripted.calls) == 2
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
     records = read_run(only_run_dir(pytester.path / "out"))["records"]
     assert [(r["benchmark"], r["task"], r["question_index"]) for r in records] == [
-        ("cybermetric", "cm80", 0), ("cybermetric", "cm80", 1)]
+        ("cybermetric", "cm80", 0),
+        ("cybermetric", "cm80", 1),
+    ]
     assert "run directory: out/" in result.stdout.str()
 
 
 # ----------------------------------------------------------------------------- benchaudit init
 
 
-def test_init_copies_the_suites_byte_for_byte_and_writes_a_pyproject(tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_copies_the_suites_byte_for_byte_and_writes_a_pyproject(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = tmp_path / "proj"
     assert benchaudit(["init", str(project)]) == 0
     shipped = packaged_suites_dir()
@@ -180,8 +220,9 @@ def test_init_keeps_an_edited_suite_unless_forced(tmp_path: Path, capsys: pytest
     assert "no suite 'cybermetrc'" in capsys.readouterr().err
 
 
-def test_a_project_from_init_runs_its_local_copy(pytester: pytest.Pytester, scripted: ScriptedServer,
-                                                 cybermetric: Path) -> None:
+def test_a_project_from_init_runs_its_local_copy(
+    pytester: pytest.Pytester, scripted: ScriptedServer, cybermetric: Path
+) -> None:
     assert benchaudit(["init", str(pytester.path), "--suite", "cybermetric"]) == 0
     local = pytester.path / "suites" / "cybermetric" / "suite.toml"
     # an edit to the local copy is what runs: ask for at most 7 tokens
@@ -189,8 +230,13 @@ def test_a_project_from_init_runs_its_local_copy(pytester: pytest.Pytester, scri
     assert text.count("\n[layers.standardized]\n") == 1
     local.write_text(text.replace("\n[layers.standardized]\n", "\n[layers.standardized]\ninference.max_tokens = 7\n"))
     result = _run_cm80(pytester, scripted, cybermetric)
-    result.stdout.fnmatch_lines([f"benchaudit: suites/cybermetric: the local copy ({local.parent}), not the one "
-                                 f"packaged with pytest-benchaudit {__version__}", "configfile: pyproject.toml"])
+    result.stdout.fnmatch_lines(
+        [
+            f"benchaudit: suites/cybermetric: the local copy ({local.parent}), not the one "
+            f"packaged with pytest-benchaudit {__version__}",
+            "configfile: pyproject.toml",
+        ]
+    )
     run = read_run(only_run_dir(pytester.path / "out"))
     assert len(run["records"]) == 2
     asked = [call for call in scripted.calls if call.path.endswith("/chat/completions")]
@@ -200,16 +246,25 @@ def test_a_project_from_init_runs_its_local_copy(pytester: pytest.Pytester, scri
 # ----------------------------------------------------------------------------- benchaudit fetch
 
 
-def test_fetch_works_from_a_directory_without_suites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     cybermetric: Path) -> None:
+def test_fetch_works_from_a_directory_without_suites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cybermetric: Path
+) -> None:
     # the benchmark's files served over HTTP on 127.0.0.1 as the origin (sha256s: the packaged suite's)
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(cybermetric))
     with ThreadingHTTPServer(("127.0.0.1", 0), handler) as origin:
         threading.Thread(target=origin.serve_forever, daemon=True).start()
         monkeypatch.chdir(tmp_path)  # no suites/ here: the packaged cybermetric suite names the files
         try:
-            rc = benchaudit(["fetch", "cybermetric", "--data-dir", "data",
-                             "--origin", f"http://127.0.0.1:{origin.server_address[1]}/"])
+            rc = benchaudit(
+                [
+                    "fetch",
+                    "cybermetric",
+                    "--data-dir",
+                    "data",
+                    "--origin",
+                    f"http://127.0.0.1:{origin.server_address[1]}/",
+                ]
+            )
         finally:
             origin.shutdown()
     assert rc == 0

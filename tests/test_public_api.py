@@ -40,8 +40,10 @@ def test_each_name_is_importable_documented_and_at_the_top_level(name: str) -> N
 
 
 def test_importing_the_api_imports_nothing_else() -> None:
-    code = ("import pytest_benchaudit, pytest_benchaudit.api, sys; "
-            "print(sorted(m for m in sys.modules if m.startswith('pytest_benchaudit')))")
+    code = (
+        "import pytest_benchaudit, pytest_benchaudit.api, sys; "
+        "print(sorted(m for m in sys.modules if m.startswith('pytest_benchaudit')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['pytest_benchaudit', 'pytest_benchaudit.api']"
 
@@ -58,7 +60,9 @@ def _imports(source: str) -> list[tuple[str, list[str]]]:
 
 
 def _sources() -> list[tuple[str, str]]:
-    found = [(str(p.relative_to(REPO)), p.read_text(encoding="utf-8")) for p in sorted((REPO / "examples").rglob("*.py"))]
+    found = [
+        (str(p.relative_to(REPO)), p.read_text(encoding="utf-8")) for p in sorted((REPO / "examples").rglob("*.py"))
+    ]
     for page in sorted((REPO / "docs").glob("*.md")):
         if page.name in ("DESIGN.md", "renames-0.3.md"):  # the internals, for contributors
             continue

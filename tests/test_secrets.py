@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
-from typing import Any
 
+import child_patches
 import pytest
 
 import pytest_benchaudit.common.secrets as secrets
-from pytest_benchaudit.inference import openai_compat
 from pytest_benchaudit.cli.app import main
-from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
-
-import child_patches
-from pytest_benchaudit.testing.toy import write_mcq_suite
+from pytest_benchaudit.inference import openai_compat
 from pytest_benchaudit.testing.runs import read_run
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import write_mcq_suite
 
 CANARY = "sk-canary-9f3b2c7d1e8a4f6b0c5d2e7a9b1f3c8d"
 URL_PASSWORD = "urlpass-5e1d7c9a3b2f4e6d8c0a"  # a secret that lives only in an endpoint URL
@@ -33,17 +31,29 @@ URL_BASIC = base64.b64encode(f"apikey:{URL_PASSWORD}".encode()).decode()  # what
 FRAGMENTS = [CANARY, CANARY[10:22], CANARY[-12:], URL_PASSWORD, URL_PASSWORD[8:20], URL_BASIC, URL_BASIC[4:16]]
 
 
-MARKERS = ["PLAIN", "ECHO_401", "ECHO_500_LONG", "ECHO_429", "ECHO_HTML", "ECHO_ANSWER", "ECHO_WRONG",
-           "ECHO_REASONING", "ECHO_MALFORMED", "RAISE_URL", "CONNECT_URL"]
+MARKERS = [
+    "PLAIN",
+    "ECHO_401",
+    "ECHO_500_LONG",
+    "ECHO_429",
+    "ECHO_HTML",
+    "ECHO_ANSWER",
+    "ECHO_WRONG",
+    "ECHO_REASONING",
+    "ECHO_MALFORMED",
+    "RAISE_URL",
+    "CONNECT_URL",
+]
 
 
 def script(call: Call) -> Reply:
     if call.headers.get("authorization", "").startswith("Basic "):  # the model with credentials in its URL
-        return Reply(status=400, error_message=f"bad credentials: {call.headers['authorization']} "
-                                               f"(password {URL_PASSWORD})")
+        return Reply(
+            status=400, error_message=f"bad credentials: {call.headers['authorization']} (password {URL_PASSWORD})"
+        )
     assert call.headers.get("authorization") == f"Bearer {CANARY}"
     text = call.last_user_text
-    marker = text[text.index("[") + 1: text.index("]")]
+    marker = text[text.index("[") + 1 : text.index("]")]
     if marker == "ECHO_401":
         return Reply(status=401, error_message=f"Incorrect API key provided: {CANARY}. Check your key.")
     if marker == "ECHO_500_LONG":  # the key straddles the cut of a long error text
@@ -51,8 +61,11 @@ def script(call: Call) -> Reply:
     if marker == "ECHO_429":  # no Retry-After; a plain-text body
         return Reply(status=429, raw_body=f"Too many requests for key {CANARY}".encode(), content_type="text/plain")
     if marker == "ECHO_HTML":
-        return Reply(status=502, raw_body=f"<html><body>Bad gateway for {CANARY}</body></html>".encode(),
-                     content_type="text/html")
+        return Reply(
+            status=502,
+            raw_body=f"<html><body>Bad gateway for {CANARY}</body></html>".encode(),
+            content_type="text/html",
+        )
     if marker == "ECHO_ANSWER":
         return Reply(content=f"The key you sent is {CANARY}.\nAnswer: B")
     if marker == "ECHO_WRONG":
@@ -65,9 +78,20 @@ def script(call: Call) -> Reply:
 
 
 def write_suite(root: Path) -> None:
-    write_mcq_suite(root, "leaky", [{"id": f"s{n:02d}", "question": f"Secret question [{marker}]?",
-                                     "options": ["one", "two", "three", "four"], "gold": "B"}
-                                    for n, marker in enumerate(MARKERS, 1)], title="Secret-leak benchmark")
+    write_mcq_suite(
+        root,
+        "leaky",
+        [
+            {
+                "id": f"s{n:02d}",
+                "question": f"Secret question [{marker}]?",
+                "options": ["one", "two", "three", "four"],
+                "gold": "B",
+            }
+            for n, marker in enumerate(MARKERS, 1)
+        ],
+        title="Secret-leak benchmark",
+    )
 
 
 def assert_clean(where: str, text: str | bytes) -> None:
@@ -85,8 +109,9 @@ def assert_tree_clean(root: Path) -> int:
 
 
 @pytest.fixture(params=["inference process", "thread"])
-def leaky_run(request: pytest.FixtureRequest, pytester: pytest.Pytester,
-              monkeypatch: pytest.MonkeyPatch) -> tuple[pytest.RunResult, Path]:
+def leaky_run(
+    request: pytest.FixtureRequest, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> tuple[pytest.RunResult, Path]:
     """One run of every leaky marker, with the models asked from the inference process (the
     default: the client's patch is installed there) or from a thread of the pytest process."""
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
@@ -96,8 +121,9 @@ def leaky_run(request: pytest.FixtureRequest, pytester: pytest.Pytester,
         monkeypatch.setattr(openai_compat.OpenAICompatBackend, "_send", openai_compat.OpenAICompatBackend._send)
         child_patches.install_url_raising_send(CANARY)
     else:
-        child_patches.in_children(monkeypatch, pytester.path.parent / "child-site",
-                                  f"install_url_raising_send({CANARY!r})")
+        child_patches.in_children(
+            monkeypatch, pytester.path.parent / "child-site", f"install_url_raising_send({CANARY!r})"
+        )
     write_suite(pytester.path)
     with ScriptedServer(script, model_id=f"served-{CANARY}") as server:
         url_cred = server.url.replace("http://", f"http://apikey:{URL_PASSWORD}@")
@@ -109,10 +135,29 @@ def leaky_run(request: pytest.FixtureRequest, pytester: pytest.Pytester,
             api_key_env = "BENCHAUDIT_UNSET_KEY_VARIABLE"
             """)
         result = pytester.runpytest(
-            "suites/leaky", "--data-dir", "data", "--report-dir", "out", "--cache-dir", "cache",
-            "--model", f"m@{server.url}", "--model", "cred",
-            "--max-retries", "1", "--request-timeout", "5", "-p", "no:randomly",
-            "--junitxml", "junit.xml", "-rA", "--tb=long", "-l", "--log-level=DEBUG",
+            "suites/leaky",
+            "--data-dir",
+            "data",
+            "--report-dir",
+            "out",
+            "--cache-dir",
+            "cache",
+            "--model",
+            f"m@{server.url}",
+            "--model",
+            "cred",
+            "--max-retries",
+            "1",
+            "--request-timeout",
+            "5",
+            "-p",
+            "no:randomly",
+            "--junitxml",
+            "junit.xml",
+            "-rA",
+            "--tb=long",
+            "-l",
+            "--log-level=DEBUG",
         )
         assert not server.script_errors, server.script_errors
         assert len(server.calls) >= len(MARKERS) - 2
@@ -121,8 +166,9 @@ def leaky_run(request: pytest.FixtureRequest, pytester: pytest.Pytester,
     return result, runs[0]
 
 
-def test_canary_key_appears_nowhere(leaky_run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_canary_key_appears_nowhere(
+    leaky_run, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     result, run_dir = leaky_run
     out = read_run(run_dir)
     # The run itself: every item recorded, none crashed.
@@ -159,16 +205,45 @@ def test_canary_key_appears_nowhere(leaky_run, pytester: pytest.Pytester, monkey
     monkeypatch.delenv("OPENAI_API_KEY")
     monkeypatch.setattr(secrets, "_values", set())
     compare_dir = pytester.path / "compare"
-    assert main(["compare", str(run_dir), "--out", str(compare_dir), "--html", str(compare_dir / "r.html"),
-                 "--resamples", "50"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(run_dir),
+                "--out",
+                str(compare_dir),
+                "--html",
+                str(compare_dir / "r.html"),
+                "--resamples",
+                "50",
+            ]
+        )
+        == 0
+    )
     assert (compare_dir / "r.html").is_file()
     export_dir = pytester.path / "export"
-    assert main(["export", str(run_dir), "--format", "every-eval-ever", "--samples", "--out", str(export_dir),
-                 "--suites-dir", str(pytester.path / "suites")]) == 0
+    assert (
+        main(
+            [
+                "export",
+                str(run_dir),
+                "--format",
+                "every-eval-ever",
+                "--samples",
+                "--out",
+                str(export_dir),
+                "--suites-dir",
+                str(pytester.path / "suites"),
+            ]
+        )
+        == 0
+    )
     rescored = pytester.path / "rescored"
     rescored.mkdir()
-    assert main(["rescore", str(run_dir), "--report-dir", str(rescored), "--suites-dir",
-                 str(pytester.path / "suites")]) == 0
+    assert (
+        main(["rescore", str(run_dir), "--report-dir", str(rescored), "--suites-dir", str(pytester.path / "suites")])
+        == 0
+    )
     assert main(["show", str(run_dir)]) == 0
     for tree in (compare_dir, export_dir, rescored):
         assert assert_tree_clean(tree) >= 1, tree
@@ -218,7 +293,8 @@ QUERY_KEY = "qk-4d7e1a9c3f5b2e8d6a0c"  # a key some providers take as a query pa
 
 
 def test_a_key_in_the_url_query_is_sent_with_each_request_and_written_nowhere(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # `--model m@http://127.0.0.1:P/v1?api-version=2024-06-01&api_key=K`: the endpoint path is joined
     # before the query (/v1/chat/completions?...), the query goes with every request, and K is in no
     # file the run writes (run.json's argv and endpoint, records, cache, JUnit) nor in its output.
@@ -232,15 +308,34 @@ def test_a_key_in_the_url_query_is_sent_with_each_request_and_written_nowhere(
             return FakeReply(status=401, error={"error": {"message": f"bad query {call.query}", "code": "x"}})
         return None
 
-    write_mcq_suite(pytester.path, "plain", [{"id": f"p{n}", "question": f"Plain question {n}?",
-                                              "options": ["one", "two", "three", "four"], "gold": "A"}
-                                             for n in range(1, 4)])
+    write_mcq_suite(
+        pytester.path,
+        "plain",
+        [
+            {"id": f"p{n}", "question": f"Plain question {n}?", "options": ["one", "two", "three", "four"], "gold": "A"}
+            for n in range(1, 4)
+        ],
+    )
     with ProviderFake("openai", key="", script=needs_the_query_key) as fake:
         base = f"{fake.root}/v1"
         url = f"{base}?api-version=2024-06-01&api_key={QUERY_KEY}"
-        result = pytester.runpytest("suites/plain", "--data-dir", "data", "--report-dir", "out", "--cache-dir",
-                                    "cache", "--model", f"m@{url}", "-p", "no:randomly", "--junitxml", "junit.xml",
-                                    "-rA", "--log-level=DEBUG")
+        result = pytester.runpytest(
+            "suites/plain",
+            "--data-dir",
+            "data",
+            "--report-dir",
+            "out",
+            "--cache-dir",
+            "cache",
+            "--model",
+            f"m@{url}",
+            "-p",
+            "no:randomly",
+            "--junitxml",
+            "junit.xml",
+            "-rA",
+            "--log-level=DEBUG",
+        )
         paths = [c.path for c in fake.calls if c.path.endswith("completions")]
     assert paths == ["/v1/chat/completions"] * 3
     result.assert_outcomes(passed=3)
@@ -257,14 +352,19 @@ def test_a_key_in_the_url_query_is_sent_with_each_request_and_written_nowhere(
     assert QUERY_KEY not in result.stdout.str() + result.stderr.str()
 
 
-@pytest.mark.parametrize(("url", "written"), [
-    ("https://u:pw-0123456789@h/v1", "https://h/v1"),
-    ("https://h/v1?api_key=K123&x=1", "https://h/v1?api_key=***&x=1"),
-    ("https://h/v1?key=K&access_token=T&X-Amz-Signature=S&api-version=2024", 
-     "https://h/v1?key=***&access_token=***&X-Amz-Signature=***&api-version=2024"),
-    ("https://h/v1?flag&api_key=", "https://h/v1?flag&api_key="),  # nothing to hide
-    ("https://h/v1?q=a%20b#frag", "https://h/v1?q=a%20b#frag"),  # the rest kept as written
-])
+@pytest.mark.parametrize(
+    ("url", "written"),
+    [
+        ("https://u:pw-0123456789@h/v1", "https://h/v1"),
+        ("https://h/v1?api_key=K123&x=1", "https://h/v1?api_key=***&x=1"),
+        (
+            "https://h/v1?key=K&access_token=T&X-Amz-Signature=S&api-version=2024",
+            "https://h/v1?key=***&access_token=***&X-Amz-Signature=***&api-version=2024",
+        ),
+        ("https://h/v1?flag&api_key=", "https://h/v1?flag&api_key="),  # nothing to hide
+        ("https://h/v1?q=a%20b#frag", "https://h/v1?q=a%20b#frag"),  # the rest kept as written
+    ],
+)
 def test_strip_url_credentials(url: str, written: str) -> None:
     assert secrets.strip_url_credentials(url) == written
     assert secrets.strip_url_credentials_in(f"--model m@{url} --x") == f"--model m@{written} --x"
@@ -280,8 +380,9 @@ def test_url_secrets_are_registered_as_written_and_decoded(monkeypatch: pytest.M
 SHORT_USER, SHORT_PASSWORD = "alice", "pass"  # the issue's `user:pass@`: shorter than any key
 
 
-def test_short_url_credentials_echoed_by_an_error_are_written_nowhere(pytester: pytest.Pytester,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_short_url_credentials_echoed_by_an_error_are_written_nowhere(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`m@http://alice:pass@host/v1` is sent as HTTP Basic auth; a server whose error body echoes the
     Authorization header and the password (a 401 stops the model: the resume command is printed).
     Before, the header's token and the password were in records, JUnit and the terminal (a value
@@ -293,17 +394,39 @@ def test_short_url_credentials_echoed_by_an_error_are_written_nowhere(pytester: 
     basic = base64.b64encode(f"{SHORT_USER}:{SHORT_PASSWORD}".encode()).decode()
 
     def echo(call: Call) -> Reply:
-        return Reply(status=401, error_message=f"no: {call.headers.get('authorization')}; user={SHORT_USER} "
-                                               f"password={SHORT_PASSWORD}")
+        return Reply(
+            status=401,
+            error_message=f"no: {call.headers.get('authorization')}; user={SHORT_USER} password={SHORT_PASSWORD}",
+        )
 
-    write_mcq_suite(pytester.path, "plain", [{"id": f"p{n}", "question": f"Plain question {n}?",
-                                              "options": ["one", "two", "three", "four"], "gold": "A"}
-                                             for n in range(1, 21)])
+    write_mcq_suite(
+        pytester.path,
+        "plain",
+        [
+            {"id": f"p{n}", "question": f"Plain question {n}?", "options": ["one", "two", "three", "four"], "gold": "A"}
+            for n in range(1, 21)
+        ],
+    )
     with ScriptedServer(echo) as server:
         url = server.url.replace("http://", f"http://{SHORT_USER}:{SHORT_PASSWORD}@")
-        result = pytester.runpytest("suites/plain", "--data-dir", "data", "--report-dir", "out", "--model",
-                                    f"m@{url}", "-p", "no:randomly", "--junitxml", "junit.xml", "-rA",
-                                    "--max-retries", "0", "--concurrency", "1")
+        result = pytester.runpytest(
+            "suites/plain",
+            "--data-dir",
+            "data",
+            "--report-dir",
+            "out",
+            "--model",
+            f"m@{url}",
+            "-p",
+            "no:randomly",
+            "--junitxml",
+            "junit.xml",
+            "-rA",
+            "--max-retries",
+            "0",
+            "--concurrency",
+            "1",
+        )
         sent = {c.headers.get("authorization") for c in server.calls if c.path.endswith("completions")}
         port = server.url.split(":")[2].split("/")[0]
     assert sent == {f"Basic {basic}"}  # the credentials went, as HTTP Basic auth
@@ -311,8 +434,11 @@ def test_short_url_credentials_echoed_by_an_error_are_written_nowhere(pytester: 
     out = read_run(run_dir)
     errors = {r["error"] for r in out["records"] if r["error"] and not r["error"].startswith("endpoint_down")}
     assert errors == {f"HTTP 401: no: Basic ***; user={SHORT_USER} password=***"}
-    texts = {"stdout": result.stdout.str(), "stderr": result.stderr.str(),
-             "junit.xml": (pytester.path / "junit.xml").read_text()}
+    texts = {
+        "stdout": result.stdout.str(),
+        "stderr": result.stderr.str(),
+        "junit.xml": (pytester.path / "junit.xml").read_text(),
+    }
     texts.update({str(p): p.read_text() for p in run_dir.iterdir() if p.is_file()})
     for where, text in texts.items():
         assert basic not in text and f"{SHORT_USER}:{SHORT_PASSWORD}@" not in text, where
@@ -325,20 +451,28 @@ def test_short_url_credentials_echoed_by_an_error_are_written_nowhere(pytester: 
     assert secrets.redact_error("password pass passed") == "password *** passed"
 
 
-@pytest.mark.parametrize(("model", "says"), [
-    ("m@http://127.0.0.1:99999/v1", "not a URL a request can be sent to (Port out of range 0-65535)"),
-    ("m@http://127.0.0.1:8o80/v1", "not a URL a request can be sent to (Invalid URL: port can't be converted"),
-    ("m@http://[::1/v1", "not a URL a request can be sent to"),
-    ("m@http://alice:pass@127.0.0.1:9/v1", "the URL holds credentials (sent as HTTP Basic auth) and "
-                                           "$OPENAI_API_KEY is set (sent as the Authorization header)"),
-])
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        ("m@http://127.0.0.1:99999/v1", "not a URL a request can be sent to (Port out of range 0-65535)"),
+        ("m@http://127.0.0.1:8o80/v1", "not a URL a request can be sent to (Invalid URL: port can't be converted"),
+        ("m@http://[::1/v1", "not a URL a request can be sent to"),
+        (
+            "m@http://alice:pass@127.0.0.1:9/v1",
+            "the URL holds credentials (sent as HTTP Basic auth) and "
+            "$OPENAI_API_KEY is set (sent as the Authorization header)",
+        ),
+    ],
+)
 def test_a_request_that_cannot_be_built_is_one_usage_error_before_any_question(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, model: str, says: str) -> None:
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, model: str, says: str
+) -> None:
     """Before, each of these was the model's inference_error, recorded for every question; the
     credentials were never in the message (masked `***@`)."""
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
-    write_mcq_suite(pytester.path, "plain", [{"id": "p1", "question": "Plain question?",
-                                              "options": ["one", "two"], "gold": "A"}])
+    write_mcq_suite(
+        pytester.path, "plain", [{"id": "p1", "question": "Plain question?", "options": ["one", "two"], "gold": "A"}]
+    )
     result = pytester.runpytest("suites/plain", "--data-dir", "data", "--report-dir", "out", "--model", model)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
@@ -346,12 +480,22 @@ def test_a_request_that_cannot_be_built_is_one_usage_error_before_any_question(
     assert ":pass@" not in err and not (pytester.path / "out").exists()
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:{port}/v1", "http://u:p@127.0.0.1:{port}/v1",
-                                 "http://127.0.0.1:99999/v1", "http://127.0.0.1:x1/v1", "http://[::1/v1",
-                                 "http:///v1", "http://u:p\u00e9\u4e2d@127.0.0.1:{port}/v1"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}/v1",
+        "http://u:p@127.0.0.1:{port}/v1",
+        "http://127.0.0.1:99999/v1",
+        "http://127.0.0.1:x1/v1",
+        "http://[::1/v1",
+        "http:///v1",
+        "http://u:p\u00e9\u4e2d@127.0.0.1:{port}/v1",
+    ],
+)
 @pytest.mark.parametrize("key", [None, "sk-some-key-0123456789"])
-def test_the_endpoint_check_agrees_with_aiohttp_building_the_request(url: str, key: str | None,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_endpoint_check_agrees_with_aiohttp_building_the_request(
+    url: str, key: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The start-up check is aiohttp's own verdict: the client is asked for real (against a scripted
     server on 127.0.0.1); what the check refuses, aiohttp fails to send, and what it accepts is answered."""
     import asyncio

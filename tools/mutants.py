@@ -68,42 +68,89 @@ class Group:
 # The map from module to test files.  Only unit-level files: the end-to-end pytester runs import the
 # installed package in a subprocess, where no mutant is active, and would only cost time.
 GROUPS: dict[str, Group] = {
-    "cvss": Group(("scoring/tasks/cvss.py",),
-                  ("tests/scoring/test_tasks_cti_athena.py", "tests/scoring/test_scoring.py",
-                   "tests/scoring/test_cvss_mutants.py")),
-    "extract": Group(("scoring/extract.py",),
-                     ("tests/scoring/test_extract.py", "tests/scoring/test_conformance.py",
-                      "tests/scoring/test_extract_mutants.py", "tests/scoring/test_peer_inspect_rule.py")),
-    "metrics": Group(("scoring/metrics.py",),
-                     ("tests/scoring/test_scoring.py", "tests/scoring/test_declarations.py",
-                      "tests/scoring/test_metrics_mutants.py")),
-    "stats": Group(("aggregate/stats.py",),
-                   ("tests/aggregate/test_stats.py", "tests/aggregate/test_stats_properties.py")),
-    "repeats": Group(("aggregate/repeat_stats.py",),
-                     ("tests/aggregate/test_repeat_stats.py", "tests/aggregate/test_repeat_fields.py",
-                      "tests/aggregate/test_repeats_properties.py")),
-    "ranks": Group(("aggregate/ranks.py",),
-                   ("tests/aggregate/test_stats.py", "tests/aggregate/test_stats_properties.py")),
-    "intervals": Group(("aggregate/intervals.py",),
-                       ("tests/aggregate/test_intervals.py", "tests/aggregate/test_intervals_mutants.py")),
-    "power": Group(("aggregate/power.py",),
-                   ("tests/aggregate/test_power.py",)),
+    "cvss": Group(
+        ("scoring/tasks/cvss.py",),
+        (
+            "tests/scoring/test_tasks_cti_athena.py",
+            "tests/scoring/test_scoring.py",
+            "tests/scoring/test_cvss_mutants.py",
+        ),
+    ),
+    "extract": Group(
+        ("scoring/extract.py",),
+        (
+            "tests/scoring/test_extract.py",
+            "tests/scoring/test_conformance.py",
+            "tests/scoring/test_extract_mutants.py",
+            "tests/scoring/test_peer_inspect_rule.py",
+        ),
+    ),
+    "metrics": Group(
+        ("scoring/metrics.py",),
+        (
+            "tests/scoring/test_scoring.py",
+            "tests/scoring/test_declarations.py",
+            "tests/scoring/test_metrics_mutants.py",
+        ),
+    ),
+    "stats": Group(
+        ("aggregate/stats.py",), ("tests/aggregate/test_stats.py", "tests/aggregate/test_stats_properties.py")
+    ),
+    "repeats": Group(
+        ("aggregate/repeat_stats.py",),
+        (
+            "tests/aggregate/test_repeat_stats.py",
+            "tests/aggregate/test_repeat_fields.py",
+            "tests/aggregate/test_repeats_properties.py",
+        ),
+    ),
+    "ranks": Group(
+        ("aggregate/ranks.py",), ("tests/aggregate/test_stats.py", "tests/aggregate/test_stats_properties.py")
+    ),
+    "intervals": Group(
+        ("aggregate/intervals.py",), ("tests/aggregate/test_intervals.py", "tests/aggregate/test_intervals_mutants.py")
+    ),
+    "power": Group(("aggregate/power.py",), ("tests/aggregate/test_power.py",)),
     # The rest of the pure core.
-    "tasks": Group(tuple(f"scoring/tasks/{m}.py" for m in ("actors", "attack", "cwe", "labels", "numeric",
-                                                           "peer_inspect", "peer_lm_eval")),
-                   ("tests/scoring/test_tasks_cti_athena.py", "tests/scoring/test_tasks_secbench_secure.py",
-                    "tests/scoring/test_actor_graph_cache.py", "tests/scoring/test_peer_lm_eval_rule.py",
-                    "tests/scoring/test_peer_inspect_rule.py", "tests/scoring/test_scoring.py",
-                    "tests/scoring/test_extract.py")),
-    "evaluate": Group(("scoring/evaluate.py",),
-                      ("tests/scoring/test_evaluate_record.py", "tests/scoring/test_record_properties.py")),
-    "results": Group(("aggregate/results.py", "aggregate/deltas.py"),
-                     ("tests/aggregate/test_aggregate.py", "tests/aggregate/test_intervals.py",
-                      "tests/aggregate/test_repeat_stats.py", "tests/aggregate/test_summary_documents.py")),
-    "pipeline": Group(tuple(f"pipeline/{m}.py" for m in ("assembly", "card", "readiness", "record_documents", "record",
-                                                         "stages", "types", "variants")),
-                      ("tests/pipeline/test_card.py", "tests/pipeline/test_readiness_assembly.py",
-                       "tests/pipeline/test_pipeline.py", "tests/pipeline/test_record_documents.py")),
+    "tasks": Group(
+        tuple(
+            f"scoring/tasks/{m}.py"
+            for m in ("actors", "attack", "cwe", "labels", "numeric", "peer_inspect", "peer_lm_eval")
+        ),
+        (
+            "tests/scoring/test_tasks_cti_athena.py",
+            "tests/scoring/test_tasks_secbench_secure.py",
+            "tests/scoring/test_actor_graph_cache.py",
+            "tests/scoring/test_peer_lm_eval_rule.py",
+            "tests/scoring/test_peer_inspect_rule.py",
+            "tests/scoring/test_scoring.py",
+            "tests/scoring/test_extract.py",
+        ),
+    ),
+    "evaluate": Group(
+        ("scoring/evaluate.py",), ("tests/scoring/test_evaluate_record.py", "tests/scoring/test_record_properties.py")
+    ),
+    "results": Group(
+        ("aggregate/results.py", "aggregate/deltas.py"),
+        (
+            "tests/aggregate/test_aggregate.py",
+            "tests/aggregate/test_intervals.py",
+            "tests/aggregate/test_repeat_stats.py",
+            "tests/aggregate/test_summary_documents.py",
+        ),
+    ),
+    "pipeline": Group(
+        tuple(
+            f"pipeline/{m}.py"
+            for m in ("assembly", "card", "readiness", "record_documents", "record", "stages", "types", "variants")
+        ),
+        (
+            "tests/pipeline/test_card.py",
+            "tests/pipeline/test_readiness_assembly.py",
+            "tests/pipeline/test_pipeline.py",
+            "tests/pipeline/test_record_documents.py",
+        ),
+    ),
 }
 
 # Lines whose only mutants would change the wording of a message (see the module docstring).
@@ -124,24 +171,27 @@ def _setup_cfg(group: Group) -> str:
     def block(key: str, values: list[str]) -> str:
         return f"{key}=\n" + "".join(f"    {v}\n" for v in values)
 
-    return ("[mutmut]\n"
-            f"source_paths={PACKAGE}\n"
-            + block("only_mutate", [f"{PACKAGE}/{m}" for m in group.modules])
-            + block("do_not_mutate_patterns", patterns)
-            + block("also_copy", ["suites", "README.md", "docs", "bench"])
-            + block("pytest_add_cli_args_test_selection", [t for t in group.tests if (ROOT / t).exists()])
-            + block("pytest_add_cli_args", ["-p", "no:cacheprovider", "-q"])
-            # Fork each mutant's test run from a server that has only collected the tests: forked from
-            # mutmut's own process, it would inherit caches the clean run filled (the lru_cache'd label
-            # patterns of extract.py), and a mutant of a cached function would never run.
-            + "process_isolation=forkserver\n"
-            + "timeout_multiplier=10.0\n"
-            + "timeout_constant=20.0\n")
+    return (
+        "[mutmut]\n"
+        f"source_paths={PACKAGE}\n"
+        + block("only_mutate", [f"{PACKAGE}/{m}" for m in group.modules])
+        + block("do_not_mutate_patterns", patterns)
+        + block("also_copy", ["suites", "README.md", "docs", "bench"])
+        + block("pytest_add_cli_args_test_selection", [t for t in group.tests if (ROOT / t).exists()])
+        + block("pytest_add_cli_args", ["-p", "no:cacheprovider", "-q"])
+        # Fork each mutant's test run from a server that has only collected the tests: forked from
+        # mutmut's own process, it would inherit caches the clean run filled (the lru_cache'd label
+        # patterns of extract.py), and a mutant of a cached function would never run.
+        + "process_isolation=forkserver\n"
+        + "timeout_multiplier=10.0\n"
+        + "timeout_constant=20.0\n"
+    )
 
 
 def _checkout_files() -> list[str]:
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                         capture_output=True).stdout.decode()
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
+    ).stdout.decode()
     return [p for p in out.split("\0") if p]
 
 
@@ -213,8 +263,9 @@ def _prefetch_diffs(name: str, mutants: list[str]) -> None:
     asked = {m: _module_of(m) for m in mutants if (name, m) not in _DIFF_CACHE}
     if not asked:
         return
-    done = subprocess.run([sys.executable, "-c", _DIFFS_SCRIPT], cwd=WORK / name, input=json.dumps(asked),
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _DIFFS_SCRIPT], cwd=WORK / name, input=json.dumps(asked), capture_output=True, text=True
+    )
     if done.returncode == 0:
         for m, diff in json.loads(done.stdout).items():
             _DIFF_CACHE[(name, m)] = diff
@@ -223,8 +274,9 @@ def _prefetch_diffs(name: str, mutants: list[str]) -> None:
 def _diff(name: str, mutant: str) -> str:
     if (name, mutant) not in _DIFF_CACHE:
         exe = Path(sys.executable).with_name("mutmut")
-        _DIFF_CACHE[(name, mutant)] = subprocess.run([str(exe), "show", mutant], cwd=WORK / name,
-                                                     capture_output=True, text=True).stdout
+        _DIFF_CACHE[(name, mutant)] = subprocess.run(
+            [str(exe), "show", mutant], cwd=WORK / name, capture_output=True, text=True
+        ).stdout
     return _DIFF_CACHE[(name, mutant)]
 
 
@@ -251,8 +303,13 @@ def _detail_head(node: ast.expr) -> str | None:
     if not isinstance(node, ast.JoinedStr):
         return None
     first = node.values[0] if node.values else None
-    if (isinstance(first, ast.FormattedValue) and isinstance(first.value, ast.Name)
-            and first.value.id.isupper() and first.conversion == -1 and first.format_spec is None):
+    if (
+        isinstance(first, ast.FormattedValue)
+        and isinstance(first.value, ast.Name)
+        and first.value.id.isupper()
+        and first.conversion == -1
+        and first.format_spec is None
+    ):
         return first.value.id
     return ""
 
@@ -272,8 +329,12 @@ def message_only(diff: str) -> bool:
     if len(before) != 1 or len(after) != 1:
         return False
     b, a = before[0], after[0]
-    if not (isinstance(b, ast.Return) and isinstance(a, ast.Return)
-            and isinstance(b.value, ast.Tuple) and isinstance(a.value, ast.Tuple)):
+    if not (
+        isinstance(b, ast.Return)
+        and isinstance(a, ast.Return)
+        and isinstance(b.value, ast.Tuple)
+        and isinstance(a.value, ast.Tuple)
+    ):
         return False
     bx, ax = b.value.elts, a.value.elts
     if len(bx) != 2 or len(ax) != 2 or ast.dump(bx[0]) != ast.dump(ax[0]):
@@ -318,8 +379,15 @@ def report(groups: list[str] | None = None) -> dict[str, ModuleRow]:
     rows: dict[str, ModuleRow] = {}
     for name in groups or GROUPS:
         verdicts = _verdicts(name)
-        _prefetch_diffs(name, [m for codes in verdicts.values() for m, code in codes.items()
-                               if code is not None and code not in KILLED and code not in TIMEOUT])
+        _prefetch_diffs(
+            name,
+            [
+                m
+                for codes in verdicts.values()
+                for m, code in codes.items()
+                if code is not None and code not in KILLED and code not in TIMEOUT
+            ],
+        )
         for module, codes in verdicts.items():
             row = rows[module] = ModuleRow(group=name)
             for mutant, code in sorted(codes.items()):
@@ -332,17 +400,22 @@ def report(groups: list[str] | None = None) -> dict[str, ModuleRow]:
                     row.timeout += 1
                 elif mutant not in listed:
                     if message_only(_diff(name, mutant)):
-                        row.equivalent.append({"mutant": mutant, "kind": "message",
-                                               "reason": "changes only the rule's detail text beside an unchanged "
-                                                         "prediction"})
+                        row.equivalent.append(
+                            {
+                                "mutant": mutant,
+                                "kind": "message",
+                                "reason": "changes only the rule's detail text beside an unchanged prediction",
+                            }
+                        )
                     else:
                         row.survived.append(mutant)
                 elif _mutated_line(_diff(name, mutant)) != listed[mutant]["line"].strip():
                     row.stale.append(mutant)
                     row.survived.append(mutant)
                 else:
-                    row.equivalent.append({"mutant": mutant, "kind": listed[mutant]["kind"],
-                                           "reason": listed[mutant]["reason"]})
+                    row.equivalent.append(
+                        {"mutant": mutant, "kind": listed[mutant]["kind"], "reason": listed[mutant]["reason"]}
+                    )
     return rows
 
 
@@ -352,17 +425,24 @@ def _share(caught: int, base: int) -> str:
 
 def write_report(rows: dict[str, ModuleRow]) -> str:
     """REPORT.md and report.json under build/mutation/; returns the Markdown."""
-    lines = ["# Mutation check of the pure core", "",
-             "| module | mutants | killed | timeout | not run | no behaviour | survived | killed / behaviour-changing |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Mutation check of the pure core",
+        "",
+        "| module | mutants | killed | timeout | not run | no behaviour | survived | killed / behaviour-changing |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for module, r in sorted(rows.items()):
-        lines.append(f"| {module} | {r.total} | {r.killed} | {r.timeout} | {r.not_run} | {len(r.equivalent)} | "
-                     f"{len(r.survived)} | {_share(r.caught, r.behaviour_changing)} |")
+        lines.append(
+            f"| {module} | {r.total} | {r.killed} | {r.timeout} | {r.not_run} | {len(r.equivalent)} | "
+            f"{len(r.survived)} | {_share(r.caught, r.behaviour_changing)} |"
+        )
     every = list(rows.values())
-    lines.append(f"| **all** | {sum(r.total for r in every)} | {sum(r.killed for r in every)} | "
-                 f"{sum(r.timeout for r in every)} | {sum(r.not_run for r in every)} | "
-                 f"{sum(len(r.equivalent) for r in every)} | {sum(len(r.survived) for r in every)} | "
-                 f"{_share(sum(r.caught for r in every), sum(r.behaviour_changing for r in every))} |")
+    lines.append(
+        f"| **all** | {sum(r.total for r in every)} | {sum(r.killed for r in every)} | "
+        f"{sum(r.timeout for r in every)} | {sum(r.not_run for r in every)} | "
+        f"{sum(len(r.equivalent) for r in every)} | {sum(len(r.survived) for r in every)} | "
+        f"{_share(sum(r.caught for r in every), sum(r.behaviour_changing for r in every))} |"
+    )
     for module, r in sorted(rows.items()):
         if r.survived or r.equivalent:
             lines += ["", f"## {module}"]
@@ -401,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
             _mutmut(lay(a.args[0], False), "run", *names)
         print(flush=True)
     elif a.command == "survivors":
-        for module, r in sorted(report(a.args or None).items()):
+        for _module, r in sorted(report(a.args or None).items()):
             for m in r.survived:
                 print(_diff(r.group, m))
         return 0

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pytest_benchaudit.aggregate.summary_documents import StageRates, TaskResult, VariantDelta
 from pytest_benchaudit.pipeline.record_documents import Cards
 from pytest_benchaudit.pipeline.variants import card_key
-from pytest_benchaudit.aggregate.summary_documents import StageRates, TaskResult, VariantDelta
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
 __all__ = ["reason_text", "variant_deltas"]
@@ -124,20 +124,24 @@ def _moved_by(base: TaskResult, var: TaskResult, delta: float, same: bool) -> tu
         parts[stage] = delta
     else:
         parts = _contributions(base, var, delta)
-        stage = max(_STAGES, key=lambda s: (abs(parts[s]) - _EPS * _STAGES.index(s)))
+        stage = max(_STAGES, key=lambda s: abs(parts[s]) - _EPS * _STAGES.index(s))
     reasons = reason_text(_reason_changes(base, var))
     if stage == "inference":
-        detail = (f"inference ok {100 * sr0['inference_ok']:.1f}% -> {100 * sr1['inference_ok']:.1f}%"
-                  + (f" ({reasons})" if reasons else ""))
+        detail = f"inference ok {100 * sr0['inference_ok']:.1f}% -> {100 * sr1['inference_ok']:.1f}%" + (
+            f" ({reasons})" if reasons else ""
+        )
     elif stage == "extraction":
-        detail = (f"extraction ok {100 * sr0['extraction_ok']:.1f}% -> {100 * sr1['extraction_ok']:.1f}%"
-                  + (f" ({reasons})" if reasons else ""))
+        detail = f"extraction ok {100 * sr0['extraction_ok']:.1f}% -> {100 * sr1['extraction_ok']:.1f}%" + (
+            f" ({reasons})" if reasons else ""
+        )
     elif base["denominator"] != var["denominator"]:
         detail = f"denominator {base['denominator']} -> {var['denominator']}"
     else:
-        detail = (f"same validity, different verdicts: correct {100 * sr0['correct']:.1f}% -> "
-                  f"{100 * sr1['correct']:.1f}%" if same_validity else
-                  f"verdicts among valid answers: score/valid {_fmt(base['score_valid'])} -> {_fmt(var['score_valid'])}")
+        detail = (
+            f"same validity, different verdicts: correct {100 * sr0['correct']:.1f}% -> {100 * sr1['correct']:.1f}%"
+            if same_validity
+            else f"verdicts among valid answers: score/valid {_fmt(base['score_valid'])} -> {_fmt(var['score_valid'])}"
+        )
     return stage, detail, parts
 
 
@@ -186,21 +190,35 @@ def variant_deltas(results: list[TaskResult], cards: Cards | None = None) -> lis
             info = card.get("variant") if card else None
             lib = bool(var["lower_is_better"])
             row: VariantDelta = {
-                "benchmark": bench, "task": task, "model": model, "variant": name,
-                "field": info.get("field") if info else None, "value": info.get("value") if info else None,
-                "base_value": info.get("base_value") if info else None, "kind": info.get("kind") if info else None,
+                "benchmark": bench,
+                "task": task,
+                "model": model,
+                "variant": name,
+                "field": info.get("field") if info else None,
+                "value": info.get("value") if info else None,
+                "base_value": info.get("base_value") if info else None,
+                "kind": info.get("kind") if info else None,
                 "same_as_base": bool(info.get("same_as_base", False)) if info else False,
-                "metric": var["metric"], "lower_is_better": lib,
+                "metric": var["metric"],
+                "lower_is_better": lib,
                 "unit": var["metric"] if lib else "pp",
-                "denominator": var["denominator"], "base_denominator": base["denominator"] if base else None,
-                "n": var["n"], "base_n": base["n"] if base else None,
-                "score": var["score"], "base_score": base["score"] if base else None,
-                "delta": None, "delta_pp": None, "better": None,
-                "invalid_rate": var["invalid_rate"], "base_invalid_rate": base["invalid_rate"] if base else None,
+                "denominator": var["denominator"],
+                "base_denominator": base["denominator"] if base else None,
+                "n": var["n"],
+                "base_n": base["n"] if base else None,
+                "score": var["score"],
+                "base_score": base["score"] if base else None,
+                "delta": None,
+                "delta_pp": None,
+                "better": None,
+                "invalid_rate": var["invalid_rate"],
+                "base_invalid_rate": base["invalid_rate"] if base else None,
                 "stage_rates": _rates(var["stage_rates"]),
                 "base_stage_rates": _rates(base["stage_rates"]) if base else None,
-                "stage_deltas": None, "contributions": None,
-                "moved_by": None, "moved_by_detail": "no base result (base items not run)" if base is None else "",
+                "stage_deltas": None,
+                "contributions": None,
+                "moved_by": None,
+                "moved_by_detail": "no base result (base items not run)" if base is None else "",
                 "invalid_reason_changes": _reason_changes(base, var) if base else None,
             }
             if base is not None:
@@ -211,8 +229,9 @@ def variant_deltas(results: list[TaskResult], cards: Cards | None = None) -> lis
                 elif var["metric"] != base["metric"]:
                     # e.g. MAD vs 1 - MAD/7.7: two units, so a difference would mean nothing.
                     row["moved_by"] = "scoring"
-                    row["moved_by_detail"] = (f"metric changed: {base['metric']} -> {var['metric']} "
-                                              "(different scales; no delta)")
+                    row["moved_by_detail"] = (
+                        f"metric changed: {base['metric']} -> {var['metric']} (different scales; no delta)"
+                    )
                 else:
                     delta = var_score - base_score
                     row["delta"] = delta

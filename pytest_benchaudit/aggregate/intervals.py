@@ -34,8 +34,17 @@ from typing import Literal
 
 from pytest_benchaudit.aggregate.repeat_stats import Z95, clt_se, clustered_se
 
-__all__ = ["IntervalMethod", "METHOD_TEXT", "Interval", "effective_n", "headline_interval", "clustered_interval",
-           "is_share_scores", "t_quantile", "wilson"]
+__all__ = [
+    "IntervalMethod",
+    "METHOD_TEXT",
+    "Interval",
+    "effective_n",
+    "headline_interval",
+    "clustered_interval",
+    "is_share_scores",
+    "t_quantile",
+    "wilson",
+]
 
 IntervalMethod = Literal["wilson", "wilson_effective_n", "student_t", "cluster_t"]
 
@@ -117,8 +126,9 @@ def headline_interval(values: Sequence[float], share: bool, units: int | None = 
     return [round(mean - half, 6), round(mean + half, 6)], "student_t"
 
 
-def clustered_interval(values: Sequence[float], clusters: Sequence[Hashable], share: bool,
-                       units: int | None = None) -> Interval:
+def clustered_interval(
+    values: Sequence[float], clusters: Sequence[Hashable], share: bool, units: int | None = None
+) -> Interval:
     """The 95% interval clustered by ``clusters`` (one per value) and its method (module docstring):
     the larger of the CR1 and the plain standard error, t with G - 1 degrees of freedom.
     ``(None, None)`` under two groups (no clustered standard error) or, on a metric that is not a

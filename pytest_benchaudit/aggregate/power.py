@@ -38,12 +38,26 @@ power it reaches at its n.  This module estimates the variances from stored scor
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
-__all__ = ["DEFAULT_REPEATS", "PlanRow", "PlanTest", "Variances", "assumed_binary_variances", "mcnemar_discordance",
-           "mcnemar_power", "one_model_variances", "paired_t_power", "paired_variances", "plan_rows", "questions_for",
-           "questions_for_power", "z_total"]
+__all__ = [
+    "DEFAULT_REPEATS",
+    "PlanRow",
+    "PlanTest",
+    "Variances",
+    "assumed_binary_variances",
+    "mcnemar_discordance",
+    "mcnemar_power",
+    "one_model_variances",
+    "paired_t_power",
+    "paired_variances",
+    "plan_rows",
+    "questions_for",
+    "questions_for_power",
+    "z_total",
+]
 
 # The repeat counts a plan lists unless told otherwise.
 DEFAULT_REPEATS: tuple[int, ...] = (1, 2, 3, 5, 10)
@@ -161,8 +175,9 @@ def mcnemar_power(n: int, discordance: float, mde: float, alpha: float = 0.05) -
     ``sum_m Binom(m; n, ψ) P(reject | m)``, the questions only a gets right Binomial(m, (ψ + δ) / 2ψ).
     ψ below δ is raised to δ (every question that moves the score is discordant)."""
     if not 0 < mde <= 1 or not 0 <= discordance <= 1:
-        raise ValueError(f"McNemar's power needs 0 < mde <= 1 and a discordance rate in [0, 1], not {mde}, "
-                         f"{discordance}")
+        raise ValueError(
+            f"McNemar's power needs 0 < mde <= 1 and a discordance rate in [0, 1], not {mde}, {discordance}"
+        )
     import numpy as np
     from scipy import special, stats
 
@@ -171,7 +186,7 @@ def mcnemar_power(n: int, discordance: float, mde: float, alpha: float = 0.05) -
     spread = 12 * math.sqrt(n * psi * (1 - psi)) + 1
     lo, hi = max(0, math.floor(n * psi - spread)), min(n, math.ceil(n * psi + spread))
     m = np.arange(lo, hi + 1)
-    c = _rejection_bounds(n, alpha)[lo: hi + 1]
+    c = _rejection_bounds(n, alpha)[lo : hi + 1]
     q = (psi + mde) / (2 * psi)
     # P(K <= c) + P(K >= m - c) for K ~ Binomial(m, q); bdtrc(k) is P(K > k).
     reject = np.where(c >= 0, special.bdtr(np.maximum(c, 0), m, q) + special.bdtrc(m - c - 1, m, q), 0.0)
@@ -211,8 +226,14 @@ def questions_for_power(power_at: Callable[[int], float], target: float, start: 
     return hi, power_at(hi)
 
 
-def plan_rows(mde: float, variances: Variances, task_questions: int | None,
-              repeats: Sequence[int] = DEFAULT_REPEATS, alpha: float = 0.05, power: float = 0.80) -> list[PlanRow]:
+def plan_rows(
+    mde: float,
+    variances: Variances,
+    task_questions: int | None,
+    repeats: Sequence[int] = DEFAULT_REPEATS,
+    alpha: float = 0.05,
+    power: float = 0.80,
+) -> list[PlanRow]:
     """One :class:`PlanRow` per repeat count, each sized for the test compare runs (module docstring) and
     checked against the task's size: exact McNemar at K = 1 when the scores are 0/1 (``binary``), with
     the discordance rate :func:`mcnemar_discordance`, else the paired t test."""
@@ -222,14 +243,26 @@ def plan_rows(mde: float, variances: Variances, task_questions: int | None,
         test: PlanTest
         if k == 1 and variances.binary:
             psi = mcnemar_discordance(variances, mde)
-            test, (n, reached) = "mcnemar_exact", questions_for_power(lambda n: mcnemar_power(n, psi, mde, alpha),
-                                                                  power, start)
+            test, (n, reached) = (
+                "mcnemar_exact",
+                questions_for_power(lambda n: mcnemar_power(n, psi, mde, alpha), power, start),  # noqa: B023 - called within this iteration
+            )
         else:
             var = variances.total(k)
-            test, (n, reached) = "paired_t", questions_for_power(lambda n: paired_t_power(n, mde, var, alpha), power,
-                                                            start)
-        rows.append(PlanRow(repeats=k, questions=n, generations=n * k, test=test, power=reached,
-                            fits=None if task_questions is None else n <= task_questions))
+            test, (n, reached) = (
+                "paired_t",
+                questions_for_power(lambda n: paired_t_power(n, mde, var, alpha), power, start),  # noqa: B023 - called within this iteration
+            )
+        rows.append(
+            PlanRow(
+                repeats=k,
+                questions=n,
+                generations=n * k,
+                test=test,
+                power=reached,
+                fits=None if task_questions is None else n <= task_questions,
+            )
+        )
     return rows
 
 
@@ -252,8 +285,9 @@ def _spread(scores: Sequence[float]) -> tuple[float, float]:
     return v, v / len(scores)
 
 
-def paired_variances(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]],
-                     label: str = "a vs b") -> Variances:
+def paired_variances(
+    a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]], label: str = "a vs b"
+) -> Variances:
     """The variance components of a minus b, measured on the questions both answered.
 
     ``a``, ``b``: question id -> that model's scores on it, one per repeat.  With ``s2`` a question's
@@ -274,16 +308,27 @@ def paired_variances(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[
     k = max(max(len(a[q]), len(b[q])) for q in common)
     binary = all(v in (0.0, 1.0) for q in common for v in (*a[q], *b[q]))
     if not asked_again:
-        return Variances(between=_var(diffs), within=0.0, within_measured=False, questions=len(common), repeats=k,
-                         binary=binary,
-                         source=f"measured: paired difference {label} on {len(common)} questions asked once "
-                                "(the within-question part cannot be told apart: counted as between, so repeats "
-                                "are assumed to average nothing away)")
+        return Variances(
+            between=_var(diffs),
+            within=0.0,
+            within_measured=False,
+            questions=len(common),
+            repeats=k,
+            binary=binary,
+            source=f"measured: paired difference {label} on {len(common)} questions asked once "
+            "(the within-question part cannot be told apart: counted as between, so repeats "
+            "are assumed to average nothing away)",
+        )
     within = _mean([sa[0] + sb[0] for sa, sb in spreads])
     left = _mean([sa[1] + sb[1] for sa, sb in spreads])
-    return Variances(between=max(_var(diffs) - left, 0.0), within=within, questions=len(common), repeats=k,
-                     binary=binary,
-                     source=f"measured: paired difference {label} on {len(common)} questions, up to {k} repeats each")
+    return Variances(
+        between=max(_var(diffs) - left, 0.0),
+        within=within,
+        questions=len(common),
+        repeats=k,
+        binary=binary,
+        source=f"measured: paired difference {label} on {len(common)} questions, up to {k} repeats each",
+    )
 
 
 def one_model_variances(scores: Mapping[str, Sequence[float]], label: str = "the model") -> Variances:
@@ -304,14 +349,26 @@ def one_model_variances(scores: Mapping[str, Sequence[float]], label: str = "the
     binary = all(v in (0.0, 1.0) for q in asked for v in scores[q])
     assumption = f"{label}'s per-question variance on {len(asked)} questions, doubled for a second, independent model"
     if not all(len(scores[q]) > 1 for q in asked):
-        return Variances(between=2 * _var(means), within=0.0, within_measured=False, questions=len(asked), repeats=k,
-                         binary=binary,
-                         source=f"measured and assumed: {assumption} (questions asked once: the within-question "
-                                "part cannot be told apart, counted as between)")
+        return Variances(
+            between=2 * _var(means),
+            within=0.0,
+            within_measured=False,
+            questions=len(asked),
+            repeats=k,
+            binary=binary,
+            source=f"measured and assumed: {assumption} (questions asked once: the within-question "
+            "part cannot be told apart, counted as between)",
+        )
     within = 2 * _mean([s[0] for s in spreads])
     between = 2 * max(_var(means) - _mean([s[1] for s in spreads]), 0.0)
-    return Variances(between=between, within=within, questions=len(asked), repeats=k, binary=binary,
-                     source=f"measured and assumed: {assumption}, up to {k} repeats each")
+    return Variances(
+        between=between,
+        within=within,
+        questions=len(asked),
+        repeats=k,
+        binary=binary,
+        source=f"measured and assumed: {assumption}, up to {k} repeats each",
+    )
 
 
 def assumed_binary_variances() -> Variances:
@@ -319,7 +376,12 @@ def assumed_binary_variances() -> Variances:
     each answer, the two models independent: ``Var(a - b) = 1/4 + 1/4 = 1/2`` per question asked once,
     the most a 0/1 score allows for independent models.  How it splits between questions and repeats is
     unknown, so all of it is counted as between-question (repeats are assumed to average nothing away)."""
-    return Variances(between=0.5, within=0.0, within_measured=False, binary=True,
-                     source="assumed (no runs given): 0/1 scores, each model right with probability 0.5 on each "
-                            "answer, independent models: Var(difference) = 0.5 per question, all of it counted as "
-                            "between-question (repeats assumed to help nothing); measure it with --from RUN")
+    return Variances(
+        between=0.5,
+        within=0.0,
+        within_measured=False,
+        binary=True,
+        source="assumed (no runs given): 0/1 scores, each model right with probability 0.5 on each "
+        "answer, independent models: Var(difference) = 0.5 per question, all of it counted as "
+        "between-question (repeats assumed to help nothing); measure it with --from RUN",
+    )

@@ -28,7 +28,7 @@ def tau_b_table(scores: dict[str, dict[str, float]], lib: dict[str, bool]) -> li
     keys = sorted(scores)
     rows: list[TauRow] = []
     for i, ka in enumerate(keys):
-        for kb in keys[i + 1:]:
+        for kb in keys[i + 1 :]:
             common = sorted(set(scores[ka]) & set(scores[kb]))
             if len(common) < 3:
                 continue

@@ -12,15 +12,33 @@ docs/statistics.md gives the references and when each number is the one to read.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import NormalDist
-from typing import Any, Literal, NotRequired, Sequence
+from typing import Any, Literal, NotRequired
 
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
-__all__ = ["REDUCERS", "Reducer", "reduce_scores", "reduce_verdicts", "expected_best_of_k", "pass_at_k",
-           "clt_se", "clustered_se", "sampling_sd", "retest_agreement", "normal_ci", "paired_difference",
-           "mde80", "questions_needed", "Z95", "Z80", "PairedDifference", "PairedTest"]
+__all__ = [
+    "REDUCERS",
+    "Reducer",
+    "reduce_scores",
+    "reduce_verdicts",
+    "expected_best_of_k",
+    "pass_at_k",
+    "clt_se",
+    "clustered_se",
+    "sampling_sd",
+    "retest_agreement",
+    "normal_ci",
+    "paired_difference",
+    "mde80",
+    "questions_needed",
+    "Z95",
+    "Z80",
+    "PairedDifference",
+    "PairedTest",
+]
 
 Reducer = Literal["mean", "majority", "any", "all"]
 REDUCERS: tuple[Reducer, ...] = ("mean", "majority", "any", "all")
@@ -50,8 +68,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def reduce_scores(values: Sequence[float], reducer: Reducer, lower_is_better: bool = False,
-                  k: int | None = None) -> float:
+def reduce_scores(
+    values: Sequence[float], reducer: Reducer, lower_is_better: bool = False, k: int | None = None
+) -> float:
     """One question's score from its repeats' scores.
 
     ``mean``: the mean.  ``majority``: the lower median of the values oriented better-is-larger (on
@@ -167,8 +186,9 @@ class PairedDifference(TypedDict):
     se_clustered: NotRequired[float | None]
 
 
-def paired_difference(a: Sequence[float], b: Sequence[float], binary: bool,
-                      clusters: Sequence[Any] | None = None) -> PairedDifference:
+def paired_difference(
+    a: Sequence[float], b: Sequence[float], binary: bool, clusters: Sequence[Any] | None = None
+) -> PairedDifference:
     """Model a minus model b on the same questions (Miller 2024, section 4).
 
     ``diff`` = mean of ``d_i = a_i - b_i``.  Questions treated as independent (``clusters`` None):
@@ -191,8 +211,15 @@ def paired_difference(a: Sequence[float], b: Sequence[float], binary: bool,
     n = len(a)
     d = [x - y for x, y in zip(a, b)]
     test: PairedTest = "clustered_t" if clusters is not None else "mcnemar_exact" if binary else "paired_t"
-    out: PairedDifference = {"n": n, "diff": sum(d) / n if n else None, "se": None, "ci95": None, "p_value": None,
-                             "test": None, "mde80": None}
+    out: PairedDifference = {
+        "n": n,
+        "diff": sum(d) / n if n else None,
+        "se": None,
+        "ci95": None,
+        "p_value": None,
+        "test": None,
+        "mde80": None,
+    }
     if binary:
         out["discordant"] = [sum(1 for x, y in zip(a, b) if x > y), sum(1 for x, y in zip(a, b) if y > x)]
     if clusters is not None:

@@ -19,29 +19,50 @@ the ``variants`` of :func:`summary_document`).
 from __future__ import annotations
 
 import hashlib
-import math
 from array import array
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from pydantic import JsonValue
 from typing_extensions import TypedDict
 
-from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
-from pytest_benchaudit.pipeline.variants import card_for
-from pytest_benchaudit.pipeline.stages import is_unspecified
-from pytest_benchaudit.aggregate.summary_documents import (TASK_RESULT, BenchmarkScore, GateResult, ModelRankings,
-                                                    SummaryDocument, TaskResult)
-from pytest_benchaudit.aggregate.intervals import clustered_interval, headline_interval, is_share_scores
-from pytest_benchaudit.aggregate.repeat_stats import (REDUCERS, Reducer, clt_se, clustered_se, reduce_scores,
-                                                  retest_agreement, sampling_sd)
 from pytest_benchaudit.aggregate.deltas import reason_text, variant_deltas
+from pytest_benchaudit.aggregate.intervals import clustered_interval, headline_interval, is_share_scores
+from pytest_benchaudit.aggregate.repeat_stats import (
+    REDUCERS,
+    Reducer,
+    clt_se,
+    clustered_se,
+    reduce_scores,
+    retest_agreement,
+    sampling_sd,
+)
+from pytest_benchaudit.aggregate.summary_documents import (
+    TASK_RESULT,
+    BenchmarkScore,
+    GateResult,
+    ModelRankings,
+    SummaryDocument,
+    TaskResult,
+)
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.pipeline.stages import is_unspecified
+from pytest_benchaudit.pipeline.variants import card_for
 from pytest_benchaudit.scoring.metrics import METRIC_INFO, invalid_score
 
 # variant_deltas and reason_text live in .deltas; named here too, where callers have imported them from.
-__all__ = ["TaskResult", "Summarizer", "summarize", "benchmark_scores", "confidence_interval", "group_key", "variant_deltas",
-           "reason_text", "summary_document"]
+__all__ = [
+    "TaskResult",
+    "Summarizer",
+    "summarize",
+    "benchmark_scores",
+    "confidence_interval",
+    "group_key",
+    "variant_deltas",
+    "reason_text",
+    "summary_document",
+]
 
 
 def group_key(rec: RecordRow) -> tuple[str, str, str, str]:
@@ -97,16 +118,38 @@ class _Group:
     memory of ~10 bytes per record (``records.jsonl`` can be streamed through it).
     """
 
-    __slots__ = ("first", "denominator", "credit", "by", "reducer", "pass_k", "scores", "valid", "correct",
-                 "n_correct", "inference_failed", "reasons", "extras", "breakdown", "question", "repeat",
-                 "cluster", "cluster_ids")
+    __slots__ = (
+        "first",
+        "denominator",
+        "credit",
+        "by",
+        "reducer",
+        "pass_k",
+        "scores",
+        "valid",
+        "correct",
+        "n_correct",
+        "inference_failed",
+        "reasons",
+        "extras",
+        "breakdown",
+        "question",
+        "repeat",
+        "cluster",
+        "cluster_ids",
+    )
 
     def __init__(self, first: RecordRow, card: PipelineCard | Mapping[str, JsonValue] | None) -> None:
         fields = _fields(card)
-        self.first: _Head = {"benchmark": first["benchmark"], "task": first["task"], "model": first["model"],
-                             "variant": first.get("variant", ""), "pipeline": first["pipeline"],
-                             "pipeline_hash": first["pipeline_hash"],
-                             "metric": _text(fields, "scoring.metric", first.get("metric", ""))}
+        self.first: _Head = {
+            "benchmark": first["benchmark"],
+            "task": first["task"],
+            "model": first["model"],
+            "variant": first.get("variant", ""),
+            "pipeline": first["pipeline"],
+            "pipeline_hash": first["pipeline_hash"],
+            "metric": _text(fields, "scoring.metric", first.get("metric", "")),
+        }
         self.denominator = _text(fields, "scoring.denominator", "unspecified")
         credit = fields.get("scoring.invalid_credit", 0.0)  # a card from before the field: no credit
         self.credit = float(credit) if isinstance(credit, (int, float)) and not isinstance(credit, bool) else 0.0
@@ -174,10 +217,16 @@ class _Group:
             # Asked once: every record is a question of its own, in record order (as before repeats).
             scores, flags = self.scores.tolist(), self.valid
             clusters = [names[c] for c in self.cluster]
-            return _Reduced(k=1, total=scores, clusters=clusters,
-                            valid=[v for v, ok in zip(scores, flags) if ok],
-                            valid_clusters=[c for c, ok in zip(clusters, flags) if ok],
-                            per_repeat_total=[], per_repeat_valid=[], verdicts=[])
+            return _Reduced(
+                k=1,
+                total=scores,
+                clusters=clusters,
+                valid=[v for v, ok in zip(scores, flags) if ok],
+                valid_clusters=[c for c, ok in zip(clusters, flags) if ok],
+                per_repeat_total=[],
+                per_repeat_valid=[],
+                verdicts=[],
+            )
         # A question's slot: its id, and which occurrence of (id, repeat) the record is, so that a
         # second record of one question and repeat (a merged file) is a question of its own.
         seen: Counter[tuple[int, int]] = Counter()
@@ -213,11 +262,14 @@ class _Group:
         kept = [i for i in range(n_slots) if valid[i]]
         return _Reduced(
             k=max(len(v) for v in per_slot),
-            total=[reduce(v) for v in per_slot], clusters=slot_cluster,
-            valid=[reduce(valid[i]) for i in kept], valid_clusters=[slot_cluster[i] for i in kept],
+            total=[reduce(v) for v in per_slot],
+            clusters=slot_cluster,
+            valid=[reduce(valid[i]) for i in kept],
+            valid_clusters=[slot_cluster[i] for i in kept],
             per_repeat_total=[sum(a) / len(a) for _, (a, _v) in sorted(by_repeat.items())],
             per_repeat_valid=[sum(v) / len(v) for _, (_a, v) in sorted(by_repeat.items()) if v],
-            verdicts=verdicts)
+            verdicts=verdicts,
+        )
 
     def result(self) -> TaskResult:
         first, denominator = self.first, self.denominator
@@ -241,15 +293,27 @@ class _Group:
         se = clt_se(headline_values) if headline is not None else None
         se_clustered = clustered_se(headline_values, clusters) if headline is not None and self.by else None
         ci, ci_method = headline_interval(headline_values, share, units) if headline is not None else (None, None)
-        ci_clustered, ci_clustered_method = (clustered_interval(headline_values, clusters, share, units)
-                                             if headline is not None and self.by else (None, None))
+        ci_clustered, ci_clustered_method = (
+            clustered_interval(headline_values, clusters, share, units)
+            if headline is not None and self.by
+            else (None, None)
+        )
         # What the invalid items scored, read from them (an old run keeps its own value), else what they would.
         invalid_scores = [s for s, ok in zip(all_scores, self.valid) if not ok]
-        invalid_value = (sum(invalid_scores) / len(invalid_scores) if invalid_scores
-                         else invalid_score(info, self.credit) if info else None)
+        invalid_value = (
+            sum(invalid_scores) / len(invalid_scores)
+            if invalid_scores
+            else invalid_score(info, self.credit)
+            if info
+            else None
+        )
         result: TaskResult = {
-            "benchmark": first["benchmark"], "task": first["task"], "model": first["model"],
-            "variant": first["variant"], "pipeline": first["pipeline"], "pipeline_hash": first["pipeline_hash"],
+            "benchmark": first["benchmark"],
+            "task": first["task"],
+            "model": first["model"],
+            "variant": first["variant"],
+            "pipeline": first["pipeline"],
+            "pipeline_hash": first["pipeline_hash"],
             "metric": metric,
             "lower_is_better": bool(info.lower_is_better) if info else False,
             "denominator": denominator,
@@ -279,12 +343,15 @@ class _Group:
             "ci95_clustered_method": ci_clustered_method,
             "clustered_by": self.by,
             "n_groups": len(set(clusters)) if self.by and headline is not None else None,
-            "sampling_sd": None if headline is None else sampling_sd(rep.per_repeat_valid if use_valid
-                                                                     else rep.per_repeat_total),
+            "sampling_sd": None
+            if headline is None
+            else sampling_sd(rep.per_repeat_valid if use_valid else rep.per_repeat_total),
             "retest_agreement": retest_agreement(rep.verdicts) if rep.k > 1 else None,
         }
-        extras = {name: [v for v, ok in zip(values, flags) if ok or denominator != "valid"]
-                  for name, (values, flags) in self.extras.items()}
+        extras = {
+            name: [v for v, ok in zip(values, flags) if ok or denominator != "valid"]
+            for name, (values, flags) in self.extras.items()
+        }
         extras = {name: vals for name, vals in extras.items() if vals}
         if extras:
             # Per-item numbers a benchmark reports beside the headline (e.g. TAA plausible),
@@ -292,10 +359,15 @@ class _Group:
             result["extras"] = {name: sum(vals) / len(vals) for name, vals in extras.items()}
         if self.by:
             # Score per value of a question metadata field; a list value counts in each of its entries.
-            result["breakdown"] = {self.by: {
-                key: {"n": len(scores), "score": _mean([s for s, ok in zip(scores, flags)
-                                                        if ok or denominator != "valid"])}
-                for key, (scores, flags) in sorted(self.breakdown.items())}}
+            result["breakdown"] = {
+                self.by: {
+                    key: {
+                        "n": len(scores),
+                        "score": _mean([s for s, ok in zip(scores, flags) if ok or denominator != "valid"]),
+                    }
+                    for key, (scores, flags) in sorted(self.breakdown.items())
+                }
+            }
         return TASK_RESULT.validate_python(result)
 
 
@@ -361,18 +433,28 @@ def benchmark_scores(results: list[TaskResult], cards: Cards | None = None) -> l
         groups[(r["benchmark"], r["model"], r["variant"])].append(r)
     out: list[BenchmarkScore] = []
     for (bench, model, variant), rs in groups.items():
-        methods = {_text(_fields(card_for(cards, bench, r["task"], variant)), "aggregation.method", "unspecified")
-                   for r in rs}
-        entry: BenchmarkScore = {"benchmark": bench, "model": model, "variant": variant,
-                                 "tasks": [r["task"] for r in rs], "pipeline": rs[0]["pipeline"],
-                                 "n": sum(r["n"] for r in rs), "score": None, "method": None, "note": ""}
+        methods = {
+            _text(_fields(card_for(cards, bench, r["task"], variant)), "aggregation.method", "unspecified") for r in rs
+        }
+        entry: BenchmarkScore = {
+            "benchmark": bench,
+            "model": model,
+            "variant": variant,
+            "tasks": [r["task"] for r in rs],
+            "pipeline": rs[0]["pipeline"],
+            "n": sum(r["n"] for r in rs),
+            "score": None,
+            "method": None,
+            "note": "",
+        }
         method = methods.pop() if len(methods) == 1 else None
         scores = [r["score"] for r in rs]
         present = [s for s in scores if s is not None]
         if len({r["lower_is_better"] for r in rs}) > 1:
             # An accuracy and an error (lower is better) cannot be averaged into one number.
             entry["note"] = "tasks mix higher-is-better and lower-is-better metrics: " + ", ".join(
-                sorted({r["metric"] for r in rs}))
+                sorted({r["metric"] for r in rs})
+            )
         elif method is None or is_unspecified(method):
             entry["note"] = "aggregation unspecified" if method else "tasks disagree on aggregation.method"
             if len(rs) == 1:  # one task: its score is the benchmark's, whatever the method
@@ -391,6 +473,7 @@ def benchmark_scores(results: list[TaskResult], cards: Cards | None = None) -> l
 
 
 # -- single-field counterfactuals (--vary) ---------------------------------------------
+
 
 def model_rankings(results: list[TaskResult]) -> ModelRankings:
     """Ranks per task and tau-b between tasks when a run has two or more models (base variant only).
@@ -416,13 +499,18 @@ def model_rankings(results: list[TaskResult]) -> ModelRankings:
     return {"ranks": task_ranks(scores, lib), "tau_b": tau_b_table(scores, lib)}
 
 
-def summary_document(results: list[TaskResult], benchmarks: list[BenchmarkScore], gates: list[GateResult],
-                     cards: Cards | None = None) -> SummaryDocument:
+def summary_document(
+    results: list[TaskResult], benchmarks: list[BenchmarkScore], gates: list[GateResult], cards: Cards | None = None
+) -> SummaryDocument:
     """What ``summary.json`` holds: ``results``, ``benchmarks``, ``gates``, ``variants``
     (:func:`variant_deltas`; an empty list when the run had no ``--vary``) and, when the run
     has two or more models, ``ranks`` and ``tau_b`` (:func:`model_rankings`)."""
-    document: SummaryDocument = {"results": results, "benchmarks": benchmarks, "gates": gates,
-                                 "variants": variant_deltas(results, cards)}
+    document: SummaryDocument = {
+        "results": results,
+        "benchmarks": benchmarks,
+        "gates": gates,
+        "variants": variant_deltas(results, cards),
+    }
     rankings = model_rankings(results)
     if "ranks" in rankings:
         document["ranks"] = rankings["ranks"]

@@ -26,8 +26,9 @@ Pure: numpy and scipy only, no I/O, no pytest.  Conventions used throughout:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NotRequired, Sequence
+from typing import Any, NotRequired
 
 import numpy as np
 from pydantic import ConfigDict, with_config
@@ -163,8 +164,12 @@ def kendall_tau_b(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarr
     if len(a) != len(b):
         raise ValueError("kendall_tau_b: x and y differ in length")
     res = _st.kendalltau(a, b, variant="b")
-    return {"tau": _none_if_nan(res.statistic), "p_value": _none_if_nan(res.pvalue),
-            "inversions": discordant_pairs(a, b), "n_models": int(len(a))}
+    return {
+        "tau": _none_if_nan(res.statistic),
+        "p_value": _none_if_nan(res.pvalue),
+        "inversions": discordant_pairs(a, b),
+        "n_models": int(len(a)),
+    }
 
 
 def spearman_rho(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -190,7 +195,9 @@ def rowwise_spearman(ranks_a: np.ndarray, ranks_b: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- win rate
 
 
-def mean_win_rate(task_scores: dict[str, dict[str, float]], lower_is_better: dict[str, bool]) -> dict[str, float | None]:
+def mean_win_rate(
+    task_scores: dict[str, dict[str, float]], lower_is_better: dict[str, bool]
+) -> dict[str, float | None]:
     """HELM-style mean win rate: per task, the share of the *other* models a model beats
     (a tie counts half), averaged over the tasks the model has a score in.
 
@@ -246,11 +253,17 @@ def pca(matrix: Any) -> PCAResult:
     signs = np.sign(vec[np.argmax(np.abs(vec), axis=0), np.arange(vec.shape[1])])
     vec = vec * np.where(signs == 0, 1.0, signs)
     share = ev / ev.sum()
-    return {"eigenvalues": ev, "variance_explained": share, "cumulative": np.cumsum(share),
-            "loadings": vec * np.sqrt(ev)}
+    return {
+        "eigenvalues": ev,
+        "variance_explained": share,
+        "cumulative": np.cumsum(share),
+        "loadings": vec * np.sqrt(ev),
+    }
 
 
-def parallel_analysis(matrix: Any, n_permutations: int = 1000, seed: int = 0, quantile: float = 0.95) -> ParallelAnalysis:
+def parallel_analysis(
+    matrix: Any, n_permutations: int = 1000, seed: int = 0, quantile: float = 0.95
+) -> ParallelAnalysis:
     """Horn's parallel analysis with column-permuted nulls.
 
     Each null permutes every column of the standardized matrix independently (keeping each
@@ -267,8 +280,15 @@ def parallel_analysis(matrix: Any, n_permutations: int = 1000, seed: int = 0, qu
     threshold = np.quantile(null_ev, quantile, axis=0)
     above = observed > threshold
     n_comp = int(np.argmin(above)) if not above.all() else int(len(above))
-    return {"observed": observed, "threshold": threshold, "retained": above, "n_components": n_comp,
-            "n_permutations": int(n_permutations), "seed": int(seed), "quantile": float(quantile)}
+    return {
+        "observed": observed,
+        "threshold": threshold,
+        "retained": above,
+        "n_components": n_comp,
+        "n_permutations": int(n_permutations),
+        "seed": int(seed),
+        "quantile": float(quantile),
+    }
 
 
 # --------------------------------------------------------------------------- bootstrap
@@ -303,7 +323,10 @@ def bootstrap_task_scores(scores: Any, valid: Any, use_valid: Any, counts: np.nd
     m = s.shape[0]
     total = sums[:, :m] / counts.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
+        # The mutation check's equivalent entries (tools/mutants_equivalent.toml) quote these lines as written.
+        # fmt: off
         valid_mean = np.where(sums[:, 2 * m:] > 0, sums[:, m:2 * m] / np.where(sums[:, 2 * m:] > 0, sums[:, 2 * m:], 1), np.nan)
+        # fmt: on
     return np.where(uv[None, :], valid_mean, total)
 
 
@@ -322,8 +345,13 @@ class TaskItems:
         return np.asarray(bootstrap_task_scores(self.scores, self.valid, self.use_valid, ones)[0], dtype=float)
 
 
-def paired_bootstrap(tasks_a: Sequence[TaskItems], tasks_b: Sequence[TaskItems], n_resamples: int = 5000,
-                     seed: int = 0, return_indices: bool = False) -> PairedBootstrap:
+def paired_bootstrap(
+    tasks_a: Sequence[TaskItems],
+    tasks_b: Sequence[TaskItems],
+    n_resamples: int = 5000,
+    seed: int = 0,
+    return_indices: bool = False,
+) -> PairedBootstrap:
     """Paired bootstrap over questions of one benchmark's ranking under pipelines A and B.
 
     ``tasks_a[t]`` and ``tasks_b[t]`` are the same task under A and B, with items in the same
@@ -349,22 +377,33 @@ def paired_bootstrap(tasks_a: Sequence[TaskItems], tasks_b: Sequence[TaskItems],
         counts = resample_counts(idx, n)
         for key, t in (("a", ta), ("b", tb)):
             point[key].append(rank_scores(t.point_scores(), t.lower_is_better))
+            # The mutation check's equivalent entries (tools/mutants_equivalent.toml) quote these lines as written.
+            # fmt: off
             boot[key].append(rank_scores(bootstrap_task_scores(t.scores, t.valid, t.use_valid, counts),
                                          t.lower_is_better, axis=1))
+            # fmt: on
     mean_a, rank_a = mean_rank_ranking(point["a"])
     mean_b, rank_b = mean_rank_ranking(point["b"])
     _, boot_a = mean_rank_ranking(np.stack(boot["a"]))
     _, boot_b = mean_rank_ranking(np.stack(boot["b"]))
-    out: PairedBootstrap = {"rank_a": rank_a, "rank_b": rank_b, "mean_rank_a": mean_a, "mean_rank_b": mean_b,
-           "rho": _none_if_nan(rowwise_spearman(rank_a[None, :], rank_b[None, :])[0]),
-           "boot_rank_a": boot_a, "boot_rank_b": boot_b, "boot_rho": rowwise_spearman(boot_a, boot_b)}
+    out: PairedBootstrap = {
+        "rank_a": rank_a,
+        "rank_b": rank_b,
+        "mean_rank_a": mean_a,
+        "mean_rank_b": mean_b,
+        "rho": _none_if_nan(rowwise_spearman(rank_a[None, :], rank_b[None, :])[0]),
+        "boot_rank_a": boot_a,
+        "boot_rank_b": boot_b,
+        "boot_rho": rowwise_spearman(boot_a, boot_b),
+    }
     if return_indices:
         out["indices"] = indices
     return out
 
 
-def direction_stability(shift: Sequence[float], boot_rank_a: np.ndarray, boot_rank_b: np.ndarray,
-                        min_shift: float = 3) -> list[float | None]:
+def direction_stability(
+    shift: Sequence[float], boot_rank_a: np.ndarray, boot_rank_b: np.ndarray, min_shift: float = 3
+) -> list[float | None]:
     """Per model with ``|shift| >= min_shift`` (shift = rank_a - rank_b): the share of resamples
     in which ``rank_a - rank_b`` has the same sign as ``shift``; ``None`` for smaller shifts."""
     s = np.asarray(shift, dtype=float)

@@ -9,16 +9,30 @@ Pure: no pytest, no I/O.
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing import NotRequired
+
+from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
 # Declared in pipeline/record_documents.py (inference/usage.py makes the rows); re-exported here, where summary.json is.
 from pytest_benchaudit.pipeline.record_documents import UsageRow, UsageSummary
 
-__all__ = ["BenchmarkScore", "BreakdownCell", "GateResult", "ModelRankings", "SUMMARY", "SkippedTask", "StageRates",
-           "SummaryDocument",
-           "TASK_RESULT", "TaskResult", "TauRow", "UsageRow", "UsageSummary", "VariantDelta"]
+__all__ = [
+    "BenchmarkScore",
+    "BreakdownCell",
+    "GateResult",
+    "ModelRankings",
+    "SUMMARY",
+    "SkippedTask",
+    "StageRates",
+    "SummaryDocument",
+    "TASK_RESULT",
+    "TaskResult",
+    "TauRow",
+    "UsageRow",
+    "UsageSummary",
+    "VariantDelta",
+]
 
 _FORBID = ConfigDict(extra="forbid")
 

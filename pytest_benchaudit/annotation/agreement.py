@@ -49,12 +49,17 @@ try:  # optional: only if already installed; never a dependency
 except ImportError:  # not installed, or a compiled part that does not load (also an ImportError): not available
     _sk_kappa = None
 
-KAPPA_METHOD = ("sklearn.metrics.cohen_kappa_score" if _sk_kappa is not None else
-                "computed here from the confusion matrix (scikit-learn is not installed; scipy has no Cohen's kappa)")
+KAPPA_METHOD = (
+    "sklearn.metrics.cohen_kappa_score"
+    if _sk_kappa is not None
+    else "computed here from the confusion matrix (scikit-learn is not installed; scipy has no Cohen's kappa)"
+)
 GOLD_VERDICTS = ("error", "ok", "unclear")
-NOT_BENCHMARK_WIDE = ("This is the share of the checked flags that people confirmed, not a benchmark-wide label-error "
-                      "rate: flags are questions where most models agree against the gold (a selected, not a random, "
-                      "subset), and questions without a flag were not checked.")
+NOT_BENCHMARK_WIDE = (
+    "This is the share of the checked flags that people confirmed, not a benchmark-wide label-error "
+    "rate: flags are questions where most models agree against the gold (a selected, not a random, "
+    "subset), and questions without a flag were not checked."
+)
 
 
 class SampleError(DataError):
@@ -188,8 +193,11 @@ def _between(rows: Sequence[Mapping[str, str]], annot: Sequence[str]) -> Between
         return None
     a, b = annot[:2]
     both = [r for r in rows if _norm(r.get(a, "")) and _norm(r.get(b, ""))]
-    return {"annotators": [a, b], **cohen_kappa([_norm(r[a]) for r in both], [_norm(r[b]) for r in both]),
-            "kappa_method": KAPPA_METHOD}
+    return {
+        "annotators": [a, b],
+        **cohen_kappa([_norm(r[a]) for r in both], [_norm(r[b]) for r in both]),
+        "kappa_method": KAPPA_METHOD,
+    }
 
 
 def human_judge_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[str]) -> HumanJudgeReport:
@@ -204,8 +212,9 @@ def human_judge_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[str
     per: list[AnnotatorRate] = []
     for col in annot:
         filled = [r for r in rows if _norm(r.get(col, ""))]
-        per.append({"annotator": col, **_rate(sum(_norm(r["judge_label"]) == _norm(r[col]) for r in filled),
-                                              len(filled))})
+        per.append(
+            {"annotator": col, **_rate(sum(_norm(r["judge_label"]) == _norm(r[col]) for r in filled), len(filled))}
+        )
     between = _between(rows, annot)
     if between is not None:
         a, b = annot[:2]
@@ -218,15 +227,22 @@ def human_judge_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[str
     for r in ref:
         strata[r.get("stratum", "")][0] += 1
         strata[r.get("stratum", "")][1] += _norm(r["judge_label"]) == _norm(r[ref_col])
-    return {"n_rows": len(rows), "n_unannotated": sum(1 for r in rows if not any(_norm(r.get(c, "")) for c in annot)),
-            "annotators": annot, "basis": basis, "judge_accuracy": _rate(len(hits), len(ref)),
-            "per_annotator": per, "between_annotators": between,
-            "per_stratum": [{"stratum": s, **_rate(k, n)} for s, (n, k) in sorted(strata.items())],
-            "note": "accuracy of this stratified sample (rare strata over-represented), not of the whole run"}
+    return {
+        "n_rows": len(rows),
+        "n_unannotated": sum(1 for r in rows if not any(_norm(r.get(c, "")) for c in annot)),
+        "annotators": annot,
+        "basis": basis,
+        "judge_accuracy": _rate(len(hits), len(ref)),
+        "per_annotator": per,
+        "between_annotators": between,
+        "per_stratum": [{"stratum": s, **_rate(k, n)} for s, (n, k) in sorted(strata.items())],
+        "note": "accuracy of this stratified sample (rare strata over-represented), not of the whole run",
+    }
 
 
-def gold_confirm_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[str],
-                        rule: str = "all") -> GoldConfirmReport:
+def gold_confirm_report(
+    rows: Sequence[Mapping[str, str]], verdicts: Sequence[str], rule: str = "all"
+) -> GoldConfirmReport:
     """Confirmed label-error rate among the checked flags, with its Wilson CI; kappa between two annotators.
 
     Verdicts: ``error`` (the gold label is wrong), ``ok``, ``unclear``.  A flag is checked when at
@@ -244,8 +260,9 @@ def gold_confirm_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[st
         vals = [_norm(r.get(c, "")) for c in annot if _norm(r.get(c, ""))]
         for v in vals:
             if v not in GOLD_VERDICTS:
-                raise SampleError(f"line {i} ({r.get('sample_id')}): verdict {v!r}; write one of "
-                                  f"{', '.join(GOLD_VERDICTS)}")
+                raise SampleError(
+                    f"line {i} ({r.get('sample_id')}): verdict {v!r}; write one of {', '.join(GOLD_VERDICTS)}"
+                )
         if not vals:
             continue
         checked += 1
@@ -255,10 +272,17 @@ def gold_confirm_report(rows: Sequence[Mapping[str, str]], verdicts: Sequence[st
         key = f"{r['benchmark']}.{r['task']}"
         tasks[key][0] += 1
         tasks[key][1] += yes
-    return {"n_rows": len(rows), "n_unchecked": len(rows) - checked, "annotators": annot, "rule": rule,
-            "confirmed": _rate(confirmed, checked), "n_unclear": unclear, "between_annotators": _between(rows, annot),
-            "per_task": [{"task": t, **_rate(k, n)} for t, (n, k) in sorted(tasks.items())],
-            "note": NOT_BENCHMARK_WIDE}
+    return {
+        "n_rows": len(rows),
+        "n_unchecked": len(rows) - checked,
+        "annotators": annot,
+        "rule": rule,
+        "confirmed": _rate(confirmed, checked),
+        "n_unclear": unclear,
+        "between_annotators": _between(rows, annot),
+        "per_task": [{"task": t, **_rate(k, n)} for t, (n, k) in sorted(tasks.items())],
+        "note": NOT_BENCHMARK_WIDE,
+    }
 
 
 def _pct(r: Rate) -> str:
@@ -275,32 +299,55 @@ def _kappa_line(between: Between | None) -> str:
     k, agree = between["kappa"], between["agreement"]
     kappa = "n/a" if k is None else f"{k:.3f}"
     raw = "n/a" if agree is None else f"{100 * agree:.1f}%"
-    return (f"Cohen's kappa between {' and '.join(between['annotators'])}: {kappa} over {between['n']} rows both "
-            f"labelled (raw agreement {raw})")
+    return (
+        f"Cohen's kappa between {' and '.join(between['annotators'])}: {kappa} over {between['n']} rows both "
+        f"labelled (raw agreement {raw})"
+    )
 
 
 def render_human_judge(doc: HumanJudgeReport) -> str:
     from tabulate import tabulate
 
-    lines = [f"judge-agreement --human: {doc['n_rows']} sampled rows, {doc['n_unannotated']} without a verdict",
-             f"  judge accuracy against people ({doc['basis']}): {_pct(doc['judge_accuracy'])}",
-             f"  {_kappa_line(doc['between_annotators'])}", ""]
-    lines.append(tabulate([[p["annotator"], _pct(p)] for p in doc["per_annotator"]],
-                          headers=["annotator", "judge agrees"], disable_numparse=True))
+    lines = [
+        f"judge-agreement --human: {doc['n_rows']} sampled rows, {doc['n_unannotated']} without a verdict",
+        f"  judge accuracy against people ({doc['basis']}): {_pct(doc['judge_accuracy'])}",
+        f"  {_kappa_line(doc['between_annotators'])}",
+        "",
+    ]
+    lines.append(
+        tabulate(
+            [[p["annotator"], _pct(p)] for p in doc["per_annotator"]],
+            headers=["annotator", "judge agrees"],
+            disable_numparse=True,
+        )
+    )
     if len(doc["per_stratum"]) > 1:
-        lines += ["", tabulate([[s["stratum"], _pct(s)] for s in doc["per_stratum"]],
-                               headers=["stratum", "judge agrees"], disable_numparse=True)]
+        lines += [
+            "",
+            tabulate(
+                [[s["stratum"], _pct(s)] for s in doc["per_stratum"]],
+                headers=["stratum", "judge agrees"],
+                disable_numparse=True,
+            ),
+        ]
     return "\n".join(lines + ["", f"Note: {doc['note']}."])
 
 
 def render_gold_confirm(doc: GoldConfirmReport) -> str:
     from tabulate import tabulate
 
-    lines = [f"audit-gold --confirm: {doc['n_rows']} sampled flags, {doc['n_unchecked']} not checked; a flag is "
-             f"confirmed when {'every annotator' if doc['rule'] == 'all' else 'any annotator'} says 'error'",
-             f"  confirmed label errors among the checked flags: {_pct(doc['confirmed'])}; {doc['n_unclear']} unclear",
-             f"  {_kappa_line(doc['between_annotators'])}", ""]
+    lines = [
+        f"audit-gold --confirm: {doc['n_rows']} sampled flags, {doc['n_unchecked']} not checked; a flag is "
+        f"confirmed when {'every annotator' if doc['rule'] == 'all' else 'any annotator'} says 'error'",
+        f"  confirmed label errors among the checked flags: {_pct(doc['confirmed'])}; {doc['n_unclear']} unclear",
+        f"  {_kappa_line(doc['between_annotators'])}",
+        "",
+    ]
     if len(doc["per_task"]) > 1:
-        lines += [tabulate([[t["task"], _pct(t)] for t in doc["per_task"]], headers=["task", "confirmed"],
-                           disable_numparse=True), ""]
+        lines += [
+            tabulate(
+                [[t["task"], _pct(t)] for t in doc["per_task"]], headers=["task", "confirmed"], disable_numparse=True
+            ),
+            "",
+        ]
     return "\n".join(lines + [doc["note"]])

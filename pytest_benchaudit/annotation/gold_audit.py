@@ -45,9 +45,9 @@ from __future__ import annotations
 import csv
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from typing_extensions import TypedDict
 
@@ -55,14 +55,34 @@ from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
-__all__ = ["Flag", "FlagRow", "GoldAuditError", "MIN_CONSENSUS", "audit_gold", "normalize_answer",
-           "CSV_COLUMNS", "REVIEW_NOTE"]
+__all__ = [
+    "Flag",
+    "FlagRow",
+    "GoldAuditError",
+    "MIN_CONSENSUS",
+    "audit_gold",
+    "normalize_answer",
+    "CSV_COLUMNS",
+    "REVIEW_NOTE",
+]
 
-CSV_COLUMNS = ["benchmark", "task", "question_id", "gold", "consensus_answer", "n_agreeing", "agreeing_models",
-               "n_models", "n_valid", "min_models"]
+CSV_COLUMNS = [
+    "benchmark",
+    "task",
+    "question_id",
+    "gold",
+    "consensus_answer",
+    "n_agreeing",
+    "agreeing_models",
+    "n_models",
+    "n_valid",
+    "min_models",
+]
 
-REVIEW_NOTE = ("Flags are candidates for manual review, not label errors: a shared wrong answer can come from a "
-               "wrong gold label, an ambiguous question, or a shared misconception of the models.")
+REVIEW_NOTE = (
+    "Flags are candidates for manual review, not label errors: a shared wrong answer can come from a "
+    "wrong gold label, an ambiguous question, or a shared misconception of the models."
+)
 
 _SEPARATORS = re.compile(r"[\s,;/&+]+|\band\b", re.IGNORECASE)
 
@@ -133,10 +153,18 @@ class Flag:
         return len(self.agreeing_models)
 
     def row(self) -> FlagRow:
-        return {"benchmark": self.benchmark, "task": self.task, "question_id": self.question_id, "gold": self.gold,
-                "consensus_answer": self.consensus_answer, "n_agreeing": self.n_agreeing,
-                "agreeing_models": ";".join(self.agreeing_models), "n_models": self.n_models,
-                "n_valid": self.n_valid, "min_models": self.min_models}
+        return {
+            "benchmark": self.benchmark,
+            "task": self.task,
+            "question_id": self.question_id,
+            "gold": self.gold,
+            "consensus_answer": self.consensus_answer,
+            "n_agreeing": self.n_agreeing,
+            "agreeing_models": ";".join(self.agreeing_models),
+            "n_models": self.n_models,
+            "n_valid": self.n_valid,
+            "min_models": self.min_models,
+        }
 
 
 @dataclass
@@ -149,8 +177,7 @@ class AuditResult:
     models: list[str] = field(default_factory=list)
 
 
-def audit_gold(records: Iterable[RecordRow], min_models: int | None = None,
-               pipeline: str | None = None) -> AuditResult:
+def audit_gold(records: Iterable[RecordRow], min_models: int | None = None, pipeline: str | None = None) -> AuditResult:
     """Flag questions where >= K models share one valid prediction that differs from the gold.
 
     ``min_models`` None: a strict majority of the models with a record for the question.
@@ -169,13 +196,15 @@ def audit_gold(records: Iterable[RecordRow], min_models: int | None = None,
         if model in by_question[key]:
             raise GoldAuditError(
                 f"{model} has more than one record for {key[0]}.{key[1]} question {key[2]} (several pipelines or "
-                f"the same model in two runs); choose one with --pipeline, or pass each model's run once")
+                f"the same model in two runs); choose one with --pipeline, or pass each model's run once"
+            )
         by_question[key][model] = rec
         metrics[key[:2]].add(str(rec.get("metric", "")))
         models.add(model)
     if len(models) < MIN_CONSENSUS:
-        raise GoldAuditError(f"records of {len(models)} model(s); a consensus needs runs of at least "
-                             f"{MIN_CONSENSUS} models")
+        raise GoldAuditError(
+            f"records of {len(models)} model(s); a consensus needs runs of at least {MIN_CONSENSUS} models"
+        )
     result = AuditResult(models=sorted(models))
     discrete: dict[tuple[str, str], bool] = {}
     for (bench, task), names in sorted(metrics.items()):
@@ -191,7 +220,9 @@ def audit_gold(records: Iterable[RecordRow], min_models: int | None = None,
         else:
             result.skipped[label] = why
     task_models: dict[str, set[str]] = defaultdict(set)
-    for (bench, task, qid), recs in sorted(by_question.items(), key=lambda kv: (kv[0][0], kv[0][1], _qid_key(kv[0][2]))):
+    for (bench, task, qid), recs in sorted(
+        by_question.items(), key=lambda kv: (kv[0][0], kv[0][1], _qid_key(kv[0][2]))
+    ):
         if not discrete[(bench, task)]:
             continue
         label = f"{bench}.{task}"
@@ -242,10 +273,16 @@ def write_csv(flags: list[Flag], path: Path) -> None:
 def render(result: AuditResult, min_models: int | None) -> str:
     from tabulate import tabulate
 
-    k = f"at least {min_models} models" if min_models is not None else \
-        "a strict majority of the models with a record for the question"
-    lines = [f"audit-gold: {len(result.models)} models; a question is flagged when {k} give the same valid answer, "
-             f"scored incorrect, that differs from the gold", ""]
+    k = (
+        f"at least {min_models} models"
+        if min_models is not None
+        else "a strict majority of the models with a record for the question"
+    )
+    lines = [
+        f"audit-gold: {len(result.models)} models; a question is flagged when {k} give the same valid answer, "
+        f"scored incorrect, that differs from the gold",
+        "",
+    ]
     rows = [[label, v["models"], v["questions"], v["flags"]] for label, v in sorted(result.tasks.items())]
     if rows:
         lines.append(tabulate(rows, headers=["task", "models", "questions audited", "flags for review"]))

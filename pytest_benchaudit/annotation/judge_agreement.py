@@ -34,7 +34,8 @@ kappa is undefined and reported as ``None``.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Iterable, Literal, NotRequired, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Literal, NotRequired
 
 from pydantic import ConfigDict, TypeAdapter, with_config
 from typing_extensions import TypedDict
@@ -46,9 +47,23 @@ from pytest_benchaudit.annotation.sample import KAPPA_METHOD, cohen_kappa
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.pipeline.record_documents import JudgeCallRow, RecordRow
 
-__all__ = ["JudgeAgreementError", "cohen_kappa", "pair_runs", "within_run", "agreement_report",
-           "KAPPA_METHOD", "AgreementDocument", "AgreementPair", "AgreementSide", "ConfusionCell", "ModelScore",
-           "Pairing", "Stratum", "TaskAgreement", "AGREEMENT"]
+__all__ = [
+    "JudgeAgreementError",
+    "cohen_kappa",
+    "pair_runs",
+    "within_run",
+    "agreement_report",
+    "KAPPA_METHOD",
+    "AgreementDocument",
+    "AgreementPair",
+    "AgreementSide",
+    "ConfusionCell",
+    "ModelScore",
+    "Pairing",
+    "Stratum",
+    "TaskAgreement",
+    "AGREEMENT",
+]
 
 NONE_LABEL = "NONE"
 _FORBID = ConfigDict(extra="forbid")
@@ -212,8 +227,13 @@ def _regex_info(rec: RecordRow) -> tuple[str, str | None] | None:
 
 
 def _key(rec: RecordRow) -> PairKey:
-    return (str(rec["benchmark"]), str(rec["task"]), str(rec["question_id"]), str(rec["model"]),
-            str(rec.get("variant") or ""))
+    return (
+        str(rec["benchmark"]),
+        str(rec["task"]),
+        str(rec["question_id"]),
+        str(rec["model"]),
+        str(rec.get("variant") or ""),
+    )
 
 
 def _index(records: Iterable[RecordRow], name: str, pipeline: str | None) -> dict[PairKey, RecordRow]:
@@ -225,7 +245,8 @@ def _index(records: Iterable[RecordRow], name: str, pipeline: str | None) -> dic
         if key in out:
             raise JudgeAgreementError(
                 f"{name}: more than one record for {key[0]}.{key[1]} question {key[2]} of {key[3]}"
-                f"{' variant ' + key[4] if key[4] else ''} (several pipelines?); choose one with --pipeline")
+                f"{' variant ' + key[4] if key[4] else ''} (several pipelines?); choose one with --pipeline"
+            )
         out[key] = rec
     return out
 
@@ -242,16 +263,22 @@ def _source(records: Sequence[RecordRow]) -> str:
     return f"judge {', '.join(models)} (prompt {', '.join(versions)})"
 
 
-def pair_runs(records_a: Sequence[RecordRow], records_b: Sequence[RecordRow],
-              purpose: str = "auto", pipeline: str | None = None,
-              names: tuple[str, str] = ("A", "B")) -> Pairing:
+def pair_runs(
+    records_a: Sequence[RecordRow],
+    records_b: Sequence[RecordRow],
+    purpose: str = "auto",
+    pipeline: str | None = None,
+    names: tuple[str, str] = ("A", "B"),
+) -> Pairing:
     """Mode (a): pair two runs' records and label each side; returns the pairs and what was left out."""
     ia, ib = _index(records_a, names[0], pipeline), _index(records_b, names[1], pipeline)
     if purpose == "auto":
         found = _purposes(ia.values()) | _purposes(ib.values())
         if len(found) > 1:
-            raise JudgeAgreementError(f"the runs hold judge records of several purposes ({', '.join(sorted(found))}); "
-                                      f"choose one with --purpose")
+            raise JudgeAgreementError(
+                f"the runs hold judge records of several purposes ({', '.join(sorted(found))}); "
+                f"choose one with --purpose"
+            )
         purpose = "grading" if found == {"grading"} else "extraction"
     label = grading_label if purpose == "grading" else extraction_label
     pairs: list[AgreementPair] = []
@@ -264,10 +291,16 @@ def pair_runs(records_a: Sequence[RecordRow], records_b: Sequence[RecordRow],
             continue
         regex = _regex_info(ra) or _regex_info(rb)
         pairs.append({"key": key, "a": la, "b": lb, "rec_a": ra, "rec_b": rb, "regex": regex})
-    return {"mode": "two_runs", "purpose": purpose, "pairs": pairs, "n_judge_failed": failed,
-            "n_only_a": len(set(ia) - set(ib)), "n_only_b": len(set(ib) - set(ia)),
-            "a": {"name": names[0], "source": _source(list(ia.values()))},
-            "b": {"name": names[1], "source": _source(list(ib.values()))}}
+    return {
+        "mode": "two_runs",
+        "purpose": purpose,
+        "pairs": pairs,
+        "n_judge_failed": failed,
+        "n_only_a": len(set(ia) - set(ib)),
+        "n_only_b": len(set(ib) - set(ia)),
+        "a": {"name": names[0], "source": _source(list(ia.values()))},
+        "b": {"name": names[1], "source": _source(list(ib.values()))},
+    }
 
 
 def within_run(records: Sequence[RecordRow], pipeline: str | None = None, name: str = "RUN") -> Pairing:
@@ -287,12 +320,21 @@ def within_run(records: Sequence[RecordRow], pipeline: str | None = None, name: 
             continue
         pairs.append({"key": key, "a": regex, "b": judged, "rec_a": rec, "rec_b": rec, "regex": info})
     if not considered:
-        raise JudgeAgreementError(f"{name}: no record carries judge extraction (judge.purpose 'extraction') together "
-                                  f"with regex_prediction; give two runs to compare instead")
-    return {"mode": "within_run", "purpose": "extraction", "pairs": pairs, "n_judge_failed": failed,
-            "n_only_a": 0, "n_only_b": 0, "n_without_judge_extraction": len(index) - considered,
-            "a": {"name": "regex", "source": "the pipeline's regex rule (regex_prediction)"},
-            "b": {"name": "judge", "source": _source([index[k] for k in index if _regex_info(index[k])])}}
+        raise JudgeAgreementError(
+            f"{name}: no record carries judge extraction (judge.purpose 'extraction') together "
+            f"with regex_prediction; give two runs to compare instead"
+        )
+    return {
+        "mode": "within_run",
+        "purpose": "extraction",
+        "pairs": pairs,
+        "n_judge_failed": failed,
+        "n_only_a": 0,
+        "n_only_b": 0,
+        "n_without_judge_extraction": len(index) - considered,
+        "a": {"name": "regex", "source": "the pipeline's regex rule (regex_prediction)"},
+        "b": {"name": "judge", "source": _source([index[k] for k in index if _regex_info(index[k])])},
+    }
 
 
 # --------------------------------------------------------------------------- report
@@ -337,8 +379,15 @@ def agreement_report(pairing: Pairing) -> AgreementDocument:
     per_task: list[TaskAgreement] = []
     for task, ps in sorted(by_task.items()):
         kt = cohen_kappa([p["a"] for p in ps], [p["b"] for p in ps])
-        per_task.append({"task": task, "n": kt["n"], "agreement": kt["agreement"],
-                         "expected_agreement": kt["expected_agreement"], "kappa": kt["kappa"]})
+        per_task.append(
+            {
+                "task": task,
+                "n": kt["n"],
+                "agreement": kt["agreement"],
+                "expected_agreement": kt["expected_agreement"],
+                "kappa": kt["kappa"],
+            }
+        )
     with_regex = [(p, p["regex"]) for p in pairs if p["regex"] is not None]
     strata: AgreementStrata | None = None
     if with_regex:
@@ -348,20 +397,38 @@ def agreement_report(pairing: Pairing) -> AgreementDocument:
             "regex_found_an_answer": _stratum([p for p, (rx, _j) in with_regex if rx != NONE_LABEL]),
             "regex_and_judge_disagree": _stratum([p for p, (rx, jx) in with_regex if jx is not None and rx != jx]),
         }
-    score_basis = ("share of CORRECT labels" if pairing["purpose"] == "grading" else
-                   "mean of each run's record score" if pairing["mode"] == "two_runs" else
-                   "exact match of the extracted answer with the gold (normalised; the task metric is not re-applied)")
-    without: _WithoutJudge = ({"n_without_judge_extraction": pairing["n_without_judge_extraction"]}
-                              if "n_without_judge_extraction" in pairing else {})
+    score_basis = (
+        "share of CORRECT labels"
+        if pairing["purpose"] == "grading"
+        else "mean of each run's record score"
+        if pairing["mode"] == "two_runs"
+        else "exact match of the extracted answer with the gold (normalised; the task metric is not re-applied)"
+    )
+    without: _WithoutJudge = (
+        {"n_without_judge_extraction": pairing["n_without_judge_extraction"]}
+        if "n_without_judge_extraction" in pairing
+        else {}
+    )
     return {
-        "mode": pairing["mode"], "purpose": pairing["purpose"], "a": pairing["a"], "b": pairing["b"],
-        "n_paired": k["n"], "n_only_a": pairing["n_only_a"], "n_only_b": pairing["n_only_b"],
+        "mode": pairing["mode"],
+        "purpose": pairing["purpose"],
+        "a": pairing["a"],
+        "b": pairing["b"],
+        "n_paired": k["n"],
+        "n_only_a": pairing["n_only_a"],
+        "n_only_b": pairing["n_only_b"],
         "n_judge_failed": pairing["n_judge_failed"],
         **without,
-        "agreement": k["agreement"], "expected_agreement": k["expected_agreement"], "kappa": k["kappa"],
-        "kappa_method": KAPPA_METHOD, "labels": labels,
+        "agreement": k["agreement"],
+        "expected_agreement": k["expected_agreement"],
+        "kappa": k["kappa"],
+        "kappa_method": KAPPA_METHOD,
+        "labels": labels,
         "confusion": [{"a": la, "b": lb, "n": n} for (la, lb), n in sorted(counts.items())],
-        "per_model": per_model, "score_basis": score_basis, "per_task": per_task, "strata": strata,
+        "per_model": per_model,
+        "score_basis": score_basis,
+        "per_task": per_task,
+        "strata": strata,
     }
 
 
@@ -372,14 +439,17 @@ def _f(x: float | None, digits: int = 3) -> str:
 def render(doc: AgreementDocument, max_labels: int = 12) -> str:
     from tabulate import tabulate
 
-    out = [f"judge-agreement ({doc['mode'].replace('_', ' ')}, {doc['purpose']})",
-           f"  A = {doc['a']['name']}: {doc['a']['source']}",
-           f"  B = {doc['b']['name']}: {doc['b']['source']}",
-           f"  paired items: {doc['n_paired']}   only in A: {doc['n_only_a']}   only in B: {doc['n_only_b']}   "
-           f"left out, judge output unparsed: {doc['n_judge_failed']}",
-           f"  raw agreement: {_f(doc['agreement'])}   chance agreement: {_f(doc['expected_agreement'])}   "
-           f"Cohen's kappa: {_f(doc['kappa'])}",
-           f"  kappa: {doc['kappa_method']}", ""]
+    out = [
+        f"judge-agreement ({doc['mode'].replace('_', ' ')}, {doc['purpose']})",
+        f"  A = {doc['a']['name']}: {doc['a']['source']}",
+        f"  B = {doc['b']['name']}: {doc['b']['source']}",
+        f"  paired items: {doc['n_paired']}   only in A: {doc['n_only_a']}   only in B: {doc['n_only_b']}   "
+        f"left out, judge output unparsed: {doc['n_judge_failed']}",
+        f"  raw agreement: {_f(doc['agreement'])}   chance agreement: {_f(doc['expected_agreement'])}   "
+        f"Cohen's kappa: {_f(doc['kappa'])}",
+        f"  kappa: {doc['kappa_method']}",
+        "",
+    ]
     shown = doc["labels"][:max_labels]
     pooled = len(doc["labels"]) > max_labels
     other = "(other)"
@@ -391,26 +461,59 @@ def render(doc: AgreementDocument, max_labels: int = 12) -> str:
         grid[(ra, cb)] += cell["n"]
     rows = [[f"A={ra}"] + [grid[(ra, cb)] for cb in cols] for ra in cols]
     if rows:
-        out += ["confusion (rows A, columns B)" + (f"; the {max_labels} most frequent labels, the rest as (other)"
-                                                    if pooled else ""),
-                tabulate(rows, headers=[""] + [f"B={cb}" for cb in cols]), ""]
+        out += [
+            "confusion (rows A, columns B)"
+            + (f"; the {max_labels} most frequent labels, the rest as (other)" if pooled else ""),
+            tabulate(rows, headers=[""] + [f"B={cb}" for cb in cols]),
+            "",
+        ]
     if doc["per_model"]:
-        out += [f"per-model score (basis: {doc['score_basis']})",
-                tabulate([[m["model"], m["n"], f"{100 * m['score_a']:.1f}", f"{100 * m['score_b']:.1f}",
-                           f"{m['diff_pp']:+.1f}"] for m in doc["per_model"]],
-                         headers=["model", "n", "A %", "B %", "B - A (pp)"], disable_numparse=True), ""]
+        out += [
+            f"per-model score (basis: {doc['score_basis']})",
+            tabulate(
+                [
+                    [
+                        m["model"],
+                        m["n"],
+                        f"{100 * m['score_a']:.1f}",
+                        f"{100 * m['score_b']:.1f}",
+                        f"{m['diff_pp']:+.1f}",
+                    ]
+                    for m in doc["per_model"]
+                ],
+                headers=["model", "n", "A %", "B %", "B - A (pp)"],
+                disable_numparse=True,
+            ),
+            "",
+        ]
     if len(doc["per_task"]) > 1:
-        out += [tabulate([[t["task"], t["n"], _f(t["agreement"]), _f(t["kappa"])] for t in doc["per_task"]],
-                         headers=["task", "n", "agreement", "kappa"]), ""]
+        out += [
+            tabulate(
+                [[t["task"], t["n"], _f(t["agreement"]), _f(t["kappa"])] for t in doc["per_task"]],
+                headers=["task", "n", "agreement", "kappa"],
+            ),
+            "",
+        ]
     if doc["strata"]:
         st = doc["strata"]
-        named = [("items with regex + judge extraction data", st["with_regex_and_judge_extraction"]),
-                 ("regex found nothing", st["regex_found_nothing"]),
-                 ("regex found an answer", st["regex_found_an_answer"]),
-                 ("regex and judge disagree", st["regex_and_judge_disagree"])]
-        out += ["strata (agreement of A and B within each" +
-                ("; within one run A is the regex and B the judge, so 'disagree' agrees 0 by definition"
-                 if doc["mode"] == "within_run" else "") + ")",
-                tabulate([[name, v["n"], v["n_agree"], _f(v["agreement"])] for name, v in named],
-                         headers=["stratum", "n", "agree", "agreement"], disable_numparse=True)]
+        named = [
+            ("items with regex + judge extraction data", st["with_regex_and_judge_extraction"]),
+            ("regex found nothing", st["regex_found_nothing"]),
+            ("regex found an answer", st["regex_found_an_answer"]),
+            ("regex and judge disagree", st["regex_and_judge_disagree"]),
+        ]
+        out += [
+            "strata (agreement of A and B within each"
+            + (
+                "; within one run A is the regex and B the judge, so 'disagree' agrees 0 by definition"
+                if doc["mode"] == "within_run"
+                else ""
+            )
+            + ")",
+            tabulate(
+                [[name, v["n"], v["n_agree"], _f(v["agreement"])] for name, v in named],
+                headers=["stratum", "n", "agree", "agreement"],
+                disable_numparse=True,
+            ),
+        ]
     return "\n".join(out).rstrip()

@@ -35,15 +35,32 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-
 from typing import Required
+
 from typing_extensions import TypedDict
 
-from pytest_benchaudit.annotation.agreement import (GOLD_CONFIRM, GOLD_VERDICTS, HUMAN_JUDGE, KAPPA_METHOD, NOT_BENCHMARK_WIDE,
-                                               AnnotatorRate, Between, GoldConfirmReport, HumanJudgeReport,
-                                               KappaResult, Rate, SampleError, StratumRate, TaskRate, cohen_kappa,
-                                               gold_confirm_report, human_judge_report, render_gold_confirm,
-                                               render_human_judge, wilson)
+from pytest_benchaudit.annotation.agreement import (
+    GOLD_CONFIRM,
+    GOLD_VERDICTS,
+    HUMAN_JUDGE,
+    KAPPA_METHOD,
+    NOT_BENCHMARK_WIDE,
+    AnnotatorRate,
+    Between,
+    GoldConfirmReport,
+    HumanJudgeReport,
+    KappaResult,
+    Rate,
+    SampleError,
+    StratumRate,
+    TaskRate,
+    cohen_kappa,
+    gold_confirm_report,
+    human_judge_report,
+    render_gold_confirm,
+    render_human_judge,
+    wilson,
+)
 from pytest_benchaudit.annotation.gold_audit import FlagRow
 from pytest_benchaudit.common.errors import UsageError, did_you_mean
 from pytest_benchaudit.pipeline.record_documents import RecordRow
@@ -93,8 +110,10 @@ COLUMNS = {
     "judge": [*_COMMON, "model", "purpose", "judge_label", "parse_status", "gold", "question", "response"],
     "gold": [*_COMMON, "gold", "consensus_answer", "n_agreeing", "n_models", "agreeing_models", "question"],
 }
-LOCAL_NOTE = ("holds question text (and, for a judge sample, model responses) for the annotators: keep it local; it is "
-              "never exported, and judge-agreement --human and audit-gold --confirm print counts and rates only")
+LOCAL_NOTE = (
+    "holds question text (and, for a judge sample, model responses) for the annotators: keep it local; it is "
+    "never exported, and judge-agreement --human and audit-gold --confirm print counts and rates only"
+)
 
 
 class JudgeUnit(TypedDict):
@@ -162,8 +181,11 @@ def prompt_text(rec: RecordRow) -> str:
     if req.get("prompt"):
         return str(req["prompt"])
     messages = req.get("messages") or []
-    users = [m.get("content", "") for m in (messages if isinstance(messages, list) else [])
-             if isinstance(m, dict) and m.get("role") == "user"]
+    users = [
+        m.get("content", "")
+        for m in (messages if isinstance(messages, list) else [])
+        if isinstance(m, dict) and m.get("role") == "user"
+    ]
     return str(users[-1]) if users else ""
 
 
@@ -182,13 +204,26 @@ def judge_units(records: Iterable[RecordRow]) -> tuple[list[JudgeUnit], int]:
         purpose = str(judge.get("purpose", ""))
         label = str(verdict).strip().upper() if purpose == "grading" else str(verdict).strip()
         regex = rec.get("regex_prediction")
-        disagrees = "n/a" if "regex_prediction" not in rec else \
-            str(str(regex or "").strip().casefold() != label.casefold()).lower()
-        units.append({"benchmark": str(rec["benchmark"]), "task": str(rec["task"]),
-                      "question_id": str(rec["question_id"]), "model": str(rec["model"]), "purpose": purpose,
-                      "judge_label": label, "parse_status": str(judge.get("parse_status", "")),
-                      "regex_disagrees": disagrees, "gold": str(rec.get("gold", "")),
-                      "question": prompt_text(rec), "response": str(rec.get("raw_output") or "")})
+        disagrees = (
+            "n/a"
+            if "regex_prediction" not in rec
+            else str(str(regex or "").strip().casefold() != label.casefold()).lower()
+        )
+        units.append(
+            {
+                "benchmark": str(rec["benchmark"]),
+                "task": str(rec["task"]),
+                "question_id": str(rec["question_id"]),
+                "model": str(rec["model"]),
+                "purpose": purpose,
+                "judge_label": label,
+                "parse_status": str(judge.get("parse_status", "")),
+                "regex_disagrees": disagrees,
+                "gold": str(rec.get("gold", "")),
+                "question": prompt_text(rec),
+                "response": str(rec.get("raw_output") or ""),
+            }
+        )
     return units, failed
 
 
@@ -199,12 +234,22 @@ def gold_units(flag_rows: Iterable[FlagRow], records: Iterable[RecordRow]) -> li
         key = (str(rec["benchmark"]), str(rec["task"]), str(rec["question_id"]))
         if key not in texts:
             texts[key] = prompt_text(rec)
-    return [{"benchmark": str(row["benchmark"]), "task": str(row["task"]), "question_id": str(row["question_id"]),
-             "gold": str(row["gold"]), "consensus_answer": str(row["consensus_answer"]),
-             "n_agreeing": str(row["n_agreeing"]), "agreeing_models": str(row["agreeing_models"]),
-             "n_models": str(row["n_models"]), "n_valid": str(row["n_valid"]), "min_models": str(row["min_models"]),
-             "question": texts.get((str(row["benchmark"]), str(row["task"]), str(row["question_id"])), "")}
-            for row in flag_rows]
+    return [
+        {
+            "benchmark": str(row["benchmark"]),
+            "task": str(row["task"]),
+            "question_id": str(row["question_id"]),
+            "gold": str(row["gold"]),
+            "consensus_answer": str(row["consensus_answer"]),
+            "n_agreeing": str(row["n_agreeing"]),
+            "agreeing_models": str(row["agreeing_models"]),
+            "n_models": str(row["n_models"]),
+            "n_valid": str(row["n_valid"]),
+            "min_models": str(row["min_models"]),
+            "question": texts.get((str(row["benchmark"]), str(row["task"]), str(row["question_id"])), ""),
+        }
+        for row in flag_rows
+    ]
 
 
 def allocate(sizes: Mapping[tuple[str, ...], int], n: int) -> dict[tuple[str, ...], int]:
@@ -223,15 +268,22 @@ def allocate(sizes: Mapping[tuple[str, ...], int], n: int) -> dict[tuple[str, ..
     return take
 
 
-def stratified_sample(units: Sequence[JudgeUnit] | Sequence[GoldUnit], n: int, strata: Sequence[str], seed: int = 0,
-                      allowed: Sequence[str] = JUDGE_STRATA) -> list[SampleRow]:
+def stratified_sample(
+    units: Sequence[JudgeUnit] | Sequence[GoldUnit],
+    n: int,
+    strata: Sequence[str],
+    seed: int = 0,
+    allowed: Sequence[str] = JUDGE_STRATA,
+) -> list[SampleRow]:
     """``n`` units (all if fewer) over ``strata``; each row gains ``sample_id``, ``stratum``, ``stratum_size``."""
     if n < 1:
         raise SampleError(f"--n {n}: the sample needs at least one unit")
     unknown = [k for k in strata if k not in allowed]
     if unknown:
-        raise SampleError(f"--strata: unknown key(s) {', '.join(unknown)}{did_you_mean(unknown[0], allowed)}; "
-                          f"allowed: {', '.join(allowed)}")
+        raise SampleError(
+            f"--strata: unknown key(s) {', '.join(unknown)}{did_you_mean(unknown[0], allowed)}; "
+            f"allowed: {', '.join(allowed)}"
+        )
     groups: dict[tuple[str, ...], list[JudgeUnit | GoldUnit]] = defaultdict(list)
     for unit in units:
         groups[tuple(str(unit.get(k, "")) for k in strata)].append(unit)
@@ -270,8 +322,9 @@ def read_sample(path: Path, kind: str) -> tuple[list[dict[str, str]], list[str]]
             rows = list(reader)
             columns = list(reader.fieldnames or [])
     except FileNotFoundError:
-        raise SampleError(f"{path}: not found (make one with `benchaudit sample RUN... --for {kind} --out {path}`)") \
-            from None
+        raise SampleError(
+            f"{path}: not found (make one with `benchaudit sample RUN... --for {kind} --out {path}`)"
+        ) from None
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise SampleError(f"{path}: cannot be read as a sample CSV ({err})") from None
     missing = [c for c in ("sample_for", "sample_id", "benchmark", "task", "question_id") if c not in columns]
@@ -279,8 +332,10 @@ def read_sample(path: Path, kind: str) -> tuple[list[dict[str, str]], list[str]]
         raise SampleError(f"{path}: not a benchaudit sample (no column {', '.join(missing)})")
     kinds = {r.get("sample_for", "") for r in rows}
     if rows and kinds != {kind}:
-        raise SampleError(f"{path}: a sample for {', '.join(sorted(kinds))}, not for {kind} "
-                          f"(use {'audit-gold --confirm' if kind == 'judge' else 'judge-agreement --human'})")
+        raise SampleError(
+            f"{path}: a sample for {', '.join(sorted(kinds))}, not for {kind} "
+            f"(use {'audit-gold --confirm' if kind == 'judge' else 'judge-agreement --human'})"
+        )
     verdicts = [c for c in columns if c.startswith("verdict_")]
     if not verdicts:
         raise SampleError(f"{path}: no verdict_1, verdict_2, ... column for the annotators' verdicts")

@@ -12,19 +12,32 @@ Pure: no pytest, no I/O.
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing import NotRequired, Required
+
+from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
 from pytest_benchaudit.aggregate.summary_documents import VariantDelta
 from pytest_benchaudit.compare.compare_documents import CompareDocument
 from pytest_benchaudit.diagnose.finding_documents import FindingRow
+
 # The ledger's rows are declared by the ledger (pytest_benchaudit/ledger/), which `benchaudit ledger` reads
 # without the compare package (scipy); audit.json holds them.
 from pytest_benchaudit.ledger.ledger_documents import LedgerNote, LedgerRow
 
-__all__ = ["AUDIT", "AttributionRow", "AuditDocument", "AuditLayers", "FieldDiffRow", "HarnessTableRow", "ScoreRow",
-           "UpstreamAttributionRow", "UpstreamDifference", "UpstreamField", "UpstreamRequests"]
+__all__ = [
+    "AUDIT",
+    "AttributionRow",
+    "AuditDocument",
+    "AuditLayers",
+    "FieldDiffRow",
+    "HarnessTableRow",
+    "ScoreRow",
+    "UpstreamAttributionRow",
+    "UpstreamDifference",
+    "UpstreamField",
+    "UpstreamRequests",
+]
 
 _FORBID = ConfigDict(extra="forbid")
 
@@ -175,11 +188,14 @@ class HarnessTableRow(TypedDict):
 
 # ----------------------------------------------------------------------------- the audit document
 # "from" is a keyword: the functional form.
-AuditLayers = TypedDict("AuditLayers", {
-    "from": list[str],  # the layers the audited runs were made under
-    "toward": str,  # the target layer
-    "harnesses": NotRequired[list[str]],  # --pipelines: the cross-harness table's layers, the base first
-})
+AuditLayers = TypedDict(
+    "AuditLayers",
+    {
+        "from": list[str],  # the layers the audited runs were made under
+        "toward": str,  # the target layer
+        "harnesses": NotRequired[list[str]],  # --pipelines: the cross-harness table's layers, the base first
+    },
+)
 with_config(_FORBID)(AuditLayers)
 
 

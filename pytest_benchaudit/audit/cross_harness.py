@@ -29,8 +29,9 @@ this module takes those results and cards and returns rows.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
@@ -40,8 +41,18 @@ from pytest_benchaudit.audit.upstream import upstream_fields
 from pytest_benchaudit.pipeline.card import nearest_why
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES
 
-__all__ = ["REQUEST_FIELD", "DEFAULT_REQUEST", "FieldDiff", "HarnessRow", "LayerInput", "downstream_defined",
-           "downstream_fields", "harness_rows", "render_harnesses", "request_kind"]
+__all__ = [
+    "REQUEST_FIELD",
+    "DEFAULT_REQUEST",
+    "FieldDiff",
+    "HarnessRow",
+    "LayerInput",
+    "downstream_defined",
+    "downstream_fields",
+    "harness_rows",
+    "render_harnesses",
+    "request_kind",
+]
 
 #: The pipeline field that says what kind of request a layer sends (absent from older cards: generation).
 REQUEST_FIELD = "inference.request"
@@ -62,8 +73,9 @@ class FieldDiff(BaseModel):
 
     def row(self) -> FieldDiffRow:
         """The field as ``audit.json`` holds it (``model_dump(mode="json")``, typed)."""
-        return FieldDiffRow(field=self.field, base=to_jsonable_python(self.base), layer=to_jsonable_python(self.layer),
-                            why=self.why)
+        return FieldDiffRow(
+            field=self.field, base=to_jsonable_python(self.base), layer=to_jsonable_python(self.layer), why=self.why
+        )
 
 
 class HarnessRow(BaseModel):
@@ -102,21 +114,38 @@ class HarnessRow(BaseModel):
 
     def row(self) -> HarnessTableRow:
         """The row as ``audit.json`` holds it (``model_dump(mode="json")``, typed)."""
-        return HarnessTableRow(task=self.task, model=self.model, layer=self.layer,
-                               base_layer=self.base_layer, is_base=self.is_base, metric=self.metric,
-                               lower_is_better=self.lower_is_better, denominator=self.denominator, n=self.n,
-                               n_valid=self.n_valid, score=self.score, score_total=self.score_total,
-                               score_valid=self.score_valid, invalid_rate=self.invalid_rate,
-                               base_score=self.base_score, rescored_score=self.rescored_score,
-                               total_delta=self.total_delta, downstream_delta=self.downstream_delta,
-                               upstream_delta=self.upstream_delta, total_pp=self.total_pp,
-                               downstream_pp=self.downstream_pp, upstream_pp=self.upstream_pp,
-                               request_kind=self.request_kind, base_request_kind=self.base_request_kind,
-                               requests_identical=self.requests_identical,
-                               requests_compared=self.requests_compared,
-                               downstream_fields=[d.row() for d in self.downstream_fields],
-                               upstream_fields=[d.row() for d in self.upstream_fields],
-                               downstream_note=self.downstream_note, note=self.note)
+        return HarnessTableRow(
+            task=self.task,
+            model=self.model,
+            layer=self.layer,
+            base_layer=self.base_layer,
+            is_base=self.is_base,
+            metric=self.metric,
+            lower_is_better=self.lower_is_better,
+            denominator=self.denominator,
+            n=self.n,
+            n_valid=self.n_valid,
+            score=self.score,
+            score_total=self.score_total,
+            score_valid=self.score_valid,
+            invalid_rate=self.invalid_rate,
+            base_score=self.base_score,
+            rescored_score=self.rescored_score,
+            total_delta=self.total_delta,
+            downstream_delta=self.downstream_delta,
+            upstream_delta=self.upstream_delta,
+            total_pp=self.total_pp,
+            downstream_pp=self.downstream_pp,
+            upstream_pp=self.upstream_pp,
+            request_kind=self.request_kind,
+            base_request_kind=self.base_request_kind,
+            requests_identical=self.requests_identical,
+            requests_compared=self.requests_compared,
+            downstream_fields=[d.row() for d in self.downstream_fields],
+            upstream_fields=[d.row() for d in self.upstream_fields],
+            downstream_note=self.downstream_note,
+            note=self.note,
+        )
 
 
 @dataclass(frozen=True)
@@ -149,21 +178,26 @@ def downstream_defined(base: Card | None, layer: Card | None) -> str | None:
     if a is None or b is None:
         return "no card of both layers for this task"
     if a != b:
-        return (f"not defined: the layers ask different kinds of requests ({REQUEST_FIELD} {a!r} against {b!r}); "
-                "the base layer's outputs cannot be read as this layer reads its replies, so only the total move "
-                "is given")
+        return (
+            f"not defined: the layers ask different kinds of requests ({REQUEST_FIELD} {a!r} against {b!r}); "
+            "the base layer's outputs cannot be read as this layer reads its replies, so only the total move "
+            "is given"
+        )
     return None
 
 
 def downstream_fields(base: Mapping[str, Any], layer: Mapping[str, Any]) -> list[str]:
     """The extraction/scoring/aggregation fields (flat card names) whose values differ."""
-    return sorted(f for f in set(base) | set(layer)
-                  if f.split(".", 1)[0] in DOWNSTREAM_STAGES and base.get(f) != layer.get(f))
+    return sorted(
+        f for f in set(base) | set(layer) if f.split(".", 1)[0] in DOWNSTREAM_STAGES and base.get(f) != layer.get(f)
+    )
 
 
 def _diffs(names: list[str], base: Card, layer: Card) -> list[FieldDiff]:
     a, b = base.get("fields") or {}, layer.get("fields") or {}
-    return [FieldDiff(field=n, base=a.get(n), layer=b.get(n), why=nearest_why(layer.get("why") or {}, n)) for n in names]
+    return [
+        FieldDiff(field=n, base=a.get(n), layer=b.get(n), why=nearest_why(layer.get("why") or {}, n)) for n in names
+    ]
 
 
 def _diff(x: Mapping[str, Any] | None, y: Mapping[str, Any] | None) -> float | None:
@@ -177,9 +211,16 @@ def _row(task: str, model: str, layer: LayerInput, base: LayerInput) -> HarnessR
     own = (layer.results.get(task) or {}).get(model)
     ref = (base.results.get(task) or {}).get(model)
     card, base_card = layer.cards.get(task), base.cards.get(task)
-    row = HarnessRow(task=task, model=model, layer=layer.name, base_layer=base.name, is_base=layer is base,
-                     request_kind=request_kind(card), base_request_kind=request_kind(base_card),
-                     base_score=None if ref is None or ref.get("score") is None else float(ref["score"]))
+    row = HarnessRow(
+        task=task,
+        model=model,
+        layer=layer.name,
+        base_layer=base.name,
+        is_base=layer is base,
+        request_kind=request_kind(card),
+        base_request_kind=request_kind(base_card),
+        base_score=None if ref is None or ref.get("score") is None else float(ref["score"]),
+    )
     if own is not None:
         row.metric, row.denominator = own["metric"], own["denominator"]
         row.lower_is_better = bool(own["lower_is_better"])
@@ -198,8 +239,10 @@ def _row(task: str, model: str, layer: LayerInput, base: LayerInput) -> HarnessR
         row.note = f"no {base.name!r} result for this task x model: no move to measure from"
         return row
     if own["metric"] != ref["metric"]:
-        row.note = (f"different metrics ({ref['metric']!r} against {own['metric']!r}): the scores are in different "
-                    "units, no move is given")
+        row.note = (
+            f"different metrics ({ref['metric']!r} against {own['metric']!r}): the scores are in different "
+            "units, no move is given"
+        )
     assert base_card is not None  # a base result comes with its card
     a, b = base_card.get("fields") or {}, card.get("fields") or {}
     row.downstream_fields = _diffs(downstream_fields(a, b), base_card, card)
@@ -220,16 +263,25 @@ def _row(task: str, model: str, layer: LayerInput, base: LayerInput) -> HarnessR
             # The two parts are each a difference of the same three scores: their sum is the total exactly
             # (up to float rounding); the total is kept as computed, the parts as they are.
             row.downstream_note = "the base layer's outputs re-scored under this layer's downstream fields"
-    identical = row.requests_compared is not None and row.requests_compared > 0 and \
-        row.requests_identical == row.requests_compared
+    identical = (
+        row.requests_compared is not None
+        and row.requests_compared > 0
+        and row.requests_identical == row.requests_compared
+    )
     if identical and not row.note:
-        row.note = ("every request byte-identical to the base layer's (a --pipelines run asks it once): the same "
-                    "generations" + (", whatever the upstream fields named" if row.upstream_fields else ""))
+        row.note = (
+            "every request byte-identical to the base layer's (a --pipelines run asks it once): the same "
+            "generations" + (", whatever the upstream fields named" if row.upstream_fields else "")
+        )
     if not row.upstream_fields and not row.note:
         row.note = "no upstream field differs: the upstream part is what the layer's own generations changed"
     if not row.note:
-        row.note = ("upstream: the joint effect of the upstream fields named (one set of new generations, not "
-                    "separable per field)" if row.upstream_fields else "")
+        row.note = (
+            "upstream: the joint effect of the upstream fields named (one set of new generations, not "
+            "separable per field)"
+            if row.upstream_fields
+            else ""
+        )
     if not row.lower_is_better:
         for name in ("total", "downstream", "upstream"):
             value = getattr(row, f"{name}_delta")
@@ -286,15 +338,31 @@ def render_harnesses(rows: Sequence[Mapping[str, Any]], width: int = 120) -> str
             total, down, up = (_fmt(r[f"{k}_delta"], lib, pp=True) for k in ("total", "downstream", "upstream"))
             if r["downstream_note"].startswith("not defined"):
                 down = up = "n/d"
-        table.append([r["task"], r["model"], r["layer"] + (" (base)" if r["is_base"] else ""), score, both, total,
-                      down, up])
-    lines = [f"Cross-harness table: each layer against {rows[0]['base_layer']} (the base, the benchmark's own "
-             "reading). Score under the",
-             "layer's denominator (over all questions or the valid ones); both beside it. Move in points (error",
-             "metrics in their unit) = downstream (the base's outputs re-scored under the layer's reading) +",
-             "upstream (the layer's own generations); n/d: not defined (another kind of request).",
-             tabulate(table, headers=["task", "model", "layer", "score (over)", "all / valid (valid/n)", "move",
-                                     "downstream", "upstream"], tablefmt="simple", disable_numparse=True)]
+        table.append(
+            [r["task"], r["model"], r["layer"] + (" (base)" if r["is_base"] else ""), score, both, total, down, up]
+        )
+    lines = [
+        f"Cross-harness table: each layer against {rows[0]['base_layer']} (the base, the benchmark's own "
+        "reading). Score under the",
+        "layer's denominator (over all questions or the valid ones); both beside it. Move in points (error",
+        "metrics in their unit) = downstream (the base's outputs re-scored under the layer's reading) +",
+        "upstream (the layer's own generations); n/d: not defined (another kind of request).",
+        tabulate(
+            table,
+            headers=[
+                "task",
+                "model",
+                "layer",
+                "score (over)",
+                "all / valid (valid/n)",
+                "move",
+                "downstream",
+                "upstream",
+            ],
+            tablefmt="simple",
+            disable_numparse=True,
+        ),
+    ]
     seen: set[tuple[str, str]] = set()
     for r in rows:
         key = (str(r["task"]), str(r["layer"]))
@@ -307,8 +375,10 @@ def render_harnesses(rows: Sequence[Mapping[str, Any]], width: int = 120) -> str
         if not r["downstream_fields"] and not r["upstream_fields"]:
             lines.append(f"  {r['layer']} on {r['task']}: no field differs from {r['base_layer']}")
             continue
-        lines.append(f"  {r['layer']} on {r['task']}: downstream fields {_fields_text(r['downstream_fields'])}; "
-                     f"upstream fields {_fields_text(r['upstream_fields'])}")
+        lines.append(
+            f"  {r['layer']} on {r['task']}: downstream fields {_fields_text(r['downstream_fields'])}; "
+            f"upstream fields {_fields_text(r['upstream_fields'])}"
+        )
         if r["downstream_note"].startswith("not defined"):
             lines.append(f"    downstream {r['downstream_note']}")
     return "\n".join(_wrap(line, width) for line in lines)

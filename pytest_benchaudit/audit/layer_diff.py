@@ -22,9 +22,13 @@ if TYPE_CHECKING:  # imported where used: rendering requests loads the prompt la
 __all__ = ["downstream_differs", "upstream_differences"]
 
 
-def upstream_differences(cards: Cards, layer: str, suites_dir: Path, data_dir: str | None = None,
-                         done: dict[tuple[str, str], UpstreamDifference | None] | None = None
-                         ) -> list[UpstreamDifference]:
+def upstream_differences(
+    cards: Cards,
+    layer: str,
+    suites_dir: Path,
+    data_dir: str | None = None,
+    done: dict[tuple[str, str], UpstreamDifference | None] | None = None,
+) -> list[UpstreamDifference]:
     """Per task: the dataset/prompt/inference fields in which the stored card and ``layer`` differ,
     judged by what is sent (:mod:`pytest_benchaudit.audit.upstream`): each task's questions are
     rendered under both pipelines and their requests compared byte for byte.
@@ -50,40 +54,44 @@ def upstream_differences(cards: Cards, layer: str, suites_dir: Path, data_dir: s
     return rows
 
 
-def _upstream_row(key: str, card: PipelineCard, layer: str, suites_dir: Path, data_dir: str | None
-                  ) -> UpstreamDifference | None:
+def _upstream_row(
+    key: str, card: PipelineCard, layer: str, suites_dir: Path, data_dir: str | None
+) -> UpstreamDifference | None:
     """One task's row of :func:`upstream_differences`, or None when no upstream field's value differs."""
-    from pytest_benchaudit.rescore.records import pipeline_from_card
     from pytest_benchaudit.audit.upstream import compare_sent, upstream_fields
     from pytest_benchaudit.dataset.readers import load_questions, resolve_data_dir
-    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, SuiteError, load_suite
+    from pytest_benchaudit.dataset.suites import SuiteError, load_suite, suite_path
     from pytest_benchaudit.pipeline.stages import PipelineError
     from pytest_benchaudit.prompt.templates import TemplateError
+    from pytest_benchaudit.rescore.records import pipeline_from_card
 
     bench, _, task = key.partition(".")
     try:
         suite = load_suite(suite_path(suites_dir, bench))
         pipeline = suite.pipeline(task, layer)
     except (SuiteError, PipelineError, KeyError, OSError) as err:
-        return {"task": key, "fields": [], "differs": None,
-                "note": f"no {layer!r} layer to compare with ({err})"}
+        return {"task": key, "fields": [], "differs": None, "note": f"no {layer!r} layer to compare with ({err})"}
     stored, target = card.get("fields", {}), pipeline.card()["fields"]
     names = upstream_fields(stored, target)
     if not names:
         return None
 
     def value_row(why: str) -> UpstreamDifference:
-        return {"task": key, "differs": True, "compared": "by value",
-                "fields": [{"field": f, "stored": stored.get(f), layer: target.get(f)} for f in names],
-                "no_effect": [], "same_request": [],
-                "note": f"needs new generations: not re-scored, not estimated (requests not rendered: {why}; "
-                        "fields compared by value)"}
+        return {
+            "task": key,
+            "differs": True,
+            "compared": "by value",
+            "fields": [{"field": f, "stored": stored.get(f), layer: target.get(f)} for f in names],
+            "no_effect": [],
+            "same_request": [],
+            "note": f"needs new generations: not re-scored, not estimated (requests not rendered: {why}; "
+            "fields compared by value)",
+        }
 
     try:
         data_path, origin = resolve_data_dir(data_dir)
         questions, _path = load_questions(suite, task, data_path, origin)
-        shots = (load_questions(suite, task, data_path, origin, few_shot=True)[0]
-                 if suite.tasks[task].few_shot else [])
+        shots = load_questions(suite, task, data_path, origin, few_shot=True)[0] if suite.tasks[task].few_shot else []
         sent = compare_sent(pipeline_from_card(card), pipeline, suite.templates, questions, shots)
     except (SuiteError, OSError) as err:
         return value_row(str(err))
@@ -91,23 +99,37 @@ def _upstream_row(key: str, card: PipelineCard, layer: str, suites_dir: Path, da
         return value_row(f"{type(err).__name__}: {err}")
 
     def entry(v: FieldVerdict) -> UpstreamField:
-        return {"field": v.field, "stored": v.stored, layer: v.target, "reason": v.reason,
-                "questions_identical": v.n_identical, "questions": v.n_questions}
+        return {
+            "field": v.field,
+            "stored": v.stored,
+            layer: v.target,
+            "reason": v.reason,
+            "questions_identical": v.n_identical,
+            "questions": v.n_questions,
+        }
 
     if not sent.fields:  # the cards differed only in a field one of them predates (its default applies)
         return None
     needs = sent.by_verdict("needs_generations")
     row: UpstreamDifference = {
-        "task": key, "differs": bool(needs), "compared": "rendered requests",
+        "task": key,
+        "differs": bool(needs),
+        "compared": "rendered requests",
         "fields": [entry(v) for v in needs],
         "no_effect": [entry(v) for v in sent.by_verdict("no_effect")],
         "same_request": [entry(v) for v in sent.by_verdict("same_request")],
-        "requests": {"questions": sent.n_questions, "identical": sent.n_identical,
-                     "how": "each question rendered under the stored pipeline and under the layer "
-                            "(prompt.templates.render_request); requests compared by their canonical JSON"},
-        "note": ("needs new generations: not re-scored, not estimated" if needs else
-                 "no upstream difference: the two layers send the same requests, or differ only where it "
-                 "changes nothing"),
+        "requests": {
+            "questions": sent.n_questions,
+            "identical": sent.n_identical,
+            "how": "each question rendered under the stored pipeline and under the layer "
+            "(prompt.templates.render_request); requests compared by their canonical JSON",
+        },
+        "note": (
+            "needs new generations: not re-scored, not estimated"
+            if needs
+            else "no upstream difference: the two layers send the same requests, or differ only where it "
+            "changes nothing"
+        ),
     }
     return row
 
@@ -117,7 +139,7 @@ def downstream_differs(cards: Cards, layer: str, suites_dir: Path) -> set[str]:
     (some extraction.* field), ``more`` (some scoring/aggregation field).  Only fields both cards name
     count (a card written before a field existed does not name it); a task without the layer is not
     counted (re-scoring says why it is skipped)."""
-    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, SuiteError, load_suite
+    from pytest_benchaudit.dataset.suites import SuiteError, load_suite, suite_path
     from pytest_benchaudit.pipeline.stages import PipelineError
 
     found: set[str] = set()

@@ -19,16 +19,16 @@ not separated (one set of new generations changes them all at once).
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
-from pytest_benchaudit.rescore.run_dirs import RescoreError
-from pytest_benchaudit.pipeline.stages import UPSTREAM_STAGES
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.pipeline.stages import UPSTREAM_STAGES
+from pytest_benchaudit.rescore.run_dirs import RescoreError
 from pytest_benchaudit.runs.run_meta import run_layers
 from pytest_benchaudit.runs.store import RunDirectory, load_run, read_run_json
 
@@ -42,8 +42,11 @@ def layer_cards(cards: Cards, layer: str) -> Cards:
     """The cards of one layer of a ``--pipelines`` run, keyed ``bench.task`` (no layer variant info)."""
     out: Cards = {}
     for key, card in cards.items():
-        if isinstance(card, dict) and card.get("pipeline") == layer and (
-                "|" not in key or ((variant := card.get("variant")) is not None and variant["kind"] == "layer")):
+        if (
+            isinstance(card, dict)
+            and card.get("pipeline") == layer
+            and ("|" not in key or ((variant := card.get("variant")) is not None and variant["kind"] == "layer"))
+        ):
             these = card.copy()
             these.pop("variant", None)
             out[key.split("|", 1)[0]] = these
@@ -73,8 +76,11 @@ def split_layers(run_dir: Path, out: Path) -> dict[str, Path]:
     cards = meta.get("pipeline_cards") or {}
     paths: dict[str, Path] = {}
     for layer in layers:
-        recs = [_base_variant(r) for r in records if r.get("pipeline") == layer
-                and (not r.get("variant") or r.get("variant") == layer)]
+        recs = [
+            _base_variant(r)
+            for r in records
+            if r.get("pipeline") == layer and (not r.get("variant") or r.get("variant") == layer)
+        ]
         if not recs:
             continue
         these = layer_cards(cards, layer)
@@ -88,21 +94,33 @@ def split_layers(run_dir: Path, out: Path) -> dict[str, Path]:
         target.append_many(recs)
         results = summarize(recs, these)
         target.write_json("summary.json", summary_document(results, benchmark_scores(results, these), [], these))
-        kept = {k: v for k, v in meta.items()
-                if k not in ("pipelines", "pipeline", "pipeline_cards", "source", "run_id", "ended", "n_records")}
-        target.finish(**kept, pipeline=layer, pipeline_cards=these,
-                      source={"kind": "layer", "run_dir": str(run_dir), "run_id": meta.get("run_id"), "layer": layer})
+        kept = {
+            k: v
+            for k, v in meta.items()
+            if k not in ("pipelines", "pipeline", "pipeline_cards", "source", "run_id", "ended", "n_records")
+        }
+        target.finish(
+            **kept,
+            pipeline=layer,
+            pipeline_cards=these,
+            source={"kind": "layer", "run_dir": str(run_dir), "run_id": meta.get("run_id"), "layer": layer},
+        )
         paths[layer] = target.path
     missing = [x for x in layers if x not in paths]
     if len(paths) < 2:
-        raise RescoreError(f"{run_dir}: records of only {', '.join(paths) or 'no layer'}; no records under "
-                           f"{', '.join(missing)}")
+        raise RescoreError(
+            f"{run_dir}: records of only {', '.join(paths) or 'no layer'}; no records under {', '.join(missing)}"
+        )
     return paths
 
 
-def upstream_attribution(base: Mapping[str, Mapping[str, TaskResult]], rescored: Mapping[str, Mapping[str, TaskResult]],
-                         target: Mapping[str, Mapping[str, TaskResult]], base_cards: Cards,
-                         target_cards: Cards) -> list[UpstreamAttributionRow]:
+def upstream_attribution(
+    base: Mapping[str, Mapping[str, TaskResult]],
+    rescored: Mapping[str, Mapping[str, TaskResult]],
+    target: Mapping[str, Mapping[str, TaskResult]],
+    base_cards: Cards,
+    target_cards: Cards,
+) -> list[UpstreamAttributionRow]:
     """Per task x model: base -> (downstream: re-scored) -> (upstream: regenerated) target, each part's effect.
 
     ``base``/``rescored``/``target``: task key -> model -> summary result (the base layer, its records
@@ -113,8 +131,7 @@ def upstream_attribution(base: Mapping[str, Mapping[str, TaskResult]], rescored:
     rows: list[UpstreamAttributionRow] = []
     for key in sorted(target):
         # A task the base layer lacks has no base card: nothing to attribute, no fields to name.
-        fields = (upstream_fields_between(base_cards[key], target_cards.get(key)) if key in base_cards
-                  else [])
+        fields = upstream_fields_between(base_cards[key], target_cards.get(key)) if key in base_cards else []
         for model in sorted(target[key]):
             t = target[key][model]
             b = (base.get(key) or {}).get(model)
@@ -129,17 +146,29 @@ def upstream_attribution(base: Mapping[str, Mapping[str, TaskResult]], rescored:
             down, up, total = diff(b, r), diff(r, t), diff(b, t)
 
             def pp(value: float | None) -> float | None:
-                return None if value is None or lib else 100 * value
+                return None if value is None or lib else 100 * value  # noqa: B023 - called within this iteration
 
             row: UpstreamAttributionRow = {
-                "task": key, "model": model, "metric": t["metric"], "lower_is_better": lib,
-                "base_score": None if b is None else b["score"], "rescored_score": None if r is None else r["score"],
-                "target_score": t["score"], "downstream_delta": down, "upstream_delta": up, "total_delta": total,
+                "task": key,
+                "model": model,
+                "metric": t["metric"],
+                "lower_is_better": lib,
+                "base_score": None if b is None else b["score"],
+                "rescored_score": None if r is None else r["score"],
+                "target_score": t["score"],
+                "downstream_delta": down,
+                "upstream_delta": up,
+                "total_delta": total,
                 "upstream_fields": fields,
-                "note": ("the layers send the same requests: the same generations, no upstream effect" if not fields
-                         else "joint effect of the upstream fields named (one set of new generations: not "
-                              "separable per field)"),
-                "downstream_pp": pp(down), "upstream_pp": pp(up), "total_pp": pp(total),
+                "note": (
+                    "the layers send the same requests: the same generations, no upstream effect"
+                    if not fields
+                    else "joint effect of the upstream fields named (one set of new generations: not "
+                    "separable per field)"
+                ),
+                "downstream_pp": pp(down),
+                "upstream_pp": pp(up),
+                "total_pp": pp(total),
             }
             if b is None:
                 row["note"] = "the task has no base-layer result (the base layer skipped it)"

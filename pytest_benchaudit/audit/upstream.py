@@ -25,16 +25,24 @@ Pure: the caller reads the suite and the questions (see :func:`pytest_benchaudit
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from pytest_benchaudit.pipeline.stages import UPSTREAM_STAGES, Pipeline, PipelineError
 from pytest_benchaudit.pipeline.layering import apply_overrides
+from pytest_benchaudit.pipeline.stages import UPSTREAM_STAGES, Pipeline, PipelineError
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.prompt.templates import Template, TemplateError, render_request
 
-__all__ = ["FieldVerdict", "SentComparison", "compare_sent", "request_difference", "upstream_fields",
-           "NOT_IN_REQUEST", "NO_EFFECT_AT_GREEDY"]
+__all__ = [
+    "FieldVerdict",
+    "SentComparison",
+    "compare_sent",
+    "request_difference",
+    "upstream_fields",
+    "NOT_IN_REQUEST",
+    "NO_EFFECT_AT_GREEDY",
+]
 
 #: Upstream fields that a rendered request does not carry, with what they decide instead.
 NOT_IN_REQUEST = {
@@ -43,9 +51,11 @@ NOT_IN_REQUEST = {
 }
 #: Request parameters with no effect when temperature is 0 (greedy decoding) on both sides.
 NO_EFFECT_AT_GREEDY = ("top_p", "seed")
-_GREEDY_REASON = ("temperature is 0 on both sides (greedy decoding): the request's {names} {verb} nothing the "
-                  "model generates (no sampling for a seed to fix; the most likely token is inside every top_p "
-                  "nucleus)")
+_GREEDY_REASON = (
+    "temperature is 0 on both sides (greedy decoding): the request's {names} {verb} nothing the "
+    "model generates (no sampling for a seed to fix; the most likely token is inside every top_p "
+    "nucleus)"
+)
 
 
 @dataclass
@@ -75,8 +85,9 @@ class SentComparison:
 
 def upstream_fields(stored: Mapping[str, Any], target: Mapping[str, Any]) -> list[str]:
     """The dataset/prompt/inference fields (flat card names) whose values differ."""
-    return sorted(f for f in set(stored) | set(target)
-                  if f.split(".", 1)[0] in UPSTREAM_STAGES and stored.get(f) != target.get(f))
+    return sorted(
+        f for f in set(stored) | set(target) if f.split(".", 1)[0] in UPSTREAM_STAGES and stored.get(f) != target.get(f)
+    )
 
 
 def _not_in_request(name: str) -> str | None:
@@ -91,34 +102,49 @@ def request_difference(a: Request, b: Request) -> tuple[str, list[str]]:
     if a.identity == b.identity:
         return "same", []
     names = sorted(k for k in set(a.params) | set(b.params) if a.params.get(k) != b.params.get(k))
-    body_same = (a.mode, a.messages, a.prompt, a.adjustments, a.sample) == (b.mode, b.messages, b.prompt,
-                                                                              b.adjustments, b.sample)
+    body_same = (a.mode, a.messages, a.prompt, a.adjustments, a.sample) == (
+        b.mode,
+        b.messages,
+        b.prompt,
+        b.adjustments,
+        b.sample,
+    )
     greedy = a.params.get("temperature") == 0 and b.params.get("temperature") == 0
     if body_same and names and greedy and all(n in NO_EFFECT_AT_GREEDY for n in names):
         return "no_effect", names
     return "differs", names
 
 
-def _renders(pipeline: Pipeline, templates: Mapping[str, Template], questions: Sequence[Question],
-             shots: Sequence[Question]) -> list[Request]:
+def _renders(
+    pipeline: Pipeline, templates: Mapping[str, Template], questions: Sequence[Question], shots: Sequence[Question]
+) -> list[Request]:
     name = pipeline.prompt.template
     if name not in templates:
-        raise TemplateError(f"prompt.template {name!r} is not a template of {pipeline.benchmark}; "
-                            f"templates: {', '.join(templates)}")
+        raise TemplateError(
+            f"prompt.template {name!r} is not a template of {pipeline.benchmark}; templates: {', '.join(templates)}"
+        )
     return [render_request(pipeline, templates[name], q, list(shots)) for q in questions]
 
 
 def _compare(a: list[Request], b: list[Request]) -> tuple[int, str, list[str]]:
     """(identical count, the worst difference over the questions, the parameter names that differ)."""
     kinds = [request_difference(x, y) for x, y in zip(a, b)]
-    worst = "differs" if any(k == "differs" for k, _ in kinds) else (
-        "no_effect" if any(k == "no_effect" for k, _ in kinds) else "same")
+    worst = (
+        "differs"
+        if any(k == "differs" for k, _ in kinds)
+        else ("no_effect" if any(k == "no_effect" for k, _ in kinds) else "same")
+    )
     names = sorted({n for _k, ns in kinds for n in ns})
     return sum(k == "same" for k, _ in kinds), worst, names
 
 
-def compare_sent(stored: Pipeline, target: Pipeline, templates: Mapping[str, Template],
-                 questions: Sequence[Question], shots: Sequence[Question] = ()) -> SentComparison:
+def compare_sent(
+    stored: Pipeline,
+    target: Pipeline,
+    templates: Mapping[str, Template],
+    questions: Sequence[Question],
+    shots: Sequence[Question] = (),
+) -> SentComparison:
     """Each upstream field in which ``stored`` and ``target`` differ, judged by the requests rendered
     for ``questions``.  Raises :class:`TemplateError` or :class:`PipelineError` when a pipeline cannot
     render them (an unknown template, a few-shot count the data cannot supply)."""
@@ -144,7 +170,7 @@ def compare_sent(stored: Pipeline, target: Pipeline, templates: Mapping[str, Tem
             verdict.reason = why
         elif joint_same:
             verdict.verdict, verdict.n_identical = "same_request", n
-            verdict.reason = (f"the two layers render byte-identical requests for all {n} questions")
+            verdict.reason = f"the two layers render byte-identical requests for all {n} questions"
         else:
             # Both contexts: the field alone on the stored pipeline, and reverted alone on the target one,
             # so a field that only matters next to another changed field is not called harmless.
@@ -160,12 +186,13 @@ def compare_sent(stored: Pipeline, target: Pipeline, templates: Mapping[str, Tem
             elif "differs" not in kinds:
                 verdict.verdict = "no_effect"
                 names_ = sorted(set(params_a) | set(params_b))
-                verdict.reason = _GREEDY_REASON.format(names=" and ".join(names_),
-                                                       verb="changes" if len(names_) == 1 else "change")
+                verdict.reason = _GREEDY_REASON.format(
+                    names=" and ".join(names_), verb="changes" if len(names_) == 1 else "change"
+                )
             else:
-                verdict.reason = (f"changes the request of {n - same_a} of {n} questions"
-                                  + (f" (parameters: {', '.join(params_a)})" if params_a and kind_a == "differs"
-                                     else ""))
+                verdict.reason = f"changes the request of {n - same_a} of {n} questions" + (
+                    f" (parameters: {', '.join(params_a)})" if params_a and kind_a == "differs" else ""
+                )
         out.fields.append(verdict)
     return out
 

@@ -37,22 +37,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_benchaudit.aggregate.summary_documents import TaskResult
+from pytest_benchaudit.audit.audit_documents import (
+    AttributionRow,
+    AuditDocument,
+    HarnessTableRow,
+    ScoreRow,
+    UpstreamAttributionRow,
+    UpstreamDifference,
+)
+from pytest_benchaudit.audit.layer_diff import downstream_differs, upstream_differences
+from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.compare import CompareError, compare_document, load_runs, make_sets
 from pytest_benchaudit.compare.compare_documents import CompareDocument
 from pytest_benchaudit.compare.embedders import Embedder
-from pytest_benchaudit.compare.similarity import DEFAULT_PROMPTS
 from pytest_benchaudit.compare.runsets import LoadedRun, RunSet
+from pytest_benchaudit.compare.similarity import DEFAULT_PROMPTS
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 from pytest_benchaudit.diagnose.finding_documents import FindingRow
 from pytest_benchaudit.diagnose.flips import OrderFlip
-from pytest_benchaudit.audit.audit_documents import (AttributionRow, AuditDocument, HarnessTableRow, ScoreRow,
-                                               UpstreamAttributionRow, UpstreamDifference)
 from pytest_benchaudit.ledger.ledger_documents import LedgerNote, LedgerRow
-from pytest_benchaudit.audit.layer_diff import downstream_differs, upstream_differences
-from pytest_benchaudit.rescore.run_dirs import RescoreError, rescore_run, sweep_run
-from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
+from pytest_benchaudit.rescore.run_dirs import RescoreError, rescore_run, sweep_run
 from pytest_benchaudit.runs.run_meta import RunMeta, not_recorded
-from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
 __all__ = ["AUDIT_VERSION", "AuditOptions", "build_audit", "upstream_differences", "scores_both_ways"]
 
@@ -62,9 +68,23 @@ UPSTREAM = ("dataset", "prompt", "inference")
 
 # Summary fields a score row carries when its run has them: the invalid reasons, and the error bars of
 # a run asked K > 1 times (the report's repeats table reads them; docs/statistics.md defines each).
-_CARRIED = ("invalid_reasons", "lower_is_better", "repeats", "reducer", "n_questions", "se", "se_clustered", "ci95",
-            "ci95_clustered", "sampling_sd", "retest_agreement", "ci95_method", "ci95_clustered_method", "clustered_by",
-            "n_groups")
+_CARRIED = (
+    "invalid_reasons",
+    "lower_is_better",
+    "repeats",
+    "reducer",
+    "n_questions",
+    "se",
+    "se_clustered",
+    "ci95",
+    "ci95_clustered",
+    "sampling_sd",
+    "retest_agreement",
+    "ci95_method",
+    "ci95_clustered_method",
+    "clustered_by",
+    "n_groups",
+)
 
 
 def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]]) -> list[ScoreRow]:
@@ -76,10 +96,20 @@ def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]])
             continue  # one run set (imported generic tasks: nothing re-scored toward another layer)
         label = doc["sets"][side]["label"]
         for r in res:
-            row: ScoreRow = {"layer": label, "benchmark": r["benchmark"], "task": r["task"], "model": r["model"],
-                   "metric": r["metric"], "denominator": r["denominator"], "n": r["n"], "n_valid": r["n_valid"],
-                   "score": r["score"], "score_total": r["score_total"], "score_valid": r["score_valid"],
-                   "invalid_rate": r["invalid_rate"]}
+            row: ScoreRow = {
+                "layer": label,
+                "benchmark": r["benchmark"],
+                "task": r["task"],
+                "model": r["model"],
+                "metric": r["metric"],
+                "denominator": r["denominator"],
+                "n": r["n"],
+                "n_valid": r["n_valid"],
+                "score": r["score"],
+                "score_total": r["score_total"],
+                "score_valid": r["score_valid"],
+                "invalid_rate": r["invalid_rate"],
+            }
             # the keys of _CARRIED, in its order
             if (v0 := r.get("invalid_reasons")) is not None:
                 row["invalid_reasons"] = v0
@@ -115,8 +145,13 @@ def scores_both_ways(doc: CompareDocument, results: dict[str, list[TaskResult]])
     return rows
 
 
-def _diagnose(base: list[LoadedRun], ledger: list[LedgerRow], suites_dir: Path, data_dir: str | None,
-              order_flips: Sequence[OrderFlip] | None = None) -> list[FindingRow]:
+def _diagnose(
+    base: list[LoadedRun],
+    ledger: list[LedgerRow],
+    suites_dir: Path,
+    data_dir: str | None,
+    order_flips: Sequence[OrderFlip] | None = None,
+) -> list[FindingRow]:
     """``benchaudit diagnose`` on the stored runs (their base records), with the ledger rows for FM15 and the
     multiverse's pairs for BA07."""
     from pytest_benchaudit.diagnose import LoadedRun as DiagnosedRun
@@ -136,19 +171,17 @@ def _run_meta(run_dir: Path) -> RunMeta:
     return read_run_json(run_dir)
 
 
-def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer: str | None,
-                pipelines: list[str] | None = None
-                ) -> tuple[list[Path], str, Path | None, Path | None, dict[str, Path]]:
+def _two_layers(
+    run_paths: list[Path], out: Path, toward: str | None, from_layer: str | None, pipelines: list[str] | None = None
+) -> tuple[list[Path], str, Path | None, Path | None, dict[str, Path]]:
     """(the runs audited, the target layer, the target layer's run, the --pipelines run, every layer's
     run) for a ``--pipelines`` run; the runs as given, ``toward`` (default standardized) and no layer
     runs otherwise.  ``pipelines``: the layers of the cross-harness table (the first is the base; the
     target is ``toward`` or the first other one that asks the same kind of request)."""
-    from pytest_benchaudit.compare import expand_runs
     from pytest_benchaudit.audit.layer_runs import split_layers
-    from pytest_benchaudit.runs.run_meta import run_layers
-    from pytest_benchaudit.runs.store import read_run_json
-
     from pytest_benchaudit.common.errors import RunDirError
+    from pytest_benchaudit.compare import expand_runs
+    from pytest_benchaudit.runs.run_meta import run_layers
 
     paths = expand_runs(run_paths)
     layered: dict[Path, list[str]] = {}
@@ -161,24 +194,29 @@ def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer
     if not layered:
         for option, value in (("--from", from_layer), ("--pipelines", ",".join(pipelines or []) or None)):
             if value is not None:
-                raise CompareError(f"{option} {value}: only for a run made with pytest --pipelines (its layers); "
-                                   "these runs hold one layer each")
+                raise CompareError(
+                    f"{option} {value}: only for a run made with pytest --pipelines (its layers); "
+                    "these runs hold one layer each"
+                )
         return run_paths, toward or "standardized", None, None, {}
     if len(paths) != 1:
-        raise CompareError(f"{next(iter(layered))}: a --pipelines run is audited on its own (its layers are both "
-                           "sides); give it alone")
-    (run, layers), = layered.items()
+        raise CompareError(
+            f"{next(iter(layered))}: a --pipelines run is audited on its own (its layers are both sides); give it alone"
+        )
+    ((run, layers),) = layered.items()
     if pipelines:
         from_layer, toward = _harness_layers(run, layers, pipelines, from_layer, toward)
     base_layer = from_layer or (layers[1] if toward == layers[0] else layers[0])
     target = toward or next(x for x in layers if x != base_layer)
     for option, name in (("--from", base_layer), ("--toward", target)):
         if name not in layers:
-            raise CompareError(f"{option} {name}: the run's layers are {', '.join(layers)} (--pipelines)"
-                               f"{did_you_mean(name, layers)}")
+            raise CompareError(
+                f"{option} {name}: the run's layers are {', '.join(layers)} (--pipelines){did_you_mean(name, layers)}"
+            )
     if base_layer == target:
-        raise CompareError(f"--from and --toward are both {target!r}: choose two of the run's layers "
-                           f"({', '.join(layers)})")
+        raise CompareError(
+            f"--from and --toward are both {target!r}: choose two of the run's layers ({', '.join(layers)})"
+        )
     try:
         views = split_layers(run, out / "layers")
     except RescoreError as err:
@@ -188,27 +226,31 @@ def _two_layers(run_paths: list[Path], out: Path, toward: str | None, from_layer
     return [views[base_layer]], target, views[target], run, views
 
 
-def _harness_layers(run: Path, layers: list[str], pipelines: list[str], from_layer: str | None,
-                    toward: str | None) -> tuple[str, str]:
+def _harness_layers(
+    run: Path, layers: list[str], pipelines: list[str], from_layer: str | None, toward: str | None
+) -> tuple[str, str]:
     """(base, target) of the two-layer part of an audit with ``--pipelines``; usage errors name the option."""
     from pytest_benchaudit.audit.cross_harness import request_kind
     from pytest_benchaudit.audit.layer_runs import layer_cards
-    from pytest_benchaudit.runs.store import read_run_json
 
     text = ",".join(pipelines)
     if len(pipelines) < 2 or len(set(pipelines)) != len(pipelines):
         raise CompareError(f"--pipelines {text}: expected two or more distinct layers of the run, the base first")
     for name in pipelines:
         if name not in layers:
-            raise CompareError(f"--pipelines {text}: {name!r} is not a layer of {run} (its layers: "
-                               f"{', '.join(layers)}){did_you_mean(name, layers)}")
+            raise CompareError(
+                f"--pipelines {text}: {name!r} is not a layer of {run} (its layers: "
+                f"{', '.join(layers)}){did_you_mean(name, layers)}"
+            )
     if from_layer not in (None, pipelines[0]):
-        raise CompareError(f"--from {from_layer} with --pipelines {text}: the base is the first layer listed; "
-                           "give one of them")
+        raise CompareError(
+            f"--from {from_layer} with --pipelines {text}: the base is the first layer listed; give one of them"
+        )
     if toward is not None:
         if toward not in pipelines[1:]:
-            raise CompareError(f"--toward {toward} with --pipelines {text}: choose one of the layers listed after "
-                               "the base")
+            raise CompareError(
+                f"--toward {toward} with --pipelines {text}: choose one of the layers listed after the base"
+            )
         return pipelines[0], toward
     # The compare/attribution part re-scores the base's generations toward the target: a layer that
     # asks another kind of request (log-likelihoods) cannot be that target; the table says why.
@@ -218,8 +260,9 @@ def _harness_layers(run: Path, layers: list[str], pipelines: list[str], from_lay
     return pipelines[0], (same or pipelines[1:])[0]
 
 
-def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, data_dir: str | None
-                  ) -> list[HarnessTableRow]:
+def cross_harness(
+    views: dict[str, Path], layers: list[str], suites_dir: Path, data_dir: str | None
+) -> list[HarnessTableRow]:
     """The cross-harness rows (:mod:`pytest_benchaudit.audit.cross_harness`) of the layers of one
     ``--pipelines`` run, split into ``views`` (layer -> single-layer run), the first layer the base.
 
@@ -228,11 +271,11 @@ def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, d
     task, where both layers ask the same kind of request."""
     from pytest_benchaudit.aggregate.results import summarize
     from pytest_benchaudit.audit.cross_harness import LayerInput, downstream_defined, harness_rows
-    from pytest_benchaudit.rescore.run_dirs import _Resources, card_key
-    from pytest_benchaudit.runs.store import load_run
-    from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records
     from pytest_benchaudit.pipeline.layering import retarget
     from pytest_benchaudit.pipeline.stages import PipelineError
+    from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records
+    from pytest_benchaudit.rescore.run_dirs import _Resources, card_key
+    from pytest_benchaudit.runs.store import load_run
 
     def index(results: list[TaskResult]) -> dict[str, dict[str, TaskResult]]:
         out: dict[str, dict[str, TaskResult]] = {}
@@ -264,14 +307,25 @@ def cross_harness(views: dict[str, Path], layers: list[str], suites_dir: Path, d
                     continue
                 try:
                     pipe = retarget(pipeline_from_card(base_cards[task]), pipeline_from_card(cards[task]), [])
-                    new = rescore_records([r for r in base_recs if card_key(r) == task], lambda _r: pipe,
-                                          lambda b, t: resources(b, t, pipe.scoring.metric))
+                    new = rescore_records(
+                        [r for r in base_recs if card_key(r) == task],
+                        lambda _r: pipe,  # noqa: B023 - called within this iteration
+                        lambda b, t: resources(b, t, pipe.scoring.metric),  # noqa: B023 - called within this iteration
+                    )
                 except (PipelineError, RescoreError, KeyError, TypeError, ValueError) as err:
                     notes[task] = f"{type(err).__name__}: {err}"
                     continue
                 rescored.update(index(summarize(new, {task: pipe.card()})))
-        inputs.append(LayerInput(name=name, cards=cards, results=index(summarize(recs, cards)), rescored=rescored,
-                                 rescore_notes=notes, requests=requests))
+        inputs.append(
+            LayerInput(
+                name=name,
+                cards=cards,
+                results=index(summarize(recs, cards)),
+                rescored=rescored,
+                rescore_notes=notes,
+                requests=requests,
+            )
+        )
     return [row.row() for row in harness_rows(inputs[0], inputs[1:])]
 
 
@@ -316,24 +370,27 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
     Raises :class:`CompareError` (bad runs, nothing to compare) or :class:`RescoreError` (a run that
     cannot be re-scored).
     """
-    from pytest_benchaudit.ledger.ledger_rows import build_ledger
-    from pytest_benchaudit.dataset.suites import SuiteError
-    from pytest_benchaudit.pipeline.stages import PipelineError
     from pytest_benchaudit.compare.sensitivity import SensitivityRequest, classify_runs
+    from pytest_benchaudit.dataset.suites import SuiteError
+    from pytest_benchaudit.ledger.ledger_rows import build_ledger
+    from pytest_benchaudit.pipeline.stages import PipelineError
 
     toward, suites_dir, data_dir, similarity = options.toward, options.suites_dir, options.data_dir, options.similarity
     pipelines = list(options.pipelines) if options.pipelines is not None else None
     findings = list(options.findings) if options.findings is not None else None
     regenerated = list(options.regenerated)
     given = toward
-    run_paths, toward, target_run, layered_run, views = _two_layers(list(run_paths), out, toward, options.from_layer,
-                                                                    pipelines)
+    run_paths, toward, target_run, layered_run, views = _two_layers(
+        list(run_paths), out, toward, options.from_layer, pipelines
+    )
     base = load_runs(run_paths)
     layers = sorted({r["pipeline"] for run in base for r in run.records})
     if toward in layers:
         if given is None:  # the user changed no option: say that the default is what does not fit
-            raise CompareError(f"the runs are already under {toward!r}, the layer an audit goes toward by default; "
-                               "name another with --toward LAYER (e.g. --toward released)")
+            raise CompareError(
+                f"the runs are already under {toward!r}, the layer an audit goes toward by default; "
+                "name another with --toward LAYER (e.g. --toward released)"
+            )
         raise CompareError(f"--toward {toward}: the runs are already under {toward!r}; give runs of another layer")
     rescored_dirs: list[Path] = []
     attribution: list[AttributionRow] = []
@@ -345,25 +402,41 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
     for run in base:
         why = not_recorded(run.meta, "finish_reason")
         if why:
-            notes.append(f"{run.path.name}: truncation {why} (no finish reason in its samples): FM03 not checked, "
-                         "and no reply counts as truncated in its invalid reasons")
+            notes.append(
+                f"{run.path.name}: truncation {why} (no finish reason in its samples): FM03 not checked, "
+                "and no reply counts as truncated in its invalid reasons"
+            )
     for run in base:
         if not _has_suite(run, suites_dir):
             # An imported log's generic task: no suite, so no layer to re-score toward; the audit keeps the
             # runs' own compare, diagnose and export.
-            notes.append(f"{run.path.name}: its benchmarks have no suite under {suites_dir} (an imported generic "
-                         f"task): not re-scored toward {toward!r}")
+            notes.append(
+                f"{run.path.name}: its benchmarks have no suite under {suites_dir} (an imported generic "
+                f"task): not re-scored toward {toward!r}"
+            )
             continue
-        new, _results, _cards = rescore_run(run.path, layer=toward, report_dir=out / "runs" / toward,
-                                            suites_dir=suites_dir, data_dir=data_dir, option="--toward")
+        new, _results, _cards = rescore_run(
+            run.path,
+            layer=toward,
+            report_dir=out / "runs" / toward,
+            suites_dir=suites_dir,
+            data_dir=data_dir,
+            option="--toward",
+        )
         rescored_dirs.append(new.path)
         # The paper's rho_ext changes extraction alone: the same runs re-scored with only the target
         # layer's extraction.* fields (scoring and aggregation as stored), where those fields differ.
         # Where only extraction fields differ, the full re-score is that run already (one run per column).
         if downstream_differs(run.meta.get("pipeline_cards") or {}, toward, suites_dir) == {"extraction", "more"}:
-            only, _r, _c = rescore_run(run.path, layer=toward, report_dir=out / "runs" / f"{toward}-extraction-only",
-                                       suites_dir=suites_dir, data_dir=data_dir, stages=("extraction",),
-                                       option="--toward")
+            only, _r, _c = rescore_run(
+                run.path,
+                layer=toward,
+                report_dir=out / "runs" / f"{toward}-extraction-only",
+                suites_dir=suites_dir,
+                data_dir=data_dir,
+                stages=("extraction",),
+                option="--toward",
+            )
             extraction_dirs.append(only.path)
         rows, _res, _c = sweep_run(run.path, [], toward=toward, suites_dir=suites_dir, data_dir=data_dir)
         # Each row names the run it re-scored, so the report's "reproduce" command is complete.
@@ -387,17 +460,26 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
         if classify_runs(set_a, cards, real)[0]["kind"] == "upstream":
             extra = real + extra
         else:
-            notes.append(f"{toward}: the layers send the same requests (no upstream field differs): no rho_gen "
-                         "from this run")
+            notes.append(
+                f"{toward}: the layers send the same requests (no upstream field differs): no rho_gen from this run"
+            )
     # The compare part with its analyses (compare.analysis_registry): sensitivity always, similarity on request.
     analyses: dict[str, object] = {
-        "sensitivity": SensitivityRequest(target + load_runs(extraction_dirs) + extra, cards)}
+        "sensitivity": SensitivityRequest(target + load_runs(extraction_dirs) + extra, cards)
+    }
     if similarity is not None:
         from pytest_benchaudit.compare.similarity import SimilarityRequest
 
         analyses["similarity"] = SimilarityRequest(similarity, suites_dir, options.n_prompts)
-    doc = compare_document(set_a, set_b, None, n_resamples=options.n_resamples, seed=options.seed,
-                           permutations=options.permutations, options=analyses)
+    doc = compare_document(
+        set_a,
+        set_b,
+        None,
+        n_resamples=options.n_resamples,
+        seed=options.seed,
+        permutations=options.permutations,
+        options=analyses,
+    )
     doc["sensitivity"]["notes"] += notes
     benches = sorted({r["benchmark"] for run in base for r in run.records})
     ledger: list[LedgerRow | LedgerNote]
@@ -408,12 +490,15 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
         ledger_rows, ledger = [], [{"note": f"no ledger: {err}"}]
     if findings is None:
         findings = _diagnose(base, ledger_rows, suites_dir, data_dir, options.order_flips)
-    results = {"a": [r for by in set_a.results.values() for r in by.values()],
-               "b": [r for by in set_b.results.values() for r in by.values()] if set_b is not None else []}
+    results = {
+        "a": [r for by in set_a.results.values() for r in by.values()],
+        "b": [r for by in set_b.results.values() for r in by.values()] if set_b is not None else [],
+    }
     audit: AuditDocument = {
         "version": AUDIT_VERSION,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "runs": [str(run.path) for run in base], "layers": {"from": layers, "toward": toward},
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "runs": [str(run.path) for run in base],
+        "layers": {"from": layers, "toward": toward},
         "rescored_runs": [str(p) for p in rescored_dirs],
         "extraction_only_runs": [str(p) for p in extraction_dirs],
         "scores": _with_truncation(scores_both_ways(doc, results), unrecorded),
@@ -422,19 +507,25 @@ def build_audit(run_paths: Sequence[Path], out: Path, options: AuditOptions = Au
         # upstream difference: it is listed apart, with the fields and why.
         "upstream_differences": [row for row in upstream if row.get("differs") is not False],
         "upstream_same_requests": [row for row in upstream if row.get("differs") is False],
-        "ledger": ledger, "findings": findings, "exports": [],
+        "ledger": ledger,
+        "findings": findings,
+        "exports": [],
         "compare": doc,
         "how": "downstream fields re-scored from the stored outputs; upstream differences listed, never estimated; "
-               "see docs/compare.md for the analyses",
+        "see docs/compare.md for the analyses",
     }
     if layered_run is not None:
-        audit.update({
-            "runs": [str(layered_run)], "layer_runs": {layers[0]: str(base[0].path), toward: str(real[0].path)},
-            "upstream_attribution": split,
-            "how": "a --pipelines run: set a = the base layer's records, set b = the target layer's own records; "
-                   "downstream fields re-scored from the base layer's outputs (attribution), upstream fields "
-                   "attributed together from the target layer's generations (upstream_attribution); see "
-                   "docs/audit.md"})
+        audit.update(
+            {
+                "runs": [str(layered_run)],
+                "layer_runs": {layers[0]: str(base[0].path), toward: str(real[0].path)},
+                "upstream_attribution": split,
+                "how": "a --pipelines run: set a = the base layer's records, set b = the target layer's own records; "
+                "downstream fields re-scored from the base layer's outputs (attribution), upstream fields "
+                "attributed together from the target layer's generations (upstream_attribution); see "
+                "docs/audit.md",
+            }
+        )
     if pipelines:
         audit["layers"]["harnesses"] = list(pipelines)
         audit["harnesses"] = cross_harness(views, list(pipelines), suites_dir, data_dir)
@@ -466,8 +557,9 @@ def _has_suite(run: LoadedRun, suites_dir: Path) -> bool:
     return any((Path(suites_dir) / bench / SUITE_FILENAME).is_file() for bench in benches)
 
 
-def _layer_upstream(set_a: RunSet, rescored: RunSet, real: RunSet, base_cards: Cards, target_meta: RunMeta
-                    ) -> tuple[list[UpstreamDifference], list[UpstreamAttributionRow]]:
+def _layer_upstream(
+    set_a: RunSet, rescored: RunSet, real: RunSet, base_cards: Cards, target_meta: RunMeta
+) -> tuple[list[UpstreamDifference], list[UpstreamAttributionRow]]:
     """(upstream_differences rows, upstream_attribution rows) of a --pipelines run's two layers."""
     from pytest_benchaudit.audit.layer_runs import upstream_attribution, upstream_fields_between
 
@@ -482,10 +574,15 @@ def _layer_upstream(set_a: RunSet, rescored: RunSet, real: RunSet, base_cards: C
         fields = upstream_fields_between(base_cards[key], target_cards[key])
         if fields:
             effects = [r["upstream_pp"] for r in split if r["task"] == key and r["upstream_pp"] is not None]
-            rows.append({"task": key, "regenerated": True,
-                         "fields": [{"field": f, "stored": a.get(f), str(target_meta.get("pipeline")): b.get(f)}
-                                    for f in fields],
-                         "note": "regenerated in this run: their joint effect per model is in upstream_attribution"
-                                 + (f" ({min(effects):+.1f} to {max(effects):+.1f} pp)" if effects else "")})
+            rows.append(
+                {
+                    "task": key,
+                    "regenerated": True,
+                    "fields": [
+                        {"field": f, "stored": a.get(f), str(target_meta.get("pipeline")): b.get(f)} for f in fields
+                    ],
+                    "note": "regenerated in this run: their joint effect per model is in upstream_attribution"
+                    + (f" ({min(effects):+.1f} to {max(effects):+.1f} pp)" if effects else ""),
+                }
+            )
     return rows, split
-

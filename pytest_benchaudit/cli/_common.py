@@ -12,8 +12,17 @@ from typing import TYPE_CHECKING
 
 from pytest_benchaudit.common.errors import UsageError, did_you_mean
 
-__all__ = ["CliError", "Subparsers", "add_data_dir", "add_suites_dir", "check_out_dir", "plugin_suite_dirs", "records_under", "run_cards",
-           "suite_file"]
+__all__ = [
+    "CliError",
+    "Subparsers",
+    "add_data_dir",
+    "add_suites_dir",
+    "check_out_dir",
+    "plugin_suite_dirs",
+    "records_under",
+    "run_cards",
+    "suite_file",
+]
 
 # What `ArgumentParser.add_subparsers()` returns; each command module adds its parser to it.
 # (The class is private, but it is what argparse hands out; only typeshed makes it generic.)
@@ -45,8 +54,10 @@ def records_under(records: list[RecordRow], pipeline: str, option: str = "--pipe
     mine = [r for r in records if r.get("pipeline") == pipeline]
     if not mine:
         held = sorted({str(r.get("pipeline")) for r in records})
-        raise CliError(f"{option} {pipeline}: no records under pipeline {pipeline!r}{did_you_mean(pipeline, held)}; "
-                       f"the runs hold: {', '.join(held) or 'no records'}")
+        raise CliError(
+            f"{option} {pipeline}: no records under pipeline {pipeline!r}{did_you_mean(pipeline, held)}; "
+            f"the runs hold: {', '.join(held) or 'no records'}"
+        )
     return mine
 
 
@@ -63,8 +74,10 @@ def check_out_dir(path: Path, option: str, reads: Iterable[Path] = ()) -> None:
     for source in reads:
         where = Path(source).resolve()
         if out == where or where in out.parents:
-            raise CliError(f"{option} {path}: {'that is' if out == where else 'inside'} {source}, which this command "
-                           "reads; what it writes would be mixed with what it reads: give a folder outside it")
+            raise CliError(
+                f"{option} {path}: {'that is' if out == where else 'inside'} {source}, which this command "
+                "reads; what it writes would be mixed with what it reads: give a folder outside it"
+            )
 
 
 def add_suites_dir(p: argparse.ArgumentParser) -> None:
@@ -77,16 +90,17 @@ def add_data_dir(p: argparse.ArgumentParser) -> None:
 
 def suite_file(bench: str, suites_dir: Path) -> Path:
     """``suites_dir/bench/suite.toml``; a missing suite is one error listing the suites there are."""
-    from pytest_benchaudit.dataset.suites import SUITE_FILENAME
-
     from pytest_benchaudit.cli.runargs import no_suite_message
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 
     path = suites_dir / bench / SUITE_FILENAME
     if not path.is_file():
         for folder in plugin_suite_dirs():  # a plugin's suite of that name (docs/plugins.md)
             if (folder / bench / SUITE_FILENAME).is_file():
                 return folder / bench / SUITE_FILENAME
-        known = sorted({p.parent.name for d in (suites_dir, *plugin_suite_dirs()) for p in d.glob(f"*/{SUITE_FILENAME}")})
+        known = sorted(
+            {p.parent.name for d in (suites_dir, *plugin_suite_dirs()) for p in d.glob(f"*/{SUITE_FILENAME}")}
+        )
         raise CliError(no_suite_message(bench, suites_dir, known))
     return path
 

@@ -70,8 +70,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from importlib import import_module
-from typing import Sequence
 
 from pytest_benchaudit import __version__
 from pytest_benchaudit.cli.runargs import add_skip_bad_records, locate_suites_dir
@@ -118,7 +118,7 @@ _LIST_HELP: dict[str, str] = {
     "sweep": "single-field counterfactuals on a run's stored outputs (downstream fields)",
     "import": "published model outputs as run directories (one per model)",
     "compare": "ranks, tau-b, rank shifts with bootstrap CIs, PCA, peer gaps, similarity, sensitivity; compare.json "
-               "and an HTML report",
+    "and an HTML report",
     "export": "write a run in another format (Every Eval Ever)",
     "audit-gold": "questions where most models agree on one answer against gold (for review)",
     "judge-agreement": "agreement, Cohen's kappa, confusion table and strata of two judges",
@@ -130,7 +130,7 @@ _LIST_HELP: dict[str, str] = {
     "init": "write a suites/ copy to edit and a pyproject snippet (the packaged suites, no data)",
     "plan": "questions x repeats a paired comparison needs to detect a difference (power analysis)",
     "schema": "the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings, "
-              "multiverse.json",
+    "multiverse.json",
     "plugins": "the plugins loaded, where from, and what each registered",
 }
 
@@ -145,8 +145,9 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     """The ``benchaudit`` parser; only the command named in ``argv`` gets its full options."""
-    parser = argparse.ArgumentParser(prog="benchaudit", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="benchaudit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"benchaudit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = _chosen_command(argv)
@@ -155,9 +156,13 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
             module = import_module(f"pytest_benchaudit.cli.{module_name}")
             command = module.add_parser(sub)
             command.set_defaults(_run=module.run)
-            command.add_argument("--disable-plugin", action="append", default=[], metavar="NAME",
-                                 help="turn off the installed plugin NAME (repeatable; also "
-                                      "BENCHAUDIT_DISABLE_PLUGINS=a,b)")
+            command.add_argument(
+                "--disable-plugin",
+                action="append",
+                default=[],
+                metavar="NAME",
+                help="turn off the installed plugin NAME (repeatable; also BENCHAUDIT_DISABLE_PLUGINS=a,b)",
+            )
             add_skip_bad_records(sub)
         else:
             sub.add_parser(name, help=_LIST_HELP[name])

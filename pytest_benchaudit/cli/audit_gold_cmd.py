@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_benchaudit.compare import CompareError, expand_runs
 from pytest_benchaudit.annotation.gold_audit import GoldAuditError, audit_gold, render, write_csv
-from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.cli._common import Subparsers, records_under
+from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.compare import CompareError, expand_runs
 from pytest_benchaudit.runs.store import load_run
 
 if TYPE_CHECKING:
@@ -24,24 +24,44 @@ HELP = "questions where most models agree on one answer against gold (for review
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "audit-gold", help="questions where several models agree on the same answer that differs from the gold "
-                           "(candidates for manual review)",
+        "audit-gold",
+        help="questions where several models agree on the same answer that differs from the gold "
+        "(candidates for manual review)",
         description="Flag questions where at least K models give the same valid answer (case-insensitive; multi-answer "
-                    "MCQ as sorted letter sets), scored incorrect, that differs from the gold. Default K: a strict "
-                    "majority of the models that have a record for the question (invalid answers count in that "
-                    "total but never agree). Tasks with continuous metrics (VSP/CVSS, F1, ...) and judge-graded "
-                    "tasks are skipped. Prints flags per task; flags are candidates for review, not label errors.")
-    p.add_argument("runs", nargs="*", type=Path, metavar="RUN",
-                   help="run directories, or folders of run directories (e.g. an import's --report-dir)")
-    p.add_argument("--confirm", type=Path, metavar="CSV",
-                   help="instead of runs: a sample from `benchaudit sample --for gold` with the annotators' verdicts "
-                        "(error / ok / unclear) filled; prints the confirmed label-error rate among the checked flags "
-                        "with its Wilson CI (not a benchmark-wide rate)")
-    p.add_argument("--rule", choices=["all", "any"], default="all",
-                   help="with --confirm: a flag is confirmed when all (default) or any of its annotators say 'error'")
+        "MCQ as sorted letter sets), scored incorrect, that differs from the gold. Default K: a strict "
+        "majority of the models that have a record for the question (invalid answers count in that "
+        "total but never agree). Tasks with continuous metrics (VSP/CVSS, F1, ...) and judge-graded "
+        "tasks are skipped. Prints flags per task; flags are candidates for review, not label errors.",
+    )
+    p.add_argument(
+        "runs",
+        nargs="*",
+        type=Path,
+        metavar="RUN",
+        help="run directories, or folders of run directories (e.g. an import's --report-dir)",
+    )
+    p.add_argument(
+        "--confirm",
+        type=Path,
+        metavar="CSV",
+        help="instead of runs: a sample from `benchaudit sample --for gold` with the annotators' verdicts "
+        "(error / ok / unclear) filled; prints the confirmed label-error rate among the checked flags "
+        "with its Wilson CI (not a benchmark-wide rate)",
+    )
+    p.add_argument(
+        "--rule",
+        choices=["all", "any"],
+        default="all",
+        help="with --confirm: a flag is confirmed when all (default) or any of its annotators say 'error'",
+    )
     p.add_argument("--json", action="store_true", help="with --confirm: print the result as JSON")
-    p.add_argument("--min-models", type=int, default=None, metavar="K",
-                   help="flag when at least K models agree (default: strict majority of the models with a record)")
+    p.add_argument(
+        "--min-models",
+        type=int,
+        default=None,
+        metavar="K",
+        help="flag when at least K models agree (default: strict majority of the models with a record)",
+    )
     p.add_argument("--pipeline", default=None, metavar="P", help="only records under pipeline P")
     p.add_argument("--out", type=Path, default=None, metavar="CSV", help="write the flags for manual review to CSV")
     return p
@@ -57,8 +77,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         records: list[RecordRow] = []
         for path in expand_runs(args.runs):
-            _meta, recs = load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr),
-                                   require_records=True)
+            _meta, recs = load_run(
+                path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr), require_records=True
+            )
             records += recs
         if getattr(args, "pipeline", None) is not None:
             records_under(records, args.pipeline)  # a pipeline the runs do not hold: one error naming the nearest

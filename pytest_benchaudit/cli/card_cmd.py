@@ -30,16 +30,26 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p.add_argument("target", help="a benchmark name (e.g. seceval) or a run directory")
     p.add_argument("--task", help="one task (e.g. mcq)")
     p.add_argument("--pipeline", default=None, help="layer (default: standardized; a benchmark's suite only)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a field, as in pytest --set")
-    p.add_argument("--data-dir", help="data directory the card's checksums and exemplars are read from, as a run "
-                                      "reads them (default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a field, as in pytest --set",
+    )
+    p.add_argument(
+        "--data-dir",
+        help="data directory the card's checksums and exemplars are read from, as a run "
+        "reads them (default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets)",
+    )
     add_suites_dir(p)
     return p
 
 
-def _suite_cards(bench: str, suites_dir: Path, task: str | None, layer: str, sets: list[str],
-                 data_dir: str | None) -> Cards:
+def _suite_cards(
+    bench: str, suites_dir: Path, task: str | None, layer: str, sets: list[str], data_dir: str | None
+) -> Cards:
     from pytest_benchaudit.dataset import materials
     from pytest_benchaudit.dataset.readers import resolve_data_dir
     from pytest_benchaudit.dataset.suites import DataUnavailable, load_suite
@@ -54,8 +64,9 @@ def _suite_cards(bench: str, suites_dir: Path, task: str | None, layer: str, set
     tasks = [task] if task else list(suite.tasks)
     for name in tasks:
         if name not in suite.tasks:
-            raise CliError(f"{bench} has no task {name!r}{did_you_mean(name, suite.tasks)}; tasks: "
-                           f"{', '.join(suite.tasks)}")
+            raise CliError(
+                f"{bench} has no task {name!r}{did_you_mean(name, suite.tasks)}; tasks: {', '.join(suite.tasks)}"
+            )
     root, origin = resolve_data_dir(data_dir)
     cards: Cards = {}
     for name in tasks:
@@ -64,8 +75,10 @@ def _suite_cards(bench: str, suites_dir: Path, task: str | None, layer: str, set
         try:
             files = materials.read_task_files(suite, name, root, origin)
         except DataUnavailable as err:
-            _not_the_run(f"{bench}.{name}", f"its data cannot be read here ({err}); the hash leaves out the data "
-                                            "files' checksums")
+            _not_the_run(
+                f"{bench}.{name}",
+                f"its data cannot be read here ({err}); the hash leaves out the data files' checksums",
+            )
         if needs_judge(pipeline):
             _not_the_run(f"{bench}.{name}", "it is scored by a --judge, whose prompts a run's hash covers")
         cards[f"{bench}.{name}"] = materials.task_card(suite, name, pipeline, files, Path.cwd())
@@ -81,16 +94,20 @@ def run(args: argparse.Namespace) -> int:
     if (Path(target) / "run.json").exists():
         given = [o for o, v in (("--pipeline", args.pipeline), ("--set", args.sets)) if v]
         if given:  # not silently ignored: a run's cards are what it was made with
-            raise CliError(f"{' and '.join(given)}: for a benchmark's suite (benchaudit card BENCH); {target} is a run "
-                           "directory, whose cards are what it was made with (`benchaudit rescore RUN_DIR --pipeline "
-                           "P --set FIELD=VALUE` re-scores it under others)")
+            raise CliError(
+                f"{' and '.join(given)}: for a benchmark's suite (benchaudit card BENCH); {target} is a run "
+                "directory, whose cards are what it was made with (`benchaudit rescore RUN_DIR --pipeline "
+                "P --set FIELD=VALUE` re-scores it under others)"
+            )
         cards = run_cards(Path(target))
         if task:
             key = task if "." in task else next((k for k in cards if k.endswith(f".{task}")), task)
             if key not in cards:
                 names = [*cards, *(k.split(".", 1)[-1] for k in cards)]
-                raise CliError(f"--task {task}: no card for {task!r} in this run{did_you_mean(task, names)}; tasks in "
-                               f"this run: {', '.join(cards) or 'none'}")
+                raise CliError(
+                    f"--task {task}: no card for {task!r} in this run{did_you_mean(task, names)}; tasks in "
+                    f"this run: {', '.join(cards) or 'none'}"
+                )
             cards = {key: cards[key]}
     else:
         cards = _suite_cards(target, args.suites_dir, task, args.pipeline or "standardized", args.sets, args.data_dir)

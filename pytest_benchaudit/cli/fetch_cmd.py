@@ -22,8 +22,8 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.dataset.fetch import fetch_suite
-    from pytest_benchaudit.dataset.suites import load_suite
     from pytest_benchaudit.dataset.readers import resolve_data_dir
+    from pytest_benchaudit.dataset.suites import load_suite
 
     suites = [load_suite(suite_file(bench, args.suites_dir)) for bench in args.benches]
     root, chosen_by = resolve_data_dir(args.data_dir)

@@ -27,19 +27,29 @@ SOURCE_HELP = {
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser(
-        "import", help="turn other harnesses' logs (Inspect, lm-eval, Every Eval Ever) or a benchmark's published "
-                       "outputs into run directories",
+        "import",
+        help="turn other harnesses' logs (Inspect, lm-eval, Every Eval Ever) or a benchmark's published "
+        "outputs into run directories",
         description="Turn another harness's logs, or a benchmark's published model outputs, into benchaudit run "
-                    "directories that every offline command reads. A log whose requests are what one of our peer "
-                    "layers renders becomes that layer; any other task imports as a generic one. Each run's "
-                    "headline is checked against the harness's own reported metric. Without SOURCE the format is "
-                    "detected. Sources: " + "; ".join(f"{k}: {v}" for k, v in SOURCE_HELP.items()))
-    p.add_argument("paths", nargs="+", metavar="[SOURCE] PATH",
-                   help=f"optionally a source ({', '.join(SOURCE_HELP)}, or a plugin's importer: "
-                        "benchaudit plugins lists them), then the logs or folders to import")
-    p.add_argument("--report-dir", type=Path, default=Path("reports"), help="where run directories go (default: reports/)")
+        "directories that every offline command reads. A log whose requests are what one of our peer "
+        "layers renders becomes that layer; any other task imports as a generic one. Each run's "
+        "headline is checked against the harness's own reported metric. Without SOURCE the format is "
+        "detected. Sources: " + "; ".join(f"{k}: {v}" for k, v in SOURCE_HELP.items()),
+    )
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="[SOURCE] PATH",
+        help=f"optionally a source ({', '.join(SOURCE_HELP)}, or a plugin's importer: "
+        "benchaudit plugins lists them), then the logs or folders to import",
+    )
+    p.add_argument(
+        "--report-dir", type=Path, default=Path("reports"), help="where run directories go (default: reports/)"
+    )
     p.add_argument("--suites-dir", type=Path, default=Path("suites"), help="where suites live (default: suites/)")
-    p.add_argument("--data-dir", help="benchmark data directory (default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets)")
+    p.add_argument(
+        "--data-dir", help="benchmark data directory (default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets)"
+    )
     return p
 
 
@@ -58,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
     source = first if first in known and (rest or not Path(first).exists()) else None
     if source is None and rest and not Path(first).exists():
         # `import WORD PATH...` where WORD is neither an importer nor a path: a misspelled source
-        raise CliError(f"no importer {first!r}{did_you_mean(first, list(known))} (and no such file or folder); "
-                       f"importers: {', '.join(sorted(known))}")
+        raise CliError(
+            f"no importer {first!r}{did_you_mean(first, list(known))} (and no such file or folder); "
+            f"importers: {', '.join(sorted(known))}"
+        )
     paths = [Path(p) for p in (rest if source else args.paths)]
     if not paths:
         raise ImportSourceError(f"benchaudit import {source}: give the logs or folders to import")
@@ -71,10 +83,12 @@ def run(args: argparse.Namespace) -> int:
         if name is None:
             name = next((n for n, imp in known.items() if _detects(imp, path)), None)
         if name is None:
-            raise ImportSourceError(f"{path}: not a format benchaudit imports (Inspect .eval/.json logs, lm-eval "
-                                    "results_*.json folders, Every Eval Ever files, AthenaBench runs-mini/, "
-                                    "CTI-Bench responses/, or a plugin's: benchaudit plugins); name the source: "
-                                    "benchaudit import SOURCE PATH")
+            raise ImportSourceError(
+                f"{path}: not a format benchaudit imports (Inspect .eval/.json logs, lm-eval "
+                "results_*.json folders, Every Eval Ever files, AthenaBench runs-mini/, "
+                "CTI-Bench responses/, or a plugin's: benchaudit plugins); name the source: "
+                "benchaudit import SOURCE PATH"
+            )
         if source is None:
             print(f"detected {name} in {path}")
         groups.setdefault(name, []).append(path)

@@ -49,8 +49,13 @@ class InitResult:
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser("init", help=HELP, description=HELP)
     p.add_argument("dir", nargs="?", type=Path, default=Path("."), metavar="DIR", help="project folder (created)")
-    p.add_argument("--suite", action="append", default=[], metavar="NAME",
-                   help="copy only this suite (repeatable; default: every packaged suite)")
+    p.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="copy only this suite (repeatable; default: every packaged suite)",
+    )
     p.add_argument("--force", action="store_true", help="replace suite files that differ from the packaged ones")
     return p
 
@@ -76,8 +81,10 @@ def init_project(target: Path, suites: list[str], force: bool = False) -> InitRe
     plan = [(src, target / "suites" / src.relative_to(shipped)) for src in sources]
     edited = [dest for src, dest in plan if dest.is_file() and dest.read_bytes() != src.read_bytes()]
     if edited and not force:
-        raise CliError(f"{', '.join(str(d) for d in edited)}: differ from the packaged copies of pytest-benchaudit "
-                       f"{package_version()} (edited?); kept: pass --force to replace them")
+        raise CliError(
+            f"{', '.join(str(d) for d in edited)}: differ from the packaged copies of pytest-benchaudit "
+            f"{package_version()} (edited?); kept: pass --force to replace them"
+        )
     result = InitResult()
     for src, dest in plan:
         rel = str(dest.relative_to(target))
@@ -100,9 +107,11 @@ def run(args: argparse.Namespace) -> int:
     target: Path = args.dir
     result = init_project(target, args.suite, force=args.force)
     where = target / "suites"
-    print(f"{where}: {len(result.written)} file(s) written, {len(result.unchanged)} already the same "
-          f"(the suites of pytest-benchaudit {package_version()}; edit them here: a local suites/NAME runs "
-          "instead of the packaged one)")
+    print(
+        f"{where}: {len(result.written)} file(s) written, {len(result.unchanged)} already the same "
+        f"(the suites of pytest-benchaudit {package_version()}; edit them here: a local suites/NAME runs "
+        "instead of the packaged one)"
+    )
     if result.pyproject_written:
         print(f"{target / 'pyproject.toml'}: written (testpaths, a named model to edit)")
     else:

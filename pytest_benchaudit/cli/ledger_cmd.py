@@ -17,9 +17,9 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_benchaudit.ledger.ledger_rows import build_ledger
-    from pytest_benchaudit.ledger.ledger_render import render
     from pytest_benchaudit.cli._common import plugin_suite_dirs
+    from pytest_benchaudit.ledger.ledger_render import render
+    from pytest_benchaudit.ledger.ledger_rows import build_ledger
 
     print(render(build_ledger(args.suites_dir, plugin_suite_dirs()), args.fmt))
     return 0

@@ -21,22 +21,36 @@ HELP = "every defensible pipeline of each task at once: which model orderings su
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     p = sub.add_parser(
-        "multiverse", help=HELP,
+        "multiverse",
+        help=HELP,
         description="Score stored runs under every specification of each task's space (the downstream fields' "
-                    "defensible values, declared in the suite's [tasks.T.multiverse] or its defaults; upstream "
-                    "fields where the runs hold their generations) and report which model orderings hold in "
-                    "every specification, the score distributions, rank intervals and the share of the "
-                    "variance each field explains. Writes DIR/multiverse.json and DIR/multiverse.html.")
+        "defensible values, declared in the suite's [tasks.T.multiverse] or its defaults; upstream "
+        "fields where the runs hold their generations) and report which model orderings hold in "
+        "every specification, the score distributions, rank intervals and the share of the "
+        "variance each field explains. Writes DIR/multiverse.json and DIR/multiverse.html.",
+    )
     p.add_argument("runs", nargs="*", type=Path, metavar="RUN", help="run directories, or folders of them")
     p.add_argument("--out", type=Path, metavar="DIR", help="where multiverse.json and multiverse.html go")
-    p.add_argument("--list", metavar="BENCH", dest="list_bench",
-                   help="print BENCH's space per task (fields, values and why, size) and stop")
+    p.add_argument(
+        "--list",
+        metavar="BENCH",
+        dest="list_bench",
+        help="print BENCH's space per task (fields, values and why, size) and stop",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the sample of a large space and of the bootstrap")
-    p.add_argument("--resamples", type=int, default=1000,
-                   help="bootstrap resamples of the rank interval over questions x specifications (default 1000)")
-    p.add_argument("--max-specs", type=int, default=4096, metavar="N",
-                   help="enumerate the full factorial up to N specifications per task, else a seeded sample of N "
-                        "(default 4096)")
+    p.add_argument(
+        "--resamples",
+        type=int,
+        default=1000,
+        help="bootstrap resamples of the rank interval over questions x specifications (default 1000)",
+    )
+    p.add_argument(
+        "--max-specs",
+        type=int,
+        default=4096,
+        metavar="N",
+        help="enumerate the full factorial up to N specifications per task, else a seeded sample of N (default 4096)",
+    )
     p.add_argument("--json", action="store_true", help="print multiverse.json instead of the text report")
     add_suites_dir(p)
     add_data_dir(p)
@@ -61,8 +75,14 @@ def run(args: argparse.Namespace) -> int:
     from pytest_benchaudit.multiverse.mv_html import write_multiverse_html
     from pytest_benchaudit.multiverse.universe import build_multiverse, write_document
 
-    doc = build_multiverse(args.runs, suites_dir=args.suites_dir, data_dir=args.data_dir, seed=args.seed,
-                           resamples=args.resamples, max_specs=args.max_specs)
+    doc = build_multiverse(
+        args.runs,
+        suites_dir=args.suites_dir,
+        data_dir=args.data_dir,
+        seed=args.seed,
+        resamples=args.resamples,
+        max_specs=args.max_specs,
+    )
     target = write_document(doc, args.out / "multiverse.json")
     html = write_multiverse_html(doc, args.out / "multiverse.html")
     if args.json:

@@ -110,27 +110,55 @@ class Plan(BaseModel):
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
-    p = sub.add_parser("plan", help=HELP, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="How many questions, each asked K times, a comparison of two models on the same "
-                                   "questions needs to detect a true difference --mde with a two-sided test at "
-                                   "--alpha with --power, and whether the task holds that many.")
-    p.add_argument("--task", required=True, metavar="BENCH.TASK",
-                   help="the suite task compared (e.g. cybermetric.cm80; BENCH alone for a one-task suite): its "
-                        "size caps the questions available; a task imported from another harness's log with no "
-                        "suite (e.g. inspect.toy_mcq) needs --from, and its size is the questions its runs hold")
-    p.add_argument("--mde", required=True, type=float, metavar="D",
-                   help="the true difference to detect, absolute in the metric's unit (0.03 = 3 points on a share)")
-    p.add_argument("--from", dest="runs", nargs="+", type=Path, default=[], metavar="RUN",
-                   help="run directories with the task, or folders of them (ideally asked with --repeats): the variances are measured "
-                        "from their records.jsonl; without, a stated assumption is used")
-    p.add_argument("--models", metavar="A,B", help="the two models of the runs to measure (default: the pair whose "
-                                                    "difference varies most)")
+    p = sub.add_parser(
+        "plan",
+        help=HELP,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="How many questions, each asked K times, a comparison of two models on the same "
+        "questions needs to detect a true difference --mde with a two-sided test at "
+        "--alpha with --power, and whether the task holds that many.",
+    )
+    p.add_argument(
+        "--task",
+        required=True,
+        metavar="BENCH.TASK",
+        help="the suite task compared (e.g. cybermetric.cm80; BENCH alone for a one-task suite): its "
+        "size caps the questions available; a task imported from another harness's log with no "
+        "suite (e.g. inspect.toy_mcq) needs --from, and its size is the questions its runs hold",
+    )
+    p.add_argument(
+        "--mde",
+        required=True,
+        type=float,
+        metavar="D",
+        help="the true difference to detect, absolute in the metric's unit (0.03 = 3 points on a share)",
+    )
+    p.add_argument(
+        "--from",
+        dest="runs",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="RUN",
+        help="run directories with the task, or folders of them (ideally asked with --repeats): the variances are measured "
+        "from their records.jsonl; without, a stated assumption is used",
+    )
+    p.add_argument(
+        "--models",
+        metavar="A,B",
+        help="the two models of the runs to measure (default: the pair whose difference varies most)",
+    )
     p.add_argument("--alpha", type=float, default=0.05, help="two-sided significance level (default 0.05)")
     p.add_argument("--power", type=float, default=0.80, help="the chance of detecting the difference (default 0.80)")
-    p.add_argument("--repeats", default="1,2,3,5,10", metavar="K,...",
-                   help="repeat counts to list (default 1,2,3,5,10)")
-    p.add_argument("--pipeline", default="standardized",
-                   help="layer whose scoring.metric the task uses when no run is given (default: standardized)")
+    p.add_argument(
+        "--repeats", default="1,2,3,5,10", metavar="K,...", help="repeat counts to list (default 1,2,3,5,10)"
+    )
+    p.add_argument(
+        "--pipeline",
+        default="standardized",
+        help="layer whose scoring.metric the task uses when no run is given (default: standardized)",
+    )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     add_suites_dir(p)
     add_data_dir(p)
@@ -145,12 +173,16 @@ def _split_task(text: str, suites_dir: Path) -> tuple[Any, str]:
     suite = load_suite(suite_file(bench, suites_dir))
     if not task:
         if len(suite.tasks) != 1:
-            raise CliError(f"--task {text!r}: {bench} has {len(suite.tasks)} tasks; name one as BENCH.TASK: "
-                           + ", ".join(f"{bench}.{t}" for t in suite.tasks))
+            raise CliError(
+                f"--task {text!r}: {bench} has {len(suite.tasks)} tasks; name one as BENCH.TASK: "
+                + ", ".join(f"{bench}.{t}" for t in suite.tasks)
+            )
         task = next(iter(suite.tasks))
     if task not in suite.tasks:
-        raise CliError(f"--task {text!r}: {bench} has no task {task!r}{did_you_mean(task, suite.tasks)}; tasks: "
-                       + ", ".join(f"{bench}.{t}" for t in suite.tasks))
+        raise CliError(
+            f"--task {text!r}: {bench} has no task {task!r}{did_you_mean(task, suite.tasks)}; tasks: "
+            + ", ".join(f"{bench}.{t}" for t in suite.tasks)
+        )
     return suite, task
 
 
@@ -177,16 +209,22 @@ def _imported_task(text: str, runs: list[Path]) -> str:
         found |= {(str(r["benchmark"]), str(r["task"])) for r in records}
     tasks = sorted(t for b, t in found if b == bench)
     if not tasks:
-        raise CliError(f"--task {text!r}: no suite {bench!r} and no records of benchmark {bench!r} in the --from runs; "
-                       "tasks in them: " + ", ".join(sorted(f"{b}.{t}" for b, t in found)))
+        raise CliError(
+            f"--task {text!r}: no suite {bench!r} and no records of benchmark {bench!r} in the --from runs; "
+            "tasks in them: " + ", ".join(sorted(f"{b}.{t}" for b, t in found))
+        )
     if not task:
         if len(tasks) != 1:
-            raise CliError(f"--task {text!r}: the runs hold {len(tasks)} tasks of {bench}; name one as BENCH.TASK: "
-                           + ", ".join(f"{bench}.{t}" for t in tasks))
+            raise CliError(
+                f"--task {text!r}: the runs hold {len(tasks)} tasks of {bench}; name one as BENCH.TASK: "
+                + ", ".join(f"{bench}.{t}" for t in tasks)
+            )
         return tasks[0]
     if task not in tasks:
-        raise CliError(f"--task {text!r}: the --from runs hold no task {task!r} of {bench}"
-                       f"{did_you_mean(task, tasks)}; tasks: " + ", ".join(f"{bench}.{t}" for t in tasks))
+        raise CliError(
+            f"--task {text!r}: the --from runs hold no task {task!r} of {bench}"
+            f"{did_you_mean(task, tasks)}; tasks: " + ", ".join(f"{bench}.{t}" for t in tasks)
+        )
     return task
 
 
@@ -235,8 +273,10 @@ def _scores_by_model(runs: list[Path], bench: str, task: str) -> tuple[dict[str,
             found[name] = dict(by_q)
     metrics.discard("")
     if len(metrics) > 1:
-        raise CliError(f"--from: the runs score {bench}.{task} with different metrics ({', '.join(sorted(metrics))}); "
-                       "a plan needs one")
+        raise CliError(
+            f"--from: the runs score {bench}.{task} with different metrics ({', '.join(sorted(metrics))}); "
+            "a plan needs one"
+        )
     return found, next(iter(metrics), "")
 
 
@@ -255,8 +295,9 @@ def _measured(scores: dict[str, dict[str, list[float]]], models: str | None) -> 
     try:
         if len(names) == 1:
             return one_model_variances(scores[names[0]], names[0]), names
-        pairs = [(paired_variances(scores[a], scores[b], f"{a} vs {b}"), [a, b])
-                 for a, b in itertools.combinations(names, 2)]
+        pairs = [
+            (paired_variances(scores[a], scores[b], f"{a} vs {b}"), [a, b]) for a, b in itertools.combinations(names, 2)
+        ]
     except ValueError as err:
         raise CliError(f"--from: {err}") from None
     # The pair whose difference varies most at K = 1: a plan that suffices for it suffices for the rest.
@@ -277,11 +318,15 @@ def _check_numbers(args: argparse.Namespace, lower_is_better: bool, metric: str)
     import math
 
     if not math.isfinite(args.mde) or args.mde <= 0:
-        raise CliError(f"--mde {args.mde}: the difference to detect must be a number > 0 (absolute, in the metric's "
-                       "unit: 0.03 = 3 points on a share)")
+        raise CliError(
+            f"--mde {args.mde}: the difference to detect must be a number > 0 (absolute, in the metric's "
+            "unit: 0.03 = 3 points on a share)"
+        )
     if not lower_is_better and args.mde >= 1:
-        raise CliError(f"--mde {args.mde}: {metric or 'the metric'} is a share in [0, 1]; the difference is absolute "
-                       f"in that unit (did you mean {args.mde / 100:g}, {args.mde:g} points?)")
+        raise CliError(
+            f"--mde {args.mde}: {metric or 'the metric'} is a share in [0, 1]; the difference is absolute "
+            f"in that unit (did you mean {args.mde / 100:g}, {args.mde:g} points?)"
+        )
     for name, value in (("--alpha", args.alpha), ("--power", args.power)):
         if not 0 < value < 1:
             raise CliError(f"{name} {value}: must lie strictly between 0 and 1")
@@ -289,20 +334,28 @@ def _check_numbers(args: argparse.Namespace, lower_is_better: bool, metric: str)
 
 def make_plan(args: argparse.Namespace) -> Plan:
     """The plan of ``args`` (the parsed command line); :class:`CliError` on bad input."""
-    from pytest_benchaudit.aggregate.power import (assumed_binary_variances, mcnemar_discordance, paired_t_power,
-                                                   plan_rows, questions_for_power, z_total)
+    from pytest_benchaudit.aggregate.power import (
+        assumed_binary_variances,
+        mcnemar_discordance,
+        paired_t_power,
+        plan_rows,
+        questions_for_power,
+        z_total,
+    )
     from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
     bench = args.task.partition(".")[0]
     imported = bool(args.runs) and not _has_suite(bench, args.suites_dir)
     try:
-        suite, task = ((None, _imported_task(args.task, args.runs)) if imported
-                       else _split_task(args.task, args.suites_dir))
+        suite, task = (
+            (None, _imported_task(args.task, args.runs)) if imported else _split_task(args.task, args.suites_dir)
+        )
     except CliError as err:
         if args.runs or _has_suite(bench, args.suites_dir):
             raise
-        raise CliError(f"{err}; a task imported from another harness's log has no suite: give its runs with "
-                       "--from RUN...") from None
+        raise CliError(
+            f"{err}; a task imported from another harness's log has no suite: give its runs with --from RUN..."
+        ) from None
     bench = suite.name if suite is not None else bench
     repeats = _parse_repeats(args.repeats)
     scores, metric = _scores_by_model(args.runs, bench, task) if args.runs else ({}, "")
@@ -322,30 +375,59 @@ def make_plan(args: argparse.Namespace) -> Plan:
     elif info is not None and info.kind == "binary":
         variances, models = assumed_binary_variances(), []
     else:
-        raise CliError(f"{bench}.{task} scores with {metric!r}, not a 0/1 score: there is no safe assumption "
-                       "about its variance; measure it with --from RUN (a run of the task, ideally with --repeats)")
+        raise CliError(
+            f"{bench}.{task} scores with {metric!r}, not a 0/1 score: there is no safe assumption "
+            "about its variance; measure it with --from RUN (a run of the task, ideally with --repeats)"
+        )
     # An imported task has no suite and no data file here: its size is the questions its runs hold.
-    size = (_task_questions(suite, task, args.data_dir) if suite is not None
-            else len({qid for by_q in scores.values() for qid in by_q}))
+    size = (
+        _task_questions(suite, task, args.data_dir)
+        if suite is not None
+        else len({qid for by_q in scores.values() for qid in by_q})
+    )
     rows = plan_rows(args.mde, variances, size, repeats, args.alpha, args.power)
     fitting = [r for r in rows if r.fits]
     best = min(fitting, key=lambda r: (r.generations, r.repeats)) if fitting else None
     # K -> infinity: the between-question part alone, under the paired t test.
-    limit, _ = questions_for_power(lambda n: paired_t_power(n, args.mde, variances.between, args.alpha), args.power,
-                                   rows[0].questions)
-    docs = [PlanRowDoc(repeats=r.repeats, questions=r.questions, generations=r.generations, fits=bool(r.fits),
-                       test=r.test, power=r.power) for r in rows]
-    return Plan(task=f"{bench}.{task}", metric=metric, task_questions=size,
-                task_questions_from="data" if suite is not None else "runs", mde=args.mde, alpha=args.alpha,
-                power=args.power, z_total=z_total(args.alpha, args.power),
-                variances=VariancesDoc(between=variances.between, within=variances.within,
-                                       within_measured=variances.within_measured, source=variances.source,
-                                       questions=variances.questions, repeats=variances.repeats,
-                                       binary=variances.binary),
-                rows=docs, best=None if best is None else docs[rows.index(best)],
-                questions_any_repeats=limit,
-                discordance=mcnemar_discordance(variances, args.mde) if variances.binary else None,
-                runs=[str(p) for p in args.runs], models=models)
+    limit, _ = questions_for_power(
+        lambda n: paired_t_power(n, args.mde, variances.between, args.alpha), args.power, rows[0].questions
+    )
+    docs = [
+        PlanRowDoc(
+            repeats=r.repeats,
+            questions=r.questions,
+            generations=r.generations,
+            fits=bool(r.fits),
+            test=r.test,
+            power=r.power,
+        )
+        for r in rows
+    ]
+    return Plan(
+        task=f"{bench}.{task}",
+        metric=metric,
+        task_questions=size,
+        task_questions_from="data" if suite is not None else "runs",
+        mde=args.mde,
+        alpha=args.alpha,
+        power=args.power,
+        z_total=z_total(args.alpha, args.power),
+        variances=VariancesDoc(
+            between=variances.between,
+            within=variances.within,
+            within_measured=variances.within_measured,
+            source=variances.source,
+            questions=variances.questions,
+            repeats=variances.repeats,
+            binary=variances.binary,
+        ),
+        rows=docs,
+        best=None if best is None else docs[rows.index(best)],
+        questions_any_repeats=limit,
+        discordance=mcnemar_discordance(variances, args.mde) if variances.binary else None,
+        runs=[str(p) for p in args.runs],
+        models=models,
+    )
 
 
 def render_plan(plan: Plan) -> str:
@@ -353,40 +435,72 @@ def render_plan(plan: Plan) -> str:
     from tabulate import tabulate
 
     share = _is_share(plan.metric)
-    size = f"{plan.task_questions:,} questions" + (" in its runs: an imported task with no suite; the harness's "
-                                                     "dataset may hold more" if plan.task_questions_from == "runs" else "")
+    size = f"{plan.task_questions:,} questions" + (
+        " in its runs: an imported task with no suite; the harness's dataset may hold more"
+        if plan.task_questions_from == "runs"
+        else ""
+    )
     what = f"{plan.mde:g}" + (f" ({100 * plan.mde:g} points)" if share else f" ({plan.metric})")
     v = plan.variances
-    lines = [f"plan: {plan.task} ({size}): two models on the same questions, a true difference of {what}, "
-             f"two-sided alpha {plan.alpha:g}, power {plan.power:g}",
-             "each row sized for the test compare runs on it: exact McNemar at K = 1 on 0/1 scores (its exact power "
-             "from the discordance rate), else the paired t (noncentral t, Var(D) = var_between + var_within / K)",
-             f"variances: between-question {v.between:.4g}, within-question {v.within:.4g}"
-             + ("" if v.within_measured else " (not measured)")
-             + ("" if plan.discordance is None
-                else f"; K = 1: discordance rate Var(D) + mde^2 = {plan.discordance:.4g}"),
-             f"  {v.source}", ""]
-    table = [[r.repeats, f"{r.questions:,}", f"{r.generations:,}", "yes" if r.fits else "no",
-              _TESTS.get(r.test, r.test), "—" if r.power is None else f"{r.power:.3f}"] for r in plan.rows]
-    lines.append(tabulate(table, headers=["repeats K", "questions needed", "generations per model",
-                                          f"task has them ({plan.task_questions:,})", "test", "power"],
-                          tablefmt="simple", disable_numparse=True,
-                          colalign=("right", "right", "right", "left", "left", "right")))
+    lines = [
+        f"plan: {plan.task} ({size}): two models on the same questions, a true difference of {what}, "
+        f"two-sided alpha {plan.alpha:g}, power {plan.power:g}",
+        "each row sized for the test compare runs on it: exact McNemar at K = 1 on 0/1 scores (its exact power "
+        "from the discordance rate), else the paired t (noncentral t, Var(D) = var_between + var_within / K)",
+        f"variances: between-question {v.between:.4g}, within-question {v.within:.4g}"
+        + ("" if v.within_measured else " (not measured)")
+        + ("" if plan.discordance is None else f"; K = 1: discordance rate Var(D) + mde^2 = {plan.discordance:.4g}"),
+        f"  {v.source}",
+        "",
+    ]
+    table = [
+        [
+            r.repeats,
+            f"{r.questions:,}",
+            f"{r.generations:,}",
+            "yes" if r.fits else "no",
+            _TESTS.get(r.test, r.test),
+            "—" if r.power is None else f"{r.power:.3f}",
+        ]
+        for r in plan.rows
+    ]
+    lines.append(
+        tabulate(
+            table,
+            headers=[
+                "repeats K",
+                "questions needed",
+                "generations per model",
+                f"task has them ({plan.task_questions:,})",
+                "test",
+                "power",
+            ],
+            tablefmt="simple",
+            disable_numparse=True,
+            colalign=("right", "right", "right", "left", "left", "right"),
+        )
+    )
     lines.append("")
     if plan.best is not None:
         b = plan.best
-        lines.append(f"fewest generations that fit: K = {b.repeats}, {b.questions:,} questions "
-                     f"({b.generations:,} generations per model)")
+        lines.append(
+            f"fewest generations that fit: K = {b.repeats}, {b.questions:,} questions "
+            f"({b.generations:,} generations per model)"
+        )
     else:
         ks = ", ".join(str(r.repeats) for r in plan.rows)
         lines.append(f"no K of {ks} suffices: {plan.task} has {size}")
     if plan.questions_any_repeats > plan.task_questions:
-        lines.append(f"even with unlimited repeats the between-question part alone needs "
-                     f"{plan.questions_any_repeats:,} questions: more than the task has; detect a larger difference "
-                     "or use a larger task")
+        lines.append(
+            f"even with unlimited repeats the between-question part alone needs "
+            f"{plan.questions_any_repeats:,} questions: more than the task has; detect a larger difference "
+            "or use a larger task"
+        )
     elif v.within_measured and plan.best is None:
-        lines.append(f"with enough repeats the between-question part alone needs {plan.questions_any_repeats:,} "
-                     "questions; try more repeats (--repeats)")
+        lines.append(
+            f"with enough repeats the between-question part alone needs {plan.questions_any_repeats:,} "
+            "questions; try more repeats (--repeats)"
+        )
     return "\n".join(lines)
 
 

@@ -21,8 +21,9 @@ KINDS = ("suites", "readers", "rules", "metrics", "analyses", "importers")
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
-    p = sub.add_parser("plugins", help=HELP, description=HELP + " (entry points in the group `benchaudit`; "
-                                                               "docs/plugins.md)")
+    p = sub.add_parser(
+        "plugins", help=HELP, description=HELP + " (entry points in the group `benchaudit`; docs/plugins.md)"
+    )
     p.add_argument("--json", action="store_true", help="one JSON document instead of the text")
     return p
 
@@ -33,9 +34,16 @@ def run(args: argparse.Namespace) -> int:
     load_analyses()
     importers()
     plugins = loaded()
-    rows = [{"name": info.name, "distribution": info.distribution, "version": info.version, "module": info.module,
-             "registered": {kind: sorted(info.registered.get(kind, [])) for kind in KINDS}}
-            for info in plugins.infos.values()]
+    rows = [
+        {
+            "name": info.name,
+            "distribution": info.distribution,
+            "version": info.version,
+            "module": info.module,
+            "registered": {kind: sorted(info.registered.get(kind, [])) for kind in KINDS},
+        }
+        for info in plugins.infos.values()
+    ]
     if args.json:
         print(json.dumps({"plugins": rows, "disabled": list(plugins.disabled)}, indent=2))
         return 0

@@ -17,22 +17,42 @@ from typing import Any
 
 from pytest_benchaudit.common.errors import did_you_mean
 
-__all__ = ["RUN_READING_COMMANDS", "add_skip_bad_records", "locate_suites_dir", "no_suite_message",
-           "packaged_suites_dir"]
+__all__ = [
+    "RUN_READING_COMMANDS",
+    "add_skip_bad_records",
+    "locate_suites_dir",
+    "no_suite_message",
+    "packaged_suites_dir",
+]
 
 # Commands that read records.jsonl of one or more run directories.
-RUN_READING_COMMANDS = ("show", "summarize", "rescore", "sweep", "compare", "export", "audit-gold", "plan",
-                        "judge-agreement", "diagnose", "sample", "audit")
+RUN_READING_COMMANDS = (
+    "show",
+    "summarize",
+    "rescore",
+    "sweep",
+    "compare",
+    "export",
+    "audit-gold",
+    "plan",
+    "judge-agreement",
+    "diagnose",
+    "sample",
+    "audit",
+)
 
 
 def add_skip_bad_records(subparsers: Any) -> None:
     """Add ``--skip-bad-records`` to each run-reading command registered in ``subparsers``."""
     for name, parser in subparsers.choices.items():
         if name in RUN_READING_COMMANDS and isinstance(parser, argparse.ArgumentParser):
-            parser.add_argument("--skip-bad-records", action="store_true",
-                                help="skip lines of records.jsonl that are not records, or not this run's "
-                                     "(counted in one warning) "
-                                     "instead of stopping at the first with its file:line and field")
+            parser.add_argument(
+                "--skip-bad-records",
+                action="store_true",
+                help="skip lines of records.jsonl that are not records, or not this run's "
+                "(counted in one warning) "
+                "instead of stopping at the first with its file:line and field",
+            )
 
 
 def packaged_suites_dir() -> Path | None:
@@ -59,8 +79,13 @@ def no_suite_message(bench: str, suites_dir: Path, known: list[str]) -> str:
     where = Path(suites_dir).resolve()
     if not where.is_dir():
         shipped = packaged_suites_dir()
-        return (f"no suite {bench!r}: {where} is not a folder; "
-                + (f"the suites shipped with the package are in {shipped}" if shipped else
-                   "this installation ships no suites/ folder (reinstall pytest-benchaudit)")
-                + "; pass --suites-dir DIR")
+        return (
+            f"no suite {bench!r}: {where} is not a folder; "
+            + (
+                f"the suites shipped with the package are in {shipped}"
+                if shipped
+                else "this installation ships no suites/ folder (reinstall pytest-benchaudit)"
+            )
+            + "; pass --suites-dir DIR"
+        )
     return f"no suite {bench!r} in {where}{did_you_mean(bench, known)}; suites: {', '.join(known) or 'none'}"

@@ -27,21 +27,37 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     from pytest_benchaudit.annotation.sample import DEFAULT_STRATA, GOLD_STRATA, JUDGE_STRATA
 
     p = subparsers.add_parser(
-        "sample", help="a stratified, seeded sample of judge verdicts or gold-label flags for people to check (CSV)",
+        "sample",
+        help="a stratified, seeded sample of judge verdicts or gold-label flags for people to check (CSV)",
         description="Draw --n units, an equal share per stratum (capped at its size, leftovers to the strata that "
-                    "still have units, so rare strata are over-represented), seeded and reproducible. The CSV holds "
-                    "question text and responses for the annotators: a local file, never exported. Annotators fill "
-                    "one verdict_N column each (judge: their own label in the judge's vocabulary, CORRECT / "
-                    "INCORRECT for grading, the answer or NONE for extraction; gold: error, ok or unclear); then "
-                    "run `judge-agreement --human CSV` or `audit-gold --confirm CSV`.")
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
-                   help="run directories, or folders of run directories (e.g. an import's --report-dir)")
-    p.add_argument("--for", dest="kind", required=True, choices=["judge", "gold"],
-                   help="judge: records with a judge verdict; gold: the flags of audit-gold")
+        "still have units, so rare strata are over-represented), seeded and reproducible. The CSV holds "
+        "question text and responses for the annotators: a local file, never exported. Annotators fill "
+        "one verdict_N column each (judge: their own label in the judge's vocabulary, CORRECT / "
+        "INCORRECT for grading, the answer or NONE for extraction; gold: error, ok or unclear); then "
+        "run `judge-agreement --human CSV` or `audit-gold --confirm CSV`.",
+    )
+    p.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="run directories, or folders of run directories (e.g. an import's --report-dir)",
+    )
+    p.add_argument(
+        "--for",
+        dest="kind",
+        required=True,
+        choices=["judge", "gold"],
+        help="judge: records with a judge verdict; gold: the flags of audit-gold",
+    )
     p.add_argument("--n", type=int, default=120, help="units to draw (default 120, as the paper's judge check)")
-    p.add_argument("--strata", default=None, metavar="K1,K2",
-                   help=f"stratum keys; judge: {', '.join(JUDGE_STRATA)} (default {','.join(DEFAULT_STRATA['judge'])}); "
-                        f"gold: {', '.join(GOLD_STRATA)} (default {','.join(DEFAULT_STRATA['gold'])})")
+    p.add_argument(
+        "--strata",
+        default=None,
+        metavar="K1,K2",
+        help=f"stratum keys; judge: {', '.join(JUDGE_STRATA)} (default {','.join(DEFAULT_STRATA['judge'])}); "
+        f"gold: {', '.join(GOLD_STRATA)} (default {','.join(DEFAULT_STRATA['gold'])})",
+    )
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument("--annotators", type=int, default=2, help="empty verdict columns to add (default 2)")
     p.add_argument("--min-models", type=int, default=None, metavar="K", help="--for gold: as audit-gold --min-models")
@@ -53,14 +69,17 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Run ``benchaudit sample``: 0 when the sample was written; errors: their kind's status (common.errors)."""
     from pytest_benchaudit.annotation import sample as smp
-    from pytest_benchaudit.compare import expand_runs
     from pytest_benchaudit.annotation.gold_audit import audit_gold
+    from pytest_benchaudit.compare import expand_runs
     from pytest_benchaudit.runs.store import load_run
 
     # A bad run or option is one line with the exit status of its kind (cli/app.py, common.errors).
     smp.check_usage(args.kind, args.n, args.annotators)
-    strata = [k.strip() for k in args.strata.split(",") if k.strip()] if args.strata is not None \
+    strata = (
+        [k.strip() for k in args.strata.split(",") if k.strip()]
+        if args.strata is not None
         else list(smp.DEFAULT_STRATA[args.kind])
+    )
     records: list[RecordRow] = []
     for path in expand_runs(args.runs):
         records += load_run(path, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr), require_records=True)[1]

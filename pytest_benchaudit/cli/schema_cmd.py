@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DOCUMENTS", "HELP", "Document", "add_parser", "run", "schema_of", "schema_text"]
 
-HELP = ("the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings, "
-        "multiverse.json")
+HELP = (
+    "the JSON Schema of run.json, records.jsonl lines, summary.json, compare.json, audit.json, findings, "
+    "multiverse.json"
+)
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Document:
     type_name: str
     describes: str
 
-    def adapter(self) -> "TypeAdapter[object]":
+    def adapter(self) -> TypeAdapter[object]:
         from pydantic import TypeAdapter
 
         return TypeAdapter(getattr(import_module(self.module), self.type_name))
@@ -47,25 +49,39 @@ class Document:
 DOCUMENTS: tuple[Document, ...] = (
     Document("run", "pytest_benchaudit.runs.run_meta", "RunMeta", "run.json: how a run was made"),
     Document("record", "pytest_benchaudit.pipeline.record_documents", "RecordRow", "one line of records.jsonl"),
-    Document("card", "pytest_benchaudit.pipeline.record_documents", "PipelineCard",
-             "a pipeline card (run.json pipeline_cards, benchaudit card)"),
+    Document(
+        "card",
+        "pytest_benchaudit.pipeline.record_documents",
+        "PipelineCard",
+        "a pipeline card (run.json pipeline_cards, benchaudit card)",
+    ),
     Document("summary", "pytest_benchaudit.aggregate.summary_documents", "SummaryDocument", "summary.json"),
-    Document("compare", "pytest_benchaudit.compare.compare_documents", "CompareDocument",
-             "compare.json (benchaudit compare)"),
+    Document(
+        "compare", "pytest_benchaudit.compare.compare_documents", "CompareDocument", "compare.json (benchaudit compare)"
+    ),
     Document("audit", "pytest_benchaudit.audit.audit_documents", "AuditDocument", "audit.json (benchaudit audit)"),
-    Document("findings", "pytest_benchaudit.diagnose.finding_documents", "DiagnoseDocument",
-             "benchaudit diagnose --json"),
-    Document("multiverse", "pytest_benchaudit.multiverse.mv_documents", "MultiverseDocument",
-             "multiverse.json (benchaudit multiverse, benchaudit audit)"),
+    Document(
+        "findings", "pytest_benchaudit.diagnose.finding_documents", "DiagnoseDocument", "benchaudit diagnose --json"
+    ),
+    Document(
+        "multiverse",
+        "pytest_benchaudit.multiverse.mv_documents",
+        "MultiverseDocument",
+        "multiverse.json (benchaudit multiverse, benchaudit audit)",
+    ),
 )
 
 
 def schema_of(doc: Document) -> dict[str, object]:
     """The JSON Schema (draft 2020-12, pydantic's) of ``doc``, titled and described."""
     schema = doc.adapter().json_schema()
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
-            "$id": f"https://pytest-benchaudit.invalid/schemas/{doc.name}.schema.json",
-            "title": doc.name, "description": doc.describes, **{k: v for k, v in schema.items() if k != "title"}}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://pytest-benchaudit.invalid/schemas/{doc.name}.schema.json",
+        "title": doc.name,
+        "description": doc.describes,
+        **{k: v for k, v in schema.items() if k != "title"},
+    }
 
 
 def schema_text(doc: Document) -> str:
@@ -84,8 +100,10 @@ def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     by_name = {d.name: d for d in DOCUMENTS}
     if args.document is not None and args.document not in by_name:
-        raise CliError(f"schema {args.document!r}: not a document{did_you_mean(args.document, by_name)}; choose one "
-                       f"of {', '.join(by_name)}")
+        raise CliError(
+            f"schema {args.document!r}: not a document{did_you_mean(args.document, by_name)}; choose one "
+            f"of {', '.join(by_name)}"
+        )
     chosen = [by_name[args.document]] if args.document else list(DOCUMENTS)
     if args.out is None:
         if len(chosen) > 1:

@@ -12,10 +12,20 @@ from pytest_benchaudit.cli._common import Subparsers, run_cards
 HELP = "print a run's summary and pipeline cards"
 
 # The card fields a reader checks first; the full card is `benchaudit card RUN_DIR`.
-_SHOWN_FIELDS = ("prompt.template", "prompt.format.mode", "inference.max_tokens", "inference.stop",
-                 "extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator",
-                 "scoring.invalid_credit",
-                 "aggregation.method", "inference.repeats", "aggregation.reducer")
+_SHOWN_FIELDS = (
+    "prompt.template",
+    "prompt.format.mode",
+    "inference.max_tokens",
+    "inference.stop",
+    "extraction.rule",
+    "extraction.reasoning",
+    "scoring.metric",
+    "scoring.denominator",
+    "scoring.invalid_credit",
+    "aggregation.method",
+    "inference.repeats",
+    "aggregation.reducer",
+)
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
@@ -38,9 +48,11 @@ def run(args: argparse.Namespace) -> int:
     # Keys only, not the whole schema: show stays quick on a paper-scale run.
     n, repeated = scan_records(args.run_dir, belongs=RunMembership(meta.get("models"), meta.get("pipeline_cards")))
     if repeated:
-        print(f"warning: {repeated} line(s) of records.jsonl repeat an item already recorded; summary.json may count "
-              f"them: `benchaudit summarize {args.run_dir} --skip-bad-records` rewrites it keeping the first of each",
-              file=sys.stderr)
+        print(
+            f"warning: {repeated} line(s) of records.jsonl repeat an item already recorded; summary.json may count "
+            f"them: `benchaudit summarize {args.run_dir} --skip-bad-records` rewrites it keeping the first of each",
+            file=sys.stderr,
+        )
     if not summary.get("results") or not n:
         load_run(args.run_dir, require_records=True)  # an empty run: say why there is nothing to show
     print(render_summary(summary.get("results", []), summary.get("benchmarks", []), cards, []))
@@ -48,8 +60,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {'PASS' if gate['passed'] else 'FAIL'}  {gate['gate']}   {gate['detail']}")
     why = not_recorded(meta, "finish_reason")
     if why:  # an imported log without finish reasons: no reply is counted as truncated, which is not "0 truncated"
-        print(f"truncation: {why} (no finish reason in its samples): a reply cut at the token budget is not told "
-              "from one that ended, so none is counted as truncated")
+        print(
+            f"truncation: {why} (no finish reason in its samples): a reply cut at the token budget is not told "
+            "from one that ended, so none is counted as truncated"
+        )
     for key, card in cards.items():
         fields = card.get("fields", {})
         print(f"\n{key}: pipeline '{card.get('pipeline')}' {card.get('hash')}")

@@ -22,12 +22,19 @@ HELP = "check suite configs (suite.toml) against their schema"
 
 
 def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
-    p = sub.add_parser("validate", help=HELP, description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("suites_dir", nargs="?", type=Path, default=None,
-                   help="folder with one sub-folder per benchmark (default: suites/, and the plugins' suites)")
-    p.add_argument("--data-dir", help="data directory whose files are compared with the checksums the suites pin "
-                                      "(default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets)")
+    p = sub.add_parser("validate", help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        "suites_dir",
+        nargs="?",
+        type=Path,
+        default=None,
+        help="folder with one sub-folder per benchmark (default: suites/, and the plugins' suites)",
+    )
+    p.add_argument(
+        "--data-dir",
+        help="data directory whose files are compared with the checksums the suites pin "
+        "(default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets)",
+    )
     return p
 
 
@@ -79,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"invalid: {message}", file=sys.stderr)
     for message in warnings:
         print(f"warning: {message}", file=sys.stderr)
-    print(f"{len(paths) - len(problems)} of {len(paths)} suite(s) valid in {where}"
-          + (f"; {len(warnings)} data file(s) differ from their pinned checksum" if warnings else ""))
+    print(
+        f"{len(paths) - len(problems)} of {len(paths)} suite(s) valid in {where}"
+        + (f"; {len(warnings)} data file(s) differ from their pinned checksum" if warnings else "")
+    )
     return 2 if problems else 0

@@ -28,12 +28,23 @@ import os
 import shutil
 import sys
 import time
-from typing import Callable, Iterable, Iterator, Mapping, TextIO, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TextIO, TypeVar
 
 from pytest_benchaudit.common.errors import UsageError
 
-__all__ = ["Progress", "iterate", "progress_enabled", "ENV", "MIN_INTERVAL", "DELAY", "STALL_ENV", "STALL_AFTER_S",
-           "stall_after", "waiting_text"]
+__all__ = [
+    "Progress",
+    "iterate",
+    "progress_enabled",
+    "ENV",
+    "MIN_INTERVAL",
+    "DELAY",
+    "STALL_ENV",
+    "STALL_AFTER_S",
+    "stall_after",
+    "waiting_text",
+]
 
 ENV = "BENCHAUDIT_PROGRESS"
 MIN_INTERVAL = 0.1  # seconds between redraws (about 10 a second)
@@ -112,10 +123,19 @@ class Progress:
     :meth:`close` (which draws the final state, when anything was drawn, and ends the line).
     """
 
-    def __init__(self, total: int | None = None, label: str = "", unit: str = "", *,
-                 stream: TextIO | None = None, min_interval: float | None = None, delay: float | None = None,
-                 enabled: bool | None = None, clock: Callable[[], float] = time.monotonic,
-                 width: int | None = None) -> None:
+    def __init__(
+        self,
+        total: int | None = None,
+        label: str = "",
+        unit: str = "",
+        *,
+        stream: TextIO | None = None,
+        min_interval: float | None = None,
+        delay: float | None = None,
+        enabled: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        width: int | None = None,
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = progress_enabled(self.stream) if enabled is None else enabled
         self.total = total
@@ -154,7 +174,7 @@ class Progress:
             self._draw(self._clock())
             self._write("\n")
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -200,8 +220,9 @@ class Progress:
             self.enabled = False
 
 
-def iterate(items: Iterable[T], total: int | None = None, label: str = "", unit: str = "",
-            **kwargs: object) -> Iterator[T]:
+def iterate(
+    items: Iterable[T], total: int | None = None, label: str = "", unit: str = "", **kwargs: object
+) -> Iterator[T]:
     """Yield ``items``, counting them on a :class:`Progress` closed when the loop ends."""
     if total is None:
         try:

@@ -22,8 +22,10 @@ from typing import Any, NoReturn, cast
 
 __all__ = ["ReadOnlyDict", "ReadOnlyList", "read_only_copy", "thaw"]
 
-_WHY = ("is read-only: benchaudit hands hooks the documents the run writes, not copies to edit; "
-        "copy.deepcopy() it for a copy you may change")
+_WHY = (
+    "is read-only: benchaudit hands hooks the documents the run writes, not copies to edit; "
+    "copy.deepcopy() it for a copy you may change"
+)
 
 
 class ReadOnlyDict(dict[Any, Any]):

@@ -33,12 +33,26 @@ from __future__ import annotations
 import base64
 import os
 import re
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 from urllib.parse import unquote, unquote_plus
 
-__all__ = ["is_credential_param", "mask_url_credentials", "mask_url_credentials_in", "register_secret",
-           "register_secret_env", "register_url_secrets", "redact", "redact_error", "redact_obj", "redactor",
-           "secret_values", "strip_url_credentials", "strip_url_credentials_in", "url_secrets"]
+__all__ = [
+    "is_credential_param",
+    "mask_url_credentials",
+    "mask_url_credentials_in",
+    "register_secret",
+    "register_secret_env",
+    "register_url_secrets",
+    "redact",
+    "redact_error",
+    "redact_obj",
+    "redactor",
+    "secret_values",
+    "strip_url_credentials",
+    "strip_url_credentials_in",
+    "url_secrets",
+]
 
 _MIN_SECRET_LEN = 8  # shorter values would redact ordinary words
 _MASK = "***"
@@ -157,8 +171,10 @@ def _query_parts(query: str) -> list[tuple[str, str | None]]:
 
 
 def _masked_query(query: str) -> str:
-    return "&".join(name if value is None else f"{name}={_MASK if value and is_credential_param(name) else value}"
-                    for name, value in _query_parts(query))
+    return "&".join(
+        name if value is None else f"{name}={_MASK if value and is_credential_param(name) else value}"
+        for name, value in _query_parts(query)
+    )
 
 
 class _Url:

@@ -63,23 +63,57 @@ request (``benchaudit compare --similarity`` / ``--sensitivity RUN...``, see doc
 registers the built-ins when this package is imported.
 """
 
-
-from pytest_benchaudit.compare.document_builder import (COMPARE_VERSION, build_compare, compare_document, make_sets,
-                                                      mark_similar, parse_pair)
-from pytest_benchaudit.compare.oneset import analyse_set, task_ranks, tau_b_table
-from pytest_benchaudit.compare.render import render_compare
-from pytest_benchaudit.compare.runsets import (CompareError, LoadedRun, RunSet, expand_runs, load_run_set,
-                                                     load_runs)
-from pytest_benchaudit.compare.twosets import MIN_SHIFT, compare_sets
-from pytest_benchaudit.compare.analysis_registry import (Analysis, AnalysisContext, HtmlKit, HtmlSection, analyses,
-                                                      register, unregister)
 # The built-in analyses register themselves on import: before any module of the package is used.
 from pytest_benchaudit.compare import builtin_analyses as _builtin_analyses  # noqa: F401
+from pytest_benchaudit.compare.analysis_registry import (
+    Analysis,
+    AnalysisContext,
+    HtmlKit,
+    HtmlSection,
+    analyses,
+    register,
+    unregister,
+)
+from pytest_benchaudit.compare.document_builder import (
+    COMPARE_VERSION,
+    build_compare,
+    compare_document,
+    make_sets,
+    mark_similar,
+    parse_pair,
+)
+from pytest_benchaudit.compare.oneset import analyse_set, task_ranks, tau_b_table
+from pytest_benchaudit.compare.render import render_compare
+from pytest_benchaudit.compare.runsets import CompareError, LoadedRun, RunSet, expand_runs, load_run_set, load_runs
+from pytest_benchaudit.compare.twosets import MIN_SHIFT, compare_sets
 
-__all__ = ["CompareError", "LoadedRun", "RunSet", "expand_runs", "load_runs", "load_run_set", "analyse_set",
-           "task_ranks", "tau_b_table", "compare_sets", "MIN_SHIFT", "build_compare", "compare_document", "make_sets", "mark_similar", "parse_pair",
-           "render_compare", "COMPARE_VERSION", "Analysis", "AnalysisContext", "HtmlKit", "HtmlSection", "analyses",
-           "register", "unregister"]
+__all__ = [
+    "CompareError",
+    "LoadedRun",
+    "RunSet",
+    "expand_runs",
+    "load_runs",
+    "load_run_set",
+    "analyse_set",
+    "task_ranks",
+    "tau_b_table",
+    "compare_sets",
+    "MIN_SHIFT",
+    "build_compare",
+    "compare_document",
+    "make_sets",
+    "mark_similar",
+    "parse_pair",
+    "render_compare",
+    "COMPARE_VERSION",
+    "Analysis",
+    "AnalysisContext",
+    "HtmlKit",
+    "HtmlSection",
+    "analyses",
+    "register",
+    "unregister",
+]
 
 #: Old private name, still used by bench/bootstrap_speed.py.
 _load = load_runs

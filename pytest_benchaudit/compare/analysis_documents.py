@@ -11,13 +11,29 @@ annotations (with them every key would count as one kind at run time).
 Pure: no I/O; imports no other module of :mod:`pytest_benchaudit.compare`.
 """
 
-from pydantic import ConfigDict, with_config
 from typing import NotRequired
+
+from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
-__all__ = ["Coverage", "LeaveOneOut", "LeaveOneOutRow", "MissingPair", "PeerGapRow", "Permutation", "RunClass",
-           "SensitivityPart", "SensitivityRow", "SetSimilarity", "SimilarityLayer", "SimilarityPair", "SimilarityPart",
-           "SimilarityTable", "TaskText", "TemplateRemoved"]
+__all__ = [
+    "Coverage",
+    "LeaveOneOut",
+    "LeaveOneOutRow",
+    "MissingPair",
+    "PeerGapRow",
+    "Permutation",
+    "RunClass",
+    "SensitivityPart",
+    "SensitivityRow",
+    "SetSimilarity",
+    "SimilarityLayer",
+    "SimilarityPair",
+    "SimilarityPart",
+    "SimilarityTable",
+    "TaskText",
+    "TemplateRemoved",
+]
 
 _FORBID = ConfigDict(extra="forbid")
 

@@ -35,24 +35,80 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 from pytest_benchaudit.compare.compare_documents import CompareDocument
 from pytest_benchaudit.compare.runsets import RunSet
 
-__all__ = ["Analysis", "AnalysisContext", "HtmlKit", "HtmlSection", "CORE_KEYS", "REPORT_ANCHORS", "register",
-           "unregister", "analyses", "run_analyses", "render_texts"]
+__all__ = [
+    "Analysis",
+    "AnalysisContext",
+    "HtmlKit",
+    "HtmlSection",
+    "CORE_KEYS",
+    "REPORT_ANCHORS",
+    "register",
+    "unregister",
+    "analyses",
+    "run_analyses",
+    "render_texts",
+]
 
 #: The type of an analysis's part of the document (e.g. ``list[PeerGapRow]`` for ``peer_gaps``).
 PartT = TypeVar("PartT")
 
 #: Keys the compare document has whatever analyses are registered (document.py); no analysis may take one.
-CORE_KEYS = frozenset({
-    "version", "created", "sets", "conventions", "scores", "ranks", "tau_b", "mean_win_rate", "benchmark_ranks",
-    "pca", "pca_by_benchmark", "tasks", "paired", "rank_ties", "mde80", "by_set", "comparison", "rank_shift",
-    "spearman", "missing", "bootstrap", "notes", "label_a", "label_b", "min_shift_for_stability", "similar_pairs",
-    "findings"})
+CORE_KEYS = frozenset(
+    {
+        "version",
+        "created",
+        "sets",
+        "conventions",
+        "scores",
+        "ranks",
+        "tau_b",
+        "mean_win_rate",
+        "benchmark_ranks",
+        "pca",
+        "pca_by_benchmark",
+        "tasks",
+        "paired",
+        "rank_ties",
+        "mde80",
+        "by_set",
+        "comparison",
+        "rank_shift",
+        "spearman",
+        "missing",
+        "bootstrap",
+        "notes",
+        "label_a",
+        "label_b",
+        "min_shift_for_stability",
+        "similar_pairs",
+        "findings",
+    }
+)
 
 
 #: The HTML report's own section anchors (report/html/__init__.py ``_NAV``; a test keeps the two equal): an
 #: analysis's section may not take one.
-REPORT_ANCHORS = frozenset({"verdict", "summary", "harnesses", "causes", "scores", "ranks", "shift", "bump", "tau",
-                            "pca", "findings", "sweeps", "invalid", "repeats", "paired", "ledger", "notes"})
+REPORT_ANCHORS = frozenset(
+    {
+        "verdict",
+        "summary",
+        "harnesses",
+        "causes",
+        "scores",
+        "ranks",
+        "shift",
+        "bump",
+        "tau",
+        "pca",
+        "findings",
+        "sweeps",
+        "invalid",
+        "repeats",
+        "paired",
+        "ledger",
+        "notes",
+    }
+)
 
 
 class HtmlKit(Protocol):
@@ -97,8 +153,18 @@ class HtmlKit(Protocol):
     def small_sample(self, n: Any, what: str) -> str:
         """The report's warning that ``what`` rests on only ``n`` models, or "" when ``n`` is enough."""
 
-    def scatter(self, xs: Sequence[float], ys: Sequence[float], *, xlabel: str, ylabel: str, title: str,
-                alt: str, caption: str, fit_line: bool = False) -> str:
+    def scatter(
+        self,
+        xs: Sequence[float],
+        ys: Sequence[float],
+        *,
+        xlabel: str,
+        ylabel: str,
+        title: str,
+        alt: str,
+        caption: str,
+        fit_line: bool = False,
+    ) -> str:
         """A scatter plot as an embedded PNG (with the least-squares line when ``fit_line``); "" without points."""
 
 
@@ -167,8 +233,9 @@ def register(analysis: Analysis[PartT]) -> Analysis[PartT]:
     anchors = {a.html.anchor: a.name for a in _REGISTRY.values() if a.html is not None}
     anchors.update({anchor: "the report's own section" for anchor in REPORT_ANCHORS})
     if analysis.html is not None and analysis.html.anchor in anchors:
-        raise ValueError(f"analysis {name!r}: HTML anchor {analysis.html.anchor!r} is taken by "
-                         f"{anchors[analysis.html.anchor]!r}")
+        raise ValueError(
+            f"analysis {name!r}: HTML anchor {analysis.html.anchor!r} is taken by {anchors[analysis.html.anchor]!r}"
+        )
     _REGISTRY[name] = analysis
     return analysis
 

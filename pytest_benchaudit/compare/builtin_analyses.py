@@ -24,4 +24,3 @@ BUILTIN: tuple[Analysis[Any], ...] = (peers.ANALYSIS, similarity.ANALYSIS, sensi
 
 for _analysis in BUILTIN:
     register(_analysis)
-

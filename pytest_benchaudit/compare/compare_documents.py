@@ -14,23 +14,71 @@ Pure: no I/O; imports no other module of :mod:`pytest_benchaudit.compare` but :m
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, TypeAdapter, with_config
 from typing import NotRequired
+
+from pydantic import ConfigDict, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
 from pytest_benchaudit.aggregate.summary_documents import TauRow
-from pytest_benchaudit.compare.analysis_documents import (Coverage, LeaveOneOut, LeaveOneOutRow, MissingPair,
-                                                            PeerGapRow, Permutation, RunClass, SensitivityPart,
-                                                            SensitivityRow, SetSimilarity, SimilarityLayer,
-                                                            SimilarityPair, SimilarityPart, SimilarityTable, TaskText,
-                                                            TemplateRemoved)
+from pytest_benchaudit.compare.analysis_documents import (
+    Coverage,
+    LeaveOneOut,
+    LeaveOneOutRow,
+    MissingPair,
+    PeerGapRow,
+    Permutation,
+    RunClass,
+    SensitivityPart,
+    SensitivityRow,
+    SetSimilarity,
+    SimilarityLayer,
+    SimilarityPair,
+    SimilarityPart,
+    SimilarityTable,
+    TaskText,
+    TemplateRemoved,
+)
 
-__all__ = ["BenchmarkRank", "BootstrapInfo", "BootstrapQuestions", "COMPARE", "CompareDocument", "CompareTauRow",
-           "Comparison", "Conventions", "Coverage", "LeaveOneOut", "LeaveOneOutRow", "MDE80Row", "MissingPair",
-           "MissingRow", "OneSetAnalysis", "PairedRow", "ParallelAnalysis", "PcaResult", "PeerGapRow", "Permutation",
-           "RankShiftRow", "RankTie", "RunClass", "RunSetMeta", "SensitivityPart", "SensitivityRow", "SetAnalysis",
-           "SetComparison", "SetPairs", "SetSimilarity", "SimilarityLayer", "SimilarityPair", "SimilarityPart",
-           "SimilarityTable", "SpearmanRow", "TaskInfo", "TaskText", "TemplateRemoved"]
+__all__ = [
+    "BenchmarkRank",
+    "BootstrapInfo",
+    "BootstrapQuestions",
+    "COMPARE",
+    "CompareDocument",
+    "CompareTauRow",
+    "Comparison",
+    "Conventions",
+    "Coverage",
+    "LeaveOneOut",
+    "LeaveOneOutRow",
+    "MDE80Row",
+    "MissingPair",
+    "MissingRow",
+    "OneSetAnalysis",
+    "PairedRow",
+    "ParallelAnalysis",
+    "PcaResult",
+    "PeerGapRow",
+    "Permutation",
+    "RankShiftRow",
+    "RankTie",
+    "RunClass",
+    "RunSetMeta",
+    "SensitivityPart",
+    "SensitivityRow",
+    "SetAnalysis",
+    "SetComparison",
+    "SetPairs",
+    "SetSimilarity",
+    "SimilarityLayer",
+    "SimilarityPair",
+    "SimilarityPart",
+    "SimilarityTable",
+    "SpearmanRow",
+    "TaskInfo",
+    "TaskText",
+    "TemplateRemoved",
+]
 
 _FORBID = ConfigDict(extra="forbid")
 

@@ -10,16 +10,30 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Mapping
 
-from pytest_benchaudit.compare.compare_documents import (COMPARE, CompareDocument, OneSetAnalysis, RunSetMeta,
-                                                       SetAnalysis)
+from pytest_benchaudit.common.errors import did_you_mean
+from pytest_benchaudit.compare.analysis_registry import AnalysisContext, run_analyses
+from pytest_benchaudit.compare.compare_documents import (
+    COMPARE,
+    CompareDocument,
+    OneSetAnalysis,
+    RunSetMeta,
+    SetAnalysis,
+)
 from pytest_benchaudit.compare.oneset import analyse_set
 from pytest_benchaudit.compare.paired_rows import analyse_pairs
 from pytest_benchaudit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.compare.twosets import MIN_SHIFT, compare_sets
-from pytest_benchaudit.common.errors import did_you_mean
-from pytest_benchaudit.compare.analysis_registry import AnalysisContext, run_analyses
 
-__all__ = ["COMPARE", "COMPARE_VERSION", "CompareDocument", "make_sets", "build_compare", "compare_document", "mark_similar", "parse_pair"]
+__all__ = [
+    "COMPARE",
+    "COMPARE_VERSION",
+    "CompareDocument",
+    "make_sets",
+    "build_compare",
+    "compare_document",
+    "mark_similar",
+    "parse_pair",
+]
 
 COMPARE_VERSION = "benchaudit.compare/1"
 
@@ -28,8 +42,9 @@ def _set_meta(rs: RunSet, side: str, pipeline: str | None) -> RunSetMeta:
     return {"key": side, "label": rs.label, "pipeline_filter": pipeline, "pipelines": rs.pipelines, "runs": rs.runs}
 
 
-def make_sets(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None,
-              pipelines: tuple[str, str] | None = None) -> tuple[RunSet, RunSet | None]:
+def make_sets(
+    runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None, pipelines: tuple[str, str] | None = None
+) -> tuple[RunSet, RunSet | None]:
     """The run sets compared: set a, and set b when there is a second pipeline or run set."""
     pa, pb = pipelines if pipelines else (None, None)
     if runs_b is None and pipelines is not None:
@@ -43,9 +58,15 @@ def make_sets(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None,
     return set_a, set_b
 
 
-def build_compare(runs_a: list[LoadedRun], runs_b: list[LoadedRun] | None = None, pipelines: tuple[str, str] | None = None,
-                  n_resamples: int = 5000, seed: int = 0, permutations: int = 1000,
-                  options: Mapping[str, object] | None = None) -> CompareDocument:
+def build_compare(
+    runs_a: list[LoadedRun],
+    runs_b: list[LoadedRun] | None = None,
+    pipelines: tuple[str, str] | None = None,
+    n_resamples: int = 5000,
+    seed: int = 0,
+    permutations: int = 1000,
+    options: Mapping[str, object] | None = None,
+) -> CompareDocument:
     """The compare document (what ``compare.json`` holds) of one or two run sets."""
     set_a, set_b = make_sets(runs_a, runs_b, pipelines)
     return compare_document(set_a, set_b, pipelines, n_resamples, seed, permutations, options)
@@ -58,9 +79,15 @@ def _with_pairs(rs: RunSet, an: OneSetAnalysis) -> SetAnalysis:
     return {**an, "paired": pairs["paired"], "rank_ties": pairs["rank_ties"], "mde80": pairs["mde80"]}
 
 
-def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, str] | None = None,
-                     n_resamples: int = 5000, seed: int = 0, permutations: int = 1000,
-                     options: Mapping[str, object] | None = None) -> CompareDocument:
+def compare_document(
+    set_a: RunSet,
+    set_b: RunSet | None,
+    pipelines: tuple[str, str] | None = None,
+    n_resamples: int = 5000,
+    seed: int = 0,
+    permutations: int = 1000,
+    options: Mapping[str, object] | None = None,
+) -> CompareDocument:
     """The compare document of run sets already loaded (see :func:`make_sets`): the core parts, then each
     registered analysis's part; ``options``: the on-request analyses' options, keyed by analysis name
     (e.g. ``{"similarity": SimilarityRequest(...)}``; an on-request analysis without them does not run)."""
@@ -68,45 +95,55 @@ def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, 
     an_a = _with_pairs(set_a, analyse_set(set_a, seed, permutations))
     doc: CompareDocument = {
         "version": COMPARE_VERSION,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "sets": {"a": _set_meta(set_a, "a", pa)},
         "conventions": {
             "task_key": "<benchmark>.<task>",
             "ranks": "1 = best; lower-is-better metrics (e.g. MAD) rank ascending; ties get the average rank",
             "scores": "each run's headline score (summary.json 'score', under the task's denominator)",
             "top_level": "scores, ranks, tau_b, mean_win_rate, benchmark_ranks, pca, paired, rank_ties and mde80 are set a's; "
-                         "by_set holds them for every set",
+            "by_set holds them for every set",
             "tau_b": "scipy.stats.kendalltau variant 'b' on the common models' oriented scores, for every pair of "
-                     "tasks with >= 3 common models; inversions = discordant model pairs counted directly",
+            "tasks with >= 3 common models; inversions = discordant model pairs counted directly",
             "benchmark_ranking": "models ranked by their mean task rank over the benchmark's tasks (ties averaged), "
-                                 "among the models that have every task",
+            "among the models that have every task",
             "shift": "rank_a - rank_b: positive = the model ranks higher (better) under set b",
             "direction_stability": f"for |shift| >= {MIN_SHIFT}: share of bootstrap resamples in which rank_a - "
-                                   "rank_b has the same sign; null for smaller shifts",
+            "rank_b has the same sign; null for smaller shifts",
             "peer_gap": "score - mean score of the other models on the task (oriented higher = better), per set; "
-                        "delta = gap_b - gap_a: the model's move relative to its peers (docs/compare.md, peer gaps)",
+            "delta = gap_b - gap_a: the model's move relative to its peers (docs/compare.md, peer gaps)",
             "mean_win_rate": "HELM-style: share of other models beaten per task (tie = 1/2), averaged over tasks",
             "paired": "every pair of models of a task on the questions both have (n): per-question score = the "
-                      "task's aggregation.reducer over the K repeats; model_a = the better by headline; diff = "
-                      "mean(score_a - score_b) in the metric's units (negative favours model_a where lower is "
-                      "better; 'favours' names the model). clustered_by null: the questions are treated as "
-                      "independent: se = SD(d)/sqrt(n), ci95 = diff -/+ 1.96 se, p_value: exact McNemar on 0/1 "
-                      "scores, else paired t. clustered_by set (the task's aggregation.by): se = max(CR1 clustered "
-                      "SE, SD(d)/sqrt(n)) over n_groups groups, ci95 = diff -/+ t(G-1) se, test clustered_t (t on "
-                      "G-1 df). test null: no test (under two common questions or groups). p_holm: Holm over the "
-                      "task's pairs; significant = p_holm < 0.05 (docs/statistics.md)",
+            "task's aggregation.reducer over the K repeats; model_a = the better by headline; diff = "
+            "mean(score_a - score_b) in the metric's units (negative favours model_a where lower is "
+            "better; 'favours' names the model). clustered_by null: the questions are treated as "
+            "independent: se = SD(d)/sqrt(n), ci95 = diff -/+ 1.96 se, p_value: exact McNemar on 0/1 "
+            "scores, else paired t. clustered_by set (the task's aggregation.by): se = max(CR1 clustered "
+            "SE, SD(d)/sqrt(n)) over n_groups groups, ci95 = diff -/+ t(G-1) se, test clustered_t (t on "
+            "G-1 df). test null: no test (under two common questions or groups). p_holm: Holm over the "
+            "task's pairs; significant = p_holm < 0.05 (docs/statistics.md)",
             "rank_ties": "models next to each other in a task's ranking whose paired difference is not "
-                         "significant (p_holm >= 0.05, or untestable: fewer than two common questions)",
+            "significant (p_holm >= 0.05, or untestable: fewer than two common questions)",
             "mde80": "per task: (z_0.975 + z_0.80) * RMS of its pairs' SD(d) / sqrt(fewest common questions); "
-                     "clustered pairs: the RMS of their own mde80, (t_0.975 + t_0.80 on G-1 df) * se",
+            "clustered pairs: the RMS of their own mde80, (t_0.975 + t_0.80 on G-1 df) * se",
         },
-        "scores": an_a["scores"], "ranks": an_a["ranks"], "tau_b": an_a["tau_b"],
-        "mean_win_rate": an_a["mean_win_rate"], "benchmark_ranks": an_a["benchmark_ranks"], "pca": an_a["pca"],
+        "scores": an_a["scores"],
+        "ranks": an_a["ranks"],
+        "tau_b": an_a["tau_b"],
+        "mean_win_rate": an_a["mean_win_rate"],
+        "benchmark_ranks": an_a["benchmark_ranks"],
+        "pca": an_a["pca"],
         "pca_by_benchmark": an_a["pca_by_benchmark"],
         "tasks": an_a["tasks"],
-        "paired": an_a["paired"], "rank_ties": an_a["rank_ties"], "mde80": an_a["mde80"],
+        "paired": an_a["paired"],
+        "rank_ties": an_a["rank_ties"],
+        "mde80": an_a["mde80"],
         "by_set": {"a": an_a},
-        "comparison": None, "rank_shift": [], "spearman": [], "missing": [], "bootstrap": None,
+        "comparison": None,
+        "rank_shift": [],
+        "spearman": [],
+        "missing": [],
+        "bootstrap": None,
         "notes": list(set_a.notes),
     }
     if set_b is not None:
@@ -115,8 +152,7 @@ def compare_document(set_a: RunSet, set_b: RunSet | None, pipelines: tuple[str, 
         doc["by_set"]["b"] = an_b
         doc["notes"] += set_b.notes
         cmp = compare_sets(set_a, set_b, an_a, an_b, n_resamples, seed)
-        doc["comparison"] = {"a": set_a.label, "b": set_b.label,
-                             "by": "pipelines" if pipelines else "run sets"}
+        doc["comparison"] = {"a": set_a.label, "b": set_b.label, "by": "pipelines" if pipelines else "run sets"}
         doc["label_a"], doc["label_b"] = set_a.label, set_b.label
         doc["rank_shift"], doc["spearman"] = cmp["rank_shift"], cmp["spearman"]
         doc["missing"], doc["bootstrap"] = cmp["missing"], cmp["bootstrap"]
@@ -143,11 +179,12 @@ def mark_similar(doc: CompareDocument, pairs: list[tuple[str, str]]) -> None:
         missing = [t for t in (a, b) if t not in known]
         if missing:
             hint = did_you_mean(missing[0], known)
-            raise CompareError(f"--similar {a}~{b}: no scores for {', '.join(missing)} in these runs{hint}; "
-                               f"tasks: {', '.join(sorted(known))}")
+            raise CompareError(
+                f"--similar {a}~{b}: no scores for {', '.join(missing)} in these runs{hint}; "
+                f"tasks: {', '.join(sorted(known))}"
+            )
     tables = [doc.get("tau_b", [])] + [s.get("tau_b", []) for s in doc.get("by_set", {}).values()]
     for rows in tables:
         for row in rows:
             row["similar"] = frozenset((row["task_a"], row["task_b"])) in wanted
     doc["similar_pairs"] = [list(p) for p in pairs]
-

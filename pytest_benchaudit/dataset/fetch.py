@@ -48,9 +48,10 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 from urllib.parse import quote
 
 import httpx
@@ -92,7 +93,7 @@ def js_assignment_to_json(data: bytes) -> bytes:
     match = _JS_ASSIGNMENT.match(text)
     if not match:
         raise ValueError("the file does not start with an assignment 'NAME = '")
-    body = text[match.end():].rstrip()
+    body = text[match.end() :].rstrip()
     if body.endswith(";"):
         body = body[:-1]
     try:
@@ -132,8 +133,10 @@ def fetch_plan(suite: Suite) -> FetchPlan:
     table = suite.own_tables.get(FETCH_KEY)
     where = f"{suite.path}: [{FETCH_KEY}]"
     if table is None:
-        raise FetchError(f"{suite.name} has no [{FETCH_KEY}] table in {suite.path}; "
-                         "its files cannot be fetched automatically (see its PROVENANCE notes)")
+        raise FetchError(
+            f"{suite.name} has no [{FETCH_KEY}] table in {suite.path}; "
+            "its files cannot be fetched automatically (see its PROVENANCE notes)"
+        )
     if not isinstance(table, dict):
         raise FetchError(f"{where} must be a table")
     unknown = set(table) - {"base_url", "files"}
@@ -152,7 +155,9 @@ def fetch_plan(suite: Suite) -> FetchPlan:
             raise FetchError(f"{fwhere}: expected an inline table {{ path = ..., sha256 = ... }}")
         bad = set(spec) - _FILE_KEYS
         if bad:
-            raise FetchError(f"{fwhere}: unknown keys {', '.join(sorted(bad))} (known: {', '.join(sorted(_FILE_KEYS))})")
+            raise FetchError(
+                f"{fwhere}: unknown keys {', '.join(sorted(bad))} (known: {', '.join(sorted(_FILE_KEYS))})"
+            )
         parts = Path(name).parts
         if not name or Path(name).is_absolute() or ".." in parts or "\\" in name:
             raise FetchError(f"{fwhere}: the name must be a relative path inside the data folder")
@@ -232,11 +237,15 @@ def fetch_file(
         return "present"
     if spec.manual is not None:
         state = "is missing" if existing is None else f"has sha256 {existing}, expected {spec.sha256}"
-        raise FetchError(f"{label}: {target} {state}; it is not fetched automatically: {spec.manual}"
-                         + (f" (expected sha256 {spec.sha256})" if existing is None and spec.sha256 else ""))
+        raise FetchError(
+            f"{label}: {target} {state}; it is not fetched automatically: {spec.manual}"
+            + (f" (expected sha256 {spec.sha256})" if existing is None and spec.sha256 else "")
+        )
     if existing is not None and not force:
-        raise FetchError(f"{label}: {target} exists with sha256 {existing}, not the expected {spec.sha256}; "
-                         "refusing to overwrite it (use --force to replace it)")
+        raise FetchError(
+            f"{label}: {target} exists with sha256 {existing}, not the expected {spec.sha256}; "
+            "refusing to overwrite it (use --force to replace it)"
+        )
     url = file_url(base_url or plan.base_url, spec.path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
@@ -254,9 +263,11 @@ def fetch_file(
                 raise FetchError(f"{label}: transform {spec.transform} failed on {url}: {err}") from None
         got = _sha256_file(tmp)
         if got != spec.sha256:
-            raise FetchError(f"{label}: checksum mismatch for the file from {url}"
-                             f"{' after ' + spec.transform if spec.transform else ''}: "
-                             f"sha256 {got}, expected {spec.sha256}; nothing was written")
+            raise FetchError(
+                f"{label}: checksum mismatch for the file from {url}"
+                f"{' after ' + spec.transform if spec.transform else ''}: "
+                f"sha256 {got}, expected {spec.sha256}; nothing was written"
+            )
         with tmp.open("rb") as fh:
             os.fsync(fh.fileno())
         umask = os.umask(0)

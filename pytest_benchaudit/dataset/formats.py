@@ -56,8 +56,9 @@ def _jsonl_rows(text: str, path: Path, mapping: Mapping[str, Any]) -> Iterator[t
             raise SuiteError(f"{path}: line {lineno}: invalid JSON: {err.msg}") from None
 
 
-def _delimited_rows(text: str, path: Path, mapping: Mapping[str, Any],
-                    delimiter: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def _delimited_rows(
+    text: str, path: Path, mapping: Mapping[str, Any], delimiter: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
     csv.field_size_limit(1 << 30)
     # newline="" lets the csv module handle quoted newlines (and only \r/\n end a row).
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
@@ -72,7 +73,9 @@ def _delimited_rows(text: str, path: Path, mapping: Mapping[str, Any],
     for i, values in enumerate(reader):
         label = f"row {i + first_data_line}"
         if len(values) != len(columns):
-            raise SuiteError(f"{path}: {label}: expected {len(columns)} columns ({', '.join(columns)}), found {len(values)}")
+            raise SuiteError(
+                f"{path}: {label}: expected {len(columns)} columns ({', '.join(columns)}), found {len(values)}"
+            )
         yield label, dict(zip(columns, values))
 
 
@@ -90,7 +93,6 @@ BUILTIN_READERS: dict[str, Reader] = {"json": _json_rows, "jsonl": _jsonl_rows, 
 #: Every format a task's ``data.format`` (or its file's extension) may name: the built-ins and the
 #: plugins' (merged in by :mod:`pytest_benchaudit.plugins.plugin_manager`).
 READERS: dict[str, Reader] = dict(BUILTIN_READERS)
-
 
 
 def _json(text: str) -> Any:

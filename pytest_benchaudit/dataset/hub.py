@@ -20,6 +20,7 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
 from pytest_benchaudit.common.errors import DataError
 
 __all__ = ["HubUnavailable", "export_hub_dataset"]
@@ -33,13 +34,17 @@ def export_hub_dataset(spec: dict[str, Any], target: Path) -> int:
     """Download ``spec`` (repo, config, split) and write it to ``target`` as JSONL; return the row count."""
     repo, config, split = spec.get("repo"), spec.get("config"), spec.get("split", "test")
     where = f"{repo}" + (f" (config {config!r}, split {split!r})" if config else f" (split {split!r})")
-    hint = (f"RedSage-style data lives only on the Hugging Face hub. Run once with network access, or put a "
-            f"JSONL export of {where} at {target}")
+    hint = (
+        f"RedSage-style data lives only on the Hugging Face hub. Run once with network access, or put a "
+        f"JSONL export of {where} at {target}"
+    )
     try:
         import datasets  # noqa: PLC0415 - optional, heavy, only needed for hub-only benchmarks
     except ImportError:
-        raise HubUnavailable(f"{where} is not in the data directory and the 'datasets' package is not "
-                             f"installed (pip install 'pytest-benchaudit[hub]'). {hint}.") from None
+        raise HubUnavailable(
+            f"{where} is not in the data directory and the 'datasets' package is not "
+            f"installed (pip install 'pytest-benchaudit[hub]'). {hint}."
+        ) from None
     try:
         rows = datasets.load_dataset(repo, config, split=split)
     except Exception as err:  # the library raises many types for "offline"; all mean the same here

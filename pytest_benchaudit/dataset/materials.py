@@ -15,9 +15,10 @@ data directory (``benchaudit validate``, which reads no questions).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import JsonValue
 
@@ -28,8 +29,15 @@ from pytest_benchaudit.pipeline.record_documents import CardWarning, PipelineCar
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.types import Question
 
-__all__ = ["TaskFiles", "pin_warnings", "pinned_file_warnings", "read_task_files", "resource_key", "suite_files",
-           "task_card"]
+__all__ = [
+    "TaskFiles",
+    "pin_warnings",
+    "pinned_file_warnings",
+    "read_task_files",
+    "resource_key",
+    "suite_files",
+    "task_card",
+]
 
 
 @dataclass(frozen=True)
@@ -79,9 +87,16 @@ def read_task_files(suite: Suite, task: str, data_dir: Path, origin: str) -> Tas
         pinned[str(spec.few_shot.get("file", shot_path.name))] = shot_sums[shot_path.name]
     checksum = run_sums[str(Path(suite.data_folder) / path.name)] = _checksum(path)
     pinned[str(spec.data.get("file", path.name))] = checksum
-    return TaskFiles(questions=questions, questions_path=path, shots=shots, resources=resources,
-                     data_checksums={path.name: checksum, **shot_sums}, resource_checksums=resource_sums,
-                     run_checksums=run_sums, pinned=pinned)
+    return TaskFiles(
+        questions=questions,
+        questions_path=path,
+        shots=shots,
+        resources=resources,
+        data_checksums={path.name: checksum, **shot_sums},
+        resource_checksums=resource_sums,
+        run_checksums=run_sums,
+        pinned=pinned,
+    )
 
 
 def _checksum(path: Path) -> str:
@@ -128,18 +143,30 @@ def pinned_file_warnings(suite: Suite, data_dir: Path, origin: str) -> list[Card
     return pin_warnings(suite, found)
 
 
-def task_card(suite: Suite, task: str, pipeline: Pipeline, files: TaskFiles | None, rootdir: Path,
-              judge: Mapping[str, JsonValue] | None = None) -> PipelineCard:
+def task_card(
+    suite: Suite,
+    task: str,
+    pipeline: Pipeline,
+    files: TaskFiles | None,
+    rootdir: Path,
+    judge: Mapping[str, JsonValue] | None = None,
+) -> PipelineCard:
     """The pipeline card a run of ``pipeline`` on ``task`` records (the base variant, no ``--judge``
     unless ``judge`` gives its material): the fields and materials hashed, what run.json shows
     beside the hash.  ``files`` ``None``: the data could not be read, and the card lacks its
     checksums (its hash is then not a run's)."""
     if files is None:
         return pipeline.card(assembly.materials(suite.templates, pipeline, [], {}, {}, judge))
-    card = pipeline.card(assembly.materials(suite.templates, pipeline, files.shots, files.data_checksums,
-                                            files.resource_checksums, judge))
+    card = pipeline.card(
+        assembly.materials(
+            suite.templates, pipeline, files.shots, files.data_checksums, files.resource_checksums, judge
+        )
+    )
     name = files.questions_path.name
-    shown = assembly.TaskMaterials(dataset_checksums={name: files.data_checksums[name]},
-                                   suite_files=suite_files(suite, rootdir), questions_total=len(files.questions),
-                                   warnings=pin_warnings(suite, files.pinned))
+    shown = assembly.TaskMaterials(
+        dataset_checksums={name: files.data_checksums[name]},
+        suite_files=suite_files(suite, rootdir),
+        questions_total=len(files.questions),
+        warnings=pin_warnings(suite, files.pinned),
+    )
     return assembly.task_card(card, shown)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 from pytest_benchaudit.dataset.formats import BUILTIN_READERS, READERS, Reader
@@ -21,8 +21,19 @@ from pytest_benchaudit.dataset.suites import DataUnavailable, Suite, SuiteError,
 from pytest_benchaudit.pipeline.layering import deep_merge
 from pytest_benchaudit.pipeline.types import Question
 
-__all__ = ["BUILTIN_READERS", "DATA_ENV", "DataMissing", "READERS", "Reader", "data_file", "file_checksum", "load_questions", "load_resources",
-           "resolve_data_dir", "resolved"]
+__all__ = [
+    "BUILTIN_READERS",
+    "DATA_ENV",
+    "DataMissing",
+    "READERS",
+    "Reader",
+    "data_file",
+    "file_checksum",
+    "load_questions",
+    "load_resources",
+    "resolve_data_dir",
+    "resolved",
+]
 
 DATA_ENV = "BENCHAUDIT_DATA"
 _LABELS = ("A", "B", "C", "D", "E", "F", "G", "H")
@@ -70,14 +81,19 @@ def _missing_message(data_dir: Path, suite: Suite, path: Path, origin: str) -> s
     """What is missing and how to get it: ``benchaudit fetch`` where the suite says where its files
     come from (a ``[fetch]`` table), or the folder to put them in."""
     folder = data_dir / suite.data_folder
-    how = (f"`benchaudit fetch {suite.path.parent.name}"
-           + (f" --data-dir {data_dir}" if origin == "--data-dir" else "") + "` downloads it, or "
-           if "fetch" in suite.own_tables else f"put the benchmark's original files in a '{suite.data_folder}/' "
-                                                "folder there, or ")
+    how = (
+        f"`benchaudit fetch {suite.path.parent.name}"
+        + (f" --data-dir {data_dir}" if origin == "--data-dir" else "")
+        + "` downloads it, or "
+        if "fetch" in suite.own_tables
+        else f"put the benchmark's original files in a '{suite.data_folder}/' folder there, or "
+    )
     how += f"point --data-dir / ${DATA_ENV} at a directory that holds '{suite.data_folder}/'"
     if not folder.is_dir():  # the whole benchmark is missing: one reason for each of its tasks
-        return (f"{suite.name}: data not found: no '{suite.data_folder}/' folder in {data_dir} (data directory "
-                f"from {origin}); {how}")
+        return (
+            f"{suite.name}: data not found: no '{suite.data_folder}/' folder in {data_dir} (data directory "
+            f"from {origin}); {how}"
+        )
     return f"{suite.name}: data file not found: {path} (data directory from {origin}); {how}"
 
 
@@ -114,7 +130,9 @@ def _field(row: dict[str, Any], name: str, path: Path, label: str, kind: type | 
     if name not in row:
         raise SuiteError(f"{path}: {label}: missing field {name!r}")
     value = row[name]
-    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))):
+    if not isinstance(value, kind) or (
+        isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))
+    ):
         expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise SuiteError(f"{path}: {label}: field {name!r} should be {expected}, found {type(value).__name__}")
     return value
@@ -197,8 +215,9 @@ def _ensure_hub_export(suite: Suite, mapping: dict[str, Any], data_dir: Path) ->
         raise DataUnavailable(f"{suite.name}: {err}") from None
 
 
-def _gold_column(suite: Suite, mapping: dict[str, Any], data_dir: Path, origin: str,
-                 n_rows: int, path: Path) -> list[str] | None:
+def _gold_column(
+    suite: Suite, mapping: dict[str, Any], data_dir: Path, origin: str, n_rows: int, path: Path
+) -> list[str] | None:
     """Gold labels kept in a second file, joined by row order (CTI-TAA keeps them in its
     released responses file): ``gold_file = {file = "...", column = "GT", format = "tsv"}``."""
     spec = mapping.get("gold_file")
@@ -207,8 +226,10 @@ def _gold_column(suite: Suite, mapping: dict[str, Any], data_dir: Path, origin: 
     gold_path = data_file(data_dir, suite, spec["file"], origin)
     values = [str(_field(row, spec["column"], gold_path, label, (str, int))) for label, row in _rows(gold_path, spec)]
     if len(values) != n_rows:
-        raise SuiteError(f"{gold_path}: {len(values)} gold rows, but {path.name} has {n_rows} questions; "
-                         "the files are joined by row order and must have the same length")
+        raise SuiteError(
+            f"{gold_path}: {len(values)} gold rows, but {path.name} has {n_rows} questions; "
+            "the files are joined by row order and must have the same length"
+        )
     return values
 
 

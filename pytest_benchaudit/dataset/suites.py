@@ -22,12 +22,12 @@ from typing import Any
 from pytest_benchaudit.common.errors import ConfigError, DataError, did_you_mean
 from pytest_benchaudit.dataset.config import check_suite_config, check_task_data
 from pytest_benchaudit.dataset.formats import SuiteError
+from pytest_benchaudit.pipeline.layering import deep_merge, task_layers
 from pytest_benchaudit.pipeline.stages import (
     Pipeline,
     PipelineError,
     build_pipeline,
 )
-from pytest_benchaudit.pipeline.layering import deep_merge, task_layers
 from pytest_benchaudit.prompt.templates import Template, TemplateError
 
 __all__ = [
@@ -121,8 +121,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
-        raise SuiteError(f"{path}: line {line}: byte 0x{data[err.start]:02x} is not UTF-8 (TOML files are UTF-8 "
-                         "text; save the file as UTF-8)") from None
+        raise SuiteError(
+            f"{path}: line {line}: byte 0x{data[err.start]:02x} is not UTF-8 (TOML files are UTF-8 "
+            "text; save the file as UTF-8)"
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -197,8 +199,10 @@ def load_suite(path: Path) -> Suite:
     if not tasks:
         raise SuiteError(f"{path}: no [tasks.*] defined")
     if not is_folder_name(str(bench.get("data_folder", name))):
-        raise SuiteError(f"{path}: [benchmark] data_folder {bench.get('data_folder')!r} is outside the data directory "
-                         "(give a folder name inside it)")
+        raise SuiteError(
+            f"{path}: [benchmark] data_folder {bench.get('data_folder')!r} is outside the data directory "
+            "(give a folder name inside it)"
+        )
     suite = Suite(
         name=name,
         title=bench.get("title", name),

@@ -14,8 +14,26 @@ The package, by what each module holds:
 The command line is :mod:`pytest_benchaudit.cli.diagnose_cmd`.
 """
 
-from pytest_benchaudit.diagnose.diagnosis import (NOT_A_VERDICT, PER_TASK, Diagnosis, Finding, LoadedRun,
-                                                        diagnose, diagnose_report, render, to_json)
+from pytest_benchaudit.diagnose.diagnosis import (
+    NOT_A_VERDICT,
+    PER_TASK,
+    Diagnosis,
+    Finding,
+    LoadedRun,
+    diagnose,
+    diagnose_report,
+    render,
+    to_json,
+)
 
-__all__ = ["NOT_A_VERDICT", "PER_TASK", "Diagnosis", "Finding", "LoadedRun", "diagnose", "diagnose_report",
-           "render", "to_json"]
+__all__ = [
+    "NOT_A_VERDICT",
+    "PER_TASK",
+    "Diagnosis",
+    "Finding",
+    "LoadedRun",
+    "diagnose",
+    "diagnose_report",
+    "render",
+    "to_json",
+]

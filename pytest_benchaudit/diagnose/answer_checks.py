@@ -12,35 +12,43 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.record_documents import RecordRow
-
 from pytest_benchaudit.diagnose.core import (
-    Effect,
     MAX_IDS,
+    Effect,
     Finding,
     Group,
     Resources,
+    json_dict,
+    json_list,
     make_finding,
     question_ids,
     recompute_as_invalid,
     recovery_estimate,
     rescore_effect,
-    json_dict,
-    json_list,
 )
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.pipeline.stages import is_unspecified
 from pytest_benchaudit.scoring.extract import answer_text_of, strip_reasoning
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.scoring.names import metric_answers, rules_reading, strict_rule
 
-__all__ = ["Check", "check_echoed_options", "check_free_text_near_miss", "check_judge", "check_letters_anywhere",
-           "check_provider_minimum", "check_reasoning_kept", "check_seed", "check_stop_in_reasoning",
-           "check_truncation", "check_valid_denominator"]
+__all__ = [
+    "Check",
+    "check_echoed_options",
+    "check_free_text_near_miss",
+    "check_judge",
+    "check_letters_anywhere",
+    "check_provider_minimum",
+    "check_reasoning_kept",
+    "check_seed",
+    "check_stop_in_reasoning",
+    "check_truncation",
+    "check_valid_denominator",
+]
 
 Check = Callable[[Group, "Resources | None"], list[Finding]]
 _THINK = re.compile(r"</?think>", re.IGNORECASE)
@@ -65,8 +73,9 @@ FAILED_REQUEST = frozenset({"inference_error", "endpoint_down"})
 
 def _reasons(records: list[RecordRow], failed: bool) -> str:
     """'inference_error 77' over the failed requests (``failed``) or over the other invalid records."""
-    counts = Counter(str(r.get("invalid_reason")) for r in records
-                     if (r.get("invalid_reason") in FAILED_REQUEST) == failed)
+    counts = Counter(
+        str(r.get("invalid_reason")) for r in records if (r.get("invalid_reason") in FAILED_REQUEST) == failed
+    )
     return ", ".join(f"{k} {v}" for k, v in counts.most_common())
 
 
@@ -86,15 +95,27 @@ def check_valid_denominator(group: Group, resources: Resources | None) -> list[F
     reasons = dict(Counter(str(r.get("invalid_reason")) for r in bad).most_common())
     failed = sum(1 for r in bad if r.get("invalid_reason") in FAILED_REQUEST)
     effect = rescore_effect(group, [("scoring.denominator", "total")], resources)
-    what = " and ".join(part for part in (
-        f"{failed} requests failed (no answer came back: {_reasons(bad, True)})" if failed else "",
-        f"{len(bad) - failed} answers could not be read ({_reasons(bad, False)})" if len(bad) > failed else "")
-        if part)
-    hyp = (f"{_pct(len(bad), n)} items are invalid: {what}; the valid-only denominator leaves them out, so the "
-           f"headline may describe only the items that were answered and parsed rather than the task.")
-    return [make_finding(group, "FM01-valid-only-denominator", hyp,
-                         {"n": n, "n_invalid": len(bad), "invalid_reasons": reasons, "question_ids": question_ids(bad)},
-                         effect)]
+    what = " and ".join(
+        part
+        for part in (
+            f"{failed} requests failed (no answer came back: {_reasons(bad, True)})" if failed else "",
+            f"{len(bad) - failed} answers could not be read ({_reasons(bad, False)})" if len(bad) > failed else "",
+        )
+        if part
+    )
+    hyp = (
+        f"{_pct(len(bad), n)} items are invalid: {what}; the valid-only denominator leaves them out, so the "
+        f"headline may describe only the items that were answered and parsed rather than the task."
+    )
+    return [
+        make_finding(
+            group,
+            "FM01-valid-only-denominator",
+            hyp,
+            {"n": n, "n_invalid": len(bad), "invalid_reasons": reasons, "question_ids": question_ids(bad)},
+            effect,
+        )
+    ]
 
 
 def check_reasoning_kept(group: Group, resources: Resources | None) -> list[Finding]:
@@ -105,11 +126,19 @@ def check_reasoning_kept(group: Group, resources: Resources | None) -> list[Find
     if not tagged:
         return []
     effect = rescore_effect(group, [("extraction.reasoning", "strip")], resources)
-    hyp = (f"{_pct(len(tagged), len(group.records))} outputs carry <think> tags that reach the extraction rule, "
-           f"which may then read an answer from the reasoning instead of the final reply.")
-    return [make_finding(group, "FM05-reasoning-left-in-text", hyp,
-                         {"n": len(group.records), "n_with_think_tags": len(tagged),
-                          "question_ids": question_ids(tagged)}, effect)]
+    hyp = (
+        f"{_pct(len(tagged), len(group.records))} outputs carry <think> tags that reach the extraction rule, "
+        f"which may then read an answer from the reasoning instead of the final reply."
+    )
+    return [
+        make_finding(
+            group,
+            "FM05-reasoning-left-in-text",
+            hyp,
+            {"n": len(group.records), "n_with_think_tags": len(tagged), "question_ids": question_ids(tagged)},
+            effect,
+        )
+    ]
 
 
 def _labelled(group: Group) -> bool:
@@ -118,7 +147,8 @@ def _labelled(group: Group) -> bool:
 
 def _strict_rule(group: Group) -> str:
     multi = metric_answers(str(group.fields.get("scoring.metric", ""))) == "labels" or any(
-        len(_SEPARATORS.sub("", str(r.get("gold", "")))) > 1 for r in group.records)
+        len(_SEPARATORS.sub("", str(r.get("gold", "")))) > 1 for r in group.records
+    )
     return strict_rule("labels" if multi else "label")
 
 
@@ -146,17 +176,31 @@ def check_letters_anywhere(group: Group, resources: Resources | None) -> list[Fi
     strict = _strict_rule(group)
     # The effect is that of the flagged items read by the strict rule (the others keep their
     # reading), as the sentence is about them; the whole-rule swap is kept as evidence.
-    effect = rescore_effect(group, [("extraction.rule", strict)], resources,
-                            only={str(r["question_id"]) for r in hits})
+    effect = rescore_effect(group, [("extraction.rule", strict)], resources, only={str(r["question_id"]) for r in hits})
     whole = rescore_effect(group, [("extraction.rule", strict)], resources)
     n_correct = sum(1 for r in hits if r.get("correct"))
-    hyp = (f"In {_pct(len(hits), len(group.records))} answers the rule '{rule}' read a letter that never stands alone "
-           f"in the text (inside a word such as 'DEP', or a lower-case article), so it may be scoring letters the "
-           f"model did not choose ({n_correct} of them scored correct).")
-    return [make_finding(group, "FM06-letters-read-anywhere", hyp,
-                         {"n": len(group.records), "n_letter_not_standalone": len(hits), "n_scored_correct": n_correct,
-                          "rule": rule, "strict_rule": strict, "whole_rule_effect_pp": whole.pp,
-                          "question_ids": question_ids(hits)}, effect)]
+    hyp = (
+        f"In {_pct(len(hits), len(group.records))} answers the rule '{rule}' read a letter that never stands alone "
+        f"in the text (inside a word such as 'DEP', or a lower-case article), so it may be scoring letters the "
+        f"model did not choose ({n_correct} of them scored correct)."
+    )
+    return [
+        make_finding(
+            group,
+            "FM06-letters-read-anywhere",
+            hyp,
+            {
+                "n": len(group.records),
+                "n_letter_not_standalone": len(hits),
+                "n_scored_correct": n_correct,
+                "rule": rule,
+                "strict_rule": strict,
+                "whole_rule_effect_pp": whole.pp,
+                "question_ids": question_ids(hits),
+            },
+            effect,
+        )
+    ]
 
 
 def check_echoed_options(group: Group, resources: Resources | None) -> list[Finding]:
@@ -186,13 +230,28 @@ def check_echoed_options(group: Group, resources: Resources | None) -> list[Find
     if not hits:
         return []
     n_correct = sum(1 for r in hits if r.get("correct"))
-    effect = recompute_as_invalid(group, {str(r["question_id"]) for r in hits},
-                                  f"recomputed with the {len(hits)} items counted as unreadable")
-    hyp = (f"{_pct(len(hits), len(group.records))} outputs repeat the option list and the answer '{rule}' read "
-           f"comes from that list ({n_correct} scored correct), so the echo itself may be what was scored.")
-    return [make_finding(group, "FM07-echoed-options-scored", hyp,
-                         {"n": len(group.records), "n_echo_scored": len(hits), "n_scored_correct": n_correct,
-                          "rule": rule, "question_ids": question_ids(hits)}, effect)]
+    effect = recompute_as_invalid(
+        group, {str(r["question_id"]) for r in hits}, f"recomputed with the {len(hits)} items counted as unreadable"
+    )
+    hyp = (
+        f"{_pct(len(hits), len(group.records))} outputs repeat the option list and the answer '{rule}' read "
+        f"comes from that list ({n_correct} scored correct), so the echo itself may be what was scored."
+    )
+    return [
+        make_finding(
+            group,
+            "FM07-echoed-options-scored",
+            hyp,
+            {
+                "n": len(group.records),
+                "n_echo_scored": len(hits),
+                "n_scored_correct": n_correct,
+                "rule": rule,
+                "question_ids": question_ids(hits),
+            },
+            effect,
+        )
+    ]
 
 
 def check_free_text_near_miss(group: Group, resources: Resources | None) -> list[Finding]:
@@ -209,20 +268,37 @@ def check_free_text_near_miss(group: Group, resources: Resources | None) -> list
         pred, gold = (" ".join(str(rec.get(k) or "").casefold().split()) for k in ("prediction", "gold"))
         if len(pred) >= 3 and len(gold) >= 3 and pred != gold and (gold in pred or pred in gold):
             hits.append(rec)
-            pairs.append({"question_id": str(rec["question_id"]), "prediction": str(rec["prediction"])[:60],
-                          "gold": str(rec["gold"])[:60]})
+            pairs.append(
+                {
+                    "question_id": str(rec["question_id"]),
+                    "prediction": str(rec["prediction"])[:60],
+                    "gold": str(rec["gold"])[:60],
+                }
+            )
     if not hits:
         return []
     n = len(group.records)
     pp = round(100.0 * len(hits) / n, 2)
-    effect = Effect("estimate", pp, f"upper bound {pp:+.1f} pp if every such answer names the gold; fixing it means "
-                                    f"an alias-aware scoring.metric (or extraction.rule), re-scored offline")
-    hyp = (f"{_pct(len(hits), n)} answers scored wrong contain the gold name or are contained in it (e.g. "
-           f"'{pairs[0]['prediction']}' for '{pairs[0]['gold']}'), which suggests name variants the metric does "
-           f"not resolve, or answer sentences the extraction rule kept whole.")
-    return [make_finding(group, "BA02-free-text-near-miss", hyp,
-                         {"n": n, "n_near_miss": len(hits), "examples": pairs[:3],
-                          "question_ids": question_ids(hits)}, effect)]
+    effect = Effect(
+        "estimate",
+        pp,
+        f"upper bound {pp:+.1f} pp if every such answer names the gold; fixing it means "
+        f"an alias-aware scoring.metric (or extraction.rule), re-scored offline",
+    )
+    hyp = (
+        f"{_pct(len(hits), n)} answers scored wrong contain the gold name or are contained in it (e.g. "
+        f"'{pairs[0]['prediction']}' for '{pairs[0]['gold']}'), which suggests name variants the metric does "
+        f"not resolve, or answer sentences the extraction rule kept whole."
+    )
+    return [
+        make_finding(
+            group,
+            "BA02-free-text-near-miss",
+            hyp,
+            {"n": n, "n_near_miss": len(hits), "examples": pairs[:3], "question_ids": question_ids(hits)},
+            effect,
+        )
+    ]
 
 
 def check_judge(group: Group, resources: Resources | None) -> list[Finding]:
@@ -232,15 +308,31 @@ def check_judge(group: Group, resources: Resources | None) -> list[Finding]:
     if not fallback and not failed:
         return []
     judged = [r for r in group.records if (j := r.get("judge")) and j["parse_status"] in ("fallback", "failed")]
-    effect = recovery_estimate(group, failed) if failed else Effect("none", None, "fallback verdicts are scored; no "
-                                                                                  "estimate without new judge calls")
+    effect = (
+        recovery_estimate(group, failed)
+        if failed
+        else Effect("none", None, "fallback verdicts are scored; no estimate without new judge calls")
+    )
     effect.text = effect.text.replace("needs new generations", "needs new judge calls")
-    hyp = (f"{fallback} judge answers needed the fallback parser and {failed} gave no verdict, of "
-           f"{sum(status.values())} judged items, so the judge's prompt or model may not hold to the strict "
-           f"JSON format and its verdicts deserve a human check.")
-    return [make_finding(group, "BA01-judge-fallback-or-failure", hyp,
-                         {"n_judged": sum(status.values()), "n_fallback": fallback, "n_failed": failed,
-                          "question_ids": question_ids(judged)}, effect)]
+    hyp = (
+        f"{fallback} judge answers needed the fallback parser and {failed} gave no verdict, of "
+        f"{sum(status.values())} judged items, so the judge's prompt or model may not hold to the strict "
+        f"JSON format and its verdicts deserve a human check."
+    )
+    return [
+        make_finding(
+            group,
+            "BA01-judge-fallback-or-failure",
+            hyp,
+            {
+                "n_judged": sum(status.values()),
+                "n_fallback": fallback,
+                "n_failed": failed,
+                "question_ids": question_ids(judged),
+            },
+            effect,
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- inference (upstream)
@@ -251,15 +343,31 @@ def check_stop_in_reasoning(group: Group, resources: Resources | None) -> list[F
     stop = group.fields.get("inference.stop")
     if not stop or is_unspecified(stop):
         return []
-    hits = [r for r in group.records if r.get("finish_reason") == "stop" and strip_reasoning(r.get("raw_output") or "")[1]]
+    hits = [
+        r for r in group.records if r.get("finish_reason") == "stop" and strip_reasoning(r.get("raw_output") or "")[1]
+    ]
     if not hits:
         return []
     n_invalid = sum(1 for r in hits if not r.get("valid"))
-    hyp = (f"{_pct(len(hits), len(group.records))} generations stopped inside an unclosed <think> span while "
-           f"inference.stop is {stop!r}, which suggests the stop sequence cut the reasoning before any answer.")
-    return [make_finding(group, "FM02-stop-inside-reasoning", hyp,
-                         {"n": len(group.records), "n_stopped_in_reasoning": len(hits), "n_invalid": n_invalid,
-                          "stop": stop, "question_ids": question_ids(hits)}, recovery_estimate(group, n_invalid))]
+    hyp = (
+        f"{_pct(len(hits), len(group.records))} generations stopped inside an unclosed <think> span while "
+        f"inference.stop is {stop!r}, which suggests the stop sequence cut the reasoning before any answer."
+    )
+    return [
+        make_finding(
+            group,
+            "FM02-stop-inside-reasoning",
+            hyp,
+            {
+                "n": len(group.records),
+                "n_stopped_in_reasoning": len(hits),
+                "n_invalid": n_invalid,
+                "stop": stop,
+                "question_ids": question_ids(hits),
+            },
+            recovery_estimate(group, n_invalid),
+        )
+    ]
 
 
 def check_truncation(group: Group, resources: Resources | None) -> list[Finding]:
@@ -269,31 +377,60 @@ def check_truncation(group: Group, resources: Resources | None) -> list[Finding]
         return []
     n_invalid = sum(1 for r in hits if not r.get("valid"))
     budget = group.fields.get("inference.max_tokens")
-    hyp = (f"{_pct(len(hits), len(group.records))} generations ended at the token budget "
-           f"(inference.max_tokens {budget!r}), {n_invalid} of them without a readable answer, so the budget may "
-           f"be cutting answers short.")
-    return [make_finding(group, "FM03-token-budget-truncation", hyp,
-                         {"n": len(group.records), "n_truncated": len(hits), "n_truncated_invalid": n_invalid,
-                          "max_tokens": budget, "question_ids": question_ids(hits)},
-                         recovery_estimate(group, n_invalid))]
+    hyp = (
+        f"{_pct(len(hits), len(group.records))} generations ended at the token budget "
+        f"(inference.max_tokens {budget!r}), {n_invalid} of them without a readable answer, so the budget may "
+        f"be cutting answers short."
+    )
+    return [
+        make_finding(
+            group,
+            "FM03-token-budget-truncation",
+            hyp,
+            {
+                "n": len(group.records),
+                "n_truncated": len(hits),
+                "n_truncated_invalid": n_invalid,
+                "max_tokens": budget,
+                "question_ids": question_ids(hits),
+            },
+            recovery_estimate(group, n_invalid),
+        )
+    ]
 
 
 def check_provider_minimum(group: Group, resources: Resources | None) -> list[Finding]:
     """FM04: error payloads naming the token limit, or requests raised to a provider minimum."""
     errors = [r for r in group.records if r.get("error") and _BUDGET_ERROR.search(str(r["error"]))]
-    raised = [r for r in group.records
-              if any("provider minimum" in str(a) for a in json_list(r["request"].get("adjustments")))]
+    raised = [
+        r
+        for r in group.records
+        if any("provider minimum" in str(a) for a in json_list(r["request"].get("adjustments")))
+    ]
     if not errors and not raised:
         return []
     n_invalid = sum(1 for r in errors if not r.get("valid"))
     budget = group.fields.get("inference.max_tokens")
-    hyp = (f"{len(errors)} requests failed with an error about the token limit and {len(raised)} were raised to a "
-           f"provider minimum, so inference.max_tokens {budget!r} may sit below what the provider accepts and the "
-           f"run may not have used the pipeline's budget.")
-    return [make_finding(group, "FM04-budget-below-provider-minimum", hyp,
-                         {"n": len(group.records), "n_token_limit_errors": len(errors), "n_raised_to_minimum":
-                          len(raised), "max_tokens": budget, "question_ids": question_ids(errors or raised)},
-                         recovery_estimate(group, n_invalid))]
+    hyp = (
+        f"{len(errors)} requests failed with an error about the token limit and {len(raised)} were raised to a "
+        f"provider minimum, so inference.max_tokens {budget!r} may sit below what the provider accepts and the "
+        f"run may not have used the pipeline's budget."
+    )
+    return [
+        make_finding(
+            group,
+            "FM04-budget-below-provider-minimum",
+            hyp,
+            {
+                "n": len(group.records),
+                "n_token_limit_errors": len(errors),
+                "n_raised_to_minimum": len(raised),
+                "max_tokens": budget,
+                "question_ids": question_ids(errors or raised),
+            },
+            recovery_estimate(group, n_invalid),
+        )
+    ]
 
 
 def _flips(group: Group) -> tuple[list[str], int]:
@@ -330,12 +467,20 @@ def check_seed(group: Group, resources: Resources | None) -> list[Finding]:
         per_question = Counter(str(r["question_id"]) for r in group.records)
         if max(per_question.values()) > 1:
             return []  # the same question twice without repeat numbers (a merged file): not a sample of repeats
-        hyp = (f"{_pct(len(sampled), len(group.records))} requests were sampled (temperature {', '.join(temps)}) "
-               f"without a seed and with one generation per question, so the score may move on a rerun by an "
-               f"amount these records cannot show.")
-        return [make_finding(group, "FM14-sampling-without-seed", hyp, base,
-                             Effect("none", None, "needs repeated generations; one sample per question gives no "
-                                                  "estimate"))]
+        hyp = (
+            f"{_pct(len(sampled), len(group.records))} requests were sampled (temperature {', '.join(temps)}) "
+            f"without a seed and with one generation per question, so the score may move on a rerun by an "
+            f"amount these records cannot show."
+        )
+        return [
+            make_finding(
+                group,
+                "FM14-sampling-without-seed",
+                hyp,
+                base,
+                Effect("none", None, "needs repeated generations; one sample per question gives no estimate"),
+            )
+        ]
     res = group.result()
     flipped, asked = _flips(group)
     sd = res.get("sampling_sd")
@@ -345,19 +490,41 @@ def check_seed(group: Group, resources: Resources | None) -> list[Finding]:
     def amount(x: float) -> str:
         return f"{x:.3f} {res.get('metric') or 'metric'} units" if lib else f"{100 * x:.1f} pp"
 
-    spread = ("no sampling SD (fewer than two repeats with a score)" if sd is None
-              else f"a sampling SD of {amount(sd)}")
+    spread = "no sampling SD (fewer than two repeats with a score)" if sd is None else f"a sampling SD of {amount(sd)}"
     # The SD is that of a one-repeat headline; the mean of K repeats moves by about SD / sqrt(K).
-    rerun = ("" if sd is None else f", so a score asked once may move by about {amount(sd)} on a rerun and the "
-                                   f"mean of {k} repeats by about {amount(sd / math.sqrt(k))}")
-    hyp = (f"{_pct(len(sampled), len(group.records))} requests were sampled (temperature {', '.join(temps)}) without a "
-           f"seed; measured over {k} repeats per question, the headline shows {spread} across repeats and "
-           f"{_pct(len(flipped), asked)} questions flip their verdict between repeats{rerun}.")
-    evidence = {**base, "repeats": res["repeats"], "sampling_sd": sd, "retest_agreement": res.get("retest_agreement"),
-                "n_questions": asked, "n_flipped": len(flipped),
-                "flip_share": round(len(flipped) / asked, 6) if asked else None,
-                "question_ids": flipped[:MAX_IDS]}
-    return [make_finding(group, "FM14-sampling-without-seed", hyp, evidence,
-                         Effect("none", None, f"measured from the repeats: {spread}, {len(flipped)} of {asked} "
-                                              "questions flip; a seed makes a rerun repeat itself, it does not "
-                                              "remove this spread across samples"))]
+    rerun = (
+        ""
+        if sd is None
+        else f", so a score asked once may move by about {amount(sd)} on a rerun and the "
+        f"mean of {k} repeats by about {amount(sd / math.sqrt(k))}"
+    )
+    hyp = (
+        f"{_pct(len(sampled), len(group.records))} requests were sampled (temperature {', '.join(temps)}) without a "
+        f"seed; measured over {k} repeats per question, the headline shows {spread} across repeats and "
+        f"{_pct(len(flipped), asked)} questions flip their verdict between repeats{rerun}."
+    )
+    evidence = {
+        **base,
+        "repeats": res["repeats"],
+        "sampling_sd": sd,
+        "retest_agreement": res.get("retest_agreement"),
+        "n_questions": asked,
+        "n_flipped": len(flipped),
+        "flip_share": round(len(flipped) / asked, 6) if asked else None,
+        "question_ids": flipped[:MAX_IDS],
+    }
+    return [
+        make_finding(
+            group,
+            "FM14-sampling-without-seed",
+            hyp,
+            evidence,
+            Effect(
+                "none",
+                None,
+                f"measured from the repeats: {spread}, {len(flipped)} of {asked} "
+                "questions flip; a seed makes a rerun repeat itself, it does not "
+                "remove this spread across samples",
+            ),
+        )
+    ]

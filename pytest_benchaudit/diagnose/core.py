@@ -24,25 +24,25 @@ percentage points.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field, JsonValue
 from pydantic_core import to_jsonable_python
 
-from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.aggregate.results import summarize
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.diagnose.failure_modes import Stage, failure_mode
 from pytest_benchaudit.diagnose.finding_documents import EffectKind, FindingRow
+from pytest_benchaudit.pipeline.layering import retarget
+from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
+from pytest_benchaudit.pipeline.stages import PipelineError
+from pytest_benchaudit.rescore.records import Resources as RescoreResources
 from pytest_benchaudit.rescore.records import (
     pipeline_from_card,
     rescore_records,
 )
-from pytest_benchaudit.pipeline.layering import retarget
-from pytest_benchaudit.rescore.records import Resources as RescoreResources
-from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
-from pytest_benchaudit.pipeline.stages import PipelineError
 from pytest_benchaudit.runs.run_meta import RunMeta
 
 __all__ = [
@@ -88,18 +88,34 @@ class Finding(BaseModel):
     effect_pp: float | None = None
     effect: str = ""
     effect_kind: EffectKind = "none"
-    effect_delta: float | None = Field(default=None, description="the computed change of the headline in the "
-                                                                 "metric's own units (new - old), when there is one")
-    effect_is_zero: bool = Field(default=False, description="a re-scored or recomputed effect that leaves the "
-                                                            "headline exactly where it was")
+    effect_delta: float | None = Field(
+        default=None,
+        description="the computed change of the headline in the metric's own units (new - old), when there is one",
+    )
+    effect_is_zero: bool = Field(
+        default=False, description="a re-scored or recomputed effect that leaves the headline exactly where it was"
+    )
 
     def row(self) -> FindingRow:
         """The finding as JSON (``diagnose --json``, ``audit.json`` ``findings``): ``model_dump(mode="json")``, typed."""
-        return FindingRow(benchmark=self.benchmark, task=self.task, model=self.model, pipeline=self.pipeline,
-                          run=self.run, failure_mode=self.failure_mode, title=self.title, field=self.field,
-                          stage=self.stage, hypothesis=self.hypothesis, evidence=to_jsonable_python(self.evidence),
-                          effect_pp=self.effect_pp, effect=self.effect, effect_kind=self.effect_kind,
-                          effect_delta=self.effect_delta, effect_is_zero=self.effect_is_zero)
+        return FindingRow(
+            benchmark=self.benchmark,
+            task=self.task,
+            model=self.model,
+            pipeline=self.pipeline,
+            run=self.run,
+            failure_mode=self.failure_mode,
+            title=self.title,
+            field=self.field,
+            stage=self.stage,
+            hypothesis=self.hypothesis,
+            evidence=to_jsonable_python(self.evidence),
+            effect_pp=self.effect_pp,
+            effect=self.effect,
+            effect_kind=self.effect_kind,
+            effect_delta=self.effect_delta,
+            effect_is_zero=self.effect_is_zero,
+        )
 
 
 @dataclass
@@ -186,15 +202,22 @@ def delta_effect(kind: EffectKind, old: TaskResult, new: TaskResult, how: str) -
     if a is None or b is None:
         return Effect(kind, None, f"{how}: no score to compare")
     if old.get("lower_is_better"):
-        return Effect(kind, None, f"{how}: {b - a:+.3f} {_units(old)} ({a:.3f} -> {b:.3f}; lower is better)",
-                      zero=abs(b - a) < 1e-9, delta=round(b - a, 6))
+        return Effect(
+            kind,
+            None,
+            f"{how}: {b - a:+.3f} {_units(old)} ({a:.3f} -> {b:.3f}; lower is better)",
+            zero=abs(b - a) < 1e-9,
+            delta=round(b - a, 6),
+        )
     pp = round(100.0 * (b - a), 2)
-    return Effect(kind, pp, f"{how}: {pp:+.1f} pp ({100 * a:.1f} -> {100 * b:.1f})", zero=abs(b - a) < 1e-9,
-                  delta=round(b - a, 6))
+    return Effect(
+        kind, pp, f"{how}: {pp:+.1f} pp ({100 * a:.1f} -> {100 * b:.1f})", zero=abs(b - a) < 1e-9, delta=round(b - a, 6)
+    )
 
 
-def rescore_effect(group: Group, overrides: list[tuple[str, JsonValue]], resources: Resources | None,
-                   only: set[str] | None = None) -> Effect:
+def rescore_effect(
+    group: Group, overrides: list[tuple[str, JsonValue]], resources: Resources | None, only: set[str] | None = None
+) -> Effect:
     """Re-score the group's stored outputs offline with ``overrides`` (downstream fields only).
 
     ``only``: re-score just these question ids with ``overrides`` (the others keep the stored
@@ -210,8 +233,7 @@ def rescore_effect(group: Group, overrides: list[tuple[str, JsonValue]], resourc
         if only is None:
             new = rescore_records(group.records, lambda rec: target, res)
         else:
-            new = rescore_records(group.records,
-                                  lambda rec: target if str(rec["question_id"]) in only else stored, res)
+            new = rescore_records(group.records, lambda rec: target if str(rec["question_id"]) in only else stored, res)
     except (PipelineError, KeyError, ValueError) as err:
         # e.g. a metric whose lookup files are not in the data directory: say so, never guess.
         return Effect("none", None, f"could not re-score ({how}): {err}")
@@ -252,19 +274,30 @@ def recovery_estimate(group: Group, n_affected_invalid: int) -> Effect:
     if not n_affected_invalid or not n:
         return Effect("none", None, f"{base}; no invalid item to recover")
     if res.get("denominator") == "valid":
-        return Effect("estimate", 0.0, f"{base}; estimate 0 pp: the valid-only denominator already leaves these "
-                                       f"items out (see FM01)")
+        return Effect(
+            "estimate",
+            0.0,
+            f"{base}; estimate 0 pp: the valid-only denominator already leaves these items out (see FM01)",
+        )
     mean_valid = res.get("score_valid")
     if mean_valid is None:
         return Effect("none", None, f"{base}; no valid answer to estimate from")
     invalid_value = _invalid_value(group)
     move = n_affected_invalid * (mean_valid - invalid_value) / n
     if res.get("lower_is_better"):
-        return Effect("estimate", None, f"{base}; estimate {move:+.3f} {_units(res)} if the {n_affected_invalid} "
-                                        f"items were answered as well as the valid ones [{credit_clause(group)}]")
+        return Effect(
+            "estimate",
+            None,
+            f"{base}; estimate {move:+.3f} {_units(res)} if the {n_affected_invalid} "
+            f"items were answered as well as the valid ones [{credit_clause(group)}]",
+        )
     pp = round(100.0 * move, 2)
-    return Effect("estimate", pp, f"{base}; estimate {pp:+.1f} pp if the {n_affected_invalid} items were answered "
-                                  f"as well as the model's valid answers [{credit_clause(group)}]")
+    return Effect(
+        "estimate",
+        pp,
+        f"{base}; estimate {pp:+.1f} pp if the {n_affected_invalid} items were answered "
+        f"as well as the model's valid answers [{credit_clause(group)}]",
+    )
 
 
 def _credit(group: Group) -> float:
@@ -289,8 +322,18 @@ def credit_clause(group: Group) -> str:
     return f"invalid answers score {note}; scoring.invalid_credit {credit:g}"
 
 
-def make_finding(group: Group | None, fm_id: str, hypothesis: str, evidence: dict[str, Any], effect: Effect, *,
-                 benchmark: str = "", task: str = "", model: str = "*", field_name: str | None = None) -> Finding:
+def make_finding(
+    group: Group | None,
+    fm_id: str,
+    hypothesis: str,
+    evidence: dict[str, Any],
+    effect: Effect,
+    *,
+    benchmark: str = "",
+    task: str = "",
+    model: str = "*",
+    field_name: str | None = None,
+) -> Finding:
     """A :class:`Finding` of catalogue entry ``fm_id`` for ``group`` (or for a task, every model).
 
     A re-scored or recomputed effect of a group says the credit its invalid answers got
@@ -301,11 +344,21 @@ def make_finding(group: Group | None, fm_id: str, hypothesis: str, evidence: dic
     if group is not None and effect.kind in ("rescored", "recomputed"):
         text = f"{text} [{credit_clause(group)}]"
     return Finding(
-        benchmark=group.benchmark if group else benchmark, task=group.task if group else task,
-        model=group.model if group else model, pipeline=group.pipeline if group else "",
-        run=group.run if group else "", failure_mode=fm.id, title=fm.title, field=field_name or fm.field,
-        stage=fm.stage, hypothesis=hypothesis, evidence=evidence, effect_pp=effect.pp, effect=text,
-        effect_kind=effect.kind, effect_delta=effect.delta,
+        benchmark=group.benchmark if group else benchmark,
+        task=group.task if group else task,
+        model=group.model if group else model,
+        pipeline=group.pipeline if group else "",
+        run=group.run if group else "",
+        failure_mode=fm.id,
+        title=fm.title,
+        field=field_name or fm.field,
+        stage=fm.stage,
+        hypothesis=hypothesis,
+        evidence=evidence,
+        effect_pp=effect.pp,
+        effect=text,
+        effect_kind=effect.kind,
+        effect_delta=effect.delta,
         effect_is_zero=effect.zero and effect.kind in ("rescored", "recomputed"),
     )
 

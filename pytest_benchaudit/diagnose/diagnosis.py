@@ -15,34 +15,42 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_benchaudit.diagnose import answer_checks
-from pytest_benchaudit.diagnose import data_checks
+from pytest_benchaudit.diagnose import answer_checks, data_checks, lint_checks, order_checks
 from pytest_benchaudit.diagnose import flips as flip_checks
-from pytest_benchaudit.diagnose import lint_checks
-from pytest_benchaudit.diagnose import order_checks
-from pytest_benchaudit.diagnose.failure_modes import CATALOGUE
-from pytest_benchaudit.diagnose.finding_documents import DiagnoseDocument
 from pytest_benchaudit.diagnose.core import (
     Finding,
     LoadedRun,
     Resources,
     group_runs,
 )
+from pytest_benchaudit.diagnose.failure_modes import CATALOGUE
+from pytest_benchaudit.diagnose.finding_documents import DiagnoseDocument
 
 if TYPE_CHECKING:
     from pytest_benchaudit.ledger.ledger_documents import LedgerRow
 
-__all__ = ["NOT_A_VERDICT", "PER_TASK", "Diagnosis", "Finding", "LoadedRun", "diagnose", "diagnose_report",
-           "render", "to_json"]
+__all__ = [
+    "NOT_A_VERDICT",
+    "PER_TASK",
+    "Diagnosis",
+    "Finding",
+    "LoadedRun",
+    "diagnose",
+    "diagnose_report",
+    "render",
+    "to_json",
+]
 
 # Failure modes about the data or the card, not the model (PER_TASK): the records of every model
 # show the same problem, so they are reported once per task (each model's effect kept in the
 # evidence).  Per failure mode, the evidence that differs from model to model without making it
 # another problem: the number of records, and for the card lint the outputs that showed reasoning
 # (the card is the problem, not which items).
-_PER_MODEL_EVIDENCE = {"FM11-empty-or-unmatchable-gold": frozenset({"n"}),
-                       "FM12-duplicate-questions": frozenset({"n"}),
-                       "BA04-card-lint": frozenset({"n", "n_with_reasoning", "question_ids"})}
+_PER_MODEL_EVIDENCE = {
+    "FM11-empty-or-unmatchable-gold": frozenset({"n"}),
+    "FM12-duplicate-questions": frozenset({"n"}),
+    "BA04-card-lint": frozenset({"n", "n_with_reasoning", "question_ids"}),
+}
 PER_TASK = frozenset(_PER_MODEL_EVIDENCE)
 
 
@@ -55,16 +63,24 @@ class Diagnosis:
     folded: list[Finding] = field(default_factory=list)
 
 
-def diagnose(runs: Sequence[LoadedRun], *, resources: Resources | None = None,
-             ledger_rows: Mapping[str, LedgerRow] | None = None,
-             order_flips: Sequence[flip_checks.OrderFlip] | None = None) -> list[Finding]:
+def diagnose(
+    runs: Sequence[LoadedRun],
+    *,
+    resources: Resources | None = None,
+    ledger_rows: Mapping[str, LedgerRow] | None = None,
+    order_flips: Sequence[flip_checks.OrderFlip] | None = None,
+) -> list[Finding]:
     """The findings to list (:attr:`Diagnosis.findings` of :func:`diagnose_report`)."""
     return diagnose_report(runs, resources=resources, ledger_rows=ledger_rows, order_flips=order_flips).findings
 
 
-def diagnose_report(runs: Sequence[LoadedRun], *, resources: Resources | None = None,
-                    ledger_rows: Mapping[str, LedgerRow] | None = None,
-                    order_flips: Sequence[flip_checks.OrderFlip] | None = None) -> Diagnosis:
+def diagnose_report(
+    runs: Sequence[LoadedRun],
+    *,
+    resources: Resources | None = None,
+    ledger_rows: Mapping[str, LedgerRow] | None = None,
+    order_flips: Sequence[flip_checks.OrderFlip] | None = None,
+) -> Diagnosis:
     """Every catalogued check on every benchmark x task x model of ``runs``.
 
     Dataset and card findings (:data:`PER_TASK`) are merged into one per task and problem;
@@ -78,11 +94,21 @@ def diagnose_report(runs: Sequence[LoadedRun], *, resources: Resources | None = 
     """
     groups = group_runs(runs)
     group_checks: list[answer_checks.Check] = [
-        lint_checks.check_all_invalid, lint_checks.check_logprobs_missing, lint_checks.check_card_lint,
-        answer_checks.check_valid_denominator, answer_checks.check_stop_in_reasoning, answer_checks.check_truncation,
-        answer_checks.check_provider_minimum, answer_checks.check_reasoning_kept, answer_checks.check_letters_anywhere,
-        answer_checks.check_echoed_options, data_checks.check_gold, data_checks.check_duplicates, answer_checks.check_seed,
-        answer_checks.check_judge, answer_checks.check_free_text_near_miss,
+        lint_checks.check_all_invalid,
+        lint_checks.check_logprobs_missing,
+        lint_checks.check_card_lint,
+        answer_checks.check_valid_denominator,
+        answer_checks.check_stop_in_reasoning,
+        answer_checks.check_truncation,
+        answer_checks.check_provider_minimum,
+        answer_checks.check_reasoning_kept,
+        answer_checks.check_letters_anywhere,
+        answer_checks.check_echoed_options,
+        data_checks.check_gold,
+        data_checks.check_duplicates,
+        answer_checks.check_seed,
+        answer_checks.check_judge,
+        answer_checks.check_free_text_near_miss,
     ]
     findings: list[Finding] = []
     for group in groups:
@@ -135,19 +161,33 @@ def merge_per_task(findings: list[Finding]) -> list[Finding]:
         top = max(group, key=lambda f: abs(f.effect_pp if f.effect_pp is not None else (f.effect_delta or 0.0)))
         by_model = {f.model: (f.effect_pp if f.effect_pp is not None else f.effect_delta) for f in group}
         evidence = {**top.evidence, "models": [f.model for f in group], "effect_by_model": by_model}
-        effect = (f"{top.effect}; the largest move of the {len(group)} models' records ({top.model}), each "
-                  f"model's in effect_by_model" if top.effect_kind != "none" else top.effect)
-        merged.append(top.model_copy(update={
-            "model": "*", "run": "", "evidence": evidence, "effect": effect,
-            "hypothesis": f"{top.hypothesis} (the same in the records of {len(group)} models)",
-            "effect_is_zero": all(f.effect_is_zero for f in group)}))
+        effect = (
+            f"{top.effect}; the largest move of the {len(group)} models' records ({top.model}), each "
+            f"model's in effect_by_model"
+            if top.effect_kind != "none"
+            else top.effect
+        )
+        merged.append(
+            top.model_copy(
+                update={
+                    "model": "*",
+                    "run": "",
+                    "evidence": evidence,
+                    "effect": effect,
+                    "hypothesis": f"{top.hypothesis} (the same in the records of {len(group)} models)",
+                    "effect_is_zero": all(f.effect_is_zero for f in group),
+                }
+            )
+        )
     return merged
 
 
 # --------------------------------------------------------------------------- output
 
-NOT_A_VERDICT = ("Each finding is a hypothesis with evidence, not a verdict: check the quoted question ids "
-                 "in the run's records before acting on it.")
+NOT_A_VERDICT = (
+    "Each finding is a hypothesis with evidence, not a verdict: check the quoted question ids "
+    "in the run's records before acting on it."
+)
 
 
 def _evidence_text(evidence: Mapping[str, Any]) -> str:
@@ -159,9 +199,11 @@ def _folded_line(folded: Sequence[Finding]) -> str:
     if not folded:
         return ""
     counts = Counter(f.failure_mode.split("-", 1)[0] for f in folded)
-    return (f"{len(folded)} more findings re-scored or recomputed to an effect of 0.0 (the headline does not move), "
-            f"not listed: " + ", ".join(f"{fm} x{n}" for fm, n in sorted(counts.items())) + " (--json lists them "
-            "under 'folded').\n\n")
+    return (
+        f"{len(folded)} more findings re-scored or recomputed to an effect of 0.0 (the headline does not move), "
+        f"not listed: " + ", ".join(f"{fm} x{n}" for fm, n in sorted(counts.items())) + " (--json lists them "
+        "under 'folded').\n\n"
+    )
 
 
 def render(findings: Sequence[Finding], n_groups: int, folded: Sequence[Finding] = ()) -> str:
@@ -171,23 +213,47 @@ def render(findings: Sequence[Finding], n_groups: int, folded: Sequence[Finding]
 
     if not findings:
         return f"diagnose: {n_groups} model x task groups checked; no finding.\n{_folded_line(folded)}{NOT_A_VERDICT}"
-    rows = [[f.failure_mode.split("-", 1)[0], f"{f.benchmark}.{f.task}", f.model, f.field,
-             "" if f.effect_pp is None else f"{f.effect_pp:+.1f}", _evidence_text(f.evidence), f.hypothesis]
-            for f in findings]
-    table = tabulate(rows, headers=["id", "task", "model", "field", "effect pp", "evidence", "hypothesis"],
-                     maxcolwidths=[None, None, 28, 22, None, 40, 70], disable_numparse=True)
+    rows = [
+        [
+            f.failure_mode.split("-", 1)[0],
+            f"{f.benchmark}.{f.task}",
+            f.model,
+            f.field,
+            "" if f.effect_pp is None else f"{f.effect_pp:+.1f}",
+            _evidence_text(f.evidence),
+            f.hypothesis,
+        ]
+        for f in findings
+    ]
+    table = tabulate(
+        rows,
+        headers=["id", "task", "model", "field", "effect pp", "evidence", "hypothesis"],
+        maxcolwidths=[None, None, 28, 22, None, 40, 70],
+        disable_numparse=True,
+    )
     counts = Counter(f.failure_mode for f in findings)
-    summary = tabulate([[fm, CATALOGUE[fm].title, counts[fm]] for fm in CATALOGUE if counts[fm]],
-                       headers=["failure mode", "title", "findings"])
-    return (f"diagnose: {n_groups} model x task groups checked, {len(findings)} findings\n\n{table}\n\n"
-            f"{_folded_line(folded)}{summary}\n\n{NOT_A_VERDICT}")
+    summary = tabulate(
+        [[fm, CATALOGUE[fm].title, counts[fm]] for fm in CATALOGUE if counts[fm]],
+        headers=["failure mode", "title", "findings"],
+    )
+    return (
+        f"diagnose: {n_groups} model x task groups checked, {len(findings)} findings\n\n{table}\n\n"
+        f"{_folded_line(folded)}{summary}\n\n{NOT_A_VERDICT}"
+    )
 
 
 def to_json(findings: Sequence[Finding], n_groups: int, folded: Sequence[Finding] = ()) -> DiagnoseDocument:
     """The ``--json`` document: ``findings`` (benchmark, task, model, failure_mode, field, evidence, effect_pp, ...),
     largest |effect| first, and ``folded``: the zero-effect findings, counted apart (``n_folded``)."""
-    return {"diagnose_version": "benchaudit.diagnose/1", "n_groups": n_groups, "note": NOT_A_VERDICT,
-            "catalogue": {fm.id: {"title": fm.title, "field": fm.field, "stage": fm.stage, "source": fm.source}
-                          for fm in CATALOGUE.values()},
-            "findings": [f.row() for f in findings],
-            "n_folded": len(folded), "folded": [f.row() for f in folded]}
+    return {
+        "diagnose_version": "benchaudit.diagnose/1",
+        "n_groups": n_groups,
+        "note": NOT_A_VERDICT,
+        "catalogue": {
+            fm.id: {"title": fm.title, "field": fm.field, "stage": fm.stage, "source": fm.source}
+            for fm in CATALOGUE.values()
+        },
+        "findings": [f.row() for f in findings],
+        "n_folded": len(folded),
+        "folded": [f.row() for f in folded],
+    }

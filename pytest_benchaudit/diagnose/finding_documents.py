@@ -10,10 +10,10 @@ Pure: no pytest, no I/O.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NotRequired
 
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from pytest_benchaudit.diagnose.failure_modes import Stage
 

@@ -58,19 +58,49 @@ def _finding(bench: str, task: str, flips: list[OrderFlip]) -> Finding:
 
     def text(p: OrderFlip) -> str:
         by = ", ".join(f for f, _s in p.fields) or "several fields together"
-        return (f"{p.model_a} above {p.model_b} in {p.a_better:.0%} of {p.n_specs} specifications, below in "
-                f"{p.b_better:.0%} (reversed by {by})")
+        return (
+            f"{p.model_a} above {p.model_b} in {p.a_better:.0%} of {p.n_specs} specifications, below in "
+            f"{p.b_better:.0%} (reversed by {by})"
+        )
 
     shown = "; ".join(text(p) for p in flips[:SHOWN_PAIRS])
     more = f"; and {len(flips) - SHOWN_PAIRS} more (evidence.pairs)" if len(flips) > SHOWN_PAIRS else ""
-    hyp = (f"{len(flips)} pair{'s' if len(flips) != 1 else ''} of models change{'s' if len(flips) == 1 else ''} "
-           f"order across the task's defensible pipelines: {shown}{more}; which model is better is then a "
-           f"choice of pipeline{f', above all of {top}' if top else ''}, not a finding of the benchmark.")
-    evidence = {"n_pairs": len(flips), "top_field": top, "field_counts": dict(sorted(counts.items())),
-                "pairs": [{"model_a": p.model_a, "model_b": p.model_b, "n_specs": p.n_specs, "a_better": p.a_better,
-                           "b_better": p.b_better, "significant_a": p.significant_a, "significant_b": p.significant_b,
-                           "fields": [{"field": f, "share": s} for f, s in p.fields]} for p in flips]}
-    effect = Effect("none", None, "no single score to correct: report the order under each defensible pipeline "
-                                  "(benchaudit multiverse), or fix the field in the benchmark's card")
-    return make_finding(None, "BA07-order-flips-across-specifications", hyp, evidence, effect, benchmark=bench,
-                        task=task, field_name=top)
+    hyp = (
+        f"{len(flips)} pair{'s' if len(flips) != 1 else ''} of models change{'s' if len(flips) == 1 else ''} "
+        f"order across the task's defensible pipelines: {shown}{more}; which model is better is then a "
+        f"choice of pipeline{f', above all of {top}' if top else ''}, not a finding of the benchmark."
+    )
+    evidence = {
+        "n_pairs": len(flips),
+        "top_field": top,
+        "field_counts": dict(sorted(counts.items())),
+        "pairs": [
+            {
+                "model_a": p.model_a,
+                "model_b": p.model_b,
+                "n_specs": p.n_specs,
+                "a_better": p.a_better,
+                "b_better": p.b_better,
+                "significant_a": p.significant_a,
+                "significant_b": p.significant_b,
+                "fields": [{"field": f, "share": s} for f, s in p.fields],
+            }
+            for p in flips
+        ],
+    }
+    effect = Effect(
+        "none",
+        None,
+        "no single score to correct: report the order under each defensible pipeline "
+        "(benchaudit multiverse), or fix the field in the benchmark's card",
+    )
+    return make_finding(
+        None,
+        "BA07-order-flips-across-specifications",
+        hyp,
+        evidence,
+        effect,
+        benchmark=bench,
+        task=task,
+        field_name=top,
+    )

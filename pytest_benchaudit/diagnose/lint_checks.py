@@ -12,10 +12,6 @@ everywhere in ``diagnose``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
-
-from pytest_benchaudit.pipeline.record_documents import RecordRow
 
 from pytest_benchaudit.diagnose.core import (
     Effect,
@@ -27,6 +23,7 @@ from pytest_benchaudit.diagnose.core import (
     recompute_as_invalid,
     recovery_estimate,
 )
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.pipeline.stages import is_unspecified
 from pytest_benchaudit.scoring.names import rules_reading
 
@@ -59,22 +56,42 @@ def check_logprobs_missing(group: Group, resources: Resources | None) -> list[Fi
     predictions = dict(Counter(str(r.get("prediction")) for r in scored).most_common())
     n_correct = sum(1 for r in scored if r.get("correct"))
     if scored:
-        effect = recompute_as_invalid(group, {str(r["question_id"]) for r in scored},
-                                      f"recomputed with the {len(scored)} fallback answers counted unreadable "
-                                      f"(no log-probabilities, no prediction)")
-        read = (f"the rule scored its fallback for {len(scored)} of them (predictions {predictions}, "
-                f"{n_correct} correct by chance)")
+        effect = recompute_as_invalid(
+            group,
+            {str(r["question_id"]) for r in scored},
+            f"recomputed with the {len(scored)} fallback answers counted unreadable "
+            f"(no log-probabilities, no prediction)",
+        )
+        read = (
+            f"the rule scored its fallback for {len(scored)} of them (predictions {predictions}, "
+            f"{n_correct} correct by chance)"
+        )
     else:
         effect = recovery_estimate(group, len(hits))
         read = "the rule found no prediction in any of them"
     budget = group.fields.get("inference.decoding.top_logprobs")
-    hyp = (f"extraction.rule {rule!r} reads the first token's log-probabilities, and {len(hits)} of {n} answers "
-           f"came back without any (inference.decoding.top_logprobs {budget!r}); {read}, which suggests the "
-           f"endpoint does not return logprobs, so the score reflects the fallback rather than the model.")
-    return [make_finding(group, "BA05-logprobs-missing", hyp,
-                         {"n": n, "n_without_logprobs": len(hits), "n_fallback_scored": len(scored),
-                          "n_fallback_correct": n_correct, "fallback_predictions": predictions,
-                          "top_logprobs": budget, "question_ids": question_ids(hits)}, effect)]
+    hyp = (
+        f"extraction.rule {rule!r} reads the first token's log-probabilities, and {len(hits)} of {n} answers "
+        f"came back without any (inference.decoding.top_logprobs {budget!r}); {read}, which suggests the "
+        f"endpoint does not return logprobs, so the score reflects the fallback rather than the model."
+    )
+    return [
+        make_finding(
+            group,
+            "BA05-logprobs-missing",
+            hyp,
+            {
+                "n": n,
+                "n_without_logprobs": len(hits),
+                "n_fallback_scored": len(scored),
+                "n_fallback_correct": n_correct,
+                "fallback_predictions": predictions,
+                "top_logprobs": budget,
+                "question_ids": question_ids(hits),
+            },
+            effect,
+        )
+    ]
 
 
 def check_all_invalid(group: Group, resources: Resources | None) -> list[Finding]:
@@ -94,13 +111,24 @@ def check_all_invalid(group: Group, resources: Resources | None) -> list[Finding
         cause = "the endpoint failed some requests and the extraction rule read none of the other answers"
     else:
         cause = f"the answers are in a format extraction.rule {_rule(group)!r} never reads"
-    hyp = (f"All {len(recs)} items are invalid ({', '.join(f'{k} {v}' for k, v in reasons.items())}; e.g. "
-           f"{detail!r}), which suggests {cause}: no score of this group describes the model.")
-    return [make_finding(group, "BA03-endpoint-or-format-failure", hyp,
-                         {"n": len(recs), "invalid_reasons": reasons, "detail": detail,
-                          "question_ids": question_ids(recs)},
-                         Effect("none", None, "no answer was read, so there is no score to move: needs new "
-                                              "generations (or another extraction rule, re-scored offline)"))]
+    hyp = (
+        f"All {len(recs)} items are invalid ({', '.join(f'{k} {v}' for k, v in reasons.items())}; e.g. "
+        f"{detail!r}), which suggests {cause}: no score of this group describes the model."
+    )
+    return [
+        make_finding(
+            group,
+            "BA03-endpoint-or-format-failure",
+            hyp,
+            {"n": len(recs), "invalid_reasons": reasons, "detail": detail, "question_ids": question_ids(recs)},
+            Effect(
+                "none",
+                None,
+                "no answer was read, so there is no score to move: needs new "
+                "generations (or another extraction rule, re-scored offline)",
+            ),
+        )
+    ]
 
 
 def _stops(group: Group) -> list[str]:
@@ -124,34 +152,80 @@ def check_card_lint(group: Group, resources: Resources | None) -> list[Finding]:
         longest = max(recs, key=lambda r: len(str(r.get("gold") or "").split()))
         words = len(str(longest.get("gold") or "").split())
         if budget == 1:
-            out.append(make_finding(group, "BA04-card-lint", (
-                f"inference.max_tokens is 1 while extraction.rule {rule!r} reads the answer from generated text, "
-                f"so any answer longer than one token is cut (found here whether or not the server honoured it)."),
-                {"lint": "max_tokens_1_generative", "max_tokens": budget, "rule": rule}, Effect("none", None, _NO_EFFECT),
-                field_name="inference.max_tokens"))
+            out.append(
+                make_finding(
+                    group,
+                    "BA04-card-lint",
+                    (
+                        f"inference.max_tokens is 1 while extraction.rule {rule!r} reads the answer from generated text, "
+                        f"so any answer longer than one token is cut (found here whether or not the server honoured it)."
+                    ),
+                    {"lint": "max_tokens_1_generative", "max_tokens": budget, "rule": rule},
+                    Effect("none", None, _NO_EFFECT),
+                    field_name="inference.max_tokens",
+                )
+            )
         elif words > budget:
-            out.append(make_finding(group, "BA04-card-lint", (
-                f"inference.max_tokens {budget} is below the {words} words of the longest gold answer (question "
-                f"{longest['question_id']}; each word is at least one token), so a correct answer of that length "
-                f"cannot be generated in full."),
-                {"lint": "budget_below_gold", "max_tokens": budget, "longest_gold_words": words,
-                 "question_ids": [str(longest["question_id"])]}, Effect("none", None, _NO_EFFECT),
-                field_name="inference.max_tokens"))
+            out.append(
+                make_finding(
+                    group,
+                    "BA04-card-lint",
+                    (
+                        f"inference.max_tokens {budget} is below the {words} words of the longest gold answer (question "
+                        f"{longest['question_id']}; each word is at least one token), so a correct answer of that length "
+                        f"cannot be generated in full."
+                    ),
+                    {
+                        "lint": "budget_below_gold",
+                        "max_tokens": budget,
+                        "longest_gold_words": words,
+                        "question_ids": [str(longest["question_id"])],
+                    },
+                    Effect("none", None, _NO_EFFECT),
+                    field_name="inference.max_tokens",
+                )
+            )
     stops = _stops(group)
     newline = [s for s in stops if "\n" in s]
     reasoning = [r for r in recs if _has_reasoning(r)]
     if newline and generative and (reasoning or group.fields.get("extraction.reasoning") == "strip"):
         seen = f"{len(reasoning)} outputs carry reasoning" if reasoning else "extraction.reasoning strips reasoning"
-        out.append(make_finding(group, "BA04-card-lint", (
-            f"inference.stop {newline!r} ends generation at a newline while {seen}, so a reasoning model may be "
-            f"stopped after its first line, before it gives any answer."),
-            {"lint": "newline_stop_with_reasoning", "stop": newline, "n_with_reasoning": len(reasoning),
-             "question_ids": question_ids(reasoning)}, Effect("none", None, _NO_EFFECT), field_name="inference.stop"))
+        out.append(
+            make_finding(
+                group,
+                "BA04-card-lint",
+                (
+                    f"inference.stop {newline!r} ends generation at a newline while {seen}, so a reasoning model may be "
+                    f"stopped after its first line, before it gives any answer."
+                ),
+                {
+                    "lint": "newline_stop_with_reasoning",
+                    "stop": newline,
+                    "n_with_reasoning": len(reasoning),
+                    "question_ids": question_ids(reasoning),
+                },
+                Effect("none", None, _NO_EFFECT),
+                field_name="inference.stop",
+            )
+        )
     cut = [r for r in recs if any(s in str(r.get("gold") or "") for s in stops)]
     if cut and generative:
-        out.append(make_finding(group, "BA04-card-lint", (
-            f"{len(cut)} gold answers contain a stop sequence of inference.stop {stops!r}, so the correct answer to "
-            f"those questions cannot be generated in full."),
-            {"lint": "stop_inside_gold", "stop": stops, "n_gold_with_stop": len(cut), "question_ids": question_ids(cut)},
-            Effect("none", None, _NO_EFFECT), field_name="inference.stop"))
+        out.append(
+            make_finding(
+                group,
+                "BA04-card-lint",
+                (
+                    f"{len(cut)} gold answers contain a stop sequence of inference.stop {stops!r}, so the correct answer to "
+                    f"those questions cannot be generated in full."
+                ),
+                {
+                    "lint": "stop_inside_gold",
+                    "stop": stops,
+                    "n_gold_with_stop": len(cut),
+                    "question_ids": question_ids(cut),
+                },
+                Effect("none", None, _NO_EFFECT),
+                field_name="inference.stop",
+            )
+        )
     return out

@@ -12,10 +12,8 @@ on 100 questions may have ten such pairs, and ten findings would say one thing t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pytest_benchaudit.aggregate.summary_documents import TaskResult
-
 from pytest_benchaudit.compare.paired_rows import PairedRow, adjacent_ties, model_answers, paired_rows, task_mde80
 from pytest_benchaudit.diagnose.core import Effect, Finding, Group, make_finding
 
@@ -38,8 +36,10 @@ def check_order(groups: Sequence[Group]) -> list[Finding]:
             continue  # nothing to order, or a direction that differs between models: no ranking
         lib = directions.pop()
         scores = {m: float(score) for m, r in scored.items() if (score := r["score"]) is not None}
-        answers = [model_answers(m, scores[m], by_model[m].records, by_model[m].fields,
-                                 str(r.get("denominator")), lib) for m, r in sorted(scored.items())]
+        answers = [
+            model_answers(m, scores[m], by_model[m].records, by_model[m].fields, str(r.get("denominator")), lib)
+            for m, r in sorted(scored.items())
+        ]
         rows = paired_rows(f"{bench}.{task}", answers, lib)
         by_pair = {(r["model_a"], r["model_b"]): r for r in rows}
         ties = [by_pair[(t["better"], t["worse"])] for t in adjacent_ties(rows, answers, lib)]
@@ -50,8 +50,16 @@ def check_order(groups: Sequence[Group]) -> list[Finding]:
     return findings
 
 
-def _finding(bench: str, task: str, pipeline: str, ties: list[PairedRow], rows: list[PairedRow],
-             scored: Mapping[str, TaskResult], scores: Mapping[str, float], runs: list[str]) -> Finding:
+def _finding(
+    bench: str,
+    task: str,
+    pipeline: str,
+    ties: list[PairedRow],
+    rows: list[PairedRow],
+    scored: Mapping[str, TaskResult],
+    scores: Mapping[str, float],
+    runs: list[str],
+) -> Finding:
     lib = bool(ties[0]["lower_is_better"])
     metric = next(iter(scored.values())).get("metric") or "metric"
     unit = f" {metric} units" if lib else " pp"
@@ -63,26 +71,45 @@ def _finding(bench: str, task: str, pipeline: str, ties: list[PairedRow], rows: 
         lo, hi = r["ci95"] or (0.0, 0.0)
         diff = float(r["diff"] or 0.0)
         why = "CI contains 0" if lo <= 0 <= hi else f"CI excludes 0, p_holm {r['p_holm']:.2g}"
-        return (f"{r['model_a']} above {r['model_b']} ({fmt(scores[r['model_a']])} vs "
-                f"{fmt(scores[r['model_b']])}; paired {'+' if diff > 0 else ''}{fmt(diff)}{unit} on "
-                f"{r['n']} questions, 95% CI [{fmt(lo)}, {fmt(hi)}], {r['test']} p = {r['p_value']:.2g}, {why})")
+        return (
+            f"{r['model_a']} above {r['model_b']} ({fmt(scores[r['model_a']])} vs "
+            f"{fmt(scores[r['model_b']])}; paired {'+' if diff > 0 else ''}{fmt(diff)}{unit} on "
+            f"{r['n']} questions, 95% CI [{fmt(lo)}, {fmt(hi)}], {r['test']} p = {r['p_value']:.2g}, {why})"
+        )
 
     n_models = len(scored)
     shown = "; ".join(pair_text(r) for r in ties[:SHOWN_PAIRS])
     more = f"; and {len(ties) - SHOWN_PAIRS} more (evidence.pairs)" if len(ties) > SHOWN_PAIRS else ""
-    hyp = (f"{len(ties)} of the {n_models - 1} neighbouring pairs in the ranking of {n_models} models "
-           f"{'is' if len(ties) == 1 else 'are'} not "
-           f"significantly apart on the questions both answered (Holm over the task's {len(rows)} pairs, "
-           f"p_holm >= 0.05): {shown}{more}; so these orders may be within the noise of the questions asked "
-           f"and may flip on another sample.")
+    hyp = (
+        f"{len(ties)} of the {n_models - 1} neighbouring pairs in the ranking of {n_models} models "
+        f"{'is' if len(ties) == 1 else 'are'} not "
+        f"significantly apart on the questions both answered (Holm over the task's {len(rows)} pairs, "
+        f"p_holm >= 0.05): {shown}{more}; so these orders may be within the noise of the questions asked "
+        f"and may flip on another sample."
+    )
     mde = task_mde80(rows)
-    effect = Effect("none", None, "needs more questions or repeats; no order to correct" + (
-        f": the task's pairs detect a difference of {fmt(mde['mde80'])}{unit} with 80% power"
-        if mde and mde["mde80"] is not None else ""))
-    evidence = {"n_models": n_models, "n_neighbours": n_models - 1, "n_ties": len(ties), "n_pairs": len(rows),
-                "mde80": mde["mde80"] if mde else None,
-                "pairs": [{k: r.get(k) for k in ("model_a", "model_b", "n", "diff", "ci95", "p_value", "p_holm",
-                                                 "test", "mde80")} for r in ties],
-                "repeats": sorted({int(r.get("repeats") or 1) for r in scored.values()}), "runs": runs}
+    effect = Effect(
+        "none",
+        None,
+        "needs more questions or repeats; no order to correct"
+        + (
+            f": the task's pairs detect a difference of {fmt(mde['mde80'])}{unit} with 80% power"
+            if mde and mde["mde80"] is not None
+            else ""
+        ),
+    )
+    evidence = {
+        "n_models": n_models,
+        "n_neighbours": n_models - 1,
+        "n_ties": len(ties),
+        "n_pairs": len(rows),
+        "mde80": mde["mde80"] if mde else None,
+        "pairs": [
+            {k: r.get(k) for k in ("model_a", "model_b", "n", "diff", "ci95", "p_value", "p_holm", "test", "mde80")}
+            for r in ties
+        ],
+        "repeats": sorted({int(r.get("repeats") or 1) for r in scored.values()}),
+        "runs": runs,
+    }
     finding = make_finding(None, "BA06-order-within-noise", hyp, evidence, effect, benchmark=bench, task=task)
     return finding.model_copy(update={"pipeline": pipeline})

@@ -49,14 +49,20 @@ from collections.abc import Callable
 
 from pytest_benchaudit.importers.athenabench import import_athenabench_runs
 from pytest_benchaudit.importers.common import (
-           ImportedRun,
-           ImportSourceError,
-           run_dir_name,
+    ImportedRun,
+    ImportSourceError,
+    run_dir_name,
 )
 from pytest_benchaudit.importers.cti_bench import import_cti_bench_responses
 
-__all__ = ["SOURCES", "ImportSourceError", "ImportedRun", "import_athenabench_runs", "import_cti_bench_responses",
-           "run_dir_name"]
+__all__ = [
+    "SOURCES",
+    "ImportSourceError",
+    "ImportedRun",
+    "import_athenabench_runs",
+    "import_cti_bench_responses",
+    "run_dir_name",
+]
 
 # `benchaudit import SOURCE DIR`: source name -> importer
 SOURCES: dict[str, Callable[..., list[ImportedRun]]] = {

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import NotRequired, TypeGuard
 
 from pydantic import JsonValue
-from typing import NotRequired, TypeGuard
 from typing_extensions import TypedDict
 
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
+from pytest_benchaudit.common.progress import Progress
+from pytest_benchaudit.dataset.readers import file_checksum, resolve_data_dir
+from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.importers.common import (
     Difference,
     ImportedRun,
@@ -28,9 +31,6 @@ from pytest_benchaudit.importers.common import (
     _write_run,
     run_dir_name,
 )
-from pytest_benchaudit.common.progress import Progress
-from pytest_benchaudit.dataset.suites import Suite
-from pytest_benchaudit.dataset.readers import file_checksum, resolve_data_dir
 from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
 from pytest_benchaudit.pipeline.types import Question, Request
 from pytest_benchaudit.prompt.templates import render_request
@@ -50,8 +50,10 @@ ATHENA_NOTE = (
     "scores are recomputed with the released layer; released_prediction / released_score / released_success "
     "are the released file's own values."
 )
-TAA_GRAPH_REASON = ("alias graph: scored with CTI-Bench's published lookups (cti-bench/taa-lookups), because "
-                    "AthenaBench's own alias tables (data/processed/taa/*.csv) are not in its release")
+TAA_GRAPH_REASON = (
+    "alias graph: scored with CTI-Bench's published lookups (cti-bench/taa-lookups), because "
+    "AthenaBench's own alias tables (data/processed/taa/*.csv) are not in its release"
+)
 
 
 class AthenaRow(TypedDict):
@@ -70,8 +72,9 @@ class AthenaRow(TypedDict):
 def _athena_models(source: Path) -> dict[str, Path]:
     folders = sorted({p.parent for p in source.rglob(f"*{_ATHENA_SUFFIX}")})
     if not folders:
-        raise ImportSourceError(f"{source}: no '<model>/<TASK>{_ATHENA_SUFFIX}' files found "
-                                f"(expected AthenaBench's runs-mini/ folder)")
+        raise ImportSourceError(
+            f"{source}: no '<model>/<TASK>{_ATHENA_SUFFIX}' files found (expected AthenaBench's runs-mini/ folder)"
+        )
     models = {p.relative_to(source).as_posix(): p for p in folders}
     names: dict[str, str] = {}
     for model in models:
@@ -99,21 +102,32 @@ def _athena_released_value(task: str, score: JsonValue, success: bool) -> float 
 
 def _check_athena_row(row: RawRow, path: Path, label: str, task: str) -> TypeGuard[AthenaRow]:
     """True, or an :class:`ImportSourceError` naming the file, the row and the field that is not as released."""
-    for name, kinds in (("prompt", (str,)), ("response", (str, type(None))), ("prediction", (str, type(None))),
-                        ("answer", (str, int)), ("success", (bool,))):
+    for name, kinds in (
+        ("prompt", (str,)),
+        ("response", (str, type(None))),
+        ("prediction", (str, type(None))),
+        ("answer", (str, int)),
+        ("success", (bool,)),
+    ):
         if name not in row:
             raise ImportSourceError(f"{path}: {label}: missing field {name!r}")
         if not isinstance(row[name], kinds):
-            raise ImportSourceError(f"{path}: {label}: field {name!r} should be "
-                                    f"{' or '.join(k.__name__ for k in kinds)}, found {type(row[name]).__name__}")
+            raise ImportSourceError(
+                f"{path}: {label}: field {name!r} should be "
+                f"{' or '.join(k.__name__ for k in kinds)}, found {type(row[name]).__name__}"
+            )
     if "score" not in row:
         raise ImportSourceError(f"{path}: {label}: missing field 'score'")
     score = row["score"]
     if task == "taa":
-        if not (isinstance(score, dict) and isinstance(score.get("correct"), (int, float))
-                and not isinstance(score.get("correct"), bool)):
-            raise ImportSourceError(f"{path}: {label}: TAA 'score' should be an object with a numeric 'correct', "
-                                    f"found {score!r}")
+        if not (
+            isinstance(score, dict)
+            and isinstance(score.get("correct"), (int, float))
+            and not isinstance(score.get("correct"), bool)
+        ):
+            raise ImportSourceError(
+                f"{path}: {label}: TAA 'score' should be an object with a numeric 'correct', found {score!r}"
+            )
     elif isinstance(score, bool) or not isinstance(score, (int, float)):
         raise ImportSourceError(f"{path}: {label}: field 'score' should be a number, found {score!r}")
     return True
@@ -130,19 +144,29 @@ def _athena_request(ctx: _TaskContext, suite: Suite, question: Question, model: 
     req = render_request(ctx.pipeline, suite.templates[ctx.pipeline.prompt.template], question)
     if model.split("/")[-1].startswith("gpt-5") and "temperature" in req.params:
         params = {k: v for k, v in req.params.items() if k != "temperature"}
-        note = ("gpt-5 goes through the OpenAI Responses API with no temperature (released models.py); "
-                "temperature not sent")
+        note = (
+            "gpt-5 goes through the OpenAI Responses API with no temperature (released models.py); temperature not sent"
+        )
         req = req.model_copy(update={"params": params, "adjustments": (*req.adjustments, note)})
     return req
 
 
-def _athena_difference(task: str, rec: RecordRow, ours: float | None, theirs: float | None,
-                       released_prediction: str | None, released_success: bool) -> str:
+def _athena_difference(
+    task: str,
+    rec: RecordRow,
+    ours: float | None,
+    theirs: float | None,
+    released_prediction: str | None,
+    released_success: bool,
+) -> str:
     pred_same = (rec["prediction"] or "") == (released_prediction or "") or (
-        not rec["valid"] and (not released_success or (released_prediction or "") in ("", "X")))
+        not rec["valid"] and (not released_success or (released_prediction or "") in ("", "X"))
+    )
     if (ours is None) != (theirs is None):
-        return (f"counted differently: ours {'invalid (' + str(rec['invalid_reason']) + ')' if not rec['valid'] else 'valid'}, "
-                f"released success={released_success}")
+        return (
+            f"counted differently: ours {'invalid (' + str(rec['invalid_reason']) + ')' if not rec['valid'] else 'valid'}, "
+            f"released success={released_success}"
+        )
     if not pred_same:
         return f"extraction differs: ours {rec['prediction']!r}, released {released_prediction!r}"
     if task == "taa":
@@ -150,8 +174,13 @@ def _athena_difference(task: str, rec: RecordRow, ours: float | None, theirs: fl
     return "metric differs on the same prediction"
 
 
-def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, data_dir: str | None = None,
-                            log: Callable[[str], None] = lambda msg: None) -> list[ImportedRun]:
+def import_athenabench_runs(
+    source: Path,
+    report_dir: Path,
+    suites_dir: Path,
+    data_dir: str | None = None,
+    log: Callable[[str], None] = lambda msg: None,
+) -> list[ImportedRun]:
     """Turn AthenaBench's released ``runs-mini/`` into one run directory per model."""
     source = Path(source)
     if not source.is_dir():
@@ -161,8 +190,17 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
     contexts = {task: _task_context(suite, task, root, origin) for task in ATHENA_TASKS.values()}
     models = _athena_models(source)
     # Read and check everything before writing anything.
-    prepared: list[tuple[str, list[RecordRow], list[Difference], dict[str, list[float | None]], dict[str, TaskCounts],
-                         dict[str, str], dict[str, str]]] = []
+    prepared: list[
+        tuple[
+            str,
+            list[RecordRow],
+            list[Difference],
+            dict[str, list[float | None]],
+            dict[str, TaskCounts],
+            dict[str, str],
+            dict[str, str],
+        ]
+    ] = []
     bar = Progress(len(models) * sum(len(c.questions) for c in contexts.values()), "import", "rows")
     for model, folder in models.items():
         records: list[RecordRow] = []
@@ -179,8 +217,10 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
             files[task] = rel
             source_checksums[rel] = file_checksum(path)
             if len(rows) != len(ctx.questions):
-                raise ImportSourceError(f"{path}: {len(rows)} rows, but {ctx.data_file} has {len(ctx.questions)} "
-                                        "questions; rows are matched to the benchmark file by order")
+                raise ImportSourceError(
+                    f"{path}: {len(rows)} rows, but {ctx.data_file} has {len(ctx.questions)} "
+                    "questions; rows are matched to the benchmark file by order"
+                )
             values: list[float | None] = []
             agree = 0
             for (label, raw_row), question in bar.count(zip(rows, ctx.questions)):
@@ -188,31 +228,46 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
                 if row["prompt"] != question.prompt:
                     raise ImportSourceError(
                         f"{path}: {label}: prompt does not match row {question.index + 1} of {ctx.data_file} "
-                        "(rows are matched by order; the released run and the benchmark file disagree)")
+                        "(rows are matched by order; the released run and the benchmark file disagree)"
+                    )
                 if str(row["answer"]).strip() != question.gold.strip():
                     raise ImportSourceError(
                         f"{path}: {label}: gold {row['answer']!r} differs from {question.gold!r} in row "
-                        f"{question.index + 1} of {ctx.data_file} (rows are matched by order)")
+                        f"{question.index + 1} of {ctx.data_file} (rows are matched by order)"
+                    )
                 raw = row["response"] or ""
                 theirs = _athena_released_value(task, row["score"], row["success"])
-                extra: RecordExtras = {"released_prediction": row["prediction"], "released_score": row["score"],
-                         "released_success": row["success"], "released_value": theirs,
-                         "released_id": row.get("id"), "source_row": label}
+                extra: RecordExtras = {
+                    "released_prediction": row["prediction"],
+                    "released_score": row["score"],
+                    "released_success": row["success"],
+                    "released_value": theirs,
+                    "released_id": row.get("id"),
+                    "source_row": label,
+                }
                 rec = _record(ctx, question, _athena_request(ctx, suite, question, model), raw, model, extra)
                 counted = rec["valid"] or ctx.pipeline.scoring.denominator != "valid"
                 ours = rec["score"] if counted else None
                 values.append(theirs)
                 same = (ours is None and theirs is None) or (
-                    ours is not None and theirs is not None and abs(ours - theirs) < 1e-9)
+                    ours is not None and theirs is not None and abs(ours - theirs) < 1e-9
+                )
                 agree += same
                 if not same:
-                    differences.append({
-                        "task": task, "question_id": question.id, "question_index": question.index,
-                        "source_row": f"{rel}: {label}", "score": ours, "released_value": theirs,
-                        "released_score": row["score"], "prediction": rec["prediction"],
-                        "released_prediction": row["prediction"],
-                        "reason": _athena_difference(task, rec, ours, theirs, row["prediction"], row["success"]),
-                    })
+                    differences.append(
+                        {
+                            "task": task,
+                            "question_id": question.id,
+                            "question_index": question.index,
+                            "source_row": f"{rel}: {label}",
+                            "score": ours,
+                            "released_value": theirs,
+                            "released_score": row["score"],
+                            "prediction": rec["prediction"],
+                            "released_prediction": row["prediction"],
+                            "reason": _athena_difference(task, rec, ours, theirs, row["prediction"], row["success"]),
+                        }
+                    )
                 records.append(rec)
             released[task] = values
             counts[task] = {"agree": agree, "differ": len(rows) - agree}
@@ -236,19 +291,38 @@ def import_athenabench_runs(source: Path, report_dir: Path, suites_dir: Path, da
         report: ImportReport = {
             "source": {"kind": "athenabench-runs", "model": model},
             "tasks": _task_summary(results, released_task, counts),
-            "benchmark": {"score": bench[0]["score"] if bench else None, "method": bench[0]["method"] if bench else None,
-                          "released_score": released_combined,
-                          "note": "released score = unweighted mean of the six released task numbers "
-                                  "(evaluate.py Combined), recomputed from the released per-item scores"},
+            "benchmark": {
+                "score": bench[0]["score"] if bench else None,
+                "method": bench[0]["method"] if bench else None,
+                "released_score": released_combined,
+                "note": "released score = unweighted mean of the six released task numbers "
+                "(evaluate.py Combined), recomputed from the released per-item scores",
+            },
             "differences": differences,
         }
-        src: RunSource = {"kind": "athenabench-runs", "path": str(source.resolve()), "model": model, "files": files,
-               "file_checksums": source_checksums, "matched_by": "row order, checked against the benchmark "
-               "file's prompt and gold for every row", "note": ATHENA_NOTE}
+        src: RunSource = {
+            "kind": "athenabench-runs",
+            "path": str(source.resolve()),
+            "model": model,
+            "files": files,
+            "file_checksums": source_checksums,
+            "matched_by": "row order, checked against the benchmark file's prompt and gold for every row",
+            "note": ATHENA_NOTE,
+        }
         agreement = {task: f"{c['agree']}/{c['agree'] + c['differ']}" for task, c in counts.items()}
-        run = _write_run(report_dir, "athenabench", model, records, cards, checksums, src, report, origin,
-                         {"agreement": agreement, "scores": ours_by_task, "released_scores": released_task},
-                         stamp)
+        run = _write_run(
+            report_dir,
+            "athenabench",
+            model,
+            records,
+            cards,
+            checksums,
+            src,
+            report,
+            origin,
+            {"agreement": agreement, "scores": ours_by_task, "released_scores": released_task},
+            stamp,
+        )
         log(f"{model}: {run.path} ({run.n_records} records, {run.n_differences} differ from the released scores)")
         out.append(run)
     return out

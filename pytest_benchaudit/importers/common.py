@@ -13,17 +13,17 @@ from typing import Any, NotRequired, Required, cast
 from pydantic import JsonValue
 from typing_extensions import TypedDict
 
-from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.common.errors import DataError
-from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, Suite, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import _rows, file_checksum, load_questions, load_resources
+from pytest_benchaudit.dataset.suites import Suite, SuiteError, load_suite, suite_path
+from pytest_benchaudit.pipeline.layering import apply_overrides
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordExtras, RecordRow
 from pytest_benchaudit.pipeline.stages import (
     Pipeline,
     is_unspecified,
 )
-from pytest_benchaudit.pipeline.layering import apply_overrides
-from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordExtras, RecordRow
 from pytest_benchaudit.pipeline.types import Generation, Question, Request
 from pytest_benchaudit.runs.run_meta import RunSource, TaskOverride
 from pytest_benchaudit.runs.store import RunDirectory
@@ -157,14 +157,20 @@ class _TaskContext:
     data_file: Path
 
 
-def _task_context(suite: Suite, task: str, data_dir: Path, origin: str,
-                  overrides: list[tuple[str, JsonValue]] | None = None) -> _TaskContext:
+def _task_context(
+    suite: Suite, task: str, data_dir: Path, origin: str, overrides: list[tuple[str, JsonValue]] | None = None
+) -> _TaskContext:
     pipe = apply_overrides(suite.pipeline(task, LAYER), list(overrides or []))
-    missing = [f for f in ("extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator")
-               if is_unspecified(_field_value(pipe, f))]
+    missing = [
+        f
+        for f in ("extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator")
+        if is_unspecified(_field_value(pipe, f))
+    ]
     if missing:
-        raise ImportSourceError(f"{suite.name}.{task}: the {LAYER!r} layer leaves {', '.join(missing)} "
-                                "unspecified; it cannot score imported outputs")
+        raise ImportSourceError(
+            f"{suite.name}.{task}: the {LAYER!r} layer leaves {', '.join(missing)} "
+            "unspecified; it cannot score imported outputs"
+        )
     questions, path = load_questions(suite, task, data_dir, origin)
     resources, res_paths = load_resources(suite, task, data_dir, origin)
     root = data_dir.resolve()
@@ -196,12 +202,26 @@ def _read_rows(path: Path, fmt: str) -> list[tuple[str, RawRow]]:
     return rows
 
 
-def _record(ctx: _TaskContext, question: Question, request: Request, text: str, model: str,
-            extra: RecordExtras, error: str | None = None) -> RecordRow:
+def _record(
+    ctx: _TaskContext,
+    question: Question,
+    request: Request,
+    text: str,
+    model: str,
+    extra: RecordExtras,
+    error: str | None = None,
+) -> RecordRow:
     """The record of one released answer; ``error``: the released file says the request failed
     (the answer is then an inference error, not an unreadable answer; the released text is kept)."""
-    rec = evaluate(question, ctx.pipeline, request, Generation(text=text, error=error), model=model,
-                   item_id=f"{ctx.key}::q{question.index + 1:04d}[{model}]", resources=ctx.resources)
+    rec = evaluate(
+        question,
+        ctx.pipeline,
+        request,
+        Generation(text=text, error=error),
+        model=model,
+        item_id=f"{ctx.key}::q{question.index + 1:04d}[{model}]",
+        resources=ctx.resources,
+    )
     out = rec.model_dump(mode="json")
     out.update(extra)
     return cast(RecordRow, out)  # Record's dump is a RecordRow; the extras are RecordRow's released_* keys
@@ -212,17 +232,34 @@ def _released_aggregate(values: list[float | None]) -> float | None:
     return sum(counted) / len(counted) if counted else None
 
 
-def _write_run(report_dir: Path, bench: str, model: str, records: list[RecordRow],
-               cards: Cards, checksums: dict[str, str], source: RunSource,
-               report: ImportReport, origin: str, extra_meta: ImportMeta, stamp: str) -> ImportedRun:
+def _write_run(
+    report_dir: Path,
+    bench: str,
+    model: str,
+    records: list[RecordRow],
+    cards: Cards,
+    checksums: dict[str, str],
+    source: RunSource,
+    report: ImportReport,
+    origin: str,
+    extra_meta: ImportMeta,
+    stamp: str,
+) -> ImportedRun:
     results = summarize(records, cards)
     benchmarks = benchmark_scores(results, cards)
     run = RunDirectory(report_dir, f"{stamp}-{bench}-{run_dir_name(model)}")
-    run.write_run(source=source, pipeline=LAYER, overrides={}, versions=_versions(),
-                  models=[{"spec": model, "kind": "imported", "served_model_ids": []}],
-                  data_dir_origin=origin, pipeline_cards=cards, dataset_checksums=checksums,
-                  platform={"system": platform.system(), "machine": platform.machine(),
-                            "python": sys.version.split()[0]}, **extra_meta)
+    run.write_run(
+        source=source,
+        pipeline=LAYER,
+        overrides={},
+        versions=_versions(),
+        models=[{"spec": model, "kind": "imported", "served_model_ids": []}],
+        data_dir_origin=origin,
+        pipeline_cards=cards,
+        dataset_checksums=checksums,
+        platform={"system": platform.system(), "machine": platform.machine(), "python": sys.version.split()[0]},
+        **extra_meta,
+    )
     for rec in records:
         run.append(rec)
     run.write_json("summary.json", {"results": results, "benchmarks": benchmarks, "gates": []})
@@ -231,11 +268,19 @@ def _write_run(report_dir: Path, bench: str, model: str, records: list[RecordRow
     return ImportedRun(model, run.path, len(records), len(report["differences"]), results)
 
 
-def _task_summary(results: list[TaskResult], released: dict[str, float | None],
-                  counts: dict[str, TaskCounts]) -> dict[str, TaskImportSummary]:
+def _task_summary(
+    results: list[TaskResult], released: dict[str, float | None], counts: dict[str, TaskCounts]
+) -> dict[str, TaskImportSummary]:
     out: dict[str, TaskImportSummary] = {}
     for r in results:
         task = r["task"]
-        out[task] = {"n": r["n"], "n_valid": r["n_valid"], "metric": r["metric"], "denominator": r["denominator"],
-                     "score": r["score"], "released_score": released.get(task), **counts.get(task, {})}
+        out[task] = {
+            "n": r["n"],
+            "n_valid": r["n_valid"],
+            "metric": r["metric"],
+            "denominator": r["denominator"],
+            "score": r["score"],
+            "released_score": released.get(task),
+            **counts.get(task, {}),
+        }
     return out

@@ -8,6 +8,9 @@ from pathlib import Path
 from pydantic import JsonValue
 
 from pytest_benchaudit.aggregate.results import summarize
+from pytest_benchaudit.common.progress import Progress
+from pytest_benchaudit.dataset.readers import file_checksum, resolve_data_dir
+from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.importers.common import (
     Difference,
     ImportedRun,
@@ -24,9 +27,6 @@ from pytest_benchaudit.importers.common import (
     _write_run,
     run_dir_name,
 )
-from pytest_benchaudit.common.progress import Progress
-from pytest_benchaudit.dataset.suites import Suite
-from pytest_benchaudit.dataset.readers import file_checksum, resolve_data_dir
 from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
 from pytest_benchaudit.pipeline.types import Message, Question, Request
 from pytest_benchaudit.prompt.templates import render_request
@@ -36,9 +36,13 @@ from pytest_benchaudit.runs.store import new_run_id
 # --------------------------------------------------------------------------- CTI-Bench responses
 
 # suite task -> released responses file
-CTI_FILES = {"mcq": "cti-mcq-responses.tsv", "rcm": "cti-rcm-responses.tsv",
-             "rcm_2021": "cti-rcm-2021-responses.tsv", "vsp": "cti-vsp-responses.tsv",
-             "taa": "cti-taa-responses.tsv"}
+CTI_FILES = {
+    "mcq": "cti-mcq-responses.tsv",
+    "rcm": "cti-rcm-responses.tsv",
+    "rcm_2021": "cti-rcm-2021-responses.tsv",
+    "vsp": "cti-vsp-responses.tsv",
+    "taa": "cti-taa-responses.tsv",
+}
 CTI_NOTE = (
     "Raw outputs were not published with these files: the released responses TSVs hold only the already-"
     "extracted answers ('X' = refusal or error), and the notebook admits some responses had to be collected "
@@ -49,8 +53,10 @@ CTI_NOTE = (
 )
 # CTI-TAA's released extraction was by hand: the published names are its output, read whole.
 CTI_TASK_OVERRIDES: dict[str, list[tuple[str, JsonValue]]] = {"taa": [("extraction.rule", "whole_answer")]}
-CTI_OVERRIDE_REASON = {"taa": "the released extraction was manual (format_taa only flattens the response); "
-                              "the published names are its result, read whole ('whole_answer')"}
+CTI_OVERRIDE_REASON = {
+    "taa": "the released extraction was manual (format_taa only flattens the response); "
+    "the published names are its result, read whole ('whole_answer')"
+}
 
 
 # model-prediction.ipynb writes the literal cell 'Error' when the model's API call raised: the
@@ -65,22 +71,28 @@ def _cti_request(ctx: _TaskContext, suite: Suite, question: Question, model: str
         # The notebook's Gemini and Replicate paths glue the system text to the prompt with a space.
         system, first, *rest = req.messages
         glued = Message(role="user", content=f"{system.content} {first.content}")
-        note = ("Gemini / Replicate path of the released notebook: system text prepended to the prompt "
-                "with a space (prompt.format.system_role=prepend_user)")
+        note = (
+            "Gemini / Replicate path of the released notebook: system text prepended to the prompt "
+            "with a space (prompt.format.system_role=prepend_user)"
+        )
         req = req.model_copy(update={"messages": (glued, *rest), "adjustments": (*req.adjustments, note)})
     return req
 
 
-def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path, data_dir: str | None = None,
-                               log: Callable[[str], None] = lambda msg: None) -> list[ImportedRun]:
+def import_cti_bench_responses(
+    source: Path,
+    report_dir: Path,
+    suites_dir: Path,
+    data_dir: str | None = None,
+    log: Callable[[str], None] = lambda msg: None,
+) -> list[ImportedRun]:
     """Turn CTI-Bench's released ``responses/*.tsv`` into one run directory per model."""
     source = Path(source)
     if not source.is_dir():
         raise ImportSourceError(f"{source}: not a directory (expected CTI-Bench's evaluation/responses/ folder)")
     suite = _load_suite(suites_dir, "cti_bench")
     root, origin = resolve_data_dir(data_dir)
-    contexts = {task: _task_context(suite, task, root, origin, CTI_TASK_OVERRIDES.get(task, []))
-                for task in CTI_FILES}
+    contexts = {task: _task_context(suite, task, root, origin, CTI_TASK_OVERRIDES.get(task, [])) for task in CTI_FILES}
     tables: dict[str, list[tuple[str, dict[str, str]]]] = {}  # a TSV row's cells, by column
     models: list[str] | None = None
     source_checksums: dict[str, str] = {}
@@ -99,15 +111,21 @@ def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path,
         if models is None:
             models = cols
         elif set(cols) != set(models):
-            raise ImportSourceError(f"{path}: model columns {', '.join(cols)} differ from "
-                                    f"{', '.join(models)} in {source / CTI_FILES['mcq']}")
+            raise ImportSourceError(
+                f"{path}: model columns {', '.join(cols)} differ from "
+                f"{', '.join(models)} in {source / CTI_FILES['mcq']}"
+            )
         if len(rows) != len(ctx.questions):
-            raise ImportSourceError(f"{path}: {len(rows)} rows, but {ctx.data_file} has {len(ctx.questions)} "
-                                    "questions; rows are matched to the benchmark file by order")
+            raise ImportSourceError(
+                f"{path}: {len(rows)} rows, but {ctx.data_file} has {len(ctx.questions)} "
+                "questions; rows are matched to the benchmark file by order"
+            )
         for (label, row), question in zip(rows, ctx.questions):
             if row["GT"].strip() != question.gold.strip():
-                raise ImportSourceError(f"{path}: {label}: GT {row['GT']!r} differs from {question.gold!r} in row "
-                                        f"{question.index + 1} of {ctx.data_file} (rows are matched by order)")
+                raise ImportSourceError(
+                    f"{path}: {label}: GT {row['GT']!r} differs from {question.gold!r} in row "
+                    f"{question.index + 1} of {ctx.data_file} (rows are matched by order)"
+                )
         tables[task] = rows
         source_checksums[name] = file_checksum(path)
     assert models is not None
@@ -134,18 +152,36 @@ def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path,
             for (label, row), question in bar.count(zip(rows, ctx.questions)):
                 answer = row[model]
                 extra: RecordExtras = {"released_prediction": answer, "source_row": label}
-                rec = _record(ctx, question, _cti_request(ctx, suite, question, model), answer, model, extra,
-                              error=API_ERROR_DETAIL if answer.strip() == API_ERROR_CELL else None)
+                rec = _record(
+                    ctx,
+                    question,
+                    _cti_request(ctx, suite, question, model),
+                    answer,
+                    model,
+                    extra,
+                    error=API_ERROR_DETAIL if answer.strip() == API_ERROR_CELL else None,
+                )
                 records.append(rec)
                 same = rec["valid"] and (rec["prediction"] or "").upper() == answer.strip().upper()
                 agree += same
                 if not same:
-                    reason = (f"not counted by the released scorer: {rec['invalid_reason']} "
-                              f"({rec['extraction_detail']})" if not rec["valid"]
-                              else f"read as {rec['prediction']!r}")
-                    differences.append({"task": task, "question_id": question.id, "question_index": question.index,
-                                        "source_row": f"{CTI_FILES[task]}: {label}", "prediction": rec["prediction"],
-                                        "released_prediction": answer, "score": rec["score"], "reason": reason})
+                    reason = (
+                        f"not counted by the released scorer: {rec['invalid_reason']} ({rec['extraction_detail']})"
+                        if not rec["valid"]
+                        else f"read as {rec['prediction']!r}"
+                    )
+                    differences.append(
+                        {
+                            "task": task,
+                            "question_id": question.id,
+                            "question_index": question.index,
+                            "source_row": f"{CTI_FILES[task]}: {label}",
+                            "prediction": rec["prediction"],
+                            "released_prediction": answer,
+                            "score": rec["score"],
+                            "reason": reason,
+                        }
+                    )
             counts[task] = {"prediction_agree": agree, "prediction_differ": len(rows) - agree}
         prepared.append((model, records, differences, counts))
     bar.close()
@@ -158,19 +194,38 @@ def import_cti_bench_responses(source: Path, report_dir: Path, suites_dir: Path,
             "source": {"kind": "cti-bench-responses", "model": model},
             "tasks": _task_summary(results, {}, counts),
             "note": "CTI-Bench publishes no per-item scores: the differences listed are rows whose published "
-                    "answer the released rule does not read as itself (e.g. not a letter / CWE id / vector), "
-                    "which the released scorer leaves out of its denominator.",
+            "answer the released rule does not read as itself (e.g. not a letter / CWE id / vector), "
+            "which the released scorer leaves out of its denominator.",
             "differences": differences,
         }
-        src: RunSource = {"kind": "cti-bench-responses", "path": str(source.resolve()), "model": model, "column": model,
-               "files": dict(CTI_FILES), "file_checksums": source_checksums,
-               "matched_by": "row order, checked against the benchmark file's gold for every row",
-               "raw_outputs_published": False, "note": CTI_NOTE}
-        task_overrides: dict[str, TaskOverride] = {f"cti_bench.{t}": {"fields": dict(ov), "why": CTI_OVERRIDE_REASON[t]}
-                          for t, ov in CTI_TASK_OVERRIDES.items()}
-        run = _write_run(report_dir, "cti_bench", model, records, cards, checksums, src, report, origin,
-                         {"task_overrides": task_overrides, "scores": {r["task"]: r["score"] for r in results}},
-                         stamp)
+        src: RunSource = {
+            "kind": "cti-bench-responses",
+            "path": str(source.resolve()),
+            "model": model,
+            "column": model,
+            "files": dict(CTI_FILES),
+            "file_checksums": source_checksums,
+            "matched_by": "row order, checked against the benchmark file's gold for every row",
+            "raw_outputs_published": False,
+            "note": CTI_NOTE,
+        }
+        task_overrides: dict[str, TaskOverride] = {
+            f"cti_bench.{t}": {"fields": dict(ov), "why": CTI_OVERRIDE_REASON[t]}
+            for t, ov in CTI_TASK_OVERRIDES.items()
+        }
+        run = _write_run(
+            report_dir,
+            "cti_bench",
+            model,
+            records,
+            cards,
+            checksums,
+            src,
+            report,
+            origin,
+            {"task_overrides": task_overrides, "scores": {r["task"]: r["score"] for r in results}},
+            stamp,
+        )
         log(f"{model}: {run.path} ({run.n_records} records)")
         out.append(run)
     return out

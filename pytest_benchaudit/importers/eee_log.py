@@ -128,8 +128,9 @@ def _read(path: Path) -> AggregateFile:
         raise ImportSourceError(f"{path}: not an Every Eval Ever aggregate file: {str(err).splitlines()[0]}") from None
     major = doc.schema_version.split(".")[:2]
     if major > KNOWN_SCHEMA.split(".")[:2]:
-        raise ImportSourceError(f"{path}: schema_version {doc.schema_version} is newer than this reader knows "
-                                f"({KNOWN_SCHEMA})")
+        raise ImportSourceError(
+            f"{path}: schema_version {doc.schema_version} is newer than this reader knows ({KNOWN_SCHEMA})"
+        )
     return doc
 
 
@@ -162,14 +163,26 @@ def _sample(line: SampleLine, where: str, denominator: str) -> ImportedSample:
     epoch = repeat + 1 if isinstance(repeat, int) and not isinstance(repeat, bool) else 1
     finish = meta.get("finish_reason")
     return ImportedSample(
-        sample_id=line.sample_id, epoch=epoch, target=gold, request={"mode": "chat", "messages": [], "params": {}},
-        output=outputs[-1] if outputs else "", finish_reason=finish if isinstance(finish, str) else None,
+        sample_id=line.sample_id,
+        epoch=epoch,
+        target=gold,
+        request={"mode": "chat", "messages": [], "params": {}},
+        output=outputs[-1] if outputs else "",
+        finish_reason=finish if isinstance(finish, str) else None,
         error=line.error,
-        usage={"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens"),
-               "total_tokens": usage.get("total_tokens")} if usage else {},
-        peer_answer=None if invalid else answer, peer_score=score,
+        usage={
+            "prompt_tokens": usage.get("input_tokens"),
+            "completion_tokens": usage.get("output_tokens"),
+            "total_tokens": usage.get("total_tokens"),
+        }
+        if usage
+        else {},
+        peer_answer=None if invalid else answer,
+        peer_score=score,
         peer_value=None if line.error is not None or (invalid and denominator == "valid") else value,
-        invalid_reason=str(reason) if invalid else None, source_row=where)
+        invalid_reason=str(reason) if invalid else None,
+        source_row=where,
+    )
 
 
 class EveryEvalEverImporter(LogImporter):
@@ -183,8 +196,12 @@ class EveryEvalEverImporter(LogImporter):
         for file in files:
             with open(file, "rb") as handle:
                 head = handle.read(4096)
-            if b'"schema_version"' in head and b'"evaluation_results"' in head or b'"evaluation_id"' in head \
-                    and b'"source_metadata"' in head:
+            if (
+                b'"schema_version"' in head
+                and b'"evaluation_results"' in head
+                or b'"evaluation_id"' in head
+                and b'"source_metadata"' in head
+            ):
                 return True
         return False
 
@@ -202,16 +219,21 @@ class EveryEvalEverImporter(LogImporter):
                 runs.append(import_task(*self._task(path, doc, result, samples), options))
         return runs
 
-    def _task(self, path: Path, doc: AggregateFile, result: EvaluationResult, samples: Path
-              ) -> tuple[HarnessTask, Callable[[], Iterator[ImportedSample]]]:
-        details = (result.generation_config.additional_details if result.generation_config else {})
+    def _task(
+        self, path: Path, doc: AggregateFile, result: EvaluationResult, samples: Path
+    ) -> tuple[HarnessTask, Callable[[], Iterator[ImportedSample]]]:
+        details = result.generation_config.additional_details if result.generation_config else {}
         known = set(field_paths())
-        stated = {k: (_decoded(v), f"generation_config.additional_details.{k}") for k, v in details.items()
-                  if k in known and _decoded(v) != "unspecified"}
+        stated = {
+            k: (_decoded(v), f"generation_config.additional_details.{k}")
+            for k, v in details.items()
+            if k in known and _decoded(v) != "unspecified"
+        }
         denominator = str(stated.get("scoring.denominator", ("total", ""))[0])
         stated.setdefault("scoring.denominator", ("total", "every sample line counts (the file states none)"))
-        stated.setdefault("scoring.metric", (result.metric_config.metric_id or "every_eval_ever:score",
-                                             "metric_config.metric_id"))
+        stated.setdefault(
+            "scoring.metric", (result.metric_config.metric_id or "every_eval_ever:score", "metric_config.metric_id")
+        )
         bench, _, task = result.evaluation_name.partition(".")
         name = result.evaluation_name
 
@@ -226,8 +248,10 @@ class EveryEvalEverImporter(LogImporter):
                         line = SampleLine.model_validate_json(raw)
                     except ValidationError as err:
                         first = err.errors()[0]
-                        raise ImportSourceError(f"{where}: not an Every Eval Ever sample line: "
-                                                f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+                        raise ImportSourceError(
+                            f"{where}: not an Every Eval Ever sample line: "
+                            f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+                        ) from None
                     if line.evaluation_name == name:
                         sample = _sample(line, where, denominator)
                         finish_reasons += sample.finish_reason is not None
@@ -240,13 +264,22 @@ class EveryEvalEverImporter(LogImporter):
         uncertainty = result.score_details.uncertainty or {}
         n = uncertainty.get("num_samples")
         task_obj = HarnessTask(
-            harness="every-eval-ever", harness_version=f"{doc.eval_library.name} {doc.eval_library.version}",
-            task=task or bench, model=doc.model_info.name, files=[path, samples],
-            metric=result.metric_config.metric_id or "score", reported=result.score_details.score,
-            reported_n=n if isinstance(n, int) else None, stated=stated,
-            reducer=str(stated.get("aggregation.reducer", ("mean", ""))[0]), benchmark=bench if task else "eee",
-            notes=[f"Imported from Every Eval Ever {doc.schema_version} ({doc.eval_library.name} "
-                   f"{doc.eval_library.version}): {name}."])
+            harness="every-eval-ever",
+            harness_version=f"{doc.eval_library.name} {doc.eval_library.version}",
+            task=task or bench,
+            model=doc.model_info.name,
+            files=[path, samples],
+            metric=result.metric_config.metric_id or "score",
+            reported=result.score_details.score,
+            reported_n=n if isinstance(n, int) else None,
+            stated=stated,
+            reducer=str(stated.get("aggregation.reducer", ("mean", ""))[0]),
+            benchmark=bench if task else "eee",
+            notes=[
+                f"Imported from Every Eval Ever {doc.schema_version} ({doc.eval_library.name} "
+                f"{doc.eval_library.version}): {name}."
+            ],
+        )
         return task_obj, lines
 
 

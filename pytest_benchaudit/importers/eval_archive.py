@@ -60,8 +60,10 @@ class EvalArchive:
                 self._infos = {info.filename: info for info in directory.infolist()}
         except zipfile.BadZipFile as err:
             self._handle.close()
-            raise ArchiveError(f"{self.path}: not a complete .eval archive ({err}): the file is cut short or "
-                               "corrupt (its zip central directory cannot be read)") from None
+            raise ArchiveError(
+                f"{self.path}: not a complete .eval archive ({err}): the file is cut short or "
+                "corrupt (its zip central directory cannot be read)"
+            ) from None
 
     def __enter__(self) -> EvalArchive:
         return self
@@ -120,8 +122,9 @@ def _decompress(raw: bytes, method: int, where: str, size: int) -> bytes:
             return _unzstd(raw, size)
     except (zlib.error, ValueError) as err:
         raise ArchiveError(f"{where}: corrupt ({err})") from None
-    raise ArchiveError(f"{where}: zip compression method {method} is not one inspect_ai writes "
-                       "(stored 0, deflate 8, zstd 93)")
+    raise ArchiveError(
+        f"{where}: zip compression method {method} is not one inspect_ai writes (stored 0, deflate 8, zstd 93)"
+    )
 
 
 _DECOMPRESSOR: list[object] = []  # one zstandard.ZstdDecompressor, made at the first zstd entry

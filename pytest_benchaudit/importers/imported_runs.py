@@ -46,8 +46,15 @@ from pytest_benchaudit.importers.log_samples import HarnessTask, ImportedSample,
 from pytest_benchaudit.importers.peer_match import LayerIndex, load_layer, sent_fields
 from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordExtras, RecordRow
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, build_pipeline
-from pytest_benchaudit.pipeline.types import (INVALID_REASONS, ContinuationLogprobs, Extraction, Generation,
-                                             InvalidReason, Question, Score)
+from pytest_benchaudit.pipeline.types import (
+    INVALID_REASONS,
+    ContinuationLogprobs,
+    Extraction,
+    Generation,
+    InvalidReason,
+    Question,
+    Score,
+)
 from pytest_benchaudit.runs.run_meta import RunSource
 from pytest_benchaudit.runs.store import RunDirectory, new_run_id
 from pytest_benchaudit.scoring.evaluate import evaluate
@@ -81,8 +88,12 @@ def imported_pipeline(task: HarnessTask) -> Pipeline:
     why = {name: why for name, (_value, why) in task.stated.items()}
     fields = _nest(flat)
     try:
-        return build_pipeline(IMPORTED_LAYER, task.benchmark or _slug(task.harness), _slug(task.task),
-                              {**fields, "why": why, "notes": tuple(task.notes)})
+        return build_pipeline(
+            IMPORTED_LAYER,
+            task.benchmark or _slug(task.harness),
+            _slug(task.task),
+            {**fields, "why": why, "notes": tuple(task.notes)},
+        )
     except PipelineError as err:
         raise ImportSourceError(f"{task.files[0]}: the log's settings are not a valid pipeline: {err}") from None
 
@@ -90,16 +101,33 @@ def imported_pipeline(task: HarnessTask) -> Pipeline:
 def _generation(sample: ImportedSample) -> Generation:
     conts = None
     if sample.continuations is not None:
-        conts = tuple(ContinuationLogprobs(continuation=c["continuation"], tokens=tuple(c["tokens"]),
-                                           logprobs=tuple(c["logprobs"]), missing=c["missing"])
-                      for c in sample.continuations)
-    return Generation(text=sample.output, finish_reason=sample.finish_reason, error=sample.error,
-                      usage=sample.usage, served_model=sample.served_model, continuations=conts)
+        conts = tuple(
+            ContinuationLogprobs(
+                continuation=c["continuation"],
+                tokens=tuple(c["tokens"]),
+                logprobs=tuple(c["logprobs"]),
+                missing=c["missing"],
+            )
+            for c in sample.continuations
+        )
+    return Generation(
+        text=sample.output,
+        finish_reason=sample.finish_reason,
+        error=sample.error,
+        usage=sample.usage,
+        served_model=sample.served_model,
+        continuations=conts,
+    )
 
 
 def _extras(sample: ImportedSample) -> RecordExtras:
-    return {"released_prediction": sample.peer_answer, "released_score": sample.peer_score,
-            "released_value": sample.peer_value, "released_id": sample.sample_id, "source_row": sample.source_row}
+    return {
+        "released_prediction": sample.peer_answer,
+        "released_score": sample.peer_score,
+        "released_value": sample.peer_value,
+        "released_id": sample.sample_id,
+        "source_row": sample.source_row,
+    }
 
 
 class _Generic:
@@ -111,11 +139,19 @@ class _Generic:
 
     def record(self, sample: ImportedSample, item_id: str) -> RecordRow:
         index = self.index.setdefault(sample.sample_id, len(self.index))
-        question = Question(benchmark=self.pipeline.benchmark, task=self.pipeline.task, id=sample.sample_id,
-                            index=index, text=sample.question_text, choices=sample.choices, gold=sample.target)
+        question = Question(
+            benchmark=self.pipeline.benchmark,
+            task=self.pipeline.task,
+            id=sample.sample_id,
+            index=index,
+            text=sample.question_text,
+            choices=sample.choices,
+            gold=sample.target,
+        )
         if sample.invalid_reason in INVALID_REASONS:
-            extraction = Extraction(invalid_reason=cast(InvalidReason, sample.invalid_reason),
-                                    detail="invalid as the log says")
+            extraction = Extraction(
+                invalid_reason=cast(InvalidReason, sample.invalid_reason), detail="invalid as the log says"
+            )
             score = Score(value=sample.peer_value or 0.0, correct=False)
         elif sample.error is not None:
             extraction = Extraction(invalid_reason="inference_error", detail=sample.error)
@@ -124,12 +160,23 @@ class _Generic:
             extraction = Extraction(invalid_reason="unparseable", detail="the harness did not score this sample")
             score = Score(value=0.0, correct=False)
         else:
-            extraction = Extraction(prediction=sample.peer_answer if sample.peer_answer is not None else "",
-                                    detail="the harness's own answer and score")
+            extraction = Extraction(
+                prediction=sample.peer_answer if sample.peer_answer is not None else "",
+                detail="the harness's own answer and score",
+            )
             score = Score(value=sample.peer_value, correct=sample.peer_value >= 1.0)
-        rec = evaluate(question, self.pipeline, sample.request, _generation(sample), model=self.task.model,
-                       repeat=sample.epoch - 1, item_id=item_id, extraction=extraction, score=score,
-                       extra=_extras(sample))
+        rec = evaluate(
+            question,
+            self.pipeline,
+            sample.request,
+            _generation(sample),
+            model=self.task.model,
+            repeat=sample.epoch - 1,
+            item_id=item_id,
+            extraction=extraction,
+            score=score,
+            extra=_extras(sample),
+        )
         return cast(RecordRow, rec.model_dump(mode="json"))
 
 
@@ -138,13 +185,23 @@ def _matched_record(layer: LayerIndex, task: HarnessTask, sample: ImportedSample
     question = layer.lookup(sent, task.compared)
     if question is None:
         raise _NearMiss(layer.first_difference(sent, task.compared))
-    rec = evaluate(question, layer.pipeline, layer.rendered[question.id], _generation(sample), model=task.model,
-                   repeat=sample.epoch - 1, item_id=item_id, resources=layer.resources, extra=_extras(sample))
+    rec = evaluate(
+        question,
+        layer.pipeline,
+        layer.rendered[question.id],
+        _generation(sample),
+        model=task.model,
+        repeat=sample.epoch - 1,
+        item_id=item_id,
+        resources=layer.resources,
+        extra=_extras(sample),
+    )
     return cast(RecordRow, rec.model_dump(mode="json"))
 
 
-def import_task(task: HarnessTask, samples: Callable[[], Iterator[ImportedSample]], options: ImportOptions
-                ) -> ImportedRun:
+def import_task(
+    task: HarnessTask, samples: Callable[[], Iterator[ImportedSample]], options: ImportOptions
+) -> ImportedRun:
     """One run directory for ``task`` (see the module docstring); raises without leaving anything behind."""
     near_misses: list[str] = []
     for bench, name, layer_name in task.candidates:
@@ -161,8 +218,13 @@ def import_task(task: HarnessTask, samples: Callable[[], Iterator[ImportedSample
     return _write(task, samples(), options, None, near_misses)
 
 
-def _write(task: HarnessTask, samples: Iterable[ImportedSample], options: ImportOptions,
-           layer: LayerIndex | None, near_misses: list[str]) -> ImportedRun:
+def _write(
+    task: HarnessTask,
+    samples: Iterable[ImportedSample],
+    options: ImportOptions,
+    layer: LayerIndex | None,
+    near_misses: list[str],
+) -> ImportedRun:
     report_dir = Path(options.report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     staging = report_dir / f".importing-{secrets.token_hex(4)}"
@@ -178,8 +240,15 @@ def _write(task: HarnessTask, samples: Iterable[ImportedSample], options: Import
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _stream(task: HarnessTask, samples: Iterable[ImportedSample], options: ImportOptions, layer: LayerIndex | None,
-            near_misses: list[str], staging: Path, name: str) -> ImportedRun:
+def _stream(
+    task: HarnessTask,
+    samples: Iterable[ImportedSample],
+    options: ImportOptions,
+    layer: LayerIndex | None,
+    near_misses: list[str],
+    staging: Path,
+    name: str,
+) -> ImportedRun:
     if layer is not None:
         card: PipelineCard = layer.pipeline.card()
         card["dataset_checksums"] = {layer.data_file.name: _sha256(layer.data_file)}
@@ -196,41 +265,66 @@ def _stream(task: HarnessTask, samples: Iterable[ImportedSample], options: Impor
     try:
         for sample in samples:
             item_id = f"{key}::{sample.sample_id}[{task.model}]" + (f"#{sample.epoch}" if sample.epoch > 1 else "")
-            record = (generic.record(sample, item_id) if generic is not None
-                      else _matched_record(cast(LayerIndex, layer), task, sample, item_id))
+            record = (
+                generic.record(sample, item_id)
+                if generic is not None
+                else _matched_record(cast(LayerIndex, layer), task, sample, item_id)
+            )
             run.append(record)
             acc.add(sample, record)
         if acc.n_samples == 0:
-            raise ImportSourceError(f"{task.files[0]}: the log holds no samples of {task.task} (was it run without "
-                                    "logging samples?): nothing to import")
+            raise ImportSourceError(
+                f"{task.files[0]}: the log holds no samples of {task.task} (was it run without "
+                "logging samples?): nothing to import"
+            )
         results = acc.summary.results()
-        check = headline_check(task, acc, results, layer.layer if layer else None,
-                              f"{layer.key} {layer.layer}" if layer else None, near_misses)
-        run.write_run(source=_source(task, layer), pipeline=card.get("pipeline"), overrides={},
-                      versions={**_versions(), task.harness: task.harness_version},
-                      models=[{"spec": task.model, "kind": "imported", "served_model_ids": []}],
-                      data_dir_origin=options.data_origin if layer is not None else "not read",
-                      pipeline_cards=cards, scores={r["task"]: r["score"] for r in results})
-        run.write_json("summary.json", {"results": results, "benchmarks": benchmark_scores(results, cards),
-                                        "gates": []})
+        check = headline_check(
+            task,
+            acc,
+            results,
+            layer.layer if layer else None,
+            f"{layer.key} {layer.layer}" if layer else None,
+            near_misses,
+        )
+        run.write_run(
+            source=_source(task, layer),
+            pipeline=card.get("pipeline"),
+            overrides={},
+            versions={**_versions(), task.harness: task.harness_version},
+            models=[{"spec": task.model, "kind": "imported", "served_model_ids": []}],
+            data_dir_origin=options.data_origin if layer is not None else "not read",
+            pipeline_cards=cards,
+            scores={r["task"]: r["score"] for r in results},
+        )
+        run.write_json(
+            "summary.json", {"results": results, "benchmarks": benchmark_scores(results, cards), "gates": []}
+        )
         run.write_json("import_report.json", check)
         run.finish()
     except BaseException:
         run.abandon()
         raise
-    options.log(f"{task.task} [{task.model}]: {acc.n_samples} samples -> {layer.layer if layer else IMPORTED_LAYER} "
-                f"layer, {task.metric} {check['reported']} (harness) = {check['ours_on_harness_denominator']} (ours)")
+    options.log(
+        f"{task.task} [{task.model}]: {acc.n_samples} samples -> {layer.layer if layer else IMPORTED_LAYER} "
+        f"layer, {task.metric} {check['reported']} (harness) = {check['ours_on_harness_denominator']} (ours)"
+    )
     return ImportedRun(task.model, staging / name, acc.n_samples, 0, results)
 
 
 def _source(task: HarnessTask, layer: LayerIndex | None) -> RunSource:
     source: RunSource = {
-        "kind": f"{task.harness}-log", "path": str(task.files[0].resolve()), "model": task.model,
+        "kind": f"{task.harness}-log",
+        "path": str(task.files[0].resolve()),
+        "model": task.model,
         "files": {p.name: str(p.resolve()) for p in task.files},
         "file_checksums": {p.name: _sha256(p) for p in task.files},
-        "matched_by": (f"every request equal to what the {layer.layer!r} layer of {layer.key} renders"
-                       if layer else "no peer layer matched: a generic task"),
-        "note": f"Imported from a {task.harness} {task.harness_version} log of {task.task}."}
+        "matched_by": (
+            f"every request equal to what the {layer.layer!r} layer of {layer.key} renders"
+            if layer
+            else "no peer layer matched: a generic task"
+        ),
+        "note": f"Imported from a {task.harness} {task.harness_version} log of {task.task}.",
+    }
     if task.not_recorded:
         source["not_recorded"] = dict(task.not_recorded)
     return source

@@ -33,9 +33,8 @@ from pydantic import JsonValue, ValidationError
 from pytest_benchaudit.importers.common import ImportedRun, ImportSourceError
 from pytest_benchaudit.importers.eval_archive import EvalArchive, is_zip
 from pytest_benchaudit.importers.imported_runs import HarnessTask, ImportedSample, ImportOptions, import_task
+from pytest_benchaudit.importers.inspect_records import KNOWN_VERSION, InspectHeader, InspectSample, ModelEvent, resolve
 from pytest_benchaudit.importers.log_samples import LogImporter
-from pytest_benchaudit.importers.inspect_records import (KNOWN_VERSION, InspectHeader, InspectSample,
-                                                               ModelEvent, resolve)
 from pytest_benchaudit.importers.peer_match import candidates
 from pytest_benchaudit.importers.sample_feed import feed
 
@@ -44,12 +43,27 @@ __all__ = ["INSPECT", "InspectImporter", "read_header"]
 _VALUES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}  # inspect_ai/scorer/_metric.py value_to_float
 _LENGTH_STOPS = {"max_tokens", "model_length"}
 # GenerateConfig / request body key -> card field
-_PARAMS = {"temperature": "inference.decoding.temperature", "top_p": "inference.decoding.top_p",
-           "seed": "inference.decoding.seed", "max_tokens": "inference.max_tokens",
-           "max_completion_tokens": "inference.max_tokens", "stop": "inference.stop",
-           "stop_seqs": "inference.stop"}
-_NOT_SENT = {"model", "messages", "tools", "tool_choice", "extra_headers", "extra_body", "extra_query",
-             "stream", "stream_options", "timeout"}
+_PARAMS = {
+    "temperature": "inference.decoding.temperature",
+    "top_p": "inference.decoding.top_p",
+    "seed": "inference.decoding.seed",
+    "max_tokens": "inference.max_tokens",
+    "max_completion_tokens": "inference.max_tokens",
+    "stop": "inference.stop",
+    "stop_seqs": "inference.stop",
+}
+_NOT_SENT = {
+    "model",
+    "messages",
+    "tools",
+    "tool_choice",
+    "extra_headers",
+    "extra_body",
+    "extra_query",
+    "stream",
+    "stream_options",
+    "timeout",
+}
 
 
 def _value(value: JsonValue) -> float | None:
@@ -82,12 +96,16 @@ def read_header(path: Path) -> InspectHeader:
     else:
         header = _validate(InspectHeader, path.read_bytes(), str(path))
     if header.version > KNOWN_VERSION:
-        raise ImportSourceError(f"{path}: Inspect log format version {header.version} is newer than this reader "
-                                f"knows ({KNOWN_VERSION}); update pytest-benchaudit")
+        raise ImportSourceError(
+            f"{path}: Inspect log format version {header.version} is newer than this reader "
+            f"knows ({KNOWN_VERSION}); update pytest-benchaudit"
+        )
     if header.status != "success":
         why = f" ({header.error.message.splitlines()[0]})" if header.error and header.error.message else ""
-        raise ImportSourceError(f"{path}: the eval's status is {header.status!r}{why}, not 'success': its results "
-                                "are not final, so there is no reported metric to check the import against")
+        raise ImportSourceError(
+            f"{path}: the eval's status is {header.status!r}{why}, not 'success': its results "
+            "are not final, so there is no reported metric to check the import against"
+        )
     return header
 
 
@@ -104,8 +122,11 @@ def _message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict)
-                         and part.get("type", "text") == "text")
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type", "text") == "text"
+        )
     return ""
 
 
@@ -115,18 +136,23 @@ def _request(event: ModelEvent, sample: InspectSample) -> dict[str, JsonValue]:
     if event.call is not None:
         body = dict(event.call.request)
         if event.call.call_refs is not None and pool is not None:
-            body[event.call.call_key or "messages"] = [m for start, end in event.call.call_refs
-                                                       for m in pool.calls[start:end]]
+            body[event.call.call_key or "messages"] = [
+                m for start, end in event.call.call_refs for m in pool.calls[start:end]
+            ]
         body = resolve(body, sample.attachments)
-        messages: list[JsonValue] = [{"role": str(m.get("role")), "content": _message_text(m.get("content"))}
-                                     for m in body.get("messages") or [] if isinstance(m, dict)]
+        messages: list[JsonValue] = [
+            {"role": str(m.get("role")), "content": _message_text(m.get("content"))}
+            for m in body.get("messages") or []
+            if isinstance(m, dict)
+        ]
         params = {k: v for k, v in body.items() if k not in _NOT_SENT and v is not None}
         return {"mode": "chat", "messages": messages, "params": params}
     inputs = list(event.input)
     if event.input_refs is not None and pool is not None:
         inputs = [m for start, end in event.input_refs for m in pool.messages[start:end]]
-    sent: list[JsonValue] = [{"role": m.role, "content": _message_text(resolve(m.content, sample.attachments))}
-                             for m in inputs]
+    sent: list[JsonValue] = [
+        {"role": m.role, "content": _message_text(resolve(m.content, sample.attachments))} for m in inputs
+    ]
     params = {k: v for k, v in event.config.items() if v is not None}
     return {"mode": "chat", "messages": sent, "params": params}
 
@@ -186,8 +212,10 @@ class _LogFile:
                 sample = InspectSample.from_json(data)
             except ValidationError as err:
                 first = err.errors()[0]
-                raise ImportSourceError(f"{where}: not an Inspect sample as documented: "
-                                        f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+                raise ImportSourceError(
+                    f"{where}: not an Inspect sample as documented: "
+                    f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+                ) from None
             except ValueError as err:
                 raise ImportSourceError(f"{where}: not an Inspect sample (not a JSON object: {err})") from None
             yield _imported(sample, scorer, where)
@@ -197,30 +225,46 @@ def _imported(sample: InspectSample, scorer: str | None, where: str) -> Imported
     if sample.model_event is not None:
         request = _request(sample.model_event, sample)
     else:  # no model call logged (an error before generate): the sample's own messages
-        request = {"mode": "chat", "params": {},
-                   "messages": [{"role": str(m.get("role")), "content": _message_text(resolve(m.get("content"),
-                                                                                              sample.attachments))}
-                                for m in sample.messages if isinstance(m, dict) and m.get("role") != "assistant"]}
+        request = {
+            "mode": "chat",
+            "params": {},
+            "messages": [
+                {"role": str(m.get("role")), "content": _message_text(resolve(m.get("content"), sample.attachments))}
+                for m in sample.messages
+                if isinstance(m, dict) and m.get("role") != "assistant"
+            ],
+        }
     output = sample.output
     stop = output.choices[0].stop_reason if output.choices else None
     finish = "length" if stop in _LENGTH_STOPS else stop
     usage: dict[str, JsonValue] = {}
     if output.usage is not None:
-        usage = {"prompt_tokens": output.usage.input_tokens, "completion_tokens": output.usage.output_tokens,
-                 "total_tokens": output.usage.total_tokens}
+        usage = {
+            "prompt_tokens": output.usage.input_tokens,
+            "completion_tokens": output.usage.output_tokens,
+            "total_tokens": output.usage.total_tokens,
+        }
     score = (sample.scores or {}).get(scorer or "") if scorer else None
     error = sample.error.message.splitlines()[0] if sample.error is not None else None
     target = sample.target if isinstance(sample.target, str) else ",".join(sample.target)
     labels = [chr(ord("A") + i) for i in range(len(sample.choices or []))]
     return ImportedSample(
-        sample_id=str(sample.id), epoch=sample.epoch, target=target, request=request,
-        output=output.completion, finish_reason=finish, error=error, usage=usage,
+        sample_id=str(sample.id),
+        epoch=sample.epoch,
+        target=target,
+        request=request,
+        output=output.completion,
+        finish_reason=finish,
+        error=error,
+        usage=usage,
         peer_answer=score.answer if score is not None else None,
         peer_score=score.value if score is not None else None,
         peer_value=None if score is None or error is not None else _value(score.value),
         choices=dict(zip(labels, sample.choices or [])),
         question_text=_input_text(sample.input),
-        source_row=where, served_model=output.model)
+        source_row=where,
+        served_model=output.model,
+    )
 
 
 def _input_text(value: Any) -> str:
@@ -237,8 +281,9 @@ def _task(log: _LogFile) -> HarnessTask:
     spec = header.eval
     results = header.results
     if results is None or not results.scores:
-        raise ImportSourceError(f"{path}: the log has no scores (results.scores is empty): nothing to check the "
-                                "import against")
+        raise ImportSourceError(
+            f"{path}: the log has no scores (results.scores is empty): nothing to check the import against"
+        )
     score = results.scores[0]
     if not score.metrics:
         raise ImportSourceError(f"{path}: scorer {score.name!r} reports no metric")
@@ -247,40 +292,66 @@ def _task(log: _LogFile) -> HarnessTask:
     epochs = spec.config.epochs or 1
     stated: dict[str, tuple[JsonValue, str]] = {
         "prompt.format.mode": ("chat", "eval.model (a chat model API: every model call sends messages)"),
-        "scoring.metric": (f"inspect:{score.name}/{metric_name}", f"results.scores[0] ({score.name}), "
-                           f"metric {metric_name}"),
-        "scoring.denominator": ("valid", "results.scores[0].scored_samples: Inspect's metrics leave out the "
-                                "samples that errored"),
+        "scoring.metric": (
+            f"inspect:{score.name}/{metric_name}",
+            f"results.scores[0] ({score.name}), metric {metric_name}",
+        ),
+        "scoring.denominator": (
+            "valid",
+            "results.scores[0].scored_samples: Inspect's metrics leave out the samples that errored",
+        ),
         "inference.repeats": (epochs, "eval.config.epochs"),
-        "aggregation.reducer": ({"mean": "mean", "max": "any"}.get(reducers[0], "mean"),
-                                f"eval.config.epochs_reducer {reducers}"),
+        "aggregation.reducer": (
+            {"mean": "mean", "max": "any"}.get(reducers[0], "mean"),
+            f"eval.config.epochs_reducer {reducers}",
+        ),
         "dataset.source": (spec.dataset.name or spec.task, "eval.dataset.name"),
     }
     config = {**header.plan.config, **spec.model_generate_config}
     for key, value in config.items():
         if key in _PARAMS and value is not None:
-            stated[_PARAMS[key]] = (list(value) if isinstance(value, list) else value,
-                                    f"plan.config / eval.model_generate_config.{key}")
-    notes = [f"Imported from {path.name}: inspect_ai {spec.packages.get('inspect_ai', '?')}, task {spec.task}, "
-             f"{results.total_samples} samples x epochs, {score.scored_samples} scored."]
+            stated[_PARAMS[key]] = (
+                list(value) if isinstance(value, list) else value,
+                f"plan.config / eval.model_generate_config.{key}",
+            )
+    notes = [
+        f"Imported from {path.name}: inspect_ai {spec.packages.get('inspect_ai', '?')}, task {spec.task}, "
+        f"{results.total_samples} samples x epochs, {score.scored_samples} scored."
+    ]
     if reducers[0] not in ("mean", "max"):
-        notes.append(f"epochs_reducer {reducers[0]!r} has no benchaudit reducer: the headline check uses it, "
-                     "the summary's reducer is the mean")
+        notes.append(
+            f"epochs_reducer {reducers[0]!r} has no benchaudit reducer: the headline check uses it, "
+            "the summary's reducer is the mean"
+        )
     subject = str(spec.task_args.get("subjects", ""))
     return HarnessTask(
-        harness="inspect", harness_version=spec.packages.get("inspect_ai", "unknown"), task=spec.task,
-        model=spec.model, files=[path], metric=metric_name, reported=metric.value,
-        reported_n=score.scored_samples, reducer=reducers[0], stated=stated,
-        candidates=candidates("inspect", spec.task, subject), compared=("messages", "params"),
-        benchmark="inspect", notes=notes, reduced=log.reductions())
+        harness="inspect",
+        harness_version=spec.packages.get("inspect_ai", "unknown"),
+        task=spec.task,
+        model=spec.model,
+        files=[path],
+        metric=metric_name,
+        reported=metric.value,
+        reported_n=score.scored_samples,
+        reducer=reducers[0],
+        stated=stated,
+        candidates=candidates("inspect", spec.task, subject),
+        compared=("messages", "params"),
+        benchmark="inspect",
+        notes=notes,
+        reduced=log.reductions(),
+    )
 
 
 def _log_files(paths: list[Path]) -> list[Path]:
     out: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in (".eval", ".json") and p.is_file()
-                           and not p.name.startswith(("logs.json", ".")))
+            found = sorted(
+                p
+                for p in path.rglob("*")
+                if p.suffix in (".eval", ".json") and p.is_file() and not p.name.startswith(("logs.json", "."))
+            )
             if not found:
                 raise ImportSourceError(f"{path}: no Inspect logs (*.eval, *.json) in this folder")
             out += found
@@ -315,8 +386,10 @@ class InspectImporter(LogImporter):
         for log in logs:
             pair = (log.header.eval.task, log.header.eval.model)
             if pair in by_pair:
-                raise ImportSourceError(f"{log.path} and {by_pair[pair].path} are both logs of task {pair[0]!r} with "
-                                        f"model {pair[1]!r}: import one of them (one run directory per task and model)")
+                raise ImportSourceError(
+                    f"{log.path} and {by_pair[pair].path} are both logs of task {pair[0]!r} with "
+                    f"model {pair[1]!r}: import one of them (one run directory per task and model)"
+                )
             by_pair[pair] = log
         return [import_task(_task(log), log.samples, options) for log in logs]
 

@@ -205,7 +205,7 @@ def resolve(value: Any, attachments: dict[str, str]) -> Any:
     """``value`` with every ``attachment://<hash>`` string replaced by the attachment it names."""
     if isinstance(value, str):
         if value.startswith(ATTACHMENT):
-            return attachments.get(value[len(ATTACHMENT):], value)
+            return attachments.get(value[len(ATTACHMENT) :], value)
         return value
     if isinstance(value, list):
         return [resolve(v, attachments) for v in value]

@@ -47,8 +47,11 @@ __all__ = ["LM_EVAL", "LmEvalImporter"]
 _RESULTS = re.compile(r"^results_(?P<date>.+)\.json$")
 _KNOWN_TYPES = ("multiple_choice", "generate_until")
 # A generation request's parameter (as _generation_params names it) -> (card field, lm-eval's argument name)
-_STATED_PARAMS = {"stop": ("inference.stop", "until"), "max_tokens": ("inference.max_tokens", "max_gen_toks"),
-                  "temperature": ("inference.decoding.temperature", "temperature")}
+_STATED_PARAMS = {
+    "stop": ("inference.stop", "until"),
+    "max_tokens": ("inference.max_tokens", "max_gen_toks"),
+    "temperature": ("inference.decoding.temperature", "temperature"),
+}
 
 
 class _Read(BaseModel):
@@ -118,8 +121,17 @@ def _generation_params(arg: JsonValue) -> dict[str, JsonValue]:
 class _TaskFile:
     """One task x filter of one results file: its header and its samples file."""
 
-    def __init__(self, results_path: Path, results: ResultsFile, task: str, samples: Path, filter_: str,
-                 metric: str, reported: float, others: dict[str, float]) -> None:
+    def __init__(
+        self,
+        results_path: Path,
+        results: ResultsFile,
+        task: str,
+        samples: Path,
+        filter_: str,
+        metric: str,
+        reported: float,
+        others: dict[str, float],
+    ) -> None:
         self.results_path, self.results, self.task, self.samples_path = results_path, results, task, samples
         self.filter, self.metric, self.reported, self.others = filter_, metric, reported, others
         self.config = results.configs.get(task) or TaskConfig(task=task)
@@ -134,8 +146,9 @@ class _TaskFile:
                     line = SampleLine.model_validate_json(raw)
                 except ValidationError as err:
                     first = err.errors()[0]
-                    raise ImportSourceError(f"{where}: not an lm-eval sample line: "
-                                            f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+                    raise ImportSourceError(
+                        f"{where}: not an lm-eval sample line: {'.'.join(map(str, first['loc']))}: {first['msg']}"
+                    ) from None
                 if line.filter == self.filter:
                     yield where, line
 
@@ -153,20 +166,34 @@ def _choice_sample(line: SampleLine, where: str, task: _TaskFile) -> ImportedSam
     for resp in line.resps:
         first = resp[0] if isinstance(resp, list) and resp else resp
         lls.append(_number(first[0] if isinstance(first, list) and first else first))
-    rows: list[ContinuationRow] = [{"continuation": c, "tokens": [], "logprobs": [] if ll is None else [ll],
-                                    "missing": None if ll is not None else "lm-eval logged no log-likelihood"}
-                                   for c, ll in zip(conts, lls)]
+    rows: list[ContinuationRow] = [
+        {
+            "continuation": c,
+            "tokens": [],
+            "logprobs": [] if ll is None else [ll],
+            "missing": None if ll is not None else "lm-eval logged no log-likelihood",
+        }
+        for c, ll in zip(conts, lls)
+    ]
     target = _number(line.target)
     gold = conts[int(target)].strip() if target is not None and 0 <= int(target) < len(conts) else str(line.target)
     known = [(ll, i) for i, ll in enumerate(lls) if ll is not None]
     answer = conts[max(known, key=lambda p: (p[0], -p[1]))[1]].strip() if known else None
     value = _number(line.model_extra.get(task.metric) if line.model_extra else None)
     return ImportedSample(
-        sample_id=str(line.doc_id), epoch=1, target=gold,
+        sample_id=str(line.doc_id),
+        epoch=1,
+        target=gold,
         request={"mode": "completion", "prompt": context, "continuations": list[JsonValue](conts), "params": {}},
-        peer_answer=answer, peer_score=line.model_extra.get(task.metric) if line.model_extra else None,
-        peer_value=value, continuations=rows, choices={c.strip(): c.strip() for c in conts},
-        question_text=context, source_row=where, meta=_metric_values(line, task))
+        peer_answer=answer,
+        peer_score=line.model_extra.get(task.metric) if line.model_extra else None,
+        peer_value=value,
+        continuations=rows,
+        choices={c.strip(): c.strip() for c in conts},
+        question_text=context,
+        source_row=where,
+        meta=_metric_values(line, task),
+    )
 
 
 def _generated_sample(line: SampleLine, where: str, task: _TaskFile) -> ImportedSample:
@@ -177,12 +204,18 @@ def _generated_sample(line: SampleLine, where: str, task: _TaskFile) -> Imported
     answer = line.filtered_resps[0] if line.filtered_resps else None
     extra = line.model_extra or {}
     return ImportedSample(
-        sample_id=str(line.doc_id), epoch=1, target=str(line.target),
+        sample_id=str(line.doc_id),
+        epoch=1,
+        target=str(line.target),
         request={"mode": "completion", "prompt": context, "params": _generation_params(second)},
         output=str(output) if output is not None else "",
-        peer_answer=None if answer is None else str(answer), peer_score=extra.get(task.metric),
-        peer_value=_number(extra.get(task.metric)), question_text=context, source_row=where,
-        meta=_metric_values(line, task))
+        peer_answer=None if answer is None else str(answer),
+        peer_score=extra.get(task.metric),
+        peer_value=_number(extra.get(task.metric)),
+        question_text=context,
+        source_row=where,
+        meta=_metric_values(line, task),
+    )
 
 
 def _metric_values(line: SampleLine, task: _TaskFile) -> dict[str, JsonValue]:
@@ -198,8 +231,10 @@ def _results_files(paths: list[Path]) -> list[Path]:
         elif path.is_dir():
             found = sorted(p for p in path.rglob("results_*.json") if _RESULTS.match(p.name))
             if not found:
-                raise ImportSourceError(f"{path}: no lm-eval results_*.json here (expected what "
-                                        "`lm_eval --output_path DIR --log_samples` writes)")
+                raise ImportSourceError(
+                    f"{path}: no lm-eval results_*.json here (expected what "
+                    "`lm_eval --output_path DIR --log_samples` writes)"
+                )
             out += found
         else:
             raise ImportSourceError(f"{path}: not an lm-eval results file or folder")
@@ -222,11 +257,15 @@ def _tasks(path: Path, results: ResultsFile) -> list[_TaskFile]:
             continue  # a group's aggregate: its subtasks are imported
         samples = path.parent / f"samples_{task}_{date}.jsonl"
         if not samples.is_file():
-            raise ImportSourceError(f"{path}: task {task!r} has no {samples.name} beside it: the run was made without "
-                                    "--log_samples, so there are no per-sample outputs to import")
+            raise ImportSourceError(
+                f"{path}: task {task!r} has no {samples.name} beside it: the run was made without "
+                "--log_samples, so there are no per-sample outputs to import"
+            )
         if config.output_type not in _KNOWN_TYPES:
-            raise ImportSourceError(f"{samples}: output_type {config.output_type!r} is not one this importer reads "
-                                    f"({', '.join(_KNOWN_TYPES)})")
+            raise ImportSourceError(
+                f"{samples}: output_type {config.output_type!r} is not one this importer reads "
+                f"({', '.join(_KNOWN_TYPES)})"
+            )
         first_metric = str((config.metric_list[0] if config.metric_list else {}).get("metric", "acc"))
         by_filter: dict[str, dict[str, float]] = {}
         for key, value in values.items():
@@ -276,15 +315,26 @@ def _harness_task(tf: _TaskFile) -> HarnessTask:
     stated_params = tuple(f"params.{k}" for k in _generation_params(args[0][1] if args else None))
     n = (results.n_samples.get(tf.task) or {}).get("effective")
     return HarnessTask(
-        harness="lm-eval", harness_version=results.lm_eval_version or "unknown", task=name, model=model,
-        files=[tf.results_path, tf.samples_path], metric=tf.metric, reported=tf.reported, reported_n=n,
-        stated=stated, candidates=candidates("lm-eval", tf.task) if tf.filter in ("none", "get_response")
-        else [], compared=("prompt", "continuations", *stated_params), benchmark="lm_eval",
-        notes=[f"Imported from lm-eval {results.lm_eval_version}: {tf.task}, filter {tf.filter}, "
-               f"{config.output_type}; lm-eval does not log why a generation ended (finish_reason unknown)."],
+        harness="lm-eval",
+        harness_version=results.lm_eval_version or "unknown",
+        task=name,
+        model=model,
+        files=[tf.results_path, tf.samples_path],
+        metric=tf.metric,
+        reported=tf.reported,
+        reported_n=n,
+        stated=stated,
+        candidates=candidates("lm-eval", tf.task) if tf.filter in ("none", "get_response") else [],
+        compared=("prompt", "continuations", *stated_params),
+        benchmark="lm_eval",
+        notes=[
+            f"Imported from lm-eval {results.lm_eval_version}: {tf.task}, filter {tf.filter}, "
+            f"{config.output_type}; lm-eval does not log why a generation ended (finish_reason unknown)."
+        ],
         other_metrics=tf.others,
         # A generation cut at max_gen_toks looks like one that ended: truncation is not recorded, not 0.
-        not_recorded={} if loglikelihood else {"finish_reason": "not recorded by lm-eval"})
+        not_recorded={} if loglikelihood else {"finish_reason": "not recorded by lm-eval"},
+    )
 
 
 class LmEvalImporter(LogImporter):
@@ -308,8 +358,10 @@ class LmEvalImporter(LogImporter):
                 ht_model = _model(results)
                 key = (tf.task, tf.filter, ht_model)
                 if key in seen:
-                    raise ImportSourceError(f"{path} and {seen[key]} both hold task {tf.task!r} for model {ht_model!r}: "
-                                            "import one of them (one run directory per task and model)")
+                    raise ImportSourceError(
+                        f"{path} and {seen[key]} both hold task {tf.task!r} for model {ht_model!r}: "
+                        "import one of them (one run directory per task and model)"
+                    )
                 seen[key] = path
                 tasks.append(tf)
         return [import_task(_harness_task(tf), tf.samples, options) for tf in tasks]

@@ -100,8 +100,14 @@ class LogImporter:
     def import_logs(self, paths: list[Path], options: ImportOptions) -> list[ImportedRun]:
         raise NotImplementedError
 
-    def import_runs(self, source: Path, report_dir: Path, suites_dir: Path, data_dir: str | None,
-                    log: Callable[[str], object] = print) -> list[ImportedRun]:
+    def import_runs(
+        self,
+        source: Path,
+        report_dir: Path,
+        suites_dir: Path,
+        data_dir: str | None,
+        log: Callable[[str], object] = print,
+    ) -> list[ImportedRun]:
         from pytest_benchaudit.dataset.readers import resolve_data_dir
 
         data, origin = resolve_data_dir(data_dir)

@@ -110,7 +110,9 @@ class LayerIndex:
         """The first field that differs between ``sent`` and the rendering of the question it is
         closest to (the one whose text its last message or prompt contains, else the first)."""
         text = str(sent.get("prompt") or next((v for k, v in reversed(sent.items()) if k.endswith(".content")), ""))
-        near = next((q for q in self.questions if q.text and q.text in text), self.questions[0] if self.questions else None)
+        near = next(
+            (q for q in self.questions if q.text and q.text in text), self.questions[0] if self.questions else None
+        )
         if near is None:
             return "the layer renders no question"
         ours = sent_fields(self.rendered[near.id])
@@ -119,8 +121,9 @@ class LayerIndex:
                 continue
             mine, theirs = ours.get(name), sent.get(name)
             if mine != theirs:
-                return (f"question {near.id}: {name}: the layer sends {_show(mine)}, the log {_show(theirs)}"
-                        + _where(mine, theirs))
+                return f"question {near.id}: {name}: the layer sends {_show(mine)}, the log {_show(theirs)}" + _where(
+                    mine, theirs
+                )
         return f"question {near.id}: the same fields, but no single question's rendering matches"
 
 
@@ -151,7 +154,7 @@ def _where(mine: JsonValue, theirs: JsonValue) -> str:
     if not (isinstance(mine, str) and isinstance(theirs, str)):
         return ""
     at = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
-    return f" (they part at character {at}: layer {mine[at:at + 30]!r}, log {theirs[at:at + 30]!r})"
+    return f" (they part at character {at}: layer {mine[at : at + 30]!r}, log {theirs[at : at + 30]!r})"
 
 
 def load_layer(suites_dir: Path, data_dir: Path, origin: str, bench: str, task: str, layer: str) -> LayerIndex | str:

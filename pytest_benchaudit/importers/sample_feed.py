@@ -58,8 +58,9 @@ def feed(make: Callable[[], Iterator[object]], expected: int) -> Iterator[object
             try:
                 kind, payload = pickle.loads(receive.recv_bytes())
             except EOFError:
-                raise ImportSourceError("the process reading the log ended without a word (killed, out of "
-                                        "memory?)") from None
+                raise ImportSourceError(
+                    "the process reading the log ended without a word (killed, out of memory?)"
+                ) from None
             if kind == "samples":
                 yield from payload
             elif kind == "error":

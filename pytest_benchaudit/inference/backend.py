@@ -41,8 +41,16 @@ from pytest_benchaudit.inference.providers import Provider, ProviderError, Quirk
 from pytest_benchaudit.pipeline.record_documents import InferenceParams, RunModel
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["ModelSpec", "ModelSpecError", "Backend", "BackendBug", "auth_headers", "endpoint_problem", "parse_model_spec",
-           "strip_credentials"]
+__all__ = [
+    "ModelSpec",
+    "ModelSpecError",
+    "Backend",
+    "BackendBug",
+    "auth_headers",
+    "endpoint_problem",
+    "parse_model_spec",
+    "strip_credentials",
+]
 
 
 class ModelSpecError(UsageError):
@@ -99,8 +107,9 @@ class ModelSpec(BaseModel):
             # (a vllm spec always has its model id: the parser sets it to the HF id)
             info["launch"] = ["vllm", "serve", self.model_id or "", *self.launch_args]
         if self.provider:
-            info.update({"provider": self.provider, "api": self.api, "auth": self.auth,
-                         "strict_provider": self.strict_provider})
+            info.update(
+                {"provider": self.provider, "api": self.api, "auth": self.auth, "strict_provider": self.strict_provider}
+            )
         if self.resolved_note:
             info["resolved"] = self.resolved_note
         return info
@@ -110,10 +119,15 @@ class ModelSpec(BaseModel):
         (``card["providers"][label]``): how it is reached and each adjustment its quirks make (none
         under --strict-provider)."""
         _, notes = adjust_params(params, () if self.strict_provider else self.quirks)
-        card: dict[str, JsonValue] = {"provider": self.provider, "model_id": self.model_id,
-                                      "endpoint": strip_credentials(self.base_url) if self.base_url else None,
-                                      "api": self.api, "auth": self.auth, "strict_provider": self.strict_provider,
-                                      "adjustments": [*notes]}
+        card: dict[str, JsonValue] = {
+            "provider": self.provider,
+            "model_id": self.model_id,
+            "endpoint": strip_credentials(self.base_url) if self.base_url else None,
+            "api": self.api,
+            "auth": self.auth,
+            "strict_provider": self.strict_provider,
+            "adjustments": [*notes],
+        }
         if self.resolved_note:
             card["resolved"] = self.resolved_note
         return card
@@ -159,8 +173,9 @@ def endpoint_problem(spec: ModelSpec) -> str | None:
     that HTTP Basic auth cannot encode (latin-1), or credentials in the URL beside a key sent as the
     ``Authorization`` header (aiohttp refuses to combine them).  ``None`` when there is none, or no
     URL to check (a server the run launches)."""
-    sends_authorization = any(h.lower() == "authorization"
-                              for h in (*dict(spec.headers), *auth_headers(spec, spec.api_key())))
+    sends_authorization = any(
+        h.lower() == "authorization" for h in (*dict(spec.headers), *auth_headers(spec, spec.api_key()))
+    )
     urls = spec.endpoints or ((spec.base_url,) if spec.base_url else ())
     for url in urls:
         problem = _url_problem(url, sends_authorization, spec.api_key_env)
@@ -187,9 +202,11 @@ def _url_problem(url: str, sends_authorization: bool, key_env: str | None) -> st
         return "the user name or password in the URL has characters HTTP Basic auth cannot send (latin-1 only)"
     if sends_authorization:
         key = f"${key_env}" if key_env else "a key"
-        return (f"the URL holds credentials (sent as HTTP Basic auth) and {key} is set (sent as the "
-                "Authorization header); a request carries one of them: take the credentials out of the URL, "
-                f"or leave {key} unset for this run")
+        return (
+            f"the URL holds credentials (sent as HTTP Basic auth) and {key} is set (sent as the "
+            "Authorization header); a request carries one of them: take the credentials out of the URL, "
+            f"or leave {key} unset for this run"
+        )
     return None
 
 
@@ -199,8 +216,9 @@ def strip_credentials(url: str) -> str:
     return strip_url_credentials(url)
 
 
-def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None,
-                     providers: dict[str, Provider] | None = None) -> ModelSpec:
+def parse_model_spec(
+    spec: str, named: dict[str, dict[str, Any]] | None = None, providers: dict[str, Provider] | None = None
+) -> ModelSpec:
     """Turn a ``--model`` value into a :class:`ModelSpec` (see module docstring).
 
     ``providers`` is the registry (:func:`~.providers.load_providers`; the shipped one by default).
@@ -217,35 +235,42 @@ def parse_model_spec(spec: str, named: dict[str, dict[str, Any]] | None = None,
     return parsed
 
 
-def _parse_model_spec(spec: str, named: dict[str, dict[str, Any]],
-                      providers: dict[str, Provider] | None) -> ModelSpec:
+def _parse_model_spec(spec: str, named: dict[str, dict[str, Any]], providers: dict[str, Provider] | None) -> ModelSpec:
     if spec.startswith("replay:"):
         # Which model a run directory replays is read from its run.json by the run-directory
         # side (pytest_benchaudit.runs.replay.resolve_replay_spec).
-        target, _, model = spec[len("replay:"):].partition("#")
+        target, _, model = spec[len("replay:") :].partition("#")
         if not target:
             raise ModelSpecError(f"--model {spec}: expected replay:RUN_DIR or replay:RUN_DIR#MODEL")
         # the label is provisional until resolved; `#MODEL` is kept as the model id it asks for
-        return ModelSpec(label=spec, kind="replay", replay_dir=target, model_id=model or None, api_key_env=None,
-                         concurrency=64)
+        return ModelSpec(
+            label=spec, kind="replay", replay_dir=target, model_id=model or None, api_key_env=None, concurrency=64
+        )
     if spec == "local":
         # llama.cpp's server answers one request at a time: one in flight plus one queued
         # keeps it busy without piling up timeouts.
-        return ModelSpec(label="local", kind="local", model_id="SmolLM2-135M-Instruct", api_key_env=None,
-                         concurrency=2, timeout=600.0)
+        return ModelSpec(
+            label="local",
+            kind="local",
+            model_id="SmolLM2-135M-Instruct",
+            api_key_env=None,
+            concurrency=2,
+            timeout=600.0,
+        )
     if spec.startswith("vllm:"):
-        hf_id = spec[len("vllm:"):]
+        hf_id = spec[len("vllm:") :]
         if not hf_id or hf_id.startswith("-"):
             raise ModelSpecError(f"--model {spec}: expected vllm:HF_ID, e.g. vllm:Qwen/Qwen3-0.6B")
-        return ModelSpec(label=hf_id, kind="vllm", model_id=hf_id, api_key_env=None,
-                         launch_args=_vllm_env_args(spec))
+        return ModelSpec(label=hf_id, kind="vllm", model_id=hf_id, api_key_env=None, launch_args=_vllm_env_args(spec))
     if spec in named:
         cfg = dict(named[spec])
         where = f"--model {spec}: [tool.benchaudit.models.{spec}]"
         provider_keys = sorted(set(cfg) & _PROVIDER_FIELDS)
         if provider_keys:  # set by the registry only, so that auth, URL and quirks always agree
-            raise ModelSpecError(f"{where}: {', '.join(provider_keys)} cannot be set here; use --model "
-                                 "PROVIDER/MODEL, or define a provider under [tool.benchaudit.providers]")
+            raise ModelSpecError(
+                f"{where}: {', '.join(provider_keys)} cannot be set here; use --model "
+                "PROVIDER/MODEL, or define a provider under [tool.benchaudit.providers]"
+            )
         launch = cfg.pop("launch", None)
         try:
             if launch is not None:
@@ -257,8 +282,13 @@ def _parse_model_spec(spec: str, named: dict[str, dict[str, Any]],
                 if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
                     raise ModelSpecError(f"{where}: args must be a list of strings (extra `vllm serve` arguments)")
                 cfg.setdefault("api_key_env", None)
-                return ModelSpec(label=spec, kind="vllm", model_id=cfg.pop("model", spec),
-                                 launch_args=(*args, *_vllm_env_args(spec)), **cfg)
+                return ModelSpec(
+                    label=spec,
+                    kind="vllm",
+                    model_id=cfg.pop("model", spec),
+                    launch_args=(*args, *_vllm_env_args(spec)),
+                    **cfg,
+                )
             endpoint = cfg.pop("endpoint")
             urls = [endpoint] if isinstance(endpoint, str) else list(endpoint)
             if not urls or not all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in urls):
@@ -282,20 +312,37 @@ def _parse_model_spec(spec: str, named: dict[str, dict[str, Any]],
         raise ModelSpecError(str(err)) from None
     if found is not None:
         p = found.provider
-        return ModelSpec(label=spec, kind="endpoint", base_url=found.base_url, model_id=found.model,
-                         api_key_env=found.api_key_env, concurrency=p.concurrency, provider=p.name, api=p.api,
-                         auth=p.auth, headers=tuple(p.headers.items()), query=found.query, quirks=found.quirks,
-                         resolved_note=found.note)
+        return ModelSpec(
+            label=spec,
+            kind="endpoint",
+            base_url=found.base_url,
+            model_id=found.model,
+            api_key_env=found.api_key_env,
+            concurrency=p.concurrency,
+            provider=p.name,
+            api=p.api,
+            auth=p.auth,
+            headers=tuple(p.headers.items()),
+            query=found.query,
+            quirks=found.quirks,
+            resolved_note=found.note,
+        )
     if "@" in spec:
         model_id, _, url_list = spec.partition("@")
         urls = [u.strip().rstrip("/") for u in url_list.split(",")]
         if not model_id or not all(u.startswith(("http://", "https://")) for u in urls):
-            raise ModelSpecError(f"--model {spec}: expected ID@URL or ID@URL1,URL2,..., "
-                                 "e.g. qwen3@http://127.0.0.1:8000/v1")
+            raise ModelSpecError(
+                f"--model {spec}: expected ID@URL or ID@URL1,URL2,..., e.g. qwen3@http://127.0.0.1:8000/v1"
+            )
         if len(set(urls)) != len(urls):
             raise ModelSpecError(f"--model {spec}: the same endpoint is listed twice")
-        return ModelSpec(label=model_id, kind="endpoint", base_url=urls[0], model_id=model_id,
-                         endpoints=tuple(urls) if len(urls) > 1 else ())
+        return ModelSpec(
+            label=model_id,
+            kind="endpoint",
+            base_url=urls[0],
+            model_id=model_id,
+            endpoints=tuple(urls) if len(urls) > 1 else (),
+        )
     known = ", ".join(["local", *named]) or "local"
     names = "/, ".join(providers if providers is not None else load_providers()) + "/"
     raise ModelSpecError(
@@ -304,8 +351,9 @@ def _parse_model_spec(spec: str, named: dict[str, dict[str, Any]],
     )
 
 
-_PROVIDER_FIELDS = frozenset({"provider", "api", "auth", "headers", "query", "quirks", "strict_provider",
-                              "resolved_note"})
+_PROVIDER_FIELDS = frozenset(
+    {"provider", "api", "auth", "headers", "query", "quirks", "strict_provider", "resolved_note"}
+)
 
 VLLM_ARGS_ENV = "BENCHAUDIT_VLLM_ARGS"
 

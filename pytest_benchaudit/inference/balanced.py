@@ -38,11 +38,17 @@ import time
 from dataclasses import dataclass
 
 from pytest_benchaudit.common.secrets import redact_error
-from pytest_benchaudit.pipeline.types import Generation, Request
-from pytest_benchaudit.inference.loglikelihood import ask_loglikelihood
 from pytest_benchaudit.inference.backend import BackendBug, ModelSpec, strip_credentials
-from pytest_benchaudit.inference.openai_compat import (RATE_LIMIT_RETRIES, OpenAICompatBackend, _bug_text, _Fatal,
-                                                       _Retryable, request_body)
+from pytest_benchaudit.inference.loglikelihood import ask_loglikelihood
+from pytest_benchaudit.inference.openai_compat import (
+    RATE_LIMIT_RETRIES,
+    OpenAICompatBackend,
+    _bug_text,
+    _Fatal,
+    _Retryable,
+    request_body,
+)
+from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["DOWN_FOR_S", "BalancedBackend", "balanced_identity"]
 
@@ -62,8 +68,9 @@ class Endpoint:
 def balanced_identity(spec: ModelSpec) -> str:
     """The generation cache's name for a balanced model: label, model id and the set of endpoints."""
     urls = sorted(strip_credentials(u).rstrip("/") for u in (spec.endpoints or (spec.base_url or "",)))
-    return json.dumps({"spec": spec.label, "endpoints": urls, "model_id": spec.model_id},
-                      sort_keys=True, separators=(",", ":"))
+    return json.dumps(
+        {"spec": spec.label, "endpoints": urls, "model_id": spec.model_id}, sort_keys=True, separators=(",", ":")
+    )
 
 
 class BalancedBackend:
@@ -75,8 +82,12 @@ class BalancedBackend:
             raise ValueError(f"model {spec.label!r} has no endpoint URL")
         self.spec = spec
         self.endpoints = [
-            Endpoint(url, OpenAICompatBackend(spec.model_copy(update={"base_url": url, "endpoints": ()}),
-                                              concurrency=concurrency))
+            Endpoint(
+                url,
+                OpenAICompatBackend(
+                    spec.model_copy(update={"base_url": url, "endpoints": ()}), concurrency=concurrency
+                ),
+            )
             for url in urls
         ]
         self._turn = 0  # round-robin pointer for ties
@@ -105,9 +116,17 @@ class BalancedBackend:
         now = time.monotonic()
         n = len(self.endpoints)
         order = [(self._turn + k) % n for k in range(n)]
-        candidates = ([i for i in order if i not in avoid and self.endpoints[i].down_until <= now
-                       and self.endpoints[i].backend.limiter.paused_until <= now]
-                      or [i for i in order if i not in avoid] or order)
+        candidates = (
+            [
+                i
+                for i in order
+                if i not in avoid
+                and self.endpoints[i].down_until <= now
+                and self.endpoints[i].backend.limiter.paused_until <= now
+            ]
+            or [i for i in order if i not in avoid]
+            or order
+        )
         best = min(candidates, key=lambda i: self.endpoints[i].in_flight)  # first minimum in turn order
         self._turn = (best + 1) % n
         return best
@@ -132,8 +151,9 @@ class BalancedBackend:
             attempts += 1
             ep.in_flight += 1
             try:
-                gen = await ep.backend.attempt(path, content, retries + 1, start=start, attempts=attempts,
-                                               echo=body.get("echo") is True)
+                gen = await ep.backend.attempt(
+                    path, content, retries + 1, start=start, attempts=attempts, echo=body.get("echo") is True
+                )
                 ep.answered += 1
                 ep.down_until = 0.0
                 return gen
@@ -157,8 +177,11 @@ class BalancedBackend:
                 continue  # to an endpoint that is not paused, or wait in the limiter for the pause to end
             retries += 1
             if retries > self.spec.max_retries:
-                return self._failed(f"{message} (gave up after {attempts} attempts over "
-                                    f"{len(self.endpoints)} endpoints)", start, attempts)
+                return self._failed(
+                    f"{message} (gave up after {attempts} attempts over {len(self.endpoints)} endpoints)",
+                    start,
+                    attempts,
+                )
             await asyncio.sleep(ep.backend._backoff(retries, retry_after))
 
     @staticmethod

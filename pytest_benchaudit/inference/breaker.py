@@ -34,8 +34,15 @@ from typing import Any
 
 from pytest_benchaudit.pipeline.types import ENDPOINT_DOWN_PREFIX, Generation, Request
 
-__all__ = ["BreakerBackend", "BreakerState", "CUT", "DEFAULT_THRESHOLD", "NOT_ASKED", "classify_error",
-           "endpoint_down_reason"]
+__all__ = [
+    "BreakerBackend",
+    "BreakerState",
+    "CUT",
+    "DEFAULT_THRESHOLD",
+    "NOT_ASKED",
+    "classify_error",
+    "endpoint_down_reason",
+]
 
 DEFAULT_THRESHOLD = 20  # consecutive connection failures / timeouts before a model's endpoint counts as down
 
@@ -77,8 +84,9 @@ class BreakerState:
 class BreakerBackend:
     """A backend that stops asking once its endpoint is down (see the module docstring)."""
 
-    def __init__(self, inner: Any, threshold: int = DEFAULT_THRESHOLD, label: str = "",
-                 concurrency: int | None = None) -> None:
+    def __init__(
+        self, inner: Any, threshold: int = DEFAULT_THRESHOLD, label: str = "", concurrency: int | None = None
+    ) -> None:
         self.inner = inner
         self.label = label
         self.state = BreakerState(threshold=max(0, int(threshold)))
@@ -134,8 +142,9 @@ class BreakerBackend:
             state.consecutive += 1
             if state.threshold and state.consecutive >= state.threshold:
                 state.kind = "down"
-                state.tripped = (f"{state.consecutive} consecutive connection failures or timeouts "
-                                 f"(last: {generation.error})")
+                state.tripped = (
+                    f"{state.consecutive} consecutive connection failures or timeouts (last: {generation.error})"
+                )
                 self._stop_in_flight()
         else:
             state.consecutive = 0

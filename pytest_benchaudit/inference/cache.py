@@ -37,8 +37,20 @@ from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.inference.backend import ModelSpec, strip_credentials
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["CACHE_FILENAME", "CACHE_VERSION", "CacheFileStats", "CacheStats", "CacheWarning", "GenerationCache",
-           "UnusableCache", "answers_served", "cache_key", "model_identity", "parse_expiry", "with_served"]
+__all__ = [
+    "CACHE_FILENAME",
+    "CACHE_VERSION",
+    "CacheFileStats",
+    "CacheStats",
+    "CacheWarning",
+    "GenerationCache",
+    "UnusableCache",
+    "answers_served",
+    "cache_key",
+    "model_identity",
+    "parse_expiry",
+    "with_served",
+]
 
 CACHE_FILENAME = "generations.sqlite"
 CACHE_VERSION = 1  # part of every key: a change of what a key means starts afresh
@@ -105,8 +117,9 @@ def model_identity(spec: ModelSpec) -> str:
     endpoint = None
     if spec.kind != "local" and spec.base_url:
         endpoint = strip_credentials(spec.base_url).rstrip("/")
-    return json.dumps({"spec": spec.label, "endpoint": endpoint, "model_id": spec.model_id},
-                      sort_keys=True, separators=(",", ":"))
+    return json.dumps(
+        {"spec": spec.label, "endpoint": endpoint, "model_id": spec.model_id}, sort_keys=True, separators=(",", ":")
+    )
 
 
 def with_served(identity: str, served: list[str]) -> str:
@@ -161,8 +174,15 @@ class GenerationCache:
     count lookups and writes of this process.
     """
 
-    def __init__(self, directory: Path | str, *, busy_timeout: float = 0.5, retries: int = 6,
-                 on_warning: Callable[[str], None] | None = None, expiry_s: float | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path | str,
+        *,
+        busy_timeout: float = 0.5,
+        retries: int = 6,
+        on_warning: Callable[[str], None] | None = None,
+        expiry_s: float | None = None,
+    ) -> None:
         self.directory = Path(directory).expanduser()
         self.expiry_s = expiry_s  # entries older than this are not answered from (and are re-written)
         self.expired = 0
@@ -179,8 +199,13 @@ class GenerationCache:
         self._lock = threading.Lock()
 
     # -- public ----------------------------------------------------------------
-    def get(self, identity: str, request: Request, served: list[str] | None = None,
-            on_unusable: Callable[[str], None] | None = None) -> Generation | None:
+    def get(
+        self,
+        identity: str,
+        request: Request,
+        served: list[str] | None = None,
+        on_unusable: Callable[[str], None] | None = None,
+    ) -> Generation | None:
         """The stored generation of ``request`` to the model ``identity``, or ``None``.
 
         Not answered: an entry older than ``expiry_s``, and one whose response named a model
@@ -190,8 +215,10 @@ class GenerationCache:
         if self.disabled:
             return None
         key = cache_key(identity, request)
-        row = self._run("read", lambda conn: conn.execute(
-            "SELECT generation, created FROM generations WHERE key = ?", (key,)).fetchone())
+        row = self._run(
+            "read",
+            lambda conn: conn.execute("SELECT generation, created FROM generations WHERE key = ?", (key,)).fetchone(),
+        )
         if row is None or row is _FAILED:
             self.misses += 1
             return None
@@ -222,8 +249,10 @@ class GenerationCache:
         def write(conn: sqlite3.Connection) -> bool:
             with conn:  # one transaction, committed (or rolled back) here
                 # REPLACE: an expired entry is refreshed by the new answer.
-                conn.execute("INSERT OR REPLACE INTO generations (key, model, generation, created) VALUES (?, ?, ?, ?)",
-                             (key, redact(identity), value, time.time()))  # the key is a hash; this column is text
+                conn.execute(
+                    "INSERT OR REPLACE INTO generations (key, model, generation, created) VALUES (?, ?, ?, ?)",
+                    (key, redact(identity), value, time.time()),
+                )  # the key is a hash; this column is text
             return True
 
         stored = self._run("write", write)
@@ -237,8 +266,13 @@ class GenerationCache:
         return 0 if row is None or row is _FAILED else int(row[0])
 
     def stats(self) -> CacheFileStats:
-        return {"hits": self.hits, "misses": self.misses, "stores": self.stores, "path": str(self.path),
-                "disabled": self.disabled}
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "stores": self.stores,
+            "path": str(self.path),
+            "disabled": self.disabled,
+        }
 
     def close(self) -> None:
         with self._lock:
@@ -302,8 +336,10 @@ class GenerationCache:
                 conn.close()
             except sqlite3.Error:
                 pass
-        message = (f"generation cache {self.path} disabled for this run ({why}); generations are asked "
-                   f"from the model and not stored (--no-cache turns the cache off; delete the file if it is corrupt)")
+        message = (
+            f"generation cache {self.path} disabled for this run ({why}); generations are asked "
+            f"from the model and not stored (--no-cache turns the cache off; delete the file if it is corrupt)"
+        )
         if self.on_warning is not None:
             self.on_warning(message)
         else:

@@ -59,10 +59,10 @@ class Channel:
     def _complete(self) -> list[bytes]:
         buf, start, out = self._buffer, 0, []
         while len(buf) - start >= 4:
-            size = int.from_bytes(buf[start:start + 4], "big")
+            size = int.from_bytes(buf[start : start + 4], "big")
             if len(buf) - start - 4 < size:
                 break
-            out.append(bytes(buf[start + 4:start + 4 + size]))
+            out.append(bytes(buf[start + 4 : start + 4 + size]))
             start += 4 + size
         if start:
             del buf[:start]

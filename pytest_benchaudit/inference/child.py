@@ -75,8 +75,10 @@ class _Server:
             try:
                 factory = pickle.loads(recipe)
             except Exception as err:  # noqa: BLE001 - that model's requests fail with the reason
-                factory = functools.partial(_cannot_build, f"cannot build the backend of {label!r} in the "
-                                            f"inference process ({type(err).__name__}: {err})")
+                factory = functools.partial(
+                    _cannot_build,
+                    f"cannot build the backend of {label!r} in the inference process ({type(err).__name__}: {err})",
+                )
             self.engine.add_model(label, factory, identity=identity)
         elif kind == "queue":
             for key, model, request, front in message[1]:
@@ -146,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     # The HTTP client stack now, while the pytest process still collects: the first requests
     # then go out as soon as they are queued (aiohttp's import is ~0.3 s).
     import pytest_benchaudit.inference.openai_compat  # noqa: F401
+
     _Server(conn).serve()
     return 0
 

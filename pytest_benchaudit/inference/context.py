@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.record_documents import CardWarning, RecordRow
 from pytest_benchaudit.inference.loglikelihood import MERGED, NO_GENERATED
+from pytest_benchaudit.pipeline.record_documents import CardWarning, RecordRow
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.cache import CacheStats, UnusableCache
@@ -67,7 +67,7 @@ def served_relation(asked: str, served: str) -> str:
         if s.endswith(alias) and a == s[: -len(alias)]:
             return "same"
     base = next((a[: -len(alias)] for alias in _ALIAS if a.endswith(alias)), a)
-    if s.startswith(base + "-") and _SNAPSHOT.match(s[len(base) + 1:]):
+    if s.startswith(base + "-") and _SNAPSHOT.match(s[len(base) + 1 :]):
         return "snapshot"
     return "other"
 
@@ -119,9 +119,14 @@ class ContextWatch:
             self.logprobs_asked[model] += 1
             self.top_asked.setdefault(model, params["top_logprobs"])
             continuations = record.get("continuations")  # a log-likelihood request's echoed log-probabilities
-            read = isinstance(continuations, list) and bool(continuations) and all(
-                isinstance(c, Mapping) and c.get("missing") is None for c in continuations)
-            said = [str(c.get(k) or "") for c in continuations or () if isinstance(c, Mapping) for k in ("missing", "note")]
+            read = (
+                isinstance(continuations, list)
+                and bool(continuations)
+                and all(isinstance(c, Mapping) and c.get("missing") is None for c in continuations)
+            )
+            said = [
+                str(c.get(k) or "") for c in continuations or () if isinstance(c, Mapping) for k in ("missing", "note")
+            ]
             if any(text.startswith(MERGED) for text in said):
                 self.loglik_merged[model] += 1  # echoed, but lm-eval's cut cannot be known: not "missing"
             elif not record.get("top_logprobs") and not read:
@@ -139,26 +144,50 @@ class ContextWatch:
         for model, model_id in sorted(self.asked.items()):
             out.extend(self._served_warnings(model, model_id))
         for model, missing in sorted(self.logprobs_missing.items()):
-            out.append(warning("logprobs_missing", (
-                f"model {model}: {_share(missing, self.logprobs_asked[model])} answers came back without the "
-                f"log-probabilities the layer asked for (top_logprobs={self.top_asked[model]}); a rule that reads "
-                "them had nothing to read (an endpoint that ignores logprobs, or an API without them)")))
+            out.append(
+                warning(
+                    "logprobs_missing",
+                    (
+                        f"model {model}: {_share(missing, self.logprobs_asked[model])} answers came back without the "
+                        f"log-probabilities the layer asked for (top_logprobs={self.top_asked[model]}); a rule that reads "
+                        "them had nothing to read (an endpoint that ignores logprobs, or an API without them)"
+                    ),
+                )
+            )
         for model, n in sorted(self.loglik_merged.items()):
-            out.append(warning("loglikelihood_merged", (
-                f"model {model}: in {_share(n, self.answers[model])} answers the endpoint's tokenizer merged the "
-                "context's end with the continuation and serves no /tokenizer_info and /tokenize: what lm-eval would "
-                "send and read depends on a tokenizer the endpoint does not serve, so those continuations were not "
-                "read (no_logprobs); serve the endpoint's tokenizer (vLLM --enable-tokenizer-info-endpoint)")))
+            out.append(
+                warning(
+                    "loglikelihood_merged",
+                    (
+                        f"model {model}: in {_share(n, self.answers[model])} answers the endpoint's tokenizer merged the "
+                        "context's end with the continuation and serves no /tokenizer_info and /tokenize: what lm-eval would "
+                        "send and read depends on a tokenizer the endpoint does not serve, so those continuations were not "
+                        "read (no_logprobs); serve the endpoint's tokenizer (vLLM --enable-tokenizer-info-endpoint)"
+                    ),
+                )
+            )
         for model, n in sorted(self.loglik_no_generated.items()):
-            out.append(warning("loglikelihood_no_generated_token", (
-                f"model {model}: {_share(n, self.answers[model])} log-likelihood answers echoed the prompt with no "
-                "generated token after it: lm-eval's token_logprobs[ctxlen:-1] then leaves out each continuation's "
-                "own last token (a one-token option scores 0 and ties), and so does this layer")))
+            out.append(
+                warning(
+                    "loglikelihood_no_generated_token",
+                    (
+                        f"model {model}: {_share(n, self.answers[model])} log-likelihood answers echoed the prompt with no "
+                        "generated token after it: lm-eval's token_logprobs[ctxlen:-1] then leaves out each continuation's "
+                        "own last token (a one-token option scores 0 and ties), and so does this layer"
+                    ),
+                )
+            )
         for (task, layer, model), n in sorted(self.fallback.items()):
-            out.append(warning("released_fallback", (
-                f"{task} ({layer}), model {model}: {_share(n, self.items[(task, layer, model)])} items were scored "
-                f"by the {self.fallback_marker} (the answer carried no log-probabilities); those scores are the "
-                "released reader's quirk, not the model's answers")))
+            out.append(
+                warning(
+                    "released_fallback",
+                    (
+                        f"{task} ({layer}), model {model}: {_share(n, self.items[(task, layer, model)])} items were scored "
+                        f"by the {self.fallback_marker} (the answer carried no log-probabilities); those scores are the "
+                        "released reader's quirk, not the model's answers"
+                    ),
+                )
+            )
         return out
 
     def _served_warnings(self, model: str, model_id: str) -> list[CardWarning]:
@@ -175,14 +204,26 @@ class ContextWatch:
                 parts.append(f"the answers name {said}")
             if unlisted:
                 parts.append(f"GET /models lists {', '.join(repr(i) for i in listed)}")
-            return [warning("served_model_mismatch", (
-                f"model {model}: the run asked for {model_id!r}, but {' and '.join(parts)}; its scores are "
-                "the served model's, not those of the model named"))]
+            return [
+                warning(
+                    "served_model_mismatch",
+                    (
+                        f"model {model}: the run asked for {model_id!r}, but {' and '.join(parts)}; its scores are "
+                        "the served model's, not those of the model named"
+                    ),
+                )
+            ]
         if snapshots:
             said = ", ".join(f"{n!r} ({_share(c, total)} answers)" for n, c in sorted(snapshots.items()))
-            return [warning("served_model_snapshot", (
-                f"model {model}: the run asked for {model_id!r}, answered by the dated snapshot {said}; "
-                "another day's run of the same name may be answered by another snapshot"))]
+            return [
+                warning(
+                    "served_model_snapshot",
+                    (
+                        f"model {model}: the run asked for {model_id!r}, answered by the dated snapshot {said}; "
+                        "another day's run of the same name may be answered by another snapshot"
+                    ),
+                )
+            ]
         return []
 
 
@@ -197,15 +238,22 @@ def cache_warnings(stats: Iterable[CacheStats]) -> list[CardWarning]:
     seen: dict[str, UnusableCache] = {}
     for stat in stats:
         for model, why in (stat.get("unusable") or {}).items():
-            entry = seen.setdefault(model, {"answered_by": why["answered_by"], "served": why["served"],
-                                            "stores": 0, "misses": 0})
+            entry = seen.setdefault(
+                model, {"answered_by": why["answered_by"], "served": why["served"], "stores": 0, "misses": 0}
+            )
             entry["stores"] += int(why.get("stores", 0))
             entry["misses"] += int(why.get("misses", 0))
     out = []
     for model, e in sorted(seen.items()):
         listed = ", ".join(repr(s) for s in e["served"] or ())
-        out.append(warning("cache_unusable", (
-            f"generation cache, model {model}: the answers name {e['answered_by']!r}, which GET /models does "
-            f"not list ({listed}); a stored answer is used only when the model it names is served, so none of "
-            f"this model's answers can hit ({e['stores']:,} stored unusable, {e['misses']:,} lookups missed for it)")))
+        out.append(
+            warning(
+                "cache_unusable",
+                (
+                    f"generation cache, model {model}: the answers name {e['answered_by']!r}, which GET /models does "
+                    f"not list ({listed}); a stored answer is used only when the model it names is served, so none of "
+                    f"this model's answers can hit ({e['stores']:,} stored unusable, {e['misses']:,} lookups missed for it)"
+                ),
+            )
+        )
     return out

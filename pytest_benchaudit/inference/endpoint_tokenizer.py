@@ -26,8 +26,9 @@ import json
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import JsonValue
@@ -39,8 +40,10 @@ from pytest_benchaudit.pipeline.types import Request
 __all__ = ["EndpointTokenizer", "NOT_ASKED", "of_model", "probe", "tokenizer_root", "with_eos"]
 
 _TIMEOUT = 5.0  # lm-eval's check_remote_tokenizer_support waits 5 s per request
-_HF_FALLBACK = ("lm-eval then loads the Hugging Face tokenizer the model name names, whose end-of-sequence token "
-                "the endpoint cannot tell")
+_HF_FALLBACK = (
+    "lm-eval then loads the Hugging Face tokenizer the model name names, whose end-of-sequence token "
+    "the endpoint cannot tell"
+)
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,15 @@ class EndpointTokenizer:
         return {"token": self.eos, "known": self.served, "source": self.source, "asked": self.root or None}
 
     @classmethod
-    def from_card(cls, entry: Mapping[str, JsonValue]) -> "EndpointTokenizer":
+    def from_card(cls, entry: Mapping[str, JsonValue]) -> EndpointTokenizer:
         """The finding a card recorded (:meth:`card`), as it was (a replay sends what the run sent)."""
         eos, asked = entry.get("token"), entry.get("asked")
-        return cls(bool(entry.get("known")), eos if isinstance(eos, str) else None, str(entry.get("source", "")),
-                   asked if isinstance(asked, str) else "")
+        return cls(
+            bool(entry.get("known")),
+            eos if isinstance(eos, str) else None,
+            str(entry.get("source", "")),
+            asked if isinstance(asked, str) else "",
+        )
 
 
 NOT_ASKED = EndpointTokenizer(False, None, "not asked")
@@ -85,8 +92,12 @@ def tokenizer_root(base_url: str) -> str:
 def _ask(url: str, headers: Mapping[str, str], body: dict[str, Any] | None) -> tuple[Any, str]:
     """One request: ``(JSON answer, "")`` or ``(None, what went wrong)``."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method="GET" if body is None else "POST",
-                                     headers={"Content-Type": "application/json", **headers})
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method="GET" if body is None else "POST",
+        headers={"Content-Type": "application/json", **headers},
+    )
     try:
         with urllib.request.urlopen(request, timeout=_TIMEOUT) as answer:  # noqa: S310 - the model's own endpoint
             return json.loads(answer.read()), ""
@@ -114,17 +125,23 @@ def probe(base_url: str, headers: Mapping[str, str] | None = None) -> EndpointTo
     shown = strip_url_credentials(root)
     info, failed = _ask(f"{root}/tokenizer_info", headers or {}, None)
     if failed or not isinstance(info, dict) or "eos_token" not in info:
-        found = EndpointTokenizer(False, None, f"GET /tokenizer_info: {failed or 'no eos_token in the answer'}; "
-                                  f"{_HF_FALLBACK}", shown)
+        found = EndpointTokenizer(
+            False, None, f"GET /tokenizer_info: {failed or 'no eos_token in the answer'}; {_HF_FALLBACK}", shown
+        )
     else:
         tokens, failed = _ask(f"{root}/tokenize", headers or {}, {"prompt": "test", "add_special_tokens": False})
         if failed or not isinstance(tokens, dict) or not isinstance(tokens.get("tokens"), list):
-            found = EndpointTokenizer(False, None, f"POST /tokenize: {failed or 'no list of tokens'} (GET "
-                                      f"/tokenizer_info answers); {_HF_FALLBACK}", shown)
+            found = EndpointTokenizer(
+                False,
+                None,
+                f"POST /tokenize: {failed or 'no list of tokens'} (GET /tokenizer_info answers); {_HF_FALLBACK}",
+                shown,
+            )
         else:
             eos = info["eos_token"]
-            found = EndpointTokenizer(True, eos if isinstance(eos, str) else None,
-                                      redact(f"GET /tokenizer_info: eos_token {eos!r}"), shown)
+            found = EndpointTokenizer(
+                True, eos if isinstance(eos, str) else None, redact(f"GET /tokenizer_info: eos_token {eos!r}"), shown
+            )
     with _lock:
         return _probed.setdefault(key, found)
 

@@ -31,11 +31,19 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Awaitable, Callable, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 from pytest_benchaudit.inference.backend import Backend, ModelSpec
-from pytest_benchaudit.inference.cache import (CacheStats, CacheWarning, GenerationCache, UnusableCache, answers_served,
-                                               model_identity, with_served)
+from pytest_benchaudit.inference.cache import (
+    CacheStats,
+    CacheWarning,
+    GenerationCache,
+    UnusableCache,
+    answers_served,
+    model_identity,
+    with_served,
+)
 from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["Engine", "request_key", "say_cache_warnings"]
@@ -311,8 +319,12 @@ class Engine:
                 identity = with_served(identity, served) if served else None
             cache = self.cache
             if cache is not None and identity is not None:
-                cached = cache.get(identity, slot.request, served=served,
-                                   on_unusable=lambda name: self._unusable_entry(slot.model, name, served, "misses"))
+                cached = cache.get(
+                    identity,
+                    slot.request,
+                    served=served,
+                    on_unusable=lambda name: self._unusable_entry(slot.model, name, served, "misses"),
+                )
                 if cached is not None:
                     self.cache_hits += 1
                     slot.future.set_result(cached.model_copy(update={"from_cache": True}))
@@ -331,11 +343,13 @@ class Engine:
                 self._running -= 1
             self._pump()
 
-    def _unusable_entry(self, label: str, answered_by: str, served: list[str] | None,
-                        what: Literal["stores", "misses"]) -> None:
+    def _unusable_entry(
+        self, label: str, answered_by: str, served: list[str] | None, what: Literal["stores", "misses"]
+    ) -> None:
         """Count a stored answer no lookup can use (it names a model ``GET /models`` does not list)."""
-        entry = self._unusable.setdefault(label, {"answered_by": answered_by, "served": sorted(served or ()),
-                                                  "stores": 0, "misses": 0})
+        entry = self._unusable.setdefault(
+            label, {"answered_by": answered_by, "served": sorted(served or ()), "stores": 0, "misses": 0}
+        )
         entry[what] += 1
 
     async def _served(self, label: str, backend: Any) -> list[str] | None:

@@ -9,7 +9,8 @@ where a backend is built, so a pytest process whose engine runs elsewhere never 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pytest_benchaudit.inference.backend import Backend, ModelSpec
 

@@ -46,14 +46,26 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Mapping, Protocol, Sequence, cast
+from typing import Protocol, cast
 
 from pytest_benchaudit.pipeline.record_documents import TokenUsage
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, EchoedTokens, Generation, Request
 
-__all__ = ["MAX_LENGTH", "MERGED", "NO_GENERATED", "Planned", "Tokenizer", "TokenizerError", "ask_loglikelihood", "echoed_tokens", "plan",
-           "read_continuation", "sub_requests"]
+__all__ = [
+    "MAX_LENGTH",
+    "MERGED",
+    "NO_GENERATED",
+    "Planned",
+    "Tokenizer",
+    "TokenizerError",
+    "ask_loglikelihood",
+    "echoed_tokens",
+    "plan",
+    "read_continuation",
+    "sub_requests",
+]
 
 # lm-eval's TemplateAPI max_length 2048, less one token for the generated one.
 MAX_LENGTH = 2047
@@ -93,7 +105,7 @@ async def plan(context: str, continuation: str, tokenizer: Tokenizer | None) -> 
         context, continuation = context[:-spaces], context[-spaces:] + continuation
     whole = await tokenizer.encode(context + continuation)
     context_ids = await tokenizer.encode(context)
-    continuation_ids = whole[len(context_ids):]
+    continuation_ids = whole[len(context_ids) :]
     sent = (context_ids + continuation_ids)[-MAX_LENGTH:]
     ctxlen = len(context_ids) - max(0, len(context_ids) + len(continuation_ids) - MAX_LENGTH)
     return Planned(await tokenizer.decode(sent), ctxlen)
@@ -104,9 +116,17 @@ def sub_requests(request: Request, prompts: Sequence[str] | None = None) -> list
     default context + continuation)."""
     context = request.prompt or ""
     texts = list(prompts) if prompts is not None else [context + c for c in request.continuations]
-    return [Request(mode="completion", prompt=text, params=dict(request.params),
-                    adjustments=request.adjustments, sample=request.sample, repeat=request.repeat)
-            for text in texts]
+    return [
+        Request(
+            mode="completion",
+            prompt=text,
+            params=dict(request.params),
+            adjustments=request.adjustments,
+            sample=request.sample,
+            repeat=request.repeat,
+        )
+        for text in texts
+    ]
 
 
 def echoed_tokens(choice: Mapping[str, object]) -> EchoedTokens | None:
@@ -119,12 +139,17 @@ def echoed_tokens(choice: Mapping[str, object]) -> EchoedTokens | None:
     if not (isinstance(tokens, list) and isinstance(values, list) and isinstance(offsets, list)):
         return None
     if not len(tokens) == len(values) == len(offsets):
-        raise ValueError(f"logprobs lists of unequal length: {len(tokens)} tokens, {len(values)} token_logprobs, "
-                         f"{len(offsets)} text_offset")
+        raise ValueError(
+            f"logprobs lists of unequal length: {len(tokens)} tokens, {len(values)} token_logprobs, "
+            f"{len(offsets)} text_offset"
+        )
     text = choice.get("text")
-    return EchoedTokens(text=text if isinstance(text, str) else "", tokens=tuple(str(t) for t in tokens),
-                        logprobs=tuple(None if v is None else float(v) for v in values),
-                        offsets=tuple(int(o) for o in offsets))
+    return EchoedTokens(
+        text=text if isinstance(text, str) else "",
+        tokens=tuple(str(t) for t in tokens),
+        logprobs=tuple(None if v is None else float(v) for v in values),
+        offsets=tuple(int(o) for o in offsets),
+    )
 
 
 def _ends(echoed: EchoedTokens) -> list[int]:
@@ -142,30 +167,41 @@ def _counted_context(echoed: EchoedTokens, context: str) -> tuple[int, str | Non
         if start >= cut:
             break
         if end > cut:
-            return 0, (f"{MERGED} (token {token!r} runs "
-                       f"from character {start} past the context's end at {cut}): lm-eval cuts context and "
-                       "continuation with its own tokenizer, which this endpoint does not serve (no /tokenizer_info "
-                       "and /tokenize: lm-eval loads the Hugging Face tokenizer the model name names), so what it "
-                       "would send and read cannot be known here; an endpoint serving its tokenizer (vLLM "
-                       "--enable-tokenizer-info-endpoint) is read exactly")
+            return 0, (
+                f"{MERGED} (token {token!r} runs "
+                f"from character {start} past the context's end at {cut}): lm-eval cuts context and "
+                "continuation with its own tokenizer, which this endpoint does not serve (no /tokenizer_info "
+                "and /tokenize: lm-eval loads the Hugging Face tokenizer the model name names), so what it "
+                "would send and read cannot be known here; an endpoint serving its tokenizer (vLLM "
+                "--enable-tokenizer-info-endpoint) is read exactly"
+            )
         count += end > start
     return count, None
 
 
-def read_continuation(echoed: EchoedTokens | None, context: str, continuation: str,
-                      planned: Planned | None = None) -> ContinuationLogprobs:
+def read_continuation(
+    echoed: EchoedTokens | None, context: str, continuation: str, planned: Planned | None = None
+) -> ContinuationLogprobs:
     """lm-eval's reading of ``continuation`` after ``context`` from one echoed answer to ``planned``
     (by default context + continuation, ``ctxlen`` counted on the echo; see the module)."""
     planned = planned or Planned(context + continuation)
     sent = planned.prompt if planned.prompt != context + continuation else None
     kept = {"context_tokens": planned.context_tokens, "prompt": sent}
     if echoed is None or not echoed.tokens:
-        return ContinuationLogprobs(continuation=continuation, missing="the answer has no token log-probabilities "
-                                    "(choices[0].logprobs without tokens, token_logprobs and text_offset)", **kept)
+        return ContinuationLogprobs(
+            continuation=continuation,
+            missing="the answer has no token log-probabilities "
+            "(choices[0].logprobs without tokens, token_logprobs and text_offset)",
+            **kept,
+        )
     if not echoed.text.startswith(planned.prompt) or not any(o < len(planned.prompt) for o in echoed.offsets):
-        return ContinuationLogprobs(continuation=continuation, missing="the prompt was not echoed (the answer's text "
-                                    "does not start with the prompt, or no token lies in it: the endpoint ignored "
-                                    "echo=true)", **kept)
+        return ContinuationLogprobs(
+            continuation=continuation,
+            missing="the prompt was not echoed (the answer's text "
+            "does not start with the prompt, or no token lies in it: the endpoint ignored "
+            "echo=true)",
+            **kept,
+        )
     if planned.context_tokens is None:
         ctxlen, merged = _counted_context(echoed, context)
         if merged:
@@ -176,22 +212,37 @@ def read_continuation(echoed: EchoedTokens | None, context: str, continuation: s
     tokens = tuple(echoed.tokens[i] for i in chosen)
     values = [echoed.logprobs[i] for i in chosen]
     if any(v is None for v in values):
-        return ContinuationLogprobs(continuation=continuation, tokens=tokens, missing="a continuation token's "
-                                    "log-probability is null (lm-eval's token_logprobs[ctxlen:-1])", **kept)
+        return ContinuationLogprobs(
+            continuation=continuation,
+            tokens=tokens,
+            missing="a continuation token's log-probability is null (lm-eval's token_logprobs[ctxlen:-1])",
+            **kept,
+        )
     bad = next((v for v in values if v is not None and not math.isfinite(v)), None)
     if bad is not None:  # NaN or an infinity: no sum to compare (and no JSON number to record)
-        return ContinuationLogprobs(continuation=continuation, tokens=tokens, missing="a continuation token's "
-                                    f"log-probability is not a finite number ({bad})", **kept)
+        return ContinuationLogprobs(
+            continuation=continuation,
+            tokens=tokens,
+            missing=f"a continuation token's log-probability is not a finite number ({bad})",
+            **kept,
+        )
     notes = []
     if sent is not None:
         notes.append(f"lm-eval's tokenizer cut sends {sent[-24:]!r} at the prompt's end, not context + continuation")
     if echoed.offsets[-1] < len(planned.prompt):  # no token starts at the prompt's end: none was generated
-        notes.append(f"{NO_GENERATED}: lm-eval's token_logprobs[ctxlen:-1] leaves out the "
-                     f"prompt's last token {echoed.tokens[-1]!r}")
+        notes.append(
+            f"{NO_GENERATED}: lm-eval's token_logprobs[ctxlen:-1] leaves out the "
+            f"prompt's last token {echoed.tokens[-1]!r}"
+        )
     if not tokens:
         notes.append("no token is read: log-likelihood 0, as lm-eval sums nothing")
-    return ContinuationLogprobs(continuation=continuation, tokens=tokens, logprobs=tuple(float(v) for v in values
-                                if v is not None), note="; ".join(notes) or None, **kept)
+    return ContinuationLogprobs(
+        continuation=continuation,
+        tokens=tokens,
+        logprobs=tuple(float(v) for v in values if v is not None),
+        note="; ".join(notes) or None,
+        **kept,
+    )
 
 
 def _summed_usage(usages: Sequence[Mapping[str, object]]) -> TokenUsage:
@@ -208,8 +259,9 @@ def _summed_usage(usages: Sequence[Mapping[str, object]]) -> TokenUsage:
     return cast(TokenUsage, total)
 
 
-async def ask_loglikelihood(request: Request, generate: Callable[[Request], Awaitable[Generation]],
-                            tokenizer: Tokenizer | None = None) -> Generation:
+async def ask_loglikelihood(
+    request: Request, generate: Callable[[Request], Awaitable[Generation]], tokenizer: Tokenizer | None = None
+) -> Generation:
     """Send one completion per continuation of ``request`` with ``generate`` (concurrently) and
     combine the answers: ``continuations`` read from each echo, usage added up, the attempts
     counted.  ``tokenizer``: the endpoint's, when it serves one lm-eval would use (see the module).
@@ -227,11 +279,21 @@ async def ask_loglikelihood(request: Request, generate: Callable[[Request], Awai
     for continuation, answer in zip(request.continuations, answers):
         if answer.error is not None:
             # Appended, not prefixed: what the error starts with ("endpoint_down: ", "not sent: ") is read.
-            return Generation(error=f"{answer.error} (continuation {continuation!r})", attempts=attempts,
-                              latency_s=latency, usage=usage, served_model=answer.served_model)
+            return Generation(
+                error=f"{answer.error} (continuation {continuation!r})",
+                attempts=attempts,
+                latency_s=latency,
+                usage=usage,
+                served_model=answer.served_model,
+            )
     return Generation(
-        text="", finish_reason=answers[0].finish_reason if answers else None, usage=usage, latency_s=latency,
-        attempts=attempts, served_model=next((a.served_model for a in answers if a.served_model), None),
-        continuations=tuple(read_continuation(a.echoed, context, c, p)
-                            for c, a, p in zip(request.continuations, answers, planned)),
+        text="",
+        finish_reason=answers[0].finish_reason if answers else None,
+        usage=usage,
+        latency_s=latency,
+        attempts=attempts,
+        served_model=next((a.served_model for a in answers if a.served_model), None),
+        continuations=tuple(
+            read_continuation(a.echoed, context, c, p) for c, a, p in zip(request.continuations, answers, planned)
+        ),
     )

@@ -55,8 +55,9 @@ import json
 import random
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp
@@ -65,14 +66,14 @@ from aiohttp import http_exceptions
 from pydantic import ValidationError
 
 from pytest_benchaudit.common.secrets import redact, redact_error, redactor, register_secret, register_url_secrets
-from pytest_benchaudit.pipeline.types import Generation, Request
 from pytest_benchaudit.inference.backend import BackendBug, ModelSpec, auth_headers
 from pytest_benchaudit.inference.endpoint_tokenizer import tokenizer_root
 from pytest_benchaudit.inference.loglikelihood import TokenizerError, ask_loglikelihood
+from pytest_benchaudit.inference.ratelimit import AdaptiveLimiter, rate_limit_wait
 from pytest_benchaudit.inference.response_body import MalformedResponse, ParsedResponse
 from pytest_benchaudit.inference.response_body import parse_anthropic as _parse_anthropic
 from pytest_benchaudit.inference.response_body import parse_openai as _parse
-from pytest_benchaudit.inference.ratelimit import AdaptiveLimiter, rate_limit_wait
+from pytest_benchaudit.pipeline.types import Generation, Request
 
 __all__ = ["MalformedResponse", "OpenAICompatBackend", "RETRYABLE_STATUS", "RATE_LIMIT_RETRIES"]
 
@@ -183,8 +184,7 @@ class OpenAICompatBackend:
         self._headers = headers
         self._params = [*parse_qsl(url.query, keep_blank_values=True), *spec.query] or None
         self._concurrency = concurrency
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(10.0, spec.timeout),
-                                              sock_read=spec.timeout)
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(10.0, spec.timeout), sock_read=spec.timeout)
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
         self.limiter = AdaptiveLimiter(concurrency)
@@ -212,11 +212,18 @@ class OpenAICompatBackend:
         if self._session is not None:
             await self._session.close()
 
-    async def _send(self, method: str, path: str, content: bytes | None = None,
-                    timeout: aiohttp.ClientTimeout | None = None) -> _Response:
+    async def _send(
+        self, method: str, path: str, content: bytes | None = None, timeout: aiohttp.ClientTimeout | None = None
+    ) -> _Response:
         """One HTTP exchange, the whole body read (raises aiohttp's and asyncio's exceptions)."""
-        async with self._client().request(method, self._base + path, data=content, params=self._params,
-                                          allow_redirects=False, timeout=timeout or self._timeout) as response:
+        async with self._client().request(
+            method,
+            self._base + path,
+            data=content,
+            params=self._params,
+            allow_redirects=False,
+            timeout=timeout or self._timeout,
+        ) as response:
             return _Response(response.status, response.headers, await response.read())
 
     async def served_models(self) -> list[str] | None:
@@ -226,10 +233,11 @@ class OpenAICompatBackend:
         not be answered from the old model's generations."""
         wait = min(10.0, self.spec.timeout)
         try:
-            response = await self._send("GET", "models", timeout=aiohttp.ClientTimeout(
-                total=None, sock_connect=wait, sock_read=wait))
+            response = await self._send(
+                "GET", "models", timeout=aiohttp.ClientTimeout(total=None, sock_connect=wait, sock_read=wait)
+            )
             data = response.json() if response.status_code == 200 else None
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError):
+        except (TimeoutError, aiohttp.ClientError, ValueError, OSError):
             return None
         items = data.get("data") if isinstance(data, dict) else None
         ids = sorted({m["id"] for m in items or [] if isinstance(m, dict) and isinstance(m.get("id"), str)})
@@ -238,15 +246,16 @@ class OpenAICompatBackend:
     async def root_call(self, method: str, route: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
         """One request to a route at the server's root (``/tokenize``, not under ``/v1``): its status
         and JSON answer (``None`` when not JSON).  Raises aiohttp's and asyncio's exceptions."""
-        async with self._client().request(method, f"{self._root}/{route}", allow_redirects=False,
-                                          data=None if body is None else request_body(body)) as response:
+        async with self._client().request(
+            method, f"{self._root}/{route}", allow_redirects=False, data=None if body is None else request_body(body)
+        ) as response:
             content = await response.read()
         try:
             return response.status, _Response(response.status, response.headers, content).json()
         except ValueError:
             return response.status, None
 
-    async def remote_tokenizer(self) -> "_RemoteTokenizer | None":
+    async def remote_tokenizer(self) -> _RemoteTokenizer | None:
         """The endpoint's tokenizer when it serves the one lm-eval would use (lm-eval 0.4.13
         ``check_remote_tokenizer_support``: ``GET /tokenizer_info`` with an ``eos_token`` key and ``POST
         /tokenize`` answering tokens; see :mod:`.endpoint_tokenizer`), asked once; else ``None``."""
@@ -256,11 +265,12 @@ class OpenAICompatBackend:
                 try:
                     status, info = await self.root_call("GET", "tokenizer_info")
                     if status == 200 and isinstance(info, dict) and "eos_token" in info:
-                        status, tokens = await self.root_call("POST", "tokenize",
-                                                              {"prompt": "test", "add_special_tokens": False})
+                        status, tokens = await self.root_call(
+                            "POST", "tokenize", {"prompt": "test", "add_special_tokens": False}
+                        )
                         if status == 200 and isinstance(tokens, dict) and isinstance(tokens.get("tokens"), list):
                             self._tokenizer = _RemoteTokenizer(self)
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                except (TimeoutError, aiohttp.ClientError, OSError):
                     pass  # lm-eval, too, then falls back to a tokenizer of its own
         return self._tokenizer
 
@@ -328,8 +338,16 @@ class OpenAICompatBackend:
                 attempts=attempts,
             )
 
-    async def attempt(self, path: str, content: bytes, retry: int = 1, *, start: float | None = None,
-                      attempts: int = 1, echo: bool = False) -> Generation:
+    async def attempt(
+        self,
+        path: str,
+        content: bytes,
+        retry: int = 1,
+        *,
+        start: float | None = None,
+        attempts: int = 1,
+        echo: bool = False,
+    ) -> Generation:
         """One HTTP attempt within the endpoint's adaptive limit (raises ``_Retryable`` / ``_Fatal``).
         The generation says ``attempts`` and its latency since ``start`` (``time.perf_counter()``;
         by default since this attempt began); ``echo``: the body asked for the prompt echoed, whose
@@ -347,11 +365,12 @@ class OpenAICompatBackend:
         # Full jitter keeps many workers that failed together from retrying together.
         return random.uniform(0.5, 1.0) * min(_MAX_BACKOFF, self.spec.retry_base * 2 ** (attempt - 1))
 
-    async def _once(self, path: str, content: bytes, sent_at: float, retry: int, start: float,
-                    attempts: int, echo: bool = False) -> Generation:
+    async def _once(
+        self, path: str, content: bytes, sent_at: float, retry: int, start: float, attempts: int, echo: bool = False
+    ) -> Generation:
         try:
             response = await self._send("POST", path, content)
-        except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as err:
+        except (TimeoutError, aiohttp.ClientConnectionError, OSError) as err:
             raise _Retryable(_transport_failure(err, self.spec.timeout)) from None
         except aiohttp.ClientPayloadError as err:
             if _cut_mid_body(err):  # the connection closed before the announced body was complete
@@ -398,7 +417,7 @@ class _RemoteTokenizer:
         for _ in range(3):
             try:
                 status, answer = await self._backend.root_call("POST", route, body)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+            except (TimeoutError, aiohttp.ClientError, OSError) as err:
                 why = f"{type(err).__name__}: {err}"
                 continue
             if status == 200 and isinstance(answer, dict) and key in answer:
@@ -452,15 +471,18 @@ def _bug_text(label: str, err: BaseException) -> str:
     """What a :class:`~.backend.BackendBug` says: the model, the exception and the line that raised it."""
     frames = traceback.extract_tb(err.__traceback__)
     where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}()" if frames else ""
-    return redact_error(f"the client of model {label!r} failed: {type(err).__name__}: {err}{where} -- a bug in "
-                  "benchaudit, not the model's answer")
+    return redact_error(
+        f"the client of model {label!r} failed: {type(err).__name__}: {err}{where} -- a bug in "
+        "benchaudit, not the model's answer"
+    )
 
 
 def _anthropic_payload(model: str | None, request: Request) -> tuple[str, dict[str, Any]]:
     """A chat request as Anthropic's Messages API takes it (``v1/messages``)."""
     if request.mode != "chat":
-        raise ValueError("Anthropic's Messages API takes chat messages, not a completion prompt "
-                         "(prompt.format.mode = completion)")
+        raise ValueError(
+            "Anthropic's Messages API takes chat messages, not a completion prompt (prompt.format.mode = completion)"
+        )
     params = dict(request.params)
     body: dict[str, Any] = {"model": model}
     system = [m.content for m in request.messages if m.role == "system"]

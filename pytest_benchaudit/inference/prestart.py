@@ -40,15 +40,42 @@ from typing import IO
 
 from pytest_benchaudit.inference.channel import socket_pair
 
-__all__ = ["INFERENCE_PROCESS_ENV", "Forked", "discard", "fork_safe", "inference_process_setting", "looks_like_a_run",
-           "start_early", "take"]
+__all__ = [
+    "INFERENCE_PROCESS_ENV",
+    "Forked",
+    "discard",
+    "fork_safe",
+    "inference_process_setting",
+    "looks_like_a_run",
+    "start_early",
+    "take",
+]
 
 INFERENCE_PROCESS_ENV = "BENCHAUDIT_INFERENCE_PROCESS"  # "0": the engine on a thread of the pytest process
 
 # Options after which this process asks no model itself (xdist: its workers do), or asks none at all.
-_NO_EARLY = frozenset({"-n", "--numprocesses", "--dist", "-d", "--tx", "--co", "--collect-only", "--collectonly",
-                       "-h", "--help", "--version", "-V", "--no-inference-process", "--fixtures", "--funcargs",
-                       "--markers", "--setup-plan", "--setup-only"})
+_NO_EARLY = frozenset(
+    {
+        "-n",
+        "--numprocesses",
+        "--dist",
+        "-d",
+        "--tx",
+        "--co",
+        "--collect-only",
+        "--collectonly",
+        "-h",
+        "--help",
+        "--version",
+        "-V",
+        "--no-inference-process",
+        "--fixtures",
+        "--funcargs",
+        "--markers",
+        "--setup-plan",
+        "--setup-only",
+    }
+)
 
 
 def inference_process_setting(environ: Mapping[str, str]) -> bool | None:

@@ -74,8 +74,14 @@ def _start_method() -> str:
 class ProcessEngine:
     """The engine's interface, with the engine itself in a child process (see the module docstring)."""
 
-    def __init__(self, window: int = 256, cache_dir: Path | None = None, cache_expiry_s: float | None = None,
-                 *, start: str | None = None) -> None:
+    def __init__(
+        self,
+        window: int = 256,
+        cache_dir: Path | None = None,
+        cache_expiry_s: float | None = None,
+        *,
+        start: str | None = None,
+    ) -> None:
         """``start``: ``"fork"`` or ``"spawn"``; by default fork where that is safe (see :func:`_start_method`)."""
         self.window = window
         method = start or _start_method()
@@ -95,8 +101,11 @@ class ProcessEngine:
                 else:
                     self._proc = subprocess.Popen(
                         [sys.executable, "-m", "pytest_benchaudit.inference.child", str(child.fileno())],
-                        pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=self._log)
+                        pass_fds=(child.fileno(),),
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=self._log,
+                    )
             finally:
                 child.close()
         self._conn = Channel(parent)
@@ -118,16 +127,23 @@ class ProcessEngine:
         self._send(("start", window, str(cache_dir) if cache_dir is not None else None, cache_expiry_s))
 
     # -- set-up -------------------------------------------------------------------------
-    def add_model(self, label: str, factory: Callable[[], Any], identity: str | None = None,
-                  env: Mapping[str, str | None] | None = None) -> None:
+    def add_model(
+        self,
+        label: str,
+        factory: Callable[[], Any],
+        identity: str | None = None,
+        env: Mapping[str, str | None] | None = None,
+    ) -> None:
         """Register how the child builds the backend of ``label``: ``factory`` must pickle (a
         module-level callable, or a :func:`functools.partial` of one); ``env`` are the
         environment variables it reads (set in the child before it is built)."""
         try:
             recipe = pickle.dumps(factory, PROTOCOL)
         except (pickle.PicklingError, AttributeError, TypeError) as err:
-            raise TypeError(f"the backend factory of {label!r} cannot be sent to the inference process "
-                            f"({err}); use a module-level function or a functools.partial of one") from None
+            raise TypeError(
+                f"the backend factory of {label!r} cannot be sent to the inference process "
+                f"({err}); use a module-level function or a functools.partial of one"
+            ) from None
         self._send(("add", label, recipe, identity, {k: v for k, v in (env or {}).items() if v is not None}))
         self._models.add(label)
 
@@ -288,8 +304,9 @@ class ProcessEngine:
                 kind, payload = pickle.loads(data)
             except Exception as err:  # noqa: BLE001 - a child of another version, or a bug
                 self._closed = True
-                raise InferenceProcessError(f"unreadable message from the inference process "
-                                            f"({type(err).__name__}: {err})") from None
+                raise InferenceProcessError(
+                    f"unreadable message from the inference process ({type(err).__name__}: {err})"
+                ) from None
             if kind == "results":
                 self._answered += len(payload)
                 for key, result in payload:
@@ -320,8 +337,9 @@ class ProcessEngine:
             pass
         self._closed = True
         how = f"exited with status {status}" if status is not None else "stopped answering"
-        return InferenceProcessError(f"the inference process {how}" + (f": {last}" if last else "")
-                                     + "; the questions it had not answered are not recorded (--resume RUN_DIR "
-                                       "asks them)")
-
-
+        return InferenceProcessError(
+            f"the inference process {how}"
+            + (f": {last}" if last else "")
+            + "; the questions it had not answered are not recorded (--resume RUN_DIR "
+            "asks them)"
+        )

@@ -42,13 +42,26 @@ from pytest_benchaudit.pipeline.types import Request
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.backend import ModelSpec
 
-__all__ = ["Provider", "ProviderError", "Quirk", "Resolved", "adjust_params", "adjust_request",
-           "load_providers", "resolve"]
+__all__ = [
+    "Provider",
+    "ProviderError",
+    "Quirk",
+    "Resolved",
+    "adjust_params",
+    "adjust_request",
+    "load_providers",
+    "resolve",
+]
 
 # Request parameter -> the pipeline field it comes from (what an adjustment line names).
-_FIELD = {"max_tokens": "inference.max_tokens", "stop": "inference.stop",
-          "temperature": "inference.decoding.temperature", "top_p": "inference.decoding.top_p",
-          "seed": "inference.decoding.seed", "top_logprobs": "inference.decoding.top_logprobs"}
+_FIELD = {
+    "max_tokens": "inference.max_tokens",
+    "stop": "inference.stop",
+    "temperature": "inference.decoding.temperature",
+    "top_p": "inference.decoding.top_p",
+    "seed": "inference.decoding.seed",
+    "top_logprobs": "inference.decoding.top_logprobs",
+}
 
 
 class ProviderError(UsageError):
@@ -198,11 +211,20 @@ def resolve(spec: str, providers: dict[str, Provider]) -> Resolved | None:
     key_env = _key_env(provider, where)
     query: tuple[tuple[str, str], ...] = ()
     if provider.api_version_env or provider.api_version:
-        version = (os.environ.get(provider.api_version_env) if provider.api_version_env else None) or provider.api_version
+        version = (
+            os.environ.get(provider.api_version_env) if provider.api_version_env else None
+        ) or provider.api_version
         query = (("api-version", str(version)),)
     quirks = tuple(q for q in provider.quirks if q.applies_to(model))
-    return Resolved(provider=provider, model=model, base_url=base.rstrip("/"), api_key_env=key_env,
-                    quirks=quirks, query=query, note=note)
+    return Resolved(
+        provider=provider,
+        model=model,
+        base_url=base.rstrip("/"),
+        api_key_env=key_env,
+        quirks=quirks,
+        query=query,
+        note=note,
+    )
 
 
 def _base_url(provider: Provider, model: str, where: str) -> str:
@@ -226,8 +248,9 @@ def _key_env(provider: Provider, where: str) -> str | None:
     if provider.key_required and provider.api_key_env:
         first = provider.api_key_env[0]
         also = "" if len(provider.api_key_env) == 1 else f" (or ${', $'.join(provider.api_key_env[1:])})"
-        raise ProviderError(f"{where}: ${first}{also} is not set; {provider.title or provider.name} "
-                            "needs an API key in it")
+        raise ProviderError(
+            f"{where}: ${first}{also} is not set; {provider.title or provider.name} needs an API key in it"
+        )
     return provider.api_key_env[0] if provider.api_key_env else None
 
 
@@ -274,7 +297,7 @@ def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if not isinstance(value, (int, float)) else str(value)
 
 
-def adjust_request(request: Request, spec: "ModelSpec") -> Request:
+def adjust_request(request: Request, spec: ModelSpec) -> Request:
     """``request`` as the provider of ``spec`` will get it: quirks applied and listed in
     ``adjustments``; unchanged under ``--strict-provider`` or without quirks."""
     if spec.strict_provider or not spec.quirks:

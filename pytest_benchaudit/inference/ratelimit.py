@@ -106,8 +106,10 @@ def rate_limit_wait(headers: Mapping[str, str], *, exhausted_only: bool = True) 
             return wait
     waits = []
     for budget in _BUDGETS:
-        for remaining, reset in ((f"x-ratelimit-remaining-{budget}", f"x-ratelimit-reset-{budget}"),
-                                 (f"anthropic-ratelimit-{budget}-remaining", f"anthropic-ratelimit-{budget}-reset")):
+        for remaining, reset in (
+            (f"x-ratelimit-remaining-{budget}", f"x-ratelimit-reset-{budget}"),
+            (f"anthropic-ratelimit-{budget}-remaining", f"anthropic-ratelimit-{budget}-reset"),
+        ):
             if reset not in h:
                 continue
             if exhausted_only and h.get(remaining, "").strip() not in ("0", "0.0"):
@@ -242,5 +244,12 @@ class AdaptiveLimiter:
         self.paused_until = max(self.paused_until, now + wait)
 
     def stats(self) -> dict[str, float]:
-        return {"limit": self.cap, "ceiling": self.ceiling, "lowest": self.lowest, "throttled": self.throttled,
-                "decreases": self.decreases, "isolated": self.isolated, "interval_s": round(self.interval, 4)}
+        return {
+            "limit": self.cap,
+            "ceiling": self.ceiling,
+            "lowest": self.lowest,
+            "throttled": self.throttled,
+            "decreases": self.decreases,
+            "isolated": self.isolated,
+            "interval_s": round(self.interval, 4),
+        }

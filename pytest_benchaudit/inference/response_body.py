@@ -71,9 +71,13 @@ def parse_openai(data: Any, echo: bool = False) -> ParsedResponse:
         raise MalformedResponse("choices[0] has neither 'message' nor 'text'")
     if not isinstance(text, str):
         raise MalformedResponse("answer content is not a string")
-    fields: ParsedResponse = {"text": text, "reasoning": reasoning if isinstance(reasoning, str) else None,
-                              "finish_reason": choice.get("finish_reason"), "usage": data.get("usage") or {},
-                              "served_model": data.get("model")}
+    fields: ParsedResponse = {
+        "text": text,
+        "reasoning": reasoning if isinstance(reasoning, str) else None,
+        "finish_reason": choice.get("finish_reason"),
+        "usage": data.get("usage") or {},
+        "served_model": data.get("model"),
+    }
     if echo and "message" not in choice:
         try:  # every prompt token's: read by inference/loglikelihood.py
             fields["echoed"] = echoed_tokens(choice)
@@ -103,8 +107,13 @@ def parse_anthropic(data: Any) -> ParsedResponse:
     stop = data.get("stop_reason")
     finish = _ANTHROPIC_STOP.get(stop, stop) if isinstance(stop, str) else None
     # The endpoint's usage object (JSON), its counts under OpenAI's names too: a TokenUsage.
-    return {"text": text, "reasoning": thinking or None, "finish_reason": finish, "usage": cast(TokenUsage, usage),
-            "served_model": data.get("model")}
+    return {
+        "text": text,
+        "reasoning": thinking or None,
+        "finish_reason": finish,
+        "usage": cast(TokenUsage, usage),
+        "served_model": data.get("model"),
+    }
 
 
 def _text(block: Mapping[str, object], key: str) -> str:
@@ -125,13 +134,17 @@ def _top_logprobs(logprobs: Any) -> tuple[dict[str, float], ...] | None:
     try:
         if isinstance(logprobs.get("content"), list):  # chat format
             return tuple(
-                {_token(alt["token"]): _logprob(alt["logprob"]) for alt in _object(tok, "a logprobs token")
-                 .get("top_logprobs") or []}
+                {
+                    _token(alt["token"]): _logprob(alt["logprob"])
+                    for alt in _object(tok, "a logprobs token").get("top_logprobs") or []
+                }
                 for tok in logprobs["content"]
             )
         if isinstance(logprobs.get("top_logprobs"), list):  # legacy completions format
-            return tuple({str(k): _logprob(v) for k, v in _object(d or {}, "a top_logprobs entry").items()}
-                         for d in logprobs["top_logprobs"])
+            return tuple(
+                {str(k): _logprob(v) for k, v in _object(d or {}, "a top_logprobs entry").items()}
+                for d in logprobs["top_logprobs"]
+            )
     except (KeyError, TypeError) as err:  # an alternative without "token"/"logprob", or not an object
         raise MalformedResponse(f"choices[0].logprobs: {type(err).__name__}: {err}") from None
     return None

@@ -34,8 +34,19 @@ from pytest_benchaudit.inference.backend import Backend, ModelSpec
 from pytest_benchaudit.pipeline.record_documents import RecordRow, UsageRow
 from pytest_benchaudit.pipeline.types import Generation, Request
 
-__all__ = ["JUDGE_PREFIX", "NOT_ASKED", "BudgetedBackend", "CostMeter", "ModelPrice", "PriceTable", "check_prices",
-           "price_for", "cost_of", "usage_rows", "UsageTally"]
+__all__ = [
+    "JUDGE_PREFIX",
+    "NOT_ASKED",
+    "BudgetedBackend",
+    "CostMeter",
+    "ModelPrice",
+    "PriceTable",
+    "check_prices",
+    "price_for",
+    "cost_of",
+    "usage_rows",
+    "UsageTally",
+]
 
 NOT_ASKED = "not asked: --max-cost reached"
 JUDGE_PREFIX = "judge:"  # the label a judge's calls are recorded (and counted) under
@@ -79,12 +90,19 @@ def check_prices(table: Mapping[str, object] | None) -> PriceTable:
     for name, price in table.items():
         if name in _META:
             continue
-        if not (isinstance(price, Mapping) and set(price) <= {"input", "output"} and
-                all(isinstance(v, (int, float)) and v >= 0 for v in (price.get("input"), price.get("output")))):
+        if not (
+            isinstance(price, Mapping)
+            and set(price) <= {"input", "output"}
+            and all(isinstance(v, (int, float)) and v >= 0 for v in (price.get("input"), price.get("output")))
+        ):
             raise ConfigError(f"{where} {name!r}: expected {{ input = USD_PER_1M, output = USD_PER_1M }}")
         models[name] = {"input": float(price["input"]), "output": float(price["output"])}
-    return PriceTable(date=date, source=None if source is None else str(source),
-                      currency=None if currency is None else str(currency), models=models)
+    return PriceTable(
+        date=date,
+        source=None if source is None else str(source),
+        currency=None if currency is None else str(currency),
+        models=models,
+    )
 
 
 def price_for(prices: PriceTable, label: str, spec: ModelSpec | None = None) -> ModelPrice | None:
@@ -107,8 +125,10 @@ def _tokens(usage: Mapping[str, object] | None) -> tuple[int, int]:
     usage = usage or {}
     prompt = usage.get("prompt_tokens", usage.get("input_tokens", 0))
     completion = usage.get("completion_tokens", usage.get("output_tokens", 0))
-    return (int(prompt) if isinstance(prompt, (int, float)) else 0,
-            int(completion) if isinstance(completion, (int, float)) else 0)
+    return (
+        int(prompt) if isinstance(prompt, (int, float)) else 0,
+        int(completion) if isinstance(completion, (int, float)) else 0,
+    )
 
 
 def cost_of(usage: Mapping[str, object] | None, price: ModelPrice | None) -> float:
@@ -155,16 +175,34 @@ class UsageTally:
         for (model, benchmark, task), counts in self._rows.items():
             label = model.removeprefix(JUDGE_PREFIX)  # a judge is priced as the model it is
             price = price_for(prices, label, (specs or {}).get(label))
-            cost = None if price is None else round(
-                cost_of({"prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens}, price), 6)
-            rows.append({"model": model, "benchmark": benchmark, "task": task, "items": counts.items,
-                         "prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens,
-                         "cost_usd": cost, "prices_date": prices.date if price is not None else None})
+            cost = (
+                None
+                if price is None
+                else round(
+                    cost_of(
+                        {"prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens}, price
+                    ),
+                    6,
+                )
+            )
+            rows.append(
+                {
+                    "model": model,
+                    "benchmark": benchmark,
+                    "task": task,
+                    "items": counts.items,
+                    "prompt_tokens": counts.prompt_tokens,
+                    "completion_tokens": counts.completion_tokens,
+                    "cost_usd": cost,
+                    "prices_date": prices.date if price is not None else None,
+                }
+            )
         return sorted(rows, key=lambda r: (r["model"], r["benchmark"], r["task"]))
 
 
-def usage_rows(records: Iterable[RecordRow], prices: PriceTable,
-               specs: Mapping[str, ModelSpec] | None = None) -> list[UsageRow]:
+def usage_rows(
+    records: Iterable[RecordRow], prices: PriceTable, specs: Mapping[str, ModelSpec] | None = None
+) -> list[UsageRow]:
     """Per model × benchmark × task: requests with usage, prompt/completion tokens, and cost (or ``None``);
     a judge's calls under ``judge:LABEL``."""
     tally = UsageTally()
@@ -173,10 +211,10 @@ def usage_rows(records: Iterable[RecordRow], prices: PriceTable,
     return tally.rows(prices, specs)
 
 
-_METERS: dict[str, "CostMeter"] = {}  # this process's meters by id (see CostMeter.__reduce__)
+_METERS: dict[str, CostMeter] = {}  # this process's meters by id (see CostMeter.__reduce__)
 
 
-def _process_meter(meter_id: str, limit: float | None) -> "CostMeter":
+def _process_meter(meter_id: str, limit: float | None) -> CostMeter:
     return _METERS.setdefault(meter_id, CostMeter(limit, meter_id=meter_id))
 
 
@@ -214,8 +252,7 @@ class BudgetedBackend:
     before the limit was reached finish after it.
     """
 
-    def __init__(self, inner: Backend, meter: CostMeter, price: ModelPrice | None,
-                 concurrency: int) -> None:
+    def __init__(self, inner: Backend, meter: CostMeter, price: ModelPrice | None, concurrency: int) -> None:
         self.inner = inner
         self.meter = meter
         self.price = price

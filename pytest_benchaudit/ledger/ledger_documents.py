@@ -10,12 +10,25 @@ Pure: no pytest, no I/O.
 
 from __future__ import annotations
 
+from typing import NotRequired
+
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
-from typing import NotRequired, Required
 from typing_extensions import TypedDict
 
-__all__ = ["LEDGER", "LedgerCell", "LedgerDocument", "LedgerNote", "LedgerRow", "LedgerTotals", "LeafValues",
-           "PaperView", "PeerField", "PeerLayer", "TemplateContrast", "TemplateContrastPeer"]
+__all__ = [
+    "LEDGER",
+    "LedgerCell",
+    "LedgerDocument",
+    "LedgerNote",
+    "LedgerRow",
+    "LedgerTotals",
+    "LeafValues",
+    "PaperView",
+    "PeerField",
+    "PeerLayer",
+    "TemplateContrast",
+    "TemplateContrastPeer",
+]
 
 _FORBID = ConfigDict(extra="forbid")
 

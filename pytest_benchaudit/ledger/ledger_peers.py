@@ -18,8 +18,8 @@ import json
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.ledger.ledger_documents import PeerField, PeerLayer, TemplateContrastPeer
 from pytest_benchaudit.dataset.suites import Suite
+from pytest_benchaudit.ledger.ledger_documents import PeerField, PeerLayer, TemplateContrastPeer
 from pytest_benchaudit.pipeline.card import nearest_why
 from pytest_benchaudit.pipeline.stages import PEER_LAYERS
 
@@ -35,12 +35,19 @@ def is_peer_layer(name: str) -> bool:
 
 def _content(suite: Suite, released: JsonValue, peer: JsonValue) -> dict[str, TemplateContrastPeer]:
     """The template fields whose text differs between two template names (empty when either is unknown)."""
-    if not isinstance(released, str) or not isinstance(peer, str) or released not in suite.templates \
-            or peer not in suite.templates:
+    if (
+        not isinstance(released, str)
+        or not isinstance(peer, str)
+        or released not in suite.templates
+        or peer not in suite.templates
+    ):
         return {}
     a, b = suite.templates[released].model_dump(mode="json"), suite.templates[peer].model_dump(mode="json")
-    return {k: TemplateContrastPeer(released=a.get(k), peer=b.get(k)) for k in sorted(set(a) | set(b))
-            if a.get(k) != b.get(k)}
+    return {
+        k: TemplateContrastPeer(released=a.get(k), peer=b.get(k))
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    }
 
 
 def peer_differences(suite: Suite) -> list[PeerLayer]:
@@ -70,8 +77,16 @@ def peer_differences(suite: Suite) -> list[PeerLayer]:
                 if key in found:
                     found[key]["tasks"].append(task)
                 else:
-                    found[key] = PeerField(field=f, released=r, peer=p, why=nearest_why(peer.why, f), tasks=[task],
-                                           content=content)
-        out.append(PeerLayer(layer=name, tasks=tasks, fields=sorted(found.values(), key=lambda x: x["field"]),
-                             missing_released=missing, notes=notes))
+                    found[key] = PeerField(
+                        field=f, released=r, peer=p, why=nearest_why(peer.why, f), tasks=[task], content=content
+                    )
+        out.append(
+            PeerLayer(
+                layer=name,
+                tasks=tasks,
+                fields=sorted(found.values(), key=lambda x: x["field"]),
+                missing_released=missing,
+                notes=notes,
+            )
+        )
     return out

@@ -29,11 +29,23 @@ def _rows(ledger: LedgerDocument) -> tuple[list[str], list[list[str]]]:
     rows = []
     for row in ledger["benchmarks"]:
         cells = [_MARK[row["cells"][f]["status"]] for f in ledger["fields"]]
-        rows.append([row["benchmark"], *cells, _not_reproducible(row["not_reproducible"], row["fields_total"],
-                                                                row["counts"].get(UNREAD, 0)), _MARK[row["dataset"]]])
+        rows.append(
+            [
+                row["benchmark"],
+                *cells,
+                _not_reproducible(row["not_reproducible"], row["fields_total"], row["counts"].get(UNREAD, 0)),
+                _MARK[row["dataset"]],
+            ]
+        )
     t = ledger["totals"]
-    rows.append(["total", *[""] * len(ledger["fields"]),
-                 _not_reproducible(t["not_reproducible"], t["fields_total"], t["counts"].get(UNREAD, 0)), ""])
+    rows.append(
+        [
+            "total",
+            *[""] * len(ledger["fields"]),
+            _not_reproducible(t["not_reproducible"], t["fields_total"], t["counts"].get(UNREAD, 0)),
+            "",
+        ]
+    )
     return headers, rows
 
 
@@ -45,15 +57,19 @@ def totals_line(ledger: LedgerDocument) -> str:
     ours = " / ".join(f"{t['counts'][s]} {s}" for s in STATUSES)
     view = t["paper_view"]
     if view["cells_read"]:
-        read = " / ".join(f"{view['ours_over_read'][s]} {s} ({100 * (view['ours_share'][s] or 0.0):.0f}%)" for s in _READ)
+        read = " / ".join(
+            f"{view['ours_over_read'][s]} {s} ({100 * (view['ours_share'][s] or 0.0):.0f}%)" for s in _READ
+        )
     else:
         read = "none"
     paper = " / ".join(f"{view['paper_counts'][s]} {s} ({100 * view['paper_share'][s]:.0f}%)" for s in _READ)
     d = t["dataset_counts"]
-    return (f"{t['cells']} cells ({t['benchmarks']} benchmarks x {len(ledger['fields'])} fields): ours {ours}. "
-            f"Paper view, over the {view['cells_read']} cells read ({view['cells_unread']} unread left out): "
-            f"ours {read}; paper, over its {sum(view['paper_counts'].values())} cells: {paper}. "
-            "Dataset row apart: " + ", ".join(f"{d[s]} {s}" for s in STATUSES) + ".")
+    return (
+        f"{t['cells']} cells ({t['benchmarks']} benchmarks x {len(ledger['fields'])} fields): ours {ours}. "
+        f"Paper view, over the {view['cells_read']} cells read ({view['cells_unread']} unread left out): "
+        f"ours {read}; paper, over its {sum(view['paper_counts'].values())} cells: {paper}. "
+        "Dataset row apart: " + ", ".join(f"{d[s]} {s}" for s in STATUSES) + "."
+    )
 
 
 def peer_lines(row: LedgerRow, indent: str = "  ", bullet: str = "") -> list[str]:
@@ -62,15 +78,20 @@ def peer_lines(row: LedgerRow, indent: str = "  ", bullet: str = "") -> list[str
     lines = []
     for peer in row.get("peers") or []:
         scope = "" if peer["tasks"] == row.get("tasks") else f" [{', '.join(peer['tasks'])}]"
-        lines.append(f"{indent}{bullet}peer layer {peer['layer']}{scope}: {len(peer['fields'])} fields differ "
-                     "from released")
+        lines.append(
+            f"{indent}{bullet}peer layer {peer['layer']}{scope}: {len(peer['fields'])} fields differ from released"
+        )
         for f in peer["fields"]:
             where = "" if f["tasks"] == peer["tasks"] else f" [{', '.join(f['tasks'])}]"
-            lines.append(f"{indent}  {bullet}{f['field']}: released {_show(f['released'])}, {peer['layer']} "
-                         f"{_show(f['peer'])}{where}" + (f" — why: {f['why']}" if f["why"] else " — no why given"))
+            lines.append(
+                f"{indent}  {bullet}{f['field']}: released {_show(f['released'])}, {peer['layer']} "
+                f"{_show(f['peer'])}{where}" + (f" — why: {f['why']}" if f["why"] else " — no why given")
+            )
             for name, pair in f["content"].items():
-                lines.append(f"{indent}    {bullet}template {name}: released {_show(pair['released'])}, "
-                             f"{peer['layer']} {_show(pair['peer'])}")
+                lines.append(
+                    f"{indent}    {bullet}template {name}: released {_show(pair['released'])}, "
+                    f"{peer['layer']} {_show(pair['peer'])}"
+                )
         if peer["missing_released"]:
             lines.append(f"{indent}  {bullet}no released layer to compare with: {', '.join(peer['missing_released'])}")
     return lines
@@ -110,12 +131,16 @@ def _md(text: str) -> str:
 
 def render_markdown(ledger: LedgerDocument) -> str:
     headers, rows = _rows(ledger)
-    lines = ["# Reproducibility ledger", "",
-             "Each cell compares the benchmark's documented pipeline with its released code: "
-             "`matched`, `undefined` (the documentation read leaves it unspecified), `CONTRADICTED`, or "
-             "`unread` (a document that may state it exists but could not be read).", "",
-             "| " + " | ".join(f"`{h}`" if h in ledger["fields"] else h for h in headers) + " |",
-             "|" + "|".join("---" for _ in headers) + "|"]
+    lines = [
+        "# Reproducibility ledger",
+        "",
+        "Each cell compares the benchmark's documented pipeline with its released code: "
+        "`matched`, `undefined` (the documentation read leaves it unspecified), `CONTRADICTED`, or "
+        "`unread` (a document that may state it exists but could not be read).",
+        "",
+        "| " + " | ".join(f"`{h}`" if h in ledger["fields"] else h for h in headers) + " |",
+        "|" + "|".join("---" for _ in headers) + "|",
+    ]
     for r in rows:
         lines.append("| " + " | ".join(_md(c) for c in r) + " |")
     lines += ["", f"**Overall: {ledger['totals']['summary']}.** {totals_line(ledger)}", ""]
@@ -131,9 +156,12 @@ def render_markdown(ledger: LedgerDocument) -> str:
             lines.extend(f"- {_md(q)}" for q in row["quirks"])
         if row.get("peers"):
             lines += ["", "Peer layers, field by field against `released`:", ""]
-            lines.extend(_md(line) if not line.lstrip().startswith("- ") else
-                         line[: len(line) - len(line.lstrip())] + "- " + _md(line.lstrip()[2:])
-                         for line in peer_lines(row, indent="", bullet="- "))
+            lines.extend(
+                _md(line)
+                if not line.lstrip().startswith("- ")
+                else line[: len(line) - len(line.lstrip())] + "- " + _md(line.lstrip()[2:])
+                for line in peer_lines(row, indent="", bullet="- ")
+            )
         lines.append("")
     return "\n".join(lines)
 

@@ -92,18 +92,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from pathlib import Path
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypedDict
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.ledger.ledger_documents import (LeafValues, LedgerCell, LedgerDocument, LedgerRow, PaperView,
-                                                       TemplateContrast)
+from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
+from pytest_benchaudit.ledger.ledger_documents import (
+    LeafValues,
+    LedgerCell,
+    LedgerDocument,
+    LedgerRow,
+    PaperView,
+    TemplateContrast,
+)
 from pytest_benchaudit.ledger.ledger_peers import peer_differences
 from pytest_benchaudit.pipeline.stages import UNSPECIFIED, Pipeline, is_unspecified
 from pytest_benchaudit.scoring.names import check_suite_names, rules_reading
-from pytest_benchaudit.dataset.suites import SUITE_FILENAME, Suite, SuiteError, load_suite
 
 __all__ = [
     "LEDGER_VERSION",
@@ -182,8 +188,13 @@ def _stated(raw: dict[str, Any], path: str) -> bool:
 def _same(suite: Suite, leaf: str, d: JsonValue, r: JsonValue) -> bool:
     if d == r:
         return True
-    if leaf == "prompt.template" and isinstance(d, str) and isinstance(r, str) and d in suite.templates \
-            and r in suite.templates:
+    if (
+        leaf == "prompt.template"
+        and isinstance(d, str)
+        and isinstance(r, str)
+        and d in suite.templates
+        and r in suite.templates
+    ):
         return suite.templates[d] == suite.templates[r]
     return False
 
@@ -193,12 +204,20 @@ def moot_reason(leaf: str, documented: Mapping[str, JsonValue]) -> str | None:
     fields), or None when it can.  Only leaves of a stage column are ever moot."""
     rule = documented.get("extraction.rule")
     temperature = documented.get("inference.decoding.temperature")
-    if leaf in ("inference.decoding.temperature", "inference.decoding.top_p", "inference.decoding.seed") \
-            and rule in _LOGPROB_RULES:
-        return (f"the documented extraction.rule {rule!r} takes the arg-max of the first token's "
-                f"log-probabilities, which decoding does not change")
-    if leaf in ("inference.decoding.top_p", "inference.decoding.seed") and not isinstance(temperature, bool) \
-            and isinstance(temperature, (int, float)) and temperature == 0:
+    if (
+        leaf in ("inference.decoding.temperature", "inference.decoding.top_p", "inference.decoding.seed")
+        and rule in _LOGPROB_RULES
+    ):
+        return (
+            f"the documented extraction.rule {rule!r} takes the arg-max of the first token's "
+            f"log-probabilities, which decoding does not change"
+        )
+    if (
+        leaf in ("inference.decoding.top_p", "inference.decoding.seed")
+        and not isinstance(temperature, bool)
+        and isinstance(temperature, (int, float))
+        and temperature == 0
+    ):
         return "the documented temperature 0 is greedy decoding: the same tokens whatever this is"
     return None
 
@@ -206,8 +225,13 @@ def moot_reason(leaf: str, documented: Mapping[str, JsonValue]) -> str | None:
 def _template_difference(suite: Suite, leaf: str, d: JsonValue, r: JsonValue) -> dict[str, TemplateContrast]:
     """For two ``prompt.template`` names: the template fields whose content differs (what the
     names stand for), ``{field: {"documented": ..., "released": ...}}``; empty for other leaves."""
-    if leaf != "prompt.template" or not isinstance(d, str) or not isinstance(r, str) or d not in suite.templates \
-            or r not in suite.templates:
+    if (
+        leaf != "prompt.template"
+        or not isinstance(d, str)
+        or not isinstance(r, str)
+        or d not in suite.templates
+        or r not in suite.templates
+    ):
         return {}
     a, b = suite.templates[d].model_dump(mode="json"), suite.templates[r].model_dump(mode="json")
     return {k: TemplateContrast(documented=a.get(k), released=b.get(k)) for k in a if a.get(k) != b.get(k)}
@@ -258,8 +282,13 @@ def _compare_task(suite: Suite, task: str, unread: bool = False) -> dict[str, _F
             "documented": {k: v for k, v in doc.why.items() if k == field or k.startswith(field + ".")},
             "released": {k: v for k, v in rel.why.items() if k == field or k.startswith(field + ".")},
         }
-        out[field] = {"status": status, "differing": differing, "moot": moot, "why": why,
-                      "missing": [n for n, has in (("documented", has_doc), ("released", has_rel)) if not has]}
+        out[field] = {
+            "status": status,
+            "differing": differing,
+            "moot": moot,
+            "why": why,
+            "missing": [n for n, has in (("documented", has_doc), ("released", has_rel)) if not has],
+        }
     return out
 
 
@@ -292,8 +321,10 @@ def suite_quirks(suite: Suite) -> tuple[list[str], str]:
             raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] quirks must be a list of strings")
         unknown = set(table) - {"quirks", "sources", "unread"}
         if unknown:
-            raise SuiteError(f"{suite.path}: [{LEDGER_KEY}] has unknown keys {', '.join(sorted(unknown))} "
-                             "(known: quirks, sources, unread)")
+            raise SuiteError(
+                f"{suite.path}: [{LEDGER_KEY}] has unknown keys {', '.join(sorted(unknown))} "
+                "(known: quirks, sources, unread)"
+            )
         return list(quirks), LEDGER_KEY
     notes: dict[str, None] = {}
     for spec in suite.tasks.values():
@@ -371,8 +402,15 @@ def suite_ledger(suite: Suite) -> LedgerRow:
         if status == UNREAD:
             notes.append("not read (may state it): " + "; ".join(unread))
         notes = list(dict.fromkeys(notes))
-        cells[field] = {"status": status, "tasks": task_status, "values": values, "moot": moot,
-                        "why": why, "notes": notes, "note": " | ".join(notes)}
+        cells[field] = {
+            "status": status,
+            "tasks": task_status,
+            "values": values,
+            "moot": moot,
+            "why": why,
+            "notes": notes,
+            "note": " | ".join(notes),
+        }
     # The nine pipeline fields are counted; the dataset row is reported apart.
     counts = {s: sum(1 for f in PIPELINE_FIELDS if cells[f]["status"] == s) for s in STATUSES}
     n = counts[UNDEFINED] + counts[CONTRADICTED]

@@ -102,8 +102,10 @@ def gather(runs: LoadedRuns) -> dict[str, TaskRecords]:
         entry.cells.sort(key=lambda c: (c.generations, c.model))
         entry.evidence = _evidence(entry.cells)
         if dropped.get(task):
-            entry.notes.append(f"{dropped[task]} records of downstream variants or layers re-read the base "
-                               "generations: left out (the multiverse re-reads those itself)")
+            entry.notes.append(
+                f"{dropped[task]} records of downstream variants or layers re-read the base "
+                "generations: left out (the multiverse re-reads those itself)"
+            )
     return tasks
 
 
@@ -119,7 +121,8 @@ def _evidence(cells: list[Cell]) -> Evidence:
                 known.append(value)
         if len(sets) > 1:
             ev.generations[cell.generations] = (
-                f"the generations of {cell.generations} (upstream hash {str(cell.card.get('upstream_hash') or '?')[:8]})")
+                f"the generations of {cell.generations} (upstream hash {str(cell.card.get('upstream_hash') or '?')[:8]})"
+            )
         for rec in cell.records:
             if rec.get("top_logprobs"):
                 ev.holds.add("logprobs")

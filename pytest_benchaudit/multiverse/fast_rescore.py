@@ -84,8 +84,13 @@ class _Prepared:
         self.strip_differs = [strip_reasoning(g.text)[0] != g.text for g in self.generations]
         self.repeated = any(int(r.get("repeat") or 0) for r in cell.records)
         self.keys: list[dict[str, JsonValue]] = [
-            {"question_id": r["question_id"], "repeat": int(r.get("repeat") or 0),
-             "question_meta": r.get("question_meta") or {}} for r in cell.records]
+            {
+                "question_id": r["question_id"],
+                "repeat": int(r.get("repeat") or 0),
+                "question_meta": r.get("question_meta") or {},
+            }
+            for r in cell.records
+        ]
 
 
 class TaskScorer:
@@ -108,8 +113,10 @@ class TaskScorer:
         other = self._readings.get((i, rule, "keep" if reasoning == "strip" else "strip"))
         if other is not None:
             # keep and strip read the same text wherever it holds no <think> tag: only the others are read again
-            found = [extract(rule, g, q, reasoning) if differs else ex
-                     for g, q, differs, ex in zip(cell.generations, cell.questions, cell.strip_differs, other)]
+            found = [
+                extract(rule, g, q, reasoning) if differs else ex
+                for g, q, differs, ex in zip(cell.generations, cell.questions, cell.strip_differs, other)
+            ]
             self.extractions += sum(cell.strip_differs)
         else:
             found = [extract(rule, g, q, reasoning) for g, q in zip(cell.generations, cell.questions)]
@@ -145,8 +152,17 @@ class TaskScorer:
         invalid = invalid_score(info, credit)
         # Specifications that read the same scores (a credit under "valid", or where nothing is invalid) share one.
         counted = invalid if denominator == "total" and not all(scored.valid) else None
-        memo = (i, rule, reasoning, metric, denominator, counted, fields.get("aggregation.reducer"),
-                fields.get("aggregation.pass_k"), fields.get("aggregation.by"))
+        memo = (
+            i,
+            rule,
+            reasoning,
+            metric,
+            denominator,
+            counted,
+            fields.get("aggregation.reducer"),
+            fields.get("aggregation.pass_k"),
+            fields.get("aggregation.by"),
+        )
         if memo in self._cell_scores:
             return self._cell_scores[memo]
         values = [v if ok else invalid for v, ok in zip(scored.values, scored.valid)]
@@ -161,21 +177,37 @@ class TaskScorer:
             found = CellScore(None, None, denominator, info.lower_is_better)
         else:
             rows = [{**key, "score": v, "valid": bool(ok)} for key, v, ok in zip(cell.keys, values, scored.valid)]
-            answers = model_answers(cell.cell.model, headline, cast(list[RecordRow], rows), fields, denominator,
-                                    info.lower_is_better)
+            answers = model_answers(
+                cell.cell.model, headline, cast(list[RecordRow], rows), fields, denominator, info.lower_is_better
+            )
             found = CellScore(headline, answers, denominator, info.lower_is_better)
         self._cell_scores[memo] = found
         return found
 
-    def _summarized(self, cell: _Prepared, fields: Mapping[str, JsonValue], scored: _Scored,
-                    values: list[float]) -> float | None:
+    def _summarized(
+        self, cell: _Prepared, fields: Mapping[str, JsonValue], scored: _Scored, values: list[float]
+    ) -> float | None:
         """The headline of a cell whose questions were asked more than once: the summary's own code."""
         head = cell.cell.records[0]
-        rows = [{**key, "benchmark": head["benchmark"], "task": head["task"], "model": head["model"],
-                 "variant": "", "pipeline": "multiverse", "pipeline_hash": "", "metric": fields["scoring.metric"],
-                 "score": v, "valid": bool(ok), "correct": bool(c), "invalid_reason": why,
-                 "invalid_stage": INVALID_STAGE.get(why) if why else None, "score_extras": {}}
-                for key, v, ok, c, why in zip(cell.keys, values, scored.valid, scored.correct, scored.reasons)]
+        rows = [
+            {
+                **key,
+                "benchmark": head["benchmark"],
+                "task": head["task"],
+                "model": head["model"],
+                "variant": "",
+                "pipeline": "multiverse",
+                "pipeline_hash": "",
+                "metric": fields["scoring.metric"],
+                "score": v,
+                "valid": bool(ok),
+                "correct": bool(c),
+                "invalid_reason": why,
+                "invalid_stage": INVALID_STAGE.get(why) if why else None,
+                "score_extras": {},
+            }
+            for key, v, ok, c, why in zip(cell.keys, values, scored.valid, scored.correct, scored.reasons)
+        ]
         card = cast(PipelineCard, {"fields": dict(fields)})
         (result,) = summarize(cast(list[RecordRow], rows), {f"{head['benchmark']}.{head['task']}": card})
         return result["score"]

@@ -18,9 +18,24 @@ from typing import Literal
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
-__all__ = ["MULTIVERSE", "MULTIVERSE_VERSION", "FieldShare", "LeftOutValue", "ModelRow", "MultiverseDocument",
-           "Order", "PairRow", "SkipRow", "SpaceField", "SpaceRow", "SpaceValue", "SpecRow", "VarianceRow",
-           "VarianceTerm", "VerdictRow"]
+__all__ = [
+    "MULTIVERSE",
+    "MULTIVERSE_VERSION",
+    "FieldShare",
+    "LeftOutValue",
+    "ModelRow",
+    "MultiverseDocument",
+    "Order",
+    "PairRow",
+    "SkipRow",
+    "SpaceField",
+    "SpaceRow",
+    "SpaceValue",
+    "SpecRow",
+    "VarianceRow",
+    "VarianceTerm",
+    "VerdictRow",
+]
 
 MULTIVERSE_VERSION = "benchaudit.multiverse/1"
 _FORBID = ConfigDict(extra="forbid")

@@ -32,8 +32,10 @@ def _verdict(doc: MultiverseDocument) -> str:
     if not doc["verdicts"]:
         return ""
     items = "".join(f'<p class="sentence">{esc(v["sentence"])}</p>' for v in doc["verdicts"])
-    return ('<div id="mv-verdict"><p><strong>Across every defensible pipeline (the multiverse, '
-            f'<a href="#{ANCHOR}">below</a>):</strong></p>{items}</div>')
+    return (
+        '<div id="mv-verdict"><p><strong>Across every defensible pipeline (the multiverse, '
+        f'<a href="#{ANCHOR}">below</a>):</strong></p>{items}</div>'
+    )
 
 
 def spec_curve(task: str, specs: Sequence[SpecRow], lower_is_better: bool) -> str:
@@ -59,8 +61,15 @@ def spec_curve(task: str, specs: Sequence[SpecRow], lower_is_better: bool) -> st
         top = fig.add_subplot(grid[0])
         for model, color in zip(models, colors(len(models))):
             ys = [s["scores"].get(model) for s in ordered]
-            top.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", ms=3, lw=1, color=color,
-                     label=short(model))
+            top.plot(
+                xs,
+                [float("nan") if y is None else y for y in ys],
+                marker="o",
+                ms=3,
+                lw=1,
+                color=color,
+                label=short(model),
+            )
         top.set_ylabel("score" + (" (lower is better)" if lower_is_better else ""))
         top.set_title(f"{task}: {len(specs)} specifications, best first")
         top.set_xticks([])
@@ -72,25 +81,48 @@ def spec_curve(task: str, specs: Sequence[SpecRow], lower_is_better: bool) -> st
         bottom.set_yticks(range(len(rows)), [short(f"{f} = {v}") for f, v in rows], fontsize=7)
         bottom.invert_yaxis()
         bottom.set_xlabel("specification (sorted by the mean score of the models)")
-        return img(fig, f"specification curve of {task}",
-                   "Each model's score in each specification (above) and the field values of each specification "
-                   "(beneath); the specifications are sorted by their mean score over the models.")
+        return img(
+            fig,
+            f"specification curve of {task}",
+            "Each model's score in each specification (above) and the field values of each specification "
+            "(beneath); the specifications are sorted by their mean score over the models.",
+        )
 
 
 def _models_table(rows: Sequence[ModelRow]) -> str:
-    return table(["model", "median", "min", "max", "rank across specs", "rank 95% (questions × specs)"],
-                 [[r["model"], fmt(r["median"]), fmt(r["min"]), fmt(r["max"]),
-                   f"{fmt_rank(r['rank_min'])}–{fmt_rank(r['rank_max'])}",
-                   "—" if r["rank_ci95"] is None else f"{fmt_rank(r['rank_ci95'][0])}–{fmt_rank(r['rank_ci95'][1])}"]
-                  for r in sorted(rows, key=lambda r: (r["rank_min"] is None, r["rank_min"] or 0, r["model"]))])
+    return table(
+        ["model", "median", "min", "max", "rank across specs", "rank 95% (questions × specs)"],
+        [
+            [
+                r["model"],
+                fmt(r["median"]),
+                fmt(r["min"]),
+                fmt(r["max"]),
+                f"{fmt_rank(r['rank_min'])}–{fmt_rank(r['rank_max'])}",
+                "—" if r["rank_ci95"] is None else f"{fmt_rank(r['rank_ci95'][0])}–{fmt_rank(r['rank_ci95'][1])}",
+            ]
+            for r in sorted(rows, key=lambda r: (r["rank_min"] is None, r["rank_min"] or 0, r["model"]))
+        ],
+    )
 
 
 def _pairs_table(rows: Sequence[PairRow]) -> str:
-    return table(["A", "B", "specs", "A better", "B better", "significant (A / B)", "order", "flipped by"],
-                 [[r["model_a"], r["model_b"], r["n_specs"], fmt_share(r["a_better"]), fmt_share(r["b_better"]),
-                   f"{fmt_share(r['significant_a'])} / {fmt_share(r['significant_b'])}", r["order"],
-                   ", ".join(f"{f['field']} {fmt_share(f['share'])}" for f in r["flip_fields"]) or "—"]
-                  for r in rows])
+    return table(
+        ["A", "B", "specs", "A better", "B better", "significant (A / B)", "order", "flipped by"],
+        [
+            [
+                r["model_a"],
+                r["model_b"],
+                r["n_specs"],
+                fmt_share(r["a_better"]),
+                fmt_share(r["b_better"]),
+                f"{fmt_share(r['significant_a'])} / {fmt_share(r['significant_b'])}",
+                r["order"],
+                ", ".join(f"{f['field']} {fmt_share(f['share'])}" for f in r["flip_fields"]) or "—",
+            ]
+            for r in rows
+        ],
+    )
 
 
 def _variance_text(row: VarianceRow | None) -> str:
@@ -101,8 +133,10 @@ def _variance_text(row: VarianceRow | None) -> str:
     parts = [f"{f['field']} {fmt_share(f['share'])}" for f in row["fields"]]
     parts.append(f"higher-order interactions {fmt_share(row['higher_order'])}")
     exact = "" if row["exact"] else " (estimated on a sample of the factorial)"
-    return note(f"Share of the score variance across specifications (SD {row['sd']:.3g}) each field explains (main "
-                f"effect and half of each two-way interaction, all models pooled){exact}: " + "; ".join(parts) + ".")
+    return note(
+        f"Share of the score variance across specifications (SD {row['sd']:.3g}) each field explains (main "
+        f"effect and half of each two-way interaction, all models pooled){exact}: " + "; ".join(parts) + "."
+    )
 
 
 def multiverse_html(doc: MultiverseDocument) -> tuple[str, str]:
@@ -115,40 +149,61 @@ def multiverse_html(doc: MultiverseDocument) -> tuple[str, str]:
         pairs = [r for r in doc["pairs"] if r["task"] == key]
         pooled = next((r for r in doc["variance"] if r["task"] == key and r["model"] is None), None)
         specs = [s for s in doc["specifications"] if s["task"] == key]
-        sized = (f"{space['size']} specifications" + (f", a seeded sample of {space['enumerated']} (seed "
-                                                       f"{space['sample_seed']})" if space["sampled"] else ""))
-        fields = "; ".join(f"{f['field']}: {', '.join(str(v['value']) for v in f['values'])}"
-                           for f in space["fields"] if len(f["values"]) > 1)
+        sized = f"{space['size']} specifications" + (
+            f", a seeded sample of {space['enumerated']} (seed {space['sample_seed']})" if space["sampled"] else ""
+        )
+        fields = "; ".join(
+            f"{f['field']}: {', '.join(str(v['value']) for v in f['values'])}"
+            for f in space["fields"]
+            if len(f["values"]) > 1
+        )
         weak = least_robust(pairs, len(pairs))
         parts.append(
-            f"<h3>{esc(key)}</h3>" + note(f"Space ({space['source']}): {sized}. Varied: {fields or 'nothing'}.")
+            f"<h3>{esc(key)}</h3>"
+            + note(f"Space ({space['source']}): {sized}. Varied: {fields or 'nothing'}.")
             + _variance_text(pooled)
             + spec_curve(key, specs, bool(models and models[0]["lower_is_better"]))
             + _models_table(models)
-            + (("<h4>Pairs whose order is not the same in every specification</h4>" + _pairs_table(weak)) if weak else
-               note("Every pair of models keeps its order in every specification." if pairs else "")))
+            + (
+                ("<h4>Pairs whose order is not the same in every specification</h4>" + _pairs_table(weak))
+                if weak
+                else note("Every pair of models keeps its order in every specification." if pairs else "")
+            )
+        )
     for skip in doc["skipped"]:
         parts.append(note(f"{skip['task']} left out: {skip['reason']}."))
     section = ""
     if parts:
-        section = (f'<section id="{ANCHOR}"><h2>Multiverse</h2>'
-                   + note("Each task scored under every specification of its space (docs/multiverse.md): the "
-                          "distribution of each model's score, its rank across specifications and its 95% rank "
-                          "interval over questions and specifications, and the pairs whose order depends on the "
-                          "pipeline.") + "".join(parts) + "</section>")
+        section = (
+            f'<section id="{ANCHOR}"><h2>Multiverse</h2>'
+            + note(
+                "Each task scored under every specification of its space (docs/multiverse.md): the "
+                "distribution of each model's score, its rank across specifications and its 95% rank "
+                "interval over questions and specifications, and the pairs whose order depends on the "
+                "pipeline."
+            )
+            + "".join(parts)
+            + "</section>"
+        )
     return _verdict(doc), section
 
 
 def write_multiverse_html(doc: MultiverseDocument, path: Path) -> Path:
     """``benchaudit multiverse``'s self-contained page (no script, no external resource)."""
     verdict, section = multiverse_html(doc)
-    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
-            f"<title>benchaudit multiverse</title><style>{CSS}</style></head>\n<body>\n"
-            "<h1>benchaudit multiverse</h1>\n"
-            + (f'<section id="verdict"><h2>Which model orderings survive the multiverse</h2>{verdict}</section>'
-               if verdict else "") + section
-            + "\n</body></html>\n")
+    page = (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
+        f"<title>benchaudit multiverse</title><style>{CSS}</style></head>\n<body>\n"
+        "<h1>benchaudit multiverse</h1>\n"
+        + (
+            f'<section id="verdict"><h2>Which model orderings survive the multiverse</h2>{verdict}</section>'
+            if verdict
+            else ""
+        )
+        + section
+        + "\n</body></html>\n"
+    )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")

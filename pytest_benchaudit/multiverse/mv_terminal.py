@@ -34,8 +34,9 @@ def _rank(value: float | None) -> str:
 def _size(space: SpaceRow, max_specs: int) -> str:
     if space["sampled"] or space["size"] > max_specs:
         seed = space["sample_seed"]
-        return (f"{space['size']} specifications: a seeded random sample of {min(max_specs, space['size'])}"
-                + (f" (seed {seed})" if seed is not None else ""))
+        return f"{space['size']} specifications: a seeded random sample of {min(max_specs, space['size'])}" + (
+            f" (seed {seed})" if seed is not None else ""
+        )
     return f"{space['size']} specification{'s' if space['size'] != 1 else ''} (the full factorial)"
 
 
@@ -64,28 +65,54 @@ def render_multiverse(doc: MultiverseDocument) -> str:
         key = f"{space['benchmark']}.{space['task']}"
         varied = [f"{f['field']} ({len(f['values'])})" for f in space["fields"] if len(f["values"]) > 1]
         lines += ["", f"{key}: {_size(space, doc['max_specs'])}; varied: {', '.join(varied) or 'nothing'}"]
-        models = sorted((r for r in doc["models"] if r["task"] == key),
-                        key=lambda r: (r["rank_min"] is None, r["rank_min"] or 0, r["model"]))
-        rows = [[r["model"], _num(r["median"]), _num(r["min"]), _num(r["max"]),
-                 f"{_rank(r['rank_min'])}-{_rank(r['rank_max'])}",
-                 "-" if r["rank_ci95"] is None else f"{_rank(r['rank_ci95'][0])}-{_rank(r['rank_ci95'][1])}"]
-                for r in models]
-        lines.append(tabulate(rows, headers=["model", "median", "min", "max", "rank", "rank 95% (q x spec)"],
-                              disable_numparse=True))
+        models = sorted(
+            (r for r in doc["models"] if r["task"] == key),
+            key=lambda r: (r["rank_min"] is None, r["rank_min"] or 0, r["model"]),
+        )
+        rows = [
+            [
+                r["model"],
+                _num(r["median"]),
+                _num(r["min"]),
+                _num(r["max"]),
+                f"{_rank(r['rank_min'])}-{_rank(r['rank_max'])}",
+                "-" if r["rank_ci95"] is None else f"{_rank(r['rank_ci95'][0])}-{_rank(r['rank_ci95'][1])}",
+            ]
+            for r in models
+        ]
+        lines.append(
+            tabulate(
+                rows, headers=["model", "median", "min", "max", "rank", "rank 95% (q x spec)"], disable_numparse=True
+            )
+        )
         pooled = next((r for r in doc["variance"] if r["task"] == key and r["model"] is None), None)
         if pooled is not None and pooled["total_ss"] > 0:
             shares = ", ".join(f"{f['field']} {_pct(f['share'])}" for f in pooled["fields"])
-            lines.append(f"variance across specifications (SD {pooled['sd']:.3g}): {shares}, higher-order "
-                         f"{_pct(pooled['higher_order'])}"
-                         + ("" if pooled["exact"] else " (estimated on a sample)"))
+            lines.append(
+                f"variance across specifications (SD {pooled['sd']:.3g}): {shares}, higher-order "
+                f"{_pct(pooled['higher_order'])}" + ("" if pooled["exact"] else " (estimated on a sample)")
+            )
     weak = least_robust(doc["pairs"], SHOWN_PAIRS)
     if weak:
         lines += ["", "Least robust orderings (the other model better in that share of specifications):"]
-        lines.append(tabulate([[p["task"], p["model_a"], p["model_b"], _pct(p["a_better"]), _pct(p["b_better"]),
-                                f"{_pct(p['significant_a'])}/{_pct(p['significant_b'])}",
-                                ", ".join(f["field"] for f in p["flip_fields"]) or "-"] for p in weak],
-                              headers=["task", "A", "B", "A better", "B better", "significant A/B", "flipped by"],
-                              disable_numparse=True))
+        lines.append(
+            tabulate(
+                [
+                    [
+                        p["task"],
+                        p["model_a"],
+                        p["model_b"],
+                        _pct(p["a_better"]),
+                        _pct(p["b_better"]),
+                        f"{_pct(p['significant_a'])}/{_pct(p['significant_b'])}",
+                        ", ".join(f["field"] for f in p["flip_fields"]) or "-",
+                    ]
+                    for p in weak
+                ],
+                headers=["task", "A", "B", "A better", "B better", "significant A/B", "flipped by"],
+                disable_numparse=True,
+            )
+        )
     for skip in doc["skipped"]:
         lines.append(f"left out: {skip['task']}: {skip['reason']}")
     return "\n".join(lines)

@@ -24,9 +24,10 @@ SHOWN = 3  # least robust pairs named in the sentence
 def least_robust(pairs: Sequence[PairRow], n: int = SHOWN) -> list[PairRow]:
     """The ``n`` pairs whose order is least robust: the largest share of specifications with the other
     order, then the closest to an even split, then by task and names (a stable order)."""
-    ranked = sorted((p for p in pairs if p["b_better"] > 0),
-                    key=lambda p: (-p["b_better"], abs(p["a_better"] - p["b_better"]), p["task"], p["model_a"],
-                                   p["model_b"]))
+    ranked = sorted(
+        (p for p in pairs if p["b_better"] > 0),
+        key=lambda p: (-p["b_better"], abs(p["a_better"] - p["b_better"]), p["task"], p["model_a"], p["model_b"]),
+    )
     return ranked[:n]
 
 
@@ -35,8 +36,10 @@ def _short(task: str) -> str:
 
 
 def _pair_text(p: PairRow) -> str:
-    return (f"{_short(p['task'])}: {p['model_a']} over {p['model_b']} in {p['a_better']:.0%}, reversed in "
-            f"{p['b_better']:.0%} of {p['n_specs']} specifications")
+    return (
+        f"{_short(p['task'])}: {p['model_a']} over {p['model_b']} in {p['a_better']:.0%}, reversed in "
+        f"{p['b_better']:.0%} of {p['n_specs']} specifications"
+    )
 
 
 def verdicts(spaces: Sequence[SpaceRow], pairs: Sequence[PairRow]) -> list[VerdictRow]:
@@ -55,19 +58,35 @@ def verdicts(spaces: Sequence[SpaceRow], pairs: Sequence[PairRow]) -> list[Verdi
         if not rows:
             sentence = f"{head}: fewer than two models on every task, no ordering to test."
         else:
-            parts = [f"{counts['holds']} of {len(rows)} model orderings hold in every specification",
-                     f"{counts['most']} hold in most", f"{counts['flips']} flip in a quarter or more"]
+            parts = [
+                f"{counts['holds']} of {len(rows)} model orderings hold in every specification",
+                f"{counts['most']} hold in most",
+                f"{counts['flips']} flip in a quarter or more",
+            ]
             if counts["tied"]:
                 parts.append(f"{counts['tied']} tie in every specification")
             sentence = f"{head}: " + ", ".join(parts)
             if top:
-                sentence += (f"; the field whose choice flips the most pairs is {top[0]} ({top[1]} "
-                             f"pair{'s' if top[1] != 1 else ''})")
+                sentence += (
+                    f"; the field whose choice flips the most pairs is {top[0]} ({top[1]} "
+                    f"pair{'s' if top[1] != 1 else ''})"
+                )
             weak = least_robust(rows)
             if weak:
                 sentence += ". Least robust: " + "; ".join(_pair_text(p) for p in weak)
             sentence += "."
-        out.append({"benchmark": bench, "sentence": sentence, "tasks": sorted(s["task"] for s in mine),
-                    "pairs": len(rows), "holds": counts["holds"], "most": counts["most"], "flips": counts["flips"],
-                    "tied": counts["tied"], "top_field": top[0] if top else None, "top_field_pairs": top[1] if top else 0})
+        out.append(
+            {
+                "benchmark": bench,
+                "sentence": sentence,
+                "tasks": sorted(s["task"] for s in mine),
+                "pairs": len(rows),
+                "holds": counts["holds"],
+                "most": counts["most"],
+                "flips": counts["flips"],
+                "tied": counts["tied"],
+                "top_field": top[0] if top else None,
+                "top_field_pairs": top[1] if top else 0,
+            }
+        )
     return out

@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 
 from pytest_benchaudit.aggregate.stats import rank_scores
 from pytest_benchaudit.compare.paired_rows import ALPHA, ModelAnswers, PairedRow, holm, paired_rows
+
 # a pair "flips" when the other order wins in at least this share of specifications (diagnose's BA07 too)
 from pytest_benchaudit.diagnose.flips import FLIP_SHARE
 from pytest_benchaudit.multiverse.enumerate_specs import Spec
@@ -71,11 +72,10 @@ def significance(grid: Grid) -> None:
     grid.tests = []
     for answers in grid.answers:
         models = sorted(answers)
-        mine = {m: ids.setdefault((m, answers[m].headline, tuple(answers[m].scores.items())), len(ids))
-                for m in models}
+        mine = {m: ids.setdefault((m, answers[m].headline, tuple(answers[m].scores.items())), len(ids)) for m in models}
         rows = []
         for i, x in enumerate(models):
-            for y in models[i + 1:]:
+            for y in models[i + 1 :]:
                 row = tested.get((mine[x], mine[y]))
                 if row is None:
                     (row,) = paired_rows(grid.key, [answers[x], answers[y]], grid.lower_is_better)
@@ -114,12 +114,23 @@ def model_rows(grid: Grid, resamples: int, seed: int) -> list[ModelRow]:
         low = min(scored, key=lambda x: (x[0], x[1])) if scored else None
         high = max(scored, key=lambda x: (x[0], -x[1])) if scored else None
         r = ranks[:, j][~np.isnan(ranks[:, j])] if ranks.size else np.array([])
-        rows.append({"task": grid.key, "model": model, "metric": grid.metric, "lower_is_better": best,
-                     "n_specs": len(values), "median": statistics.median(values) if values else None,
-                     "min": low[0] if low else None, "max": high[0] if high else None,
-                     "min_spec": low[1] if low else None, "max_spec": high[1] if high else None,
-                     "rank_min": float(r.min()) if r.size else None, "rank_max": float(r.max()) if r.size else None,
-                     "rank_ci95": ci.get(model)})
+        rows.append(
+            {
+                "task": grid.key,
+                "model": model,
+                "metric": grid.metric,
+                "lower_is_better": best,
+                "n_specs": len(values),
+                "median": statistics.median(values) if values else None,
+                "min": low[0] if low else None,
+                "max": high[0] if high else None,
+                "min_spec": low[1] if low else None,
+                "max_spec": high[1] if high else None,
+                "rank_min": float(r.min()) if r.size else None,
+                "rank_max": float(r.max()) if r.size else None,
+                "rank_ci95": ci.get(model),
+            }
+        )
     return rows
 
 
@@ -151,7 +162,7 @@ def _bootstrap_ranks(grid: Grid, resamples: int, seed: int) -> dict[str, list[fl
         num = np.einsum("bmq,bq->bm", x[specs], weights)
         den = np.einsum("bmq,bq->bm", present[specs], weights)
         means = np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0)
-        out[start:start + size] = rank_scores(means, grid.lower_is_better, axis=1)
+        out[start : start + size] = rank_scores(means, grid.lower_is_better, axis=1)
     low = np.quantile(out, 0.025, axis=0, method="lower")
     high = np.quantile(out, 0.975, axis=0, method="higher")
     return {m: [float(low[j]), float(high[j])] for j, m in enumerate(grid.models)}
@@ -168,7 +179,7 @@ def pair_rows(grid: Grid) -> list[PairRow]:
         present = [v for s in grid.scores if (v := s.get(m)) is not None]
         medians[m] = statistics.median(present) if present else None
     for i, x in enumerate(grid.models):
-        for y in grid.models[i + 1:]:
+        for y in grid.models[i + 1 :]:
             signs: list[int | None] = []
             for s in grid.scores:
                 sx, sy = s.get(x), s.get(y)
@@ -185,18 +196,37 @@ def pair_rows(grid: Grid) -> list[PairRow]:
             b_better = sum(1 for v in oriented if v == -1) / n
             tests = [grid.tests[k].get((a, b)) for k in both]
             sig = [t for t in tests if t is not None and t[0]]
-            order: Order = ("tied" if a_better == b_better == 0 else "holds" if a_better == 1 else
-                            "flips" if b_better >= FLIP_SHARE else "most")
-            rows.append({"task": grid.key, "model_a": a, "model_b": b, "n_specs": n, "a_better": a_better,
-                         "b_better": b_better, "tied": 1 - a_better - b_better, "significant": len(sig) / n,
-                         "significant_a": sum(1 for t in sig if t[1] == a) / n,
-                         "significant_b": sum(1 for t in sig if t[1] == b) / n, "order": order,
-                         "flip_fields": _flip_fields(grid, oriented)})
+            order: Order = (
+                "tied"
+                if a_better == b_better == 0
+                else "holds"
+                if a_better == 1
+                else "flips"
+                if b_better >= FLIP_SHARE
+                else "most"
+            )
+            rows.append(
+                {
+                    "task": grid.key,
+                    "model_a": a,
+                    "model_b": b,
+                    "n_specs": n,
+                    "a_better": a_better,
+                    "b_better": b_better,
+                    "tied": 1 - a_better - b_better,
+                    "significant": len(sig) / n,
+                    "significant_a": sum(1 for t in sig if t[1] == a) / n,
+                    "significant_b": sum(1 for t in sig if t[1] == b) / n,
+                    "order": order,
+                    "flip_fields": _flip_fields(grid, oriented),
+                }
+            )
     return rows
 
 
-def _first_is_a(x: str, y: str, wins_x: int, wins_y: int, medians: Mapping[str, float | None],
-                lower_is_better: bool) -> bool:
+def _first_is_a(
+    x: str, y: str, wins_x: int, wins_y: int, medians: Mapping[str, float | None], lower_is_better: bool
+) -> bool:
     """Whether ``x`` is model A: better in more specifications, then the better median, then the name."""
     if wins_x != wins_y:
         return wins_x > wins_y
@@ -216,7 +246,7 @@ def _flip_fields(grid: Grid, signs: Sequence[int | None]) -> list[FieldShare]:
         groups: dict[tuple[int, ...], list[int]] = {}
         for spec, sign in zip(grid.specs, signs):
             if sign:  # a tie or a missing score is no order
-                groups.setdefault(spec.levels[:j] + spec.levels[j + 1:], []).append(sign)
+                groups.setdefault(spec.levels[:j] + spec.levels[j + 1 :], []).append(sign)
         compared = [g for g in groups.values() if len(g) > 1]
         flipped = sum(1 for g in compared if len(set(g)) == 2)
         if flipped:

@@ -44,13 +44,31 @@ from pytest_benchaudit.scoring.declarations import Answers
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.scoring.names import rule_info, rules_reading, unknown_name
 
-__all__ = ["FIELDS", "GENERATIONS", "Axis", "AxisValue", "Evidence", "LeftOut", "TaskSpace", "canonical",
-           "declared_space", "default_space", "metric_scale", "value_key"]
+__all__ = [
+    "FIELDS",
+    "GENERATIONS",
+    "Axis",
+    "AxisValue",
+    "Evidence",
+    "LeftOut",
+    "TaskSpace",
+    "canonical",
+    "declared_space",
+    "default_space",
+    "metric_scale",
+    "value_key",
+]
 
 # The downstream fields that change a task's score.  aggregation.method combines tasks (a benchmark's
 # score, not a task's) and aggregation.by only breaks a score down: neither moves a task's headline.
-FIELDS = ("extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator",
-          "scoring.invalid_credit", "aggregation.reducer")
+FIELDS = (
+    "extraction.rule",
+    "extraction.reasoning",
+    "scoring.metric",
+    "scoring.denominator",
+    "scoring.invalid_credit",
+    "aggregation.reducer",
+)
 DECLARABLE = (*FIELDS, "aggregation.pass_k")
 GENERATIONS = "generations"  # the upstream axis: one value per set of generations the runs hold
 
@@ -182,8 +200,11 @@ class _Collector:
                 self.left_out[(path, key)] = LeftOut(path, value, f"{why} (named by {', '.join(sources)})")
 
     def axes(self) -> list[Axis]:
-        return [Axis(f, tuple(AxisValue(v, "; ".join(src)) for _k, (v, src) in sorted(vals.items())))
-                for f, vals in self.values.items() if vals]
+        return [
+            Axis(f, tuple(AxisValue(v, "; ".join(src)) for _k, (v, src) in sorted(vals.items())))
+            for f, vals in self.values.items()
+            if vals
+        ]
 
 
 def _generations(evidence: Evidence) -> list[Axis]:
@@ -192,8 +213,9 @@ def _generations(evidence: Evidence) -> list[Axis]:
     return [Axis(GENERATIONS, tuple(AxisValue(label, why) for label, why in sorted(evidence.generations.items())))]
 
 
-def default_space(benchmark: str, task: str, layers: Mapping[str, Pipeline], evidence: Evidence,
-                  anchor_metric: str | None) -> TaskSpace:
+def default_space(
+    benchmark: str, task: str, layers: Mapping[str, Pipeline], evidence: Evidence, anchor_metric: str | None
+) -> TaskSpace:
     """The default space of a task (module docstring): ``layers`` by name, ``evidence`` from the runs
     (empty for ``--list`` before any run), ``anchor_metric`` the metric whose scale the space keeps
     (the runs' own; for ``--list``, the released layer's)."""
@@ -220,19 +242,32 @@ def default_space(benchmark: str, task: str, layers: Mapping[str, Pipeline], evi
         readers = rules_reading("text", *(r for r in ("logprobs", "continuations") if r in evidence.holds))
         for rule in sorted(readers):
             if rule_info(rule).answers == answers:
-                got.add("extraction.rule", rule, f"registry: a reader of {'option labels' if answers == 'labels' else 'an option label'}")
+                got.add(
+                    "extraction.rule",
+                    rule,
+                    f"registry: a reader of {'option labels' if answers == 'labels' else 'an option label'}",
+                )
     if evidence.repeats > 1:
         for reducer in REDUCERS:
             got.add("aggregation.reducer", reducer, f"registry: a reducer of the {evidence.repeats} repeats")
     got.drop("extraction.rule", lambda rule: _unreadable(str(rule), evidence))
     got.drop("scoring.metric", lambda metric: _off_scale(str(metric), anchor_metric))
-    notes = [] if evidence.repeats > 1 else ["aggregation.reducer: each question was asked once; every reducer reads "
-                                             "its one score alike"]
+    notes = (
+        []
+        if evidence.repeats > 1
+        else ["aggregation.reducer: each question was asked once; every reducer reads its one score alike"]
+    )
     axes = [*_generations(evidence), *got.axes()]
     if evidence.repeats <= 1:
         axes = [a for a in axes if a.field != "aggregation.reducer"]
-    return TaskSpace(benchmark, task, tuple(sorted(axes, key=lambda a: a.field)), "default",
-                     tuple(sorted(got.left_out.values(), key=lambda x: (x.field, value_key(x.value)))), tuple(notes))
+    return TaskSpace(
+        benchmark,
+        task,
+        tuple(sorted(axes, key=lambda a: a.field)),
+        "default",
+        tuple(sorted(got.left_out.values(), key=lambda x: (x.field, value_key(x.value)))),
+        tuple(notes),
+    )
 
 
 def _unreadable(rule: str, evidence: Evidence) -> str | None:
@@ -251,12 +286,21 @@ def _off_scale(metric: str, anchor: str | None) -> str | None:
         return "graded by a judge: re-grading needs the judge again"
     if anchor is None or metric_scale(metric) == metric_scale(anchor):
         return None
-    return (f"its scale ({_scale_text(metric)}) is not the runs' metric {anchor}'s ({_scale_text(anchor)}): "
-            "scores on two scales are not one distribution")
+    return (
+        f"its scale ({_scale_text(metric)}) is not the runs' metric {anchor}'s ({_scale_text(anchor)}): "
+        "scores on two scales are not one distribution"
+    )
 
 
-def declared_space(benchmark: str, task: str, table: Mapping[str, Sequence[Mapping[str, JsonValue]]],
-                   base: Pipeline, evidence: Evidence, where: str, resources: Collection[str] = ()) -> TaskSpace:
+def declared_space(
+    benchmark: str,
+    task: str,
+    table: Mapping[str, Sequence[Mapping[str, JsonValue]]],
+    base: Pipeline,
+    evidence: Evidence,
+    where: str,
+    resources: Collection[str] = (),
+) -> TaskSpace:
     """The space a suite declares in ``[tasks.TASK.multiverse]`` (``where`` names it in errors), plus
     the runs' generation sets.  A field outside :data:`DECLARABLE`, an unknown rule or metric, a value
     the field does not take, a metric reading resources the task does not declare (``resources``: the
@@ -264,8 +308,9 @@ def declared_space(benchmark: str, task: str, table: Mapping[str, Sequence[Mappi
     axes = []
     for path, entries in sorted(table.items()):
         if path not in DECLARABLE:
-            raise ConfigError(f"{where}: {path} does not change a task's score (the multiverse varies "
-                              f"{', '.join(DECLARABLE)})")
+            raise ConfigError(
+                f"{where}: {path} does not change a task's score (the multiverse varies {', '.join(DECLARABLE)})"
+            )
         values: dict[str, AxisValue] = {}
         for entry in entries:
             raw = entry.get("value")
@@ -276,8 +321,10 @@ def declared_space(benchmark: str, task: str, table: Mapping[str, Sequence[Mappi
                 raise ConfigError(f"{where}: {path}: 'unspecified' cannot be scored; give a value")
             needs = METRIC_INFO[str(raw)].resources if path == "scoring.metric" else ()
             if any(name not in resources for name in needs):
-                raise ConfigError(f"{where}: scoring.metric: {raw} reads the task resource(s) {', '.join(needs)}, "
-                                  f"which [tasks.{task}.resources] does not declare")
+                raise ConfigError(
+                    f"{where}: scoring.metric: {raw} reads the task resource(s) {', '.join(needs)}, "
+                    f"which [tasks.{task}.resources] does not declare"
+                )
             try:
                 value = canonical(base, path, raw)
             except PipelineError as err:
@@ -286,7 +333,9 @@ def declared_space(benchmark: str, task: str, table: Mapping[str, Sequence[Mappi
         axes.append(Axis(path, tuple(v for _k, v in sorted(values.items()))))
     metrics = next((a for a in axes if a.field == "scoring.metric"), None)
     if metrics is not None and len({metric_scale(str(v.value)) for v in metrics.values}) > 1:
-        raise ConfigError(f"{where}: scoring.metric: " + "; ".join(f"{v.value} ({_scale_text(str(v.value))})"
-                                                                   for v in metrics.values)
-                          + ": one task's scores must share a scale to be one distribution")
+        raise ConfigError(
+            f"{where}: scoring.metric: "
+            + "; ".join(f"{v.value} ({_scale_text(str(v.value))})" for v in metrics.values)
+            + ": one task's scores must share a scale to be one distribution"
+        )
     return TaskSpace(benchmark, task, tuple(sorted([*_generations(evidence), *axes], key=lambda a: a.field)), "suite")

@@ -29,12 +29,27 @@ from pytest_benchaudit.diagnose.flips import OrderFlip
 from pytest_benchaudit.multiverse.cells import LoadedRuns, TaskRecords, gather
 from pytest_benchaudit.multiverse.enumerate_specs import MAX_SPECS, Enumeration, enumerate_specs
 from pytest_benchaudit.multiverse.fast_rescore import TaskScorer
-from pytest_benchaudit.multiverse.mv_documents import (MULTIVERSE, MULTIVERSE_VERSION, FieldShare, MultiverseDocument,
-                                                       SkipRow, SpaceRow, SpecRow, VarianceRow, VarianceTerm)
+from pytest_benchaudit.multiverse.mv_documents import (
+    MULTIVERSE,
+    MULTIVERSE_VERSION,
+    FieldShare,
+    MultiverseDocument,
+    SkipRow,
+    SpaceRow,
+    SpecRow,
+    VarianceRow,
+    VarianceTerm,
+)
 from pytest_benchaudit.multiverse.mv_verdict import verdicts
 from pytest_benchaudit.multiverse.robustness import Grid, model_rows, pair_rows, significance
-from pytest_benchaudit.multiverse.space import (GENERATIONS, Evidence, TaskSpace, declared_space, default_space,
-                                                metric_scale)
+from pytest_benchaudit.multiverse.space import (
+    GENERATIONS,
+    Evidence,
+    TaskSpace,
+    declared_space,
+    default_space,
+    metric_scale,
+)
 from pytest_benchaudit.multiverse.variance import decompose
 from pytest_benchaudit.pipeline.record_documents import PipelineCard
 from pytest_benchaudit.pipeline.stages import PipelineError, is_unspecified
@@ -45,11 +60,21 @@ from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.scoring.names import rule_info, unknown_name
 from pytest_benchaudit.scoring.tasks.inputs import Resources
 
-__all__ = ["MultiverseError", "build_multiverse", "multiverse_of", "order_flips", "suite_spaces", "space_row",
-           "task_space", "write_document"]
+__all__ = [
+    "MultiverseError",
+    "build_multiverse",
+    "multiverse_of",
+    "order_flips",
+    "suite_spaces",
+    "space_row",
+    "task_space",
+    "write_document",
+]
 
-HOW = ("each specification re-scores the stored outputs (the score benchaudit rescore --set gives); "
-       "upstream fields vary only where the runs hold their generations; see docs/multiverse.md")
+HOW = (
+    "each specification re-scores the stored outputs (the score benchaudit rescore --set gives); "
+    "upstream fields vary only where the runs hold their generations; see docs/multiverse.md"
+)
 _SCORING = ("extraction.rule", "extraction.reasoning", "scoring.metric", "scoring.denominator")
 
 
@@ -74,8 +99,14 @@ def _suite(suites_dir: Path, bench: str, cache: dict[str, Suite | str]) -> Suite
     return cache[bench]
 
 
-def task_space(suite: Suite | str, bench: str, task: str, evidence: Evidence, anchor: str | None,
-               base_card: PipelineCard | None = None) -> TaskSpace:
+def task_space(
+    suite: Suite | str,
+    bench: str,
+    task: str,
+    evidence: Evidence,
+    anchor: str | None,
+    base_card: PipelineCard | None = None,
+) -> TaskSpace:
     """The task's space: its suite's declared table, else the defaults over its layers (none when the
     suite cannot be read: then the runs' own values and the registry's)."""
     layers = {}
@@ -90,21 +121,36 @@ def task_space(suite: Suite | str, bench: str, task: str, evidence: Evidence, an
                 base = pipeline_from_card(base_card)
             else:
                 base = next(iter(layers.values()))
-            return declared_space(bench, task, spec.multiverse, base, evidence,
-                                  f"{suite.path}: [tasks.{task}.multiverse]", tuple(spec.resources))
+            return declared_space(
+                bench,
+                task,
+                spec.multiverse,
+                base,
+                evidence,
+                f"{suite.path}: [tasks.{task}.multiverse]",
+                tuple(spec.resources),
+            )
     space = default_space(bench, task, layers, evidence, anchor)
     return TaskSpace(space.benchmark, space.task, space.axes, space.source, space.left_out, (*notes, *space.notes))
 
 
 def space_row(space: TaskSpace, enum: Enumeration | None, notes: Sequence[str] = ()) -> SpaceRow:
     """The document's row of a space (``enum`` None: not enumerated, as ``--list`` prints it)."""
-    return {"benchmark": space.benchmark, "task": space.task, "source": "suite" if space.source == "suite" else "default",
-            "fields": [{"field": a.field, "upstream": a.upstream,
-                        "values": [{"value": v.value, "why": v.why} for v in a.values]} for a in space.axes],
-            "left_out": [{"field": x.field, "value": x.value, "why": x.why} for x in space.left_out],
-            "size": space.size, "enumerated": len(enum.specs) if enum else 0,
-            "sampled": bool(enum and enum.sampled), "sample_seed": enum.seed if enum else None,
-            "notes": [*space.notes, *notes]}
+    return {
+        "benchmark": space.benchmark,
+        "task": space.task,
+        "source": "suite" if space.source == "suite" else "default",
+        "fields": [
+            {"field": a.field, "upstream": a.upstream, "values": [{"value": v.value, "why": v.why} for v in a.values]}
+            for a in space.axes
+        ],
+        "left_out": [{"field": x.field, "value": x.value, "why": x.why} for x in space.left_out],
+        "size": space.size,
+        "enumerated": len(enum.specs) if enum else 0,
+        "sampled": bool(enum and enum.sampled),
+        "sample_seed": enum.seed if enum else None,
+        "notes": [*space.notes, *notes],
+    }
 
 
 def suite_spaces(bench: str, suites_dir: Path) -> list[SpaceRow]:
@@ -136,8 +182,9 @@ def _judged(records: TaskRecords) -> str | None:
     return None
 
 
-def _grid(space: TaskSpace, enum: Enumeration, records: TaskRecords, resources: Callable[[str], Resources],
-          notes: list[str]) -> Grid:
+def _grid(
+    space: TaskSpace, enum: Enumeration, records: TaskRecords, resources: Callable[[str], Resources], notes: list[str]
+) -> Grid:
     """Every cell scored under every enumerated specification."""
     scorer = TaskScorer(records.cells, resources)
     models = sorted({c.model for c in records.cells})
@@ -166,8 +213,10 @@ def _grid(space: TaskSpace, enum: Enumeration, records: TaskRecords, resources: 
         grid.scores.append(scores)
         grid.answers.append(answers)
     if unscorable:
-        notes.append(f"{unscorable} model x specification cells have a scoring field unspecified (or an unknown rule "
-                     "or metric): no score there")
+        notes.append(
+            f"{unscorable} model x specification cells have a scoring field unspecified (or an unknown rule "
+            "or metric): no score there"
+        )
     return grid
 
 
@@ -185,36 +234,62 @@ def _variance(grid: Grid, sampled: bool) -> list[VarianceRow]:
         d = decompose(levels, ys, fields, n_levels)
         terms: list[VarianceTerm] = [{"fields": [f], "share": d.share(ss)} for f, ss in d.main.items()]
         terms += [{"fields": list(pair), "share": d.share(ss)} for pair, ss in d.interactions.items()]
-        shares: list[FieldShare] = sorted(({"field": f, "share": d.field_share(f)} for f in d.fields),
-                                          key=lambda x: (-x["share"], x["field"]))
+        shares: list[FieldShare] = sorted(
+            ({"field": f, "share": d.field_share(f)} for f in d.fields), key=lambda x: (-x["share"], x["field"])
+        )
         left = [m for m in grid.models if m not in complete]
         note = "no variance: every specification gives the same score" if d.total == 0 else ""
         if model is None and left:
-            note = "; ".join(x for x in (note, f"models without a score in every specification left out: "
-                                               f"{', '.join(left)}") if x)
+            note = "; ".join(
+                x for x in (note, f"models without a score in every specification left out: {', '.join(left)}") if x
+            )
         n = len(chosen) * len(grid.scores)
-        rows.append({"task": grid.key, "model": model, "exact": not sampled, "total_ss": d.total,
-                     "sd": (d.total / n) ** 0.5 if n else 0.0, "fields": shares,
-                     "higher_order": d.share(d.higher_order), "terms": terms, "note": note})
+        rows.append(
+            {
+                "task": grid.key,
+                "model": model,
+                "exact": not sampled,
+                "total_ss": d.total,
+                "sd": (d.total / n) ** 0.5 if n else 0.0,
+                "fields": shares,
+                "higher_order": d.share(d.higher_order),
+                "terms": terms,
+                "note": note,
+            }
+        )
     return rows
 
 
-def build_multiverse(run_paths: Sequence[Path], *, suites_dir: Path = Path("suites"), data_dir: str | None = None,
-                     seed: int = 0, resamples: int = 1000, max_specs: int = MAX_SPECS,
-                     warn: Callable[[str], None] = lambda msg: print(f"warning: {msg}", file=sys.stderr),
-                     ) -> MultiverseDocument:
+def build_multiverse(
+    run_paths: Sequence[Path],
+    *,
+    suites_dir: Path = Path("suites"),
+    data_dir: str | None = None,
+    seed: int = 0,
+    resamples: int = 1000,
+    max_specs: int = MAX_SPECS,
+    warn: Callable[[str], None] = lambda msg: print(f"warning: {msg}", file=sys.stderr),
+) -> MultiverseDocument:
     """The multiverse document of the runs in ``run_paths`` (run directories or folders of them)."""
     try:
         paths = expand_runs(run_paths)
     except BenchauditError as err:
         raise MultiverseError(str(err)) from None
     loaded = [(str(p), *load_run(p, warn, require_records=True)) for p in paths]
-    return multiverse_of(loaded, suites_dir=suites_dir, data_dir=data_dir, seed=seed, resamples=resamples,
-                         max_specs=max_specs)
+    return multiverse_of(
+        loaded, suites_dir=suites_dir, data_dir=data_dir, seed=seed, resamples=resamples, max_specs=max_specs
+    )
 
 
-def multiverse_of(loaded: LoadedRuns, *, suites_dir: Path = Path("suites"), data_dir: str | None = None,
-                  seed: int = 0, resamples: int = 1000, max_specs: int = MAX_SPECS) -> MultiverseDocument:
+def multiverse_of(
+    loaded: LoadedRuns,
+    *,
+    suites_dir: Path = Path("suites"),
+    data_dir: str | None = None,
+    seed: int = 0,
+    resamples: int = 1000,
+    max_specs: int = MAX_SPECS,
+) -> MultiverseDocument:
     """The multiverse document of runs already loaded: (path, run.json, records) each."""
     if max_specs < 1:
         raise MultiverseError(f"--max-specs must be at least 1, not {max_specs}")
@@ -222,10 +297,21 @@ def multiverse_of(loaded: LoadedRuns, *, suites_dir: Path = Path("suites"), data
     resources = _Resources(suites_dir, data_dir)
     suites: dict[str, Suite | str] = {}
     doc: MultiverseDocument = {
-        "version": MULTIVERSE_VERSION, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "runs": sorted(p for p, _m, _r in loaded), "seed": seed, "resamples": resamples, "max_specs": max_specs,
-        "verdicts": [], "spaces": [], "models": [], "pairs": [], "variance": [], "specifications": [], "skipped": [],
-        "how": HOW}
+        "version": MULTIVERSE_VERSION,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "runs": sorted(p for p, _m, _r in loaded),
+        "seed": seed,
+        "resamples": resamples,
+        "max_specs": max_specs,
+        "verdicts": [],
+        "spaces": [],
+        "models": [],
+        "pairs": [],
+        "variance": [],
+        "specifications": [],
+        "skipped": [],
+        "how": HOW,
+    }
     for key, records in sorted(tasks.items()):
         why = _judged(records)
         if why:
@@ -237,20 +323,21 @@ def multiverse_of(loaded: LoadedRuns, *, suites_dir: Path = Path("suites"), data
             continue
         suite = _suite(suites_dir, records.benchmark, suites)
         try:
-            space = task_space(suite, records.benchmark, records.task, records.evidence, anchor,
-                               records.cells[0].card)
+            space = task_space(suite, records.benchmark, records.task, records.evidence, anchor, records.cells[0].card)
         except PipelineError as err:
             raise MultiverseError(str(err)) from None
         enum = enumerate_specs(space, seed, max_specs)
         notes = list(records.notes)
-        grid = _grid(space, enum, records, lambda metric: resources(records.benchmark, records.task, metric), notes)
+        grid = _grid(space, enum, records, lambda metric: resources(records.benchmark, records.task, metric), notes)  # noqa: B023 - called within this iteration
         significance(grid)
         doc["spaces"].append(space_row(space, enum, notes))
         doc["models"] += model_rows(grid, resamples, seed)
         doc["pairs"] += pair_rows(grid)
         doc["variance"] += _variance(grid, enum.sampled)
-        doc["specifications"] += [SpecRow(task=key, spec=spec.number, fields=spec.values(space), scores=scores)
-                                  for spec, scores in zip(grid.specs, grid.scores)]
+        doc["specifications"] += [
+            SpecRow(task=key, spec=spec.number, fields=spec.values(space), scores=scores)
+            for spec, scores in zip(grid.specs, grid.scores)
+        ]
     doc["verdicts"] = verdicts(doc["spaces"], doc["pairs"])
     return doc
 
@@ -260,9 +347,20 @@ def order_flips(doc: MultiverseDocument) -> list[OrderFlip]:
     out = []
     for p in doc["pairs"]:
         bench, _, task = p["task"].partition(".")
-        out.append(OrderFlip(bench, task, p["model_a"], p["model_b"], p["n_specs"], p["a_better"], p["b_better"],
-                             p["significant_a"], p["significant_b"],
-                             tuple((f["field"], f["share"]) for f in p["flip_fields"])))
+        out.append(
+            OrderFlip(
+                bench,
+                task,
+                p["model_a"],
+                p["model_b"],
+                p["n_specs"],
+                p["a_better"],
+                p["b_better"],
+                p["significant_a"],
+                p["significant_b"],
+                tuple((f["field"], f["share"]) for f in p["flip_fields"]),
+            )
+        )
     return out
 
 

@@ -62,8 +62,9 @@ class Decomposition:
         return self.share(self.main[name] + half)
 
 
-def decompose(levels: Sequence[Sequence[int]], ys: Sequence[Sequence[float]], fields: Sequence[str],
-              n_levels: Sequence[int]) -> Decomposition:
+def decompose(
+    levels: Sequence[Sequence[int]], ys: Sequence[Sequence[float]], fields: Sequence[str], n_levels: Sequence[int]
+) -> Decomposition:
     """The decomposition (module docstring) of ``ys`` (one list per model, one score per specification,
     aligned with ``levels``: each specification's value index per field of ``fields``, a field having
     ``n_levels`` values).  Fields with one value are left out: they explain nothing."""

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Protocol
 
 from pydantic import JsonValue
 
@@ -40,9 +41,14 @@ def _sha(data: JsonValue) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def materials(templates: Mapping[str, Dumpable], pipeline: Pipeline, shots: Sequence[Question],
-              data_checksums: Mapping[str, str], resource_checksums: Mapping[str, str],
-              judge: Mapping[str, JsonValue] | None) -> dict[str, JsonValue]:
+def materials(
+    templates: Mapping[str, Dumpable],
+    pipeline: Pipeline,
+    shots: Sequence[Question],
+    data_checksums: Mapping[str, str],
+    resource_checksums: Mapping[str, str],
+    judge: Mapping[str, JsonValue] | None,
+) -> dict[str, JsonValue]:
     """The materials of ``pipeline`` on a task whose suite has ``templates`` (keys ``STAGE.what``; see module doc)."""
     out: dict[str, JsonValue] = {}
     template = templates.get(pipeline.prompt.template)
@@ -52,8 +58,10 @@ def materials(templates: Mapping[str, Dumpable], pipeline: Pipeline, shots: Sequ
     k = 0 if is_unspecified(few) else int(few)
     if k:
         used = list(shots)[:k]
-        out["prompt.few_shot_exemplars"] = {"ids": [q.id for q in used],
-                                            "sha256": _sha([q.model_dump(mode="json") for q in used])}
+        out["prompt.few_shot_exemplars"] = {
+            "ids": [q.id for q in used],
+            "sha256": _sha([q.model_dump(mode="json") for q in used]),
+        }
     out["dataset.checksums"] = dict(data_checksums)
     if resource_checksums:
         out["scoring.resources"] = dict(resource_checksums)
@@ -62,19 +70,28 @@ def materials(templates: Mapping[str, Dumpable], pipeline: Pipeline, shots: Sequ
     return out
 
 
-def pin_warnings(pins: Mapping[str, Mapping[str, JsonValue]], found: Mapping[str, str], data_folder: str,
-                 suite_dir: str, benchmark: str) -> list[CardWarning]:
+def pin_warnings(
+    pins: Mapping[str, Mapping[str, JsonValue]],
+    found: Mapping[str, str],
+    data_folder: str,
+    suite_dir: str,
+    benchmark: str,
+) -> list[CardWarning]:
     """A warning for each data file (``found``: name in the data folder -> sha256) whose checksum differs
     from the one the suite's ``[fetch.files]`` table (``pins``: name -> ``{sha256 = ...}``) pins."""
     out: list[CardWarning] = []
     for name, sha in found.items():
         pinned = (pins.get(name) or {}).get("sha256")
         if isinstance(pinned, str) and pinned != sha:
-            out.append({"kind": "data_checksum",
-                        "message": f"{data_folder}/{name}: sha256 {sha[:12]}… differs from the "
-                                   f"{pinned[:12]}… {suite_dir}/suite.toml pins; its scores are "
-                                   f"not comparable with runs on the pinned file (benchaudit fetch "
-                                   f"{benchmark} --force restores it)"})
+            out.append(
+                {
+                    "kind": "data_checksum",
+                    "message": f"{data_folder}/{name}: sha256 {sha[:12]}… differs from the "
+                    f"{pinned[:12]}… {suite_dir}/suite.toml pins; its scores are "
+                    f"not comparable with runs on the pinned file (benchaudit fetch "
+                    f"{benchmark} --force restores it)",
+                }
+            )
     return out
 
 
@@ -90,9 +107,14 @@ class TaskMaterials:
     warnings: Sequence[CardWarning] = field(default_factory=tuple)
 
 
-def task_card(card: PipelineCard, task: TaskMaterials, *, variant: VariantInfo | None = None,
-              judge: CardJudge | None = None,
-              providers: Mapping[str, dict[str, JsonValue]] | None = None) -> PipelineCard:
+def task_card(
+    card: PipelineCard,
+    task: TaskMaterials,
+    *,
+    variant: VariantInfo | None = None,
+    judge: CardJudge | None = None,
+    providers: Mapping[str, dict[str, JsonValue]] | None = None,
+) -> PipelineCard:
     """Complete ``card`` (a :meth:`Pipeline.card`, hashed) in place with what run.json shows beside its
     hash; return it.  ``variant``: a variant's description (None for the base); ``judge``: the judge's
     card; ``providers``: model label -> how that hosted model is reached and what its quirks change."""

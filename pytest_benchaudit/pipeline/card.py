@@ -17,15 +17,29 @@ Pure: no pytest, no I/O.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.record_documents import CardWarning, Cards, ItemPipeline, PipelineCard
+from pytest_benchaudit.pipeline.record_documents import Cards, CardWarning, ItemPipeline, PipelineCard
 from pytest_benchaudit.pipeline.stages import Pipeline
 
-__all__ = ["QUESTION_MATERIAL", "USED", "add_item_card", "item_card", "merge_cards", "nearest_why",
-           "note_collected_used", "public_cards", "resumed_cards", "run_warnings", "suite_checksums", "suite_file_changes", "suite_hash"]
+__all__ = [
+    "QUESTION_MATERIAL",
+    "USED",
+    "add_item_card",
+    "item_card",
+    "merge_cards",
+    "nearest_why",
+    "note_collected_used",
+    "public_cards",
+    "resumed_cards",
+    "run_warnings",
+    "suite_checksums",
+    "suite_file_changes",
+    "suite_hash",
+]
+
 
 def nearest_why(why: Mapping[str, str], field: str) -> str | None:
     """A layer's ``why`` for a flat field name (``inference.decoding.seed``), or for the nearest field
@@ -48,8 +62,13 @@ def suite_hash(card: PipelineCard) -> str | None:
     return card.get("suite_hash", card.get("hash"))
 
 
-def item_card(collected: PipelineCard, pipeline: Pipeline, materials: Mapping[str, JsonValue],
-              pipeline_origin: str | None, question_origin: str | None) -> PipelineCard:
+def item_card(
+    collected: PipelineCard,
+    pipeline: Pipeline,
+    materials: Mapping[str, JsonValue],
+    pipeline_origin: str | None,
+    question_origin: str | None,
+) -> PipelineCard:
     """The card of what one item used, made from its task's ``collected`` card.
 
     ``pipeline``: the item's pipeline (after every fixture), ``materials`` its materials
@@ -100,15 +119,20 @@ def _without_used(card: PipelineCard) -> PipelineCard:
 
 
 def _summary(card: PipelineCard) -> ItemPipeline:
-    return {"upstream_hash": card.get("upstream_hash"), "overrides": dict(card.get("overrides") or {}),
-            "override_origins": dict(card.get("override_origins") or {})}
+    return {
+        "upstream_hash": card.get("upstream_hash"),
+        "overrides": dict(card.get("overrides") or {}),
+        "override_origins": dict(card.get("override_origins") or {}),
+    }
 
 
 def _with_other(card: PipelineCard, other: PipelineCard) -> PipelineCard:
     """``card`` with ``other`` (and what ``other`` lists) under ``item_pipelines``, by hash."""
     others = dict(card.get("item_pipelines") or {})
-    listed: list[tuple[str | None, ItemPipeline]] = [(other.get("hash"), _summary(other)),
-                                                     *(other.get("item_pipelines") or {}).items()]
+    listed: list[tuple[str | None, ItemPipeline]] = [
+        (other.get("hash"), _summary(other)),
+        *(other.get("item_pipelines") or {}).items(),
+    ]
     for digest, summary in listed:
         if isinstance(digest, str) and digest != card.get("hash"):
             others.setdefault(digest, summary)
@@ -119,8 +143,7 @@ def _with_other(card: PipelineCard, other: PipelineCard) -> PipelineCard:
     return out
 
 
-def add_item_card(cards: Cards, key: str, card: PipelineCard,
-                  collected_used: bool = False) -> None:
+def add_item_card(cards: Cards, key: str, card: PipelineCard, collected_used: bool = False) -> None:
     """Record the item card ``card`` under ``key``.  The first one made replaces the collected card
     (which stays listed under ``item_pipelines`` when items ran under it: ``collected_used``, or
     its :data:`USED` mark); one with another hash (a fixture that changes some items only) goes
@@ -189,8 +212,11 @@ def suite_checksums(cards: Mapping[str, PipelineCard]) -> dict[str, str]:
 
 def suite_file_changes(old: Mapping[str, str], now: Mapping[str, str]) -> list[str]:
     """``"FILE (sha256 abc… then, def… now)"`` for each suite file both runs read whose checksum differs."""
-    return [f"{name} (sha256 {old[name][:12]}… then, {digest[:12]}… now)"
-            for name, digest in sorted(now.items()) if name in old and old[name] != digest]
+    return [
+        f"{name} (sha256 {old[name][:12]}… then, {digest[:12]}… now)"
+        for name, digest in sorted(now.items())
+        if name in old and old[name] != digest
+    ]
 
 
 def run_warnings(cards: Mapping[str, PipelineCard]) -> list[CardWarning]:

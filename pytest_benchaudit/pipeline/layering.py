@@ -20,7 +20,8 @@ Pure: no pytest, no I/O.  The pipeline model itself (its stages, fields, hashes 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, JsonValue, ValidationError
 
@@ -34,7 +35,15 @@ from pytest_benchaudit.pipeline.stages import (
     leaf_fields,
 )
 
-__all__ = ["UpstreamChange", "apply_overrides", "check_override", "deep_merge", "retarget", "task_layers", "upstream_changes"]
+__all__ = [
+    "UpstreamChange",
+    "apply_overrides",
+    "check_override",
+    "deep_merge",
+    "retarget",
+    "task_layers",
+    "upstream_changes",
+]
 
 
 def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
@@ -50,15 +59,19 @@ def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def task_layers(task: str, shared_layers: dict[str, Any], task_table: dict[str, Any],
-                reserved: frozenset[str]) -> dict[str, dict[str, Any]]:
+def task_layers(
+    task: str, shared_layers: dict[str, Any], task_table: dict[str, Any], reserved: frozenset[str]
+) -> dict[str, dict[str, Any]]:
     """Every layer of one task as raw tables: the suite's shared ``[layers.NAME]`` under the task's
     own ``[tasks.TASK.NAME]`` (the three known layers first, then the task's other tables that are not
     ``reserved`` keys, then the shared layers it lacks), each ``base = "OTHER"`` resolved.  Raises
     :class:`PipelineError` for a base that is not another layer of the task."""
     layers = {}
-    for layer in (*LAYERS, *[k for k in task_table if k not in LAYERS and k not in reserved],
-                  *[k for k in shared_layers if k not in LAYERS and k not in task_table]):
+    for layer in (
+        *LAYERS,
+        *[k for k in task_table if k not in LAYERS and k not in reserved],
+        *[k for k in shared_layers if k not in LAYERS and k not in task_table],
+    ):
         if layer in task_table or layer in shared_layers:
             layers[layer] = deep_merge(shared_layers.get(layer, {}), task_table.get(layer, {}))
     return _resolve_bases(task, layers)
@@ -76,8 +89,10 @@ def _resolve_bases(task: str, layers: dict[str, dict[str, Any]]) -> dict[str, di
             continue
         parent = layers.get(base) if isinstance(base, str) else None
         if parent is None or base == name or "base" in parent:
-            raise PipelineError(f"{task} layer {name!r}: base {base!r} must name another layer of the task "
-                             f"that has no base itself; layers: {', '.join(layers)}")
+            raise PipelineError(
+                f"{task} layer {name!r}: base {base!r} must name another layer of the task "
+                f"that has no base itself; layers: {', '.join(layers)}"
+            )
         own = {k: v for k, v in table.items() if k != "base"}
         merged = deep_merge(parent, own)
         merged["notes"] = [*parent.get("notes", []), *own.get("notes", [])]
@@ -96,8 +111,9 @@ def _set_path(data: dict[str, JsonValue], path: str, value: JsonValue) -> dict[s
     return {**data, head: _set_path(child if isinstance(child, dict) else {}, rest, value)}
 
 
-def apply_overrides(pipeline: Pipeline, overrides: list[tuple[str, JsonValue]],
-                    options: Mapping[str, str] | None = None) -> Pipeline:
+def apply_overrides(
+    pipeline: Pipeline, overrides: list[tuple[str, JsonValue]], options: Mapping[str, str] | None = None
+) -> Pipeline:
     """Return ``pipeline`` with each ``(field, value)`` set; invalid values raise PipelineError,
     naming the options that set them: ``options`` maps a field to how the user gave it
     (``--repeats 3``), ``--set FIELD`` otherwise."""
@@ -149,12 +165,19 @@ def upstream_changes(stored: Pipeline, asked: Pipeline) -> list[str]:
     """``"field: stored X, asked Y"`` for every upstream field that differs."""
     a = dict(leaf_fields({k: v for k, v in stored.stages().items() if k in UPSTREAM_STAGES}))
     b = dict(leaf_fields({k: v for k, v in asked.stages().items() if k in UPSTREAM_STAGES}))
-    return [f"{key}: stored {a.get(key)!r}, asked {b.get(key)!r}" for key in sorted(set(a) | set(b))
-            if a.get(key) != b.get(key)]
+    return [
+        f"{key}: stored {a.get(key)!r}, asked {b.get(key)!r}"
+        for key in sorted(set(a) | set(b))
+        if a.get(key) != b.get(key)
+    ]
 
 
-def retarget(stored: Pipeline, layer: Pipeline | None, overrides: list[tuple[str, JsonValue]],
-             stages: tuple[str, ...] = DOWNSTREAM_STAGES) -> Pipeline:
+def retarget(
+    stored: Pipeline,
+    layer: Pipeline | None,
+    overrides: list[tuple[str, JsonValue]],
+    stages: tuple[str, ...] = DOWNSTREAM_STAGES,
+) -> Pipeline:
     """The pipeline to re-score with: ``layer``'s ``stages`` (if a layer is given; by default every
     downstream stage, ``("extraction",)`` for the paper's extraction-only change) on the stored
     other stages, then ``overrides``.  Raises :class:`UpstreamChange` when an override touches an
@@ -163,8 +186,9 @@ def retarget(stored: Pipeline, layer: Pipeline | None, overrides: list[tuple[str
     base = stored
     if layer is not None:
         if any(stage not in DOWNSTREAM_STAGES for stage in stages):
-            raise PipelineError(f"re-scoring takes downstream stages only ({', '.join(DOWNSTREAM_STAGES)}); "
-                                f"got {', '.join(stages)}")
+            raise PipelineError(
+                f"re-scoring takes downstream stages only ({', '.join(DOWNSTREAM_STAGES)}); got {', '.join(stages)}"
+            )
         data = stored.model_dump(mode="json")
         target = layer.model_dump(mode="json")
         for stage in stages:
@@ -172,18 +196,36 @@ def retarget(stored: Pipeline, layer: Pipeline | None, overrides: list[tuple[str
         skipped = upstream_changes(stored, layer)
         kept = [stage for stage in DOWNSTREAM_STAGES if stage not in stages]
         data["name"] = layer.name if not kept else f"{layer.name}~{'+'.join(stages)}"
-        data["why"] = {**{k: v for k, v in stored.why.items() if k.split(".")[0] in kept},
-                       **{k: v for k, v in layer.why.items() if k.split(".")[0] in stages}}
-        data["notes"] = [*layer.notes] + ([
-            "Re-scored offline from a run made under '" + stored.name + "': its upstream fields were kept "
-            "(changing them needs new generations): " + "; ".join(skipped)] if skipped else []) + ([
-            f"Only the {', '.join(stages)} fields of '{layer.name}' applied; {', '.join(kept)} kept as stored "
-            f"under '{stored.name}'"] if kept else [])
+        data["why"] = {
+            **{k: v for k, v in stored.why.items() if k.split(".")[0] in kept},
+            **{k: v for k, v in layer.why.items() if k.split(".")[0] in stages},
+        }
+        data["notes"] = (
+            [*layer.notes]
+            + (
+                [
+                    "Re-scored offline from a run made under '" + stored.name + "': its upstream fields were kept "
+                    "(changing them needs new generations): " + "; ".join(skipped)
+                ]
+                if skipped
+                else []
+            )
+            + (
+                [
+                    f"Only the {', '.join(stages)} fields of '{layer.name}' applied; {', '.join(kept)} kept as stored "
+                    f"under '{stored.name}'"
+                ]
+                if kept
+                else []
+            )
+        )
         data["overrides"] = {}
         base = Pipeline.model_validate(data)
     new = apply_overrides(base, overrides)
     changed = upstream_changes(base, new)
     if changed:
-        raise UpstreamChange("; ".join(changed) + " — this needs new generations (run pytest again, or use "
-                             "--model replay:RUN_DIR only for downstream changes)")
+        raise UpstreamChange(
+            "; ".join(changed) + " — this needs new generations (run pytest again, or use "
+            "--model replay:RUN_DIR only for downstream changes)"
+        )
     return new

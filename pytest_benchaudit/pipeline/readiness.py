@@ -16,7 +16,8 @@ Whether a rule or metric name exists, and whether a judge is needed, is scoring'
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from pytest_benchaudit.common.errors import did_you_mean
 from pytest_benchaudit.pipeline.stages import Pipeline, is_unspecified
@@ -55,8 +56,7 @@ def skip_reason(where: str, pipeline: Pipeline, problems: Sequence[str], judge_p
     """Why every item of ``pipeline`` at ``where`` is skipped: fields left unspecified (``problems``,
     from :func:`runnable_problems`), else a judge it needs and was not given; None when it runs."""
     if problems:
-        return (f"{where} under {pipeline.name!r}: {', '.join(problems)} unspecified; "
-                "choose with --set FIELD=VALUE")
+        return f"{where} under {pipeline.name!r}: {', '.join(problems)} unspecified; choose with --set FIELD=VALUE"
     if judge_problem:
         return f"{where}: {judge_problem}"
     return None
@@ -77,5 +77,7 @@ def aggregation_by_problem(pipeline: Pipeline, questions: Sequence[Question]) ->
         return None
     fields = sorted({k for q in questions for k in q.meta})
     allowed = ", ".join(fields) or "none (this task has no metadata)"
-    return (f"aggregation.by {by!r} is not a metadata field of its questions{did_you_mean(by, fields)}; "
-            f"allowed: {allowed}, or null")
+    return (
+        f"aggregation.by {by!r} is not a metadata field of its questions{did_you_mean(by, fields)}; "
+        f"allowed: {allowed}, or null"
+    )

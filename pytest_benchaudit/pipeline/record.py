@@ -94,13 +94,16 @@ class RecordCore(BaseModel):
     continuations: list[ContinuationLogprobs] | None = None
     usage: dict[str, Any] = Field(default_factory=dict)
     asks: int = 1
-    earlier_outputs: list[str] = Field(default_factory=list, description="raw outputs of earlier asks "
-                                       "whose answer could not be read (inference.reask_on_invalid)")
+    earlier_outputs: list[str] = Field(
+        default_factory=list,
+        description="raw outputs of earlier asks whose answer could not be read (inference.reask_on_invalid)",
+    )
     latency_s: float = 0.0
     attempts: int = 1
     served_model: str | None = None
-    from_cache: bool = Field(default=False, description="the generation came from the generation cache, not "
-                             "from a request sent in this run")
+    from_cache: bool = Field(
+        default=False, description="the generation came from the generation cache, not from a request sent in this run"
+    )
     timestamp: str = ""
 
 
@@ -109,21 +112,30 @@ class Record(RecordCore):
     :class:`RecordCore` and the keys only some records have (:data:`OPTIONAL_KEYS`), which are left
     out of the dump when they were never set."""
 
-    regex_prediction: str | None = Field(default=None, description="judge extraction: what the pipeline's "
-                                         "regex rule read (None: nothing), for judge agreement")
+    regex_prediction: str | None = Field(
+        default=None,
+        description="judge extraction: what the pipeline's regex rule read (None: nothing), for judge agreement",
+    )
     judge: JudgeCall | None = Field(default=None, description="the LLM judge's call (--judge)")
-    released_prediction: str | None = Field(default=None, description="an imported run: the released "
-                                            "extracted answer, as published")
-    released_score: JsonValue = Field(default=None, description="an imported run: the released per-item score "
-                                      "as published (a number, or an object for a multi-part score)")
-    released_success: bool | None = Field(default=None, description="an imported run: the released "
-                                          "'success' flag")
-    released_value: float | None = Field(default=None, description="an imported run: the released score on "
-                                         "this record's metric scale (None: the released aggregation leaves "
-                                         "the row out)")
+    released_prediction: str | None = Field(
+        default=None, description="an imported run: the released extracted answer, as published"
+    )
+    released_score: JsonValue = Field(
+        default=None,
+        description="an imported run: the released per-item score "
+        "as published (a number, or an object for a multi-part score)",
+    )
+    released_success: bool | None = Field(default=None, description="an imported run: the released 'success' flag")
+    released_value: float | None = Field(
+        default=None,
+        description="an imported run: the released score on "
+        "this record's metric scale (None: the released aggregation leaves "
+        "the row out)",
+    )
     released_id: int | str | None = Field(default=None, description="an imported run: the released row id")
-    source_row: str | None = Field(default=None, description="an imported run: which row of which published "
-                                   "file the record was read from")
+    source_row: str | None = Field(
+        default=None, description="an imported run: which row of which published file the record was read from"
+    )
 
     # The optional keys never set are left out of every dump (model_dump, model_dump_json): a record
     # without a judge or an import's values is written exactly as before those fields were declared
@@ -155,6 +167,14 @@ class Record(RecordCore):
 
 
 # The fields only some records carry, in declaration order.
-OPTIONAL_KEYS: tuple[str, ...] = ("regex_prediction", "judge", "released_prediction", "released_score",
-                                  "released_success", "released_value", "released_id", "source_row")
+OPTIONAL_KEYS: tuple[str, ...] = (
+    "regex_prediction",
+    "judge",
+    "released_prediction",
+    "released_score",
+    "released_success",
+    "released_value",
+    "released_id",
+    "source_row",
+)
 _OPTIONAL_SET = frozenset(OPTIONAL_KEYS)

@@ -20,9 +20,26 @@ from typing_extensions import TypedDict
 
 from pytest_benchaudit.pipeline.types import InvalidReason, InvalidStage
 
-__all__ = ["CardJudge", "CardWarning", "Cards", "ContinuationRow", "InferenceParams", "ItemPipeline", "JudgeCallRow",
-           "JudgePromptVersions", "JudgeRequestParams", "PipelineCard", "RecordExtras", "RecordRow", "RunModel",
-           "TokenUsage", "TopLogprobs", "UsageRow", "UsageSummary", "VariantInfo"]
+__all__ = [
+    "CardJudge",
+    "CardWarning",
+    "Cards",
+    "ContinuationRow",
+    "InferenceParams",
+    "ItemPipeline",
+    "JudgeCallRow",
+    "JudgePromptVersions",
+    "JudgeRequestParams",
+    "PipelineCard",
+    "RecordExtras",
+    "RecordRow",
+    "RunModel",
+    "TokenUsage",
+    "TopLogprobs",
+    "UsageRow",
+    "UsageSummary",
+    "VariantInfo",
+]
 
 _FORBID = ConfigDict(extra="forbid")
 

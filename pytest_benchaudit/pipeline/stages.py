@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import codecs
 import difflib
-from functools import cached_property
 import hashlib
 import json
 import math
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 
@@ -151,8 +152,9 @@ class Decoding(_Stage):
 def _finite(field: str, value: float, example: str) -> None:
     """A ``ValueError`` naming ``field`` when ``value`` is NaN or infinite (JSON cannot carry it)."""
     if not math.isfinite(value):
-        raise ValueError(f"{field} must be a finite number, not {value}; JSON cannot send it "
-                         f"(a valid value is e.g. {example})")
+        raise ValueError(
+            f"{field} must be a finite number, not {value}; JSON cannot send it (a valid value is e.g. {example})"
+        )
 
 
 class InferenceStage(_Stage):
@@ -248,8 +250,12 @@ class AggregationStage(_Stage):
 # Fields added after runs were recorded, left out of the hashes at these values (see
 # Pipeline.hashed_stages): (stage, field, default).
 _HASH_SILENT_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
-    ("inference", "repeats", 1), ("aggregation", "reducer", "mean"), ("aggregation", "pass_k", None),
-    ("inference", "request", "generate"), ("inference", "stop_eos", "none"))
+    ("inference", "repeats", 1),
+    ("aggregation", "reducer", "mean"),
+    ("aggregation", "pass_k", None),
+    ("inference", "request", "generate"),
+    ("inference", "stop_eos", "none"),
+)
 
 
 class Pipeline(BaseModel):
@@ -274,14 +280,18 @@ class Pipeline(BaseModel):
     overrides: dict[str, JsonValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _pass_k_within_repeats(self) -> "Pipeline":
+    def _pass_k_within_repeats(self) -> Pipeline:
         k, repeats = self.aggregation.pass_k, self.inference.repeats
         if k is not None and k > repeats:
-            raise ValueError(f"aggregation.pass_k = {k} needs at least {k} repeats, not inference.repeats = "
-                             f"{repeats}; the nearest valid value is {repeats}")
+            raise ValueError(
+                f"aggregation.pass_k = {k} needs at least {k} repeats, not inference.repeats = "
+                f"{repeats}; the nearest valid value is {repeats}"
+            )
         if self.inference.request == "loglikelihood" and self.prompt.format.mode == "chat":
-            raise ValueError("inference.request = 'loglikelihood' sends completion prompts with echo; it needs "
-                             "prompt.format.mode = 'completion', not 'chat'")
+            raise ValueError(
+                "inference.request = 'loglikelihood' sends completion prompts with echo; it needs "
+                "prompt.format.mode = 'completion', not 'chat'"
+            )
         return self
 
     def stages(self) -> dict[str, dict[str, JsonValue]]:
@@ -310,7 +320,7 @@ class Pipeline(BaseModel):
         stages = self.hashed_stages()
         return _digest({k: stages[k] for k in UPSTREAM_STAGES})
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> "Pipeline":
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Pipeline:
         """A copy with ``update`` applied, its hashes computed anew.
 
         pydantic copies the instance ``__dict__``, where :func:`functools.cached_property` keeps
@@ -325,7 +335,9 @@ class Pipeline(BaseModel):
     def unspecified_fields(self, stages: tuple[str, ...] = DOWNSTREAM_STAGES) -> list[str]:
         """Dotted names of fields in ``stages`` whose value is ``unspecified``."""
         stage_data = self.stages()
-        return [path for path, value in leaf_fields(stage_data) if path.split(".")[0] in stages and is_unspecified(value)]
+        return [
+            path for path, value in leaf_fields(stage_data) if path.split(".")[0] in stages and is_unspecified(value)
+        ]
 
     def card(self, materials: Mapping[str, JsonValue] | None = None) -> PipelineCard:
         """The machine-readable pipeline card written into every run.
@@ -369,8 +381,10 @@ def content_hashes(pipeline: Pipeline, materials: Mapping[str, JsonValue] | None
         return pipeline.hash, pipeline.upstream_hash
     stages = pipeline.hashed_stages()
     upstream = {k: v for k, v in materials.items() if k.split(".", 1)[0] in UPSTREAM_STAGES}
-    return (_digest({"stages": stages, "materials": dict(materials)}),
-            _digest({"stages": {k: stages[k] for k in UPSTREAM_STAGES}, "materials": upstream}))
+    return (
+        _digest({"stages": stages, "materials": dict(materials)}),
+        _digest({"stages": {k: stages[k] for k in UPSTREAM_STAGES}, "materials": upstream}),
+    )
 
 
 def _digest(data: Any) -> str:
@@ -450,7 +464,11 @@ def _nearest_field(path: str) -> str:
 def _describe_error(err: ValidationError, prefix: str = "") -> str:
     parts = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith(("function-", "literal[", "int", "float", "str", "tuple", "none")))
+        loc = ".".join(
+            str(p)
+            for p in e["loc"]
+            if not str(p).startswith(("function-", "literal[", "int", "float", "str", "tuple", "none"))
+        )
         msg = str(e["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
         parts.append(f"{prefix}{loc}: {msg}" if loc else msg)
     return "; ".join(dict.fromkeys(parts))

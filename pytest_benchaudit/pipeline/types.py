@@ -88,10 +88,16 @@ class Request(_Frozen):
     adjustments: tuple[str, ...] = Field(
         default=(), description="changes a provider limit forced on the pipeline's request"
     )
-    sample: int = Field(default=0, description="0 for the first ask, n for the n-th re-ask; "
-                        "part of the generation's identity, never sent")
-    repeat: int = Field(default=0, ge=0, description="which of the K asks of inference.repeats this is "
-                        "(0-based); part of the generation's identity, never sent")
+    sample: int = Field(
+        default=0,
+        description="0 for the first ask, n for the n-th re-ask; part of the generation's identity, never sent",
+    )
+    repeat: int = Field(
+        default=0,
+        ge=0,
+        description="which of the K asks of inference.repeats this is "
+        "(0-based); part of the generation's identity, never sent",
+    )
     # inference.request = "loglikelihood": the texts scored after ``prompt`` (lm-eval's " A".." D"),
     # one completion request each with prompt = prompt + continuation (inference/loglikelihood.py).
     continuations: tuple[str, ...] = ()

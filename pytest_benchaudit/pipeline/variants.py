@@ -41,11 +41,13 @@ Pure: no pytest, no I/O.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, cast
+from typing import cast
 
 from pydantic import JsonValue
 
+from pytest_benchaudit.pipeline.layering import apply_overrides, check_override
 from pytest_benchaudit.pipeline.record_documents import PipelineCard, VariantInfo
 from pytest_benchaudit.pipeline.stages import (
     UPSTREAM_STAGES,
@@ -54,16 +56,25 @@ from pytest_benchaudit.pipeline.stages import (
     field_paths,
     parse_override,
 )
-from pytest_benchaudit.pipeline.layering import apply_overrides, check_override
 
-__all__ = ["BASE", "Variant", "build_variants", "card_for", "card_key", "layer_variant", "parse_vary", "short_field",
-           "variant_name"]
+__all__ = [
+    "BASE",
+    "Variant",
+    "build_variants",
+    "card_for",
+    "card_key",
+    "layer_variant",
+    "parse_vary",
+    "short_field",
+    "variant_name",
+]
 
 BASE = ""
 
 # Last segments that do not say on their own which field they are: keep the dotted name.
-_GENERIC = frozenset({"rule", "method", "by", "mode", "format", "source", "revision", "files", "split",
-                      "subset", "metric", "template"})
+_GENERIC = frozenset(
+    {"rule", "method", "by", "mode", "format", "source", "revision", "files", "split", "subset", "metric", "template"}
+)
 
 
 @dataclass(frozen=True)
@@ -100,11 +111,19 @@ class Variant:
         """What the pipeline card of this variant says about it (``card["variant"]``)."""
         layer = self.layer
         if layer is not None:  # self.is_layer
-            return {"name": self.name, "field": None, "value": layer, "base_value": self.base_value,
-                    "stage": None, "kind": "layer", "layer": layer, "base_layer": self.base_value,
-                    "upstream_fields": None if self.upstream_fields is None else list(self.upstream_fields),
-                    "needs_generations": self.upstream_fields is None or bool(self.upstream_fields),
-                    "same_as_base": self.same_as_base}
+            return {
+                "name": self.name,
+                "field": None,
+                "value": layer,
+                "base_value": self.base_value,
+                "stage": None,
+                "kind": "layer",
+                "layer": layer,
+                "base_layer": self.base_value,
+                "upstream_fields": None if self.upstream_fields is None else list(self.upstream_fields),
+                "needs_generations": self.upstream_fields is None or bool(self.upstream_fields),
+                "same_as_base": self.same_as_base,
+            }
         return {
             "name": self.name,
             "field": self.field,
@@ -186,9 +205,16 @@ def build_variants(base: Pipeline, vary: list[tuple[str, list[JsonValue]]]) -> l
             if name in seen:
                 continue
             seen.add(name)
-            out.append(Variant(name=name, pipeline=pipe, field=path, value=normalised,
-                               base_value=_get(base.model_dump(mode="json"), path),
-                               same_as_base=pipe.stages() == base_stages))
+            out.append(
+                Variant(
+                    name=name,
+                    pipeline=pipe,
+                    field=path,
+                    value=normalised,
+                    base_value=_get(base.model_dump(mode="json"), path),
+                    same_as_base=pipe.stages() == base_stages,
+                )
+            )
     return out
 
 
@@ -201,10 +227,17 @@ def layer_variant(layer: str, pipeline: Pipeline, base_layer: str, base: Pipelin
     upstream = None
     if base is not None:
         a, b = base.card()["fields"], pipeline.card()["fields"]
-        upstream = tuple(sorted(f for f in set(a) | set(b)
-                                if f.split(".", 1)[0] in UPSTREAM_STAGES and a.get(f) != b.get(f)))
-    return Variant(name=layer, pipeline=pipeline, layer=layer, base_value=base_layer, upstream_fields=upstream,
-                   same_as_base=base is not None and base.stages() == pipeline.stages())
+        upstream = tuple(
+            sorted(f for f in set(a) | set(b) if f.split(".", 1)[0] in UPSTREAM_STAGES and a.get(f) != b.get(f))
+        )
+    return Variant(
+        name=layer,
+        pipeline=pipeline,
+        layer=layer,
+        base_value=base_layer,
+        upstream_fields=upstream,
+        same_as_base=base is not None and base.stages() == pipeline.stages(),
+    )
 
 
 def parse_vary(text: str) -> tuple[str, list[JsonValue]]:

@@ -17,8 +17,16 @@ from pytest_benchaudit.plugins.hookspecs import Importer, Reader, hookimpl
 if TYPE_CHECKING:
     from pytest_benchaudit.compare.analysis_registry import Analysis
 
-__all__ = ["BUILTIN_IMPORTERS", "SourceImporter", "benchaudit_analyses", "benchaudit_importers", "benchaudit_metrics",
-           "benchaudit_readers", "benchaudit_rules", "benchaudit_suite_dirs"]
+__all__ = [
+    "BUILTIN_IMPORTERS",
+    "SourceImporter",
+    "benchaudit_analyses",
+    "benchaudit_importers",
+    "benchaudit_metrics",
+    "benchaudit_readers",
+    "benchaudit_rules",
+    "benchaudit_suite_dirs",
+]
 
 
 @hookimpl
@@ -68,8 +76,9 @@ class SourceImporter:
     def detect(self, path: Path) -> bool:
         return path.is_dir() and next(path.glob(self.pattern), None) is not None
 
-    def import_runs(self, source: Path, report_dir: Path, suites_dir: Path, data_dir: str | None,
-                    log: Callable[[str], object]) -> Sequence[Any]:
+    def import_runs(
+        self, source: Path, report_dir: Path, suites_dir: Path, data_dir: str | None, log: Callable[[str], object]
+    ) -> Sequence[Any]:
         from pytest_benchaudit.importers import SOURCES
 
         return SOURCES[self.name](source, report_dir, suites_dir, data_dir, log=log)

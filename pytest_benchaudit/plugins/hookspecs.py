@@ -26,8 +26,19 @@ import pluggy
 if TYPE_CHECKING:
     from pytest_benchaudit.compare.analysis_registry import Analysis
 
-__all__ = ["PROJECT", "Importer", "Reader", "benchaudit_analyses", "benchaudit_importers", "benchaudit_metrics",
-           "benchaudit_readers", "benchaudit_rules", "benchaudit_suite_dirs", "hookimpl", "hookspec"]
+__all__ = [
+    "PROJECT",
+    "Importer",
+    "Reader",
+    "benchaudit_analyses",
+    "benchaudit_importers",
+    "benchaudit_metrics",
+    "benchaudit_readers",
+    "benchaudit_rules",
+    "benchaudit_suite_dirs",
+    "hookimpl",
+    "hookspec",
+]
 
 #: pluggy's project name and the entry-point group a distribution declares its plugin in.
 PROJECT = "benchaudit"
@@ -35,6 +46,7 @@ PROJECT = "benchaudit"
 hookspec = pluggy.HookspecMarker(PROJECT)
 #: Marks a plugin's implementation of one of the hooks below (``@hookimpl def benchaudit_rules(): ...``).
 hookimpl = pluggy.HookimplMarker(PROJECT)
+
 
 class Reader(Protocol):
     """A data format's reader, registered by ``benchaudit_readers`` under the format's name."""
@@ -58,8 +70,9 @@ class Importer(Protocol):
     def detect(self, path: Path) -> bool:
         """Whether ``path`` looks like this importer's source (a quick look, no reading of every file)."""
 
-    def import_runs(self, source: Path, report_dir: Path, suites_dir: Path, data_dir: str | None,
-                    log: Callable[[str], object]) -> Sequence[Any]:
+    def import_runs(
+        self, source: Path, report_dir: Path, suites_dir: Path, data_dir: str | None, log: Callable[[str], object]
+    ) -> Sequence[Any]:
         """Write one run directory per model under ``report_dir``; returns what was written."""
 
 

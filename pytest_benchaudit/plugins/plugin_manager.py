@@ -35,9 +35,20 @@ from pytest_benchaudit.common.errors import UsageError, did_you_mean
 from pytest_benchaudit.plugins import builtin_plugin, hookspecs
 from pytest_benchaudit.plugins.hookspecs import PROJECT, Importer
 
-__all__ = ["BUILTIN", "DISABLE_ENV", "PluginError", "PluginInfo", "Plugins", "disabled_from_env", "importers",
-           "load_analyses", "load_plugins", "loaded", "suite_dirs",
-           "unload_plugins"]
+__all__ = [
+    "BUILTIN",
+    "DISABLE_ENV",
+    "PluginError",
+    "PluginInfo",
+    "Plugins",
+    "disabled_from_env",
+    "importers",
+    "load_analyses",
+    "load_plugins",
+    "loaded",
+    "suite_dirs",
+    "unload_plugins",
+]
 
 BUILTIN = "builtin"  # the package's own registrations, under this plugin name
 DISABLE_ENV = "BENCHAUDIT_DISABLE_PLUGINS"
@@ -116,8 +127,10 @@ def load_plugins(disable: Collection[str] = ()) -> Plugins:
     points = _entry_points()
     unknown = [n for n in disable if n not in points]
     if unknown:
-        raise PluginError(f"--disable-plugin {unknown[0]}: no plugin of that name is installed"
-                          f"{did_you_mean(unknown[0], list(points))}; installed: {', '.join(points) or 'none'}")
+        raise PluginError(
+            f"--disable-plugin {unknown[0]}: no plugin of that name is installed"
+            f"{did_you_mean(unknown[0], list(points))}; installed: {', '.join(points) or 'none'}"
+        )
     manager = pluggy.PluginManager(PROJECT)
     manager.add_hookspecs(hookspecs)
     manager.register(builtin_plugin, BUILTIN)
@@ -167,15 +180,19 @@ def load_analyses() -> list[str]:
         for plugin, found in _call(plugins, "benchaudit_analyses", "compare analyses"):
             for analysis in _iterable(found, plugin, "benchaudit_analyses"):
                 if not isinstance(analysis, Analysis):
-                    raise PluginError(f"plugin {plugin!r}: benchaudit_analyses returned {type(analysis).__name__}, "
-                                      f"not an Analysis{_off(plugin)}")
+                    raise PluginError(
+                        f"plugin {plugin!r}: benchaudit_analyses returned {type(analysis).__name__}, "
+                        f"not an Analysis{_off(plugin)}"
+                    )
                 _note(plugins, plugin, "analyses", analysis.name)
                 if present.get(analysis.name) is analysis:
                     continue
                 try:
                     register(analysis)
                 except ValueError as err:
-                    raise PluginError(f"plugin {plugin!r}{_where(plugins.infos.get(plugin))}: {err}{_off(plugin)}") from None
+                    raise PluginError(
+                        f"plugin {plugin!r}{_where(plugins.infos.get(plugin))}: {err}{_off(plugin)}"
+                    ) from None
                 plugins.analyses_added.append(analysis.name)
     return list(plugins.analyses_added)
 
@@ -189,8 +206,10 @@ def importers() -> dict[str, Importer]:
             for importer in _iterable(found, plugin, "benchaudit_importers"):
                 name = getattr(importer, "name", None)
                 if not isinstance(name, str) or not callable(getattr(importer, "import_runs", None)):
-                    raise PluginError(f"plugin {plugin!r}: an importer needs a name and import_runs() (got "
-                                      f"{type(importer).__name__}){_off(plugin)}")
+                    raise PluginError(
+                        f"plugin {plugin!r}: an importer needs a name and import_runs() (got "
+                        f"{type(importer).__name__}){_off(plugin)}"
+                    )
                 _claim(plugins, plugin, "importers", name)
                 table[name] = importer
         plugins.importer_table = table
@@ -213,8 +232,9 @@ def _import(name: str, point: EntryPoint) -> PluginInfo:
     try:
         point.load()
     except Exception as err:  # any error of a third party's import: said in one line, with the way out
-        raise PluginError(f"plugin {name!r}{_where(info)} cannot be imported ({point.value}): "
-                          f"{type(err).__name__}: {err}{_off(name)}") from None
+        raise PluginError(
+            f"plugin {name!r}{_where(info)} cannot be imported ({point.value}): {type(err).__name__}: {err}{_off(name)}"
+        ) from None
     return info
 
 
@@ -246,8 +266,10 @@ def _merge_core(plugins: Plugins) -> None:
                 continue
             info = declarations.declared_metric_info(metric)
             if info is None:
-                raise PluginError(f"plugin {plugin!r}: metric {name!r} declares no direction and scale "
-                                  f"(@metric(name=..., lower_is_better=..., kind=..., description=...)){_off(plugin)}")
+                raise PluginError(
+                    f"plugin {plugin!r}: metric {name!r} declares no direction and scale "
+                    f"(@metric(name=..., lower_is_better=..., kind=..., description=...)){_off(plugin)}"
+                )
             _add(plugins, plugin, "metrics", metrics.METRICS, name, metric)
             _add(plugins, plugin, "", metrics.METRIC_INFO, name, info)
 
@@ -259,8 +281,10 @@ def _call(plugins: Plugins, hook: str, what: str) -> Iterable[tuple[str, Any]]:
         try:
             result = impl.function()
         except Exception as err:
-            raise PluginError(f"plugin {impl.plugin_name!r}{_where(plugins.infos.get(impl.plugin_name))}: {hook}() "
-                              f"raised {type(err).__name__}: {err} (registering its {what}){_off(impl.plugin_name)}") from None
+            raise PluginError(
+                f"plugin {impl.plugin_name!r}{_where(plugins.infos.get(impl.plugin_name))}: {hook}() "
+                f"raised {type(err).__name__}: {err} (registering its {what}){_off(impl.plugin_name)}"
+            ) from None
         if result is not None:
             yield impl.plugin_name, result
 
@@ -273,8 +297,7 @@ def _iterable(found: Any, plugin: str, hook: str) -> list[Any]:
 
 def _mapping(found: Any, plugin: str, hook: str) -> Mapping[str, Any]:
     if not isinstance(found, Mapping) or not all(isinstance(k, str) and callable(v) for k, v in found.items()):
-        raise PluginError(f"plugin {plugin!r}: {hook}() should return a mapping of names to functions"
-                          f"{_off(plugin)}")
+        raise PluginError(f"plugin {plugin!r}: {hook}() should return a mapping of names to functions{_off(plugin)}")
     return found
 
 
@@ -286,8 +309,10 @@ def _named(found: Any, plugin: str, hook: str, name_of: Callable[[Any], str | No
     for func in _iterable(found, plugin, hook):
         name = name_of(func) if callable(func) else None
         if name is None:
-            raise PluginError(f"plugin {plugin!r}: {hook}() returned {getattr(func, '__name__', repr(func))}, which "
-                              f"declares no name (decorate it: @rule(name=...) / @metric(name=...)){_off(plugin)}")
+            raise PluginError(
+                f"plugin {plugin!r}: {hook}() returned {getattr(func, '__name__', repr(func))}, which "
+                f"declares no name (decorate it: @rule(name=...) / @metric(name=...)){_off(plugin)}"
+            )
         out[name] = func
     return out
 
@@ -310,8 +335,10 @@ def _claim(plugins: Plugins, plugin: str, kind: str, name: str) -> None:
     owner = plugins.owners.setdefault(kind, {}).get(name)
     if owner is not None:
         by = "the built-ins" if owner == BUILTIN else f"plugin {owner!r}"
-        raise PluginError(f"plugin {plugin!r}{_where(plugins.infos.get(plugin))}: {kind[:-1]} {name!r} is already "
-                          f"registered by {by}{_off(plugin)}")
+        raise PluginError(
+            f"plugin {plugin!r}{_where(plugins.infos.get(plugin))}: {kind[:-1]} {name!r} is already "
+            f"registered by {by}{_off(plugin)}"
+        )
     _note(plugins, plugin, kind, name)
 
 
@@ -336,4 +363,3 @@ def _own_version() -> str:
     from pytest_benchaudit import __version__
 
     return __version__
-

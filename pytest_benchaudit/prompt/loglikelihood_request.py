@@ -41,5 +41,6 @@ def with_continuations(request: Request, pipeline: Pipeline, question: Question)
         return request
     fields = {name: getattr(request, name) for name in type(request).model_fields}
     # Built anew, not copied: a copy would keep a cached ``identity`` of the request without them.
-    return Request(**{**fields, "continuations": continuations_of(question),
-                      "params": {**request.params, "echo": True}})
+    return Request(
+        **{**fields, "continuations": continuations_of(question), "params": {**request.params, "echo": True}}
+    )

@@ -82,7 +82,7 @@ class Template(BaseModel):
         return data
 
     @classmethod
-    def from_config(cls, data: Mapping[str, object]) -> "Template":
+    def from_config(cls, data: Mapping[str, object]) -> Template:
         """A ``[templates.NAME]`` table (as the suite's TOML holds it) validated into a template."""
         try:
             tpl = cls.model_validate(data)
@@ -95,10 +95,11 @@ class Template(BaseModel):
             _check_placeholders(text)
         return tpl
 
-    def for_exemplars(self) -> "Template":
+    def for_exemplars(self) -> Template:
         """This template as an exemplar turn is worded (``shot_user``, ``shot_option_format``)."""
-        return self.model_copy(update={"user": self.shot_user or self.user,
-                                       "option_format": self.shot_option_format or self.option_format})
+        return self.model_copy(
+            update={"user": self.shot_user or self.user, "option_format": self.shot_option_format or self.option_format}
+        )
 
 
 _LATER_FIELDS = ("shot_user", "shot_option_format")
@@ -188,7 +189,9 @@ def render_request(
     params = inference_params(pipeline)
     adjustments: list[str] = []
     if min_max_tokens and "max_tokens" in params and params["max_tokens"] < min_max_tokens:
-        adjustments.append(f"inference.max_tokens raised from {params['max_tokens']} to the provider minimum {min_max_tokens}")
+        adjustments.append(
+            f"inference.max_tokens raised from {params['max_tokens']} to the provider minimum {min_max_tokens}"
+        )
         params["max_tokens"] = min_max_tokens
 
     if fmt.mode == "completion":

@@ -37,9 +37,21 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["PYTEST_TESTED", "XDIST_TESTED", "fixture_defs", "fixture_info", "location_relpath", "log_cli_enabled",
-           "make_report", "own_keywords", "release_fixtures", "report_sections", "teardown_exact", "untested_reason",
-           "versions"]
+__all__ = [
+    "PYTEST_TESTED",
+    "XDIST_TESTED",
+    "fixture_defs",
+    "fixture_info",
+    "location_relpath",
+    "log_cli_enabled",
+    "make_report",
+    "own_keywords",
+    "release_fixtures",
+    "report_sections",
+    "teardown_exact",
+    "untested_reason",
+    "versions",
+]
 
 # The releases `make test-pytest-matrix` runs the plugin's pytest-facing tests against (the lowest
 # the package allows and the newest); widen a bound only with a CI run on that release.
@@ -121,10 +133,32 @@ def teardown_exact(session: pytest.Session, nextitem: pytest.Item | None) -> Non
     session._setupstate.teardown_exact(nextitem)
 
 
-def make_report(nodeid: Any, location: Any, keywords: dict[str, Literal[1]], outcome: Any, longrepr: Any, when: Any,
-                sections: list[tuple[str, str]], duration: float, start: float, stop: float,
-                user_properties: list[tuple[str, object]], **extra: Any) -> pytest.TestReport:
+def make_report(
+    nodeid: Any,
+    location: Any,
+    keywords: dict[str, Literal[1]],
+    outcome: Any,
+    longrepr: Any,
+    when: Any,
+    sections: list[tuple[str, str]],
+    duration: float,
+    start: float,
+    stop: float,
+    user_properties: list[tuple[str, object]],
+    **extra: Any,
+) -> pytest.TestReport:
     """A :class:`~pytest.TestReport` as ``from_item_and_call`` makes it, from values already known."""
-    return pytest.TestReport(nodeid=nodeid, location=location, keywords=keywords, outcome=outcome,
-                             longrepr=longrepr, when=when, sections=sections, duration=duration, start=start,
-                             stop=stop, user_properties=user_properties, **extra)
+    return pytest.TestReport(
+        nodeid=nodeid,
+        location=location,
+        keywords=keywords,
+        outcome=outcome,
+        longrepr=longrepr,
+        when=when,
+        sections=sections,
+        duration=duration,
+        start=start,
+        stop=stop,
+        user_properties=user_properties,
+        **extra,
+    )

@@ -56,8 +56,13 @@ class WorkerQueue:
             self._interactor = False  # a release the CI did not test: no private read (no look-ahead)
         if self._interactor is None:
             self._interactor = next(
-                (plugin for plugin in self._config.pluginmanager.get_plugins()
-                 if hasattr(plugin, "torun") and hasattr(plugin, "nextitem_index")), False)
+                (
+                    plugin
+                    for plugin in self._config.pluginmanager.get_plugins()
+                    if hasattr(plugin, "torun") and hasattr(plugin, "nextitem_index")
+                ),
+                False,
+            )
         return self._interactor
 
     def queued_indices(self) -> list[int]:
@@ -94,8 +99,12 @@ def _rsync_roots(config: pytest.Config) -> list[Path]:
         stripped = path.rstrip("co")
         return os.path.dirname(stripped) if os.path.basename(stripped) == "__init__.py" else stripped
 
-    candidates = [folder(pytest.__file__), folder(_pytest.__file__), *(config.getoption("rsyncdir", None) or []),
-                  *(config.getini("rsyncdirs") or [])]
+    candidates = [
+        folder(pytest.__file__),
+        folder(_pytest.__file__),
+        *(config.getoption("rsyncdir", None) or []),
+        *(config.getini("rsyncdirs") or []),
+    ]
     return [Path(c).resolve() for c in candidates]
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pytest_benchaudit.pipeline.types import Question
 
@@ -29,14 +30,24 @@ def _sha(data: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _judge_prompts_sha() -> str:
     """sha256 of the judge's requests for a fixed probe question: its prompt texts and parameters."""
     from pytest_benchaudit.scoring import judge_prompts
 
-    probe = Question(benchmark="probe", task="probe", id="probe", index=0, text="QUESTION",
-                     choices={"A": "OPTION A", "B": "OPTION B"}, gold="A")
-    requests = [judge_prompts.extraction_request(probe, "RESPONSE", ("A", "B")), judge_prompts.grading_request(probe, "RESPONSE")]
+    probe = Question(
+        benchmark="probe",
+        task="probe",
+        id="probe",
+        index=0,
+        text="QUESTION",
+        choices={"A": "OPTION A", "B": "OPTION B"},
+        gold="A",
+    )
+    requests = [
+        judge_prompts.extraction_request(probe, "RESPONSE", ("A", "B")),
+        judge_prompts.grading_request(probe, "RESPONSE"),
+    ]
     return _sha([r.model_dump(mode="json") for r in requests])
 
 

@@ -20,52 +20,69 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from pytest_benchaudit.inference.backend import ModelSpec
-from pytest_benchaudit.scoring.judge_prompts import judge_card
-from pytest_benchaudit.scoring.judge_calls import judge_problem, needs_judge
-from pytest_benchaudit.pytest_plugin import _fastpath, cards
-from pytest_benchaudit.pytest_plugin.prerun_checks import checks_of
-from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
-from pytest_benchaudit.pytest_plugin.specs import ItemSpec, VariantSpec, note_end_of_sequence
-from pytest_benchaudit.pipeline.card import USED, add_item_card, item_card, note_collected_used
-from pytest_benchaudit.pipeline import assembly, readiness
-from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
-from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError
-from pytest_benchaudit.pipeline.layering import apply_overrides
-from pytest_benchaudit.prompt.templates import TemplateError, inference_params, render_request
+from pytest_benchaudit.common.errors import ConfigError
+from pytest_benchaudit.dataset import materials
 from pytest_benchaudit.dataset.config import skips_empty_gold
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME, DataUnavailable, Suite, SuiteError, load_suite
-from pytest_benchaudit.dataset import materials
-from pytest_benchaudit.common.errors import ConfigError
-from pytest_benchaudit.scoring.names import check_pipeline_names, check_suite_names
+from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.pipeline import assembly, readiness
+from pytest_benchaudit.pipeline.card import add_item_card, item_card, note_collected_used
+from pytest_benchaudit.pipeline.layering import apply_overrides
+from pytest_benchaudit.pipeline.record_documents import Cards, RecordRow
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError
 from pytest_benchaudit.pipeline.types import Question
 from pytest_benchaudit.pipeline.variants import build_variants, card_key, layer_variant
+from pytest_benchaudit.prompt.templates import TemplateError, inference_params, render_request
+from pytest_benchaudit.pytest_plugin import _fastpath, cards
+from pytest_benchaudit.pytest_plugin.options import get_options, item_runner
+from pytest_benchaudit.pytest_plugin.prerun_checks import checks_of
+from pytest_benchaudit.pytest_plugin.specs import ItemSpec, VariantSpec, note_end_of_sequence
+from pytest_benchaudit.scoring.judge_calls import judge_problem, needs_judge
+from pytest_benchaudit.scoring.judge_prompts import judge_card
+from pytest_benchaudit.scoring.names import check_pipeline_names, check_suite_names
 
-__all__ = ["SuiteFile", "TaskCollector", "BenchItem", "ItemSpec", "VariantSpec", "BenchmarkFailure", "collect_file",
-           "default_fixtures_only", "item_hashes",
-           "question", "pipeline", "model"]
+__all__ = [
+    "SuiteFile",
+    "TaskCollector",
+    "BenchItem",
+    "ItemSpec",
+    "VariantSpec",
+    "BenchmarkFailure",
+    "collect_file",
+    "default_fixtures_only",
+    "item_hashes",
+    "question",
+    "pipeline",
+    "model",
+]
 
 
 class BenchmarkFailure(AssertionError):
     """A wrong or invalid answer: reported with a short message, no traceback."""
 
 
-def _skip_marker(pipe: Pipeline, suite: Suite, task: str, variant: str,
-                 judge_given: bool = False) -> pytest.MarkDecorator | None:
+def _skip_marker(
+    pipe: Pipeline, suite: Suite, task: str, variant: str, judge_given: bool = False
+) -> pytest.MarkDecorator | None:
     """The skip every item of this (variant) pipeline gets, or None: unspecified fields, a judge."""
-    reason = readiness.skip_reason(readiness.where_of(suite.name, task, variant), pipe,
-                                         readiness.runnable_problems(pipe, suite.templates),
-                                         judge_problem(pipe, judge_given))
+    reason = readiness.skip_reason(
+        readiness.where_of(suite.name, task, variant),
+        pipe,
+        readiness.runnable_problems(pipe, suite.templates),
+        judge_problem(pipe, judge_given),
+    )
     return pytest.mark.skip(reason=reason) if reason is not None else None
 
 
-def pipeline_problems(suite: Suite, task: str, pipe: Pipeline, questions: list[Question], shots: list[Question],
-                      models: list[ModelSpec]) -> list[str]:
+def pipeline_problems(
+    suite: Suite, task: str, pipe: Pipeline, questions: list[Question], shots: list[Question], models: list[ModelSpec]
+) -> list[str]:
     """What is wrong with a resolved pipeline against its task's data, found once before any item:
     the first question's request is rendered for each model (an unknown template, a few-shot count
     the data cannot supply, a bad placeholder), and ``aggregation.by`` must name a metadata field
@@ -78,8 +95,9 @@ def pipeline_problems(suite: Suite, task: str, pipe: Pipeline, questions: list[Q
                 missing = readiness.template_problem(suite.name, pipe, list(suite.templates))
                 if missing:
                     raise TemplateError(missing)
-                render_request(pipe, suite.templates[pipe.prompt.template], questions[0], shots,
-                               min_max_tokens=spec.min_max_tokens)
+                render_request(
+                    pipe, suite.templates[pipe.prompt.template], questions[0], shots, min_max_tokens=spec.min_max_tokens
+                )
             except (TemplateError, PipelineError) as err:
                 problems.append(f"{where}: {err}")
                 break
@@ -144,8 +162,10 @@ class TaskCollector(pytest.Collector):
             if layer not in present:
                 # Not an error: `pytest suites/ --pipeline released_base` runs where that layer exists
                 # (a layer that no collected task defines is one usage error: checks.PreRunChecks).
-                missing = pytest.mark.skip(reason=f"{suite.name}.{task} defines no {layer!r} pipeline "
-                                                  f"(available: {', '.join(suite.tasks[task].layers)})")
+                missing = pytest.mark.skip(
+                    reason=f"{suite.name}.{task} defines no {layer!r} pipeline "
+                    f"(available: {', '.join(suite.tasks[task].layers)})"
+                )
                 yield from self._placeholder(missing, f"|{layer}" if opts.pipelines else "")
         if not present:
             return
@@ -153,10 +173,13 @@ class TaskCollector(pytest.Collector):
         # problem as one usage error before any item) instead of failing item by item.
         try:
             if opts.pipelines:  # --pipelines A,B: each layer a variant of the first (pipeline.variants)
-                pipes = {layer: apply_overrides(suite.pipeline(task, layer), opts.overrides, opts.override_options)
-                         for layer in present}
-                variants = [layer_variant(layer, p, opts.layers[0], pipes.get(opts.layers[0]))
-                            for layer, p in pipes.items()]
+                pipes = {
+                    layer: apply_overrides(suite.pipeline(task, layer), opts.overrides, opts.override_options)
+                    for layer in present
+                }
+                variants = [
+                    layer_variant(layer, p, opts.layers[0], pipes.get(opts.layers[0])) for layer, p in pipes.items()
+                ]
                 pipe = variants[0].pipeline
             else:
                 base = suite.pipeline(task, opts.pipeline)
@@ -179,29 +202,45 @@ class TaskCollector(pytest.Collector):
         questions, shots, resources = files.questions, files.shots, files.resources
         data_sums, resource_sums = files.data_checksums, files.resource_checksums
         path = files.questions_path
-        shown = assembly.TaskMaterials(dataset_checksums={path.name: data_sums[path.name]},
-                                       suite_files=materials.suite_files(suite, self.config.rootpath),
-                                       questions_total=len(questions),
-                                       warnings=materials.pin_warnings(suite, files.pinned))
+        shown = assembly.TaskMaterials(
+            dataset_checksums={path.name: data_sums[path.name]},
+            suite_files=materials.suite_files(suite, self.config.rootpath),
+            questions_total=len(questions),
+            warnings=materials.pin_warnings(suite, files.pinned),
+        )
         skips: dict[str, pytest.MarkDecorator | None] = {}
         specs: dict[str, VariantSpec] = {}
         for v in variants:
-            judge = (judge_card(opts.judge.label) if opts.judge is not None and needs_judge(v.pipeline) else None)
+            judge = judge_card(opts.judge.label) if opts.judge is not None and needs_judge(v.pipeline) else None
             judged = cards.judge_material(judge) if judge is not None else None
-            card = v.pipeline.card(assembly.materials(suite.templates, v.pipeline, shots, data_sums, resource_sums,
-                                                      judged))  # what VariantSpec.materials gives
-            part = VariantSpec(suite=suite, pipeline=v.pipeline, shots=shots, card=card, variant=v.name,
-                               resources=resources, key=card_key(suite.name, task, v.name), data_checksums=data_sums,
-                               resource_checksums=resource_sums, judge=judged,
-                               hashes=(card["hash"], card["upstream_hash"]))
+            card = v.pipeline.card(
+                assembly.materials(suite.templates, v.pipeline, shots, data_sums, resource_sums, judged)
+            )  # what VariantSpec.materials gives
+            part = VariantSpec(
+                suite=suite,
+                pipeline=v.pipeline,
+                shots=shots,
+                card=card,
+                variant=v.name,
+                resources=resources,
+                key=card_key(suite.name, task, v.name),
+                data_checksums=data_sums,
+                resource_checksums=resource_sums,
+                judge=judged,
+                hashes=(card["hash"], card["upstream_hash"]),
+            )
             specs[v.name] = part
             # How each hosted model is reached, and what its provider's quirks change.
             providers = {m.label: m.provider_card(inference_params(v.pipeline)) for m in opts.models if m.provider}
             # lm-eval's stop list ends with the endpoint's EOS: each model's, or why it cannot be known.
-            eos_warnings = (note_end_of_sequence(providers, opts.models, part.key)
-                            if v.pipeline.inference.stop_eos == "endpoint" else [])
-            opts.state.cards[part.key] = assembly.task_card(card, shown, variant=None if v.is_base else v.info(),
-                                                            judge=judge, providers=providers)
+            eos_warnings = (
+                note_end_of_sequence(providers, opts.models, part.key)
+                if v.pipeline.inference.stop_eos == "endpoint"
+                else []
+            )
+            opts.state.cards[part.key] = assembly.task_card(
+                card, shown, variant=None if v.is_base else v.info(), judge=judge, providers=providers
+            )
             if eos_warnings:
                 opts.state.cards[part.key].setdefault("warnings", []).extend(eos_warnings)
             skips[v.name] = _skip_marker(v.pipeline, suite, task, v.name, opts.judge is not None)
@@ -222,9 +261,16 @@ class TaskCollector(pytest.Collector):
         # What is per task x variant is built once (the shared spec, the id suffix of each
         # model x variant, the skip marker), what is per question once per question.
         shared = specs
-        columns = [(spec, shared[v.name], (f"{spec.label}|{v.layer}" if v.is_layer else
-                                           spec.label if v.is_base else f"{spec.label}|{v.name}"), skips[v.name])
-                   for spec in opts.models for v in variants]
+        columns = [
+            (
+                spec,
+                shared[v.name],
+                (f"{spec.label}|{v.layer}" if v.is_layer else spec.label if v.is_base else f"{spec.label}|{v.name}"),
+                skips[v.name],
+            )
+            for spec in opts.models
+            for v in variants
+        ]
         new_id = _id_factory(self)
         # A serial run may ask the first items' models now, while the rest is collected (.early).
         runner = opts.state.runner
@@ -236,9 +282,14 @@ class TaskCollector(pytest.Collector):
             keywords = (q.id, suite.name)
             empty_gold = skip_empty_gold and not q.gold.strip()
             for spec, part, params, skip in columns:
-                item = BenchItem.from_parent(self, name=f"{stem}[{params}]", callobj=_run_question,
-                                             bench=ItemSpec(q, spec, part), fixtureinfo=fixtureinfo,
-                                             nodeid=new_id(stem, params))
+                item = BenchItem.from_parent(
+                    self,
+                    name=f"{stem}[{params}]",
+                    callobj=_run_question,
+                    bench=ItemSpec(q, spec, part),
+                    fixtureinfo=fixtureinfo,
+                    nodeid=new_id(stem, params),
+                )
                 if fixtureinfo is None:
                     fixtureinfo = _fastpath.fixture_info(item)
                     direct = default_fixtures_only(fixtureinfo)
@@ -248,11 +299,19 @@ class TaskCollector(pytest.Collector):
                 if skip is not None:
                     item.add_marker(skip)
                 elif spec.label in replayed and (suite.name, task, q.id) not in replayed[spec.label]:
-                    item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: not in the replayed "
-                                                            f"run {spec.replay_dir}; nothing stored to replay"))
+                    item.add_marker(
+                        pytest.mark.skip(
+                            reason=f"{suite.name}.{task} {q.id}: not in the replayed "
+                            f"run {spec.replay_dir}; nothing stored to replay"
+                        )
+                    )
                 elif empty_gold:
-                    item.add_marker(pytest.mark.skip(reason=f"{suite.name}.{task} {q.id}: empty gold label "
-                                                            "in the data file; reported, not scored"))
+                    item.add_marker(
+                        pytest.mark.skip(
+                            reason=f"{suite.name}.{task} {q.id}: empty gold label "
+                            "in the data file; reported, not scored"
+                        )
+                    )
                 elif ask_early is not None and not ask_early(item):
                     ask_early = None
                 yield item
@@ -280,8 +339,7 @@ def _run_question(question: Question, pipeline: Pipeline, model: ModelSpec, requ
     item_runner(request.config).run_item(request.node, question, pipeline, model)
 
 
-def item_hashes(node: BenchItem, question: Question, pipeline: Pipeline,
-                known: Cards) -> tuple[str, str]:
+def item_hashes(node: BenchItem, question: Question, pipeline: Pipeline, known: Cards) -> tuple[str, str]:
     """``(hash, upstream_hash)`` of the pipeline ``node`` asked and scored with, after every fixture.
 
     Under the default fixtures, its task's card's.  When a ``pipeline`` or ``question`` fixture

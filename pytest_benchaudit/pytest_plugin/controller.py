@@ -31,28 +31,40 @@ import platform
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
-from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, TaskResult, UsageRow, UsageSummary
-from pytest_benchaudit.pipeline.record_documents import Cards, CardWarning, RecordRow
-from pytest_benchaudit.runs.run_meta import RunMeta
-
 import pytest
 
-from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, TaskResult, UsageRow, UsageSummary
 from pytest_benchaudit.common.errors import RunDirError
-from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
-from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates, gate_results
-from pytest_benchaudit.pipeline.card import merge_cards, public_cards, resumed_cards, run_warnings, suite_checksums
-from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, is_benchmark_report, show_answers
-from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
-from pytest_benchaudit.pytest_plugin.digest import RecordsDigest
-from pytest_benchaudit.pytest_plugin.resume import (RECORDED, RESUME_KEYS, RecordKey, ResumeFilter, ResumeWarning,
-                                                    check_same_collection, check_same_invocation, deselect_recorded,
-                                                    drop_not_asked, item_key, not_asked, record_key, resume_command,
-                                                    resume_workerinput, write_stopped)
-from pytest_benchaudit.pytest_plugin.runmeta import clean_argv, run_models, run_warning_list, sum_cache_stats, versions
-from pytest_benchaudit.pytest_plugin.userhooks import UserHooks
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import redact
+from pytest_benchaudit.pipeline.card import merge_cards, public_cards, resumed_cards, run_warnings, suite_checksums
+from pytest_benchaudit.pipeline.record_documents import Cards, CardWarning, RecordRow
+from pytest_benchaudit.pytest_plugin.digest import RecordsDigest
+from pytest_benchaudit.pytest_plugin.launched import KEYS_KEY, LocalUrl
+from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.pytest_plugin.reporting import DEFAULT_BUDGET, AnswerReporting, is_benchmark_report, show_answers
+from pytest_benchaudit.pytest_plugin.resume import (
+    RECORDED,
+    RESUME_KEYS,
+    RecordKey,
+    ResumeFilter,
+    ResumeWarning,
+    check_same_collection,
+    check_same_invocation,
+    deselect_recorded,
+    drop_not_asked,
+    item_key,
+    not_asked,
+    record_key,
+    resume_command,
+    resume_workerinput,
+    write_stopped,
+)
+from pytest_benchaudit.pytest_plugin.runmeta import clean_argv, run_models, run_warning_list, sum_cache_stats, versions
+from pytest_benchaudit.pytest_plugin.userhooks import UserHooks
+from pytest_benchaudit.report.gates import GateVerdict, evaluate_gates, gate_results
+from pytest_benchaudit.runs.run_meta import RunMeta
+from pytest_benchaudit.runs.store import RunDirectory, new_run_id, read_records, run_slug
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.cache import CacheStats
@@ -133,8 +145,9 @@ class Controller:
                 self.run_dir.abandon()
             raise
         for message in torn:
-            self.config.issue_config_time_warning(ResumeWarning(message + " (dropped; --resume asks it again)"),
-                                                  stacklevel=2)
+            self.config.issue_config_time_warning(
+                ResumeWarning(message + " (dropped; --resume asks it again)"), stacklevel=2
+            )
 
     def _note_previous(self, record: RecordRow) -> None:
         """A record of the resumed run: its key (deselects its item) and served model id; not kept."""
@@ -174,8 +187,7 @@ class Controller:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Serial run: items already recorded in the resumed run are deselected (never asked again)."""
         if self.resumed_from is not None:
-            check_same_collection(self.opts.resume, self.resumed_from, self.opts.state.cards,
-                                  self.opts.state.checksums)
+            check_same_collection(self.opts.resume, self.resumed_from, self.opts.state.cards, self.opts.state.checksums)
         deselect_recorded(config, items, self.recorded)
 
     def _run_meta(self) -> RunMeta:
@@ -188,25 +200,32 @@ class Controller:
         }
         if self.opts.pipelines:
             meta["pipelines"] = list(self.opts.pipelines)  # --pipelines: every layer
-        meta.update({
-            "overrides": {k: v for k, v in self.opts.overrides},
-            "limit": self.opts.limit,
-            "vary": [(f, v) for f, v in self.opts.vary],
-            "versions": dict(versions()),
-            "models": models,
-            "data_dir_origin": self.opts.data_origin,
-            "pipeline_cards": self._cards(),
-            "dataset_checksums": self._checksums(),
-            "suite_checksums": suite_checksums(self._cards()),  # suite.toml and what it extends (--resume compares)
-            "platform": {"system": platform.system(), "machine": platform.machine(), "python": sys.version.split()[0]},
-        })
+        meta.update(
+            {
+                "overrides": {k: v for k, v in self.opts.overrides},
+                "limit": self.opts.limit,
+                "vary": [(f, v) for f, v in self.opts.vary],
+                "versions": dict(versions()),
+                "models": models,
+                "data_dir_origin": self.opts.data_origin,
+                "pipeline_cards": self._cards(),
+                "dataset_checksums": self._checksums(),
+                "suite_checksums": suite_checksums(self._cards()),  # suite.toml and what it extends (--resume compares)
+                "platform": {
+                    "system": platform.system(),
+                    "machine": platform.machine(),
+                    "python": sys.version.split()[0],
+                },
+            }
+        )
         if self.cache_stats:
             meta["generation_cache"] = sum_cache_stats(self.cache_stats)
         if self.opts.max_cost is not None:
             meta["max_cost"] = {"usd": self.opts.max_cost, "not_asked": self.not_asked_cost}
         if self.not_asked:
-            meta["incomplete"] = {m: {"not_asked": n, "reason": self.down_reason.get(m, "")}
-                                  for m, n in self.not_asked.items()}
+            meta["incomplete"] = {
+                m: {"not_asked": n, "reason": self.down_reason.get(m, "")} for m, n in self.not_asked.items()
+            }
         elif self.run_dir is not None:
             self.run_dir.meta.pop("incomplete", None)  # a resumed run that asked what was left
         remote = self.config.pluginmanager.get_plugin("benchaudit-remote")  # xdist: each worker's host, data
@@ -251,8 +270,9 @@ class Controller:
             node.workerinput[KEYS_KEY] = self.local_url.keys()  # each server's per-run key, like its URL
         # Workers collect: they deselect what is already recorded (ResumeFilter) and check their
         # collection against the run's (checks.PreRunChecks).
-        node.workerinput.update(resume_workerinput(self.recorded, self.recorded_correct, self.resumed_from,
-                                                   self.opts.resume))
+        node.workerinput.update(
+            resume_workerinput(self.recorded, self.recorded_correct, self.resumed_from, self.opts.resume)
+        )
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -345,16 +365,17 @@ class Controller:
 
     def resume_command(self) -> str:
         """The command that continues this run: its own arguments (secrets masked) with ``--resume``."""
-        return resume_command(clean_argv(list(self.config.invocation_params.args)),
-                              self.run_dir.path if self.run_dir is not None else "RUN_DIR")
+        return resume_command(
+            clean_argv(list(self.config.invocation_params.args)),
+            self.run_dir.path if self.run_dir is not None else "RUN_DIR",
+        )
 
     def _catch_up(self) -> None:
         """Digest the records flushed so far (see :class:`RecordsDigest`)."""
         assert self.run_dir is not None
         try:
             if self.digest is None:
-                self.digest = RecordsDigest(self.run_dir.records_path, self._cards(), self.show_answers,
-                                            self._asked())
+                self.digest = RecordsDigest(self.run_dir.records_path, self._cards(), self.show_answers, self._asked())
             self.digest.feed()
         except (RunDirError, ValueError, OSError):
             # The end of the run reads the file whole and says what is wrong with it.
@@ -384,10 +405,17 @@ class Controller:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.ensure_newline()
-            reporter.write_line(printable(redact(
-                f"benchaudit: model {model}: endpoint down — {why}. Its remaining questions are recorded invalid "
-                f"(endpoint_down) without being asked; --resume {self.run_dir.path if self.run_dir else 'RUN_DIR'} "
-                "asks them later.")), yellow=True, bold=True)
+            reporter.write_line(
+                printable(
+                    redact(
+                        f"benchaudit: model {model}: endpoint down — {why}. Its remaining questions are recorded invalid "
+                        f"(endpoint_down) without being asked; --resume {self.run_dir.path if self.run_dir else 'RUN_DIR'} "
+                        "asks them later."
+                    )
+                ),
+                yellow=True,
+                bold=True,
+            )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -405,8 +433,9 @@ class Controller:
             self._finish(session, exitstatus, engine)
         except (RunDirError, OSError) as err:
             # The folder went away or the disk filled up during the run: one line, no traceback.
-            self.finish_error = (f"benchaudit: cannot finish the run directory {self.run_dir.path}: {err}; no summary "
-                                 "was written")
+            self.finish_error = (
+                f"benchaudit: cannot finish the run directory {self.run_dir.path}: {err}; no summary was written"
+            )
             self.stopped = self.stopped or "the run directory could not be finished"
             session.exitstatus = pytest.ExitCode.INTERRUPTED
 
@@ -447,14 +476,19 @@ class Controller:
             self.cache_stats.append(engine.cache_stats())
         self.context_warnings = digest.context_warnings(self.cache_stats)
         self.run_dir.finish(**self._run_meta(), exitstatus=int(exitstatus))
-        if self.resumed_from is not None and self.recorded and session.exitstatus in (pytest.ExitCode.OK,
-                                                                         pytest.ExitCode.NO_TESTS_COLLECTED):
+        if (
+            self.resumed_from is not None
+            and self.recorded
+            and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+        ):
             # A resumed run's status is the whole run's, not this invocation's items': a wrong or
             # invalid answer recorded before still fails it, as it failed the run that recorded it.
             session.exitstatus = pytest.ExitCode.TESTS_FAILED if self.recorded_wrong else pytest.ExitCode.OK
         if self.verdicts:
             # With gates, the gates alone decide: wrong answers are measurements, not test errors.
-            session.exitstatus = pytest.ExitCode.OK if all(v.passed for v in self.verdicts) else pytest.ExitCode.TESTS_FAILED
+            session.exitstatus = (
+                pytest.ExitCode.OK if all(v.passed for v in self.verdicts) else pytest.ExitCode.TESTS_FAILED
+            )
         if self.not_asked or self.stopped:
             # Questions were never asked (or their answers not recorded): no score, and no gate, of
             # this run is complete.
@@ -464,8 +498,13 @@ class Controller:
 
     def _write_stopped(self, terminalreporter: Any) -> None:
         assert self.run_dir is not None and self.stopped is not None
-        write_stopped(terminalreporter, self.stopped, self.run_dir.records_path.is_file(), self.resume_command(),
-                      status=3 if self.hooks.failure else 2)
+        write_stopped(
+            terminalreporter,
+            self.stopped,
+            self.run_dir.records_path.is_file(),
+            self.resume_command(),
+            status=3 if self.hooks.failure else 2,
+        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.run_dir is None:
@@ -489,8 +528,10 @@ class Controller:
         for warning in self.context_warnings:  # once each, as run.json's warnings list has them
             terminalreporter.write_line(redact(f"benchaudit: warning: {warning['message']}"), yellow=True)
         if self.not_asked_cost:
-            terminalreporter.write_line(f"--max-cost {self.opts.max_cost:g} USD reached: {self.not_asked_cost} items not "
-                                        f"asked; --resume {self.run_dir.path} continues")
+            terminalreporter.write_line(
+                f"--max-cost {self.opts.max_cost:g} USD reached: {self.not_asked_cost} items not "
+                f"asked; --resume {self.run_dir.path} continues"
+            )
         if self.answers:
             terminalreporter.write_line("")
             terminalreporter.write_line(redact(self.answers))
@@ -501,22 +542,37 @@ class Controller:
             if stats["enabled"]:
                 terminalreporter.write_line(f"generation cache: {stats['hits']} hits, {stats['misses']} misses")
         for model, n in self.not_asked.items():
-            terminalreporter.write_line(printable(redact(
-                f"INCOMPLETE: model {model}: {n:,} questions not asked (endpoint_down: {self.down_reason.get(model)}); "
-                f"exit status 2; `--resume {self.run_dir.path}` with the same options asks them")), red=True, bold=True)
+            terminalreporter.write_line(
+                printable(
+                    redact(
+                        f"INCOMPLETE: model {model}: {n:,} questions not asked (endpoint_down: {self.down_reason.get(model)}); "
+                        f"exit status 2; `--resume {self.run_dir.path}` with the same options asks them"
+                    )
+                ),
+                red=True,
+                bold=True,
+            )
         if self.not_asked and not self.stopped:
             terminalreporter.write_line(f"  {redact(self.resume_command())}")
         if self.hooks.failure and self.hooks.failure not in (self.stopped or ""):  # else STOPPED says it
-            terminalreporter.write_line(printable(redact(
-                f"benchaudit: {self.hooks.failure}; it is not called again in this run. The run directory is "
-                "finished (records, summary.json, run.json); exit status 3")), red=True, bold=True)
+            terminalreporter.write_line(
+                printable(
+                    redact(
+                        f"benchaudit: {self.hooks.failure}; it is not called again in this run. The run directory is "
+                        "finished (records, summary.json, run.json); exit status 3"
+                    )
+                ),
+                red=True,
+                bold=True,
+            )
         if self.stopped:
             self._write_stopped(terminalreporter)
         if self.resumed_from is not None:
             terminalreporter.write_line(f"resumed: {len(self.recorded)} items already recorded were not asked again")
         if self.duplicates:
-            terminalreporter.write_line(f"resumed: {self.duplicates} records of items already recorded arrived "
-                                        f"again and were not appended")
+            terminalreporter.write_line(
+                f"resumed: {self.duplicates} records of items already recorded arrived again and were not appended"
+            )
         terminalreporter.write_line(f"run directory: {self.run_dir.path}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

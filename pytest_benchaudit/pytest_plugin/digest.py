@@ -35,8 +35,9 @@ class RecordsDigest:
     # and one call never holds the item loop for long.
     STEP_BYTES = 4 << 20
 
-    def __init__(self, path: Path, cards: Cards, show_answers: int | None,
-                 asked: dict[str, str | None] | None = None) -> None:
+    def __init__(
+        self, path: Path, cards: Cards, show_answers: int | None, asked: dict[str, str | None] | None = None
+    ) -> None:
         """``asked``: the model id sent, per model whose served model the context warnings check."""
         from pytest_benchaudit.aggregate.results import Summarizer
         from pytest_benchaudit.inference.context import ContextWatch

@@ -53,12 +53,26 @@ EARLY_ROUNDS = 2  # requests asked during collection: this many x the models' co
 # Modules whose pytest_collection_modifyitems deselects only through the options why_not_early
 # checks (pytest's -k/-m/--deselect/--lf; the fixtures' reordering and --nf only reorder;
 # hypothesis's only marks its own tests) or not at all (ours: --resume, the pre-run checks).
-KNOWN_MODIFIERS = ("_pytest.mark", "_pytest.main", "_pytest.fixtures", "_pytest.cacheprovider",
-                   "_hypothesis_pytestplugin", "pytest_benchaudit.")
+KNOWN_MODIFIERS = (
+    "_pytest.mark",
+    "_pytest.main",
+    "_pytest.fixtures",
+    "_pytest.cacheprovider",
+    "_hypothesis_pytestplugin",
+    "pytest_benchaudit.",
+)
 
-_SELECTING = (("keyword", "-k"), ("markexpr", "-m"), ("deselect", "--deselect"), ("lf", "--lf"),
-              ("stepwise", "--sw"), ("stepwise_skip", "--sw-skip"), ("collectonly", "--collect-only"),
-              ("setuponly", "--setup-only"), ("setupplan", "--setup-plan"))
+_SELECTING = (
+    ("keyword", "-k"),
+    ("markexpr", "-m"),
+    ("deselect", "--deselect"),
+    ("lf", "--lf"),
+    ("stepwise", "--sw"),
+    ("stepwise_skip", "--sw-skip"),
+    ("collectonly", "--collect-only"),
+    ("setuponly", "--setup-only"),
+    ("setupplan", "--setup-plan"),
+)
 
 
 def fork_inference_process(args: list[str]) -> None:

@@ -33,8 +33,11 @@ def launched_identity(spec: ModelSpec) -> str:
         from pytest_benchaudit.inference.cache import model_identity
 
         return model_identity(spec)
-    return json.dumps({"spec": spec.label, "endpoint": None, "model_id": spec.model_id,
-                       "launch": ["vllm", *spec.launch_args]}, sort_keys=True, separators=(",", ":"))
+    return json.dumps(
+        {"spec": spec.label, "endpoint": None, "model_id": spec.model_id, "launch": ["vllm", *spec.launch_args]},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
 def _spec_text(spec: ModelSpec) -> str:
@@ -102,8 +105,9 @@ class LocalUrl:
             return LocalServer()
         from pytest_benchaudit.inference.launch.vllm import VllmServer
 
-        return VllmServer(str(spec.model_id), spec.launch_args, startup_timeout=spec.startup_timeout,
-                          max_logprobs=max_logprobs)
+        return VllmServer(
+            str(spec.model_id), spec.launch_args, startup_timeout=spec.startup_timeout, max_logprobs=max_logprobs
+        )
 
     def get_or_usage_error(self, spec: ModelSpec | None = None) -> str:
         """``get()``, with a missing runtime or a failed start turned into a usage error."""

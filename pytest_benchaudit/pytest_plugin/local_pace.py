@@ -8,7 +8,8 @@ questions ≈ T", so that a 9-hour run is no surprise.  Both answers are kept fo
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -28,8 +29,11 @@ def announce_local_pace(session: pytest.Session, prefetch_many: Prefetch, genera
     reporter, or when an answer came from the cache or failed (neither says anything about this
     machine's speed).  ``prefetch_many`` and ``generate`` are the runner's (each adds one claim on
     the request: the items still find their answers)."""
-    local = [i for i in session.items if isinstance(i, BenchItem) and i.bench.model.kind == "local"
-             and not i.get_closest_marker("skip") and i.direct]
+    local = [
+        i
+        for i in session.items
+        if isinstance(i, BenchItem) and i.bench.model.kind == "local" and not i.get_closest_marker("skip") and i.direct
+    ]
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if len(local) < 2 or reporter is None:
         return
@@ -50,11 +54,12 @@ def announce_local_pace(session: pytest.Session, prefetch_many: Prefetch, genera
     per_question = max(took / 2, 0.01)
     total = per_question * len(unique)
     reask = max(i.bench.pipeline.inference.reask_on_invalid for i in local)
-    reporter.write_line(f"benchaudit: the embedded model takes ~{per_question:.0f} s per question here (2 "
-                        f"answers in {took:.1f} s): {len(unique):,} questions ≈ {duration_text(total)}"
-                        + (f" (up to {1 + reask}x that while answers cannot be read: the pipeline re-asks)"
-                           if reask else "")
-                        + ("; --limit N asks fewer" if total > 600 else ""))
+    reporter.write_line(
+        f"benchaudit: the embedded model takes ~{per_question:.0f} s per question here (2 "
+        f"answers in {took:.1f} s): {len(unique):,} questions ≈ {duration_text(total)}"
+        + (f" (up to {1 + reask}x that while answers cannot be read: the pipeline re-asks)" if reask else "")
+        + ("; --limit N asks fewer" if total > 600 else "")
+    )
 
 
 def duration_text(seconds: float) -> str:

@@ -20,18 +20,19 @@ release, and xdist's worker queue.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.pytest_plugin._xdist import WorkerQueue
-from pytest_benchaudit.pytest_plugin.prerun_checks import checks_of, pre_run_problems
 from pytest_benchaudit.pytest_plugin.collect import BenchItem
-from pytest_benchaudit.pytest_plugin.resume import recorded_repeats
 from pytest_benchaudit.pytest_plugin.early import EARLY_ROUNDS, unknown_modifiers, why_not_early
 from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.pytest_plugin.prerun_checks import checks_of, pre_run_problems
 from pytest_benchaudit.pytest_plugin.repeat_items import repeat_request, repeats_of
+from pytest_benchaudit.pytest_plugin.resume import recorded_repeats
 
 __all__ = ["LookAhead"]
 
@@ -42,9 +43,17 @@ Pair = tuple[str, Any]  # (model label, request)
 class LookAhead:
     """Requests rendered and queued ahead, by node id, until their item consumes them (see module doc)."""
 
-    def __init__(self, config: pytest.Config, opts: RunOptions, *, window: Callable[[], int],
-                 concurrency: Callable[[ModelSpec], int], ensure_model: Callable[[ModelSpec], None],
-                 prefetch_many: Callable[[list[Pair]], None], release: Callable[[str, Any], None]) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        opts: RunOptions,
+        *,
+        window: Callable[[], int],
+        concurrency: Callable[[ModelSpec], int],
+        ensure_model: Callable[[ModelSpec], None],
+        prefetch_many: Callable[[list[Pair]], None],
+        release: Callable[[str, Any], None],
+    ) -> None:
         self.config = config
         self.opts = opts
         self._window = window
@@ -127,8 +136,9 @@ class LookAhead:
                 self._early_left = EARLY_ROUNDS * sum(self._concurrency(m) for m in self.opts.models)
         if self._early_left > 0 and (session.testsfailed or unknown_modifiers(self.config)):
             self._early_left = 0  # neither goes away: nothing more is asked before the run loop
-        if self._early_left <= 0 or pre_run_problems(checks_of(self.config), self.opts.pipelines or self.opts.pipeline,
-                                                     self.opts.gates):
+        if self._early_left <= 0 or pre_run_problems(
+            checks_of(self.config), self.opts.pipelines or self.opts.pipeline, self.opts.gates
+        ):
             return None  # (a problem may be a gate on a task collected later: the next task is judged anew)
         return self._ask_early
 
@@ -157,8 +167,11 @@ class LookAhead:
         parent = item.parent
         known = self._parent_skips.get(id(parent))
         if known is None or known[0] is not parent:
-            marked = any(m.name in _SKIPS for node in (parent.listchain() if parent is not None else ())
-                         for m in node.own_markers)
+            marked = any(
+                m.name in _SKIPS
+                for node in (parent.listchain() if parent is not None else ())
+                for m in node.own_markers
+            )
             known = self._parent_skips[id(parent)] = (parent, marked)
         return known[1]
 

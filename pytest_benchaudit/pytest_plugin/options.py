@@ -8,27 +8,28 @@ naming the option and what is allowed, before anything is collected or asked.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 from typing_extensions import TypedDict
 
 from pytest_benchaudit.common.errors import UsageError
 from pytest_benchaudit.common.secrets import mask_url_credentials_in
+from pytest_benchaudit.dataset.readers import resolve_data_dir
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError, endpoint_problem, parse_model_spec
 from pytest_benchaudit.inference.providers import load_providers
 from pytest_benchaudit.inference.usage import PriceTable, check_prices, price_for
+from pytest_benchaudit.pipeline.layering import check_override
 from pytest_benchaudit.pipeline.record_documents import Cards
 from pytest_benchaudit.pipeline.stages import PipelineError, parse_override
-from pytest_benchaudit.pipeline.layering import apply_overrides, check_override
-from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
-from pytest_benchaudit.dataset.readers import resolve_data_dir
 from pytest_benchaudit.pipeline.variants import parse_vary
 from pytest_benchaudit.pytest_plugin.outputs import check_output_file, check_output_folder
-from pytest_benchaudit.scoring.names import check_vary
+from pytest_benchaudit.report.gates import Gate, GateError, parse_gate
 from pytest_benchaudit.runs.replay import resolve_replay_spec
+from pytest_benchaudit.scoring.names import check_vary
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.backend import ModelSpec as _ModelSpec
@@ -43,14 +44,26 @@ class ItemRunner(Protocol):
     import each other.
     """
 
-    def run_item(self, item: Any, question: "_Question", pipeline: "_Pipeline",
-                 model: "_ModelSpec") -> None: ...
+    def run_item(self, item: Any, question: _Question, pipeline: _Pipeline, model: _ModelSpec) -> None: ...
 
     def early_asker(self, session: Any) -> Callable[[Any], bool] | None:
         """What collection hands each item to as it makes it (``pytest_plugin.early``), or ``None``."""
 
-__all__ = ["ItemRunner", "RunOptions", "RunState", "item_runner", "add_options", "build_options", "get_options", "OPTIONS_KEY",
-           "parse_vary", "default_cache_dir", "check_output_file", "check_output_folder"]
+
+__all__ = [
+    "ItemRunner",
+    "RunOptions",
+    "RunState",
+    "item_runner",
+    "add_options",
+    "build_options",
+    "get_options",
+    "OPTIONS_KEY",
+    "parse_vary",
+    "default_cache_dir",
+    "check_output_file",
+    "check_output_folder",
+]
 
 
 class _ModelUpdate(TypedDict, total=False):
@@ -108,78 +121,163 @@ OPTIONS_KEY = pytest.StashKey[RunOptions]()
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("benchaudit", "LLM benchmarks as test suites (pytest-benchaudit)")
-    group.addoption("--disable-plugin", action="append", default=[], metavar="NAME",
-                    help="turn off the installed benchaudit plugin NAME (an entry point in the group `benchaudit`; "
-                         "repeatable; also BENCHAUDIT_DISABLE_PLUGINS=a,b). `benchaudit plugins` lists them")
-    group.addoption("--model", action="append", default=[], metavar="SPEC",
-                    help="model to evaluate (repeatable). Forms: 'local' (the default: embedded SmolLM2-135M "
-                         "served by llama-cpp-python on 127.0.0.1); PROVIDER/MODEL (openai/, azure/, anthropic/, "
-                         "gemini/, openrouter/, together/, groq/, deepseek/, mistral/, ollama/, vllm/MODEL@URL) or a "
-                         "well-known name (gpt-5.4, o3, claude-..., gemini-...), key and base URL from the "
-                         "provider's environment variables; 'vllm:HF_ID' (`vllm serve HF_ID` launched on "
-                         "127.0.0.1 for the run; extra arguments in $BENCHAUDIT_VLLM_ARGS); 'ID@URL' (any "
-                         "OpenAI-compatible endpoint, key from $OPENAI_API_KEY); 'ID@URL1,URL2,...' (one model "
-                         "balanced over several endpoints); 'replay:RUN_DIR' or 'replay:RUN_DIR#MODEL' (a run's "
-                         "stored generations, no model); 'NAME' (a model under [tool.benchaudit.models.NAME] in "
-                         "pyproject.toml)")
-    group.addoption("--strict-provider", action="store_true", default=False,
-                    help="send exactly what the pipeline layer says: no provider quirk applied (Azure's minimum "
-                         "max_tokens, reasoning models' max_completion_tokens, ...), so the provider's refusal "
-                         "becomes the record")
-    group.addoption("--max-cost", type=float, default=None, metavar="USD",
-                    help="stop asking new questions once the run's cost (prices from [tool.benchaudit.prices], for "
-                         "each model and the judge, whose calls it counts too) reaches USD; the rest are skipped "
-                         "as not asked, --resume continues them")
-    group.addoption("--pipeline", default=None, metavar="NAME",
-                    help="pipeline layer: standardized (default), released, documented, or another layer "
-                         "a suite defines")
-    group.addoption("--pipelines", default=None, metavar="A,B,...",
-                    help="run every question under each of these layers in one run (instead of --pipeline): "
-                         "items q0001[MODEL|LAYER], the first layer is the base of `benchaudit audit`; a "
-                         "generation is asked once where the layers send the same request")
-    group.addoption("--set", dest="benchaudit_set", action="append", default=[], metavar="FIELD=VALUE",
-                    help="override one pipeline field (repeatable, dotted name), e.g. inference.max_tokens=5, "
-                         "extraction.rule=final_line, scoring.denominator=valid; VALUE is read as JSON when it parses")
-    group.addoption("--data-dir", default=None, metavar="DIR",
-                    help="benchmark data directory (one folder per benchmark, original file names); "
-                         "default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets")
-    group.addoption("--limit", type=int, default=None, metavar="N",
-                    help="evaluate only the first N questions of each task")
-    group.addoption("--repeats", type=int, default=None, metavar="K",
-                    help="ask each question K times per model and layer (--set inference.repeats=K): one record "
-                         "per repeat, repeat k sent with seed + k where the pipeline sends a seed; a question's "
-                         "item passes by aggregation.reducer's verdict over the K and names them ('3/5 correct')")
-    group.addoption("--concurrency", type=int, default=None, metavar="N",
-                    help="requests in flight per model (default: 32 for endpoints, 2 for the local model)")
-    group.addoption("--report-dir", default="reports", metavar="DIR",
-                    help="where run directories (run.json, records.jsonl, summary.json) are written "
-                         "(default: reports/)")
-    group.addoption("--gate", action="append", default=[], metavar="EXPR",
-                    help="quality gate (repeatable), e.g. 'seceval>=0.70', 'seceval.mcq:invalid<=0.05' or "
-                         "'seceval.mcq:ci_low>=0.70' (the low end of the 95%% interval the summary prints: clustered "
-                         "when the task groups its questions); "
-                         "when given, the gates alone decide the exit status")
-    group.addoption("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",
-                    help="single-field counterfactuals (repeatable): each value is a variant of the base pipeline "
-                         "that changes only FIELD; downstream variants reuse the base generation")
-    group.addoption("--judge", default=None, metavar="SPEC",
-                    help="LLM judge (same specs as --model, independent of it) for extraction.rule=judge and "
-                         "judge-graded tasks (SecBench SAQ, SECURE RERT); without it those items are skipped")
-    group.addoption("--cache-dir", default=None, metavar="DIR",
-                    help="generation cache directory (SQLite, shared by xdist workers and later runs); "
-                         "default: ~/.cache/benchaudit")
-    group.addoption("--no-cache", action="store_true", default=False,
-                    help="do not read or write the generation cache")
-    group.addoption("--cache-expiry", default=None, metavar="DURATION",
-                    help="cached generations older than this are asked again (e.g. 3600, 30m, 12h, 7d, 2w); "
-                         "default: never expire. The cache is keyed on the model, the endpoint and the model ids "
-                         "it serves, and each record says whether it came from the cache (from_cache)")
-    group.addoption("--resume", default=None, metavar="RUN_DIR",
-                    help="continue an interrupted run: items already in RUN_DIR/records.jsonl are not asked again")
-    group.addoption("--max-retries", type=int, default=None, metavar="N",
-                    help="retries per request on 429/5xx/connection errors (default 4)")
-    group.addoption("--request-timeout", type=float, default=None, metavar="SECONDS",
-                    help="timeout of one request (default 120; 600 for the local model)")
+    group.addoption(
+        "--disable-plugin",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="turn off the installed benchaudit plugin NAME (an entry point in the group `benchaudit`; "
+        "repeatable; also BENCHAUDIT_DISABLE_PLUGINS=a,b). `benchaudit plugins` lists them",
+    )
+    group.addoption(
+        "--model",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="model to evaluate (repeatable). Forms: 'local' (the default: embedded SmolLM2-135M "
+        "served by llama-cpp-python on 127.0.0.1); PROVIDER/MODEL (openai/, azure/, anthropic/, "
+        "gemini/, openrouter/, together/, groq/, deepseek/, mistral/, ollama/, vllm/MODEL@URL) or a "
+        "well-known name (gpt-5.4, o3, claude-..., gemini-...), key and base URL from the "
+        "provider's environment variables; 'vllm:HF_ID' (`vllm serve HF_ID` launched on "
+        "127.0.0.1 for the run; extra arguments in $BENCHAUDIT_VLLM_ARGS); 'ID@URL' (any "
+        "OpenAI-compatible endpoint, key from $OPENAI_API_KEY); 'ID@URL1,URL2,...' (one model "
+        "balanced over several endpoints); 'replay:RUN_DIR' or 'replay:RUN_DIR#MODEL' (a run's "
+        "stored generations, no model); 'NAME' (a model under [tool.benchaudit.models.NAME] in "
+        "pyproject.toml)",
+    )
+    group.addoption(
+        "--strict-provider",
+        action="store_true",
+        default=False,
+        help="send exactly what the pipeline layer says: no provider quirk applied (Azure's minimum "
+        "max_tokens, reasoning models' max_completion_tokens, ...), so the provider's refusal "
+        "becomes the record",
+    )
+    group.addoption(
+        "--max-cost",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="stop asking new questions once the run's cost (prices from [tool.benchaudit.prices], for "
+        "each model and the judge, whose calls it counts too) reaches USD; the rest are skipped "
+        "as not asked, --resume continues them",
+    )
+    group.addoption(
+        "--pipeline",
+        default=None,
+        metavar="NAME",
+        help="pipeline layer: standardized (default), released, documented, or another layer a suite defines",
+    )
+    group.addoption(
+        "--pipelines",
+        default=None,
+        metavar="A,B,...",
+        help="run every question under each of these layers in one run (instead of --pipeline): "
+        "items q0001[MODEL|LAYER], the first layer is the base of `benchaudit audit`; a "
+        "generation is asked once where the layers send the same request",
+    )
+    group.addoption(
+        "--set",
+        dest="benchaudit_set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override one pipeline field (repeatable, dotted name), e.g. inference.max_tokens=5, "
+        "extraction.rule=final_line, scoring.denominator=valid; VALUE is read as JSON when it parses",
+    )
+    group.addoption(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help="benchmark data directory (one folder per benchmark, original file names); "
+        "default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets",
+    )
+    group.addoption(
+        "--limit", type=int, default=None, metavar="N", help="evaluate only the first N questions of each task"
+    )
+    group.addoption(
+        "--repeats",
+        type=int,
+        default=None,
+        metavar="K",
+        help="ask each question K times per model and layer (--set inference.repeats=K): one record "
+        "per repeat, repeat k sent with seed + k where the pipeline sends a seed; a question's "
+        "item passes by aggregation.reducer's verdict over the K and names them ('3/5 correct')",
+    )
+    group.addoption(
+        "--concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="requests in flight per model (default: 32 for endpoints, 2 for the local model)",
+    )
+    group.addoption(
+        "--report-dir",
+        default="reports",
+        metavar="DIR",
+        help="where run directories (run.json, records.jsonl, summary.json) are written (default: reports/)",
+    )
+    group.addoption(
+        "--gate",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="quality gate (repeatable), e.g. 'seceval>=0.70', 'seceval.mcq:invalid<=0.05' or "
+        "'seceval.mcq:ci_low>=0.70' (the low end of the 95%% interval the summary prints: clustered "
+        "when the task groups its questions); "
+        "when given, the gates alone decide the exit status",
+    )
+    group.addoption(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2,...",
+        help="single-field counterfactuals (repeatable): each value is a variant of the base pipeline "
+        "that changes only FIELD; downstream variants reuse the base generation",
+    )
+    group.addoption(
+        "--judge",
+        default=None,
+        metavar="SPEC",
+        help="LLM judge (same specs as --model, independent of it) for extraction.rule=judge and "
+        "judge-graded tasks (SecBench SAQ, SECURE RERT); without it those items are skipped",
+    )
+    group.addoption(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="generation cache directory (SQLite, shared by xdist workers and later runs); "
+        "default: ~/.cache/benchaudit",
+    )
+    group.addoption("--no-cache", action="store_true", default=False, help="do not read or write the generation cache")
+    group.addoption(
+        "--cache-expiry",
+        default=None,
+        metavar="DURATION",
+        help="cached generations older than this are asked again (e.g. 3600, 30m, 12h, 7d, 2w); "
+        "default: never expire. The cache is keyed on the model, the endpoint and the model ids "
+        "it serves, and each record says whether it came from the cache (from_cache)",
+    )
+    group.addoption(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue an interrupted run: items already in RUN_DIR/records.jsonl are not asked again",
+    )
+    group.addoption(
+        "--max-retries",
+        type=int,
+        default=None,
+        metavar="N",
+        help="retries per request on 429/5xx/connection errors (default 4)",
+    )
+    group.addoption(
+        "--request-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="timeout of one request (default 120; 600 for the local model)",
+    )
 
 
 def _tool_table(rootpath: Path) -> dict[str, Any]:
@@ -215,8 +313,10 @@ def build_options(config: pytest.Config) -> RunOptions:
     option_names: dict[str, str] = {}  # a field set by an option of its own: errors name that option
     if opt.repeats is not None:  # sugar for --set inference.repeats=K: the card and the hashes record it
         if opt.repeats < 1:
-            raise pytest.UsageError(f"--repeats {opt.repeats}: expected a whole number >= 1 (how many times each "
-                                    "question is asked; 1: once)")
+            raise pytest.UsageError(
+                f"--repeats {opt.repeats}: expected a whole number >= 1 (how many times each "
+                "question is asked; 1: once)"
+            )
         given = dict(overrides).get("inference.repeats", opt.repeats)
         if given != opt.repeats:
             raise pytest.UsageError(f"--repeats {opt.repeats} and --set inference.repeats={given}: give one")
@@ -279,8 +379,10 @@ def build_options(config: pytest.Config) -> RunOptions:
         raise pytest.UsageError("--max-cost must be a positive amount in USD")
     for m in models if opt.max_cost is not None else ():
         if m.kind == "endpoint" and price_for(prices, m.label, m) is None:
-            raise pytest.UsageError(f"--max-cost: no price for --model {m.label} in [tool.benchaudit.prices] "
-                                    "(give it by label, PROVIDER/MODEL_ID or model id, USD per million tokens)")
+            raise pytest.UsageError(
+                f"--max-cost: no price for --model {m.label} in [tool.benchaudit.prices] "
+                "(give it by label, PROVIDER/MODEL_ID or model id, USD per million tokens)"
+            )
     judge = None
     if opt.judge:
         try:
@@ -290,8 +392,10 @@ def build_options(config: pytest.Config) -> RunOptions:
         _check_endpoint(judge, opt.judge, "--judge")
         if opt.max_cost is not None and judge.kind == "endpoint" and price_for(prices, judge.label, judge) is None:
             # The judge's tokens are spent from the same budget: unpriced, they would cost nothing there.
-            raise pytest.UsageError(f"--max-cost: no price for --judge {judge.label} in [tool.benchaudit.prices] "
-                                    "(give it by label, PROVIDER/MODEL_ID or model id, USD per million tokens)")
+            raise pytest.UsageError(
+                f"--max-cost: no price for --judge {judge.label} in [tool.benchaudit.prices] "
+                "(give it by label, PROVIDER/MODEL_ID or model id, USD per million tokens)"
+            )
     expiry = None
     if opt.cache_expiry is not None:
         from pytest_benchaudit.inference.cache import parse_expiry
@@ -362,20 +466,25 @@ def _pipelines(single: str | None, text: str | None, vary: list[Any]) -> list[st
     if text is None:
         return []
     if single is not None:
-        raise pytest.UsageError(f"--pipeline {single} and --pipelines {text}: give one of them (--pipelines "
-                                "lists every layer, e.g. --pipelines released,standardized)")
+        raise pytest.UsageError(
+            f"--pipeline {single} and --pipelines {text}: give one of them (--pipelines "
+            "lists every layer, e.g. --pipelines released,standardized)"
+        )
     names = [n.strip() for n in text.split(",")]
     if any(not n for n in names) or len(names) < 2:
-        raise pytest.UsageError(f"--pipelines {text!r}: expected two or more layer names separated by commas, "
-                                "e.g. released,standardized")
+        raise pytest.UsageError(
+            f"--pipelines {text!r}: expected two or more layer names separated by commas, e.g. released,standardized"
+        )
     if len(set(names)) != len(names):
         raise pytest.UsageError(f"--pipelines {text!r}: a layer is listed twice")
     bad = [n for n in names if not all(c.isalnum() or c in "_-" for c in n)]
     if bad:
         raise pytest.UsageError(f"--pipelines {text!r}: {bad[0]!r} is not a layer name (letters, digits, _ and -)")
     if vary:
-        raise pytest.UsageError("--vary with --pipelines: vary the fields of one layer at a time (--pipeline NAME "
-                                "--vary ...); --pipelines already runs each layer as a variant of the first")
+        raise pytest.UsageError(
+            "--vary with --pipelines: vary the fields of one layer at a time (--pipeline NAME "
+            "--vary ...); --pipelines already runs each layer as a variant of the first"
+        )
     return names
 
 

@@ -59,13 +59,16 @@ def resolve_suite_args(args: list[str], invocation_dir: Path) -> tuple[list[str]
         packaged = _packaged(arg, invocation_dir) if fixed == arg else None
         found = _plugin_suite(arg, invocation_dir) if fixed == arg else None
         if packaged is not None:
-            notes.append(f"{arg} → {packaged}: the suites packaged with pytest-benchaudit {package_version()} "
-                         f"(no local {arg.partition('::')[0]}; `benchaudit init` writes a copy to edit)"
-                         + (f"; plugin {found[0]}'s suite of that name ({found[1]}) is not used" if found else ""))
+            notes.append(
+                f"{arg} → {packaged}: the suites packaged with pytest-benchaudit {package_version()} "
+                f"(no local {arg.partition('::')[0]}; `benchaudit init` writes a copy to edit)"
+                + (f"; plugin {found[0]}'s suite of that name ({found[1]}) is not used" if found else "")
+            )
             fixed = packaged
         elif found is not None:
-            notes.append(f"{arg} → {found[1]}: the suite of plugin {found[0]} "
-                         f"(no local {arg.partition('::')[0]}, none packaged)")
+            notes.append(
+                f"{arg} → {found[1]}: the suite of plugin {found[0]} (no local {arg.partition('::')[0]}, none packaged)"
+            )
             fixed = found[1]
         elif error is not None:
             raise error
@@ -129,7 +132,12 @@ def _in_folder(arg: str, invocation_dir: Path, folder: Path) -> str | None:
         return None
     text, sep, node = arg.partition("::")
     path = Path(text)
-    if path.is_absolute() or not path.parts or path.parts[0].lower() != SUITES_FOLDER or (invocation_dir / path).exists():
+    if (
+        path.is_absolute()
+        or not path.parts
+        or path.parts[0].lower() != SUITES_FOLDER
+        or (invocation_dir / path).exists()
+    ):
         return None
     try:
         inside = _resolve_one("/".join(path.parts[1:]) or ".", folder)
@@ -172,8 +180,11 @@ def _shadowing(arg: str, invocation_dir: Path) -> list[str]:
             return []
         if any((shipped / name / SUITE_FILENAME).is_file() for name in names):
             info = plugins.infos.get(plugin)
-            others.append(f"the one packaged with pytest-benchaudit {package_version()}" if plugin == BUILTIN else
-                          f"plugin {plugin!r}'s ({info.distribution if info else '?'} {info.version if info else ''})".rstrip())
+            others.append(
+                f"the one packaged with pytest-benchaudit {package_version()}"
+                if plugin == BUILTIN
+                else f"plugin {plugin!r}'s ({info.distribution if info else '?'} {info.version if info else ''})".rstrip()
+            )
     if not others:
         return []
     return [f"{arg}: the local copy ({folder}), not {' or '.join(others)}"]
@@ -226,8 +237,9 @@ def _unknown(arg: str, folder: Path, part: str, before: list[str]) -> None:
     if not suites:
         return
     where = "/".join(before) or "."
-    raise SuitePathError(f"{arg}: no suite {part!r} in {where}/{did_you_mean(part, suites)}; "
-                         f"suites there: {', '.join(suites)}")
+    raise SuitePathError(
+        f"{arg}: no suite {part!r} in {where}/{did_you_mean(part, suites)}; suites there: {', '.join(suites)}"
+    )
 
 
 def names_suites(args: list[str], invocation_dir: Path) -> bool:
@@ -240,7 +252,9 @@ def names_suites(args: list[str], invocation_dir: Path) -> bool:
         path = invocation_dir / arg.split("::")[0]
         if path.name == SUITE_FILENAME and path.is_file():
             return True
-        if path.is_dir() and any(next(path.glob(pattern), None) is not None
-                                 for pattern in (SUITE_FILENAME, f"*/{SUITE_FILENAME}", f"*/*/{SUITE_FILENAME}")):
+        if path.is_dir() and any(
+            next(path.glob(pattern), None) is not None
+            for pattern in (SUITE_FILENAME, f"*/{SUITE_FILENAME}", f"*/*/{SUITE_FILENAME}")
+        ):
             return True
     return False

@@ -22,8 +22,9 @@ which prints them once and exits with status 4.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Mapping
+from typing import Any, Final
 
 import pytest
 from typing_extensions import TypedDict
@@ -33,8 +34,15 @@ from pytest_benchaudit.pipeline.card import suite_checksums, suite_file_changes,
 from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard
 from pytest_benchaudit.report.gates import check_gate_targets
 
-__all__ = ["CollectChecks", "PreRunChecks", "RESUME_RUN", "ResumeRun", "USAGE_ERRORS_KEY", "checks_of",
-           "resume_mismatch"]
+__all__ = [
+    "CollectChecks",
+    "PreRunChecks",
+    "RESUME_RUN",
+    "ResumeRun",
+    "USAGE_ERRORS_KEY",
+    "checks_of",
+    "resume_mismatch",
+]
 
 RESUME_RUN: Final = "benchaudit_resume_run"  # workerinput: the resumed run's cards and checksums (ResumeRun)
 
@@ -47,8 +55,12 @@ class ResumeRun(TypedDict):
     checksums: dict[str, str]  # its dataset_checksums
 
 
-def resume_mismatch(old_cards: Mapping[str, PipelineCard], old_sums: Mapping[str, str],
-                    cards: Mapping[str, PipelineCard], sums: Mapping[str, str]) -> str | None:
+def resume_mismatch(
+    old_cards: Mapping[str, PipelineCard],
+    old_sums: Mapping[str, str],
+    cards: Mapping[str, PipelineCard],
+    sums: Mapping[str, str],
+) -> str | None:
     """Why a collection cannot continue a run (``--resume``): a task the run does not have, a suite
     file (suite.toml, the file it extends) whose checksum differs, a data file whose checksum
     differs, a task whose pipeline card differs (naming the fields and materials); or None.
@@ -59,21 +71,29 @@ def resume_mismatch(old_cards: Mapping[str, PipelineCard], old_sums: Mapping[str
         return None
     new_tasks = sorted(set(cards) - set(old_cards))
     if new_tasks:
-        return (f"the run has no {', '.join(new_tasks)} (its tasks: {', '.join(sorted(old_cards))}); resume it "
-                "with the same suites")
+        return (
+            f"the run has no {', '.join(new_tasks)} (its tasks: {', '.join(sorted(old_cards))}); resume it "
+            "with the same suites"
+        )
     files = suite_file_changes(suite_checksums(old_cards), suite_checksums(cards))
     if files:
-        return (f"suite file(s) changed since the run: {'; '.join(files)}; resume with the suite as it was, or "
-                "start a new run (one run holds one prompt)")
+        return (
+            f"suite file(s) changed since the run: {'; '.join(files)}; resume with the suite as it was, or "
+            "start a new run (one run holds one prompt)"
+        )
     changed = sorted(f for f, digest in sums.items() if f in old_sums and old_sums[f] != digest)
     if changed:
-        return (f"data file(s) changed since the run: {', '.join(changed)} (checksums differ); resume with the "
-                "same data or start a new run")
+        return (
+            f"data file(s) changed since the run: {', '.join(changed)} (checksums differ); resume with the "
+            "same data or start a new run"
+        )
     for key in sorted(cards):
         if cards[key].get("hash") != suite_hash(old_cards[key]):
-            return (f"{key} was run under pipeline {suite_hash(old_cards[key])}, this invocation resolves "
-                    f"{cards[key].get('hash')}{_card_difference(old_cards[key], cards[key])}; resume it with the "
-                    "same pipeline")
+            return (
+                f"{key} was run under pipeline {suite_hash(old_cards[key])}, this invocation resolves "
+                f"{cards[key].get('hash')}{_card_difference(old_cards[key], cards[key])}; resume it with the "
+                "same pipeline"
+            )
     return None
 
 
@@ -82,8 +102,11 @@ def _card_difference(old: PipelineCard, new: PipelineCard) -> str:
     (nothing when a fixture made the run's card: what collection gave then is not in it)."""
     if "suite_hash" in old:
         return ""
-    fields = [f for f in sorted(set(old.get("fields") or {}) | set(new.get("fields") or {}))
-              if (old.get("fields") or {}).get(f) != (new.get("fields") or {}).get(f)]
+    fields = [
+        f
+        for f in sorted(set(old.get("fields") or {}) | set(new.get("fields") or {}))
+        if (old.get("fields") or {}).get(f) != (new.get("fields") or {}).get(f)
+    ]
     old_m, new_m = old.get("materials") or {}, new.get("materials") or {}
     names = fields + [m for m in sorted(set(old_m) | set(new_m)) if old_m.get(m) != new_m.get(m)]
     if not old.get("materials"):
@@ -123,11 +146,15 @@ def pre_run_problems(checks: CollectChecks, layer: str | list[str], gates: list[
     if not checks.targets and not checks.layers:
         return problems  # no benchmark suite collected (a plain test session): nothing to check against
     option, names = ("--pipeline", [layer]) if isinstance(layer, str) else ("--pipelines", layer)
-    for name in reversed([n for n in names if n not in checks.found and not (option == "--pipeline" and
-                                                                                checks.layer_found)]):
-        problems.insert(0, f"{option} {name!r}: no collected task defines this layer"
-                           f"{did_you_mean(name, checks.layers)}; layers of the selected suites: "
-                           f"{', '.join(sorted(checks.layers))}")
+    for name in reversed(
+        [n for n in names if n not in checks.found and not (option == "--pipeline" and checks.layer_found)]
+    ):
+        problems.insert(
+            0,
+            f"{option} {name!r}: no collected task defines this layer"
+            f"{did_you_mean(name, checks.layers)}; layers of the selected suites: "
+            f"{', '.join(sorted(checks.layers))}",
+        )
     problems += check_gate_targets(gates, checks.targets)
     return problems
 
@@ -194,6 +221,6 @@ class PreRunChecks:
         # xdist may deliver a worker's output only while it shuts its nodes down, after the
         # terminal summary: the status is still set here (pytest returns it after unconfigure).
         if self.from_workers and self.session is not None:
-            for problem in self.from_workers[self.told:]:
+            for problem in self.from_workers[self.told :]:
                 print(f"ERROR: {problem}", file=sys.stderr)
             self.session.exitstatus = pytest.ExitCode.USAGE_ERROR

@@ -53,12 +53,18 @@ from typing import Any, Literal
 import pytest
 from typing_extensions import TypedDict
 
-from pytest_benchaudit.pytest_plugin import _fastpath
 from pytest_benchaudit.pipeline.record_documents import RecordRow
+from pytest_benchaudit.pytest_plugin import _fastpath
 from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure
 
-__all__ = ["ENV", "KNOWN_IMPLEMENTERS", "LightProtocol", "add_protocol_options", "full_protocol_reason",
-           "protocol_header"]
+__all__ = [
+    "ENV",
+    "KNOWN_IMPLEMENTERS",
+    "LightProtocol",
+    "add_protocol_options",
+    "full_protocol_reason",
+    "protocol_header",
+]
 
 ENV = "BENCHAUDIT_FULL_PROTOCOL"
 
@@ -70,15 +76,46 @@ KNOWN_IMPLEMENTERS: dict[str, frozenset[str]] = {
     # pytest-timeout (its per-run timer wraps pytest_runtest_protocol) and hypothesis (its
     # hooks act on @given tests only); pytest < 8.2's "nose" calls a test function's optional
     # `setup` / `teardown` attributes, which a benchmark item's function has none of.
-    "pytest_runtest_setup": frozenset({"runner", "skipping", "capturemanager", "logging-plugin", "threadexception",
-                                       "unraisableexception", "timeout", "hypothesispytest", "nose"}),
-    "pytest_runtest_call": frozenset({"runner", "skipping", "capturemanager", "logging-plugin", "threadexception",
-                                      "unraisableexception", "timeout", "hypothesispytest"}),
-    "pytest_runtest_teardown": frozenset({"runner", "capturemanager", "logging-plugin", "threadexception",
-                                          "unraisableexception", "timeout", "hypothesispytest"}),
+    "pytest_runtest_setup": frozenset(
+        {
+            "runner",
+            "skipping",
+            "capturemanager",
+            "logging-plugin",
+            "threadexception",
+            "unraisableexception",
+            "timeout",
+            "hypothesispytest",
+            "nose",
+        }
+    ),
+    "pytest_runtest_call": frozenset(
+        {
+            "runner",
+            "skipping",
+            "capturemanager",
+            "logging-plugin",
+            "threadexception",
+            "unraisableexception",
+            "timeout",
+            "hypothesispytest",
+        }
+    ),
+    "pytest_runtest_teardown": frozenset(
+        {
+            "runner",
+            "capturemanager",
+            "logging-plugin",
+            "threadexception",
+            "unraisableexception",
+            "timeout",
+            "hypothesispytest",
+        }
+    ),
     # skipping: xfail only; tmpdir: tmp_path retention (no such fixture here); unittest: TestCase items
-    "pytest_runtest_makereport": frozenset({"runner", "skipping", "unittest", "tmpdir", "hypothesispytest",
-                                            "benchaudit-runner"}),
+    "pytest_runtest_makereport": frozenset(
+        {"runner", "skipping", "unittest", "tmpdir", "hypothesispytest", "benchaudit-runner"}
+    ),
     # both cancel a timer; --pdb's "pdbinvoke" is not here: it needs the real exception
     "pytest_exception_interact": frozenset({"faulthandler", "timeout"}),
     "pytest_runtest_protocol": frozenset({"runner", "benchaudit-runner"}),  # wrappers are fine: they wrap us
@@ -88,9 +125,12 @@ _MARKS = ("skip", "skipif", "xfail")  # evaluated by pytest_runtest_setup / make
 
 def add_protocol_options(parser: pytest.Parser) -> None:
     parser.getgroup("benchaudit").addoption(
-        "--benchaudit-full-protocol", action="store_true", default=False,
+        "--benchaudit-full-protocol",
+        action="store_true",
+        default=False,
         help="run benchmark items through pytest's full per-item protocol (setup/call/teardown hooks, "
-             f"capture) instead of benchaudit's lighter one, which emits the same reports; also {ENV}=1")
+        f"capture) instead of benchaudit's lighter one, which emits the same reports; also {ENV}=1",
+    )
 
 
 def full_protocol_reason(config: pytest.Config) -> str | None:
@@ -102,8 +142,13 @@ def full_protocol_reason(config: pytest.Config) -> str | None:
         return untested
     if os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         return f"{ENV}={os.environ[ENV]}"
-    for option, flag in (("usepdb", "--pdb"), ("trace", "--trace"), ("setupplan", "--setup-plan"),
-                         ("setuponly", "--setup-only"), ("setupshow", "--setup-show")):
+    for option, flag in (
+        ("usepdb", "--pdb"),
+        ("trace", "--trace"),
+        ("setupplan", "--setup-plan"),
+        ("setuponly", "--setup-only"),
+        ("setupshow", "--setup-show"),
+    ):
         if config.getoption(option, False):
             return flag
     if _fastpath.log_cli_enabled(config):
@@ -188,8 +233,9 @@ class LightProtocol:
         ihook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
         return True
 
-    def _phases(self, item: BenchItem, nextitem: pytest.Item | None, ihook: Any, location: Any,
-                inherited: dict[str, Literal[1]]) -> None:
+    def _phases(
+        self, item: BenchItem, nextitem: pytest.Item | None, ihook: Any, location: Any, inherited: dict[str, Literal[1]]
+    ) -> None:
         node_id = item.id if hasattr(type(item), "id") else item.nodeid  # pytest >= 9.2: the structured id
         # pytest's {x: 1 for x in item.keywords}: the item's own keywords, then its parents' (walked
         # once per parent here, not once per item; test_protocol compares the reports).
@@ -197,9 +243,21 @@ class LightProtocol:
         keywords: dict[str, Literal[1]] = {**dict.fromkeys(own, 1), **{k: 1 for k in inherited if k not in own}}
         report, sections = _fastpath.make_report, _fastpath.report_sections
         now = time.time()
-        ihook.pytest_runtest_logreport(report=report(
-            node_id, location, keywords, "passed", None, "setup", sections(item), 0.0, now, now,
-            user_properties=item.user_properties))
+        ihook.pytest_runtest_logreport(
+            report=report(
+                node_id,
+                location,
+                keywords,
+                "passed",
+                None,
+                "setup",
+                sections(item),
+                0.0,
+                now,
+                now,
+                user_properties=item.user_properties,
+            )
+        )
 
         call = pytest.CallInfo.from_call(item.runtest, when="call", reraise=self._reraise)
         excinfo = call.excinfo
@@ -207,13 +265,27 @@ class LightProtocol:
             extra: _RecordAttributes = {} if item.record is None else {"benchaudit_record": item.record}
             if item.records_handed_over:  # inference.repeats: each repeat's record was reported as it came
                 extra["benchaudit_handed_over"] = True
-            rep = report(node_id, location, dict(keywords), "passed" if excinfo is None else "failed",
-                         None if excinfo is None else item.repr_failure(excinfo), "call", sections(item),
-                         call.duration, call.start, call.stop, user_properties=item.user_properties, **extra)
+            rep = report(
+                node_id,
+                location,
+                dict(keywords),
+                "passed" if excinfo is None else "failed",
+                None if excinfo is None else item.repr_failure(excinfo),
+                "call",
+                sections(item),
+                call.duration,
+                call.start,
+                call.stop,
+                user_properties=item.user_properties,
+                **extra,
+            )
         else:  # a skip (--max-cost), a crash: pytest's own report for it
             rep = ihook.pytest_runtest_makereport(item=item, call=call)
         ihook.pytest_runtest_logreport(report=rep)
-        item.record, item.records_handed_over = None, False  # the report carries it; the item (kept until the session ends) does not
+        item.record, item.records_handed_over = (
+            None,
+            False,
+        )  # the report carries it; the item (kept until the session ends) does not
         # A wrong answer is an expected outcome: its known implementers (they cancel a timer the
         # protocol's end cancels anyway) are not called for it; a crash goes to them as in pytest.
         if excinfo is not None and not isinstance(excinfo.value, BenchmarkFailure) and _interactive(call, rep):
@@ -226,13 +298,25 @@ class LightProtocol:
             # Nothing to tear down: this path set nothing up, and what pytest's protocol set up
             # (at most this item's parents) the next item needs too.
             now = time.time()
-            rep = report(node_id, location, dict(keywords), "passed", None, "teardown", sections(item), 0.0, now,
-                         now, user_properties=item.user_properties)
+            rep = report(
+                node_id,
+                location,
+                dict(keywords),
+                "passed",
+                None,
+                "teardown",
+                sections(item),
+                0.0,
+                now,
+                now,
+                user_properties=item.user_properties,
+            )
             ihook.pytest_runtest_logreport(report=rep)
             item.user_properties.clear()  # each report holds its own copy (JUnit reads the teardown one)
             return
-        teardown = pytest.CallInfo.from_call(lambda: _fastpath.teardown_exact(session, nextitem), when="teardown",
-                                             reraise=self._reraise)
+        teardown = pytest.CallInfo.from_call(
+            lambda: _fastpath.teardown_exact(session, nextitem), when="teardown", reraise=self._reraise
+        )
         rep = ihook.pytest_runtest_makereport(item=item, call=teardown)
         ihook.pytest_runtest_logreport(report=rep)
         if teardown.excinfo is not None and _interactive(teardown, rep):

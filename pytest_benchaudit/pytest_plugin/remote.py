@@ -50,12 +50,21 @@ from typing_extensions import TypedDict
 
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.pytest_plugin._xdist import unmapped_path_args
-from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.pytest_plugin.launched import LAUNCHED
+from pytest_benchaudit.pytest_plugin.options import RunOptions
 from pytest_benchaudit.runs.run_meta import WorkerInfo
 
-__all__ = ["HOST_ID_ENV", "WORKER_KEY", "RemoteWorkers", "WorkerFacts", "host_identity", "is_local_spec",
-           "loopback_urls", "mask_tx", "refuse_worker"]
+__all__ = [
+    "HOST_ID_ENV",
+    "WORKER_KEY",
+    "RemoteWorkers",
+    "WorkerFacts",
+    "host_identity",
+    "is_local_spec",
+    "loopback_urls",
+    "mask_tx",
+    "refuse_worker",
+]
 
 HOST_ID_ENV = "BENCHAUDIT_HOST_ID"  # a host's environment: replaces its loopback identity
 WORKER_KEY = "benchaudit_worker"  # workeroutput: what the worker resolved on its host
@@ -158,8 +167,11 @@ def mask_tx(spec: str) -> str:
 
 
 def _launched(opts: RunOptions) -> list[str]:
-    return [("local" if m.kind == "local" else f"vllm:{m.model_id}") for m in [*opts.models, opts.judge]
-            if m is not None and m.kind in LAUNCHED]
+    return [
+        ("local" if m.kind == "local" else f"vllm:{m.model_id}")
+        for m in [*opts.models, opts.judge]
+        if m is not None and m.kind in LAUNCHED
+    ]
 
 
 class RemoteWorkers:
@@ -184,7 +196,8 @@ class RemoteWorkers:
                 f"--model {', '.join(launched)}: a launched model is served on this host's 127.0.0.1 and is "
                 f"not started on workers through other gateways ({', '.join(mask_tx(str(s)) for s in far)}); "
                 "start the server once on a host the workers reach (e.g. `vllm serve MODEL --host 0.0.0.0 "
-                "--port 8000` there) and pass --model NAME@http://HOST:8000/v1, or run local workers (-n N)")
+                "--port 8000` there) and pass --model NAME@http://HOST:8000/v1, or run local workers (-n N)"
+            )
         if any(not getattr(s, "popen", False) or getattr(s, "chdir", None) for s in specs):
             self._check_args(config)  # the specs for which xdist maps path arguments onto rsync roots
 
@@ -198,7 +211,8 @@ class RemoteWorkers:
                 "gateways (it maps only paths under a --rsyncdir, given as absolute paths). Pass a suite as "
                 "an absolute path under a --rsyncdir (e.g. --rsyncdir $PWD/suites $PWD/suites/seceval), "
                 "and an option's value with '=' (--report-dir=out, --data-dir=DIR: then it is read on "
-                "each worker, relative to its working directory)")
+                "each worker, relative to its working directory)"
+            )
 
     # -- each gateway --------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
@@ -230,7 +244,9 @@ class RemoteWorkers:
                     f"benchaudit: WARNING --model {label}: {url} is a loopback address; 127.0.0.1 on this host "
                     f"({self.here['hostname']}) is not 127.0.0.1 on workers {where}: each asks whatever "
                     "listens there on its own host (give an address the workers reach to ask this one)",
-                    yellow=True, bold=True)
+                    yellow=True,
+                    bold=True,
+                )
         return result
 
     # -- each worker's end ------------------------------------------------------------
@@ -264,9 +280,12 @@ class RemoteWorkers:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for name, by_worker in sorted(self.conflicts.items()):
             sums = ", ".join(f"{gw} {c[:12]}" for gw, c in sorted(by_worker.items()))
-            terminalreporter.write_line(f"benchaudit: WARNING data file {name} differs between workers ({sums}): "
-                                        "this run mixes two datasets; give every host the same files",
-                                        red=True, bold=True)
+            terminalreporter.write_line(
+                f"benchaudit: WARNING data file {name} differs between workers ({sums}): "
+                "this run mixes two datasets; give every host the same files",
+                red=True,
+                bold=True,
+            )
 
 
 class WorkerFacts:
@@ -282,8 +301,10 @@ class WorkerFacts:
             return
         ident = host_identity()
         report: WorkerReport = {
-            "hostname": ident["hostname"], "cwd": ident["cwd"],
-            "data_dir": str(self.opts.data_dir.expanduser().resolve()), "data_dir_origin": self.opts.data_origin,
+            "hostname": ident["hostname"],
+            "cwd": ident["cwd"],
+            "data_dir": str(self.opts.data_dir.expanduser().resolve()),
+            "data_dir_origin": self.opts.data_origin,
             "cache_dir": str(self.opts.cache_dir.resolve()) if self.opts.cache_dir is not None else None,
         }
         workeroutput[WORKER_KEY] = report
@@ -298,4 +319,5 @@ def refuse_worker(config: pytest.Config, message: str) -> None:
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput.setdefault(USAGE_ERRORS_KEY, []).append(
-            f"{message} (on the xdist worker on host {host_identity()['hostname']})")
+            f"{message} (on the xdist worker on host {host_identity()['hostname']})"
+        )

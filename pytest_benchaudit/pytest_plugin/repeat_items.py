@@ -14,8 +14,9 @@ they come).  Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from pytest_benchaudit.pipeline.types import Request
 

@@ -52,7 +52,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -61,8 +62,16 @@ from pytest_benchaudit.dataset.suites import SUITE_FILENAME
 from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.pytest_plugin import _terminal
 
-__all__ = ["AnswerReporting", "LiveLine", "ReportTrim", "add_output_options", "is_bench_failure", "is_benchmark_report",
-           "live_enabled", "show_answers"]
+__all__ = [
+    "AnswerReporting",
+    "LiveLine",
+    "ReportTrim",
+    "add_output_options",
+    "is_bench_failure",
+    "is_benchmark_report",
+    "live_enabled",
+    "show_answers",
+]
 
 DEFAULT_SHOWN = 5  # wrong answers listed per task by default
 DEFAULT_BUDGET = 50  # ... but about this many in all when a run has many tasks (at least one each)
@@ -71,10 +80,14 @@ DEFAULT_BUDGET = 50  # ... but about this many in all when a run has many tasks 
 def add_output_options(parser: pytest.Parser) -> None:
     """Options of the terminal output (registered with the other benchaudit options)."""
     group = parser.getgroup("benchaudit")
-    group.addoption("--show-answers", default=None, metavar="N|all",
-                    help=f"wrong/invalid answers listed per task in the benchaudit summary (default "
-                         f"{DEFAULT_SHOWN}, fewer per task when a run has many, about {DEFAULT_BUDGET} in all; "
-                         "'all' lists every one, as -v does; 0 none)")
+    group.addoption(
+        "--show-answers",
+        default=None,
+        metavar="N|all",
+        help=f"wrong/invalid answers listed per task in the benchaudit summary (default "
+        f"{DEFAULT_SHOWN}, fewer per task when a run has many, about {DEFAULT_BUDGET} in all; "
+        "'all' lists every one, as -v does; 0 none)",
+    )
 
 
 def show_answers(config: pytest.Config) -> int | None:
@@ -100,8 +113,11 @@ def is_bench_failure(report: Any) -> bool:
     A benchmark item that crashed (a bug, not an answer) carries no record and keeps
     pytest's usual traceback and sections.
     """
-    return getattr(report, "when", None) == "call" and bool(getattr(report, "failed", False)) \
+    return (
+        getattr(report, "when", None) == "call"
+        and bool(getattr(report, "failed", False))
         and getattr(report, "benchaudit_record", None) is not None
+    )
 
 
 def _clock(seconds: float) -> str:
@@ -145,10 +161,16 @@ class LiveLine:
         rate = self.done / elapsed
         left = max(self.total - self.done, 0)
         eta = _clock(left / rate) if rate > 0 else "?"
-        models = " | ".join(f"{m}: {100 * c / n:.1f}% correct, {100 * i / n:.1f}% invalid"
-                            for m, (n, c, i) in self.by_model.items() if n)
-        return (f"benchaudit {self.done:,}/{self.total:,} questions  {rate:,.1f}/s  ETA {eta}"
-                + (f"  {self.waiting}" if self.waiting else "") + (f"  {models}" if models else ""))
+        models = " | ".join(
+            f"{m}: {100 * c / n:.1f}% correct, {100 * i / n:.1f}% invalid"
+            for m, (n, c, i) in self.by_model.items()
+            if n
+        )
+        return (
+            f"benchaudit {self.done:,}/{self.total:,} questions  {rate:,.1f}/s  ETA {eta}"
+            + (f"  {self.waiting}" if self.waiting else "")
+            + (f"  {models}" if models else "")
+        )
 
 
 def live_enabled(config: pytest.Config, reporter: Any) -> bool:
@@ -165,8 +187,12 @@ def log_lines_enabled(config: pytest.Config, reporter: Any) -> bool:
     """Not a terminal (CI logs, pipes): a plain progress line at each tenth instead of a letter per
     item; ``BENCHAUDIT_PROGRESS=0`` or ``-v`` keeps pytest's own per-item output."""
     forced = os.environ.get(PROGRESS_ENV, "").strip().lower()
-    return (reporter is not None and not config.option.collectonly and config.get_verbosity() <= 0
-            and forced not in ("0", "false", "no", "off"))
+    return (
+        reporter is not None
+        and not config.option.collectonly
+        and config.get_verbosity() <= 0
+        and forced not in ("0", "false", "no", "off")
+    )
 
 
 class AnswerReporting:
@@ -285,8 +311,9 @@ class AnswerReporting:
 
 # What a benchmark call report keeps of its record once every logreport hook has seen it
 # (shared objects: nothing per report). Keys: (valid, correct).
-_OUTCOMES = {(valid, correct): {"valid": valid, "correct": correct}
-             for valid in (True, False) for correct in (True, False)}
+_OUTCOMES = {
+    (valid, correct): {"valid": valid, "correct": correct} for valid in (True, False) for correct in (True, False)
+}
 
 
 def _is_bench_nodeid(nodeid: str) -> bool:

@@ -13,8 +13,9 @@ dead endpoint never got; :func:`check_same_invocation` refuses a resume with oth
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Mapping
+from typing import Any, Final
 
 import pytest
 from typing_extensions import TypedDict
@@ -22,17 +23,38 @@ from typing_extensions import TypedDict
 from pytest_benchaudit.common.safe_text import printable
 from pytest_benchaudit.common.secrets import redact
 from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
-from pytest_benchaudit.pytest_plugin.prerun_checks import RESUME_RUN, ResumeRun, resume_mismatch
 from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.pytest_plugin.prerun_checks import RESUME_RUN, ResumeRun, resume_mismatch
 from pytest_benchaudit.pytest_plugin.runmeta import redact_json
 from pytest_benchaudit.runs.run_meta import RunMeta
 
-__all__ = ["RECORDED", "RESUME_CORRECT", "RESUME_KEYS", "RecordKey", "ResumeFilter", "ResumeWarning",
-           "check_same_collection", "check_same_invocation", "deselect_recorded", "drop_not_asked", "item_key", "item_keys", "not_asked",
-           "record_key", "recorded_repeats", "resume_command", "resume_workerinput", "write_stopped"]
+__all__ = [
+    "RECORDED",
+    "RESUME_CORRECT",
+    "RESUME_KEYS",
+    "RecordKey",
+    "ResumeFilter",
+    "ResumeWarning",
+    "check_same_collection",
+    "check_same_invocation",
+    "deselect_recorded",
+    "drop_not_asked",
+    "item_key",
+    "item_keys",
+    "not_asked",
+    "record_key",
+    "recorded_repeats",
+    "resume_command",
+    "resume_workerinput",
+    "write_stopped",
+]
 
-RESUME_KEYS: Final = "benchaudit_resume_keys"  # workerinput key: the (benchmark, task, question_id, model, variant, repeat) recorded
-RESUME_CORRECT: Final = "benchaudit_resume_correct"  # workerinput key: of those, the correct ones (a run with repeats only)
+RESUME_KEYS: Final = (
+    "benchaudit_resume_keys"  # workerinput key: the (benchmark, task, question_id, model, variant, repeat) recorded
+)
+RESUME_CORRECT: Final = (
+    "benchaudit_resume_correct"  # workerinput key: of those, the correct ones (a run with repeats only)
+)
 
 RecordKey = tuple[str, str, str, str, str, str]
 # What a resumed run recorded, for the runner (the repeats an item still asks, and their verdicts):
@@ -47,8 +69,14 @@ class ResumeWarning(UserWarning):
 def record_key(record: RecordRow) -> RecordKey:
     """What identifies a record within a run: benchmark, task, question id, model, variant, repeat
     (a record from before repeats is repeat 0)."""
-    return (str(record.get("benchmark")), str(record.get("task")), str(record.get("question_id")),
-            str(record.get("model")), str(record.get("variant") or ""), str(record.get("repeat") or 0))
+    return (
+        str(record.get("benchmark")),
+        str(record.get("task")),
+        str(record.get("question_id")),
+        str(record.get("model")),
+        str(record.get("variant") or ""),
+        str(record.get("repeat") or 0),
+    )
 
 
 def item_key(item: pytest.Item) -> RecordKey | None:
@@ -152,29 +180,39 @@ def check_same_invocation(path: Any, meta: RunMeta, opts: RunOptions) -> None:
     """A resumed run must ask with the same pipeline, layers, ``--set``, models, ``--limit`` and ``--vary``
     as the run in ``path`` (its run.json ``meta``), or its summary would mix two: a usage error naming which."""
     if "pipeline" in meta and meta["pipeline"] != opts.pipeline:
-        raise pytest.UsageError(f"--resume {path}: the run used --pipeline {meta['pipeline']}, "
-                                f"not {opts.pipeline}; resume it with the same pipeline")
+        raise pytest.UsageError(
+            f"--resume {path}: the run used --pipeline {meta['pipeline']}, "
+            f"not {opts.pipeline}; resume it with the same pipeline"
+        )
     if (meta.get("pipelines") or []) != opts.pipelines:  # a --pipelines run resumes with the same list
         was, now = (",".join(p or []) or "(none)" for p in (meta.get("pipelines"), opts.pipelines))
-        raise pytest.UsageError(f"--resume {path}: the run used --pipelines {was}, this invocation {now}; "
-                                "resume it with the same layers")
+        raise pytest.UsageError(
+            f"--resume {path}: the run used --pipelines {was}, this invocation {now}; resume it with the same layers"
+        )
     if "overrides" in meta:
         now = redact_json({k: v for k, v in opts.overrides})
         if meta["overrides"] != now:
-            raise pytest.UsageError(f"--resume {path}: {_override_difference(meta['overrides'], now, opts)}; resume "
-                                    "it with the same options")
+            raise pytest.UsageError(
+                f"--resume {path}: {_override_difference(meta['overrides'], now, opts)}; resume "
+                "it with the same options"
+            )
     stored_models = [str(m["spec"]) for m in meta.get("models") or [] if m.get("spec")]
     models = [m.label for m in opts.models]
     if stored_models and sorted(stored_models) != sorted(models):
-        raise pytest.UsageError(f"--resume {path}: the run used --model {', '.join(stored_models)}, this "
-                                f"invocation {', '.join(models)}; resume it with the same models")
+        raise pytest.UsageError(
+            f"--resume {path}: the run used --model {', '.join(stored_models)}, this "
+            f"invocation {', '.join(models)}; resume it with the same models"
+        )
     stored: list[tuple[str, bool, object, object]] = [
         ("--limit", "limit" in meta, meta.get("limit"), opts.limit),
-        ("--vary", "vary" in meta, meta.get("vary"), redact_json([[f, v] for f, v in opts.vary]))]
+        ("--vary", "vary" in meta, meta.get("vary"), redact_json([[f, v] for f, v in opts.vary])),
+    ]
     for option, given, then, now_value in stored:
         if given and then != now_value:
-            raise pytest.UsageError(f"--resume {path}: the run used {option} {then}, this invocation "
-                                    f"{now_value}; resume it with the same {option}")
+            raise pytest.UsageError(
+                f"--resume {path}: the run used {option} {then}, this invocation "
+                f"{now_value}; resume it with the same {option}"
+            )
 
 
 def _override_difference(then: Mapping[str, Any], now: Mapping[str, Any], opts: RunOptions) -> str:
@@ -184,8 +222,10 @@ def _override_difference(then: Mapping[str, Any], now: Mapping[str, Any], opts: 
     for key in sorted(k for k in {*then, *now} if then.get(k, _UNSET) != now.get(k, _UNSET)):
         was = f"{then[key]!r}" if key in then else "nothing"
         given = opts.override_options.get(key) or (f"--set {key}={json.dumps(now[key])}" if key in now else None)
-        parts.append(f"the run set {key} to {was}, this invocation "
-                     + (f"to {now[key]!r} ({given})" if given else "does not set it"))
+        parts.append(
+            f"the run set {key} to {was}, this invocation "
+            + (f"to {now[key]!r} ({given})" if given else "does not set it")
+        )
     return "; ".join(parts)
 
 
@@ -212,12 +252,14 @@ def resume_command(args: list[str], run_path: Path | str) -> str:
     return command
 
 
-def check_same_collection(path: Any, resumed_from: RunMeta, cards: Mapping[str, PipelineCard],
-                          checksums: Mapping[str, str]) -> None:
+def check_same_collection(
+    path: Any, resumed_from: RunMeta, cards: Mapping[str, PipelineCard], checksums: Mapping[str, str]
+) -> None:
     """After collection (serial run): the same suites and tasks, pipelines and data files as the run in
     ``path`` (its run.json ``resumed_from``) — this collection's ``cards`` and ``checksums`` — or a usage error."""
-    problem = resume_mismatch(resumed_from.get("pipeline_cards") or {}, resumed_from.get("dataset_checksums") or {},
-                              cards, checksums)
+    problem = resume_mismatch(
+        resumed_from.get("pipeline_cards") or {}, resumed_from.get("dataset_checksums") or {}, cards, checksums
+    )
     if problem:
         raise pytest.UsageError(f"--resume {path}: {problem}")
 
@@ -230,8 +272,9 @@ class ResumeWorkerInput(TypedDict, total=False):
     benchaudit_resume_run: ResumeRun  # RESUME_RUN
 
 
-def resume_workerinput(recorded: set[RecordKey], correct: set[RecordKey], resumed_from: RunMeta | None,
-                       path: Any) -> ResumeWorkerInput:
+def resume_workerinput(
+    recorded: set[RecordKey], correct: set[RecordKey], resumed_from: RunMeta | None, path: Any
+) -> ResumeWorkerInput:
     """What each xdist worker is handed of a resumed run: the keys recorded (its :class:`ResumeFilter`
     deselects them), the correct ones where the run has repeats, and the run's cards and checksums
     (the worker checks its collection against them, ``checks.PreRunChecks``); empty otherwise."""
@@ -244,19 +287,29 @@ def resume_workerinput(recorded: set[RecordKey], correct: set[RecordKey], resume
         out[RESUME_RUN] = {
             "path": str(path),
             "cards": resumed_from.get("pipeline_cards") or {},  # what resume_mismatch compares
-            "checksums": resumed_from.get("dataset_checksums") or {}}
+            "checksums": resumed_from.get("dataset_checksums") or {},
+        }
     return out
-
 
 
 def write_stopped(terminalreporter: Any, stopped: str, records_kept: bool, command: str, status: int = 2) -> None:
     """An abnormal end on the terminal: why, what is kept, the exit status (``status``) and the command
     that continues it (``records_kept``: records.jsonl is still there; else the run must start again)."""
     if not records_kept:
-        terminalreporter.write_line(printable(redact(f"STOPPED: {stopped}; the run directory is gone (run "
-                                                     f"again); exit status {status}")), red=True, bold=True)
+        terminalreporter.write_line(
+            printable(redact(f"STOPPED: {stopped}; the run directory is gone (run again); exit status {status}")),
+            red=True,
+            bold=True,
+        )
         return
-    terminalreporter.write_line(printable(redact(
-        f"STOPPED: {stopped}; the records written before it are kept; exit status {status}. Continue it (asks "
-        "only what is not recorded):")), red=True, bold=True)
+    terminalreporter.write_line(
+        printable(
+            redact(
+                f"STOPPED: {stopped}; the records written before it are kept; exit status {status}. Continue it (asks "
+                "only what is not recorded):"
+            )
+        ),
+        red=True,
+        bold=True,
+    )
     terminalreporter.write_line(f"  {redact(command)}")

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import platform
 import re
+from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pytest_benchaudit.common.secrets import mask_url_credentials, redact
 from pytest_benchaudit.inference.backend import ModelSpec
@@ -21,8 +22,15 @@ from pytest_benchaudit.runs.run_meta import GenerationCache, RunModel
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.cache import CacheStats
 
-__all__ = ["PER_SESSION_WARNINGS", "clean_argv", "redact_json", "run_models", "run_warning_list", "sum_cache_stats",
-           "versions"]
+__all__ = [
+    "PER_SESSION_WARNINGS",
+    "clean_argv",
+    "redact_json",
+    "run_models",
+    "run_warning_list",
+    "sum_cache_stats",
+    "versions",
+]
 
 # Warnings only the session that saw them can tell (the generation cache's counts, a plugin's hook that
 # raised): the earlier sessions of a resumed run keep theirs. Every other kind is found again, at each end,
@@ -66,14 +74,17 @@ def redact_json(value: Any) -> Any:
 def sum_cache_stats(stats: Iterable[CacheStats]) -> GenerationCache:
     """The generation caches' statistics of every process of a run, summed (run.json ``generation_cache``)."""
     stats = list(stats)
-    return {"enabled": any(s.get("enabled") for s in stats),
-            "hits": sum(int(s.get("hits", 0)) for s in stats),
-            "misses": sum(int(s.get("misses", 0)) for s in stats),
-            "disabled": sorted({why for s in stats if (why := s.get("disabled"))})}
+    return {
+        "enabled": any(s.get("enabled") for s in stats),
+        "hits": sum(int(s.get("hits", 0)) for s in stats),
+        "misses": sum(int(s.get("misses", 0)) for s in stats),
+        "disabled": sorted({why for s in stats if (why := s.get("disabled"))}),
+    }
 
 
-def run_models(models: Iterable[ModelSpec], launched_url: Callable[[ModelSpec], str | None],
-               served: Mapping[str, Iterable[str]]) -> list[RunModel]:
+def run_models(
+    models: Iterable[ModelSpec], launched_url: Callable[[ModelSpec], str | None], served: Mapping[str, Iterable[str]]
+) -> list[RunModel]:
     """run.json's ``models``: each spec's public fields, the endpoint of a server this run launched
     (local, vllm:) and the model ids its answers and ``GET /models`` named."""
     out: list[RunModel] = []

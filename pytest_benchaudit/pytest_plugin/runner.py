@@ -19,38 +19,39 @@ import itertools
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_benchaudit.inference.backend import ModelSpec
+from pytest_benchaudit.common.errors import UsageError
+from pytest_benchaudit.common.progress import stall_after
+from pytest_benchaudit.common.safe_text import printable
+from pytest_benchaudit.common.secrets import register_secret_env
 from pytest_benchaudit.dataset.suites import SUITE_FILENAME
-from pytest_benchaudit.pytest_plugin import _fastpath
-from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure, item_hashes
+from pytest_benchaudit.inference import prestart
+from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.engine import Engine
 from pytest_benchaudit.inference.factory import budgeted_recipe, endpoint_recipe
+from pytest_benchaudit.inference.prestart import INFERENCE_PROCESS_ENV, inference_process_setting
 from pytest_benchaudit.inference.providers import adjust_request
 from pytest_benchaudit.inference.usage import NOT_ASKED
-from pytest_benchaudit.scoring.evaluate import evaluate, failure_message
-from pytest_benchaudit.scoring.judge_calls import judge_answer, needs_judge
+from pytest_benchaudit.pipeline.record_documents import RecordRow
+from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Request, Score
+from pytest_benchaudit.pytest_plugin import _fastpath
+from pytest_benchaudit.pytest_plugin.collect import BenchItem, BenchmarkFailure, item_hashes
 from pytest_benchaudit.pytest_plugin.launched import LAUNCHED, LocalUrl, launched_identity
-from pytest_benchaudit.pytest_plugin.options import RunOptions
-from pytest_benchaudit.pytest_plugin.paths import names_suites
-from pytest_benchaudit.inference import prestart
-from pytest_benchaudit.inference.prestart import INFERENCE_PROCESS_ENV, inference_process_setting
 from pytest_benchaudit.pytest_plugin.local_pace import announce_local_pace
 from pytest_benchaudit.pytest_plugin.lookahead import LookAhead
+from pytest_benchaudit.pytest_plugin.options import RunOptions
+from pytest_benchaudit.pytest_plugin.paths import names_suites
 from pytest_benchaudit.pytest_plugin.protocol import LightProtocol
 from pytest_benchaudit.pytest_plugin.repeat_items import Tally, reducer_of, repeat_request, repeats_of
 from pytest_benchaudit.pytest_plugin.resume import recorded_repeats
-from pytest_benchaudit.pipeline.stages import Pipeline
-from pytest_benchaudit.common.safe_text import printable
-from pytest_benchaudit.common.errors import UsageError
-from pytest_benchaudit.common.progress import stall_after
-from pytest_benchaudit.common.secrets import register_secret_env
-from pytest_benchaudit.pipeline.record_documents import RecordRow
-from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Request, Score
+from pytest_benchaudit.scoring.evaluate import evaluate, failure_message
+from pytest_benchaudit.scoring.judge_calls import judge_answer, needs_judge
 
 if TYPE_CHECKING:
     from pytest_benchaudit.inference.process import ProcessEngine
@@ -66,15 +67,22 @@ def add_runner_options(parser: pytest.Parser) -> None:
     from pytest_benchaudit.inference.breaker import DEFAULT_THRESHOLD
 
     parser.getgroup("benchaudit").addoption(
-        "--breaker", type=int, default=DEFAULT_THRESHOLD, metavar="N",
+        "--breaker",
+        type=int,
+        default=DEFAULT_THRESHOLD,
+        metavar="N",
         help=f"stop asking a model after N consecutive connection failures or timeouts (default "
-             f"{DEFAULT_THRESHOLD}; 0: never); its remaining questions are recorded invalid (endpoint_down) "
-             "and --resume asks them later. HTTP 401/403 stops it at once")
+        f"{DEFAULT_THRESHOLD}; 0: never); its remaining questions are recorded invalid (endpoint_down) "
+        "and --resume asks them later. HTTP 401/403 stops it at once",
+    )
     parser.getgroup("benchaudit").addoption(
-        "--no-inference-process", action="store_true", default=False,
+        "--no-inference-process",
+        action="store_true",
+        default=False,
         help="ask the models from a thread of the pytest process (pytest and the HTTP client then share one "
-             f"core); by default they are asked from a process of their own. ${INFERENCE_PROCESS_ENV}=0 does "
-             "the same")
+        f"core); by default they are asked from a process of their own. ${INFERENCE_PROCESS_ENV}=0 does "
+        "the same",
+    )
 
 
 def _skip_if_not_asked(generation: Generation, max_cost: float | None) -> None:
@@ -96,8 +104,12 @@ def _engine_alive() -> Iterator[None]:
     except InferenceProcessError as err:
         pytest.exit(printable(f"benchaudit: {err}"), returncode=pytest.ExitCode.INTERRUPTED)
     except BackendBug as err:
-        pytest.exit(printable(f"benchaudit: {err}; the run stops (the records written so far are kept, "
-                              "--resume asks the rest)"), returncode=pytest.ExitCode.INTERNAL_ERROR)
+        pytest.exit(
+            printable(
+                f"benchaudit: {err}; the run stops (the records written so far are kept, --resume asks the rest)"
+            ),
+            returncode=pytest.ExitCode.INTERNAL_ERROR,
+        )
 
 
 def _inference_process_env() -> bool:
@@ -106,8 +118,10 @@ def _inference_process_env() -> bool:
     setting = inference_process_setting(os.environ)
     if setting is not None:
         return setting
-    raise pytest.UsageError(f"${INFERENCE_PROCESS_ENV}={os.environ[INFERENCE_PROCESS_ENV]!r}: expected 0 (the "
-                            "models asked from a thread of the pytest process) or 1 (from a process of their own)")
+    raise pytest.UsageError(
+        f"${INFERENCE_PROCESS_ENV}={os.environ[INFERENCE_PROCESS_ENV]!r}: expected 0 (the "
+        "models asked from a thread of the pytest process) or 1 (from a process of their own)"
+    )
 
 
 def _process_available() -> bool:
@@ -131,15 +145,23 @@ class Runner:
         self.opts = opts
         self.local_url = local_url
         self.engine: Engine | ProcessEngine | None = None
-        self.in_process = bool(config.getoption("no_inference_process", False)) or not _inference_process_env() \
+        self.in_process = (
+            bool(config.getoption("no_inference_process", False))
+            or not _inference_process_env()
             or not _process_available()
+        )
         self._switch_interval = sys.getswitchinterval()
         self._registered: set[str] = set()
         self._window_size: int | None = None
-        self.lookahead = LookAhead(config, opts, window=self._window,
-                                   concurrency=lambda m: default_concurrency(m, self.opts.concurrency),
-                                   ensure_model=self._ensure_model, prefetch_many=self._prefetch_many,
-                                   release=self._release)
+        self.lookahead = LookAhead(
+            config,
+            opts,
+            window=self._window,
+            concurrency=lambda m: default_concurrency(m, self.opts.concurrency),
+            ensure_model=self._ensure_model,
+            prefetch_many=self._prefetch_many,
+            release=self._release,
+        )
         self._meter: Any = None  # --max-cost: what this process spent (inference.usage.CostMeter)
         try:  # how long a request may go unanswered before the progress line says it waits
             self.stall_after = stall_after()
@@ -183,8 +205,11 @@ class Runner:
 
             window = self._window()
             # --no-cache: cache_dir is None. The cache opens lazily on the engine's loop thread.
-            cache = (GenerationCache(self.opts.cache_dir, expiry_s=self.opts.cache_expiry_s)
-                     if self.opts.cache_dir is not None else None)
+            cache = (
+                GenerationCache(self.opts.cache_dir, expiry_s=self.opts.cache_expiry_s)
+                if self.opts.cache_dir is not None
+                else None
+            )
             self.engine = Engine(window=window, cache=cache)
             # The engine's loop thread and pytest's item loop share one GIL; a thread that gave it
             # up for a system call (a record line, a terminal write, waiting for an answer) waits
@@ -234,8 +259,9 @@ class Runner:
     def _window(self) -> int:
         """Requests the engine keeps in flight: enough to keep every model's concurrency busy."""
         if self._window_size is None:
-            self._window_size = max(256, 4 * sum(default_concurrency(m, self.opts.concurrency)
-                                                 for m in self.opts.models))
+            self._window_size = max(
+                256, 4 * sum(default_concurrency(m, self.opts.concurrency) for m in self.opts.models)
+            )
         return self._window_size
 
     def _ensure_model(self, spec: ModelSpec) -> None:
@@ -244,15 +270,17 @@ class Runner:
         if spec.kind == "replay":
             from pytest_benchaudit.runs.replay import ReplayBackend
 
-            self._engine().add_model(spec.label, functools.partial(ReplayBackend, Path(spec.replay_dir or ""),
-                                                                   spec.label))
+            self._engine().add_model(
+                spec.label, functools.partial(ReplayBackend, Path(spec.replay_dir or ""), spec.label)
+            )
             self._registered.add(spec.label)
             return
         identity = None
         if spec.kind in LAUNCHED:  # a server this run launched (here, or in the xdist controller)
             identity = launched_identity(spec)  # its port changes every run; the cache must not care
-            spec = spec.model_copy(update={"base_url": self.local_url.get(spec),
-                                           "api_key_env": self.local_url.api_key_env(spec)})
+            spec = spec.model_copy(
+                update={"base_url": self.local_url.get(spec), "api_key_env": self.local_url.api_key_env(spec)}
+            )
         concurrency = default_concurrency(spec, self.opts.concurrency)
         register_secret_env([spec.api_key_env])
         if spec.endpoints:
@@ -265,8 +293,12 @@ class Runner:
         if isinstance(engine, Engine):
             engine.add_model(spec.label, recipe, identity=identity)
         else:  # the key is read in the inference process: it travels with the recipe, in memory
-            engine.add_model(spec.label, recipe, identity=identity,
-                             env={spec.api_key_env: os.environ.get(spec.api_key_env)} if spec.api_key_env else None)
+            engine.add_model(
+                spec.label,
+                recipe,
+                identity=identity,
+                env={spec.api_key_env: os.environ.get(spec.api_key_env)} if spec.api_key_env else None,
+            )
         self._registered.add(spec.label)
 
     def _budgeted(self, factory: Any, spec: ModelSpec, concurrency: int) -> Any:
@@ -296,8 +328,9 @@ class Runner:
                 raise pytest.UsageError(f"--model replay:{spec.replay_dir}: {err}") from None
             problems = upstream_mismatches(meta.get("pipeline_cards", {}), self.opts.state.cards)
             if problems:
-                raise pytest.UsageError(f"--model replay:{spec.replay_dir}: " + "; ".join(problems)
-                                        + " — this needs new generations")
+                raise pytest.UsageError(
+                    f"--model replay:{spec.replay_dir}: " + "; ".join(problems) + " — this needs new generations"
+                )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -307,8 +340,9 @@ class Runner:
         # Servers the run launches (local, vllm:): once, now; a failed start is one usage error, not one per item.
         selected = [i for i in session.items if isinstance(i, BenchItem) and not i.get_closest_marker("skip")]
         # vLLM refuses more log-probabilities than its --max-logprobs: launch it with what the layers ask for
-        self.local_url.max_logprobs = max((i.bench.pipeline.inference.decoding.top_logprobs or 0 for i in selected),
-                                          default=0) or None
+        self.local_url.max_logprobs = (
+            max((i.bench.pipeline.inference.decoding.top_logprobs or 0 for i in selected), default=0) or None
+        )
         self.local_url.start_all({i.bench.model for i in selected})
         self.lookahead.release_unplanned(session)
         if selected:
@@ -348,18 +382,32 @@ class Runner:
             raise BenchmarkFailure(printable(where + failure_message(data)))
 
     def _properties(self, node: BenchItem, data: RecordRow) -> None:
-        node.user_properties.extend([
-            ("benchmark", data["benchmark"]), ("task", data["task"]), ("model", data["model"]),
-            # Shown by CI viewers as they are: control characters from the answer escaped (the record keeps them).
-            ("pipeline", data["pipeline"]), ("gold", printable(str(data["gold"]))),
-            ("prediction", printable(str(data["prediction"] or ""))),
-            ("valid", data["valid"]), ("score", data["score"]),
-        ])
+        node.user_properties.extend(
+            [
+                ("benchmark", data["benchmark"]),
+                ("task", data["task"]),
+                ("model", data["model"]),
+                # Shown by CI viewers as they are: control characters from the answer escaped (the record keeps them).
+                ("pipeline", data["pipeline"]),
+                ("gold", printable(str(data["gold"]))),
+                ("prediction", printable(str(data["prediction"] or ""))),
+                ("valid", data["valid"]),
+                ("score", data["score"]),
+            ]
+        )
         if not data["valid"]:
             node.user_properties.append(("invalid_reason", data["invalid_reason"]))
 
-    def _run_repeats(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec,
-                     queued: list[Any] | None, hashes: tuple[str, str], where: str) -> None:
+    def _run_repeats(
+        self,
+        node: BenchItem,
+        question: Question,
+        pipeline: Pipeline,
+        model: ModelSpec,
+        queued: list[Any] | None,
+        hashes: tuple[str, str],
+        where: str,
+    ) -> None:
         """An item asked K times (``inference.repeats``): each repeat's record goes to the controller as
         soon as it is made (:meth:`_hand_over`; an interrupted run keeps every repeat answered so far,
         and ``--resume`` asks the others), the verdicts are counted, not kept; the item's verdict is the
@@ -384,12 +432,20 @@ class Runner:
         node.user_properties.append(("repeats", tally.text(reducer)))
         if not tally.passes(reducer):
             shown = wrong or first
-            raise BenchmarkFailure(printable(f"{where}{tally.text(reducer)}; repeat {shown['repeat']}: "
-                                             + failure_message(shown)))
+            raise BenchmarkFailure(
+                printable(f"{where}{tally.text(reducer)}; repeat {shown['repeat']}: " + failure_message(shown))
+            )
 
-    def _ask_repeats(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec,
-                     queued: list[Any] | None, hashes: tuple[str, str],
-                     recorded: dict[int, bool]) -> Iterator[RecordRow]:
+    def _ask_repeats(
+        self,
+        node: BenchItem,
+        question: Question,
+        pipeline: Pipeline,
+        model: ModelSpec,
+        queued: list[Any] | None,
+        hashes: tuple[str, str],
+        recorded: dict[int, bool],
+    ) -> Iterator[RecordRow]:
         """The records of the item's repeats not yet recorded, in order, as they are answered.  At most
         :meth:`.LookAhead.per_item` of its requests are queued at a time (those the look-ahead queued
         first): each is rendered when a slot frees, so K never sets how many requests exist at once."""
@@ -425,12 +481,32 @@ class Runner:
         the controller like any report), which the controller appends to records.jsonl at once."""
         now = time.time()
         node_id = node.id if hasattr(type(node), "id") else node.nodeid  # pytest >= 9.2: the structured id
-        node.ihook.pytest_runtest_logreport(report=_fastpath.make_report(
-            node_id, node.location, dict(keywords), "passed", None, "setup", [], 0.0, now, now, [],
-            benchaudit_record=record))
+        node.ihook.pytest_runtest_logreport(
+            report=_fastpath.make_report(
+                node_id,
+                node.location,
+                dict(keywords),
+                "passed",
+                None,
+                "setup",
+                [],
+                0.0,
+                now,
+                now,
+                [],
+                benchaudit_record=record,
+            )
+        )
 
-    def _ask(self, node: BenchItem, question: Question, pipeline: Pipeline, model: ModelSpec, request: Any,
-             hashes: tuple[str, str]) -> RecordRow:
+    def _ask(
+        self,
+        node: BenchItem,
+        question: Question,
+        pipeline: Pipeline,
+        model: ModelSpec,
+        request: Any,
+        hashes: tuple[str, str],
+    ) -> RecordRow:
         """Ask ``request`` (re-asked while its answer cannot be read, ``inference.reask_on_invalid``),
         read and score the answer: the record, as JSON-ready data."""
         earlier: list[str] = []
@@ -445,9 +521,19 @@ class Runner:
                     pytest.exit(printable(f"--model {model.label}: {refusal}"), returncode=pytest.ExitCode.USAGE_ERROR)
             _skip_if_not_asked(generation, self.opts.max_cost)
             judged, verdict, extra = self._judge(question, pipeline, generation)
-            record = evaluate(question, pipeline, asked, generation, model=model.label,
-                              variant=node.bench.variant, item_id=node.nodeid, resources=node.bench.resources,
-                              extraction=judged, score=verdict, extra=extra)
+            record = evaluate(
+                question,
+                pipeline,
+                asked,
+                generation,
+                model=model.label,
+                variant=node.bench.variant,
+                item_id=node.nodeid,
+                resources=node.bench.resources,
+                extraction=judged,
+                score=verdict,
+                extra=extra,
+            )
             if record.valid or record.invalid_reason == "endpoint_down":  # re-asking a dead endpoint is no use
                 break
             earlier.append(generation.text if generation.error is None else f"[error] {generation.error}")
@@ -455,13 +541,14 @@ class Runner:
         # without a second copy and dump); the message and properties read the dict.
         # Record's dump is a RecordRow (a test holds their keys and types equal): no second validation per item.
         data = cast(RecordRow, record.model_dump(mode="json"))
-        data["asks"], data["earlier_outputs"] = ask + 1, earlier[: ask]
+        data["asks"], data["earlier_outputs"] = ask + 1, earlier[:ask]
         data["pipeline_hash"], data["upstream_hash"] = hashes  # the card's: template, data and judge included
         data["repeat"] = request.repeat
         return data
 
-    def _judge(self, question: Question, pipeline: Pipeline,
-               generation: Generation) -> tuple[Extraction | None, Score | None, RecordExtras]:
+    def _judge(
+        self, question: Question, pipeline: Pipeline, generation: Generation
+    ) -> tuple[Extraction | None, Score | None, RecordExtras]:
         """Ask the ``--judge`` model to extract or grade, when the pipeline wants it
         (:func:`pytest_benchaudit.scoring.judge_calls.judge_answer` decides what to ask and reads the reply)."""
         if self.opts.judge is None or generation.error is not None or not needs_judge(pipeline):
@@ -487,7 +574,10 @@ class Runner:
             if isinstance(item, BenchItem):
                 if item.records_handed_over:  # inference.repeats: each repeat's record was reported as it came
                     report.benchaudit_handed_over = True
-                item.record, item.records_handed_over = None, False  # the item (kept until the session ends) does not keep it
+                item.record, item.records_handed_over = (
+                    None,
+                    False,
+                )  # the item (kept until the session ends) does not keep it
         elif call.when == "teardown" and isinstance(item, BenchItem):
             # Every report has its own copy of the JUnit properties (JUnit reads the teardown
             # report's); the item, kept until the session ends, needs them no more.
@@ -498,8 +588,11 @@ class Runner:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
-            workeroutput["benchaudit"] = {"cards": self.opts.state.cards, "checksums": self.opts.state.checksums,
-                                          "cache": self.engine.cache_stats() if self.engine is not None else None}
+            workeroutput["benchaudit"] = {
+                "cards": self.opts.state.cards,
+                "checksums": self.opts.state.checksums,
+                "cache": self.engine.cache_stats() if self.engine is not None else None,
+            }
         self._close_engine()
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -513,7 +606,7 @@ class Runner:
             sys.setswitchinterval(self._switch_interval)
 
 
-@functools.lru_cache(maxsize=None)  # once per process (pytester runs many sessions in one)
+@functools.cache  # once per process (pytester runs many sessions in one)
 def _freeze_at_exit() -> None:
     """At interpreter exit, freeze what is still alive before the interpreter's own final
     collections walk it (registered now, so it runs before the atexit handlers registered at

@@ -9,14 +9,14 @@ resolved pipeline, exemplars, resources, the card as collected and its hashes) a
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.common.errors import RunDirError
+from pytest_benchaudit.dataset.suites import Suite
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.endpoint_tokenizer import EndpointTokenizer, of_model, with_eos
 from pytest_benchaudit.inference.providers import adjust_request
@@ -40,8 +40,9 @@ def end_of_sequence(model: ModelSpec) -> EndpointTokenizer:
     return of_model(model)
 
 
-def note_end_of_sequence(providers: dict[str, dict[str, JsonValue]], models: Sequence[ModelSpec],
-                         task: str) -> list[CardWarning]:
+def note_end_of_sequence(
+    providers: dict[str, dict[str, JsonValue]], models: Sequence[ModelSpec], task: str
+) -> list[CardWarning]:
     """Put each model's end-of-sequence finding into a card's ``providers`` (``inference.stop_eos =
     "endpoint"``); a warning for each model whose EOS cannot be known (nothing is appended for it)."""
     warnings: list[CardWarning] = []
@@ -49,10 +50,16 @@ def note_end_of_sequence(providers: dict[str, dict[str, JsonValue]], models: Seq
         found = end_of_sequence(model)
         providers.setdefault(model.label, {})["end_of_sequence"] = found.card()
         if not found.served:
-            warnings.append(CardWarning(kind="end_of_sequence_unknown", message=(
-                f"{task}: the end-of-sequence token of model {model.label} cannot be known ({found.source}): lm-eval "
-                f"appends its tokenizer's to the stop sequences; these requests are sent without it (give it with "
-                f"--set inference.stop=[...] and --set inference.stop_eos=none)")))
+            warnings.append(
+                CardWarning(
+                    kind="end_of_sequence_unknown",
+                    message=(
+                        f"{task}: the end-of-sequence token of model {model.label} cannot be known ({found.source}): lm-eval "
+                        f"appends its tokenizer's to the stop sequences; these requests are sent without it (give it with "
+                        f"--set inference.stop=[...] and --set inference.stop_eos=none)"
+                    ),
+                )
+            )
     return warnings
 
 
@@ -94,8 +101,9 @@ class VariantSpec:
 
     def materials(self, pipeline: Pipeline) -> dict[str, JsonValue]:
         """What shapes ``pipeline``'s requests and scores on this task besides its fields (:mod:`.cards`)."""
-        return assembly.materials(self.suite.templates, pipeline, self.shots, self.data_checksums,
-                                  self.resource_checksums, self.judge)
+        return assembly.materials(
+            self.suite.templates, pipeline, self.shots, self.data_checksums, self.resource_checksums, self.judge
+        )
 
 
 class ItemSpec:
@@ -141,8 +149,9 @@ class ItemSpec:
         return templates[name]
 
     def render(self, question: Question, pipeline: Pipeline, model: ModelSpec) -> Request:
-        request = render_request(pipeline, self.template(pipeline), question, self.shared.shots,
-                                 min_max_tokens=model.min_max_tokens)
+        request = render_request(
+            pipeline, self.template(pipeline), question, self.shared.shots, min_max_tokens=model.min_max_tokens
+        )
         if pipeline.inference.stop_eos == "endpoint":  # lm-eval's stop list: the task's + the endpoint's EOS
             request = with_eos(request, end_of_sequence(model))
         return adjust_request(request, model)  # the provider's quirks, each listed in request.adjustments

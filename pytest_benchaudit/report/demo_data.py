@@ -39,18 +39,22 @@ def _demo_suite_file(suites_dir: Path | None) -> Path:
     for folder in candidates:
         if folder is not None and (folder / DEMO_BENCHMARK / SUITE_FILENAME).is_file():
             return folder / DEMO_BENCHMARK / SUITE_FILENAME
-    raise FileNotFoundError(f"no {DEMO_BENCHMARK}/{SUITE_FILENAME} under "
-                            + " or ".join(str(f) for f in candidates if f is not None))
+    raise FileNotFoundError(
+        f"no {DEMO_BENCHMARK}/{SUITE_FILENAME} under " + " or ".join(str(f) for f in candidates if f is not None)
+    )
 
 
 def _hint(data_dir: Path) -> str:
     where = f"{DEMO_BENCHMARK}/{DEMO_FILE}"
-    return (f"point BENCHAUDIT_DATA at a directory that holds {where} (make demo BENCHAUDIT_DATA=/path/to/datasets), "
-            f"or run `benchaudit fetch {DEMO_BENCHMARK} --data-dir {data_dir}` where its origin can be reached")
+    return (
+        f"point BENCHAUDIT_DATA at a directory that holds {where} (make demo BENCHAUDIT_DATA=/path/to/datasets), "
+        f"or run `benchaudit fetch {DEMO_BENCHMARK} --data-dir {data_dir}` where its origin can be reached"
+    )
 
 
-def ensure_demo_data(data_dir: str | None = None, *, origin: str | None = None, suites_dir: Path | None = None,
-                     out: TextIO | None = None) -> int:
+def ensure_demo_data(
+    data_dir: str | None = None, *, origin: str | None = None, suites_dir: Path | None = None, out: TextIO | None = None
+) -> int:
     """Make sure the demo's data file is in the data directory, fetching the benchmark when it is not.
 
     Returns 0 when the file is there (already, or fetched and verified), :data:`EXIT_NO_DATA` after one
@@ -63,8 +67,12 @@ def ensure_demo_data(data_dir: str | None = None, *, origin: str | None = None, 
     root, chosen_by = resolve_data_dir(data_dir)
     if (root / DEMO_BENCHMARK / DEMO_FILE).is_file():
         return 0
-    print(f"demo: no {DEMO_BENCHMARK}/{DEMO_FILE} in {root} (from {chosen_by}): "
-          f"fetching it (benchaudit fetch {DEMO_BENCHMARK}, sha256-verified)", file=out, flush=True)
+    print(
+        f"demo: no {DEMO_BENCHMARK}/{DEMO_FILE} in {root} (from {chosen_by}): "
+        f"fetching it (benchaudit fetch {DEMO_BENCHMARK}, sha256-verified)",
+        file=out,
+        flush=True,
+    )
     lines = io.StringIO()  # one line per file; shown on success, folded into one line on failure
     try:
         errors = fetch_suite(load_suite(_demo_suite_file(suites_dir)), root, origin=origin, out=lines, progress=out)
@@ -81,14 +89,23 @@ def ensure_demo_data(data_dir: str | None = None, *, origin: str | None = None, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_benchaudit.report.demo_data", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", default=None,
-                        help="data directory (default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets)")
-    parser.add_argument("--origin", metavar="URL", default=None,
-                        help="replace the suite's base_url (a mirror, or a test server)")
-    parser.add_argument("--suites-dir", type=Path, default=None,
-                        help="where the suite folders are (default: ./suites, else the packaged suites)")
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_benchaudit.report.demo_data",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--data-dir", default=None, help="data directory (default: $BENCHAUDIT_DATA, else ~/.cache/benchaudit/datasets)"
+    )
+    parser.add_argument(
+        "--origin", metavar="URL", default=None, help="replace the suite's base_url (a mirror, or a test server)"
+    )
+    parser.add_argument(
+        "--suites-dir",
+        type=Path,
+        default=None,
+        help="where the suite folders are (default: ./suites, else the packaged suites)",
+    )
     args = parser.parse_args(argv)
     return ensure_demo_data(args.data_dir, origin=args.origin, suites_dir=args.suites_dir)
 

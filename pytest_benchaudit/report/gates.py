@@ -21,22 +21,34 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, GateResult, TaskResult
 from pytest_benchaudit.aggregate.intervals import METHOD_TEXT
+from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, GateResult, TaskResult
 from pytest_benchaudit.common.errors import UsageError, did_you_mean
 
 __all__ = ["Gate", "GateError", "GateVerdict", "parse_gate", "evaluate_gates", "check_gate_targets", "gate_results"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq,
+    ">=": operator.ge,
+    "<=": operator.le,
+    ">": operator.gt,
+    "<": operator.lt,
+    "==": operator.eq,
 }
-_QUANTITIES = {"score": "score", "score_total": "score_total", "score_valid": "score_valid",
-               "invalid": "invalid_rate", "ci_low": "ci_low", "ci_high": "ci_high"}
+_QUANTITIES = {
+    "score": "score",
+    "score_total": "score_total",
+    "score_valid": "score_valid",
+    "invalid": "invalid_rate",
+    "ci_low": "ci_low",
+    "ci_high": "ci_high",
+}
 # Quantities read per task only: a benchmark of several tasks has no one value of them.
-_GATE = re.compile(r"^\s*([A-Za-z0-9_\-]+)(?:\.([A-Za-z0-9_\-]+))?(?::([a-z_]+))?\s*(>=|<=|==|>|<)\s*([0-9.eE+\-]+)\s*$")
+_GATE = re.compile(
+    r"^\s*([A-Za-z0-9_\-]+)(?:\.([A-Za-z0-9_\-]+))?(?::([a-z_]+))?\s*(>=|<=|==|>|<)\s*([0-9.eE+\-]+)\s*$"
+)
 
 
 class GateError(UsageError):
@@ -89,23 +101,31 @@ def check_gate_targets(gates: list[Gate], targets: dict[tuple[str, str], str]) -
     problems = []
     for gate in gates:
         if gate.benchmark not in benches:
-            problems.append(f"--gate {gate.text!r}: no collected benchmark {gate.benchmark!r}"
-                            f"{did_you_mean(gate.benchmark, benches)}; benchmarks: {', '.join(benches)}")
+            problems.append(
+                f"--gate {gate.text!r}: no collected benchmark {gate.benchmark!r}"
+                f"{did_you_mean(gate.benchmark, benches)}; benchmarks: {', '.join(benches)}"
+            )
             continue
         tasks = sorted(t for b, t in targets if b == gate.benchmark)
         if gate.task is not None and gate.task not in tasks:
-            problems.append(f"--gate {gate.text!r}: {gate.benchmark} has no task {gate.task!r}"
-                            f"{did_you_mean(gate.task, tasks)}; tasks: {', '.join(tasks)}")
+            problems.append(
+                f"--gate {gate.text!r}: {gate.benchmark} has no task {gate.task!r}"
+                f"{did_you_mean(gate.task, tasks)}; tasks: {', '.join(tasks)}"
+            )
             continue
         metrics = [METRIC_INFO.get(targets[(gate.benchmark, t)]) for t in ([gate.task] if gate.task else tasks)]
         # The invalid rate and the scores of higher-is-better metrics (accuracies, F1, 1 - MAD/7.7) are
         # fractions; an error metric (MAD) has no upper bound.
         fraction = gate.quantity == "invalid" or all(m is not None and not m.lower_is_better for m in metrics)
         if fraction and not 0.0 <= gate.threshold <= 1.0:
-            hint = (f"; a fraction is meant: did you mean {gate.threshold / 100:g} for {gate.threshold:g}%?"
-                    if 1.0 < gate.threshold <= 100.0 else "")
-            problems.append(f"--gate {gate.text!r}: {gate.threshold:g} is outside the range of "
-                            f"{gate.quantity} (0 to 1){hint}")
+            hint = (
+                f"; a fraction is meant: did you mean {gate.threshold / 100:g} for {gate.threshold:g}%?"
+                if 1.0 < gate.threshold <= 100.0
+                else ""
+            )
+            problems.append(
+                f"--gate {gate.text!r}: {gate.threshold:g} is outside the range of {gate.quantity} (0 to 1){hint}"
+            )
         elif gate.threshold < 0:
             problems.append(f"--gate {gate.text!r}: {gate.threshold:g} is below 0, where no {gate.quantity} lies")
     return problems
@@ -122,8 +142,11 @@ class _Read:
 
 def _interval_name(row: TaskResult, key: str) -> str:
     method = row.get("ci95_clustered_method" if key == "ci95_clustered" else "ci95_method")
-    grouped = (f", {row.get('n_groups')} groups of {row.get('clustered_by')}" if key == "ci95_clustered"
-               else ", questions as independent")
+    grouped = (
+        f", {row.get('n_groups')} groups of {row.get('clustered_by')}"
+        if key == "ci95_clustered"
+        else ", questions as independent"
+    )
     return f"{key} ({METHOD_TEXT.get(str(method), str(method)) if method else 'method not recorded'}{grouped})"
 
 
@@ -132,11 +155,19 @@ def _row_interval(row: TaskResult, quantity: str) -> _Read:
     if row["score"] is None:
         return _Read(None, "unspecified by the pipeline")
     grouped = row.get("clustered_by") is not None and row.get("n_groups") is not None
-    found = [(key, ci) for key in ("ci95_clustered", "ci95") for ci in [row.get(key)]
-             if isinstance(ci, list) and len(ci) == 2]
+    found = [
+        (key, ci)
+        for key in ("ci95_clustered", "ci95")
+        for ci in [row.get(key)]
+        if isinstance(ci, list) and len(ci) == 2
+    ]
     if grouped and not any(key == "ci95_clustered" for key, _ in found):
-        return _Read(None, f"no clustered interval: {row.get('n_groups')} group(s) of {row.get('clustered_by')}, "
-                           "a clustered error bar needs 2", "ci95_clustered")
+        return _Read(
+            None,
+            f"no clustered interval: {row.get('n_groups')} group(s) of {row.get('clustered_by')}, "
+            "a clustered error bar needs 2",
+            "ci95_clustered",
+        )
     if not found:
         return _Read(None, "no interval: fewer than two questions, or every question scored the same", "ci95")
     low, high = min(float(ci[0]) for _, ci in found), max(float(ci[1]) for _, ci in found)
@@ -152,8 +183,15 @@ def _row_value(row: TaskResult, quantity: str) -> _Read:
     if quantity in ("ci_low", "ci_high"):
         return _row_interval(row, quantity)
     key = _QUANTITIES[quantity]
-    value = (row["invalid_rate"] if key == "invalid_rate" else row["score_total"] if key == "score_total"
-             else row["score_valid"] if key == "score_valid" else row["score"])
+    value = (
+        row["invalid_rate"]
+        if key == "invalid_rate"
+        else row["score_total"]
+        if key == "score_total"
+        else row["score_valid"]
+        if key == "score_valid"
+        else row["score"]
+    )
     return _Read(None if value is None else float(value), "unspecified by the pipeline")
 
 
@@ -161,8 +199,11 @@ def _benchmark_value(gate: Gate, entry: BenchmarkScore, results: list[TaskResult
     if gate.quantity == "score":
         score = entry["score"]
         return _Read(None if score is None else float(score), "unspecified by the pipeline")
-    rows = [r for r in results if r["benchmark"] == entry["benchmark"] and r["model"] == entry["model"]
-            and r["variant"] == entry["variant"]]
+    rows = [
+        r
+        for r in results
+        if r["benchmark"] == entry["benchmark"] and r["model"] == entry["model"] and r["variant"] == entry["variant"]
+    ]
     key = _QUANTITIES[gate.quantity]
     if key == "invalid_rate":
         n = sum(r["n"] for r in rows)
@@ -177,11 +218,17 @@ def evaluate_gates(gates: list[Gate], results: list[TaskResult], benchmarks: lis
     for gate in gates:
         values: list[tuple[str, _Read]]
         if gate.task:
-            values = [(f"{r['model']}{'|' + r['variant'] if r['variant'] else ''}", _row_value(r, gate.quantity))
-                      for r in results if r["benchmark"] == gate.benchmark and r["task"] == gate.task]
+            values = [
+                (f"{r['model']}{'|' + r['variant'] if r['variant'] else ''}", _row_value(r, gate.quantity))
+                for r in results
+                if r["benchmark"] == gate.benchmark and r["task"] == gate.task
+            ]
         else:
-            values = [(f"{b['model']}{'|' + b['variant'] if b['variant'] else ''}", _benchmark_value(gate, b, results))
-                      for b in benchmarks if b["benchmark"] == gate.benchmark]
+            values = [
+                (f"{b['model']}{'|' + b['variant'] if b['variant'] else ''}", _benchmark_value(gate, b, results))
+                for b in benchmarks
+                if b["benchmark"] == gate.benchmark
+            ]
         if not values:
             verdicts.append(GateVerdict(gate, False, "no results for this target in the run"))
             continue

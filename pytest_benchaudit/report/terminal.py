@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tabulate import tabulate
 
-from pytest_benchaudit.aggregate.summary_documents import BenchmarkScore, ModelRankings, TaskResult, UsageRow, VariantDelta
 from pytest_benchaudit.aggregate.intervals import METHOD_TEXT
 from pytest_benchaudit.aggregate.results import model_rankings, reason_text, variant_deltas
-from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.aggregate.summary_documents import (
+    BenchmarkScore,
+    ModelRankings,
+    TaskResult,
+    UsageRow,
+    VariantDelta,
+)
 from pytest_benchaudit.common.safe_text import printable
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.report.gates import GateVerdict
 from pytest_benchaudit.scoring.evaluate import failure_message
 from pytest_benchaudit.scoring.metrics import invalid_credit_line
@@ -20,8 +27,20 @@ from pytest_benchaudit.scoring.metrics import invalid_credit_line
 if TYPE_CHECKING:  # audit.audit_documents imports the audit package (scipy): the summary's start-up does without it
     from pytest_benchaudit.audit.audit_documents import UpstreamAttributionRow
 
-__all__ = ["render_summary", "render_variant_deltas", "render_layer_attribution", "render_answers", "AnswerList",
-           "render_usage", "fit_columns", "metric_unit", "interval_legend", "shown_interval", "CLUSTERED_MARK", "WIDTH"]
+__all__ = [
+    "render_summary",
+    "render_variant_deltas",
+    "render_layer_attribution",
+    "render_answers",
+    "AnswerList",
+    "render_usage",
+    "fit_columns",
+    "metric_unit",
+    "interval_legend",
+    "shown_interval",
+    "CLUSTERED_MARK",
+    "WIDTH",
+]
 
 
 WIDTH = 120  # every line of the summary fits this many columns
@@ -51,8 +70,10 @@ def _subset_notes(bench: str, rows: list[TaskResult], cards: Cards) -> str:
         total = card.get("questions_total") if card else None
         asked = r.get("n_questions") or r["n"]  # with repeats, n counts records (questions x K)
         if isinstance(total, int) and asked < total:
-            notes.append(f"subset: {r['task']}{' | ' + r['variant'] if r['variant'] else ''} {r['model']}: "
-                         f"{asked:,} of {total:,} questions (-k, --lf or --limit): not the full task's score")
+            notes.append(
+                f"subset: {r['task']}{' | ' + r['variant'] if r['variant'] else ''} {r['model']}: "
+                f"{asked:,} of {total:,} questions (-k, --lf or --limit): not the full task's score"
+            )
     return "".join("\n" + line for line in dict.fromkeys(notes))
 
 
@@ -98,8 +119,13 @@ def interval_legend(rows: Iterable[TaskResult]) -> str:
         ci, clustered = shown_interval(r)
         if clustered:
             groups = r.get("n_groups") or 0
-            method = (METHOD_TEXT.get(str(r.get("ci95_clustered_method")), "as recorded") if ci
-                      else "none: fewer than 2 groups" if groups < 2 else "none: no spread to measure")
+            method = (
+                METHOD_TEXT.get(str(r.get("ci95_clustered_method")), "as recorded")
+                if ci
+                else "none: fewer than 2 groups"
+                if groups < 2
+                else "none: no spread to measure"
+            )
             key = f"{r.get('clustered_by')} ({r.get('n_groups')} groups)"
             grouped.setdefault(key, {})[method] = None
         elif ci:
@@ -108,8 +134,11 @@ def interval_legend(rows: Iterable[TaskResult]) -> str:
     if plain:
         parts.append("over the questions as independent: " + ", ".join(plain))
     for key, methods in grouped.items():
-        parts.append(f"{CLUSTERED_MARK} clustered by {key}: " + ", ".join(methods)
-                     + ", t with G-1 df, never narrower than the plain interval")
+        parts.append(
+            f"{CLUSTERED_MARK} clustered by {key}: "
+            + ", ".join(methods)
+            + ", t with G-1 df, never narrower than the plain interval"
+        )
     return "" if not parts else "95% CI " + "; ".join(parts) + " (docs/statistics.md)"
 
 
@@ -145,8 +174,9 @@ def fit_columns(rows: list[list[Any]], headers: list[str], keep: int = 1, width:
     return "\n\n".join(out)
 
 
-def render_summary(results: list[TaskResult], benchmarks: list[BenchmarkScore],
-                   cards: Cards, verdicts: list[GateVerdict]) -> str:
+def render_summary(
+    results: list[TaskResult], benchmarks: list[BenchmarkScore], cards: Cards, verdicts: list[GateVerdict]
+) -> str:
     """Human-readable summary, every line at most :data:`WIDTH` columns.
 
     Per benchmark: one row per task x model (x variant) with the score over all items and over
@@ -170,19 +200,33 @@ def render_summary(results: list[TaskResult], benchmarks: list[BenchmarkScore],
                 valid += "*"
             else:
                 total += "*"
-            name = _cut(r["task"] + (f" | {r['pipeline']}" if layered else f" | {r['variant']}" if r["variant"]
-                                     else ""), 28)
+            name = _cut(
+                r["task"] + (f" | {r['pipeline']}" if layered else f" | {r['variant']}" if r["variant"] else ""), 28
+            )
             model = _cut(r["model"], 20)
-            table.append([
-                name, model, f"{r['n']:,}", f"{r['n_valid']:,}", f"{r['n_correct']:,}", total, valid,
-                _value(r["invalid_rate"], False, ""),
-                _interval_cell(r, partial(_num, lower_is_better=lib, metric=metric)),
-            ])
+            table.append(
+                [
+                    name,
+                    model,
+                    f"{r['n']:,}",
+                    f"{r['n_valid']:,}",
+                    f"{r['n_correct']:,}",
+                    total,
+                    valid,
+                    _value(r["invalid_rate"], False, ""),
+                    _interval_cell(r, partial(_num, lower_is_better=lib, metric=metric)),
+                ]
+            )
             if r["invalid_rate"]:
-                invalid_rows.append([
-                    name, model, _pct(r["stage_rates"]["inference_ok"]), _pct(r["stage_rates"]["extraction_ok"]),
-                    _cut(", ".join(f"{k} {v}" for k, v in sorted(r["invalid_reasons"].items())), 56),
-                ])
+                invalid_rows.append(
+                    [
+                        name,
+                        model,
+                        _pct(r["stage_rates"]["inference_ok"]),
+                        _pct(r["stage_rates"]["extraction_ok"]),
+                        _cut(", ".join(f"{k} {v}" for k, v in sorted(r["invalid_reasons"].items())), 56),
+                    ]
+                )
         headers = ["task", "model", "n", "valid", "correct", "score/all", "score/valid", "invalid", "95% CI"]
         first = rows[0]
         card = cards.get(f"{bench}.{first['task']}")
@@ -190,35 +234,55 @@ def render_summary(results: list[TaskResult], benchmarks: list[BenchmarkScore],
         overrides = f", overrides {card_overrides}" if card_overrides else ""
         card_hash = card.get("hash", first["pipeline_hash"]) if card else first["pipeline_hash"]
         layers = list(dict.fromkeys(r["pipeline"] for r in rows))
-        title = _cut(f"{bench} — pipeline '{first['pipeline']}' (card {card_hash}"
-                     + overrides + ")" if not layered else
-                     f"{bench} — pipelines {', '.join(repr(x) for x in layers)} (one row per layer)" + overrides,
-                     WIDTH)
+        title = _cut(
+            f"{bench} — pipeline '{first['pipeline']}' (card {card_hash}" + overrides + ")"
+            if not layered
+            else f"{bench} — pipelines {', '.join(repr(x) for x in layers)} (one row per layer)" + overrides,
+            WIDTH,
+        )
         text = title + "\n" + fit_columns(table, headers, keep=2) + _subset_notes(bench, rows, cards)
         if invalid_rows:
-            text += "\n\n" + fit_columns(invalid_rows, ["task", "model", "inference ok %", "extraction ok %",
-                                                          "invalid reasons"], keep=2)
+            text += "\n\n" + fit_columns(
+                invalid_rows, ["task", "model", "inference ok %", "extraction ok %", "invalid reasons"], keep=2
+            )
         text += _render_repeats(rows, layered)
         blocks.append(text)
     if by_bench:
         legend = interval_legend(results)
-        blocks.append("* headline (the pipeline's scoring.denominator); error metrics (MAD, MAE) in their own "
-                      "unit, lower is better\n" + textwrap.fill(invalid_credit_line(results), WIDTH)
-                      + ("\n" + textwrap.fill(legend, WIDTH) if legend else ""))
+        blocks.append(
+            "* headline (the pipeline's scoring.denominator); error metrics (MAD, MAE) in their own "
+            "unit, lower is better\n"
+            + textwrap.fill(invalid_credit_line(results), WIDTH)
+            + ("\n" + textwrap.fill(legend, WIDTH) if legend else "")
+        )
     counterfactuals = render_variant_deltas(variant_deltas(results, cards))
     if counterfactuals:
         blocks.append(counterfactuals)
     multi = [b for b in benchmarks if len(b["tasks"]) > 1]
     if multi:
-        table = [[b["benchmark"], _cut(b["model"] + (f" | {b['variant']}" if b["variant"] else ""), 36),
-                  b["method"] or "—", _pct(b["score"]), _cut(b["note"] or "", 50)] for b in multi]
-        blocks.append("benchmark scores\n" + fit_columns(table, ["benchmark", "model", "aggregation", "score %", "note"]))
+        table = [
+            [
+                b["benchmark"],
+                _cut(b["model"] + (f" | {b['variant']}" if b["variant"] else ""), 36),
+                b["method"] or "—",
+                _pct(b["score"]),
+                _cut(b["note"] or "", 50),
+            ]
+            for b in multi
+        ]
+        blocks.append(
+            "benchmark scores\n" + fit_columns(table, ["benchmark", "model", "aggregation", "score %", "note"])
+        )
     rankings = model_rankings(results)
     if rankings:
         blocks.append(_render_rankings(rankings))
     if verdicts:
-        lines = [textwrap.fill(f"  {'PASS' if v.passed else 'FAIL'}  {v.gate.text}   {v.detail}", WIDTH,
-                               subsequent_indent=" " * 8) for v in verdicts]
+        lines = [
+            textwrap.fill(
+                f"  {'PASS' if v.passed else 'FAIL'}  {v.gate.text}   {v.detail}", WIDTH, subsequent_indent=" " * 8
+            )
+            for v in verdicts
+        ]
         blocks.append("gates (they decide the exit status)\n" + "\n".join(lines))
     return "\n\n".join(b for b in blocks if b)
 
@@ -235,23 +299,45 @@ def _render_repeats(rows: list[TaskResult], layered: bool) -> str:
         lib, metric = r["lower_is_better"], r["metric"]
 
         def num(v: float | None) -> str:
-            return "—" if v is None else f"{v:.3f}" if lib else f"{100 * v:.1f}"
+            return "—" if v is None else f"{v:.3f}" if lib else f"{100 * v:.1f}"  # noqa: B023 - called within this iteration
 
-        name = _cut(r["task"] + (f" | {r['pipeline']}" if layered else f" | {r['variant']}" if r["variant"]
-                                 else ""), 28)
+        name = _cut(
+            r["task"] + (f" | {r['pipeline']}" if layered else f" | {r['variant']}" if r["variant"] else ""), 28
+        )
         agreement = r.get("retest_agreement")
-        table.append([name, _cut(r["model"], 20), f"{r.get('n_questions') or 0:,}×{r['repeats']}",
-                      r.get("reducer", "mean"), _value(r["score"], lib, metric), num(r.get("se")),
-                      num(r.get("se_clustered")), num(r.get("sampling_sd")),
-                      "—" if agreement is None else f"{100 * agreement:.1f}%", _interval_cell(r, num)])
+        table.append(
+            [
+                name,
+                _cut(r["model"], 20),
+                f"{r.get('n_questions') or 0:,}×{r['repeats']}",
+                r.get("reducer", "mean"),
+                _value(r["score"], lib, metric),
+                num(r.get("se")),
+                num(r.get("se_clustered")),
+                num(r.get("sampling_sd")),
+                "—" if agreement is None else f"{100 * agreement:.1f}%",
+                _interval_cell(r, num),
+            ]
+        )
     if not table:
         return ""
     unit = "pp" if not rows[0]["lower_is_better"] else metric_unit(rows[0]["metric"], True)
-    title = textwrap.fill("repeats: headline = the reducer per question, then the mean; se over questions; sampling "
-                          "sd = one SD of the headline across repeats (about 2 runs in 3 land within ±1 sd of the "
-                          f"mean) ({unit}); 95% CI as in the table above", WIDTH)
-    return "\n\n" + title + "\n" + fit_columns(table, ["task", "model", "q×K", "reducer", "score", "se", "se clust",
-                                                     "sampling sd", "retest agree", "95% CI"], keep=2)
+    title = textwrap.fill(
+        "repeats: headline = the reducer per question, then the mean; se over questions; sampling "
+        "sd = one SD of the headline across repeats (about 2 runs in 3 land within ±1 sd of the "
+        f"mean) ({unit}); 95% CI as in the table above",
+        WIDTH,
+    )
+    return (
+        "\n\n"
+        + title
+        + "\n"
+        + fit_columns(
+            table,
+            ["task", "model", "q×K", "reducer", "score", "se", "se clust", "sampling sd", "retest agree", "95% CI"],
+            keep=2,
+        )
+    )
 
 
 def _rank_text(rank: float) -> str:
@@ -263,15 +349,28 @@ def _render_rankings(rankings: ModelRankings) -> str:
     """Ranks per task (1 = best, direction-aware) and Kendall tau-b between tasks."""
     ranks = rankings["ranks"]
     models = sorted({m for by_model in ranks.values() for m in by_model})
-    table = [[key, *[("—" if m not in by_model else _rank_text(by_model[m])) for m in models]] for key, by_model in ranks.items()]
+    table = [
+        [key, *[("—" if m not in by_model else _rank_text(by_model[m])) for m in models]]
+        for key, by_model in ranks.items()
+    ]
     text = "model ranks per task (1 = best; ties share the average rank)\n" + fit_columns(
-        table, ["task", *[_cut(m, 16) for m in models]])
+        table, ["task", *[_cut(m, 16) for m in models]]
+    )
     if rankings["tau_b"]:
-        rows: list[list[Any]] = [[r["task_a"], r["task_b"], "—" if r["tau"] is None else f"{r['tau']:.3f}",
-                 "—" if r["p_value"] is None else f"{r['p_value']:.3g}", r["inversions"], r["n_models"]]
-                for r in rankings["tau_b"]]
+        rows: list[list[Any]] = [
+            [
+                r["task_a"],
+                r["task_b"],
+                "—" if r["tau"] is None else f"{r['tau']:.3f}",
+                "—" if r["p_value"] is None else f"{r['p_value']:.3g}",
+                r["inversions"],
+                r["n_models"],
+            ]
+            for r in rankings["tau_b"]
+        ]
         text += "\n\nKendall tau-b between tasks (each rests on few models)\n" + fit_columns(
-            rows, ["task a", "task b", "tau-b", "p", "inversions", "models"], keep=2)
+            rows, ["task a", "task b", "tau-b", "p", "inversions", "models"], keep=2
+        )
     return text
 
 
@@ -310,14 +409,17 @@ def render_variant_deltas(rows: list[VariantDelta]) -> str:
             moved += f": {r['moved_by_detail']}"
         elif r["moved_by"] == "none" and r["same_as_base"]:
             moved += " (same as base)"
-        table.append([
-            _cut(f"{r['benchmark']}.{r['task']}", 24), _cut(r["model"], 16),
-            _cut(r["variant"] + (" (= base)" if r["same_as_base"] else ""), 28),
-            f"{_num(r['score'], lib, r['metric'])} vs {_num(r['base_score'], lib, r['metric'])}",
-            _delta(r),
-            f"{_pct(r['invalid_rate'])} vs {_pct(r['base_invalid_rate'])}",
-            _cut(moved, 34),
-        ])
+        table.append(
+            [
+                _cut(f"{r['benchmark']}.{r['task']}", 24),
+                _cut(r["model"], 16),
+                _cut(r["variant"] + (" (= base)" if r["same_as_base"] else ""), 28),
+                f"{_num(r['score'], lib, r['metric'])} vs {_num(r['base_score'], lib, r['metric'])}",
+                _delta(r),
+                f"{_pct(r['invalid_rate'])} vs {_pct(r['base_invalid_rate'])}",
+                _cut(moved, 34),
+            ]
+        )
     title = "single-field counterfactuals (each variant changes one field of the base pipeline)"
     if all(r.get("kind") == "layer" for r in rows):
         title = "layers against the base layer (--pipelines: the first layer listed is the base)"
@@ -333,15 +435,37 @@ def render_usage(rows: list[UsageRow], prices_date: str | None = None) -> str:
     """Tokens per model and task, with the cost where the price table knows the model."""
     if not any(r["prompt_tokens"] or r["completion_tokens"] for r in rows):
         return ""
-    table: list[list[Any]] = [[r["model"], f"{r['benchmark']}.{r['task']}", r["items"], r["prompt_tokens"], r["completion_tokens"],
-              "—" if r["cost_usd"] is None else f"{r['cost_usd']:.4f}"] for r in rows]
+    table: list[list[Any]] = [
+        [
+            r["model"],
+            f"{r['benchmark']}.{r['task']}",
+            r["items"],
+            r["prompt_tokens"],
+            r["completion_tokens"],
+            "—" if r["cost_usd"] is None else f"{r['cost_usd']:.4f}",
+        ]
+        for r in rows
+    ]
     priced = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
     if priced and len(rows) > 1:
-        table.append(["total", "", sum(r["items"] for r in rows), sum(r["prompt_tokens"] for r in rows),
-                      sum(r["completion_tokens"] for r in rows), f"{sum(priced):.4f}"])
-    head = f"usage (prices of {prices_date}, USD)" if prices_date else "usage (no price table: [tool.benchaudit.prices])"
-    return head + "\n" + tabulate(table, headers=["model", "task", "items", "prompt tokens", "completion tokens",
-                                                   "cost USD"])
+        table.append(
+            [
+                "total",
+                "",
+                sum(r["items"] for r in rows),
+                sum(r["prompt_tokens"] for r in rows),
+                sum(r["completion_tokens"] for r in rows),
+                f"{sum(priced):.4f}",
+            ]
+        )
+    head = (
+        f"usage (prices of {prices_date}, USD)" if prices_date else "usage (no price table: [tool.benchaudit.prices])"
+    )
+    return (
+        head
+        + "\n"
+        + tabulate(table, headers=["model", "task", "items", "prompt tokens", "completion tokens", "cost USD"])
+    )
 
 
 class AnswerList:
@@ -372,8 +496,11 @@ class AnswerList:
             return ""
         if limit is not None and total_budget is not None and len(groups) * limit > total_budget:
             limit = max(1, total_budget // len(groups))
-        title = ("every wrong or invalid answer" if limit is None else
-                 f"first wrong or invalid answers per task (up to {limit}; --show-answers all or -v for every one)")
+        title = (
+            "every wrong or invalid answer"
+            if limit is None
+            else f"first wrong or invalid answers per task (up to {limit}; --show-answers all or -v for every one)"
+        )
         lines = [title]
         # Base pipelines first, then their variants, each in run order.
         for key, shown in sorted(groups.items(), key=lambda kv: (kv[0][:3], kv[0][3] != "")):
@@ -381,7 +508,9 @@ class AnswerList:
             shown = shown if limit is None else shown[:limit]
             more = counts[key] - len(shown)
             tail = f" ({more:,} more in records.jsonl)" if more > 0 else ""
-            lines.append(f"{bench}.{task} [{model}{'|' + variant if variant else ''}]: {counts[key]:,} not correct{tail}")
+            lines.append(
+                f"{bench}.{task} [{model}{'|' + variant if variant else ''}]: {counts[key]:,} not correct{tail}"
+            )
             lines.extend(shown)
         return "\n".join(lines)
 
@@ -407,19 +536,38 @@ def render_layer_attribution(rows: list[UpstreamAttributionRow], base: str, targ
         return ""
 
     def part(r: UpstreamAttributionRow, name: Literal["downstream", "upstream", "total"]) -> str:
-        value, pp = ((r["downstream_delta"], r["downstream_pp"]) if name == "downstream" else
-                     (r["upstream_delta"], r["upstream_pp"]) if name == "upstream" else (r["total_delta"], r["total_pp"]))
+        value, pp = (
+            (r["downstream_delta"], r["downstream_pp"])
+            if name == "downstream"
+            else (r["upstream_delta"], r["upstream_pp"])
+            if name == "upstream"
+            else (r["total_delta"], r["total_pp"])
+        )
         if value is None:
             return "—"
         return f"{value:+.3f}" if r["lower_is_better"] else f"{pp:+.1f}"
 
-    table = [[_cut(r["task"], 28), _cut(r["model"], 16),
-              f"{_num(r['base_score'], r['lower_is_better'], r['metric'])} -> "
-              f"{_num(r['target_score'], r['lower_is_better'], r['metric'])}",
-              part(r, "downstream"), part(r, "upstream"), part(r, "total"),
-              _cut(", ".join(r["upstream_fields"]) or ("— (no base-layer result)" if r["base_score"] is None
-                                                         else "none (same generations)"), 40)] for r in rows]
-    return (f"From {base} to {target}: downstream fields re-scored from the {base} outputs, upstream fields\n"
-            f"from the {target} generations (pp; error metrics in their own unit)\n"
-            + fit_columns(table, ["task", "model", "score", "downstream", "upstream", "total",
-                                  "upstream fields (together)"], keep=2))
+    table = [
+        [
+            _cut(r["task"], 28),
+            _cut(r["model"], 16),
+            f"{_num(r['base_score'], r['lower_is_better'], r['metric'])} -> "
+            f"{_num(r['target_score'], r['lower_is_better'], r['metric'])}",
+            part(r, "downstream"),
+            part(r, "upstream"),
+            part(r, "total"),
+            _cut(
+                ", ".join(r["upstream_fields"])
+                or ("— (no base-layer result)" if r["base_score"] is None else "none (same generations)"),
+                40,
+            ),
+        ]
+        for r in rows
+    ]
+    return (
+        f"From {base} to {target}: downstream fields re-scored from the {base} outputs, upstream fields\n"
+        f"from the {target} generations (pp; error metrics in their own unit)\n"
+        + fit_columns(
+            table, ["task", "model", "score", "downstream", "upstream", "total", "upstream fields (together)"], keep=2
+        )
+    )

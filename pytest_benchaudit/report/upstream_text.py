@@ -46,23 +46,39 @@ def _grouped(pairs: Iterable[tuple[tuple[str, ...], str]]) -> list[tuple[tuple[s
     return list(out.items())
 
 
-def upstream_lines(differences: Sequence[UpstreamDifference], same_requests: Sequence[UpstreamDifference],
-                   toward: str) -> list[str]:
+def upstream_lines(
+    differences: Sequence[UpstreamDifference], same_requests: Sequence[UpstreamDifference], toward: str
+) -> list[str]:
     """The lines ``benchaudit audit`` prints for audit.json's ``upstream_differences`` and
     ``upstream_same_requests`` (values shown as ``stored -> toward``): the fields that need new
     generations, then each field with no effect expected and its reason, then each that renders the
     same requests, then the tasks with no upstream difference; each line once, with its tasks."""
-    lines = [f"upstream: {tasks_text(tasks)}: {listed or '-'}: {note}"
-             for (listed, note), tasks in _grouped(((_listed(r["fields"], toward), r["note"]), r["task"])
-                                                   for r in differences)]
-    lines += [f"no effect expected: {listed} on {tasks_text(tasks)}: {reason}"
-              for (listed, reason), tasks in _grouped(((_listed([d], toward), str(d.get("reason", ""))), r["task"])
-                                                      for r in differences for d in r.get("no_effect", []))]
-    lines += [f"same requests: {listed} on {tasks_text(tasks)}: byte-identical when rendered"
-              for (listed,), tasks in _grouped(((_listed([d], toward),), r["task"])
-                                               for r in differences for d in r.get("same_request", []))]
-    for (same, moot), tasks in _grouped(((_listed(r.get("same_request", []), toward),
-                                          _listed(r.get("no_effect", []), toward)), r["task"]) for r in same_requests):
-        lines.append(f"no upstream difference: {tasks_text(tasks)}: {same or '-'} render byte-identical requests"
-                     + (f"; {moot}: no effect expected" if moot else ""))
+    lines = [
+        f"upstream: {tasks_text(tasks)}: {listed or '-'}: {note}"
+        for (listed, note), tasks in _grouped(
+            ((_listed(r["fields"], toward), r["note"]), r["task"]) for r in differences
+        )
+    ]
+    lines += [
+        f"no effect expected: {listed} on {tasks_text(tasks)}: {reason}"
+        for (listed, reason), tasks in _grouped(
+            ((_listed([d], toward), str(d.get("reason", ""))), r["task"])
+            for r in differences
+            for d in r.get("no_effect", [])
+        )
+    ]
+    lines += [
+        f"same requests: {listed} on {tasks_text(tasks)}: byte-identical when rendered"
+        for (listed,), tasks in _grouped(
+            ((_listed([d], toward),), r["task"]) for r in differences for d in r.get("same_request", [])
+        )
+    ]
+    for (same, moot), tasks in _grouped(
+        ((_listed(r.get("same_request", []), toward), _listed(r.get("no_effect", []), toward)), r["task"])
+        for r in same_requests
+    ):
+        lines.append(
+            f"no upstream difference: {tasks_text(tasks)}: {same or '-'} render byte-identical requests"
+            + (f"; {moot}: no effect expected" if moot else "")
+        )
     return lines

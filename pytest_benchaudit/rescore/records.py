@@ -18,18 +18,19 @@ each record under the new one).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import cast
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
-from pytest_benchaudit.scoring.evaluate import evaluate
-from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError
 from pytest_benchaudit.pipeline.layering import UpstreamChange
+from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
+from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError
+from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Extraction, Generation, Question, Score
+from pytest_benchaudit.scoring.evaluate import evaluate
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 from pytest_benchaudit.scoring.names import check_pipeline_names, rule_info
 from pytest_benchaudit.scoring.tasks.inputs import Resources
-from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Extraction, Generation, Question, Score
 
 __all__ = [
     "pipeline_from_card",
@@ -56,18 +57,30 @@ def _unflatten(fields: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
 def pipeline_from_card(card: PipelineCard) -> Pipeline:
     """Rebuild the pipeline a stored card describes (fields, name, reasons, notes)."""
     fields = _unflatten(card["fields"])
-    return Pipeline.model_validate({
-        "name": card["pipeline"], "benchmark": card["benchmark"], "task": card["task"], **fields,
-        "why": card.get("why", {}), "notes": list(card.get("notes", [])), "overrides": card.get("overrides", {}),
-    })
+    return Pipeline.model_validate(
+        {
+            "name": card["pipeline"],
+            "benchmark": card["benchmark"],
+            "task": card["task"],
+            **fields,
+            "why": card.get("why", {}),
+            "notes": list(card.get("notes", [])),
+            "overrides": card.get("overrides", {}),
+        }
+    )
 
 
 def record_question(rec: RecordRow) -> Question:
     """The parts of a question the downstream stages read, rebuilt from a record."""
     labels = rec.get("question_labels") or []
     return Question(
-        benchmark=rec["benchmark"], task=rec["task"], id=str(rec["question_id"]), index=int(rec["question_index"]),
-        gold=rec["gold"], choices={label: "" for label in labels}, meta=rec.get("question_meta") or {},
+        benchmark=rec["benchmark"],
+        task=rec["task"],
+        id=str(rec["question_id"]),
+        index=int(rec["question_index"]),
+        gold=rec["gold"],
+        choices={label: "" for label in labels},
+        meta=rec.get("question_meta") or {},
     )
 
 
@@ -75,10 +88,16 @@ def record_generation(rec: RecordRow) -> Generation:
     """The stored generation, exactly as the endpoint returned it."""
     top = rec.get("top_logprobs")
     return Generation(
-        text=rec.get("raw_output") or "", reasoning=rec.get("reasoning"), finish_reason=rec.get("finish_reason"),
-        error=rec.get("error"), usage=rec.get("usage") or {}, latency_s=rec.get("latency_s") or 0.0,
-        attempts=rec.get("attempts") or 1, top_logprobs=tuple(top) if top else None,
-        served_model=rec.get("served_model"), continuations=stored_continuations(rec),
+        text=rec.get("raw_output") or "",
+        reasoning=rec.get("reasoning"),
+        finish_reason=rec.get("finish_reason"),
+        error=rec.get("error"),
+        usage=rec.get("usage") or {},
+        latency_s=rec.get("latency_s") or 0.0,
+        attempts=rec.get("attempts") or 1,
+        top_logprobs=tuple(top) if top else None,
+        served_model=rec.get("served_model"),
+        continuations=stored_continuations(rec),
     )
 
 
@@ -91,16 +110,28 @@ def stored_continuations(rec: RecordRow) -> tuple[ContinuationLogprobs, ...] | N
 # Fields a re-scored record takes over from the stored one unchanged (what happened upstream).  The
 # upstream hash too: re-scoring changes nothing that was asked, and the stored hash may cover what the
 # fields do not hold (a template's text), which a pipeline rebuilt from the card cannot recompute.
-_KEPT = ("item_id", "usage", "latency_s", "attempts", "served_model", "from_cache", "asks", "earlier_outputs",
-         "timestamp", "upstream_hash")
+_KEPT = (
+    "item_id",
+    "usage",
+    "latency_s",
+    "attempts",
+    "served_model",
+    "from_cache",
+    "asks",
+    "earlier_outputs",
+    "timestamp",
+    "upstream_hash",
+)
 
 
 def _check_names(pipeline: Pipeline, rec: RecordRow) -> None:
     try:
         check_pipeline_names(pipeline)
     except PipelineError as err:
-        raise PipelineError(f"{rec['benchmark']}.{rec['task']}: {err} (a run made with a plugin's rule or metric "
-                            "is re-scored with that plugin installed and enabled: `benchaudit plugins` lists them)") from None
+        raise PipelineError(
+            f"{rec['benchmark']}.{rec['task']}: {err} (a run made with a plugin's rule or metric "
+            "is re-scored with that plugin installed and enabled: `benchaudit plugins` lists them)"
+        ) from None
 
 
 def rescore_records(
@@ -124,10 +155,16 @@ def rescore_records(
         # The stored request (often most of a record's bytes) is only carried over: it is
         # kept out of validation and serialisation and put back as it was.
         new = evaluate(
-            record_question(rec), pipeline, {}, record_generation(rec),
-            model=rec["model"], variant=rec.get("variant", ""), repeat=int(rec.get("repeat") or 0),
+            record_question(rec),
+            pipeline,
+            {},
+            record_generation(rec),
+            model=rec["model"],
+            variant=rec.get("variant", ""),
+            repeat=int(rec.get("repeat") or 0),
             resources=resources_for(rec["benchmark"], rec["task"]),
-            extraction=judged_extraction, score=judged_score,
+            extraction=judged_extraction,
+            score=judged_score,
         ).model_dump(mode="json")
         new["request"] = rec["request"]
         stored: Mapping[str, object] = rec  # read by the names in _KEPT
@@ -153,12 +190,17 @@ def _stored_judgement(rec: RecordRow, pipeline: Pipeline) -> tuple[Extraction | 
     judged = rule_info(pipeline.extraction.rule).reads == "judge"  # as the rule declares (scoring.declarations)
     if not judged and not graded:
         return None, None
-    if judged and not rec.get("judge") and rec.get("invalid_reason") is None \
-            and rec.get("prediction") is None:
-        raise UpstreamChange(f"{rec['benchmark']}.{rec['task']} {rec['question_id']}: extraction.rule "
-                             f"{pipeline.extraction.rule!r} "
-                             "needs the judge's stored reading, and this record has none — run pytest with --judge")
-    extraction = Extraction(prediction=rec.get("prediction"), invalid_reason=rec.get("invalid_reason"),
-                            detail=rec.get("extraction_detail") or "", answer_text="")
+    if judged and not rec.get("judge") and rec.get("invalid_reason") is None and rec.get("prediction") is None:
+        raise UpstreamChange(
+            f"{rec['benchmark']}.{rec['task']} {rec['question_id']}: extraction.rule "
+            f"{pipeline.extraction.rule!r} "
+            "needs the judge's stored reading, and this record has none — run pytest with --judge"
+        )
+    extraction = Extraction(
+        prediction=rec.get("prediction"),
+        invalid_reason=rec.get("invalid_reason"),
+        detail=rec.get("extraction_detail") or "",
+        answer_text="",
+    )
     score = Score(value=float(rec["score"]), correct=bool(rec["correct"])) if graded else None
     return extraction, score

@@ -10,29 +10,27 @@ from __future__ import annotations
 
 import datetime as _dt
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable
 
 from pydantic import JsonValue
 
-from pytest_benchaudit.aggregate.summary_documents import TaskResult, VariantDelta
-from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
-from pytest_benchaudit.scoring.tasks.inputs import Resources
-from pytest_benchaudit.common.errors import BenchauditError, did_you_mean
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
-from pytest_benchaudit.pipeline.variants import card_key as variant_card_key
-from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, Pipeline, PipelineError, is_unspecified, leaf_fields
+from pytest_benchaudit.aggregate.summary_documents import TaskResult, VariantDelta
+from pytest_benchaudit.common.errors import BenchauditError, did_you_mean
 from pytest_benchaudit.common.progress import Progress, iterate
-from pytest_benchaudit.runs.run_meta import RescoreSkip
-from pytest_benchaudit.runs.store import RunDirectory
-from pytest_benchaudit.runs.store import load_run
-from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records
+from pytest_benchaudit.dataset.readers import load_resources, resolve_data_dir
+from pytest_benchaudit.dataset.suites import SuiteError, load_suite, suite_path
 from pytest_benchaudit.pipeline.layering import retarget
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
+from pytest_benchaudit.pipeline.stages import DOWNSTREAM_STAGES, Pipeline, PipelineError, is_unspecified, leaf_fields
+from pytest_benchaudit.pipeline.variants import card_key as variant_card_key
+from pytest_benchaudit.rescore.records import pipeline_from_card, rescore_records
+from pytest_benchaudit.runs.run_meta import RescoreSkip
+from pytest_benchaudit.runs.store import RunDirectory, load_run
 from pytest_benchaudit.scoring.extract import RULES
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
-from pytest_benchaudit.dataset.suites import SUITE_FILENAME, suite_path, SuiteError, load_suite
-from pytest_benchaudit.dataset.readers import load_resources, resolve_data_dir
+from pytest_benchaudit.scoring.tasks.inputs import Resources
 
 __all__ = ["RescoreError", "rescore_run", "sweep_run", "card_key"]
 
@@ -82,8 +80,10 @@ class _Resources:
         missing = [name for name in info.resources if name not in self._cache[(bench, task)]]
         if not missing:
             return None
-        return (f"metric {metric!r} cannot score {bench}.{task}: it reads the task resource(s) {', '.join(missing)}, "
-                f"which {path} does not declare under [tasks.{task}.resources]")
+        return (
+            f"metric {metric!r} cannot score {bench}.{task}: it reads the task resource(s) {', '.join(missing)}, "
+            f"which {path} does not declare under [tasks.{task}.resources]"
+        )
 
 
 def _layer(suites_dir: Path, bench: str, task: str, layer: str) -> Pipeline:
@@ -110,8 +110,9 @@ class _Layers:
         try:
             suite = load_suite(path)
             if task not in suite.tasks:
-                raise RescoreError(f"{suite_path(self.suites_dir, bench)}: no task {task!r}; "
-                                   f"tasks: {', '.join(suite.tasks)}")
+                raise RescoreError(
+                    f"{suite_path(self.suites_dir, bench)}: no task {task!r}; tasks: {', '.join(suite.tasks)}"
+                )
             layers = suite.layer_names(task)
             self.seen.update(layers)
             if self.layer not in layers:
@@ -122,9 +123,11 @@ class _Layers:
 
     def check_known(self) -> None:
         if self.seen and self.layer not in self.seen:
-            raise RescoreError(f"{self.option} {self.layer}: unknown pipeline layer {self.layer!r}"
-                               f"{did_you_mean(self.layer, self.seen)}; layers of the run's suites: "
-                               f"{', '.join(sorted(self.seen))}")
+            raise RescoreError(
+                f"{self.option} {self.layer}: unknown pipeline layer {self.layer!r}"
+                f"{did_you_mean(self.layer, self.seen)}; layers of the run's suites: "
+                f"{', '.join(sorted(self.seen))}"
+            )
 
 
 def unscorable_fields(pipeline: Pipeline) -> list[str]:
@@ -177,15 +180,18 @@ def rescore_run(
         except PipelineError as err:
             raise RescoreError(f"{key}: {err}") from None
         # every task's resources are read before the first record is written
-        why = _skip_reason(key, pipelines[key]) or resources.unscorable(stored.benchmark, stored.task,
-                                                                       pipelines[key].scoring.metric)
+        why = _skip_reason(key, pipelines[key]) or resources.unscorable(
+            stored.benchmark, stored.task, pipelines[key].scoring.metric
+        )
         if why:
             skipped[key] = why
             del pipelines[key]
     if layers:
         layers.check_known()
-    skips: list[RescoreSkip] = [{"task": key, "records": sum(1 for r in records if card_key(r) == key), "reason": why}
-             for key, why in skipped.items()]
+    skips: list[RescoreSkip] = [
+        {"task": key, "records": sum(1 for r in records if card_key(r) == key), "reason": why}
+        for key, why in skipped.items()
+    ]
     if not pipelines:
         raise RescoreError("nothing re-scored: " + "; ".join(f"{s['reason']} ({s['records']} records)" for s in skips))
     if skipped:
@@ -195,20 +201,31 @@ def rescore_run(
         lambda rec: pipelines[card_key(rec)],
         _task_resources(resources, pipelines.values()),
     )
-    cards: Cards = {key: _rescored_card(p, stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0]))
-                    for key, p in pipelines.items()}
+    cards: Cards = {
+        key: _rescored_card(p, stored_cards.get(key) or stored_cards.get(key.split("|", 1)[0]))
+        for key, p in pipelines.items()
+    }
     out = RunDirectory(report_dir or run_dir.parent)
     out.append_many(new_records)
     results = summarize(new_records, cards)
-    out.write_json("summary.json", {**summary_document(results, benchmark_scores(results, cards), [], cards),
-                                    "skipped": skips})
+    out.write_json(
+        "summary.json", {**summary_document(results, benchmark_scores(results, cards), [], cards), "skipped": skips}
+    )
     out.finish(
         skipped=skips,
-        source={"kind": "rescore", "run_dir": str(run_dir), "run_id": meta.get("run_id"), "pipeline": layer,
-                "overrides": {k: v for k, v in overrides}, "stages": list(stages) if layer else []},
-        rescored_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        models=meta.get("models", []), versions=meta.get("versions", {}),
-        pipeline_cards=cards, dataset_checksums=meta.get("dataset_checksums", {}),
+        source={
+            "kind": "rescore",
+            "run_dir": str(run_dir),
+            "run_id": meta.get("run_id"),
+            "pipeline": layer,
+            "overrides": {k: v for k, v in overrides},
+            "stages": list(stages) if layer else [],
+        },
+        rescored_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        models=meta.get("models", []),
+        versions=meta.get("versions", {}),
+        pipeline_cards=cards,
+        dataset_checksums=meta.get("dataset_checksums", {}),
     )
     return out, results, cards
 
@@ -216,8 +233,11 @@ def rescore_run(
 def _task_resources(resources: _Resources, pipelines: Iterable[Pipeline]) -> Callable[[str, str], Resources]:
     """Each task's resources for the scorer: those of a metric that reads them, whichever variant's pipeline
     names it (a variant's card key is not ``bench.task``, so it is looked up by the pipeline's task)."""
-    metric = {(p.benchmark, p.task): p.scoring.metric for p in pipelines
-              if (info := METRIC_INFO.get(p.scoring.metric)) is not None and info.resources}
+    metric = {
+        (p.benchmark, p.task): p.scoring.metric
+        for p in pipelines
+        if (info := METRIC_INFO.get(p.scoring.metric)) is not None and info.resources
+    }
     return lambda bench, task: resources(bench, task, metric[(bench, task)]) if (bench, task) in metric else {}
 
 
@@ -233,8 +253,9 @@ def _rescored_card(pipeline: Pipeline, stored: PipelineCard | None) -> PipelineC
     return card
 
 
-def _drop_unscorable(key: str, changes: list[tuple[str, list[JsonValue]]], where: str, n: int,
-                     warn: Callable[[str], None]) -> list[tuple[str, list[JsonValue]]]:
+def _drop_unscorable(
+    key: str, changes: list[tuple[str, list[JsonValue]]], where: str, n: int, warn: Callable[[str], None]
+) -> list[tuple[str, list[JsonValue]]]:
     """``changes`` without downstream values of ``unspecified``: such a variant cannot be scored, so it
     is skipped with the field named, as collection skips items whose pipeline leaves a field unspecified."""
     out = []
@@ -242,8 +263,10 @@ def _drop_unscorable(key: str, changes: list[tuple[str, list[JsonValue]]], where
         scorable = field.split(".")[0] not in ("extraction", "scoring")
         kept = [v for v in values if scorable or not is_unspecified(v)]
         if len(kept) < len(values):
-            warn(f"{key}: {field} is unspecified ({where}): that variant is skipped ({n} records); "
-                 f"choose a value with --vary {field}=VALUE")
+            warn(
+                f"{key}: {field} is unspecified ({where}): that variant is skipped ({n} records); "
+                f"choose a value with --vary {field}=VALUE"
+            )
         if kept:
             out.append((field, kept))
     return out
@@ -254,12 +277,16 @@ def _stored_pipeline(run_dir: Path, key: str, card: PipelineCard) -> Pipeline:
     try:
         return pipeline_from_card(card)
     except (KeyError, TypeError, ValueError) as err:  # pydantic's ValidationError is a ValueError
-        raise RescoreError(f"{run_dir / 'run.json'}: pipeline card {key!r} is not a valid card "
-                           f"({type(err).__name__}: {str(err).splitlines()[0]})") from None
+        raise RescoreError(
+            f"{run_dir / 'run.json'}: pipeline card {key!r} is not a valid card "
+            f"({type(err).__name__}: {str(err).splitlines()[0]})"
+        ) from None
 
 
 def _downstream_leaves(pipeline: Pipeline) -> dict[str, JsonValue]:
-    return dict(leaf_fields({k: v for k, v in pipeline.stages().items() if k in ("extraction", "scoring", "aggregation")}))
+    return dict(
+        leaf_fields({k: v for k, v in pipeline.stages().items() if k in ("extraction", "scoring", "aggregation")})
+    )
 
 
 def sweep_run(
@@ -320,8 +347,9 @@ def sweep_run(
             raise RescoreError(f"{key}: {err}") from None
         scorable = [v for v in variants if _scorable_here(v.pipeline)]
         if len(scorable) < len(variants):
-            harness_own.append(f"{key}: {', '.join(v.name for v in variants if v not in scorable)} "
-                               f"({len(recs)} records)")
+            harness_own.append(
+                f"{key}: {', '.join(v.name for v in variants if v not in scorable)} ({len(recs)} records)"
+            )
             variants = scorable
         for variant in list(variants):  # a metric this task has no resource files for: that variant is skipped
             why = resources.unscorable(stored.benchmark, stored.task, variant.pipeline.scoring.metric)
@@ -332,16 +360,17 @@ def sweep_run(
         for variant in variants:
             pipeline = variant.pipeline
             cards[f"{key}|{variant.name}"] = {**pipeline.card(), "variant": variant.info()}
-            rescored = rescore_records(bar.count(recs), _constant(pipeline),
-                                       _resources_under(resources, pipeline))
+            rescored = rescore_records(bar.count(recs), _constant(pipeline), _resources_under(resources, pipeline))
             all_records += [{**r, "variant": variant.name} for r in rescored]
     bar.close()
     if layers:
         layers.check_known()
     if harness_own:
-        why = ("an imported task extracted and scored by its harness (extraction.rule unspecified, or "
-               "scoring.metric a name of the harness's own): the variant has no rule or metric of ours to "
-               "re-score with")
+        why = (
+            "an imported task extracted and scored by its harness (extraction.rule unspecified, or "
+            "scoring.metric a name of the harness's own): the variant has no rule or metric of ours to "
+            "re-score with"
+        )
         if len(all_records) == len(base_records):  # not one variant built: say so once, as the error
             raise RescoreError(f"{run_dir}: nothing to sweep: {why}: {', '.join(harness_own)}")
         notes.append(f"{', '.join(harness_own)}: skipped: {why}")

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from pytest_benchaudit.common.errors import RunDirError
 
@@ -36,8 +37,13 @@ MAX_DOCUMENT_BYTES = 256 << 20
 MAX_LINE_BYTES = 64 << 20
 _PIECE = 1 << 20  # what one read of a line takes at most
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _kind(mode: int) -> str:
@@ -52,13 +58,16 @@ def open_regular(path: Path) -> IO[bytes]:
     try:
         fd = os.open(path, flags)
     except IsADirectoryError:
-        raise RunDirError(f"{path}: a directory, not a file; a run directory's {Path(path).name} is a file "
-                          "the run writes") from None
+        raise RunDirError(
+            f"{path}: a directory, not a file; a run directory's {Path(path).name} is a file the run writes"
+        ) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise RunDirError(f"{path}: {_kind(info.st_mode)}, not a file; a run directory's {Path(path).name} is "
-                              "a file the run writes (nothing was read from it)")
+            raise RunDirError(
+                f"{path}: {_kind(info.st_mode)}, not a file; a run directory's {Path(path).name} is "
+                "a file the run writes (nothing was read from it)"
+            )
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)  # a regular file: reads as usual
         return open(fd, "rb")  # noqa: SIM115 - the caller closes it
@@ -73,8 +82,10 @@ def read_regular(path: Path, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
     with open_regular(path) as fh:
         size = os.fstat(fh.fileno()).st_size
         if size > limit:
-            raise RunDirError(f"{path}: {size:,} bytes, more than a benchaudit document holds (at most "
-                              f"{limit >> 20} MiB); not read (a sparse or damaged file, or not the run's own?)")
+            raise RunDirError(
+                f"{path}: {size:,} bytes, more than a benchaudit document holds (at most "
+                f"{limit >> 20} MiB); not read (a sparse or damaged file, or not the run's own?)"
+            )
         return fh.read(limit + 1)
 
 
@@ -94,8 +105,10 @@ def bounded_lines(fh: IO[bytes], path: Path, limit: int = MAX_LINE_BYTES) -> Ite
         _check_nul(piece, path, lineno, offset)
         while not piece.endswith(b"\n") and len(piece) == _PIECE:  # a long line: read on, within the limit
             if size >= limit:
-                raise RunDirError(f"{path}:{lineno}: a line longer than {limit >> 20} MiB (from byte {offset:,}); "
-                                  "not a record line (a damaged file, or not the run's own?)")
+                raise RunDirError(
+                    f"{path}:{lineno}: a line longer than {limit >> 20} MiB (from byte {offset:,}); "
+                    "not a record line (a damaged file, or not the run's own?)"
+                )
             piece = fh.readline(_PIECE)
             if not piece:
                 break
@@ -108,7 +121,12 @@ def bounded_lines(fh: IO[bytes], path: Path, limit: int = MAX_LINE_BYTES) -> Ite
 
 def _check_nul(piece: bytes, path: Path, lineno: int, offset: int) -> None:
     if b"\0" in piece:
-        keep = (f"the {lineno - 1} line(s) before it are untouched: truncating the file to {offset:,} bytes keeps "
-                "them" if lineno > 1 else "nothing before it to keep")
-        raise RunDirError(f"{path}:{lineno}: NUL bytes (line {lineno} starts at byte {offset:,}): not JSON lines but "
-                          f"a damaged or sparse file (a crash can leave zeros at the end of a file); {keep}")
+        keep = (
+            f"the {lineno - 1} line(s) before it are untouched: truncating the file to {offset:,} bytes keeps them"
+            if lineno > 1
+            else "nothing before it to keep"
+        )
+        raise RunDirError(
+            f"{path}:{lineno}: NUL bytes (line {lineno} starts at byte {offset:,}): not JSON lines but "
+            f"a damaged or sparse file (a crash can leave zeros at the end of a file); {keep}"
+        )

@@ -18,7 +18,7 @@ it always was.  Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow, RunModel
 from pytest_benchaudit.pipeline.variants import card_key
@@ -42,7 +42,7 @@ class RunMembership:
                 continue
             digest = card.get("hash")
             others = card.get("item_pipelines") or {}
-            self.hashes[key] = (frozenset({str(digest), *map(str, others)}) if digest else None)
+            self.hashes[key] = frozenset({str(digest), *map(str, others)}) if digest else None
 
     def checks_anything(self) -> bool:
         """False when run.json declares neither models nor cards (every record belongs)."""
@@ -52,8 +52,10 @@ class RunMembership:
         """Why ``record`` is not one of this run's (one sentence), or ``None`` when it may be."""
         model = str(record.get("model"))
         if self.models is not None and model not in self.models:
-            return (f"model {model!r} is not one the run asked (run.json models: {_listed(self.models)}); a record "
-                    "of another run?")
+            return (
+                f"model {model!r} is not one the run asked (run.json models: {_listed(self.models)}); a record "
+                "of another run?"
+            )
         if not self.hashes:
             return None
         bench, task, variant = str(record.get("benchmark")), str(record.get("task")), str(record.get("variant") or "")
@@ -61,13 +63,16 @@ class RunMembership:
         if key not in self.hashes:
             if card_key(bench, task) in self.hashes:  # a variant read under its task's card (as rescore reads it)
                 return None
-            return (f"task {key} has no pipeline card in run.json (cards: {_listed(self.hashes)}); a record of "
-                    "another run?")
+            return (
+                f"task {key} has no pipeline card in run.json (cards: {_listed(self.hashes)}); a record of another run?"
+            )
         allowed = self.hashes[key]
         digest = str(record.get("pipeline_hash"))
         if allowed is not None and digest not in allowed:
-            return (f"its pipeline_hash {digest!r} is not the hash of the run's card for {key} "
-                    f"({_listed(allowed)}): a record made under another pipeline (another run's?)")
+            return (
+                f"its pipeline_hash {digest!r} is not the hash of the run's card for {key} "
+                f"({_listed(allowed)}): a record made under another pipeline (another run's?)"
+            )
         return None
 
 

@@ -13,26 +13,30 @@ pipeline cards so a run can stop with one usage error before any item runs.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
 
 from pydantic import JsonValue
 
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.inference.backend import ModelSpec, ModelSpecError
 from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard
+from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Generation, Request
 from pytest_benchaudit.runs.run_meta import RunMeta
 from pytest_benchaudit.runs.store import read_records, read_run_json
-from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Generation, Request
 
 __all__ = ["ReplayBackend", "ReplayError", "replay_model_label", "stored_questions", "upstream_mismatches"]
 
 # Request parameter -> the pipeline field that sets it.
 _PARAM_FIELDS = {
-    "max_tokens": "inference.max_tokens", "stop": "inference.stop", "temperature": "inference.decoding.temperature",
-    "top_p": "inference.decoding.top_p", "seed": "inference.decoding.seed",
-    "top_logprobs": "inference.decoding.top_logprobs", "echo": "inference.request",
+    "max_tokens": "inference.max_tokens",
+    "stop": "inference.stop",
+    "temperature": "inference.decoding.temperature",
+    "top_p": "inference.decoding.top_p",
+    "seed": "inference.decoding.seed",
+    "top_logprobs": "inference.decoding.top_logprobs",
+    "echo": "inference.request",
 }
 _NEEDS_NEW = "this needs new generations"
 
@@ -66,15 +70,20 @@ def replay_model_label(run_dir: Path, model: str | None = None) -> str:
             raise ReplayError(f"replay:{run_dir}#{model}: the run has models {', '.join(labels) or 'none'}")
         return model
     if len(labels) != 1:
-        raise ReplayError(f"replay:{run_dir}: the run has models {', '.join(labels) or 'none'}; "
-                          f"choose one with replay:{run_dir}#MODEL")
+        raise ReplayError(
+            f"replay:{run_dir}: the run has models {', '.join(labels) or 'none'}; "
+            f"choose one with replay:{run_dir}#MODEL"
+        )
     return str(labels[0])
 
 
 @lru_cache(maxsize=8)
 def _stored_questions(run_dir: str, model: str) -> frozenset[tuple[str, str, str]]:
-    return frozenset((str(r.get("benchmark")), str(r.get("task")), str(r.get("question_id")))
-                     for r in read_records(Path(run_dir)) if r.get("model") == model)
+    return frozenset(
+        (str(r.get("benchmark")), str(r.get("task")), str(r.get("question_id")))
+        for r in read_records(Path(run_dir))
+        if r.get("model") == model
+    )
 
 
 def stored_questions(run_dir: Path, model: str) -> frozenset[tuple[str, str, str]]:
@@ -133,16 +142,23 @@ class ReplayBackend:
             request = rec["request"]
             top, continuations = rec.get("top_logprobs"), rec.get("continuations")
             self._by_request[_full_key(request)] = Generation(
-                text=rec.get("raw_output") or "", reasoning=rec.get("reasoning"),
-                finish_reason=rec.get("finish_reason"), error=rec.get("error"), usage=rec.get("usage") or {},
-                latency_s=0.0, attempts=rec.get("attempts") or 1, top_logprobs=tuple(top) if top else None,
+                text=rec.get("raw_output") or "",
+                reasoning=rec.get("reasoning"),
+                finish_reason=rec.get("finish_reason"),
+                error=rec.get("error"),
+                usage=rec.get("usage") or {},
+                latency_s=0.0,
+                attempts=rec.get("attempts") or 1,
+                top_logprobs=tuple(top) if top else None,
                 served_model=rec.get("served_model"),
-                continuations=None if continuations is None else tuple(
-                    ContinuationLogprobs.model_validate(c) for c in continuations),
+                continuations=None
+                if continuations is None
+                else tuple(ContinuationLogprobs.model_validate(c) for c in continuations),
             )
             params = request.get("params")
             self._params_by_prompt.setdefault(_prompt_key(request), []).append(
-                params if isinstance(params, dict) else {})
+                params if isinstance(params, dict) else {}
+            )
 
     async def generate(self, request: Request) -> Generation:
         asked = request.model_dump(mode="json")
@@ -155,8 +171,10 @@ class ReplayBackend:
         """Why ``asked`` has no stored generation, naming the differing fields."""
         stored_params = self._params_by_prompt.get(_prompt_key(asked))
         if not stored_params:
-            return (f"replay:{self.run_dir}: no stored generation for this prompt (prompt.template, "
-                    f"prompt.format or the question changed) — {_NEEDS_NEW}")
+            return (
+                f"replay:{self.run_dir}: no stored generation for this prompt (prompt.template, "
+                f"prompt.format or the question changed) — {_NEEDS_NEW}"
+            )
         given = asked.get("params")
         params: dict[str, JsonValue] = given if isinstance(given, dict) else {}
         diffs = []

@@ -21,15 +21,29 @@ Pure: no pytest, no I/O.
 
 from __future__ import annotations
 
+from typing import Required
+
 from pydantic import ConfigDict, JsonValue, TypeAdapter, with_config
-from typing import NotRequired, Required
 from typing_extensions import TypedDict
 
 # RunModel is declared in pipeline/record_documents.py (inference's ModelSpec.public() makes it) and re-exported here.
 from pytest_benchaudit.pipeline.record_documents import Cards, CardWarning, RunModel
 
-__all__ = ["GenerationCache", "Incomplete", "MaxCost", "Platform", "RUN_META", "RescoreSkip", "RunMeta", "RunModel",
-           "RunSource", "TaskOverride", "WorkerInfo", "run_layers", "not_recorded"]
+__all__ = [
+    "GenerationCache",
+    "Incomplete",
+    "MaxCost",
+    "Platform",
+    "RUN_META",
+    "RescoreSkip",
+    "RunMeta",
+    "RunModel",
+    "RunSource",
+    "TaskOverride",
+    "WorkerInfo",
+    "run_layers",
+    "not_recorded",
+]
 
 _FORBID = ConfigDict(extra="forbid")
 
@@ -85,7 +99,9 @@ class WorkerInfo(TypedDict, total=False):
 class RunSource(TypedDict, total=False):
     """Where a run that no pytest invocation made came from (``source``): an import, a re-score, a layer."""
 
-    kind: Required[str]  # athenabench-runs, cti-bench-responses, inspect-log, lm-eval-log, every-eval-ever-log, rescore, layer
+    kind: Required[
+        str
+    ]  # athenabench-runs, cti-bench-responses, inspect-log, lm-eval-log, every-eval-ever-log, rescore, layer
     # imports: the released files
     path: str
     model: str

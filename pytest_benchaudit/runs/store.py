@@ -54,17 +54,17 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import orjson  # records.jsonl is read and re-written in bulk by rescore/sweep: ~5x faster than json
 from pydantic import TypeAdapter, ValidationError
 
 from pytest_benchaudit.common.errors import RunDirError, UsageError
 from pytest_benchaudit.common.secrets import redact, redact_obj, secret_values, strip_url_credentials_in
-
-from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record
+from pytest_benchaudit.pipeline.record_documents import RecordRow
 from pytest_benchaudit.runs.files import bounded_lines, open_regular, read_regular
 from pytest_benchaudit.runs.membership import RunMembership
 
@@ -72,34 +72,66 @@ if TYPE_CHECKING:
     from pytest_benchaudit.aggregate.summary_documents import SummaryDocument
     from pytest_benchaudit.runs.run_meta import RunMeta
 
-__all__ = ["BadRecord", "DuplicateRecords", "EmptyRun", "ForeignRecord", "LOCK_NAME", "NotARunDir", "Record",
-           "RunDirectory", "RunInProgress", "RunLocked", "check_not_in_progress", "run_in_progress", "RECORD_VERSION", "WriterLock", "check_record", "check_report_dir", "check_unique_records", "load_run",
-           "new_run_id", "record_key", "run_slug", "read_document", "read_json", "read_records", "RecordsFollower", "read_run_json", "read_summary_json",
-           "scan_records",
-           "skipping_bad_records",
-           "write_document", "write_json_atomic", "write_text_atomic"]
+__all__ = [
+    "BadRecord",
+    "DuplicateRecords",
+    "EmptyRun",
+    "ForeignRecord",
+    "LOCK_NAME",
+    "NotARunDir",
+    "Record",
+    "RunDirectory",
+    "RunInProgress",
+    "RunLocked",
+    "check_not_in_progress",
+    "run_in_progress",
+    "RECORD_VERSION",
+    "WriterLock",
+    "check_record",
+    "check_report_dir",
+    "check_unique_records",
+    "load_run",
+    "new_run_id",
+    "record_key",
+    "run_slug",
+    "read_document",
+    "read_json",
+    "read_records",
+    "RecordsFollower",
+    "read_run_json",
+    "read_summary_json",
+    "scan_records",
+    "skipping_bad_records",
+    "write_document",
+    "write_json_atomic",
+    "write_text_atomic",
+]
 
 _Doc = TypeVar("_Doc")
 
+
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def new_run_id(slug: str = "") -> str:
     """Sortable and unique enough for concurrent runs: UTC time plus random hex, then ``slug``
     (which benchmark and model: ``20261201T074856Z-25d115-seceval-gpt-5.4``) when given."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + _random.token_hex(3)
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + _random.token_hex(3)
     return f"{stamp}-{slug}" if slug else stamp
 
 
 def run_slug(benchmarks: Iterable[str], models: Iterable[str]) -> str:
     """``seceval-gpt-5.4``, ``3-benchmarks-2-models``: what a run directory's name says it holds."""
+
     def part(names: list[str], what: str) -> str:
         if len(names) == 1:
             return re.sub(r"[^A-Za-z0-9._-]+", "_", names[0]).strip("._-")[:40] or what
         return f"{len(names)}-{what}s" if names else ""
-    return "-".join(p for p in (part(sorted(set(benchmarks)), "benchmark"), part(list(dict.fromkeys(models)), "model"))
-                    if p)
+
+    return "-".join(
+        p for p in (part(sorted(set(benchmarks)), "benchmark"), part(list(dict.fromkeys(models)), "model")) if p
+    )
 
 
 LOCK_NAME = ".writer.lock"  # in the run directory; kept after the run (unlinking it would race a waiting writer)
@@ -145,7 +177,7 @@ class WriterLock:
         self._fd = fd
 
     @classmethod
-    def acquire(cls, run_dir: Path) -> "WriterLock":
+    def acquire(cls, run_dir: Path) -> WriterLock:
         path = Path(run_dir) / LOCK_NAME
         try:
             import fcntl
@@ -155,20 +187,21 @@ class WriterLock:
             try:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as err:
-                raise RunDirError(f"{run_dir}: cannot open its writer lock {path.name}: "
-                                  f"{err.strerror or err}") from None
+                raise RunDirError(
+                    f"{run_dir}: cannot open its writer lock {path.name}: {err.strerror or err}"
+                ) from None
             if not _lock_exclusive(fcntl, fd):
                 holder = _read_holder(fd)
                 os.close(fd)
-                raise RunLocked(f"another process is writing the run directory {run_dir} ({holder}); a run "
-                                "directory has one writer: wait for that one to end (or stop it), then --resume") \
-                    from None
+                raise RunLocked(
+                    f"another process is writing the run directory {run_dir} ({holder}); a run "
+                    "directory has one writer: wait for that one to end (or stop it), then --resume"
+                ) from None
             if _same_file(fd, path):
                 break
             os.close(fd)  # the writer that held it removed it as we locked it: lock the new file
         _HELD.add(fd)
-        holder_info = {"pid": os.getpid(), "host": socket.gethostname(), "started": _now(),
-                       "command": _command_line()}
+        holder_info = {"pid": os.getpid(), "host": socket.gethostname(), "started": _now(), "command": _command_line()}
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(holder_info) + "\n").encode(), 0)
         return cls(path, fd)
@@ -250,9 +283,11 @@ def check_not_in_progress(run_dir: Path) -> None:
     """Raise :class:`RunInProgress` naming the writer when another process is writing ``run_dir``."""
     holder = run_in_progress(run_dir)
     if holder is not None:
-        raise RunInProgress(f"{run_dir}: another process is writing this run now ({holder}); its records and "
-                            "summary are not complete until it ends: run this again then (a run killed before its "
-                            f"end holds no lock; `benchaudit summarize {run_dir}` writes the summary it could not)")
+        raise RunInProgress(
+            f"{run_dir}: another process is writing this run now ({holder}); its records and "
+            "summary are not complete until it ends: run this again then (a run killed before its "
+            f"end holds no lock; `benchaudit summarize {run_dir}` writes the summary it could not)"
+        )
 
 
 def _same_fd_file(a: int, b: int) -> bool:
@@ -285,8 +320,10 @@ def _read_holder(fd: int) -> str:
         info = {}
     if not isinstance(info, dict) or not info.get("pid"):
         return "it has not said which yet"
-    return (f"pid {info.get('pid')} on host {info.get('host', '?')} since {info.get('started', '?')}: "
-            f"{info.get('command', '?')}")
+    return (
+        f"pid {info.get('pid')} on host {info.get('host', '?')} since {info.get('started', '?')}: "
+        f"{info.get('command', '?')}"
+    )
 
 
 # benchmark, task, question id, model, variant, repeat (as text: the key is hashed joined).
@@ -297,8 +334,14 @@ def record_key(record: Mapping[str, object]) -> RecordKey:
     """What identifies a record within a run: benchmark, task, question id, model, variant and
     ``repeat`` (``inference.repeats`` asks a question K times: repeats 0..K-1 are K items; a record
     from before the field is repeat 0)."""
-    return (str(record.get("benchmark")), str(record.get("task")), str(record.get("question_id")),
-            str(record.get("model")), str(record.get("variant") or ""), str(record.get("repeat") or 0))
+    return (
+        str(record.get("benchmark")),
+        str(record.get("task")),
+        str(record.get("question_id")),
+        str(record.get("model")),
+        str(record.get("variant") or ""),
+        str(record.get("repeat") or 0),
+    )
 
 
 def _key_text(key: RecordKey) -> str:
@@ -306,7 +349,8 @@ def _key_text(key: RecordKey) -> str:
     key as messages name it."""
     bench, task, qid, model, variant, repeat = key
     return f"{bench}.{task} {qid} [{model}{'|' + variant if variant else ''}]" + (
-        f" repeat {repeat}" if repeat != "0" else "")
+        f" repeat {repeat}" if repeat != "0" else ""
+    )
 
 
 class RunDirectory:
@@ -330,8 +374,12 @@ class RunDirectory:
         self.warnings: list[str] = []
 
     @classmethod
-    def reopen(cls, path: Path, on_record: Callable[[RecordRow], None] | None = None,
-               prepare: Callable[[Path], None] | None = None) -> "RunDirectory":
+    def reopen(
+        cls,
+        path: Path,
+        on_record: Callable[[RecordRow], None] | None = None,
+        prepare: Callable[[Path], None] | None = None,
+    ) -> RunDirectory:
         """Continue the run in ``path`` (``--resume``): same run id, records appended.
 
         The writer lock is taken first (:class:`RunLocked` when another process writes the run),
@@ -363,8 +411,7 @@ class RunDirectory:
             raise
         return self
 
-    def _continue(self, prepare: Callable[[Path], None] | None,
-                  on_record: Callable[[RecordRow], None] | None) -> None:
+    def _continue(self, prepare: Callable[[Path], None] | None, on_record: Callable[[RecordRow], None] | None) -> None:
         """:meth:`reopen`'s work once the lock is held: read the records, mend the tail, mark run.json."""
         path, records_path = self.path, self.records_path
         if prepare is not None:
@@ -588,16 +635,24 @@ def check_record(obj: Any, where: str) -> RecordRow:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
             # A key the schema does not declare: a newer benchaudit's field, or a hand edit.
-            raise BadRecord(f"{where}: not a record: unknown key {field!r} (not a field of {RECORD_VERSION}; "
-                            f"written by a newer benchaudit, or edited by hand?){more}") from None
+            raise BadRecord(
+                f"{where}: not a record: unknown key {field!r} (not a field of {RECORD_VERSION}; "
+                f"written by a newer benchaudit, or edited by hand?){more}"
+            ) from None
         raise BadRecord(f"{where}: not a record: field {field!r}: {first['msg']}{more}") from None
     # Record decided it is one (no per-record TypeAdapter: Record's validation is the check).
     return cast(RecordRow, obj)
 
 
-def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, *,
-                 skip_bad: bool | None = None, on_skipped: Callable[[str], None] | None = None,
-                 validate: bool = True, belongs: RunMembership | None = None) -> Iterator[RecordRow]:
+def read_records(
+    path: Path,
+    on_torn_tail: Callable[[str], None] | None = None,
+    *,
+    skip_bad: bool | None = None,
+    on_skipped: Callable[[str], None] | None = None,
+    validate: bool = True,
+    belongs: RunMembership | None = None,
+) -> Iterator[RecordRow]:
     """Yield the records of ``records.jsonl`` (a run directory or the file itself), validated.
 
     A last line without its newline that does not parse is a record torn by a killed
@@ -642,8 +697,10 @@ def read_records(path: Path, on_torn_tail: Callable[[str], None] | None = None, 
             if first is not None:
                 if not skip:
                     raise _duplicates_error(path, [(record_key(record), first, lineno)], seen, lines)
-                skipped.append(f"{path}:{lineno}: a second record of {_key_text(record_key(record))} "
-                               f"(the first, line {first}, is kept)")
+                skipped.append(
+                    f"{path}:{lineno}: a second record of {_key_text(record_key(record))} "
+                    f"(the first, line {first}, is kept)"
+                )
                 continue
             yield record
     _report_skipped(path, skipped, on_skipped or on_torn_tail)
@@ -665,8 +722,13 @@ def check_unique_records(path: Path, *, skip_bad: bool | None = None) -> int:
     return scan_records(path, skip_bad=skip_bad)[1]
 
 
-def scan_records(path: Path, *, belongs: RunMembership | None = None, skip_bad: bool | None = None,
-                 on_skipped: Callable[[str], None] | None = None) -> tuple[int, int]:
+def scan_records(
+    path: Path,
+    *,
+    belongs: RunMembership | None = None,
+    skip_bad: bool | None = None,
+    on_skipped: Callable[[str], None] | None = None,
+) -> tuple[int, int]:
     """(records, lines that repeat an item) of ``records.jsonl`` (or a run directory's), read as keys:
     for commands that show a stored summary without reading the records (``benchaudit show``), so
     that a run directory they show is one the reading commands would read.
@@ -698,8 +760,7 @@ def scan_records(path: Path, *, belongs: RunMembership | None = None, skip_bad: 
                         break  # a torn last line
                     raise BadRecord(f"{path}:{lineno}: invalid JSON ({err.msg})") from None
                 if not isinstance(obj, dict) or "question_id" not in obj:
-                    raise BadRecord(f"{path}:{lineno}: not a record (a JSON object naming its question_id is "
-                                    "expected)")
+                    raise BadRecord(f"{path}:{lineno}: not a record (a JSON object naming its question_id is expected)")
                 why = belongs.why_not(cast(RecordRow, obj)) if belongs is not None else None
                 if why:
                     raise ForeignRecord(f"{path}:{lineno}: not a record of this run: {why}")
@@ -739,8 +800,9 @@ class _KeysSeen:
 _NAMED_DUPLICATES = 5  # how many duplicated items a DuplicateRecords message names
 
 
-def _duplicates_error(path: Path, found: list[tuple[RecordKey, int, int]], seen: _KeysSeen,
-                      rest: Iterator[tuple[int, str | bytes]]) -> DuplicateRecords:
+def _duplicates_error(
+    path: Path, found: list[tuple[RecordKey, int, int]], seen: _KeysSeen, rest: Iterator[tuple[int, str | bytes]]
+) -> DuplicateRecords:
     """The error for a file whose records repeat: the rest of the file is read (keys only) so that
     the message counts them all and names the first few, with their lines."""
     for lineno, line in rest:
@@ -757,7 +819,8 @@ def _duplicates_error(path: Path, found: list[tuple[RecordKey, int, int]], seen:
     return DuplicateRecords(
         f"{path}: {len(found)} record(s) repeat an item already recorded (same benchmark, task, question, model, "
         f"variant and repeat; two processes wrote this run at once?): {named}{more}.  A score over them would count those items "
-        "twice; `--skip-bad-records` (benchaudit commands) keeps the first record of each")
+        "twice; `--skip-bad-records` (benchaudit commands) keeps the first record of each"
+    )
 
 
 class _TornTail(Exception):
@@ -794,8 +857,10 @@ def _open_records(path: Path) -> Any:
         return open_regular(path)
     except FileNotFoundError:
         if (path.parent / "run.json").exists():  # a run directory, unusable: its records are gone
-            raise RunDirError(f"{path}: not found: the run directory has its run.json but no records.jsonl "
-                              "(removed, moved, or never written?)") from None
+            raise RunDirError(
+                f"{path}: not found: the run directory has its run.json but no records.jsonl "
+                "(removed, moved, or never written?)"
+            ) from None
         raise NotARunDir(f"{path}: not found (is {path.parent} a benchaudit run directory?)") from None
     except OSError as err:
         raise RunDirError(f"{path}: cannot be read: {err.strerror or err}") from None
@@ -820,8 +885,14 @@ class RecordsFollower:
     in two: the piece after the last newline waits for the next call).
     """
 
-    def __init__(self, path: Path, *, validate: bool = False, skip_bad: bool | None = None,
-                 on_torn_tail: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        validate: bool = False,
+        skip_bad: bool | None = None,
+        on_torn_tail: Callable[[str], None] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.validate = validate
         self.skip = _skip(skip_bad)
@@ -890,11 +961,14 @@ class RecordsFollower:
             first = self._seen.first_line(record, self._lineno) if record is not None else None
             if first is not None:  # as read_records judges it; the rest of the file is not written yet
                 if self.skip:
-                    self._skipped.append(f"{self.path}:{self._lineno}: a second record of "
-                                         f"{_key_text(record_key(record or {}))} (the first, line {first}, is kept)")
+                    self._skipped.append(
+                        f"{self.path}:{self._lineno}: a second record of "
+                        f"{_key_text(record_key(record or {}))} (the first, line {first}, is kept)"
+                    )
                     return None
-                raise _duplicates_error(self.path, [(record_key(record or {}), first, self._lineno)], self._seen,
-                                        iter(()))
+                raise _duplicates_error(
+                    self.path, [(record_key(record or {}), first, self._lineno)], self._seen, iter(())
+                )
             return record
         except BadRecord as err:
             if not self.skip:
@@ -932,8 +1006,9 @@ def read_json(path: Path, what: str = "") -> dict[str, Any]:
     try:
         data = json.loads(read_regular(path).decode("utf-8"), parse_constant=_no_constant)
     except _NotJSON as err:
-        raise RunDirError(f"{path}: {err} is not JSON (JSON has no NaN or infinity; a writer outside benchaudit "
-                          "wrote it?)") from None
+        raise RunDirError(
+            f"{path}: {err} is not JSON (JSON has no NaN or infinity; a writer outside benchaudit wrote it?)"
+        ) from None
     except FileNotFoundError:
         raise RunDirError(f"{path}: not found{what}") from None
     except json.JSONDecodeError as err:
@@ -1005,8 +1080,9 @@ def read_run_json(run_dir: Path) -> RunMeta:
     check_not_in_progress(run_dir)
     meta = read_json(run_dir / "run.json")
     cards = meta.get("pipeline_cards", {})
-    if not isinstance(cards, dict) or not all(isinstance(c, dict) and isinstance(c.get("fields", {}), dict)
-                                              for c in cards.values()):
+    if not isinstance(cards, dict) or not all(
+        isinstance(c, dict) and isinstance(c.get("fields", {}), dict) for c in cards.values()
+    ):
         raise RunDirError(f"{run_dir / 'run.json'}: 'pipeline_cards' is not an object of pipeline cards")
     if not isinstance(meta.get("models", []), list):
         raise RunDirError(f"{run_dir / 'run.json'}: 'models' is not a list")
@@ -1019,16 +1095,23 @@ def read_summary_json(run_dir: Path) -> SummaryDocument:
     from pytest_benchaudit.aggregate.summary_documents import SUMMARY
 
     run_dir = Path(run_dir)
-    summary = read_json(run_dir / "summary.json",
-                        f" (the run did not finish; `benchaudit summarize {run_dir}` writes it from records.jsonl)")
+    summary = read_json(
+        run_dir / "summary.json",
+        f" (the run did not finish; `benchaudit summarize {run_dir}` writes it from records.jsonl)",
+    )
     for key in ("results", "benchmarks", "gates"):
         if not isinstance(summary.get(key, []), list):
             raise RunDirError(f"{run_dir / 'summary.json'}: {key!r} is not a list")
     return check_document(summary, SUMMARY, run_dir / "summary.json")
 
 
-def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *, require_records: bool = False,
-             skip_bad: bool | None = None) -> tuple[RunMeta, list[RecordRow]]:
+def load_run(
+    run_dir: Path,
+    warn: Callable[[str], None] | None = None,
+    *,
+    require_records: bool = False,
+    skip_bad: bool | None = None,
+) -> tuple[RunMeta, list[RecordRow]]:
     """(``run.json``, validated records) of a run directory; a torn last line is skipped with ``warn``.
     A record that is not the run's (a model, task or pipeline run.json does not declare) is a
     :class:`ForeignRecord` error, or skipped and counted with ``skip_bad``.
@@ -1039,11 +1122,16 @@ def load_run(run_dir: Path, warn: Callable[[str], None] | None = None, *, requir
     run_dir = Path(run_dir)
     meta = read_run_json(run_dir)
     belongs = RunMembership(meta.get("models"), meta.get("pipeline_cards"))
-    records = list(read_records(run_dir, on_torn_tail=warn, skip_bad=skip_bad,
-                                belongs=belongs if belongs.checks_anything() else None))
+    records = list(
+        read_records(
+            run_dir, on_torn_tail=warn, skip_bad=skip_bad, belongs=belongs if belongs.checks_anything() else None
+        )
+    )
     if require_records and not records:
-        raise EmptyRun(f"{run_dir / 'records.jsonl'}: no records (every item was skipped or deselected, or the "
-                       "run was stopped before its first item finished); nothing to work on")
+        raise EmptyRun(
+            f"{run_dir / 'records.jsonl'}: no records (every item was skipped or deselected, or the "
+            "run was stopped before its first item finished); nothing to work on"
+        )
     return meta, records
 
 
@@ -1085,8 +1173,9 @@ def write_json_atomic(path: Path, data: Any) -> Path:
         text = json.dumps(redact_obj(data), indent=2, ensure_ascii=False, default=str, allow_nan=False)
     except ValueError:
         where = _non_finite_at(data) or "(a value)"
-        raise RunDirError(f"cannot write {path}: {where} is not a finite number, and JSON has no NaN or "
-                          "infinity") from None
+        raise RunDirError(
+            f"cannot write {path}: {where} is not a finite number, and JSON has no NaN or infinity"
+        ) from None
     return write_text_atomic(path, text + "\n")
 
 

@@ -38,14 +38,25 @@ This module imports only :mod:`pytest_benchaudit.pipeline.types`, so every rule 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from collections.abc import Mapping
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pytest_benchaudit.pipeline.types import MetricInfo
 
-__all__ = ["Answers", "MetricReads", "Reads", "RuleInfo", "declared", "declared_metric_info", "declared_name", "metric", "metric_reads",
-           "rule", "rule_info"]
+__all__ = [
+    "Answers",
+    "MetricReads",
+    "Reads",
+    "RuleInfo",
+    "declared",
+    "declared_metric_info",
+    "declared_name",
+    "metric",
+    "metric_reads",
+    "rule",
+    "rule_info",
+]
 
 Reads = Literal["text", "logprobs", "continuations", "judge"]
 Answers = Literal["label", "labels", "other"]
@@ -89,8 +100,9 @@ class MetricReads:
             raise ValueError(f"metric answers {self.answers!r}: expected one of {', '.join(ANSWERS)}")
 
 
-def rule(*, name: str | None = None, reads: Reads = "text", answers: Answers = "other",
-         strict: bool = False) -> Callable[[_F], _F]:
+def rule(
+    *, name: str | None = None, reads: Reads = "text", answers: Answers = "other", strict: bool = False
+) -> Callable[[_F], _F]:
     """Declare what the decorated rule reads and answers, and (a plugin's rule) the ``name`` a pipeline's
     ``extraction.rule`` gives it; returns the function unchanged otherwise."""
     info = RuleInfo(reads=reads, answers=answers, strict=strict)
@@ -104,9 +116,15 @@ def rule(*, name: str | None = None, reads: Reads = "text", answers: Answers = "
     return declare
 
 
-def metric(*, name: str | None = None, answers: Answers = "other", lower_is_better: bool | None = None,
-           kind: Literal["binary", "continuous"] | None = None, description: str = "",
-           **info: Any) -> Callable[[_F], _F]:
+def metric(
+    *,
+    name: str | None = None,
+    answers: Answers = "other",
+    lower_is_better: bool | None = None,
+    kind: Literal["binary", "continuous"] | None = None,
+    description: str = "",
+    **info: Any,
+) -> Callable[[_F], _F]:
     """Declare which prediction the decorated metric compares and, for a plugin's metric, its ``name``
     (a pipeline's ``scoring.metric``) and what aggregation needs: ``lower_is_better``, ``kind``,
     ``description`` and any other :class:`~pytest_benchaudit.pipeline.types.MetricInfo` field
@@ -118,8 +136,11 @@ def metric(*, name: str | None = None, answers: Answers = "other", lower_is_bett
         raise TypeError("metric(): lower_is_better and kind go together (the direction and the scale)")
     if info and not given:
         raise TypeError(f"metric(): {', '.join(sorted(info))} without lower_is_better and kind")
-    declared = (MetricInfo(lower_is_better=bool(lower_is_better), kind=kind, description=description, **info)
-                if given and kind is not None else None)
+    declared = (
+        MetricInfo(lower_is_better=bool(lower_is_better), kind=kind, description=description, **info)
+        if given and kind is not None
+        else None
+    )
 
     def declare(func: _F) -> _F:
         setattr(func, _METRIC_ATTR, reads)
@@ -138,8 +159,9 @@ def _checked_name(name: str, what: str) -> str:
     return name
 
 
-def declared(namespace: Mapping[str, Any]) -> tuple[dict[str, Callable[..., Any]], dict[str, Callable[..., Any]],
-                                                    dict[str, MetricInfo]]:
+def declared(
+    namespace: Mapping[str, Any],
+) -> tuple[dict[str, Callable[..., Any]], dict[str, Callable[..., Any]], dict[str, MetricInfo]]:
     """``(rules, metrics, metric infos)`` by name: the functions of a module's namespace (``globals()``) that
     declare a name, in definition order; a function imported from another module is that module's.  The one
     registration of a built-in rule or metric is its decorator: a module's tables are this call's result."""

@@ -13,13 +13,20 @@ from collections.abc import Mapping
 
 from pydantic import JsonValue
 
+from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record, RecordCore
+from pytest_benchaudit.pipeline.record_documents import ContinuationRow, RecordExtras, RecordRow
+from pytest_benchaudit.pipeline.stages import Pipeline
+from pytest_benchaudit.pipeline.types import (
+    INVALID_STAGE,
+    ContinuationLogprobs,
+    Extraction,
+    Generation,
+    Question,
+    Request,
+    Score,
+)
 from pytest_benchaudit.scoring import extract as _extract
 from pytest_benchaudit.scoring import metrics as _scoring
-from pytest_benchaudit.pipeline.stages import Pipeline
-from pytest_benchaudit.pipeline.record_documents import ContinuationRow, RecordExtras, RecordRow
-from pytest_benchaudit.pipeline.record import RECORD_VERSION, Record, RecordCore
-from pytest_benchaudit.pipeline.types import (INVALID_STAGE, ContinuationLogprobs, Extraction, Generation, Question,
-                                             Request, Score)
 from pytest_benchaudit.scoring.tasks.inputs import Resources
 
 __all__ = ["RecordExtras", "evaluate", "failure_message"]
@@ -54,8 +61,9 @@ def evaluate(
         extraction = _extract.extract(pipeline.extraction.rule, generation, question, pipeline.extraction.reasoning)
     if score is None:
         # A prediction the metric cannot read comes back as an invalid extraction (unparseable).
-        extraction, score = _scoring.score_item(pipeline.scoring.metric, extraction, question, resources,
-                                                pipeline.scoring.invalid_credit)
+        extraction, score = _scoring.score_item(
+            pipeline.scoring.metric, extraction, question, resources, pipeline.scoring.invalid_credit
+        )
     reason = extraction.invalid_reason
     # Every field a record has, typed as the row it is written as (RecordRow: mypy checks each value,
     # tests/pipeline/test_record_documents.py holds its keys and types equal to Record's); only the
@@ -92,7 +100,8 @@ def evaluate(
         "question_labels": list(question.choices),
         "top_logprobs": [dict(d) for d in generation.top_logprobs[:1]] if generation.top_logprobs else None,
         "continuations": [_continuation_row(c) for c in generation.continuations]
-        if generation.continuations is not None else None,
+        if generation.continuations is not None
+        else None,
         "usage": generation.usage,
         "asks": 1,
         "earlier_outputs": [],
@@ -114,8 +123,12 @@ def evaluate(
 def _continuation_row(continuation: ContinuationLogprobs) -> ContinuationRow:
     """One continuation of a log-likelihood answer as the record's row holds it (validated back into a
     :class:`ContinuationLogprobs` by the record)."""
-    return {"continuation": continuation.continuation, "tokens": list(continuation.tokens),
-            "logprobs": list(continuation.logprobs), "missing": continuation.missing}
+    return {
+        "continuation": continuation.continuation,
+        "tokens": list(continuation.tokens),
+        "logprobs": list(continuation.logprobs),
+        "missing": continuation.missing,
+    }
 
 
 _stamp: list[int | str | None] = [None, ""]  # [whole second, its ISO text]
@@ -126,7 +139,7 @@ def _timestamp() -> str:
     formatted once per second rather than once per record."""
     second = int(time.time())
     if second != _stamp[0]:
-        _stamp[:] = [second, _dt.datetime.fromtimestamp(second, _dt.timezone.utc).isoformat(timespec="seconds")]
+        _stamp[:] = [second, _dt.datetime.fromtimestamp(second, _dt.UTC).isoformat(timespec="seconds")]
     return str(_stamp[1])
 
 

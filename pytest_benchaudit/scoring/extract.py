@@ -17,17 +17,33 @@ charged to the right pipeline stage (see ``types.INVALID_STAGE``).
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from collections.abc import Callable
+from functools import lru_cache
 
+from pytest_benchaudit.pipeline.types import (
+    ENDPOINT_DOWN_PREFIX,
+    HEDGED_PREFIX,
+    NO_LOGPROBS_PREFIX,
+    Extraction,
+    Generation,
+    InvalidReason,
+    Question,
+)
 from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.scoring.tasks import TASK_RULES
 from pytest_benchaudit.scoring.tasks.labels import read_label
-from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, HEDGED_PREFIX, NO_LOGPROBS_PREFIX, Extraction, Generation, InvalidReason,
-                                              Question)
 
-__all__ = ["BUILTIN_RULES", "REASONING_MODES", "RULES", "Rule", "answer_text_of", "rule_names", "strip_first_reasoning",
-           "strip_reasoning", "extract"]
+__all__ = [
+    "BUILTIN_RULES",
+    "REASONING_MODES",
+    "RULES",
+    "Rule",
+    "answer_text_of",
+    "rule_names",
+    "strip_first_reasoning",
+    "strip_reasoning",
+    "extract",
+]
 
 Rule = Callable[[str, Question, Generation], tuple[str | None, str]]
 
@@ -103,7 +119,7 @@ def strip_first_reasoning(text: str, reasoning_field: str | None = None) -> str:
     span = _first_think_block(text)
     if span is None:
         return text
-    rest = (text[:span[0]] + text[span[1]:]).strip()
+    rest = (text[: span[0]] + text[span[1] :]).strip()
     return rest or text
 
 
@@ -260,8 +276,11 @@ _LIGHTEVAL_ANY = re.compile(r"[ABCD]")
 
 def _lighteval_line(line: str) -> str | None:
     cleaned = line.replace("**", " ")
+    # The mutation check's equivalent entries (tools/mutants_equivalent.toml) quote these lines as written.
+    # fmt: off
     for pattern, how in ((_LIGHTEVAL_LEADING, "match"), (_LIGHTEVAL_STANDALONE, "search"),
                          (_LIGHTEVAL_BOLD_END, "search")):
+    # fmt: on
         m = pattern.match(cleaned) if how == "match" else pattern.search(cleaned)
         if m:
             return m.group(1)
@@ -323,8 +342,9 @@ def _list_pattern(labels: tuple[str, ...]) -> str:
 
 
 @lru_cache(maxsize=64)
-def _letters_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str],
-                                                         re.Pattern[str], re.Pattern[str]]:
+def _letters_patterns(
+    labels: tuple[str, ...],
+) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     """(marker, letter-list line, single label, "or" after a list, marker + "either") patterns for a
     label set; built once per set."""
     letters_list = _list_pattern(labels)
@@ -332,8 +352,9 @@ def _letters_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern[str], re.Patt
     alone = re.compile(rf"^\s*({letters_list})\s*\.?\s*$")
     item = rf"(?:\*\*)?(?:\$?\\boxed\{{)?[(\[]?(?<![A-Za-z0-9]){_label_alt(labels)}{_NOT_WORD}"
     # "A or C", "A, B or C", "A and/or C", "A, or possibly C": a choice between sets, not a set.
-    alternative = re.compile(r"\s*[,;]?\s*(?:\bor\b|\band/or\b)(?:\s*(?i:possibly|maybe|perhaps|probably)\b)?\s*"
-                             + item)
+    alternative = re.compile(
+        r"\s*[,;]?\s*(?:\bor\b|\band/or\b)(?:\s*(?i:possibly|maybe|perhaps|probably)\b)?\s*" + item
+    )
     either = re.compile(_MARKER + r"(?i:either)\s+" + f"({letters_list})")
     # Inside a matched list only labels, decoration and separators remain ("and" is
     # lower case), so every label occurrence is an answer letter.
@@ -445,10 +466,12 @@ def extract(rule: str, generation: Generation, question: Question, reasoning: st
         return Extraction(prediction=prediction, answer_text=answer_text, detail=detail)
     if detail.startswith(NO_LOGPROBS_PREFIX):
         # A log-likelihood read without the log-probabilities it reads: the endpoint's failure, not the rule's.
-        return Extraction(invalid_reason="no_logprobs", answer_text=answer_text, detail=detail[len(NO_LOGPROBS_PREFIX):])
+        return Extraction(
+            invalid_reason="no_logprobs", answer_text=answer_text, detail=detail[len(NO_LOGPROBS_PREFIX) :]
+        )
     if detail.startswith(HEDGED_PREFIX):
         # The rule read a final answer that names several options: it is there, and it is no answer.
-        return Extraction(invalid_reason="hedged", answer_text=answer_text, detail=detail[len(HEDGED_PREFIX):])
+        return Extraction(invalid_reason="hedged", answer_text=answer_text, detail=detail[len(HEDGED_PREFIX) :])
 
     truncated = generation.finish_reason == "length"
     reason: InvalidReason

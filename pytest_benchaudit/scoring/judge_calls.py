@@ -18,12 +18,13 @@ passes through.  The prompts and verdict parsing are :mod:`.judge_prompts`'s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Literal
 
+from pytest_benchaudit.pipeline.record_documents import JudgeCallRow
 from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Request, Score
-from pytest_benchaudit.pipeline.record_documents import JudgeCallRow
 from pytest_benchaudit.scoring import judge_prompts
 from pytest_benchaudit.scoring.declarations import Answers
 from pytest_benchaudit.scoring.evaluate import RecordExtras
@@ -52,20 +53,39 @@ def needs_judge(pipeline: Pipeline) -> bool:
     return rule_info(pipeline.extraction.rule).reads == "judge" or bool(info is not None and info.needs_judge)
 
 
-def judge_record(model: str, purpose: Literal["extraction", "grading"], version: str, reply: Generation, status: str,
-                 verdict: str | None) -> JudgeCallRow:
+def judge_record(
+    model: str,
+    purpose: Literal["extraction", "grading"],
+    version: str,
+    reply: Generation,
+    status: str,
+    verdict: str | None,
+) -> JudgeCallRow:
     """What a record keeps of one judge call (its token usage too: the usage table and --max-cost count it)."""
-    return {"model": model, "purpose": purpose, "prompt_version": version, "raw_output": reply.text,
-            "parse_status": status, "verdict": verdict, "error": reply.error, "usage": dict(reply.usage),
-            "from_cache": reply.from_cache}
+    return {
+        "model": model,
+        "purpose": purpose,
+        "prompt_version": version,
+        "raw_output": reply.text,
+        "parse_status": status,
+        "verdict": verdict,
+        "error": reply.error,
+        "usage": dict(reply.usage),
+        "from_cache": reply.from_cache,
+    }
 
 
 def _unreadable(reply: Generation) -> str:
     return reply.error or f"unreadable judge verdict: {reply.text[:120]!r}"
 
 
-def judge_answer(question: Question, pipeline: Pipeline, generation: Generation, judge_label: str,
-                 ask: Callable[[Request], Generation]) -> Judged:
+def judge_answer(
+    question: Question,
+    pipeline: Pipeline,
+    generation: Generation,
+    judge_label: str,
+    ask: Callable[[Request], Generation],
+) -> Judged:
     """Ask the judge (``judge_label``, through ``ask``) about ``generation`` when ``pipeline`` wants it
     (see the module doc); a generation that failed, or a pipeline without a judge, asks nothing."""
     if not needs_judge(pipeline) or generation.error is not None:
@@ -74,33 +94,52 @@ def judge_answer(question: Question, pipeline: Pipeline, generation: Generation,
     labels = tuple(question.choices) or _DEFAULT_LABELS
     if rule_info(pipeline.extraction.rule).reads == "judge":
         answers: Answers = "labels" if metric_answers(pipeline.scoring.metric) == "labels" else "label"
-        regex = extract(strict_rule(answers), generation, question,
-                        reasoning if reasoning in REASONING_MODES else "strip")
+        regex = extract(
+            strict_rule(answers), generation, question, reasoning if reasoning in REASONING_MODES else "strip"
+        )
         extra: RecordExtras = {"regex_prediction": regex.prediction}
         if not regex.answer_text.strip():  # nothing to read: empty / truncated / unclosed reasoning
             return Judged(regex, None, extra)
         reply = ask(judge_prompts.extraction_request(question, regex.answer_text, labels))
         answer, status = judge_prompts.parse_extraction(reply.text, labels) if reply.error is None else (None, "failed")
-        extra["judge"] = judge_record(judge_label, "extraction", judge_prompts.EXTRACTION_PROMPT_VERSION, reply, status, answer)
+        extra["judge"] = judge_record(
+            judge_label, "extraction", judge_prompts.EXTRACTION_PROMPT_VERSION, reply, status, answer
+        )
         if answer is None:
-            return Judged(Extraction(invalid_reason="judge_error", answer_text=regex.answer_text,
-                                     detail=_unreadable(reply)), None, extra)
+            return Judged(
+                Extraction(invalid_reason="judge_error", answer_text=regex.answer_text, detail=_unreadable(reply)),
+                None,
+                extra,
+            )
         if answer == "NONE":
-            return Judged(Extraction(invalid_reason="unparseable", answer_text=regex.answer_text,
-                                     detail="judge: the response commits to no option"), None, extra)
-        return Judged(Extraction(prediction=answer, answer_text=regex.answer_text, detail=f"judge ({status})"),
-                      None, extra)
+            return Judged(
+                Extraction(
+                    invalid_reason="unparseable",
+                    answer_text=regex.answer_text,
+                    detail="judge: the response commits to no option",
+                ),
+                None,
+                extra,
+            )
+        return Judged(
+            Extraction(prediction=answer, answer_text=regex.answer_text, detail=f"judge ({status})"), None, extra
+        )
     # Grading: the rule reads the answer; the judge decides whether it is correct.
     read = extract(pipeline.extraction.rule, generation, question, reasoning)
     if not read.valid or read.prediction is None:
         return Judged(read)
     reply = ask(judge_prompts.grading_request(question, read.prediction))
     verdict, status = judge_prompts.parse_grading(reply.text) if reply.error is None else (None, "failed")
-    extra = {"judge": judge_record(judge_label, "grading", judge_prompts.GRADING_PROMPT_VERSION, reply, status, verdict)}
+    extra = {
+        "judge": judge_record(judge_label, "grading", judge_prompts.GRADING_PROMPT_VERSION, reply, status, verdict)
+    }
     if verdict is None:
         # No score given: evaluate scores the invalid item at the pipeline's scoring.invalid_credit.
-        return Judged(Extraction(invalid_reason="judge_error", answer_text=read.answer_text,
-                                 detail=_unreadable(reply)), None, extra)
+        return Judged(
+            Extraction(invalid_reason="judge_error", answer_text=read.answer_text, detail=_unreadable(reply)),
+            None,
+            extra,
+        )
     return Judged(read, Score(value=1.0 if verdict == "CORRECT" else 0.0, correct=verdict == "CORRECT"), extra)
 
 
@@ -108,6 +147,9 @@ def judge_problem(pipeline: Pipeline, judge_given: bool = False) -> str | None:
     """Why items of this pipeline cannot be scored without ``--judge`` (``judge_given``: it was given), or None."""
     if judge_given or not needs_judge(pipeline):
         return None
-    what = (f"extraction.rule {pipeline.extraction.rule!r}" if rule_info(pipeline.extraction.rule).reads == "judge"
-            else f"scoring.metric {pipeline.scoring.metric!r}")
+    what = (
+        f"extraction.rule {pipeline.extraction.rule!r}"
+        if rule_info(pipeline.extraction.rule).reads == "judge"
+        else f"scoring.metric {pipeline.scoring.metric!r}"
+    )
     return f"{what} needs an LLM judge (--judge SPEC); collected but never scored without one"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
@@ -41,6 +42,8 @@ __all__ = [
 
 EXTRACTION_PROMPT_VERSION = "benchaudit.judge.extraction/1"
 GRADING_PROMPT_VERSION = "benchaudit.judge.grading/1"
+
+
 # Greedy and short: a verdict is one small JSON object.
 @with_config(ConfigDict(extra="forbid"))
 class JudgeParams(TypedDict):
@@ -112,18 +115,26 @@ _FALLBACK_VERDICT = re.compile(r"\b(INCORRECT|CORRECT)\b")
 
 def extraction_request(question: Question, response: str, labels: tuple[str, ...]) -> Request:
     """The judge request that asks which option ``response`` committed to."""
-    user = _EXTRACTION_USER.format(question=question.text or question.prompt or "", labels=", ".join(labels),
-                                   response=response)
-    return Request(mode="chat", messages=(Message(role="system", content=_EXTRACTION_SYSTEM),
-                                          Message(role="user", content=user)), params={**JUDGE_PARAMS})
+    user = _EXTRACTION_USER.format(
+        question=question.text or question.prompt or "", labels=", ".join(labels), response=response
+    )
+    return Request(
+        mode="chat",
+        messages=(Message(role="system", content=_EXTRACTION_SYSTEM), Message(role="user", content=user)),
+        params={**JUDGE_PARAMS},
+    )
 
 
 def grading_request(question: Question, response: str) -> Request:
     """The judge request that grades an open-ended ``response`` against the reference (the gold)."""
-    user = _GRADING_USER.format(question=question.text or question.prompt or "", reference=question.gold,
-                                response=response)
-    return Request(mode="chat", messages=(Message(role="system", content=_GRADING_SYSTEM),
-                                          Message(role="user", content=user)), params={**JUDGE_PARAMS})
+    user = _GRADING_USER.format(
+        question=question.text or question.prompt or "", reference=question.gold, response=response
+    )
+    return Request(
+        mode="chat",
+        messages=(Message(role="system", content=_GRADING_SYSTEM), Message(role="user", content=user)),
+        params={**JUDGE_PARAMS},
+    )
 
 
 def _json_field(text: str, key: str) -> str | None:
@@ -139,6 +150,7 @@ def _json_field(text: str, key: str) -> str | None:
 
 def parse_extraction(text: str, labels: tuple[str, ...]) -> tuple[str | None, str]:
     """(answer, parse_status): the committed letters (sorted) or "NONE"; status json/fallback/failed."""
+
     def normalise(value: str) -> str | None:
         value = value.strip().upper().replace(",", "").replace(" ", "")
         if value == "NONE":
@@ -168,6 +180,8 @@ def parse_grading(text: str) -> tuple[str | None, str]:
 
 def judge_card(model_label: str) -> JudgeCard:
     """What a pipeline card says about the judge it was scored with."""
-    return {"model": model_label, "prompts": {"extraction": EXTRACTION_PROMPT_VERSION,
-                                              "grading": GRADING_PROMPT_VERSION},
-            "params": JudgeParams(**JUDGE_PARAMS)}
+    return {
+        "model": model_label,
+        "prompts": {"extraction": EXTRACTION_PROMPT_VERSION, "grading": GRADING_PROMPT_VERSION},
+        "params": JudgeParams(**JUDGE_PARAMS),
+    }

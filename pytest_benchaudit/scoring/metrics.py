@@ -15,17 +15,30 @@ because the audit measures what those quirks do to the reported number.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from typing import NotRequired
+
 from typing_extensions import TypedDict
 
+from pytest_benchaudit.pipeline.types import Extraction, MetricInfo, Question, Score, UnscorablePrediction
 from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.scoring.tasks import TASK_METRIC_INFO, TASK_METRICS
 from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources
-from pytest_benchaudit.pipeline.types import Extraction, MetricInfo, Question, Score, UnscorablePrediction
 
-__all__ = ["BUILTIN_METRICS", "CreditRow", "METRICS", "METRIC_INFO", "Metric", "MetricInfo", "Resources", "invalid_score", "invalid_credit_note",
-           "invalid_credit_line", "metric_names", "score", "score_item"]
+__all__ = [
+    "BUILTIN_METRICS",
+    "CreditRow",
+    "METRICS",
+    "METRIC_INFO",
+    "Metric",
+    "MetricInfo",
+    "Resources",
+    "invalid_score",
+    "invalid_credit_note",
+    "invalid_credit_line",
+    "metric_names",
+    "score",
+    "score_item",
+]
 
 # A metric (tasks.inputs.Metric) sees only valid predictions (possibly "" — see ``letter_set_exact``)
 # and the task's resources (data files named in the suite config, e.g. alias graphs).
@@ -56,7 +69,7 @@ def exact_match(prediction: str, question: Question, resources: Resources) -> Sc
     lower_is_better=False,
     kind="binary",
     description="sorted answer-letter set equals the gold string as stored, case-insensitive "
-        "(SecEval; empty gold matched by empty prediction, 'AA' never matched)",
+    "(SecEval; empty gold matched by empty prediction, 'AA' never matched)",
 )
 def letter_set_exact(prediction: str, question: Question, resources: Resources) -> Score:
     """SecEval: ``prediction.lower() == gold.lower()``, gold compared *as stored*.
@@ -176,8 +189,10 @@ def _check(metric: str, resources: Resources | None) -> tuple[MetricInfo, Resour
     resources = resources or {}
     missing = [name for name in info.resources if name not in resources]
     if missing:
-        raise KeyError(f"metric {metric!r} needs the task resource(s) {', '.join(missing)}; "
-                       "declare them under [tasks.<task>.resources] in the suite config")
+        raise KeyError(
+            f"metric {metric!r} needs the task resource(s) {', '.join(missing)}; "
+            "declare them under [tasks.<task>.resources] in the suite config"
+        )
     return info, resources
 
 
@@ -186,8 +201,13 @@ def _invalid(info: MetricInfo, credit: float) -> Score:
     return Score(value=invalid_score(info, credit), correct=False, extras=extras)
 
 
-def score_item(metric: str, extraction: Extraction, question: Question,
-               resources: Resources | None = None, invalid_credit: float = 0.0) -> tuple[Extraction, Score]:
+def score_item(
+    metric: str,
+    extraction: Extraction,
+    question: Question,
+    resources: Resources | None = None,
+    invalid_credit: float = 0.0,
+) -> tuple[Extraction, Score]:
     """Score ``extraction`` against ``question.gold`` with ``metric``; return the extraction as it
     stands after scoring, and the score.
 
@@ -209,7 +229,12 @@ def score_item(metric: str, extraction: Extraction, question: Question,
         return unread, _invalid(info, invalid_credit)
 
 
-def score(metric: str, extraction: Extraction, question: Question,
-          resources: Resources | None = None, invalid_credit: float = 0.0) -> Score:
+def score(
+    metric: str,
+    extraction: Extraction,
+    question: Question,
+    resources: Resources | None = None,
+    invalid_credit: float = 0.0,
+) -> Score:
     """The score part of :func:`score_item` (a prediction the metric cannot read scores as invalid)."""
     return score_item(metric, extraction, question, resources, invalid_credit)[1]

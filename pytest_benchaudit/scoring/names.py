@@ -11,8 +11,8 @@ and :func:`metric_answers` answer it by name, so no other module lists rule or m
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_benchaudit.common.errors import ConfigError, did_you_mean
@@ -20,8 +20,16 @@ from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, is_unspec
 from pytest_benchaudit.scoring import declarations, extract, metrics
 from pytest_benchaudit.scoring.declarations import Answers, Reads, RuleInfo
 
-__all__ = ["check_pipeline_names", "check_suite_names", "check_vary", "metric_answers", "rule_info", "rules_reading", "strict_rule",
-           "unknown_name"]
+__all__ = [
+    "check_pipeline_names",
+    "check_suite_names",
+    "check_vary",
+    "metric_answers",
+    "rule_info",
+    "rules_reading",
+    "strict_rule",
+    "unknown_name",
+]
 
 
 def rule_info(name: str) -> RuleInfo:
@@ -39,8 +47,11 @@ def rules_reading(*reads: Reads) -> frozenset[str]:
 def strict_rule(answers: Answers) -> str:
     """The strict reader of a label (``answers="label"``) or a label set (``"labels"``): the rule
     that reads one only where a final-answer line states it alone.  Exactly one rule is each."""
-    found = sorted(name for name, func in extract.RULES.items()
-                   if declarations.rule_info(func).strict and declarations.rule_info(func).answers == answers)
+    found = sorted(
+        name
+        for name, func in extract.RULES.items()
+        if declarations.rule_info(func).strict and declarations.rule_info(func).answers == answers
+    )
     if len(found) != 1:
         raise LookupError(f"expected one strict rule answering {answers!r}, found {found or 'none'}")
     return found[0]

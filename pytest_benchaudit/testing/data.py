@@ -19,8 +19,10 @@ def real_data_dir() -> Path:
     """The real benchmark data directory, or a skip saying why there is none."""
     value = os.environ.get("BENCHAUDIT_DATA")
     if not value or not Path(value).expanduser().is_dir():
-        pytest.skip("real benchmark data not available: set BENCHAUDIT_DATA to the datasets directory "
-                    "(make test does this when ../shared/datasets exists)")
+        pytest.skip(
+            "real benchmark data not available: set BENCHAUDIT_DATA to the datasets directory "
+            "(make test does this when ../shared/datasets exists)"
+        )
     return Path(value).expanduser()
 
 

@@ -43,20 +43,40 @@ def main(argv: Iterable[str] | None = None) -> int:
     log = os.environ.get("FAKE_VLLM_LAUNCH_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"pid": os.getpid(), "model": args.model, "host": args.host, "port": args.port,
-                                 "extra": extra, "api_key": os.environ.get("VLLM_API_KEY")}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "pid": os.getpid(),
+                        "model": args.model,
+                        "host": args.host,
+                        "port": args.port,
+                        "extra": extra,
+                        "api_key": os.environ.get("VLLM_API_KEY"),
+                    }
+                )
+                + "\n"
+            )
     if os.environ.get("FAKE_VLLM_EXIT"):
         print("fake vllm: failing on purpose", file=sys.stderr, flush=True)
         return int(os.environ["FAKE_VLLM_EXIT"])
     delay = float(os.environ.get("FAKE_VLLM_STARTUP_DELAY") or 0)
     if delay:
         time.sleep(delay)
-    return scripted_server.main([
-        "--host", args.host, "--port", str(args.port), "--model-id", args.model,
-        "--answer", os.environ.get("FAKE_VLLM_ANSWER", "Answer: A"),
-        "--latency", os.environ.get("FAKE_VLLM_LATENCY", "0"),
-        *(["--api-key-env", "VLLM_API_KEY"] if os.environ.get("VLLM_API_KEY") else []),
-    ])
+    return scripted_server.main(
+        [
+            "--host",
+            args.host,
+            "--port",
+            str(args.port),
+            "--model-id",
+            args.model,
+            "--answer",
+            os.environ.get("FAKE_VLLM_ANSWER", "Answer: A"),
+            "--latency",
+            os.environ.get("FAKE_VLLM_LATENCY", "0"),
+            *(["--api-key-env", "VLLM_API_KEY"] if os.environ.get("VLLM_API_KEY") else []),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ import argparse
 import hashlib
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from pytest_benchaudit.testing.scripted_server import (
     Call,
@@ -43,8 +43,11 @@ from pytest_benchaudit.testing.scripted_server import (
 
 __all__ = ["realistic_mix", "main"]
 
-_INVALID = (Reply(content=""), Reply(content="I am not sure which option is meant here."),
-            Reply(content="Let me think about each option in turn. First,", finish_reason="length"))
+_INVALID = (
+    Reply(content=""),
+    Reply(content="I am not sure which option is meant here."),
+    Reply(content="Let me think about each option in turn. First,", finish_reason="length"),
+)
 
 
 def _fraction(text: str, salt: str) -> float:
@@ -58,8 +61,9 @@ def _samples(body: dict[str, object]) -> bool:
     return temperature is None or (isinstance(temperature, (int, float)) and temperature > 0)
 
 
-def realistic_mix(invalid: float = 0.10, http_errors: float = 0.03, letters: str = "ABCD",
-                  sampling: float = 0.0) -> Script:
+def realistic_mix(
+    invalid: float = 0.10, http_errors: float = 0.03, letters: str = "ABCD", sampling: float = 0.0
+) -> Script:
     """A script answering by a hash of the question: ``invalid`` / ``http_errors`` shares, else a letter;
     on a sampled request the ``sampling`` share of questions draws its letter again per seed."""
     if not 0 <= invalid + http_errors <= 1:
@@ -86,18 +90,32 @@ def realistic_mix(invalid: float = 0.10, http_errors: float = 0.03, letters: str
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_benchaudit.testing.mixed_server",
-                                     description="Scripted OpenAI-compatible server with a realistic answer mix.")
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_benchaudit.testing.mixed_server",
+        description="Scripted OpenAI-compatible server with a realistic answer mix.",
+    )
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds to hold each request")
     parser.add_argument("--invalid", type=float, default=0.10, help="share of invalid answers (default 0.10)")
-    parser.add_argument("--http-errors", type=float, default=0.03,
-                        help="share of requests whose first attempt gets HTTP 500/429 (default 0.03)")
-    parser.add_argument("--sampling", type=float, default=0.0,
-                        help="share of questions whose letter is drawn again on each sampled request, from the "
-                             "question and the request's seed (default 0: the same reply every time)")
-    parser.add_argument("--arrivals", metavar="FILE", help="write each request's arrival time (Unix seconds) "
-                        "and attempt number, a line each, to FILE when the server stops (bench/timeline.py)")
+    parser.add_argument(
+        "--http-errors",
+        type=float,
+        default=0.03,
+        help="share of requests whose first attempt gets HTTP 500/429 (default 0.03)",
+    )
+    parser.add_argument(
+        "--sampling",
+        type=float,
+        default=0.0,
+        help="share of questions whose letter is drawn again on each sampled request, from the "
+        "question and the request's seed (default 0: the same reply every time)",
+    )
+    parser.add_argument(
+        "--arrivals",
+        metavar="FILE",
+        help="write each request's arrival time (Unix seconds) "
+        "and attempt number, a line each, to FILE when the server stops (bench/timeline.py)",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
     mix = realistic_mix(args.invalid, args.http_errors, sampling=args.sampling)
     arrivals: list[tuple[float, int]] = []

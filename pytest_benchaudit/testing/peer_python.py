@@ -20,13 +20,15 @@ __all__ = ["PEER_PYTHON_VAR", "find_peer_python", "peer_versions"]
 
 PEER_PYTHON_VAR = "BENCHAUDIT_PEER_PYTHON"
 
-_PROBE = ("import importlib.metadata as m, importlib.util as u, json, sys\n"
-          "mods = sys.argv[1:]\n"
-          "missing = [x for x in mods if u.find_spec(x) is None]\n"
-          "print(json.dumps({'missing': missing, 'versions': {x: m.version(x) for x in mods if x not in missing}}))\n")
+_PROBE = (
+    "import importlib.metadata as m, importlib.util as u, json, sys\n"
+    "mods = sys.argv[1:]\n"
+    "missing = [x for x in mods if u.find_spec(x) is None]\n"
+    "print(json.dumps({'missing': missing, 'versions': {x: m.version(x) for x in mods if x not in missing}}))\n"
+)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ask(python: str, modules: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None:
     """``(missing modules, ((module, version), ...))`` in ``python``, or ``None`` when it does not run."""
     try:
@@ -52,8 +54,10 @@ def find_peer_python(*modules: str) -> tuple[str | None, str]:
         if not missing:
             return python, ""
         where = f"${PEER_PYTHON_VAR} ({python})" if named else "this interpreter"
-        return None, (f"{', '.join(missing)} not installed in {where}: set ${PEER_PYTHON_VAR} to the python of a "
-                      "virtualenv holding the peers (make peers-venv)")
+        return None, (
+            f"{', '.join(missing)} not installed in {where}: set ${PEER_PYTHON_VAR} to the python of a "
+            "virtualenv holding the peers (make peers-venv)"
+        )
     return None, "no interpreter to ask"  # pragma: no cover - candidates is never empty
 
 

@@ -106,9 +106,17 @@ class _Bucket:
 class ProviderFake:
     """A loopback server speaking one provider's API (see the module docstring)."""
 
-    def __init__(self, kind: Kind = "openai", *, key: str = "sk-fake", deployment: str | None = None,
-                 api_version: str = "2024-10-21", script: Callable[[FakeCall], FakeReply | None] | None = None,
-                 bucket: tuple[float, int] | None = None, answer: Callable[[FakeCall], str] | None = None) -> None:
+    def __init__(
+        self,
+        kind: Kind = "openai",
+        *,
+        key: str = "sk-fake",
+        deployment: str | None = None,
+        api_version: str = "2024-10-21",
+        script: Callable[[FakeCall], FakeReply | None] | None = None,
+        bucket: tuple[float, int] | None = None,
+        answer: Callable[[FakeCall], str] | None = None,
+    ) -> None:
         self.kind = kind
         self.key = key
         self.deployment = deployment
@@ -142,8 +150,12 @@ class ProviderFake:
                 raw = self.rfile.read(length) if length else b""
                 status, headers, body = fake._handle(self.path, dict(self.headers.items()), raw)
                 data = json.dumps(body).encode()
-                head = [f"HTTP/1.1 {status} X", "Content-Type: application/json", f"Content-Length: {len(data)}",
-                        *(f"{k}: {v}" for k, v in headers.items())]
+                head = [
+                    f"HTTP/1.1 {status} X",
+                    "Content-Type: application/json",
+                    f"Content-Length: {len(data)}",
+                    *(f"{k}: {v}" for k, v in headers.items()),
+                ]
                 self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
 
         class Server(ThreadingHTTPServer):
@@ -174,8 +186,11 @@ class ProviderFake:
     def env(self) -> dict[str, str]:
         """The provider's conventional variables, pointing at this fake."""
         if self.kind == "azure":
-            return {"AZURE_OPENAI_ENDPOINT": self.root, "AZURE_OPENAI_API_KEY": self.key,
-                    "OPENAI_API_VERSION": self.api_version}
+            return {
+                "AZURE_OPENAI_ENDPOINT": self.root,
+                "AZURE_OPENAI_API_KEY": self.key,
+                "OPENAI_API_VERSION": self.api_version,
+            }
         if self.kind == "anthropic":
             return {"ANTHROPIC_BASE_URL": self.root, "ANTHROPIC_API_KEY": self.key}
         if self.kind == "gemini":
@@ -190,8 +205,12 @@ class ProviderFake:
         except ValueError:
             body = {}
         masked = {k.lower(): (v.replace(self.key, "<key>") if self.key else v) for k, v in headers.items()}
-        call = FakeCall(path=parts.path, query={k: v[0] for k, v in parse_qs(parts.query).items()},
-                        headers=masked, body=body if isinstance(body, dict) else {})
+        call = FakeCall(
+            path=parts.path,
+            query={k: v[0] for k, v in parse_qs(parts.query).items()},
+            headers=masked,
+            body=body if isinstance(body, dict) else {},
+        )
         status, extra, out = self._answer(call, {k.lower(): v for k, v in headers.items()})
         call.status = status
         with self._lock:
@@ -210,9 +229,11 @@ class ProviderFake:
         limits: dict[str, str] = {}
         if self.bucket is not None:
             granted, wait, left = self.bucket.take()
-            limits = {"x-ratelimit-limit-requests": str(round(self.bucket.rate * 60)),  # per minute, as OpenAI
-                      "x-ratelimit-remaining-requests": str(left),
-                      "x-ratelimit-reset-requests": f"{max(1, round(wait * 1000))}ms"}
+            limits = {
+                "x-ratelimit-limit-requests": str(round(self.bucket.rate * 60)),  # per minute, as OpenAI
+                "x-ratelimit-remaining-requests": str(left),
+                "x-ratelimit-reset-requests": f"{max(1, round(wait * 1000))}ms",
+            }
             if not granted:
                 limits.update({"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": f"{wait * 1000:.0f}"})
                 return 429, limits, _openai_error("Rate limit reached for requests", None, "rate_limit_exceeded")
@@ -228,8 +249,9 @@ class ProviderFake:
     def _check_route(self, call: FakeCall, headers: dict[str, str]) -> tuple[int, dict[str, str], Any] | None:
         if self.kind == "azure":
             dep = self.deployment or "*"
-            ok_path = fnmatch.fnmatchcase(call.path, f"/openai/deployments/{dep}/chat/completions") or \
-                fnmatch.fnmatchcase(call.path, f"/openai/deployments/{dep}/completions")
+            ok_path = fnmatch.fnmatchcase(
+                call.path, f"/openai/deployments/{dep}/chat/completions"
+            ) or fnmatch.fnmatchcase(call.path, f"/openai/deployments/{dep}/completions")
             auth_ok = headers.get("api-key") == self.key and "authorization" not in headers
             if ok_path and call.query.get("api-version") != self.api_version:
                 return 404, {}, {"error": {"code": "404", "message": "Resource not found"}}
@@ -240,7 +262,9 @@ class ProviderFake:
             prefix = "/v1beta/openai" if self.kind == "gemini" else "/v1"
             ok_path = call.path in (f"{prefix}/chat/completions", f"{prefix}/completions")
             # key "" stands for a server without keys (Ollama, vLLM): then no auth header is expected.
-            auth_ok = headers.get("authorization") == f"Bearer {self.key}" if self.key else "authorization" not in headers
+            auth_ok = (
+                headers.get("authorization") == f"Bearer {self.key}" if self.key else "authorization" not in headers
+            )
         if not ok_path:
             return 404, {}, {"error": {"message": f"no route {call.path}", "code": "not_found"}}
         if not auth_ok:
@@ -250,26 +274,42 @@ class ProviderFake:
     def _check_body(self, body: dict[str, Any]) -> dict[str, Any] | None:
         if self.kind == "anthropic":
             if "max_tokens" not in body:
-                return {"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: Field required"}}
+                return {
+                    "type": "error",
+                    "error": {"type": "invalid_request_error", "message": "max_tokens: Field required"},
+                }
             return None
         model = str(self.deployment if self.kind == "azure" and self.deployment else body.get("model", ""))
         if self.kind == "azure":
             for param in ("max_tokens", "max_completion_tokens"):
                 value = body.get(param)
                 if isinstance(value, int) and value < AZURE_MIN_TOKENS:
-                    return _openai_error(f"Invalid '{param}': integer below minimum value. Expected a value >= "
-                                         f"{AZURE_MIN_TOKENS}, but got {value} instead.", param, "integer_below_min_value")
+                    return _openai_error(
+                        f"Invalid '{param}': integer below minimum value. Expected a value >= "
+                        f"{AZURE_MIN_TOKENS}, but got {value} instead.",
+                        param,
+                        "integer_below_min_value",
+                    )
         if self.kind in ("openai", "azure") and _is_reasoning(model):
             if "max_tokens" in body:
-                return _openai_error("Unsupported parameter: 'max_tokens' is not supported with this model. "
-                                     "Use 'max_completion_tokens' instead.", "max_tokens", "unsupported_parameter")
+                return _openai_error(
+                    "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                    "Use 'max_completion_tokens' instead.",
+                    "max_tokens",
+                    "unsupported_parameter",
+                )
             for param in ("temperature", "top_p"):
                 if param in body and body[param] != 1:
-                    return _openai_error(f"Unsupported value: '{param}' does not support {body[param]} with this "
-                                         "model. Only the default (1) value is supported.", param, "unsupported_value")
+                    return _openai_error(
+                        f"Unsupported value: '{param}' does not support {body[param]} with this "
+                        "model. Only the default (1) value is supported.",
+                        param,
+                        "unsupported_value",
+                    )
             if "stop" in body:
-                return _openai_error("Unsupported parameter: 'stop' is not supported with this model.", "stop",
-                                     "unsupported_parameter")
+                return _openai_error(
+                    "Unsupported parameter: 'stop' is not supported with this model.", "stop", "unsupported_parameter"
+                )
         return None
 
     def _completion(self, call: FakeCall, reply: FakeReply) -> dict[str, Any]:
@@ -282,16 +322,33 @@ class ProviderFake:
             if reply.reasoning is not None:
                 content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "sig"})
             content.append({"type": "text", "text": reply.content})
-            return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model, "content": content,
-                    "stop_reason": {"stop": "end_turn", "length": "max_tokens"}.get(reply.finish_reason, "end_turn"),
-                    "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens}}
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                 "total_tokens": prompt_tokens + completion_tokens}
+            return {
+                "id": "msg_fake",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": content,
+                "stop_reason": {"stop": "end_turn", "length": "max_tokens"}.get(reply.finish_reason, "end_turn"),
+                "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens},
+            }
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
         if call.path.endswith("/completions") and not call.path.endswith("chat/completions"):
-            return {"object": "text_completion", "model": model, "usage": usage,
-                    "choices": [{"index": 0, "text": reply.content, "finish_reason": reply.finish_reason}]}
+            return {
+                "object": "text_completion",
+                "model": model,
+                "usage": usage,
+                "choices": [{"index": 0, "text": reply.content, "finish_reason": reply.finish_reason}],
+            }
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.reasoning is not None:
             message["reasoning_content"] = reply.reasoning
-        return {"object": "chat.completion", "model": model, "usage": usage,
-                "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}]}
+        return {
+            "object": "chat.completion",
+            "model": model,
+            "usage": usage,
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+        }

@@ -6,8 +6,15 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["chat_logprobs", "completion_logprobs", "count_words", "echo_pieces", "echoed_logprobs", "error_body",
-           "prompt_words"]
+__all__ = [
+    "chat_logprobs",
+    "completion_logprobs",
+    "count_words",
+    "echo_pieces",
+    "echoed_logprobs",
+    "error_body",
+    "prompt_words",
+]
 
 from pytest_benchaudit.testing.scripts import (
     text_of,
@@ -27,8 +34,9 @@ _ERROR_TYPES: dict[int, tuple[str, str | None]] = {
 }
 
 
-def error_body(status: int, message: str, *, param: str | None = None, code: Any = None,
-                type_: str | None = None) -> dict[str, Any]:
+def error_body(
+    status: int, message: str, *, param: str | None = None, code: Any = None, type_: str | None = None
+) -> dict[str, Any]:
     """An OpenAI-style error object; type and code are guessed from the status."""
     default_type, default_code = _ERROR_TYPES.get(
         status, ("server_error" if status >= 500 else "invalid_request_error", None)
@@ -77,8 +85,7 @@ def chat_logprobs(body: Mapping[str, Any], top: Mapping[str, float]) -> dict[str
                 "logprob": logprob,
                 "bytes": list(token.encode("utf-8")),
                 "top_logprobs": [
-                    {"token": t, "logprob": lp, "bytes": list(t.encode("utf-8"))}
-                    for t, lp in _ranked(top, n)
+                    {"token": t, "logprob": lp, "bytes": list(t.encode("utf-8"))} for t, lp in _ranked(top, n)
                 ],
             }
         ]
@@ -107,8 +114,13 @@ def echo_pieces(text: str) -> list[str]:
     return _PIECE.findall(text)
 
 
-def echoed_logprobs(body: Mapping[str, Any], prompt: str, content: str, last_logprob: float,
-                    pieces: Callable[[str], list[str]] = echo_pieces) -> dict[str, Any] | None:
+def echoed_logprobs(
+    body: Mapping[str, Any],
+    prompt: str,
+    content: str,
+    last_logprob: float,
+    pieces: Callable[[str], list[str]] = echo_pieces,
+) -> dict[str, Any] | None:
     """A completion's ``logprobs`` with the prompt echoed (``"echo": true``): the prompt's tokens (cut
     by ``pieces``) then ``content`` as one generated token (none when ``content`` is empty), their
     ``text_offset`` into ``prompt + content``; the first token's log-probability is null (as
@@ -128,5 +140,9 @@ def echoed_logprobs(body: Mapping[str, Any], prompt: str, content: str, last_log
     for token in tokens:
         offsets.append(at)
         at += len(token)
-    return {"tokens": tokens, "token_logprobs": values, "text_offset": offsets,
-            "top_logprobs": [None if v is None else {t: v} for t, v in zip(tokens, values)]}
+    return {
+        "tokens": tokens,
+        "token_logprobs": values,
+        "text_offset": offsets,
+        "top_logprobs": [None if v is None else {t: v} for t, v in zip(tokens, values)],
+    }

@@ -18,13 +18,32 @@ from typing import Any
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 from pytest_benchaudit.testing.toy import toy_script, write_toy
 
-__all__ = ["RECORD_DEFAULTS", "build_toy_run", "complete_record", "only_run_dir", "read_run", "write_run_dir",
-           "writer_lock_held"]
+__all__ = [
+    "RECORD_DEFAULTS",
+    "build_toy_run",
+    "complete_record",
+    "only_run_dir",
+    "read_run",
+    "write_run_dir",
+    "writer_lock_held",
+]
 
 # Record fields a hand-made record may leave out: filled so it passes the store's schema check.
-RECORD_DEFAULTS: dict[str, Any] = {"benchmark": "toy", "task": "mcq", "question_id": "q1", "question_index": 0,
-                                   "model": "m", "pipeline": "standardized", "pipeline_hash": "", "request": {},
-                                   "raw_output": "", "valid": True, "gold": "A", "score": 0.0, "correct": False}
+RECORD_DEFAULTS: dict[str, Any] = {
+    "benchmark": "toy",
+    "task": "mcq",
+    "question_id": "q1",
+    "question_index": 0,
+    "model": "m",
+    "pipeline": "standardized",
+    "pipeline_hash": "",
+    "request": {},
+    "raw_output": "",
+    "valid": True,
+    "gold": "A",
+    "score": 0.0,
+    "correct": False,
+}
 
 
 def complete_record(record: dict[str, Any]) -> dict[str, Any]:
@@ -38,8 +57,9 @@ def write_run_dir(root: Path, name: str, records: list[dict[str, Any]]) -> Path:
     run = root / name
     run.mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"run_id": name}), encoding="utf-8")
-    (run / "records.jsonl").write_text("".join(json.dumps(complete_record(r)) + "\n" for r in records),
-                                       encoding="utf-8")
+    (run / "records.jsonl").write_text(
+        "".join(json.dumps(complete_record(r)) + "\n" for r in records), encoding="utf-8"
+    )
     return run
 
 
@@ -64,9 +84,28 @@ def build_toy_run(root: Path) -> Path:
     pytest process against the scripted server; returns ``root``."""
     write_toy(root)
     with ScriptedServer(toy_script()) as server:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/toy", "--data-dir",
-                               "data", "--model", f"toy-model@{server.url}", "--report-dir", "out",
-                               "--max-retries", "0", "--no-cache"], cwd=root, capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "suites/toy",
+                "--data-dir",
+                "data",
+                "--model",
+                f"toy-model@{server.url}",
+                "--report-dir",
+                "out",
+                "--max-retries",
+                "0",
+                "--no-cache",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     return root
 
@@ -85,8 +124,9 @@ lock.release()
 @contextlib.contextmanager
 def writer_lock_held(run_dir: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process holds ``run_dir``'s writer lock within the block (it waits on its stdin: no timing)."""
-    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(run_dir)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(run_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
         yield proc

@@ -100,9 +100,16 @@ class _Response:
 
     __slots__ = ("status", "body", "content_type", "headers", "cut_after", "stall")
 
-    def __init__(self, status: int, body: bytes, content_type: str = "application/json",
-                 headers: Mapping[str, str] | None = None, *, cut_after: int | None = None,
-                 stall: float | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: Mapping[str, str] | None = None,
+        *,
+        cut_after: int | None = None,
+        stall: float | None = None,
+    ) -> None:
         self.status = status
         self.body = body
         self.content_type = content_type
@@ -230,7 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         try:
             if response.cut_after is not None:  # the announced body is never completed
-                self.wfile.write(head + response.body[:response.cut_after])
+                self.wfile.write(head + response.body[: response.cut_after])
                 self.wfile.flush()
                 self._drop()
                 return
@@ -327,8 +334,10 @@ class ScriptedServer:
         self._httpd = httpd
         # A short poll interval keeps stop() fast (serve_forever checks it between polls).
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-            name=f"ScriptedServer:{self.port}", daemon=True,
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"ScriptedServer:{self.port}",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -356,8 +365,9 @@ class ScriptedServer:
     def __enter__(self) -> ScriptedServer:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     def _track(self, conn: socket.socket, *, add: bool) -> None:
@@ -399,10 +409,13 @@ class ScriptedServer:
         if tokenizer_route is not None:
             return _json_response(*tokenizer_route)
         if method == "GET" and path == "/v1/models":
-            return _json_response(200, {
-                "object": "list",
-                "data": [{"id": self.model_id, "object": "model", "created": 0, "owned_by": "scripted"}],
-            })
+            return _json_response(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": self.model_id, "object": "model", "created": 0, "owned_by": "scripted"}],
+                },
+            )
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
             return _json_response(404, error_body(404, f"no route for {method} {path}"))
 
@@ -425,12 +438,22 @@ class ScriptedServer:
         if reply.raw_body is not None:
             return _Response(reply.status, reply.raw_body, reply.content_type, reply.headers)
         if reply.status != 200:
-            return _Response(reply.status, json.dumps(error_body(reply.status, reply.error_message)).encode(),
-                             reply.content_type, reply.headers)
+            return _Response(
+                reply.status,
+                json.dumps(error_body(reply.status, reply.error_message)).encode(),
+                reply.content_type,
+                reply.headers,
+            )
         chat = path == "/v1/chat/completions"
         payload = self._completion(chat, body, reply)
-        return _Response(200, json.dumps(payload).encode("utf-8"), reply.content_type, reply.headers,
-                         cut_after=reply.cut_body_after, stall=reply.stall_body)
+        return _Response(
+            200,
+            json.dumps(payload).encode("utf-8"),
+            reply.content_type,
+            reply.headers,
+            cut_after=reply.cut_body_after,
+            stall=reply.stall_body,
+        )
 
     def _check_max_tokens(self, body: Mapping[str, Any]) -> _Response | None:
         if self.min_max_tokens is None:
@@ -439,8 +462,12 @@ class ScriptedServer:
             value = body.get(param)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value < self.min_max_tokens:
                 message = f"{param} is too small. Minimum value is {self.min_max_tokens}."
-                return _json_response(400, error_body(
-                    400, message, param=param, code="integer_below_min_value", type_="invalid_request_error"))
+                return _json_response(
+                    400,
+                    error_body(
+                        400, message, param=param, code="integer_below_min_value", type_="invalid_request_error"
+                    ),
+                )
         return None
 
     def _completion(self, chat: bool, body: Mapping[str, Any], reply: Reply) -> dict[str, Any]:
@@ -493,7 +520,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise _Terminate(signum)
 
 
-def serve_until_signal(server: "ScriptedServer") -> int:
+def serve_until_signal(server: ScriptedServer) -> int:
     """Start ``server``, print ``READY URL`` (flushed), serve until SIGTERM or SIGINT, stop; exit status 0."""
     # Handlers go in before READY so a signal sent right after READY is honoured.
     signal.signal(signal.SIGTERM, _on_signal)
@@ -526,8 +553,12 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--answer", default="Answer: A", help="content of every reply")
     parser.add_argument("--model-id", default="scripted-model")
     parser.add_argument("--min-max-tokens", type=int, default=None)
-    parser.add_argument("--api-key-env", default=None, metavar="VAR",
-                        help="require the key in $VAR as a bearer token (HTTP 401 otherwise)")
+    parser.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="VAR",
+        help="require the key in $VAR as a bearer token (HTTP 401 otherwise)",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
 
     answer = Reply(content=args.answer)

@@ -37,8 +37,15 @@ class ScriptedTokenizer:
     tokenizer); ``info``: extra ``/tokenizer_info`` keys.
     """
 
-    def __init__(self, eos: str | None = "</s>", *, pattern: str = DEFAULT_PATTERN, merges: tuple[str, ...] = (),
-                 serve_tokenize: bool = True, info: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        eos: str | None = "</s>",
+        *,
+        pattern: str = DEFAULT_PATTERN,
+        merges: tuple[str, ...] = (),
+        serve_tokenize: bool = True,
+        info: dict[str, Any] | None = None,
+    ) -> None:
         self.eos = eos
         self.pattern = re.compile(pattern)
         self.merges = frozenset(merges)
@@ -77,8 +84,14 @@ class ScriptedTokenizer:
     def answer(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """``(status, JSON body)`` for a tokenizer route, ``None`` for any other path."""
         if method == "GET" and path == "/tokenizer_info":
-            return 200, {"tokenizer_class": "ScriptedTokenizer", "eos_token": self.eos, "bos_token": None,
-                         "pad_token": None, "model_max_length": 1 << 20, **self.info}
+            return 200, {
+                "tokenizer_class": "ScriptedTokenizer",
+                "eos_token": self.eos,
+                "bos_token": None,
+                "pad_token": None,
+                "model_max_length": 1 << 20,
+                **self.info,
+            }
         if method == "POST" and path == "/tokenize":
             if not self.serve_tokenize:
                 return 404, {"error": {"message": "no route for POST /tokenize", "type": "not_found_error"}}

@@ -18,8 +18,19 @@ from typing import Any
 
 from pytest_benchaudit.testing.scripted_server import Call, Reply, Script, by_marker, sequence
 
-__all__ = ["TOY_OPTIONS", "TOY_QUESTIONS", "TOY_SCRIPT", "layer_toml", "mcq_suite_toml", "task_toml",
-           "toy_script", "toy_suite_toml", "write_mcq_suite", "write_suite", "write_toy"]
+__all__ = [
+    "TOY_OPTIONS",
+    "TOY_QUESTIONS",
+    "TOY_SCRIPT",
+    "layer_toml",
+    "mcq_suite_toml",
+    "task_toml",
+    "toy_script",
+    "toy_suite_toml",
+    "write_mcq_suite",
+    "write_suite",
+    "write_toy",
+]
 
 # Toy questions written for these tests (not benchmark data). The marker in each question
 # tells the scripted server how to answer it.
@@ -76,16 +87,29 @@ def _value(value: Any) -> str:
     return json.dumps(value)
 
 
-def layer_toml(task: str, layer: str, *, temperature: float | None = 0.0, max_tokens: int = 64,
-               stop: Sequence[str] | None = None, reasoning: str = "strip", denominator: str = "total",
-               by: str | None = None, template: str = "plain", why: Mapping[str, str] | None = None,
-               notes: Sequence[str] | None = None) -> str:
+def layer_toml(
+    task: str,
+    layer: str,
+    *,
+    temperature: float | None = 0.0,
+    max_tokens: int = 64,
+    stop: Sequence[str] | None = None,
+    reasoning: str = "strip",
+    denominator: str = "total",
+    by: str | None = None,
+    template: str = "plain",
+    why: Mapping[str, str] | None = None,
+    notes: Sequence[str] | None = None,
+) -> str:
     """One full layer of ``task``: the ``template`` chat prompt, greedy decoding at ``temperature`` (none
     written when ``None``), ``max_tokens``, ``stop`` (none written when ``None``), final_answer_letter with
     ``reasoning``, exact_match over ``denominator`` and a micro average (grouped ``by`` a metadata field);
     the layer's ``why`` (field -> reason) and ``notes`` when given."""
-    lines = [f"[tasks.{task}.{layer}]", f"prompt.template = {_value(template)}",
-             'prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }']
+    lines = [
+        f"[tasks.{task}.{layer}]",
+        f"prompt.template = {_value(template)}",
+        'prompt.format = { mode = "chat", system_role = "none", few_shot = 0 }',
+    ]
     if temperature is not None:
         lines.append(f"inference.decoding = {{ temperature = {temperature!r} }}")
     lines.append(f"inference.max_tokens = {max_tokens}")
@@ -105,22 +129,27 @@ def layer_toml(task: str, layer: str, *, temperature: float | None = 0.0, max_to
 def task_toml(task: str, file: str, layers: Mapping[str, Mapping[str, Any]], *, meta: Sequence[str] = ()) -> str:
     """Task ``task`` reading ``file`` (JSON lines: id, question, options, gold and the ``meta`` fields),
     with one :func:`layer_toml` per entry of ``layers`` (layer name -> its keyword arguments)."""
-    text = (f"[tasks.{task}]\n[tasks.{task}.data]\nfile = {_value(file)}\nformat = \"jsonl\"\nid = \"id\"\n"
-            "question = \"question\"\nchoices = \"options\"\ngold = \"gold\"\n")
+    text = (
+        f"[tasks.{task}]\n[tasks.{task}.data]\nfile = {_value(file)}\nformat = \"jsonl\"\nid = \"id\"\n"
+        "question = \"question\"\nchoices = \"options\"\ngold = \"gold\"\n"
+    )
     if meta:
         text += f"meta = {_value(list(meta))}\n"
     return text + "".join("\n" + layer_toml(task, layer, **kwargs) for layer, kwargs in layers.items())
 
 
-def mcq_suite_toml(name: str, *, title: str = "Test benchmark", tasks: Iterable[str] | None = None,
-                   extra: str = "") -> str:
+def mcq_suite_toml(
+    name: str, *, title: str = "Test benchmark", tasks: Iterable[str] | None = None, extra: str = ""
+) -> str:
     """A suite ``name`` with the ``plain`` template and ``tasks`` (each a :func:`task_toml`); by default the one
     task ``mcq`` reading ``NAME.jsonl`` with a standardized layer (greedy, 64 tokens, every question counted).
     ``extra`` (more TOML: templates, layers) is appended as it is."""
     if tasks is None:
         tasks = [task_toml("mcq", f"{name}.jsonl", {"standardized": {}})]
-    head = (f"[benchmark]\nname = {_value(name)}\ntitle = {_value(title)}\ndata_folder = {_value(name)}\n\n"
-            '[templates.plain]\nuser = "{question}\\n{options}"\n')
+    head = (
+        f"[benchmark]\nname = {_value(name)}\ntitle = {_value(title)}\ndata_folder = {_value(name)}\n\n"
+        '[templates.plain]\nuser = "{question}\\n{options}"\n'
+    )
     return head + "".join("\n" + task for task in tasks) + extra
 
 
@@ -148,9 +177,15 @@ def write_mcq_suite(root: Path, name: str, rows: list[dict[str, Any]], title: st
 def toy_suite_toml() -> str:
     """The toy suite: task ``mcq`` (the twelve toy questions, grouped by topic) with a standardized and a
     released layer that differ downstream only, and task ``extra`` (one question, standardized only)."""
-    mcq = task_toml("mcq", "toy.jsonl", {"standardized": {"stop": [], "by": "topic"},
-                                         "released": {"stop": [], "reasoning": "keep", "denominator": "valid"}},
-                    meta=["topic"])
+    mcq = task_toml(
+        "mcq",
+        "toy.jsonl",
+        {
+            "standardized": {"stop": [], "by": "topic"},
+            "released": {"stop": [], "reasoning": "keep", "denominator": "valid"},
+        },
+        meta=["topic"],
+    )
     extra = task_toml("extra", "extra.jsonl", {"standardized": {"temperature": None}})
     return mcq_suite_toml("toy", title="Toy benchmark for tests", tasks=[mcq, extra])
 
@@ -158,8 +193,16 @@ def toy_suite_toml() -> str:
 def write_toy(root: Path) -> tuple[Path, Path]:
     """Write the toy suite under ``root/suites/toy`` and its data under ``root/data/toy``; returns
     (the suite's folder, the data directory)."""
-    rows = [{"id": qid, "question": f"Toy question {marker}?", "options": TOY_OPTIONS, "gold": gold,
-             "topic": ["alpha", "beta"] if qid < "t05" else ["alpha"]} for qid, marker, gold in TOY_QUESTIONS]
+    rows = [
+        {
+            "id": qid,
+            "question": f"Toy question {marker}?",
+            "options": TOY_OPTIONS,
+            "gold": gold,
+            "topic": ["alpha", "beta"] if qid < "t05" else ["alpha"],
+        }
+        for qid, marker, gold in TOY_QUESTIONS
+    ]
     extra = [{"id": "x1", "question": "Extra question CORRECT?", "options": TOY_OPTIONS, "gold": "B"}]
     suite_dir = write_suite(root, "toy", toy_suite_toml(), {"toy.jsonl": rows, "extra.jsonl": extra})
     return suite_dir, root / "data"

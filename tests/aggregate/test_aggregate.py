@@ -13,7 +13,6 @@ from scipy import stats
 
 from pytest_benchaudit.aggregate.results import benchmark_scores, confidence_interval, group_key, summarize
 
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -125,8 +124,7 @@ def test_valid_denominator_with_no_valid_item_has_no_score():
 
 
 def test_result_carries_identity_and_metric_fields():
-    (r,) = summarize([rec(benchmark="cti_bench", task="mcq", model="qwen", variant="v1")],
-                     {"cti_bench.mcq": card()})
+    (r,) = summarize([rec(benchmark="cti_bench", task="mcq", model="qwen", variant="v1")], {"cti_bench.mcq": card()})
     assert (r["benchmark"], r["task"], r["model"], r["variant"]) == ("cti_bench", "mcq", "qwen", "v1")
     assert r["pipeline"] == "p" and r["pipeline_hash"] == "h"
     assert r["metric"] == "exact_match"
@@ -362,10 +360,32 @@ def test_benchmark_score_refuses_to_mix_metric_kinds():
     from pytest_benchaudit.aggregate.results import benchmark_scores
 
     results = [
-        {"benchmark": "b", "task": "acc", "model": "m", "variant": "", "pipeline": "p", "n": 10, "n_valid": 10,
-         "score": 0.8, "metric": "exact_match", "lower_is_better": False, "denominator": "total"},
-        {"benchmark": "b", "task": "mad", "model": "m", "variant": "", "pipeline": "p", "n": 10, "n_valid": 10,
-         "score": 1.7, "metric": "cvss_abs_error", "lower_is_better": True, "denominator": "total"},
+        {
+            "benchmark": "b",
+            "task": "acc",
+            "model": "m",
+            "variant": "",
+            "pipeline": "p",
+            "n": 10,
+            "n_valid": 10,
+            "score": 0.8,
+            "metric": "exact_match",
+            "lower_is_better": False,
+            "denominator": "total",
+        },
+        {
+            "benchmark": "b",
+            "task": "mad",
+            "model": "m",
+            "variant": "",
+            "pipeline": "p",
+            "n": 10,
+            "n_valid": 10,
+            "score": 1.7,
+            "metric": "cvss_abs_error",
+            "lower_is_better": True,
+            "denominator": "total",
+        },
     ]
     cards = {f"b.{t}": {"fields": {"aggregation.method": "micro"}} for t in ("acc", "mad")}
     (entry,) = benchmark_scores(results, cards)
@@ -393,5 +413,6 @@ def test_summarize_streams_records_without_keeping_them():
     assert r["breakdown"]["topic"]["a"]["n"] == 10_000
     assert peak < 4 * 2**20, f"{peak / 2**20:.1f} MiB for 20,000 records (they alone are ~45 MiB)"
     # The same numbers as summarising a list.
-    assert summarize(list(many(300)), {"b.t": card("valid", by="topic")}) == \
-        summarize(many(300), {"b.t": card("valid", by="topic")})
+    assert summarize(list(many(300)), {"b.t": card("valid", by="topic")}) == summarize(
+        many(300), {"b.t": card("valid", by="topic")}
+    )

@@ -15,26 +15,43 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from pytest_benchaudit.testing.runs import complete_record
 from pytest_benchaudit.aggregate.intervals import clustered_interval, headline_interval, wilson
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.pipeline.stages import build_pipeline
+from pytest_benchaudit.testing.runs import complete_record
 
 
 def _card(metric: str = "exact_match", by: str | None = "topic", denominator: str = "total") -> dict[str, Any]:
-    fields: dict[str, Any] = {"scoring": {"metric": metric, "denominator": denominator},
-                              "aggregation": {"method": "micro", **({"by": by} if by else {})}}
+    fields: dict[str, Any] = {
+        "scoring": {"metric": metric, "denominator": denominator},
+        "aggregation": {"method": "micro", **({"by": by} if by else {})},
+    }
     return build_pipeline("standardized", "toy", "mcq", fields).card()
 
 
-def _rows(scores: list[list[float]], topics: list[str] | None = None, metric: str = "exact_match",
-          by: str | None = "topic") -> dict[str, Any]:
+def _rows(
+    scores: list[list[float]], topics: list[str] | None = None, metric: str = "exact_match", by: str | None = "topic"
+) -> dict[str, Any]:
     """The summary row of questions whose repeats scored ``scores[i]`` (question i in ``topics[i]``)."""
-    records = [complete_record({
-        "benchmark": "toy", "task": "mcq", "question_id": f"q{i}", "question_index": i, "model": "m",
-        "repeat": k, "valid": True, "correct": s == 1.0, "score": float(s), "metric": metric,
-        "question_meta": {"topic": topics[i]} if topics else {}}) for i, per in enumerate(scores)
-        for k, s in enumerate(per)]
+    records = [
+        complete_record(
+            {
+                "benchmark": "toy",
+                "task": "mcq",
+                "question_id": f"q{i}",
+                "question_index": i,
+                "model": "m",
+                "repeat": k,
+                "valid": True,
+                "correct": s == 1.0,
+                "score": float(s),
+                "metric": metric,
+                "question_meta": {"topic": topics[i]} if topics else {},
+            }
+        )
+        for i, per in enumerate(scores)
+        for k, s in enumerate(per)
+    ]
     (row,) = summarize(records, {"toy.mcq": _card(metric, by)})
     return row
 
@@ -60,8 +77,9 @@ def test_a_clustered_error_metric_interval_is_statsmodels_cluster_robust_t() -> 
     assert row["se_clustered"] == pytest.approx(float(fit.bse[0]), rel=1e-10) and row["se_clustered"] > row["se"]
     assert row["ci95_clustered"] == pytest.approx(fit.conf_int(0.05)[0].tolist(), abs=2e-6)
     assert (row["n_groups"], row["ci95_clustered_method"], row["ci95_method"]) == (8, "cluster_t", "student_t")
-    assert row["ci95"] == pytest.approx(list(stats.t.interval(0.95, 39, loc=values.mean(), scale=stats.sem(values))),
-                                        abs=2e-6)
+    assert row["ci95"] == pytest.approx(
+        list(stats.t.interval(0.95, 39, loc=values.mean(), scale=stats.sem(values))), abs=2e-6
+    )
 
 
 def _wilson_roots(p: float, n: float, q: float) -> list[float]:
@@ -72,9 +90,28 @@ def _wilson_roots(p: float, n: float, q: float) -> list[float]:
 def test_a_share_of_means_of_repeats_is_wilson_on_the_design_effect_n() -> None:
     """Per-question shares of 3 repeats: Wilson with t(n-1) on n_eff = p(1-p)/se^2 (Kish), capped at the 60
     records; the clustered one with t(G-1) on the larger of the CR1 and the plain SE."""
-    scores = [[1, 1, 0], [0, 0, 0], [1, 1, 1], [0, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1], [0, 0, 1], [1, 1, 0],
-              [0, 0, 0], [1, 1, 1], [1, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 1], [1, 1, 1], [0, 0, 0], [1, 0, 1],
-              [1, 1, 1], [0, 1, 0]]
+    scores = [
+        [1, 1, 0],
+        [0, 0, 0],
+        [1, 1, 1],
+        [0, 1, 0],
+        [1, 1, 1],
+        [1, 0, 0],
+        [1, 1, 1],
+        [0, 0, 1],
+        [1, 1, 0],
+        [0, 0, 0],
+        [1, 1, 1],
+        [1, 0, 1],
+        [0, 0, 0],
+        [1, 1, 1],
+        [0, 1, 1],
+        [1, 1, 1],
+        [0, 0, 0],
+        [1, 0, 1],
+        [1, 1, 1],
+        [0, 1, 0],
+    ]
     topics = [f"t{i % 4}" for i in range(20)]
     row = _rows([[float(s) for s in per] for per in scores], topics)
     means = np.array([np.mean(per) for per in scores])
@@ -105,8 +142,11 @@ def test_twenty_of_twenty_in_groups_has_a_real_clustered_interval() -> None:
     row = _rows([[1.0]] * 20, [f"t{i % 5}" for i in range(20)])
     t4 = stats.t.ppf(0.975, 4)
     assert row["ci95_clustered"] == pytest.approx([1 / (1 + t4 * t4 / 20), 1.0], abs=1e-6)
-    assert row["ci95_clustered"][0] < row["ci95"][0] == pytest.approx(stats.binomtest(20, 20).proportion_ci(
-        method="wilson").low, abs=1e-6)
+    assert (
+        row["ci95_clustered"][0]
+        < row["ci95"][0]
+        == pytest.approx(stats.binomtest(20, 20).proportion_ci(method="wilson").low, abs=1e-6)
+    )
 
 
 def test_twenty_eight_of_thirty_stays_inside_zero_one() -> None:
@@ -140,8 +180,10 @@ def test_groups_of_one_never_narrow_the_interval() -> None:
     scores = [[float(v)] for v in (rng.random(25) < 0.7)]
     singletons = _rows(scores, [f"q{i}" for i in range(25)])
     assert singletons["se_clustered"] == pytest.approx(singletons["se"])  # CR1 on singletons: the plain SE
-    assert singletons["ci95_clustered"][0] <= singletons["ci95"][0] and singletons["ci95"][1] <= singletons[
-        "ci95_clustered"][1]
+    assert (
+        singletons["ci95_clustered"][0] <= singletons["ci95"][0]
+        and singletons["ci95"][1] <= singletons["ci95_clustered"][1]
+    )
     # Mostly singletons and one pair that disagrees (a negative within-group covariance): still not narrower.
     mixed = _rows([[1.0], [0.0]] + scores[2:], ["pair", "pair"] + [f"q{i}" for i in range(2, 25)])
     assert mixed["se_clustered"] < mixed["se"]
@@ -158,8 +200,11 @@ def test_a_metric_without_spread_has_no_interval_rather_than_a_zero_width_one() 
 # --------------------------------------------------------------------------- properties
 
 
-_shares = st.integers(1, 4).flatmap(lambda k: st.lists(
-    st.tuples(st.integers(0, k).map(lambda c, k=k: c / k), st.integers(0, 5)), min_size=1, max_size=40))
+_shares = st.integers(1, 4).flatmap(
+    lambda k: st.lists(
+        st.tuples(st.integers(0, k).map(lambda c, k=k: c / k), st.integers(0, 5)), min_size=1, max_size=40
+    )
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -229,9 +274,21 @@ def test_the_clustered_interval_covers_the_true_accuracy_at_few_groups(groups: i
         sizes = rng.integers(max(1, per_group // 2), per_group + per_group // 2 + 1, size=groups)
         topic = np.repeat(np.arange(groups), sizes)
         right = rng.random(len(topic)) < accuracy[topic]
-        records = [{"benchmark": "toy", "task": "mcq", "model": "m", "pipeline": "standardized", "pipeline_hash": "h",
-                    "question_id": f"q{i}", "valid": True, "correct": bool(r), "score": float(r),
-                    "question_meta": {"topic": int(t)}} for i, (r, t) in enumerate(zip(right, topic))]
+        records = [
+            {
+                "benchmark": "toy",
+                "task": "mcq",
+                "model": "m",
+                "pipeline": "standardized",
+                "pipeline_hash": "h",
+                "question_id": f"q{i}",
+                "valid": True,
+                "correct": bool(r),
+                "score": float(r),
+                "question_meta": {"topic": int(t)},
+            }
+            for i, (r, t) in enumerate(zip(right, topic))
+        ]
         (row,) = summarize(records, card)  # type: ignore[arg-type]
         low, high = row["ci95_clustered"]
         covered += low <= truth <= high

@@ -95,6 +95,8 @@ def test_a_clustered_share_of_means_is_capped_by_its_records() -> None:
     spread = mean * (1 - mean)
     assert spread / se**2 > 30  # the cap binds
     t2 = stats.t.ppf(0.975, 2)
-    assert intervals.clustered_interval(values, groups, share=True, units=30) == (sm_wilson(mean, 30, t2),
-                                                                                 "wilson_effective_n")
+    assert intervals.clustered_interval(values, groups, share=True, units=30) == (
+        sm_wilson(mean, 30, t2),
+        "wilson_effective_n",
+    )
     assert intervals.clustered_interval(values, groups, share=True) == (sm_wilson(mean, 6, t2), "wilson_effective_n")

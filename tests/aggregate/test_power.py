@@ -21,7 +21,7 @@ from pytest_benchaudit.aggregate import power
 from pytest_benchaudit.aggregate.power import Variances
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rejecting(m: int, alpha: float) -> tuple[bool, ...]:
     """For each split k of m discordant questions, whether the two-sided exact binomial test at p = 1/2
     rejects: its p-value is the chance of every split no likelier than k (scipy's binomtest rule, checked
@@ -92,8 +92,10 @@ def test_variances_total_divides_the_within_part_by_the_repeats() -> None:
 # --------------------------------------------------------------------------- McNemar's exact power
 
 
-@pytest.mark.parametrize("n,psi,mde,alpha", [(12, 0.4, 0.2, 0.05), (25, 0.3, 0.1, 0.05), (30, 0.5, 0.25, 0.01),
-                                             (18, 0.05, 0.2, 0.05), (40, 0.9, 0.3, 0.10)])
+@pytest.mark.parametrize(
+    "n,psi,mde,alpha",
+    [(12, 0.4, 0.2, 0.05), (25, 0.3, 0.1, 0.05), (30, 0.5, 0.25, 0.01), (18, 0.05, 0.2, 0.05), (40, 0.9, 0.3, 0.10)],
+)
 def test_mcnemar_power_is_the_sum_over_every_outcome(n: int, psi: float, mde: float, alpha: float) -> None:
     assert power.mcnemar_power(n, psi, mde, alpha) == pytest.approx(brute_mcnemar(n, psi, mde, alpha), abs=1e-10)
 
@@ -131,8 +133,9 @@ def test_the_discordance_of_the_alternative() -> None:
 # --------------------------------------------------------------------------- the paired t test
 
 
-@pytest.mark.parametrize("n,mde,var,alpha", [(10, 0.2, 0.3, 0.05), (40, 0.1, 0.25, 0.05), (7, 0.5, 1.0, 0.01),
-                                             (200, 0.05, 0.4, 0.1)])
+@pytest.mark.parametrize(
+    "n,mde,var,alpha", [(10, 0.2, 0.3, 0.05), (40, 0.1, 0.25, 0.05), (7, 0.5, 1.0, 0.01), (200, 0.05, 0.4, 0.1)]
+)
 def test_paired_t_power_is_statsmodels(n: int, mde: float, var: float, alpha: float) -> None:
     expected = TTestPower().power(effect_size=mde / math.sqrt(var), nobs=n, alpha=alpha, alternative="two-sided")
     assert power.paired_t_power(n, mde, var, alpha) == pytest.approx(float(expected), rel=1e-9)
@@ -175,6 +178,7 @@ def test_questions_for_power_allows_up_to_one_hundred_million() -> None:
 def test_questions_for_power_brackets_by_doubling_from_the_start() -> None:
     """The exact test's power is not monotone in n: the answer is the crossing inside the first bracket
     (start, 2 start, 4 start, ...) that reaches the target, here 12 (reached on 12..16 and from 50 on)."""
+
     def saw(n: int) -> float:
         return 0.9 if 12 <= n <= 16 or n >= 50 else 0.5
 
@@ -218,8 +222,10 @@ def test_plan_rows_reach_their_power_at_the_fewest_questions(binary: bool) -> No
         else:
             assert row.test == "paired_t"
             es = mde / math.sqrt(v.total(row.repeats))
-            reach = [float(TTestPower().power(effect_size=es, nobs=n, alpha=alpha, alternative="two-sided"))
-                     for n in (row.questions - 1, row.questions)]
+            reach = [
+                float(TTestPower().power(effect_size=es, nobs=n, alpha=alpha, alternative="two-sided"))
+                for n in (row.questions - 1, row.questions)
+            ]
         assert reach[0] < target <= reach[1], row
         assert row.power == pytest.approx(reach[1], abs=1e-9)
         assert row.generations == row.questions * row.repeats
@@ -308,9 +314,11 @@ def test_one_model_variances_double_one_model_s() -> None:
     once = power.one_model_variances({"q1": [1.0], "q2": [0.0], "q3": [1.0, 0.0]})
     assert once.between == pytest.approx(2 * np.var([1.0, 0.0, 0.5], ddof=1)) and once.within == 0.0
     assert (once.within_measured, once.repeats, once.questions, once.binary) == (False, 2, 3, True)
-    assert once.source == ("measured and assumed: the model's per-question variance on 3 questions, doubled for a "
-                           "second, independent model (questions asked once: the within-question part cannot be "
-                           "told apart, counted as between)")
+    assert once.source == (
+        "measured and assumed: the model's per-question variance on 3 questions, doubled for a "
+        "second, independent model (questions asked once: the within-question part cannot be "
+        "told apart, counted as between)"
+    )
     # asked twice each: the within part is measured (two repeats are enough)
     twice = power.one_model_variances({"q1": [1.0, 0.0], "q2": [0.0, 0.0], "q3": [1.0, 1.0]})
     assert twice.within_measured is True and twice.within == pytest.approx(2 * np.mean([0.5, 0.0, 0.0]))
@@ -323,7 +331,9 @@ def test_the_assumed_binary_variances() -> None:
     assert (v.between, v.within, v.within_measured, v.binary, v.questions, v.repeats) == (0.5, 0.0, False, True, 0, 0)
     assert v.total(1) == 0.5 == v.total(10)  # repeats assumed to help nothing
     # what the plan prints: an assumption, its numbers, and how to measure instead
-    assert v.source.startswith("assumed (no runs given): 0/1 scores, each model right with probability 0.5 on each "
-                               "answer, independent models: Var(difference) = 0.5 per question, all of it counted as "
-                               "between-question")
+    assert v.source.startswith(
+        "assumed (no runs given): 0/1 scores, each model right with probability 0.5 on each "
+        "answer, independent models: Var(difference) = 0.5 per question, all of it counted as "
+        "between-question"
+    )
     assert v.source.endswith("(repeats assumed to help nothing); measure it with --from RUN")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_benchaudit.pipeline.layering import apply_overrides
 from pytest_benchaudit.pipeline.record import Record
 from pytest_benchaudit.pipeline.stages import PipelineError, build_pipeline, parse_override
-from pytest_benchaudit.pipeline.layering import apply_overrides
 
 FIELDS = {"inference": {"max_tokens": 5}, "scoring": {"metric": "accuracy", "denominator": "total"}}
 
@@ -38,20 +38,27 @@ def test_set_reaches_the_fields_and_moves_the_right_hashes() -> None:
 def test_a_default_written_out_moves_no_hash() -> None:
     # Metamorphic: stating the default value changes nothing (old runs keep their hashes).
     base = _pipeline()
-    stated = build_pipeline("standardized", "toy", "mcq", {
-        **FIELDS, "inference": {"max_tokens": 5, "repeats": 1}, "aggregation": {"reducer": "mean"}})
+    stated = build_pipeline(
+        "standardized",
+        "toy",
+        "mcq",
+        {**FIELDS, "inference": {"max_tokens": 5, "repeats": 1}, "aggregation": {"reducer": "mean"}},
+    )
     assert (stated.hash, stated.upstream_hash) == (base.hash, base.upstream_hash)
     # ...and the hash still covers every other field (a default left out is only ours).
     assert build_pipeline("standardized", "toy", "mcq", {**FIELDS, "inference": {"max_tokens": 6}}).hash != base.hash
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ("inference.repeats=0", "repeats must be >= 1, not 0; the nearest valid value is 1"),
-    ("aggregation.reducer=median", "aggregation.reducer"),
-    ("aggregation.pass_k=0", "pass_k must be >= 1, not 0"),
-    ("aggregation.pass_k=3", "aggregation.pass_k = 3 needs at least 3 repeats, not inference.repeats = 1"),
-    ("inference.repeats=true", "a boolean is not a valid value here"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("inference.repeats=0", "repeats must be >= 1, not 0; the nearest valid value is 1"),
+        ("aggregation.reducer=median", "aggregation.reducer"),
+        ("aggregation.pass_k=0", "pass_k must be >= 1, not 0"),
+        ("aggregation.pass_k=3", "aggregation.pass_k = 3 needs at least 3 repeats, not inference.repeats = 1"),
+        ("inference.repeats=true", "a boolean is not a valid value here"),
+    ],
+)
 def test_bad_values_are_one_error_naming_the_field(override: str, message: str) -> None:
     with pytest.raises(PipelineError) as err:
         apply_overrides(_pipeline(), [parse_override(override)])
@@ -59,15 +66,33 @@ def test_bad_values_are_one_error_naming_the_field(override: str, message: str) 
 
 
 def test_pass_k_within_the_repeats_is_accepted() -> None:
-    p = apply_overrides(_pipeline(), [parse_override("inference.repeats=5"), parse_override("aggregation.reducer=any"),
-                                      parse_override("aggregation.pass_k=2")])
+    p = apply_overrides(
+        _pipeline(),
+        [
+            parse_override("inference.repeats=5"),
+            parse_override("aggregation.reducer=any"),
+            parse_override("aggregation.pass_k=2"),
+        ],
+    )
     assert (p.inference.repeats, p.aggregation.reducer, p.aggregation.pass_k) == (5, "any", 2)
 
 
 def test_a_record_without_repeat_reads_as_repeat_0() -> None:
-    data = {"benchmark": "toy", "task": "mcq", "question_id": "q1", "question_index": 0, "model": "m",
-            "pipeline": "standardized", "pipeline_hash": "", "request": {}, "raw_output": "", "valid": True,
-            "gold": "A", "score": 1.0, "correct": True}
+    data = {
+        "benchmark": "toy",
+        "task": "mcq",
+        "question_id": "q1",
+        "question_index": 0,
+        "model": "m",
+        "pipeline": "standardized",
+        "pipeline_hash": "",
+        "request": {},
+        "raw_output": "",
+        "valid": True,
+        "gold": "A",
+        "score": 1.0,
+        "correct": True,
+    }
     assert Record.model_validate(data).repeat == 0
     assert Record.model_validate({**data, "repeat": 3}).repeat == 3
     with pytest.raises(ValueError):

@@ -18,15 +18,23 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pytest_benchaudit.testing.runs import complete_record
 from scipy import stats
 
-from pytest_benchaudit.aggregate.repeat_stats import (clt_se, clustered_se, expected_best_of_k, paired_difference,
-                                                 pass_at_k, questions_needed, reduce_scores, reduce_verdicts)
+from pytest_benchaudit.aggregate.repeat_stats import (
+    clt_se,
+    clustered_se,
+    expected_best_of_k,
+    paired_difference,
+    pass_at_k,
+    questions_needed,
+    reduce_scores,
+    reduce_verdicts,
+)
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.pipeline.stages import build_pipeline
 from pytest_benchaudit.runs.store import RunDirectory
+from pytest_benchaudit.testing.runs import complete_record
 
 Z = stats.norm.ppf(0.975)
 
@@ -35,19 +43,40 @@ Z = stats.norm.ppf(0.975)
 
 
 def _card(denominator: str = "total", metric: str = "exact_match", by: str | None = None, **aggregation: Any) -> dict:
-    fields: dict[str, Any] = {"scoring": {"metric": metric, "denominator": denominator},
-                              "aggregation": {"method": "micro", **({"by": by} if by else {}), **aggregation}}
+    fields: dict[str, Any] = {
+        "scoring": {"metric": metric, "denominator": denominator},
+        "aggregation": {"method": "micro", **({"by": by} if by else {}), **aggregation},
+    }
     return build_pipeline("standardized", "toy", "mcq", fields).card()
 
 
-def _rec(qid: str, repeat: int, correct: bool, *, model: str = "m", valid: bool = True, score: float | None = None,
-         meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    return complete_record({
-        "benchmark": "toy", "task": "mcq", "question_id": qid, "question_index": int(qid[1:]), "model": model,
-        "repeat": repeat, "valid": valid, "correct": correct and valid,
-        "score": (1.0 if correct and valid else 0.0) if score is None else score,
-        "invalid_reason": None if valid else "unparseable", "invalid_stage": None if valid else "extraction",
-        "metric": "exact_match", "question_meta": meta or {}})
+def _rec(
+    qid: str,
+    repeat: int,
+    correct: bool,
+    *,
+    model: str = "m",
+    valid: bool = True,
+    score: float | None = None,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return complete_record(
+        {
+            "benchmark": "toy",
+            "task": "mcq",
+            "question_id": qid,
+            "question_index": int(qid[1:]),
+            "model": model,
+            "repeat": repeat,
+            "valid": valid,
+            "correct": correct and valid,
+            "score": (1.0 if correct and valid else 0.0) if score is None else score,
+            "invalid_reason": None if valid else "unparseable",
+            "invalid_stage": None if valid else "extraction",
+            "metric": "exact_match",
+            "question_meta": meta or {},
+        }
+    )
 
 
 def _known_p_records(p: list[float], k: int, seed: int, model: str = "m") -> list[dict[str, Any]]:
@@ -84,7 +113,8 @@ def test_best_and_worst_of_k_are_the_mean_over_every_k_subset(n: int) -> None:
         assert reduce_scores(values, "all", k=k) == pytest.approx(np.mean([min(s) for s in subsets]))
         # lower is better (a MAD): the best is the smallest
         assert reduce_scores(values, "any", lower_is_better=True, k=k) == pytest.approx(
-            np.mean([min(s) for s in subsets]))
+            np.mean([min(s) for s in subsets])
+        )
 
 
 @pytest.mark.parametrize(("n", "c", "k"), [(5, 0, 1), (5, 2, 1), (5, 2, 3), (10, 3, 5), (10, 10, 4), (4, 1, 4)])
@@ -126,8 +156,7 @@ def test_clt_se_is_scipy_sem_and_clustered_se_is_cr1_as_statsmodels() -> None:
     assert clustered_se(values, clusters) == pytest.approx(float(fit.bse[0]), rel=1e-12)
     # ...and Miller (2024) eq. 4 written out, times G/(G-1): SE_CLT^2 (n-1)/n + 1/n^2 sum_c sum_{i != j in c}.
     x, m, n = np.array(values), np.mean(values), len(values)
-    cross = sum((x[i] - m) * (x[j] - m) for i in range(n) for j in range(n)
-                if i != j and clusters[i] == clusters[j])
+    cross = sum((x[i] - m) * (x[j] - m) for i in range(n) for j in range(n) if i != j and clusters[i] == clusters[j])
     miller0 = ((x - m) ** 2).sum() / n**2 + cross / n**2
     assert clustered_se(values, clusters) == pytest.approx(math.sqrt(7 / 6 * miller0))
     # Singleton clusters: the CLT standard error exactly (G/(G-1) = n/(n-1) turns sum d^2/n^2 into s^2/n).
@@ -141,7 +170,7 @@ def test_questions_in_alike_clusters_widen_the_clustered_se(tmp_path: Path) -> N
     records = [_rec(f"q{i}", 0, (i // 6) % 2 == 0, meta={"topic": f"t{i // 6}"}) for i in range(60)]
     (row,) = _summarize(_write_run(tmp_path, records, _card(by="topic")))
     values = [1.0 if (i // 6) % 2 == 0 else 0.0 for i in range(60)]
-    topic_means = [np.mean(values[t * 6:(t + 1) * 6]) for t in range(10)]
+    topic_means = [np.mean(values[t * 6 : (t + 1) * 6]) for t in range(10)]
     assert row["se"] == pytest.approx(stats.sem(values))
     assert row["se_clustered"] > 2 * row["se"]
     # Hand count: each topic's deviations sum to +-3 (6 x +-0.5); CR1^2 = 10/9 * 10 * 9 / 60^2 = 1/36.
@@ -201,18 +230,31 @@ def test_the_reducer_is_read_from_the_card(tmp_path: Path) -> None:
         ("any", 2, lambda v: 1 - math.comb(len(v) - int(sum(v)), 2) / math.comb(len(v), 2)),
     ]:
         agg = {"reducer": reducer, **({"pass_k": pass_k} if pass_k else {})}
-        card = build_pipeline("standardized", "toy", "mcq", {
-            "inference": {"repeats": 4}, "scoring": {"metric": "exact_match", "denominator": "total"},
-            "aggregation": {"method": "micro", **agg}}).card()
+        card = build_pipeline(
+            "standardized",
+            "toy",
+            "mcq",
+            {
+                "inference": {"repeats": 4},
+                "scoring": {"metric": "exact_match", "denominator": "total"},
+                "aggregation": {"method": "micro", **agg},
+            },
+        ).card()
         (row,) = summarize(records, {"toy.mcq": card})
         assert row["reducer"] == reducer
         assert row["score"] == pytest.approx(np.mean([expect(v) for v in by_q.values()])), reducer
 
 
 def test_a_valid_denominator_reduces_each_question_over_its_valid_repeats() -> None:
-    records = [_rec("q0", 0, True), _rec("q0", 1, False, valid=False), _rec("q0", 2, False),
-               _rec("q1", 0, False, valid=False), _rec("q1", 1, False, valid=False),
-               _rec("q2", 0, True), _rec("q2", 1, True)]
+    records = [
+        _rec("q0", 0, True),
+        _rec("q0", 1, False, valid=False),
+        _rec("q0", 2, False),
+        _rec("q1", 0, False, valid=False),
+        _rec("q1", 1, False, valid=False),
+        _rec("q2", 0, True),
+        _rec("q2", 1, True),
+    ]
     (row,) = summarize(records, {"toy.mcq": _card("valid")})
     # q0: 1 of its 2 valid repeats; q1: no valid repeat, left out; q2: 2 of 2.
     assert row["score"] == pytest.approx((0.5 + 1.0) / 2) and row["n_questions"] == 3
@@ -254,8 +296,9 @@ def test_asked_once_the_headline_is_the_hand_count_it_always_was(tmp_path: Path)
 
 
 def test_show_prints_the_repeats_table_within_120_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    records = _known_p_records(P_KNOWN[:40], 3, seed=1) + _known_p_records(P_KNOWN[:40], 3, seed=4,
-                                                                           model="a-model-with-a-long-name")
+    records = _known_p_records(P_KNOWN[:40], 3, seed=1) + _known_p_records(
+        P_KNOWN[:40], 3, seed=4, model="a-model-with-a-long-name"
+    )
     run_dir = _write_run(tmp_path, records, _card())
     rows = _summarize(run_dir)
     capsys.readouterr()

@@ -16,12 +16,23 @@ from math import comb
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sps
 
-from pytest_benchaudit.aggregate.repeat_stats import (clt_se, clustered_se, expected_best_of_k, normal_ci,
-                                                 paired_difference, pass_at_k, questions_needed, reduce_scores,
-                                                 reduce_verdicts, retest_agreement, sampling_sd)
+from pytest_benchaudit.aggregate.repeat_stats import (
+    clt_se,
+    clustered_se,
+    expected_best_of_k,
+    normal_ci,
+    paired_difference,
+    pass_at_k,
+    questions_needed,
+    reduce_scores,
+    reduce_verdicts,
+    retest_agreement,
+    sampling_sd,
+)
 
 
 def brute_best(values: list[float], k: int) -> float:
@@ -71,8 +82,11 @@ def test_verdicts_any_all_and_a_strict_majority() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(values=st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 7.0]), min_size=1, max_size=6),
-       k=st.integers(1, 8), lower_is_better=st.booleans())
+@given(
+    values=st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 7.0]), min_size=1, max_size=6),
+    k=st.integers(1, 8),
+    lower_is_better=st.booleans(),
+)
 def test_reducers_equal_brute_force_over_k_subsets(values: list[float], k: int, lower_is_better: bool) -> None:
     kk = min(k, len(values))
     best, worst = (brute_worst, brute_best) if lower_is_better else (brute_best, brute_worst)
@@ -149,7 +163,7 @@ def test_questions_needed_boundaries() -> None:
     with pytest.raises(ValueError, match="repeats must be >= 1"):
         questions_needed(0.1, 0.2, 0.1, 0)
     # one repeat is allowed: ceil(2.8016^2 * 0.3 / 0.01) = 236 (z from the standard normal, by hand)
-    assert questions_needed(0.1, 0.2, 0.1, 1) == math.ceil(2.801585 ** 2 * 0.3 / 0.01)
+    assert questions_needed(0.1, 0.2, 0.1, 1) == math.ceil(2.801585**2 * 0.3 / 0.01)
     assert questions_needed(1.0, 1e-6, 0.0, 1) == 2  # never under two questions, even for a huge difference
 
 
@@ -163,8 +177,13 @@ def _scipy_paired(a: list[float], b: list[float]) -> dict[str, object]:
     d = np.array(a) - np.array(b)
     se = float(sps.sem(d))
     z, z80 = sps.norm.ppf(0.975), sps.norm.ppf(0.80)
-    return {"n": len(d), "diff": float(d.mean()), "se": se, "ci95": [d.mean() - z * se, d.mean() + z * se],
-            "mde80": (z + z80) * d.std(ddof=1) / math.sqrt(len(d))}
+    return {
+        "n": len(d),
+        "diff": float(d.mean()),
+        "se": se,
+        "ci95": [d.mean() - z * se, d.mean() + z * se],
+        "mde80": (z + z80) * d.std(ddof=1) / math.sqrt(len(d)),
+    }
 
 
 def test_paired_difference_binary_every_field_is_scipy_s() -> None:
@@ -199,6 +218,7 @@ def test_paired_difference_clustered_is_statsmodels_cluster_robust_t(binary: boo
     """se = max(CR1 of d (statsmodels' cluster-robust SE of an intercept-only OLS), SD(d)/sqrt(n)); the
     test a t on G - 1 degrees of freedom (scipy), the CI diff -/+ t(G-1) se, mde80 (t_.975 + t_.80) se."""
     import statsmodels.api as sm
+
     rng = np.random.default_rng(23 + binary)
     groups = [f"g{i % 5}" for i in range(35)]
     shared = {f"g{g}": s for g, s in enumerate([0.3, -0.2, 0.4, 0.1, 0.25])}
@@ -255,8 +275,16 @@ def test_a_constant_shift_is_p_zero_and_no_shift_p_one() -> None:
 
 def test_paired_difference_at_zero_one_and_two_questions() -> None:
     empty = paired_difference([], [], True)
-    assert empty == {"n": 0, "diff": None, "se": None, "ci95": None, "p_value": None, "test": None, "mde80": None,
-                     "discordant": [0, 0]}
+    assert empty == {
+        "n": 0,
+        "diff": None,
+        "se": None,
+        "ci95": None,
+        "p_value": None,
+        "test": None,
+        "mde80": None,
+        "discordant": [0, 0],
+    }
     one = paired_difference([1.0], [0.0], False)
     assert one["diff"] == 1.0 and one["test"] is None and one["se"] is None and one["p_value"] is None
     two = paired_difference([1.0, 0.0], [0.0, 0.0], False)

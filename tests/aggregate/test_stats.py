@@ -66,12 +66,15 @@ def _manual_tau_b(x, y):
     return (conc - disc) / math.sqrt((n0 - tie_x) * (n0 - tie_y)), disc
 
 
-@pytest.mark.parametrize("x, y", [
-    ([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]),
-    ([1, 2, 3, 4, 5], [5, 4, 3, 2, 1]),
-    ([0.9, 0.7, 0.7, 0.4, 0.1, 0.3], [0.8, 0.9, 0.6, 0.6, 0.2, 0.1]),  # ties on both sides
-    ([3, 1, 4, 1, 5, 9, 2, 6], [2, 7, 1, 8, 2, 8, 1, 8]),
-])
+@pytest.mark.parametrize(
+    "x, y",
+    [
+        ([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]),
+        ([1, 2, 3, 4, 5], [5, 4, 3, 2, 1]),
+        ([0.9, 0.7, 0.7, 0.4, 0.1, 0.3], [0.8, 0.9, 0.6, 0.6, 0.2, 0.1]),  # ties on both sides
+        ([3, 1, 4, 1, 5, 9, 2, 6], [2, 7, 1, 8, 2, 8, 1, 8]),
+    ],
+)
 def test_tau_b_and_inversions_equal_a_manual_count(x, y):
     tau, disc = _manual_tau_b(x, y)
     res = stats.kendall_tau_b(x, y)
@@ -223,8 +226,15 @@ def test_paired_bootstrap_uses_the_same_resamples_for_every_model_and_both_pipel
     same = stats.paired_bootstrap(a, a, n_resamples=200, seed=4)
     assert np.array_equal(same["boot_rank_a"], same["boot_rank_b"]) and np.all(same["boot_rho"] == 1.0)
     # two identical models get identical scores, hence tied ranks, in every resample
-    twin = [stats.TaskItems(np.vstack([t.scores, t.scores[:1]]), np.vstack([t.valid, t.valid[:1]]),
-                            np.append(t.use_valid, t.use_valid[0]), t.lower_is_better) for t in a]
+    twin = [
+        stats.TaskItems(
+            np.vstack([t.scores, t.scores[:1]]),
+            np.vstack([t.valid, t.valid[:1]]),
+            np.append(t.use_valid, t.use_valid[0]),
+            t.lower_is_better,
+        )
+        for t in a
+    ]
     tw = stats.paired_bootstrap(twin, twin, n_resamples=100, seed=0)
     assert np.array_equal(tw["boot_rank_a"][:, 0], tw["boot_rank_a"][:, -1])
 

@@ -19,7 +19,6 @@ from scipy import stats as st
 
 from pytest_benchaudit.aggregate import ranks, stats
 
-
 # --------------------------------------------------------------------------- bootstrap
 
 
@@ -68,8 +67,12 @@ def test_point_scores_are_the_plain_means_under_each_denominator() -> None:
 
 
 def test_paired_bootstrap_defaults_and_refusals() -> None:
-    t = stats.TaskItems(np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0]]), np.ones((3, 3), bool),
-                        np.zeros(3, bool), lower_is_better=False)
+    t = stats.TaskItems(
+        np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0]]),
+        np.ones((3, 3), bool),
+        np.zeros(3, bool),
+        lower_is_better=False,
+    )
     res = stats.paired_bootstrap([t], [t])
     assert res["boot_rho"].shape == (5000,) and res["boot_rank_a"].shape == (5000, 3)
     assert "indices" not in res  # only on request
@@ -125,7 +128,7 @@ def test_pca_loadings_are_correlations_with_the_component_scores() -> None:
     res = stats.pca(x)
     z = (x - x.mean(axis=0)) / x.std(axis=0, ddof=1)
     u, s, vt = np.linalg.svd(z, full_matrices=False)  # SVD of the data, not an eigen-decomposition
-    assert res["eigenvalues"] == pytest.approx(s ** 2 / (len(x) - 1))
+    assert res["eigenvalues"] == pytest.approx(s**2 / (len(x) - 1))
     component_scores = z @ vt.T
     for k in range(4):
         corr = [np.corrcoef(x[:, j], component_scores[:, k])[0, 1] for j in range(4)]
@@ -166,8 +169,11 @@ def test_mean_win_rate_is_a_hand_count_and_skips_missing_scores() -> None:
 
 
 def test_tau_b_table_pairs_tasks_on_common_models_oriented() -> None:
-    scores = {"mad": {"a": 1.0, "b": 2.0, "c": 3.0, "d": 0.5}, "acc": {"a": 0.9, "b": 0.8, "c": 0.1},
-              "tiny": {"a": 0.1, "b": 0.2}}
+    scores = {
+        "mad": {"a": 1.0, "b": 2.0, "c": 3.0, "d": 0.5},
+        "acc": {"a": 0.9, "b": 0.8, "c": 0.1},
+        "tiny": {"a": 0.1, "b": 0.2},
+    }
     rows = ranks.tau_b_table(scores, {"mad": True, "acc": False, "tiny": False})
     assert len(rows) == 1  # "tiny" shares only two models with each
     row = rows[0]
@@ -233,8 +239,11 @@ def test_scores_given_as_booleans_or_integers_rank_as_the_same_floats() -> None:
     floats = [1.0, 0.0, 1.0, 0.0]
     assert stats.orient(verdicts, True).tolist() == stats.orient(floats, True).tolist() == [-1.0, -0.0, -1.0, -0.0]
     assert stats.rank_scores(verdicts, True).tolist() == stats.rank_scores(floats, True).tolist()
-    assert stats.discordant_pairs(verdicts, [False, True, True, False]) == stats.discordant_pairs(
-        floats, [0.0, 1.0, 1.0, 0.0]) == 1  # only pair (0, 1); the others tie in x or in y, or agree
+    assert (
+        stats.discordant_pairs(verdicts, [False, True, True, False])
+        == stats.discordant_pairs(floats, [0.0, 1.0, 1.0, 0.0])
+        == 1
+    )  # only pair (0, 1); the others tie in x or in y, or agree
     tau = stats.kendall_tau_b([1, 2, 3, 4], [True, False, True, True])
     assert tau["tau"] == pytest.approx(st.kendalltau([1, 2, 3, 4], [1, 0, 1, 1]).statistic)
 

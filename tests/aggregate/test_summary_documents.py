@@ -11,25 +11,44 @@ from typing import Any
 import pydantic
 import pytest
 
-from pytest_benchaudit.aggregate.summary_documents import SUMMARY, TASK_RESULT
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize, summary_document
+from pytest_benchaudit.aggregate.summary_documents import SUMMARY, TASK_RESULT
 from pytest_benchaudit.report.gates import evaluate_gates, gate_results, parse_gate
 
 
-def _rec(model: str, task: str, q: int, correct: bool, *, repeat: int = 0, variant: str = "",
-         valid: bool = True) -> dict[str, Any]:
-    return {"benchmark": "b", "task": task, "model": model, "variant": variant, "pipeline": "p",
-            "pipeline_hash": "h", "question_id": f"q{q}", "repeat": repeat, "valid": valid,
-            "invalid_reason": None if valid else "unparseable", "invalid_stage": None if valid else "extraction",
-            "score": 1.0 if correct and valid else 0.0, "correct": correct and valid, "metric": "exact_match",
-            "question_meta": {"topic": ["x", "y"] if q % 2 else "z"},
-            "score_extras": {"plausible": 1.0 if q % 3 else 0.0}}
+def _rec(
+    model: str, task: str, q: int, correct: bool, *, repeat: int = 0, variant: str = "", valid: bool = True
+) -> dict[str, Any]:
+    return {
+        "benchmark": "b",
+        "task": task,
+        "model": model,
+        "variant": variant,
+        "pipeline": "p",
+        "pipeline_hash": "h",
+        "question_id": f"q{q}",
+        "repeat": repeat,
+        "valid": valid,
+        "invalid_reason": None if valid else "unparseable",
+        "invalid_stage": None if valid else "extraction",
+        "score": 1.0 if correct and valid else 0.0,
+        "correct": correct and valid,
+        "metric": "exact_match",
+        "question_meta": {"topic": ["x", "y"] if q % 2 else "z"},
+        "score_extras": {"plausible": 1.0 if q % 3 else 0.0},
+    }
 
 
 def _card(**variant: Any) -> dict[str, Any]:
-    card: dict[str, Any] = {"fields": {"scoring.metric": "exact_match", "scoring.denominator": "total",
-                                       "aggregation.method": "macro", "aggregation.by": "topic",
-                                       "aggregation.reducer": "majority"}}
+    card: dict[str, Any] = {
+        "fields": {
+            "scoring.metric": "exact_match",
+            "scoring.denominator": "total",
+            "aggregation.method": "macro",
+            "aggregation.by": "topic",
+            "aggregation.reducer": "majority",
+        }
+    }
     if variant:
         card["variant"] = variant
     return card
@@ -46,10 +65,20 @@ def full_summary() -> dict[str, Any]:
                 for repeat in (0, 1):
                     records.append(_rec(model, task, q, q < 3 + 2 * m, repeat=repeat, valid=q != 7))
         records += [_rec(model, "t1", q, q < 6, variant="max_tokens=8") for q in range(8)]
-    cards = {"b.t1": _card(), "b.t2": _card(),
-             "b.t1|max_tokens=8": _card(name="max_tokens=8", field="inference.max_tokens", value=8,
-                                        base_value=512, stage="inference", kind="upstream",
-                                        needs_generations=True, same_as_base=False)}
+    cards = {
+        "b.t1": _card(),
+        "b.t2": _card(),
+        "b.t1|max_tokens=8": _card(
+            name="max_tokens=8",
+            field="inference.max_tokens",
+            value=8,
+            base_value=512,
+            stage="inference",
+            kind="upstream",
+            needs_generations=True,
+            same_as_base=False,
+        ),
+    }
     results = summarize(records, cards)
     benchmarks = benchmark_scores(results, cards)
     gates = gate_results(evaluate_gates([parse_gate("b>=0.5"), parse_gate("b.t1:ci_low>=0.1")], results, benchmarks))

@@ -9,40 +9,73 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.cli.audit_gold_cmd import add_parser as add_audit_gold_parser, run as run_audit_gold
+from helpers import SUITES
 from pytest_benchaudit.annotation.gold_audit import (
     CSV_COLUMNS,
     GoldAuditError,
     audit_gold,
     normalize_answer,
 )
+from pytest_benchaudit.cli.audit_gold_cmd import add_parser as add_audit_gold_parser
+from pytest_benchaudit.cli.audit_gold_cmd import run as run_audit_gold
 from pytest_benchaudit.importers import import_athenabench_runs
-
 from pytest_benchaudit.testing.runs import write_run_dir
-from helpers import SUITES
 
 LABELS = ["A", "B", "C", "D"]
 
 
-def rec(model: str, qid: str, prediction: str | None, gold: str, *, valid: bool = True, correct: bool | None = None,
-        task: str = "mcq", metric: str = "exact_match", labels: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+def rec(
+    model: str,
+    qid: str,
+    prediction: str | None,
+    gold: str,
+    *,
+    valid: bool = True,
+    correct: bool | None = None,
+    task: str = "mcq",
+    metric: str = "exact_match",
+    labels: list[str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     if correct is None:
         correct = valid and prediction is not None and prediction.strip().upper() == gold.upper()
-    return {"benchmark": "toy", "task": task, "question_id": qid, "question_index": 0, "model": model, "variant": "",
-            "pipeline": "released", "prediction": prediction, "valid": valid, "gold": gold, "correct": correct,
-            "score": float(correct), "metric": metric, "question_labels": LABELS if labels is None else labels, **extra}
+    return {
+        "benchmark": "toy",
+        "task": task,
+        "question_id": qid,
+        "question_index": 0,
+        "model": model,
+        "variant": "",
+        "pipeline": "released",
+        "prediction": prediction,
+        "valid": valid,
+        "gold": gold,
+        "correct": correct,
+        "score": float(correct),
+        "metric": metric,
+        "question_labels": LABELS if labels is None else labels,
+        **extra,
+    }
 
 
 def three_models() -> list[dict[str, Any]]:
     return [
         # q1: 2 of 3 agree on B, gold A -> flagged
-        rec("m1", "q1", "B", "A"), rec("m2", "q1", "b", "A"), rec("m3", "q1", "A", "A"),
+        rec("m1", "q1", "B", "A"),
+        rec("m2", "q1", "b", "A"),
+        rec("m3", "q1", "A", "A"),
         # q2: answers spread, only 1 of 3 on each wrong answer -> not flagged
-        rec("m1", "q2", "B", "A"), rec("m2", "q2", "C", "A"), rec("m3", "q2", "A", "A"),
+        rec("m1", "q2", "B", "A"),
+        rec("m2", "q2", "C", "A"),
+        rec("m3", "q2", "A", "A"),
         # q3: two say C, but one of them is invalid -> only 1 valid agreeing model -> not flagged
-        rec("m1", "q3", "C", "A"), rec("m2", "q3", "C", "A", valid=False), rec("m3", "q3", "D", "A"),
+        rec("m1", "q3", "C", "A"),
+        rec("m2", "q3", "C", "A", valid=False),
+        rec("m3", "q3", "D", "A"),
         # q4: all three right -> not flagged
-        rec("m1", "q4", "D", "D"), rec("m2", "q4", "D", "D"), rec("m3", "q4", "D", "D"),
+        rec("m1", "q4", "D", "D"),
+        rec("m2", "q4", "D", "D"),
+        rec("m3", "q4", "D", "D"),
     ]
 
 
@@ -79,13 +112,17 @@ def test_default_majority_counts_models_with_a_record_including_invalid_ones():
 
 
 def test_multi_answer_letter_sets_are_order_insensitive():
-    records = [rec(m, "q", p, "AB", task="mca", metric="letter_set_exact")
-               for m, p in (("m1", "C, D"), ("m2", "dc"), ("m3", "AB"))]
+    records = [
+        rec(m, "q", p, "AB", task="mca", metric="letter_set_exact")
+        for m, p in (("m1", "C, D"), ("m2", "dc"), ("m3", "AB"))
+    ]
     (flag,) = audit_gold(records).flags
     assert flag.consensus_answer == "CD" and flag.agreeing_models == ["m1", "m2"]
     # the gold set in another order is no disagreement, whatever `correct` says
-    records = [rec(m, "q", p, "AB", correct=False, task="mca", metric="letter_set_exact")
-               for m, p in (("m1", "B, A"), ("m2", "ba"), ("m3", "C"))]
+    records = [
+        rec(m, "q", p, "AB", correct=False, task="mca", metric="letter_set_exact")
+        for m, p in (("m1", "B, A"), ("m2", "ba"), ("m3", "C"))
+    ]
     assert audit_gold(records).flags == []
     assert normalize_answer("C, a", LABELS) == normalize_answer("ac", LABELS) == "AC"
     assert normalize_answer("A and B", LABELS) == "AB"
@@ -93,19 +130,34 @@ def test_multi_answer_letter_sets_are_order_insensitive():
 
 
 def test_free_text_answers_compare_case_insensitively_and_metric_leniency_is_respected():
-    records = [rec(m, "q", p, "CWE-89", task="rcm", labels=[]) for m, p in
-               (("m1", "CWE-79"), ("m2", "cwe-79"), ("m3", "CWE-89"))]
+    records = [
+        rec(m, "q", p, "CWE-89", task="rcm", labels=[])
+        for m, p in (("m1", "CWE-79"), ("m2", "cwe-79"), ("m3", "CWE-89"))
+    ]
     (flag,) = audit_gold(records).flags
     assert flag.consensus_answer == "CWE-79"
     # a prediction the task's metric accepts (parent technique) is never a wrong consensus
-    ate = [rec(m, "q", "T1218", "T1218.001", correct=True, task="ate", metric="technique_parent_exact", labels=[])
-           for m in ("m1", "m2", "m3")]
+    ate = [
+        rec(m, "q", "T1218", "T1218.001", correct=True, task="ate", metric="technique_parent_exact", labels=[])
+        for m in ("m1", "m2", "m3")
+    ]
     assert audit_gold(ate).flags == []
 
 
 def test_continuous_metrics_are_skipped_with_the_reason():
-    records = [rec(m, "q", "CVSS:3.1/AV:N", "CVSS:3.1/AV:L", correct=False, task="vsp",
-                   metric="cvss_closeness_athena", labels=[]) for m in ("m1", "m2", "m3")]
+    records = [
+        rec(
+            m,
+            "q",
+            "CVSS:3.1/AV:N",
+            "CVSS:3.1/AV:L",
+            correct=False,
+            task="vsp",
+            metric="cvss_closeness_athena",
+            labels=[],
+        )
+        for m in ("m1", "m2", "m3")
+    ]
     result = audit_gold(records)
     assert result.flags == [] and "toy.vsp" not in result.tasks
     assert "continuous" in result.skipped["toy.vsp"]
@@ -141,8 +193,10 @@ def test_command_writes_the_review_csv_and_never_a_rate(tmp_path, capsys):
     assert "rate" not in text.lower() and "%" not in text
     rows = list(csv.DictReader(out.open(encoding="utf-8")))
     assert list(rows[0]) == CSV_COLUMNS
-    assert [(r["question_id"], r["gold"], r["consensus_answer"], r["n_agreeing"], r["agreeing_models"], r["n_models"])
-            for r in rows] == [("q1", "A", "B", "2", "m1;m2", "3")]
+    assert [
+        (r["question_id"], r["gold"], r["consensus_answer"], r["n_agreeing"], r["agreeing_models"], r["n_models"])
+        for r in rows
+    ] == [("q1", "A", "B", "2", "m1;m2", "3")]
 
 
 def test_command_refuses_a_single_model_and_a_missing_path(tmp_path, capsys):

@@ -8,9 +8,6 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.testing.runs import write_run_dir
-from pytest_benchaudit.cli.app import main as benchaudit_main
-from pytest_benchaudit.cli.judge_agreement_cmd import add_parser as add_judge_agreement_parser
 from pytest_benchaudit.annotation.judge_agreement import (
     JudgeAgreementError,
     agreement_report,
@@ -18,23 +15,54 @@ from pytest_benchaudit.annotation.judge_agreement import (
     pair_runs,
     within_run,
 )
+from pytest_benchaudit.cli.app import main as benchaudit_main
+from pytest_benchaudit.cli.judge_agreement_cmd import add_parser as add_judge_agreement_parser
+from pytest_benchaudit.testing.runs import write_run_dir
 
 LABELS = ["A", "B", "C", "D"]
 
 
-def rec(model: str, qid: str, *, prediction: str | None = None, gold: str = "A", correct: bool = False,
-        judge: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    out = {"benchmark": "toy", "task": "mcq", "question_id": qid, "question_index": 0, "model": model, "variant": "",
-           "pipeline": "p", "prediction": prediction, "valid": prediction is not None, "gold": gold,
-           "correct": correct, "score": float(correct), "metric": "exact_match", "question_labels": LABELS, **extra}
+def rec(
+    model: str,
+    qid: str,
+    *,
+    prediction: str | None = None,
+    gold: str = "A",
+    correct: bool = False,
+    judge: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    out = {
+        "benchmark": "toy",
+        "task": "mcq",
+        "question_id": qid,
+        "question_index": 0,
+        "model": model,
+        "variant": "",
+        "pipeline": "p",
+        "prediction": prediction,
+        "valid": prediction is not None,
+        "gold": gold,
+        "correct": correct,
+        "score": float(correct),
+        "metric": "exact_match",
+        "question_labels": LABELS,
+        **extra,
+    }
     if judge is not None:
         out["judge"] = judge
     return out
 
 
 def judge(purpose: str, verdict: str | None, model: str = "judge-1") -> dict[str, Any]:
-    return {"model": model, "purpose": purpose, "prompt_version": "v1", "raw_output": f'{{"verdict": "{verdict}"}}',
-            "parse_status": "failed" if verdict is None else "json", "verdict": verdict}
+    return {
+        "model": model,
+        "purpose": purpose,
+        "prompt_version": "v1",
+        "raw_output": f'{{"verdict": "{verdict}"}}',
+        "parse_status": "failed" if verdict is None else "json",
+        "verdict": verdict,
+    }
 
 
 # Ten graded items: run A has a grading judge, run B is the plain pipeline (`correct`).
@@ -63,8 +91,12 @@ def test_kappa_of_a_hand_computed_grading_example():
     assert doc["expected_agreement"] == pytest.approx(0.5)
     assert doc["kappa"] == pytest.approx(0.4)
     cells = {(c["a"], c["b"]): c["n"] for c in doc["confusion"]}
-    assert cells == {("CORRECT", "CORRECT"): 4, ("CORRECT", "INCORRECT"): 1,
-                     ("INCORRECT", "CORRECT"): 2, ("INCORRECT", "INCORRECT"): 3}
+    assert cells == {
+        ("CORRECT", "CORRECT"): 4,
+        ("CORRECT", "INCORRECT"): 1,
+        ("INCORRECT", "CORRECT"): 2,
+        ("INCORRECT", "INCORRECT"): 3,
+    }
     per_model = {m["model"]: m for m in doc["per_model"]}
     assert per_model["m1"]["score_a"] == pytest.approx(0.6) and per_model["m1"]["diff_pp"] == pytest.approx(0.0)
     assert per_model["m2"]["score_a"] == pytest.approx(0.4) and per_model["m2"]["score_b"] == pytest.approx(0.6)
@@ -87,8 +119,12 @@ def test_perfect_agreement_gives_kappa_one_and_chance_level_gives_zero():
 
 def test_extraction_pairs_map_none_to_NONE_and_letter_sets_order_insensitively():
     a = [rec("m", "q1", prediction=None), rec("m", "q2", prediction="B, A"), rec("m", "q3", prediction="C")]
-    b = [rec("m", "q1", prediction=None), rec("m", "q2", prediction="ab"), rec("m", "q3", prediction="D"),
-         rec("m", "q4", prediction="A")]
+    b = [
+        rec("m", "q1", prediction=None),
+        rec("m", "q2", prediction="ab"),
+        rec("m", "q3", prediction="D"),
+        rec("m", "q4", prediction="A"),
+    ]
     doc = agreement_report(pair_runs(a, b, purpose="extraction"))
     assert doc["n_paired"] == 3 and doc["n_only_b"] == 1 and doc["agreement"] == pytest.approx(2 / 3)
     assert {(c["a"], c["b"]) for c in doc["confusion"]} == {("NONE", "NONE"), ("AB", "AB"), ("C", "D")}
@@ -96,12 +132,12 @@ def test_extraction_pairs_map_none_to_NONE_and_letter_sets_order_insensitively()
 
 def within_records() -> list[dict[str, Any]]:
     return [
-        rec("m", "q1", prediction="B", gold="B", regex_prediction="B", judge=judge("extraction", "B")),    # agree
-        rec("m", "q2", prediction=None, regex_prediction=None, judge=judge("extraction", "NONE")),         # nothing, agree
-        rec("m", "q3", prediction="C", regex_prediction=None, judge=judge("extraction", "C")),             # nothing, differ
-        rec("m", "q4", prediction="D", regex_prediction="A", gold="A", judge=judge("extraction", "D")),    # differ
-        rec("m", "q5", prediction=None, regex_prediction="A", judge=judge("extraction", None)),           # judge failed
-        rec("m", "q6", prediction="A"),                                                                   # no judge
+        rec("m", "q1", prediction="B", gold="B", regex_prediction="B", judge=judge("extraction", "B")),  # agree
+        rec("m", "q2", prediction=None, regex_prediction=None, judge=judge("extraction", "NONE")),  # nothing, agree
+        rec("m", "q3", prediction="C", regex_prediction=None, judge=judge("extraction", "C")),  # nothing, differ
+        rec("m", "q4", prediction="D", regex_prediction="A", gold="A", judge=judge("extraction", "D")),  # differ
+        rec("m", "q5", prediction=None, regex_prediction="A", judge=judge("extraction", None)),  # judge failed
+        rec("m", "q6", prediction="A"),  # no judge
     ]
 
 

@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pytest_benchaudit.testing.runs import write_run_dir
-from pytest_benchaudit.testing.data import real_data_dir
 
 from pytest_benchaudit.annotation.sample import (
     NOT_BENCHMARK_WIDE,
@@ -22,19 +20,41 @@ from pytest_benchaudit.annotation.sample import (
     wilson,
 )
 from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.testing.data import real_data_dir
+from pytest_benchaudit.testing.runs import write_run_dir
 
 SUITES = Path(__file__).resolve().parents[2] / "suites"
 
 
-def judged(qid: str, model: str, verdict: str | None, status: str = "json", task: str = "saq_en",
-           **extra: Any) -> dict[str, Any]:
-    return {"benchmark": "secbench", "task": task, "question_id": qid, "question_index": int(qid), "model": model,
-            "variant": "", "pipeline": "standardized", "valid": verdict is not None, "prediction": None,
-            "gold": f"reference {qid}", "correct": verdict == "CORRECT", "score": float(verdict == "CORRECT"),
-            "metric": "judge_graded", "raw_output": f"answer of {model} to {qid}",
-            "request": {"mode": "chat", "messages": [{"role": "user", "content": f"What is secret {qid}?"}]},
-            "judge": {"model": "judge:j", "purpose": "grading", "prompt_version": "g1", "raw_output": "{}",
-                      "parse_status": status, "verdict": verdict}, **extra}
+def judged(
+    qid: str, model: str, verdict: str | None, status: str = "json", task: str = "saq_en", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "benchmark": "secbench",
+        "task": task,
+        "question_id": qid,
+        "question_index": int(qid),
+        "model": model,
+        "variant": "",
+        "pipeline": "standardized",
+        "valid": verdict is not None,
+        "prediction": None,
+        "gold": f"reference {qid}",
+        "correct": verdict == "CORRECT",
+        "score": float(verdict == "CORRECT"),
+        "metric": "judge_graded",
+        "raw_output": f"answer of {model} to {qid}",
+        "request": {"mode": "chat", "messages": [{"role": "user", "content": f"What is secret {qid}?"}]},
+        "judge": {
+            "model": "judge:j",
+            "purpose": "grading",
+            "prompt_version": "g1",
+            "raw_output": "{}",
+            "parse_status": status,
+            "verdict": verdict,
+        },
+        **extra,
+    }
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -56,8 +76,11 @@ def test_allocate_equal_shares_capped_and_redistributed() -> None:
 
 
 def test_stratified_sample_is_seeded_and_checks_keys() -> None:
-    units = [{"benchmark": "b", "task": t, "question_id": f"{i:03d}", "model": "m", "purpose": "grading"}
-             for t in ("x", "y") for i in range(40)]
+    units = [
+        {"benchmark": "b", "task": t, "question_id": f"{i:03d}", "model": "m", "purpose": "grading"}
+        for t in ("x", "y")
+        for i in range(40)
+    ]
     a = stratified_sample(units, 10, ["task"], seed=3)
     assert [r["question_id"] for r in a] == [r["question_id"] for r in stratified_sample(units, 10, ["task"], seed=3)]
     assert [r["question_id"] for r in a] != [r["question_id"] for r in stratified_sample(units, 10, ["task"], seed=4)]
@@ -68,8 +91,11 @@ def test_stratified_sample_is_seeded_and_checks_keys() -> None:
 
 
 def test_judge_sample_then_human_agreement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    recs = [judged(f"{i:03d}", m, "CORRECT" if i % 3 else "INCORRECT", "fallback" if i == 5 else "json")
-            for i in range(20) for m in ("m1", "m2")]
+    recs = [
+        judged(f"{i:03d}", m, "CORRECT" if i % 3 else "INCORRECT", "fallback" if i == 5 else "json")
+        for i in range(20)
+        for m in ("m1", "m2")
+    ]
     recs.append(judged("099", "m1", None, "failed"))
     run = write_run_dir(tmp_path, "judged", recs)
     out = tmp_path / "sample.csv"
@@ -117,9 +143,21 @@ def test_human_agreement_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_gold_confirm_rate_rules_and_kappa() -> None:
-    rows = [{"sample_id": f"s{i}", "benchmark": "b", "task": "t" if i < 6 else "u", "verdict_1": v1, "verdict_2": v2}
-            for i, (v1, v2) in enumerate([("error", "error"), ("error", "ok"), ("ok", "ok"), ("unclear", "ok"),
-                                          ("error", ""), ("", ""), ("Error", "error"), ("ok", "ok")])]
+    rows = [
+        {"sample_id": f"s{i}", "benchmark": "b", "task": "t" if i < 6 else "u", "verdict_1": v1, "verdict_2": v2}
+        for i, (v1, v2) in enumerate(
+            [
+                ("error", "error"),
+                ("error", "ok"),
+                ("ok", "ok"),
+                ("unclear", "ok"),
+                ("error", ""),
+                ("", ""),
+                ("Error", "error"),
+                ("ok", "ok"),
+            ]
+        )
+    ]
     doc = gold_confirm_report(rows, ["verdict_1", "verdict_2"])
     assert doc["confirmed"]["k"] == 3 and doc["confirmed"]["n"] == 7 and doc["n_unchecked"] == 1
     assert doc["confirmed"]["ci95"] == wilson(3, 7) and doc["n_unclear"] == 1
@@ -142,8 +180,9 @@ def test_published_athena_gold_sample_and_confirm(tmp_path: Path, capsys: pytest
     data = real_data_dir()
     import_athenabench_runs(data / "athenabench" / "runs-mini", tmp_path / "athena", SUITES, str(data))
     out = tmp_path / "gold.csv"
-    assert main(["sample", str(tmp_path / "athena"), "--for", "gold", "--n", "20", "--seed", "7",
-                 "--out", str(out)]) == 0
+    assert (
+        main(["sample", str(tmp_path / "athena"), "--for", "gold", "--n", "20", "--seed", "7", "--out", str(out)]) == 0
+    )
     assert "20 of 49 audit-gold flags, 4 strata by benchmark,task, seed 7" in capsys.readouterr().out
     rows = read_csv(out)
     assert {r["task"] for r in rows} == {"ate", "mcq", "rcm", "taa"} and all(r["question"] for r in rows)
@@ -160,8 +199,9 @@ def test_published_athena_gold_sample_and_confirm(tmp_path: Path, capsys: pytest
     assert not any(r["question"][:40] in text for r in rows)
 
 
-def test_judge_loop_on_a_pytest_run_with_a_judge(pytester: pytest.Pytester, toy: Any,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_judge_loop_on_a_pytest_run_with_a_judge(
+    pytester: pytest.Pytester, toy: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A real judged run (pytester; model and judge are scripted endpoints on 127.0.0.1) -> sample -> verdicts
     -> judge-agreement --human: the sample reads the judge records the runner writes."""
     from pytest_benchaudit.testing.runs import only_run_dir, read_run
@@ -169,8 +209,13 @@ def test_judge_loop_on_a_pytest_run_with_a_judge(pytester: pytest.Pytester, toy:
 
     def model(call: Any) -> Reply:
         text = call.last_user_text
-        return Reply(content="I pick B [FALLBACK]" if "THINK_CLOSED" in text else
-                     "I pick B" if "CORRECT" in text or "WRONG" in text else "No clear option here.")
+        return Reply(
+            content="I pick B [FALLBACK]"
+            if "THINK_CLOSED" in text
+            else "I pick B"
+            if "CORRECT" in text or "WRONG" in text
+            else "No clear option here."
+        )
 
     def judge(call: Any) -> Reply:
         response = call.body["messages"][-1]["content"].split("<<<", 1)[1]
@@ -179,21 +224,50 @@ def test_judge_loop_on_a_pytest_run_with_a_judge(pytester: pytest.Pytester, toy:
         return Reply(content='{"answer": "B"}' if "pick B" in response else '{"answer": "NONE"}')
 
     with ScriptedServer(model) as m, ScriptedServer(judge) as j:
-        pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{m.url}", "--judge", f"j@{j.url}",
-                           "--report-dir", "out", "--set", "extraction.rule=judge", "--no-cache")
+        pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"m@{m.url}",
+            "--judge",
+            f"j@{j.url}",
+            "--report-dir",
+            "out",
+            "--set",
+            "extraction.rule=judge",
+            "--no-cache",
+        )
     run_dir = only_run_dir(pytester.path / "out")
     judged = [r for r in read_run(run_dir)["records"] if r.get("judge")]
     assert len(judged) >= 10 and {r["judge"]["parse_status"] for r in judged} == {"json", "fallback"}
     capsys.readouterr()
     out = pytester.path / "judge-sample.csv"
-    assert main(["sample", str(run_dir), "--for", "judge", "--n", "6", "--strata", "parse_status,judge_label",
-                 "--seed", "1", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "sample",
+                str(run_dir),
+                "--for",
+                "judge",
+                "--n",
+                "6",
+                "--strata",
+                "parse_status,judge_label",
+                "--seed",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = read_csv(out)
     assert len(rows) == 6 and {r["parse_status"] for r in rows} == {"json", "fallback"}
     assert {r["judge_label"] for r in rows} == {"B", "NONE"} and all(r["purpose"] == "extraction" for r in rows)
     assert all(r["question"].split(" ")[1] == "question" and "A. first option" in r["question"] for r in rows)
     for i, r in enumerate(rows):  # both annotators read the same; they overrule the judge once
-        r["verdict_1"] = r["verdict_2"] = ("A" if i == 0 else r["judge_label"])
+        r["verdict_1"] = r["verdict_2"] = "A" if i == 0 else r["judge_label"]
     write_csv(out, rows)
     capsys.readouterr()
     assert main(["judge-agreement", "--human", str(out), "--json"]) == 0
@@ -203,25 +277,46 @@ def test_judge_loop_on_a_pytest_run_with_a_judge(pytester: pytest.Pytester, toy:
 
 
 def _mcq(qid: str, model: str, prediction: str | None, gold: str = "B") -> dict[str, Any]:
-    return {"benchmark": "toy", "task": "mcq", "question_id": qid, "model": model, "variant": "",
-            "pipeline": "standardized", "metric": "exact_match", "question_labels": ["A", "B", "C", "D"],
-            "prediction": prediction, "valid": prediction is not None, "gold": gold,
-            "correct": prediction == gold, "score": float(prediction == gold),
-            "request": {"mode": "chat", "messages": [{"role": "user", "content": f"Toy question {qid}?"}]}}
+    return {
+        "benchmark": "toy",
+        "task": "mcq",
+        "question_id": qid,
+        "model": model,
+        "variant": "",
+        "pipeline": "standardized",
+        "metric": "exact_match",
+        "question_labels": ["A", "B", "C", "D"],
+        "prediction": prediction,
+        "valid": prediction is not None,
+        "gold": gold,
+        "correct": prediction == gold,
+        "score": float(prediction == gold),
+        "request": {"mode": "chat", "messages": [{"role": "user", "content": f"Toy question {qid}?"}]},
+    }
 
 
 def test_sample_for_gold_on_a_one_model_pytest_run_is_refused_as_audit_gold_refuses(
-        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     # A real run of one model answering A to every toy question (golds B, C, D): each wrong answer was
     # "a flag agreed by 1 of 1 models" for sample --for gold, while audit-gold refused the run.
-    from pytest_benchaudit.testing.toy import write_toy
-
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+    from pytest_benchaudit.testing.toy import write_toy
 
     write_toy(pytester.path)
     with ScriptedServer(lambda call: Reply(content="Answer: A")) as server:
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir",
-                                    "out", "--no-cache", "-p", "no:randomly")
+        result = pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "--no-cache",
+            "-p",
+            "no:randomly",
+        )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     (run,) = [p for p in (pytester.path / "out").iterdir() if p.is_dir()]
     wrong = sum(not json.loads(line)["correct"] for line in (run / "records.jsonl").read_text().splitlines())

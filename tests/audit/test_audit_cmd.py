@@ -9,12 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from pytest_benchaudit.importers import import_athenabench_runs
-from pytest_benchaudit.cli.audit_cmd import add_parser, run
+from fake_embedder import fake_embedder
 
 from helpers import SUITES
-from fake_embedder import fake_embedder
+from pytest_benchaudit.cli.audit_cmd import add_parser, run
+from pytest_benchaudit.importers import import_athenabench_runs
 
 
 def _audit(*argv: str) -> int:
@@ -35,20 +34,50 @@ def released(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_audit_of_the_published_runs(released: Path, real_data: Path, tmp_path: Path, capsys) -> None:
     findings = tmp_path / "findings.json"
-    finding = {"benchmark": "athenabench", "task": "vsp", "model": "m", "pipeline": "released", "run": "m",
-               "failure_mode": "FM01", "title": "invalid answers", "field": "scoring.denominator",
-               "stage": "downstream", "hypothesis": "the denominator", "evidence": {"n_invalid": 90},
-               "effect_pp": -48.6, "effect": "-48.6 pp", "effect_kind": "rescored", "effect_delta": -0.486,
-               "effect_is_zero": False}  # as `benchaudit diagnose --json` writes one (read_findings validates it)
+    finding = {
+        "benchmark": "athenabench",
+        "task": "vsp",
+        "model": "m",
+        "pipeline": "released",
+        "run": "m",
+        "failure_mode": "FM01",
+        "title": "invalid answers",
+        "field": "scoring.denominator",
+        "stage": "downstream",
+        "hypothesis": "the denominator",
+        "evidence": {"n_invalid": 90},
+        "effect_pp": -48.6,
+        "effect": "-48.6 pp",
+        "effect_kind": "rescored",
+        "effect_delta": -0.486,
+        "effect_is_zero": False,
+    }  # as `benchaudit diagnose --json` writes one (read_findings validates it)
     findings.write_text(json.dumps({"findings": [finding]}))
     out = tmp_path / "audit"
-    assert _audit(str(released), "--out", str(out), "--suites-dir", str(SUITES), "--data-dir", str(real_data),
-                  "--findings", str(findings), "--resamples", "200") == 0
+    assert (
+        _audit(
+            str(released),
+            "--out",
+            str(out),
+            "--suites-dir",
+            str(SUITES),
+            "--data-dir",
+            str(real_data),
+            "--findings",
+            str(findings),
+            "--resamples",
+            "200",
+        )
+        == 0
+    )
     doc = json.loads((out / "audit.json").read_text())
     assert doc["layers"] == {"from": ["released"], "toward": "standardized"} and len(doc["rescored_runs"]) == 12
     # the paper's largest single-field effect: Qwen3-4B's VSP under the total denominator
-    (vsp,) = [r for r in doc["attribution"] if r["model"] == "Qwen/Qwen3-4B-Instruct-2507" and r["task"] == "vsp"
-              and r["field"] == "scoring.denominator"]
+    (vsp,) = [
+        r
+        for r in doc["attribution"]
+        if r["model"] == "Qwen/Qwen3-4B-Instruct-2507" and r["task"] == "vsp" and r["field"] == "scoring.denominator"
+    ]
     assert vsp["delta_pp"] == pytest.approx(-35.2, abs=0.05)  # 78.2 -> 43.0: invalid vectors get no credit
     ups = {r["task"]: {d["field"] for d in r["fields"]} for r in doc["upstream_differences"]}
     assert "prompt.template" in ups["athenabench.mcq"] and "inference.max_tokens" in ups["athenabench.mcq"]
@@ -59,9 +88,15 @@ def test_audit_of_the_published_runs(released: Path, real_data: Path, tmp_path: 
     assert cmp["spearman"][0]["n_models"] == 12 and cmp["sensitivity"]["benchmarks"][0]["rho_ext"] is not None
     assert len(doc["exports"]) == 12 and all(Path(p).is_file() for p in doc["exports"])
     page = (out / "report.html").read_text()
-    for heading in ("Rank shifts between released and standardized", "Ledger and upstream fields",
-                    "Per-field score deltas", "Generation against extraction sensitivity", "Diagnose findings",
-                    "Peer gaps", "Principal components"):
+    for heading in (
+        "Rank shifts between released and standardized",
+        "Ledger and upstream fields",
+        "Per-field score deltas",
+        "Generation against extraction sensitivity",
+        "Diagnose findings",
+        "Peer gaps",
+        "Principal components",
+    ):
         assert heading in page, heading
     text = capsys.readouterr().out
     assert "single-field variants moved a score" in text and "needs new generations" in text
@@ -70,11 +105,26 @@ def test_audit_of_the_published_runs(released: Path, real_data: Path, tmp_path: 
 
 def test_audit_diagnoses_the_runs_when_no_findings_are_given(released: Path, real_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "audit"
-    assert _audit(str(released), "--out", str(out), "--suites-dir", str(SUITES), "--data-dir", str(real_data),
-                  "--resamples", "50") == 0
+    assert (
+        _audit(
+            str(released),
+            "--out",
+            str(out),
+            "--suites-dir",
+            str(SUITES),
+            "--data-dir",
+            str(real_data),
+            "--resamples",
+            "50",
+        )
+        == 0
+    )
     doc = json.loads((out / "audit.json").read_text())
-    hidden = [f for f in doc["findings"] if f["model"] == "Qwen/Qwen3-4B-Instruct-2507" and f["task"] == "vsp"
-              and f["field"] == "scoring.denominator"]
+    hidden = [
+        f
+        for f in doc["findings"]
+        if f["model"] == "Qwen/Qwen3-4B-Instruct-2507" and f["task"] == "vsp" and f["field"] == "scoring.denominator"
+    ]
     assert hidden and hidden[0]["effect_pp"] == pytest.approx(-35.2, abs=0.1)
     page = html.unescape((out / "report.html").read_text())
     assert "Diagnose findings" in page
@@ -86,10 +136,15 @@ def test_audit_diagnoses_the_runs_when_no_findings_are_given(released: Path, rea
     (v,) = verdicts(doc["compare"], moved, doc["findings"])
     assert v["metric_differs"] == ["athenabench.vsp"] and v["largest_move"]["task"] != "athenabench.vsp"
     assert abs(v["causes"][0]["pp"]) > abs(v["largest_move"]["pp"])
-    assert ("moves a score by up to -2.3 pp on the tasks both score with one metric (vsp left out: its metric "
-            "differs between the sets)") in v["sentence"]
-    assert "largest cause scoring.denominator, changed alone (-35.2 pp on vsp, a task the move above leaves out)" \
-        in v["sentence"] and v["sentence"] in page
+    assert (
+        "moves a score by up to -2.3 pp on the tasks both score with one metric (vsp left out: its metric "
+        "differs between the sets)"
+    ) in v["sentence"]
+    assert (
+        "largest cause scoring.denominator, changed alone (-35.2 pp on vsp, a task the move above leaves out)"
+        in v["sentence"]
+        and v["sentence"] in page
+    )
 
 
 def test_audit_refuses_runs_already_under_the_target_layer(released: Path, tmp_path: Path, capsys) -> None:
@@ -99,7 +154,8 @@ def test_audit_refuses_runs_already_under_the_target_layer(released: Path, tmp_p
 
 
 def test_audit_of_the_published_runs_by_what_is_sent_with_both_rhos_and_both_similarities(
-        released: Path, real_data: Path, tmp_path: Path, capsys) -> None:
+    released: Path, real_data: Path, tmp_path: Path, capsys
+) -> None:
     """AthenaBench's templates released and dataset_prompt are both user = "{prompt}": no upstream difference;
     top_p/seed at temperature 0 "no effect expected"; rho_ext (extraction fields only) beside rho_downstream;
     the similarity of both layers, from what each task asks, checked against scipy on the recorded cosines."""
@@ -107,15 +163,35 @@ def test_audit_of_the_published_runs_by_what_is_sent_with_both_rhos_and_both_sim
 
     out = tmp_path / "audit"
     with fake_embedder() as (spec, seen):
-        assert _audit(str(released), "--out", str(out), "--suites-dir", str(SUITES), "--data-dir", str(real_data),
-                      "--findings", str(_no_findings(tmp_path)), "--resamples", "100", "--similarity",
-                      "--embedder", spec) == 0
+        assert (
+            _audit(
+                str(released),
+                "--out",
+                str(out),
+                "--suites-dir",
+                str(SUITES),
+                "--data-dir",
+                str(real_data),
+                "--findings",
+                str(_no_findings(tmp_path)),
+                "--resamples",
+                "100",
+                "--similarity",
+                "--embedder",
+                spec,
+            )
+            == 0
+        )
     doc = json.loads((out / "audit.json").read_text())
     ups = {r["task"]: r for r in doc["upstream_differences"]}
-    assert all("prompt.template" not in {d["field"] for d in ups[f"athenabench.{t}"]["fields"]}
-               for t in ("ate", "rcm", "rms", "taa", "vsp"))
-    assert all({d["field"] for d in r["no_effect"]} == {"inference.decoding.top_p", "inference.decoding.seed"}
-               for r in ups.values())
+    assert all(
+        "prompt.template" not in {d["field"] for d in ups[f"athenabench.{t}"]["fields"]}
+        for t in ("ate", "rcm", "rms", "taa", "vsp")
+    )
+    assert all(
+        {d["field"] for d in r["no_effect"]} == {"inference.decoding.top_p", "inference.decoding.seed"}
+        for r in ups.values()
+    )
     # rho_ext: the extraction-only re-scores; rho_downstream: every downstream field
     assert len(doc["extraction_only_runs"]) == 12
     (row,) = doc["compare"]["sensitivity"]["benchmarks"]
@@ -140,9 +216,11 @@ def test_audit_of_the_published_runs_by_what_is_sent_with_both_rhos_and_both_sim
     assert "same requests: prompt.template" in text
     # Issue 33, item 16: a reason shared by the six tasks is said once, naming them (it was said six times)
     moot = [line for line in text.splitlines() if "no effect expected" in line]
-    assert len(moot) == 2 and all(line.startswith("no effect expected: inference.decoding.")
-                                  and " on athenabench ate, mcq, rcm, rms, taa, vsp: temperature is 0" in line
-                                  for line in moot)
+    assert len(moot) == 2 and all(
+        line.startswith("no effect expected: inference.decoding.")
+        and " on athenabench ate, mcq, rcm, rms, taa, vsp: temperature is 0" in line
+        for line in moot
+    )
     assert len([line for line in text.splitlines() if line.startswith(("upstream: ", "same requests: "))]) == 3
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.audit import whole
 from pytest_benchaudit import compare
+from pytest_benchaudit.audit import whole
 from pytest_benchaudit.audit.whole import AuditOptions
 from pytest_benchaudit.cli import audit_cmd
 from pytest_benchaudit.cli.audit_cmd import add_parser, run
@@ -26,7 +26,7 @@ def _options_of(monkeypatch: pytest.MonkeyPatch, *argv: str) -> AuditOptions:
     """The options ``benchaudit audit ARGV`` hands build_audit (which stops there: nothing is read)."""
     seen: list[AuditOptions] = []
 
-    def stop(run_paths: list[Path], out: Path, options: AuditOptions = AuditOptions()) -> None:
+    def stop(run_paths: list[Path], out: Path, options: AuditOptions = AuditOptions()) -> None:  # noqa: B008 - the default under test
         seen.append(options)
         raise CompareError("stopped before reading any run")
 
@@ -48,16 +48,52 @@ def test_the_commands_defaults_are_the_options_defaults(monkeypatch: pytest.Monk
 
 
 def test_each_flag_reaches_its_field_and_only_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    got = _options_of(monkeypatch, "--toward", "released", "--from", "lm_eval", "--pipelines", "lm_eval, released",
-                      "--regenerated", "R1", "R2", "--suites-dir", "s", "--data-dir", "d", "--resamples", "7",
-                      "--seed", "3")
-    want = AuditOptions(toward="released", from_layer="lm_eval", pipelines=["lm_eval", "released"],
-                        regenerated=[Path("R1"), Path("R2")], suites_dir=Path("s"), data_dir="d", n_resamples=7, seed=3,
-                        order_flips=FLIPS)
+    got = _options_of(
+        monkeypatch,
+        "--toward",
+        "released",
+        "--from",
+        "lm_eval",
+        "--pipelines",
+        "lm_eval, released",
+        "--regenerated",
+        "R1",
+        "R2",
+        "--suites-dir",
+        "s",
+        "--data-dir",
+        "d",
+        "--resamples",
+        "7",
+        "--seed",
+        "3",
+    )
+    want = AuditOptions(
+        toward="released",
+        from_layer="lm_eval",
+        pipelines=["lm_eval", "released"],
+        regenerated=[Path("R1"), Path("R2")],
+        suites_dir=Path("s"),
+        data_dir="d",
+        n_resamples=7,
+        seed=3,
+        order_flips=FLIPS,
+    )
     assert got == want
-    changed = {f.name for f in dataclasses.fields(AuditOptions) if getattr(got, f.name) != getattr(AuditOptions(), f.name)}
-    assert changed == {"toward", "from_layer", "pipelines", "regenerated", "suites_dir", "data_dir", "n_resamples",
-                       "seed", "order_flips"}
+    changed = {
+        f.name for f in dataclasses.fields(AuditOptions) if getattr(got, f.name) != getattr(AuditOptions(), f.name)
+    }
+    assert changed == {
+        "toward",
+        "from_layer",
+        "pipelines",
+        "regenerated",
+        "suites_dir",
+        "data_dir",
+        "n_resamples",
+        "seed",
+        "order_flips",
+    }
 
 
 def test_the_options_are_frozen_and_build_audit_takes_them_whole() -> None:

@@ -12,25 +12,39 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import SUITES
 from pytest_benchaudit.audit.upstream import compare_sent
 from pytest_benchaudit.audit.whole import upstream_differences
 from pytest_benchaudit.pipeline.stages import build_pipeline
 from pytest_benchaudit.pipeline.types import Question
 from pytest_benchaudit.prompt.templates import Template
 
-from helpers import SUITES
-
-QUESTIONS = [Question(benchmark="toy", task="t", id=f"q{i}", index=i, text=f"Question {i}?",
-                      choices={"A": "yes", "B": "no"}, gold="A", prompt=f"Ready-made prompt {i}.\nAnswer: ")
-             for i in range(4)]
-TEMPLATES = {"released": Template(user="{prompt}"), "dataset_prompt": Template(user="{prompt}"),
-             "other": Template(user="{prompt} "), "mcq": Template(user="{question}\n{options}")}
+QUESTIONS = [
+    Question(
+        benchmark="toy",
+        task="t",
+        id=f"q{i}",
+        index=i,
+        text=f"Question {i}?",
+        choices={"A": "yes", "B": "no"},
+        gold="A",
+        prompt=f"Ready-made prompt {i}.\nAnswer: ",
+    )
+    for i in range(4)
+]
+TEMPLATES = {
+    "released": Template(user="{prompt}"),
+    "dataset_prompt": Template(user="{prompt}"),
+    "other": Template(user="{prompt} "),
+    "mcq": Template(user="{question}\n{options}"),
+}
 
 
 def _pipe(name: str, **fields: Any) -> Any:
-    base: dict[str, Any] = {"prompt": {"template": "released", "format": {"mode": "chat", "system_role": "none",
-                                                                       "few_shot": 0}},
-                            "inference": {"decoding": {"temperature": 0.0}}}
+    base: dict[str, Any] = {
+        "prompt": {"template": "released", "format": {"mode": "chat", "system_role": "none", "few_shot": 0}},
+        "inference": {"decoding": {"temperature": 0.0}},
+    }
     for path, value in fields.items():
         node = base
         *heads, last = path.split("__")
@@ -45,19 +59,25 @@ def _verdicts(a: Any, b: Any) -> dict[str, str]:
 
 
 def test_two_template_names_with_the_same_text_are_the_same_request() -> None:
-    sent = compare_sent(_pipe("released"), _pipe("standardized", prompt__template="dataset_prompt"), TEMPLATES,
-                        QUESTIONS)
+    sent = compare_sent(
+        _pipe("released"), _pipe("standardized", prompt__template="dataset_prompt"), TEMPLATES, QUESTIONS
+    )
     (v,) = sent.fields
     assert (v.field, v.verdict, v.n_identical) == ("prompt.template", "same_request", 4)
     assert sent.n_identical == sent.n_questions == 4
     # one trailing space is another request
     assert _verdicts(_pipe("released"), _pipe("s", prompt__template="other")) == {
-        "prompt.template": "needs_generations"}
+        "prompt.template": "needs_generations"
+    }
 
 
 def test_top_p_and_seed_at_temperature_zero_have_no_effect_and_elsewhere_they_do() -> None:
-    greedy = _pipe("s", inference__decoding={"temperature": 0.0, "top_p": 1.0, "seed": 42},
-                   inference__max_tokens=2048, prompt__template="dataset_prompt")
+    greedy = _pipe(
+        "s",
+        inference__decoding={"temperature": 0.0, "top_p": 1.0, "seed": 42},
+        inference__max_tokens=2048,
+        prompt__template="dataset_prompt",
+    )
     sent = compare_sent(_pipe("released"), greedy, TEMPLATES, QUESTIONS)
     got = {v.field: (v.verdict, v.reason) for v in sent.fields}
     assert got["prompt.template"][0] == "same_request"
@@ -65,39 +85,48 @@ def test_top_p_and_seed_at_temperature_zero_have_no_effect_and_elsewhere_they_do
     assert "temperature is 0 on both sides" in got["inference.decoding.seed"][1]
     assert got["inference.max_tokens"][0] == "needs_generations" and "4 of 4" in got["inference.max_tokens"][1]
     sampled = {"temperature": 0.7}
-    assert _verdicts(_pipe("r", inference__decoding=sampled),
-                     _pipe("s", inference__decoding={**sampled, "seed": 42})) == {"inference.decoding.seed":
-                                                                                  "needs_generations"}
+    assert _verdicts(
+        _pipe("r", inference__decoding=sampled), _pipe("s", inference__decoding={**sampled, "seed": 42})
+    ) == {"inference.decoding.seed": "needs_generations"}
     # temperature unspecified: the provider's default decides, which need not be greedy
-    assert _verdicts(_pipe("r", inference__decoding={"temperature": "unspecified"}),
-                     _pipe("s", inference__decoding={"temperature": "unspecified", "top_p": 1.0})) == {
-        "inference.decoding.top_p": "needs_generations"}
+    assert _verdicts(
+        _pipe("r", inference__decoding={"temperature": "unspecified"}),
+        _pipe("s", inference__decoding={"temperature": "unspecified", "top_p": 1.0}),
+    ) == {"inference.decoding.top_p": "needs_generations"}
 
 
 def test_a_field_that_matters_only_next_to_another_change_is_not_called_harmless() -> None:
     """system_role changes nothing under a template without system text, but the target template has one."""
     templates = {**TEMPLATES, "with_system": Template(system="You are an expert.", user="{prompt}")}
     a = _pipe("r")
-    b = _pipe("s", prompt__template="with_system", prompt__format={"mode": "chat", "system_role": "system",
-                                                                   "few_shot": 0})
+    b = _pipe(
+        "s", prompt__template="with_system", prompt__format={"mode": "chat", "system_role": "system", "few_shot": 0}
+    )
     got = {v.field: v.verdict for v in compare_sent(a, b, templates, QUESTIONS).fields}
     assert got == {"prompt.format.system_role": "needs_generations", "prompt.template": "needs_generations"}
 
 
 @settings(max_examples=40, deadline=None)
-@given(text=st.text(alphabet=st.characters(blacklist_characters="{}", blacklist_categories=("Cs",)), max_size=60),
-       placeholder=st.sampled_from(["{prompt}", "{question}", "{options}", "{labels}", ""]),
-       system=st.one_of(st.none(), st.text(alphabet="abc .", min_size=1, max_size=10)),
-       role=st.sampled_from(["system", "prepend_user", "none"]))
-def test_byte_identical_requests_are_never_an_upstream_difference(text: str, placeholder: str, system: str | None,
-                                                                  role: str) -> None:
+@given(
+    text=st.text(alphabet=st.characters(blacklist_characters="{}", blacklist_categories=("Cs",)), max_size=60),
+    placeholder=st.sampled_from(["{prompt}", "{question}", "{options}", "{labels}", ""]),
+    system=st.one_of(st.none(), st.text(alphabet="abc .", min_size=1, max_size=10)),
+    role=st.sampled_from(["system", "prepend_user", "none"]),
+)
+def test_byte_identical_requests_are_never_an_upstream_difference(
+    text: str, placeholder: str, system: str | None, role: str
+) -> None:
     """Metamorphic: two layers whose templates differ only in name (any text, any system role) render the
     same bytes, so no field of theirs is an upstream difference."""
     tpl = Template(user=text + placeholder, system=system)
     templates = {"one": tpl, "two": tpl}
     fmt = {"mode": "chat", "system_role": role, "few_shot": 0}
-    sent = compare_sent(_pipe("r", prompt__template="one", prompt__format=fmt),
-                        _pipe("s", prompt__template="two", prompt__format=fmt), templates, QUESTIONS)
+    sent = compare_sent(
+        _pipe("r", prompt__template="one", prompt__format=fmt),
+        _pipe("s", prompt__template="two", prompt__format=fmt),
+        templates,
+        QUESTIONS,
+    )
     assert sent.n_identical == len(QUESTIONS)
     assert [v.verdict for v in sent.fields] == ["same_request"]
 
@@ -113,8 +142,10 @@ def test_athenabench_identical_templates_are_no_upstream_difference(real_data: P
         pytest.skip(f"real-data folder missing: {source}")
     import_athenabench_runs(source, tmp_path, SUITES, str(real_data))
     run = sorted(p for p in tmp_path.iterdir() if (p / "run.json").is_file())[0]
-    rows = {r["task"]: r for r in upstream_differences(read_run_json(run)["pipeline_cards"], "standardized", SUITES,
-                                                       str(real_data))}
+    rows = {
+        r["task"]: r
+        for r in upstream_differences(read_run_json(run)["pipeline_cards"], "standardized", SUITES, str(real_data))
+    }
     assert sorted(rows) == [f"athenabench.{t}" for t in ("ate", "mcq", "rcm", "rms", "taa", "vsp")]
     for key, row in rows.items():
         needs = {d["field"] for d in row["fields"]}

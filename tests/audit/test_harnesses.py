@@ -18,26 +18,43 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.audit.cross_harness import (LayerInput, downstream_defined, harness_rows, render_harnesses,
-                                               request_kind)
+from helpers import SUITES
+from pytest_benchaudit.audit.cross_harness import (
+    LayerInput,
+    downstream_defined,
+    harness_rows,
+    render_harnesses,
+    request_kind,
+)
 from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 from pytest_benchaudit.testing.toy import mcq_suite_toml, task_toml
-
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
-from helpers import SUITES
 
 
 # ----------------------------------------------------------------------------- pure
 def _result(score: float, n: int = 10, n_valid: int = 10, metric: str = "exact_match") -> dict[str, Any]:
-    return {"metric": metric, "lower_is_better": False, "denominator": "total", "n": n, "n_valid": n_valid,
-            "score": score, "score_total": score, "score_valid": score * n / n_valid if n_valid else None,
-            "invalid_rate": 1 - n_valid / n}
+    return {
+        "metric": metric,
+        "lower_is_better": False,
+        "denominator": "total",
+        "n": n,
+        "n_valid": n_valid,
+        "score": score,
+        "score_total": score,
+        "score_valid": score * n / n_valid if n_valid else None,
+        "invalid_rate": 1 - n_valid / n,
+    }
 
 
 def _card(layer: str, **fields: Any) -> dict[str, Any]:
-    base = {"prompt.template": "plain", "inference.max_tokens": 16, "extraction.rule": "final_answer_letter",
-            "scoring.denominator": "total", "aggregation.method": "micro"}
+    base = {
+        "prompt.template": "plain",
+        "inference.max_tokens": 16,
+        "extraction.rule": "final_answer_letter",
+        "scoring.denominator": "total",
+        "aggregation.method": "micro",
+    }
     return {"pipeline": layer, "fields": {**base, **fields}, "why": {"inference.max_tokens": f"{layer} says so"}}
 
 
@@ -45,8 +62,12 @@ BASE = LayerInput("released", cards={"b.t": _card("released")}, results={"b.t": 
 
 
 def _layer(name: str, own: float, rescored: float | None, **fields: Any) -> LayerInput:
-    return LayerInput(name, cards={"b.t": _card(name, **fields)}, results={"b.t": {"m": _result(own)}},
-                      rescored={} if rescored is None else {"b.t": {"m": _result(rescored)}})
+    return LayerInput(
+        name,
+        cards={"b.t": _card(name, **fields)},
+        results={"b.t": {"m": _result(own)}},
+        rescored={} if rescored is None else {"b.t": {"m": _result(rescored)}},
+    )
 
 
 def test_the_split_adds_up_to_the_move_by_construction() -> None:
@@ -60,7 +81,8 @@ def test_the_split_adds_up_to_the_move_by_construction() -> None:
     assert row.downstream_pp == pytest.approx(-15.0) and row.upstream_pp == pytest.approx(-15.0)
     assert row.downstream_delta + row.upstream_delta == pytest.approx(row.total_delta)  # type: ignore[operator]
     assert [(f.field, f.base, f.layer) for f in row.downstream_fields] == [
-        ("extraction.rule", "final_answer_letter", "inspect_choice")]
+        ("extraction.rule", "final_answer_letter", "inspect_choice")
+    ]
     (up,) = row.upstream_fields
     assert (up.field, up.base, up.layer, up.why) == ("inference.max_tokens", 16, 64, "inspect_evals says so")
     text = render_harnesses([r.model_dump() for r in rows.values()])
@@ -98,8 +120,11 @@ def test_a_task_without_the_base_layer_has_scores_but_no_move() -> None:
 
 def test_identical_layer_moves_nothing_and_order_changes_no_row() -> None:
     same = _layer("documented", 0.70, 0.70)
-    peers = [_layer("inspect_evals", 0.40, 0.55, **{"extraction.rule": "inspect_choice"}), same,
-             _layer("lm_eval", 0.9, None, **{"inference.request": "loglikelihood"})]
+    peers = [
+        _layer("inspect_evals", 0.40, 0.55, **{"extraction.rule": "inspect_choice"}),
+        same,
+        _layer("lm_eval", 0.9, None, **{"inference.request": "loglikelihood"}),
+    ]
     rows = harness_rows(BASE, peers)
     doc = {r.layer: r for r in rows}["documented"]
     assert doc.total_delta == doc.downstream_delta == doc.upstream_delta == 0.0
@@ -109,8 +134,9 @@ def test_identical_layer_moves_nothing_and_order_changes_no_row() -> None:
 
 
 def test_different_metrics_give_no_move() -> None:
-    peer = LayerInput("x", cards={"b.t": _card("x", **{"scoring.metric": "f1"})},
-                      results={"b.t": {"m": _result(0.5, metric="f1")}})
+    peer = LayerInput(
+        "x", cards={"b.t": _card("x", **{"scoring.metric": "f1"})}, results={"b.t": {"m": _result(0.5, metric="f1")}}
+    )
     (_base, row) = harness_rows(BASE, [peer])
     assert row.total_delta is None and "different metrics" in row.note
 
@@ -140,11 +166,17 @@ N_QUESTIONS = {"mcq": 10, "extra": 4}
 
 
 def _suite() -> str:
-    tasks = [task_toml(task, f"{task}.jsonl", {layer: LAYER[layer] for layer in layers if layer in LAYER})
-             + "".join(f"\n[tasks.{task}.{layer}]\n{LM_EVAL_LAYER}" for layer in layers if layer not in LAYER)
-             for task, layers in TASKS.items()]
-    return mcq_suite_toml("hx", title="Cross-harness test benchmark", tasks=tasks,
-                          extra='\n[templates.ll]\nuser = "{question}\\n{options}\\nAnswer:"\n')
+    tasks = [
+        task_toml(task, f"{task}.jsonl", {layer: LAYER[layer] for layer in layers if layer in LAYER})
+        + "".join(f"\n[tasks.{task}.{layer}]\n{LM_EVAL_LAYER}" for layer in layers if layer not in LAYER)
+        for task, layers in TASKS.items()
+    ]
+    return mcq_suite_toml(
+        "hx",
+        title="Cross-harness test benchmark",
+        tasks=tasks,
+        extra='\n[templates.ll]\nuser = "{question}\\n{options}\\nAnswer:"\n',
+    )
 
 
 def _answer(model: str, index: int, budget: int) -> str:
@@ -174,14 +206,47 @@ def hx_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     for task, n in N_QUESTIONS.items():
         with (root / "data" / "hx" / f"{task}.jsonl").open("w") as fh:
             for i in range(n):
-                fh.write(json.dumps({"id": f"{task}{i}", "question": f"Question #{i} of {task}?",
-                                     "options": ["one", "two", "three", "four"], "gold": "B"}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "id": f"{task}{i}",
+                            "question": f"Question #{i} of {task}?",
+                            "options": ["one", "two", "three", "four"],
+                            "gold": "B",
+                        }
+                    )
+                    + "\n"
+                )
     with ScriptedServer(_script) as server:
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "suites/hx",
-             "--data-dir", "data", "--max-retries", "0", "--no-cache", "-rs", "--report-dir", "out",
-             "--pipelines", LAYERS, "--model", f"a@{server.url}",
-             "--model", f"b@{server.url}"], cwd=root, capture_output=True, text=True)
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:randomly",
+                "suites/hx",
+                "--data-dir",
+                "data",
+                "--max-retries",
+                "0",
+                "--no-cache",
+                "-rs",
+                "--report-dir",
+                "out",
+                "--pipelines",
+                LAYERS,
+                "--model",
+                f"a@{server.url}",
+                "--model",
+                f"b@{server.url}",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
         # documented sends what released sends: asked once, so 2 models x (10 + 4) x 2 budgets; lm_eval
         # 4 completions per question of mcq
         chats = [c for c in server.calls if c.path.endswith("/chat/completions")]
@@ -197,14 +262,31 @@ def test_a_task_without_a_listed_layer_is_a_clear_skip(hx_run: tuple[Path, str])
     assert "hx.extra defines no 'documented' pipeline (available: released, standardized)" in out
     records = read_run(run)["records"]
     assert {(r["task"], r["pipeline"]) for r in records} == {
-        ("mcq", "released"), ("mcq", "standardized"), ("mcq", "documented"), ("mcq", "lm_eval"),
-        ("extra", "released"), ("extra", "standardized")}
+        ("mcq", "released"),
+        ("mcq", "standardized"),
+        ("mcq", "documented"),
+        ("mcq", "lm_eval"),
+        ("extra", "released"),
+        ("extra", "standardized"),
+    }
     assert "hx.extra defines no 'lm_eval' pipeline" in out
 
 
 def _audit(run: Path, out: Path, layers: str, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:
-    rc = main(["audit", str(run), "--out", str(out), "--suites-dir", str(run.parent.parent / "suites"),
-               "--pipelines", layers, "--resamples", "50"])
+    rc = main(
+        [
+            "audit",
+            str(run),
+            "--out",
+            str(out),
+            "--suites-dir",
+            str(run.parent.parent / "suites"),
+            "--pipelines",
+            layers,
+            "--resamples",
+            "50",
+        ]
+    )
     text, err = capsys.readouterr()
     assert rc == 0, err
     return json.loads((out / "audit.json").read_text()), text
@@ -216,8 +298,9 @@ def _hand_counts(records: list[dict[str, Any]], task: str, model: str, layer: st
     return len(mine), sum(r["invalid_reason"] is None for r in mine), sum(bool(r["correct"]) for r in mine)
 
 
-def test_the_table_recomputed_from_the_records(hx_run: tuple[Path, str], tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_table_recomputed_from_the_records(
+    hx_run: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run, _ = hx_run
     doc, text = _audit(run, tmp_path / "aud", LAYERS, capsys)
     records = read_run(run)["records"]
@@ -287,8 +370,9 @@ def test_the_table_recomputed_from_the_records(hx_run: tuple[Path, str], tmp_pat
             assert row[9] == ("not defined" if r["upstream_delta"] is None else f"{r['upstream_pp']:+.1f}")
 
 
-def test_reordering_the_layers_after_the_base_changes_no_row(hx_run: tuple[Path, str], tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_reordering_the_layers_after_the_base_changes_no_row(
+    hx_run: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run, _ = hx_run
     one, _t = _audit(run, tmp_path / "one", "released,standardized,documented,lm_eval", capsys)
     two, _t = _audit(run, tmp_path / "two", "released,lm_eval,documented,standardized", capsys)
@@ -302,35 +386,69 @@ def test_reordering_the_layers_after_the_base_changes_no_row(hx_run: tuple[Path,
     assert (one["layers"]["toward"], two["layers"]["toward"]) == ("standardized", "documented")
 
 
-def test_audit_pipelines_usage_errors(hx_run: tuple[Path, str], tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_audit_pipelines_usage_errors(
+    hx_run: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run, _ = hx_run
     suites = str(run.parent.parent / "suites")
-    for layers, message in (("released,inspect_evals", "'inspect_evals' is not a layer of"),
-                            ("released", "two or more distinct layers"),
-                            ("released,released", "two or more distinct layers")):
-        assert main(["audit", str(run), "--out", str(tmp_path / "x"), "--suites-dir", suites,
-                     "--pipelines", layers]) == 2
+    for layers, message in (
+        ("released,inspect_evals", "'inspect_evals' is not a layer of"),
+        ("released", "two or more distinct layers"),
+        ("released,released", "two or more distinct layers"),
+    ):
+        assert (
+            main(["audit", str(run), "--out", str(tmp_path / "x"), "--suites-dir", suites, "--pipelines", layers]) == 2
+        )
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, err
-    assert main(["audit", str(run), "--out", str(tmp_path / "x"), "--suites-dir", suites,
-                 "--pipelines", "released,standardized", "--from", "standardized"]) == 2
+    assert (
+        main(
+            [
+                "audit",
+                str(run),
+                "--out",
+                str(tmp_path / "x"),
+                "--suites-dir",
+                suites,
+                "--pipelines",
+                "released,standardized",
+                "--from",
+                "standardized",
+            ]
+        )
+        == 2
+    )
     assert "the base is the first layer listed" in capsys.readouterr().err
 
 
-def test_without_pipelines_the_audit_has_no_table(hx_run: tuple[Path, str], tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_pipelines_the_audit_has_no_table(
+    hx_run: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run, _ = hx_run
-    assert main(["audit", str(run), "--out", str(tmp_path / "plain"), "--suites-dir",
-                 str(run.parent.parent / "suites"), "--resamples", "50"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                str(run),
+                "--out",
+                str(tmp_path / "plain"),
+                "--suites-dir",
+                str(run.parent.parent / "suites"),
+                "--resamples",
+                "50",
+            ]
+        )
+        == 0
+    )
     doc = json.loads((tmp_path / "plain" / "audit.json").read_text())
     assert "harnesses" not in doc and "harnesses" not in doc["layers"]
     assert "Cross-harness" not in capsys.readouterr().out
     assert 'id="harnesses"' not in (tmp_path / "plain" / "report.html").read_text()
 
 
-def test_the_demo_explains_the_table(hx_run: tuple[Path, str], tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_demo_explains_the_table(
+    hx_run: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """report/demo.py (what make demo prints last) on a three-layer run audited with --pipelines."""
     from pytest_benchaudit.report.demo import explain_layers
     from pytest_benchaudit.report.terminal import WIDTH
@@ -347,46 +465,122 @@ def test_the_demo_explains_the_table(hx_run: tuple[Path, str], tmp_path: Path,
     assert f"--pipelines {LAYERS}    # the cross-harness table again" in text
     assert max(len(line) for line in text.splitlines() if str(run) not in line and str(tmp_path) not in line) <= WIDTH
     # without the table (an audit without --pipelines) the explanation is the two-layer one
-    assert main(["audit", str(run), "--out", str(tmp_path / "plain"), "--suites-dir",
-                 str(run.parent.parent / "suites"), "--resamples", "50"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                str(run),
+                "--out",
+                str(tmp_path / "plain"),
+                "--suites-dir",
+                str(run.parent.parent / "suites"),
+                "--resamples",
+                "50",
+            ]
+        )
+        == 0
+    )
     assert "Every layer against" not in explain_layers(run, tmp_path / "plain")
 
 
 # ----------------------------------------------------------------------------- the published runs
 #: audit.json's sections before the cross-harness table existed: an audit without --pipelines writes these only.
-AUDIT_KEYS = {"version", "created", "runs", "layers", "rescored_runs", "extraction_only_runs", "scores", "attribution",
-              "upstream_differences", "upstream_same_requests", "ledger", "findings", "exports", "compare", "how"}
+AUDIT_KEYS = {
+    "version",
+    "created",
+    "runs",
+    "layers",
+    "rescored_runs",
+    "extraction_only_runs",
+    "scores",
+    "attribution",
+    "upstream_differences",
+    "upstream_same_requests",
+    "ledger",
+    "findings",
+    "exports",
+    "compare",
+    "how",
+}
 
 
-@pytest.mark.parametrize("kind, source", [("athenabench-runs", "athenabench/runs-mini"),
-                                          ("cti-bench-responses", "cti-bench/responses")])
-def test_the_published_runs_audit_as_before(kind: str, source: str, real_data: Path, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "kind, source", [("athenabench-runs", "athenabench/runs-mini"), ("cti-bench-responses", "cti-bench/responses")]
+)
+def test_the_published_runs_audit_as_before(
+    kind: str,
+    source: str,
+    real_data: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Imported CTI-Bench / AthenaBench runs hold one layer each: their audit never reaches the table, writes
     the sections it wrote before and nothing more (the ledger rows of their benchmarks gain no peers)."""
     import pytest_benchaudit.audit.whole as whole
 
     if not (real_data / source).is_dir():
         pytest.skip(f"real-data folder missing: {real_data / source}")
-    assert main(["import", kind, str(real_data / source), "--report-dir", str(tmp_path / "runs"),
-                 "--suites-dir", str(SUITES), "--data-dir", str(real_data)]) == 0
+    assert (
+        main(
+            [
+                "import",
+                kind,
+                str(real_data / source),
+                "--report-dir",
+                str(tmp_path / "runs"),
+                "--suites-dir",
+                str(SUITES),
+                "--data-dir",
+                str(real_data),
+            ]
+        )
+        == 0
+    )
 
     def never(*_a: Any, **_k: Any) -> None:
         raise AssertionError("the cross-harness table was computed for single-layer runs")
 
     monkeypatch.setattr(whole, "cross_harness", never)
     capsys.readouterr()
-    assert main(["audit", str(tmp_path / "runs"), "--out", str(tmp_path / "aud"), "--suites-dir", str(SUITES),
-                 "--data-dir", str(real_data), "--resamples", "20"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                str(tmp_path / "runs"),
+                "--out",
+                str(tmp_path / "aud"),
+                "--suites-dir",
+                str(SUITES),
+                "--data-dir",
+                str(real_data),
+                "--resamples",
+                "20",
+            ]
+        )
+        == 0
+    )
     doc = json.loads((tmp_path / "aud" / "audit.json").read_text())
     assert set(doc) == AUDIT_KEYS and doc["layers"] == {"from": ["released"], "toward": "standardized"}
     assert doc["ledger"] and all("peers" not in row for row in doc["ledger"])
     assert "Cross-harness" not in capsys.readouterr().out
     assert 'id="harnesses"' not in (tmp_path / "aud" / "report.html").read_text()
     # --pipelines is for a run made with pytest --pipelines: one clear error
-    assert main(["audit", str(tmp_path / "runs"), "--out", str(tmp_path / "x"), "--suites-dir", str(SUITES),
-                 "--pipelines", "released,inspect_evals"]) == 2
+    assert (
+        main(
+            [
+                "audit",
+                str(tmp_path / "runs"),
+                "--out",
+                str(tmp_path / "x"),
+                "--suites-dir",
+                str(SUITES),
+                "--pipelines",
+                "released,inspect_evals",
+            ]
+        )
+        == 2
+    )
     assert "only for a run made with pytest --pipelines" in capsys.readouterr().err
 
 
@@ -400,15 +594,47 @@ def test_upstream_rows_name_only_the_tasks_the_run_asked(pytester: pytest.Pytest
     from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
     with ScriptedServer(realistic_mix()) as server:
-        pytester.runpytest(str(SUITES / "cybermetric"), "-k", "cm80", "--limit", "4", "--pipelines",
-                           "released,inspect_evals", "--model", f"m@{server.url}", "--report-dir", "out",
-                           "-p", "no:randomly", "-p", "no:cacheprovider")
+        pytester.runpytest(
+            str(SUITES / "cybermetric"),
+            "-k",
+            "cm80",
+            "--limit",
+            "4",
+            "--pipelines",
+            "released,inspect_evals",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+        )
     (run,) = [p for p in (pytester.path / "out").iterdir() if (p / "run.json").is_file()]
     cards = json.loads((run / "run.json").read_text()).get("pipeline_cards") or {}
     assert any(k.startswith("cybermetric.cm2000") for k in cards)  # the premise: cards beyond what was asked
-    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "audit", str(run), "--out", "aud",
-                           "--pipelines", "released,inspect_evals", "--suites-dir", str(SUITES), "--resamples", "100"],
-                          capture_output=True, text=True, cwd=pytester.path, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchaudit.cli",
+            "audit",
+            str(run),
+            "--out",
+            "aud",
+            "--pipelines",
+            "released,inspect_evals",
+            "--suites-dir",
+            str(SUITES),
+            "--resamples",
+            "100",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=pytester.path,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads((pytester.path / "aud" / "audit.json").read_text())
     assert [r["task"] for r in doc["upstream_differences"]] == ["cybermetric.cm80"]

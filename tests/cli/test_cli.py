@@ -10,15 +10,25 @@ from pathlib import Path
 import pytest
 
 from pytest_benchaudit.cli.app import main
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
-
 from pytest_benchaudit.testing.runs import only_run_dir
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 
 @pytest.fixture
 def run_dir(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> Path:
-    pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                       "--report-dir", "out", "-k", "mcq", "--max-retries", "0")
+    pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "-k",
+        "mcq",
+        "--max-retries",
+        "0",
+    )
     return only_run_dir(pytester.path / "out")
 
 
@@ -66,8 +76,23 @@ def test_console_script_is_installed() -> None:
 
 def test_card_of_a_suite_with_layer_and_override(capsys: pytest.CaptureFixture[str]) -> None:
     suites = str(Path(__file__).resolve().parents[2] / "suites")
-    assert main(["card", "cti_bench", "--task", "mcq", "--pipeline", "released", "--suites-dir", suites,
-                 "--set", "prompt.format.system_role=prepend_user"]) == 0
+    assert (
+        main(
+            [
+                "card",
+                "cti_bench",
+                "--task",
+                "mcq",
+                "--pipeline",
+                "released",
+                "--suites-dir",
+                suites,
+                "--set",
+                "prompt.format.system_role=prepend_user",
+            ]
+        )
+        == 0
+    )
     card = json.loads(capsys.readouterr().out)["cti_bench.mcq"]
     assert card["pipeline"] == "released" and card["fields"]["scoring.denominator"] == "valid"
     assert card["fields"]["prompt.format.system_role"] == "prepend_user"
@@ -79,8 +104,9 @@ def test_card_of_a_suite_with_layer_and_override(capsys: pytest.CaptureFixture[s
     assert "inference.max_tokens" in capsys.readouterr().err
 
 
-def test_import_and_sweep_through_the_command(tmp_path: Path, real_data: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_and_sweep_through_the_command(
+    tmp_path: Path, real_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The published AthenaBench outputs become run directories the offline commands accept."""
     runs = real_data / "athenabench" / "runs-mini"
     if not runs.is_dir():

@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pytest_benchaudit.testing.toy import write_mcq_suite
-from pytest_benchaudit.testing.runs import only_run_dir, write_run_dir
-from pytest_benchaudit.testing.data import real_data_dir
 from scipy import stats
 
 from pytest_benchaudit.aggregate.power import Variances, paired_variances, questions_for
 from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.testing.data import real_data_dir
+from pytest_benchaudit.testing.runs import only_run_dir, write_run_dir
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import write_mcq_suite
 
 OPTIONS = ["first option", "second option", "third option", "fourth option"]
 GOLD = "B"
@@ -52,23 +52,24 @@ class TwoModelDice:
 
 
 def _suite(root: Path) -> None:
-    write_mcq_suite(root, "pw", [{"id": q, "question": f"Power question {q}?", "options": OPTIONS, "gold": GOLD}
-                                 for q in P_A])
+    write_mcq_suite(
+        root, "pw", [{"id": q, "question": f"Power question {q}?", "options": OPTIONS, "gold": GOLD} for q in P_A]
+    )
 
 
 def _run(pytester: pytest.Pytester, models: tuple[str, ...], *extra: str) -> Path:
     _suite(pytester.path)
     with ScriptedServer(TwoModelDice()) as server:
         args = [a for m in models for a in ("--model", f"{m}@{server.url}")]
-        pytester.runpytest("suites/pw", "--data-dir", "data", *args, "--report-dir", "out", "-p", "no:randomly",
-                           *extra)
+        pytester.runpytest("suites/pw", "--data-dir", "data", *args, "--report-dir", "out", "-p", "no:randomly", *extra)
     return only_run_dir(pytester.path / "out")
 
 
 def _plan(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> dict[str, Any]:
     capsys.readouterr()  # what an in-process pytest run printed before
-    assert main(["plan", "--suites-dir", str(root / "suites"), "--data-dir", str(root / "data"), "--json",
-                 *args]) == 0, capsys.readouterr().err
+    assert (
+        main(["plan", "--suites-dir", str(root / "suites"), "--data-dir", str(root / "data"), "--json", *args]) == 0
+    ), capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
 
 
@@ -90,8 +91,7 @@ def _t_questions(mde: float, var: float, alpha: float = 0.05, power: float = 0.8
     """The paired t test's questions from statsmodels' power solver (an implementation we did not write)."""
     from statsmodels.stats.power import TTestPower
 
-    n = TTestPower().solve_power(effect_size=mde / math.sqrt(var), alpha=alpha, power=power,
-                                 alternative="two-sided")
+    n = TTestPower().solve_power(effect_size=mde / math.sqrt(var), alpha=alpha, power=power, alternative="two-sided")
     return max(2, math.ceil(float(n) - 1e-9))
 
 
@@ -124,8 +124,9 @@ def _check_mcnemar_row(row: dict[str, Any], psi: float, mde: float, alpha: float
     assert _mcnemar_power(n, psi, mde, alpha) >= power > _mcnemar_power(n - 1, psi, mde, alpha)
 
 
-def test_no_runs_plans_from_the_stated_binary_assumption(pytester: pytest.Pytester,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_runs_plans_from_the_stated_binary_assumption(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Without runs: Var = 1/4 + 1/4 per question (two independent 0/1 scores right half the time, so half
     the questions discordant), all counted between questions.  K = 1: the exact McNemar test compare runs on
     0/1 scores, which needs more questions than the normal approximation's 1,570 (issue 33: at that n it
@@ -140,28 +141,45 @@ def test_no_runs_plans_from_the_stated_binary_assumption(pytester: pytest.Pytest
     assert first["repeats"] == 1 and first["questions"] > 1570 and first["fits"] is False
     n = _t_questions(0.05, 0.5)
     assert [(r["repeats"], r["questions"], r["generations"], r["fits"], r["test"]) for r in rest] == [
-        (k, n, n * k, False, "paired_t") for k in (2, 3, 5, 10)]
+        (k, n, n * k, False, "paired_t") for k in (2, 3, 5, 10)
+    ]
     assert plan["task_questions"] == len(P_A) and plan["best"] is None and plan["questions_any_repeats"] == n
     assert plan["discordance"] == pytest.approx(psi) and plan["variances"]["binary"] is True
     assert plan["z_total"] == pytest.approx(stats.norm.ppf(0.975) + stats.norm.ppf(0.80), abs=1e-12)
     assert "assumed (no runs given)" in plan["variances"]["source"] and not plan["variances"]["within_measured"]
     # --alpha / --power reach both tests; --repeats picks the rows.
-    other = _plan(capsys, pytester.path, "--task", "pw", "--mde", "0.2", "--alpha", "0.01", "--power", "0.9",
-                  "--repeats", "4,1")
+    other = _plan(
+        capsys, pytester.path, "--task", "pw", "--mde", "0.2", "--alpha", "0.01", "--power", "0.9", "--repeats", "4,1"
+    )
     assert [r["repeats"] for r in other["rows"]] == [1, 4]
     _check_mcnemar_row(other["rows"][0], 0.5 + 0.2**2, 0.2, 0.01, 0.9)
     assert other["rows"][1]["questions"] == _t_questions(0.2, 0.5, 0.01, 0.9)
     # The text form says the same, the assumption and the tests in words.
-    assert main(["plan", "--suites-dir", str(pytester.path / "suites"), "--data-dir", str(pytester.path / "data"),
-                 "--task", "pw.mcq", "--mde", "0.05"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--suites-dir",
+                str(pytester.path / "suites"),
+                "--data-dir",
+                str(pytester.path / "data"),
+                "--task",
+                "pw.mcq",
+                "--mde",
+                "0.05",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "each model right with probability 0.5" in text and f"{first['questions']:,}" in text
     assert "exact McNemar" in text and "paired t" in text and f"{first['power']:.3f}" in text
     assert "no K of 1, 2, 3, 5, 10 suffices: pw.mcq has 12 questions" in text
 
 
-def test_two_models_with_repeats_measure_both_variances(pytester: pytest.Pytester,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_two_models_with_repeats_measure_both_variances(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A real run of two models x 12 questions x 4 repeats: the plan's variances are the method-of-moments
     estimates computed here with numpy from records.jsonl, its rows the closed form of them."""
     run_dir = _run(pytester, ("a", "b"), "--repeats", "4")
@@ -193,15 +211,15 @@ def test_two_models_with_repeats_measure_both_variances(pytester: pytest.Pyteste
     # Metamorphic: the records in another order, and the models named the other way round, change nothing.
     records = (run_dir / "records.jsonl").read_text().splitlines()
     (run_dir / "records.jsonl").write_text("\n".join(reversed(records)) + "\n")
-    again = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.25", "--from", str(run_dir),
-                  "--models", "b,a")
+    again = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.25", "--from", str(run_dir), "--models", "b,a")
     assert again["variances"]["between"] == pytest.approx(between, abs=1e-12)
     assert again["variances"]["within"] == pytest.approx(within, abs=1e-12)
     assert again["rows"] == plan["rows"]
 
 
-def test_one_model_is_doubled_for_an_independent_second(pytester: pytest.Pytester,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_model_is_doubled_for_an_independent_second(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = _run(pytester, ("a",), "--repeats", "3")
     s = np.array([_scores(run_dir)["a"][q] for q in P_A])
     within = float(np.mean(s.var(axis=1, ddof=1)))
@@ -217,8 +235,9 @@ def test_one_model_is_doubled_for_an_independent_second(pytester: pytest.Pyteste
     assert plan["rows"][1]["questions"] == _t_questions(0.3, 2 * between + 2 * within / 2)
 
 
-def test_a_run_asked_once_counts_everything_between_questions(pytester: pytest.Pytester,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_asked_once_counts_everything_between_questions(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = _run(pytester, ("a", "b"))
     scores = _scores(run_dir)
     d = np.array([scores["a"][q][0] - scores["b"][q][0] for q in P_A])
@@ -232,20 +251,35 @@ def test_a_run_asked_once_counts_everything_between_questions(pytester: pytest.P
     assert "cannot be told apart" in plan["variances"]["source"]
 
 
-def test_several_models_take_the_pair_whose_difference_varies_most(pytester: pytest.Pytester,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_several_models_take_the_pair_whose_difference_varies_most(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Three models in hand-made runs (b in a second run): the plan rests on the pair with the largest
     Var(D) at K = 1, computed here; --models picks another pair."""
     _suite(pytester.path)
     qs = list(P_A)[:6]
-    answers = {"a": [[1, 1], [1, 0], [0, 0], [1, 1], [0, 1], [1, 1]],
-               "b": [[1, 1], [1, 1], [0, 0], [1, 0], [0, 0], [1, 1]],
-               "c": [[0, 0], [0, 1], [1, 1], [0, 0], [1, 1], [0, 0]]}
+    answers = {
+        "a": [[1, 1], [1, 0], [0, 0], [1, 1], [0, 1], [1, 1]],
+        "b": [[1, 1], [1, 1], [0, 0], [1, 0], [0, 0], [1, 1]],
+        "c": [[0, 0], [0, 1], [1, 1], [0, 0], [1, 1], [0, 0]],
+    }
 
     def records(model: str) -> list[dict[str, Any]]:
-        return [{"benchmark": "pw", "task": "mcq", "question_id": q, "question_index": i, "model": model,
-                 "repeat": k, "score": float(v), "correct": bool(v), "metric": "exact_match"}
-                for i, q in enumerate(qs) for k, v in enumerate(answers[model][i])]
+        return [
+            {
+                "benchmark": "pw",
+                "task": "mcq",
+                "question_id": q,
+                "question_index": i,
+                "model": model,
+                "repeat": k,
+                "score": float(v),
+                "correct": bool(v),
+                "metric": "exact_match",
+            }
+            for i, q in enumerate(qs)
+            for k, v in enumerate(answers[model][i])
+        ]
 
     one = write_run_dir(pytester.path / "runs", "one", records("a") + records("c"))
     two = write_run_dir(pytester.path / "runs", "two", records("b"))
@@ -260,8 +294,9 @@ def test_several_models_take_the_pair_whose_difference_varies_most(pytester: pyt
     plan = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.3", "--from", str(one), str(two))
     assert tuple(sorted(plan["models"])) == tuple(sorted(widest))
     assert plan["variances"]["between"] + plan["variances"]["within"] == pytest.approx(total(*widest))
-    picked = _plan(capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.3", "--from", str(one), str(two),
-                   "--models", "a,b")
+    picked = _plan(
+        capsys, pytester.path, "--task", "pw.mcq", "--mde", "0.3", "--from", str(one), str(two), "--models", "a,b"
+    )
     assert picked["models"] == ["a", "b"]
     assert picked["variances"]["between"] + picked["variances"]["within"] == pytest.approx(total("a", "b"))
 
@@ -275,14 +310,21 @@ def test_bad_input_is_one_clear_error(pytester: pytest.Pytester, capsys: pytest.
         (["--task", "pw.mcq", "--mde", "0"], "--mde 0.0: the difference to detect must be a number > 0"),
         (["--task", "pw.mcq", "--mde", "-0.1"], "must be a number > 0"),
         (["--task", "pw.mcq", "--mde", "nan"], "must be a number > 0"),
-        (["--task", "pw.mcq", "--mde", "3"], "is a share in [0, 1]; the difference is absolute in that unit "
-                                             "(did you mean 0.03, 3 points?)"),
+        (
+            ["--task", "pw.mcq", "--mde", "3"],
+            "is a share in [0, 1]; the difference is absolute in that unit (did you mean 0.03, 3 points?)",
+        ),
         (["--task", "pw.mcq", "--mde", "0.1", "--alpha", "1.5"], "--alpha 1.5: must lie strictly between 0 and 1"),
         (["--task", "pw.mcq", "--mde", "0.1", "--power", "0"], "--power 0.0: must lie strictly between 0 and 1"),
         (["--task", "pw.mcq", "--mde", "0.1", "--repeats", "0,2"], "--repeats '0,2': a comma-separated list"),
-        (["--task", "pw.mcq", "--mde", "0.1", "--from", str(run_dir), "--models", "a,z"],
-         "--models 'a,z': give two of the runs' models, A,B; models: a"),
-        (["--task", "pw.mcq", "--mde", "0.1", "--from", str(pytester.path)], "neither a run directory (no run.json) nor a folder of run directories"),
+        (
+            ["--task", "pw.mcq", "--mde", "0.1", "--from", str(run_dir), "--models", "a,z"],
+            "--models 'a,z': give two of the runs' models, A,B; models: a",
+        ),
+        (
+            ["--task", "pw.mcq", "--mde", "0.1", "--from", str(pytester.path)],
+            "neither a run directory (no run.json) nor a folder of run directories",
+        ),
     ]
     capsys.readouterr()
     for extra, message in cases:
@@ -291,8 +333,14 @@ def test_bad_input_is_one_clear_error(pytester: pytest.Pytester, capsys: pytest.
         assert code == 2, (extra, err)
         assert message in err and "Traceback" not in err, (extra, err)
     # A run without the task: named, with the tasks it has.
-    write_mcq_suite(pytester.path, "other", [{"id": "o1", "question": "Other?", "options": OPTIONS, "gold": "A"},
-                                             {"id": "o2", "question": "Other 2?", "options": OPTIONS, "gold": "A"}])
+    write_mcq_suite(
+        pytester.path,
+        "other",
+        [
+            {"id": "o1", "question": "Other?", "options": OPTIONS, "gold": "A"},
+            {"id": "o2", "question": "Other 2?", "options": OPTIONS, "gold": "A"},
+        ],
+    )
     assert main(base + ["--task", "other.mcq", "--mde", "0.1", "--from", str(run_dir)]) == 2
     assert f"--from {run_dir}: no records of other.mcq; tasks in this run: pw.mcq" in capsys.readouterr().err
     # A line of records.jsonl that is no record: the store's one line naming file:line (exit 1).
@@ -317,6 +365,7 @@ def test_cybermetric_cm80_size_is_its_data_files(capsys: pytest.CaptureFixture[s
     assert main(["plan", "--task", "cybermetric.cm80", "--mde", "0.5", "--data-dir", str(data), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["task_questions"] == count == 80
+
     # K = 1, exact McNemar; no runs: Var(D) = 0.5, so the discordance is 0.5 + 0.5^2 = 0.75 and a discordant
     # question favours the better model with chance (0.75 + 0.5) / 1.5 = 5/6.  Written out with scipy:
     # the exact test rejects m discordant questions when at most c_m favour the other (binomtest's p).
@@ -331,19 +380,31 @@ def test_cybermetric_cm80_size_is_its_data_files(capsys: pytest.CaptureFixture[s
 
     n = plan["best"]["questions"]
     assert power(n) >= 0.80 > power(n - 1)
-    assert plan["best"] == {"repeats": 1, "questions": n, "generations": n, "fits": True, "test": "mcnemar_exact",
-                            "power": pytest.approx(power(n))}
+    assert plan["best"] == {
+        "repeats": 1,
+        "questions": n,
+        "generations": n,
+        "fits": True,
+        "test": "mcnemar_exact",
+        "power": pytest.approx(power(n)),
+    }
 
 
-_matrix = st.integers(2, 12).flatmap(lambda n: st.integers(1, 4).flatmap(lambda k: st.tuples(
-    st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=k, max_size=k), min_size=n, max_size=n),
-    st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=k, max_size=k), min_size=n, max_size=n))))
+_matrix = st.integers(2, 12).flatmap(
+    lambda n: st.integers(1, 4).flatmap(
+        lambda k: st.tuples(
+            st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=k, max_size=k), min_size=n, max_size=n),
+            st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=k, max_size=k), min_size=n, max_size=n),
+        )
+    )
+)
 
 
 @settings(max_examples=60, deadline=None)
 @given(_matrix, st.floats(-3, 3, allow_nan=False))
-def test_estimates_are_symmetric_shift_free_and_numpy_s(ab: tuple[list[list[float]], list[list[float]]],
-                                                        shift: float) -> None:
+def test_estimates_are_symmetric_shift_free_and_numpy_s(
+    ab: tuple[list[list[float]], list[list[float]]], shift: float
+) -> None:
     """Properties whatever the answers: a vs b equals b vs a; adding a constant to every score of a
     moves neither variance; the within part is numpy's mean of the two per-question variances."""
     a, b = ({f"q{i}": row for i, row in enumerate(m)} for m in ab)
@@ -363,8 +424,9 @@ def test_estimates_are_symmetric_shift_free_and_numpy_s(ab: tuple[list[list[floa
     assert est.between >= 0
 
 
-@pytest.mark.parametrize("mde,between,within,k", [(0.03, 0.5, 0.0, 1), (0.05, 0.02, 0.4, 3), (0.1, 0.0, 0.3, 10),
-                                                   (0.25, 0.1, 0.2, 2)])
+@pytest.mark.parametrize(
+    "mde,between,within,k", [(0.03, 0.5, 0.0, 1), (0.05, 0.02, 0.4, 3), (0.1, 0.0, 0.3, 10), (0.25, 0.1, 0.2, 2)]
+)
 def test_agrees_with_the_summary_modules_power_formula(mde: float, between: float, within: float, k: int) -> None:
     """aggregate/repeat_stats.py's questions_needed (z from statistics.NormalDist, 5% and 80% fixed) gives
     the same questions as the plan's (z from scipy) at those levels."""
@@ -445,8 +507,23 @@ def test_a_folder_of_runs_is_read_as_the_runs_in_it(tmp_path: Path) -> None:
 
     empty = tmp_path / "nothing"
     empty.mkdir()
-    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "plan", "--task", "cybermetric.cm80",
-                           "--mde", "0.1", "--from", str(empty)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchaudit.cli",
+            "plan",
+            "--task",
+            "cybermetric.cm80",
+            "--mde",
+            "0.1",
+            "--from",
+            str(empty),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "neither a run directory (no run.json) nor a folder of run directories" in done.stderr
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.runs.store import ForeignRecord, load_run
-
 from pytest_benchaudit.testing.runs import build_toy_run, only_run_dir, writer_lock_held
 
 
@@ -82,25 +82,35 @@ def another_task(run: Path) -> None:
     _append(run, {**record, "benchmark": "secbench", "task": "mcq"})
 
 
-@pytest.mark.parametrize(("damage", "why"), [
-    (another_models, "model 'gpt-other' is not one the run asked (run.json models: toy-model)"),
-    (another_pipelines, "its pipeline_hash '0123456789abcdef' is not the hash of the run's card for toy.mcq"),
-    (another_task, "task secbench.mcq has no pipeline card in run.json (cards: toy.extra, toy.mcq)"),
-])
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (another_models, "model 'gpt-other' is not one the run asked (run.json models: toy-model)"),
+        (another_pipelines, "its pipeline_hash '0123456789abcdef' is not the hash of the run's card for toy.mcq"),
+        (another_task, "task secbench.mcq has no pipeline card in run.json (cards: toy.extra, toy.mcq)"),
+    ],
+)
 def test_a_record_of_another_run_is_refused_naming_file_line_and_why(
-        damage: Callable[[Path], None], why: str, toy_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    damage: Callable[[Path], None], why: str, toy_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     damage(toy_run)
     with pytest.raises(ForeignRecord, match="records.jsonl:14: not a record of this run: "):
         load_run(toy_run)
-    for command, *extra in (["summarize"], ["show"], ["export", "--out", toy_run.parent / "exp"],
-                            ["compare", "--out", toy_run.parent / "cmp"], ["diagnose"]):
+    for command, *extra in (
+        ["summarize"],
+        ["show"],
+        ["export", "--out", toy_run.parent / "exp"],
+        ["compare", "--out", toy_run.parent / "cmp"],
+        ["diagnose"],
+    ):
         rc, _, err = cli(capsys, command, toy_run, *extra)
         assert rc == 1 and len(err.strip().splitlines()) == 1, (command, err)
         assert f"records.jsonl:14: not a record of this run: {why}" in err, (command, err)
 
 
 def test_set_aside_with_skip_bad_records_the_run_reads_as_it_was_written(
-        toy_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    toy_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Metamorphic: appending other runs' records, then setting them aside, changes no number."""
     rc, _, _ = cli(capsys, "summarize", toy_run)
     before = json.loads((toy_run / "summary.json").read_text())["results"]
@@ -112,6 +122,7 @@ def test_set_aside_with_skip_bad_records_the_run_reads_as_it_was_written(
 
 
 # --------------------------------------------------------------------------- one directory, one exit status
+
 
 def _bad_dirs(toy_run: Path) -> dict[str, tuple[Path, int]]:
     """Damaged copies of ``toy_run`` (its records.jsonl, run.json, summary.json): name -> (path, exit status)."""
@@ -166,19 +177,36 @@ def _bad_dirs(toy_run: Path) -> dict[str, tuple[Path, int]]:
 
 # Every command that reads a run directory, with what it needs besides the run (outputs under {tmp}).
 COMMANDS = {
-    "show": [], "summarize": [], "rescore": ["--set", "scoring.denominator=valid", "--report-dir", "{tmp}/re"],
-    "sweep": ["--vary", "scoring.denominator=valid"], "compare": ["--out", "{tmp}/cmp"],
-    "export": ["--out", "{tmp}/exp"], "audit-gold": [], "judge-agreement": [], "diagnose": [],
-    "sample": ["--for", "gold", "--out", "{tmp}/s.csv"], "audit": ["--out", "{tmp}/audit", "--toward", "released"],
-    "plan": ["--task", "toy.mcq", "--mde", "0.1", "--from"], "card": [], "multiverse": ["--out", "{tmp}/mv"]}
+    "show": [],
+    "summarize": [],
+    "rescore": ["--set", "scoring.denominator=valid", "--report-dir", "{tmp}/re"],
+    "sweep": ["--vary", "scoring.denominator=valid"],
+    "compare": ["--out", "{tmp}/cmp"],
+    "export": ["--out", "{tmp}/exp"],
+    "audit-gold": [],
+    "judge-agreement": [],
+    "diagnose": [],
+    "sample": ["--for", "gold", "--out", "{tmp}/s.csv"],
+    "audit": ["--out", "{tmp}/audit", "--toward", "released"],
+    "plan": ["--task", "toy.mcq", "--mde", "0.1", "--from"],
+    "card": [],
+    "multiverse": ["--out", "{tmp}/mv"],
+}
 # card reads run.json only: the damage below run.json is not its to judge.
-RUN_JSON_ONLY = {"missing", "a file", "a folder without run.json", "run.json not JSON", "run.json a directory",
-                 "in progress"}
+RUN_JSON_ONLY = {
+    "missing",
+    "a file",
+    "a folder without run.json",
+    "run.json not JSON",
+    "run.json a directory",
+    "in progress",
+}
 
 
 @pytest.mark.timeout(600)
 def test_every_command_answers_one_bad_directory_with_one_exit_status(
-        toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(toy_root)  # suites/ and data/ of the toy run
     monkeypatch.setenv("BENCHAUDIT_DATA", str(toy_root / "data"))
     cases = _bad_dirs(toy_run)
@@ -206,17 +234,23 @@ def test_every_command_answers_one_bad_directory_with_one_exit_status(
 def test_rescore_refuses_to_write_into_the_folder_it_reads(toy_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = toy_run.parent  # a folder of run directories, as an import writes
     before = sorted(p.name for p in folder.iterdir())
-    for target, why in ((folder, f"--report-dir {folder}: that is {folder}, which this command reads"),
-                        (folder / "std", f"--report-dir {folder / 'std'}: inside {folder}, which this command reads"),
-                        (toy_run, f"--report-dir {toy_run}: that is {toy_run}, which this command reads"),
-                        (toy_run / "x", f"--report-dir {toy_run / 'x'}: inside {toy_run}, which this command reads")):
+    for target, why in (
+        (folder, f"--report-dir {folder}: that is {folder}, which this command reads"),
+        (folder / "std", f"--report-dir {folder / 'std'}: inside {folder}, which this command reads"),
+        (toy_run, f"--report-dir {toy_run}: that is {toy_run}, which this command reads"),
+        (toy_run / "x", f"--report-dir {toy_run / 'x'}: inside {toy_run}, which this command reads"),
+    ):
         source = folder if target in (folder, folder / "std") else toy_run
         rc, _, err = cli(capsys, "rescore", source, "--set", "scoring.denominator=valid", "--report-dir", target)
         assert rc == 2 and why in err, err
     assert sorted(p.name for p in folder.iterdir()) == before and sorted(p.name for p in toy_run.iterdir()) == [
-        "records.jsonl", "run.json", "summary.json"]
-    rc, out, err = cli(capsys, "rescore", folder, "--set", "scoring.denominator=valid", "--report-dir",
-                       folder.parent / "std")  # beside it: as before
+        "records.jsonl",
+        "run.json",
+        "summary.json",
+    ]
+    rc, out, err = cli(
+        capsys, "rescore", folder, "--set", "scoring.denominator=valid", "--report-dir", folder.parent / "std"
+    )  # beside it: as before
     assert rc == 0, err
     rc, _, err = cli(capsys, "audit", toy_run, "--out", toy_run / "audit", "--toward", "released")
     assert rc == 2 and f"--out {toy_run / 'audit'}: inside {toy_run}, which this command reads" in err
@@ -225,46 +259,77 @@ def test_rescore_refuses_to_write_into_the_folder_it_reads(toy_run: Path, capsys
 # --------------------------------------------------------------------------- names and options
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    (["card", "{run}", "--task", "mqc"], "--task mqc: no card for 'mqc' in this run (did you mean 'mcq'?)"),
-    (["card", "toy", "--task", "mqc"], "toy has no task 'mqc' (did you mean 'mcq'?)"),
-    (["card", "toy", "--pipeline", "relased"], "toy.mcq has no pipeline 'relased' (did you mean 'released'?)"),
-    (["compare", "{run}", "--out", "{tmp}/c", "--pipelines", "standardzed,released"],
-     "no records under pipeline 'standardzed' (did you mean 'standardized'?)"),
-    (["compare", "{run}", "--out", "{tmp}/c", "--similar", "toy.mqc~toy.extra"],
-     "--similar toy.mqc~toy.extra: no scores for toy.mqc in these runs (did you mean 'toy.mcq'?)"),
-    (["plan", "--task", "toy.mcq", "--mde", "0.1", "--from", "{run}", "--models", "toy-modl,x"],
-     "--models 'toy-modl,x': give two of the runs' models, A,B (did you mean 'toy-model'?)"),
-    (["audit-gold", "{run}", "--pipeline", "standardzed"],
-     "--pipeline standardzed: no records under pipeline 'standardzed' (did you mean 'standardized'?)"),
-    (["sample", "{run}", "--for", "gold", "--out", "{tmp}/s.csv", "--pipeline", "standardzed"],
-     "--pipeline standardzed: no records under pipeline 'standardzed' (did you mean 'standardized'?)"),
-    (["judge-agreement", "{run}", "--pipeline", "standardzed"],
-     "--pipeline standardzed: no records under pipeline 'standardzed' (did you mean 'standardized'?)"),
-    (["rescore", "{run}", "--set", "scoring.denominatr=valid"],
-     "unknown field 'scoring.denominatr' (did you mean 'scoring.denominator'?)"),
-    (["export", "{run}", "--format", "every-eval-evr"], "unknown format 'every-eval-evr' (did you mean "
-                                                        "'every-eval-ever'?)"),
-    (["schema", "summry"], "schema 'summry': not a document (did you mean 'summary'?)"),
-    # the option the user gave (or did not) is the one named
-    (["rescore", "{run}", "--pipeline", "relased"], "--pipeline relased: unknown pipeline layer 'relased' "
-                                                    "(did you mean 'released'?)"),
-    (["sweep", "{run}", "--toward", "relased"], "--toward relased: unknown pipeline layer 'relased'"),
-    (["audit", "{run}", "--out", "{tmp}/a", "--toward", "relased"], "--toward relased: unknown pipeline layer"),
-    (["audit", "{run}", "--out", "{tmp}/a"], "the runs are already under 'standardized', the layer an audit goes "
-                                            "toward by default; name another with --toward LAYER"),
-    (["card", "{run}", "--pipeline", "released"], "--pipeline: for a benchmark's suite (benchaudit card BENCH)"),
-    (["card", "{run}", "--set", "scoring.denominator=valid"], "--set: for a benchmark's suite"),
-    (["rescore", "{run}", "--set", "scoring.denominator=valid", "--report-dir", "{file}"],
-     "--report-dir {file}: {file} is a file, not a folder"),
-    (["compare", "{run}", "--out", "{file}"], "--out {file}: {file} is a file, not a folder"),
-    (["compare", "{run}", "--out", "{tmp}/c", "--html", "{file}/r.html"], "--html {file}: {file} is a file"),
-    (["export", "{run}", "--out", "{file}"], "--out {file}: {file} is a file, not a folder"),
-    (["audit", "{run}", "--out", "{file}", "--toward", "released"], "--out {file}: {file} is a file, not a folder"),
-])
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["card", "{run}", "--task", "mqc"], "--task mqc: no card for 'mqc' in this run (did you mean 'mcq'?)"),
+        (["card", "toy", "--task", "mqc"], "toy has no task 'mqc' (did you mean 'mcq'?)"),
+        (["card", "toy", "--pipeline", "relased"], "toy.mcq has no pipeline 'relased' (did you mean 'released'?)"),
+        (
+            ["compare", "{run}", "--out", "{tmp}/c", "--pipelines", "standardzed,released"],
+            "no records under pipeline 'standardzed' (did you mean 'standardized'?)",
+        ),
+        (
+            ["compare", "{run}", "--out", "{tmp}/c", "--similar", "toy.mqc~toy.extra"],
+            "--similar toy.mqc~toy.extra: no scores for toy.mqc in these runs (did you mean 'toy.mcq'?)",
+        ),
+        (
+            ["plan", "--task", "toy.mcq", "--mde", "0.1", "--from", "{run}", "--models", "toy-modl,x"],
+            "--models 'toy-modl,x': give two of the runs' models, A,B (did you mean 'toy-model'?)",
+        ),
+        (
+            ["audit-gold", "{run}", "--pipeline", "standardzed"],
+            "--pipeline standardzed: no records under pipeline 'standardzed' (did you mean 'standardized'?)",
+        ),
+        (
+            ["sample", "{run}", "--for", "gold", "--out", "{tmp}/s.csv", "--pipeline", "standardzed"],
+            "--pipeline standardzed: no records under pipeline 'standardzed' (did you mean 'standardized'?)",
+        ),
+        (
+            ["judge-agreement", "{run}", "--pipeline", "standardzed"],
+            "--pipeline standardzed: no records under pipeline 'standardzed' (did you mean 'standardized'?)",
+        ),
+        (
+            ["rescore", "{run}", "--set", "scoring.denominatr=valid"],
+            "unknown field 'scoring.denominatr' (did you mean 'scoring.denominator'?)",
+        ),
+        (
+            ["export", "{run}", "--format", "every-eval-evr"],
+            "unknown format 'every-eval-evr' (did you mean 'every-eval-ever'?)",
+        ),
+        (["schema", "summry"], "schema 'summry': not a document (did you mean 'summary'?)"),
+        # the option the user gave (or did not) is the one named
+        (
+            ["rescore", "{run}", "--pipeline", "relased"],
+            "--pipeline relased: unknown pipeline layer 'relased' (did you mean 'released'?)",
+        ),
+        (["sweep", "{run}", "--toward", "relased"], "--toward relased: unknown pipeline layer 'relased'"),
+        (["audit", "{run}", "--out", "{tmp}/a", "--toward", "relased"], "--toward relased: unknown pipeline layer"),
+        (
+            ["audit", "{run}", "--out", "{tmp}/a"],
+            "the runs are already under 'standardized', the layer an audit goes "
+            "toward by default; name another with --toward LAYER",
+        ),
+        (["card", "{run}", "--pipeline", "released"], "--pipeline: for a benchmark's suite (benchaudit card BENCH)"),
+        (["card", "{run}", "--set", "scoring.denominator=valid"], "--set: for a benchmark's suite"),
+        (
+            ["rescore", "{run}", "--set", "scoring.denominator=valid", "--report-dir", "{file}"],
+            "--report-dir {file}: {file} is a file, not a folder",
+        ),
+        (["compare", "{run}", "--out", "{file}"], "--out {file}: {file} is a file, not a folder"),
+        (["compare", "{run}", "--out", "{tmp}/c", "--html", "{file}/r.html"], "--html {file}: {file} is a file"),
+        (["export", "{run}", "--out", "{file}"], "--out {file}: {file} is a file, not a folder"),
+        (["audit", "{run}", "--out", "{file}", "--toward", "released"], "--out {file}: {file} is a file, not a folder"),
+    ],
+)
 def test_a_misspelt_name_gets_the_nearest_and_errors_name_the_option_given(
-        argv: list[str], expected: str, toy_run: Path, toy_root: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    argv: list[str],
+    expected: str,
+    toy_run: Path,
+    toy_root: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.chdir(toy_root)
     monkeypatch.setenv("BENCHAUDIT_DATA", str(toy_root / "data"))
     a_file = toy_root / "a-file"

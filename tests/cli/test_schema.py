@@ -20,7 +20,8 @@ def test_the_published_schema_is_the_one_the_types_give(doc):
     published = DOCS / f"{doc.name}.schema.json"
     assert published.is_file(), f"docs/schemas/{doc.name}.schema.json missing: run benchaudit schema --out docs/schemas"
     assert published.read_text(encoding="utf-8") == schema_text(doc), (
-        f"docs/schemas/{doc.name}.schema.json is stale: run benchaudit schema --out docs/schemas")
+        f"docs/schemas/{doc.name}.schema.json is stale: run benchaudit schema --out docs/schemas"
+    )
 
 
 @pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda d: d.name)
@@ -54,9 +55,25 @@ def test_what_a_real_run_and_its_audit_write_validates_against_the_published_sch
     import subprocess
     import sys
 
-    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m1@{scripted.url}",
-                                "--model", f"m2@{scripted.url}", "--vary", "scoring.denominator=valid", "--pipeline", "released",
-                                "--report-dir", "out", "--max-retries", "1", "-p", "no:randomly")
+    result = pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"m1@{scripted.url}",
+        "--model",
+        f"m2@{scripted.url}",
+        "--vary",
+        "scoring.denominator=valid",
+        "--pipeline",
+        "released",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "1",
+        "-p",
+        "no:randomly",
+    )
     assert result.ret in (0, 1)
     (run,) = [p for p in (pytester.path / "out").iterdir() if p.is_dir()]
     _validator("run").validate(json.loads((run / "run.json").read_text()))
@@ -69,8 +86,13 @@ def test_what_a_real_run_and_its_audit_write_validates_against_the_published_sch
         _validator("card").validate(card)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", *args], cwd=pytester.path,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_benchaudit.cli", *args],
+            cwd=pytester.path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         return done
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 import pytest
@@ -19,26 +20,47 @@ from hypothesis import strategies as st
 
 from pytest_benchaudit.common.readonly import ReadOnlyDict, ReadOnlyList, read_only_copy, thaw
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
-                    | st.text(max_size=8),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
-                    max_leaves=30)
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=30,
+)
 
 DICT_CHANGES: list[Callable[[dict[Any, Any]], object]] = [
-    lambda d: d.__setitem__("k", 1), lambda d: d.__delitem__(next(iter(d), "k")), lambda d: d.clear(),
-    lambda d: d.pop("k", None), lambda d: d.popitem(), lambda d: d.setdefault("k", 1), lambda d: d.update(k=1),
-    lambda d: d.__ior__({"k": 1})]
+    lambda d: d.__setitem__("k", 1),
+    lambda d: d.__delitem__(next(iter(d), "k")),
+    lambda d: d.clear(),
+    lambda d: d.pop("k", None),
+    lambda d: d.popitem(),
+    lambda d: d.setdefault("k", 1),
+    lambda d: d.update(k=1),
+    lambda d: d.__ior__({"k": 1}),
+]
 LIST_CHANGES: list[Callable[[list[Any]], object]] = [
-    lambda x: x.append(1), lambda x: x.extend([1]), lambda x: x.insert(0, 1), lambda x: x.pop(),
-    lambda x: x.remove(1), lambda x: x.clear(), lambda x: x.sort(), lambda x: x.reverse(),
-    lambda x: x.__setitem__(0, 1), lambda x: x.__delitem__(0), lambda x: x.__iadd__([1]), lambda x: x.__imul__(2)]
+    lambda x: x.append(1),
+    lambda x: x.extend([1]),
+    lambda x: x.insert(0, 1),
+    lambda x: x.pop(),
+    lambda x: x.remove(1),
+    lambda x: x.clear(),
+    lambda x: x.sort(),
+    lambda x: x.reverse(),
+    lambda x: x.__setitem__(0, 1),
+    lambda x: x.__delitem__(0),
+    lambda x: x.__iadd__([1]),
+    lambda x: x.__imul__(2),
+]
 
 
 def _containers(doc: Any) -> list[Any]:
     out = []
     if isinstance(doc, (dict, list)):
         out.append(doc)
-        for value in (doc.values() if isinstance(doc, dict) else doc):
+        for value in doc.values() if isinstance(doc, dict) else doc:
             out += _containers(value)
     return out
 
@@ -51,7 +73,7 @@ def test_the_copy_reads_as_the_document_and_refuses_every_change_at_any_depth(do
     assert ro == doc and json.dumps(ro, sort_keys=True) == before and orjson.loads(orjson.dumps(ro)) == doc
     for node in _containers(ro):
         assert isinstance(node, (ReadOnlyDict, ReadOnlyList))
-        for change in (DICT_CHANGES if isinstance(node, dict) else LIST_CHANGES):
+        for change in DICT_CHANGES if isinstance(node, dict) else LIST_CHANGES:
             with pytest.raises(TypeError, match="read-only.*copy.deepcopy"):
                 change(node)
     assert json.dumps(doc, sort_keys=True) == before  # the original was never touched either

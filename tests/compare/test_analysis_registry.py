@@ -16,12 +16,22 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.compare import (Analysis, AnalysisContext, HtmlKit, HtmlSection, analyses, compare_document,
-                                             load_runs, make_sets, register, unregister)
-from pytest_benchaudit.importers import import_athenabench_runs
-from pytest_benchaudit.cli.compare_cmd import add_parser, run as run_compare
-
 from helpers import SUITES
+from pytest_benchaudit.cli.compare_cmd import add_parser
+from pytest_benchaudit.cli.compare_cmd import run as run_compare
+from pytest_benchaudit.compare import (
+    Analysis,
+    AnalysisContext,
+    HtmlKit,
+    HtmlSection,
+    analyses,
+    compare_document,
+    load_runs,
+    make_sets,
+    register,
+    unregister,
+)
+from pytest_benchaudit.importers import import_athenabench_runs
 
 HOSTILE = '<img src=x onerror="alert(1)">'
 
@@ -37,18 +47,24 @@ def _spread(ctx: AnalysisContext) -> dict[str, Any]:
 
 
 def _spread_text(part: Mapping[str, Any]) -> str:
-    return "Score spread (toy)\n" + "\n".join(f"  {k}: {v['spread']:.4f} over {v['n_models']} models"
-                                             for k, v in part.items())
+    return "Score spread (toy)\n" + "\n".join(
+        f"  {k}: {v['spread']:.4f} over {v['n_models']} models" for k, v in part.items()
+    )
 
 
 def _spread_html(part: Mapping[str, Any], _doc: Mapping[str, Any], kit: HtmlKit) -> str:
     return kit.note(f"max - min headline score per task {HOSTILE}") + kit.table(
-        ["task", "spread", "models"], [[k, kit.fmt(v["spread"]), v["n_models"]] for k, v in part.items()])
+        ["task", "spread", "models"], [[k, kit.fmt(v["spread"]), v["n_models"]] for k, v in part.items()]
+    )
 
 
-TOY = Analysis(name="score_spread", compute=_spread, text=_spread_text,
-               html=HtmlSection("spread", f"Score spread {HOSTILE}", _spread_html, nav="Spread"),
-               summary="toy: max - min headline per task")
+TOY = Analysis(
+    name="score_spread",
+    compute=_spread,
+    text=_spread_text,
+    html=HtmlSection("spread", f"Score spread {HOSTILE}", _spread_html, nav="Spread"),
+    summary="toy: max - min headline per task",
+)
 
 
 @pytest.fixture
@@ -100,8 +116,20 @@ def test_the_built_in_analyses_are_registered_in_order() -> None:
 
 def test_a_registered_analysis_is_in_compare_json_the_text_and_the_html(released, toy, tmp_path, capsys) -> None:
     out = tmp_path / "out"
-    assert _compare(str(released), "--out", str(out), "--html", str(out / "report.html"), "--resamples", "20",
-                    "--permutations", "20") == 0
+    assert (
+        _compare(
+            str(released),
+            "--out",
+            str(out),
+            "--html",
+            str(out / "report.html"),
+            "--resamples",
+            "20",
+            "--permutations",
+            "20",
+        )
+        == 0
+    )
     doc = json.loads((out / "compare.json").read_text(encoding="utf-8"))
     expected = _expected_spread(released)
     assert sorted(doc["score_spread"]) == sorted(expected) and len(expected) == 6
@@ -119,8 +147,8 @@ def test_a_registered_analysis_is_in_compare_json_the_text_and_the_html(released
     assert '<section id="spread"><h2>Score spread &lt;img src=x onerror=&quot;alert(1)&quot;&gt;</h2>' in page
     assert '<a href="#spread">Spread</a>' in page
     assert HOSTILE not in page  # every string the section gave the kit is escaped
-    section = page[page.index('<section id="spread">'):]
-    section = section[:section.index("</section>")]
+    section = page[page.index('<section id="spread">') :]
+    section = section[: section.index("</section>")]
     assert section.count("<tr>") == 1 + 6  # the header and one row per task
     # After the PCA, before the findings/notes: where the registered analyses' sections go.
     assert page.index('<section id="pca">') < page.index('<section id="spread">') < page.index('<section id="notes">')
@@ -148,8 +176,9 @@ def test_an_on_request_analysis_runs_only_with_its_options(released) -> None:
         set_a, set_b = make_sets(load_runs([released]))
         plain = compare_document(set_a, set_b, n_resamples=10, permutations=10)
         assert "scaled" not in plain and seen == []
-        asked = compare_document(*make_sets(load_runs([released])), n_resamples=10, permutations=10,
-                                 options={"scaled": 100})
+        asked = compare_document(
+            *make_sets(load_runs([released])), n_resamples=10, permutations=10, options={"scaled": 100}
+        )
         assert seen == [100]
         for key, by_model in asked["scores"].items():
             assert asked["scaled"][key] == pytest.approx({m: 100 * s for m, s in by_model.items()})
@@ -157,15 +186,22 @@ def test_an_on_request_analysis_runs_only_with_its_options(released) -> None:
         unregister("scaled")
 
 
-@pytest.mark.parametrize(("analysis", "message"), [
-    (Analysis(name="peer_gaps", compute=lambda ctx: None), "'peer_gaps' is already registered"),
-    (Analysis(name="scores", compute=lambda ctx: None), "core document already has that key"),
-    (Analysis(name="two words", compute=lambda ctx: None), "letters, digits and '_'"),
-    (Analysis(name="peerish", compute=lambda ctx: None, html=HtmlSection("peers", "x", lambda p, d, k: "")),
-     "anchor 'peers' is taken by 'peer_gaps'"),
-    (Analysis(name="pcaish", compute=lambda ctx: None, html=HtmlSection("pca", "x", lambda p, d, k: "")),
-     "anchor 'pca' is taken by \"the report's own section\""),
-])
+@pytest.mark.parametrize(
+    ("analysis", "message"),
+    [
+        (Analysis(name="peer_gaps", compute=lambda ctx: None), "'peer_gaps' is already registered"),
+        (Analysis(name="scores", compute=lambda ctx: None), "core document already has that key"),
+        (Analysis(name="two words", compute=lambda ctx: None), "letters, digits and '_'"),
+        (
+            Analysis(name="peerish", compute=lambda ctx: None, html=HtmlSection("peers", "x", lambda p, d, k: "")),
+            "anchor 'peers' is taken by 'peer_gaps'",
+        ),
+        (
+            Analysis(name="pcaish", compute=lambda ctx: None, html=HtmlSection("pca", "x", lambda p, d, k: "")),
+            "anchor 'pca' is taken by \"the report's own section\"",
+        ),
+    ],
+)
 def test_a_clashing_registration_is_refused_by_name(analysis: Analysis, message: str) -> None:
     before = [a.name for a in analyses()]
     with pytest.raises(ValueError, match=message):

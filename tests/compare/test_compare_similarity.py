@@ -9,16 +9,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from fake_embedder import fake_embedder
 from scipy import stats as st
 
+from helpers.compare_runs import INSTRUCTION, N_QUESTIONS, SHARED, write_similarity_set
 from pytest_benchaudit.cli.compare_cmd import add_parser, run
 
-from fake_embedder import fake_embedder
-from helpers.compare_runs import INSTRUCTION, N_QUESTIONS, SHARED, write_similarity_set
 
 def _compare(*argv: str) -> int:
     parser = argparse.ArgumentParser(prog="benchaudit")
@@ -69,8 +70,12 @@ def test_both_layers_r_p_and_permutation_p_match_scipy_on_the_recorded_cosines(t
     a = write_similarity_set(tmp_path / "a", SHARED, seed=1)
     b = write_similarity_set(tmp_path / "b", SHARED, seed=2)
     out = tmp_path / "out"
-    assert _compare(str(a), "--against", str(b), "--similarity", "--embedder", spec, "--resamples", "20",
-                    "--out", str(out)) == 0
+    assert (
+        _compare(
+            str(a), "--against", str(b), "--similarity", "--embedder", spec, "--resamples", "20", "--out", str(out)
+        )
+        == 0
+    )
     doc = json.loads((out / "compare.json").read_text())
     layers = doc["similarity"]["layers"]
     assert set(layers) == {"a", "b"}
@@ -91,21 +96,24 @@ def test_both_layers_r_p_and_permutation_p_match_scipy_on_the_recorded_cosines(t
         # leave one out: r without each pair, against scipy
         loo = table["leave_one_out"]
         for i, row in enumerate(loo["pairs"]):
-            rest = pairs[:i] + pairs[i + 1:]
-            assert row["r_without"] == pytest.approx(st.pearsonr([p["similarity"] for p in rest],
-                                                                 [p["tau_b"] for p in rest]).statistic)
+            rest = pairs[:i] + pairs[i + 1 :]
+            assert row["r_without"] == pytest.approx(
+                st.pearsonr([p["similarity"] for p in rest], [p["tau_b"] for p in rest]).statistic
+            )
         top = max(loo["pairs"], key=lambda r: abs(r["delta"]))
         assert loo["most_influential"] == top and "jackknife" in loo["method"] and "Cook" in loo["why"]
     # the two layers' taus differ, the cosines are one set of vectors
-    assert [p["similarity"] for p in doc["by_set"]["a"]["similarity"]["pairs"]] == \
-        [p["similarity"] for p in doc["by_set"]["b"]["similarity"]["pairs"]]
+    assert [p["similarity"] for p in doc["by_set"]["a"]["similarity"]["pairs"]] == [
+        p["similarity"] for p in doc["by_set"]["b"]["similarity"]["pairs"]
+    ]
     assert layers["a"]["pearson_r"] != layers["b"]["pearson_r"]
     text = capsys.readouterr().out
     assert text.count("Pearson r =") >= 2 and "(a): Pearson r" in text and "(b): Pearson r" in text
 
 
 def test_pairs_without_common_models_are_listed_with_why_and_shared_models_give_cross_benchmark_pairs(
-        tmp_path, embedder):
+    tmp_path, embedder
+):
     spec, _seen = embedder
     docs = {}
     for name, models in (("disjoint", DISJOINT), ("shared", SHARED)):
@@ -115,11 +123,17 @@ def test_pairs_without_common_models_are_listed_with_why_and_shared_models_give_
         docs[name] = json.loads((out / "compare.json").read_text())["similarity"]
     disjoint, shared = docs["disjoint"], docs["shared"]
     # 4 alpha tasks and 3 beta tasks: 6 + 3 pairs within, 12 across
-    assert disjoint["coverage"] == {"within_benchmark": 9, "cross_benchmark": 0, "missing": 12,
-                                    "note": disjoint["coverage"]["note"]}
+    assert disjoint["coverage"] == {
+        "within_benchmark": 9,
+        "cross_benchmark": 0,
+        "missing": 12,
+        "note": disjoint["coverage"]["note"],
+    }
     assert "no cross-benchmark pair" in disjoint["coverage"]["note"]
-    assert all(m["cross_benchmark"] and m["n_common_models"] == 0 and "no common models" in m["reason"]
-               for m in disjoint["pairs_missing"])
+    assert all(
+        m["cross_benchmark"] and m["n_common_models"] == 0 and "no common models" in m["reason"]
+        for m in disjoint["pairs_missing"]
+    )
     assert shared["coverage"]["cross_benchmark"] == 12 and shared["pairs_missing"] == []
     assert shared["coverage"]["note"] is None and shared["n_pairs"] == 21
     assert {("alpha.t1", "beta.t1")} <= {(p["task_a"], p["task_b"]) for p in shared["pairs"]}
@@ -137,32 +151,52 @@ def test_reordering_runs_models_and_records_changes_no_statistic(tmp_path, embed
         if kw:
             runs_a.reverse()
         out = tmp_path / name / "out"
-        assert _compare(*map(str, runs_a), "--against", str(b), "--similarity", "--embedder", spec,
-                        "--resamples", "50", "--out", str(out)) == 0
+        assert (
+            _compare(
+                *map(str, runs_a),
+                "--against",
+                str(b),
+                "--similarity",
+                "--embedder",
+                spec,
+                "--resamples",
+                "50",
+                "--out",
+                str(out),
+            )
+            == 0
+        )
         docs.append(json.loads((out / "compare.json").read_text()))
     plain, shuffled = docs
     for side in ("a", "b"):
         assert plain["by_set"][side]["tau_b"] == shuffled["by_set"][side]["tau_b"]
         for key in ("pearson_r", "p_value", "pairs"):
             assert plain["by_set"][side]["similarity"][key] == shuffled["by_set"][side]["similarity"][key]
-    assert [(s["benchmark"], s["rho"], s["ci95"]) for s in plain["spearman"]] == \
-        [(s["benchmark"], s["rho"], s["ci95"]) for s in shuffled["spearman"]]
+    assert [(s["benchmark"], s["rho"], s["ci95"]) for s in plain["spearman"]] == [
+        (s["benchmark"], s["rho"], s["ci95"]) for s in shuffled["spearman"]
+    ]
     key = lambda r: (r["benchmark"], r["model"])  # noqa: E731
     assert sorted(plain["rank_shift"], key=key) == sorted(shuffled["rank_shift"], key=key)
 
 
 def test_a_pytest_run_of_the_same_models_over_two_suites_gives_a_cross_benchmark_pair(
-        pytester: pytest.Pytester, tmp_path: Path, embedder) -> None:
+    pytester: pytest.Pytester, tmp_path: Path, embedder
+) -> None:
     """Three models asked through pytest (scripted server on 127.0.0.1) over two suites in one run: the
     suites' tasks share the models, so their pair has a tau-b and counts as a cross-benchmark pair."""
-    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
-    from pytest_benchaudit.testing.toy import write_mcq_suite
     from pytest_benchaudit.testing.runs import only_run_dir
+    from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+    from pytest_benchaudit.testing.toy import write_mcq_suite
 
     for name, topic in (("sa", "Which port does SSH use"), ("sb", "Which CWE is this overflow")):
-        write_mcq_suite(pytester.path, name, [{"id": f"q{i:02d}", "question": f"{topic}, case {i:02d}?",
-                                               "options": ["a", "b", "c", "d"], "gold": "A"} for i in range(12)])
+        write_mcq_suite(
+            pytester.path,
+            name,
+            [
+                {"id": f"q{i:02d}", "question": f"{topic}, case {i:02d}?", "options": ["a", "b", "c", "d"], "gold": "A"}
+                for i in range(12)
+            ],
+        )
     right = {"m1": 10, "m2": 7, "m3": 4}
 
     def script(call: Any) -> Reply:
@@ -171,14 +205,28 @@ def test_a_pytest_run_of_the_same_models_over_two_suites_gives_a_cross_benchmark
 
     with ScriptedServer(script) as server:
         models = [a for m in right for a in ("--model", f"{m}@{server.url}")]
-        result = pytester.runpytest("suites/sa", "suites/sb", "--data-dir", "data", *models, "--report-dir", "out",
-                                    "-p", "no:randomly")
+        result = pytester.runpytest(
+            "suites/sa", "suites/sb", "--data-dir", "data", *models, "--report-dir", "out", "-p", "no:randomly"
+        )
         assert (pytester.path / "out").is_dir(), result.stdout.str()[-2000:]
     run_dir = only_run_dir(pytester.path / "out")
     spec, _seen = embedder
     out = tmp_path / "cmp"
-    assert _compare(str(run_dir), "--similarity", "--embedder", spec, "--resamples", "20",
-                    "--suites-dir", str(pytester.path / "suites"), "--out", str(out)) == 0
+    assert (
+        _compare(
+            str(run_dir),
+            "--similarity",
+            "--embedder",
+            spec,
+            "--resamples",
+            "20",
+            "--suites-dir",
+            str(pytester.path / "suites"),
+            "--out",
+            str(out),
+        )
+        == 0
+    )
     sim = json.loads((out / "compare.json").read_text())["similarity"]
     assert sim["coverage"] == {"within_benchmark": 0, "cross_benchmark": 1, "missing": 0, "note": None}
     (pair,) = sim["pairs"]

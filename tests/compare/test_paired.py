@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from pytest_benchaudit.testing.runs import only_run_dir, write_run_dir
 from helpers import SUITES
-from pytest_benchaudit.compare.paired_rows import holm
 from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.compare.paired_rows import holm
+from pytest_benchaudit.testing.runs import only_run_dir, write_run_dir
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
 Z95, Z80 = st.norm.ppf(0.975), st.norm.ppf(0.80)
@@ -71,8 +71,9 @@ def _compare(tmp: Path, *runs: Path) -> dict[str, Any]:
     return json.loads((out / "compare.json").read_text())
 
 
-def test_compare_of_two_repeated_cybermetric_runs_writes_paired_rows(pytester: pytest.Pytester, real_data: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_of_two_repeated_cybermetric_runs_writes_paired_rows(
+    pytester: pytest.Pytester, real_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = real_data / "cybermetric" / "CyberMetric-80-v1.json"
     if not path.is_file():
         pytest.skip(f"real-data file missing: {path}")
@@ -80,9 +81,23 @@ def test_compare_of_two_repeated_cybermetric_runs_writes_paired_rows(pytester: p
     runs: dict[str, Path] = {}
     with ScriptedServer(Dice(golds)) as server:
         for model in SKILL:
-            result = pytester.runpytest(str(SUITES / "cybermetric"), "-k", "cm80", "--limit", str(LIMIT),
-                                        "--repeats", "3", "--data-dir", str(real_data), "--model",
-                                        f"{model}@{server.url}", "--report-dir", f"out-{model}", "-p", "no:randomly")
+            result = pytester.runpytest(
+                str(SUITES / "cybermetric"),
+                "-k",
+                "cm80",
+                "--limit",
+                str(LIMIT),
+                "--repeats",
+                "3",
+                "--data-dir",
+                str(real_data),
+                "--model",
+                f"{model}@{server.url}",
+                "--report-dir",
+                f"out-{model}",
+                "-p",
+                "no:randomly",
+            )
             assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
             runs[model] = only_run_dir(pytester.path / f"out-{model}")
     recs = {m: _records(p) for m, p in runs.items()}
@@ -129,8 +144,7 @@ def test_compare_of_two_repeated_cybermetric_runs_writes_paired_rows(pytester: p
 # --------------------------------------------------------------------------- hand-made runs
 
 
-def _card_run(root: Path, name: str, records: list[dict[str, Any]], metric: str = "exact_match",
-              **fields: Any) -> Path:
+def _card_run(root: Path, name: str, records: list[dict[str, Any]], metric: str = "exact_match", **fields: Any) -> Path:
     """A hand-made run directory whose run.json holds the task's card (metric, denominator total, ``fields``)."""
     run = write_run_dir(root, name, records)
     task = records[0]["task"]
@@ -139,16 +153,36 @@ def _card_run(root: Path, name: str, records: list[dict[str, Any]], metric: str 
     return run
 
 
-def _run(root: Path, name: str, model: str, scores: Mapping[str, Sequence[float]], task: str = "mcq", **fields: Any) -> Path:
+def _run(
+    root: Path, name: str, model: str, scores: Mapping[str, Sequence[float]], task: str = "mcq", **fields: Any
+) -> Path:
     """A run of ``model`` whose question ``q`` has the given scores, one record per repeat."""
-    return _card_run(root, name, [{"question_id": q, "question_index": i, "model": model, "task": task,
-                                   "repeat": k, "score": float(s), "correct": s == 1.0}
-                                  for i, (q, values) in enumerate(scores.items()) for k, s in enumerate(values)],
-                     **fields)
+    return _card_run(
+        root,
+        name,
+        [
+            {
+                "question_id": q,
+                "question_index": i,
+                "model": model,
+                "task": task,
+                "repeat": k,
+                "score": float(s),
+                "correct": s == 1.0,
+            }
+            for i, (q, values) in enumerate(scores.items())
+            for k, s in enumerate(values)
+        ],
+        **fields,
+    )
 
 
-BIN_A: dict[str, list[float]] = {f"q{i:02d}": [v] for i, v in enumerate([1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1])}
-BIN_B: dict[str, list[float]] = {f"q{i:02d}": [v] for i, v in enumerate([0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 1, 0, 0, 1, 0, 1, 1])}
+BIN_A: dict[str, list[float]] = {
+    f"q{i:02d}": [v] for i, v in enumerate([1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1])
+}
+BIN_B: dict[str, list[float]] = {
+    f"q{i:02d}": [v] for i, v in enumerate([0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 1, 0, 0, 1, 0, 1, 1])
+}
 
 
 def test_binary_scores_take_exact_mcnemar(tmp_path: Path) -> None:
@@ -185,10 +219,18 @@ def test_swapping_the_models_negates_diff_and_keeps_p(tmp_path: Path) -> None:
 
 def test_reordering_records_changes_nothing(tmp_path: Path) -> None:
     """Metamorphic: records.jsonl shuffled (repeats and questions interleaved otherwise) gives the same rows."""
-    a = {f"q{i}": [float(v) for v in vals] for i, vals in enumerate(
-        [[1, 1, 0], [1, 1, 1], [0, 1, 0], [1, 0, 1], [1, 1, 1], [0, 0, 0], [1, 1, 0], [1, 0, 0]])}
-    b = {f"q{i}": [float(v) for v in vals] for i, vals in enumerate(
-        [[0, 1, 0], [1, 0, 0], [0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 0], [0, 0, 0]])}
+    a = {
+        f"q{i}": [float(v) for v in vals]
+        for i, vals in enumerate(
+            [[1, 1, 0], [1, 1, 1], [0, 1, 0], [1, 0, 1], [1, 1, 1], [0, 0, 0], [1, 1, 0], [1, 0, 0]]
+        )
+    }
+    b = {
+        f"q{i}": [float(v) for v in vals]
+        for i, vals in enumerate(
+            [[0, 1, 0], [1, 0, 0], [0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 0], [0, 0, 0]]
+        )
+    }
     ra, rb = _run(tmp_path, "ra", "a", a), _run(tmp_path, "rb", "b", b)
     first = _compare(tmp_path / "one", ra, rb)
     for run in (ra, rb):
@@ -216,8 +258,9 @@ def test_only_common_questions_are_paired(tmp_path: Path) -> None:
     assert row["diff"] == pytest.approx(d.mean())
 
 
-def test_rank_ties_mark_neighbours_whose_order_is_not_significant(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_rank_ties_mark_neighbours_whose_order_is_not_significant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Three models: a well ahead of b and c; b and c one question apart (not significant): a tie
     in the JSON, '≈' in the rank table, Holm over the three pairs checked by hand."""
     # 40 questions: BIN_A and BIN_B twice (a is 16 to 2 discordant ahead of b)
@@ -242,9 +285,18 @@ def test_rank_ties_mark_neighbours_whose_order_is_not_significant(tmp_path: Path
     assert [rows[k]["p_holm"] for k in (("a", "c"), ("a", "b"), ("c", "b"))] == pytest.approx(expected)
     assert rows[("c", "b")]["p_value"] == 1.0  # one discordant question: binomtest(1, 1) = 1
     assert rows[("a", "c")]["significant"] and rows[("a", "b")]["significant"]
-    assert doc["rank_ties"] == [{"task": "toy.mcq", "better": "c", "worse": "b", "n": 40,
-                                 "diff": pytest.approx(1 / 40), "ci95": rows[("c", "b")]["ci95"],
-                                 "p_value": 1.0, "p_holm": 1.0}]
+    assert doc["rank_ties"] == [
+        {
+            "task": "toy.mcq",
+            "better": "c",
+            "worse": "b",
+            "n": 40,
+            "diff": pytest.approx(1 / 40),
+            "ci95": rows[("c", "b")]["ci95"],
+            "p_value": 1.0,
+            "p_holm": 1.0,
+        }
+    ]
     ranks_line = next(line for line in text.splitlines() if line.startswith("b "))
     assert "≈" in ranks_line
     assert "not significantly behind the model ranked just above" in text
@@ -262,28 +314,40 @@ def test_lower_is_better_rows_say_which_model_the_difference_favours(tmp_path: P
     """A CVSS absolute difference (lower is better): model_a has the lower headline and a negative diff favours it."""
     low = {f"q{i}": [v] for i, v in enumerate([0.5, 1.0, 0.0, 1.5, 0.5, 0.0])}
     high = {f"q{i}": [v] for i, v in enumerate([2.0, 1.5, 1.0, 2.5, 1.0, 0.5])}
-    ra = _card_run(tmp_path, "ra", [{"question_id": q, "question_index": i, "model": "lo", "task": "vsp",
-                                     "score": s[0], "correct": False} for i, (q, s) in enumerate(low.items())],
-                   metric="cvss_abs_diff")
-    rb = _card_run(tmp_path, "rb", [{"question_id": q, "question_index": i, "model": "hi", "task": "vsp",
-                                     "score": s[0], "correct": False} for i, (q, s) in enumerate(high.items())],
-                   metric="cvss_abs_diff")
+    ra = _card_run(
+        tmp_path,
+        "ra",
+        [
+            {"question_id": q, "question_index": i, "model": "lo", "task": "vsp", "score": s[0], "correct": False}
+            for i, (q, s) in enumerate(low.items())
+        ],
+        metric="cvss_abs_diff",
+    )
+    rb = _card_run(
+        tmp_path,
+        "rb",
+        [
+            {"question_id": q, "question_index": i, "model": "hi", "task": "vsp", "score": s[0], "correct": False}
+            for i, (q, s) in enumerate(high.items())
+        ],
+        metric="cvss_abs_diff",
+    )
     doc = _compare(tmp_path, ra, rb)
     (row,) = doc["paired"]
     assert row["lower_is_better"] is True, "the cvss_abs_diff metric reads lower-is-better"
     assert (row["model_a"], row["model_b"]) == ("lo", "hi")
     d = np.array([low[q][0] - high[q][0] for q in low])
     assert row["diff"] == pytest.approx(d.mean()) and row["diff"] < 0 and row["favours"] == "lo"
-    assert row["test"] == "paired_t" and row["p_value"] == pytest.approx(st.ttest_rel(
-        [v[0] for v in low.values()], [v[0] for v in high.values()]).pvalue)
+    assert row["test"] == "paired_t" and row["p_value"] == pytest.approx(
+        st.ttest_rel([v[0] for v in low.values()], [v[0] for v in high.values()]).pvalue
+    )
 
 
 def test_the_text_lists_at_most_fifteen_significant_pairs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """7 models 30 questions apart from each other: 21 significant pairs, 15 listed, the rest counted."""
     from pytest_benchaudit.compare.render import MAX_PAIRS_SHOWN
 
-    runs = [_run(tmp_path, f"r{i}", f"m{i}", {f"q{j:03d}": [float(j < 30 * i)] for j in range(200)})
-            for i in range(7)]
+    runs = [_run(tmp_path, f"r{i}", f"m{i}", {f"q{j:03d}": [float(j < 30 * i)] for j in range(200)}) for i in range(7)]
     capsys.readouterr()
     doc = _compare(tmp_path, *runs)
     text = capsys.readouterr().out
@@ -300,8 +364,25 @@ def test_each_set_of_a_two_set_compare_has_its_own_rows(tmp_path: Path) -> None:
     a1, b1 = _run(tmp_path, "a1", "a", BIN_A), _run(tmp_path, "b1", "b", BIN_B)
     a2, b2 = _run(tmp_path, "a2", "a", BIN_B), _run(tmp_path, "b2", "b", BIN_B)
     out = tmp_path / "cmp"
-    assert main(["compare", str(a1), str(b1), "--against", str(a2), str(b2), "--out", str(out), "--resamples", "100",
-                 "--permutations", "20"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(a1),
+                str(b1),
+                "--against",
+                str(a2),
+                str(b2),
+                "--out",
+                str(out),
+                "--resamples",
+                "100",
+                "--permutations",
+                "20",
+            ]
+        )
+        == 0
+    )
     doc = json.loads((out / "compare.json").read_text())
     assert doc["paired"] == doc["by_set"]["a"]["paired"] and doc["paired"][0]["diff"] == pytest.approx(7 / 20)
     (row_b,) = doc["by_set"]["b"]["paired"]
@@ -313,27 +394,47 @@ def test_the_reducer_of_the_card_makes_the_per_question_score(tmp_path: Path) ->
     """aggregation.reducer = any (pass@k over 3 repeats): a question right once counts 1, so 0/1 scores and McNemar."""
     a = {f"q{i}": v for i, v in enumerate([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]] * 3)}
     b = {f"q{i}": v for i, v in enumerate([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]] * 3)}
-    (row,) = _compare(tmp_path, _run(tmp_path, "ra", "a", a, **{"aggregation.reducer": "any"}),
-                      _run(tmp_path, "rb", "b", b, **{"aggregation.reducer": "any"}))["paired"]
+    (row,) = _compare(
+        tmp_path,
+        _run(tmp_path, "ra", "a", a, **{"aggregation.reducer": "any"}),
+        _run(tmp_path, "rb", "b", b, **{"aggregation.reducer": "any"}),
+    )["paired"]
     assert row["test"] == "mcnemar_exact" and row["discordant"] == [6, 0]
     assert row["diff"] == pytest.approx(6 / 12)
     assert row["p_value"] == pytest.approx(st.binomtest(6, 6, 0.5).pvalue)
     # The same records under the default mean reducer: fractional scores, the paired t test.
-    (mean_row,) = _compare(tmp_path / "m", _run(tmp_path / "m", "ra", "a", a), _run(tmp_path / "m", "rb", "b", b))["paired"]
-    assert mean_row["test"] == "paired_t" and mean_row["diff"] == pytest.approx(np.mean(
-        [np.mean(v) - np.mean(w) for v, w in zip(a.values(), b.values())]))
+    (mean_row,) = _compare(tmp_path / "m", _run(tmp_path / "m", "ra", "a", a), _run(tmp_path / "m", "rb", "b", b))[
+        "paired"
+    ]
+    assert mean_row["test"] == "paired_t" and mean_row["diff"] == pytest.approx(
+        np.mean([np.mean(v) - np.mean(w) for v, w in zip(a.values(), b.values())])
+    )
 
 
 # --------------------------------------------------------------------------- grouped questions (issue 33)
 
 
-def _grouped_run(root: Path, name: str, model: str, scores: Sequence[float], topics: Sequence[str],
-                 by: bool = True) -> Path:
+def _grouped_run(
+    root: Path, name: str, model: str, scores: Sequence[float], topics: Sequence[str], by: bool = True
+) -> Path:
     """A run of ``model`` asked once per question, question i in topic ``topics[i]``; the card groups by topic."""
-    return _card_run(root, name, [{"question_id": f"q{i:02d}", "question_index": i, "model": model, "task": "mcq",
-                                   "score": float(s), "correct": s == 1.0, "question_meta": {"topic": t}}
-                                  for i, (s, t) in enumerate(zip(scores, topics))],
-                     **({"aggregation.by": "topic"} if by else {}))
+    return _card_run(
+        root,
+        name,
+        [
+            {
+                "question_id": f"q{i:02d}",
+                "question_index": i,
+                "model": model,
+                "task": "mcq",
+                "score": float(s),
+                "correct": s == 1.0,
+                "question_meta": {"topic": t},
+            }
+            for i, (s, t) in enumerate(zip(scores, topics))
+        ],
+        **({"aggregation.by": "topic"} if by else {}),
+    )
 
 
 def test_a_grouped_task_clusters_the_paired_se_ci_and_test(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -362,8 +463,11 @@ def test_a_grouped_task_clusters_the_paired_se_ci_and_test(tmp_path: Path, capsy
     assert row["ci95"] == pytest.approx([d.mean() - q * se, d.mean() + q * se], abs=1e-6)
     assert "clustered by topic (6 groups" in text
     # The same answers without the grouping: the questions treated as independent, exact McNemar.
-    (plain,) = _compare(tmp_path / "plain", _grouped_run(tmp_path / "plain", "ra", "a", a, topics, by=False),
-                        _grouped_run(tmp_path / "plain", "rb", "b", b, topics, by=False))["paired"]
+    (plain,) = _compare(
+        tmp_path / "plain",
+        _grouped_run(tmp_path / "plain", "ra", "a", a, topics, by=False),
+        _grouped_run(tmp_path / "plain", "rb", "b", b, topics, by=False),
+    )["paired"]
     assert plain["clustered_by"] is None and plain["n_groups"] is None and plain["test"] == "mcnemar_exact"
     assert "questions treated as independent" in capsys.readouterr().out
 
@@ -395,8 +499,9 @@ def test_paired_test_holds_its_size_when_topics_share_the_difference() -> None:
     assert rejected["mcnemar"] / trials > 0.05 + 3 * size_mcse, rejected
 
 
-def test_models_on_disjoint_questions_claim_no_test_and_are_noted(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_models_on_disjoint_questions_claim_no_test_and_are_noted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Two models scored on different questions: the row (n = 0) names no test, and compare.json's notes and
     the text say the ranking compares scores on different questions."""
     ra = _run(tmp_path, "ra", "a", {f"a{i}": [float(i % 2)] for i in range(10)})

@@ -6,21 +6,20 @@ import hashlib
 import http.server
 import json
 import re
-import threading
 import textwrap
+import threading
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from pytest_benchaudit.dataset import fetch as fetch_mod
+from helpers import SUITES
 from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.dataset import fetch as fetch_mod
 from pytest_benchaudit.dataset.fetch import FetchError, fetch_plan, js_assignment_to_json
 from pytest_benchaudit.dataset.suites import load_suite
-
 from pytest_benchaudit.testing.data import real_data_dir
-from helpers import SUITES
 
 OWN_SUITES = ("seceval", "mmlu_cs", "cybermetric", "cti_bench", "athenabench", "secbench", "secure")
 
@@ -52,7 +51,7 @@ class Origin:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/base/"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
-    def __enter__(self) -> "Origin":
+    def __enter__(self) -> Origin:
         self.thread.start()
         return self
 
@@ -81,7 +80,8 @@ BIG = bytes(range(256)) * 64  # 16 KiB
 def write_toy(root: Path, base_url: str = "https://example.invalid/OWNER/REPO/COMMIT/") -> Path:
     path = root / "suites" / "toy" / "suite.toml"
     path.parent.mkdir(parents=True)
-    path.write_text(textwrap.dedent(f"""
+    path.write_text(
+        textwrap.dedent(f"""
         [benchmark]
         name = "toy"
         data_folder = "toy-data"
@@ -94,7 +94,8 @@ def write_toy(root: Path, base_url: str = "https://example.invalid/OWNER/REPO/CO
         "plain.csv" = {{ path = "data/plain file.csv", sha256 = "{sha(PLAIN)}" }}
         "sub/questions.json" = {{ path = "docs/q.js", sha256 = "{sha(DERIVED)}", transform = "js_assignment_to_json" }}
         "big.bin" = {{ sha256 = "{sha(BIG)}" }}
-    """))
+    """)
+    )
     return path
 
 
@@ -107,8 +108,19 @@ def serve_toy(origin: Origin) -> None:
 
 
 def run_fetch(root: Path, origin: Origin, *extra: str) -> int:
-    return main(["fetch", "toy", "--suites-dir", str(root / "suites"), "--data-dir", str(root / "data"),
-                 "--origin", origin.url, *extra])
+    return main(
+        [
+            "fetch",
+            "toy",
+            "--suites-dir",
+            str(root / "suites"),
+            "--data-dir",
+            str(root / "data"),
+            "--origin",
+            origin.url,
+            *extra,
+        ]
+    )
 
 
 def listing(folder: Path) -> dict[str, bytes]:
@@ -149,7 +161,9 @@ def test_corrupted_file_refused_then_forced(tmp_path: Path, origin: Origin, caps
     assert not list(folder.rglob(".*.part"))
 
 
-def test_404_is_one_clear_error_and_leaves_no_file(tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixture[str]) -> None:
+def test_404_is_one_clear_error_and_leaves_no_file(
+    tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_toy(tmp_path)
     serve_toy(origin)
     del origin.routes["/base/big.bin"]
@@ -160,8 +174,9 @@ def test_404_is_one_clear_error_and_leaves_no_file(tmp_path: Path, origin: Origi
     assert set(listing(folder)) == {"plain.csv", "sub/questions.json"}  # no big.bin, no temp file
 
 
-def test_wrong_content_is_a_checksum_error_and_leaves_no_file(tmp_path: Path, origin: Origin,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_wrong_content_is_a_checksum_error_and_leaves_no_file(
+    tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_toy(tmp_path)
     serve_toy(origin)
     origin.routes["/base/data/plain%20file.csv"] = PLAIN.replace(b"B\n", b"C\n")
@@ -186,8 +201,9 @@ def test_wrong_existing_file_is_kept_when_the_forced_download_fails(tmp_path: Pa
     assert sorted(p.name for p in folder.iterdir()) == ["big.bin", "plain.csv", "sub"]
 
 
-def test_unreachable_origin_and_progress(tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixture[str],
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_origin_and_progress(
+    tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_toy(tmp_path)
     serve_toy(origin)
     monkeypatch.setattr(fetch_mod, "PROGRESS_MIN_BYTES", 1000)
@@ -196,8 +212,21 @@ def test_unreachable_origin_and_progress(tmp_path: Path, origin: Origin, capsys:
     url = origin.url
     origin.__exit__()
     (tmp_path / "data" / "toy-data" / "big.bin").unlink()
-    assert main(["fetch", "toy", "--suites-dir", str(tmp_path / "suites"), "--data-dir", str(tmp_path / "data"),
-                 "--origin", url]) == 1
+    assert (
+        main(
+            [
+                "fetch",
+                "toy",
+                "--suites-dir",
+                str(tmp_path / "suites"),
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--origin",
+                url,
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert f"toy/big.bin: download failed from {url}big.bin: ConnectError" in err
     assert not (tmp_path / "data" / "toy-data" / "big.bin").exists()
@@ -205,9 +234,12 @@ def test_unreachable_origin_and_progress(tmp_path: Path, origin: Origin, capsys:
 
 def test_manual_files(tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixture[str]) -> None:
     path = write_toy(tmp_path)
-    path.write_text(path.read_text() + textwrap.dedent(f"""
+    path.write_text(
+        path.read_text()
+        + textwrap.dedent(f"""
         "lookup.json" = {{ manual = "derived from a pickle upstream; convert it with the suite's notes", sha256 = "{sha(b'{}')}" }}
-    """))
+    """)
+    )
     serve_toy(origin)
     assert run_fetch(tmp_path, origin) == 1
     err = capsys.readouterr().err
@@ -218,19 +250,28 @@ def test_manual_files(tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixt
     assert "present  toy-data/lookup.json" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("entry, message", [
-    ('"x" = { sha256 = "abc" }', "sha256 must be 64 lower-case hex digits"),
-    ('"x" = { path = "x" }', "sha256 is required"),
-    ('"../x" = { sha256 = "' + "0" * 64 + '" }', "relative path inside the data folder"),
-    ('"x" = { sha256 = "' + "0" * 64 + '", transform = "unpickle" }', "unknown transform 'unpickle'; transforms: js_assignment_to_json"),
-    ('"x" = { sha256 = "' + "0" * 64 + '", url = "http://x" }', "unknown keys url"),
-])
-def test_bad_fetch_config_is_a_usage_error(tmp_path: Path, entry: str, message: str,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ('"x" = { sha256 = "abc" }', "sha256 must be 64 lower-case hex digits"),
+        ('"x" = { path = "x" }', "sha256 is required"),
+        ('"../x" = { sha256 = "' + "0" * 64 + '" }', "relative path inside the data folder"),
+        (
+            '"x" = { sha256 = "' + "0" * 64 + '", transform = "unpickle" }',
+            "unknown transform 'unpickle'; transforms: js_assignment_to_json",
+        ),
+        ('"x" = { sha256 = "' + "0" * 64 + '", url = "http://x" }', "unknown keys url"),
+    ],
+)
+def test_bad_fetch_config_is_a_usage_error(
+    tmp_path: Path, entry: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "suites" / "toy" / "suite.toml"
     path.parent.mkdir(parents=True)
-    path.write_text(f'[benchmark]\nname = "toy"\n[tasks.mcq]\ndata = {{ file = "x", question = "q", gold = "a" }}\n'
-                    f'[fetch]\nbase_url = "https://example.invalid/"\n[fetch.files]\n{entry}\n')
+    path.write_text(
+        f'[benchmark]\nname = "toy"\n[tasks.mcq]\ndata = {{ file = "x", question = "q", gold = "a" }}\n'
+        f'[fetch]\nbase_url = "https://example.invalid/"\n[fetch.files]\n{entry}\n'
+    )
     assert main(["fetch", "toy", "--suites-dir", str(tmp_path / "suites"), "--data-dir", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
 
@@ -246,9 +287,15 @@ def test_unknown_suite_and_suite_without_fetch(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_js_assignment_to_json() -> None:
-    assert js_assignment_to_json(b"var x = [1, {\"a\": \"\\u00e9\"}];\n") == '[\n 1,\n {\n  "a": "\u00e9"\n }\n]'.encode()
+    assert (
+        js_assignment_to_json(b"var x = [1, {\"a\": \"\\u00e9\"}];\n") == '[\n 1,\n {\n  "a": "\u00e9"\n }\n]'.encode()
+    )
     assert js_assignment_to_json(b"\xef\xbb\xbfleaderboard = {\"k\": 1}") == b'{\n "k": 1\n}'
-    for bad, msg in ((b"[1]", "does not start with an assignment"), (b"x = [1,]", "not JSON"), (b"x = 3", "expected an array")):
+    for bad, msg in (
+        (b"[1]", "does not start with an assignment"),
+        (b"x = [1,]", "not JSON"),
+        (b"x = 3", "expected an array"),
+    ):
         with pytest.raises(ValueError, match=msg):
             js_assignment_to_json(bad)
 
@@ -260,16 +307,20 @@ def provenance_checksums(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("bench", OWN_SUITES)
-def test_real_suite_fetch_from_a_local_mirror(bench: str, tmp_path: Path, origin: Origin,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_real_suite_fetch_from_a_local_mirror(
+    bench: str, tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Serve the shared copies at the suite's base_url-relative paths (derived files as a
     reconstructed JavaScript source) and fetch them: every checksum must hold.  Files marked
     ``manual`` are never requested; they count as present once put in place by hand."""
     shared = real_data_dir()
     suite = load_suite(SUITES / bench / "suite.toml")
     plan = fetch_plan(suite)
-    assert plan.base_url.startswith("https://raw.githubusercontent.com/") and suite.info["revision"][:7] in plan.base_url \
-        or bench == "mmlu_cs"  # MMLU: the data commit (785eba5), not evaluate.py's
+    assert (
+        plan.base_url.startswith("https://raw.githubusercontent.com/")
+        and suite.info["revision"][:7] in plan.base_url
+        or bench == "mmlu_cs"
+    )  # MMLU: the data commit (785eba5), not evaluate.py's
     source = shared / suite.data_folder
     if not source.is_dir():
         pytest.skip(f"real-data folder missing: {source}")
@@ -305,7 +356,9 @@ def test_real_suite_fetch_from_a_local_mirror(bench: str, tmp_path: Path, origin
 def test_published_outputs_and_hub_data_are_not_fetched() -> None:
     """AthenaBench's runs-mini/ (model outputs, no checksums) is not benchmark input; RedSage's data
     is on the Hugging Face hub only, so it has no [fetch] table and its ledger says why."""
-    assert not any(f.path.startswith("runs-mini/") for f in fetch_plan(load_suite(SUITES / "athenabench" / "suite.toml")).files)
+    assert not any(
+        f.path.startswith("runs-mini/") for f in fetch_plan(load_suite(SUITES / "athenabench" / "suite.toml")).files
+    )
     redsage = load_suite(SUITES / "redsage" / "suite.toml")
     with pytest.raises(FetchError, match=r"redsage has no \[fetch\] table"):
         fetch_plan(redsage)

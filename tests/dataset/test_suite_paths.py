@@ -19,8 +19,10 @@ def test_case_insensitive_match_is_rewritten_and_said(tmp_path: Path) -> None:
     make_suites(tmp_path)
     args, notes = resolve_suite_args(["suites/secEval", "-k", "mcq", "Suites/CTI_Bench/suite.toml::mcq"], tmp_path)
     assert args == ["suites/seceval", "-k", "mcq", "suites/cti_bench/suite.toml::mcq"]
-    assert notes == ["suites/secEval → suites/seceval (case-insensitive match)",
-                     "Suites/CTI_Bench/suite.toml::mcq → suites/cti_bench/suite.toml::mcq (case-insensitive match)"]
+    assert notes == [
+        "suites/secEval → suites/seceval (case-insensitive match)",
+        "Suites/CTI_Bench/suite.toml::mcq → suites/cti_bench/suite.toml::mcq (case-insensitive match)",
+    ]
     absolute = str(tmp_path / "suites" / "SECEVAL")
     assert resolve_suite_args([absolute], Path("/"))[0] == [str(tmp_path / "suites" / "seceval")]
 
@@ -38,8 +40,9 @@ def test_unknown_suite_lists_the_suites(tmp_path: Path) -> None:
     make_suites(tmp_path)
     with pytest.raises(SuitePathError) as info:
         resolve_suite_args(["suites/secevl"], tmp_path)
-    assert str(info.value) == ("suites/secevl: no suite 'secevl' in suites/ (did you mean 'seceval'?); "
-                               "suites there: cti_bench, seceval")
+    assert str(info.value) == (
+        "suites/secevl: no suite 'secevl' in suites/ (did you mean 'seceval'?); suites there: cti_bench, seceval"
+    )
 
 
 def test_pytest_runs_the_suite_as_typed(pytester: pytest.Pytester, toy) -> None:

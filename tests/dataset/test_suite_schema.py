@@ -30,10 +30,16 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 
 BAD = [
-    ('question = "question"', 'qestion = "question"',
-     r"\[tasks\.mcq\.data\]: unknown key 'qestion' \(did you mean 'question'\?\)"),
-    ("[tasks.mcq.released]\n", "[tasks.mcq.relased]\n",
-     r"\[tasks\.mcq\]: unknown key or layer 'relased' \(did you mean 'released'\?\)"),
+    (
+        'question = "question"',
+        'qestion = "question"',
+        r"\[tasks\.mcq\.data\]: unknown key 'qestion' \(did you mean 'question'\?\)",
+    ),
+    (
+        "[tasks.mcq.released]\n",
+        "[tasks.mcq.relased]\n",
+        r"\[tasks\.mcq\]: unknown key or layer 'relased' \(did you mean 'released'\?\)",
+    ),
     ('gold = "answer"\n', "", r"\[tasks\.mcq\.data\]: missing key 'gold'"),
     ("[ledger]", "[ledgr]", r"unknown key 'ledgr' \(did you mean 'ledger'\?\)"),
     ('title = "SecEval"', 'titel = "SecEval"', r"\[benchmark\]: unknown key 'titel' \(did you mean 'title'\?\)"),
@@ -41,7 +47,9 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize(("old", "new", "message"), BAD, ids=["data-key", "layer", "gold", "top", "benchmark", "format"])
+@pytest.mark.parametrize(
+    ("old", "new", "message"), BAD, ids=["data-key", "layer", "gold", "top", "benchmark", "format"]
+)
 def test_bad_suite_is_one_error_naming_file_table_and_key(seceval: Path, old: str, new: str, message: str) -> None:
     _edit(seceval, old, new)
     with pytest.raises(SuiteError, match=message) as info:
@@ -49,10 +57,13 @@ def test_bad_suite_is_one_error_naming_file_table_and_key(seceval: Path, old: st
     assert str(seceval) in str(info.value) and "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("command", [["validate", "{root}"], ["card", "seceval", "--suites-dir", "{root}"],
-                                     ["ledger", "--suites-dir", "{root}"]])
-def test_unknown_rule_fails_validate_card_and_ledger(seceval: Path, command: list[str],
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [["validate", "{root}"], ["card", "seceval", "--suites-dir", "{root}"], ["ledger", "--suites-dir", "{root}"]],
+)
+def test_unknown_rule_fails_validate_card_and_ledger(
+    seceval: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     _edit(seceval, 'rule = "all_capital_letters"', 'rule = "all_capitol_letters"')
     assert main([part.format(root=seceval.parent.parent) for part in command]) == 2
     err = capsys.readouterr().err
@@ -86,19 +97,32 @@ UNSENDABLE = [
     ("temperature = 0.7,", "temperature = nan,", "temperature must be a finite number, not nan"),
     ("temperature = 0.7,", "temperature = inf,", "temperature must be a finite number, not inf"),
     ("temperature = 0.7,", "temperature = -1.0,", "temperature must be >= 0, not -1; the nearest valid value is 0"),
-    ('top_p = "unspecified", seed = "unspecified" }\ninference.max_tokens = "unspecified"',
-     'top_p = 1.5, seed = "unspecified" }\ninference.max_tokens = "unspecified"',
-     r"top_p must be in \(0, 1\], not 1.5; the nearest valid value is 1"),
-    ('top_p = "unspecified", seed = "unspecified" }\ninference.max_tokens = "unspecified"',
-     'top_p = 0.0, seed = "unspecified" }\ninference.max_tokens = "unspecified"', r"top_p must be in \(0, 1\], not 0"),
-    ("inference.max_tokens = 5\n", "inference.max_tokens = 0\n", "max_tokens must be >= 1, not 0; the nearest valid value is 1"),
+    (
+        'top_p = "unspecified", seed = "unspecified" }\ninference.max_tokens = "unspecified"',
+        'top_p = 1.5, seed = "unspecified" }\ninference.max_tokens = "unspecified"',
+        r"top_p must be in \(0, 1\], not 1.5; the nearest valid value is 1",
+    ),
+    (
+        'top_p = "unspecified", seed = "unspecified" }\ninference.max_tokens = "unspecified"',
+        'top_p = 0.0, seed = "unspecified" }\ninference.max_tokens = "unspecified"',
+        r"top_p must be in \(0, 1\], not 0",
+    ),
+    (
+        "inference.max_tokens = 5\n",
+        "inference.max_tokens = 0\n",
+        "max_tokens must be >= 1, not 0; the nearest valid value is 1",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("old", "new", "message"), UNSENDABLE,
-                         ids=["nan", "inf", "negative-temperature", "top_p-above-1", "top_p-0", "max_tokens-0"])
-def test_a_value_that_cannot_be_sent_fails_validate_and_card(seceval: Path, old: str, new: str, message: str,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    UNSENDABLE,
+    ids=["nan", "inf", "negative-temperature", "top_p-above-1", "top_p-0", "max_tokens-0"],
+)
+def test_a_value_that_cannot_be_sent_fails_validate_and_card(
+    seceval: Path, old: str, new: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     _edit(seceval, old, new)
     assert main(["validate", str(seceval.parent.parent)]) == 2
     said = capsys.readouterr()
@@ -112,12 +136,25 @@ def test_a_value_that_cannot_be_sent_fails_validate_and_card(seceval: Path, old:
     assert "NaN" not in captured.out  # no card with a value JSON cannot hold was printed
 
 
-@pytest.mark.parametrize(("value", "message"), [("nan", "not nan"), ("-0.5", "nearest valid value is 0"),
-                                                ("Infinity", "not inf")])
-def test_set_refuses_a_value_that_cannot_be_sent(seceval: Path, value: str, message: str,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["card", "seceval", "--suites-dir", str(seceval.parent.parent),
-                 "--set", f"inference.decoding.temperature={value}"]) == 2
+@pytest.mark.parametrize(
+    ("value", "message"), [("nan", "not nan"), ("-0.5", "nearest valid value is 0"), ("Infinity", "not inf")]
+)
+def test_set_refuses_a_value_that_cannot_be_sent(
+    seceval: Path, value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "card",
+                "seceval",
+                "--suites-dir",
+                str(seceval.parent.parent),
+                "--set",
+                f"inference.decoding.temperature={value}",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--set inference.decoding.temperature" in err and message in err, err
 
@@ -125,15 +162,24 @@ def test_set_refuses_a_value_that_cannot_be_sent(seceval: Path, value: str, mess
 @pytest.mark.parametrize("value", ["nan", "-1.0"])
 def test_a_run_with_an_unsendable_value_asks_nothing(pytester: pytest.Pytester, value: str) -> None:
     # Before: the run went ahead, wrote temperature NaN into run.json and sent "temperature": null.
-    from pytest_benchaudit.testing.toy import write_toy
-
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+    from pytest_benchaudit.testing.toy import write_toy
 
     write_toy(pytester.path)
     _edit(pytester.path / "suites" / "toy" / "suite.toml", "temperature = 0.0", f"temperature = {value}")
     with ScriptedServer(lambda call: Reply(content="Answer: B")) as server:
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir",
-                                    "out", "--no-cache", "-p", "no:randomly")
+        result = pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "--no-cache",
+            "-p",
+            "no:randomly",
+        )
         asked = [c for c in server.calls if c.path.endswith("completions")]
     assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()  # a malformed suite: a collection error
     text = result.stdout.str() + result.stderr.str()

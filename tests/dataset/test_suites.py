@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.pipeline.stages import LAYERS, UNSPECIFIED, Pipeline, PipelineError
-from pytest_benchaudit.dataset.suites import Suite, SuiteError, load_suite
 from pytest_benchaudit.dataset.readers import DATA_ENV, file_checksum, load_questions, resolve_data_dir
+from pytest_benchaudit.dataset.suites import Suite, SuiteError, load_suite
+from pytest_benchaudit.pipeline.stages import LAYERS, UNSPECIFIED, Pipeline, PipelineError
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 SUITE_NAMES = ("seceval", "mmlu_cs", "cybermetric", "cti_bench")
@@ -144,8 +144,10 @@ def test_cti_released_provider_paths_follow_the_notebook(task):
     """get_single_prediction has a branch per provider: GPT (system role, seed 42), Gemini
     (system glued, no seed), Replicate (glued, seed 42) and Gemma on Replicate (temperature 0.01)."""
     gpt = fields_of("cti_bench", task, "released")
-    paths = {layer: fields_of("cti_bench", task, layer)
-             for layer in ("released_gemini", "released_replicate", "released_gemma")}
+    paths = {
+        layer: fields_of("cti_bench", task, layer)
+        for layer in ("released_gemini", "released_replicate", "released_gemma")
+    }
     changed = {layer: {k for k in gpt if f[k] != gpt[k]} for layer, f in paths.items()}
     assert changed == {
         "released_gemini": {"prompt.format.system_role", "inference.decoding.seed"},
@@ -166,6 +168,7 @@ def test_cti_released_provider_paths_follow_the_notebook(task):
 
 def test_cti_gemini_path_sends_no_seed(data_dir):
     from pytest_benchaudit.prompt.templates import render_request
+
     s = suite("cti_bench")
     qs, _ = real_questions(data_dir, "cti_bench", "mcq")
     p = s.pipeline("mcq", "released_gemini")
@@ -179,7 +182,8 @@ def test_layer_base_must_name_another_layer(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "suite.toml").write_text(
         '[tasks.t]\ndata = { file = "x.json", question = "q", gold = "a" }\n[tasks.t.released]\n'
-        'prompt.template = "unspecified"\n[tasks.t.released_other]\nbase = "nope"\n')
+        'prompt.template = "unspecified"\n[tasks.t.released_other]\nbase = "nope"\n'
+    )
     with pytest.raises(SuiteError, match=r"t layer 'released_other': base 'nope' must name another layer"):
         load_suite(tmp_path / "b" / "suite.toml")
 
@@ -225,7 +229,12 @@ def test_cybermetric_released_matches_facts(task):
     assert f["scoring.metric"] == "exact_match"
     assert f["scoring.denominator"] == "total"
     # decoding and budget are not set in the released code
-    for key in ("inference.decoding.temperature", "inference.decoding.top_p", "inference.decoding.seed", "inference.max_tokens"):
+    for key in (
+        "inference.decoding.temperature",
+        "inference.decoding.top_p",
+        "inference.decoding.seed",
+        "inference.max_tokens",
+    ):
         assert f[key] == UNSPECIFIED, key
     assert f["inference.stop"] == []
     assert f["aggregation.method"] == UNSPECIFIED  # no cross-file aggregation
@@ -249,8 +258,11 @@ def test_seceval_released_matches_facts():
     assert f["inference.stop"] == []
     shots = suite("seceval").templates["released_chat"].fixed_shots
     assert [(sh.user, sh.assistant) for sh in shots] == [
-        ("Question: Which mitigation prevent stack overflow bug? A: Stack Canary. B: ALSR. C: CFI. D: Code Signing.",
-         "Answer: ABC")]
+        (
+            "Question: Which mitigation prevent stack overflow bug? A: Stack Canary. B: ALSR. C: CFI. D: Code Signing.",
+            "Answer: ABC",
+        )
+    ]
 
 
 def test_seceval_released_base_matches_facts():
@@ -331,9 +343,18 @@ def test_standardized_layer_has_a_why_for_every_field_it_sets(name, task):
 
 def test_standardized_layer_is_the_same_across_benchmarks_except_task_choices():
     # the fields a benchmark does not deliberately change are identical in every suite
-    same = ["prompt.format.mode", "prompt.format.system_role", "prompt.format.few_shot",
-            "inference.decoding.temperature", "inference.decoding.top_p", "inference.decoding.seed",
-            "inference.max_tokens", "inference.stop", "extraction.reasoning", "scoring.denominator"]
+    same = [
+        "prompt.format.mode",
+        "prompt.format.system_role",
+        "prompt.format.few_shot",
+        "inference.decoding.temperature",
+        "inference.decoding.top_p",
+        "inference.decoding.seed",
+        "inference.max_tokens",
+        "inference.stop",
+        "extraction.reasoning",
+        "scoring.denominator",
+    ]
     cards = {(n, t): fields_of(n, t, "standardized") for n, t in TASKS}
     for path in same:
         values = {key: card[path] for key, card in cards.items()}
@@ -509,7 +530,10 @@ def jl(*rows) -> str:
 
 def test_mini_suite_loads_good_data(mini):
     s = mini.config(JSONL)
-    mini.write("q.jsonl", jl({"q": "x?", "c": ["one", "two"], "a": "B"}, {"q": "y?", "c": {"A": "p", "B": "q"}, "a": ["A", "B"]}))
+    mini.write(
+        "q.jsonl",
+        jl({"q": "x?", "c": ["one", "two"], "a": "B"}, {"q": "y?", "c": {"A": "p", "B": "q"}, "a": ["A", "B"]}),
+    )
     questions, path = mini.load(s)
     assert path == (mini.data_dir / "minidata" / "q.jsonl").resolve()
     assert [(q.id, q.text, q.choices, q.gold) for q in questions] == [
@@ -594,7 +618,9 @@ def test_missing_field_names_file_row_and_field(mini):
 
 
 def test_missing_column_in_json_record_names_record(mini):
-    s = mini.config('file = "q.json"\nrecords = "questions"\nquestion = "question"\nchoices = "answers"\ngold = "solution"')
+    s = mini.config(
+        'file = "q.json"\nrecords = "questions"\nquestion = "question"\nchoices = "answers"\ngold = "solution"'
+    )
     path = mini.write("q.json", json.dumps({"questions": [{"question": "x", "answers": {"A": "a"}}]}))
     with pytest.raises(SuiteError) as exc:
         mini.load(s)
@@ -665,7 +691,9 @@ def test_tsv_column_named_in_config_missing_from_header(mini):
 
 
 def test_csv_with_columns_and_quoted_newline(mini):
-    s = mini.config('file = "q.csv"\ncolumns = ["Q", "A", "B", "GT"]\nquestion = "Q"\nchoices = ["A", "B"]\ngold = "GT"')
+    s = mini.config(
+        'file = "q.csv"\ncolumns = ["Q", "A", "B", "GT"]\nquestion = "Q"\nchoices = ["A", "B"]\ngold = "GT"'
+    )
     mini.write("q.csv", '"two\nlines",y,z,B\nw,"a, b",c,A\n')
     questions, _ = mini.load(s)
     assert [(q.text, q.choices, q.gold) for q in questions] == [

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from pytest_benchaudit.testing.toy import write_mcq_suite
-from pytest_benchaudit.testing.runs import only_run_dir
-from pytest_benchaudit.diagnose import LoadedRun, diagnose
 from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.diagnose import LoadedRun, diagnose
+from pytest_benchaudit.testing.runs import only_run_dir
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import write_mcq_suite
 
 OPTIONS = ["first option", "second option", "third option", "fourth option"]
 N_QUESTIONS = 30
@@ -49,16 +49,31 @@ class Dice:
 
 
 def _suite(root: Path) -> None:
-    write_mcq_suite(root, "rep", [{"id": f"r{i:02d}", "question": f"Repeat question r{i:02d}?", "options": OPTIONS,
-                                   "gold": GOLD} for i in range(N_QUESTIONS)])
+    write_mcq_suite(
+        root,
+        "rep",
+        [
+            {"id": f"r{i:02d}", "question": f"Repeat question r{i:02d}?", "options": OPTIONS, "gold": GOLD}
+            for i in range(N_QUESTIONS)
+        ],
+    )
 
 
 def _run(pytester: pytest.Pytester, skill: dict[str, float], *extra: str, out: str = "out") -> Path:
     _suite(pytester.path)
     models = [arg for m in skill for arg in ("--model", f"{m}@URL")]
     with ScriptedServer(Dice(skill)) as server:
-        result = pytester.runpytest("suites/rep", "--data-dir", "data", "--report-dir", out, "-p", "no:randomly",
-                                    *[a.replace("URL", server.url) for a in models], *extra)
+        result = pytester.runpytest(
+            "suites/rep",
+            "--data-dir",
+            "data",
+            "--report-dir",
+            out,
+            "-p",
+            "no:randomly",
+            *[a.replace("URL", server.url) for a in models],
+            *extra,
+        )
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
     return only_run_dir(pytester.path / out)
 
@@ -80,8 +95,9 @@ def _by_id(doc: dict[str, Any], fm: str) -> list[dict[str, Any]]:
 SAMPLED = ("--set", "inference.decoding.temperature=0.7")
 
 
-def test_fm14_measures_the_spread_when_repeats_exist(pytester: pytest.Pytester,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_fm14_measures_the_spread_when_repeats_exist(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     """--repeats 4, sampled without a seed: FM14 states the headline's sampling SD across the 4
     repeat indices and the questions whose verdict flips, both recomputed here from the records."""
     run_dir = _run(pytester, {"m": 0.6}, "--repeats", "4", *SAMPLED)
@@ -131,8 +147,9 @@ def _paired_from_records(records: list[dict[str, Any]], a: str, b: str) -> tuple
     return (np.array([np.mean(per[(a, q)]) for q in qids]), np.array([np.mean(per[(b, q)]) for q in qids]))
 
 
-def test_ba06_names_neighbours_whose_order_is_within_the_noise(pytester: pytest.Pytester,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_ba06_names_neighbours_whose_order_is_within_the_noise(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Three models asked 3 times: 'top' far ahead, 'near' and 'nearer' of the same skill. The
     pair of the last two is not significant (BA06, its p recomputed with scipy); top's lead is."""
     skill = {"top": 0.95, "near": 0.5, "nearer": 0.5}
@@ -152,20 +169,33 @@ def test_ba06_names_neighbours_whose_order_is_within_the_noise(pytester: pytest.
     else:
         assert ev["test"] == "paired_t" and ev["p_value"] == pytest.approx(st.ttest_rel(x, y).pvalue)
     assert ev["p_holm"] >= 0.05
-    assert f"1 of the 2 neighbouring pairs in the ranking of 3 models" in f["hypothesis"]
+    assert "1 of the 2 neighbouring pairs in the ranking of 3 models" in f["hypothesis"]
     assert f"{ev['model_a']} above {ev['model_b']}" in f["hypothesis"] and "may flip" in f["hypothesis"]
     assert f["stage"] == "upstream" and f["pipeline"] == "standardized" and f["evidence"]["repeats"] == [3]
     # The finding's mde80 is compare's for the same task (same rows, same function).
     assert f["evidence"]["mde80"] is not None and "80% power" in f["effect"]
     # The pair is the one compare.json writes for the same run (one function, one set of rows).
-    assert main(["compare", str(run_dir), "--out", str(pytester.path / "cmp"), "--resamples", "100",
-                 "--permutations", "20"]) == 0
+    assert (
+        main(
+            ["compare", str(run_dir), "--out", str(pytester.path / "cmp"), "--resamples", "100", "--permutations", "20"]
+        )
+        == 0
+    )
     cmp = json.loads((pytester.path / "cmp" / "compare.json").read_text())
     row = next(r for r in cmp["paired"] if (r["model_a"], r["model_b"]) == (ev["model_a"], ev["model_b"]))
     assert {k: row[k] for k in ev} == ev
-    assert cmp["rank_ties"] == [{"task": "rep.mcq", "better": ev["model_a"], "worse": ev["model_b"], "n": ev["n"],
-                                 "diff": ev["diff"], "ci95": ev["ci95"], "p_value": ev["p_value"],
-                                 "p_holm": ev["p_holm"]}]
+    assert cmp["rank_ties"] == [
+        {
+            "task": "rep.mcq",
+            "better": ev["model_a"],
+            "worse": ev["model_b"],
+            "n": ev["n"],
+            "diff": ev["diff"],
+            "ci95": ev["ci95"],
+            "p_value": ev["p_value"],
+            "p_holm": ev["p_holm"],
+        }
+    ]
     assert cmp["mde80"]["rep.mcq"]["mde80"] == pytest.approx(f["evidence"]["mde80"])
 
 
@@ -177,8 +207,10 @@ def test_ba06_is_independent_of_the_order_of_the_runs_and_records(pytester: pyte
     one = [f.model_dump() for f in diagnose([LoadedRun("r", meta, records)]) if f.failure_mode.startswith("BA06")]
     shuffled = list(records)
     random.Random(1).shuffle(shuffled)
-    split = [LoadedRun("r", meta, [r for r in shuffled if r["model"] == "q"]),
-             LoadedRun("r", meta, [r for r in shuffled if r["model"] == "p"])]
+    split = [
+        LoadedRun("r", meta, [r for r in shuffled if r["model"] == "q"]),
+        LoadedRun("r", meta, [r for r in shuffled if r["model"] == "p"]),
+    ]
     two = [f.model_dump() for f in diagnose(split) if f.failure_mode.startswith("BA06")]
     assert one == two and len(one) == 1
     assert one[0]["evidence"]["pairs"][0]["p_holm"] >= 0.05

@@ -45,21 +45,30 @@ def pytest_configure(config):
 # Python leaves SIGINT ignored when its parent ignored it, as a non-interactive shell does for a job
 # it starts in the background (`nohup .ci/run &`); a Ctrl-C test must not depend on how CI was started,
 # so its pytest takes Python's usual handler back before it starts.
-_INTERRUPTIBLE_PYTEST = ("import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                         "sys.exit(pytest.console_main())")
+_INTERRUPTIBLE_PYTEST = (
+    "import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.exit(pytest.console_main())"
+)
 
 
-def pytest_process(pytester: pytest.Pytester, args: list[str], interruptible: bool = False,
-                   **popen: Any) -> "subprocess.Popen[str]":
+def pytest_process(
+    pytester: pytest.Pytester, args: list[str], interruptible: bool = False, **popen: Any
+) -> subprocess.Popen[str]:
     """A real ``python -m pytest`` in the pytester directory, its output on pipes (a file limit set
     for the process does not reach a pipe, as it would reach pytester's own stdout file).  With
     ``interruptible``, SIGINT raises KeyboardInterrupt in it even where this process ignores SIGINT."""
     start = ["-c", _INTERRUPTIBLE_PYTEST] if interruptible else ["-m", "pytest"]
-    return subprocess.Popen([sys.executable, *start, "-p", "no:cacheprovider", *args], cwd=pytester.path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, *start, "-p", "no:cacheprovider", *args],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
 
 
-def finish_process(proc: "subprocess.Popen[str]") -> tuple[int, str]:
+def finish_process(proc: subprocess.Popen[str]) -> tuple[int, str]:
     """Its exit status and output, once it has ended; no traceback may have escaped into the output."""
     out, _ = proc.communicate(timeout=180)
     assert "Traceback" not in out and "INTERNALERROR" not in out and "Exception ignored" not in out, out[-4000:]

@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.importers import run_dir_name
-from pytest_benchaudit.cli.app import build_parser, main
-from pytest_benchaudit.pipeline.record import Record
-
-from pytest_benchaudit.testing.runs import read_run
 from helpers import SUITES
+from pytest_benchaudit.cli.app import build_parser, main
+from pytest_benchaudit.importers import run_dir_name
+from pytest_benchaudit.pipeline.record import Record
+from pytest_benchaudit.testing.runs import read_run
 
 ATHENA_FILES = {"mcq": "MCQ3k", "ate": "ATE", "rms": "RMS", "rcm": "RCM", "vsp": "VSP", "taa": "TAA"}
 ATHENA_COUNTS = {"mcq": 300, "ate": 100, "rms": 100, "rcm": 200, "vsp": 200, "taa": 50}
@@ -30,8 +29,19 @@ CTI_COUNTS = {"mcq": 2500, "rcm": 1000, "rcm_2021": 1000, "vsp": 1000, "taa": 50
 
 
 def _import(kind: str, source: Path, report_dir: Path, data_dir: Path) -> int:
-    return main(["import", kind, str(source), "--report-dir", str(report_dir),
-                 "--suites-dir", str(SUITES), "--data-dir", str(data_dir)])
+    return main(
+        [
+            "import",
+            kind,
+            str(source),
+            "--report-dir",
+            str(report_dir),
+            "--suites-dir",
+            str(SUITES),
+            "--data-dir",
+            str(data_dir),
+        ]
+    )
 
 
 def _runs(report_dir: Path) -> dict[str, dict[str, Any]]:
@@ -174,7 +184,8 @@ def test_athena_released_layer_reproduces_every_released_score(athena, athena_so
             ours = rec["score"] if (rec["valid"] or denominators[task] != "valid") else None
             total[task] += 1
             agree[task] += (ours is None and theirs is None) or (
-                ours is not None and theirs is not None and abs(ours - theirs) < 1e-9)
+                ours is not None and theirs is not None and abs(ours - theirs) < 1e-9
+            )
     for task in ("mcq", "ate", "rms", "rcm", "vsp"):
         assert agree[task] == total[task] == 12 * ATHENA_COUNTS[task], task
     # TAA: CTI-Bench's alias graphs stand in for AthenaBench's unpublished ones.
@@ -194,15 +205,21 @@ def test_athena_summary_equals_released_aggregation(athena, athena_source):
     for model, run in athena.items():
         results = {r["task"]: r for r in run["summary"]["results"]}
         for task in ("mcq", "ate", "rms", "rcm", "vsp"):
-            values = [v for v in (_released_value(task, row) for row in _released_rows(athena_source, model, task))
-                      if v is not None]
+            values = [
+                v
+                for v in (_released_value(task, row) for row in _released_rows(athena_source, model, task))
+                if v is not None
+            ]
             assert results[task]["score"] == pytest.approx(sum(values) / len(values), abs=1e-12), (model, task)
             assert results[task]["n_valid"] == len(values) or results[task]["denominator"] == "total"
         released = run["report"]["tasks"]
-        assert all(released[t]["released_score"] == pytest.approx(results[t]["score"]) for t in ATHENA_FILES if t != "taa")
+        assert all(
+            released[t]["released_score"] == pytest.approx(results[t]["score"]) for t in ATHENA_FILES if t != "taa"
+        )
         (bench,) = run["summary"]["benchmarks"]
         assert bench["method"] == "macro" and bench["score"] == pytest.approx(
-            sum(r["score"] for r in results.values()) / 6)
+            sum(r["score"] for r in results.values()) / 6
+        )
     vsp = {r["task"]: r for r in athena["Qwen/Qwen3-4B-Instruct-2507"]["summary"]["results"]}["vsp"]
     assert vsp["n"] == 200 and vsp["n_valid"] == 110 and vsp["denominator"] == "valid"
     assert 100 * vsp["score"] == pytest.approx(78.2, abs=0.05)  # the released 78.2 over valid rows

@@ -43,7 +43,7 @@ def test_no_fixture_names_a_machine_path(path: Path) -> None:
     contents = _entries(path) if path.suffix == ".eval" else {"": path.read_bytes()}
     for entry, data in contents.items():
         hit = MACHINE_PATH.search(data)
-        assert hit is None, f"{path.name} {entry}: {data[max(0, hit.start() - 40):hit.end() + 60]!r}"
+        assert hit is None, f"{path.name} {entry}: {data[max(0, hit.start() - 40) : hit.end() + 60]!r}"
 
 
 def test_the_scrubbed_tracebacks_are_still_there() -> None:

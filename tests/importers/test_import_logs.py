@@ -34,8 +34,18 @@ TOY_ACCURACY = {"openai-api/local/m1": 0.5, "openai-api/local/m2": 0.3}
 
 
 def _import(tmp_path: Path, *args: Any, data: Path = DATA) -> int:
-    return main(["import", *map(str, args), "--report-dir", str(tmp_path / "reports"), "--suites-dir", str(SUITES),
-                 "--data-dir", str(data)])
+    return main(
+        [
+            "import",
+            *map(str, args),
+            "--report-dir",
+            str(tmp_path / "reports"),
+            "--suites-dir",
+            str(SUITES),
+            "--data-dir",
+            str(data),
+        ]
+    )
 
 
 def _runs(tmp_path: Path) -> list[Path]:
@@ -60,8 +70,9 @@ def _new_logs() -> list[Path]:
 # ------------------------------------------------------------------------------------------ Inspect
 
 
-def test_inspect_eval_zstd_two_models_epochs_headline_equals_the_logs(tmp_path: Path,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_inspect_eval_zstd_two_models_epochs_headline_equals_the_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _import(tmp_path, "inspect", *_new_logs()) == 0
     runs = _runs(tmp_path)
     assert len(runs) == 2
@@ -101,11 +112,11 @@ def test_inspect_old_deflate_and_json_logs_read_as_the_stdlib_reads_them(tmp_pat
     (run,) = _runs(tmp_path)
     log = _json(json_logs[0])
     assert _json(run / "summary.json")["results"][0]["score"] == pytest.approx(
-        log["results"]["scores"][0]["metrics"]["accuracy"]["value"], abs=1e-12)
+        log["results"]["scores"][0]["metrics"]["accuracy"]["value"], abs=1e-12
+    )
 
 
-def test_diagnose_and_compare_work_on_imported_generic_runs(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_diagnose_and_compare_work_on_imported_generic_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _import(tmp_path, "inspect", *_new_logs()) == 0
     runs = _runs(tmp_path)
     capsys.readouterr()
@@ -116,16 +127,19 @@ def test_diagnose_and_compare_work_on_imported_generic_runs(tmp_path: Path,
     compare = _json(tmp_path / "cmp" / "compare.json")
     text = json.dumps(compare)
     assert "holm" in text.lower()
-    assert main(["export", str(runs[0]), "--format", "every-eval-ever", "--out", str(tmp_path / "eee"),
-                 "--samples"]) == 0
+    assert (
+        main(["export", str(runs[0]), "--format", "every-eval-ever", "--out", str(tmp_path / "eee"), "--samples"]) == 0
+    )
     assert main(["audit", *map(str, runs), "--out", str(tmp_path / "audit")]) == 0
     assert (tmp_path / "audit" / "report.html").is_file()
 
 
-@pytest.mark.parametrize("case", ["cut", "corrupt_entry", "status", "version", "duplicate", "pair", "no_samples",
-                                  "mismatch"])
-def test_inspect_bad_input_is_one_error_and_nothing_written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                            case: str) -> None:
+@pytest.mark.parametrize(
+    "case", ["cut", "corrupt_entry", "status", "version", "duplicate", "pair", "no_samples", "mismatch"]
+)
+def test_inspect_bad_input_is_one_error_and_nothing_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
     src = sorted((LOGS / "inspect-old").glob("*.json"))[0]
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -139,7 +153,7 @@ def test_inspect_bad_input_is_one_error_and_nothing_written(tmp_path: Path, caps
         with zipfile.ZipFile(_new_logs()[0]) as archive:
             info = archive.getinfo("samples/toy-1_epoch_1.json")
         at = info.header_offset + 30 + len(info.filename) + 20
-        data[at:at + 8] = b"\x00" * 8
+        data[at : at + 8] = b"\x00" * 8
         target = bad / "corrupt.eval"
         target.write_bytes(bytes(data))
         expect = "samples/toy-1_epoch_1.json"
@@ -174,8 +188,9 @@ def test_inspect_bad_input_is_one_error_and_nothing_written(tmp_path: Path, caps
     assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
 
 
-def test_a_headline_mismatch_names_the_task_both_numbers_and_the_sample(tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_headline_mismatch_names_the_task_both_numbers_and_the_sample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = _json(sorted((LOGS / "inspect-old").glob("*.json"))[0])
     reported = log["results"]["scores"][0]["metrics"]["accuracy"]["value"]
     next(s for s in log["samples"] if s["id"] == "toy-2")["scores"]["choice"]["value"] = "I"
@@ -206,8 +221,9 @@ def _lm_eval_reported(model: str, task: str, key: str) -> float:
 
 def test_lm_eval_known_tasks_land_on_the_peer_layers_and_generic_tasks_import(tmp_path: Path) -> None:
     assert _import(tmp_path, "lm-eval", LOGS / "lm-eval") == 0
-    runs = {(_json(r / "import_report.json")["task"], _json(r / "import_report.json")["model"]): r
-            for r in _runs(tmp_path)}
+    runs = {
+        (_json(r / "import_report.json")["task"], _json(r / "import_report.json")["model"]): r for r in _runs(tmp_path)
+    }
     assert len(runs) == 6
     for model in ("m1", "m2"):
         ll = runs[("mmlu_computer_security", model)]
@@ -218,7 +234,8 @@ def test_lm_eval_known_tasks_land_on_the_peer_layers_and_generic_tasks_import(tm
         result = _json(gen / "summary.json")["results"][0]
         assert result["pipeline"] == "lm_eval_generative"
         assert result["score"] == pytest.approx(
-            _lm_eval_reported(model, "mmlu_computer_security_generative", "exact_match,get_response"))
+            _lm_eval_reported(model, "mmlu_computer_security_generative", "exact_match,get_response")
+        )
         toy = runs[("toy_generate", model)]
         assert _json(toy / "summary.json")["results"][0]["pipeline"] == "imported"
         rec = _records(ll)[0]
@@ -232,8 +249,19 @@ def test_matched_lm_eval_run_rescores_offline(tmp_path: Path, monkeypatch: pytes
     imported = _json(run / "summary.json")["results"][0]
     monkeypatch.setenv("BENCHAUDIT_DATA", str(DATA))
     # Re-reading with the layer's own rule changes nothing (the stored log-likelihoods are what it reads).
-    assert main(["rescore", str(run), "--set", "extraction.rule=lm_eval_loglikelihood",
-                 "--report-dir", str(tmp_path / "same")]) == 0
+    assert (
+        main(
+            [
+                "rescore",
+                str(run),
+                "--set",
+                "extraction.rule=lm_eval_loglikelihood",
+                "--report-dir",
+                str(tmp_path / "same"),
+            ]
+        )
+        == 0
+    )
     (same,) = [p for p in (tmp_path / "same").iterdir() if p.is_dir()]
     assert _json(same / "summary.json")["results"][0]["score"] == pytest.approx(imported["score"])
     # Under MMLU's released reader (first-token log-probabilities, which a log-likelihood log has not):
@@ -242,13 +270,16 @@ def test_matched_lm_eval_run_rescores_offline(tmp_path: Path, monkeypatch: pytes
     (released,) = [p for p in (tmp_path / "released").iterdir() if p.is_dir()]
     result = _json(released / "summary.json")["results"][0]
     assert result["pipeline"] == "released" and result["n"] == 6
-    golds = [line.rsplit(",", 1)[1].strip() for line in
-             (DATA / "mmlu-computer-security" / "computer_security_test.csv").read_text().splitlines()]
+    golds = [
+        line.rsplit(",", 1)[1].strip()
+        for line in (DATA / "mmlu-computer-security" / "computer_security_test.csv").read_text().splitlines()
+    ]
     assert result["score"] == pytest.approx(golds.count("A") / len(golds))
 
 
-def test_a_near_miss_names_the_first_differing_field_and_imports_generic(tmp_path: Path,
-                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_near_miss_names_the_first_differing_field_and_imports_generic(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "edited"
     shutil.copytree(LOGS / "lm-eval" / "m1", folder)
     (samples,) = folder.glob("samples_mmlu_computer_security_2*.jsonl")
@@ -295,13 +326,18 @@ def _peer_python() -> str | None:
     return os.environ.get("BENCHAUDIT_INSPECT_PYTHON")
 
 
-@pytest.mark.skipif(_peer_python() is None, reason="set BENCHAUDIT_INSPECT_PYTHON to a Python with inspect_ai "
-                    "installed to cross-check the reading against inspect_ai.log.read_eval_log")
+@pytest.mark.skipif(
+    _peer_python() is None,
+    reason="set BENCHAUDIT_INSPECT_PYTHON to a Python with inspect_ai "
+    "installed to cross-check the reading against inspect_ai.log.read_eval_log",
+)
 def test_reading_equals_inspect_ais_own_reader(tmp_path: Path) -> None:
-    script = ("import json, sys\nfrom inspect_ai.log import read_eval_log\nlog = read_eval_log(sys.argv[1])\n"
-              "print(json.dumps({'acc': log.results.scores[0].metrics['accuracy'].value, 'samples': "
-              "[[str(s.id), s.epoch, s.output.completion, (s.output.choices[0].stop_reason if s.output.choices "
-              "else None)] for s in log.samples]}))")
+    script = (
+        "import json, sys\nfrom inspect_ai.log import read_eval_log\nlog = read_eval_log(sys.argv[1])\n"
+        "print(json.dumps({'acc': log.results.scores[0].metrics['accuracy'].value, 'samples': "
+        "[[str(s.id), s.epoch, s.output.completion, (s.output.choices[0].stop_reason if s.output.choices "
+        "else None)] for s in log.samples]}))"
+    )
     for log in [*_new_logs(), *sorted((LOGS / "inspect-old").glob("*"))]:
         theirs = json.loads(subprocess.check_output([str(_peer_python()), "-c", script, str(log)], text=True))
         out = tmp_path / log.name
@@ -311,12 +347,14 @@ def test_reading_equals_inspect_ais_own_reader(tmp_path: Path) -> None:
         assert _json(run / "summary.json")["results"][0]["score"] == pytest.approx(theirs["acc"], abs=1e-12)
         for sid, epoch, completion, stop in theirs["samples"]:
             assert records[(sid, epoch)]["raw_output"] == completion
-            assert records[(sid, epoch)]["finish_reason"] == ("length" if stop in ("max_tokens", "model_length")
-                                                              else stop)
+            assert records[(sid, epoch)]["finish_reason"] == (
+                "length" if stop in ("max_tokens", "model_length") else stop
+            )
 
 
 def test_inspect_evals_cybermetric_log_is_the_inspect_evals_layer_and_rescores_under_released(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     logs = sorted((LOGS / "inspect-new").glob("*cybermetric-80*.eval"))
     assert len(logs) == 2
     assert _import(tmp_path, "inspect", *logs) == 0
@@ -332,8 +370,21 @@ def test_inspect_evals_cybermetric_log_is_the_inspect_evals_layer_and_rescores_u
     assert main(["rescore", str(runs[0]), "--pipeline", "released", "--report-dir", str(tmp_path / "re")]) == 0
     (rescored,) = [p for p in (tmp_path / "re").iterdir() if p.is_dir()]
     assert _json(rescored / "summary.json")["results"][0]["pipeline"] == "released"
-    assert main(["audit", *map(str, runs), "--toward", "released", "--out", str(tmp_path / "audit"),
-                 "--data-dir", str(DATA)]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                *map(str, runs),
+                "--toward",
+                "released",
+                "--out",
+                str(tmp_path / "audit"),
+                "--data-dir",
+                str(DATA),
+            ]
+        )
+        == 0
+    )
     audit = _json(tmp_path / "audit" / "audit.json")
     assert "prompt.template" in json.dumps(audit)  # the upstream difference is named, not re-scored
 
@@ -349,6 +400,7 @@ def _numbers_then_error(n: int, fail_at: int | None = None) -> Any:
             if i == fail_at:
                 raise ImportSourceError(f"log.eval: entry {i}: corrupt")
             yield {"i": i}
+
     return make
 
 

@@ -31,8 +31,12 @@ VALUE = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 
 def _import(tmp_path: Path, *args: Any, out: str = "reports") -> list[Path]:
     root = tmp_path / out
-    assert main(["import", *map(str, args), "--report-dir", str(root), "--suites-dir", str(SUITES),
-                 "--data-dir", str(DATA)]) == 0
+    assert (
+        main(
+            ["import", *map(str, args), "--report-dir", str(root), "--suites-dir", str(SUITES), "--data-dir", str(DATA)]
+        )
+        == 0
+    )
     return sorted(p for p in root.iterdir() if p.is_dir())
 
 
@@ -56,8 +60,9 @@ def _log_scores(log: Path) -> tuple[str, dict[str, list[float]]]:
     return model, {q: [e[k] for k in sorted(e)] for q, e in by_epoch.items()}
 
 
-def test_plan_on_imported_inspect_runs_measures_the_logs_own_scores(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_on_imported_inspect_runs_measures_the_logs_own_scores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     logs = sorted((LOGS / "inspect-old").glob("*toy-mcq*.eval"))
     assert len(logs) == 2, "the fixture holds the toy task for two models, two epochs each"
     _import(tmp_path, "inspect", *logs)
@@ -82,8 +87,9 @@ def test_an_imported_task_plans_as_its_suite_task_does(tmp_path: Path, capsys: p
     suite_plan = _plan(capsys, "--task", "cybermetric.cm80", "--mde", "0.3", "--data-dir", DATA, "--from", *runs)
     for run in runs:  # the same scores under a benchmark no suite names
         lines = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
-        (run / "records.jsonl").write_text("".join(json.dumps({**r, "benchmark": "inspect", "task": "cm80_log"}) + "\n"
-                                                   for r in lines))
+        (run / "records.jsonl").write_text(
+            "".join(json.dumps({**r, "benchmark": "inspect", "task": "cm80_log"}) + "\n" for r in lines)
+        )
         meta = json.loads((run / "run.json").read_text())
         card = meta["pipeline_cards"].pop("cybermetric.cm80")
         meta["pipeline_cards"]["inspect.cm80_log"] = {**card, "benchmark": "inspect", "task": "cm80_log"}
@@ -96,28 +102,33 @@ def test_an_imported_task_plans_as_its_suite_task_does(tmp_path: Path, capsys: p
 
 
 def test_plan_of_an_imported_task_without_runs_or_with_a_wrong_name_is_one_error(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     runs = _import(tmp_path, "inspect", *sorted((LOGS / "inspect-new").glob("*toy-mcq*.eval")))
     capsys.readouterr()
     assert main(["plan", "--task", "inspect.toy_mcq", "--mde", "0.2", "--suites-dir", str(SUITES)]) == 2
     err = capsys.readouterr().err
     assert "--from RUN" in err and "Traceback" not in err
-    assert main(["plan", "--task", "inspect.toy", "--mde", "0.2", "--suites-dir", str(SUITES), "--from",
-                 *map(str, runs)]) == 2
+    assert (
+        main(["plan", "--task", "inspect.toy", "--mde", "0.2", "--suites-dir", str(SUITES), "--from", *map(str, runs)])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "toy_mcq" in err and err.count("\n") == 1  # one line: the tasks the runs hold, the near name
 
 
 def test_sweep_of_a_generic_imported_task_is_one_error_and_of_a_matched_one_works(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("BENCHAUDIT_DATA", str(DATA))
     (generic, *_) = _import(tmp_path, "inspect", *sorted((LOGS / "inspect-new").glob("*toy-mcq*.eval")))
     capsys.readouterr()
     assert main(["sweep", str(generic), "--vary", "scoring.invalid_credit=0,0.25", "--suites-dir", str(SUITES)]) == 2
     err = capsys.readouterr().err
     assert "nothing to sweep" in err and "inspect.toy_mcq" in err and "Traceback" not in err
-    (matched, *_) = _import(tmp_path, "inspect", *sorted((LOGS / "inspect-new").glob("*cybermetric-80*.eval")),
-                            out="matched")
+    (matched, *_) = _import(
+        tmp_path, "inspect", *sorted((LOGS / "inspect-new").glob("*cybermetric-80*.eval")), out="matched"
+    )
     assert main(["sweep", str(matched), "--vary", "scoring.invalid_credit=0,0.25", "--suites-dir", str(SUITES)]) == 0
     assert "invalid_credit=0.25" in capsys.readouterr().out
 
@@ -131,8 +142,11 @@ def test_an_exported_run_of_several_epochs_imports_back_epoch_by_epoch(tmp_path:
     after = [json.loads(line) for line in (back / "records.jsonl").read_text().splitlines()]
     assert len({r["repeat"] for r in before}) == 2  # two epochs
     assert sorted((r["question_id"], r["repeat"], r["score"], r["valid"]) for r in after) == sorted(
-        (r["question_id"], r["repeat"], r["score"], r["valid"]) for r in before)
-    summary = [json.loads((d / "summary.json").read_text())["results"][0] for d in (tmp_path / "first" / run.name, back)]
+        (r["question_id"], r["repeat"], r["score"], r["valid"]) for r in before
+    )
+    summary = [
+        json.loads((d / "summary.json").read_text())["results"][0] for d in (tmp_path / "first" / run.name, back)
+    ]
     assert summary[1]["score"] == pytest.approx(summary[0]["score"]) and summary[1]["repeats"] == 2
 
 
@@ -153,7 +167,9 @@ def test_lm_eval_truncation_reads_not_recorded_never_zero(tmp_path: Path, capsys
         meta = json.loads((run / "run.json").read_text())
         assert meta["source"]["not_recorded"] == {"finish_reason": "not recorded by lm-eval"}
         assert json.loads((run / "import_report.json").read_text())["not_recorded"] == meta["source"]["not_recorded"]
-        assert all(json.loads(line)["finish_reason"] is None for line in (run / "records.jsonl").read_text().splitlines())
+        assert all(
+            json.loads(line)["finish_reason"] is None for line in (run / "records.jsonl").read_text().splitlines()
+        )
     # A log-likelihood task generates nothing: no truncation to record.
     assert "not_recorded" not in json.loads((loglikelihood / "run.json").read_text())["source"]
     capsys.readouterr()
@@ -165,8 +181,21 @@ def test_lm_eval_truncation_reads_not_recorded_never_zero(tmp_path: Path, capsys
     assert main(["diagnose", str(generate[0]), "--suites-dir", str(SUITES), "--json"]) == 0
     (line,) = json.loads(capsys.readouterr().out)["not_checked"]
     assert generate[0].name in line and "not recorded by lm-eval" in line
-    assert main(["audit", *map(str, generate), "--out", str(tmp_path / "audit"), "--suites-dir", str(SUITES),
-                 "--data-dir", str(DATA)]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                *map(str, generate),
+                "--out",
+                str(tmp_path / "audit"),
+                "--suites-dir",
+                str(SUITES),
+                "--data-dir",
+                str(DATA),
+            ]
+        )
+        == 0
+    )
     audit = json.loads((tmp_path / "audit" / "audit.json").read_text())
     schema = json.loads((SUITES.parent / "docs" / "schemas" / "audit.schema.json").read_text())
     jsonschema.validate(audit, schema)
@@ -192,9 +221,13 @@ def test_an_every_eval_ever_file_without_finish_reasons_says_so_too(tmp_path: Pa
     runs = _import(tmp_path, "lm-eval", LOGS / "lm-eval" / "m1")
     for name in ("toy_generate-m1", "mmlu_computer_security-m1"):
         run = next(r for r in runs if r.name.endswith(name))
-        assert main(["export", str(run), "--format", "every-eval-ever", "--out", str(tmp_path / "eee"), "--samples"]) == 0
-    back = {r.name.rsplit("-", 1)[0].split("every-eval-ever-")[1]: r for r in _import(tmp_path, tmp_path / "eee",
-                                                                                    out="back")}
+        assert (
+            main(["export", str(run), "--format", "every-eval-ever", "--out", str(tmp_path / "eee"), "--samples"]) == 0
+        )
+    back = {
+        r.name.rsplit("-", 1)[0].split("every-eval-ever-")[1]: r
+        for r in _import(tmp_path, tmp_path / "eee", out="back")
+    }
     source = json.loads((back["toy_generate"] / "run.json").read_text())["source"]
     assert source["not_recorded"] == {"finish_reason": "not recorded in the Every Eval Ever file"}
     (mcq,) = [r for name, r in back.items() if name != "toy_generate"]  # log-likelihood: nothing generated
@@ -220,6 +253,7 @@ def test_each_log_importer_also_imports_one_source_as_the_released_importers_do(
         runs = imp.import_runs(sources[imp.name], tmp_path / imp.name, SUITES, str(DATA), log=lines.append)
         assert detect(sources[imp.name]) is imp and runs and lines
         cli = _import(tmp_path, imp.name, sources[imp.name], out=f"cli-{imp.name}")
-        for mine, theirs in zip(sorted(runs, key=lambda r: r.path.name.split("-", 2)[2]),
-                                sorted(cli, key=lambda p: p.name.split("-", 2)[2])):
+        for mine, theirs in zip(
+            sorted(runs, key=lambda r: r.path.name.split("-", 2)[2]), sorted(cli, key=lambda p: p.name.split("-", 2)[2])
+        ):
             assert (mine.path / "summary.json").read_text() == (theirs / "summary.json").read_text()

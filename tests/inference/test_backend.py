@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from pytest_benchaudit.common import secrets
 from pytest_benchaudit.inference.backend import (
@@ -18,8 +19,8 @@ from pytest_benchaudit.inference.backend import (
     strip_credentials,
 )
 from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
-from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer, by_marker, sequence
 from pytest_benchaudit.pipeline.types import Generation, Message, Request
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer, by_marker, sequence
 
 CANARY = "sk-canary-1234567890"
 
@@ -37,8 +38,15 @@ def server() -> Iterator[ScriptedServer]:
 
 
 def spec_for(server: ScriptedServer, **kw: Any) -> ModelSpec:
-    fields: dict[str, Any] = dict(label="m", kind="endpoint", base_url=server.url, model_id="my-model",
-                                  retry_base=0.01, max_retries=2, timeout=5.0)
+    fields: dict[str, Any] = dict(
+        label="m",
+        kind="endpoint",
+        base_url=server.url,
+        model_id="my-model",
+        retry_base=0.01,
+        max_retries=2,
+        timeout=5.0,
+    )
     fields.update(kw)
     return ModelSpec(**fields)
 
@@ -55,9 +63,11 @@ def generate(server: ScriptedServer, request: Request, **spec_kw: Any) -> Genera
 
 
 def chat(text: str = "Q1: pick one", **params: Any) -> Request:
-    return Request(mode="chat",
-                   messages=(Message(role="system", content="Be brief."), Message(role="user", content=text)),
-                   params=params)
+    return Request(
+        mode="chat",
+        messages=(Message(role="system", content="Be brief."), Message(role="user", content=text)),
+        params=params,
+    )
 
 
 def completion(prompt: str = "Question: 1+1?\nAnswer:", **params: Any) -> Request:
@@ -135,8 +145,9 @@ def test_no_logprobs_requested_gives_none(server):
 
 
 def test_reasoning_content_and_length_finish(server):
-    server.script = lambda call: Reply(content="Answer: C", reasoning_content="Let me think about C.",
-                                       finish_reason="length")
+    server.script = lambda call: Reply(
+        content="Answer: C", reasoning_content="Let me think about C.", finish_reason="length"
+    )
     gen = generate(server, chat(max_tokens=64))
     assert gen.error is None
     assert gen.text == "Answer: C"
@@ -346,8 +357,14 @@ def test_parse_bad_id_at_url(bad: str):
 
 
 def test_parse_named_model():
-    named = {"azure": {"endpoint": "https://r.example.com/openai/v1", "model": "gpt-4o",
-                       "api_key_env": "AZURE_OPENAI_API_KEY", "min_max_tokens": 16}}
+    named = {
+        "azure": {
+            "endpoint": "https://r.example.com/openai/v1",
+            "model": "gpt-4o",
+            "api_key_env": "AZURE_OPENAI_API_KEY",
+            "min_max_tokens": 16,
+        }
+    }
     spec = parse_model_spec("azure", named)
     assert spec.label == "azure"
     assert spec.kind == "endpoint"
@@ -392,8 +409,14 @@ def test_public_never_contains_the_key(monkeypatch):
     spec = parse_model_spec(f"m@http://user:{CANARY}@127.0.0.1:9/v1")
     public = spec.public()
     assert CANARY not in repr(public)
-    assert public == {"spec": "m", "kind": "endpoint", "endpoint": "http://127.0.0.1:9/v1",
-                      "model_id": "m", "api_key_env": "OPENAI_API_KEY", "min_max_tokens": None}
+    assert public == {
+        "spec": "m",
+        "kind": "endpoint",
+        "endpoint": "http://127.0.0.1:9/v1",
+        "model_id": "m",
+        "api_key_env": "OPENAI_API_KEY",
+        "min_max_tokens": None,
+    }
     assert CANARY not in spec.model_dump_json().replace(spec.base_url or "", "")  # key value never stored
     monkeypatch.delenv("OPENAI_API_KEY")
     assert spec.public()["api_key_env"] is None  # a variable that is not set is not reported
@@ -401,9 +424,9 @@ def test_public_never_contains_the_key(monkeypatch):
 
 def test_model_spec_is_frozen_and_strict():
     spec = parse_model_spec("local")
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         spec.label = "other"  # type: ignore[misc]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         ModelSpec(label="x", kind="endpoint", api_key="secret")  # type: ignore[call-arg]
 
 
@@ -423,8 +446,12 @@ def test_request_bodies_and_answers_are_json_whichever_codec_writes_them() -> No
 
     from pytest_benchaudit.inference.openai_compat import _Response, request_body
 
-    body = {"model": "m", "messages": [{"role": "user", "content": "ünïcode ✓ \"quoted\""}], "temperature": 0.0,
-            "logit_bias": {50256: -100}}
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "ünïcode ✓ \"quoted\""}],
+        "temperature": 0.0,
+        "logit_bias": {50256: -100},
+    }
     assert json.loads(request_body(body)) == {**body, "logit_bias": {"50256": -100}}  # int keys as json writes them
     huge = {"model": "m", "seed": 2**70}  # beyond orjson's 64 bits: json writes it
     assert json.loads(request_body(huge)) == huge

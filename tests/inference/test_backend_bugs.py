@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pytest_benchaudit.testing.toy import write_mcq_suite
-from pytest_benchaudit.testing.runs import only_run_dir
 
 from pytest_benchaudit.inference import openai_compat
 from pytest_benchaudit.inference.backend import BackendBug, ModelSpec
 from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.inference.response_body import MalformedResponse, parse_anthropic
 from pytest_benchaudit.pipeline.types import Generation, Message, Request
+from pytest_benchaudit.testing.runs import only_run_dir
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import write_mcq_suite
 
 CANARY = "sk-canary-bug-0123456789"
 
@@ -34,9 +34,21 @@ def server() -> Iterator[ScriptedServer]:
 
 def _generate(server: ScriptedServer, request: Request | None = None, **spec: Any) -> Generation:
     async def go() -> Generation:
-        backend = OpenAICompatBackend(ModelSpec(**{"label": "m", "kind": "endpoint", "base_url": server.url,
-                                                   "model_id": "x", "retry_base": 0.01, "max_retries": 1,
-                                                   "timeout": 5.0, **spec}), concurrency=2)
+        backend = OpenAICompatBackend(
+            ModelSpec(
+                **{
+                    "label": "m",
+                    "kind": "endpoint",
+                    "base_url": server.url,
+                    "model_id": "x",
+                    "retry_base": 0.01,
+                    "max_retries": 1,
+                    "timeout": 5.0,
+                    **spec,
+                }
+            ),
+            concurrency=2,
+        )
         try:
             asked = request or Request(mode="chat", messages=(Message(role="user", content="Q"),))
             return await backend.generate(asked)
@@ -57,10 +69,14 @@ GARBAGE = {
     "usage a list": b'{"choices": [{"message": {"content": "A"}}], "usage": [1, 2]}',
     "finish_reason a number": b'{"choices": [{"message": {"content": "A"}, "finish_reason": 7}]}',
     "logprobs a string": b'{"choices": [{"message": {"content": "A"}, "logprobs": "high"}]}',
-    "a logprob not a number": (b'{"choices": [{"message": {"content": "A"}, "logprobs": {"content": '
-                               b'[{"top_logprobs": [{"token": "A", "logprob": "high"}]}]}}]}'),
-    "an alternative without token": (b'{"choices": [{"message": {"content": "A"}, "logprobs": {"content": '
-                                     b'[{"top_logprobs": [{"logprob": -1.0}]}]}}]}'),
+    "a logprob not a number": (
+        b'{"choices": [{"message": {"content": "A"}, "logprobs": {"content": '
+        b'[{"top_logprobs": [{"token": "A", "logprob": "high"}]}]}}]}'
+    ),
+    "an alternative without token": (
+        b'{"choices": [{"message": {"content": "A"}, "logprobs": {"content": '
+        b'[{"top_logprobs": [{"logprob": -1.0}]}]}}]}'
+    ),
 }
 
 
@@ -72,9 +88,17 @@ def test_a_server_returning_garbage_is_the_requests_error(server: ScriptedServer
     assert "(gave up after 2 attempts)" in gen.error and gen.attempts == 2 and gen.text == ""
 
 
-@pytest.mark.parametrize("body", [[], {"content": "A"}, {"content": [5]}, {"content": [{"type": "text", "text": 5}]},
-                                  {"content": [{"type": "thinking", "thinking": ["x"]}]},
-                                  {"content": [], "usage": [1]}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        [],
+        {"content": "A"},
+        {"content": [5]},
+        {"content": [{"type": "text", "text": 5}]},
+        {"content": [{"type": "thinking", "thinking": ["x"]}]},
+        {"content": [], "usage": [1]},
+    ],
+)
 def test_anthropic_garbage_is_a_malformed_response(body: Any) -> None:
     """Anthropic's reader (the scripted server speaks OpenAI's API only): every shape it does not take is
     the one error the client turns into the request's error; a good body is read."""
@@ -83,8 +107,9 @@ def test_anthropic_garbage_is_a_malformed_response(body: Any) -> None:
     assert parse_anthropic({"content": [{"type": "text", "text": "A"}], "stop_reason": "end_turn"})["text"] == "A"
 
 
-def test_a_bug_in_the_reader_is_a_backend_bug_naming_it(server: ScriptedServer,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bug_in_the_reader_is_a_backend_bug_naming_it(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server.script = lambda call: Reply(content="Answer: A")
 
     def broken(data: Any, echo: bool = False) -> dict[str, Any]:
@@ -100,8 +125,9 @@ def test_a_bug_in_the_reader_is_a_backend_bug_naming_it(server: ScriptedServer,
     assert len(server.calls) == 1  # not retried: asking again cannot mend our own code
 
 
-def test_a_backend_bug_is_never_a_generation_error_and_its_text_is_redacted(server: ScriptedServer,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_backend_bug_is_never_a_generation_error_and_its_text_is_redacted(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pytest_benchaudit.common import secrets
 
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
@@ -119,14 +145,20 @@ def test_a_backend_bug_is_never_a_generation_error_and_its_text_is_redacted(serv
 
 
 @pytest.mark.parametrize("process", ["0", "1"], ids=["thread", "inference process"])
-def test_a_broken_reader_stops_the_run_cleanly(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                                               process: str) -> None:
+def test_a_broken_reader_stops_the_run_cleanly(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, process: str
+) -> None:
     """Questions q01..q06, asked one at a time: the reader breaks at the fourth answer.  The run ends
     with exit 3 and one message naming the bug; the three items answered before are recorded (valid),
     and no record is an inference_error made of it."""
-    write_mcq_suite(pytester.path, "bugged", [{"id": f"q{n:02d}", "question": f"Question {n}?",
-                                               "options": ["one", "two", "three", "four"], "gold": "A"}
-                                              for n in range(1, 7)])
+    write_mcq_suite(
+        pytester.path,
+        "bugged",
+        [
+            {"id": f"q{n:02d}", "question": f"Question {n}?", "options": ["one", "two", "three", "four"], "gold": "A"}
+            for n in range(1, 7)
+        ],
+    )
     monkeypatch.setenv("BENCHAUDIT_INFERENCE_PROCESS", process)
     # Installed in this process and in the inference process (its interpreter starts with this environment).
     site = pytester.path / "child-site"
@@ -139,12 +171,27 @@ def test_a_broken_reader_stops_the_run_cleanly(pytester: pytest.Pytester, monkey
         "    if len(seen) >= 4:\n"
         "        raise ZeroDivisionError('the reader divided by zero')\n"
         "    return real(data, echo)\n"
-        "openai_compat._parse = broken\n")
+        "openai_compat._parse = broken\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(site))
     with ScriptedServer(lambda call: Reply(content="Answer: A")) as server:
         result = pytester.runpytest_subprocess(
-            "suites/bugged", "--model", f"m@{server.url}", "--data-dir", "data", "--report-dir", "out",
-            "--no-cache", "--concurrency", "1", "-p", "no:randomly", "-p", "no:xdist", timeout=120)
+            "suites/bugged",
+            "--model",
+            f"m@{server.url}",
+            "--data-dir",
+            "data",
+            "--report-dir",
+            "out",
+            "--no-cache",
+            "--concurrency",
+            "1",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:xdist",
+            timeout=120,
+        )
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR, out[-3000:]
     assert "the client of model 'm' failed: ZeroDivisionError: the reader divided by zero" in out, out[-3000:]

@@ -10,10 +10,9 @@ import pytest
 from pytest_benchaudit.inference.breaker import BreakerBackend, classify_error
 from pytest_benchaudit.pipeline.types import Generation, Question, Request
 from pytest_benchaudit.scoring.extract import extract
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
-from pytest_benchaudit.testing.toy import write_mcq_suite
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import write_mcq_suite
 
 OPTIONS = ["first", "second", "third", "fourth"]
 
@@ -91,9 +90,21 @@ def _suite(pytester: pytest.Pytester, n: int) -> None:
 
 
 def _run(pytester: pytest.Pytester, url: str, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("suites/deadbench", "--data-dir", "data", "--model", f"m@{url}",
-                                         "--report-dir", "out", "--max-retries", "0", "-p", "no:randomly",
-                                         "--no-cache", *extra)
+    return pytester.runpytest_subprocess(
+        "suites/deadbench",
+        "--data-dir",
+        "data",
+        "--model",
+        f"m@{url}",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "0",
+        "-p",
+        "no:randomly",
+        "--no-cache",
+        *extra,
+    )
 
 
 def test_dead_endpoint_is_not_asked_every_question_and_resume_asks_the_rest(pytester: pytest.Pytester) -> None:
@@ -137,8 +148,9 @@ def test_401_stops_the_model_at_its_first_answer_with_the_providers_message(pyte
         asked = [c for c in server.calls if c.path.endswith("/completions")]
     assert len(asked) == 1
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*model m: endpoint down — the endpoint refused the credentials "
-                                 "(HTTP 401: Incorrect API key provided*"])
+    result.stdout.fnmatch_lines(
+        ["*model m: endpoint down — the endpoint refused the credentials (HTTP 401: Incorrect API key provided*"]
+    )
     records = read_run(only_run_dir(pytester.path / "out"))["records"]
     assert records[0]["invalid_reason"] == "inference_error" and "Incorrect API key" in records[0]["error"]
     assert [r["invalid_reason"] for r in records[1:]] == ["endpoint_down"] * 19
@@ -170,8 +182,9 @@ def test_endpoint_that_cuts_every_body_trips_the_breaker(pytester: pytest.Pytest
     with ScriptedServer(lambda call: Reply(content="Answer: A", cut_body_after=10)) as server:
         result = _run(pytester, server.url, "--breaker", "3", "--concurrency", "1")
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*endpoint down — 3 consecutive connection failures or timeouts "
-                                 "(last: connection error: cut mid-body*"])
+    result.stdout.fnmatch_lines(
+        ["*endpoint down — 3 consecutive connection failures or timeouts (last: connection error: cut mid-body*"]
+    )
     records = read_run(only_run_dir(pytester.path / "out"))["records"]
     assert [r["invalid_reason"] for r in records[:3]] == ["inference_error"] * 3
     assert all(r["error"].startswith("connection error: cut mid-body") for r in records[:3])
@@ -215,8 +228,10 @@ def test_requests_in_flight_when_it_trips_are_cut_not_left_to_their_retries() ->
     cut = [g for g in out if g.error.endswith("; cut short: in flight when the breaker tripped")]
     not_asked = [g for g in out if g.error.endswith("; not asked")]
     assert len(cut) == breaker.state.cut == 5 and len(not_asked) == breaker.state.not_asked == 4
-    assert all(g.error.startswith("endpoint_down: 3 consecutive connection failures") and g.attempts == 0
-               for g in cut + not_asked)
+    assert all(
+        g.error.startswith("endpoint_down: 3 consecutive connection failures") and g.attempts == 0
+        for g in cut + not_asked
+    )
     q = Question(benchmark="b", task="t", id="q1", index=0, text="q", choices={"A": "x", "B": "y"}, gold="A")
     assert extract("final_answer_letter", cut[0], q, "strip").invalid_reason == "endpoint_down"
     assert not breaker._in_flight and not breaker._cut
@@ -280,9 +295,20 @@ def test_dead_endpoint_with_the_default_retries_ends_without_waiting_out_theirs(
     schedule); every question is recorded."""
     _suite(pytester, 30)
     dead = f"http://127.0.0.1:{_closed_port()}/v1"
-    result = pytester.runpytest_subprocess("suites/deadbench", "--data-dir", "data", "--model", f"m@{dead}",
-                                           "--report-dir", "out", "--no-cache", "--breaker", "3",
-                                           "--concurrency", "8")
+    result = pytester.runpytest_subprocess(
+        "suites/deadbench",
+        "--data-dir",
+        "data",
+        "--model",
+        f"m@{dead}",
+        "--report-dir",
+        "out",
+        "--no-cache",
+        "--breaker",
+        "3",
+        "--concurrency",
+        "8",
+    )
     assert result.ret == pytest.ExitCode.INTERRUPTED
     records = read_run(only_run_dir(pytester.path / "out"))["records"]
     reasons = [r["invalid_reason"] for r in records]
@@ -290,5 +316,9 @@ def test_dead_endpoint_with_the_default_retries_ends_without_waiting_out_theirs(
     assert len(reasons) == 30 and 3 <= reasons.count("inference_error") <= 5
     assert any(r["error"].endswith("; cut short: in flight when the breaker tripped") for r in records)
     assert reasons.count("endpoint_down") == 30 - reasons.count("inference_error")
-    result.stdout.fnmatch_lines(["*endpoint down — 3 consecutive connection failures or timeouts (last: *"
-                                 "(gave up after 5 attempts)). Its remaining*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*endpoint down — 3 consecutive connection failures or timeouts (last: *"
+            "(gave up after 5 attempts)). Its remaining*"
+        ]
+    )

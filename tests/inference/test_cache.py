@@ -9,11 +9,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from pytest_benchaudit.testing.toy import TOY_QUESTIONS
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 from pytest_benchaudit.inference.backend import ModelSpec
-from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.inference.cache import (
     CACHE_FILENAME,
     CacheWarning,
@@ -22,9 +19,12 @@ from pytest_benchaudit.inference.cache import (
     model_identity,
 )
 from pytest_benchaudit.inference.engine import Engine
-from pytest_benchaudit.pytest_plugin.options import default_cache_dir
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.pipeline.types import Generation, Message, Request
+from pytest_benchaudit.pytest_plugin.options import default_cache_dir
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import TOY_QUESTIONS
 
 IDENTITY = model_identity(ModelSpec(label="m", kind="endpoint", base_url="http://127.0.0.1:9/v1", model_id="m"))
 
@@ -34,8 +34,15 @@ def req(text: str = "What is 2+2?", **params: object) -> Request:
 
 
 def gen(text: str = "Answer: B", **kw: object) -> Generation:
-    return Generation(text=text, finish_reason="stop", usage={"prompt_tokens": 3, "completion_tokens": 2},
-                      latency_s=0.25, attempts=2, served_model="srv", **kw)
+    return Generation(
+        text=text,
+        finish_reason="stop",
+        usage={"prompt_tokens": 3, "completion_tokens": 2},
+        latency_s=0.25,
+        attempts=2,
+        served_model="srv",
+        **kw,
+    )
 
 
 # -- the store ---------------------------------------------------------------------------
@@ -167,8 +174,16 @@ def test_an_unwritable_directory_disables_the_cache(tmp_path: Path) -> None:
 
 
 def _engine(server: ScriptedServer, cache: GenerationCache | None) -> Engine:
-    spec = ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m", api_key_env=None,
-                     retry_base=0.01, max_retries=1, timeout=10.0)
+    spec = ModelSpec(
+        label="m",
+        kind="endpoint",
+        base_url=server.url,
+        model_id="m",
+        api_key_env=None,
+        retry_base=0.01,
+        max_retries=1,
+        timeout=10.0,
+    )
     engine = Engine(window=16, cache=cache)
     engine.add_model("m", lambda: OpenAICompatBackend(spec, concurrency=4))
     return engine
@@ -226,8 +241,20 @@ def test_engine_says_a_cache_failure_once_on_the_calling_thread(tmp_path: Path) 
 
 
 def _toy_args(server: ScriptedServer, report_dir: str, *extra: str) -> list[str]:
-    return ["suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}", "--report-dir", report_dir,
-            "--max-retries", "2", "-p", "no:randomly", *extra]
+    return [
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{server.url}",
+        "--report-dir",
+        report_dir,
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        *extra,
+    ]
 
 
 def _comparable(record: dict) -> dict:
@@ -239,8 +266,9 @@ def _asked(server: ScriptedServer) -> list[str]:
     return [c.last_user_text for c in server.calls if c.path.endswith("/completions")]
 
 
-def test_a_second_run_asks_nothing_and_records_the_same(pytester: pytest.Pytester, scripted: ScriptedServer,
-                                                       toy) -> None:
+def test_a_second_run_asks_nothing_and_records_the_same(
+    pytester: pytest.Pytester, scripted: ScriptedServer, toy
+) -> None:
     first = pytester.runpytest(*_toy_args(scripted, "one", "-k", "mcq"))
     first.assert_outcomes(passed=6, failed=6)
     first.stdout.fnmatch_lines(["*generation cache: 0 hits, 12 misses*"])
@@ -294,5 +322,8 @@ def test_xdist_workers_share_the_cache(pytester: pytest.Pytester, toy) -> None:
         assert len(_asked(server)) == 13  # the second run's workers read what the first run's stored
     one = read_run(only_run_dir(pytester.path / "one"))["records"]
     two = read_run(only_run_dir(pytester.path / "two"))["records"]
-    key = lambda r: (r["task"], r["question_id"])
+
+    def key(r: dict) -> tuple:
+        return (r["task"], r["question_id"])
+
     assert sorted(map(_comparable, one), key=key) == sorted(map(_comparable, two), key=key)

@@ -26,12 +26,15 @@ def _fresh_probes() -> None:
     endpoint_tokenizer._probed.clear()  # each test's servers are new (ports may be reused)
 
 
-@pytest.mark.parametrize(("base_url", "root"), [
-    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000"),
-    ("http://127.0.0.1:8000/v1/", "http://127.0.0.1:8000"),
-    ("https://host/serve/v1?api-version=1", "https://host/serve"),
-    ("http://host:9/api", "http://host:9/api/completions"),  # lm-eval removes only "/v1/completions"
-])
+@pytest.mark.parametrize(
+    ("base_url", "root"),
+    [
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000"),
+        ("http://127.0.0.1:8000/v1/", "http://127.0.0.1:8000"),
+        ("https://host/serve/v1?api-version=1", "https://host/serve"),
+        ("http://host:9/api", "http://host:9/api/completions"),  # lm-eval removes only "/v1/completions"
+    ],
+)
 def test_the_root_is_lm_evals_base_url_without_v1_completions(base_url: str, root: str) -> None:
     assert tokenizer_root(base_url) == root
 
@@ -89,15 +92,21 @@ def test_the_eos_is_appended_as_lm_evals_handle_stop_sequences_appends_it() -> N
     found = EndpointTokenizer(True, "<|im_end|>", "GET /tokenizer_info: eos_token '<|im_end|>'", "http://h")
     sent = with_eos(_request(["</s>", "\n"]), found)
     assert sent.params["stop"] == ["</s>", "\n", "<|im_end|>"]
-    assert sent.adjustments == ("inference.stop: the endpoint's end-of-sequence token '<|im_end|>' appended "
-                                "(GET /tokenizer_info: eos_token '<|im_end|>')",)
+    assert sent.adjustments == (
+        "inference.stop: the endpoint's end-of-sequence token '<|im_end|>' appended "
+        "(GET /tokenizer_info: eos_token '<|im_end|>')",
+    )
     assert with_eos(_request(None), found).params["stop"] == ["<|im_end|>"]  # until None -> [eos]
     # Listed already: lm-eval appends nothing (no duplicate), and the note says so.
-    listed = with_eos(_request(["</s>", "\n"]), EndpointTokenizer(True, "</s>", "GET /tokenizer_info: eos_token '</s>'"))
+    listed = with_eos(
+        _request(["</s>", "\n"]), EndpointTokenizer(True, "</s>", "GET /tokenizer_info: eos_token '</s>'")
+    )
     assert listed.params["stop"] == ["</s>", "\n"] and "listed already" in listed.adjustments[0]
     # Unknown or null: nothing appended, and why.
-    for unknown in (EndpointTokenizer(False, None, "GET /tokenizer_info: HTTP 404; ..."),
-                    EndpointTokenizer(True, None, "GET /tokenizer_info: eos_token None")):
+    for unknown in (
+        EndpointTokenizer(False, None, "GET /tokenizer_info: HTTP 404; ..."),
+        EndpointTokenizer(True, None, "GET /tokenizer_info: eos_token None"),
+    ):
         kept = with_eos(_request(["</s>", "\n"]), unknown)
         assert kept.params["stop"] == ["</s>", "\n"] and kept.adjustments[0].startswith("inference.stop: no end-of")
     # A new request, not a copy keeping the old identity.
@@ -127,8 +136,12 @@ def test_the_probe_finds_what_lm_evals_own_code_finds() -> None:
         pytest.skip(why)
     servers = {case: _server(tokenizer) for case, (tokenizer, _, _) in CASES.items()}
     try:
-        done = subprocess.run([python, "-c", LM_EVAL_PROBE, *(s.url for s in servers.values())], capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            [python, "-c", LM_EVAL_PROBE, *(s.url for s in servers.values())],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         lm_eval = json.loads(done.stdout.strip().splitlines()[-1])
         ours = [probe(s.url) for s in servers.values()]

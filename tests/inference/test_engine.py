@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_benchaudit.inference.backend import ModelSpec
-from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.inference.engine import Engine, request_key
-from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.pipeline.types import Generation, Message, Request
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
 LATENCY = 0.05
 
@@ -63,8 +63,16 @@ def server(probe: ConcurrencyProbe) -> Iterator[ScriptedServer]:
 
 
 def make_engine(server: ScriptedServer, *, concurrency: int = 8, window: int = 256) -> Engine:
-    spec = ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m", api_key_env=None,
-                     retry_base=0.01, max_retries=1, timeout=10.0)
+    spec = ModelSpec(
+        label="m",
+        kind="endpoint",
+        base_url=server.url,
+        model_id="m",
+        api_key_env=None,
+        retry_base=0.01,
+        max_retries=1,
+        timeout=10.0,
+    )
     engine = Engine(window=window)
     engine.add_model("m", lambda: OpenAICompatBackend(spec, concurrency=concurrency))
     return engine
@@ -144,8 +152,9 @@ def test_generate_of_prefetched_request_does_not_send_again(server, engine):
 def test_identical_prefetches_are_sent_once_and_share_the_generation(server, engine):
     r = req("twice", temperature=0.0)
     engine.prefetch("m", r)
-    engine.prefetch("m", Request(mode="chat", messages=(Message(role="user", content="twice"),),
-                                 params={"temperature": 0.0}))  # equal, not the same object
+    engine.prefetch(
+        "m", Request(mode="chat", messages=(Message(role="user", content="twice"),), params={"temperature": 0.0})
+    )  # equal, not the same object
     first = engine.generate("m", r)
     second = engine.generate("m", r)
     assert isinstance(first, Generation)
@@ -285,6 +294,7 @@ def test_close_without_any_request():
 def test_run_sync_runs_on_the_engine_loop():
     engine = Engine()
     try:
+
         async def where() -> str:
             await asyncio.sleep(0)
             return threading.current_thread().name

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_benchaudit.inference.usage import check_prices, usage_rows
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 PRICES = check_prices({"date": "2026-11-20", "m": {"input": 2.0, "output": 8.0}, "j": {"input": 1.0, "output": 4.0}})
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
@@ -16,7 +15,11 @@ USAGE = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
 def _rec(i: int, judged: bool) -> dict:
     rec = {"model": "m", "benchmark": "b", "task": "t", "usage": {"prompt_tokens": 10 + i, "completion_tokens": 2}}
     if judged:
-        rec["judge"] = {"model": "judge:j", "purpose": "grading", "usage": {"prompt_tokens": 100, "completion_tokens": i}}
+        rec["judge"] = {
+            "model": "judge:j",
+            "purpose": "grading",
+            "usage": {"prompt_tokens": 100, "completion_tokens": i},
+        }
     return rec
 
 
@@ -29,8 +32,9 @@ def test_judge_calls_are_rows_of_their_own_priced_as_the_judge() -> None:
     assert (rows["judge:j"]["prompt_tokens"], rows["judge:j"]["completion_tokens"]) == (judge_prompt, judge_completion)
     assert rows["judge:j"]["cost_usd"] == pytest.approx((judge_prompt * 1.0 + judge_completion * 4.0) / 1e6)
     # the model's own row is what it was without the judge (metamorphic: the judge adds a row, moves none)
-    without = {r["model"]: r for r in usage_rows([{k: v for k, v in r.items() if k != "judge"} for r in records],
-                                                 PRICES)}
+    without = {
+        r["model"]: r for r in usage_rows([{k: v for k, v in r.items() if k != "judge"} for r in records], PRICES)
+    }
     assert rows["m"] == without["m"] and set(without) == {"m"}
 
 
@@ -43,15 +47,35 @@ date = "2026-11-20"
 
 
 def _run(pytester: pytest.Pytester, model: ScriptedServer, judge: ScriptedServer, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{model.url}", "--judge",
-                              f"j@{judge.url}", "--set", "extraction.rule=judge", "--report-dir", "out", "-k", "mcq",
-                              "--limit", "4", "--no-cache", "-p", "no:randomly", *extra)
+    return pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"m@{model.url}",
+        "--judge",
+        f"j@{judge.url}",
+        "--set",
+        "extraction.rule=judge",
+        "--report-dir",
+        "out",
+        "-k",
+        "mcq",
+        "--limit",
+        "4",
+        "--no-cache",
+        "-p",
+        "no:randomly",
+        *extra,
+    )
 
 
 def test_judge_tokens_are_in_the_usage_table_and_summary(pytester: pytest.Pytester, toy) -> None:
     pytester.makepyprojecttoml(PYPROJECT)
-    with ScriptedServer(lambda call: Reply(content="Answer: A", usage=USAGE)) as model, \
-            ScriptedServer(lambda call: Reply(content='{"answer": "A"}', usage=USAGE)) as judge:
+    with (
+        ScriptedServer(lambda call: Reply(content="Answer: A", usage=USAGE)) as model,
+        ScriptedServer(lambda call: Reply(content='{"answer": "A"}', usage=USAGE)) as judge,
+    ):
         result = _run(pytester, model, judge)
         judge_calls = len([c for c in judge.calls if c.path.endswith("/completions")])
     out = read_run(only_run_dir(pytester.path / "out"))
@@ -77,8 +101,10 @@ def test_max_cost_spends_the_judge_from_the_same_budget(pytester: pytest.Pyteste
     """Each call costs 1.1 USD; with the judge's calls charged, 3.3 USD buys fewer items than the
     model's calls alone would (3), and no item is recorded with a judge it could not pay for."""
     pytester.makepyprojecttoml(PYPROJECT)
-    with ScriptedServer(lambda call: Reply(content="Answer: A", usage=USAGE)) as model, \
-            ScriptedServer(lambda call: Reply(content='{"answer": "A"}', usage=USAGE)) as judge:
+    with (
+        ScriptedServer(lambda call: Reply(content="Answer: A", usage=USAGE)) as model,
+        ScriptedServer(lambda call: Reply(content='{"answer": "A"}', usage=USAGE)) as judge,
+    ):
         _run(pytester, model, judge, "--max-cost", "3.3", "--concurrency", "1")
     out = read_run(only_run_dir(pytester.path / "out"))
     assert len(out["records"]) < 3

@@ -8,8 +8,15 @@ import json
 import pytest
 
 from pytest_benchaudit.inference.backend import ModelSpec
-from pytest_benchaudit.inference.loglikelihood import (MAX_LENGTH, Planned, TokenizerError, echoed_tokens, plan,
-                                                       read_continuation, sub_requests)
+from pytest_benchaudit.inference.loglikelihood import (
+    MAX_LENGTH,
+    Planned,
+    TokenizerError,
+    echoed_tokens,
+    plan,
+    read_continuation,
+    sub_requests,
+)
 from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.pipeline.stages import PipelineError, build_pipeline
 from pytest_benchaudit.pipeline.types import EchoedTokens, Question, Request
@@ -30,7 +37,9 @@ def _echo(prompt: str, tokens: list[str], values: list[float | None]) -> EchoedT
 
 def test_the_continuation_is_the_tokens_between_the_context_and_the_generated_one() -> None:
     prompt = CONTEXT + " B"
-    echo = _echo(prompt, ["Q?", "\nA.", " x", "\nB.", " y", "\nAnswer:", " B", "\n"], [None, -1, -1, -1, -1, -1, -0.7, -9])
+    echo = _echo(
+        prompt, ["Q?", "\nA.", " x", "\nB.", " y", "\nAnswer:", " B", "\n"], [None, -1, -1, -1, -1, -1, -0.7, -9]
+    )
     read = read_continuation(echo, CONTEXT, " B")
     assert read.missing is None and read.tokens == (" B",) and read.logprobs == (-0.7,) and read.loglikelihood == -0.7
     # Two continuation tokens are summed, the generated token (at the prompt's end) never counted.
@@ -38,15 +47,20 @@ def test_the_continuation_is_the_tokens_between_the_context_and_the_generated_on
     assert read_continuation(echo, CONTEXT, " Bc").loglikelihood == pytest.approx(-0.75)
 
 
-@pytest.mark.parametrize(("echo", "says"), [
-    (None, "no token log-probabilities"),
-    (EchoedTokens(text=" B", tokens=(" B",), logprobs=(-0.1,), offsets=(len(CONTEXT) + 2,)), "not echoed"),
-    # A token that starts in the context and runs into the continuation: the tokenizer merges them, and
-    # where lm-eval's own tokenizer would cut cannot be known without it.
-    (_echo(CONTEXT + " B", ["Q?\nA. x\nB. y\nAnswer", ": B", "\n"], [None, -1.0, -2.0]),
-     "merges the context's end with the continuation (token ': B'"),
-    (_echo(CONTEXT + " B", [CONTEXT, " B", "\n"], [None, None, -2.0]), "log-probability is null"),
-])
+@pytest.mark.parametrize(
+    ("echo", "says"),
+    [
+        (None, "no token log-probabilities"),
+        (EchoedTokens(text=" B", tokens=(" B",), logprobs=(-0.1,), offsets=(len(CONTEXT) + 2,)), "not echoed"),
+        # A token that starts in the context and runs into the continuation: the tokenizer merges them, and
+        # where lm-eval's own tokenizer would cut cannot be known without it.
+        (
+            _echo(CONTEXT + " B", ["Q?\nA. x\nB. y\nAnswer", ": B", "\n"], [None, -1.0, -2.0]),
+            "merges the context's end with the continuation (token ': B'",
+        ),
+        (_echo(CONTEXT + " B", [CONTEXT, " B", "\n"], [None, None, -2.0]), "log-probability is null"),
+    ],
+)
 def test_what_cannot_be_read_is_named(echo: EchoedTokens | None, says: str) -> None:
     read = read_continuation(echo, CONTEXT, " B")
     assert read.missing is not None and says in read.missing and read.logprobs == ()
@@ -54,13 +68,16 @@ def test_what_cannot_be_read_is_named(echo: EchoedTokens | None, says: str) -> N
 
 def test_unequal_logprob_lists_are_a_malformed_answer() -> None:
     with pytest.raises(ValueError, match="unequal length"):
-        echoed_tokens({"text": "x", "logprobs": {"tokens": ["a", "b"], "token_logprobs": [None], "text_offset": [0, 1]}})
+        echoed_tokens(
+            {"text": "x", "logprobs": {"tokens": ["a", "b"], "token_logprobs": [None], "text_offset": [0, 1]}}
+        )
     assert echoed_tokens({"text": "x", "logprobs": None}) is None
 
 
 def _pipeline(**inference: object) -> object:
-    return build_pipeline("lm_eval", "b", "t", {"prompt": {"format": {"mode": "completion"}},
-                                                "inference": {"max_tokens": 1, **inference}})
+    return build_pipeline(
+        "lm_eval", "b", "t", {"prompt": {"format": {"mode": "completion"}}, "inference": {"max_tokens": 1, **inference}}
+    )
 
 
 def test_the_request_field_keeps_old_hashes_and_moves_the_upstream_hash() -> None:
@@ -74,7 +91,9 @@ def test_the_request_field_keeps_old_hashes_and_moves_the_upstream_hash() -> Non
 
 def test_a_chat_loglikelihood_pipeline_is_refused_with_the_fields_named() -> None:
     with pytest.raises(PipelineError, match="inference.request = 'loglikelihood'.*prompt.format.mode"):
-        build_pipeline("x", "b", "t", {"prompt": {"format": {"mode": "chat"}}, "inference": {"request": "loglikelihood"}})
+        build_pipeline(
+            "x", "b", "t", {"prompt": {"format": {"mode": "chat"}}, "inference": {"request": "loglikelihood"}}
+        )
     with pytest.raises(PipelineError, match="request"):
         build_pipeline("x", "b", "t", {"inference": {"request": "rolling"}})
 
@@ -91,13 +110,23 @@ def test_the_rendered_request_lists_the_continuations_and_echo() -> None:
 
 
 def test_the_backend_sends_one_echoed_completion_per_continuation() -> None:
-    request = Request(mode="completion", prompt=CONTEXT, params={"max_tokens": 1, "top_logprobs": 1, "echo": True,
-                                                                 "seed": 1234}, continuations=(" A", " B"))
+    request = Request(
+        mode="completion",
+        prompt=CONTEXT,
+        params={"max_tokens": 1, "top_logprobs": 1, "echo": True, "seed": 1234},
+        continuations=(" A", " B"),
+    )
     values = {CONTEXT + " A": -3.0, CONTEXT + " B": -0.5}
-    with ScriptedServer(lambda call: Reply(content="\n", continuation_logprob=values[call.body["prompt"]],
-                                           usage={"prompt_tokens": 7, "completion_tokens": 1})) as server:
-        backend = OpenAICompatBackend(ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m"),
-                                      concurrency=4)
+    with ScriptedServer(
+        lambda call: Reply(
+            content="\n",
+            continuation_logprob=values[call.body["prompt"]],
+            usage={"prompt_tokens": 7, "completion_tokens": 1},
+        )
+    ) as server:
+        backend = OpenAICompatBackend(
+            ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m"), concurrency=4
+        )
 
         async def ask() -> object:
             try:
@@ -116,8 +145,12 @@ def test_the_backend_sends_one_echoed_completion_per_continuation() -> None:
 
 def test_an_echo_without_a_generated_token_loses_the_continuations_last_token_as_in_lm_eval() -> None:
     # lm-eval reads token_logprobs[ctxlen:-1]: with nothing generated, the last token is the continuation's own.
-    echo = EchoedTokens(text=CONTEXT + " Bc", tokens=(CONTEXT, " B", "c"), logprobs=(None, -0.5, -0.25),
-                        offsets=(0, len(CONTEXT), len(CONTEXT) + 2))
+    echo = EchoedTokens(
+        text=CONTEXT + " Bc",
+        tokens=(CONTEXT, " B", "c"),
+        logprobs=(None, -0.5, -0.25),
+        offsets=(0, len(CONTEXT), len(CONTEXT) + 2),
+    )
     read = read_continuation(echo, CONTEXT, " Bc")
     assert read.missing is None and read.tokens == (" B",) and read.loglikelihood == -0.5
     assert "echoed no generated token" in (read.note or "") and "'c'" in (read.note or "")
@@ -129,15 +162,23 @@ def test_an_echo_without_a_generated_token_loses_the_continuations_last_token_as
 def test_a_token_holding_no_text_is_not_counted_in_the_context() -> None:
     # A BOS the server prepends: lm-eval's tokenizer (no special tokens) does not count it, so its slice
     # [ctxlen:-1] of the echoed list starts one token early, at the context's last token.
-    echo = EchoedTokens(text=CONTEXT + " B\n", tokens=("<s>", "Q?\nA. x\nB. y\n", "Answer:", " B", "\n"),
-                        logprobs=(None, -1.0, -2.0, -0.5, -9.0), offsets=(0, 0, 14, len(CONTEXT), len(CONTEXT) + 2))
+    echo = EchoedTokens(
+        text=CONTEXT + " B\n",
+        tokens=("<s>", "Q?\nA. x\nB. y\n", "Answer:", " B", "\n"),
+        logprobs=(None, -1.0, -2.0, -0.5, -9.0),
+        offsets=(0, 0, 14, len(CONTEXT), len(CONTEXT) + 2),
+    )
     read = read_continuation(echo, CONTEXT, " B")
     assert read.tokens == ("Answer:", " B") and read.loglikelihood == -2.5
 
 
 def test_a_counted_context_overrides_the_echo_and_the_prompt_sent_is_kept() -> None:
-    echo = EchoedTokens(text=CONTEXT + "\n", tokens=(CONTEXT[:-1], ":", "\n"), logprobs=(None, -1.0, -0.5),
-                        offsets=(0, len(CONTEXT) - 1, len(CONTEXT)))
+    echo = EchoedTokens(
+        text=CONTEXT + "\n",
+        tokens=(CONTEXT[:-1], ":", "\n"),
+        logprobs=(None, -1.0, -0.5),
+        offsets=(0, len(CONTEXT) - 1, len(CONTEXT)),
+    )
     read = read_continuation(echo, CONTEXT, " B", Planned(CONTEXT, context_tokens=2))
     assert read.missing is None and read.tokens == () and read.loglikelihood == 0.0
     assert read.prompt == CONTEXT and read.context_tokens == 2 and "not context + continuation" in (read.note or "")
@@ -182,8 +223,9 @@ def test_planning_left_truncates_to_lm_evals_max_length() -> None:
 
 
 def _ask_backend(server: ScriptedServer, request: Request) -> object:
-    backend = OpenAICompatBackend(ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m"),
-                                  concurrency=4)
+    backend = OpenAICompatBackend(
+        ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m"), concurrency=4
+    )
 
     async def ask() -> object:
         try:
@@ -195,8 +237,12 @@ def _ask_backend(server: ScriptedServer, request: Request) -> object:
 
 
 def test_an_endpoint_serving_a_merging_tokenizer_is_sent_the_context_alone() -> None:
-    request = Request(mode="completion", prompt=CONTEXT, params={"max_tokens": 1, "top_logprobs": 1, "echo": True},
-                      continuations=(" A", " B"))
+    request = Request(
+        mode="completion",
+        prompt=CONTEXT,
+        params={"max_tokens": 1, "top_logprobs": 1, "echo": True},
+        continuations=(" A", " B"),
+    )
     tokenizer = ScriptedTokenizer(pattern=SPLIT_PUNCTUATION, merges=(": A", ": B"))
     with ScriptedServer(lambda call: Reply(content="\n", continuation_logprob=-2.0), tokenizer=tokenizer) as server:
         answer = _ask_backend(server, request)
@@ -209,12 +255,15 @@ def test_an_endpoint_serving_a_merging_tokenizer_is_sent_the_context_alone() -> 
 
 
 def test_a_failing_tokenizer_asks_nothing_and_names_it() -> None:
-    request = Request(mode="completion", prompt=CONTEXT, params={"echo": True, "top_logprobs": 1}, continuations=(" A",))
+    request = Request(
+        mode="completion", prompt=CONTEXT, params={"echo": True, "top_logprobs": 1}, continuations=(" A",)
+    )
 
     async def generate(sub: Request) -> object:
         raise AssertionError("nothing may be sent")
 
     from pytest_benchaudit.inference.loglikelihood import ask_loglikelihood
+
     failing = _Vocabulary(ScriptedTokenizer(), fail=True)
     answer = asyncio.run(ask_loglikelihood(request, generate, failing))  # type: ignore[arg-type]
     assert answer.error is not None and "tokenizer failed: POST /tokenize: HTTP 500" in answer.error

@@ -46,8 +46,11 @@ class Echo:
         self.arrived.set()
         if self.gate is not None:
             self.gate.wait()
-        return Reply(content=f"echo {call.last_user_text}", delay=self.latency,
-                     usage={"prompt_tokens": 10, "completion_tokens": 1000})
+        return Reply(
+            content=f"echo {call.last_user_text}",
+            delay=self.latency,
+            usage={"prompt_tokens": 10, "completion_tokens": 1000},
+        )
 
 
 @pytest.fixture
@@ -65,8 +68,9 @@ def server(echo: Echo) -> Iterator[ScriptedServer]:
 
 
 def spec_for(server: ScriptedServer, **fields: object) -> ModelSpec:
-    return ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m", max_retries=0,
-                     api_key_env=None, **fields)  # type: ignore[arg-type]
+    return ModelSpec(
+        label="m", kind="endpoint", base_url=server.url, model_id="m", max_retries=0, api_key_env=None, **fields
+    )  # type: ignore[arg-type]
 
 
 @pytest.fixture(params=["fork", "spawn"])

@@ -17,8 +17,10 @@ from pytest_benchaudit.testing.provider_fakes import ProviderFake
 from pytest_benchaudit.testing.virtual_time import VirtualClock
 
 
-@pytest.mark.parametrize("text, seconds", [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1m30.5s", 90.5),
-                                           ("0.25", 0.25), ("soon", None), ("", None)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1m30.5s", 90.5), ("0.25", 0.25), ("soon", None), ("", None)],
+)
 def test_parse_duration(text, seconds) -> None:
     assert parse_duration(text) == seconds
 
@@ -26,8 +28,12 @@ def test_parse_duration(text, seconds) -> None:
 def test_rate_limit_wait_prefers_explicit_hints() -> None:
     assert rate_limit_wait({"Retry-After-Ms": "250", "Retry-After": "3"}) == 0.25
     assert rate_limit_wait({"retry-after": "2"}) == 2.0
-    spent = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s",
-             "x-ratelimit-remaining-tokens": "900", "x-ratelimit-reset-tokens": "6m0s"}
+    spent = {
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "1s",
+        "x-ratelimit-remaining-tokens": "900",
+        "x-ratelimit-reset-tokens": "6m0s",
+    }
     assert rate_limit_wait(spent) == 1.0  # only the exhausted budget counts
     assert rate_limit_wait(spent, exhausted_only=False) == 360.0
     assert rate_limit_wait({"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "1s"}) is None
@@ -59,6 +65,7 @@ def test_halves_once_per_burst_and_recovers_gradually() -> None:
 
 def test_sporadic_429s_neither_halve_nor_pace() -> None:
     """1,000 answers, every 67th refused (1.5%, Retry-After 0, as testing/mixed_server's mix): the cap stays."""
+
     async def scenario() -> None:
         lim = AdaptiveLimiter(32)
         for i in range(1, 1001):
@@ -139,8 +146,10 @@ def test_pause_pacing_and_bound_are_honoured() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(ceiling=st.integers(1, 64),
-       events=st.lists(st.tuples(st.sampled_from(["ok", "429", "429-old"]), st.floats(0.0, 1.0)), max_size=300))
+@given(
+    ceiling=st.integers(1, 64),
+    events=st.lists(st.tuples(st.sampled_from(["ok", "429", "429-old"]), st.floats(0.0, 1.0)), max_size=300),
+)
 def test_cap_stays_within_floor_and_ceiling(ceiling: int, events: list[tuple[str, float]]) -> None:
     lim = AdaptiveLimiter(ceiling)
     for kind, wait in events:

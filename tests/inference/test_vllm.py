@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
-from pytest_benchaudit.testing.toy import TOY_QUESTIONS
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 from pytest_benchaudit.inference.backend import ModelSpec, parse_model_spec
 from pytest_benchaudit.inference.balanced import BalancedBackend
-from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 from pytest_benchaudit.pipeline.types import Message, Request
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import TOY_QUESTIONS
 
 MCQ = len(TOY_QUESTIONS)  # the toy mcq task; the fake answers "Answer: A" to all of them
 GOLD_A = sum(1 for _, _, gold in TOY_QUESTIONS if gold == "A")
@@ -59,8 +59,20 @@ def alive(pid: int) -> bool:
 
 
 def vllm_args(*extra: str) -> list[str]:
-    return ["suites/toy", "--data-dir", "data", "--model", "vllm:org/tiny", "--report-dir", "out",
-            "-p", "no:randomly", "-k", "mcq", *extra]
+    return [
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        "vllm:org/tiny",
+        "--report-dir",
+        "out",
+        "-p",
+        "no:randomly",
+        "-k",
+        "mcq",
+        *extra,
+    ]
 
 
 # -- spec parsing -----------------------------------------------------------------------------
@@ -71,8 +83,15 @@ def test_vllm_spec_and_extra_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = parse_model_spec("vllm:Qwen/Qwen3-0.6B")
     assert (spec.kind, spec.label, spec.model_id) == ("vllm", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-0.6B")
     assert spec.launch_args == ("--max-model-len", "2048", "--dtype", "half")
-    named = {"qwen": {"launch": "vllm", "model": "Qwen/Qwen3-0.6B", "args": ["--enforce-eager"],
-                      "startup_timeout": 60, "concurrency": 8}}
+    named = {
+        "qwen": {
+            "launch": "vllm",
+            "model": "Qwen/Qwen3-0.6B",
+            "args": ["--enforce-eager"],
+            "startup_timeout": 60,
+            "concurrency": 8,
+        }
+    }
     spec = parse_model_spec("qwen", named)
     assert (spec.kind, spec.label, spec.model_id, spec.concurrency) == ("vllm", "qwen", "Qwen/Qwen3-0.6B", 8)
     assert spec.launch_args == ("--enforce-eager", "--max-model-len", "2048", "--dtype", "half")
@@ -92,8 +111,9 @@ def test_balanced_spec() -> None:
 # -- vllm: launched once, shared, stopped ------------------------------------------------------
 
 
-def test_vllm_serial_run_launches_one_server(pytester: pytest.Pytester, toy, fake_vllm: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vllm_serial_run_launches_one_server(
+    pytester: pytest.Pytester, toy, fake_vllm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("BENCHAUDIT_VLLM_ARGS", "--max-model-len 2048")
     result = pytester.runpytest(*vllm_args())
     result.assert_outcomes(passed=GOLD_A, failed=MCQ - GOLD_A)
@@ -122,10 +142,13 @@ def test_vllm_shared_by_xdist_workers(pytester: pytest.Pytester, toy, fake_vllm:
 
 
 def test_named_vllm_model_with_args(pytester: pytest.Pytester, toy, fake_vllm: Path) -> None:
-    pytester.makepyprojecttoml('[tool.benchaudit.models.tiny]\nlaunch = "vllm"\nmodel = "org/tiny"\n'
-                               'args = ["--dtype", "half"]\nstartup_timeout = 60\n')
-    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", "tiny", "--report-dir", "out",
-                                "-k", "mcq and t01")
+    pytester.makepyprojecttoml(
+        '[tool.benchaudit.models.tiny]\nlaunch = "vllm"\nmodel = "org/tiny"\n'
+        'args = ["--dtype", "half"]\nstartup_timeout = 60\n'
+    )
+    result = pytester.runpytest(
+        "suites/toy", "--data-dir", "data", "--model", "tiny", "--report-dir", "out", "-k", "mcq and t01"
+    )
     result.assert_outcomes(failed=1)
     (launch,) = launches(fake_vllm)
     assert launch["model"] == "org/tiny" and launch["extra"] == ["--dtype", "half"]
@@ -133,8 +156,9 @@ def test_named_vllm_model_with_args(pytester: pytest.Pytester, toy, fake_vllm: P
     assert rec["model"] == "tiny" and rec["served_model"] == "org/tiny"
 
 
-def test_missing_vllm_is_one_usage_error(pytester: pytest.Pytester, toy, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_vllm_is_one_usage_error(
+    pytester: pytest.Pytester, toy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pytest_benchaudit.inference.launch import vllm
 
     empty = tmp_path / "empty-bin"
@@ -149,18 +173,24 @@ def test_missing_vllm_is_one_usage_error(pytester: pytest.Pytester, toy, tmp_pat
     assert not (pytester.path / "out").exists() or not any((pytester.path / "out").iterdir())
 
 
-def test_vllm_that_exits_during_startup_is_one_usage_error(pytester: pytest.Pytester, toy, fake_vllm: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vllm_that_exits_during_startup_is_one_usage_error(
+    pytester: pytest.Pytester, toy, fake_vllm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_VLLM_EXIT", "3")
     result = pytester.runpytest(*vllm_args())
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--model vllm:org/tiny: `vllm serve org/tiny` exited with status 3 during start-up*",
-                                 "*fake vllm: failing on purpose*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*--model vllm:org/tiny: `vllm serve org/tiny` exited with status 3 during start-up*",
+            "*fake vllm: failing on purpose*",
+        ]
+    )
     assert len(launches(fake_vllm)) == 1  # not retried per item
 
 
-def test_reserved_launch_arguments_are_refused(pytester: pytest.Pytester, toy, fake_vllm: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reserved_launch_arguments_are_refused(
+    pytester: pytest.Pytester, toy, fake_vllm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("BENCHAUDIT_VLLM_ARGS", "--port 9999")
     result = pytester.runpytest(*vllm_args())
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -178,8 +208,18 @@ def write_many(root: Path) -> None:
     options = ["first", "second", "third", "fourth"]
     with (root / "data" / "toy" / "toy.jsonl").open("w") as fh:
         for i in range(N_BALANCED):
-            fh.write(json.dumps({"id": f"b{i:02d}", "question": f"Plain question {i}?", "options": options,
-                                 "gold": "A", "topic": ["alpha"]}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"b{i:02d}",
+                        "question": f"Plain question {i}?",
+                        "options": options,
+                        "gold": "A",
+                        "topic": ["alpha"],
+                    }
+                )
+                + "\n"
+            )
 
 
 def completions(server: ScriptedServer) -> list[Call]:
@@ -187,15 +227,30 @@ def completions(server: ScriptedServer) -> list[Call]:
 
 
 def balanced_args(*urls: str) -> list[str]:
-    return ["suites/toy", "--data-dir", "data", "--model", "m@" + ",".join(urls), "--report-dir", "out",
-            "-p", "no:randomly", "-k", "mcq", "--max-retries", "2"]
+    return [
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        "m@" + ",".join(urls),
+        "--report-dir",
+        "out",
+        "-p",
+        "no:randomly",
+        "-k",
+        "mcq",
+        "--max-retries",
+        "2",
+    ]
 
 
 def test_balanced_spreads_requests_over_endpoints(pytester: pytest.Pytester, toy) -> None:
     write_many(pytester.path)
     answer = Reply(content="Answer: A")
-    with ScriptedServer(lambda c: answer, latency=0.05, model_id="m") as one, \
-            ScriptedServer(lambda c: answer, latency=0.05, model_id="m") as two:
+    with (
+        ScriptedServer(lambda c: answer, latency=0.05, model_id="m") as one,
+        ScriptedServer(lambda c: answer, latency=0.05, model_id="m") as two,
+    ):
         result = pytester.runpytest(*balanced_args(one.url, two.url))
         result.assert_outcomes(passed=N_BALANCED)
         first, second = len(completions(one)), len(completions(two))
@@ -220,8 +275,10 @@ def test_balanced_survives_an_endpoint_stopped_mid_run(pytester: pytest.Pytester
             threading.Thread(target=holder["two"].stop, daemon=True).start()  # not from its own handler
         return answer
 
-    with ScriptedServer(lambda c: answer, latency=0.05, model_id="m") as one, \
-            ScriptedServer(doomed, latency=0.05, model_id="m") as two:
+    with (
+        ScriptedServer(lambda c: answer, latency=0.05, model_id="m") as one,
+        ScriptedServer(doomed, latency=0.05, model_id="m") as two,
+    ):
         holder["two"] = two
         result = pytester.runpytest(*balanced_args(one.url, two.url))
         assert stopped.is_set()
@@ -240,8 +297,13 @@ def _request(i: int = 0) -> Request:
 
 def test_pick_fewest_in_flight_ties_round_robin() -> None:
     async def go() -> None:
-        spec = ModelSpec(label="m", kind="endpoint", model_id="m", base_url="http://127.0.0.1:9/v1",
-                         endpoints=("http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1", "http://127.0.0.1:11/v1"))
+        spec = ModelSpec(
+            label="m",
+            kind="endpoint",
+            model_id="m",
+            base_url="http://127.0.0.1:9/v1",
+            endpoints=("http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1", "http://127.0.0.1:11/v1"),
+        )
         backend = BalancedBackend(spec, concurrency=4)
         try:
             assert [backend.pick() for _ in range(6)] == [0, 1, 2, 0, 1, 2]  # all idle: round-robin
@@ -262,8 +324,16 @@ def test_all_endpoints_refusing_is_an_error_after_retries() -> None:
 
     async def go() -> None:
         urls = tuple(f"http://127.0.0.1:{_free_port()}/v1" for _ in range(2))  # nothing listens there
-        spec = ModelSpec(label="m", kind="endpoint", model_id="m", base_url=urls[0], endpoints=urls,
-                         max_retries=1, retry_base=0.01, api_key_env=None)
+        spec = ModelSpec(
+            label="m",
+            kind="endpoint",
+            model_id="m",
+            base_url=urls[0],
+            endpoints=urls,
+            max_retries=1,
+            retry_base=0.01,
+            api_key_env=None,
+        )
         backend = BalancedBackend(spec, concurrency=2)
         try:
             gen = await backend.generate(_request())
@@ -281,8 +351,15 @@ def test_failover_to_a_live_endpoint_costs_no_retry() -> None:
 
     async def go(url: str) -> None:
         dead = f"http://127.0.0.1:{_free_port()}/v1"
-        spec = ModelSpec(label="m", kind="endpoint", model_id="m", base_url=dead, endpoints=(dead, url),
-                         max_retries=0, api_key_env=None)
+        spec = ModelSpec(
+            label="m",
+            kind="endpoint",
+            model_id="m",
+            base_url=dead,
+            endpoints=(dead, url),
+            max_retries=0,
+            api_key_env=None,
+        )
         backend = BalancedBackend(spec, concurrency=2)
         started = time.monotonic()
         try:
@@ -301,8 +378,9 @@ def test_failover_to_a_live_endpoint_costs_no_retry() -> None:
 # -- log-probabilities: vLLM's --max-logprobs against MMLU's released 100 -------------------------------
 
 
-def test_launcher_raises_max_logprobs_when_a_selected_layer_needs_more(pytester: pytest.Pytester, toy,
-                                                                       fake_vllm: Path) -> None:
+def test_launcher_raises_max_logprobs_when_a_selected_layer_needs_more(
+    pytester: pytest.Pytester, toy, fake_vllm: Path
+) -> None:
     result = pytester.runpytest(*vllm_args("--set", "inference.decoding.top_logprobs=100"))
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     (launch,) = launches(fake_vllm)
@@ -317,36 +395,58 @@ def test_with_max_logprobs_keeps_a_larger_value_and_raises_a_smaller_one() -> No
 
     assert with_max_logprobs(("--dtype", "half"), None) == ("--dtype", "half")
     assert with_max_logprobs(("--dtype", "half"), 20) == ("--dtype", "half")
-    assert with_max_logprobs(("--max-logprobs", "50", "--dtype", "half"), 100) == ("--dtype", "half", "--max-logprobs", "100")
+    assert with_max_logprobs(("--max-logprobs", "50", "--dtype", "half"), 100) == (
+        "--dtype",
+        "half",
+        "--max-logprobs",
+        "100",
+    )
     assert with_max_logprobs(("--max-logprobs=200",), 100) == ("--max-logprobs", "200")
 
 
 def vllm_refusing(allowed: int = 20):
     """A completions endpoint that refuses more log-probabilities than ``allowed``, as vLLM does."""
+
     def script(call: Call) -> Reply:
         asked = call.body.get("logprobs") if "messages" not in call.body else call.body.get("top_logprobs")
         if isinstance(asked, int) and not isinstance(asked, bool) and asked > allowed:
-            return Reply(status=400, error_message=f"Requested sample logprobs of {asked}, which is greater "
-                                                   f"than max allowed: {allowed}")
+            return Reply(
+                status=400,
+                error_message=f"Requested sample logprobs of {asked}, which is greater than max allowed: {allowed}",
+            )
         return Reply(content=" B", top_logprobs={" B": -0.1, " A": -2.0})
+
     return script
 
 
-def test_mmlu_released_against_a_refusing_endpoint_is_one_clear_message(pytester: pytest.Pytester,
-                                                                       real_data: Path) -> None:
+def test_mmlu_released_against_a_refusing_endpoint_is_one_clear_message(
+    pytester: pytest.Pytester, real_data: Path
+) -> None:
     from helpers import SUITES
 
     if not (real_data / "mmlu-computer-security" / "computer_security_test.csv").is_file():
         pytest.skip("real MMLU computer_security data missing under $BENCHAUDIT_DATA")
     with ScriptedServer(vllm_refusing()) as server:
-        result = pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(real_data), "--model",
-                                    f"m@{server.url}", "--pipeline", "released", "--limit", "20",
-                                    "--report-dir", "out", "--no-cache", "--max-retries", "0")
+        result = pytester.runpytest(
+            str(SUITES / "mmlu_cs"),
+            "--data-dir",
+            str(real_data),
+            "--model",
+            f"m@{server.url}",
+            "--pipeline",
+            "released",
+            "--limit",
+            "20",
+            "--report-dir",
+            "out",
+            "--no-cache",
+            "--max-retries",
+            "0",
+        )
         asked = [c for c in server.calls if c.path.endswith("/completions")]
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     out = result.stdout.str() + result.stderr.str()
-    assert ("this endpoint allows 20 log-probabilities; the layer needs 100: "
-            "start vLLM with --max-logprobs 100") in out
+    assert ("this endpoint allows 20 log-probabilities; the layer needs 100: start vLLM with --max-logprobs 100") in out
     assert out.count("this endpoint allows 20") == 1 and "Traceback" not in out
     assert asked  # (the engine asks ahead, so the other questions' requests may have gone out too)
     # the run stops at the first refusal instead of recording 20 inference errors
@@ -372,8 +472,20 @@ def test_mmlu_released_counts_the_bare_except_a_quirk(pytester: pytest.Pytester,
         return Reply(content=" B", top_logprobs={" B": -0.1, " A": -2.0, " C": -3.0, " D": -4.0})
 
     with ScriptedServer(script) as server:
-        pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(real_data), "--model", f"m@{server.url}",
-                           "--pipeline", "released", "--limit", "20", "--report-dir", "out", "--no-cache")
+        pytester.runpytest(
+            str(SUITES / "mmlu_cs"),
+            "--data-dir",
+            str(real_data),
+            "--model",
+            f"m@{server.url}",
+            "--pipeline",
+            "released",
+            "--limit",
+            "20",
+            "--report-dir",
+            "out",
+            "--no-cache",
+        )
     records = read_run(only_run_dir(pytester.path / "out"))["records"]
     fallback = [r for r in records if (r["extraction_detail"] or "").startswith(MMLU_FALLBACK)]
     assert len(records) == 20 and len(fallback) == 5

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import SUITES
 from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.dataset.suites import load_suite
+from pytest_benchaudit.ledger.ledger_render import render
 from pytest_benchaudit.ledger.ledger_rows import (
     CONTRADICTED,
     MATCHED,
@@ -20,10 +23,6 @@ from pytest_benchaudit.ledger.ledger_rows import (
     moot_reason,
     suite_ledger,
 )
-from pytest_benchaudit.dataset.suites import load_suite
-from pytest_benchaudit.ledger.ledger_render import render
-
-from helpers import SUITES
 
 # The suites whose cells and totals these tests pin down (others are added to suites/ and
 # edited concurrently by their owners; they are checked only for consistency).
@@ -97,28 +96,38 @@ def test_mmlu_cells_from_the_papers_evaluation_paragraph(ledger: dict) -> None:
     # what the paragraph leaves open is unread, not undefined: the rest of the paper was not read
     assert {f: c["status"] for f, c in r["cells"].items() if f != "dataset"} == {
         **{f: UNREAD for f in PIPELINE_FIELDS},
-        "prompt.format": MATCHED, "scoring.metric": MATCHED, "extraction.rule": CONTRADICTED,
+        "prompt.format": MATCHED,
+        "scoring.metric": MATCHED,
+        "extraction.rule": CONTRADICTED,
     }
-    assert r["summary"] == ("1 of 9 pipeline fields cannot be reproduced from documentation alone; 6 more are "
-                            "unread (a document that may state them was not read)")
+    assert r["summary"] == (
+        "1 of 9 pipeline fields cannot be reproduced from documentation alone; 6 more are "
+        "unread (a document that may state them was not read)"
+    )
     assert r["unread"] and "2009.03300" in r["unread"][0]
     fmt = r["cells"]["prompt.format"]["note"]
     assert "add up to 5 demonstration examples" in fmt and "evaluate.py --ntrain default 5" in fmt
     # the paper's argmax against the released bare-except fallback 'A'
     ext = r["cells"]["extraction.rule"]
-    assert ext["values"]["mcq"]["extraction.rule"] == {"documented": "logprob_argmax", "released": "mmlu_logprob_argmax"}
+    assert ext["values"]["mcq"]["extraction.rule"] == {
+        "documented": "logprob_argmax",
+        "released": "mmlu_logprob_argmax",
+    }
     assert "we treat the highest probability option as the prediction" in ext["note"]
     assert "bare try/except" in ext["note"]
     # the template: the header is quoted, the option lines (Figure 1a) were not read
     tpl = r["cells"]["prompt.template"]
     assert tpl["status"] == UNREAD and "Figure 1a" in tpl["note"]
     # every unread cell says where it was looked for and what could not be read
-    assert all("looked in: README.md @ 4450500" in r["cells"][f]["note"] and "not read (may state it): arXiv "
-               "2009.03300" in r["cells"][f]["note"] for f in PIPELINE_FIELDS if r["cells"][f]["status"] == UNREAD)
+    assert all(
+        "looked in: README.md @ 4450500" in r["cells"][f]["note"]
+        and "not read (may state it): arXiv 2009.03300" in r["cells"][f]["note"]
+        for f in PIPELINE_FIELDS
+        if r["cells"][f]["status"] == UNREAD
+    )
     # the arg-max of first-token log-probabilities: temperature, top_p and seed cannot move it
     dec = r["cells"]["inference.decoding"]
-    assert set(dec["moot"]) == {"inference.decoding.temperature", "inference.decoding.top_p",
-                                "inference.decoding.seed"}
+    assert set(dec["moot"]) == {"inference.decoding.temperature", "inference.decoding.top_p", "inference.decoding.seed"}
     assert "moot, not counted: inference.decoding.seed" in dec["note"]
     assert any("C 30" in q for q in r["quirks"])
 
@@ -136,8 +145,14 @@ def test_cti_bench_cells_from_the_paper() -> None:
     expert-sentence prompts, accuracy / MAD / Correct-Plausible BFS; ATE's metric is named two ways."""
     r = suite_ledger(load_suite(SUITES / "cti_bench" / "suite.toml"))
     metric = r["cells"]["scoring.metric"]
-    assert metric["tasks"] == {"mcq": MATCHED, "rcm": MATCHED, "rcm_2021": MATCHED, "vsp": MATCHED,
-                               "ate": UNDEFINED, "taa": CONTRADICTED}
+    assert metric["tasks"] == {
+        "mcq": MATCHED,
+        "rcm": MATCHED,
+        "rcm_2021": MATCHED,
+        "vsp": MATCHED,
+        "ate": UNDEFINED,
+        "taa": CONTRADICTED,
+    }
     assert metric["status"] == CONTRADICTED
     assert metric["values"]["taa"]["scoring.metric"] == {"documented": "actor_graph", "released": "cti_actor_graph"}
     assert "We use accuracy to evaluate the CTI-MCQ" in metric["note"]
@@ -153,7 +168,8 @@ def test_cti_bench_cells_from_the_paper() -> None:
     assert "We set the temperature of LLMs at 0" in r["cells"]["inference.decoding"]["note"]
     # the paper's prompts: the expert sentence in front of the Prompt column, except CTI-VSP
     assert suite.templates["documented"].user.startswith(
-        "You are a cybersecurity expert specializing in cyber threat intelligence. {prompt}")
+        "You are a cybersecurity expert specializing in cyber threat intelligence. {prompt}"
+    )
     assert suite.tasks["vsp"].layers["documented"]["prompt"]["template"] == "dataset_prompt"
     assert "Micro-F1" in suite.pipeline("ate", "documented").why["scoring.metric"]
 
@@ -165,10 +181,15 @@ def test_totals_add_up(ledger: dict) -> None:
         # the nine pipeline fields are counted, the dataset row apart
         assert sum(r["counts"].values()) == r["fields_total"] == len(PIPELINE_FIELDS) == 9
         assert r["not_reproducible"] == r["counts"][UNDEFINED] + r["counts"][CONTRADICTED]
-        unread = "" if not r["counts"][UNREAD] else (f"; {r['counts'][UNREAD]} more are unread (a document that "
-                                                     "may state them was not read)")
-        assert r["summary"] == (f"{r['not_reproducible']} of {r['fields_total']} pipeline fields cannot be "
-                                "reproduced from documentation alone" + unread)
+        unread = (
+            ""
+            if not r["counts"][UNREAD]
+            else (f"; {r['counts'][UNREAD]} more are unread (a document that may state them was not read)")
+        )
+        assert r["summary"] == (
+            f"{r['not_reproducible']} of {r['fields_total']} pipeline fields cannot be "
+            "reproduced from documentation alone" + unread
+        )
         assert r["counts"] == {s: [r["cells"][f]["status"] for f in PIPELINE_FIELDS].count(s) for s in r["counts"]}
         assert r["dataset"] == r["cells"]["dataset"]["status"] == MATCHED
     t = ledger["totals"]
@@ -185,9 +206,11 @@ def test_all_formats_render(ledger: dict) -> None:
     table = render(ledger, "table")
     assert "CONTRADICTED" in table and "overall: 12 of 27 cells" in table
     assert "ours 3 matched / 9 undefined / 3 contradicted / 12 unread." in table
-    assert ("Paper view, over the 15 cells read (12 unread left out): ours 3 matched (20%) / 9 undefined (60%) / "
-            "3 contradicted (20%); paper, over its 72 cells: 28 matched (39%) / 36 undefined (50%) / "
-            "8 contradicted (11%).") in table
+    assert (
+        "Paper view, over the 15 cells read (12 unread left out): ours 3 matched (20%) / 9 undefined (60%) / "
+        "3 contradicted (20%); paper, over its 72 cells: 28 matched (39%) / 36 undefined (50%) / "
+        "8 contradicted (11%)."
+    ) in table
     assert "data quirks (from ledger)" in table
     md = render(ledger, "markdown")
     assert "| cybermetric | CONTRADICTED | matched | unread |" in md and "| 2 of 9 +6 unread |" in md
@@ -270,7 +293,10 @@ def test_rules_on_a_toy_suite(tmp_path: Path) -> None:
     assert set(cells["inference.decoding"]["moot"]) == {"inference.decoding.top_p", "inference.decoding.seed"}
     # stated "total" vs released "valid"
     assert cells["scoring.denominator"]["tasks"] == {"one": CONTRADICTED, "two": UNDEFINED}
-    assert cells["scoring.denominator"]["values"]["one"]["scoring.denominator"] == {"documented": "total", "released": "valid"}
+    assert cells["scoring.denominator"]["values"]["one"]["scoring.denominator"] == {
+        "documented": "total",
+        "released": "valid",
+    }
     # stated extraction rule, released code leaves it unspecified: contradicted, said so
     assert cells["extraction.rule"]["tasks"]["one"] == CONTRADICTED
     assert "endpoint's default" in cells["extraction.rule"]["note"]
@@ -282,7 +308,8 @@ def test_rules_on_a_toy_suite(tmp_path: Path) -> None:
 def test_missing_layer_and_bad_quirks(tmp_path: Path) -> None:
     path = tmp_path / "toy" / "suite.toml"
     path.parent.mkdir()
-    path.write_text(textwrap.dedent("""
+    path.write_text(
+        textwrap.dedent("""
         [benchmark]
         name = "toy"
         [tasks.one]
@@ -290,13 +317,15 @@ def test_missing_layer_and_bad_quirks(tmp_path: Path) -> None:
         [tasks.one.released]
         inference.max_tokens = 5
         notes = ["Data: two golds are empty.", "Quirk: unrelated to the files."]
-    """))
+    """)
+    )
     r = suite_ledger(load_suite(path))
     assert all(c["status"] == UNDEFINED for f, c in r["cells"].items() if f != "dataset")
     assert "one has no documented layer (compared as empty)" in r["cells"]["inference.max_tokens"]["note"]
     assert r["quirks"] == ["Data: two golds are empty."]
     path.write_text(path.read_text() + '\n[ledger]\nquirks = "not a list"\n')
     from pytest_benchaudit.dataset.suites import SuiteError
+
     with pytest.raises(SuiteError, match=r"\[ledger\] quirks must be a list of strings"):
         suite_ledger(load_suite(path))
 
@@ -317,10 +346,12 @@ def test_the_72_cell_view_with_totals_next_to_the_papers(capsys: pytest.CaptureF
     assert t["dataset_counts"] == {MATCHED: 8, UNDEFINED: 0, CONTRADICTED: 0, UNREAD: 0}  # the dataset row, apart
     assert main(["ledger", "--suites-dir", str(SUITES)]) == 0
     out = capsys.readouterr().out
-    assert ("72 cells (8 benchmarks x 9 fields): ours 10 matched / 20 undefined / 6 contradicted / 36 unread. "
-            "Paper view, over the 36 cells read (36 unread left out): ours 10 matched (28%) / 20 undefined (56%) / "
-            "6 contradicted (17%); paper, over its 72 cells: 28 matched (39%) / 36 undefined (50%) / "
-            "8 contradicted (11%).") in out
+    assert (
+        "72 cells (8 benchmarks x 9 fields): ours 10 matched / 20 undefined / 6 contradicted / 36 unread. "
+        "Paper view, over the 36 cells read (36 unread left out): ours 10 matched (28%) / 20 undefined (56%) / "
+        "6 contradicted (17%); paper, over its 72 cells: 28 matched (39%) / 36 undefined (50%) / "
+        "8 contradicted (11%)."
+    ) in out
     assert "dataset (apart)" in out
 
 
@@ -347,8 +378,14 @@ def test_documented_cells_read_from_the_documents() -> None:
     assert athena["aggregation"]["status"] == MATCHED and "Combined" in athena["aggregation"]["note"]
     # readme + paper (arXiv 2511.01144 section 4.2, Table 1): CKT/RCM accuracy, RMS F1, ATE accuracy of
     # the parent technique id, VSP 1 - MAD/7.7; TAA 'accuracy' does not say whether aliases count
-    assert athena["scoring.metric"]["tasks"] == {"mcq": MATCHED, "ate": MATCHED, "rms": MATCHED,
-                                                 "rcm": MATCHED, "vsp": MATCHED, "taa": UNDEFINED}
+    assert athena["scoring.metric"]["tasks"] == {
+        "mcq": MATCHED,
+        "ate": MATCHED,
+        "rms": MATCHED,
+        "rcm": MATCHED,
+        "vsp": MATCHED,
+        "taa": UNDEFINED,
+    }
     athena_suite = load_suite(SUITES / "athenabench" / "suite.toml")
     assert "1 - MAD/7.7" in athena_suite.pipeline("vsp", "documented").why["scoring.metric"]
     # temperature 0 is stated (section 4.1), top_p and seed are not, but cannot matter at temperature 0
@@ -364,21 +401,49 @@ def test_documented_cells_read_from_the_documents() -> None:
 def test_the_documented_pipeline_runs_documented_values(pytester: pytest.Pytester) -> None:
     """CyberMetric's README prompt and <xml>X</xml> answer format run as the documented layer;
     the fields it leaves open (metric, denominator) are supplied with --set."""
-    from pytest_benchaudit.testing.runs import only_run_dir, read_run
     from pytest_benchaudit.testing.data import real_data_dir
+    from pytest_benchaudit.testing.runs import only_run_dir, read_run
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
     data = real_data_dir()
     if not (data / "cybermetric" / "CyberMetric-80-v1.json").is_file():
         pytest.skip("real CyberMetric-80 data missing under $BENCHAUDIT_DATA")
     with ScriptedServer(lambda call: Reply(content="<xml>B</xml>")) as server:
-        skipped = pytester.runpytest(str(SUITES / "cybermetric"), "--data-dir", str(data), "-k", "cm80",
-                                     "--model", f"m@{server.url}", "--pipeline", "documented", "--limit", "4",
-                                     "--report-dir", "skip", "-rs")
-        ran = pytester.runpytest(str(SUITES / "cybermetric"), "--data-dir", str(data), "-k", "cm80",
-                                 "--model", f"m@{server.url}", "--pipeline", "documented", "--limit", "4",
-                                 "--set", "scoring.metric=exact_match", "--set", "scoring.denominator=total",
-                                 "--report-dir", "out")
+        skipped = pytester.runpytest(
+            str(SUITES / "cybermetric"),
+            "--data-dir",
+            str(data),
+            "-k",
+            "cm80",
+            "--model",
+            f"m@{server.url}",
+            "--pipeline",
+            "documented",
+            "--limit",
+            "4",
+            "--report-dir",
+            "skip",
+            "-rs",
+        )
+        ran = pytester.runpytest(
+            str(SUITES / "cybermetric"),
+            "--data-dir",
+            str(data),
+            "-k",
+            "cm80",
+            "--model",
+            f"m@{server.url}",
+            "--pipeline",
+            "documented",
+            "--limit",
+            "4",
+            "--set",
+            "scoring.metric=exact_match",
+            "--set",
+            "scoring.denominator=total",
+            "--report-dir",
+            "out",
+        )
         sent = [c.body for c in server.calls if c.path.endswith("/chat/completions")]
     skipped.assert_outcomes(skipped=4)
     assert ran.ret in (0, 1)  # the items ran (pass or fail by answer), none errored
@@ -392,8 +457,8 @@ def test_mmlu_documented_pipeline_runs_the_papers_argmax(pytester: pytest.Pytest
     """The contradicted MMLU extraction cell, end to end: one scripted endpoint that answers every
     4th question without log-probabilities.  The documented layer (the paper's argmax) finds no
     prediction there; the released layer (evaluate.py's bare except) reads 'A' and scores it."""
-    from pytest_benchaudit.testing.runs import only_run_dir, read_run
     from pytest_benchaudit.testing.data import real_data_dir
+    from pytest_benchaudit.testing.runs import only_run_dir, read_run
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
     data = real_data_dir()
@@ -413,20 +478,39 @@ def test_mmlu_documented_pipeline_runs_the_papers_argmax(pytester: pytest.Pytest
         return Reply(content=" B", top_logprobs={" B": -0.1, " A": -2.0, " C": -3.0, " D": -4.0})
 
     # what the paper leaves open is supplied with --set, as the released code does it
-    open_fields = ["prompt.template=released", "inference.decoding.temperature=0", "inference.max_tokens=1",
-                   "inference.decoding.top_logprobs=100", "inference.stop=[]", "scoring.denominator=total",
-                   "aggregation.method=micro"]
+    open_fields = [
+        "prompt.template=released",
+        "inference.decoding.temperature=0",
+        "inference.max_tokens=1",
+        "inference.decoding.top_logprobs=100",
+        "inference.stop=[]",
+        "scoring.denominator=total",
+        "aggregation.method=micro",
+    ]
     common = [str(SUITES / "mmlu_cs"), "--data-dir", str(data), "--limit", "8", "--no-cache"]
     with ScriptedServer(script) as server:
-        skipped = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "documented",
-                                     "--report-dir", "skip", "-rs")
-        documented = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "documented",
-                                        *[a for f in open_fields for a in ("--set", f)], "--report-dir", "doc")
+        skipped = pytester.runpytest(
+            *common, "--model", f"m@{server.url}", "--pipeline", "documented", "--report-dir", "skip", "-rs"
+        )
+        documented = pytester.runpytest(
+            *common,
+            "--model",
+            f"m@{server.url}",
+            "--pipeline",
+            "documented",
+            *[a for f in open_fields for a in ("--set", f)],
+            "--report-dir",
+            "doc",
+        )
         phase["pick"] = False  # keep `bare`: the released run meets the same endpoint behaviour per question
-        released = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "released",
-                                      "--report-dir", "rel")
-        prompts = [c.body["prompt"] for c in server.calls if c.path.endswith("/completions")
-                   and not c.path.endswith("/chat/completions")]
+        released = pytester.runpytest(
+            *common, "--model", f"m@{server.url}", "--pipeline", "released", "--report-dir", "rel"
+        )
+        prompts = [
+            c.body["prompt"]
+            for c in server.calls
+            if c.path.endswith("/completions") and not c.path.endswith("/chat/completions")
+        ]
     skipped.assert_outcomes(skipped=8)
     skipped.stdout.fnmatch_lines(["*prompt.template*"])
     assert documented.ret in (0, 1) and released.ret in (0, 1)
@@ -447,22 +531,37 @@ def test_mmlu_documented_pipeline_runs_the_papers_argmax(pytester: pytest.Pytest
 def test_cti_bench_documented_pipeline_sends_the_papers_prompt_and_decoding(pytester: pytest.Pytester) -> None:
     """CTI-MCQ as the paper documents it: the expert sentence in front of the Prompt column,
     temperature 0 and top_p 1; what the paper leaves open is supplied with --set."""
-    from pytest_benchaudit.testing.runs import only_run_dir, read_run
     from pytest_benchaudit.testing.data import real_data_dir
+    from pytest_benchaudit.testing.runs import only_run_dir, read_run
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
     data = real_data_dir()
     if not (data / "cti-bench" / "cti-mcq.tsv").is_file():
         pytest.skip("real CTI-Bench data missing under $BENCHAUDIT_DATA")
     common = [str(SUITES / "cti_bench"), "--data-dir", str(data), "-k", "mcq and not rcm", "--limit", "3", "--no-cache"]
-    open_fields = ["prompt.format.mode=chat", "prompt.format.system_role=none", "inference.max_tokens=2048",
-                   "inference.stop=[]", "extraction.rule=last_line_letter", "extraction.reasoning=keep",
-                   "scoring.denominator=total"]
+    open_fields = [
+        "prompt.format.mode=chat",
+        "prompt.format.system_role=none",
+        "inference.max_tokens=2048",
+        "inference.stop=[]",
+        "extraction.rule=last_line_letter",
+        "extraction.reasoning=keep",
+        "scoring.denominator=total",
+    ]
     with ScriptedServer(lambda call: Reply(content="Reasoning...\nB")) as server:
-        skipped = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "documented",
-                                     "--report-dir", "skip", "-rs")
-        ran = pytester.runpytest(*common, "--model", f"m@{server.url}", "--pipeline", "documented",
-                                 *[a for f in open_fields for a in ("--set", f)], "--report-dir", "out")
+        skipped = pytester.runpytest(
+            *common, "--model", f"m@{server.url}", "--pipeline", "documented", "--report-dir", "skip", "-rs"
+        )
+        ran = pytester.runpytest(
+            *common,
+            "--model",
+            f"m@{server.url}",
+            "--pipeline",
+            "documented",
+            *[a for f in open_fields for a in ("--set", f)],
+            "--report-dir",
+            "out",
+        )
         sent = [c.body for c in server.calls if c.path.endswith("/chat/completions")]
     skipped.assert_outcomes(skipped=3)
     skipped.stdout.fnmatch_lines(["*prompt.format.mode*"])
@@ -474,7 +573,8 @@ def test_cti_bench_documented_pipeline_sends_the_papers_prompt_and_decoding(pyte
         assert [m["role"] for m in body["messages"]] == ["user"]
         assert body["messages"][0]["content"].startswith(
             "You are a cybersecurity expert specializing in cyber threat intelligence. "
-            "You are given a multiple-choice question (MCQ)")
+            "You are given a multiple-choice question (MCQ)"
+        )
         assert body["temperature"] == 0.0 and body["top_p"] == 1.0 and "seed" not in body
 
 
@@ -508,8 +608,14 @@ def test_a_subfield_that_cannot_matter_does_not_make_its_stage_undefined(tmp_pat
     assert "moot, not counted: inference.decoding.seed (the documented temperature 0" in cell["note"]
     # metamorphic: whatever the documentation says of a moot seed, the cell does not move
     for seed in ("7", "42"):
-        stated = _toy(tmp_path, MOOT.replace("inference.decoding = { temperature = 0.0 }",
-                                             f"inference.decoding = {{ temperature = 0.0, seed = {seed} }}", 1))
+        stated = _toy(
+            tmp_path,
+            MOOT.replace(
+                "inference.decoding = { temperature = 0.0 }",
+                f"inference.decoding = {{ temperature = 0.0, seed = {seed} }}",
+                1,
+            ),
+        )
         assert stated["cells"]["inference.decoding"]["status"] == MATCHED
     # the same unstated seed at a stated temperature 0.7 does matter: undefined, nothing moot
     warm = _toy(tmp_path, MOOT.replace("temperature = 0.0", "temperature = 0.7"))["cells"]["inference.decoding"]
@@ -535,6 +641,7 @@ def test_unread_sources_turn_unspecified_into_unread_not_undefined(tmp_path: Pat
     assert r["not_reproducible"] == silent["counts"][CONTRADICTED]
     assert "more are unread" in r["summary"] and r["unread"] == ["the paper: abstract only"]
     from pytest_benchaudit.dataset.suites import SuiteError
+
     with pytest.raises(SuiteError, match=r"\[ledger\] unread must be a list of strings"):
         _toy(tmp_path, TOY + '\n[ledger]\nunread = "the paper"\n')
 
@@ -555,4 +662,9 @@ def test_the_paper_view_counts_only_the_cells_read() -> None:
     assert f"Paper view, over the {view['cells_read']} cells read ({unread} unread left out)" in line
     # the benchmarks whose paper could not be read here are the ones with unread cells
     assert {r["benchmark"] for r in ledger["benchmarks"] if r["unread"]} == {
-        "cybermetric", "mmlu_cs", "redsage", "secbench", "secure"}
+        "cybermetric",
+        "mmlu_cs",
+        "redsage",
+        "secbench",
+        "secure",
+    }

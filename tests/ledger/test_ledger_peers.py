@@ -7,27 +7,37 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.ledger.ledger_rows import build_ledger
-from pytest_benchaudit.ledger.ledger_peers import is_peer_layer, peer_differences
+from helpers import SUITES
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset.suites import load_suite
+from pytest_benchaudit.ledger.ledger_peers import is_peer_layer, peer_differences
 from pytest_benchaudit.ledger.ledger_render import render_markdown, render_table
-
+from pytest_benchaudit.ledger.ledger_rows import build_ledger
 from pytest_benchaudit.testing.toy import layer_toml, mcq_suite_toml
-from helpers import SUITES
 
-PEERS = ("""
+PEERS = (
+    """
 [templates.same_as_plain]
 user = "{question}\\n{options}"
 
 [templates.peer]
 user = "Answer the question.\\n{question}\\n{options}"
 
-""" + layer_toml("mcq", "released", max_tokens=16, reasoning="keep", denominator="valid") + "\n"
-    + layer_toml("mcq", "inspect_evals", template="peer", max_tokens=16, reasoning="keep",
-                 why={"prompt.template": "peer 1.0 template.py", "scoring": "peer 1.0 counts every question"},
-                 notes=["asks once"]) + "\n"
-    + layer_toml("mcq", "lm_eval_same", template="same_as_plain", max_tokens=32, reasoning="keep", denominator="valid"))
+"""
+    + layer_toml("mcq", "released", max_tokens=16, reasoning="keep", denominator="valid")
+    + "\n"
+    + layer_toml(
+        "mcq",
+        "inspect_evals",
+        template="peer",
+        max_tokens=16,
+        reasoning="keep",
+        why={"prompt.template": "peer 1.0 template.py", "scoring": "peer 1.0 counts every question"},
+        notes=["asks once"],
+    )
+    + "\n"
+    + layer_toml("mcq", "lm_eval_same", template="same_as_plain", max_tokens=32, reasoning="keep", denominator="valid")
+)
 
 
 def _suites(root: Path) -> Path:
@@ -50,16 +60,16 @@ def test_peer_fields_against_released(tmp_path: Path) -> None:
     assert (fields["scoring.denominator"]["released"], fields["scoring.denominator"]["peer"]) == ("valid", "total")
     assert fields["scoring.denominator"]["why"] == "peer 1.0 counts every question"  # the stage's why
     assert fields["prompt.template"]["why"] == "peer 1.0 template.py"
-    assert fields["prompt.template"]["content"] == {"user": {"released": "{question}\n{options}",
-                                                             "peer": "Answer the question.\n{question}\n{options}"}}
+    assert fields["prompt.template"]["content"] == {
+        "user": {"released": "{question}\n{options}", "peer": "Answer the question.\n{question}\n{options}"}
+    }
     assert peers["inspect_evals"]["notes"] == ["asks once"] and fields["prompt.template"]["tasks"] == ["mcq"]
     # another template name with the same text is no difference; max_tokens is, with no why given
     same = peers["lm_eval_same"]["fields"]
     assert [(f["field"], f["released"], f["peer"], f["why"]) for f in same] == [("inference.max_tokens", 16, 32, None)]
     text = render_table(build_ledger(suites))
     assert "peer layer inspect_evals: 2 fields differ from released" in text
-    assert ('scoring.denominator: released "valid", inspect_evals "total" — why: peer 1.0 counts every question'
-            in text)
+    assert 'scoring.denominator: released "valid", inspect_evals "total" — why: peer 1.0 counts every question' in text
     assert "inference.max_tokens: released 16, lm_eval_same 32 — no why given" in text
     md = render_markdown(build_ledger(suites))
     assert "Peer layers, field by field against `released`:" in md and "- peer layer inspect_evals" in md
@@ -92,8 +102,12 @@ def test_the_html_ledger_section_lists_every_peer_field_with_its_why() -> None:
 
     rows = [r for r in build_ledger(SUITES)["benchmarks"] if r.get("peers")]
     assert {r["benchmark"] for r in rows} >= {"cybermetric", "mmlu_cs"}
-    expected = [(r["benchmark"], layer["layer"], f["field"], f["why"])
-                for r in rows for layer in r["peers"] for f in layer["fields"]]
+    expected = [
+        (r["benchmark"], layer["layer"], f["field"], f["why"])
+        for r in rows
+        for layer in r["peers"]
+        for f in layer["fields"]
+    ]
     assert expected and all(why for *_, why in expected)
 
     class Cells(HTMLParser):

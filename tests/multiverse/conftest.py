@@ -97,17 +97,42 @@ def write_toy(root: Path, multiverse: str = "") -> None:
     (root / "data" / "mvtoy").mkdir(parents=True, exist_ok=True)
     with (root / "data" / "mvtoy" / "mvtoy.jsonl").open("w", encoding="utf-8") as fh:
         for qid, gold in GOLDS.items():
-            fh.write(json.dumps({"id": qid, "question": f"Toy question [{qid}]?", "gold": gold,
-                                 "options": ["first", "second", "third", "fourth"]}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": qid,
+                        "question": f"Toy question [{qid}]?",
+                        "gold": gold,
+                        "options": ["first", "second", "third", "fourth"],
+                    }
+                )
+                + "\n"
+            )
 
 
 def run_toy(root: Path, url: str, *extra: str) -> Path:
     """A real pytest run of the toy (four models, released layer) into ``root/out``; its run directory."""
     out = root / "out"
     before = set(out.iterdir()) if out.is_dir() else set()
-    args = [sys.executable, "-m", "pytest", "suites/mvtoy", "--data-dir", "data", "--pipeline", "released",
-            "--report-dir", "out", "--max-retries", "0", "-p", "no:cacheprovider", "-q",
-            *(a for m in MODELS for a in ("--model", f"{m}@{url}")), *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/mvtoy",
+        "--data-dir",
+        "data",
+        "--pipeline",
+        "released",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "0",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *(a for m in MODELS for a in ("--model", f"{m}@{url}")),
+        *extra,
+    ]
     env = {**os.environ, "XDG_CACHE_HOME": str(root / "cache")}
     done = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
@@ -148,8 +173,10 @@ def toy_vary_run(toy_root: tuple[Path, Path]) -> Path:
 def _real_data() -> Path:
     value = os.environ.get("BENCHAUDIT_DATA")
     if not value or not Path(value).expanduser().is_dir():
-        pytest.skip("real benchmark data not available: set BENCHAUDIT_DATA to the datasets directory "
-                    "(make test does this when ../shared/datasets exists)")
+        pytest.skip(
+            "real benchmark data not available: set BENCHAUDIT_DATA to the datasets directory "
+            "(make test does this when ../shared/datasets exists)"
+        )
     return Path(value).expanduser()
 
 

@@ -19,13 +19,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_benchaudit.rescore.run_dirs import rescore_run
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.multiverse.mv_documents import MultiverseDocument
 from pytest_benchaudit.multiverse.universe import build_multiverse
+from pytest_benchaudit.rescore.run_dirs import rescore_run
 
-SLOW = settings(max_examples=12, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SLOW = settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def _without_time(doc: MultiverseDocument) -> dict[str, object]:
@@ -63,9 +67,12 @@ def test_the_toy_space_is_the_defaults(toy_doc: MultiverseDocument) -> None:
 
 @SLOW
 @given(data=st.data())
-def test_each_toy_specification_is_what_rescore_set_gives(toy_root: tuple[Path, Path], toy_doc: MultiverseDocument,
-                                                          tmp_path_factory: pytest.TempPathFactory,
-                                                          data: st.DataObject) -> None:
+def test_each_toy_specification_is_what_rescore_set_gives(
+    toy_root: tuple[Path, Path],
+    toy_doc: MultiverseDocument,
+    tmp_path_factory: pytest.TempPathFactory,
+    data: st.DataObject,
+) -> None:
     root, run = toy_root
     spec = data.draw(st.sampled_from(toy_doc["specifications"]))
     got = _rescored(run, spec["fields"], tmp_path_factory.mktemp("rescored"), root / "suites")
@@ -79,16 +86,19 @@ def test_the_hedger_flips_with_the_denominator(toy_doc: MultiverseDocument) -> N
     pair = next(p for p in toy_doc["pairs"] if {p["model_a"], p["model_b"]} == {"hedger", "steady"})
     flips = {f["field"] for f in pair["flip_fields"]}
     assert "scoring.denominator" in flips and pair["b_better"] > 0
-    scores = {(s["fields"]["extraction.rule"], s["fields"]["scoring.denominator"]): s["scores"]
-              for s in toy_doc["specifications"] if s["fields"]["scoring.invalid_credit"] == 0.0
-              and s["fields"]["extraction.reasoning"] == "strip"}
+    scores = {
+        (s["fields"]["extraction.rule"], s["fields"]["scoring.denominator"]): s["scores"]
+        for s in toy_doc["specifications"]
+        if s["fields"]["scoring.invalid_credit"] == 0.0 and s["fields"]["extraction.reasoning"] == "strip"
+    }
     assert scores[("final_answer_letter", "valid")]["hedger"] == 1.0
     assert scores[("final_answer_letter", "total")]["hedger"] == 2 / 8
     assert scores[("final_answer_letter", "total")]["steady"] == 7 / 8
 
 
-def test_a_space_of_one_specification_reproduces_the_runs_own_scores(toy_root: tuple[Path, Path], tmp_path: Path,
-                                                                      mvtoy: Callable[[Path, str], None]) -> None:
+def test_a_space_of_one_specification_reproduces_the_runs_own_scores(
+    toy_root: tuple[Path, Path], tmp_path: Path, mvtoy: Callable[[Path, str], None]
+) -> None:
     root, run = toy_root
     one = '''
 [tasks.mcq.multiverse]
@@ -106,9 +116,9 @@ def test_a_space_of_one_specification_reproduces_the_runs_own_scores(toy_root: t
     assert all(r["model"] is not None or r["total_ss"] == 0 for r in doc["variance"])
 
 
-def test_reordering_runs_models_or_values_changes_no_statistic(toy_root: tuple[Path, Path], tmp_path: Path,
-                                                               toy_doc: MultiverseDocument,
-                                                               mvtoy: Callable[[Path, str], None]) -> None:
+def test_reordering_runs_models_or_values_changes_no_statistic(
+    toy_root: tuple[Path, Path], tmp_path: Path, toy_doc: MultiverseDocument, mvtoy: Callable[[Path, str], None]
+) -> None:
     root, run = toy_root
     # The records of each model as a run of its own, named so that listing order reverses the models.
     names = {}
@@ -117,17 +127,22 @@ def test_reordering_runs_models_or_values_changes_no_statistic(toy_root: tuple[P
         one = tmp_path / "split" / f"{9 - i}-{model}"
         one.mkdir(parents=True)
         shutil.copy(run / "run.json", one / "run.json")
-        (one / "records.jsonl").write_text("\n".join(r for r in records if json.loads(r)["model"] == model) + "\n",
-                                           encoding="utf-8")
+        (one / "records.jsonl").write_text(
+            "\n".join(r for r in records if json.loads(r)["model"] == model) + "\n", encoding="utf-8"
+        )
         names[model] = one
-    forward = build_multiverse([names[m] for m in ("steady", "thinker", "terse", "hedger")],
-                               suites_dir=root / "suites", resamples=200)
-    backward = build_multiverse([names[m] for m in ("hedger", "terse", "thinker", "steady")],
-                                suites_dir=root / "suites", resamples=200)
+    forward = build_multiverse(
+        [names[m] for m in ("steady", "thinker", "terse", "hedger")], suites_dir=root / "suites", resamples=200
+    )
+    backward = build_multiverse(
+        [names[m] for m in ("hedger", "terse", "thinker", "steady")], suites_dir=root / "suites", resamples=200
+    )
     assert _without_time(forward) == _without_time(backward) == _without_time(toy_doc)
     # A declared space listing its values in two orders.
-    table = ('[tasks.mcq.multiverse]\n"extraction.rule" = [{{ value = "{0}", why = "x" }}, {{ value = "{1}", why = "x" }}]\n'
-             '"scoring.denominator" = [{{ value = "{2}", why = "x" }}, {{ value = "{3}", why = "x" }}]\n')
+    table = (
+        '[tasks.mcq.multiverse]\n"extraction.rule" = [{{ value = "{0}", why = "x" }}, {{ value = "{1}", why = "x" }}]\n'
+        '"scoring.denominator" = [{{ value = "{2}", why = "x" }}, {{ value = "{3}", why = "x" }}]\n'
+    )
     mvtoy(tmp_path / "a", table.format("last_line_letter", "final_answer_letter", "total", "valid"))
     mvtoy(tmp_path / "b", table.format("final_answer_letter", "last_line_letter", "valid", "total"))
     a = build_multiverse([run], suites_dir=tmp_path / "a" / "suites", resamples=200)
@@ -135,24 +150,29 @@ def test_reordering_runs_models_or_values_changes_no_statistic(toy_root: tuple[P
     assert _without_time(a) == _without_time(b)
 
 
-def test_a_field_whose_values_read_alike_explains_nothing(toy_root: tuple[Path, Path], tmp_path: Path,
-                                                         mvtoy: Callable[[Path, str], None]) -> None:
+def test_a_field_whose_values_read_alike_explains_nothing(
+    toy_root: tuple[Path, Path], tmp_path: Path, mvtoy: Callable[[Path, str], None]
+) -> None:
     """Under the valid denominator no invalid answer is counted: the credit it would get changes nothing."""
     root, run = toy_root
-    mvtoy(tmp_path, '''
+    mvtoy(
+        tmp_path,
+        '''
 [tasks.mcq.multiverse]
 "extraction.rule" = [{ value = "last_line_letter", why = "x" }, { value = "final_answer_letter", why = "x" }]
 "extraction.reasoning" = [{ value = "keep", why = "x" }, { value = "strip", why = "x" }]
 "scoring.denominator" = [{ value = "valid", why = "x" }]
 "scoring.invalid_credit" = [{ value = 0, why = "x" }, { value = 0.5, why = "x" }, { value = 1, why = "x" }]
-''')
+''',
+    )
     doc = build_multiverse([run], suites_dir=tmp_path / "suites", resamples=0)
     for row in doc["variance"]:
         shares = {f["field"]: f["share"] for f in row["fields"]}
         assert shares["scoring.invalid_credit"] == 0.0
         if row["total_ss"] > 0:
-            assert shares["extraction.rule"] + shares["extraction.reasoning"] + row["higher_order"] == \
-                pytest.approx(1.0, abs=1e-12)
+            assert shares["extraction.rule"] + shares["extraction.reasoning"] + row["higher_order"] == pytest.approx(
+                1.0, abs=1e-12
+            )
 
 
 def test_variance_shares_add_to_100_percent_in_a_full_factorial(toy_doc: MultiverseDocument) -> None:
@@ -162,8 +182,9 @@ def test_variance_shares_add_to_100_percent_in_a_full_factorial(toy_doc: Multive
         assert sum(f["share"] for f in row["fields"]) + row["higher_order"] == pytest.approx(1.0, abs=1e-9)
 
 
-def test_an_upstream_variant_is_one_more_value_of_the_generations_axis(toy_root: tuple[Path, Path],
-                                                                       toy_vary_run: Path, tmp_path: Path) -> None:
+def test_an_upstream_variant_is_one_more_value_of_the_generations_axis(
+    toy_root: tuple[Path, Path], toy_vary_run: Path, tmp_path: Path
+) -> None:
     """A run holding the base generations and those of ``--vary inference.max_tokens=32``: the space gains the
     ``generations`` axis, and each of its specifications is the re-scored run's row of that variant."""
     root, _run = toy_root
@@ -203,12 +224,20 @@ def test_the_published_athenabench_spaces(athena_doc: MultiverseDocument) -> Non
     assert len(models) == 12 and len(athena_doc["pairs"]) == 6 * 66
 
 
-@settings(max_examples=10, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=10,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
-def test_each_published_specification_is_what_rescore_set_gives(athena_runs: Path, athena_doc: MultiverseDocument,
-                                                                 suites: Path, tmp_path_factory: pytest.TempPathFactory,
-                                                                 data: st.DataObject) -> None:
+def test_each_published_specification_is_what_rescore_set_gives(
+    athena_runs: Path,
+    athena_doc: MultiverseDocument,
+    suites: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    data: st.DataObject,
+) -> None:
     """One model's records of one task as a run of their own, re-scored with the specification's fields."""
     spec = data.draw(st.sampled_from(athena_doc["specifications"]))
     run = data.draw(st.sampled_from(sorted(athena_runs.iterdir())))
@@ -216,11 +245,18 @@ def test_each_published_specification_is_what_rescore_set_gives(athena_runs: Pat
     one = tmp_path_factory.mktemp("one") / run.name
     one.mkdir()
     shutil.copy(run / "run.json", one / "run.json")
-    lines = [line for line in (run / "records.jsonl").read_text(encoding="utf-8").splitlines()
-             if json.loads(line)["task"] == task]
+    lines = [
+        line
+        for line in (run / "records.jsonl").read_text(encoding="utf-8").splitlines()
+        if json.loads(line)["task"] == task
+    ]
     (one / "records.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    _out, results, _cards = rescore_run(one, overrides=list(spec["fields"].items()),
-                                        report_dir=tmp_path_factory.mktemp("rescored"), suites_dir=suites,
-                                        warn=lambda _m: None)
+    _out, results, _cards = rescore_run(
+        one,
+        overrides=list(spec["fields"].items()),
+        report_dir=tmp_path_factory.mktemp("rescored"),
+        suites_dir=suites,
+        warn=lambda _m: None,
+    )
     (result,) = results
     assert spec["scores"][result["model"]] == result["score"]

@@ -13,8 +13,9 @@ from pytest_benchaudit.multiverse.space import Axis, AxisValue, TaskSpace
 
 
 def _space(**fields: list[str]) -> TaskSpace:
-    return TaskSpace("b", "t", tuple(Axis(f, tuple(AxisValue(v, "x") for v in vs)) for f, vs in sorted(fields.items())),
-                     "suite")
+    return TaskSpace(
+        "b", "t", tuple(Axis(f, tuple(AxisValue(v, "x") for v in vs)) for f, vs in sorted(fields.items())), "suite"
+    )
 
 
 def _grid(space: TaskSpace, per_spec: list[dict[str, list[float]]], lower_is_better: bool = False) -> Grid:
@@ -24,8 +25,9 @@ def _grid(space: TaskSpace, per_spec: list[dict[str, list[float]]], lower_is_bet
     scores, answers = [], []
     for scored in per_spec:
         scores.append({m: sum(v) / len(v) for m, v in scored.items()})
-        answers.append({m: ModelAnswers(m, sum(v) / len(v), {(f"q{i}", 0): x for i, x in enumerate(v)})
-                        for m, v in scored.items()})
+        answers.append(
+            {m: ModelAnswers(m, sum(v) / len(v), {(f"q{i}", 0): x for i, x in enumerate(v)}) for m, v in scored.items()}
+        )
     return Grid("b.t", space, specs, models, lower_is_better, "exact_match", scores, answers)
 
 

@@ -35,8 +35,9 @@ def test_the_default_spaces_of_athenabench_from_its_suite(suites: Path) -> None:
     vsp = rows["vsp"]
     assert _fields(vsp)["scoring.metric"] == ["cvss_closeness_athena"]
     assert [(x["field"], x["value"]) for x in vsp["left_out"]] == [("scoring.metric", "cvss_abs_diff")]
-    sources = {v["value"]: v["why"] for f in rows["mcq"]["fields"] if f["field"] == "extraction.rule"
-               for v in f["values"]}
+    sources = {
+        v["value"]: v["why"] for f in rows["mcq"]["fields"] if f["field"] == "extraction.rule" for v in f["values"]
+    }
     assert sources["athena_mcq_letter"] == "released layer"
     assert "registry" in sources["last_line_letter"]
 
@@ -70,20 +71,26 @@ def test_a_declared_table_is_the_whole_downstream_space(tmp_path: Path, mvtoy: C
     assert "multiverse" not in suite.layer_names("mcq")  # not a layer
     (row,) = suite_spaces("mvtoy", tmp_path / "suites")
     assert row["source"] == "suite" and row["size"] == 4
-    assert _fields(row) == {"extraction.rule": ["final_answer_letter", "last_line_letter"],
-                            "scoring.invalid_credit": [0.0, 0.25]}
+    assert _fields(row) == {
+        "extraction.rule": ["final_answer_letter", "last_line_letter"],
+        "scoring.invalid_credit": [0.0, 0.25],
+    }
     assert main(["validate", str(tmp_path / "suites")]) == 0
 
 
-@pytest.mark.parametrize("table, words", [
-    ('"inference.max_tokens" = [{ value = 5, why = "x" }]', ["upstream", "generations"]),
-    ('"extraction.rul" = [{ value = "x", why = "x" }]', ["did you mean 'extraction.rule'"]),
-    ('"extraction.rule" = [{ value = "final_answer_letter", why = "" }]', ["'why' is empty"]),
-    ('"extraction.rule" = [{ value = "final_answer_letter" }]', ["missing key 'why'"]),
-    ('"extraction.rule" = [{ value = "x", why = "a" }, { value = "x", why = "b" }]', ["twice"]),
-])
-def test_a_malformed_table_is_one_error_naming_the_file(tmp_path: Path, mvtoy: Callable[[Path, str], None],
-                                                        table: str, words: list[str]) -> None:
+@pytest.mark.parametrize(
+    "table, words",
+    [
+        ('"inference.max_tokens" = [{ value = 5, why = "x" }]', ["upstream", "generations"]),
+        ('"extraction.rul" = [{ value = "x", why = "x" }]', ["did you mean 'extraction.rule'"]),
+        ('"extraction.rule" = [{ value = "final_answer_letter", why = "" }]', ["'why' is empty"]),
+        ('"extraction.rule" = [{ value = "final_answer_letter" }]', ["missing key 'why'"]),
+        ('"extraction.rule" = [{ value = "x", why = "a" }, { value = "x", why = "b" }]', ["twice"]),
+    ],
+)
+def test_a_malformed_table_is_one_error_naming_the_file(
+    tmp_path: Path, mvtoy: Callable[[Path, str], None], table: str, words: list[str]
+) -> None:
     mvtoy(tmp_path, "\n[tasks.mcq.multiverse]\n" + table + "\n")
     with pytest.raises(SuiteError) as err:
         load_suite(tmp_path / "suites" / "mvtoy" / "suite.toml")
@@ -92,19 +99,29 @@ def test_a_malformed_table_is_one_error_naming_the_file(tmp_path: Path, mvtoy: C
         assert word in str(err.value)
 
 
-@pytest.mark.parametrize("table, words", [
-    ('"aggregation.method" = [{ value = "macro", why = "x" }]', ["does not change a task's score"]),
-    ('"extraction.rule" = [{ value = "final_answer_leter", why = "x" }]', ["not a known rule", "final_answer_letter"]),
-    ('"scoring.denominator" = [{ value = "some", why = "x" }]', ["scoring.denominator"]),
-    ('"scoring.metric" = [{ value = "exact_match", why = "x" }, { value = "cvss_abs_diff", why = "x" }]',
-     ["share a scale", "lower is better"]),
-    # a metric reading alias graphs the toy task does not declare (was: a KeyError when the run was scored)
-    ('"scoring.metric" = [{ value = "exact_match", why = "x" }, { value = "actor_graph", why = "x" }]',
-     ["actor_graph reads the task resource(s) aliases, related", "[tasks.mcq.resources] does not declare"]),
-])
-def test_a_table_the_multiverse_cannot_use_is_one_error(tmp_path: Path, mvtoy: Callable[[Path, str], None],
-                                                        capsys: pytest.CaptureFixture[str], table: str,
-                                                        words: list[str]) -> None:
+@pytest.mark.parametrize(
+    "table, words",
+    [
+        ('"aggregation.method" = [{ value = "macro", why = "x" }]', ["does not change a task's score"]),
+        (
+            '"extraction.rule" = [{ value = "final_answer_leter", why = "x" }]',
+            ["not a known rule", "final_answer_letter"],
+        ),
+        ('"scoring.denominator" = [{ value = "some", why = "x" }]', ["scoring.denominator"]),
+        (
+            '"scoring.metric" = [{ value = "exact_match", why = "x" }, { value = "cvss_abs_diff", why = "x" }]',
+            ["share a scale", "lower is better"],
+        ),
+        # a metric reading alias graphs the toy task does not declare (was: a KeyError when the run was scored)
+        (
+            '"scoring.metric" = [{ value = "exact_match", why = "x" }, { value = "actor_graph", why = "x" }]',
+            ["actor_graph reads the task resource(s) aliases, related", "[tasks.mcq.resources] does not declare"],
+        ),
+    ],
+)
+def test_a_table_the_multiverse_cannot_use_is_one_error(
+    tmp_path: Path, mvtoy: Callable[[Path, str], None], capsys: pytest.CaptureFixture[str], table: str, words: list[str]
+) -> None:
     mvtoy(tmp_path, "\n[tasks.mcq.multiverse]\n" + table + "\n")
     assert main(["multiverse", "--list", "mvtoy", "--suites-dir", str(tmp_path / "suites")]) == 2
     err = capsys.readouterr().err
@@ -114,8 +131,9 @@ def test_a_table_the_multiverse_cannot_use_is_one_error(tmp_path: Path, mvtoy: C
 
 
 def _space(sizes: list[int]) -> TaskSpace:
-    return TaskSpace("b", "t", tuple(Axis(f"f{i}", tuple(AxisValue(v, "x") for v in range(n)))
-                                     for i, n in enumerate(sizes)), "suite")
+    return TaskSpace(
+        "b", "t", tuple(Axis(f"f{i}", tuple(AxisValue(v, "x") for v in range(n))) for i, n in enumerate(sizes)), "suite"
+    )
 
 
 def test_the_full_factorial_is_every_combination_once() -> None:
@@ -126,8 +144,7 @@ def test_the_full_factorial_is_every_combination_once() -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(sizes=st.lists(st.integers(1, 9), min_size=1, max_size=6), seed=st.integers(0, 10**6),
-       cap=st.integers(1, 50))
+@given(sizes=st.lists(st.integers(1, 9), min_size=1, max_size=6), seed=st.integers(0, 10**6), cap=st.integers(1, 50))
 def test_a_large_space_is_a_seeded_sample_of_distinct_specifications(sizes: list[int], seed: int, cap: int) -> None:
     space = _space(sizes)
     enum = enumerate_specs(space, seed, cap)

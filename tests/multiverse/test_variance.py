@@ -46,8 +46,11 @@ def test_sums_of_squares_are_statsmodels_anova(n_levels: list[int]) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(n_levels=st.lists(st.integers(1, 3), min_size=2, max_size=4), seed=st.integers(0, 2**32 - 1),
-       models=st.integers(1, 3))
+@given(
+    n_levels=st.lists(st.integers(1, 3), min_size=2, max_size=4),
+    seed=st.integers(0, 2**32 - 1),
+    models=st.integers(1, 3),
+)
 def test_shares_add_to_100_percent_in_a_full_factorial(n_levels: list[int], seed: int, models: int) -> None:
     fields = [f"f{i}" for i in range(len(n_levels))]
     levels = _factorial(n_levels)

@@ -16,11 +16,16 @@ from pytest_benchaudit.pipeline.card import (
     run_warnings,
     suite_file_changes,
 )
-from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.layering import apply_overrides
+from pytest_benchaudit.pipeline.stages import Pipeline
 
-BASE = Pipeline(name="standardized", benchmark="toy", task="mcq",
-                inference={"max_tokens": 64}, scoring={"metric": "exact_match", "denominator": "total"})
+BASE = Pipeline(
+    name="standardized",
+    benchmark="toy",
+    task="mcq",
+    inference={"max_tokens": 64},
+    scoring={"metric": "exact_match", "denominator": "total"},
+)
 MATERIALS = {"prompt.template_text": {"user": "{question}"}, "dataset.checksums": {"toy.jsonl": "ab" * 32}}
 
 
@@ -38,8 +43,11 @@ def test_an_item_card_names_each_changed_field_and_its_origin() -> None:
     pipe = apply_overrides(BASE, [("inference.max_tokens", 7), ("inference.stop", ["\n"])])
     card = item_card(card_in, pipe, MATERIALS, "conftest.py:5", None)
     assert card["overrides"] == {"scoring.denominator": "valid", "inference.max_tokens": 7, "inference.stop": ["\n"]}
-    assert card["override_origins"] == {"scoring.denominator": "--set", "inference.max_tokens": "conftest.py:5",
-                                        "inference.stop": "conftest.py:5"}
+    assert card["override_origins"] == {
+        "scoring.denominator": "--set",
+        "inference.max_tokens": "conftest.py:5",
+        "inference.stop": "conftest.py:5",
+    }
     assert card["hash"] == pipe.card(MATERIALS)["hash"] and card["suite_hash"] == card_in["hash"]
     assert card["suite_upstream_hash"] == card_in["upstream_hash"] != card["upstream_hash"]
 
@@ -98,8 +106,8 @@ def test_a_resumed_run_keeps_its_card_and_lists_a_new_pipeline() -> None:
 
 
 def test_suite_file_changes_and_warnings() -> None:
-    assert suite_file_changes({"a.toml": "1" * 64, "b.toml": "2" * 64}, {"a.toml": "1" * 64, "b.toml": "3" * 64,
-                                                                     "c.toml": "4" * 64}) == [
-        f"b.toml (sha256 {'2' * 12}… then, {'3' * 12}… now)"]
+    assert suite_file_changes(
+        {"a.toml": "1" * 64, "b.toml": "2" * 64}, {"a.toml": "1" * 64, "b.toml": "3" * 64, "c.toml": "4" * 64}
+    ) == [f"b.toml (sha256 {'2' * 12}… then, {'3' * 12}… now)"]
     warning = {"kind": "data_checksum", "message": "x"}
     assert run_warnings({"a": {"warnings": [warning]}, "b": {"warnings": [warning]}, "c": {}}) == [warning]

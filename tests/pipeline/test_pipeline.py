@@ -9,7 +9,9 @@ import json
 import re
 
 import pytest
+from pydantic import ValidationError
 
+from pytest_benchaudit.pipeline.layering import apply_overrides, deep_merge
 from pytest_benchaudit.pipeline.stages import (
     CARD_VERSION,
     DOWNSTREAM_STAGES,
@@ -22,7 +24,6 @@ from pytest_benchaudit.pipeline.stages import (
     is_unspecified,
     parse_override,
 )
-from pytest_benchaudit.pipeline.layering import apply_overrides, deep_merge
 
 # A fully specified pipeline (every stage field set), close to the project's standardized layer.
 FULL: dict = {
@@ -91,7 +92,12 @@ def test_parse_override_unknown_field_names_it_and_lists_known_ones(bad):
     assert f"unknown field {bad!r}" in msg
     assert "known fields:" in msg
     listed = msg.split("known fields:", 1)[1]
-    for known in ("inference.max_tokens", "inference.decoding.temperature", "scoring.denominator", "prompt.format.few_shot"):
+    for known in (
+        "inference.max_tokens",
+        "inference.decoding.temperature",
+        "scoring.denominator",
+        "prompt.format.few_shot",
+    ):
         assert known in listed
 
 
@@ -178,7 +184,9 @@ def test_valid_overrides_are_applied_and_recorded():
 
 
 def test_overrides_accumulate_across_calls_and_last_wins():
-    pipe = override(override(full(), "inference.max_tokens=5"), "extraction.rule=answer_regex", "inference.max_tokens=9")
+    pipe = override(
+        override(full(), "inference.max_tokens=5"), "extraction.rule=answer_regex", "inference.max_tokens=9"
+    )
     assert pipe.inference.max_tokens == 9
     assert pipe.extraction.rule == "answer_regex"
     assert pipe.overrides == {"inference.max_tokens": 9, "extraction.rule": "answer_regex"}
@@ -275,7 +283,7 @@ def test_build_pipeline_invalid_value_names_field():
 
 def test_pipeline_is_frozen():
     pipe = full()
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         pipe.inference.max_tokens = 3  # type: ignore[misc]
 
 
@@ -371,7 +379,9 @@ def test_hash_ignores_why_and_notes():
 
 def test_upstream_hash_unchanged_by_downstream_override():
     base = full()
-    down = override(base, "extraction.rule=all_capital_letters", "scoring.denominator=valid", "aggregation.method=macro")
+    down = override(
+        base, "extraction.rule=all_capital_letters", "scoring.denominator=valid", "aggregation.method=macro"
+    )
     assert down.upstream_hash == base.upstream_hash
     assert down.hash != base.hash
 
@@ -469,11 +479,17 @@ def test_stages_returns_only_the_six_stages():
     assert list(pipe.stages()) == [*UPSTREAM_STAGES, *DOWNSTREAM_STAGES]
 
 
-@pytest.mark.parametrize(("bad", "meant"), [
-    ("inference.max_token", "inference.max_tokens"), ("temperature", "inference.decoding.temperature"),
-    ("decoding.seed", "inference.decoding.seed"), ("inference.decoding.temprature", "inference.decoding.temperature"),
-    ("aggregation.passk", "aggregation.pass_k"), ("scoring.denominater", "scoring.denominator"),
-])
+@pytest.mark.parametrize(
+    ("bad", "meant"),
+    [
+        ("inference.max_token", "inference.max_tokens"),
+        ("temperature", "inference.decoding.temperature"),
+        ("decoding.seed", "inference.decoding.seed"),
+        ("inference.decoding.temprature", "inference.decoding.temperature"),
+        ("aggregation.passk", "aggregation.pass_k"),
+        ("scoring.denominater", "scoring.denominator"),
+    ],
+)
 def test_an_unknown_field_name_says_the_nearest_known_one(bad, meant):
     """As other names (layers, rules, metrics, suites) already did: `did you mean` for --set/--vary fields."""
     from pytest_benchaudit.pipeline.variants import parse_vary
@@ -498,9 +514,11 @@ def test_check_override_checks_a_stage_alone_and_leaves_cross_stage_rules_to_the
     from pytest_benchaudit.pipeline.layering import check_override
 
     check_override("aggregation.pass_k", 3)  # no layer yet: how many repeats is not known
-    for path, value, says in [("inference.max_tokens", 0, "inference.max_tokens: max_tokens must be >= 1"),
-                              ("aggregation.pass_k", 0, "pass_k must be >= 1"),
-                              ("inference", {"max_tokens": -1}, "inference.max_tokens: max_tokens must be >= 1")]:
+    for path, value, says in [
+        ("inference.max_tokens", 0, "inference.max_tokens: max_tokens must be >= 1"),
+        ("aggregation.pass_k", 0, "pass_k must be >= 1"),
+        ("inference", {"max_tokens": -1}, "inference.max_tokens: max_tokens must be >= 1"),
+    ]:
         with pytest.raises(PipelineError) as exc:
             check_override(path, value)
         assert str(exc.value).startswith(f"--set {path}: invalid value: ") and says in str(exc.value)

@@ -13,8 +13,9 @@ SUITES = Path(__file__).resolve().parents[2] / "suites"
 
 
 def _q(i: int, **meta: str) -> Question:
-    return Question(benchmark="b", task="t", id=f"q{i}", index=i, text="?", choices={"A": "x", "B": "y"}, gold="A",
-                    meta=meta)
+    return Question(
+        benchmark="b", task="t", id=f"q{i}", index=i, text="?", choices={"A": "x", "B": "y"}, gold="A", meta=meta
+    )
 
 
 def test_a_released_layer_that_leaves_fields_unspecified_names_them_prompt_first() -> None:
@@ -43,7 +44,8 @@ def test_a_template_the_suite_lacks_and_an_aggregation_by_no_question_has() -> N
     assert readiness.template_problem("seceval", pipe, list(suite.templates)) is None
     other = apply_overrides(pipe, [("prompt.template", "nope")])
     assert readiness.template_problem("seceval", other, ["a", "b"]) == (
-        "prompt.template 'nope' is not a template of seceval; allowed: a, b")
+        "prompt.template 'nope' is not a template of seceval; allowed: a, b"
+    )
     by = apply_overrides(pipe, [("aggregation.by", "topic")])
     assert readiness.aggregation_by_problem(by, [_q(0, topic="x"), _q(1)]) is None  # one question holding it is enough
     said = readiness.aggregation_by_problem(by, [_q(0, topics="x")])
@@ -59,23 +61,27 @@ def test_the_task_card_adds_what_run_json_shows_and_leaves_the_hash_alone() -> N
     mats = assembly.materials(suite.templates, pipe, [], {"q.json": "ab" * 32}, {}, None)
     card = pipe.card(mats)
     hashed = (card["hash"], card["upstream_hash"])
-    shown = assembly.TaskMaterials(dataset_checksums={"q.json": "ab" * 32}, suite_files={"suites/x.toml": "cd" * 32},
-                                   questions_total=7, warnings=[{"kind": "data_checksum", "message": "m"}])
+    shown = assembly.TaskMaterials(
+        dataset_checksums={"q.json": "ab" * 32},
+        suite_files={"suites/x.toml": "cd" * 32},
+        questions_total=7,
+        warnings=[{"kind": "data_checksum", "message": "m"}],
+    )
     out = assembly.task_card(card, shown, variant={"kind": "layer"}, judge={"model": "j"}, providers={})
     assert out is card and (out["hash"], out["upstream_hash"]) == hashed
     assert out["dataset_checksums"] == {"q.json": "ab" * 32} and out["questions_total"] == 7
     assert out["override_origins"] == {"inference.max_tokens": "--set"} and out["variant"] == {"kind": "layer"}
     assert out["judge"] == {"model": "j"} and "providers" not in out  # no hosted model: no providers entry
     assert list(out)[-1] == "questions_total"
-    base = assembly.task_card(suite.pipeline("mcq", "standardized").card(mats),
-                              assembly.TaskMaterials({}, {}, 0))
+    base = assembly.task_card(suite.pipeline("mcq", "standardized").card(mats), assembly.TaskMaterials({}, {}, 0))
     assert not {"variant", "judge", "warnings", "override_origins"} & set(base)
 
 
 def test_a_pinned_checksum_that_differs_is_one_warning_naming_the_file() -> None:
     pins = {"a.json": {"sha256": "11" * 32}, "b.json": {"sha256": "22" * 32}}
-    out = assembly.pin_warnings(pins, {"a.json": "11" * 32, "b.json": "33" * 32, "c.json": "44" * 32},
-                                "seceval", "seceval", "seceval")
+    out = assembly.pin_warnings(
+        pins, {"a.json": "11" * 32, "b.json": "33" * 32, "c.json": "44" * 32}, "seceval", "seceval", "seceval"
+    )
     assert [w["kind"] for w in out] == ["data_checksum"]
     assert out[0]["message"].startswith("seceval/b.json: sha256 333333333333… differs from the 222222222222…")
     assert "benchaudit fetch seceval --force" in out[0]["message"]

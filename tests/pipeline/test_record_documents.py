@@ -5,20 +5,18 @@ keys forbidden)."""
 
 from __future__ import annotations
 
-import pytest
-from pydantic import TypeAdapter
-from typing_extensions import get_type_hints
-
 from typing import Any
 
-from typing_extensions import TypedDict
+import pytest
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict, get_type_hints
 
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
-from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordExtras, RecordRow
 from pytest_benchaudit.pipeline.record import OPTIONAL_KEYS, Record
+from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordExtras, RecordRow
 from pytest_benchaudit.pipeline.stages import build_pipeline
 from pytest_benchaudit.pipeline.types import ContinuationLogprobs, Generation, Question
 from pytest_benchaudit.scoring.evaluate import evaluate
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 CARDS = TypeAdapter(Cards)
@@ -39,8 +37,11 @@ def _types(schema: Any, defs: dict[str, Any] | None = None) -> Any:
     if isinstance(schema, dict):
         if "$ref" in schema:
             return _types(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
-        out = {k: _types(v, defs) for k, v in schema.items()
-               if k not in ("title", "description", "default", "required", "$defs")}
+        out = {
+            k: _types(v, defs)
+            for k, v in schema.items()
+            if k not in ("title", "description", "default", "required", "$defs")
+        }
         if out.get("additionalProperties") == {}:
             out["additionalProperties"] = True
         return out
@@ -81,10 +82,17 @@ def test_the_type_comparison_sees_a_field_that_drifts() -> None:
 def test_evaluate_sets_every_field_of_the_row_and_leaves_only_the_optional_ones() -> None:
     """evaluate builds the whole row (typed as RecordRow, no third declaration of the schema): every
     field but the optional ones is set, and the dump is the row those fields make."""
-    pipe = build_pipeline("standardized", "b", "t", {
-        "prompt": {"template": "t", "format": {"mode": "chat"}}, "extraction": {"rule": "final_line",
-                                                                               "reasoning": "strip"},
-        "scoring": {"metric": "exact_match", "denominator": "total"}, "aggregation": {"method": "micro"}})
+    pipe = build_pipeline(
+        "standardized",
+        "b",
+        "t",
+        {
+            "prompt": {"template": "t", "format": {"mode": "chat"}},
+            "extraction": {"rule": "final_line", "reasoning": "strip"},
+            "scoring": {"metric": "exact_match", "denominator": "total"},
+            "aggregation": {"method": "micro"},
+        },
+    )
     question = Question(benchmark="b", task="t", id="q1", index=0, text="?", choices={"A": "a", "B": "b"}, gold="B")
     record = evaluate(question, pipe, {"messages": []}, Generation(text="B"), model="m")
     assert record.model_fields_set == set(Record.model_fields) - set(OPTIONAL_KEYS)
@@ -92,25 +100,46 @@ def test_evaluate_sets_every_field_of_the_row_and_leaves_only_the_optional_ones(
 
 
 def test_a_log_likelihood_answers_continuations_are_stored_as_they_came() -> None:
-    pipe = build_pipeline("lm_eval", "b", "t", {
-        "prompt": {"template": "t", "format": {"mode": "completion"}}, "inference": {"request": "loglikelihood"},
-        "extraction": {"rule": "lm_eval_loglikelihood", "reasoning": "keep"},
-        "scoring": {"metric": "exact_match", "denominator": "total"}, "aggregation": {"method": "micro"}})
+    pipe = build_pipeline(
+        "lm_eval",
+        "b",
+        "t",
+        {
+            "prompt": {"template": "t", "format": {"mode": "completion"}},
+            "inference": {"request": "loglikelihood"},
+            "extraction": {"rule": "lm_eval_loglikelihood", "reasoning": "keep"},
+            "scoring": {"metric": "exact_match", "denominator": "total"},
+            "aggregation": {"method": "micro"},
+        },
+    )
     question = Question(benchmark="b", task="t", id="q1", index=0, text="?", choices={"A": "a", "B": "b"}, gold="B")
-    read = (ContinuationLogprobs(continuation=" A", tokens=(" A",), logprobs=(-2.5,)),
-            ContinuationLogprobs(continuation=" B", tokens=(" B",), logprobs=(-0.25,)))
+    read = (
+        ContinuationLogprobs(continuation=" A", tokens=(" A",), logprobs=(-2.5,)),
+        ContinuationLogprobs(continuation=" B", tokens=(" B",), logprobs=(-0.25,)),
+    )
     unread = (read[0], ContinuationLogprobs(continuation=" B", missing="no log-probabilities"))
     for continuations, prediction in ((read, "B"), (unread, None)):
-        record = evaluate(question, pipe, {"prompt": "?"}, Generation(text="", continuations=continuations),
-                          model="m")
+        record = evaluate(question, pipe, {"prompt": "?"}, Generation(text="", continuations=continuations), model="m")
         dumped = record.model_dump(mode="json")
         assert dumped["continuations"] == [c.model_dump(mode="json") for c in continuations]
         assert dumped["prediction"] == prediction
 
 
 def test_a_card_key_nobody_declared_is_refused() -> None:
-    card = {"card_version": "1", "benchmark": "b", "task": "t", "pipeline": "l", "hash": "h", "upstream_hash": "u",
-            "fields": {}, "overrides": {}, "why": {}, "notes": [], "unspecified": [], "surprise": 1}
+    card = {
+        "card_version": "1",
+        "benchmark": "b",
+        "task": "t",
+        "pipeline": "l",
+        "hash": "h",
+        "upstream_hash": "u",
+        "fields": {},
+        "overrides": {},
+        "why": {},
+        "notes": [],
+        "unspecified": [],
+        "surprise": 1,
+    }
     with pytest.raises(ValueError, match="surprise"):
         TypeAdapter(PipelineCard).validate_python(card)
 
@@ -127,9 +156,25 @@ def test_a_real_runs_cards_and_records_validate(pytester: pytest.Pytester, scrip
         def pipeline(pipeline, question):
             return apply_overrides(pipeline, [("inference.max_tokens", 7)]) if question.id == "t06" else pipeline
         """)
-    pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                       "--report-dir", "out", "--max-retries", "0", "-p", "no:randomly", "-k", "mcq",
-                       "--vary", "scoring.denominator=valid", "--set", "aggregation.method=macro")
+    pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "0",
+        "-p",
+        "no:randomly",
+        "-k",
+        "mcq",
+        "--vary",
+        "scoring.denominator=valid",
+        "--set",
+        "aggregation.method=macro",
+    )
     out = read_run(only_run_dir(pytester.path / "out"))
     cards = CARDS.validate_python(out["run"]["pipeline_cards"])
     assert {"toy.mcq", "toy.mcq|denominator=valid"} <= set(cards)

@@ -7,21 +7,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pytest_benchaudit.testing.toy import TOY_QUESTIONS, toy_script
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
-from helpers import SUITES
 
+from helpers import SUITES
 from pytest_benchaudit.aggregate.results import summarize, summary_document, variant_deltas
 from pytest_benchaudit.pipeline.stages import Pipeline, PipelineError, build_pipeline
-from pytest_benchaudit.report.terminal import render_variant_deltas
-from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
-from pytest_benchaudit.scoring.names import check_vary
 from pytest_benchaudit.pipeline.variants import (
     build_variants,
     card_key,
     short_field,
     variant_name,
 )
+from pytest_benchaudit.report.terminal import render_variant_deltas
+from pytest_benchaudit.scoring.names import check_vary
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import TOY_QUESTIONS, toy_script
 
 VARY = ["--vary", "inference.max_tokens=5,16,2048", "--vary", "scoring.denominator=valid"]
 VARIANTS = ["max_tokens=5", "max_tokens=16", "max_tokens=2048", "denominator=valid"]
@@ -40,6 +40,7 @@ def base_pipeline(**fields: Any) -> Pipeline:
 
 
 # -- variants.py (pure) ---------------------------------------------------------------
+
 
 def test_variants_one_field_each_base_first() -> None:
     base = base_pipeline()
@@ -89,32 +90,73 @@ def test_variant_values_checked_against_names() -> None:
 
 # -- aggregate.variant_deltas (pure) ----------------------------------------------------
 
-def _rec(qid: str, variant: str, *, valid: bool = True, correct: bool = False, stage: str | None = None,
-         reason: str | None = None, score: float | None = None) -> dict[str, Any]:
-    return {"benchmark": "toy", "task": "mcq", "model": "m", "variant": variant, "question_id": qid,
-            "pipeline": "standardized", "pipeline_hash": "h", "valid": valid, "correct": correct,
-            "score": float(correct) if score is None else score, "invalid_reason": reason,
-            "invalid_stage": stage, "metric": "exact_match"}
+
+def _rec(
+    qid: str,
+    variant: str,
+    *,
+    valid: bool = True,
+    correct: bool = False,
+    stage: str | None = None,
+    reason: str | None = None,
+    score: float | None = None,
+) -> dict[str, Any]:
+    return {
+        "benchmark": "toy",
+        "task": "mcq",
+        "model": "m",
+        "variant": variant,
+        "question_id": qid,
+        "pipeline": "standardized",
+        "pipeline_hash": "h",
+        "valid": valid,
+        "correct": correct,
+        "score": float(correct) if score is None else score,
+        "invalid_reason": reason,
+        "invalid_stage": stage,
+        "metric": "exact_match",
+    }
 
 
 def _cards(**denominators: str) -> dict[str, dict[str, Any]]:
-    return {card_key("toy", "mcq", name): {"fields": {"scoring.metric": "exact_match", "scoring.denominator": d}}
-            for name, d in denominators.items()}
+    return {
+        card_key("toy", "mcq", name): {"fields": {"scoring.metric": "exact_match", "scoring.denominator": d}}
+        for name, d in denominators.items()
+    }
 
 
 def test_moved_by_inference_extraction_scoring() -> None:
-    base = [_rec("a", "", correct=True), _rec("b", "", correct=True), _rec("c", ""),
-            _rec("d", "", valid=False, stage="extraction", reason="unparseable")]
-    trunc = [_rec(q, "max_tokens=5", valid=False, stage="inference", reason="truncated") for q in "abc"] + \
-            [_rec("d", "max_tokens=5", valid=False, stage="extraction", reason="unparseable")]
-    unread = [_rec("a", "extraction.rule=x", correct=True), _rec("b", "extraction.rule=x", valid=False,
-              stage="extraction", reason="unparseable"), _rec("c", "extraction.rule=x"),
-              _rec("d", "extraction.rule=x", valid=False, stage="extraction", reason="unparseable")]
+    base = [
+        _rec("a", "", correct=True),
+        _rec("b", "", correct=True),
+        _rec("c", ""),
+        _rec("d", "", valid=False, stage="extraction", reason="unparseable"),
+    ]
+    trunc = [_rec(q, "max_tokens=5", valid=False, stage="inference", reason="truncated") for q in "abc"] + [
+        _rec("d", "max_tokens=5", valid=False, stage="extraction", reason="unparseable")
+    ]
+    unread = [
+        _rec("a", "extraction.rule=x", correct=True),
+        _rec("b", "extraction.rule=x", valid=False, stage="extraction", reason="unparseable"),
+        _rec("c", "extraction.rule=x"),
+        _rec("d", "extraction.rule=x", valid=False, stage="extraction", reason="unparseable"),
+    ]
     valid = [{**r, "variant": "denominator=valid"} for r in base]
-    verdicts = [_rec("a", "metric=y", correct=True), _rec("b", "metric=y"), _rec("c", "metric=y"),
-                _rec("d", "metric=y", valid=False, stage="extraction", reason="unparseable")]
-    cards = _cards(**{"": "total", "max_tokens=5": "total", "extraction.rule=x": "total",
-                      "denominator=valid": "valid", "metric=y": "total"})
+    verdicts = [
+        _rec("a", "metric=y", correct=True),
+        _rec("b", "metric=y"),
+        _rec("c", "metric=y"),
+        _rec("d", "metric=y", valid=False, stage="extraction", reason="unparseable"),
+    ]
+    cards = _cards(
+        **{
+            "": "total",
+            "max_tokens=5": "total",
+            "extraction.rule=x": "total",
+            "denominator=valid": "valid",
+            "metric=y": "total",
+        }
+    )
     results = summarize(base + trunc + unread + valid + verdicts, cards)
     rows = {r["variant"]: r for r in variant_deltas(results, cards)}
     assert list(rows) == ["max_tokens=5", "extraction.rule=x", "denominator=valid", "metric=y"]
@@ -136,8 +178,10 @@ def test_lower_is_better_delta_in_metric_unit() -> None:
     var = [_rec("a", "v", score=0.5), _rec("b", "v", score=0.5)]
     for r in base + var:
         r["metric"] = "cvss_abs_error"
-    cards = {"toy.mcq": {"fields": {"scoring.metric": "cvss_abs_error", "scoring.denominator": "total"}},
-             "toy.mcq|v": {"fields": {"scoring.metric": "cvss_abs_error", "scoring.denominator": "total"}}}
+    cards = {
+        "toy.mcq": {"fields": {"scoring.metric": "cvss_abs_error", "scoring.denominator": "total"}},
+        "toy.mcq|v": {"fields": {"scoring.metric": "cvss_abs_error", "scoring.denominator": "total"}},
+    }
     (row,) = variant_deltas(summarize(base + var, cards), cards)
     assert row["lower_is_better"] and row["delta_pp"] is None and row["unit"] == "cvss_abs_error"
     assert row["delta"] == pytest.approx(-1.0) and row["better"] is True and row["moved_by"] == "scoring"
@@ -152,6 +196,7 @@ def test_summary_document_has_variants() -> None:
 
 # -- end to end -------------------------------------------------------------------------
 
+
 def budget_script() -> Any:
     """The toy replies, except that a budget under 16 tokens stops inside the reasoning."""
     toy = toy_script()
@@ -165,9 +210,23 @@ def budget_script() -> Any:
 
 
 def run_vary(pytester: pytest.Pytester, server: ScriptedServer, *extra: str, out: str = "out") -> pytest.RunResult:
-    return pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}",
-                              "--report-dir", out, "--max-retries", "2", "-p", "no:randomly", "--no-cache",
-                              "-k", "mcq", *extra)
+    return pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{server.url}",
+        "--report-dir",
+        out,
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        "--no-cache",
+        "-k",
+        "mcq",
+        *extra,
+    )
 
 
 def completions(server: ScriptedServer) -> list[Call]:
@@ -193,8 +252,15 @@ def test_vary_end_to_end(pytester: pytest.Pytester, toy) -> None:
     assert cards["toy.mcq|max_tokens=5"]["fields"]["inference.max_tokens"] == 5
     assert cards["toy.mcq|max_tokens=5"]["variant"]["kind"] == "upstream"
     assert cards["toy.mcq|denominator=valid"]["variant"] == {
-        "name": "denominator=valid", "field": "scoring.denominator", "value": "valid", "base_value": "total",
-        "stage": "scoring", "kind": "downstream", "needs_generations": False, "same_as_base": False}
+        "name": "denominator=valid",
+        "field": "scoring.denominator",
+        "value": "valid",
+        "base_value": "total",
+        "stage": "scoring",
+        "kind": "downstream",
+        "needs_generations": False,
+        "same_as_base": False,
+    }
     # the summary per variant, and the deltas
     results = {r["variant"]: r for r in out["summary"]["results"]}
     assert results["denominator=valid"]["denominator"] == "valid"
@@ -207,13 +273,15 @@ def test_vary_end_to_end(pytester: pytest.Pytester, toy) -> None:
     assert rows["denominator=valid"]["moved_by"] == "scoring"
     assert rows["denominator=valid"]["delta_pp"] == pytest.approx(100 * (6 / 7 - 6 / 12))
     # the terminal table
-    result.stdout.fnmatch_lines([
-        "*single-field counterfactuals*",
-        "*task*model*variant*score vs base*Δ pp*invalid % vs base*moved by*",
-        "*toy.mcq*toy-model*max_tokens=5 *0.0 vs 50.0*-50.0*100.0 vs 41.7*inference: *truncated +11*",
-        "*toy.mcq*toy-model*max_tokens=16 *50.0 vs 50.0*+0.0*none*",
-        "*toy.mcq*toy-model*denominator=valid*85.7 vs 50.0*+35.7*41.7 vs 41.7*scoring: denominator total -> val*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*single-field counterfactuals*",
+            "*task*model*variant*score vs base*Δ pp*invalid % vs base*moved by*",
+            "*toy.mcq*toy-model*max_tokens=5 *0.0 vs 50.0*-50.0*100.0 vs 41.7*inference: *truncated +11*",
+            "*toy.mcq*toy-model*max_tokens=16 *50.0 vs 50.0*+0.0*none*",
+            "*toy.mcq*toy-model*denominator=valid*85.7 vs 50.0*+35.7*41.7 vs 41.7*scoring: denominator total -> val*",
+        ]
+    )
     # requests at the server: one set per upstream variant; the downstream variant sends none of its own
     by_budget = Counter(c.body["max_tokens"] for c in calls)
     assert set(by_budget) == {64, 5, 16, 2048}
@@ -230,9 +298,17 @@ def test_vary_item_ids_work_with_lf_and_k(pytester: pytest.Pytester, toy) -> Non
         first.assert_outcomes(passed=6, failed=6 + 12)
         again = run_vary(pytester, server, "--vary", "inference.max_tokens=5", "--lf")
         again.assert_outcomes(failed=18, deselected=6 + 2)  # the passed base items, task extra
-        only = pytester.runpytest("suites/toy/suite.toml::mcq::q0001[toy-model|max_tokens=5]", "--data-dir", "data",
-                                  "--model", f"toy-model@{server.url}", "--vary", "inference.max_tokens=5",
-                                  "--collect-only", "-q")
+        only = pytester.runpytest(
+            "suites/toy/suite.toml::mcq::q0001[toy-model|max_tokens=5]",
+            "--data-dir",
+            "data",
+            "--model",
+            f"toy-model@{server.url}",
+            "--vary",
+            "inference.max_tokens=5",
+            "--collect-only",
+            "-q",
+        )
     only.stdout.fnmatch_lines(["suites/toy/suite.toml::mcq::q0001[[]toy-model|max_tokens=5[]]", "*1 test*"])
 
 
@@ -277,9 +353,21 @@ def test_vary_on_real_seceval_rows(pytester: pytest.Pytester, real_data: Path) -
 
     with ScriptedServer(script) as server:
         # the issue's command, on the first 10 SecEval rows
-        result = pytester.runpytest(str(SUITES / "seceval"), "--model", f"m@{server.url}", "--data-dir",
-                                    str(real_data), "--limit", "10", "--report-dir", "out", "--no-cache",
-                                    "-p", "no:randomly", *VARY)
+        result = pytester.runpytest(
+            str(SUITES / "seceval"),
+            "--model",
+            f"m@{server.url}",
+            "--data-dir",
+            str(real_data),
+            "--limit",
+            "10",
+            "--report-dir",
+            "out",
+            "--no-cache",
+            "-p",
+            "no:randomly",
+            *VARY,
+        )
         calls = completions(server)
     out = read_run(only_run_dir(pytester.path / "out"))
     assert len(out["records"]) == 10 * 5
@@ -294,20 +382,43 @@ def test_vary_on_real_seceval_rows(pytester: pytest.Pytester, real_data: Path) -
     assert rows["max_tokens=16"]["delta"] == 0
     assert rows["denominator=valid"]["moved_by"] in ("scoring", "none")
     assert rows["denominator=valid"]["score"] == pytest.approx(k / 10)  # every answer readable here
-    result.stdout.fnmatch_lines(["*single-field counterfactuals*", "*seceval.mcq*m*max_tokens=5*inference*",
-                                 "*seceval.mcq*m*max_tokens=2048 (= base)*none (same as base)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*single-field counterfactuals*",
+            "*seceval.mcq*m*max_tokens=5*inference*",
+            "*seceval.mcq*m*max_tokens=2048 (= base)*none (same as base)*",
+        ]
+    )
 
 
 def test_vary_under_xdist(pytester: pytest.Pytester, toy) -> None:
     with ScriptedServer(budget_script()) as server:
-        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}",
-                                               "--report-dir", "out", "--max-retries", "2", "--no-cache", "-k", "mcq",
-                                               "-n", "2", *VARY)
+        result = pytester.runpytest_subprocess(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"toy-model@{server.url}",
+            "--report-dir",
+            "out",
+            "--max-retries",
+            "2",
+            "--no-cache",
+            "-k",
+            "mcq",
+            "-n",
+            "2",
+            *VARY,
+        )
     result.assert_outcomes(passed=6 * 4, failed=6 * 4 + len(TOY_QUESTIONS))
     out = read_run(only_run_dir(pytester.path / "out"))
     assert len(out["records"]) == 5 * len(TOY_QUESTIONS)  # every record reached the controller once
-    assert set(out["run"]["pipeline_cards"]) == {"toy.mcq", "toy.extra", *(f"toy.mcq|{v}" for v in VARIANTS),
-                                                 *(f"toy.extra|{v}" for v in VARIANTS)}
+    assert set(out["run"]["pipeline_cards"]) == {
+        "toy.mcq",
+        "toy.extra",
+        *(f"toy.mcq|{v}" for v in VARIANTS),
+        *(f"toy.extra|{v}" for v in VARIANTS),
+    }
     rows = {r["variant"]: r for r in variant_deltas(out["summary"]["results"], out["run"]["pipeline_cards"])}
     assert list(rows) == VARIANTS
     assert rows["max_tokens=5"]["moved_by"] == "inference" and rows["denominator=valid"]["moved_by"] == "scoring"
@@ -318,11 +429,23 @@ def test_a_metric_change_gives_no_meaningless_delta():
     from pytest_benchaudit.aggregate.results import variant_deltas
 
     def result(variant, metric, score, lib):
-        return {"benchmark": "b", "task": "vsp", "model": "m", "variant": variant, "metric": metric,
-                "lower_is_better": lib, "denominator": "valid", "n": 10, "score": score, "invalid_rate": 0.0,
-                "stage_rates": {"inference_ok": 1.0, "extraction_ok": 1.0, "correct": 0.2}, "invalid_reasons": {}}
+        return {
+            "benchmark": "b",
+            "task": "vsp",
+            "model": "m",
+            "variant": variant,
+            "metric": metric,
+            "lower_is_better": lib,
+            "denominator": "valid",
+            "n": 10,
+            "score": score,
+            "invalid_rate": 0.0,
+            "stage_rates": {"inference_ok": 1.0, "extraction_ok": 1.0, "correct": 0.2},
+            "invalid_reasons": {},
+        }
 
-    (row,) = variant_deltas([result("", "cvss_closeness_athena", 0.86, False),
-                             result("metric=cvss_abs_diff", "cvss_abs_diff", 1.08, True)])
+    (row,) = variant_deltas(
+        [result("", "cvss_closeness_athena", 0.86, False), result("metric=cvss_abs_diff", "cvss_abs_diff", 1.08, True)]
+    )
     assert row["delta"] is None and row["moved_by"] == "scoring"
     assert "metric changed: cvss_closeness_athena -> cvss_abs_diff" in row["moved_by_detail"]

@@ -30,11 +30,26 @@ BIN = Path(sys.executable).parent
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example's wheel built and installed by pip into a folder (its dist-info holds the entry point)."""
     target = tmp_path_factory.mktemp("site")
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-                           "--disable-pip-version-check", "--target", str(target), str(EXAMPLE)],
-                          capture_output=True, text=True)
-    if done.returncode and re.search(r"No matching distribution|Could not find a version|connection",
-                                     done.stderr, re.IGNORECASE):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(EXAMPLE),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode and re.search(
+        r"No matching distribution|Could not find a version|connection", done.stderr, re.IGNORECASE
+    ):
         pytest.skip(f"pip cannot fetch the example's build backend (setuptools>=77) here: {done.stderr[-300:]}")
     assert done.returncode == 0, done.stderr[-2000:]
     assert (target / "benchaudit_example-0.1.0.dist-info" / "entry_points.txt").is_file()
@@ -64,7 +79,9 @@ def gold_counts(env: dict[str, str]) -> dict[str, int]:
 
 def run(args: list[str], env: dict[str, str], cwd: Path, expect: int | tuple[int, ...] = 0) -> str:
     done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
-    assert done.returncode in ((expect,) if isinstance(expect, int) else expect), done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode in ((expect,) if isinstance(expect, int) else expect), (
+        done.stdout[-3000:] + done.stderr[-3000:]
+    )
     assert "Traceback" not in done.stderr, done.stderr
     return done.stdout + done.stderr
 
@@ -76,7 +93,8 @@ def summary_score(run_dir: Path) -> tuple[float, str]:
 
 
 def test_the_example_runs_from_an_empty_directory_and_every_command_knows_it(
-        env: dict[str, str], server: ScriptedServer, tmp_path: Path) -> None:
+    env: dict[str, str], server: ScriptedServer, tmp_path: Path
+) -> None:
     counts = gold_counts(env)
     n = counts["n"]
     assert n == 18
@@ -86,8 +104,21 @@ def test_the_example_runs_from_an_empty_directory_and_every_command_knows_it(
     assert re.search(r"readers\s+quiz", out) and re.search(r"suites\s+quiz", out)
 
     # the released layer: the plugin's reader, rule (B) and metric (1 right, -1/3 wrong)
-    out = run([str(BIN / "pytest"), "suites/quiz", "--pipeline", "released", "--model", f"m@{server.url}",
-               "-p", "no:cacheprovider"], env, tmp_path, expect=(0, 1))
+    out = run(
+        [
+            str(BIN / "pytest"),
+            "suites/quiz",
+            "--pipeline",
+            "released",
+            "--model",
+            f"m@{server.url}",
+            "-p",
+            "no:cacheprovider",
+        ],
+        env,
+        tmp_path,
+        expect=(0, 1),
+    )
     assert "suites/quiz → " in out and "the suite of plugin 'example' (benchaudit-example 0.1.0)" in out
     [released] = list((tmp_path / "reports").iterdir())
     score, metric = summary_score(released)
@@ -95,12 +126,17 @@ def test_the_example_runs_from_an_empty_directory_and_every_command_knows_it(
     assert score == pytest.approx((counts["B"] - (n - counts["B"]) / 3) / n)
 
     # the standardized layer reads the final line (C); re-scored with the plugin's rule it reads B
-    out = run([str(BIN / "pytest"), "suites/quiz", "--model", f"m@{server.url}", "-p", "no:cacheprovider"],
-              env, tmp_path, expect=(0, 1))
+    out = run(
+        [str(BIN / "pytest"), "suites/quiz", "--model", f"m@{server.url}", "-p", "no:cacheprovider"],
+        env,
+        tmp_path,
+        expect=(0, 1),
+    )
     [standardized] = [p for p in (tmp_path / "reports").iterdir() if p != released]
     assert summary_score(standardized) == (pytest.approx(counts["C"] / n), "exact_match")
-    out = run([str(BIN / "benchaudit"), "rescore", str(standardized), "--set", "extraction.rule=quiz_marked"],
-              env, tmp_path)
+    out = run(
+        [str(BIN / "benchaudit"), "rescore", str(standardized), "--set", "extraction.rule=quiz_marked"], env, tmp_path
+    )
     [rescored] = [p for p in (tmp_path / "reports").iterdir() if p not in (released, standardized)]
     assert summary_score(rescored) == (pytest.approx(counts["B"] / n), "exact_match")
 

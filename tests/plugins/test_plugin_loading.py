@@ -56,8 +56,9 @@ GOOD = """
 """
 
 
-def test_a_plugin_registers_its_rule_and_metric_and_is_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_plugin_registers_its_rule_and_metric_and_is_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     install(tmp_path, monkeypatch, "shout", "bench_shout_plugin", GOOD)
     assert main(["plugins", "--json"]) == 0
     listed = {p["name"]: p for p in json.loads(capsys.readouterr().out)["plugins"]}
@@ -84,25 +85,39 @@ def test_disable_plugin_by_option_and_by_environment(tmp_path: Path, monkeypatch
         load_plugins(["shuot"])
 
 
-@pytest.mark.parametrize(("code", "message"), [
-    ("import no_such_module_here\n",
-     r"plugin 'bad' \(distribution bench-bad 1.2.3\) cannot be imported \(bench_bad_plugin\): "
-     r"ModuleNotFoundError: No module named 'no_such_module_here'; turn it off with --disable-plugin bad"),
-    ("from pytest_benchaudit.api import hookimpl\n@hookimpl\ndef benchaudit_rules():\n    raise KeyError('x')\n",
-     r"plugin 'bad' \(distribution bench-bad 1.2.3\): benchaudit_rules\(\) raised KeyError: 'x' \(registering its "
-     r"rules\); turn it off with --disable-plugin bad or BENCHAUDIT_DISABLE_PLUGINS=bad"),
-    ("from pytest_benchaudit.api import hookimpl, rule\n@rule(name='final_answer_letter')\ndef f(t, q, g):\n"
-     "    return None, ''\n@hookimpl\ndef benchaudit_rules():\n    return [f]\n",
-     r"plugin 'bad' \(distribution bench-bad 1.2.3\): rule 'final_answer_letter' is already registered by the "
-     r"built-ins; turn it off"),
-    ("from pytest_benchaudit.api import hookimpl, metric\n@metric(name='m2')\ndef f(p, q, r):\n    return None\n"
-     "@hookimpl\ndef benchaudit_metrics():\n    return [f]\n",
-     r"plugin 'bad': metric 'm2' declares no direction and scale"),
-    ("from pytest_benchaudit.api import hookimpl\n@hookimpl\ndef benchaudit_rulez():\n    return []\n",
-     r"plugin 'bad' \(distribution bench-bad 1.2.3\): unknown hook 'benchaudit_rulez'"),
-])
-def test_a_broken_plugin_is_one_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture[str], code: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        (
+            "import no_such_module_here\n",
+            r"plugin 'bad' \(distribution bench-bad 1.2.3\) cannot be imported \(bench_bad_plugin\): "
+            r"ModuleNotFoundError: No module named 'no_such_module_here'; turn it off with --disable-plugin bad",
+        ),
+        (
+            "from pytest_benchaudit.api import hookimpl\n@hookimpl\ndef benchaudit_rules():\n    raise KeyError('x')\n",
+            r"plugin 'bad' \(distribution bench-bad 1.2.3\): benchaudit_rules\(\) raised KeyError: 'x' \(registering its "
+            r"rules\); turn it off with --disable-plugin bad or BENCHAUDIT_DISABLE_PLUGINS=bad",
+        ),
+        (
+            "from pytest_benchaudit.api import hookimpl, rule\n@rule(name='final_answer_letter')\ndef f(t, q, g):\n"
+            "    return None, ''\n@hookimpl\ndef benchaudit_rules():\n    return [f]\n",
+            r"plugin 'bad' \(distribution bench-bad 1.2.3\): rule 'final_answer_letter' is already registered by the "
+            r"built-ins; turn it off",
+        ),
+        (
+            "from pytest_benchaudit.api import hookimpl, metric\n@metric(name='m2')\ndef f(p, q, r):\n    return None\n"
+            "@hookimpl\ndef benchaudit_metrics():\n    return [f]\n",
+            r"plugin 'bad': metric 'm2' declares no direction and scale",
+        ),
+        (
+            "from pytest_benchaudit.api import hookimpl\n@hookimpl\ndef benchaudit_rulez():\n    return []\n",
+            r"plugin 'bad' \(distribution bench-bad 1.2.3\): unknown hook 'benchaudit_rulez'",
+        ),
+    ],
+)
+def test_a_broken_plugin_is_one_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], code: str, message: str
+) -> None:
     module = f"bench_bad_plugin_{abs(hash(code))}"  # a module name of its own: sys.modules keeps imports
     install(tmp_path, monkeypatch, "bad", module, code)
     message = message.replace("bench_bad_plugin", module)
@@ -149,8 +164,9 @@ ANALYSIS_AND_IMPORTER = """
 """
 
 
-def test_a_plugin_adds_an_analysis_and_an_importer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_plugin_adds_an_analysis_and_an_importer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from pytest_benchaudit.compare.analysis_registry import analyses
 
     install(tmp_path, monkeypatch, "extra", "bench_extra_plugin", ANALYSIS_AND_IMPORTER)
@@ -158,8 +174,12 @@ def test_a_plugin_adds_an_analysis_and_an_importer(tmp_path: Path, monkeypatch: 
     assert [a.name for a in analyses()][-1] == "score_spread"
     assert main(["import", "fake-source", str(tmp_path), "--report-dir", str(tmp_path / "out")]) == 0
     out = tmp_path / "out"
-    assert capsys.readouterr().out.splitlines() == [f"reading {tmp_path}", f"  {out / 'one'}", f"  {out / 'two'}",
-                                                    f"2 run directories written under {out}"]
+    assert capsys.readouterr().out.splitlines() == [
+        f"reading {tmp_path}",
+        f"  {out / 'one'}",
+        f"  {out / 'two'}",
+        f"2 run directories written under {out}",
+    ]
     assert plugin_manager.importers()["fake-source"].detect(tmp_path) is False
     # without a source, a path the plugin's importer detects is imported by it (after the built-ins said no)
     (tmp_path / "done.txt").write_text("x")

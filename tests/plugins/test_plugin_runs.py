@@ -37,19 +37,25 @@ def install(root: Path, name: str, module: str, code: str) -> Path:
     return root
 
 
-def test_a_broken_plugin_stops_a_benchmark_run_and_only_warns_elsewhere(pytester: pytest.Pytester,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_plugin_stops_a_benchmark_run_and_only_warns_elsewhere(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     site = install(pytester.path / "site", "bad", "bench_bad_runs", "raise RuntimeError('half-installed')\n")
     monkeypatch.setenv("PYTHONPATH", str(site))
     result = pytester.runpytest_subprocess("suites/cybermetric", "--collect-only", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: plugin 'bad' (distribution bench-bad 1.2.3) cannot be imported "
-                                 "(bench_bad_runs): RuntimeError: half-installed; turn it off with "
-                                 "--disable-plugin bad or BENCHAUDIT_DISABLE_PLUGINS=bad"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: plugin 'bad' (distribution bench-bad 1.2.3) cannot be imported "
+            "(bench_bad_runs): RuntimeError: half-installed; turn it off with "
+            "--disable-plugin bad or BENCHAUDIT_DISABLE_PLUGINS=bad"
+        ]
+    )
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
     # turned off, the run goes on (the packaged suite is collected)
-    result = pytester.runpytest_subprocess("suites/cybermetric", "--collect-only", "-p", "no:cacheprovider",
-                                           "--disable-plugin", "bad")
+    result = pytester.runpytest_subprocess(
+        "suites/cybermetric", "--collect-only", "-p", "no:cacheprovider", "--disable-plugin", "bad"
+    )
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED), result.stderr.str()
     result.stdout.fnmatch_lines(["benchaudit: suites/cybermetric → *the suites packaged with*"])
     # a project's own tests, with the broken plugin installed beside: they run, the header warns
@@ -80,20 +86,26 @@ def test_the_header_says_which_suite_of_a_name_ran(tmp_path: Path, monkeypatch: 
     # the packaged suite over the plugin's of the same name
     args, notes = resolve_suite_args(["suites/cybermetric"], work)
     assert args == [str(SUITES.resolve() / "cybermetric")]
-    assert notes == [f"suites/cybermetric → {SUITES.resolve() / 'cybermetric'}: the suites packaged with "
-                     f"pytest-benchaudit {__version__} (no local suites/cybermetric; `benchaudit init` writes a copy "
-                     f"to edit); plugin 'copies' (bench-copies 1.2.3)'s suite of that name "
-                     f"({site.resolve() / 'plugin_suites' / 'cybermetric'}) is not used"]
+    assert notes == [
+        f"suites/cybermetric → {SUITES.resolve() / 'cybermetric'}: the suites packaged with "
+        f"pytest-benchaudit {__version__} (no local suites/cybermetric; `benchaudit init` writes a copy "
+        f"to edit); plugin 'copies' (bench-copies 1.2.3)'s suite of that name "
+        f"({site.resolve() / 'plugin_suites' / 'cybermetric'}) is not used"
+    ]
     # a suite only the plugin has: the plugin's, said with its distribution
     args, notes = resolve_suite_args(["suites/onlyplugin"], work)
     assert args == [str(site.resolve() / "plugin_suites" / "onlyplugin")]
-    assert notes == [f"suites/onlyplugin → {args[0]}: the suite of plugin 'copies' (bench-copies 1.2.3) "
-                     "(no local suites/onlyplugin, none packaged)"]
+    assert notes == [
+        f"suites/onlyplugin → {args[0]}: the suite of plugin 'copies' (bench-copies 1.2.3) "
+        "(no local suites/onlyplugin, none packaged)"
+    ]
     # a local copy over both
     local = work / "suites" / "cybermetric"
     local.mkdir(parents=True)
     (local / "suite.toml").write_bytes((SUITES / "cybermetric" / "suite.toml").read_bytes())
     args, notes = resolve_suite_args(["suites/cybermetric"], work)
     assert args == ["suites/cybermetric"]
-    assert notes == [f"suites/cybermetric: the local copy ({local}), not the one packaged with pytest-benchaudit "
-                     f"{__version__} or plugin 'copies''s (bench-copies 1.2.3)"]
+    assert notes == [
+        f"suites/cybermetric: the local copy ({local}), not the one packaged with pytest-benchaudit "
+        f"{__version__} or plugin 'copies''s (bench-copies 1.2.3)"
+    ]

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.pipeline.stages import build_pipeline, parse_override
+from pytest_benchaudit.dataset.readers import DATA_ENV, load_questions
+from pytest_benchaudit.dataset.suites import Suite, load_suite
 from pytest_benchaudit.pipeline.layering import apply_overrides
+from pytest_benchaudit.pipeline.stages import build_pipeline, parse_override
+from pytest_benchaudit.pipeline.types import Message, Question, Request
 from pytest_benchaudit.prompt.templates import (
     PLACEHOLDERS,
     Template,
@@ -21,9 +24,6 @@ from pytest_benchaudit.prompt.templates import (
     inference_params,
     render_request,
 )
-from pytest_benchaudit.dataset.suites import Suite, load_suite
-from pytest_benchaudit.dataset.readers import DATA_ENV, load_questions
-from pytest_benchaudit.pipeline.types import Message, Question, Request
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 
@@ -46,7 +46,10 @@ def pipe(mode="chat", system_role="system", few_shot=0, **inference):
         "test",
         "b",
         "t",
-        {"prompt": {"template": "x", "format": {"mode": mode, "system_role": system_role, "few_shot": few_shot}}, "inference": inference},
+        {
+            "prompt": {"template": "x", "format": {"mode": mode, "system_role": system_role, "few_shot": few_shot}},
+            "inference": inference,
+        },
     )
 
 
@@ -63,7 +66,17 @@ def test_placeholder_set():
 
 @pytest.mark.parametrize(
     "bad",
-    ["{question.__class__}", "{question.__class__.__mro__}", "{question[0]}", "{question!r}", "{question:>20}", "{0}", "{}", "{ question }", "{bogus}"],
+    [
+        "{question.__class__}",
+        "{question.__class__.__mro__}",
+        "{question[0]}",
+        "{question!r}",
+        "{question:>20}",
+        "{0}",
+        "{}",
+        "{ question }",
+        "{bogus}",
+    ],
 )
 def test_template_rejects_non_plain_placeholders(bad):
     with pytest.raises(TemplateError, match=r"unknown placeholder") as exc:
@@ -118,7 +131,9 @@ def test_labels_and_default_option_format():
 
 
 def test_flatten_newlines_applies_to_question_and_options_only():
-    t = tpl(user="Q: {question}\n{options}", option_format="{label}: {text}", option_separator=" ", flatten_newlines=True)
+    t = tpl(
+        user="Q: {question}\n{options}", option_format="{label}: {text}", option_separator=" ", flatten_newlines=True
+    )
     req = render_request(pipe(), t, q(text="line1\nline2", choices={"A": "a\nb", "B": "c"}))
     assert req.messages[-1].content == "Q: line1 line2\nA: a b B: c"
 
@@ -200,7 +215,9 @@ def test_few_shot_unspecified_uses_no_examples():
 def test_completion_header_examples_question():
     t = tpl(header="H\n\n", user="{question}\n{options}\nAnswer:", answer=" {answer}\n\n")
     shots = [q(text="s1", gold="A", choices={"A": "x", "B": "y"})]
-    req = render_request(pipe(mode="completion", system_role="none", few_shot=1), t, q(choices={"A": "3", "B": "4"}), shots)
+    req = render_request(
+        pipe(mode="completion", system_role="none", few_shot=1), t, q(choices={"A": "3", "B": "4"}), shots
+    )
     assert req.mode == "completion" and req.messages == ()
     assert req.prompt == "H\n\ns1\nA. x\nB. y\nAnswer: A\n\nWhat is 2+2?\nA. 3\nB. 4\nAnswer:"
 
@@ -326,7 +343,9 @@ def test_seceval_released_chat_every_request_byte_for_byte(data_dir):
         ]
         req = render_request(p, t, question)
         got = [{"role": m.role, "content": m.content} for m in req.messages]
-        assert json.dumps(got, ensure_ascii=False).encode() == json.dumps(expected, ensure_ascii=False).encode(), row["id"]
+        assert json.dumps(got, ensure_ascii=False).encode() == json.dumps(expected, ensure_ascii=False).encode(), row[
+            "id"
+        ]
     # the exemplar teaches a multi-letter answer: 925 of the 2,189 golds have two or more letters
     assert sum(len(set(r["answer"])) >= 2 for r in raw) == 925
 
@@ -371,8 +390,16 @@ def test_mmlu_released_completion_prompt(data_dir):
     assert not prompt.endswith("\nAnswer: ")
     # exemplars come from dev, in order, each rendered as in evaluate.py format_example
     first = shots[0]
-    block = first.text + "".join(f"\n{lab}. {txt}" for lab, txt in first.choices.items()) + "\nAnswer: " + first.gold + "\n\n"
-    assert prompt.startswith("The following are multiple choice questions (with answers) about  computer security.\n\n" + block)
+    block = (
+        first.text
+        + "".join(f"\n{lab}. {txt}" for lab, txt in first.choices.items())
+        + "\nAnswer: "
+        + first.gold
+        + "\n\n"
+    )
+    assert prompt.startswith(
+        "The following are multiple choice questions (with answers) about  computer security.\n\n" + block
+    )
     assert prompt.index(shots[4].text) < prompt.index(questions[0].text)
     last = questions[0]
     tail = last.text + "".join(f"\n{lab}. {txt}" for lab, txt in last.choices.items()) + "\nAnswer:"
@@ -433,8 +460,10 @@ def test_cybermetric_documented_messages_are_the_readme_make_messages(data_dir):
     )
     for row, question in zip(raw, questions):
         options_str = ", ".join(f"{key}) {value}" for key, value in row["answers"].items())
-        expected = [{"role": "system", "content": instructions},
-                    {"role": "user", "content": f"#Question: {row['question']}\nOptions: {options_str}"}]
+        expected = [
+            {"role": "system", "content": instructions},
+            {"role": "user", "content": f"#Question: {row['question']}\nOptions: {options_str}"},
+        ]
         req = render_request(p, t, question)
         assert [{"role": m.role, "content": m.content} for m in req.messages] == expected
 
@@ -474,7 +503,9 @@ def test_standardized_prompt_on_real_question(data_dir):
     assert [m.role for m in req.messages] == ["user"]  # system_role none, zero-shot
     content = req.messages[0].content
     assert content.startswith(questions[0].text + "\n\nA) Audit\nB) Execution Prevention\n")
-    assert content.endswith('End your response with a final line of the form "Answer: X", where X is one of A, B, C, or D.')
+    assert content.endswith(
+        'End your response with a final line of the form "Answer: X", where X is one of A, B, C, or D.'
+    )
     assert req.params == {"temperature": 0.0, "top_p": 1.0, "seed": 42, "max_tokens": 2048}
 
 

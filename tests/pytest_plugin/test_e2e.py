@@ -8,24 +8,66 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
-from pytest_benchaudit.testing.toy import TOY_QUESTIONS
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from helpers import SUITES
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import TOY_QUESTIONS
 
-RECORD_FIELDS = {"benchmark", "task", "question_id", "model", "variant", "pipeline", "pipeline_hash", "request",
-                 "raw_output", "reasoning", "finish_reason", "error", "prediction", "valid", "invalid_reason",
-                 "gold", "score", "correct"}
-SUMMARY_FIELDS = {"benchmark", "task", "model", "variant", "pipeline", "metric", "lower_is_better", "denominator",
-                  "n", "n_valid", "n_correct", "score", "score_total", "score_valid", "invalid_rate",
-                  "stage_rates", "ci95"}
+RECORD_FIELDS = {
+    "benchmark",
+    "task",
+    "question_id",
+    "model",
+    "variant",
+    "pipeline",
+    "pipeline_hash",
+    "request",
+    "raw_output",
+    "reasoning",
+    "finish_reason",
+    "error",
+    "prediction",
+    "valid",
+    "invalid_reason",
+    "gold",
+    "score",
+    "correct",
+}
+SUMMARY_FIELDS = {
+    "benchmark",
+    "task",
+    "model",
+    "variant",
+    "pipeline",
+    "metric",
+    "lower_is_better",
+    "denominator",
+    "n",
+    "n_valid",
+    "n_correct",
+    "score",
+    "score_total",
+    "score_valid",
+    "invalid_rate",
+    "stage_rates",
+    "ci95",
+}
 
 
 def run_toy(pytester: pytest.Pytester, server: ScriptedServer, *extra: str) -> pytest.RunResult:
     return pytester.runpytest(
-        "suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}", "--report-dir", "out",
-        "--max-retries", "2", "-p", "no:randomly", *extra,
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{server.url}",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        *extra,
     )
 
 
@@ -55,8 +97,9 @@ def test_scripted_behaviours_end_to_end(pytester: pytest.Pytester, scripted: Scr
     assert recs["t11"]["correct"] and recs["t11"]["attempts"] == 2
     assert recs["t12"]["invalid_reason"] == "unparseable" and recs["t12"]["invalid_stage"] == "extraction"
     # failure messages: short, with gold, prediction and the start of the raw output
-    result.stdout.fnmatch_lines(["*wrong: gold 'B', predicted 'C'*raw output: Answer: C*",
-                                 "*INVALID (unparseable)*I am not sure*"])
+    result.stdout.fnmatch_lines(
+        ["*wrong: gold 'B', predicted 'C'*raw output: Answer: C*", "*INVALID (unparseable)*I am not sure*"]
+    )
     # summary: both denominators, per-stage rates, invalid counted apart from wrong
     (res,) = out["summary"]["results"]
     assert SUMMARY_FIELDS <= set(res)
@@ -65,8 +108,13 @@ def test_scripted_behaviours_end_to_end(pytester: pytest.Pytester, scripted: Scr
     assert res["score_valid"] == pytest.approx(6 / 7)
     assert res["invalid_rate"] == pytest.approx(5 / 12)
     assert res["stage_rates"] == pytest.approx({"inference_ok": 8 / 12, "extraction_ok": 7 / 12, "correct": 6 / 12})
-    assert res["invalid_reasons"] == {"unclosed_reasoning": 1, "empty": 1, "truncated": 1, "inference_error": 1,
-                                      "unparseable": 1}
+    assert res["invalid_reasons"] == {
+        "unclosed_reasoning": 1,
+        "empty": 1,
+        "truncated": 1,
+        "inference_error": 1,
+        "unparseable": 1,
+    }
     assert res["breakdown"]["topic"]["beta"]["n"] == 4
     low, high = res["ci95"]
     assert low < 0.5 < high
@@ -99,8 +147,9 @@ def test_released_layer_keeps_reasoning_and_counts_valid_only(pytester: pytest.P
 
 
 def test_set_override_changes_request_and_card(pytester: pytest.Pytester, scripted, toy) -> None:
-    result = run_toy(pytester, scripted, "-k", "t01", "--set", "inference.max_tokens=7",
-                     "--set", 'inference.stop=["\\n"]')
+    result = run_toy(
+        pytester, scripted, "-k", "t01", "--set", "inference.max_tokens=7", "--set", 'inference.stop=["\\n"]'
+    )
     result.assert_outcomes(passed=1)
     body = scripted.calls[-1].body
     assert body["max_tokens"] == 7 and body["stop"] == ["\n"]
@@ -138,7 +187,9 @@ def test_junit_properties(pytester: pytest.Pytester, scripted, toy) -> None:
     result = run_toy(pytester, scripted, "-k", "t01 or t12", "--junitxml", "junit.xml", "-W", "error")
     result.assert_outcomes(passed=1, failed=1)
     root = ET.parse(pytester.path / "junit.xml").getroot()
-    cases = {tc.get("name"): {p.get("name"): p.get("value") for p in tc.iter("property")} for tc in root.iter("testcase")}
+    cases = {
+        tc.get("name"): {p.get("name"): p.get("value") for p in tc.iter("property")} for tc in root.iter("testcase")
+    }
     ok = cases["q0001[toy-model]"]
     assert ok["task"] == "mcq" and ok["model"] == "toy-model" and ok["gold"] == "B" and ok["prediction"] == "B"
     assert ok["valid"] == "True" and ok["score"] == "1.0"
@@ -189,8 +240,19 @@ def test_provider_minimum_max_tokens(pytester: pytest.Pytester, toy) -> None:
             min_max_tokens = 16
             """
         )
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", "azure-like", "--report-dir",
-                                    "out2", "-k", "t01", "--set", "inference.max_tokens=5")
+        result = pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            "azure-like",
+            "--report-dir",
+            "out2",
+            "-k",
+            "t01",
+            "--set",
+            "inference.max_tokens=5",
+        )
         result.assert_outcomes(passed=1)
         rec = read_run(only_run_dir(pytester.path / "out2"))["records"][0]
         assert rec["request"]["params"]["max_tokens"] == 16
@@ -224,10 +286,23 @@ def test_missing_data_names_the_file(pytester: pytest.Pytester, scripted, toy) -
 
 
 def test_two_models_each_question_once_per_model(pytester: pytest.Pytester, toy) -> None:
-    with ScriptedServer(lambda call: Reply(content="Answer: B"), model_id="one") as s1, \
-            ScriptedServer(lambda call: Reply(content="Answer: A"), model_id="two") as s2:
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--report-dir", "out", "-k", "mcq",
-                                    "--model", f"one@{s1.url}", "--model", f"two@{s2.url}")
+    with (
+        ScriptedServer(lambda call: Reply(content="Answer: B"), model_id="one") as s1,
+        ScriptedServer(lambda call: Reply(content="Answer: A"), model_id="two") as s2,
+    ):
+        result = pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--report-dir",
+            "out",
+            "-k",
+            "mcq",
+            "--model",
+            f"one@{s1.url}",
+            "--model",
+            f"two@{s2.url}",
+        )
         result.assert_outcomes(passed=1 + 11, failed=11 + 1)
         out = read_run(only_run_dir(pytester.path / "out"))
         assert sorted({r["model"] for r in out["summary"]["results"]}) == ["one", "two"]
@@ -245,8 +320,20 @@ def test_secret_key_never_written(pytester: pytest.Pytester, toy, monkeypatch: p
         return Reply(content="Answer: B")
 
     with ScriptedServer(script) as server:
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--report-dir", "out", "-k", "mcq",
-                                    "--model", f"m@{server.url}", "--junitxml", "junit.xml", "-rA")
+        result = pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--report-dir",
+            "out",
+            "-k",
+            "mcq",
+            "--model",
+            f"m@{server.url}",
+            "--junitxml",
+            "junit.xml",
+            "-rA",
+        )
         assert server.calls
     written = [p for p in (pytester.path / "out").rglob("*") if p.is_file()] + [pytester.path / "junit.xml"]
     for path in written:
@@ -278,13 +365,24 @@ def test_xdist_matches_serial(pytester: pytest.Pytester, scripted, toy) -> None:
     # JUnit properties survive the trip from the workers
     cases = list(ET.parse(pytester.path / "junit.xml").getroot().iter("testcase"))
     assert len(cases) == 13
-    assert all({p.get("name") for p in tc.iter("property")} >= {"task", "model", "gold", "valid", "score"} for tc in cases)
+    assert all(
+        {p.get("name") for p in tc.iter("property")} >= {"task", "model", "gold", "valid", "score"} for tc in cases
+    )
 
 
 def test_real_seceval_items_against_loopback(pytester: pytest.Pytester, real_data: Path) -> None:
     with ScriptedServer(lambda call: Reply(content="Answer: B")) as server:
-        result = pytester.runpytest(str(SUITES / "seceval"), "--data-dir", str(real_data), "--limit", "12",
-                                    "--model", f"m@{server.url}", "--report-dir", "out")
+        result = pytester.runpytest(
+            str(SUITES / "seceval"),
+            "--data-dir",
+            str(real_data),
+            "--limit",
+            "12",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+        )
         out = read_run(only_run_dir(pytester.path / "out"))
     golds = [r["gold"] for r in sorted(out["records"], key=lambda r: r["question_index"])]
     result.assert_outcomes(passed=golds.count("B"), failed=12 - golds.count("B"))
@@ -292,7 +390,9 @@ def test_real_seceval_items_against_loopback(pytester: pytest.Pytester, real_dat
     assert first["question_id"] == "282cd7f6-86f9-4174-95c2-df26b2b6395e"
     assert first["question_meta"]["topics"] == ["SystemSecurity", "Vulnerability"]
     assert "breakdown" in out["summary"]["results"][0]
-    assert json.dumps(out["run"]["pipeline_cards"]["seceval.mcq"]["fields"]["extraction.rule"]) == '"final_answer_letters"'
+    assert (
+        json.dumps(out["run"]["pipeline_cards"]["seceval.mcq"]["fields"]["extraction.rule"]) == '"final_answer_letters"'
+    )
 
 
 def test_reask_on_invalid(pytester: pytest.Pytester, toy) -> None:
@@ -301,8 +401,19 @@ def test_reask_on_invalid(pytester: pytest.Pytester, toy) -> None:
 
     script = sequence(Reply(content="I refuse to pick."), Reply(content="Still thinking"), Reply(content="Answer: B"))
     with ScriptedServer(script) as server:
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
-                                    "--report-dir", "out", "-k", "t01", "--set", "inference.reask_on_invalid=2")
+        result = pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "-k",
+            "t01",
+            "--set",
+            "inference.reask_on_invalid=2",
+        )
         result.assert_outcomes(passed=1)
         assert _asked(server) == 3
         asked = [c for c in server.calls if c.path.endswith("completions")]
@@ -312,8 +423,9 @@ def test_reask_on_invalid(pytester: pytest.Pytester, toy) -> None:
     assert rec["request"]["sample"] == 2
     # without re-asking the same server state answers the first reply only: invalid
     with ScriptedServer(sequence(Reply(content="I refuse to pick."), Reply(content="Answer: B"))) as server:
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}",
-                                    "--report-dir", "out2", "-k", "t01")
+        result = pytester.runpytest(
+            "suites/toy", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir", "out2", "-k", "t01"
+        )
         result.assert_outcomes(failed=1)
         assert _asked(server) == 1
 
@@ -321,7 +433,9 @@ def test_reask_on_invalid(pytester: pytest.Pytester, toy) -> None:
 def test_multi_model_run_reports_ranks_and_tau_b(pytester: pytest.Pytester, toy) -> None:
     """Three models: the summary ranks them per task and gives tau-b between the two toy tasks."""
     replies = {"good": "Answer: B", "half": "Answer: A", "bad": "no idea"}
-    servers = {name: ScriptedServer(lambda call, text=text: Reply(content=text)).start() for name, text in replies.items()}
+    servers = {
+        name: ScriptedServer(lambda call, text=text: Reply(content=text)).start() for name, text in replies.items()
+    }
     try:
         args = [a for name, s in servers.items() for a in ("--model", f"{name}@{s.url}")]
         result = pytester.runpytest("suites/toy", "--data-dir", "data", "--report-dir", "out", *args)

@@ -19,9 +19,9 @@ import pytest
 
 from pytest_benchaudit.inference import prestart
 from pytest_benchaudit.inference.process import available
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 from pytest_benchaudit.testing.toy import write_mcq_suite
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 pytestmark = pytest.mark.skipif(not available(), reason="the inference process needs a POSIX platform")
 
@@ -30,8 +30,10 @@ OPTIONS = ["first", "second", "third", "fourth"]
 
 
 def _rows(prefix: str, n: int) -> list[dict[str, Any]]:
-    return [{"id": f"{prefix}{i}", "question": f"{prefix} question {i}?", "options": OPTIONS, "gold": "A"}
-            for i in range(1, n + 1)]
+    return [
+        {"id": f"{prefix}{i}", "question": f"{prefix} question {i}?", "options": OPTIONS, "gold": "A"}
+        for i in range(1, n + 1)
+    ]
 
 
 def _completions(server: ScriptedServer) -> list[Any]:
@@ -76,13 +78,27 @@ def two_suites(pytester: pytest.Pytester) -> None:
 
 
 def _run(pytester: pytest.Pytester, server: ScriptedServer, probe: Probe, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest("suites", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir", "out",
-                              "--concurrency", str(CONCURRENCY), "--no-cache", "-p", "no:randomly", *extra,
-                              plugins=[probe])
+    return pytester.runpytest(
+        "suites",
+        "--data-dir",
+        "data",
+        "--model",
+        f"m@{server.url}",
+        "--report-dir",
+        "out",
+        "--concurrency",
+        str(CONCURRENCY),
+        "--no-cache",
+        "-p",
+        "no:randomly",
+        *extra,
+        plugins=[probe],
+    )
 
 
-def test_the_first_items_are_asked_while_the_rest_is_collected(pytester: pytest.Pytester, answers: ScriptedServer,
-                                                               two_suites: None) -> None:
+def test_the_first_items_are_asked_while_the_rest_is_collected(
+    pytester: pytest.Pytester, answers: ScriptedServer, two_suites: None
+) -> None:
     probe = Probe(answers)
     result = _run(pytester, answers, probe)
     assert result.ret == 0, result.stdout.str()  # every answer is A, every gold A
@@ -96,15 +112,29 @@ def test_the_first_items_are_asked_while_the_rest_is_collected(pytester: pytest.
     assert probe.held_at_end == 0
 
 
-@pytest.mark.parametrize("extra", [["-k", "alpha"], ["-m", "not slow"],
-                                   ["--deselect", "suites/beta/suite.toml::mcq::q0001[m]"],
-                                   ["--collect-only"]], ids=["-k", "-m", "--deselect", "--collect-only"])
+@pytest.mark.parametrize(
+    "extra",
+    [["-k", "alpha"], ["-m", "not slow"], ["--deselect", "suites/beta/suite.toml::mcq::q0001[m]"], ["--collect-only"]],
+    ids=["-k", "-m", "--deselect", "--collect-only"],
+)
 def test_nothing_is_asked_during_collection_when_an_option_may_deselect(
-        pytester: pytest.Pytester, answers: ScriptedServer, two_suites: None, extra: list[str]) -> None:
+    pytester: pytest.Pytester, answers: ScriptedServer, two_suites: None, extra: list[str]
+) -> None:
     probe = Probe(answers) if extra != ["--collect-only"] else None
-    result = pytester.runpytest("suites", "--data-dir", "data", "--model", f"m@{answers.url}", "--report-dir",
-                                "out", "--concurrency", str(CONCURRENCY), "--no-cache", *extra,
-                                plugins=[probe] if probe else [])
+    result = pytester.runpytest(
+        "suites",
+        "--data-dir",
+        "data",
+        "--model",
+        f"m@{answers.url}",
+        "--report-dir",
+        "out",
+        "--concurrency",
+        str(CONCURRENCY),
+        "--no-cache",
+        *extra,
+        plugins=[probe] if probe else [],
+    )
     if probe is None:
         assert result.ret == 0 and not _completions(answers)
         return
@@ -112,15 +142,30 @@ def test_nothing_is_asked_during_collection_when_an_option_may_deselect(
     assert result.ret in (0, 1) and _completions(answers)  # the run itself asks as usual
 
 
-@pytest.mark.parametrize("selected", ["suites/alpha/suite.toml::mcq::q0003[m]", "suites/beta/suite.toml::mcq"],
-                         ids=["item", "task"])
-def test_a_node_id_asks_only_what_it_selects(pytester: pytest.Pytester, answers: ScriptedServer,
-                                             two_suites: None, selected: str) -> None:
+@pytest.mark.parametrize(
+    "selected", ["suites/alpha/suite.toml::mcq::q0003[m]", "suites/beta/suite.toml::mcq"], ids=["item", "task"]
+)
+def test_a_node_id_asks_only_what_it_selects(
+    pytester: pytest.Pytester, answers: ScriptedServer, two_suites: None, selected: str
+) -> None:
     # A node id selects after its task made every item: asking during collection would pay for
     # the first 2 x concurrency questions of the task (the item) or of the suites before it (the task).
     probe = Probe(answers)
-    result = pytester.runpytest(selected, "--data-dir", "data", "--model", f"m@{answers.url}", "--report-dir", "out",
-                                "--concurrency", str(CONCURRENCY), "--no-cache", "-p", "no:randomly", plugins=[probe])
+    result = pytester.runpytest(
+        selected,
+        "--data-dir",
+        "data",
+        "--model",
+        f"m@{answers.url}",
+        "--report-dir",
+        "out",
+        "--concurrency",
+        str(CONCURRENCY),
+        "--no-cache",
+        "-p",
+        "no:randomly",
+        plugins=[probe],
+    )
     n = 1 if selected.endswith("]") else 20
     result.assert_outcomes(passed=n)
     assert probe.asked == []
@@ -131,8 +176,9 @@ def test_a_node_id_asks_only_what_it_selects(pytester: pytest.Pytester, answers:
         assert asked == ["a question 3"] and records[0]["question_id"] == "a3"
 
 
-def test_exitfirst_stops_asking_during_collection(pytester: pytest.Pytester, answers: ScriptedServer,
-                                                  two_suites: None) -> None:
+def test_exitfirst_stops_asking_during_collection(
+    pytester: pytest.Pytester, answers: ScriptedServer, two_suites: None
+) -> None:
     # -x: the first wrong answer ends the run; answers asked for the items after it are paid for nothing.
     probe = Probe(answers)
     _run(pytester, answers, probe, "-x")
@@ -140,7 +186,8 @@ def test_exitfirst_stops_asking_during_collection(pytester: pytest.Pytester, ans
 
 
 def test_an_unknown_collection_modifier_stops_asking_during_collection(
-        pytester: pytest.Pytester, answers: ScriptedServer, two_suites: None) -> None:
+    pytester: pytest.Pytester, answers: ScriptedServer, two_suites: None
+) -> None:
     pytester.makeconftest("""
         def pytest_collection_modifyitems(items):
             items.reverse()
@@ -150,14 +197,16 @@ def test_an_unknown_collection_modifier_stops_asking_during_collection(
     assert probe.asked == []
 
 
-def test_what_a_later_conftest_deselects_is_released(pytester: pytest.Pytester, answers: ScriptedServer,
-                                                     two_suites: None) -> None:
+def test_what_a_later_conftest_deselects_is_released(
+    pytester: pytest.Pytester, answers: ScriptedServer, two_suites: None
+) -> None:
     # suites/beta/conftest.py loads only when collection reaches beta, after alpha's first items were asked.
     (pytester.path / "suites" / "beta" / "conftest.py").write_text(
         "def pytest_collection_modifyitems(config, items):\n"
         "    kept = [i for i in items if 'alpha' not in i.nodeid]\n"
         "    config.hook.pytest_deselected(items=[i for i in items if 'alpha' in i.nodeid])\n"
-        "    items[:] = kept\n")
+        "    items[:] = kept\n"
+    )
     probe = Probe(answers)
     result = _run(pytester, answers, probe)
     assert len(probe.asked) == 2 * CONCURRENCY and all("alpha" in n for n in probe.asked)
@@ -167,43 +216,70 @@ def test_what_a_later_conftest_deselects_is_released(pytester: pytest.Pytester, 
     assert probe.held_at_end == 0  # the released requests hold nothing
 
 
-def test_a_suite_that_fails_to_collect_later_costs_at_most_the_early_requests(pytester: pytest.Pytester,
-                                                                               answers: ScriptedServer) -> None:
+def test_a_suite_that_fails_to_collect_later_costs_at_most_the_early_requests(
+    pytester: pytest.Pytester, answers: ScriptedServer
+) -> None:
     write_mcq_suite(pytester.path, "alpha", _rows("a", 20))
     write_mcq_suite(pytester.path, "beta", _rows("b", 20))
     bad = pytester.path / "suites" / "beta" / "suite.toml"
     bad.write_text(bad.read_text().replace('rule = "final_answer_letter"', 'rule = "no_such_rule"'))
-    result = pytester.runpytest("suites", "--data-dir", "data", "--model", f"m@{answers.url}", "--report-dir",
-                                "out", "--concurrency", str(CONCURRENCY), "--no-cache")
+    result = pytester.runpytest(
+        "suites",
+        "--data-dir",
+        "data",
+        "--model",
+        f"m@{answers.url}",
+        "--report-dir",
+        "out",
+        "--concurrency",
+        str(CONCURRENCY),
+        "--no-cache",
+    )
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*'no_such_rule' is not a known rule*"])
     assert len(_completions(answers)) <= 2 * CONCURRENCY
 
 
-def test_a_run_that_would_be_refused_asks_nothing_during_collection(pytester: pytest.Pytester,
-                                                                    answers: ScriptedServer, two_suites: None) -> None:
+def test_a_run_that_would_be_refused_asks_nothing_during_collection(
+    pytester: pytest.Pytester, answers: ScriptedServer, two_suites: None
+) -> None:
     # A gate naming no collected task is a usage error once collection ends: nothing is paid for before.
-    result = pytester.runpytest("suites", "--data-dir", "data", "--model", f"m@{answers.url}", "--report-dir",
-                                "out", "--concurrency", str(CONCURRENCY), "--no-cache", "--gate", "gamma>=0.5")
+    result = pytester.runpytest(
+        "suites",
+        "--data-dir",
+        "data",
+        "--model",
+        f"m@{answers.url}",
+        "--report-dir",
+        "out",
+        "--concurrency",
+        str(CONCURRENCY),
+        "--no-cache",
+        "--gate",
+        "gamma>=0.5",
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*gamma*"])
     assert not _completions(answers)
 
 
-@pytest.mark.parametrize(("argv", "env", "expected"), [
-    (["suites/seceval", "--model", "m@http://h/v1"], {}, True),
-    (["suites/seceval", "--model=m@http://h/v1"], {}, True),
-    (["suites/seceval"], {"PYTEST_ADDOPTS": "--model m@http://h/v1"}, True),
-    (["suites/seceval"], {}, False),                                    # no model: nothing to ask
-    (["suites/seceval", "--model", "m", "-n", "2"], {}, False),          # xdist: its workers ask
-    (["suites/seceval", "--model", "m", "-n2"], {}, False),
-    (["suites/seceval", "--model", "m", "--dist=load"], {}, False),
-    (["suites/seceval", "--model", "m", "--co"], {}, False),
-    (["--model", "m", "--help"], {}, False),
-    (["suites/seceval", "--model", "m", "--no-inference-process"], {}, False),
-    (["suites/seceval", "--model", "m"], {"BENCHAUDIT_INFERENCE_PROCESS": "off"}, False),
-    (["suites/seceval"], {"PYTEST_ADDOPTS": "--model 'unbalanced"}, False),
-])
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["suites/seceval", "--model", "m@http://h/v1"], {}, True),
+        (["suites/seceval", "--model=m@http://h/v1"], {}, True),
+        (["suites/seceval"], {"PYTEST_ADDOPTS": "--model m@http://h/v1"}, True),
+        (["suites/seceval"], {}, False),  # no model: nothing to ask
+        (["suites/seceval", "--model", "m", "-n", "2"], {}, False),  # xdist: its workers ask
+        (["suites/seceval", "--model", "m", "-n2"], {}, False),
+        (["suites/seceval", "--model", "m", "--dist=load"], {}, False),
+        (["suites/seceval", "--model", "m", "--co"], {}, False),
+        (["--model", "m", "--help"], {}, False),
+        (["suites/seceval", "--model", "m", "--no-inference-process"], {}, False),
+        (["suites/seceval", "--model", "m"], {"BENCHAUDIT_INFERENCE_PROCESS": "off"}, False),
+        (["suites/seceval"], {"PYTEST_ADDOPTS": "--model 'unbalanced"}, False),
+    ],
+)
 def test_which_command_lines_fork_at_start_up(argv: list[str], env: dict[str, str], expected: bool) -> None:
     assert prestart.looks_like_a_run(argv, env) is expected
 
@@ -219,14 +295,32 @@ def pytest_configure(config):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks at start-up on Linux only")
-def test_a_child_forked_at_start_up_that_no_engine_takes_is_gone(pytester: pytest.Pytester,
-                                                                  outside_xdist_worker: None) -> None:
+def test_a_child_forked_at_start_up_that_no_engine_takes_is_gone(
+    pytester: pytest.Pytester, outside_xdist_worker: None
+) -> None:
     # --model names a model but the run collects no suite: the runner never makes an engine.
     pytester.makepyfile(test_plain="def test_one():\n    assert True\n", childpid=CHILD_PID)
     env = {**os.environ, "PYTHONPATH": f"{pytester.path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "test_plain.py", "--model", "m@http://127.0.0.1:9/v1",
-                           "-p", "childpid", "-p", "no:cacheprovider", "-q"], cwd=pytester.path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "test_plain.py",
+            "--model",
+            "m@http://127.0.0.1:9/v1",
+            "-p",
+            "childpid",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+        ],
+        cwd=pytester.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     pid = (pytester.path / "early.pid").read_text()
     assert pid, "the plugin did not fork at start-up for a command line with --model"

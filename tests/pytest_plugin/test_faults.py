@@ -10,36 +10,48 @@ import collections
 import email.utils
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
-
-from pytest_benchaudit.testing.toy import write_mcq_suite
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from helpers.processes import PID_PLUGIN, Paced, finish_process, pytest_process
-
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import write_mcq_suite
 
 OK = Reply(content="Answer: A")
 HUGE_CHARS = 10 * 1024 * 1024
-HTML_PAGE = (b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
-             b"<body><h1>Bad Gateway</h1><p>The upstream server is unavailable.</p></body></html>")
+HTML_PAGE = (
+    b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head>"
+    b"<body><h1>Bad Gateway</h1><p>The upstream server is unavailable.</p></body></html>"
+)
 
 
 def write_suite(root: Path, markers: list[str]) -> list[str]:
     """The ``faulty`` suite with one question per marker (gold A); returns the question ids."""
     ids = [f"f{n:02d}_{marker}" for n, marker in enumerate(markers, 1)]
-    write_mcq_suite(root, "faulty", [{"id": qid, "question": f"Fault question [{marker}]?",
-                                      "options": ["alpha", "beta", "gamma", "delta"], "gold": "A"}
-                                     for qid, marker in zip(ids, markers)], title="Fault-injection benchmark")
+    write_mcq_suite(
+        root,
+        "faulty",
+        [
+            {
+                "id": qid,
+                "question": f"Fault question [{marker}]?",
+                "options": ["alpha", "beta", "gamma", "delta"],
+                "gold": "A",
+            }
+            for qid, marker in zip(ids, markers)
+        ],
+        title="Fault-injection benchmark",
+    )
     return ids
 
 
 def marker_of(call: Call) -> str:
     text = call.last_user_text
-    return text[text.index("[") + 1: text.index("]")] if "[" in text else ""
+    return text[text.index("[") + 1 : text.index("]")] if "[" in text else ""
 
 
 class Faults:
@@ -72,7 +84,7 @@ def http_date(seconds_ahead: float) -> str:
 FAULTS: dict[str, Callable[[int], Reply]] = {
     "OK": always(OK),
     "R429_SECONDS": then_ok(Reply(status=429, headers={"Retry-After": "1"}, error_message="slow down")),
-    "R429_DATE": lambda attempt: (Reply(status=429, headers={"Retry-After": http_date(2)}) if attempt == 1 else OK),
+    "R429_DATE": lambda attempt: Reply(status=429, headers={"Retry-After": http_date(2)}) if attempt == 1 else OK,
     "R429_BARE": then_ok(Reply(status=429, error_message="rate limited, no hint")),
     "R429_FOREVER": always(Reply(status=429, error_message="quota exhausted")),
     "T500": then_ok(Reply(status=500, error_message="transient 500")),
@@ -122,8 +134,23 @@ EXPECTED: dict[str, tuple[bool, bool, int | None, str | None]] = {
     "HUGE": (True, True, 1, None),
 }
 
-COMMON = ["--data-dir", "data", "--report-dir", "out", "--max-retries", "2", "--request-timeout", "1",
-          "-p", "no:randomly", "-p", "timeout", "--timeout", "60", "--no-cache"]
+COMMON = [
+    "--data-dir",
+    "data",
+    "--report-dir",
+    "out",
+    "--max-retries",
+    "2",
+    "--request-timeout",
+    "1",
+    "-p",
+    "no:randomly",
+    "-p",
+    "timeout",
+    "--timeout",
+    "60",
+    "--no-cache",
+]
 
 
 def run(pytester: pytest.Pytester, server: ScriptedServer, *extra: str, subprocess: bool = False) -> pytest.RunResult:
@@ -235,8 +262,22 @@ def marker_of_id(qid: str) -> str:
 
 
 def test_faults_under_xdist(pytester: pytest.Pytester) -> None:
-    markers = ["OK", "R429_SECONDS", "R429_BARE", "T502", "P503", "RESET_ONCE", "RESET_ALWAYS",
-               "TIMEOUT_ONCE", "MALFORMED", "HTML_200", "NOT_COMPLETION", "BAD_GZIP", "OK", "T500"]
+    markers = [
+        "OK",
+        "R429_SECONDS",
+        "R429_BARE",
+        "T502",
+        "P503",
+        "RESET_ONCE",
+        "RESET_ALWAYS",
+        "TIMEOUT_ONCE",
+        "MALFORMED",
+        "HTML_200",
+        "NOT_COMPLETION",
+        "BAD_GZIP",
+        "OK",
+        "T500",
+    ]
     ids = write_suite(pytester.path, markers)
     with ScriptedServer(Faults(FAULTS)) as server:
         result = run(pytester, server, "-n", "2", "--junitxml", "junit.xml", subprocess=True)
@@ -262,8 +303,10 @@ def test_control_characters_from_the_endpoint_are_shown_escaped(pytester: pytest
     import xml.etree.ElementTree as ET
 
     ids = write_suite(pytester.path, ["HOSTILE", "HOSTILE_500", "OK"])
-    table = {"HOSTILE": always(Reply(content=HOSTILE_ANSWER)),
-             "HOSTILE_500": always(Reply(status=500, error_message=HOSTILE_ERROR))}
+    table = {
+        "HOSTILE": always(Reply(content=HOSTILE_ANSWER)),
+        "HOSTILE_500": always(Reply(status=500, error_message=HOSTILE_ERROR)),
+    }
     with ScriptedServer(Faults(table)) as server:
         result = run(pytester, server, "--junitxml", "junit.xml", subprocess=True)
     recs = check_once(pytester, result, ids)
@@ -271,14 +314,20 @@ def test_control_characters_from_the_endpoint_are_shown_escaped(pytester: pytest
     out = result.stdout.str() + result.stderr.str()
     assert _controls_in(out) == []
     # the summary's answer list shows what was sent, escaped, one line each
-    result.stdout.fnmatch_lines(["  f01_HOSTILE  wrong: gold 'A', predicted 'C' (score 0); raw output: Answer: C "
-                                 "\\x1b[[]2J*",
-                                 "  f02_HOSTILE_500  INVALID (inference_error): HTTP 500: \\x1b[[]2Jboom\\x00\\x08"
-                                 "\\x9b (gave up after 3 attempts)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "  f01_HOSTILE  wrong: gold 'A', predicted 'C' (score 0); raw output: Answer: C \\x1b[[]2J*",
+            "  f02_HOSTILE_500  INVALID (inference_error): HTTP 500: \\x1b[[]2Jboom\\x00\\x08"
+            "\\x9b (gave up after 3 attempts)*",
+        ]
+    )
     xml = (pytester.path / "junit.xml").read_text(encoding="utf-8")
     assert _controls_in(xml) == []
-    messages = {case.get("name"): case.find("failure").get("message")  # type: ignore[union-attr]
-                for case in ET.fromstring(xml).iter("testcase") if case.find("failure") is not None}
+    messages = {
+        case.get("name"): case.find("failure").get("message")  # type: ignore[union-attr]
+        for case in ET.fromstring(xml).iter("testcase")
+        if case.find("failure") is not None
+    }
     (wrong,) = [m for name, m in messages.items() if "q0001" in str(name)]
     # escaped by benchaudit, whole (not pytest's XML escape, which writes ESC as "#x1B" and lets CR and C1 through)
     assert wrong.endswith("raw output: Answer: C \\x1b[2J\\x1b]0;pwned\\x07\\x1b[31m\\x00 \\x08\\x9b1m"), wrong
@@ -289,17 +338,21 @@ def test_an_endpoint_down_reason_is_shown_escaped(pytester: pytest.Pytester) -> 
     at once and at the end: with its control characters escaped."""
     write_suite(pytester.path, ["A", "B", "C"])
     with ScriptedServer(lambda call: Reply(status=401, error_message=HOSTILE_ERROR)) as server:
-        code, out = finish_process(pytest_process(pytester, ["suites/faulty", "--model", f"m@{server.url}", *COMMON,
-                                                       "--concurrency", "1"]))
+        code, out = finish_process(
+            pytest_process(pytester, ["suites/faulty", "--model", f"m@{server.url}", *COMMON, "--concurrency", "1"])
+        )
     assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
     assert _controls_in(out) == []
-    assert "benchaudit: model m: endpoint down — the endpoint refused the credentials (HTTP 401: \\x1b[2Jboom\\x00" \
-           "\\x08\\x9b)" in out, out[-3000:]
+    assert (
+        "benchaudit: model m: endpoint down — the endpoint refused the credentials (HTTP 401: \\x1b[2Jboom\\x00"
+        "\\x08\\x9b)" in out
+    ), out[-3000:]
     (incomplete,) = [line for line in out.splitlines() if line.startswith("INCOMPLETE: model m: ")]
     assert "(HTTP 401: \\x1b[2Jboom\\x00\\x08\\x9b)" in incomplete
 
 
 # -- abnormal ends: each names the run directory and the command that continues it, exit status 2 --
+
 
 def _stopped_with_resume(out: str, run_dir: Path) -> list[str]:
     """The end of an abnormal run: the run directory and the resume command (returned as argv)."""
@@ -307,8 +360,11 @@ def _stopped_with_resume(out: str, run_dir: Path) -> list[str]:
 
     lines = out.splitlines()
     assert f"run directory: out/{run_dir.name}" in lines, out[-3000:]
-    (command,) = [line.strip() for line in lines if line.strip().startswith("pytest ")
-                  and line.strip().endswith(f"--resume out/{run_dir.name}")]
+    (command,) = [
+        line.strip()
+        for line in lines
+        if line.strip().startswith("pytest ") and line.strip().endswith(f"--resume out/{run_dir.name}")
+    ]
     argv = shlex.split(command)
     assert "suites/faulty" in argv and argv.count("--resume") == 1
     return argv[1:]
@@ -368,9 +424,23 @@ def test_a_tripped_breaker_prints_the_resume_command(pytester: pytest.Pytester) 
     with socket.socket() as sock:  # a port nothing listens on: every request is refused
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    code, out = finish_process(pytest_process(pytester, ["suites/faulty", "--model", f"m@http://127.0.0.1:{port}/v1",
-                                                   *COMMON, "--max-retries", "0", "--breaker", "2",
-                                                   "--concurrency", "1"]))
+    code, out = finish_process(
+        pytest_process(
+            pytester,
+            [
+                "suites/faulty",
+                "--model",
+                f"m@http://127.0.0.1:{port}/v1",
+                *COMMON,
+                "--max-retries",
+                "0",
+                "--breaker",
+                "2",
+                "--concurrency",
+                "1",
+            ],
+        )
+    )
     assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
     assert "INCOMPLETE: model m:" in out
     argv = _stopped_with_resume(out, only_run_dir(pytester.path / "out"))
@@ -390,8 +460,9 @@ def test_the_first_failed_write_stops_the_run(pytester: pytest.Pytester, workers
     paced = Paced(0.01)
     with ScriptedServer(paced) as server:
         args = ["suites/faulty", "--model", f"m@{server.url}", *COMMON, "--concurrency", "1", *workers]
-        code, out = finish_process(pytest_process(
-            pytester, args, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))))
+        code, out = finish_process(
+            pytest_process(pytester, args, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+        )
         assert code == pytest.ExitCode.INTERRUPTED, out[-3000:]
         run_dir = only_run_dir(pytester.path / "out")
         assert f"benchaudit: cannot write out/{run_dir.name}/records.jsonl: File too large" in out, out[-3000:]

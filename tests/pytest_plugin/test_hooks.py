@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
-
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 TRACKER = '''
 import json, os
@@ -56,11 +55,25 @@ def tracked(pytester: pytest.Pytester, toy, monkeypatch: pytest.MonkeyPatch) -> 
     return out
 
 
-def test_a_conftest_receives_every_record_and_the_summary(pytester: pytest.Pytester, tracked: Path,
-                                                          scripted: ScriptedServer) -> None:
-    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                                "--model", f"other-model@{scripted.url}", "--report-dir", "out", "--no-cache",
-                                "-p", "no:randomly", "-p", "no:cacheprovider")
+def test_a_conftest_receives_every_record_and_the_summary(
+    pytester: pytest.Pytester, tracked: Path, scripted: ScriptedServer
+) -> None:
+    result = pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--model",
+        f"other-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "--no-cache",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+    )
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()
     run = read_run(only_run_dir(pytester.path / "out"))
     records, summaries = _received(tracked)
@@ -73,12 +86,24 @@ def test_a_conftest_receives_every_record_and_the_summary(pytester: pytest.Pytes
     assert {r["pid"] for r in records} == {summaries[0]["pid"]} == {os.getpid()}  # the process that writes
 
 
-def test_under_xdist_the_controller_receives_each_record_once(pytester: pytest.Pytester, tracked: Path,
-                                                              scripted: ScriptedServer,
-                                                              outside_xdist_worker: None) -> None:
+def test_under_xdist_the_controller_receives_each_record_once(
+    pytester: pytest.Pytester, tracked: Path, scripted: ScriptedServer, outside_xdist_worker: None
+) -> None:
     pytest.importorskip("xdist")
-    result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                                           "--report-dir", "out", "--no-cache", "-p", "no:randomly", "-n", "2")
+    result = pytester.runpytest_subprocess(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "--no-cache",
+        "-p",
+        "no:randomly",
+        "-n",
+        "2",
+    )
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()
     run = read_run(only_run_dir(pytester.path / "out"))
     records, summaries = _received(tracked)
@@ -90,10 +115,21 @@ def test_under_xdist_the_controller_receives_each_record_once(pytester: pytest.P
     assert len(summaries) == 1 and summaries[0]["summary"] == run["summary"]
 
 
-def test_a_resumed_run_hands_over_only_the_records_it_writes(pytester: pytest.Pytester, tracked: Path,
-                                                            scripted: ScriptedServer) -> None:
-    args = ["suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--no-cache",
-            "-p", "no:randomly", "-p", "no:cacheprovider"]
+def test_a_resumed_run_hands_over_only_the_records_it_writes(
+    pytester: pytest.Pytester, tracked: Path, scripted: ScriptedServer
+) -> None:
+    args = [
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--no-cache",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+    ]
     first = pytester.runpytest(*args, "--report-dir", "out", "-k", "mcq")
     assert first.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     run_dir = only_run_dir(pytester.path / "out")
@@ -121,20 +157,42 @@ def summary(document):
 '''
 
 
-def test_the_readmes_example_conftest_runs_as_documented(pytester: pytest.Pytester, tracked: Path,
-                                                         scripted: ScriptedServer) -> None:
+def test_the_readmes_example_conftest_runs_as_documented(
+    pytester: pytest.Pytester, tracked: Path, scripted: ScriptedServer
+) -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "hooks.md").read_text(encoding="utf-8")
     example = page.split("```python\n", 1)[1].split("```", 1)[0]
     pytester.makeconftest(example)
     pytester.makepyfile(tracker=FAKE_TRACKER)
     pytester.syspathinsert()
-    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                                "--report-dir", "out", "--no-cache", "-p", "no:randomly", "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "--no-cache",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+    )
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()
     run = read_run(only_run_dir(pytester.path / "out"))
     logged = [json.loads(line) for line in (tracked / "logged.jsonl").read_text().splitlines()]
-    assert logged == [{"model": r["model"], "task": r["task"], "pipeline": r["pipeline"], "question": r["question_id"],
-                       "correct": r["correct"], "valid": r["valid"]} for r in run["records"]]
+    assert logged == [
+        {
+            "model": r["model"],
+            "task": r["task"],
+            "pipeline": r["pipeline"],
+            "question": r["question_id"],
+            "correct": r["correct"],
+            "valid": r["valid"],
+        }
+        for r in run["records"]
+    ]
     assert json.loads((tracked / "summary.json").read_text()) == run["summary"]
 
 
@@ -151,15 +209,17 @@ def _no_traceback(text: str) -> None:
 
 
 def test_a_summary_hook_that_raises_is_one_line_and_the_run_directory_is_finished(
-        pytester: pytest.Pytester, toy, scripted: ScriptedServer) -> None:
-    pytester.makeconftest("def pytest_benchaudit_summary(summary, config):\n"
-                          "    raise ValueError('tracker down')\n")
+    pytester: pytest.Pytester, toy, scripted: ScriptedServer
+) -> None:
+    pytester.makeconftest("def pytest_benchaudit_summary(summary, config):\n    raise ValueError('tracker down')\n")
     result = pytester.runpytest(*RUN, "--model", f"toy-model@{scripted.url}", "--report-dir", "out")
     text = result.stdout.str() + result.stderr.str()
     _no_traceback(text)
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
-    line = ("benchaudit: the pytest_benchaudit_summary hook of conftest.py raised ValueError: tracker down "
-            "(conftest.py:2); it is not called again in this run. The run directory is finished")
+    line = (
+        "benchaudit: the pytest_benchaudit_summary hook of conftest.py raised ValueError: tracker down "
+        "(conftest.py:2); it is not called again in this run. The run directory is finished"
+    )
     assert line in text
     run = read_run(only_run_dir(pytester.path / "out"))
     assert run["run"]["ended"] and run["run"]["n_records"] == len(run["records"]) == 13  # finished, nothing lost
@@ -169,18 +229,23 @@ def test_a_summary_hook_that_raises_is_one_line_and_the_run_directory_is_finishe
 
 
 def test_a_record_hook_that_raises_stops_the_run_keeping_and_summarising_what_it_wrote(
-        pytester: pytest.Pytester, toy, scripted: ScriptedServer) -> None:
-    pytester.makeconftest("def pytest_benchaudit_record(record, config):\n"
-                          "    if record['question_id'] == 't03':\n"
-                          "        raise RuntimeError('tracker refused ' + record['question_id'])\n")
+    pytester: pytest.Pytester, toy, scripted: ScriptedServer
+) -> None:
+    pytester.makeconftest(
+        "def pytest_benchaudit_record(record, config):\n"
+        "    if record['question_id'] == 't03':\n"
+        "        raise RuntimeError('tracker refused ' + record['question_id'])\n"
+    )
     args = [*RUN, "--model", f"toy-model@{scripted.url}"]
     result = pytester.runpytest(*args, "--report-dir", "out")
     text = result.stdout.str()
     _no_traceback(text + result.stderr.str())
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
-    assert ("STOPPED: the pytest_benchaudit_record hook of conftest.py raised RuntimeError: tracker refused t03 "
-            "(conftest.py:3), at the record of toy.mcq t03 [toy-model]; the records written before it are kept; "
-            "exit status 3") in text
+    assert (
+        "STOPPED: the pytest_benchaudit_record hook of conftest.py raised RuntimeError: tracker refused t03 "
+        "(conftest.py:3), at the record of toy.mcq t03 [toy-model]; the records written before it are kept; "
+        "exit status 3"
+    ) in text
     run_dir = only_run_dir(pytester.path / "out")
     run = read_run(run_dir)
     ids = [r["question_id"] for r in run["records"]]
@@ -194,31 +259,42 @@ def test_a_record_hook_that_raises_stops_the_run_keeping_and_summarising_what_it
 
 
 def test_under_xdist_a_record_hook_that_raises_stops_the_run_on_the_controller(
-        pytester: pytest.Pytester, toy, scripted: ScriptedServer) -> None:
+    pytester: pytest.Pytester, toy, scripted: ScriptedServer
+) -> None:
     pytest.importorskip("xdist")
-    pytester.makeconftest("def pytest_benchaudit_record(record, config):\n"
-                          "    raise KeyError('no such run in the tracker')\n")
-    result = pytester.runpytest_subprocess(*RUN, "--model", f"toy-model@{scripted.url}", "--report-dir", "out",
-                                           "-n", "2")
+    pytester.makeconftest(
+        "def pytest_benchaudit_record(record, config):\n    raise KeyError('no such run in the tracker')\n"
+    )
+    result = pytester.runpytest_subprocess(
+        *RUN, "--model", f"toy-model@{scripted.url}", "--report-dir", "out", "-n", "2"
+    )
     text = result.stdout.str() + result.stderr.str()
     _no_traceback(text)
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
-    assert "STOPPED: the pytest_benchaudit_record hook of conftest.py raised KeyError: 'no such run in the tracker' " \
-           "(conftest.py:2)" in text
+    assert (
+        "STOPPED: the pytest_benchaudit_record hook of conftest.py raised KeyError: 'no such run in the tracker' "
+        "(conftest.py:2)" in text
+    )
     run = read_run(only_run_dir(pytester.path / "out"))
-    assert run["records"] and run["run"]["ended"] and sum(r["n"] for r in run["summary"]["results"]) == len(run["records"])
+    assert (
+        run["records"] and run["run"]["ended"] and sum(r["n"] for r in run["summary"]["results"]) == len(run["records"])
+    )
 
 
-def test_a_plugin_that_raises_is_named_by_its_registered_name(pytester: pytest.Pytester, toy,
-                                                              scripted: ScriptedServer) -> None:
+def test_a_plugin_that_raises_is_named_by_its_registered_name(
+    pytester: pytest.Pytester, toy, scripted: ScriptedServer
+) -> None:
     pytester.makepyfile(acme_tracker="def pytest_benchaudit_summary(summary, config):\n    1 / 0\n")
     pytester.syspathinsert()
-    result = pytester.runpytest(*RUN, "-p", "acme_tracker", "--model", f"toy-model@{scripted.url}",
-                                "--report-dir", "out")
+    result = pytester.runpytest(
+        *RUN, "-p", "acme_tracker", "--model", f"toy-model@{scripted.url}", "--report-dir", "out"
+    )
     _no_traceback(result.stdout.str())
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
-    assert ("the pytest_benchaudit_summary hook of plugin 'acme_tracker' raised ZeroDivisionError: division by zero "
-            "(acme_tracker.py:2)") in result.stdout.str()
+    assert (
+        "the pytest_benchaudit_summary hook of plugin 'acme_tracker' raised ZeroDivisionError: division by zero "
+        "(acme_tracker.py:2)"
+    ) in result.stdout.str()
 
 
 VANDAL = '''
@@ -253,8 +329,9 @@ def pytest_benchaudit_summary(summary, config):
 '''
 
 
-def test_the_documents_are_read_only_all_the_way_down(pytester: pytest.Pytester, toy, scripted: ScriptedServer,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_documents_are_read_only_all_the_way_down(
+    pytester: pytest.Pytester, toy, scripted: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = pytester.path / "tracker"
     out.mkdir()
     monkeypatch.setenv("TRACKER_OUT", str(out))

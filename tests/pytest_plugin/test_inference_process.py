@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers.processes import PID_PLUGIN
 from pytest_benchaudit.inference.process import available
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from pytest_benchaudit.testing.scripted_server import ScriptedServer
 from pytest_benchaudit.testing.toy import toy_script
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
-from helpers.processes import PID_PLUGIN
 
 pytestmark = pytest.mark.skipif(not available(), reason="the inference process needs a POSIX platform")
 
@@ -24,9 +24,22 @@ VOLATILE = ("timestamp", "latency_s", "from_cache")
 
 
 def _run(pytester: pytest.Pytester, server: ScriptedServer, out: str, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}",
-                              "--report-dir", out, "--max-retries", "2", "-p", "no:randomly", "-p", "pidplugin",
-                              *extra)
+    return pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{server.url}",
+        "--report-dir",
+        out,
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        "-p",
+        "pidplugin",
+        *extra,
+    )
 
 
 def _stable(records: list[dict]) -> list[dict]:
@@ -60,16 +73,44 @@ def test_both_engines_record_the_same(pytester: pytest.Pytester, scripted: Scrip
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or not os.uname().sysname == "Linux", reason="forks on Linux only")
-def test_a_single_threaded_pytest_forks_its_inference_process(pytester: pytest.Pytester, scripted: ScriptedServer,
-                                                              toy, outside_xdist_worker: None) -> None:
+def test_a_single_threaded_pytest_forks_its_inference_process(
+    pytester: pytest.Pytester, scripted: ScriptedServer, toy, outside_xdist_worker: None
+) -> None:
     pytester.makepyfile(pidplugin=PID_PLUGIN)
     in_child = pytester.runpytest_subprocess(
-        "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out",
-        "--max-retries", "2", "-p", "no:randomly", "-p", "pidplugin", "--no-cache")
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        "-p",
+        "pidplugin",
+        "--no-cache",
+    )
     assert (pytester.path / "child.start").read_text() == "Forked early"  # a copy of the process, forked at start-up
     on_thread = pytester.runpytest_subprocess(
-        "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out-thread",
-        "--max-retries", "2", "-p", "no:randomly", "-p", "pidplugin", "--no-cache", "--no-inference-process")
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out-thread",
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        "-p",
+        "pidplugin",
+        "--no-cache",
+        "--no-inference-process",
+    )
     assert in_child.parseoutcomes() == on_thread.parseoutcomes()
     a = read_run(only_run_dir(pytester.path / "out"))["records"]
     b = read_run(only_run_dir(pytester.path / "out-thread"))["records"]
@@ -78,8 +119,9 @@ def test_a_single_threaded_pytest_forks_its_inference_process(pytester: pytest.P
     assert _gone(int((pytester.path / "child.pid").read_text()))
 
 
-def test_the_environment_variable_keeps_the_thread(pytester: pytest.Pytester, scripted: ScriptedServer, toy,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_environment_variable_keeps_the_thread(
+    pytester: pytest.Pytester, scripted: ScriptedServer, toy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makepyfile(pidplugin=PID_PLUGIN)
     pytester.syspathinsert()
     monkeypatch.setenv("BENCHAUDIT_INFERENCE_PROCESS", "0")
@@ -88,8 +130,9 @@ def test_the_environment_variable_keeps_the_thread(pytester: pytest.Pytester, sc
     assert not (pytester.path / "child.pid").exists()
 
 
-def test_a_dead_inference_process_ends_the_run_with_one_message(pytester: pytest.Pytester, scripted: ScriptedServer,
-                                                                 toy, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_dead_inference_process_ends_the_run_with_one_message(
+    pytester: pytest.Pytester, scripted: ScriptedServer, toy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makepyfile(pidplugin=PID_PLUGIN)
     pytester.syspathinsert()
     monkeypatch.setenv("KILL_AT", "4")
@@ -115,12 +158,14 @@ def test_no_benchmark_items_no_inference_process(pytester: pytest.Pytester, scri
     assert not (pytester.path / "child.pid").exists()  # no engine was built, so no pid was written
 
 
-def test_the_key_reaches_the_endpoint_from_the_child(pytester: pytest.Pytester, toy,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_key_reaches_the_endpoint_from_the_child(
+    pytester: pytest.Pytester, toy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
     with ScriptedServer(toy_script(), api_key="sk-from-the-environment") as server:
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}",
-                                    "--report-dir", "out", "-k", "t01")
+        result = pytester.runpytest(
+            "suites/toy", "--data-dir", "data", "--model", f"toy-model@{server.url}", "--report-dir", "out", "-k", "t01"
+        )
     result.assert_outcomes(passed=1)
     run_dir = only_run_dir(pytester.path / "out")
     text = "".join(p.read_text(errors="replace") for p in Path(run_dir).rglob("*") if p.is_file())
@@ -131,8 +176,9 @@ def _diff(a: list[dict], b: list[dict]) -> list:
     return [(x["item_id"], k, x[k], y[k]) for x, y in zip(a, b) for k in x if x.get(k) != y.get(k)]
 
 
-def test_a_bad_value_of_the_environment_variable_is_one_usage_error(pytester: pytest.Pytester, toy,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_value_of_the_environment_variable_is_one_usage_error(
+    pytester: pytest.Pytester, toy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("BENCHAUDIT_INFERENCE_PROCESS", "maybe")
     result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", "m@http://127.0.0.1:9/v1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

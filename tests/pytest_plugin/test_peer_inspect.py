@@ -19,14 +19,13 @@ from typing import Any
 
 import pytest
 
+from helpers import SUITES
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset.readers import load_questions
 from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.prompt.templates import render_request
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
-from helpers import SUITES
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "inspect_evals-0.26.0"
 REPLY = Reply(content="ANSWER: A")
@@ -38,9 +37,12 @@ def sha(text: str) -> str:
 
 def digest(body: dict[str, Any]) -> dict[str, Any]:
     """A body as the fixtures keep it: the non-content fields, and role + sha256 + length per message."""
-    return {"fields": {k: v for k, v in body.items() if k != "messages"},
-            "messages": [{"role": m["role"], "sha256": sha(m["content"]), "length": len(m["content"])}
-                         for m in body["messages"]]}
+    return {
+        "fields": {k: v for k, v in body.items() if k != "messages"},
+        "messages": [
+            {"role": m["role"], "sha256": sha(m["content"]), "length": len(m["content"])} for m in body["messages"]
+        ],
+    }
 
 
 def fixture(task: str) -> dict[str, dict[str, Any]]:
@@ -49,19 +51,33 @@ def fixture(task: str) -> dict[str, dict[str, Any]]:
     return {r["id"]: {"fields": r["fields"], "messages": r["messages"]} for r in rows}
 
 
-def run_suite(pytester: pytest.Pytester, real_data: Path, bench: str, task: str, layer: str
-              ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_suite(
+    pytester: pytest.Pytester, real_data: Path, bench: str, task: str, layer: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     with ScriptedServer(lambda call: REPLY) as server:
-        result = pytester.runpytest(str(SUITES / bench), "-k", task, "--pipeline", layer, "--data-dir",
-                                    str(real_data), "--model", f"m@{server.url}", "--report-dir", "out",
-                                    "-p", "no:randomly")
+        result = pytester.runpytest(
+            str(SUITES / bench),
+            "-k",
+            task,
+            "--pipeline",
+            layer,
+            "--data-dir",
+            str(real_data),
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "-p",
+            "no:randomly",
+        )
         bodies = [c.body for c in server.calls if c.path.endswith("/chat/completions")]
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-3000:]
     return bodies, read_run(only_run_dir(pytester.path / "out"))
 
 
-def check_bodies(bodies: list[dict[str, Any]], records: list[dict[str, Any]], expected: dict[str, dict[str, Any]]
-                 ) -> None:
+def check_bodies(
+    bodies: list[dict[str, Any]], records: list[dict[str, Any]], expected: dict[str, dict[str, Any]]
+) -> None:
     # Every body the server received is one question's captured body, field by field; each question once.
     by_user = {e["messages"][-1]["sha256"]: qid for qid, e in expected.items()}
     assert len(by_user) == len(expected)  # the question's own message identifies it
@@ -77,21 +93,27 @@ def check_bodies(bodies: list[dict[str, Any]], records: list[dict[str, Any]], ex
     # The record of question Q carries the request Inspect sent for Q (ids match, not only the set).
     for record in records:
         sent = record["request"]["messages"]
-        assert [{"role": m["role"], "sha256": sha(m["content"]), "length": len(m["content"])} for m in sent] \
-            == expected[record["question_id"]]["messages"], record["question_id"]
+        assert [
+            {"role": m["role"], "sha256": sha(m["content"]), "length": len(m["content"])} for m in sent
+        ] == expected[record["question_id"]]["messages"], record["question_id"]
 
 
 def gold_count(records: list[dict[str, Any]], letter: str) -> int:
     return sum(1 for r in records if r["gold"] == letter)
 
 
-@pytest.mark.parametrize(("bench", "task", "layer", "capture", "n", "gold_a"), [
-    ("cybermetric", "cm80", "inspect_evals", "cm80", 80, 20),
-    ("mmlu_cs", "mcq", "inspect_evals", "mmlu_0shot", 100, 28),
-    ("mmlu_cs", "mcq", "inspect_evals_5shot", "mmlu_5shot", 100, 28),
-], ids=["cybermetric-cm80", "mmlu_cs-0shot", "mmlu_cs-5shot"])
-def test_every_question_is_sent_what_inspect_sends(pytester: pytest.Pytester, real_data: Path, bench: str,
-                                                   task: str, layer: str, capture: str, n: int, gold_a: int) -> None:
+@pytest.mark.parametrize(
+    ("bench", "task", "layer", "capture", "n", "gold_a"),
+    [
+        ("cybermetric", "cm80", "inspect_evals", "cm80", 80, 20),
+        ("mmlu_cs", "mcq", "inspect_evals", "mmlu_0shot", 100, 28),
+        ("mmlu_cs", "mcq", "inspect_evals_5shot", "mmlu_5shot", 100, 28),
+    ],
+    ids=["cybermetric-cm80", "mmlu_cs-0shot", "mmlu_cs-5shot"],
+)
+def test_every_question_is_sent_what_inspect_sends(
+    pytester: pytest.Pytester, real_data: Path, bench: str, task: str, layer: str, capture: str, n: int, gold_a: int
+) -> None:
     bodies, out = run_suite(pytester, real_data, bench, task, layer)
     expected = fixture(capture)
     assert len(expected) == n == len(out["records"]) == len(bodies)  # asked once: no re-ask, no retry
@@ -118,9 +140,21 @@ def test_a_reply_with_reasoning_is_read_as_inspect_reads_it(pytester: pytest.Pyt
         return Reply(content=probes[int(sha(call.last_user_text)[:8], 16) % len(probes)])
 
     with ScriptedServer(script) as server:
-        result = pytester.runpytest(str(SUITES / "cybermetric"), "-k", "cm80", "--pipeline", "inspect_evals",
-                                    "--data-dir", str(real_data), "--model", f"m@{server.url}", "--report-dir", "out",
-                                    "-p", "no:randomly")
+        result = pytester.runpytest(
+            str(SUITES / "cybermetric"),
+            "-k",
+            "cm80",
+            "--pipeline",
+            "inspect_evals",
+            "--data-dir",
+            str(real_data),
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "-p",
+            "no:randomly",
+        )
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-3000:]
     out = read_run(only_run_dir(pytester.path / "out"))
     assert out["run"]["pipeline_cards"]["cybermetric.cm80"]["fields"]["extraction.reasoning"] == "strip_first"
@@ -143,8 +177,11 @@ def test_the_larger_cybermetric_files_render_what_inspect_sends(real_data: Path,
     assert len(questions) == len(expected)
     for question in questions:
         request = render_request(pipeline, template, question)
-        body = {"model": "m", **request.params,
-                "messages": [m.model_dump(include={"role", "content"}) for m in request.messages]}
+        body = {
+            "model": "m",
+            **request.params,
+            "messages": [m.model_dump(include={"role", "content"}) for m in request.messages],
+        }
         assert digest(body) == expected[question.id], question.id
 
 
@@ -159,8 +196,10 @@ def test_the_fixtures_keep_no_benchmark_text() -> None:
     assert "{question}" in skeleton["messages"][-1]["content"]
 
 
-@pytest.mark.parametrize(("bench", "layer"), [("cybermetric", "inspect_evals"), ("mmlu_cs", "inspect_evals"),
-                                              ("mmlu_cs", "inspect_evals_5shot")])
+@pytest.mark.parametrize(
+    ("bench", "layer"),
+    [("cybermetric", "inspect_evals"), ("mmlu_cs", "inspect_evals"), ("mmlu_cs", "inspect_evals_5shot")],
+)
 def test_card_shows_the_layer_with_its_citations(capsys: pytest.CaptureFixture[str], bench: str, layer: str) -> None:
     assert main(["card", bench, "--pipeline", layer, "--suites-dir", str(SUITES)]) == 0
     cards = json.loads(capsys.readouterr().out)
@@ -168,8 +207,11 @@ def test_card_shows_the_layer_with_its_citations(capsys: pytest.CaptureFixture[s
         assert card["pipeline"] == layer and card["fields"]["extraction.rule"] == "inspect_choice"
         assert "inspect_ai 0.3.285" in card["why"]["extraction.rule"]
         # every field's reason cites the peer's version or the captured bodies
-        uncited = {f: why for f, why in card["why"].items()
-                   if not any(s in why for s in ("inspect_evals 0.26.0", "inspect_ai 0.3.285", "captured"))}
+        uncited = {
+            f: why
+            for f, why in card["why"].items()
+            if not any(s in why for s in ("inspect_evals 0.26.0", "inspect_ai 0.3.285", "captured"))
+        }
         assert not uncited, uncited
         assert any("Quirk" in note for note in card["notes"])
 

@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.cli.app import main
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
-from pytest_benchaudit.testing.toy import layer_toml, mcq_suite_toml, toy_script, write_suite, write_toy
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from helpers import SUITES
+from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import layer_toml, mcq_suite_toml, toy_script, write_suite, write_toy
 
 # The shared one-task MCQ suite (testing.toy.mcq_suite_toml: its standardized layer, 64 tokens) with a
 # released layer that differs upstream (16 tokens) and downstream (reasoning kept, valid denominator).
@@ -40,16 +39,44 @@ def lay_script(call: Any) -> Reply:
 
 
 def write_lay(root: Path) -> None:
-    rows = [{"id": f"l{i:02d}", "question": f"Question #{i} of the test?", "options": ["one", "two", "three", "four"],
-             "gold": "B"} for i in range(10)]
-    write_suite(root, "lay", mcq_suite_toml("lay", title="Two layers that differ upstream", extra="\n" + RELEASED_LAYER),
-                {"lay.jsonl": rows})
+    rows = [
+        {
+            "id": f"l{i:02d}",
+            "question": f"Question #{i} of the test?",
+            "options": ["one", "two", "three", "four"],
+            "gold": "B",
+        }
+        for i in range(10)
+    ]
+    write_suite(
+        root,
+        "lay",
+        mcq_suite_toml("lay", title="Two layers that differ upstream", extra="\n" + RELEASED_LAYER),
+        {"lay.jsonl": rows},
+    )
 
 
 def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "--data-dir", "data", "--max-retries", "0", "--no-cache", *args],
-                          cwd=root, capture_output=True, text=True)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "--data-dir",
+            "data",
+            "--max-retries",
+            "0",
+            "--no-cache",
+            *args,
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
 
 
 def _completions(server: ScriptedServer) -> list[Any]:
@@ -62,8 +89,15 @@ def lay_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("lay")
     write_lay(root)
     with ScriptedServer(lay_script) as server:
-        proc = _pytest(root, "suites/lay", "--pipelines", "released,standardized", "--report-dir", "out",
-                       *[a for m in "abc" for a in ("--model", f"{m}@{server.url}")])
+        proc = _pytest(
+            root,
+            "suites/lay",
+            "--pipelines",
+            "released,standardized",
+            "--report-dir",
+            "out",
+            *[a for m in "abc" for a in ("--model", f"{m}@{server.url}")],
+        )
         assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
         assert len(_completions(server)) == 60  # 10 questions x 3 models x 2 layers: nothing shared
     return only_run_dir(root / "out")
@@ -105,7 +139,10 @@ def test_layers_that_agree_upstream_ask_once_and_a_missing_layer_skips(tmp_path:
     assert "mcq | released" in out and "mcq | standardized" in out
     run = read_run(only_run_dir(tmp_path / "two"))
     assert {(r["task"], r["pipeline"]) for r in run["records"]} == {
-        ("mcq", "released"), ("mcq", "standardized"), ("extra", "standardized")}
+        ("mcq", "released"),
+        ("mcq", "standardized"),
+        ("extra", "standardized"),
+    }
     mcq = [r for r in run["records"] if r["task"] == "mcq"]
     by_q: dict[str, set[str]] = {}
     for r in mcq:
@@ -113,20 +150,37 @@ def test_layers_that_agree_upstream_ask_once_and_a_missing_layer_skips(tmp_path:
     assert all(len(outputs) == 1 for outputs in by_q.values())  # one generation read by both layers
     # -k selects one layer
     with ScriptedServer(toy_script()) as server:
-        proc = _pytest(tmp_path, "suites/toy", "--model", f"m@{server.url}", "--report-dir", "k",
-                       "--pipelines", "released,standardized", "-k", "mcq and standardized", "--collect-only", "-q")
+        proc = _pytest(
+            tmp_path,
+            "suites/toy",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "k",
+            "--pipelines",
+            "released,standardized",
+            "-k",
+            "mcq and standardized",
+            "--collect-only",
+            "-q",
+        )
     ids = [line for line in proc.stdout.splitlines() if "::q" in line]
     assert len(ids) == 12 and all(i.endswith("[m|standardized]") for i in ids)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--pipeline", "released", "--pipelines", "released,standardized"], "give one of them"),
-    (["--pipelines", "released,standardised"], "--pipelines 'standardised': no collected task defines this "
-                                               "layer (did you mean 'standardized'?)"),
-    (["--pipelines", "released"], "two or more layer names"),
-    (["--pipelines", "released,released"], "listed twice"),
-    (["--pipelines", "released,standardized", "--vary", "inference.max_tokens=5"], "--vary with --pipelines"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--pipeline", "released", "--pipelines", "released,standardized"], "give one of them"),
+        (
+            ["--pipelines", "released,standardised"],
+            "--pipelines 'standardised': no collected task defines this layer (did you mean 'standardized'?)",
+        ),
+        (["--pipelines", "released"], "two or more layer names"),
+        (["--pipelines", "released,released"], "listed twice"),
+        (["--pipelines", "released,standardized", "--vary", "inference.max_tokens=5"], "--vary with --pipelines"),
+    ],
+)
 def test_pipelines_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
     write_toy(tmp_path)
     with ScriptedServer(toy_script()) as server:
@@ -139,8 +193,9 @@ def test_pipelines_usage_errors(tmp_path: Path, args: list[str], message: str) -
 
 def test_audit_of_a_two_layer_run(lay_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     suites = lay_run.parent.parent / "suites"
-    rc = main(["audit", str(lay_run), "--out", str(tmp_path / "aud"), "--suites-dir", str(suites),
-               "--resamples", "200"])
+    rc = main(
+        ["audit", str(lay_run), "--out", str(tmp_path / "aud"), "--suites-dir", str(suites), "--resamples", "200"]
+    )
     out, err = capsys.readouterr()
     assert rc == 0, err
     doc = json.loads((tmp_path / "aud" / "audit.json").read_text())
@@ -167,26 +222,66 @@ def test_audit_of_a_two_layer_run(lay_run: Path, tmp_path: Path, capsys: pytest.
     assert "upstream (regenerated)" in html and "Sensitivity" in html
     assert "From released to standardized" in out and "-60.0" in out
     # --from / --toward name the run's layers
-    assert main(["audit", str(lay_run), "--out", str(tmp_path / "x"), "--toward", "documented",
-                 "--suites-dir", str(suites)]) == 2
+    assert (
+        main(
+            ["audit", str(lay_run), "--out", str(tmp_path / "x"), "--toward", "documented", "--suites-dir", str(suites)]
+        )
+        == 2
+    )
     assert "the run's layers are released, standardized" in capsys.readouterr().err
     # the reverse direction works too, and a second audit into the same --out replaces its split
-    assert main(["audit", str(lay_run), "--out", str(tmp_path / "aud"), "--from", "standardized",
-                 "--suites-dir", str(suites), "--resamples", "50"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                str(lay_run),
+                "--out",
+                str(tmp_path / "aud"),
+                "--from",
+                "standardized",
+                "--suites-dir",
+                str(suites),
+                "--resamples",
+                "50",
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "aud" / "audit.json").read_text())["layers"]["toward"] == "released"
 
 
 @pytest.mark.parametrize("command", ["show", "summarize", "card", "rescore", "export", "sweep", "compare"])
-def test_offline_commands_on_a_two_layer_run(lay_run: Path, tmp_path: Path, command: str,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_offline_commands_on_a_two_layer_run(
+    lay_run: Path, tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     suites = str(lay_run.parent.parent / "suites")
-    argv = {"show": ["show", lay_run], "summarize": ["summarize", lay_run], "card": ["card", lay_run],
-            "rescore": ["rescore", lay_run, "--set", "scoring.denominator=valid", "--suites-dir", suites,
-                        "--report-dir", tmp_path / "re"],
-            "export": ["export", lay_run, "--out", tmp_path / "exp", "--samples"],
-            "sweep": ["sweep", lay_run, "--toward", "standardized", "--suites-dir", suites],
-            "compare": ["compare", lay_run, "--pipelines", "released,standardized", "--out", tmp_path / "cmp",
-                        "--resamples", "50"]}[command]
+    argv = {
+        "show": ["show", lay_run],
+        "summarize": ["summarize", lay_run],
+        "card": ["card", lay_run],
+        "rescore": [
+            "rescore",
+            lay_run,
+            "--set",
+            "scoring.denominator=valid",
+            "--suites-dir",
+            suites,
+            "--report-dir",
+            tmp_path / "re",
+        ],
+        "export": ["export", lay_run, "--out", tmp_path / "exp", "--samples"],
+        "sweep": ["sweep", lay_run, "--toward", "standardized", "--suites-dir", suites],
+        "compare": [
+            "compare",
+            lay_run,
+            "--pipelines",
+            "released,standardized",
+            "--out",
+            tmp_path / "cmp",
+            "--resamples",
+            "50",
+        ],
+    }[command]
     rc = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     assert rc == 0 and "Traceback" not in out + err, err
@@ -206,13 +301,22 @@ def test_offline_commands_on_a_two_layer_run(lay_run: Path, tmp_path: Path, comm
 def test_replay_and_resume_of_a_two_layer_run(lay_run: Path, tmp_path: Path) -> None:
     root = lay_run.parent.parent
     # replay: the stored generations answer both layers, no model asked
-    proc = _pytest(root, "suites/lay", "--pipelines", "released,standardized", "--report-dir", str(tmp_path / "rp"),
-                   "--model", f"replay:{lay_run}#a")
+    proc = _pytest(
+        root,
+        "suites/lay",
+        "--pipelines",
+        "released,standardized",
+        "--report-dir",
+        str(tmp_path / "rp"),
+        "--model",
+        f"replay:{lay_run}#a",
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     replayed = read_run(only_run_dir(tmp_path / "rp"))
     assert len(replayed["records"]) == 20
-    orig = {(r["question_id"], r["pipeline"]): r["raw_output"] for r in read_run(lay_run)["records"]
-            if r["model"] == "a"}
+    orig = {
+        (r["question_id"], r["pipeline"]): r["raw_output"] for r in read_run(lay_run)["records"] if r["model"] == "a"
+    }
     assert all(orig[(r["question_id"], r["pipeline"])] == r["raw_output"] for r in replayed["records"])
     # resume: a run cut short continues with only what is missing; another layer list is refused
     copy = tmp_path / "cut" / lay_run.name
@@ -234,11 +338,36 @@ def test_replay_and_resume_of_a_two_layer_run(lay_run: Path, tmp_path: Path) -> 
 def test_two_layers_on_a_real_suite(tmp_path: Path, real_data: Path) -> None:
     """CyberMetric-80 under its released and standardized layers: both layers' records, and the audit."""
     with ScriptedServer(lambda call: Reply(content="ANSWER: A")) as server:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(SUITES / "cybermetric"),
-                               "-k", "cm80", "--limit", "4", "--data-dir", str(real_data), "--no-cache",
-                               "--max-retries", "0", "--pipelines", "released,standardized",
-                               "--report-dir", str(tmp_path / "out"), "--set", "inference.max_tokens=16",
-                               "--model", f"m@{server.url}"], cwd=tmp_path, capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                str(SUITES / "cybermetric"),
+                "-k",
+                "cm80",
+                "--limit",
+                "4",
+                "--data-dir",
+                str(real_data),
+                "--no-cache",
+                "--max-retries",
+                "0",
+                "--pipelines",
+                "released,standardized",
+                "--report-dir",
+                str(tmp_path / "out"),
+                "--set",
+                "inference.max_tokens=16",
+                "--model",
+                f"m@{server.url}",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
     run_dir = only_run_dir(tmp_path / "out")
     run = read_run(run_dir)
@@ -247,19 +376,49 @@ def test_two_layers_on_a_real_suite(tmp_path: Path, real_data: Path) -> None:
     cards = run["run"]["pipeline_cards"]
     assert cards["cybermetric.cm80"]["pipeline"] == "released"
     assert cards["cybermetric.cm80|standardized"]["variant"]["upstream_fields"]  # the prompts differ
-    assert main(["audit", str(run_dir), "--out", str(tmp_path / "aud"), "--suites-dir", str(SUITES),
-                 "--data-dir", str(real_data), "--resamples", "50"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                str(run_dir),
+                "--out",
+                str(tmp_path / "aud"),
+                "--suites-dir",
+                str(SUITES),
+                "--data-dir",
+                str(real_data),
+                "--resamples",
+                "50",
+            ]
+        )
+        == 0
+    )
     doc = json.loads((tmp_path / "aud" / "audit.json").read_text())
     assert doc["upstream_attribution"] and doc["upstream_differences"] and (tmp_path / "aud" / "report.html").is_file()
 
 
-def test_demo_explains_a_two_layer_run_and_its_audit(lay_run: Path, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_benchaudit.report.demo import explain_layers, main as demo_main
+def test_demo_explains_a_two_layer_run_and_its_audit(
+    lay_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_benchaudit.report.demo import explain_layers
+    from pytest_benchaudit.report.demo import main as demo_main
     from pytest_benchaudit.report.terminal import WIDTH
 
-    assert main(["audit", str(lay_run), "--out", str(tmp_path / "aud"), "--suites-dir",
-                 str(lay_run.parent.parent / "suites"), "--resamples", "50"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                str(lay_run),
+                "--out",
+                str(tmp_path / "aud"),
+                "--suites-dir",
+                str(lay_run.parent.parent / "suites"),
+                "--resamples",
+                "50",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     text = explain_layers(lay_run, tmp_path / "aud")
     assert "Same 10 questions (lay.mcq), same model (a), one run, two pipelines:" in text
@@ -267,14 +426,26 @@ def test_demo_explains_a_two_layer_run_and_its_audit(lay_run: Path, tmp_path: Pa
     assert "difference   : -60.0 percentage points (standardized - released)" in text
     assert "Where the difference comes from" in text and "inference.max_tokens" in text
     assert str(tmp_path / "aud" / "report.html") in text and "benchaudit audit" in text
-    assert max(len(line) for line in text.splitlines() if str(tmp_path) not in line and str(lay_run) not in line) <= WIDTH
+    assert (
+        max(len(line) for line in text.splitlines() if str(tmp_path) not in line and str(lay_run) not in line) <= WIDTH
+    )
     assert demo_main([str(lay_run)]) == 0 and "one run, two pipelines" in capsys.readouterr().out
 
 
 def test_a_gate_holds_for_every_layer(tmp_path: Path) -> None:
     write_lay(tmp_path)
     with ScriptedServer(lay_script) as server:
-        proc = _pytest(tmp_path, "suites/lay", "--pipelines", "released,standardized", "--report-dir", "out",
-                       "--model", f"a@{server.url}", "--gate", "lay.mcq>=0.5")
+        proc = _pytest(
+            tmp_path,
+            "suites/lay",
+            "--pipelines",
+            "released,standardized",
+            "--report-dir",
+            "out",
+            "--model",
+            f"a@{server.url}",
+            "--gate",
+            "lay.mcq>=0.5",
+        )
     assert proc.returncode == 1 and "FAIL  lay.mcq>=0.5" in proc.stdout, proc.stdout[-2000:]
     assert "a|standardized" in proc.stdout.split("FAIL  lay.mcq>=0.5", 1)[1].splitlines()[0]

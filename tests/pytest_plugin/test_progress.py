@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.common import progress
 from pytest_benchaudit.cli.app import main
+from pytest_benchaudit.common import progress
 from pytest_benchaudit.common.progress import Progress, iterate, progress_enabled
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
-
 from pytest_benchaudit.testing.runs import only_run_dir
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 
 class Clock:
@@ -116,18 +115,36 @@ def test_iterate_counts_and_closes(forced: None) -> None:
 
 @pytest.fixture
 def toy_run(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> Path:
-    pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                       "--report-dir", "out", "-k", "mcq", "--max-retries", "0")
+    pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "-k",
+        "mcq",
+        "--max-retries",
+        "0",
+    )
     return only_run_dir(pytester.path / "out")
 
 
-def test_rescore_reports_records(pytester: pytest.Pytester, toy_run: Path, capsys: pytest.CaptureFixture[str],
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rescore_reports_records(
+    pytester: pytest.Pytester, toy_run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     capsys.readouterr()
     monkeypatch.delenv(progress.ENV, raising=False)
     monkeypatch.setattr(progress, "DELAY", 0.0)
-    args = ["rescore", str(toy_run), "--report-dir", str(pytester.path / "r"), "--suites-dir",
-            str(pytester.path / "suites")]
+    args = [
+        "rescore",
+        str(toy_run),
+        "--report-dir",
+        str(pytester.path / "r"),
+        "--suites-dir",
+        str(pytester.path / "suites"),
+    ]
     assert main(args) == 0
     assert "\r" not in capsys.readouterr().err  # captured stderr is no terminal: nothing
     monkeypatch.setenv(progress.ENV, "1")
@@ -160,15 +177,31 @@ def _stalling_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *e
     monkeypatch.setenv("BENCHAUDIT_STALL_AFTER", "1")
     script = by_marker({"CORRECT": Reply(content="Answer: B", stall_body=3.5)}, Reply(content="Answer: A"))
     with ScriptedServer(script) as server:
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir",
-                                    "out", "-k", "mcq", "--limit", "3", "--no-cache", "-p", "no:randomly", *extra)
+        result = pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "-k",
+            "mcq",
+            "--limit",
+            "3",
+            "--no-cache",
+            "-p",
+            "no:randomly",
+            *extra,
+        )
     assert len(only_run_dir(pytester.path / "out").joinpath("records.jsonl").read_text().splitlines()) == 3
     return result.stdout.str()
 
 
 @pytest.mark.parametrize("where", ["inference process", "thread"])
-def test_live_line_says_a_request_is_stuck(pytester: pytest.Pytester, toy, monkeypatch: pytest.MonkeyPatch,
-                                           where: str) -> None:
+def test_live_line_says_a_request_is_stuck(
+    pytester: pytest.Pytester, toy, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
     monkeypatch.setenv(progress.ENV, "1")  # the live line, as on a terminal
     text = _stalling_run(pytester, monkeypatch, *(["--no-inference-process"] if where == "thread" else []))
     frames = [f for f in re.split(r"[\r\n]", text) if f.startswith("benchaudit 0/3 questions")]

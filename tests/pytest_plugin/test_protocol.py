@@ -19,10 +19,9 @@ from typing import Any
 import pytest
 
 from pytest_benchaudit.pytest_plugin.protocol import KNOWN_IMPLEMENTERS, full_protocol_reason
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
-
-from pytest_benchaudit.testing.toy import toy_script
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
+from pytest_benchaudit.testing.toy import toy_script
 
 SPY = '''
 import json, os
@@ -92,14 +91,30 @@ def _normal(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _run(pytester: pytest.Pytester, server: ScriptedServer, out: Path, *extra: str,
-         full: bool = False) -> tuple[pytest.RunResult, dict[str, Any]]:
+def _run(
+    pytester: pytest.Pytester, server: ScriptedServer, out: Path, *extra: str, full: bool = False
+) -> tuple[pytest.RunResult, dict[str, Any]]:
     """One in-process run against a fresh toy server (its retry and rate-limit replies are stateful)."""
     spy = out.with_suffix(".json")
     os.environ["SPY_OUT"] = str(spy)  # the spied fixture restores it
     with ScriptedServer(toy_script()) as fresh:
-        args = ["suites/toy", *extra, "--data-dir", "data", "--model", f"toy-model@{fresh.url}", "--report-dir",
-                str(out), "--max-retries", "2", "--no-cache", "-p", "no:randomly", "-p", "no:cacheprovider"]
+        args = [
+            "suites/toy",
+            *extra,
+            "--data-dir",
+            "data",
+            "--model",
+            f"toy-model@{fresh.url}",
+            "--report-dir",
+            str(out),
+            "--max-retries",
+            "2",
+            "--no-cache",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+        ]
         if full:
             args.append("--benchaudit-full-protocol")
         result = pytester.runpytest(*args)
@@ -123,14 +138,25 @@ def test_reports_equal_pytests_own_protocol(spied: pytest.Pytester, scripted: Sc
     """Passing, wrong, invalid (and HTTP-error) answers, next to plain tests with output and a
     module fixture: the reporting hooks see the same events and reports on both paths."""
     root = spied.path
-    light, seen_light = _run(spied, scripted, root / "light", "test_plain.py", "-k", "mcq or plain",
-                             "--junitxml", str(root / "light.xml"))
-    full, seen_full = _run(spied, scripted, root / "full", "test_plain.py", "-k", "mcq or plain",
-                           "--junitxml", str(root / "full.xml"), full=True)
+    light, seen_light = _run(
+        spied, scripted, root / "light", "test_plain.py", "-k", "mcq or plain", "--junitxml", str(root / "light.xml")
+    )
+    full, seen_full = _run(
+        spied,
+        scripted,
+        root / "full",
+        "test_plain.py",
+        "-k",
+        "mcq or plain",
+        "--junitxml",
+        str(root / "full.xml"),
+        full=True,
+    )
     assert seen_light["light_items"] == 12 and seen_full["light_items"] == 0
     a, b = _normal(seen_light["events"]), _normal(seen_full["events"])
-    assert [(e["event"], e["nodeid"], e.get("when")) for e in a] == [(e["event"], e["nodeid"], e.get("when"))
-                                                                      for e in b]
+    assert [(e["event"], e["nodeid"], e.get("when")) for e in a] == [
+        (e["event"], e["nodeid"], e.get("when")) for e in b
+    ]
     for x, y in zip(a, b):
         assert x == y, f"{x['nodeid']} {x.get('when')}: the two protocols reported differently"
     calls = [e for e in a if e.get("when") == "call" and e["nodeid"].startswith("suites/")]
@@ -152,8 +178,10 @@ def test_reports_equal_pytests_own_protocol(spied: pytest.Pytester, scripted: Sc
 @pytest.mark.parametrize("option", [["-x"], ["--maxfail", "2"]])
 def test_stopping_early_is_the_same(spied: pytest.Pytester, scripted: ScriptedServer, option: list[str]) -> None:
     root = spied.path
-    runs = [_run(spied, scripted, root / name, "test_plain.py", "-k", "mcq or plain", *option, full=full)
-            for name, full in (("light", False), ("full", True))]
+    runs = [
+        _run(spied, scripted, root / name, "test_plain.py", "-k", "mcq or plain", *option, full=full)
+        for name, full in (("light", False), ("full", True))
+    ]
     (light, seen_light), (full, seen_full) = runs
     assert _normal(seen_light["events"]) == _normal(seen_full["events"])
     assert light.parseoutcomes() == full.parseoutcomes()
@@ -166,14 +194,32 @@ def test_plain_tests_around_benchmark_items_keep_their_set_up(spied: pytest.Pyte
     (the setup state stays consistent when the lighter path hands back to pytest's)."""
     spied.makepyfile(test_after=PLAIN.replace("test_plain_", "test_after_"))
     root = spied.path
-    result, seen = _run(spied, scripted, root / "light", "test_plain.py", "test_after.py", "-s", "-k", "mcq or plain or after")
+    result, seen = _run(
+        spied, scripted, root / "light", "test_plain.py", "test_after.py", "-s", "-k", "mcq or plain or after"
+    )
     result.assert_outcomes(passed=8, failed=8)
     assert seen["light_items"] == 12
     # _run puts suites/toy first: bench items, then test_plain.py, then test_after.py
     spied.makepyfile(test_after=PLAIN.replace("test_plain_", "test_after_"))
-    again = spied.runpytest("test_plain.py", "suites/toy", "test_after.py", "-s", "--data-dir", "data", "--model",
-                            f"toy-model@{scripted.url}", "--report-dir", str(root / "again"), "--no-cache",
-                            "-p", "no:randomly", "-p", "no:cacheprovider", "-k", "mcq or plain or after")
+    again = spied.runpytest(
+        "test_plain.py",
+        "suites/toy",
+        "test_after.py",
+        "-s",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        str(root / "again"),
+        "--no-cache",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "mcq or plain or after",
+    )
     again.assert_outcomes(passed=8, failed=8)
     text = again.stdout.str()
     assert text.count("module set-up") == 2 and text.count("module teardown") == 2
@@ -185,8 +231,23 @@ def test_xdist_workers_forward_every_record_once(spied: pytest.Pytester, scripte
     root = spied.path
     os.environ["SPY_OUT"] = str(root / "spy.json")
     result = spied.runpytest_subprocess(
-        "suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}", "--report-dir", str(root / "x"),
-        "--max-retries", "2", "--no-cache", "-p", "no:randomly", "-n", "2", "--junitxml", str(root / "x.xml"))
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        str(root / "x"),
+        "--max-retries",
+        "2",
+        "--no-cache",
+        "-p",
+        "no:randomly",
+        "-n",
+        "2",
+        "--junitxml",
+        str(root / "x.xml"),
+    )
     outcomes = result.parseoutcomes()
     records = read_run(only_run_dir(root / "x"))["records"]
     keys = [(r["task"], r["question_id"], r["model"]) for r in records]
@@ -199,11 +260,13 @@ def test_xdist_workers_forward_every_record_once(spied: pytest.Pytester, scripte
     assert len(reports) == len(set(reports)) == 3 * len(keys)
 
 
-def test_a_plugin_with_its_own_phase_hooks_gets_pytests_protocol(pytester: pytest.Pytester, toy,
-                                                                  scripted: ScriptedServer,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plugin_with_its_own_phase_hooks_gets_pytests_protocol(
+    pytester: pytest.Pytester, toy, scripted: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SPY_OUT", "")
-    pytester.makeconftest(SPY + '''
+    pytester.makeconftest(
+        SPY
+        + '''
 MADE = []
 
 @pytest.hookimpl(wrapper=True)
@@ -214,14 +277,16 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_unconfigure(config):
     assert MADE, "the conftest's makereport never ran"
-''')
+'''
+    )
     result, seen = _run(pytester, scripted, pytester.path / "out", "-k", "mcq")
     assert seen["light_items"] == 0
     result.assert_outcomes(passed=6, failed=6)
 
 
-def test_keyboard_interrupt_and_exit_propagate_as_from_pytests_protocol(pytester: pytest.Pytester, toy,
-                                                                        scripted: ScriptedServer) -> None:
+def test_keyboard_interrupt_and_exit_propagate_as_from_pytests_protocol(
+    pytester: pytest.Pytester, toy, scripted: ScriptedServer
+) -> None:
     pytester.makeconftest('''
 import pytest
 
@@ -238,9 +303,21 @@ def pytest_configure(config):
     outs = []
     for name, full in (("light", []), ("full", ["--benchaudit-full-protocol"])):
         # (a subprocess: pytester re-raises an in-process run's KeyboardInterrupt in the outer run)
-        result = pytester.runpytest_subprocess("suites/toy", "--data-dir", "data", "--model",
-                                               f"toy-model@{scripted.url}", "--report-dir", name, "--no-cache",
-                                               "-p", "no:randomly", "-k", "mcq", *full)
+        result = pytester.runpytest_subprocess(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"toy-model@{scripted.url}",
+            "--report-dir",
+            name,
+            "--no-cache",
+            "-p",
+            "no:randomly",
+            "-k",
+            "mcq",
+            *full,
+        )
         assert result.ret == pytest.ExitCode.INTERRUPTED
         assert "KeyboardInterrupt" in result.stdout.str()
         outs.append((result.parseoutcomes(), len(read_run(only_run_dir(pytester.path / name))["records"])))
@@ -250,9 +327,15 @@ def pytest_configure(config):
 def test_when_pytests_protocol_is_used(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     config = pytester.parseconfigure()
     assert full_protocol_reason(config) is None
-    for args, reason in ((["--benchaudit-full-protocol"], "--benchaudit-full-protocol"), (["--pdb"], "--pdb"),
-                         (["--setup-plan"], "--setup-plan"), (["--setup-only"], "--setup-only"), (["--setup-show"], "--setup-show"),
-                         (["--trace"], "--trace"), (["-o", "log_cli=true"], "live logging (log_cli)")):
+    for args, reason in (
+        (["--benchaudit-full-protocol"], "--benchaudit-full-protocol"),
+        (["--pdb"], "--pdb"),
+        (["--setup-plan"], "--setup-plan"),
+        (["--setup-only"], "--setup-only"),
+        (["--setup-show"], "--setup-show"),
+        (["--trace"], "--trace"),
+        (["-o", "log_cli=true"], "live logging (log_cli)"),
+    ):
         assert full_protocol_reason(pytester.parseconfigure(*args)) == reason, args
     monkeypatch.setenv("BENCHAUDIT_FULL_PROTOCOL", "1")
     assert full_protocol_reason(pytester.parseconfigure()) == "BENCHAUDIT_FULL_PROTOCOL=1"

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.inference.providers import load_providers
-from pytest_benchaudit.testing.provider_fakes import FakeReply, ProviderFake
-
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
-from pytest_benchaudit.testing.data import real_data_dir
 from helpers import SUITES
+from pytest_benchaudit.inference.providers import load_providers
+from pytest_benchaudit.testing.data import real_data_dir
+from pytest_benchaudit.testing.provider_fakes import FakeReply, ProviderFake
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 CANARY = "sk-CANARY-7f3a9e1c44b2"
-PROVIDER_VARS = sorted({v for p in load_providers().values()
-                        for v in (*p.api_key_env, p.base_url_env, p.api_version_env) if v})
+PROVIDER_VARS = sorted(
+    {v for p in load_providers().values() for v in (*p.api_key_env, p.base_url_env, p.api_version_env) if v}
+)
 
 
 @pytest.fixture(autouse=True)
@@ -36,9 +36,26 @@ def start(monkeypatch: pytest.MonkeyPatch, kind: str, **kwargs) -> ProviderFake:
 
 
 def run(pytester: pytest.Pytester, model: str, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest("suites/toy", "--data-dir", "data", "--model", model, "--report-dir", "out",
-                              "--max-retries", "1", "-k", "mcq", "--limit", "3", "-p", "no:randomly",
-                              "--junitxml", "out/junit.xml", *extra)
+    return pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        model,
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "1",
+        "-k",
+        "mcq",
+        "--limit",
+        "3",
+        "-p",
+        "no:randomly",
+        "--junitxml",
+        "out/junit.xml",
+        *extra,
+    )
 
 
 def assert_no_canary(pytester: pytest.Pytester, result: pytest.RunResult) -> None:
@@ -77,9 +94,14 @@ def test_bare_reasoning_name_gets_its_quirks_recorded(pytester, toy, monkeypatch
     assert rec["valid"] and rec["request"]["params"] == {"max_completion_tokens": 64}
     card = out["run"]["pipeline_cards"]["toy.mcq"]["providers"]["o3-mini"]
     assert card["resolved"].startswith("--model o3-mini → openai/o3-mini")
-    assert card["adjustments"] == rec["request"]["adjustments"] == [
-        "inference.decoding.temperature 0.0 → not sent: unsupported by OpenAI reasoning models [openai]",
-        "inference.max_tokens sent as max_completion_tokens: unsupported by OpenAI reasoning models [openai]"]
+    assert (
+        card["adjustments"]
+        == rec["request"]["adjustments"]
+        == [
+            "inference.decoding.temperature 0.0 → not sent: unsupported by OpenAI reasoning models [openai]",
+            "inference.max_tokens sent as max_completion_tokens: unsupported by OpenAI reasoning models [openai]",
+        ]
+    )
     assert_no_canary(pytester, result)
 
 
@@ -103,8 +125,15 @@ def test_azure_minimum_raised_and_recorded(pytester, toy, monkeypatch) -> None:
     fake = start(monkeypatch, "azure", deployment="gpt4o-prod")
     try:
         result = run(pytester, "azure/gpt4o-prod", "--set", "inference.max_tokens=5")
-        strict = run(pytester, "azure/gpt4o-prod", "--set", "inference.max_tokens=5", "--strict-provider",
-                     "--report-dir", "strict")
+        strict = run(
+            pytester,
+            "azure/gpt4o-prod",
+            "--set",
+            "inference.max_tokens=5",
+            "--strict-provider",
+            "--report-dir",
+            "strict",
+        )
     finally:
         fake.stop()
     call = fake.calls[0]
@@ -116,7 +145,8 @@ def test_azure_minimum_raised_and_recorded(pytester, toy, monkeypatch) -> None:
     assert all(r["valid"] for r in out["records"])
     assert out["records"][0]["request"]["adjustments"] == ["inference.max_tokens 5 → 16: provider minimum [azure]"]
     assert out["run"]["pipeline_cards"]["toy.mcq"]["providers"]["azure/gpt4o-prod"]["adjustments"] == [
-        "inference.max_tokens 5 → 16: provider minimum [azure]"]
+        "inference.max_tokens 5 → 16: provider minimum [azure]"
+    ]
     # As the released code saw it: the provider's 400 is the record, every item invalid.
     refused = read_run(only_run_dir(pytester.path / "strict"))
     assert all(r["invalid_reason"] == "inference_error" for r in refused["records"])
@@ -133,8 +163,9 @@ def test_anthropic_native_headers_body_and_overloaded_retry(pytester, toy, monke
         text = call.body["messages"][-1]["content"]
         if text not in seen:
             seen.add(text)
-            return FakeReply(status=529, error={"type": "error", "error": {"type": "overloaded_error",
-                                                                           "message": "Overloaded"}})
+            return FakeReply(
+                status=529, error={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+            )
         return FakeReply(content="Answer: B", reasoning="weighing the options")
 
     fake = start(monkeypatch, "anthropic", script=overloaded_once)
@@ -159,8 +190,14 @@ def test_anthropic_strict_without_max_tokens_is_refused(pytester, toy, monkeypat
     fake = start(monkeypatch, "anthropic")
     try:
         run(pytester, "anthropic/claude-haiku-4-5", "--set", "inference.max_tokens=unspecified", "--strict-provider")
-        run(pytester, "anthropic/claude-haiku-4-5", "--set", "inference.max_tokens=unspecified",
-            "--report-dir", "adjusted")
+        run(
+            pytester,
+            "anthropic/claude-haiku-4-5",
+            "--set",
+            "inference.max_tokens=unspecified",
+            "--report-dir",
+            "adjusted",
+        )
     finally:
         fake.stop()
     strict = read_run(only_run_dir(pytester.path / "out"))["records"][0]
@@ -188,9 +225,11 @@ def test_429_with_rate_limit_headers_is_waited_out(pytester, toy, monkeypatch) -
         text = call.body["messages"][-1]["content"]
         if text not in limited:
             limited.add(text)
-            return FakeReply(status=429, headers={"x-ratelimit-remaining-requests": "0",
-                                                  "x-ratelimit-reset-requests": "50ms"},
-                             error={"error": {"message": "Rate limit reached", "code": "rate_limit_exceeded"}})
+            return FakeReply(
+                status=429,
+                headers={"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "50ms"},
+                error={"error": {"message": "Rate limit reached", "code": "rate_limit_exceeded"}},
+            )
         return None
 
     fake = start(monkeypatch, "openai", script=rate_limited_once)
@@ -220,8 +259,12 @@ def test_the_cards_usage_line_works_as_written(pytester, monkeypatch) -> None:
         result = pytester.runpytest("suites/secEval", "--model", "gpt-5.4", "--pipeline", "standardized")
     finally:
         fake.stop()
-    result.stdout.fnmatch_lines(["benchaudit: suites/secEval → suites/seceval (case-insensitive match)",
-                                 "benchaudit: --model gpt-5.4 → openai/gpt-5.4 (OpenAI, a well-known name)"])
+    result.stdout.fnmatch_lines(
+        [
+            "benchaudit: suites/secEval → suites/seceval (case-insensitive match)",
+            "benchaudit: --model gpt-5.4 → openai/gpt-5.4 (OpenAI, a well-known name)",
+        ]
+    )
     out = read_run(only_run_dir(pytester.path / "reports"))
     assert len(out["records"]) == len(fake.calls) > 2000
     assert all(r["valid"] for r in out["records"])
@@ -236,17 +279,26 @@ def assert_no_canary_in(folder: Path, result: pytest.RunResult) -> None:
     assert not any(CANARY in p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
 
 
-@pytest.mark.parametrize("model, env_key, env_url, url_suffix, sent_model", [
-    ("openrouter/meta-llama/llama-3.1-8b-instruct", "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL", "/v1",
-     "meta-llama/llama-3.1-8b-instruct"),
-    ("together/Qwen/Qwen3-8B", "TOGETHER_API_KEY", "TOGETHER_BASE_URL", "/v1", "Qwen/Qwen3-8B"),
-    ("groq/llama-3.3-70b-versatile", "GROQ_API_KEY", "GROQ_BASE_URL", "/v1", "llama-3.3-70b-versatile"),
-    ("deepseek/deepseek-reasoner", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "/v1", "deepseek-reasoner"),
-    ("mistral/mistral-small-latest", "MISTRAL_API_KEY", "MISTRAL_BASE_URL", "/v1", "mistral-small-latest"),
-    ("ollama/qwen3:0.6b", None, "OLLAMA_HOST", "", "qwen3:0.6b"),
-])
-def test_openai_compatible_providers_request_shape(monkeypatch, model, env_key, env_url, url_suffix,
-                                                    sent_model) -> None:
+@pytest.mark.parametrize(
+    "model, env_key, env_url, url_suffix, sent_model",
+    [
+        (
+            "openrouter/meta-llama/llama-3.1-8b-instruct",
+            "OPENROUTER_API_KEY",
+            "OPENROUTER_BASE_URL",
+            "/v1",
+            "meta-llama/llama-3.1-8b-instruct",
+        ),
+        ("together/Qwen/Qwen3-8B", "TOGETHER_API_KEY", "TOGETHER_BASE_URL", "/v1", "Qwen/Qwen3-8B"),
+        ("groq/llama-3.3-70b-versatile", "GROQ_API_KEY", "GROQ_BASE_URL", "/v1", "llama-3.3-70b-versatile"),
+        ("deepseek/deepseek-reasoner", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "/v1", "deepseek-reasoner"),
+        ("mistral/mistral-small-latest", "MISTRAL_API_KEY", "MISTRAL_BASE_URL", "/v1", "mistral-small-latest"),
+        ("ollama/qwen3:0.6b", None, "OLLAMA_HOST", "", "qwen3:0.6b"),
+    ],
+)
+def test_openai_compatible_providers_request_shape(
+    monkeypatch, model, env_key, env_url, url_suffix, sent_model
+) -> None:
     """Each OpenAI-compatible provider: base URL from its variable, bearer key (none for Ollama), model id
     as the provider names it, quirks applied to the body."""
     import asyncio
@@ -261,8 +313,14 @@ def test_openai_compatible_providers_request_shape(monkeypatch, model, env_key, 
             monkeypatch.setenv(env_key, CANARY)
         monkeypatch.setenv(env_url, (fake.root + url_suffix) if url_suffix else fake.root.removeprefix("http://"))
         spec = parse_model_spec(model)
-        request = adjust_request(Request(mode="chat", messages=(Message(role="user", content="q"),),
-                                         params={"temperature": 0.0, "seed": 7, "max_tokens": 8}), spec)
+        request = adjust_request(
+            Request(
+                mode="chat",
+                messages=(Message(role="user", content="q"),),
+                params={"temperature": 0.0, "seed": 7, "max_tokens": 8},
+            ),
+            spec,
+        )
 
         async def ask():
             backend = OpenAICompatBackend(spec, concurrency=2)
@@ -289,8 +347,22 @@ def test_openai_compatible_providers_request_shape(monkeypatch, model, env_key, 
 
 
 def _toy_run(pytester: pytest.Pytester, url: str, *extra: str, model: str = "llama3") -> pytest.RunResult:
-    return pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"{model}@{url}", "--report-dir",
-                              "out", "-k", "mcq", "--limit", "3", "-p", "no:randomly", *extra)
+    return pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"{model}@{url}",
+        "--report-dir",
+        "out",
+        "-k",
+        "mcq",
+        "--limit",
+        "3",
+        "-p",
+        "no:randomly",
+        *extra,
+    )
 
 
 def test_an_endpoint_serving_another_model_is_said_once(pytester, toy) -> None:
@@ -337,16 +409,23 @@ def test_a_cache_that_cannot_hit_says_why(pytester, toy) -> None:
         first = _toy_run(pytester, srv.url)
         second = _toy_run(pytester, srv.url, "--report-dir", "out2")
     second.stdout.fnmatch_lines(["generation cache: 0 hits, 3 misses"])
-    for result, counts in ((first, "(3 stored unusable, 0 lookups missed for it)"),
-                           (second, "(3 stored unusable, 3 lookups missed for it)")):
-        result.stdout.fnmatch_lines([f"benchaudit: warning: generation cache, model llama3: the answers name '{name}', "
-                                     "which GET /models does not list ('llama3')*" + counts.replace("(", "?")])
+    for result, counts in (
+        (first, "(3 stored unusable, 0 lookups missed for it)"),
+        (second, "(3 stored unusable, 3 lookups missed for it)"),
+    ):
+        result.stdout.fnmatch_lines(
+            [
+                f"benchaudit: warning: generation cache, model llama3: the answers name '{name}', "
+                "which GET /models does not list ('llama3')*" + counts.replace("(", "?")
+            ]
+        )
     (run_dir,) = (pytester.path / "out2").iterdir()
     assert "cache_unusable" in [w["kind"] for w in read_run(run_dir)["run"]["warnings"]]
 
 
-def test_mmlu_released_without_logprobs_warns_and_counts_the_fallback(pytester, real_data: Path,
-                                                                       request: pytest.FixtureRequest) -> None:
+def test_mmlu_released_without_logprobs_warns_and_counts_the_fallback(
+    pytester, real_data: Path, request: pytest.FixtureRequest
+) -> None:
     """MMLU's released layer on an endpoint that returns no log-probabilities: every question reads
     'A' (evaluate.py's bare except), and the run says so, with the count, instead of a silent 0% invalid."""
     from pytest_benchaudit.scoring.extract import MMLU_FALLBACK
@@ -356,15 +435,28 @@ def test_mmlu_released_without_logprobs_warns_and_counts_the_fallback(pytester, 
     if not (data / "mmlu-computer-security" / "computer_security_test.csv").is_file():
         pytest.skip("real MMLU computer_security data missing under $BENCHAUDIT_DATA")
     with ScriptedServer(lambda call: Reply(content=" B", top_logprobs=None), model_id="m") as srv:
-        result = pytester.runpytest(str(SUITES / "mmlu_cs"), "--data-dir", str(data), "--model", f"m@{srv.url}",
-                                    "--pipeline", "released", "--limit", "12", "--report-dir", "out", "--no-cache")
+        result = pytester.runpytest(
+            str(SUITES / "mmlu_cs"),
+            "--data-dir",
+            str(data),
+            "--model",
+            f"m@{srv.url}",
+            "--pipeline",
+            "released",
+            "--limit",
+            "12",
+            "--report-dir",
+            "out",
+            "--no-cache",
+        )
     out = read_run(only_run_dir(pytester.path / "out"))
     hand = sum(1 for r in out["records"] if r["extraction_detail"].startswith(MMLU_FALLBACK))
     assert hand == len(out["records"]) == 12 and all(r["valid"] for r in out["records"])
     warnings = {w["kind"]: w["message"] for w in out["run"]["warnings"]}
     assert warnings["logprobs_missing"].startswith("model m: 12 of 12 answers came back without the log-probabilities")
-    assert warnings["released_fallback"].startswith(f"mmlu_cs.mcq (released), model m: {hand} of 12 items were "
-                                                    f"scored by the {MMLU_FALLBACK}")
+    assert warnings["released_fallback"].startswith(
+        f"mmlu_cs.mcq (released), model m: {hand} of 12 items were scored by the {MMLU_FALLBACK}"
+    )
     text = result.stdout.str()
     assert text.count("benchaudit: warning: mmlu_cs.mcq (released), model m: 12 of 12 items") == 1
 
@@ -374,8 +466,23 @@ def test_context_warnings_under_xdist_are_said_once(pytester, toy) -> None:
     from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
     with ScriptedServer(lambda call: Reply(content="Answer: B", model="gpt-4o-2024-08-06"), model_id="gpt-4o") as srv:
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"llama3@{srv.url}", "--report-dir",
-                                    "out", "-k", "mcq", "--limit", "6", "-p", "no:randomly", "-n", "2")
+        result = pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"llama3@{srv.url}",
+            "--report-dir",
+            "out",
+            "-k",
+            "mcq",
+            "--limit",
+            "6",
+            "-p",
+            "no:randomly",
+            "-n",
+            "2",
+        )
     text = result.stdout.str()
     assert text.count("benchaudit: warning: model llama3: the run asked for 'llama3'") == 1, text
     assert "'gpt-4o-2024-08-06' (6 of 6 answers) and GET /models lists 'gpt-4o'" in text

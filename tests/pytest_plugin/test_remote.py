@@ -17,18 +17,25 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from pytest_benchaudit.inference.backend import parse_model_spec
-from pytest_benchaudit.pytest_plugin.remote import (HOST_ID_ENV, RemoteWorkers, WORKER_KEY, host_identity,
-                                                    is_local_spec, loopback_urls, mask_tx)
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
-
-from pytest_benchaudit.testing.toy import TOY_QUESTIONS, toy_script, write_toy
+from pytest_benchaudit.pytest_plugin.remote import (
+    HOST_ID_ENV,
+    WORKER_KEY,
+    RemoteWorkers,
+    host_identity,
+    is_local_spec,
+    loopback_urls,
+    mask_tx,
+)
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
+from pytest_benchaudit.testing.toy import TOY_QUESTIONS, toy_script, write_toy
 
 CONTROLLER_KEY = "sk-controller-canary-5f1e2d3c4b5a69788796"
 # Runs on the controller only (the suites are the only thing sent to the workers): what each worker gets.
@@ -51,8 +58,13 @@ class Host:
         self.cwd.mkdir(parents=True)
         self.log = root / "socketserver.log"
         with self.log.open("w") as out:
-            self.proc = subprocess.Popen([sys.executable, "-u", "-m", "execnet.script.socketserver", "127.0.0.1:0"],
-                                         cwd=self.cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-u", "-m", "execnet.script.socketserver", "127.0.0.1:0"],
+                cwd=self.cwd,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         self.port = self._port()
 
     def _port(self) -> int:
@@ -65,8 +77,10 @@ class Host:
                 break
             time.sleep(0.05)
         self.stop()
-        pytest.skip(f"execnet's socket server did not start (python -m execnet.script.socketserver): "
-                    f"{self.log.read_text()[-300:]!r}")
+        pytest.skip(
+            f"execnet's socket server did not start (python -m execnet.script.socketserver): "
+            f"{self.log.read_text()[-300:]!r}"
+        )
 
     @property
     def tx(self) -> str:
@@ -115,9 +129,25 @@ def _controller(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def _pytest(proj: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "-W", "ignore::DeprecationWarning", *args],  # xdist deprecates --rsyncdir (4.0 drops it)
-                          cwd=proj, env=env, capture_output=True, text=True, timeout=90)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-W",
+            "ignore::DeprecationWarning",
+            *args,
+        ],  # xdist deprecates --rsyncdir (4.0 drops it)
+        cwd=proj,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
 
 
 def _host_with_data(hosts: Callable[..., Host], tmp_path: Path, name: str, **env: str) -> Host:
@@ -130,9 +160,21 @@ def test_run_spread_over_two_socket_gateways(hosts, tmp_path: Path) -> None:
     far = _host_with_data(hosts, tmp_path, "h2", **{HOST_ID_ENV: "another-host"})
     proj, env = _controller(tmp_path)
     with ScriptedServer(toy_script()) as server:
-        result = _pytest(proj, env, str(proj / "suites" / "toy"), "--rsyncdir", str(proj / "suites"),
-                         f"--model=m@{server.url}", "--report-dir=out", "--max-retries=2",
-                         "-d", "--tx", here.tx, "--tx", far.tx)
+        result = _pytest(
+            proj,
+            env,
+            str(proj / "suites" / "toy"),
+            "--rsyncdir",
+            str(proj / "suites"),
+            f"--model=m@{server.url}",
+            "--report-dir=out",
+            "--max-retries=2",
+            "-d",
+            "--tx",
+            here.tx,
+            "--tx",
+            far.tx,
+        )
         keys = [c.headers.get("authorization") for c in server.calls]
         url = server.url
     output = result.stdout + result.stderr
@@ -170,9 +212,21 @@ def test_run_spread_over_two_socket_gateways(hosts, tmp_path: Path) -> None:
     # nothing is asked again.
     run_dir = only_run_dir(proj / "out")
     with ScriptedServer(toy_script()) as server:
-        again = _pytest(proj, env, str(proj / "suites" / "toy"), "--rsyncdir", str(proj / "suites"),
-                        f"--model=m@{server.url}", "--report-dir=out", f"--resume=out/{run_dir.name}", "-d", "--tx", here.tx,
-                        "--tx", far.tx)
+        again = _pytest(
+            proj,
+            env,
+            str(proj / "suites" / "toy"),
+            "--rsyncdir",
+            str(proj / "suites"),
+            f"--model=m@{server.url}",
+            "--report-dir=out",
+            f"--resume=out/{run_dir.name}",
+            "-d",
+            "--tx",
+            here.tx,
+            "--tx",
+            far.tx,
+        )
         assert not server.calls
     # Nothing left to ask; the run holds the wrong answers recorded the first time, so its status is
     # the first run's (a resumed run's exit status is the whole run's records').
@@ -183,8 +237,21 @@ def test_run_spread_over_two_socket_gateways(hosts, tmp_path: Path) -> None:
 def test_launched_model_refused_before_any_gateway(hosts, tmp_path: Path) -> None:
     one, two = hosts("h1"), hosts("h2")
     proj, env = _controller(tmp_path)
-    result = _pytest(proj, env, str(proj / "suites" / "toy"), "--rsyncdir", str(proj / "suites"),
-                     "--model", "local", "--report-dir=out", "-d", "--tx", one.tx, "--tx", two.tx)
+    result = _pytest(
+        proj,
+        env,
+        str(proj / "suites" / "toy"),
+        "--rsyncdir",
+        str(proj / "suites"),
+        "--model",
+        "local",
+        "--report-dir=out",
+        "-d",
+        "--tx",
+        one.tx,
+        "--tx",
+        two.tx,
+    )
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and "--model local: a launched model" in errors[0], result.stderr
@@ -196,14 +263,24 @@ def test_launched_model_refused_before_any_gateway(hosts, tmp_path: Path) -> Non
 def test_path_xdist_cannot_map_is_one_usage_error(tmp_path: Path) -> None:
     proj, env = _controller(tmp_path)
     (proj / "out").mkdir()
-    result = _pytest(proj, env, "suites/toy", "--model=m@http://127.0.0.1:9/v1", "--report-dir", "out",
-                     "-d", "--tx", "socket=127.0.0.1:9")
+    result = _pytest(
+        proj,
+        env,
+        "suites/toy",
+        "--model=m@http://127.0.0.1:9/v1",
+        "--report-dir",
+        "out",
+        "-d",
+        "--tx",
+        "socket=127.0.0.1:9",
+    )
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert "INTERNALERROR" not in result.stdout + result.stderr
     assert "ERROR: 'suites/toy': a path on this host that pytest-xdist cannot hand to workers" in result.stderr
 
 
 # -- the pieces ------------------------------------------------------------------------------
+
 
 def test_host_identity_and_its_override(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(HOST_ID_ENV, raising=False)
@@ -220,8 +297,10 @@ def test_which_specs_are_local_and_which_urls_loopback() -> None:
     assert not is_local_spec(execnet.XSpec("popen//via=proxy"))
     assert not is_local_spec(execnet.XSpec("socket=127.0.0.1:8888"))
     assert not is_local_spec(execnet.XSpec("ssh=gpu1"))
-    models = [parse_model_spec(s) for s in ("a@http://127.0.0.1:8000/v1", "b@http://gpu1:8000/v1",
-                                             "c@http://localhost:1/v1,http://10.0.0.2:1/v1")]
+    models = [
+        parse_model_spec(s)
+        for s in ("a@http://127.0.0.1:8000/v1", "b@http://gpu1:8000/v1", "c@http://localhost:1/v1,http://10.0.0.2:1/v1")
+    ]
     assert loopback_urls([*models, None]) == [("a", "http://127.0.0.1:8000/v1"), ("c", "http://localhost:1/v1")]
 
 
@@ -236,8 +315,10 @@ def test_tx_env_values_are_masked(tmp_path: Path) -> None:
 class _Node:
     def __init__(self, gw: str, checksums: dict[str, str]) -> None:
         self.gateway = type("G", (), {"id": gw})()
-        self.workeroutput: dict[str, Any] = {"benchaudit": {"checksums": checksums},
-                                             WORKER_KEY: {"hostname": gw, "data_dir": f"/{gw}"}}
+        self.workeroutput: dict[str, Any] = {
+            "benchaudit": {"checksums": checksums},
+            WORKER_KEY: {"hostname": gw, "data_dir": f"/{gw}"},
+        }
 
 
 def test_data_that_differ_between_workers_are_recorded() -> None:
@@ -259,10 +340,21 @@ def test_a_workers_own_usage_error_is_the_controllers_exit_4(hosts, tmp_path: Pa
     --rsyncdir for it): the worker cannot raise (xdist would hang); the controller says why."""
     host = _host_with_data(hosts, tmp_path, "h1")
     proj, env = _controller(tmp_path)
-    (proj / "pyproject.toml").write_text('[tool.benchaudit.models.mine]\nendpoint = "http://127.0.0.1:9/v1"\n'
-                                         'model = "x"\n')
-    result = _pytest(proj, env, str(proj / "suites" / "toy"), "--rsyncdir", str(proj / "suites"),
-                     "--model=mine", "--report-dir=out", "-d", "--tx", host.tx)
+    (proj / "pyproject.toml").write_text(
+        '[tool.benchaudit.models.mine]\nendpoint = "http://127.0.0.1:9/v1"\nmodel = "x"\n'
+    )
+    result = _pytest(
+        proj,
+        env,
+        str(proj / "suites" / "toy"),
+        "--rsyncdir",
+        str(proj / "suites"),
+        "--model=mine",
+        "--report-dir=out",
+        "-d",
+        "--tx",
+        host.tx,
+    )
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, (result.stdout + result.stderr)[-2000:]
     errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and "--model mine: unknown model" in errors[0] and "on the xdist worker" in errors[0]
@@ -293,29 +385,54 @@ os.execve("/bin/sh", ["sh", "-c", command], host["env"])
 
 def test_run_spread_over_two_ssh_gateways(tmp_path: Path) -> None:
     hosts: dict[str, dict[str, Any]] = {}
-    base = {k: v for k, v in os.environ.items() if k not in ("BENCHAUDIT_DATA", HOST_ID_ENV, "OPENAI_API_KEY",
-                                                             "PYTEST_ADDOPTS", "PYTHONPATH")}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("BENCHAUDIT_DATA", HOST_ID_ENV, "OPENAI_API_KEY", "PYTEST_ADDOPTS", "PYTHONPATH")
+    }
     for name, extra in (("cpu1", {}), ("cpu2", {HOST_ID_ENV: "another-host"})):
         home = tmp_path / name / "home"
         home.mkdir(parents=True)
         data = write_toy(tmp_path / f"{name}-files")[1]
-        hosts[name] = {"home": str(home), "data": data,
-                       "env": {**base, "HOME": str(home), "BENCHAUDIT_DATA": str(data),
-                               "XDG_CACHE_HOME": str(tmp_path / name / "cache"),
-                               "OPENAI_API_KEY": f"sk-{name}-worker-key", **extra}}
+        hosts[name] = {
+            "home": str(home),
+            "data": data,
+            "env": {
+                **base,
+                "HOME": str(home),
+                "BENCHAUDIT_DATA": str(data),
+                "XDG_CACHE_HOME": str(tmp_path / name / "cache"),
+                "OPENAI_API_KEY": f"sk-{name}-worker-key",
+                **extra,
+            },
+        }
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     ssh = bin_dir / "ssh"
-    ssh.write_text(FAKE_SSH.format(python=sys.executable, hosts=json.dumps(
-        {n: {"home": h["home"], "env": h["env"]} for n, h in hosts.items()})))
+    ssh.write_text(
+        FAKE_SSH.format(
+            python=sys.executable, hosts=json.dumps({n: {"home": h["home"], "env": h["env"]} for n, h in hosts.items()})
+        )
+    )
     ssh.chmod(0o755)
     proj, env = _controller(tmp_path)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     with ScriptedServer(toy_script()) as server:
-        result = _pytest(proj, env, str(proj / "suites" / "toy"), "--rsyncdir", str(proj / "suites"),
-                         f"--model=m@{server.url}", "--report-dir=out", "--max-retries=2",
-                         "-d", "--tx", f"ssh=me@cpu1//python={sys.executable}",
-                         "--tx", f"ssh=me@cpu2//python={sys.executable}")
+        result = _pytest(
+            proj,
+            env,
+            str(proj / "suites" / "toy"),
+            "--rsyncdir",
+            str(proj / "suites"),
+            f"--model=m@{server.url}",
+            "--report-dir=out",
+            "--max-retries=2",
+            "-d",
+            "--tx",
+            f"ssh=me@cpu1//python={sys.executable}",
+            "--tx",
+            f"ssh=me@cpu2//python={sys.executable}",
+        )
         keys = {c.headers.get("authorization") for c in server.calls}
     output = result.stdout + result.stderr
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, output[-3000:]

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pytest_benchaudit.testing.toy import write_mcq_suite
-from pytest_benchaudit.testing.runs import only_run_dir
 
+from pytest_benchaudit.testing.runs import only_run_dir
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import write_mcq_suite
 
 OPTIONS = ["first option", "second option", "third option", "fourth option"]
 # Question id -> the probability the server answers it correctly.
@@ -50,13 +50,26 @@ class Dice:
 
 
 def write_suite(root: Path) -> None:
-    write_mcq_suite(root, "rep", [{"id": q, "question": f"Repeat question {q}?", "options": OPTIONS, "gold": GOLD}
-                                  for q in PROBABILITIES])
+    write_mcq_suite(
+        root,
+        "rep",
+        [{"id": q, "question": f"Repeat question {q}?", "options": OPTIONS, "gold": GOLD} for q in PROBABILITIES],
+    )
 
 
 def run(pytester: pytest.Pytester, server: ScriptedServer, *extra: str) -> pytest.RunResult:
-    return pytester.runpytest("suites/rep", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir",
-                              "out", "-p", "no:randomly", *extra)
+    return pytester.runpytest(
+        "suites/rep",
+        "--data-dir",
+        "data",
+        "--model",
+        f"m@{server.url}",
+        "--report-dir",
+        "out",
+        "-p",
+        "no:randomly",
+        *extra,
+    )
 
 
 def records_of(run_dir: Path) -> list[dict[str, Any]]:
@@ -76,8 +89,9 @@ def test_repeats_one_record_per_repeat_seed_base_plus_k(pytester: pytest.Pyteste
     question with seeds 100..104, one pytest item per question whose verdict is the reducer's."""
     write_suite(pytester.path)
     with ScriptedServer(Dice()) as server:
-        result = run(pytester, server, "--repeats", "5", "--set", "inference.decoding.seed=100",
-                     "--junitxml", "junit.xml")
+        result = run(
+            pytester, server, "--repeats", "5", "--set", "inference.decoding.seed=100", "--junitxml", "junit.xml"
+        )
         calls = completions(server)
     records = records_of(only_run_dir(pytester.path / "out"))
     assert len(records) == 5 * len(PROBABILITIES)
@@ -87,7 +101,8 @@ def test_repeats_one_record_per_repeat_seed_base_plus_k(pytester: pytest.Pyteste
         assert r["request"]["params"]["seed"] == 100 + r["repeat"]  # base + k, in the record as sent
         assert r["request"].get("repeat", 0) == r["repeat"]
     assert {q: sorted(r["repeat"] for r in rs) for q, rs in by_question.items()} == {
-        q: [0, 1, 2, 3, 4] for q in PROBABILITIES}
+        q: [0, 1, 2, 3, 4] for q in PROBABILITIES
+    }
     # What reached the server: five requests per question, one per seed, none de-duplicated.
     sent = collections.Counter((question_of(c), c.body["seed"]) for c in calls)
     assert sent == {(q, 100 + k): 1 for q in PROBABILITIES for k in range(5)}
@@ -99,8 +114,11 @@ def test_repeats_one_record_per_repeat_seed_base_plus_k(pytester: pytest.Pyteste
     result.assert_outcomes(passed=len(passed), failed=len(PROBABILITIES) - len(passed))
     assert right["r01"] == 5 and right["r02"] == 0
     # Each failed item's message names its K verdicts (JUnit keeps pytest's one-line message).
-    failures = {case.get("name"): case.find("failure").get("message")
-                for case in ET.parse(pytester.path / "junit.xml").iter("testcase") if case.find("failure") is not None}
+    failures = {
+        case.get("name"): case.find("failure").get("message")
+        for case in ET.parse(pytester.path / "junit.xml").iter("testcase")
+        if case.find("failure") is not None
+    }
     assert failures["q0002[m]"].startswith("rep.mcq r02 [m]: 0/5 correct (mean); repeat 0: wrong")
     assert set(failures) == {f"q{int(q[1:]):04d}[m]" for q in right if q not in passed}
     for name, message in failures.items():
@@ -129,7 +147,9 @@ def test_cache_never_answers_a_repeat_with_another_repeats_answer(pytester: pyte
     write_suite(pytester.path)
     with ScriptedServer(Dice()) as server:
         run(pytester, server, "--repeats", "3")
-        first = {(r["question_id"], r["repeat"]): r["raw_output"] for r in records_of(only_run_dir(pytester.path / "out"))}
+        first = {
+            (r["question_id"], r["repeat"]): r["raw_output"] for r in records_of(only_run_dir(pytester.path / "out"))
+        }
         (pytester.path / "out").rename(pytester.path / "first")
         run(pytester, server, "--repeats", "3")
         again = records_of(only_run_dir(pytester.path / "out"))
@@ -151,9 +171,22 @@ def test_replay_serves_repeat_k_its_own_stored_generation(pytester: pytest.Pytes
     stored_dir = pytester.path / "stored"
     only_run_dir(pytester.path / "out").rename(stored_dir)
     stored = {(r["question_id"], r["repeat"]): r["raw_output"] for r in records_of(stored_dir)}
-    result = pytester.runpytest("suites/rep", "--data-dir", "data", "--model", f"replay:{stored_dir}",
-                                "--report-dir", "out", "-p", "no:randomly", "--repeats", "3", "--set",
-                                "inference.decoding.seed=5", "--no-cache")
+    result = pytester.runpytest(
+        "suites/rep",
+        "--data-dir",
+        "data",
+        "--model",
+        f"replay:{stored_dir}",
+        "--report-dir",
+        "out",
+        "-p",
+        "no:randomly",
+        "--repeats",
+        "3",
+        "--set",
+        "inference.decoding.seed=5",
+        "--no-cache",
+    )
     replayed = records_of(only_run_dir(pytester.path / "out"))
     assert {(r["question_id"], r["repeat"]): r["raw_output"] for r in replayed} == stored, result.stdout.str()
 
@@ -177,9 +210,11 @@ def test_xdist_asks_each_question_and_repeat_once(pytester: pytest.Pytester) -> 
         calls = completions(server)
     records = records_of(only_run_dir(pytester.path / "out"))
     assert collections.Counter((r["question_id"], r["repeat"]) for r in records) == {
-        (q, k): 1 for q in PROBABILITIES for k in range(4)}
+        (q, k): 1 for q in PROBABILITIES for k in range(4)
+    }
     assert collections.Counter((question_of(c), c.body["seed"]) for c in calls) == {
-        (q, k): 1 for q in PROBABILITIES for k in range(4)}
+        (q, k): 1 for q in PROBABILITIES for k in range(4)
+    }
 
 
 def test_resume_asks_only_the_missing_repeats(pytester: pytest.Pytester) -> None:
@@ -192,21 +227,37 @@ def test_resume_asks_only_the_missing_repeats(pytester: pytest.Pytester) -> None
         run_dir = only_run_dir(pytester.path / "out")
         lines = (run_dir / "records.jsonl").read_text().splitlines()
         kept = [line for i, line in enumerate(lines) if i % 4]  # every 4th record gone
-        missing = {(json.loads(line)["question_id"], json.loads(line)["repeat"]) for i, line in enumerate(lines)
-                   if not i % 4}
+        missing = {
+            (json.loads(line)["question_id"], json.loads(line)["repeat"]) for i, line in enumerate(lines) if not i % 4
+        }
         (run_dir / "records.jsonl").write_text("".join(line + "\n" for line in kept))
         before = len(completions(server))
-        result = run(pytester, server, "--repeats", "3", "--set", "inference.decoding.seed=10", "--no-cache",
-                     "--resume", str(run_dir), "--junitxml", "junit.xml")
+        result = run(
+            pytester,
+            server,
+            "--repeats",
+            "3",
+            "--set",
+            "inference.decoding.seed=10",
+            "--no-cache",
+            "--resume",
+            str(run_dir),
+            "--junitxml",
+            "junit.xml",
+        )
         asked = completions(server)[before:]
     assert {(question_of(c), c.body["seed"] - 10) for c in asked} == missing and len(asked) == len(missing)
     records = records_of(run_dir)
     assert collections.Counter((r["question_id"], r["repeat"]) for r in records) == {
-        (q, k): 1 for q in PROBABILITIES for k in range(3)}
+        (q, k): 1 for q in PROBABILITIES for k in range(3)
+    }
     # Items of questions with every repeat recorded are not run; the others' verdicts count all 3.
     questions = {q for q, _ in missing}
-    failures = {case.get("name"): case.find("failure").get("message")
-                for case in ET.parse(pytester.path / "junit.xml").iter("testcase") if case.find("failure") is not None}
+    failures = {
+        case.get("name"): case.find("failure").get("message")
+        for case in ET.parse(pytester.path / "junit.xml").iter("testcase")
+        if case.find("failure") is not None
+    }
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == len(questions)
     for q in questions:
@@ -244,24 +295,56 @@ def test_rescore_and_sweep_keep_each_repeat(pytester: pytest.Pytester) -> None:
     stored = {(r["question_id"], r["repeat"]): (r["raw_output"], r["score"]) for r in records_of(stored_dir)}
     assert len(stored) == 3 * len(PROBABILITIES)
     cli = [sys.executable, "-m", "pytest_benchaudit.cli"]
-    done = subprocess.run([*cli, "rescore", str(stored_dir), "--set", "scoring.denominator=valid", "--report-dir",
-                           "rescored", "--suites-dir", "suites", "--data-dir", "data"],
-                          capture_output=True, text=True, cwd=pytester.path, timeout=120)
+    done = subprocess.run(
+        [
+            *cli,
+            "rescore",
+            str(stored_dir),
+            "--set",
+            "scoring.denominator=valid",
+            "--report-dir",
+            "rescored",
+            "--suites-dir",
+            "suites",
+            "--data-dir",
+            "data",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=pytester.path,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     rescored = records_of(only_run_dir(pytester.path / "rescored"))
     assert {(r["question_id"], r["repeat"]): (r["raw_output"], r["score"]) for r in rescored} == stored
     summary = json.loads((only_run_dir(pytester.path / "rescored") / "summary.json").read_text())["results"]
     assert summary[0]["repeats"] == 3 and summary[0]["n_questions"] == len(PROBABILITIES)
-    swept = subprocess.run([*cli, "sweep", str(stored_dir), "--vary", "scoring.denominator=valid", "--json",
-                            "--suites-dir", "suites", "--data-dir", "data"],
-                           capture_output=True, text=True, cwd=pytester.path, timeout=120)
+    swept = subprocess.run(
+        [
+            *cli,
+            "sweep",
+            str(stored_dir),
+            "--vary",
+            "scoring.denominator=valid",
+            "--json",
+            "--suites-dir",
+            "suites",
+            "--data-dir",
+            "data",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=pytester.path,
+        timeout=120,
+    )
     assert swept.returncode == 0, swept.stderr
     assert "repeat an item already recorded" not in swept.stderr
 
 
 @pytest.mark.parametrize("asked", [["--repeats", "4"], ["--set", "inference.repeats=4"]], ids=["--repeats", "--set"])
-def test_pass_k_with_the_repeats_asked_for_runs_and_scores_pass_at_k(pytester: pytest.Pytester,
-                                                                     asked: list[str]) -> None:
+def test_pass_k_with_the_repeats_asked_for_runs_and_scores_pass_at_k(
+    pytester: pytest.Pytester, asked: list[str]
+) -> None:
     """``aggregation.pass_k = 2`` with K = 4 repeats asked on the command line (in either order, by
     either option): before, the option check refused pass_k against a blank pipeline's one repeat.
     Each question's score is the unbiased pass@2 of its 4 verdicts, 1 - C(4-c, 2)/C(4, 2)."""
@@ -288,8 +371,12 @@ def test_pass_k_beyond_the_repeats_names_the_options_given(pytester: pytest.Pyte
         result = run(pytester, server, "--repeats", "2", "--set", "aggregation.pass_k=3")
         assert completions(server) == []
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: rep.mcq: --repeats 2, --set aggregation.pass_k: invalid value: "
-                                 "aggregation.pass_k = 3 needs at least 3 repeats, not inference.repeats = 2*"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: rep.mcq: --repeats 2, --set aggregation.pass_k: invalid value: "
+            "aggregation.pass_k = 3 needs at least 3 repeats, not inference.repeats = 2*"
+        ]
+    )
     assert "--set inference.repeats" not in result.stderr.str()
 
 
@@ -360,8 +447,7 @@ def test_a_large_k_is_asked_as_a_stream_and_each_repeat_recorded_as_it_comes(pyt
     assert {r["question_id"] for r in records} == {"r01"}
 
 
-def test_an_interrupted_large_k_keeps_its_answered_repeats_and_resume_asks_the_rest(
-        pytester: pytest.Pytester) -> None:
+def test_an_interrupted_large_k_keeps_its_answered_repeats_and_resume_asks_the_rest(pytester: pytest.Pytester) -> None:
     """Ctrl-C while one question's 300 repeats are being asked: before, the item had not finished, so
     no record was kept.  Now every answered repeat is in records.jsonl, and the printed resume command
     asks exactly the others."""
@@ -373,8 +459,24 @@ def test_an_interrupted_large_k_keeps_its_answered_repeats_and_resume_asks_the_r
     write_suite(pytester.path)
     paced = Paced(0.0, hold_after=60)
     with ScriptedServer(paced) as server:
-        args = ["suites/rep", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir", "out",
-                "-p", "no:randomly", "--no-cache", "--repeats", "300", "-k", "q0001", "--concurrency", "4"]
+        args = [
+            "suites/rep",
+            "--data-dir",
+            "data",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "-p",
+            "no:randomly",
+            "--no-cache",
+            "--repeats",
+            "300",
+            "-k",
+            "q0001",
+            "--concurrency",
+            "4",
+        ]
         proc = pytest_process(pytester, args, interruptible=True)
         deadline = time.monotonic() + 60
         while paced.asked <= 60 and time.monotonic() < deadline:
@@ -388,8 +490,9 @@ def test_an_interrupted_large_k_keeps_its_answered_repeats_and_resume_asks_the_r
         kept = records_of(run_dir)
         assert 40 <= len(kept) <= 60 and len({r["repeat"] for r in kept}) == len(kept), len(kept)
         before = len(completions(server))
-        (command,) = [line.strip() for line in out.splitlines() if line.strip().startswith("pytest ")
-                      and "--resume" in line]
+        (command,) = [
+            line.strip() for line in out.splitlines() if line.strip().startswith("pytest ") and "--resume" in line
+        ]
         code, out = finish_process(pytest_process(pytester, shlex.split(command)[1:]))
         asked = completions(server)[before:]
     assert code == pytest.ExitCode.TESTS_FAILED, out[-3000:]  # (the server answers A; the gold is B)
@@ -410,6 +513,10 @@ def test_resume_with_other_repeats_names_the_repeats_option(pytester: pytest.Pyt
         result = run(pytester, server, "--repeats", "3", "--resume", str(run_dir))
         assert len(completions(server)) == before
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: --resume {run_dir}: the run set inference.repeats to 2, this invocation "
-                                 "to 3 (--repeats 3); resume it with the same options"])
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: --resume {run_dir}: the run set inference.repeats to 2, this invocation "
+            "to 3 (--repeats 3); resume it with the same options"
+        ]
+    )
     assert "--set" not in result.stderr.str()

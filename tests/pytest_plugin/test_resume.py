@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from pytest_benchaudit.testing.toy import write_toy
-from pytest_benchaudit.testing.runs import complete_record
 
 import pytest_benchaudit.plugin
 from pytest_benchaudit.runs.store import RunDirectory
+from pytest_benchaudit.testing.runs import complete_record
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import write_toy
 
 N_QUESTIONS = 60
 TORN = '{"record_version":"benchaudit.record/1","item_id":"TORN-suites/toy/suite.toml::mcq::q00'
@@ -31,8 +31,18 @@ def write_many(root: Path) -> None:
     options = ["first option", "second option", "third option", "fourth option"]
     with (root / "data" / "toy" / "toy.jsonl").open("w") as fh:
         for i in range(N_QUESTIONS):
-            fh.write(json.dumps({"id": f"m{i:02d}", "question": f"Many question {i:02d}?", "options": options,
-                                 "gold": "B" if i % 3 else "C", "topic": ["alpha"]}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"m{i:02d}",
+                        "question": f"Many question {i:02d}?",
+                        "options": options,
+                        "gold": "B" if i % 3 else "C",
+                        "topic": ["alpha"],
+                    }
+                )
+                + "\n"
+            )
 
 
 def question_of(text: str) -> str:
@@ -40,9 +50,27 @@ def question_of(text: str) -> str:
 
 
 def pytest_cmd(server: ScriptedServer, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "suites/toy", "-k", "mcq", "--data-dir", "data",
-            "--model", f"m@{server.url}", "--report-dir", "out", "--concurrency", "2", "-p", "no:randomly",
-            "-p", "no:cacheprovider", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/toy",
+        "-k",
+        "mcq",
+        "--data-dir",
+        "data",
+        "--model",
+        f"m@{server.url}",
+        "--report-dir",
+        "out",
+        "--concurrency",
+        "2",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        *extra,
+    ]
 
 
 def lines_of(path: Path) -> list[str]:
@@ -51,8 +79,13 @@ def lines_of(path: Path) -> list[str]:
 
 def kill_mid_run(root: Path, server: ScriptedServer, *extra: str) -> tuple[Path, list[dict]]:
     """Start a run, SIGKILL it once some records are written, tear its last line; return the run dir."""
-    proc = subprocess.Popen(pytest_cmd(server, *extra), cwd=root, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        pytest_cmd(server, *extra),
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         run_dir = None
@@ -80,8 +113,14 @@ def kill_mid_run(root: Path, server: ScriptedServer, *extra: str) -> tuple[Path,
 
 
 def resume(root: Path, server: ScriptedServer, run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(pytest_cmd(server, "--resume", str(run_dir), *extra), check=False, cwd=root, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        pytest_cmd(server, "--resume", str(run_dir), *extra),
+        check=False,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def check_resumed(run_dir: Path, before: list[dict], result: subprocess.CompletedProcess) -> list[dict]:
@@ -110,13 +149,15 @@ def test_sigkill_then_resume(pytester: pytest.Pytester) -> None:
     write_many(pytester.path)
     with ScriptedServer(lambda call: Reply(content="Answer: B"), latency=0.1) as server:
         run_dir, before = kill_mid_run(pytester.path, server, "--no-cache")
-        asked_before = collections.Counter(question_of(c.last_user_text) for c in server.calls
-                                           if c.path.endswith("/completions"))
+        asked_before = collections.Counter(
+            question_of(c.last_user_text) for c in server.calls if c.path.endswith("/completions")
+        )
         result = resume(pytester.path, server, run_dir, "--no-cache")
         check_resumed(run_dir, before, result)
         assert f"{len(before) + 1} deselected" in result.stdout  # + the extra task's item (-k mcq)
-        asked = collections.Counter(question_of(c.last_user_text) for c in server.calls
-                                    if c.path.endswith("/completions"))
+        asked = collections.Counter(
+            question_of(c.last_user_text) for c in server.calls if c.path.endswith("/completions")
+        )
     recorded_before = {r["question_id"][1:] for r in before}
     for q in recorded_before:  # never asked again (the cache is off: deselection alone does it)
         assert asked[q] == asked_before[q] == 1, q
@@ -148,7 +189,9 @@ def test_a_resumed_run_keeps_the_warnings_only_its_earlier_session_could_see(pyt
 def test_resume_with_nothing_left_and_bad_lines(pytester: pytest.Pytester) -> None:
     write_many(pytester.path)
     with ScriptedServer(lambda call: Reply(content="Answer: B")) as server:
-        first = subprocess.run(pytest_cmd(server), check=False, cwd=pytester.path, capture_output=True, text=True, timeout=300)
+        first = subprocess.run(
+            pytest_cmd(server), check=False, cwd=pytester.path, capture_output=True, text=True, timeout=300
+        )
         assert first.returncode == pytest.ExitCode.TESTS_FAILED, first.stdout
         (run_dir,) = (pytester.path / "out").iterdir()
         sent = len(server.calls)
@@ -177,8 +220,11 @@ def test_reopen_keeps_complete_lines(tmp_path: Path) -> None:
     run.append(complete_record({"benchmark": "b", "task": "t", "question_id": "1", "model": "m", "variant": ""}))
     run.finish()
     with run.records_path.open("a") as fh:
-        fh.write(json.dumps(complete_record({"benchmark": "b", "task": "t", "question_id": "2", "model": "m",
-                                              "variant": ""})))  # no newline
+        fh.write(
+            json.dumps(
+                complete_record({"benchmark": "b", "task": "t", "question_id": "2", "model": "m", "variant": ""})
+            )
+        )  # no newline
     again = RunDirectory.reopen(run.path)
     assert [r["question_id"] for r in again.previous] == ["1", "2"] and not again.warnings
     again.append(complete_record({"benchmark": "b", "task": "t", "question_id": "3", "model": "m", "variant": ""}))
@@ -197,16 +243,20 @@ def test_sigkill_then_resume_under_xdist(pytester: pytest.Pytester) -> None:
     write_many(pytester.path)
     with ScriptedServer(lambda call: Reply(content="Answer: B"), latency=0.1) as server:
         run_dir, before = kill_mid_run(pytester.path, server, "-n", "2", "--no-cache")
-        asked_before = collections.Counter(question_of(c.last_user_text) for c in server.calls
-                                           if c.path.endswith("/completions"))
+        asked_before = collections.Counter(
+            question_of(c.last_user_text) for c in server.calls if c.path.endswith("/completions")
+        )
         result = resume(pytester.path, server, run_dir, "-n", "2", "--no-cache")
         check_resumed(run_dir, before, result)
-        asked = collections.Counter(question_of(c.last_user_text) for c in server.calls
-                                    if c.path.endswith("/completions"))
+        asked = collections.Counter(
+            question_of(c.last_user_text) for c in server.calls if c.path.endswith("/completions")
+        )
     assert set(asked) == {f"{i:02d}" for i in range(N_QUESTIONS)}
     if not _workers_deselect():
-        pytest.xfail("xdist workers deselect only once plugin.py registers controller.ResumeFilter on workers; "
-                     "meanwhile the controller keeps each record once but recorded items are asked again")
+        pytest.xfail(
+            "xdist workers deselect only once plugin.py registers controller.ResumeFilter on workers; "
+            "meanwhile the controller keeps each record once but recorded items are asked again"
+        )
     for q in {r["question_id"][1:] for r in before}:
         assert asked[q] == asked_before[q] == 1, q
 
@@ -227,15 +277,25 @@ def test_two_resumes_at_once_one_writes_the_other_is_refused(pytester: pytest.Py
         return Reply(content="Answer: B")
 
     with ScriptedServer(held) as server:
-        first = subprocess.Popen(pytest_cmd(server, "--resume", str(run_dir), "--no-cache"), cwd=pytester.path,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        first = subprocess.Popen(
+            pytest_cmd(server, "--resume", str(run_dir), "--no-cache"),
+            cwd=pytester.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 60
             while not any(c.path.endswith("/completions") for c in server.calls):  # the first one is asking
                 assert first.poll() is None and time.monotonic() < deadline, "the first resume never asked"
                 time.sleep(0.02)
-            second = subprocess.Popen(pytest_cmd(server, "--resume", str(run_dir), "--no-cache"), cwd=pytester.path,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            second = subprocess.Popen(
+                pytest_cmd(server, "--resume", str(run_dir), "--no-cache"),
+                cwd=pytester.path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             try:
                 second.wait(timeout=60)  # refused at start-up (before this change: it asked, and waited too)
             except subprocess.TimeoutExpired:
@@ -248,8 +308,13 @@ def test_two_resumes_at_once_one_writes_the_other_is_refused(pytester: pytest.Py
     assert f"another process is writing the run directory {run_dir} (pid {first.pid} on host " in second_err
     assert "Traceback" not in second_out + second_err
     check_resumed(run_dir, before, subprocess.CompletedProcess(first.args, first.returncode, out, ""))
-    shown = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "show", str(run_dir)], cwd=pytester.path,
-                           capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        [sys.executable, "-m", "pytest_benchaudit.cli", "show", str(run_dir)],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     row = next(line for line in shown.stdout.splitlines() if line.startswith("mcq"))
     assert row.split()[2] == str(N_QUESTIONS)  # n: each question once
@@ -273,7 +338,7 @@ def test_a_resumed_run_exits_with_the_whole_runs_status(pytester: pytest.Pyteste
         result = resume(pytester.path, server, run_dir, "--no-cache")
     out = result.stdout + result.stderr
     records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
-    assert len(records) == N_QUESTIONS and all(r["correct"] for r in records[len(before):]), out
+    assert len(records) == N_QUESTIONS and all(r["correct"] for r in records[len(before) :]), out
     assert f"{N_QUESTIONS - len(before)} passed" in out and "failed" not in out.split("short test summary")[-1]
     wrong = sum(not r["correct"] for r in records)  # a hand count of records.jsonl
     assert wrong == (len(before) if first_answers == "wrong" else 0)

@@ -19,8 +19,16 @@ def test_a_record_key_reads_a_record_from_before_repeats_as_repeat_0() -> None:
 def test_the_resume_command_keeps_the_arguments_and_replaces_an_earlier_resume() -> None:
     args = ["suites/x", "--model", "m@http://127.0.0.1:1/v1", "--resume", "old dir", "--resume=older", "-k", "a b"]
     cmd = resume.resume_command(args, Path("runs/new run"))
-    assert shlex.split(cmd) == ["pytest", "suites/x", "--model", "m@http://127.0.0.1:1/v1", "-k", "a b",
-                                "--resume", "runs/new run"]
+    assert shlex.split(cmd) == [
+        "pytest",
+        "suites/x",
+        "--model",
+        "m@http://127.0.0.1:1/v1",
+        "-k",
+        "a b",
+        "--resume",
+        "runs/new run",
+    ]
 
 
 def test_workers_get_the_recorded_keys_and_the_correct_ones_only_with_repeats() -> None:
@@ -31,8 +39,10 @@ def test_workers_get_the_recorded_keys_and_the_correct_ones_only_with_repeats() 
     repeats = {*one, ("b", "t", "q1", "m", "", "1")}
     out = resume.resume_workerinput(repeats, {("b", "t", "q1", "m", "", "1")}, {}, "run")
     assert out[resume.RESUME_CORRECT] == [["b", "t", "q1", "m", "", "1"]]
-    meta = {"pipeline_cards": {"b.t": {"hash": "h", "fields": {}, "questions_total": 3}},
-            "dataset_checksums": {"b/q.json": "s"}}
+    meta = {
+        "pipeline_cards": {"b.t": {"hash": "h", "fields": {}, "questions_total": 3}},
+        "dataset_checksums": {"b/q.json": "s"},
+    }
     run = resume.resume_workerinput(set(), set(), meta, Path("r"))[resume.RESUME_RUN]
     # The run's cards as run.json has them (pipeline.record_documents.PipelineCard): what resume_mismatch compares
     assert run == {"path": "r", "cards": meta["pipeline_cards"], "checksums": {"b/q.json": "s"}}
@@ -40,10 +50,12 @@ def test_workers_get_the_recorded_keys_and_the_correct_ones_only_with_repeats() 
 
 
 def test_the_placeholders_of_questions_never_asked_are_dropped_and_every_other_line_kept(tmp_path: Path) -> None:
-    lines = [json.dumps({"question_id": "q1", "invalid_reason": None}),
-             json.dumps({"question_id": "q2", "invalid_reason": "endpoint_down"}),
-             '{"torn": ',  # a line that does not parse is kept for RunDirectory.reopen to judge
-             json.dumps({"question_id": "q3", "invalid_reason": "empty"}, indent=None, separators=(", ", ": "))]
+    lines = [
+        json.dumps({"question_id": "q1", "invalid_reason": None}),
+        json.dumps({"question_id": "q2", "invalid_reason": "endpoint_down"}),
+        '{"torn": ',  # a line that does not parse is kept for RunDirectory.reopen to judge
+        json.dumps({"question_id": "q3", "invalid_reason": "empty"}, indent=None, separators=(", ", ": ")),
+    ]
     (tmp_path / "records.jsonl").write_text("\n".join(lines) + "\n")
     resume.drop_not_asked(tmp_path)
     assert (tmp_path / "records.jsonl").read_text().splitlines() == [lines[0], lines[2], lines[3]]

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
-from pytest_benchaudit.testing.toy import write_mcq_suite
 from pytest_benchaudit.testing.runs import only_run_dir
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import write_mcq_suite
 
 QUESTIONS = 1600
 MODELS = ("m0", "m1")
@@ -78,16 +77,33 @@ def pytest_unconfigure(config):
 
 @pytest.fixture
 def scale(pytester: pytest.Pytester) -> ScriptedServer:
-    rows = [{"id": f"s{i:04d}", "question": f"Question number {i}?", "options": ["w", "x", "y", "z"],
-             "gold": "A" if i % 4 == 0 else "B"} for i in range(QUESTIONS)]
+    rows = [
+        {
+            "id": f"s{i:04d}",
+            "question": f"Question number {i}?",
+            "options": ["w", "x", "y", "z"],
+            "gold": "A" if i % 4 == 0 else "B",
+        }
+        for i in range(QUESTIONS)
+    ]
     write_mcq_suite(pytester.path, "scale", rows)
     pytester.makeconftest(PROBE)
     return ScriptedServer(lambda call: Reply(content="Answer: A"))
 
 
 def _args(server: ScriptedServer, report_dir: str) -> list[str]:
-    args = ["suites/scale", "--data-dir", "data", "--report-dir", report_dir, "--concurrency", "1",
-            "-p", "no:randomly", "--no-cache"]
+    args = [
+        "suites/scale",
+        "--data-dir",
+        "data",
+        "--report-dir",
+        report_dir,
+        "--concurrency",
+        "1",
+        "-p",
+        "no:randomly",
+        "--no-cache",
+    ]
     for label in MODELS:
         args += ["--model", f"{label}@{server.url}"]
     return args
@@ -123,10 +139,15 @@ def test_serial_run_holds_no_records(pytester: pytest.Pytester, scale: ScriptedS
     assert sum(found["counted"].values()) == ITEMS
     summary = json.loads((run_dir / "summary.json").read_text())
     assert sorted((r["model"], r["n"], r["n_correct"]) for r in summary["results"]) == [
-        (m, QUESTIONS, QUESTIONS // 4) for m in MODELS]
+        (m, QUESTIONS, QUESTIONS // 4) for m in MODELS
+    ]
     wrong = QUESTIONS - QUESTIONS // 4
-    result.stdout.fnmatch_lines([f"*scale.mcq ?m0?: {wrong:,} not correct*",
-                                 f"*{ITEMS - 2 * (QUESTIONS // 4)} failed, {2 * (QUESTIONS // 4)} passed*"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*scale.mcq ?m0?: {wrong:,} not correct*",
+            f"*{ITEMS - 2 * (QUESTIONS // 4)} failed, {2 * (QUESTIONS // 4)} passed*",
+        ]
+    )
 
 
 def test_xdist_run_records_each_item_once(pytester: pytest.Pytester, scale: ScriptedServer) -> None:

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
-
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 # Seen by a conftest at configure (before the runner can adopt the child): was a child forked?
 PROBE = '''
@@ -34,18 +33,31 @@ def pytest_configure(config):
 
 
 def test_importing_the_entry_point_forks_nothing(tmp_path: Path) -> None:
-    code = ("import sys; sys.argv = ['pytest', 'suites/toy', '--model', 'm@http://127.0.0.1:9']; "
-            "import pytest_benchaudit.plugin; from pytest_benchaudit.inference import prestart; "
-            "print(prestart._early is None)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path,
-                         env={**os.environ, "PYTEST_ADDOPTS": "--model m@http://127.0.0.1:9"})
+    code = (
+        "import sys; sys.argv = ['pytest', 'suites/toy', '--model', 'm@http://127.0.0.1:9']; "
+        "import pytest_benchaudit.plugin; from pytest_benchaudit.inference import prestart; "
+        "print(prestart._early is None)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTEST_ADDOPTS": "--model m@http://127.0.0.1:9"},
+    )
     assert out.stdout.strip() == "True"
 
 
 @pytest.mark.parametrize("where", ["argv", "PYTEST_ADDOPTS", "ini addopts"])
-def test_the_hook_forks_for_a_run_that_names_a_model(pytester: pytest.Pytester, toy, scripted: ScriptedServer,
-                                                      monkeypatch: pytest.MonkeyPatch, where: str,
-                                                      outside_xdist_worker: None) -> None:
+def test_the_hook_forks_for_a_run_that_names_a_model(
+    pytester: pytest.Pytester,
+    toy,
+    scripted: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+    outside_xdist_worker: None,
+) -> None:
     probe = pytester.path / "probe.json"
     monkeypatch.setenv("PROBE_OUT", str(probe))
     monkeypatch.delenv("BENCHAUDIT_INFERENCE_PROCESS", raising=False)
@@ -66,13 +78,16 @@ def test_the_hook_forks_for_a_run_that_names_a_model(pytester: pytest.Pytester, 
     assert len(records) == outcomes.get("passed", 0) + outcomes.get("failed", 0) > 0  # the child answered them
 
 
-def test_no_fork_without_a_model_nor_under_collect_only(pytester: pytest.Pytester, toy,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_fork_without_a_model_nor_under_collect_only(
+    pytester: pytest.Pytester, toy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     probe = pytester.path / "probe.json"
     monkeypatch.setenv("PROBE_OUT", str(probe))
     pytester.makeconftest(PROBE)
-    for args in (["suites/toy", "--data-dir", "data", "--collect-only", "--model", "m@http://127.0.0.1:9"],
-                 ["suites/toy", "--data-dir", "data", "--collect-only"]):
+    for args in (
+        ["suites/toy", "--data-dir", "data", "--collect-only", "--model", "m@http://127.0.0.1:9"],
+        ["suites/toy", "--data-dir", "data", "--collect-only"],
+    ):
         result = pytester.runpytest_subprocess(*args, "-p", "no:randomly")
         assert result.ret == pytest.ExitCode.OK, result.stdout.str()
         assert json.loads(probe.read_text()) == {"forked": False}, args
@@ -88,12 +103,25 @@ def pytest_sessionfinish(session):
 
 
 def _in_process_run(pytester: pytest.Pytester, scripted: ScriptedServer, name: str) -> pytest.RunResult:
-    return pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                              "--report-dir", name, "--no-cache", "-p", "no:randomly", "-p", "no:cacheprovider")
+    return pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        name,
+        "--no-cache",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+    )
 
 
-def test_an_in_process_run_leaves_nothing_frozen(pytester: pytest.Pytester, toy, scripted: ScriptedServer,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_in_process_run_leaves_nothing_frozen(
+    pytester: pytest.Pytester, toy, scripted: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     probe = pytester.path / "probe.json"
     monkeypatch.setenv("PROBE_OUT", str(probe))
     pytester.makeconftest(FREEZE_PROBE)
@@ -104,8 +132,9 @@ def test_an_in_process_run_leaves_nothing_frozen(pytester: pytest.Pytester, toy,
     assert gc.get_freeze_count() == 0  # ... and the session's end undid it
 
 
-def test_a_freeze_made_before_the_run_is_left_alone(pytester: pytest.Pytester, toy, scripted: ScriptedServer,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_freeze_made_before_the_run_is_left_alone(
+    pytester: pytest.Pytester, toy, scripted: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PROBE_OUT", str(pytester.path / "probe.json"))
     pytester.makeconftest(FREEZE_PROBE)
     gc.freeze()  # the host process's own (an application that froze its start-up objects)

@@ -10,7 +10,6 @@ import pytest
 from pytest_benchaudit.common.errors import ConfigError
 from pytest_benchaudit.inference.usage import PriceTable, check_prices, cost_of, usage_rows
 from pytest_benchaudit.testing.provider_fakes import ProviderFake
-
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
 
 PRICES = check_prices({"date": "2026-11-20", "gpt-4o": {"input": 2.5, "output": 10.0}})
@@ -18,7 +17,8 @@ PRICES = check_prices({"date": "2026-11-20", "gpt-4o": {"input": 2.5, "output": 
 
 def test_price_table_is_dated_and_checked() -> None:
     assert check_prices({"date": datetime.date(2026, 11, 20), "m": {"input": 1, "output": 2}}) == PriceTable(
-        date="2026-11-20", models={"m": {"input": 1.0, "output": 2.0}})
+        date="2026-11-20", models={"m": {"input": 1.0, "output": 2.0}}
+    )
     assert check_prices(None) == PriceTable() and PriceTable().date is None  # no table: no date, no price
     with pytest.raises(ConfigError, match="needs date"):
         check_prices({"m": {"input": 1, "output": 2}})
@@ -33,9 +33,16 @@ def test_usage_rows_per_model_and_task() -> None:
         {"model": "local", "benchmark": "b", "task": "t", "usage": {}},
     ]
     rows = usage_rows(records, PRICES)
-    assert rows[0] == {"model": "gpt-4o", "benchmark": "b", "task": "t", "items": 2, "prompt_tokens": 1500,
-                       "completion_tokens": 15, "cost_usd": round(1500 * 2.5e-6 + 15 * 10e-6, 6),
-                       "prices_date": "2026-11-20"}
+    assert rows[0] == {
+        "model": "gpt-4o",
+        "benchmark": "b",
+        "task": "t",
+        "items": 2,
+        "prompt_tokens": 1500,
+        "completion_tokens": 15,
+        "cost_usd": round(1500 * 2.5e-6 + 15 * 10e-6, 6),
+        "prices_date": "2026-11-20",
+    }
     assert rows[1]["cost_usd"] is None and rows[1]["prices_date"] is None
     assert cost_of({"prompt_tokens": 10**6}, {"input": 3.0, "output": 0.0}) == 3.0
 
@@ -57,8 +64,9 @@ def fake(monkeypatch: pytest.MonkeyPatch):
 
 def test_usage_and_cost_in_summary_and_terminal(pytester, toy, fake) -> None:
     pytester.makepyprojecttoml(PYPROJECT)
-    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", "gpt-4o", "--report-dir", "out",
-                                "-k", "mcq", "--limit", "4")
+    result = pytester.runpytest(
+        "suites/toy", "--data-dir", "data", "--model", "gpt-4o", "--report-dir", "out", "-k", "mcq", "--limit", "4"
+    )
     result.stdout.fnmatch_lines(["usage (prices of 2026-11-20, USD)", "*gpt-4o*toy.mcq*4*"])
     usage = read_run(only_run_dir(pytester.path / "out"))["summary"]["usage"]
     (row,) = usage["rows"]
@@ -68,8 +76,19 @@ def test_usage_and_cost_in_summary_and_terminal(pytester, toy, fake) -> None:
 
 def test_max_cost_stops_asking_and_resume_continues(pytester, toy, fake) -> None:
     pytester.makepyprojecttoml(PYPROJECT)
-    args = ["suites/toy", "--data-dir", "data", "--model", "gpt-4o", "--report-dir", "out", "-k", "mcq",
-            "--concurrency", "1"]
+    args = [
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        "gpt-4o",
+        "--report-dir",
+        "out",
+        "-k",
+        "mcq",
+        "--concurrency",
+        "1",
+    ]
     first = pytester.runpytest(*args, "--max-cost", "0.3")  # each request costs ~0.16 USD here
     first.stdout.fnmatch_lines(["*--max-cost 0.3 USD reached: 10 items not asked; --resume * continues"])
     run_dir = only_run_dir(pytester.path / "out")

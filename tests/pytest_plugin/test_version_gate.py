@@ -19,21 +19,30 @@ from packaging.specifiers import SpecifierSet
 
 from pytest_benchaudit.pytest_plugin import _fastpath, _xdist
 from pytest_benchaudit.pytest_plugin.protocol import full_protocol_reason
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
-
-from pytest_benchaudit.testing.toy import toy_script
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
+from pytest_benchaudit.testing.toy import toy_script
 
 VARIABLE_RECORD = ("timestamp", "latency_s")
 
 
-@pytest.mark.parametrize(("pytest_version", "xdist_version", "outside"), [
-    ("8.0.2", "3.5.0", None), ("9.2.0", "3.8.0", None), ("8.4.2", None, None),
-    ("7.4.4", "3.8.0", "pytest 7.4.4"), ("9.3.0", "3.8.0", "pytest 9.3.0"), ("10.0.0.dev1", None, "pytest 10.0.0.dev1"),
-    ("9.2.0", "3.9.0", "pytest-xdist 3.9.0"), ("9.2.0", "3.4.0", "pytest-xdist 3.4.0"), ("not-a-version", None, "pytest"),
-])
-def test_the_gate_admits_only_the_tested_range(pytest_version: str, xdist_version: str | None,
-                                                outside: str | None) -> None:
+@pytest.mark.parametrize(
+    ("pytest_version", "xdist_version", "outside"),
+    [
+        ("8.0.2", "3.5.0", None),
+        ("9.2.0", "3.8.0", None),
+        ("8.4.2", None, None),
+        ("7.4.4", "3.8.0", "pytest 7.4.4"),
+        ("9.3.0", "3.8.0", "pytest 9.3.0"),
+        ("10.0.0.dev1", None, "pytest 10.0.0.dev1"),
+        ("9.2.0", "3.9.0", "pytest-xdist 3.9.0"),
+        ("9.2.0", "3.4.0", "pytest-xdist 3.4.0"),
+        ("not-a-version", None, "pytest"),
+    ],
+)
+def test_the_gate_admits_only_the_tested_range(
+    pytest_version: str, xdist_version: str | None, outside: str | None
+) -> None:
     reason = _fastpath.untested_reason(pytest_version, xdist_version)
     if outside is None:
         assert reason is None
@@ -50,8 +59,11 @@ def test_the_declared_range_matches_the_package_floor() -> None:
     import tomllib
 
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
-    floors = {dep.split(">=")[0]: dep.split(">=")[1].split(",")[0] for dep in pyproject["project"]["dependencies"]
-              if dep.startswith(("pytest>=", "pytest-xdist>="))}
+    floors = {
+        dep.split(">=")[0]: dep.split(">=")[1].split(",")[0]
+        for dep in pyproject["project"]["dependencies"]
+        if dep.startswith(("pytest>=", "pytest-xdist>="))
+    }
     assert floors["pytest"] in _fastpath.PYTEST_TESTED and floors["pytest-xdist"] in _fastpath.XDIST_TESTED
 
 
@@ -59,8 +71,9 @@ def _narrow(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_fastpath, "PYTEST_TESTED", SpecifierSet("<8.0"))
 
 
-def test_an_untested_pytest_means_pytests_own_protocol(pytester: pytest.Pytester,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_untested_pytest_means_pytests_own_protocol(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert full_protocol_reason(pytester.parseconfigure()) is None
     _narrow(monkeypatch)
     reason = full_protocol_reason(pytester.parseconfigure())
@@ -87,36 +100,62 @@ def _run(pytester: pytest.Pytester, name: str, monkeypatch: pytest.MonkeyPatch) 
     spy = pytester.path / f"{name}.json"
     monkeypatch.setenv("SPY_OUT", str(spy))
     with ScriptedServer(toy_script()) as fresh:  # its retry and rate-limit replies are stateful
-        result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{fresh.url}",
-                                    "--report-dir", name, "--junitxml", f"{name}.xml", "--max-retries", "2",
-                                    "--no-cache", "-p", "no:randomly", "-p", "no:cacheprovider")
+        result = pytester.runpytest(
+            "suites/toy",
+            "--data-dir",
+            "data",
+            "--model",
+            f"toy-model@{fresh.url}",
+            "--report-dir",
+            name,
+            "--junitxml",
+            f"{name}.xml",
+            "--max-retries",
+            "2",
+            "--no-cache",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+        )
     return result, json.loads(spy.read_text())
 
 
-def test_both_paths_give_the_same_records_verdicts_and_junit(pytester: pytest.Pytester, toy,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_both_paths_give_the_same_records_verdicts_and_junit(
+    pytester: pytest.Pytester, toy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makeconftest(SPY)
     light, seen_light = _run(pytester, "light", monkeypatch)
     _narrow(monkeypatch)
     gated, seen_gated = _run(pytester, "gated", monkeypatch)
     assert seen_light["light_items"] > 0 and seen_gated["light_items"] == 0
     assert "benchaudit: benchmark items run by benchaudit's light protocol (pytest " in light.stdout.str()
-    assert (f"benchaudit: benchmark items run by pytest's own protocol: pytest {pytest.__version__} is outside "
-            "the range the CI tested (pytest<8.0)") in gated.stdout.str()
+    assert (
+        f"benchaudit: benchmark items run by pytest's own protocol: pytest {pytest.__version__} is outside "
+        "the range the CI tested (pytest<8.0)"
+    ) in gated.stdout.str()
     assert light.parseoutcomes() == gated.parseoutcomes() and light.ret == gated.ret
     assert seen_light["events"] == seen_gated["events"]  # every report: outcome, verdict line, properties
-    strip = [[{k: v for k, v in r.items() if k not in VARIABLE_RECORD} for r in read_run(only_run_dir(
-        pytester.path / name))["records"]] for name in ("light", "gated")]
+    strip = [
+        [
+            {k: v for k, v in r.items() if k not in VARIABLE_RECORD}
+            for r in read_run(only_run_dir(pytester.path / name))["records"]
+        ]
+        for name in ("light", "gated")
+    ]
     assert strip[0] == strip[1] and len(strip[0]) == seen_light["light_items"]
     summaries = [read_run(only_run_dir(pytester.path / name))["summary"] for name in ("light", "gated")]
     assert summaries[0] == summaries[1]
-    junit = [re.sub(r' (time|timestamp|hostname)="[^"]*"', "", (pytester.path / f"{name}.xml").read_text())
-             for name in ("light", "gated")]
+    junit = [
+        re.sub(r' (time|timestamp|hostname)="[^"]*"', "", (pytester.path / f"{name}.xml").read_text())
+        for name in ("light", "gated")
+    ]
     assert junit[0] == junit[1] and junit[0].count("<testcase") == len(strip[0])
 
 
-def test_collection_without_pytests_private_names_gives_the_same_run(pytester: pytest.Pytester, toy,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_collection_without_pytests_private_names_gives_the_same_run(
+    pytester: pytest.Pytester, toy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The collection helpers' public fallbacks: with ``Function._fixtureinfo`` unread and
     ``Session._node_location_to_relpath`` gone (as a future pytest may have it), every item still
     runs, through pytest's own fixture set-up, with the same records, verdicts and JUnit XML."""
@@ -127,11 +166,18 @@ def test_collection_without_pytests_private_names_gives_the_same_run(pytester: p
     public, seen_public = _run(pytester, "public", monkeypatch)
     assert public.parseoutcomes() == private.parseoutcomes() and public.ret == private.ret
     assert seen_public["events"] == seen_private["events"]
-    records = [[{k: v for k, v in r.items() if k not in VARIABLE_RECORD} for r in read_run(only_run_dir(
-        pytester.path / name))["records"]] for name in ("private", "public")]
+    records = [
+        [
+            {k: v for k, v in r.items() if k not in VARIABLE_RECORD}
+            for r in read_run(only_run_dir(pytester.path / name))["records"]
+        ]
+        for name in ("private", "public")
+    ]
     assert records[0] == records[1] and records[0]
-    junit = [re.sub(r' (time|timestamp|hostname)="[^"]*"', "", (pytester.path / f"{name}.xml").read_text())
-             for name in ("private", "public")]
+    junit = [
+        re.sub(r' (time|timestamp|hostname)="[^"]*"', "", (pytester.path / f"{name}.xml").read_text())
+        for name in ("private", "public")
+    ]
     # the location pytest reports (JUnit's file/line/classname come from it) is the same either way
     assert junit[0] == junit[1] and junit[0].count("<testcase") == len(records[0])
     assert [e[0] for e in seen_public["events"]] == [e[0] for e in seen_private["events"]]
@@ -149,8 +195,7 @@ def _queue_with(config: pytest.Config, interactor: Any) -> _xdist.WorkerQueue:
     return _xdist.WorkerQueue(config)
 
 
-def test_the_worker_queue_reads_xdists_queue_shapes(pytester: pytest.Pytester,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_worker_queue_reads_xdists_queue_shapes(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     remote = pytest.importorskip("xdist.remote")
     import execnet
 

@@ -14,8 +14,8 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -69,8 +69,10 @@ def origin() -> Iterator[Origin]:
 def real_cybermetric() -> Path:
     folder = _DATA / DEMO_BENCHMARK
     if not all((folder / name).is_file() for name in FILES):
-        pytest.skip(f"real benchmark data not available: no {folder}/CyberMetric-*.json "
-                    "(set BENCHAUDIT_DATA to the datasets directory; make test does)")
+        pytest.skip(
+            f"real benchmark data not available: no {folder}/CyberMetric-*.json "
+            "(set BENCHAUDIT_DATA to the datasets directory; make test does)"
+        )
     return folder
 
 
@@ -90,7 +92,8 @@ def _one_line_failure(text: str, data_dir: Path) -> str:
 
 
 def test_absent_data_is_fetched_from_the_origin_verified_and_then_left_alone(
-        tmp_path: Path, origin: Origin, real_cybermetric: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, origin: Origin, real_cybermetric: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for name in FILES:
         origin.routes[f"/base/{name}"] = (real_cybermetric / name).read_bytes()
     data = tmp_path / "datasets"
@@ -106,8 +109,9 @@ def test_absent_data_is_fetched_from_the_origin_verified_and_then_left_alone(
     assert len(origin.requests) == asked and capsys.readouterr().err == ""
 
 
-def test_the_default_data_directory_is_the_one_pytest_reads(tmp_path: Path, origin: Origin,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_default_data_directory_is_the_one_pytest_reads(
+    tmp_path: Path, origin: Origin, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # No --data-dir and no BENCHAUDIT_DATA (a user's machine): the per-user cache, as pytest reads it.
     monkeypatch.delenv("BENCHAUDIT_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -119,7 +123,8 @@ def test_the_default_data_directory_is_the_one_pytest_reads(tmp_path: Path, orig
 
 
 def test_no_origin_reachable_is_one_line_naming_the_failure_and_BENCHAUDIT_DATA(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = tmp_path / "datasets"
     url = _closed_port_url()
     assert ensure_demo_data(str(data), origin=url, suites_dir=SUITES) == 2
@@ -130,7 +135,8 @@ def test_no_origin_reachable_is_one_line_naming_the_failure_and_BENCHAUDIT_DATA(
 
 
 def test_an_origin_that_answers_404_or_wrong_bytes_fails_in_one_line_and_writes_nothing(
-        tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = tmp_path / "datasets"
     assert ensure_demo_data(str(data), origin=origin.url, suites_dir=SUITES) == 2
     assert "HTTP 404" in _one_line_failure(capsys.readouterr().err, data)
@@ -140,8 +146,9 @@ def test_an_origin_that_answers_404_or_wrong_bytes_fails_in_one_line_and_writes_
     assert not [p for p in data.rglob("*") if p.is_file()]
 
 
-def test_a_data_directory_that_cannot_be_written_is_one_line(tmp_path: Path, origin: Origin,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_data_directory_that_cannot_be_written_is_one_line(
+    tmp_path: Path, origin: Origin, capsys: pytest.CaptureFixture[str]
+) -> None:
     blocker = tmp_path / "datasets"
     blocker.write_text("a file where the data directory should be")
     assert ensure_demo_data(str(blocker), origin=origin.url, suites_dir=SUITES) == 2
@@ -151,8 +158,14 @@ def test_a_data_directory_that_cannot_be_written_is_one_line(tmp_path: Path, ori
 def test_the_module_runs_as_make_demo_runs_it(tmp_path: Path) -> None:
     # `python -m pytest_benchaudit.report.demo_data` from the checkout (the Makefile's command): exit 2, one line.
     env = {**os.environ, "BENCHAUDIT_DATA": str(tmp_path / "datasets")}
-    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.report.demo_data", "--origin", _closed_port_url()],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_benchaudit.report.demo_data", "--origin", _closed_port_url()],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     _one_line_failure(done.stderr, tmp_path / "datasets")
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
@@ -162,15 +175,39 @@ def test_the_module_runs_as_make_demo_runs_it(tmp_path: Path) -> None:
 
 
 def test_a_demo_run_that_scored_nothing_is_explained_not_a_stopiteration(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # What a fresh clone's demo met before the data step: every item skipped, then the explanation
     # ended in 'demo: cannot read the runs (StopIteration: )'.  A real run with an empty data directory.
     from pytest_benchaudit.report.demo import main as explain_main
 
-    done = subprocess.run([sys.executable, "-m", "pytest", str(SUITES / DEMO_BENCHMARK), "-k", "cm80", "--limit", "2",
-                           "--data-dir", str(tmp_path / "empty"), "--model", "m@http://127.0.0.1:9/v1",
-                           "--report-dir", str(tmp_path / "out"), "-p", "no:cacheprovider", "-p", "no:randomly", "-q"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(SUITES / DEMO_BENCHMARK),
+            "-k",
+            "cm80",
+            "--limit",
+            "2",
+            "--data-dir",
+            str(tmp_path / "empty"),
+            "--model",
+            "m@http://127.0.0.1:9/v1",
+            "--report-dir",
+            str(tmp_path / "out"),
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-q",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "skipped" in done.stdout, done.stdout[-2000:]
     (run,) = (tmp_path / "out").iterdir()
     assert explain_main([str(run)]) == 1

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.cli.app import main as benchaudit_main
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from helpers import SUITES
+from pytest_benchaudit.cli.app import main as benchaudit_main
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -24,11 +23,15 @@ jsonschema = pytest.importorskip("jsonschema")
 def schema_dir() -> Path:
     value = os.environ.get("BENCHAUDIT_DATA")
     if not value:
-        pytest.skip("Every Eval Ever schemas not available: BENCHAUDIT_DATA is not set, so "
-                    "$BENCHAUDIT_DATA/../reference/every-eval-ever-0.3.0 cannot be located")
+        pytest.skip(
+            "Every Eval Ever schemas not available: BENCHAUDIT_DATA is not set, so "
+            "$BENCHAUDIT_DATA/../reference/every-eval-ever-0.3.0 cannot be located"
+        )
     path = Path(value).expanduser().parent / "reference" / "every-eval-ever-0.3.0"
     if not (path / "eval.schema.json").is_file() or not (path / "instance_level_eval.schema.json").is_file():
-        pytest.skip(f"Every Eval Ever schemas not available: no eval.schema.json / instance_level_eval.schema.json in {path}")
+        pytest.skip(
+            f"Every Eval Ever schemas not available: no eval.schema.json / instance_level_eval.schema.json in {path}"
+        )
     return path
 
 
@@ -72,8 +75,19 @@ def by_name(doc: dict) -> dict[str, dict]:
 
 @pytest.fixture
 def toy_run(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> tuple[Path, ScriptedServer]:
-    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                                "--report-dir", "out", "--max-retries", "2", "-p", "no:randomly")
+    result = pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "--max-retries",
+        "2",
+        "-p",
+        "no:randomly",
+    )
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     return only_run_dir(pytester.path / "out"), scripted
 
@@ -81,8 +95,21 @@ def toy_run(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> tuple[P
 def test_toy_run_exports_valid_files_with_the_pipeline(toy_run, pytester: pytest.Pytester, schemas, capsys) -> None:
     run_dir, server = toy_run
     out = pytester.path / "eee"
-    assert export(str(run_dir), "--format", "every-eval-ever", "--out", str(out), "--samples",
-                  "--suites-dir", "suites", "--validate", str(schemas["dir"])) == 0
+    assert (
+        export(
+            str(run_dir),
+            "--format",
+            "every-eval-ever",
+            "--out",
+            str(out),
+            "--samples",
+            "--suites-dir",
+            "suites",
+            "--validate",
+            str(schemas["dir"]),
+        )
+        == 0
+    )
     assert "valid against the schemas" in capsys.readouterr().out
     aggregates, samples = written(out)
     assert_valid(schemas, aggregates, samples)
@@ -153,12 +180,25 @@ def test_include_questions_opts_in(toy_run, pytester: pytest.Pytester, schemas) 
 def test_lower_is_better_task_is_marked(pytester: pytest.Pytester, real_data: Path, schemas) -> None:
     reply = Reply(content="The vector is\nCVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H")
     with ScriptedServer(lambda call: reply) as server:
-        result = pytester.runpytest(str(SUITES / "cti_bench"), "-k", "vsp", "--data-dir", str(real_data),
-                                    "--limit", "3", "--model", f"m@{server.url}", "--report-dir", "out")
+        result = pytester.runpytest(
+            str(SUITES / "cti_bench"),
+            "-k",
+            "vsp",
+            "--data-dir",
+            str(real_data),
+            "--limit",
+            "3",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+        )
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     out = pytester.path / "eee"
-    assert export(str(only_run_dir(pytester.path / "out")), "--out", str(out), "--samples",
-                  "--suites-dir", str(SUITES)) == 0
+    assert (
+        export(str(only_run_dir(pytester.path / "out")), "--out", str(out), "--samples", "--suites-dir", str(SUITES))
+        == 0
+    )
     aggregates, samples = written(out)
     assert_valid(schemas, aggregates, samples)
     vsp = by_name(aggregates[0])["cti_bench.vsp"]
@@ -175,14 +215,39 @@ def test_imported_athenabench_runs_export_valid(tmp_path: Path, real_data: Path,
     source = real_data / "athenabench" / "runs-mini"
     if not source.is_dir():
         pytest.skip(f"AthenaBench released runs not available: {source}")
-    assert benchaudit_main(["import", "athenabench-runs", str(source), "--report-dir", str(tmp_path / "runs"),
-                            "--suites-dir", str(SUITES), "--data-dir", str(real_data)]) == 0
+    assert (
+        benchaudit_main(
+            [
+                "import",
+                "athenabench-runs",
+                str(source),
+                "--report-dir",
+                str(tmp_path / "runs"),
+                "--suites-dir",
+                str(SUITES),
+                "--data-dir",
+                str(real_data),
+            ]
+        )
+        == 0
+    )
     runs = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
     assert runs
     out = tmp_path / "eee"
     for run_dir in runs:
-        assert export(str(run_dir), "--out", str(out), "--samples", "--suites-dir", str(SUITES),
-                      "--validate", str(schemas["dir"])) == 0
+        assert (
+            export(
+                str(run_dir),
+                "--out",
+                str(out),
+                "--samples",
+                "--suites-dir",
+                str(SUITES),
+                "--validate",
+                str(schemas["dir"]),
+            )
+            == 0
+        )
     aggregates, samples = written(out)
     assert len(aggregates) == len(runs)
     assert_valid(schemas, aggregates, samples)

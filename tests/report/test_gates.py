@@ -10,7 +10,6 @@ import pytest
 from pytest_benchaudit.aggregate.results import benchmark_scores, summarize
 from pytest_benchaudit.report.gates import Gate, GateError, GateVerdict, evaluate_gates, gate_results, parse_gate
 
-
 # --------------------------------------------------------------------------- parsing
 
 
@@ -74,27 +73,38 @@ def test_gate_error_is_a_value_error():
 # --------------------------------------------------------------------------- fixtures
 
 
-def rec(model: str, task: str, *, correct: bool = False, valid: bool = True, benchmark: str = "seceval",
-        variant: str = "") -> dict[str, Any]:
+def rec(
+    model: str, task: str, *, correct: bool = False, valid: bool = True, benchmark: str = "seceval", variant: str = ""
+) -> dict[str, Any]:
     return {
-        "benchmark": benchmark, "task": task, "model": model, "variant": variant,
-        "pipeline": "p", "pipeline_hash": "h", "valid": valid,
+        "benchmark": benchmark,
+        "task": task,
+        "model": model,
+        "variant": variant,
+        "pipeline": "p",
+        "pipeline_hash": "h",
+        "valid": valid,
         "invalid_reason": None if valid else "unparseable",
         "invalid_stage": None if valid else "extraction",
-        "score": 1.0 if (correct and valid) else 0.0, "correct": correct and valid,
-        "metric": "exact_match", "question_meta": {},
+        "score": 1.0 if (correct and valid) else 0.0,
+        "correct": correct and valid,
+        "metric": "exact_match",
+        "question_meta": {},
     }
 
 
 def card(denominator: str = "total", method: str = "micro") -> dict[str, Any]:
-    return {"fields": {"scoring.metric": "exact_match", "scoring.denominator": denominator,
-                       "aggregation.method": method}}
+    return {
+        "fields": {"scoring.metric": "exact_match", "scoring.denominator": denominator, "aggregation.method": method}
+    }
 
 
 def items(model: str, task: str, right: int, wrong: int, invalid: int, **kw: Any) -> list[dict[str, Any]]:
-    return ([rec(model, task, correct=True, **kw) for _ in range(right)]
-            + [rec(model, task, **kw) for _ in range(wrong)]
-            + [rec(model, task, valid=False, **kw) for _ in range(invalid)])
+    return (
+        [rec(model, task, correct=True, **kw) for _ in range(right)]
+        + [rec(model, task, **kw) for _ in range(wrong)]
+        + [rec(model, task, valid=False, **kw) for _ in range(invalid)]
+    )
 
 
 def run(records: list[dict[str, Any]], cards: dict[str, Any]) -> tuple[list[dict], list[dict]]:
@@ -114,8 +124,12 @@ def two_models() -> tuple[list[dict], list[dict]]:
     good: mcq 9/10 (0 invalid), qa 8/10 (1 invalid)  -> micro 17/20 = 0.85
     bad:  mcq 5/10 (2 invalid), qa 4/10 (4 invalid) -> micro 9/20 = 0.45
     """
-    records = (items("good", "mcq", 9, 1, 0) + items("good", "qa", 8, 1, 1)
-               + items("bad", "mcq", 5, 3, 2) + items("bad", "qa", 4, 2, 4))
+    records = (
+        items("good", "mcq", 9, 1, 0)
+        + items("good", "qa", 8, 1, 1)
+        + items("bad", "mcq", 5, 3, 2)
+        + items("bad", "qa", 4, 2, 4)
+    )
     return run(records, {"seceval.mcq": card(), "seceval.qa": card()})
 
 
@@ -265,8 +279,9 @@ def test_ci_gates_parse_and_are_range_checked():
 
 def test_gate_results_are_the_summary_rows(two_models):
     """gate_results: one summary.json ``gates`` row per verdict, in order, that summary.json's type accepts."""
-    from pytest_benchaudit.aggregate.summary_documents import GateResult
     from pydantic import TypeAdapter
+
+    from pytest_benchaudit.aggregate.summary_documents import GateResult
 
     results, benchmarks = two_models
     verdicts = evaluate_gates([parse_gate("seceval>=0.5"), parse_gate("nope>=0.1")], results, benchmarks)
@@ -292,8 +307,9 @@ def test_a_ci_gate_reads_the_clustered_interval_and_says_so():
     clustered Wilson interval (low end 1 / (1 + t(4)^2 / 20) = 0.72), fails, and names what it read."""
     from scipy import stats
 
-    results, benchmarks = run(grouped("m", "mcq", [True] * 20, [f"t{i % 5}" for i in range(20)]),
-                              {"seceval.mcq": grouped_card()})
+    results, benchmarks = run(
+        grouped("m", "mcq", [True] * 20, [f"t{i % 5}" for i in range(20)]), {"seceval.mcq": grouped_card()}
+    )
     (v,) = evaluate_gates([parse_gate("seceval.mcq:ci_low>=0.95")], results, benchmarks)
     low = 1 / (1 + stats.t.ppf(0.975, 4) ** 2 / 20)
     assert v.passed is False and f"m: {low:.4f}" in v.detail
@@ -306,14 +322,14 @@ def test_a_ci_gate_reads_the_clustered_interval_and_says_so():
 
 def test_a_ci_gate_fails_where_there_is_no_interval():
     # One topic: no clustered error bar can be measured; the plain interval is not read in its place.
-    results, benchmarks = run(grouped("m", "mcq", [True] * 9 + [False], ["only"] * 10),
-                              {"seceval.mcq": grouped_card()})
+    results, benchmarks = run(grouped("m", "mcq", [True] * 9 + [False], ["only"] * 10), {"seceval.mcq": grouped_card()})
     v = verdict("seceval.mcq:ci_low>=0.1", results, benchmarks)
     assert v.passed is False and "no clustered interval: 1 group(s) of topic" in v.detail
     # An error metric whose questions all scored the same: no spread, no interval (it was zero-width).
     mad = [{**rec("m", "vsp"), "metric": "cvss_abs_diff", "score": 0.5, "correct": False} for _ in range(8)]
-    results, benchmarks = run(mad, {"seceval.vsp": {"fields": {"scoring.metric": "cvss_abs_diff",
-                                                               "scoring.denominator": "total"}}})
+    results, benchmarks = run(
+        mad, {"seceval.vsp": {"fields": {"scoring.metric": "cvss_abs_diff", "scoring.denominator": "total"}}}
+    )
     v = verdict("seceval.vsp:ci_high<=1", results, benchmarks)
     assert v.passed is False and "no ci_high (no interval" in v.detail
 
@@ -350,14 +366,15 @@ def test_the_interval_a_gate_reads_holds_the_one_the_terminal_shows(seed: int):
 
 
 def test_a_perfect_seceval_run_does_not_pass_a_gate_on_a_clustered_interval_of_zero_width(
-        pytester: pytest.Pytester, real_data: Any) -> None:
+    pytester: pytest.Pytester, real_data: Any
+) -> None:
     """Issue 33's case end to end: 20 SecEval questions (real data, grouped by their topics) all answered
     right by the scripted server on 127.0.0.1; 'ci_low>=0.95' used to pass on ci95_clustered = [1, 1]
     (exit 0).  It fails now, the terminal and summary.json saying which interval it read."""
     import json
 
-    from pytest_benchaudit.testing.runs import only_run_dir
     from helpers import SUITES
+    from pytest_benchaudit.testing.runs import only_run_dir
     from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
     path = real_data / "seceval" / "questions-data.json"
@@ -371,9 +388,21 @@ def test_a_perfect_seceval_run_does_not_pass_a_gate_on_a_clustered_interval_of_z
         return Reply(content=f"Answer: {golds[question]}")
 
     with ScriptedServer(answer) as server:
-        result = pytester.runpytest(str(SUITES / "seceval"), "--limit", "20", "--data-dir", str(real_data),
-                                    "--model", f"m@{server.url}", "--report-dir", "out", "-p", "no:randomly",
-                                    "--gate", "seceval.mcq:ci_low>=0.95")
+        result = pytester.runpytest(
+            str(SUITES / "seceval"),
+            "--limit",
+            "20",
+            "--data-dir",
+            str(real_data),
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "-p",
+            "no:randomly",
+            "--gate",
+            "seceval.mcq:ci_low>=0.95",
+        )
     summary = json.loads((only_run_dir(pytester.path / "out") / "summary.json").read_text())
     (row,) = summary["results"]
     assert row["score"] == 1.0 and row["clustered_by"] == "topics" and row["n_groups"] >= 2

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import shutil
 import subprocess
 import sys
@@ -30,11 +29,11 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from pytest_benchaudit.testing.runs import only_run_dir
 from helpers import SUITES
 from pytest_benchaudit.compare.render import MAX_PAIRS_SHOWN as TEXT_CAP
 from pytest_benchaudit.report.html.paired import MAX_PAIRS_SHOWN, READING_GUIDE, paired_section
 from pytest_benchaudit.report.html.sets import TIE_LEGEND, ranks_section
+from pytest_benchaudit.testing.runs import only_run_dir
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 
 LIMIT = 24
@@ -220,10 +219,13 @@ def _check_task(task: str, shown: dict[str, Any], doc: dict[str, Any], share: bo
     if left:
         assert shown["more"].startswith(f"{left} more significant pairs of this task")
     ties = [t for t in doc["rank_ties"] if t["task"] == task]
-    assert [(c["ranked above"], c["ranked below (≈)"], c["questions"], c[f"diff{unit}"], c[f"95% CI{unit}"],
-             c["p Holm"]) for c in shown["ties"]] == [
+    assert [
+        (c["ranked above"], c["ranked below (≈)"], c["questions"], c[f"diff{unit}"], c[f"95% CI{unit}"], c["p Holm"])
+        for c in shown["ties"]
+    ] == [
         (t["better"], t["worse"], str(t["n"]), _diff(t["diff"], share), _ci(t["ci95"], share), _p(t["p_holm"]))
-        for t in ties]
+        for t in ties
+    ]
 
 
 def _check_marks(page: str, doc: dict[str, Any], side: str = "a") -> None:
@@ -237,7 +239,9 @@ def _check_marks(page: str, doc: dict[str, Any], side: str = "a") -> None:
         if t is None:
             assert tip is None
         else:
-            assert tip == f"not significantly behind {t['better']} (p Holm = {_p(t['p_holm'])}, {t['n']} common questions)"
+            assert (
+                tip == f"not significantly behind {t['better']} (p Holm = {_p(t['p_holm'])}, {t['n']} common questions)"
+            )
     assert set(tied) <= set(marks)
     if side == "a":
         assert (TIE_LEGEND in page) == bool(tied)
@@ -245,9 +249,26 @@ def _check_marks(page: str, doc: dict[str, Any], side: str = "a") -> None:
 
 def _compare_html(runs: list[Path], out: Path) -> tuple[dict[str, Any], str]:
     page = out / "report.html"
-    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "compare", *map(str, runs), "--out", str(out),
-                           "--html", str(page), "--resamples", "200", "--permutations", "50"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchaudit.cli",
+            "compare",
+            *map(str, runs),
+            "--out",
+            str(out),
+            "--html",
+            str(page),
+            "--resamples",
+            "200",
+            "--permutations",
+            "50",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((out / "compare.json").read_text()), page.read_text(encoding="utf-8")
 
@@ -273,9 +294,22 @@ def test_the_page_shows_compare_json_paired_rows_of_two_real_runs(pytester: pyte
     with ScriptedServer(Dice(golds)) as server:
         for out, models in (("out-ab", ["alpha", "beta"]), ("out-g", ["gamma"])):
             flags = [x for m in models for x in ("--model", f"{m}@{server.url}")]
-            result = pytester.runpytest(str(SUITES / "cybermetric"), "-k", "cm80", "--limit", str(LIMIT), "--repeats",
-                                        "3", "--data-dir", str(real_data), *flags, "--report-dir", out,
-                                        "-p", "no:randomly")
+            result = pytester.runpytest(
+                str(SUITES / "cybermetric"),
+                "-k",
+                "cm80",
+                "--limit",
+                str(LIMIT),
+                "--repeats",
+                "3",
+                "--data-dir",
+                str(real_data),
+                *flags,
+                "--report-dir",
+                out,
+                "-p",
+                "no:randomly",
+            )
             assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
             runs.append(only_run_dir(pytester.path / out))
     records = [json.loads(line) for run in runs for line in (run / "records.jsonl").read_text().splitlines()]
@@ -338,7 +372,9 @@ def athena(athena_runs: Path) -> tuple[dict[str, Any], str, Path]:
     return doc, page, athena_runs.parent / "cmp" / "report.html"
 
 
-def test_the_imported_athenabench_runs_report_lists_capped_pairs_and_ties(athena: tuple[dict[str, Any], str, Path]) -> None:
+def test_the_imported_athenabench_runs_report_lists_capped_pairs_and_ties(
+    athena: tuple[dict[str, Any], str, Path],
+) -> None:
     doc, page, _ = athena
     assert MAX_PAIRS_SHOWN == TEXT_CAP  # the page lists as many per task as the terminal does per set
     shown = _paired_tasks(page)
@@ -359,9 +395,26 @@ def test_the_audit_report_shows_each_layer_pairs(athena_runs: Path, real_data: P
     """benchaudit audit compares the released layer (set a) with the runs re-scored toward standardized (set b):
     each set's block and ≈ marks are its own rows; standardized VSP is a MAD (lower is better, its own unit)."""
     out = athena_runs.parent / "audit"
-    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "audit", str(athena_runs), "--out", str(out),
-                           "--suites-dir", str(SUITES), "--data-dir", str(real_data), "--resamples", "200"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchaudit.cli",
+            "audit",
+            str(athena_runs),
+            "--out",
+            str(out),
+            "--suites-dir",
+            str(SUITES),
+            "--data-dir",
+            str(real_data),
+            "--resamples",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     cmp = json.loads((out / "audit.json").read_text())["compare"]
     page = (out / "report.html").read_text(encoding="utf-8")
@@ -379,15 +432,33 @@ def test_the_audit_report_shows_each_layer_pairs(athena_runs: Path, real_data: P
 
 def _console(binary: str, profile: Path, page: Path) -> tuple[str, list[str]]:
     """The page's DOM after load in headless Chromium, and every console message it logged."""
-    done = subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                           "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            binary,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done.stdout, [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
 
 
-def test_the_athenabench_page_loads_in_chromium_without_console_errors(athena: tuple[dict[str, Any], str, Path],
-                                                                       tmp_path: Path) -> None:
+def test_the_athenabench_page_loads_in_chromium_without_console_errors(
+    athena: tuple[dict[str, Any], str, Path], tmp_path: Path
+) -> None:
     binary = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
     if not binary:
         pytest.skip("chromium is not installed (make test installs it with apt-get when run as root)")
@@ -406,14 +477,42 @@ def test_the_athenabench_page_loads_in_chromium_without_console_errors(athena: t
 
 def test_hostile_names_are_escaped_and_an_untestable_tie_says_so() -> None:
     evil = "<img src=x onerror=alert(1)>"
-    doc = {"scores": {"b.t": {evil: 1.0, "m": 1.0}}, "ranks": {"b.t": {evil: 1.5, "m": 1.5}},
-           "tasks": {"b.t": {"lower_is_better": True}},
-           "paired": [{"task": "b.t", "model_a": evil, "model_b": "m", "n": 1, "diff": 0.0, "se": None, "ci95": None,
-                       "p_value": None, "p_holm": None, "significant": None, "test": "paired_t", "mde80": None,
-                       "lower_is_better": True, "favours": None}],
-           "rank_ties": [{"task": "b.t", "better": evil, "worse": "m", "n": 1, "diff": 0.0, "ci95": None,
-                          "p_value": None, "p_holm": None}],
-           "mde80": {"b.t": {"mde80": None, "n": 1, "sd_diff": None, "pairs": 1}}}
+    doc = {
+        "scores": {"b.t": {evil: 1.0, "m": 1.0}},
+        "ranks": {"b.t": {evil: 1.5, "m": 1.5}},
+        "tasks": {"b.t": {"lower_is_better": True}},
+        "paired": [
+            {
+                "task": "b.t",
+                "model_a": evil,
+                "model_b": "m",
+                "n": 1,
+                "diff": 0.0,
+                "se": None,
+                "ci95": None,
+                "p_value": None,
+                "p_holm": None,
+                "significant": None,
+                "test": "paired_t",
+                "mde80": None,
+                "lower_is_better": True,
+                "favours": None,
+            }
+        ],
+        "rank_ties": [
+            {
+                "task": "b.t",
+                "better": evil,
+                "worse": "m",
+                "n": 1,
+                "diff": 0.0,
+                "ci95": None,
+                "p_value": None,
+                "p_holm": None,
+            }
+        ],
+        "mde80": {"b.t": {"mde80": None, "n": 1, "sd_diff": None, "pairs": 1}},
+    }
     html = paired_section(doc) + ranks_section(doc)
     assert evil not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     shown = _paired_tasks(paired_section(doc))

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pytest_benchaudit.testing.runs import only_run_dir
 
 from pytest_benchaudit.report.html.repeats import HEADERS, repeats_section
+from pytest_benchaudit.testing.runs import only_run_dir
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 from pytest_benchaudit.testing.toy import mcq_suite_toml, task_toml, write_suite
 
@@ -26,14 +26,29 @@ OPTIONS = ["first option", "second option", "third option", "fourth option"]
 GOLD = "B"
 # Question id -> (topic, P(right) for model a); model b is right 0.2 less often.  Two questions per
 # topic, scored alike: the clustered standard error differs from the plain one.
-QUESTIONS = {"h01": ("net", 0.9), "h02": ("net", 0.8), "h03": ("web", 0.2), "h04": ("web", 0.3),
-             "h05": ("crypto", 0.5), "h06": ("crypto", 0.6), "h07": ("os", 1.0), "h08": ("os", 0.0)}
+QUESTIONS = {
+    "h01": ("net", 0.9),
+    "h02": ("net", 0.8),
+    "h03": ("web", 0.2),
+    "h04": ("web", 0.3),
+    "h05": ("crypto", 0.5),
+    "h06": ("crypto", 0.6),
+    "h07": ("os", 1.0),
+    "h08": ("os", 0.0),
+}
 
 # The toy suite's shape (testing.toy), sampled at temperature 0.7 with 16 tokens, and another reading of
 # the same answers, so `benchaudit audit` has a layer to move toward.
-SUITE = mcq_suite_toml("rh", title="Repeats in the HTML report", tasks=[task_toml(
-    "mcq", "rh.jsonl", {"standardized": {"temperature": 0.7, "max_tokens": 16, "by": "topic"}}, meta=["topic"])],
-    extra='\n[tasks.mcq.released]\nbase = "standardized"\nscoring = { metric = "exact_match", denominator = "valid" }\n')
+SUITE = mcq_suite_toml(
+    "rh",
+    title="Repeats in the HTML report",
+    tasks=[
+        task_toml(
+            "mcq", "rh.jsonl", {"standardized": {"temperature": 0.7, "max_tokens": 16, "by": "topic"}}, meta=["topic"]
+        )
+    ],
+    extra='\n[tasks.mcq.released]\nbase = "standardized"\nscoring = { metric = "exact_match", denominator = "valid" }\n',
+)
 
 
 class Dice:
@@ -95,14 +110,34 @@ def _repeats_table(html: str) -> list[dict[str, str]]:
 
 
 def _write(root: Path) -> None:
-    write_suite(root, "rh", SUITE, {"rh.jsonl": [
-        {"id": q, "question": f"Report question {q}?", "options": OPTIONS, "gold": GOLD, "topic": t}
-        for q, (t, _p) in QUESTIONS.items()]})
+    write_suite(
+        root,
+        "rh",
+        SUITE,
+        {
+            "rh.jsonl": [
+                {"id": q, "question": f"Report question {q}?", "options": OPTIONS, "gold": GOLD, "topic": t}
+                for q, (t, _p) in QUESTIONS.items()
+            ]
+        },
+    )
 
 
 def _run(pytester: pytest.Pytester, server: ScriptedServer, out: str, *extra: str) -> Path:
-    pytester.runpytest("suites/rh", "--data-dir", "data", "--model", f"a@{server.url}", "--model",
-                       f"b@{server.url}", "--report-dir", out, "-p", "no:randomly", *extra)
+    pytester.runpytest(
+        "suites/rh",
+        "--data-dir",
+        "data",
+        "--model",
+        f"a@{server.url}",
+        "--model",
+        f"b@{server.url}",
+        "--report-dir",
+        out,
+        "-p",
+        "no:randomly",
+        *extra,
+    )
     return only_run_dir(pytester.path / out)
 
 
@@ -124,9 +159,24 @@ def test_repeats_table_shows_the_summary_numbers_of_a_real_run(pytester: pytest.
     html_path = pytester.path / "report.html"
     # In a process of its own: matplotlib imported inside a pytester test is dropped from sys.modules at
     # its teardown, and a later test's figures would then mix two copies of its classes.
-    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "compare", str(repeated), "--against",
-                           str(once), "--out", str(pytester.path / "cmp"), "--html", str(html_path)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchaudit.cli",
+            "compare",
+            str(repeated),
+            "--against",
+            str(once),
+            "--out",
+            str(pytester.path / "cmp"),
+            "--html",
+            str(html_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     page = html_path.read_text(encoding="utf-8")
     assert '<a href="#repeats">Repeats</a>' in page
@@ -146,8 +196,9 @@ def test_repeats_table_shows_the_summary_numbers_of_a_real_run(pytester: pytest.
         assert row["retest agreement"] == f"{100 * r['retest_agreement']:.1f}%"
         # The clustered interval (aggregation.by = topic) is the one shown, as the gates read it.
         assert r["ci95_clustered"] is not None
-        assert row["CI kind"] == (f"clustered by topic, {r['n_groups']} groups: Wilson on the design-effect n, "
-                                  "t quantile")
+        assert row["CI kind"] == (
+            f"clustered by topic, {r['n_groups']} groups: Wilson on the design-effect n, t quantile"
+        )
         assert row["95% CI"] == f"{_pct(r['ci95_clustered'][0])} – {_pct(r['ci95_clustered'][1])}"
         # The summary's numbers themselves, recounted from the records (per question: mean of 3).
         mine = [x for x in records if x["model"] == r["model"]]
@@ -170,10 +221,24 @@ def test_repeats_table_shows_the_summary_numbers_of_a_real_run(pytester: pytest.
 def test_no_repeats_no_section_and_strings_escaped() -> None:
     assert repeats_section([]) == "" and repeats_section(None) == ""
     assert repeats_section([{"benchmark": "b", "task": "t", "model": "m", "repeats": 1, "score": 0.5}]) == ""
-    row = {"benchmark": "b", "task": "t", "model": "<script>x</script>", "pipeline": "standardized", "variant": "",
-           "repeats": 2, "reducer": "mean", "n_questions": 4, "score": 2.5, "lower_is_better": True, "se": 0.25,
-           "se_clustered": None, "ci95": [1.5, 3.5], "ci95_clustered": None, "sampling_sd": 0.125,
-           "retest_agreement": 0.75}
+    row = {
+        "benchmark": "b",
+        "task": "t",
+        "model": "<script>x</script>",
+        "pipeline": "standardized",
+        "variant": "",
+        "repeats": 2,
+        "reducer": "mean",
+        "n_questions": 4,
+        "score": 2.5,
+        "lower_is_better": True,
+        "se": 0.25,
+        "se_clustered": None,
+        "ci95": [1.5, 3.5],
+        "ci95_clustered": None,
+        "sampling_sd": 0.125,
+        "retest_agreement": 0.75,
+    }
     html = repeats_section([row])
     assert "<script>" not in html and "&lt;script&gt;" in html
     (cells,) = _repeats_table(html)
@@ -191,16 +256,37 @@ def test_the_audit_report_shows_the_repeats_table_of_its_runs(pytester: pytest.P
         repeated = _run(pytester, server, "rep", "--repeats", "3")
     summary = json.loads((repeated / "summary.json").read_text())["results"]
     out = pytester.path / "audit"
-    done = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", "audit", str(repeated), "--toward",
-                           "released", "--suites-dir", "suites", "--data-dir", "data", "--out", str(out),
-                           "--resamples", "200"], capture_output=True, text=True, timeout=300, cwd=pytester.path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchaudit.cli",
+            "audit",
+            str(repeated),
+            "--toward",
+            "released",
+            "--suites-dir",
+            "suites",
+            "--data-dir",
+            "data",
+            "--out",
+            str(out),
+            "--resamples",
+            "200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=pytester.path,
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads((out / "audit.json").read_text())
     mine = [r for r in doc["scores"] if r["layer"] == "standardized"]
     assert {r["model"] for r in mine} == {"a", "b"} and all(r["repeats"] == 3 for r in mine)
     table = _repeats_table((out / "report.html").read_text(encoding="utf-8"))
-    assert {(row["model"], row["pipeline"]) for row in table} == {(m, layer) for m in ("a", "b")
-                                                                  for layer in ("standardized", "released")}
+    assert {(row["model"], row["pipeline"]) for row in table} == {
+        (m, layer) for m in ("a", "b") for layer in ("standardized", "released")
+    }
     for r in summary:
         (row,) = [t for t in table if t["model"] == r["model"] and t["pipeline"] == "standardized"]
         assert row["repeats"] == "3" and row["questions"] == str(r["n_questions"])

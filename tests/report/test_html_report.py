@@ -13,9 +13,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from pytest_benchaudit.report.html import render_html, write_html
-
 from helpers.html_report_doc import ATTR, FINDINGS, IMG, MATH, RUNS, SCRIPT, SWEEPS, TITLE, compare_doc
+from pytest_benchaudit.report.html import render_html, write_html
 
 HOSTILE = [SCRIPT, IMG, ATTR, MATH]
 PLOT = '<img src="data:image/png;base64,'
@@ -31,11 +30,11 @@ def report(tmp_path: Path) -> Path:
 #: Each section's heading and a number it must show, rounded to what it means.
 SECTIONS = {
     "Summary": "standardized",
-    "Scores per task": "12.3",                                  # set b's own score, in percent
-    "Ranks per task": "2.5",                                    # a tie keeps its half rank
+    "Scores per task": "12.3",  # set b's own score, in percent
+    "Ranks per task": "2.5",  # a tie keeps its half rank
     "Rank shifts between released and standardized": "[-0.20, 0.85]",  # rho's CI
     "Kendall τ-b between tasks": "0.67",
-    "Principal components of the score matrix": None,          # filled in below from the PCA
+    "Principal components of the score matrix": None,  # filled in below from the PCA
     "Task similarity and ranking agreement": "Pearson r = 0.44",
     "Generation against extraction sensitivity": "0.34",
     "Peer gaps": "-10.0 pp",
@@ -63,9 +62,18 @@ def test_self_contained_sections_and_plots(report: Path) -> None:
     assert "http://" not in text and "https://" not in text
     assert not re.search(r"<(script|link|iframe|object|embed)\b", text, re.I)
     alts = re.findall(r'<img src="data:image/png;base64,[^"]+" alt="([^"]*)"', text)
-    assert sorted(alts) == sorted(["rank shift bump chart", "tau-b heatmap", "tau-b heatmap", "PCA scree plot all tasks",
-                                   "PCA biplot all tasks", "similarity scatter", "per-field score deltas (percentage points)",
-                                   "invalid rates per model and task"])
+    assert sorted(alts) == sorted(
+        [
+            "rank shift bump chart",
+            "tau-b heatmap",
+            "tau-b heatmap",
+            "PCA scree plot all tasks",
+            "PCA biplot all tasks",
+            "similarity scatter",
+            "per-field score deltas (percentage points)",
+            "invalid rates per model and task",
+        ]
+    )
     visible = _visible(text)
     for heading, number in _known().items():
         assert heading in visible, heading
@@ -76,8 +84,9 @@ def test_self_contained_sections_and_plots(report: Path) -> None:
 def test_numbers_are_rounded_and_ranks_are_integers_unless_tied(report: Path) -> None:
     visible = _visible(report.read_text(encoding="utf-8"))
     assert not re.search(r"\d\.\d{4,}", visible), re.search(r".{30}\d\.\d{4,}.{10}", visible)
-    assert not re.search(r"\b\d\.0\b", visible.split("Per-field score deltas")[0].split("Ranks per task")[1]
-                         .split("Kendall")[0])  # ranks 1, 2, 3: no 1.0
+    assert not re.search(
+        r"\b\d\.0\b", visible.split("Per-field score deltas")[0].split("Ranks per task")[1].split("Kendall")[0]
+    )  # ranks 1, 2, 3: no 1.0
     assert "0.912" in visible and "0.437" not in visible and "0.9123" not in visible  # cosine 3 decimals, r 2
     assert '"tau"' not in visible and "{" not in visible  # no JSON dump
 
@@ -110,9 +119,19 @@ def _chromium() -> str:
 
 
 def _browser(binary: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-dev-shm-usage", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
     return subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=120)
 
 
@@ -122,7 +141,6 @@ def test_renders_in_headless_chromium(report: Path, tmp_path: Path) -> None:
     proc = _browser(binary, tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", report.as_uri())
     assert shot.is_file() and shot.stat().st_size > 10_000, proc.stderr[-2000:]
 
-    import numpy as np
     from matplotlib.image import imread
 
     pixels = imread(str(shot))[..., :3]

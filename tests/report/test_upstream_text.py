@@ -32,11 +32,18 @@ def _athena() -> list[dict[str, Any]]:
         fields = [_field("inference.max_tokens", "unspecified", 2048)]
         if task == "mcq":
             fields.append(_field("prompt.template", "released", "standard_mcq"))
-        rows.append({"task": f"athenabench.{task}", "fields": fields, "note": NOTE,
-                     "no_effect": [_field("inference.decoding.seed", "unspecified", 42, SEED),
-                                   _field("inference.decoding.top_p", "unspecified", 1.0, TOP_P)],
-                     "same_request": [] if task == "mcq" else [_field("prompt.template", "released",
-                                                                      "dataset_prompt")]})
+        rows.append(
+            {
+                "task": f"athenabench.{task}",
+                "fields": fields,
+                "note": NOTE,
+                "no_effect": [
+                    _field("inference.decoding.seed", "unspecified", 42, SEED),
+                    _field("inference.decoding.top_p", "unspecified", 1.0, TOP_P),
+                ],
+                "same_request": [] if task == "mcq" else [_field("prompt.template", "released", "dataset_prompt")],
+            }
+        )
     return rows
 
 
@@ -51,7 +58,8 @@ def test_athenabench_says_each_reason_once_with_its_tasks() -> None:
         f'no effect expected: inference.decoding.top_p "unspecified" -> 1.0 on athenabench ate, mcq, rcm, rms, taa, '
         f"vsp: {TOP_P}",
         'same requests: prompt.template "released" -> "dataset_prompt" on athenabench ate, rcm, rms, taa, vsp: '
-        "byte-identical when rendered"]  # 5 lines where each task's own block made 23
+        "byte-identical when rendered",
+    ]  # 5 lines where each task's own block made 23
 
 
 def test_tasks_text_groups_by_benchmark() -> None:
@@ -59,19 +67,30 @@ def test_tasks_text_groups_by_benchmark() -> None:
     assert tasks_text(["a.x", "b.y", "a.z", "a.x"]) == "a x, z; b y"
 
 
-FIELDS = st.sampled_from(["inference.decoding.seed", "inference.decoding.top_p", "inference.stop",
-                          "prompt.template"])
+FIELDS = st.sampled_from(["inference.decoding.seed", "inference.decoding.top_p", "inference.stop", "prompt.template"])
 REASONS = st.sampled_from(["r1", "r2"])
-ROWS = st.lists(st.tuples(st.sampled_from(["b1.t1", "b1.t2", "b2.t1", "b2.t3"]),
-                          st.lists(st.tuples(FIELDS, REASONS), max_size=3, unique_by=lambda x: x[0]),
-                          st.lists(FIELDS, max_size=2, unique=True)),
-                max_size=4, unique_by=lambda x: x[0])
+ROWS = st.lists(
+    st.tuples(
+        st.sampled_from(["b1.t1", "b1.t2", "b2.t1", "b2.t3"]),
+        st.lists(st.tuples(FIELDS, REASONS), max_size=3, unique_by=lambda x: x[0]),
+        st.lists(FIELDS, max_size=2, unique=True),
+    ),
+    max_size=4,
+    unique_by=lambda x: x[0],
+)
 
 
 def _rows(spec: list[Any]) -> list[dict[str, Any]]:
-    return [{"task": task, "fields": [_field("inference.max_tokens", 5, 64)], "note": NOTE,
-             "no_effect": [_field(f, 0, 1, r) for f, r in moot], "same_request": [_field(f, "a", "b") for f in same]}
-            for task, moot, same in spec]
+    return [
+        {
+            "task": task,
+            "fields": [_field("inference.max_tokens", 5, 64)],
+            "note": NOTE,
+            "no_effect": [_field(f, 0, 1, r) for f, r in moot],
+            "same_request": [_field(f, "a", "b") for f in same],
+        }
+        for task, moot, same in spec
+    ]
 
 
 def _triples(lines: list[str], kind: str) -> set[tuple[str, str, str]]:

@@ -36,8 +36,11 @@ ERROR_METRICS = {"cvss_abs_diff_cti", "cvss_abs_diff", "mae", "abs_error"}
 
 
 def _records(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    return [
+        json.loads(line)
+        for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
 
 
 def _cards(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -129,7 +132,9 @@ def test_summary_equals_the_oracle_on_the_published_runs(published: list[Path]) 
         for got in summary:
             want = rows[(got["benchmark"], got["task"], got["model"], got.get("variant") or "", got["pipeline"])]
             where = f"{run.name} {got['task']}"
-            assert (got["n"], got["n_valid"], got["n_correct"]) == (want["n"], want["n_valid"], want["n_correct"]), where
+            assert (got["n"], got["n_valid"], got["n_correct"]) == (want["n"], want["n_valid"], want["n_correct"]), (
+                where
+            )
             assert _close(got["score_valid"], want["score_valid"]), where
             assert _close(got["score_total"], want["score_total"]), where
             headline = want["score_valid"] if want["denominator"] == "valid" else want["score_total"]
@@ -167,7 +172,9 @@ def test_vsp_scores_equal_the_cvss_library_and_no_unparseable_vector_is_valid(pu
             if rec["task"] != "vsp":
                 continue
             if not rec["valid"]:
-                assert rec["prediction"] is None or not _parses(rec["prediction"]) or rec["invalid_reason"], rec["item_id"]
+                assert rec["prediction"] is None or not _parses(rec["prediction"]) or rec["invalid_reason"], rec[
+                    "item_id"
+                ]
                 continue
             gold = CVSS3(rec["gold"].strip().upper()).scores()[0]
             if rec["benchmark"] == "cti_bench":
@@ -201,8 +208,9 @@ def test_tau_b_equals_scipy_and_the_order_of_the_runs_changes_nothing(published:
     assert a["tau_b"]
     for row in a["tau_b"]:
         models = sorted(set(scores[row["task_a"]]) & set(scores[row["task_b"]]))
-        want = stats.kendalltau([scores[row["task_a"]][m] for m in models],
-                                [scores[row["task_b"]][m] for m in models], variant="b")
+        want = stats.kendalltau(
+            [scores[row["task_a"]][m] for m in models], [scores[row["task_b"]][m] for m in models], variant="b"
+        )
         # both AthenaBench tasks here are higher-is-better, so orientation does not flip a sign
         assert row["tau"] == pytest.approx(want.statistic, abs=1e-12)
         assert row["p_value"] == pytest.approx(want.pvalue, abs=1e-12)
@@ -210,8 +218,10 @@ def test_tau_b_equals_scipy_and_the_order_of_the_runs_changes_nothing(published:
 
 
 def _one_per_benchmark(published: list[Path]) -> list[Path]:
-    return [next(p for p in published if "athenabench" in p.name and "Qwen3-4B" in p.name),
-            next(p for p in published if "cti_bench" in p.name)]
+    return [
+        next(p for p in published if "athenabench" in p.name and "Qwen3-4B" in p.name),
+        next(p for p in published if "cti_bench" in p.name),
+    ]
 
 
 def test_rescoring_a_run_toward_its_own_layer_moves_nothing(published: list[Path], tmp_path: Path) -> None:
@@ -219,8 +229,14 @@ def test_rescoring_a_run_toward_its_own_layer_moves_nothing(published: list[Path
 
     for run in _one_per_benchmark(published):
         before = {(r["task"], r["model"]): r for r in json.loads((run / "summary.json").read_text())["results"]}
-        _out, results, _new_cards = rescore_run(run, layer="released", report_dir=tmp_path, suites_dir=SUITES,
-                                           data_dir=str(real_data_dir()), warn=lambda msg: None)
+        _out, results, _new_cards = rescore_run(
+            run,
+            layer="released",
+            report_dir=tmp_path,
+            suites_dir=SUITES,
+            data_dir=str(real_data_dir()),
+            warn=lambda msg: None,
+        )
         # A task whose stored card overrides a field the layer leaves unspecified (CTI-Bench TAA's manual
         # extraction, imported as `whole_answer`) is skipped toward the bare layer, with the field named.
         overridden = {c["task"] for c in _cards(run).values() if c.get("overrides")}
@@ -239,8 +255,9 @@ def test_a_variant_at_the_value_a_field_already_has_moves_nothing(published: lis
         cards = _cards(run)
         for key, card in cards.items():
             current = card["fields"][field]
-            rows, _results, _ = sweep_run(run, [(field, [current])], suites_dir=SUITES,
-                                          data_dir=str(real_data_dir()), warn=lambda msg: None)
+            rows, _results, _ = sweep_run(
+                run, [(field, [current])], suites_dir=SUITES, data_dir=str(real_data_dir()), warn=lambda msg: None
+            )
             task = key.split(".", 1)[1].split("|", 1)[0]
             mine = [r for r in rows if r["task"] == task]
             assert mine, (run.name, key)
@@ -285,15 +302,31 @@ def test_summary_equals_the_oracle_on_synthetic_records() -> None:
     @settings(max_examples=60, deadline=None)
     @given(st.lists(outcome, min_size=1, max_size=40), st.sampled_from(["total", "valid"]))
     def check(outcomes: list[str], denominator: str) -> None:
-        card = {"benchmark": "b", "task": "t", "fields": {"scoring.denominator": denominator,
-                                                          "scoring.metric": "exact_match",
-                                                          "scoring.invalid_credit": 0.0}}
+        card = {
+            "benchmark": "b",
+            "task": "t",
+            "fields": {
+                "scoring.denominator": denominator,
+                "scoring.metric": "exact_match",
+                "scoring.invalid_credit": 0.0,
+            },
+        }
         records = [
-            {"benchmark": "b", "task": "t", "model": "m", "variant": "", "pipeline": "p", "pipeline_hash": "h",
-             "question_id": str(i), "metric": "exact_match", "valid": o != "invalid", "correct": o == "correct",
-             "score": (1.0 if o == "correct" else 0.0) if o != "invalid" else 0.0,
-             "invalid_reason": "unparseable" if o == "invalid" else None,
-             "invalid_stage": "extraction" if o == "invalid" else None}
+            {
+                "benchmark": "b",
+                "task": "t",
+                "model": "m",
+                "variant": "",
+                "pipeline": "p",
+                "pipeline_hash": "h",
+                "question_id": str(i),
+                "metric": "exact_match",
+                "valid": o != "invalid",
+                "correct": o == "correct",
+                "score": (1.0 if o == "correct" else 0.0) if o != "invalid" else 0.0,
+                "invalid_reason": "unparseable" if o == "invalid" else None,
+                "invalid_stage": "extraction" if o == "invalid" else None,
+            }
             for i, o in enumerate(outcomes)
         ]
         want = oracle_rows(records, {"b.t": card})[("b", "t", "m", "", "p")]

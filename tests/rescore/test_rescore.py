@@ -8,22 +8,33 @@ from pathlib import Path
 import pytest
 
 from pytest_benchaudit.cli.app import main
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
-
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 
 @pytest.fixture
 def toy_run(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> Path:
-    pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                       "--report-dir", "out", "-k", "mcq", "--max-retries", "0")
+    pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "-k",
+        "mcq",
+        "--max-retries",
+        "0",
+    )
     return only_run_dir(pytester.path / "out")
 
 
 def rescore(pytester: pytest.Pytester, run: Path, *args: str) -> tuple[int, Path | None]:
     before = {p for p in run.parent.iterdir()}
-    rc = main(["rescore", str(run), "--report-dir", str(run.parent), "--suites-dir",
-               str(pytester.path / "suites"), *args])
+    rc = main(
+        ["rescore", str(run), "--report-dir", str(run.parent), "--suites-dir", str(pytester.path / "suites"), *args]
+    )
     new = [p for p in run.parent.iterdir() if p not in before]
     return rc, (new[0] if new else None)
 
@@ -57,8 +68,9 @@ def test_downstream_overrides_change_only_downstream(pytester: pytest.Pytester, 
     assert card["upstream_hash"] == read_run(toy_run)["run"]["pipeline_cards"]["toy.mcq"]["upstream_hash"]
 
 
-def test_upstream_change_is_refused_naming_the_field(pytester: pytest.Pytester, toy_run: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_upstream_change_is_refused_naming_the_field(
+    pytester: pytest.Pytester, toy_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc, new = rescore(pytester, toy_run, "--set", "inference.max_tokens=5")
     assert rc == 2 and new is None
     err = capsys.readouterr().err
@@ -83,9 +95,8 @@ def test_rescore_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
 @pytest.fixture(scope="module")
 def athena_released(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """AthenaBench's published runs imported (under their 'released' layer)."""
-    from pytest_benchaudit.importers import import_athenabench_runs
-
     from helpers import SUITES
+    from pytest_benchaudit.importers import import_athenabench_runs
 
     source = real_data / "athenabench" / "runs-mini"
     if not source.is_dir():
@@ -95,23 +106,28 @@ def athena_released(real_data: Path, tmp_path_factory: pytest.TempPathFactory) -
     return root
 
 
-def test_rescoring_runs_toward_their_own_layer_moves_nothing(athena_released: Path, real_data: Path,
-                                                            tmp_path: Path) -> None:
+def test_rescoring_runs_toward_their_own_layer_moves_nothing(
+    athena_released: Path, real_data: Path, tmp_path: Path
+) -> None:
     """Metamorphic: every score, rank, tau-b and rho is what it was; the field sweep toward the own layer has
     no variant; the sensitivity table gives rho 1."""
-    from pytest_benchaudit.compare import compare_document, load_runs, make_sets
-    from pytest_benchaudit.rescore.run_dirs import rescore_run, sweep_run
-    from pytest_benchaudit.compare.sensitivity import sensitivity_table
-
     from helpers import SUITES
+    from pytest_benchaudit.compare import compare_document, load_runs, make_sets
+    from pytest_benchaudit.compare.sensitivity import sensitivity_table
+    from pytest_benchaudit.rescore.run_dirs import rescore_run, sweep_run
 
     runs = sorted(p for p in athena_released.iterdir() if (p / "run.json").is_file())
-    again = [rescore_run(p, layer="released", report_dir=tmp_path / "again", suites_dir=SUITES,
-                         data_dir=str(real_data))[0].path for p in runs]
+    again = [
+        rescore_run(p, layer="released", report_dir=tmp_path / "again", suites_dir=SUITES, data_dir=str(real_data))[
+            0
+        ].path
+        for p in runs
+    ]
     for old, new in zip(runs, again):
         a, b = read_run(old)["records"], read_run(new)["records"]
-        assert [(r["question_id"], r["score"], r["valid"]) for r in a] == [(r["question_id"], r["score"], r["valid"])
-                                                                          for r in b]
+        assert [(r["question_id"], r["score"], r["valid"]) for r in a] == [
+            (r["question_id"], r["score"], r["valid"]) for r in b
+        ]
     assert sweep_run(runs[0], [], toward="released", suites_dir=SUITES, data_dir=str(real_data))[0] == []
     base, same = load_runs(runs), load_runs(again)
     set_a, set_b = make_sets(base, same)
@@ -126,21 +142,30 @@ def test_rescoring_runs_toward_their_own_layer_moves_nothing(athena_released: Pa
     assert row["rho_downstream"] == pytest.approx(1.0)
 
 
-def test_an_extraction_only_rescore_changes_the_extraction_fields_alone(athena_released: Path, real_data: Path,
-                                                                       tmp_path: Path) -> None:
+def test_an_extraction_only_rescore_changes_the_extraction_fields_alone(
+    athena_released: Path, real_data: Path, tmp_path: Path
+) -> None:
     """``stages=("extraction",)``: the target layer's extraction.* fields, everything else as stored; the
     sensitivity table reads such runs as the paper's rho_ext."""
+    from helpers import SUITES
     from pytest_benchaudit.compare import compare_document, load_runs, make_sets
-    from pytest_benchaudit.rescore.run_dirs import rescore_run
     from pytest_benchaudit.compare.sensitivity import sensitivity_table
     from pytest_benchaudit.dataset.suites import load_suite
-
-    from helpers import SUITES
+    from pytest_benchaudit.rescore.run_dirs import rescore_run
 
     runs = sorted(p for p in athena_released.iterdir() if (p / "run.json").is_file())
     suite = load_suite(SUITES / "athenabench" / "suite.toml")
-    only = [rescore_run(p, layer="standardized", report_dir=tmp_path / "ext", suites_dir=SUITES,
-                        data_dir=str(real_data), stages=("extraction",))[0].path for p in runs]
+    only = [
+        rescore_run(
+            p,
+            layer="standardized",
+            report_dir=tmp_path / "ext",
+            suites_dir=SUITES,
+            data_dir=str(real_data),
+            stages=("extraction",),
+        )[0].path
+        for p in runs
+    ]
     stored = read_run(runs[0])["run"]["pipeline_cards"]
     cards = read_run(only[0])["run"]["pipeline_cards"]
     for key, card in cards.items():
@@ -163,8 +188,9 @@ def test_an_extraction_only_rescore_changes_the_extraction_fields_alone(athena_r
     assert row["rho_ext"] == two["spearman"][0]["rho"]
 
 
-def test_a_folder_of_runs_is_rescored_into_its_own_folder(athena_released: Path, real_data: Path, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_folder_of_runs_is_rescored_into_its_own_folder(
+    athena_released: Path, real_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`rescore FOLDER --report-dir NEW`: every run of the folder re-scored once into NEW (so compare can
     read the two folders as two sets); without --report-dir, one error and nothing written."""
     from helpers import SUITES

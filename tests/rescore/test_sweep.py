@@ -8,15 +8,25 @@ from pathlib import Path
 import pytest
 
 from pytest_benchaudit.cli.app import main
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
-
 from pytest_benchaudit.testing.runs import only_run_dir
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 
 @pytest.fixture
 def toy_run(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> Path:
-    pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                       "--report-dir", "out", "-k", "mcq", "--max-retries", "0")
+    pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "out",
+        "-k",
+        "mcq",
+        "--max-retries",
+        "0",
+    )
     return only_run_dir(pytester.path / "out")
 
 
@@ -26,8 +36,12 @@ def sweep(pytester: pytest.Pytester, run: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_sweep_downstream_fields(pytester: pytest.Pytester, toy_run: Path, capsys) -> None:
-    rows = {r["variant"]: r for r in sweep(pytester, toy_run, capsys, "--vary", "scoring.denominator=valid",
-                                           "--vary", "extraction.reasoning=keep")}
+    rows = {
+        r["variant"]: r
+        for r in sweep(
+            pytester, toy_run, capsys, "--vary", "scoring.denominator=valid", "--vary", "extraction.reasoning=keep"
+        )
+    }
     assert set(rows) == {"denominator=valid", "reasoning=keep"}
     valid = rows["denominator=valid"]
     # 5 of 12 correct over all items (stored errors included; the 429 that names its wait is waited
@@ -48,6 +62,8 @@ def test_sweep_toward_a_layer_attributes_field_by_field(pytester: pytest.Pyteste
 
 
 def test_sweep_refuses_upstream_fields(pytester: pytest.Pytester, toy_run: Path, capsys) -> None:
-    assert main(["sweep", str(toy_run), "--vary", "inference.max_tokens=5",
-                 "--suites-dir", str(pytester.path / "suites")]) == 2
+    assert (
+        main(["sweep", str(toy_run), "--vary", "inference.max_tokens=5", "--suites-dir", str(pytester.path / "suites")])
+        == 2
+    )
     assert "inference.max_tokens: stored 64, asked 5 — this needs new generations" in capsys.readouterr().err

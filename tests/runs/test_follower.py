@@ -12,15 +12,18 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_benchaudit.runs.store import BadRecord, DuplicateRecords, RecordsFollower, read_records
 
-RECORD = st.fixed_dictionaries({
-    "question_id": st.text(max_size=6),
-    "raw_output": st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20),
-    "score": st.floats(allow_nan=False, allow_infinity=False),
-})
+RECORD = st.fixed_dictionaries(
+    {
+        "question_id": st.text(max_size=6),
+        "raw_output": st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20),
+        "score": st.floats(allow_nan=False, allow_infinity=False),
+    }
+)
 
 
 def _follow(path: Path, pieces: list[bytes], **kw: Any) -> tuple[list[dict[str, Any]], list[str]]:
@@ -44,10 +47,15 @@ def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(records=st.lists(RECORD, max_size=12, unique_by=lambda r: r["question_id"]), cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8),
-       torn=st.booleans(), blank=st.booleans())
-def test_followed_file_reads_as_read_records(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]],
-                                             cuts: list[int], torn: bool, blank: bool) -> None:
+@given(
+    records=st.lists(RECORD, max_size=12, unique_by=lambda r: r["question_id"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8),
+    torn=st.booleans(),
+    blank=st.booleans(),
+)
+def test_followed_file_reads_as_read_records(
+    tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]], cuts: list[int], torn: bool, blank: bool
+) -> None:
     data = b"".join(orjson.dumps(r) + b"\n" + (b"\n" if blank else b"") for r in records)
     if torn:
         data += b'{"question_id": "cut sh'  # a killed run's last write

@@ -7,25 +7,47 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.runs.replay import ReplayBackend
-from pytest_benchaudit.testing.scripted_server import ScriptedServer
 from pytest_benchaudit.pipeline.types import Request
-
+from pytest_benchaudit.runs.replay import ReplayBackend
 from pytest_benchaudit.testing.runs import read_run
+from pytest_benchaudit.testing.scripted_server import ScriptedServer
 
 
 @pytest.fixture
 def stored(pytester: pytest.Pytester, scripted: ScriptedServer, toy) -> Path:
-    pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"toy-model@{scripted.url}",
-                       "--report-dir", "stored", "-k", "mcq", "--max-retries", "0", "--no-cache")
+    pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"toy-model@{scripted.url}",
+        "--report-dir",
+        "stored",
+        "-k",
+        "mcq",
+        "--max-retries",
+        "0",
+        "--no-cache",
+    )
     (run,) = [p for p in (pytester.path / "stored").iterdir() if p.is_dir()]
     return run
 
 
 def test_replay_serves_stored_generations_for_downstream_changes(pytester: pytest.Pytester, stored: Path) -> None:
-    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"replay:{stored}",
-                                "--report-dir", "replayed", "-k", "mcq", "--set", "extraction.reasoning=keep",
-                                "--no-cache")
+    result = pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"replay:{stored}",
+        "--report-dir",
+        "replayed",
+        "-k",
+        "mcq",
+        "--set",
+        "extraction.reasoning=keep",
+        "--no-cache",
+    )
     # stored errors (no retries) are replayed as errors; the 429 with Retry-After was waited out, not an error
     result.assert_outcomes(passed=5, failed=7)
     (run,) = [p for p in (pytester.path / "replayed").iterdir() if p.is_dir()]
@@ -39,8 +61,19 @@ def test_replay_serves_stored_generations_for_downstream_changes(pytester: pytes
 
 
 def test_replay_refuses_upstream_changes_naming_the_field(pytester: pytest.Pytester, stored: Path) -> None:
-    result = pytester.runpytest("suites/toy", "--data-dir", "data", "--model", f"replay:{stored}",
-                                "--report-dir", "replayed", "-k", "mcq", "--set", "inference.max_tokens=5")
+    result = pytester.runpytest(
+        "suites/toy",
+        "--data-dir",
+        "data",
+        "--model",
+        f"replay:{stored}",
+        "--report-dir",
+        "replayed",
+        "-k",
+        "mcq",
+        "--set",
+        "inference.max_tokens=5",
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*toy.mcq: inference.max_tokens: stored 64, asked 5*this needs new generations*"])
 

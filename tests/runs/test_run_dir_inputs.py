@@ -25,10 +25,9 @@ from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.runs.files import bounded_lines
 from pytest_benchaudit.runs.membership import RunMembership
 from pytest_benchaudit.runs.store import LOCK_NAME, RunDirError, load_run, read_records, run_in_progress
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
-from pytest_benchaudit.testing.toy import write_mcq_suite
 from pytest_benchaudit.testing.runs import build_toy_run, only_run_dir, writer_lock_held
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.toy import write_mcq_suite
 
 
 def no_traceback(text: str) -> None:
@@ -66,8 +65,10 @@ def _lines(run: Path) -> list[dict[str, Any]]:
 
 def test_membership_reads_only_what_run_json_declares() -> None:
     record: Any = {"model": "m", "benchmark": "b", "task": "t", "variant": "", "pipeline_hash": "h2"}
-    card: Any = {"hash": "h1", "item_pipelines": {"h2": {"upstream_hash": None, "overrides": {},
-                                                          "override_origins": {}}}}
+    card: Any = {
+        "hash": "h1",
+        "item_pipelines": {"h2": {"upstream_hash": None, "overrides": {}, "override_origins": {}}},
+    }
     # a fixture changed some items' pipeline: their hash is listed under the card's item_pipelines
     assert RunMembership([{"spec": "m", "kind": "endpoint"}], {"b.t": card}).why_not(record) is None
     assert RunMembership(None, None).checks_anything() is False  # a hand-made run.json: nothing checked
@@ -79,6 +80,7 @@ def test_membership_reads_only_what_run_json_declares() -> None:
 
 
 # --------------------------------------------------------------------------- a run another process is writing
+
 
 def test_the_lock_a_writer_holds_is_seen_by_readers_in_other_processes_only(toy_run: Path) -> None:
     with writer_lock_held(toy_run) as held:
@@ -100,8 +102,15 @@ def test_a_writer_reads_its_own_run(tmp_path: Path) -> None:
     assert not (run.path / LOCK_NAME).exists() and run_in_progress(run.path) is None
 
 
-HOLD_ROWS = [{"id": f"q{i}", "question": f"Question {i} {'HOLD' if i == 4 else 'CORRECT'}?",
-              "options": ["one", "two", "three", "four"], "gold": "B"} for i in range(1, 5)]
+HOLD_ROWS = [
+    {
+        "id": f"q{i}",
+        "question": f"Question {i} {'HOLD' if i == 4 else 'CORRECT'}?",
+        "options": ["one", "two", "three", "four"],
+        "gold": "B",
+    }
+    for i in range(1, 5)
+]
 
 
 class HeldServer:
@@ -129,22 +138,50 @@ def _writing(report_dir: Path, proc: subprocess.Popen[str]) -> Path:
     raise AssertionError(f"no run directory being written under {report_dir} (exit {proc.poll()})")
 
 
-READERS = [["summarize"], ["show"], ["card"], ["export", "--out", "{tmp}/exp"], ["compare", "--out", "{tmp}/cmp"],
-           ["rescore", "--set", "scoring.denominator=valid", "--report-dir", "{tmp}/re"], ["diagnose"]]
+READERS = [
+    ["summarize"],
+    ["show"],
+    ["card"],
+    ["export", "--out", "{tmp}/exp"],
+    ["compare", "--out", "{tmp}/cmp"],
+    ["rescore", "--set", "scoring.denominator=valid", "--report-dir", "{tmp}/re"],
+    ["diagnose"],
+]
 
 
 @pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
 def test_read_commands_refuse_a_run_being_written_and_read_it_once_it_ends(
-        xdist: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    xdist: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     if xdist:
         pytest.importorskip("xdist")
     write_mcq_suite(tmp_path, "held", HOLD_ROWS)
     script = HeldServer()
     with ScriptedServer(script) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-                                 "suites/held", "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir",
-                                 "out", "--no-cache", *(["-n", "2"] if xdist else [])],
-                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:randomly",
+                "suites/held",
+                "--data-dir",
+                "data",
+                "--model",
+                f"m@{server.url}",
+                "--report-dir",
+                "out",
+                "--no-cache",
+                *(["-n", "2"] if xdist else []),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             assert script.asked.wait(120)
             run = _writing(tmp_path / "out", proc)  # the last answer is held: the run is being written
@@ -170,8 +207,9 @@ def test_read_commands_refuse_a_run_being_written_and_read_it_once_it_ends(
     assert not (run / LOCK_NAME).exists()
 
 
-def test_a_writer_killed_mid_run_leaves_a_run_the_readers_read(toy_run: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_writer_killed_mid_run_leaves_a_run_the_readers_read(
+    toy_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A crashed writer holds no lock (the kernel drops it with the process): its lock file, left behind
     with the holder's name in it, does not make the run look busy."""
     with writer_lock_held(toy_run) as proc:
@@ -191,8 +229,10 @@ def test_a_writer_killed_mid_run_leaves_a_run_the_readers_read(toy_run: Path,
 
 def _max_rss_mib(argv: list[str], cwd: Path) -> tuple[int, str, float]:
     """``benchaudit ARGV`` in a fresh process: (exit status, stderr, its peak resident memory in MiB)."""
-    code = ("import resource, sys\nfrom pytest_benchaudit.cli.app import main\nrc = main(sys.argv[1:])\n"
-            "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\nsys.exit(rc)\n")
+    code = (
+        "import resource, sys\nfrom pytest_benchaudit.cli.app import main\nrc = main(sys.argv[1:])\n"
+        "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\nsys.exit(rc)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=cwd, capture_output=True, text=True, timeout=300)
     rss = next(line for line in proc.stderr.splitlines() if line.startswith("RSS ")).split()[1]
     return proc.returncode, proc.stderr, int(rss) / 1024
@@ -207,8 +247,10 @@ def test_a_sparse_records_file_is_refused_without_reading_its_zeros_into_memory(
         fh.truncate(len(good) + size)  # the records, then what a crash can leave: a hole of zeros
     rc, err, rss = _max_rss_mib(["summarize", str(toy_run)], toy_run.parent)
     assert rc == 1, err
-    assert (f"records.jsonl:14: NUL bytes (line 14 starts at byte {len(good):,}): not JSON lines but a damaged or "
-            f"sparse file") in err and f"truncating the file to {len(good):,} bytes keeps them" in err
+    assert (
+        f"records.jsonl:14: NUL bytes (line 14 starts at byte {len(good):,}): not JSON lines but a damaged or "
+        f"sparse file"
+    ) in err and f"truncating the file to {len(good):,} bytes keeps them" in err
     assert rss < baseline + 64, (rss, baseline)  # at most a piece of the hole was read, never the gigabyte
     # What the message says keeps the records does: the run reads whole again.
     os.truncate(toy_run / "records.jsonl", len(good))
@@ -221,16 +263,23 @@ def test_a_fifo_in_place_of_a_run_file_is_refused_at_once(name: str, toy_run: Pa
     (toy_run / name).unlink()
     os.mkfifo(toy_run / name)
     command = "show" if name == "summary.json" else "summarize"
-    proc = subprocess.run([sys.executable, "-m", "pytest_benchaudit.cli", command, str(toy_run)],
-                          capture_output=True, text=True, timeout=100)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_benchaudit.cli", command, str(toy_run)],
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
     no_traceback(proc.stderr)
     assert proc.returncode == 1
-    assert proc.stderr.strip() == (f"benchaudit {command}: {toy_run / name}: a named pipe (FIFO), not a file; a run "
-                                   f"directory's {name} is a file the run writes (nothing was read from it)")
+    assert proc.stderr.strip() == (
+        f"benchaudit {command}: {toy_run / name}: a named pipe (FIFO), not a file; a run "
+        f"directory's {name} is a file the run writes (nothing was read from it)"
+    )
 
 
-def test_a_device_or_a_directory_in_place_of_records_is_refused(toy_run: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_device_or_a_directory_in_place_of_records_is_refused(
+    toy_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     records = toy_run / "records.jsonl"
     records.unlink()
     records.symlink_to("/dev/zero")
@@ -258,5 +307,3 @@ def test_long_lines_and_huge_documents_are_refused_within_their_limits(tmp_path:
         fh.truncate(300 << 20)  # sparse: claims 300 MiB
     with pytest.raises(RunDirError, match=r"run.json: 314,572,800 bytes, more than a benchaudit document holds"):
         load_run(run)
-
-

@@ -9,17 +9,29 @@ import threading
 from pathlib import Path
 
 import pytest
-from pytest_benchaudit.testing.runs import write_run_dir
 
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.common.errors import RunDirError
 from pytest_benchaudit.runs.store import BadRecord, load_run, read_records, skipping_bad_records
+from pytest_benchaudit.testing.runs import write_run_dir
 
 
 def _run_with_a_bad_line(tmp_path: Path) -> Path:
-    run_dir = write_run_dir(tmp_path, "run", [
-        {"benchmark": "toy", "task": "mcq", "question_id": f"q{i}", "model": "m", "correct": i % 2 == 0,
-         "score": float(i % 2 == 0)} for i in range(3)])
+    run_dir = write_run_dir(
+        tmp_path,
+        "run",
+        [
+            {
+                "benchmark": "toy",
+                "task": "mcq",
+                "question_id": f"q{i}",
+                "model": "m",
+                "correct": i % 2 == 0,
+                "score": float(i % 2 == 0),
+            }
+            for i in range(3)
+        ],
+    )
     with (run_dir / "records.jsonl").open("a", encoding="utf-8") as fh:
         fh.write('{"benchmark": "toy", "not": "a record"}\n')  # line 4
     return run_dir
@@ -31,7 +43,9 @@ def _strict_failure(capsys: pytest.CaptureFixture[str], run_dir: Path) -> None:
     assert f"{run_dir / 'records.jsonl'}:4: not a record" in err and "Traceback" not in err
 
 
-def test_skipping_in_one_command_does_not_leak_into_the_next(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_skipping_in_one_command_does_not_leak_into_the_next(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = _run_with_a_bad_line(tmp_path)
     assert main(["summarize", str(run_dir), "--skip-bad-records"]) == 0
     assert "skipped 1 line(s) that are not records" in capsys.readouterr().err
@@ -43,8 +57,9 @@ def test_skipping_in_one_command_does_not_leak_into_the_next(tmp_path: Path, cap
         load_run(run_dir)
 
 
-def test_a_command_that_fails_inside_the_block_resets_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_command_that_fails_inside_the_block_resets_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     run_dir = _run_with_a_bad_line(tmp_path)
     from pytest_benchaudit.cli import summarize_cmd
 

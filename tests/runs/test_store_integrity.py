@@ -16,19 +16,26 @@ import sys
 from pathlib import Path
 
 import pytest
-from pytest_benchaudit.testing.runs import complete_record, write_run_dir
 
 from pytest_benchaudit.cli.app import main
-from pytest_benchaudit.runs.store import (LOCK_NAME, DuplicateRecords, RunDirectory, RunLocked, load_run,
-                                          read_records)
+from pytest_benchaudit.runs.store import LOCK_NAME, DuplicateRecords, RunDirectory, RunLocked, load_run, read_records
+from pytest_benchaudit.testing.runs import complete_record, write_run_dir
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32",
-                                reason="the writer lock is fcntl.flock (POSIX)")
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "fork") or sys.platform == "win32", reason="the writer lock is fcntl.flock (POSIX)"
+)
 
 
 def _record(qid: str, correct: bool = True, variant: str = "") -> dict:
-    return {"benchmark": "toy", "task": "mcq", "question_id": qid, "model": "m", "variant": variant,
-            "correct": correct, "score": 1.0 if correct else 0.0}
+    return {
+        "benchmark": "toy",
+        "task": "mcq",
+        "question_id": qid,
+        "model": "m",
+        "variant": variant,
+        "correct": correct,
+        "score": 1.0 if correct else 0.0,
+    }
 
 
 # A process that takes the writer lock the way a run does, says so, and holds it until killed.
@@ -43,8 +50,11 @@ time.sleep(120)
 
 
 def _hold(run_dir: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(run_dir), "--model", "m@http://u:pw-0123456789@h/v1"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(run_dir), "--model", "m@http://u:pw-0123456789@h/v1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "HOLDING"
     return proc
 
@@ -114,8 +124,14 @@ def test_repeats_of_one_question_are_items_of_their_own(tmp_path: Path) -> None:
     records = [{**_record("q1"), "repeat": k} for k in range(3)] + [_record("q2")]
     run_dir = write_run_dir(tmp_path, "run", records)
     assert [(r["question_id"], r.get("repeat", 0)) for r in read_records(run_dir)] == [
-        ("q1", 0), ("q1", 1), ("q1", 2), ("q2", 0)]
-    run_dir = write_run_dir(tmp_path, "run2", records + [{**_record("q1"), "repeat": 2}, {**_record("q2"), "repeat": 0}])
+        ("q1", 0),
+        ("q1", 1),
+        ("q1", 2),
+        ("q2", 0),
+    ]
+    run_dir = write_run_dir(
+        tmp_path, "run2", records + [{**_record("q1"), "repeat": 2}, {**_record("q2"), "repeat": 0}]
+    )
     with pytest.raises(DuplicateRecords) as err:
         list(read_records(run_dir))
     message = str(err.value)
@@ -130,7 +146,9 @@ def test_skip_bad_records_keeps_the_first_of_each(tmp_path: Path) -> None:
     kept = list(read_records(run_dir, skip_bad=True, on_skipped=said.append))
     assert [(r["question_id"], r["correct"]) for r in kept] == [("q1", True), ("q2", True)]
     (message,) = said
-    assert "skipped 2 line(s)" in message and "a second record of toy.mcq q1 [m] (the first, line 1, is kept)" in message
+    assert (
+        "skipped 2 line(s)" in message and "a second record of toy.mcq q1 [m] (the first, line 1, is kept)" in message
+    )
 
 
 def test_many_duplicates_are_counted_and_the_first_named(tmp_path: Path) -> None:
@@ -142,8 +160,9 @@ def test_many_duplicates_are_counted_and_the_first_named(tmp_path: Path) -> None
     assert message.count("toy.mcq q") == 5 and "and 15 more" in message and "20 record(s)" in message
 
 
-def test_summarize_and_show_refuse_a_run_with_duplicated_records(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_summarize_and_show_refuse_a_run_with_duplicated_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     records = [_record("q1"), _record("q2", correct=False), _record("q3"), _record("q2", correct=False)]
     run_dir = write_run_dir(tmp_path, "run", records)
     assert main(["summarize", str(run_dir)]) == 1
@@ -208,8 +227,9 @@ def test_run_files_are_strict_json(tmp_path: Path) -> None:
 
     target = tmp_path / "run.json"
     with pytest.raises(RunDirError, match=r"pipeline_cards\.toy\.mcq\.fields\.inference\.decoding\.temperature = nan"):
-        write_json_atomic(target, {"pipeline_cards": {"toy.mcq": {"fields": {
-            "inference.decoding.temperature": float("nan")}}}})
+        write_json_atomic(
+            target, {"pipeline_cards": {"toy.mcq": {"fields": {"inference.decoding.temperature": float("nan")}}}}
+        )
     assert not target.exists()  # nothing half-valid was written
     with pytest.raises(RunDirError, match=r"x\.1 = -inf"):
         write_json_atomic(target, {"x": [1.0, float("-inf")]})

@@ -10,8 +10,10 @@ from pytest_benchaudit.common.secrets import redact_obj
 from pytest_benchaudit.runs.store import _record_line
 
 
-@pytest.mark.parametrize("secret", ["sk-plain-0123456789", 'sk-with"quote-0123', "sk-back\\slash-0123",
-                                    "sk-ctrl\x01char-0123", "sk-ünïcode-0123456"])
+@pytest.mark.parametrize(
+    "secret",
+    ["sk-plain-0123456789", 'sk-with"quote-0123', "sk-back\\slash-0123", "sk-ctrl\x01char-0123", "sk-ünïcode-0123456"],
+)
 def test_record_line_masks_as_redact_obj(monkeypatch: pytest.MonkeyPatch, secret: str) -> None:
     monkeypatch.setattr(secrets, "_values", {secret})
     records = [

@@ -14,8 +14,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -25,7 +25,7 @@ from pytest_benchaudit.runs.store import RunDirectory
 class ManualTimer:
     """threading.Timer's shape; fired by the test."""
 
-    made: list["ManualTimer"] = []
+    made: list[ManualTimer] = []
 
     def __init__(self, interval: float, function: Callable[[], None]) -> None:
         self.interval, self.function = interval, function
@@ -76,8 +76,9 @@ def test_a_record_left_in_the_buffer_is_flushed_by_the_timer(tmp_path: Path, man
     manual_timer.made[1].fire()  # a timer that fires after the close does nothing (and does not raise)
 
 
-def test_a_failed_timed_flush_is_raised_at_the_next_append(tmp_path: Path, manual_timer: type[ManualTimer],
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_timed_flush_is_raised_at_the_next_append(
+    tmp_path: Path, manual_timer: type[ManualTimer], monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = RunDirectory(tmp_path, run_id="r")
     run.append(_record("q1"))
 

@@ -43,8 +43,13 @@ def test_tables_built_freed_and_rebuilt_get_their_own_graphs() -> None:
         related = {f"bear{i}": [f"group{i}"]}
         ids.append(id(aliases))
         resources = {"aliases": aliases, "related": related}
-        for gold, prediction in ((f"apt{i}", f"bear{i}"), (f"apt{i}", f"group{i}"), (f"apt{i}", f"bear{i - 1}"),
-                                 ("shared", f"x{i}"), ("shared", f"x{i - 1}")):
+        for gold, prediction in (
+            (f"apt{i}", f"bear{i}"),
+            (f"apt{i}", f"group{i}"),
+            (f"apt{i}", f"bear{i - 1}"),
+            ("shared", f"x{i}"),
+            ("shared", f"x{i - 1}"),
+        ):
             want = _kind(aliases, related, gold, prediction)
             assert actors.connection(gold, prediction, resources, released_cti=False) == want, (i, gold, prediction)
         del aliases, related, resources  # freed here (reference counting)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 from cvss import CVSS3
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_benchaudit.pipeline.types import Generation, Question, UnscorablePrediction
 from pytest_benchaudit.scoring.tasks import cvss
@@ -21,7 +22,8 @@ NAMES = ("AV", "AC", "PR", "UI", "S", "C", "I", "A")
 LETTERS = ("NALP", "LH", "NLH", "NR", "UC", "NLH", "NLH", "NLH")
 
 vectors = st.tuples(*(st.sampled_from(v) for v in LETTERS)).map(
-    lambda values: "/".join(f"{n}:{x}" for n, x in zip(NAMES, values)))
+    lambda values: "/".join(f"{n}:{x}" for n, x in zip(NAMES, values))
+)
 
 
 def q(gold: str, qid: str = "vsp-7") -> Question:
@@ -103,7 +105,9 @@ def test_lower_case_metric_values_are_read_and_scored() -> None:
     read, _ = cvss.cvss_last_vector(f"Vector: {values_lower}", q(""), GEN)
     assert read == values_lower  # kept as written: the released scorer upper-cases it
     assert cvss.cvss_abs_diff_cti(read, q("CVSS:3.1/" + vec), {}).correct
-    assert cvss.cvss_last_vector(f"Vector: {lower}", q(""), GEN)[0] is None  # the released pattern's names are upper case
+    assert (
+        cvss.cvss_last_vector(f"Vector: {lower}", q(""), GEN)[0] is None
+    )  # the released pattern's names are upper case
     assert cvss.cvss_final_vector(f"cvss:3.0/{lower}", q(""), GEN)[0] == "CVSS:3.1/" + vec
     # A vector the library rejects once upper-cased is no answer for the released rule.
     assert cvss.cvss_last_vector("AV:Z/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", q(""), GEN)[0] is None

@@ -14,8 +14,9 @@ import pytest
 from pytest_benchaudit.pipeline.types import Generation, Question
 from pytest_benchaudit.scoring import declarations, extract, metrics, names
 
-Q = Question(benchmark="b", task="t", id="q", index=0, text="Which?", choices={"A": "a", "B": "b", "C": "c", "D": "d"},
-             gold="B")
+Q = Question(
+    benchmark="b", task="t", id="q", index=0, text="Which?", choices={"A": "a", "B": "b", "C": "c", "D": "d"}, gold="B"
+)
 LOGPROBS = ({" A": -3.0, " B": -0.1, " C": -2.0, " D": -4.0},)
 
 
@@ -29,8 +30,10 @@ def test_every_registered_rule_has_valid_metadata_and_the_defaults_are_a_text_ru
 
 @pytest.mark.parametrize("name", sorted(names.rules_reading("logprobs")))
 def test_a_rule_declared_to_read_logprobs_reads_no_text(name: str) -> None:
-    preds = {extract.RULES[name](text, Q, Generation(text=text, top_logprobs=LOGPROBS))[0]
-             for text in ("", "Answer: D", "C C C", "The answer is A.")}
+    preds = {
+        extract.RULES[name](text, Q, Generation(text=text, top_logprobs=LOGPROBS))[0]
+        for text in ("", "Answer: D", "C C C", "The answer is A.")
+    }
     assert preds == {"B"}  # the arg-max of the log-probabilities, whatever the text says
     # without log-probabilities: no reading (or MMLU's all -100 arg-max, "A"), the same whatever the text
     bare = {extract.RULES[name](text, Q, Generation(text=text))[0] for text in ("Answer: B", "Answer: D")}

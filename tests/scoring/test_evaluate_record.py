@@ -11,21 +11,45 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
+from helpers.records import QUESTION, REQUEST, STAMP, pipe, reference
 from pytest_benchaudit.pipeline.record import OPTIONAL_KEYS, Record, RecordCore
-from pytest_benchaudit.pipeline.types import (ENDPOINT_DOWN_PREFIX, INVALID_REASONS, INVALID_STAGE, ContinuationLogprobs, Extraction,
-                                              Generation, InvalidReason, Message, Question, Request, Score)
+from pytest_benchaudit.pipeline.types import (
+    ENDPOINT_DOWN_PREFIX,
+    INVALID_REASONS,
+    INVALID_STAGE,
+    ContinuationLogprobs,
+    Extraction,
+    Generation,
+    InvalidReason,
+    Score,
+)
 from pytest_benchaudit.runs.store import _record_line
 from pytest_benchaudit.scoring import evaluate as evaluate_module
 from pytest_benchaudit.scoring.evaluate import evaluate
 
-from helpers.records import QUESTION, REQUEST, STAMP, pipe, reference
-
-JUDGE = {"judge": {"model": "judge:j", "purpose": "extraction", "prompt_version": "1", "raw_output": "B",
-                   "parse_status": "exact", "verdict": "B", "error": None}, "regex_prediction": None}
+JUDGE = {
+    "judge": {
+        "model": "judge:j",
+        "purpose": "extraction",
+        "prompt_version": "1",
+        "raw_output": "B",
+        "parse_status": "exact",
+        "verdict": "B",
+        "error": None,
+    },
+    "regex_prediction": None,
+}
 
 CASES: dict[str, dict[str, Any]] = {
-    "correct": dict(generation=Generation(text="Answer: B", usage={"prompt_tokens": 9, "completion_tokens": 2},
-                                          latency_s=0.123456, served_model="m-1", finish_reason="stop")),
+    "correct": dict(
+        generation=Generation(
+            text="Answer: B",
+            usage={"prompt_tokens": 9, "completion_tokens": 2},
+            latency_s=0.123456,
+            served_model="m-1",
+            finish_reason="stop",
+        )
+    ),
     "wrong": dict(generation=Generation(text="Answer: D", latency_s=1.0, attempts=2)),
     "from_cache": dict(generation=Generation(text="Answer: A", from_cache=True)),
     "inference_error": dict(generation=Generation(error="HTTP 500: boom (gave up after 3 attempts)", attempts=3)),
@@ -36,31 +60,53 @@ CASES: dict[str, dict[str, Any]] = {
     "unparseable": dict(generation=Generation(text="I am not sure which option is meant here.")),
     "reasoning_field": dict(generation=Generation(text="Answer: B", reasoning="because B")),
     "logprobs": dict(generation=Generation(text="B", top_logprobs=({"B": -0.1, "A": -2.5}, {"x": -1.0}))),
-    "judge_error_with_extras": dict(generation=Generation(text="Answer: B"), extra=JUDGE,
-                                    extraction=Extraction(invalid_reason="judge_error", answer_text="Answer: B",
-                                                          detail="unreadable judge verdict: '??'")),
-    "judge_verdict": dict(generation=Generation(text="Answer: B"), extra=JUDGE,
-                          extraction=Extraction(prediction="B", answer_text="Answer: B", detail="judge (exact)"),
-                          score=Score(value=1.0, correct=True)),
-    "score_extras": dict(generation=Generation(text="Answer: C"),
-                         score=Score(value=0.5, correct=False, extras={"plausible": 1.0})),
-    "stored_request_mapping": dict(generation=Generation(text="Answer: B"),
-                                   request={"mode": "chat", "messages": [{"role": "user", "content": "x"}]}),
-    "variant_and_item": dict(generation=Generation(text="Answer: B"), variant="max_tokens=5",
-                             item_id="suites/seceval/suite.toml::mcq::q0007[m|max_tokens=5]"),
+    "judge_error_with_extras": dict(
+        generation=Generation(text="Answer: B"),
+        extra=JUDGE,
+        extraction=Extraction(
+            invalid_reason="judge_error", answer_text="Answer: B", detail="unreadable judge verdict: '??'"
+        ),
+    ),
+    "judge_verdict": dict(
+        generation=Generation(text="Answer: B"),
+        extra=JUDGE,
+        extraction=Extraction(prediction="B", answer_text="Answer: B", detail="judge (exact)"),
+        score=Score(value=1.0, correct=True),
+    ),
+    "score_extras": dict(
+        generation=Generation(text="Answer: C"), score=Score(value=0.5, correct=False, extras={"plausible": 1.0})
+    ),
+    "stored_request_mapping": dict(
+        generation=Generation(text="Answer: B"),
+        request={"mode": "chat", "messages": [{"role": "user", "content": "x"}]},
+    ),
+    "variant_and_item": dict(
+        generation=Generation(text="Answer: B"),
+        variant="max_tokens=5",
+        item_id="suites/seceval/suite.toml::mcq::q0007[m|max_tokens=5]",
+    ),
     # Values validation converts or refuses (a bool index, an int meta key): converted or refused, as Record(...) does.
-    "hand_made_question": dict(generation=Generation(text="Answer: B"),
-                               question=QUESTION.model_copy(update={"index": True, "choices": {"A": "x"}})),
-    "invalid_meta_key": dict(generation=Generation(text="Answer: B"),
-                             question=QUESTION.model_copy(update={"meta": {1: "an int key"}})),
+    "hand_made_question": dict(
+        generation=Generation(text="Answer: B"),
+        question=QUESTION.model_copy(update={"index": True, "choices": {"A": "x"}}),
+    ),
+    "invalid_meta_key": dict(
+        generation=Generation(text="Answer: B"), question=QUESTION.model_copy(update={"meta": {1: "an int key"}})
+    ),
     # inference.request = "loglikelihood": the continuations' echoed log-probabilities are stored as read.
-    "loglikelihood": dict(generation=Generation(continuations=(
-        ContinuationLogprobs(continuation=" A", tokens=(" A",), logprobs=(-2.0,)),
-        ContinuationLogprobs(continuation=" B", tokens=(" B",), logprobs=(-0.5,)),
-        ContinuationLogprobs(continuation=" C", missing="a continuation token's log-probability is null"),
-        ContinuationLogprobs(continuation=" D", tokens=(" D",), logprobs=(-3.0,))))),
-    "coerced_latency": dict(generation=Generation.model_construct(text="Answer: B", latency_s=2, attempts=1,
-                                                                  usage={}, top_logprobs=None)),
+    "loglikelihood": dict(
+        generation=Generation(
+            continuations=(
+                ContinuationLogprobs(continuation=" A", tokens=(" A",), logprobs=(-2.0,)),
+                ContinuationLogprobs(continuation=" B", tokens=(" B",), logprobs=(-0.5,)),
+                ContinuationLogprobs(continuation=" C", missing="a continuation token's log-probability is null"),
+                ContinuationLogprobs(continuation=" D", tokens=(" D",), logprobs=(-3.0,)),
+            )
+        )
+    ),
+    "coerced_latency": dict(
+        generation=Generation.model_construct(text="Answer: B", latency_s=2, attempts=1, usage={}, top_logprobs=None)
+    ),
 }
 
 
@@ -124,8 +170,15 @@ def test_judge_keys_keep_the_order_the_runner_wrote() -> None:
     """regex_prediction then judge, after timestamp: where extra="allow" put them; a regex_prediction
     of None (the rule read nothing) is kept, it is not 'not asked'."""
     extra = {"regex_prediction": None, "judge": JUDGE["judge"]}
-    record = evaluate(QUESTION, pipe(), REQUEST, Generation(text="Answer: B"), model="m", extra=extra,
-                      extraction=Extraction(prediction="B", answer_text="Answer: B", detail="judge (exact)"))
+    record = evaluate(
+        QUESTION,
+        pipe(),
+        REQUEST,
+        Generation(text="Answer: B"),
+        model="m",
+        extra=extra,
+        extraction=Extraction(prediction="B", answer_text="Answer: B", detail="judge (exact)"),
+    )
     data = record.model_dump(mode="json")
     assert list(data)[-3:] == ["timestamp", "regex_prediction", "judge"]
     assert data["regex_prediction"] is None
@@ -165,9 +218,9 @@ def test_the_record_owns_its_dicts() -> None:
 
 
 def test_timestamp_is_utc_now_to_the_second() -> None:
-    before = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    before = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
     stamp = evaluate_module._timestamp()
-    after = _dt.datetime.now(_dt.timezone.utc)
+    after = _dt.datetime.now(_dt.UTC)
     assert before <= _dt.datetime.fromisoformat(stamp) <= after
     assert stamp == _dt.datetime.fromisoformat(stamp).isoformat(timespec="seconds")
 

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from pytest_benchaudit.pipeline.types import Generation, Question
 from pytest_benchaudit.scoring.extract import RULES, extract, rule_names, strip_reasoning
 from pytest_benchaudit.scoring.metrics import score
 from pytest_benchaudit.testing.data import data_file, read_tsv
-from pytest_benchaudit.pipeline.types import Generation, Question
 
 ABCD = {"A": "Audit", "B": "Execution Prevention", "C": "Process", "D": "User Account"}
 
@@ -384,8 +384,16 @@ def test_valid_answer_even_when_truncated():
 
 def cti_question(i: int, row: dict[str, str]) -> Question:
     choices = {k: row[f"Option {k}"] for k in "ABCD"}
-    return Question(benchmark="cti-bench", task="cti-mcq", id=str(i), index=i, text=row["Question"],
-                    choices=choices, gold=row["GT"], prompt=row["Prompt"])
+    return Question(
+        benchmark="cti-bench",
+        task="cti-mcq",
+        id=str(i),
+        index=i,
+        text=row["Question"],
+        choices=choices,
+        gold=row["GT"],
+        prompt=row["Prompt"],
+    )
 
 
 def test_real_cti_released_answers_roundtrip_through_last_line_letter():
@@ -396,8 +404,7 @@ def test_real_cti_released_answers_roundtrip_through_last_line_letter():
     for model in ("ChatGPT-3.5", "ChatGPT-4", "Gemini-1.5", "LLAMA3-70B", "LLAMA3-8B"):
         for i, (row, resp) in enumerate(zip(rows, responses)):
             answer = resp[model]
-            result = extract("last_line_letter", Generation(text=f"Reasoning.\n{answer}"),
-                             cti_question(i, row), "keep")
+            result = extract("last_line_letter", Generation(text=f"Reasoning.\n{answer}"), cti_question(i, row), "keep")
             if answer in ("A", "B", "C", "D"):
                 # A released letter on the last line is read back unchanged.
                 assert result.prediction == answer, (model, i)
@@ -443,8 +450,15 @@ def test_real_seceval_golds_through_letter_rules():
     assert len(items) == 2189
     for i, item in enumerate(items):
         choices = {c[0]: c[3:] for c in item["choices"]}
-        question = Question(benchmark="seceval", task="mcqa", id=item["id"], index=i,
-                            text=item["question"], choices=choices, gold=item["answer"])
+        question = Question(
+            benchmark="seceval",
+            task="mcqa",
+            id=item["id"],
+            index=i,
+            text=item["question"],
+            choices=choices,
+            gold=item["answer"],
+        )
         gold = item["answer"]
         expected = "".join(sorted(set(gold)))
         assert pred("all_capital_letters", f"Answer: {gold}", question=question) == expected
@@ -500,8 +514,11 @@ def test_redsage_mcq_acc_after_a_newline_stop_is_unclosed_reasoning():
 @pytest.mark.parametrize(
     ("text", "expected", "reason"),
     [
-        ("A) Generate public keys\nB) Authenticate digital signatures\nC) Encrypt data using a password",
-         None, "unparseable"),  # the demo's echo: the last option listed is not an answer
+        (
+            "A) Generate public keys\nB) Authenticate digital signatures\nC) Encrypt data using a password",
+            None,
+            "unparseable",
+        ),  # the demo's echo: the last option listed is not an answer
         ("A) To compare log files\nB) To accelerate system performance", None, "unparseable"),
         ("C) Process", "C", None),  # one committed option line
         ("Let me look at the options.\nC) Process", "C", None),
@@ -523,8 +540,14 @@ def test_real_demo_style_echoes_on_cybermetric_rows():
     under the standardized reader, whichever row; one copied option is read."""
     rows = json.loads(data_file("cybermetric", "CyberMetric-80-v1.json").read_text(encoding="utf-8"))["questions"]
     for row in rows:
-        question = Question(benchmark="cybermetric", task="cm80", id=str(row["question"])[:20], index=0,
-                            gold=row["solution"], choices=row["answers"])
+        question = Question(
+            benchmark="cybermetric",
+            task="cm80",
+            id=str(row["question"])[:20],
+            index=0,
+            gold=row["solution"],
+            choices=row["answers"],
+        )
         echo = "\n".join(f"{k}) {v}" for k, v in row["answers"].items())
         assert run("final_answer_letter", echo, question=question).invalid_reason == "unparseable"
         one = f"{row['solution']}) {row['answers'][row['solution']]}"
@@ -542,9 +565,16 @@ def test_mmlu_released_reads_a_when_no_logprobs_come_back(top):
     assert run("mmlu_logprob_argmax", "", mode="keep", error="HTTP 400").invalid_reason == "inference_error"
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("<xml>D</xml>", "D"), ("The answer: <xml> b </xml>", "B"), ("<xml>A</xml> no, <xml>C</xml>", "C"),
-    ("<xml>answer</xml>", None), ("<xml>E</xml>", None), ("ANSWER: B", None),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<xml>D</xml>", "D"),
+        ("The answer: <xml> b </xml>", "B"),
+        ("<xml>A</xml> no, <xml>C</xml>", "C"),
+        ("<xml>answer</xml>", None),
+        ("<xml>E</xml>", None),
+        ("ANSWER: B", None),
+    ],
+)
 def test_xml_answer_reads_cybermetric_documented_format(text, expected):
     assert pred("xml_answer", text) == expected

@@ -17,8 +17,14 @@ GEN = Generation(text="")
 
 
 def q(choices: dict[str, str] | None = None) -> Question:
-    return Question(benchmark="t", task="t", id="1", index=0, gold="A",
-                    choices=choices if choices is not None else {k: k for k in "ABCD"})
+    return Question(
+        benchmark="t",
+        task="t",
+        id="1",
+        index=0,
+        gold="A",
+        choices=choices if choices is not None else {k: k for k in "ABCD"},
+    )
 
 
 # --------------------------------------------------------------------------- CTI-Bench format_mcq
@@ -71,8 +77,16 @@ def test_a_longer_label_is_not_read_as_its_prefix() -> None:
 
 
 def test_letter_lists_in_every_separator() -> None:
-    for text in ("Answer: A and C", "Answer: A, C", "Answer: A; C", "Answer: A/C", "Answer: A & C", "Answer: A C",
-                 "Answer: A, and C", "A and C"):
+    for text in (
+        "Answer: A and C",
+        "Answer: A, C",
+        "Answer: A; C",
+        "Answer: A/C",
+        "Answer: A & C",
+        "Answer: A C",
+        "Answer: A, and C",
+        "A and C",
+    ):
         assert extract.final_answer_letters(text, q(), GEN)[0] == "AC", text
 
 
@@ -87,8 +101,9 @@ def test_redsage_trailing_letter_is_only_a_to_d() -> None:
 def test_a_question_never_sent_is_endpoint_down_not_an_inference_error() -> None:
     from pytest_benchaudit.pipeline.types import ENDPOINT_DOWN_PREFIX
 
-    down = extract.extract("answer_regex", Generation(text="", error=ENDPOINT_DOWN_PREFIX + " after 5 failures"),
-                           q(), "strip")
+    down = extract.extract(
+        "answer_regex", Generation(text="", error=ENDPOINT_DOWN_PREFIX + " after 5 failures"), q(), "strip"
+    )
     assert down.invalid_reason == "endpoint_down" and down.detail.startswith(ENDPOINT_DOWN_PREFIX)
     failed = extract.extract("answer_regex", Generation(text="", error="HTTP 500: upstream"), q(), "strip")
     assert failed.invalid_reason == "inference_error"
@@ -135,8 +150,9 @@ def test_nested_probes_agree_with_the_installed_inspect_ai() -> None:
         pytest.skip(why)
     script = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "inspect_evals-0.26.0" / "record_verdicts.py"
     asked = [{"content": reply, "reasoning_content": None} for reply, _ in NESTED_PROBES]
-    done = subprocess.run([python, str(script), "--stdin"], input=json.dumps(asked), capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [python, str(script), "--stdin"], input=json.dumps(asked), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     for (reply, completion), reading in zip(NESTED_PROBES, json.loads(done.stdout)["readings"], strict=True):
         assert reading["completion"] == completion, reply

@@ -21,26 +21,39 @@ from cvss import CVSS3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import SUITES
 from pytest_benchaudit.aggregate.results import summarize
 from pytest_benchaudit.cli.app import main
-from pytest_benchaudit.pipeline.stages import PipelineError, build_pipeline, parse_override
 from pytest_benchaudit.pipeline.layering import apply_overrides
+from pytest_benchaudit.pipeline.stages import PipelineError, build_pipeline, parse_override
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question
 from pytest_benchaudit.report.terminal import render_summary
 from pytest_benchaudit.scoring.evaluate import evaluate
 from pytest_benchaudit.scoring.metrics import METRIC_INFO, invalid_score, score_item
 from pytest_benchaudit.scoring.tasks.cvss import cvss_abs_diff_cti
-
 from pytest_benchaudit.testing.runs import read_run
-from helpers import SUITES
 
 QWEN4B = "Qwen/Qwen3-4B-Instruct-2507"
 
 
 def _import(kind: str, source: Path, report_dir: Path, data_dir: Path) -> dict[str, dict[str, Any]]:
     with redirect_stdout(io.StringIO()):
-        assert main(["import", kind, str(source), "--report-dir", str(report_dir), "--suites-dir", str(SUITES),
-                     "--data-dir", str(data_dir)]) == 0
+        assert (
+            main(
+                [
+                    "import",
+                    kind,
+                    str(source),
+                    "--report-dir",
+                    str(report_dir),
+                    "--suites-dir",
+                    str(SUITES),
+                    "--data-dir",
+                    str(data_dir),
+                ]
+            )
+            == 0
+        )
     runs = {}
     for run_dir in sorted(p for p in report_dir.iterdir() if p.is_dir()):
         run = read_run(run_dir)
@@ -78,8 +91,10 @@ def test_athena_vsp_over_all_items_gives_an_invalid_vector_no_credit(athena, rea
     """Qwen3-4B VSP: 90 of 200 vectors unreadable.  Over all items each scores 0 (no credit), so
     score/all = (sum of 1 - |d|/7.7 over the released readable rows) / 200 = 43.0%, not 29.6%
     (1 - 10/7.7 = -0.30 each); over the valid rows it stays the released 78.2%."""
-    released = [json.loads(line) for line in
-                (real_data / "athenabench" / "runs-mini" / QWEN4B / "VSP-scored.jsonl").read_text().splitlines()]
+    released = [
+        json.loads(line)
+        for line in (real_data / "athenabench" / "runs-mini" / QWEN4B / "VSP-scored.jsonl").read_text().splitlines()
+    ]
     # The released per-item "score" is |base(pred) - base(gold)|; its VSP "accuracy" is 1 - MAD/7.7.
     readable = [1 - r["score"] / 7.7 for r in released if r["success"]]
     assert len(released) == 200 and len(readable) == 110
@@ -134,15 +149,22 @@ def test_summary_names_what_an_invalid_answer_scores(athena, cti):
     assert "cvss_closeness_athena" in athena_text
     cti_text = render_summary(cti["ChatGPT-4"]["summary"]["results"], [], {}, [])
     flat = " ".join(cti_text.split())
-    assert "10 (no credit: the worst case, the largest possible difference of two CVSS base scores) on " \
-           "cvss_abs_diff_cti" in flat
+    assert (
+        "10 (no credit: the worst case, the largest possible difference of two CVSS base scores) on "
+        "cvss_abs_diff_cti" in flat
+    )
     assert max(map(len, cti_text.splitlines())) <= 120
 
 
 def test_an_old_summary_shows_the_value_its_invalid_items_scored():
     """A summary row written before the field (no invalid_score): the value is read back from its two means."""
-    old = {"metric": "cvss_closeness_athena", "n": 200, "n_valid": 110, "score_valid": 0.782,
-           "score_total": (0.782 * 110 + 90 * (1 - 10 / 7.7)) / 200}
+    old = {
+        "metric": "cvss_closeness_athena",
+        "n": 200,
+        "n_valid": 110,
+        "score_valid": 0.782,
+        "score_total": (0.782 * 110 + 90 * (1 - 10 / 7.7)) / 200,
+    }
     from pytest_benchaudit.scoring.metrics import invalid_credit_line
 
     assert "-0.2987 (as stored" in invalid_credit_line([old])
@@ -168,17 +190,33 @@ def test_invalid_credit_scores_between_the_worst_case_and_the_best(metric, credi
 def test_invalid_credit_moves_score_total_only(tmp_path):
     """Metamorphic: raising scoring.invalid_credit from 0 to c moves score/all by c x invalid share
     (a share metric), leaves score/valid, n_valid and the invalid reasons as they were."""
-    base = build_pipeline("standardized", "b", "mcq", {"extraction": {"rule": "final_answer_letter", "reasoning": "strip"},
-                                                         "scoring": {"metric": "exact_match", "denominator": "total"}})
+    base = build_pipeline(
+        "standardized",
+        "b",
+        "mcq",
+        {
+            "extraction": {"rule": "final_answer_letter", "reasoning": "strip"},
+            "scoring": {"metric": "exact_match", "denominator": "total"},
+        },
+    )
     texts = ["Answer: A", "Answer: B", "no idea", "Answer: C", "", "Answer: A or B"]
     golds = ["A", "A", "B", "C", "D", "A"]
 
     def rows(credit: float) -> dict[str, Any]:
         pipe = apply_overrides(base, [("scoring.invalid_credit", credit)])
         card = {"b.mcq": pipe.card()}
-        recs = [evaluate(Question(benchmark="b", task="mcq", id=f"q{i}", index=i, prompt="p", gold=g,
-                                  choices={k: k for k in "ABCD"}),
-                         pipe, {}, Generation(text=t), model="m").model_dump() for i, (t, g) in enumerate(zip(texts, golds))]
+        recs = [
+            evaluate(
+                Question(
+                    benchmark="b", task="mcq", id=f"q{i}", index=i, prompt="p", gold=g, choices={k: k for k in "ABCD"}
+                ),
+                pipe,
+                {},
+                Generation(text=t),
+                model="m",
+            ).model_dump()
+            for i, (t, g) in enumerate(zip(texts, golds))
+        ]
         return summarize(recs, card)[0]
 
     none, some = rows(0.0), rows(0.25)
@@ -201,9 +239,20 @@ def test_a_card_without_the_field_reads_as_no_credit():
     """Old run directories: a card or pipeline without scoring.invalid_credit takes the default."""
     pipe = build_pipeline("released", "b", "t", {"scoring": {"metric": "exact_match", "denominator": "total"}})
     assert pipe.scoring.invalid_credit == 0.0
-    rec = {"benchmark": "b", "task": "t", "model": "m", "variant": "", "pipeline": "released", "pipeline_hash": "h",
-           "metric": "exact_match", "valid": False, "score": 0.0, "correct": False, "invalid_reason": "empty",
-           "invalid_stage": "inference"}
+    rec = {
+        "benchmark": "b",
+        "task": "t",
+        "model": "m",
+        "variant": "",
+        "pipeline": "released",
+        "pipeline_hash": "h",
+        "metric": "exact_match",
+        "valid": False,
+        "score": 0.0,
+        "correct": False,
+        "invalid_reason": "empty",
+        "invalid_stage": "inference",
+    }
     old_card = {"fields": {"scoring.metric": "exact_match", "scoring.denominator": "total"}}
     row = summarize([rec], {"b.t": old_card})[0]
     assert row["invalid_credit"] == 0.0 and row["invalid_score"] == 0.0
@@ -225,11 +274,14 @@ def test_cti_metric_keeps_a_predictions_own_prefix():
     gold = "CVSS:3.1/AV:L/AC:L/PR:L/UI:N/S:U/C:N/I:N/A:H"
     question = _vsp_question(gold)
     expected = abs(CVSS3("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H").scores()[0] - CVSS3(gold).scores()[0])
-    assert cvss_abs_diff_cti("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", question, {}).value == pytest.approx(expected)
+    assert cvss_abs_diff_cti("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", question, {}).value == pytest.approx(
+        expected
+    )
     # The released, prefix-less predictions are scored as before: as v3.0 vectors.
     released = cvss_abs_diff_cti("AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", question, {})
-    assert released.value == pytest.approx(abs(CVSS3("CVSS:3.0/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H").scores()[0]
-                                               - CVSS3(gold).scores()[0]))
+    assert released.value == pytest.approx(
+        abs(CVSS3("CVSS:3.0/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H").scores()[0] - CVSS3(gold).scores()[0])
+    )
 
 
 def test_cti_vsp_cvss_final_vector_variant_is_no_constant_worst_case(cti, real_data):
@@ -242,11 +294,27 @@ def test_cti_vsp_cvss_final_vector_variant_is_no_constant_worst_case(cti, real_d
     for model, run in cti.items():
         out = io.StringIO()
         with redirect_stdout(out):
-            assert main(["sweep", str(run["path"]), "--vary", "extraction.rule=cvss_final_vector", "--json",
-                         "--suites-dir", str(SUITES), "--data-dir", str(real_data)]) == 0
+            assert (
+                main(
+                    [
+                        "sweep",
+                        str(run["path"]),
+                        "--vary",
+                        "extraction.rule=cvss_final_vector",
+                        "--json",
+                        "--suites-dir",
+                        str(SUITES),
+                        "--data-dir",
+                        str(real_data),
+                    ]
+                )
+                == 0
+            )
         row = next(r for r in json.loads(out.getvalue()) if r["task"] == "vsp")
-        diffs = [abs(CVSS3("CVSS:3.1/" + r[model].strip().upper()).scores()[0] - CVSS3(r["GT"].strip()).scores()[0])
-                 for r in table]
+        diffs = [
+            abs(CVSS3("CVSS:3.1/" + r[model].strip().upper()).scores()[0] - CVSS3(r["GT"].strip()).scores()[0])
+            for r in table
+        ]
         assert row["invalid_rate"] == 0.0 and row["n"] == len(table) == 1000
         assert row["score"] == pytest.approx(sum(diffs) / len(diffs))
         assert row["score"] < 3.0
@@ -258,8 +326,9 @@ _LETTERS = {"AV": "NALP", "AC": "LH", "PR": "NLH", "UI": "NR", "S": "UC", "C": "
 _vector = st.builds(
     lambda prefix, values, tail: prefix + "/".join(f"{k}:{v}" for k, v in values) + tail,
     st.sampled_from(["", "CVSS:3.0/", "CVSS:3.1/", "cvss:3.1/", "CVSS:3.1/CVSS:3.0/", "CVSS:2.0/", "CVSS:3.1"]),
-    st.tuples(*[st.tuples(st.just(k), st.sampled_from(list(v) + ["X", "Z", v[0].lower(), ""]))
-                for k, v in _LETTERS.items()]),
+    st.tuples(
+        *[st.tuples(st.just(k), st.sampled_from(list(v) + ["X", "Z", v[0].lower(), ""])) for k, v in _LETTERS.items()]
+    ),
     st.sampled_from(["", "**", "`", "/E:H", "/AV:N", " "]),
 )
 
@@ -302,11 +371,20 @@ def test_released_and_standardized_vsp_records_are_valid_only_when_the_vector_pa
     """Through extraction and scoring (evaluate): whatever rule and metric a layer pairs, a record is
     valid only with a vector the cvss library parses, and a valid record's score is finite and in range."""
     question = _vsp_question()
-    for rule, metric in (("athena_cvss31", "cvss_closeness_athena"), ("cvss_last_vector", "cvss_abs_diff_cti"),
-                         ("cvss_final_vector", "cvss_abs_diff_cti"), ("cvss_final_vector", "cvss_abs_diff"),
-                         ("cvss_last_vector", "cvss_abs_diff"), ("cvss_final_vector", "cvss_closeness_athena")):
-        pipe = build_pipeline("x", "athenabench", "vsp", {"extraction": {"rule": rule, "reasoning": "strip"},
-                                                           "scoring": {"metric": metric, "denominator": "total"}})
+    for rule, metric in (
+        ("athena_cvss31", "cvss_closeness_athena"),
+        ("cvss_last_vector", "cvss_abs_diff_cti"),
+        ("cvss_final_vector", "cvss_abs_diff_cti"),
+        ("cvss_final_vector", "cvss_abs_diff"),
+        ("cvss_last_vector", "cvss_abs_diff"),
+        ("cvss_final_vector", "cvss_closeness_athena"),
+    ):
+        pipe = build_pipeline(
+            "x",
+            "athenabench",
+            "vsp",
+            {"extraction": {"rule": rule, "reasoning": "strip"}, "scoring": {"metric": metric, "denominator": "total"}},
+        )
         rec = evaluate(question, pipe, {}, Generation(text=f"Summary.\nAnswer: {vector}"), model="m")
         if rec.valid:
             assert rec.prediction is not None
@@ -337,16 +415,23 @@ def test_a_variants_stage_split_uses_the_stated_credit_when_the_base_has_no_inva
     the extraction part is (x1 - x0)(v0 - w) = (-0.4)(0.4 - 0.5) = +0.04 (with w = 0 it was -0.16)."""
     from pytest_benchaudit.aggregate.results import variant_deltas
 
-    base_pipe = build_pipeline("standardized", "b", "mcq", {"extraction": {"rule": "all_capital_letters", "reasoning": "keep"},
-                                                              "scoring": {"metric": "exact_match", "denominator": "total",
-                                                                          "invalid_credit": 0.5}})
+    base_pipe = build_pipeline(
+        "standardized",
+        "b",
+        "mcq",
+        {
+            "extraction": {"rule": "all_capital_letters", "reasoning": "keep"},
+            "scoring": {"metric": "exact_match", "denominator": "total", "invalid_credit": 0.5},
+        },
+    )
     strict = apply_overrides(base_pipe, [("extraction.rule", "final_answer_letter")])
     texts = ["Answer: A", "Answer: B", "I pick C here", "D, I think", "Answer: A"]
     recs = []
     for variant, pipe in (("", base_pipe), ("rule=final_answer_letter", strict)):
         for i, text in enumerate(texts):
-            question = Question(benchmark="b", task="mcq", id=f"q{i}", index=i, prompt="p", gold="A",
-                                choices={k: k for k in "ABCD"})
+            question = Question(
+                benchmark="b", task="mcq", id=f"q{i}", index=i, prompt="p", gold="A", choices={k: k for k in "ABCD"}
+            )
             recs.append(evaluate(question, pipe, {}, Generation(text=text), model="m", variant=variant).model_dump())
     cards = {"b.mcq": base_pipe.card(), "b.mcq|rule=final_answer_letter": strict.card()}
     results = summarize(recs, cards)

@@ -11,17 +11,29 @@ import json
 
 import pytest
 
-from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.layering import apply_overrides
+from pytest_benchaudit.pipeline.stages import Pipeline
 from pytest_benchaudit.pipeline.types import Generation, Question, Request
 from pytest_benchaudit.scoring import judge_prompts
 from pytest_benchaudit.scoring.judge_calls import judge_answer, judge_problem, needs_judge
 
-Q = Question(benchmark="toy", task="mcq", id="q1", index=0, text="Which port?",
-             choices={"A": "21", "B": "22", "C": "23", "D": "25"}, gold="B")
-BASE = Pipeline(name="standardized", benchmark="toy", task="mcq", inference={"max_tokens": 64},
-                extraction={"rule": "judge", "reasoning": "strip"},
-                scoring={"metric": "exact_match", "denominator": "total"})
+Q = Question(
+    benchmark="toy",
+    task="mcq",
+    id="q1",
+    index=0,
+    text="Which port?",
+    choices={"A": "21", "B": "22", "C": "23", "D": "25"},
+    gold="B",
+)
+BASE = Pipeline(
+    name="standardized",
+    benchmark="toy",
+    task="mcq",
+    inference={"max_tokens": 64},
+    extraction={"rule": "judge", "reasoning": "strip"},
+    scoring={"metric": "exact_match", "denominator": "total"},
+)
 
 
 class Judge:
@@ -51,20 +63,25 @@ def test_extraction_reads_the_judges_json_verdict_from_the_text_left_after_reaso
 
 def test_extraction_for_a_label_set_metric_cuts_the_text_with_the_label_set_reader() -> None:
     ask = Judge(json.dumps({"answer": "AC"}))
-    got = judge_answer(Q, with_(**{"scoring.metric": "label_set_match"}), Generation(text="Final answer: C, A"),
-                       "judge:j", ask)
+    got = judge_answer(
+        Q, with_(**{"scoring.metric": "label_set_match"}), Generation(text="Final answer: C, A"), "judge:j", ask
+    )
     assert got.extra["regex_prediction"] == "AC"  # final_answer_letters (one label's reader would say none)
     one = judge_answer(Q, BASE, Generation(text="Final answer: C, A"), "judge:j", Judge(json.dumps({"answer": "C"})))
     assert one.extra["regex_prediction"] != "AC"
 
 
-@pytest.mark.parametrize("reply, error, reason, status", [
-    ('{"answer": "NONE"}', None, "unparseable", "json"),
-    ("no idea", None, "judge_error", "failed"),
-    ("", "HTTP 500", "judge_error", "failed"),
-])
+@pytest.mark.parametrize(
+    "reply, error, reason, status",
+    [
+        ('{"answer": "NONE"}', None, "unparseable", "json"),
+        ("no idea", None, "judge_error", "failed"),
+        ("", "HTTP 500", "judge_error", "failed"),
+    ],
+)
 def test_a_verdict_that_names_no_option_or_cannot_be_read_is_invalid_with_its_reason(
-        reply: str, error: str | None, reason: str, status: str) -> None:
+    reply: str, error: str | None, reason: str, status: str
+) -> None:
     got = judge_answer(Q, BASE, Generation(text="I would say the second."), "judge:j", Judge(reply, error))
     assert got.extraction is not None and got.extraction.invalid_reason == reason and got.score is None
     assert got.extra["judge"]["parse_status"] == status
@@ -93,10 +110,13 @@ def test_grading_scores_the_rules_reading_by_the_judges_verdict() -> None:
 
 
 def test_who_needs_a_judge_and_what_the_skip_says() -> None:
-    assert needs_judge(BASE) and needs_judge(with_(**{"extraction.rule": "final_line", "scoring.metric": "judge_graded"}))
+    assert needs_judge(BASE) and needs_judge(
+        with_(**{"extraction.rule": "final_line", "scoring.metric": "judge_graded"})
+    )
     plain = with_(**{"extraction.rule": "final_answer_letter"})
     assert not needs_judge(plain) and judge_problem(plain) is None
-    assert judge_problem(BASE) == ("extraction.rule 'judge' needs an LLM judge (--judge SPEC); "
-                                   "collected but never scored without one")
+    assert judge_problem(BASE) == (
+        "extraction.rule 'judge' needs an LLM judge (--judge SPEC); collected but never scored without one"
+    )
     assert judge_problem(BASE, judge_given=True) is None
     assert judge_answer(Q, plain, Generation(text="Answer: B"), "judge:j", Judge("x")).extraction is None

@@ -21,18 +21,26 @@ def q(gold: str) -> Question:
     return Question(benchmark="b", task="t", id="q-3", index=0, gold=gold)
 
 
-def row(metric: str, n: int = 10, n_valid: int = 8, total: float | None = 0.6, valid: float | None = 0.75,
-        **extra: object) -> metrics.CreditRow:
+def row(
+    metric: str, n: int = 10, n_valid: int = 8, total: float | None = 0.6, valid: float | None = 0.75, **extra: object
+) -> metrics.CreditRow:
     r: metrics.CreditRow = {"metric": metric, "n": n, "n_valid": n_valid, "score_total": total, "score_valid": valid}
     r.update(extra)  # type: ignore[typeddict-item]
     return r
 
 
-@pytest.mark.parametrize("metric,credit,expected", [
-    ("exact_match", 0.0, 0.0), ("exact_match", 0.25, 0.25), ("exact_match", 1.0, 1.0),
-    ("cvss_abs_diff", 0.0, 10.0), ("cvss_abs_diff", 0.25, 7.5), ("cvss_abs_diff", 1.0, 0.0),
-    ("cvss_closeness_athena", 0.5, 0.5),
-])
+@pytest.mark.parametrize(
+    "metric,credit,expected",
+    [
+        ("exact_match", 0.0, 0.0),
+        ("exact_match", 0.25, 0.25),
+        ("exact_match", 1.0, 1.0),
+        ("cvss_abs_diff", 0.0, 10.0),
+        ("cvss_abs_diff", 0.25, 7.5),
+        ("cvss_abs_diff", 1.0, 0.0),
+        ("cvss_closeness_athena", 0.5, 0.5),
+    ],
+)
 def test_invalid_score_moves_credit_of_the_way_to_the_best_value(metric: str, credit: float, expected: float) -> None:
     assert metrics.invalid_score(metrics.METRIC_INFO[metric], credit) == pytest.approx(expected)
     assert metrics.invalid_score(metrics.METRIC_INFO[metric]) == metrics.METRIC_INFO[metric].invalid_value
@@ -47,12 +55,18 @@ def test_invalid_credit_note_says_what_an_invalid_answer_scores() -> None:
 
 
 def test_invalid_credit_line_groups_metrics_by_what_they_score() -> None:
-    rows = [row("exact_match", total=0.6, valid=0.75), row("cvss_abs_diff", total=2.8, valid=1.0),
-            row("exact_match", total=0.6, valid=0.75), row("letter_set_exact", n=4, n_valid=4, total=0.5, valid=0.5)]
+    rows = [
+        row("exact_match", total=0.6, valid=0.75),
+        row("cvss_abs_diff", total=2.8, valid=1.0),
+        row("exact_match", total=0.6, valid=0.75),
+        row("letter_set_exact", n=4, n_valid=4, total=0.5, valid=0.5),
+    ]
     line = metrics.invalid_credit_line(rows)
-    assert line == ("invalid answers, where counted (score/all; scoring.invalid_credit): "
-                    f"0 (no credit) on exact_match, letter_set_exact; 10 (no credit: the worst case, {WORST}) "
-                    "on cvss_abs_diff")
+    assert line == (
+        "invalid answers, where counted (score/all; scoring.invalid_credit): "
+        f"0 (no credit) on exact_match, letter_set_exact; 10 (no credit: the worst case, {WORST}) "
+        "on cvss_abs_diff"
+    )
     assert metrics.invalid_credit_line([]) == ""
 
 
@@ -88,8 +102,9 @@ def test_score_item_turns_an_unreadable_prediction_invalid_and_keeps_the_answer_
 
 
 def test_invalid_items_get_their_extras_credited_too() -> None:
-    info = MetricInfo(lower_is_better=False, kind="binary", description="toy", invalid_extras=(("plausible", 0.0),
-                                                                                                ("half", 0.5)))
+    info = MetricInfo(
+        lower_is_better=False, kind="binary", description="toy", invalid_extras=(("plausible", 0.0), ("half", 0.5))
+    )
     s = metrics._invalid(info, 0.5)
     assert s.value == 0.5 and not s.correct and s.extras == pytest.approx({"plausible": 0.5, "half": 0.75})
     ex = Extraction(invalid_reason="empty")

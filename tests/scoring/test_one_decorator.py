@@ -27,8 +27,14 @@ def test_declared_reads_a_namespace_in_order_and_only_its_own_functions() -> Non
     def b(text: str, question: object, generation: object) -> tuple[str | None, str]:
         return None, ""
 
-    @declarations.metric(name="a_metric", lower_is_better=True, kind="continuous", description="d",
-                         invalid_value=10.0, worst_case="the scale")
+    @declarations.metric(
+        name="a_metric",
+        lower_is_better=True,
+        kind="continuous",
+        description="d",
+        invalid_value=10.0,
+        worst_case="the scale",
+    )
     def a(prediction: str, question: object, resources: object) -> Score:
         return Score(value=0.0, correct=True)
 
@@ -37,8 +43,11 @@ def test_declared_reads_a_namespace_in_order_and_only_its_own_functions() -> Non
     namespace = {"__name__": __name__, "b": b, "a": a, "plain": plain, "imported": extract.final_answer_letter}
     rules, found, infos = declarations.declared(namespace)
     assert rules == {"b_rule": b} and found == {"a_metric": a}
-    assert infos == {"a_metric": MetricInfo(lower_is_better=True, kind="continuous", description="d",
-                                            invalid_value=10.0, worst_case="the scale")}
+    assert infos == {
+        "a_metric": MetricInfo(
+            lower_is_better=True, kind="continuous", description="d", invalid_value=10.0, worst_case="the scale"
+        )
+    }
     assert declarations.rule_info(b).answers == "label" and declarations.metric_reads(a).answers == "other"
 
 

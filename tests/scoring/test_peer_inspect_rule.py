@@ -29,8 +29,9 @@ from pytest_benchaudit.testing.peer_python import find_peer_python
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "inspect_evals-0.26.0"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scoring.md"
-QUESTION = Question(benchmark="b", task="mcq", id="q", index=0, gold="A",
-                    choices={label: f"option {label}" for label in "ABCD"})
+QUESTION = Question(
+    benchmark="b", task="mcq", id="q", index=0, gold="A", choices={label: f"option {label}" for label in "ABCD"}
+)
 
 # Reply texts: the patterns, wrappers, separators, case and placement the reader distinguishes.
 PROBES = [
@@ -124,7 +125,9 @@ def _agrees(got, single: list[str], several: list[str], text: str) -> None:
         if len(several) > 1:
             assert got.invalid_reason == "hedged", (got, several)
         else:
-            assert got.invalid_reason in (("empty",) if not text.strip() else ("unparseable", "unclosed_reasoning")), got
+            assert got.invalid_reason in (("empty",) if not text.strip() else ("unparseable", "unclosed_reasoning")), (
+                got
+            )
 
 
 @pytest.mark.parametrize("probe", PROBES)
@@ -146,8 +149,10 @@ def test_strip_first_makes_the_completion_inspect_reads(probe: str):
 
 def test_the_two_probes_of_the_issue_read_as_inspect_reads_them():
     # Read as returned ("keep", what the layers did before), both read B; Inspect reads no answer and A.
-    for text, inspect, kept in (("<think>ANSWER: B</think>A and B", None, "B"),
-                                ("ANSWER: A<think>ANSWER: B</think>", "A", "B")):
+    for text, inspect, kept in (
+        ("<think>ANSWER: B</think>A and B", None, "B"),
+        ("ANSWER: A<think>ANSWER: B</think>", "A", "B"),
+    ):
         assert VERDICTS[text]["single"] == ([inspect] if inspect else [])
         assert extract("inspect_choice", Generation(text=text), QUESTION, "strip_first").prediction == inspect
         assert extract("inspect_choice", Generation(text=text), QUESTION, "keep").prediction == kept
@@ -175,19 +180,30 @@ def test_the_readers_agree_with_the_installed_inspect_ai():
     if python is None:
         pytest.skip(why)
     asked = [{"content": p, "reasoning_content": None} for p in PROBES] + [
-        {"content": c, "reasoning_content": r} for c, r in LIVE_EXTRA]
-    done = subprocess.run([python, str(FIXTURES / "record_verdicts.py"), "--stdin"], input=json.dumps(asked),
-                          capture_output=True, text=True, timeout=300)
+        {"content": c, "reasoning_content": r} for c, r in LIVE_EXTRA
+    ]
+    done = subprocess.run(
+        [python, str(FIXTURES / "record_verdicts.py"), "--stdin"],
+        input=json.dumps(asked),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     live = json.loads(done.stdout)
     for ask, reading in zip(asked, live["readings"], strict=True):
         text, field = ask["content"], ask["reasoning_content"]
         assert strip_first_reasoning(text, field) == reading["completion"], (
-            f"inspect_ai {live['inspect_ai']} hands parse_answers another completion for {text!r}")
+            f"inspect_ai {live['inspect_ai']} hands parse_answers another completion for {text!r}"
+        )
         got = extract("inspect_choice", Generation(text=text, reasoning=field), QUESTION, "strip_first")
         _agrees(got, reading["single"], reading["multiple"], text)
-        _agrees(extract("inspect_choice", Generation(text=text), QUESTION, "keep"), reading["raw_single"],
-                reading["raw_multiple"], text)
+        _agrees(
+            extract("inspect_choice", Generation(text=text), QUESTION, "keep"),
+            reading["raw_single"],
+            reading["raw_multiple"],
+            text,
+        )
 
 
 def test_the_verdicts_cover_every_kind_of_reading():
@@ -221,7 +237,7 @@ def test_the_rule_is_registered():
 def _doc_rows() -> list[tuple[str, str, str]]:
     text = DOC.read_text(encoding="utf-8")
     start, end = "<!-- inspect_choice table: start", "<!-- inspect_choice table: end -->"
-    lines = text[text.index(start):text.index(end)].splitlines()[3:]
+    lines = text[text.index(start) : text.index(end)].splitlines()[3:]
     rows = []
     for line in lines:
         answer, reading, kept = (c.strip() for c in line.strip().strip("|").split("|"))
@@ -247,10 +263,17 @@ def test_the_docs_table_is_what_the_rule_reads_and_what_inspect_reads():
         assert _said(extract("inspect_choice", Generation(text=answer), QUESTION, "keep")) == kept, answer
 
 
-@pytest.mark.parametrize(("answer", "cybermetric", "inspect"), [
-    ("Answer A", "A", None), ("ANSWER A", "A", None), ("ANSWER: **A**", None, "A"), ("ANSWER: (A)", None, "A"),
-    ("ANSWER: A, B", "A", None), ("Answer: because it is", "B", None),
-])
+@pytest.mark.parametrize(
+    ("answer", "cybermetric", "inspect"),
+    [
+        ("Answer A", "A", None),
+        ("ANSWER A", "A", None),
+        ("ANSWER: **A**", None, "A"),
+        ("ANSWER: (A)", None, "A"),
+        ("ANSWER: A, B", "A", None),
+        ("Answer: because it is", "B", None),
+    ],
+)
 def test_the_contrast_with_cybermetric_the_docs_state(answer: str, cybermetric: str | None, inspect: str | None):
     assert extract("answer_regex", Generation(text=answer), QUESTION, "keep").prediction == cybermetric
     assert extract("inspect_choice", Generation(text=answer), QUESTION, "keep").prediction == inspect

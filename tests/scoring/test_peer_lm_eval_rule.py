@@ -12,8 +12,9 @@ from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.scoring.tasks.peer_lm_eval import lm_eval_exact_match, lm_eval_filtered
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "lm_eval-0.4.13"
-QUESTION = Question(benchmark="mmlu_cs", task="mcq", id="q", index=0, gold="C",
-                    choices={"A": "", "B": "", "C": "", "D": ""})
+QUESTION = Question(
+    benchmark="mmlu_cs", task="mcq", id="q", index=0, gold="C", choices={"A": "", "B": "", "C": "", "D": ""}
+)
 
 
 def test_the_filter_chain_gives_what_lm_eval_filtered_on_the_captured_answers() -> None:
@@ -26,11 +27,22 @@ def test_the_filter_chain_gives_what_lm_eval_filtered_on_the_captured_answers() 
     assert len(seen) >= 10  # the answer kinds the capture scripted: " c.", " (B)", "Answer: A", "", ...
 
 
-@pytest.mark.parametrize(("text", "prediction"), [
-    (" C", "C"), (" c.", "C"), ("(C)", "C"), ("  C  ", "C"), ("C\nD", "C"), ("C.\n", "C"),
-    # Not an option under lm-eval's normalisation: a valid answer, scored 0 by exact_match.
-    ("Answer: C", "Answer: C"), ("The answer is C", "The answer is C"), ("C D", "C D"), ("C .", "C ."),
-])
+@pytest.mark.parametrize(
+    ("text", "prediction"),
+    [
+        (" C", "C"),
+        (" c.", "C"),
+        ("(C)", "C"),
+        ("  C  ", "C"),
+        ("C\nD", "C"),
+        ("C.\n", "C"),
+        # Not an option under lm-eval's normalisation: a valid answer, scored 0 by exact_match.
+        ("Answer: C", "Answer: C"),
+        ("The answer is C", "The answer is C"),
+        ("C D", "C D"),
+        ("C .", "C ."),
+    ],
+)
 def test_exact_match_reads_an_option_only_where_lm_eval_would_match_it(text: str, prediction: str) -> None:
     got = extract("lm_eval_exact_match", Generation(text=text), QUESTION, "keep")
     assert got.valid and got.prediction == prediction
@@ -43,10 +55,14 @@ def test_an_empty_first_line_is_no_answer(text: str) -> None:
 
 
 def _read(*values: float | None) -> Generation:
-    return Generation(continuations=tuple(
-        ContinuationLogprobs(continuation=f" {label}", tokens=(f" {label}",), logprobs=(v,)) if v is not None
-        else ContinuationLogprobs(continuation=f" {label}", missing="the prompt was not echoed (...)")
-        for label, v in zip("ABCD", values)))
+    return Generation(
+        continuations=tuple(
+            ContinuationLogprobs(continuation=f" {label}", tokens=(f" {label}",), logprobs=(v,))
+            if v is not None
+            else ContinuationLogprobs(continuation=f" {label}", missing="the prompt was not echoed (...)")
+            for label, v in zip("ABCD", values)
+        )
+    )
 
 
 def test_loglikelihood_picks_the_highest_and_the_first_of_equals() -> None:

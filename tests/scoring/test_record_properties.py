@@ -15,9 +15,9 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from helpers.records import QUESTION, REQUEST, STAMP, reference
 from helpers.records import pipe as _load_pipe
-
 from pytest_benchaudit.pipeline.record import OPTIONAL_KEYS, JudgeCall, Record
 from pytest_benchaudit.pipeline.types import INVALID_STAGE, Extraction, Generation, Question, Score
 from pytest_benchaudit.runs.store import BadRecord, _record_line, read_records
@@ -31,44 +31,94 @@ texts = st.text(max_size=40)
 optional_texts = st.none() | texts
 floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
 json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | floats | texts
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=3)
-                           | st.dictionaries(texts, inner, max_size=3), max_leaves=8)
-answers = st.sampled_from(["Answer: B", "Answer: A", "B", "<think>A or B", "<think>no</think>\nAnswer: C",
-                           "Answer: A or B", "", "I am not sure."]) | texts
+json_values = st.recursive(
+    json_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3), max_leaves=8
+)
+answers = (
+    st.sampled_from(
+        [
+            "Answer: B",
+            "Answer: A",
+            "B",
+            "<think>A or B",
+            "<think>no</think>\nAnswer: C",
+            "Answer: A or B",
+            "",
+            "I am not sure.",
+        ]
+    )
+    | texts
+)
 
 generations = st.builds(
-    Generation, text=answers, reasoning=optional_texts, finish_reason=st.sampled_from([None, "stop", "length"]),
+    Generation,
+    text=answers,
+    reasoning=optional_texts,
+    finish_reason=st.sampled_from([None, "stop", "length"]),
     error=st.none() | st.sampled_from(["HTTP 500: boom", "timeout: no answer within 5s"]),
     usage=st.dictionaries(st.sampled_from(["prompt_tokens", "completion_tokens"]), st.integers(0, 10**6)),
-    latency_s=st.floats(0, 1000), attempts=st.integers(0, 5), served_model=optional_texts, from_cache=st.booleans(),
-    top_logprobs=st.none() | st.lists(st.dictionaries(st.sampled_from(list("ABCD")), floats, max_size=4),
-                                      max_size=2).map(tuple),
+    latency_s=st.floats(0, 1000),
+    attempts=st.integers(0, 5),
+    served_model=optional_texts,
+    from_cache=st.booleans(),
+    top_logprobs=st.none()
+    | st.lists(st.dictionaries(st.sampled_from(list("ABCD")), floats, max_size=4), max_size=2).map(tuple),
 )
 questions = st.builds(
     lambda meta, gold, index: QUESTION.model_copy(update={"meta": meta, "gold": gold, "index": index}),
-    st.dictionaries(texts, json_values, max_size=3), st.sampled_from(list("ABCD") + ["b", ""]), st.integers(0, 10**6))
-judges = st.fixed_dictionaries({
-    "model": texts, "purpose": st.sampled_from(["extraction", "grading"]), "prompt_version": st.just("1"),
-    "raw_output": texts, "parse_status": st.sampled_from(["exact", "fallback", "failed"]),
-    "verdict": optional_texts, "error": optional_texts,
-    "usage": st.dictionaries(st.sampled_from(["prompt_tokens", "completion_tokens"]), st.integers(0, 99)),
-    "from_cache": st.booleans()}).map(lambda d: {k: d[k] for k in JudgeCall.model_fields})  # the runner's order
-imported = st.fixed_dictionaries({}, optional={
-    "released_prediction": optional_texts, "released_score": json_values, "released_success": st.booleans(),
-    "released_value": st.none() | floats, "released_id": st.none() | st.integers(0, 10**6) | texts,
-    "source_row": texts}).map(lambda d: {k: d[k] for k in OPTIONAL_KEYS if k in d})  # the importers' order
+    st.dictionaries(texts, json_values, max_size=3),
+    st.sampled_from(list("ABCD") + ["b", ""]),
+    st.integers(0, 10**6),
+)
+judges = st.fixed_dictionaries(
+    {
+        "model": texts,
+        "purpose": st.sampled_from(["extraction", "grading"]),
+        "prompt_version": st.just("1"),
+        "raw_output": texts,
+        "parse_status": st.sampled_from(["exact", "fallback", "failed"]),
+        "verdict": optional_texts,
+        "error": optional_texts,
+        "usage": st.dictionaries(st.sampled_from(["prompt_tokens", "completion_tokens"]), st.integers(0, 99)),
+        "from_cache": st.booleans(),
+    }
+).map(lambda d: {k: d[k] for k in JudgeCall.model_fields})  # the runner's order
+imported = st.fixed_dictionaries(
+    {},
+    optional={
+        "released_prediction": optional_texts,
+        "released_score": json_values,
+        "released_success": st.booleans(),
+        "released_value": st.none() | floats,
+        "released_id": st.none() | st.integers(0, 10**6) | texts,
+        "source_row": texts,
+    },
+).map(lambda d: {k: d[k] for k in OPTIONAL_KEYS if k in d})  # the importers' order
 
 
 @SETTINGS
-@given(question=questions, generation=generations, variant=texts, repeat=st.integers(0, 9),
-       judge=st.none() | judges, regex=st.none() | optional_texts.map(lambda t: {"regex_prediction": t}))
-def test_evaluate_is_record_validation(question: Question, generation: Generation, variant: str, repeat: int,
-                                       judge: dict[str, Any] | None, regex: dict[str, Any] | None) -> None:
+@given(
+    question=questions,
+    generation=generations,
+    variant=texts,
+    repeat=st.integers(0, 9),
+    judge=st.none() | judges,
+    regex=st.none() | optional_texts.map(lambda t: {"regex_prediction": t}),
+)
+def test_evaluate_is_record_validation(
+    question: Question,
+    generation: Generation,
+    variant: str,
+    repeat: int,
+    judge: dict[str, Any] | None,
+    regex: dict[str, Any] | None,
+) -> None:
     extra: dict[str, Any] = {**(regex or {}), **({"judge": judge} if judge else {})}
     with mock.patch.object(evaluate_module, "_timestamp", lambda: STAMP):
         got = evaluate(question, pipe(), REQUEST, generation, model="m", variant=variant, repeat=repeat, extra=extra)
-    want = reference(question, pipe(), REQUEST, generation, model="m", variant=variant, repeat=repeat,
-                     extra=extra).model_copy(update={"timestamp": STAMP})
+    want = reference(
+        question, pipe(), REQUEST, generation, model="m", variant=variant, repeat=repeat, extra=extra
+    ).model_copy(update={"timestamp": STAMP})
     assert type(got) is type(want)
     for name in type(want).model_fields:
         assert getattr(got, name) == getattr(want, name), name
@@ -84,14 +134,18 @@ def test_evaluate_is_record_validation(question: Question, generation: Generatio
 
 def _stored(question: Question, generation: Generation, extra: dict[str, Any]) -> dict[str, Any]:
     record = evaluate(question, pipe(), REQUEST, generation, model="m")
-    return {**record.model_dump(mode="json"), **{k: extra[k] for k in OPTIONAL_KEYS if k in extra},
-            **{k: v for k, v in extra.items() if k not in OPTIONAL_KEYS}}
+    return {
+        **record.model_dump(mode="json"),
+        **{k: extra[k] for k in OPTIONAL_KEYS if k in extra},
+        **{k: v for k, v in extra.items() if k not in OPTIONAL_KEYS},
+    }
 
 
 @SETTINGS
 @given(question=questions, generation=generations, extra=imported, judge=st.none() | judges)
-def test_a_line_read_back_and_written_again_is_the_same_line(question: Question, generation: Generation,
-                                                            extra: dict[str, Any], judge: dict[str, Any] | None) -> None:
+def test_a_line_read_back_and_written_again_is_the_same_line(
+    question: Question, generation: Generation, extra: dict[str, Any], judge: dict[str, Any] | None
+) -> None:
     stored = _stored(question, generation, {**extra, **({"judge": judge} if judge else {})})
     line = _record_line(stored)
     again = Record.model_validate(orjson.loads(line)).model_dump(mode="json")
@@ -99,10 +153,14 @@ def test_a_line_read_back_and_written_again_is_the_same_line(question: Question,
 
 
 @SETTINGS
-@given(key=st.text(min_size=1, max_size=20).filter(lambda k: k not in Record.model_fields),
-       value=json_values, position=st.integers(0, 3))
-def test_an_unknown_key_is_one_error_naming_file_line_and_key(tmp_path_factory: pytest.TempPathFactory, key: str,
-                                                              value: Any, position: int) -> None:
+@given(
+    key=st.text(min_size=1, max_size=20).filter(lambda k: k not in Record.model_fields),
+    value=json_values,
+    position=st.integers(0, 3),
+)
+def test_an_unknown_key_is_one_error_naming_file_line_and_key(
+    tmp_path_factory: pytest.TempPathFactory, key: str, value: Any, position: int
+) -> None:
     path = tmp_path_factory.mktemp("run") / "records.jsonl"
     lines = []
     for i in range(4):
@@ -113,8 +171,10 @@ def test_an_unknown_key_is_one_error_naming_file_line_and_key(tmp_path_factory: 
     path.write_text("".join(lines), encoding="utf-8")
     with pytest.raises(BadRecord) as raised:
         list(read_records(path))
-    assert str(raised.value) == (f"{path}:{position + 1}: not a record: unknown key {key!r} (not a field of "
-                                 "benchaudit.record/1; written by a newer benchaudit, or edited by hand?)")
+    assert str(raised.value) == (
+        f"{path}:{position + 1}: not a record: unknown key {key!r} (not a field of "
+        "benchaudit.record/1; written by a newer benchaudit, or edited by hand?)"
+    )
     kept = list(read_records(path, skip_bad=True, on_skipped=lambda message: None))
     assert [r["question_id"] for r in kept] == [f"q{i}" for i in range(4) if i != position]
 
@@ -123,24 +183,51 @@ def test_what_the_importers_and_the_judge_write_still_reads() -> None:
     """Every key the importers write (AthenaBench's and CTI-Bench's released values) is declared: a record
     of each kind, as the importers build it, validates and is written back unchanged."""
     base = _stored(QUESTION, Generation(text="Answer: B"), {})
-    athena = {**base, "released_prediction": "B", "released_score": 1, "released_success": True,
-              "released_value": 1.0, "released_id": 17, "source_row": "MCQ-scored.jsonl: row 17"}
+    athena = {
+        **base,
+        "released_prediction": "B",
+        "released_score": 1,
+        "released_success": True,
+        "released_value": 1.0,
+        "released_id": 17,
+        "source_row": "MCQ-scored.jsonl: row 17",
+    }
     athena_multi = {**athena, "released_score": {"correct": 1, "plausible": 1}, "released_value": None}
     cti = {**base, "released_prediction": "B", "source_row": "cti-mcq-responses.tsv: row 3"}
-    judged = {**base, "regex_prediction": None, "judge": {"model": "j", "purpose": "extraction", "prompt_version": "1",
-                                                          "raw_output": "B", "parse_status": "exact", "verdict": "B",
-                                                          "error": None}}
+    judged = {
+        **base,
+        "regex_prediction": None,
+        "judge": {
+            "model": "j",
+            "purpose": "extraction",
+            "prompt_version": "1",
+            "raw_output": "B",
+            "parse_status": "exact",
+            "verdict": "B",
+            "error": None,
+        },
+    }
     for stored in (athena, athena_multi, cti):
         assert Record.model_validate(stored).model_dump(mode="json") == stored
     # A judge record from before judge.usage / judge.from_cache were written reads with their defaults.
-    assert Record.model_validate(judged).model_dump(mode="json")["judge"] == {**judged["judge"], "usage": {},
-                                                                               "from_cache": False}
+    assert Record.model_validate(judged).model_dump(mode="json")["judge"] == {
+        **judged["judge"],
+        "usage": {},
+        "from_cache": False,
+    }
 
 
 def test_a_hand_made_extraction_and_score_reach_the_record_as_given() -> None:
     extraction = Extraction(prediction="B", answer_text="Answer: B", detail="judge (exact)")
-    record = evaluate(QUESTION, pipe(), REQUEST, Generation(text="Answer: B"), model="m", extraction=extraction,
-                      score=Score(value=0.25, correct=False, extras={"plausible": 1.0}))
+    record = evaluate(
+        QUESTION,
+        pipe(),
+        REQUEST,
+        Generation(text="Answer: B"),
+        model="m",
+        extraction=extraction,
+        score=Score(value=0.25, correct=False, extras={"plausible": 1.0}),
+    )
     assert (record.prediction, record.score, record.score_extras) == ("B", 0.25, {"plausible": 1.0})
     assert _dt.datetime.fromisoformat(record.timestamp).tzinfo is not None
     assert Path(__file__).name not in record.model_dump_json()

@@ -9,19 +9,26 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.dataset.suites import SuiteError, load_suite
-from pytest_benchaudit.dataset.readers import load_questions
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from helpers import SUITES
+from pytest_benchaudit.dataset.readers import load_questions
+from pytest_benchaudit.dataset.suites import SuiteError, load_suite
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 # Rows written for this test in the hub dataset's format (content, question, answers{A..D}, solution).
 FIXTURE = [
-    {"content": "ctx", "question": "Which tool lists open ports on a host?",
-     "answers": {"A": "nmap", "B": "grep", "C": "tar", "D": "ls"}, "solution": "A"},
-    {"content": "ctx", "question": "Which Kali tool cracks password hashes?",
-     "answers": {"A": "curl", "B": "john", "C": "vim", "D": "top"}, "solution": "B"},
+    {
+        "content": "ctx",
+        "question": "Which tool lists open ports on a host?",
+        "answers": {"A": "nmap", "B": "grep", "C": "tar", "D": "ls"},
+        "solution": "A",
+    },
+    {
+        "content": "ctx",
+        "question": "Which Kali tool cracks password hashes?",
+        "answers": {"A": "curl", "B": "john", "C": "vim", "D": "top"},
+        "solution": "B",
+    },
 ]
 
 
@@ -50,12 +57,15 @@ def test_missing_export_without_datasets_is_one_clear_error(tmp_path: Path, monk
     assert str(tmp_path / "redsage" / "cybersecurity_tools_kali-test.jsonl") in message
 
 
-def test_offline_hub_is_one_clear_error_and_a_download_writes_the_export(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offline_hub_is_one_clear_error_and_a_download_writes_the_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = types.ModuleType("datasets")
 
     def offline(repo, config, split):
-        raise ConnectionError("Couldn't reach 'RISys-Lab/Benchmarks_CyberSec_RedSageMCQ' on the Hub (LocalEntryNotFoundError)")
+        raise ConnectionError(
+            "Couldn't reach 'RISys-Lab/Benchmarks_CyberSec_RedSageMCQ' on the Hub (LocalEntryNotFoundError)"
+        )
 
     fake.load_dataset = offline  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "datasets", fake)
@@ -70,29 +80,51 @@ def test_offline_hub_is_one_clear_error_and_a_download_writes_the_export(tmp_pat
 
 
 def test_redsage_end_to_end_against_loopback(pytester: pytest.Pytester) -> None:
-    for subset in ("cybersecurity_knowledge_generals", "cybersecurity_knowledge_frameworks", "cybersecurity_skills",
-                   "cybersecurity_tools_cli", "cybersecurity_tools_kali"):
+    for subset in (
+        "cybersecurity_knowledge_generals",
+        "cybersecurity_knowledge_frameworks",
+        "cybersecurity_skills",
+        "cybersecurity_tools_cli",
+        "cybersecurity_tools_kali",
+    ):
         write_export(pytester.path / "data", subset)
     with ScriptedServer(lambda call: Reply(content="Answer: A")) as server:
-        result = pytester.runpytest(str(SUITES / "redsage"), "--data-dir", "data", "--model", f"m@{server.url}",
-                                    "--report-dir", "out")
+        result = pytester.runpytest(
+            str(SUITES / "redsage"), "--data-dir", "data", "--model", f"m@{server.url}", "--report-dir", "out"
+        )
     result.assert_outcomes(passed=5, failed=5)
     out = read_run(only_run_dir(pytester.path / "out"))
     assert sorted(r["task"] for r in out["summary"]["results"]) == [
-        "knowledge_frameworks", "knowledge_generals", "skills", "tools_cli", "tools_kali"]
+        "knowledge_frameworks",
+        "knowledge_generals",
+        "skills",
+        "tools_cli",
+        "tools_kali",
+    ]
     (bench,) = out["summary"]["benchmarks"]
     assert bench["method"] == "micro" and bench["score"] == pytest.approx(0.5)
 
 
-def test_unavailable_hub_data_skips_instead_of_stopping_the_run(pytester: pytest.Pytester,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unavailable_hub_data_skips_instead_of_stopping_the_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`pytest suites/` on a machine without the hub data: RedSage skips with the reason."""
     monkeypatch.setitem(sys.modules, "datasets", None)
     (pytester.path / "data").mkdir()
-    result = pytester.runpytest(str(SUITES / "redsage"), "--data-dir", "data", "--model", "m@http://127.0.0.1:9/v1",
-                                "-rs", "--report-dir", "out")
+    result = pytester.runpytest(
+        str(SUITES / "redsage"),
+        "--data-dir",
+        "data",
+        "--model",
+        "m@http://127.0.0.1:9/v1",
+        "-rs",
+        "--report-dir",
+        "out",
+    )
     result.assert_outcomes(skipped=5)
-    result.stdout.fnmatch_lines(["*redsage: RISys-Lab/Benchmarks_CyberSec_RedSageMCQ*'datasets' package is not installed*"])
+    result.stdout.fnmatch_lines(
+        ["*redsage: RISys-Lab/Benchmarks_CyberSec_RedSageMCQ*'datasets' package is not installed*"]
+    )
     assert "Traceback" not in result.stdout.str()
 
 
@@ -124,10 +156,19 @@ def test_released_prompt_is_cybersec_prompt_fn_byte_for_byte(tmp_path: Path) -> 
         pipe = suite.pipeline("skills", layer)
         for row, q in zip(FIXTURE, questions):
             # cybersec_prompt_fn(include_context=False), rebuilt from the row
-            instructions = ("You are given multiple choice questions. Answer with the option letter "
-                            "(A, B, C, D) from the given choices directly.")
-            expected = (instructions + "\n" + "Question: " + row["question"] + "\n"
-                        + "\n".join(f"{k}. {row['answers'][k]}" for k in "ABCD") + "\nAnswer:")
+            instructions = (
+                "You are given multiple choice questions. Answer with the option letter "
+                "(A, B, C, D) from the given choices directly."
+            )
+            expected = (
+                instructions
+                + "\n"
+                + "Question: "
+                + row["question"]
+                + "\n"
+                + "\n".join(f"{k}. {row['answers'][k]}" for k in "ABCD")
+                + "\nAnswer:"
+            )
             req = render_request(pipe, suite.templates[pipe.prompt.template], q)
             text = req.prompt if layer == "released_base" else req.messages[0].content
             assert text == expected
@@ -157,23 +198,41 @@ def reasoning_model(call) -> Reply:
 def test_reasoning_model_released_invalid_standardized_recovers_and_stop_is_named(pytester: pytest.Pytester) -> None:
     from pytest_benchaudit.aggregate.results import variant_deltas
 
-    for subset in ("cybersecurity_knowledge_generals", "cybersecurity_knowledge_frameworks", "cybersecurity_skills",
-                   "cybersecurity_tools_cli", "cybersecurity_tools_kali"):
+    for subset in (
+        "cybersecurity_knowledge_generals",
+        "cybersecurity_knowledge_frameworks",
+        "cybersecurity_skills",
+        "cybersecurity_tools_cli",
+        "cybersecurity_tools_kali",
+    ):
         write_export(pytester.path / "data", subset)
     common = ("--data-dir", "data", "--no-cache", "-p", "no:randomly")
     with ScriptedServer(reasoning_model) as server:
-        released = pytester.runpytest(str(SUITES / "redsage"), *common, "--model", f"qwen@{server.url}",
-                                      "--pipeline", "released", "--report-dir", "rel",
-                                      "--vary", "inference.stop=[]", "--vary", "inference.max_tokens=2048")
-        standardized = pytester.runpytest(str(SUITES / "redsage"), *common, "--model", f"qwen@{server.url}",
-                                          "--report-dir", "std")
+        released = pytester.runpytest(
+            str(SUITES / "redsage"),
+            *common,
+            "--model",
+            f"qwen@{server.url}",
+            "--pipeline",
+            "released",
+            "--report-dir",
+            "rel",
+            "--vary",
+            "inference.stop=[]",
+            "--vary",
+            "inference.max_tokens=2048",
+        )
+        standardized = pytester.runpytest(
+            str(SUITES / "redsage"), *common, "--model", f"qwen@{server.url}", "--report-dir", "std"
+        )
         sent = [c.body for c in server.calls if c.path.endswith("/chat/completions")]
     rel = read_run(only_run_dir(pytester.path / "rel"))
     base = [r for r in rel["records"] if r["variant"] == ""]
     # released: the newline stop leaves '<think>' and nothing else -> invalid, score 0
     assert len(base) == 10 and {r["raw_output"] for r in base} == {"<think>"}
     assert {(r["valid"], r["invalid_reason"], r["invalid_stage"]) for r in base} == {
-        (False, "unclosed_reasoning", "inference")}
+        (False, "unclosed_reasoning", "inference")
+    }
     # (the five subsets share the two fixture rows, so identical requests are asked once)
     assert sum(b.get("stop") == ["\n"] and b["max_tokens"] == 100 for b in sent) == 2
     results = {(r["task"], r["variant"]): r for r in rel["summary"]["results"]}

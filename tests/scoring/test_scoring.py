@@ -8,15 +8,16 @@ import json
 
 import pytest
 
+from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
 from pytest_benchaudit.scoring.extract import extract
 from pytest_benchaudit.scoring.metrics import METRIC_INFO, METRICS, MetricInfo, metric_names, score
 from pytest_benchaudit.testing.data import data_file, read_tsv
-from pytest_benchaudit.pipeline.types import Extraction, Generation, Question, Score
 
 
 def q(gold: str) -> Question:
-    return Question(benchmark="t", task="t", id="1", index=0, gold=gold,
-                    choices={"A": "a", "B": "b", "C": "c", "D": "d"})
+    return Question(
+        benchmark="t", task="t", id="1", index=0, gold=gold, choices={"A": "a", "B": "b", "C": "c", "D": "d"}
+    )
 
 
 def valid(prediction: str) -> Extraction:
@@ -155,8 +156,16 @@ def test_real_cti_mcq_exact_match_reproduces_released_accuracy():
     rows = read_tsv(data_file("cti-bench", "cti-mcq.tsv"))
     responses = read_tsv(data_file("cti-bench", "responses", "cti-mcq-responses.tsv"))
     questions = [
-        Question(benchmark="cti-bench", task="cti-mcq", id=str(i), index=i, text=r["Question"],
-                 choices={k: r[f"Option {k}"] for k in "ABCD"}, gold=r["GT"], prompt=r["Prompt"])
+        Question(
+            benchmark="cti-bench",
+            task="cti-mcq",
+            id=str(i),
+            index=i,
+            text=r["Question"],
+            choices={k: r[f"Option {k}"] for k in "ABCD"},
+            gold=r["GT"],
+            prompt=r["Prompt"],
+        )
         for i, r in enumerate(rows)
     ]
     assert [x.gold for x in questions] == [r["GT"] for r in responses]
@@ -173,7 +182,11 @@ def test_real_cti_mcq_exact_match_reproduces_released_accuracy():
     # ChatGPT-4 is the notebook's default column; its printed output is "Accuracy: 71.0".
     assert accuracy["ChatGPT-4"] == pytest.approx(71.0)
     assert {m: round(a, 2) for m, a in accuracy.items()} == {
-        "ChatGPT-3.5": 54.12, "ChatGPT-4": 71.0, "Gemini-1.5": 65.44, "LLAMA3-70B": 65.76, "LLAMA3-8B": 61.32,
+        "ChatGPT-3.5": 54.12,
+        "ChatGPT-4": 71.0,
+        "Gemini-1.5": 65.44,
+        "LLAMA3-70B": 65.76,
+        "LLAMA3-8B": 61.32,
     }
 
 
@@ -203,9 +216,16 @@ def test_real_cti_gemini_refusals_stay_in_denominator():
 def seceval_questions() -> list[Question]:
     items = json.loads(data_file("seceval", "questions-data.json").read_text(encoding="utf-8"))
     return [
-        Question(benchmark="seceval", task="mcqa", id=it["id"], index=i, text=it["question"],
-                 choices={c[0]: c[3:] for c in it["choices"]}, gold=it["answer"],
-                 meta={"topics": it["topics"]})
+        Question(
+            benchmark="seceval",
+            task="mcqa",
+            id=it["id"],
+            index=i,
+            text=it["question"],
+            choices={c[0]: c[3:] for c in it["choices"]},
+            gold=it["answer"],
+            meta={"topics": it["topics"]},
+        )
         for i, it in enumerate(items)
     ]
 

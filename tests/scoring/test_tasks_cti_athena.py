@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchaudit.scoring import extract, metrics as scoring
-from pytest_benchaudit.dataset.suites import load_suite
-from pytest_benchaudit.scoring.tasks import cvss, cwe
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
-from pytest_benchaudit.pipeline.types import Extraction, Generation, Question
-
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
-from pytest_benchaudit.testing.data import data_file, read_tsv, real_data_dir
 from helpers import SUITES
+from pytest_benchaudit.dataset.suites import load_suite
+from pytest_benchaudit.pipeline.types import Extraction, Generation, Question
+from pytest_benchaudit.scoring import extract
+from pytest_benchaudit.scoring import metrics as scoring
+from pytest_benchaudit.scoring.tasks import cvss, cwe
+from pytest_benchaudit.testing.data import data_file, read_tsv, real_data_dir
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 GEN = Generation(text="")
 
@@ -46,10 +46,22 @@ TOY_GRAPHS = {
 
 
 def test_families_register_rules_and_metrics():
-    for name in ("cwe_last_match", "athena_cwe", "cwe_final_answer", "cvss_last_vector", "athena_cvss31",
-                 "cvss_final_vector", "athena_mcq_letter", "athena_technique", "athena_mitigations",
-                 "technique_ids_final_line", "technique_final_answer", "mitigation_ids_final_line",
-                 "athena_actor_line", "actor_final_line"):
+    for name in (
+        "cwe_last_match",
+        "athena_cwe",
+        "cwe_final_answer",
+        "cvss_last_vector",
+        "athena_cvss31",
+        "cvss_final_vector",
+        "athena_mcq_letter",
+        "athena_technique",
+        "athena_mitigations",
+        "technique_ids_final_line",
+        "technique_final_answer",
+        "mitigation_ids_final_line",
+        "athena_actor_line",
+        "actor_final_line",
+    ):
         assert name in extract.RULES, name
     info = scoring.METRIC_INFO
     assert info["cvss_abs_diff_cti"].lower_is_better and info["cvss_abs_diff_cti"].kind == "continuous"
@@ -110,7 +122,9 @@ def test_athena_vsp_requires_prefix_and_parse():
     assert run_rule("athena_cvss31", f"Answer: CVSS:3.1/{VEC}")[0] == f"CVSS:3.1/{VEC}"
     assert run_rule("athena_cvss31", f"Answer: {VEC}")[0] is None  # bare vector not read
     assert run_rule("athena_cvss31", f"Answer: **CVSS:3.1/{VEC}**")[0] is None  # '**' glued on: unparseable
-    s = scoring.METRICS["cvss_closeness_athena"](f"CVSS:3.1/{VEC}", q("CVSS:3.1/AV:N/AC:L/PR:L/UI:R/S:C/C:L/I:L/A:N"), {})
+    s = scoring.METRICS["cvss_closeness_athena"](
+        f"CVSS:3.1/{VEC}", q("CVSS:3.1/AV:N/AC:L/PR:L/UI:R/S:C/C:L/I:L/A:N"), {}
+    )
     assert s.value == pytest.approx(1 - (9.8 - 5.4) / 7.7)
 
 
@@ -183,8 +197,10 @@ def test_cti_taa_released_bfs_quirks_vs_standardized():
 
 @pytest.fixture(scope="module")
 def cti_graphs() -> dict:
-    return {name: json.loads(data_file("cti-bench", "taa-lookups", f"{stem}.json").read_text())
-            for name, stem in (("aliases", "alias_dict"), ("related", "related_dict"))}
+    return {
+        name: json.loads(data_file("cti-bench", "taa-lookups", f"{stem}.json").read_text())
+        for name, stem in (("aliases", "alias_dict"), ("related", "related_dict"))
+    }
 
 
 def _released_rcm(path: Path, model: str) -> float:
@@ -198,8 +214,12 @@ def _released_rcm(path: Path, model: str) -> float:
 
 def test_cti_released_figures_reproduced(cti_graphs):
     """The notebook's printed ChatGPT-4 figures: RCM 72.0, RCM-2021 68.0, VSP MAD 1.31, TAA (52, 86)."""
-    assert _released_rcm(data_file("cti-bench", "responses", "cti-rcm-responses.tsv"), "ChatGPT-4") == pytest.approx(72.0)
-    assert _released_rcm(data_file("cti-bench", "responses", "cti-rcm-2021-responses.tsv"), "ChatGPT-4") == pytest.approx(68.0)
+    assert _released_rcm(data_file("cti-bench", "responses", "cti-rcm-responses.tsv"), "ChatGPT-4") == pytest.approx(
+        72.0
+    )
+    assert _released_rcm(
+        data_file("cti-bench", "responses", "cti-rcm-2021-responses.tsv"), "ChatGPT-4"
+    ) == pytest.approx(68.0)
     diffs = []
     for row in read_tsv(data_file("cti-bench", "responses", "cti-vsp-responses.tsv")):
         pred, _ = cvss.cvss_last_vector(row["ChatGPT-4"], q(), GEN)
@@ -214,10 +234,22 @@ def test_cti_released_figures_reproduced(cti_graphs):
 
 # --------------------------------------------------------------------------- real data: AthenaBench runs
 
-ATHENA_RULES = {"MCQ3k": "athena_mcq_letter", "ATE": "athena_technique", "RMS": "athena_mitigations",
-                "RCM": "athena_cwe", "VSP": "athena_cvss31", "TAA": "athena_actor_line"}
-ATHENA_METRICS = {"MCQ3k": "exact_match", "ATE": "technique_parent_exact", "RMS": "mitigation_set_f1",
-                  "RCM": "exact_match", "VSP": "cvss_closeness_athena", "TAA": "actor_graph"}
+ATHENA_RULES = {
+    "MCQ3k": "athena_mcq_letter",
+    "ATE": "athena_technique",
+    "RMS": "athena_mitigations",
+    "RCM": "athena_cwe",
+    "VSP": "athena_cvss31",
+    "TAA": "athena_actor_line",
+}
+ATHENA_METRICS = {
+    "MCQ3k": "exact_match",
+    "ATE": "technique_parent_exact",
+    "RMS": "mitigation_set_f1",
+    "RCM": "exact_match",
+    "VSP": "cvss_closeness_athena",
+    "TAA": "actor_graph",
+}
 
 
 def _released_item(task: str, row: dict) -> float | None:
@@ -246,10 +278,14 @@ def athena_agreement(cti_graphs) -> dict[str, Counter]:
             mine = None if (task == "VSP" and not ex.valid) else ours.value
             theirs = _released_item(task, row)
             c["rows"] += 1
-            c["prediction"] += (ex.prediction or "") == row["prediction"] or (not ex.valid and not row["success"]) \
+            c["prediction"] += (
+                (ex.prediction or "") == row["prediction"]
+                or (not ex.valid and not row["success"])
                 or (not ex.valid and row["prediction"] in ("", "X"))
+            )
             c["score"] += (mine is None and theirs is None) or (
-                mine is not None and theirs is not None and abs(mine - theirs) < 1e-9)
+                mine is not None and theirs is not None and abs(mine - theirs) < 1e-9
+            )
     return out
 
 
@@ -269,8 +305,12 @@ def test_athena_taa_with_cti_bench_graphs_agrees_mostly(athena_agreement):
 
 
 def test_athena_vsp_aggregate_is_over_valid_rows(athena_agreement):
-    rows = [json.loads(x) for x in data_file("athenabench", "runs-mini", "Qwen", "Qwen3-4B-Instruct-2507",
-                                             "VSP-scored.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(x)
+        for x in data_file("athenabench", "runs-mini", "Qwen", "Qwen3-4B-Instruct-2507", "VSP-scored.jsonl")
+        .read_text()
+        .splitlines()
+    ]
     exs = [extract.extract("athena_cvss31", Generation(text=r["response"]), q(r["answer"]), "keep") for r in rows]
     assert sum(not e.valid for e in exs) == 90  # the released 90/200 invalid
     vals = [scoring.score("cvss_closeness_athena", e, q(r["answer"])).value for e, r in zip(exs, rows) if e.valid]
@@ -288,8 +328,10 @@ def test_suite_layers_and_resources():
         assert cti.pipeline(task, "released").aggregation.method == "unspecified"
     assert cti.pipeline("vsp", "released").scoring.denominator == "valid"
     assert cti.pipeline("ate", "released").scoring.metric == "unspecified"
-    assert cti.tasks["taa"].resources == {"aliases": "taa-lookups/alias_dict.json",
-                                          "related": "taa-lookups/related_dict.json"}
+    assert cti.tasks["taa"].resources == {
+        "aliases": "taa-lookups/alias_dict.json",
+        "related": "taa-lookups/related_dict.json",
+    }
     athena = load_suite(SUITES / "athenabench" / "suite.toml")
     assert athena.data_folder == "athenabench"
     assert {athena.pipeline(t, "released").aggregation.method for t in athena.tasks} == {"macro"}
@@ -314,8 +356,20 @@ def _script(call) -> Reply:
 
 def _run_suite(pytester: pytest.Pytester, real_data: Path, name: str, *extra: str) -> tuple[pytest.RunResult, dict]:
     with ScriptedServer(_script) as server:
-        result = pytester.runpytest(str(SUITES / name), "--data-dir", str(real_data), "--limit", "2",
-                                    "--model", f"m@{server.url}", "--report-dir", "out", "-p", "no:randomly", *extra)
+        result = pytester.runpytest(
+            str(SUITES / name),
+            "--data-dir",
+            str(real_data),
+            "--limit",
+            "2",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "-p",
+            "no:randomly",
+            *extra,
+        )
     return result, read_run(only_run_dir(pytester.path / "out"))
 
 
@@ -323,8 +377,14 @@ def test_cti_bench_end_to_end(pytester: pytest.Pytester, real_data: Path) -> Non
     result, out = _run_suite(pytester, real_data, "cti_bench")
     results = {r["task"]: r for r in out["summary"]["results"]}
     assert set(results) == {"mcq", "rcm", "rcm_2021", "vsp", "ate", "taa"}
-    expected = {"mcq": "exact_match", "rcm": "exact_match", "rcm_2021": "exact_match", "vsp": "cvss_abs_diff",
-                "ate": "technique_set_f1", "taa": "actor_graph"}
+    expected = {
+        "mcq": "exact_match",
+        "rcm": "exact_match",
+        "rcm_2021": "exact_match",
+        "vsp": "cvss_abs_diff",
+        "ate": "technique_set_f1",
+        "taa": "actor_graph",
+    }
     for task, metric in expected.items():
         assert results[task]["metric"] == metric
         assert results[task]["lower_is_better"] is (task == "vsp")
@@ -336,8 +396,14 @@ def test_cti_bench_end_to_end(pytester: pytest.Pytester, real_data: Path) -> Non
 def test_athenabench_end_to_end(pytester: pytest.Pytester, real_data: Path) -> None:
     result, out = _run_suite(pytester, real_data, "athenabench", "--pipeline", "released", "-rs")
     results = {r["task"]: r for r in out["summary"]["results"]}
-    expected = {"mcq": "exact_match", "ate": "technique_parent_exact", "rms": "mitigation_set_f1",
-                "rcm": "exact_match", "vsp": "cvss_closeness_athena", "taa": "actor_graph"}
+    expected = {
+        "mcq": "exact_match",
+        "ate": "technique_parent_exact",
+        "rms": "mitigation_set_f1",
+        "rcm": "exact_match",
+        "vsp": "cvss_closeness_athena",
+        "taa": "actor_graph",
+    }
     assert set(results) == set(expected)
     for task, metric in expected.items():
         assert results[task]["metric"] == metric and results[task]["lower_is_better"] is False

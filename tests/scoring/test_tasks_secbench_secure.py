@@ -7,24 +7,24 @@ the benchmarks is copied here.  Model answers below are written for these tests.
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import math
 from pathlib import Path
 
 import pytest
-from pytest_benchaudit.testing.runs import only_run_dir, read_run
-from pytest_benchaudit.testing.data import data_file, read_tsv
-from helpers import SUITES
 
-from pytest_benchaudit.scoring import extract, metrics as scoring
-from pytest_benchaudit.scoring.judge_calls import judge_problem
-from pytest_benchaudit.prompt.templates import render_request
-from pytest_benchaudit.dataset.suites import load_suite
+from helpers import SUITES
 from pytest_benchaudit.dataset.readers import load_questions
-from pytest_benchaudit.scoring.tasks import labels, numeric
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.pipeline.types import Extraction, Generation, Question
+from pytest_benchaudit.prompt.templates import render_request
+from pytest_benchaudit.scoring import extract
+from pytest_benchaudit.scoring import metrics as scoring
+from pytest_benchaudit.scoring.judge_calls import judge_problem
+from pytest_benchaudit.scoring.tasks import labels, numeric
+from pytest_benchaudit.testing.data import data_file, read_tsv
+from pytest_benchaudit.testing.runs import only_run_dir, read_run
+from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 
 GEN = Generation(text="")
 
@@ -63,6 +63,7 @@ def secure(real_data: Path) -> dict[str, list[Question]]:
 
 # ----------------------------------------------------------------------------------- task sizes
 
+
 def test_question_counts_per_task(real_data: Path, secbench_mcq, secure) -> None:
     english_mcq = load("secbench", "mcq_en", real_data)
     english_saq = load("secbench", "saq_en", real_data)
@@ -71,7 +72,13 @@ def test_question_counts_per_task(real_data: Path, secbench_mcq, secure) -> None
     assert {q.meta["language"] for q in english_mcq + english_saq} == {"English"}
     assert [q.id for q in english_mcq] == [q.id for q in secbench_mcq if q.meta["language"] == "English"]
     assert {t: len(qs) for t, qs in secure.items()} == {
-        "maet": 1072, "cwet": 965, "kcv": 466, "vood": 466, "rert": 1000, "cpst": 100}
+        "maet": 1072,
+        "cwet": 965,
+        "kcv": 466,
+        "vood": 466,
+        "rert": 1000,
+        "cpst": 100,
+    }
     # CWET: exactly one empty gold, at 0-based row 572 (item q0573)
     assert [q.index for q in secure["cwet"] if not q.gold.strip()] == [572]
     assert {q.gold for q in secure["vood"]} == {"X"}
@@ -83,7 +90,9 @@ def test_suite_cards_leave_unreleased_fields_unspecified() -> None:
         suite = load_suite(SUITES / bench / "suite.toml")
         for layer in ("documented", "released"):
             card = suite.pipeline(task, layer).card()
-            assert {"extraction.rule", "scoring.metric", "scoring.denominator", "inference.max_tokens"} <= set(card["unspecified"])
+            assert {"extraction.rule", "scoring.metric", "scoring.denominator", "inference.max_tokens"} <= set(
+                card["unspecified"]
+            )
             # SECURE releases the prompt (the Prompt column); SecBench releases none
             assert (card["fields"]["prompt.template"] == "dataset_prompt") == (bench == "secure")
     secure_suite = load_suite(SUITES / "secure" / "suite.toml")
@@ -96,8 +105,11 @@ def test_suite_cards_leave_unreleased_fields_unspecified() -> None:
 
 # ----------------------------------------------------------------------------------- SecBench
 
+
 def test_secbench_options_are_json_arrays_and_multi_letter_golds(real_data: Path, secbench_mcq) -> None:
-    raw = [json.loads(line) for line in data_file("secbench", "MCQs_2730.jsonl").read_text(encoding="utf-8").splitlines()]
+    raw = [
+        json.loads(line) for line in data_file("secbench", "MCQs_2730.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     # The facts sheet calls `answers` a stringified list; at this checksum every row holds a JSON array.
     assert all(isinstance(r["answers"], list) for r in raw)
     assert all(list(q.choices.values()) == r["answers"] for q, r in zip(secbench_mcq, raw))
@@ -137,6 +149,7 @@ def test_stringified_list_golds_are_parsed_without_eval(secbench_mcq) -> None:
 
 # ----------------------------------------------------------------------------------- SECURE
 
+
 def test_secure_prompt_is_the_released_prompt(real_data: Path, secure) -> None:
     suite = load_suite(SUITES / "secure" / "suite.toml")
     rows = read_tsv(data_file("secure", "SECURE - KCV.tsv"))
@@ -150,9 +163,14 @@ def test_secure_prompt_is_the_released_prompt(real_data: Path, secure) -> None:
 def test_secure_mcq_reads_a_to_d_and_x(secure) -> None:
     q = secure["maet"][0]
     assert q.gold == "A" and list(q.choices) == ["A", "B", "C", "D"]
-    for text, want in [("A", "A"), ("A) Sending legitimate control messages", "A"), ("**X**", "X"),
-                       ("I am not certain.\nAnswer: X", "X"), ("The answer is C.", "C"),
-                       ("<think>Answer: B</think>\nA", "A")]:
+    for text, want in [
+        ("A", "A"),
+        ("A) Sending legitimate control messages", "A"),
+        ("**X**", "X"),
+        ("I am not certain.\nAnswer: X", "X"),
+        ("The answer is C.", "C"),
+        ("<think>Answer: B</think>\nA", "A"),
+    ]:
         assert read("final_answer_or_x", text, q) == want, text
     for text in ("A rogue master sends control messages.", "Xen is a hypervisor.", "E"):
         assert read("final_answer_or_x", text, q) is None, text
@@ -166,8 +184,14 @@ def test_secure_mcq_reads_a_to_d_and_x(secure) -> None:
 
 def test_secure_true_false_unknown(secure) -> None:
     kcv = {q.gold: q for q in secure["kcv"]}
-    for text, want in [("F", "F"), ("Answer: T", "T"), ("True", "T"), ("answer: false", "F"),
-                       ("**X**", "X"), ("The record does not say.\nX", "X")]:
+    for text, want in [
+        ("F", "F"),
+        ("Answer: T", "T"),
+        ("True", "T"),
+        ("answer: false", "F"),
+        ("**X**", "X"),
+        ("The record does not say.\nX", "X"),
+    ]:
         assert read("final_answer_tfx", text, kcv["F"]) == want, text
     for text in ("The statement is misleading.", "Fine.", "A"):
         assert read("final_answer_tfx", text, kcv["F"]) is None, text
@@ -190,8 +214,13 @@ def _cvss31(vector: str) -> float:
     iss = 1 - (1 - cia[m["C"]]) * (1 - cia[m["I"]]) * (1 - cia[m["A"]])
     impact = 7.52 * (iss - 0.029) - 3.25 * (iss - 0.02) ** 15 if changed else 6.42 * iss
     pr = {"N": 0.85, "L": 0.68 if changed else 0.62, "H": 0.5 if changed else 0.27}[m["PR"]]
-    expl = 8.22 * {"N": 0.85, "A": 0.62, "L": 0.55, "P": 0.2}[m["AV"]] * {"L": 0.77, "H": 0.44}[m["AC"]] \
-        * pr * {"N": 0.85, "R": 0.62}[m["UI"]]
+    expl = (
+        8.22
+        * {"N": 0.85, "A": 0.62, "L": 0.55, "P": 0.2}[m["AV"]]
+        * {"L": 0.77, "H": 0.44}[m["AC"]]
+        * pr
+        * {"N": 0.85, "R": 0.62}[m["UI"]]
+    )
     if impact <= 0:
         return 0.0
     raw = min((1.08 if changed else 1.0) * (impact + expl), 10.0)
@@ -206,8 +235,15 @@ def test_cpst_golds_match_the_cvss_formula_so_tolerance_is_one_decimal(secure) -
 
 def test_cpst_reads_the_score_and_scores_absolute_error(secure) -> None:
     q = next(q for q in secure["cpst"] if q.gold == "7.8")
-    for text in ("7.8", "**7.8**", "7.8/10", "Answer: 7.8", "The CVSS v3.1 base score is 7.8.",
-                 "<think>Maybe 9.8</think>\n7.8", "Impact 5.9, exploitability 1.8.\nScore: 7.8"):
+    for text in (
+        "7.8",
+        "**7.8**",
+        "7.8/10",
+        "Answer: 7.8",
+        "The CVSS v3.1 base score is 7.8.",
+        "<think>Maybe 9.8</think>\n7.8",
+        "Impact 5.9, exploitability 1.8.\nScore: 7.8",
+    ):
         assert read("final_cvss_score", text, q) == "7.8", text
     for text in ("It is high.", "Answer: 78", "AV:L/AC:L/PR:N", "CVSS v3.1"):
         assert read("final_cvss_score", text, q) is None, text
@@ -222,6 +258,7 @@ def test_cpst_reads_the_score_and_scores_absolute_error(secure) -> None:
 
 
 # ----------------------------------------------------------------------------------- end to end
+
 
 def _secure_script(call) -> Reply:
     text = call.last_user_text
@@ -239,9 +276,20 @@ def _secure_script(call) -> Reply:
 def test_secure_end_to_end(pytester: pytest.Pytester, real_data: Path) -> None:
     data_file("secure", "SECURE - CWET.tsv")
     with ScriptedServer(_secure_script) as server:
-        result = pytester.runpytest(str(SUITES / "secure"), "--data-dir", str(real_data), "--model",
-                                    f"m@{server.url}", "--report-dir", "out", "-p", "no:randomly", "-rs",
-                                    "-k", "q0001 or q0002 or q0573")
+        result = pytester.runpytest(
+            str(SUITES / "secure"),
+            "--data-dir",
+            str(real_data),
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "-p",
+            "no:randomly",
+            "-rs",
+            "-k",
+            "q0001 or q0002 or q0573",
+        )
         calls = sum(1 for c in server.calls if c.path.endswith("completions"))  # not GET /models
     out = read_run(only_run_dir(pytester.path / "out"))
     results = {r["task"]: r for r in out["summary"]["results"]}
@@ -264,8 +312,20 @@ def test_secure_end_to_end(pytester: pytest.Pytester, real_data: Path) -> None:
 def test_secbench_end_to_end(pytester: pytest.Pytester, real_data: Path) -> None:
     data_file("secbench", "MCQs_2730.jsonl")
     with ScriptedServer(lambda call: Reply(content="Answer: B")) as server:
-        result = pytester.runpytest(str(SUITES / "secbench"), "--data-dir", str(real_data), "--limit", "6",
-                                    "--model", f"m@{server.url}", "--report-dir", "out", "-p", "no:randomly", "-rs")
+        result = pytester.runpytest(
+            str(SUITES / "secbench"),
+            "--data-dir",
+            str(real_data),
+            "--limit",
+            "6",
+            "--model",
+            f"m@{server.url}",
+            "--report-dir",
+            "out",
+            "-p",
+            "no:randomly",
+            "-rs",
+        )
         calls = sum(1 for c in server.calls if c.path.endswith("completions"))  # not GET /models
     out = read_run(only_run_dir(pytester.path / "out"))
     assert set(out["run"]["pipeline_cards"]) == {"secbench.mcq_en", "secbench.saq_en"}

@@ -11,8 +11,14 @@ QUESTIONS = [f"Question {i}: which option?" for i in range(400)]
 
 
 def _ask(script, text: str, **body: object) -> str:  # type: ignore[no-untyped-def]
-    reply = script(Call(path="/v1/chat/completions", headers={}, attempt=1,
-                        body={"messages": [{"role": "user", "content": text}], **body}))
+    reply = script(
+        Call(
+            path="/v1/chat/completions",
+            headers={},
+            attempt=1,
+            body={"messages": [{"role": "user", "content": text}], **body},
+        )
+    )
     return str(reply.content)
 
 
@@ -31,7 +37,6 @@ def test_sampling_redraws_the_share_asked_for_per_seed_and_reproduces() -> None:
     # Expected share: 0.5 sampled x P(two independent draws of 4 letters differ) 0.75 = 0.375.
     assert 0.30 < changed / len(QUESTIONS) < 0.45
     assert all(_ask(script, t, seed=7) == _ask(script, t, seed=7) for t in QUESTIONS[:50])
-    assert all(_ask(script, t, seed=1, temperature=0) == _ask(script, t, seed=2, temperature=0)
-               for t in QUESTIONS[:50])
+    assert all(_ask(script, t, seed=1, temperature=0) == _ask(script, t, seed=2, temperature=0) for t in QUESTIONS[:50])
     letters = Counter(_ask(script, t, seed=3) for t in QUESTIONS)
     assert set(letters) == {f"Answer: {x}" for x in "ABCD"}

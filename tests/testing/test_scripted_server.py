@@ -49,7 +49,9 @@ def test_models_endpoint(client: httpx.Client) -> None:
 
 
 def test_chat_reply_with_reasoning(client: httpx.Client) -> None:
-    script = lambda call: Reply(content="Answer: B", reasoning_content="thinking...", finish_reason="length")
+    def script(call: Call) -> Reply:
+        return Reply(content="Answer: B", reasoning_content="thinking...", finish_reason="length")
+
     with ScriptedServer(script, model_id="served") as server:
         r = client.post(f"{server.url}/chat/completions", json=chat_body(), headers={"X-Trace": "t1"})
     assert r.status_code == 200
@@ -161,8 +163,9 @@ def test_min_max_tokens_refusal(client: httpx.Client) -> None:
 
 def test_invalid_json_request_and_unknown_path(client: httpx.Client) -> None:
     with ScriptedServer() as server:
-        bad = client.post(f"{server.url}/chat/completions", content=b"{not json",
-                          headers={"content-type": "application/json"})
+        bad = client.post(
+            f"{server.url}/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+        )
         missing = client.post(f"{server.url}/embeddings", json={"input": "x"})
     assert bad.status_code == 400 and "error" in bad.json()
     assert missing.status_code == 404 and "error" in missing.json()
@@ -173,8 +176,9 @@ def test_attempt_counting_with_sequence(client: httpx.Client) -> None:
         url = f"{server.url}/chat/completions"
         first = client.post(url, json=chat_body("q1", temperature=0))
         # Same body with a different key order is the same request: attempt 2.
-        second = client.post(url, json={"temperature": 0, "messages": [{"content": "q1", "role": "user"}],
-                                        "model": "m"})
+        second = client.post(
+            url, json={"temperature": 0, "messages": [{"content": "q1", "role": "user"}], "model": "m"}
+        )
         third = client.post(url, json=chat_body("q1", temperature=0))
         other = client.post(url, json=chat_body("q2", temperature=0))
     assert first.status_code == 503 and first.json()["error"]["type"] == "server_error"
@@ -187,7 +191,10 @@ def test_attempt_counting_with_sequence(client: httpx.Client) -> None:
 def test_by_marker_first_match_wins() -> None:
     a, b, d = Reply(content="a"), Reply(content="b"), Reply(content="d")
     script = by_marker({"X1": a, "X": b}, default=d)
-    make = lambda text: Call(path="/v1/completions", body={"prompt": text}, headers={}, attempt=1)
+
+    def make(text: str) -> Call:
+        return Call(path="/v1/completions", body={"prompt": text}, headers={}, attempt=1)
+
     assert script(make("has X1")) is a
     assert script(make("has X")) is b
     assert script(make("none")) is d
@@ -215,8 +222,10 @@ def test_concurrency_32_requests_at_50ms() -> None:
     with ScriptedServer(script, latency=0.05) as server:
         url = f"{server.url}/chat/completions"
         limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
-        with httpx.Client(timeout=300.0, limits=limits) as c, \
-                concurrent.futures.ThreadPoolExecutor(max_workers=32) as pool:
+        with (
+            httpx.Client(timeout=300.0, limits=limits) as c,
+            concurrent.futures.ThreadPoolExecutor(max_workers=32) as pool,
+        ):
             results = list(pool.map(lambda i: c.post(url, json=chat_body(f"q{i}")).status_code, range(32)))
     assert results == [200] * 32
     assert len(server.calls) == 32
@@ -234,9 +243,26 @@ def test_stop_closes_keepalive_connections(client: httpx.Client) -> None:
 def test_cli_ready_answers_and_exits_on_sigterm() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest_benchaudit.testing.scripted_server", "--port", "0",
-         "--latency", "0.01", "--answer", "Answer: C", "--model-id", "cli-model", "--min-max-tokens", "8"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchaudit.testing.scripted_server",
+            "--port",
+            "0",
+            "--latency",
+            "0.01",
+            "--answer",
+            "Answer: C",
+            "--model-id",
+            "cli-model",
+            "--min-max-tokens",
+            "8",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
     )
     try:
         assert proc.stdout is not None

@@ -23,17 +23,27 @@ def test_the_toy_suite_loads_with_both_layers_and_the_extra_task(tmp_path: Path)
     released = rel.card()["fields"]
     assert (released["extraction.reasoning"], released["scoring.denominator"]) == ("keep", "valid")
     # the two layers differ downstream only: the same requests
-    assert {k: v for k, v in fields.items() if k.startswith(("prompt.", "inference."))} == \
-        {k: v for k, v in released.items() if k.startswith(("prompt.", "inference."))}
+    assert {k: v for k, v in fields.items() if k.startswith(("prompt.", "inference."))} == {
+        k: v for k, v in released.items() if k.startswith(("prompt.", "inference."))
+    }
     rows = [json.loads(line) for line in (data_dir / "toy" / "toy.jsonl").read_text().splitlines()]
     assert [(r["id"], r["gold"]) for r in rows] == [(qid, gold) for qid, _marker, gold in TOY_QUESTIONS]
     assert all(marker in r["question"] for r, (_qid, marker, _gold) in zip(rows, TOY_QUESTIONS, strict=True))
 
 
 def test_the_builder_writes_what_it_is_given(tmp_path: Path) -> None:
-    extra = "\n" + layer_toml("mcq", "released", temperature=None, max_tokens=8, stop=["\n"], reasoning="keep",
-                              denominator="valid", template="plain", why={"inference.max_tokens": "eight"},
-                              notes=["a note"])
+    extra = "\n" + layer_toml(
+        "mcq",
+        "released",
+        temperature=None,
+        max_tokens=8,
+        stop=["\n"],
+        reasoning="keep",
+        denominator="valid",
+        template="plain",
+        why={"inference.max_tokens": "eight"},
+        notes=["a note"],
+    )
     (tmp_path / "suites" / "b").mkdir(parents=True)
     (tmp_path / "suites" / "b" / "suite.toml").write_text(mcq_suite_toml("b", title="B \"quoted\"", extra=extra))
     suite = load_suite(tmp_path / "suites" / "b" / "suite.toml")

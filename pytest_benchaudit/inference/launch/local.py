@@ -15,10 +15,10 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
-
 import urllib.error
 import urllib.request
+from pathlib import Path
+
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.inference.launch.keys import new_api_key
 
@@ -66,8 +66,9 @@ def _free_port() -> int:
 class LocalServer:
     """One llama-cpp-python server process on 127.0.0.1; ``start()`` returns its base URL."""
 
-    def __init__(self, *, n_ctx: int = 2048, threads: int = 2, log_path: Path | None = None,
-                 startup_timeout: float = 180.0) -> None:
+    def __init__(
+        self, *, n_ctx: int = 2048, threads: int = 2, log_path: Path | None = None, startup_timeout: float = 180.0
+    ) -> None:
         self.n_ctx = n_ctx
         self.threads = threads
         self.log_path = log_path
@@ -81,13 +82,21 @@ class LocalServer:
             raise LocalModelUnavailable(f"llama-cpp-python is not installed: {_INSTALL_HINT}")
         port = _free_port()
         cmd = [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(model_path()),
-            "--model_alias", MODEL_ID,
-            "--n_ctx", str(self.n_ctx),
-            "--n_threads", str(self.threads),
-            "--host", "127.0.0.1",
-            "--port", str(port),
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model_path()),
+            "--model_alias",
+            MODEL_ID,
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.threads),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
         ]
         log = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
         # llama-cpp-python's settings read API_KEY from the environment (not argv: `ps` shows that).

@@ -50,12 +50,19 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from pytest_benchaudit.inference.launch.keys import new_api_key
 from pytest_benchaudit.common.errors import BenchauditError
+from pytest_benchaudit.inference.launch.keys import new_api_key
 from pytest_benchaudit.inference.launch.local import _free_port
 
-__all__ = ["DEFAULT_MAX_LOGPROBS", "DEFAULT_STARTUP_TIMEOUT", "VllmServer", "VllmUnavailable", "find_vllm",
-           "logprob_refusal", "with_max_logprobs"]
+__all__ = [
+    "DEFAULT_MAX_LOGPROBS",
+    "DEFAULT_STARTUP_TIMEOUT",
+    "VllmServer",
+    "VllmUnavailable",
+    "find_vllm",
+    "logprob_refusal",
+    "with_max_logprobs",
+]
 
 DEFAULT_STARTUP_TIMEOUT = 900.0
 STARTUP_TIMEOUT_ENV = "BENCHAUDIT_VLLM_STARTUP_TIMEOUT"
@@ -72,16 +79,22 @@ _MAX_LOGPROBS_FLAG = "--max-logprobs"
 # "... 'top_logprobs': integer above maximum value. Expected a value <= 20, but got 100 ...".
 _REFUSALS = (
     re.compile(r"logprobs of (?P<asked>\d+), which is greater than max allowed: (?P<allowed>\d+)", re.I),
-    re.compile(r"logprobs'?:? integer above maximum value\. Expected a value <= (?P<allowed>\d+), "
-               r"but got (?P<asked>\d+)", re.I),
+    re.compile(
+        r"logprobs'?:? integer above maximum value\. Expected a value <= (?P<allowed>\d+), "
+        r"but got (?P<asked>\d+)",
+        re.I,
+    ),
 )
 
 
 def with_max_logprobs(args: tuple[str, ...] | list[str], needed: int | None) -> tuple[str, ...]:
     """``args`` with ``--max-logprobs`` at least ``needed`` (unchanged when vLLM's default suffices)."""
     args = tuple(args)
-    if needed is None or needed <= DEFAULT_MAX_LOGPROBS and not any(
-            a.split("=", 1)[0] == _MAX_LOGPROBS_FLAG for a in args):
+    if (
+        needed is None
+        or needed <= DEFAULT_MAX_LOGPROBS
+        and not any(a.split("=", 1)[0] == _MAX_LOGPROBS_FLAG for a in args)
+    ):
         return args
     out: list[str] = []
     given: int | None = None
@@ -116,8 +129,10 @@ def logprob_refusal(error: str | None) -> str | None:
         m = pattern.search(error)
         if m:
             asked, allowed = m.group("asked"), m.group("allowed")
-            return (f"this endpoint allows {allowed} log-probabilities; the layer needs {asked}: "
-                    f"start vLLM with --max-logprobs {asked}")
+            return (
+                f"this endpoint allows {allowed} log-probabilities; the layer needs {asked}: "
+                f"start vLLM with --max-logprobs {asked}"
+            )
     return None
 
 
@@ -165,9 +180,15 @@ def _served_ids(body: bytes) -> list[str]:
 class VllmServer:
     """One ``vllm serve`` process on 127.0.0.1; ``start()`` returns its base URL (``.../v1``)."""
 
-    def __init__(self, model_id: str, args: tuple[str, ...] | list[str] = (), *,
-                 startup_timeout: float | None = None, poll_interval: float = 0.5,
-                 max_logprobs: int | None = None) -> None:
+    def __init__(
+        self,
+        model_id: str,
+        args: tuple[str, ...] | list[str] = (),
+        *,
+        startup_timeout: float | None = None,
+        poll_interval: float = 0.5,
+        max_logprobs: int | None = None,
+    ) -> None:
         self.model_id = model_id
         # the most log-probabilities a selected layer asks for (None: none asks)
         self.args = with_max_logprobs(args, max_logprobs)
@@ -184,8 +205,9 @@ class VllmServer:
     def start(self) -> str:
         for arg in self.args:
             if arg.split("=", 1)[0] in _RESERVED:
-                raise VllmUnavailable(f"{arg.split('=', 1)[0]} is set by the launcher; leave it out of the "
-                                      "extra vllm arguments")
+                raise VllmUnavailable(
+                    f"{arg.split('=', 1)[0]} is set by the launcher; leave it out of the extra vllm arguments"
+                )
         exe = find_vllm()
         port = _free_port()
         self.command = [exe, "serve", self.model_id, "--host", "127.0.0.1", "--port", str(port), *self.args]
@@ -193,9 +215,14 @@ class VllmServer:
         self.log_path = Path(log_name)
         with os.fdopen(fd, "wb") as log:
             # Own process group: vLLM forks engine processes; stop() signals them all.
-            self._proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True,
-                                          env={**os.environ, "VLLM_API_KEY": self.api_key})
+            self._proc = subprocess.Popen(
+                self.command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "VLLM_API_KEY": self.api_key},
+            )
         atexit.register(self.stop)  # a run that dies on its way out still leaves no server behind
         base = f"http://127.0.0.1:{port}"
         url = f"{base}/v1"
@@ -203,8 +230,10 @@ class VllmServer:
         try:
             while time.monotonic() < deadline:
                 if self._proc.poll() is not None:
-                    raise VllmUnavailable(f"`vllm serve {self.model_id}` exited with status "
-                                          f"{self._proc.returncode} during start-up{self._log_tail()}")
+                    raise VllmUnavailable(
+                        f"`vllm serve {self.model_id}` exited with status "
+                        f"{self._proc.returncode} during start-up{self._log_tail()}"
+                    )
                 status, body = _get(f"{url}/models", self.api_key)
                 if status == 200 and _get(f"{base}/health")[0] in (200, 404):
                     served = _served_ids(body)
@@ -213,9 +242,11 @@ class VllmServer:
                     self.url = url
                     return url
                 time.sleep(self.poll_interval)
-            raise VllmUnavailable(f"`vllm serve {self.model_id}` did not answer on {url} within "
-                                  f"{self.startup_timeout:.0f}s (${STARTUP_TIMEOUT_ENV} or startup_timeout "
-                                  f"raises the limit){self._log_tail()}")
+            raise VllmUnavailable(
+                f"`vllm serve {self.model_id}` did not answer on {url} within "
+                f"{self.startup_timeout:.0f}s (${STARTUP_TIMEOUT_ENV} or startup_timeout "
+                f"raises the limit){self._log_tail()}"
+            )
         except BaseException:
             self.stop(keep_log=True)
             raise

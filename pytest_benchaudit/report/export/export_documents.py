@@ -16,10 +16,30 @@ from typing import Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-__all__ = ["AggregateDocument", "AnswerAttribution", "ConfidenceInterval", "DetailedEvaluationResults",
-           "EvalLibrary", "EvaluationResult", "GenerationArgs", "GenerationConfig", "InferenceEngine",
-           "MetricConfig", "ModelInfo", "Performance", "SampleEvaluation", "SampleInput", "SampleLine",
-           "SampleOutput", "ScoreDetails", "SourceData", "SourceMetadata", "StrMap", "TokenUsage", "Uncertainty"]
+__all__ = [
+    "AggregateDocument",
+    "AnswerAttribution",
+    "ConfidenceInterval",
+    "DetailedEvaluationResults",
+    "EvalLibrary",
+    "EvaluationResult",
+    "GenerationArgs",
+    "GenerationConfig",
+    "InferenceEngine",
+    "MetricConfig",
+    "ModelInfo",
+    "Performance",
+    "SampleEvaluation",
+    "SampleInput",
+    "SampleLine",
+    "SampleOutput",
+    "ScoreDetails",
+    "SourceData",
+    "SourceMetadata",
+    "StrMap",
+    "TokenUsage",
+    "Uncertainty",
+]
 
 # The schema's ``additional_details``: string keys to string values (JSON text where not a string).
 StrMap = dict[str, str]

@@ -21,9 +21,17 @@ from pytest_benchaudit.aggregate.summary_documents import SummaryDocument, TaskR
 from pytest_benchaudit.common.errors import BenchauditError
 from pytest_benchaudit.pipeline.record_documents import Cards, PipelineCard, RecordRow
 from pytest_benchaudit.pipeline.variants import card_for, card_key
+from pytest_benchaudit.report.export.export_documents import (
+    GenerationArgs,
+    GenerationConfig,
+    MetricConfig,
+    ModelInfo,
+    ScoreDetails,
+    SourceData,
+    StrMap,
+    Uncertainty,
+)
 from pytest_benchaudit.runs.run_meta import RunMeta, RunModel
-from pytest_benchaudit.report.export.export_documents import (GenerationArgs, GenerationConfig, MetricConfig, ModelInfo,
-                                                       ScoreDetails, SourceData, StrMap, Uncertainty)
 from pytest_benchaudit.scoring.metrics import METRIC_INFO
 
 SCHEMA_VERSION = "0.3.0"
@@ -186,7 +194,7 @@ def metric_config(result: TaskResult) -> MetricConfig:
     details = {
         "denominator": result.get("denominator"),
         "headline": f"mean per-item score over {'the valid items' if result.get('denominator') == 'valid' else 'all items'} "
-                    "(scoring.denominator)",
+        "(scoring.denominator)",
         # What the run's invalid items scored (scoring.invalid_credit); an old summary: the no-credit value.
         "invalid_item_score": result.get("invalid_score", None if info is None else info.invalid_value),
         "invalid_credit": result.get("invalid_credit", 0.0),
@@ -235,7 +243,9 @@ def score_details(result: TaskResult) -> ScoreDetails:
         binary = info is None or info.kind == "binary"
         method = result.get("ci95_method")  # a summary from before the field: what its ci95 then was
         uncertainty["confidence_interval"] = {
-            "lower": float(ci[0]), "upper": float(ci[1]), "confidence_level": 0.95,
+            "lower": float(ci[0]),
+            "upper": float(ci[1]),
+            "confidence_level": 0.95,
             "method": str(method) if method else "wilson" if binary else "student_t",
         }
     if uncertainty:
@@ -273,8 +283,9 @@ def _template_text(suites_dir: Path | None, bench: str, name: Any) -> str | None
     return "\n\n".join(parts)
 
 
-def generation_config(card: PipelineCard, result: TaskResult, sent_params: list[dict[str, JsonValue]],
-                      suites_dir: Path | None) -> GenerationConfig:
+def generation_config(
+    card: PipelineCard, result: TaskResult, sent_params: list[dict[str, JsonValue]], suites_dir: Path | None
+) -> GenerationConfig:
     fields = card.get("fields", {})
     args: GenerationArgs = {}
     temperature = fields.get("inference.decoding.temperature")
@@ -300,8 +311,12 @@ def generation_config(card: PipelineCard, result: TaskResult, sent_params: list[
     # rule and reasoning handling, denominator, aggregation, ... ("unspecified" kept as such).
     for name, value in fields.items():
         details[name] = value
-    shown: dict[str, object] = {"overrides": card.get("overrides"), "unspecified": card.get("unspecified"),
-                                "notes": card.get("notes"), "why": card.get("why")}
+    shown: dict[str, object] = {
+        "overrides": card.get("overrides"),
+        "unspecified": card.get("unspecified"),
+        "notes": card.get("notes"),
+        "why": card.get("why"),
+    }
     for key, shown_value in shown.items():
         if shown_value:
             details[f"card.{key}"] = shown_value

@@ -10,8 +10,14 @@ import hashlib
 from pydantic import JsonValue
 
 from pytest_benchaudit.pipeline.record_documents import PipelineCard, RecordRow
-from pytest_benchaudit.report.export.export_documents import (AnswerAttribution, Performance, SampleInput, SampleLine,
-                                                       SampleOutput, TokenUsage)
+from pytest_benchaudit.report.export.export_documents import (
+    AnswerAttribution,
+    Performance,
+    SampleInput,
+    SampleLine,
+    SampleOutput,
+    TokenUsage,
+)
 from pytest_benchaudit.report.export.fields import (
     SCHEMA_VERSION,
     _evaluation_name,
@@ -33,8 +39,9 @@ def _question_text(request: dict[str, JsonValue]) -> tuple[str, str]:
     return str(prompt), str(prompt)
 
 
-def sample_line(rec: RecordRow, evaluation_id: str, model_id: str, card: PipelineCard,
-                include_questions: bool) -> SampleLine:
+def sample_line(
+    rec: RecordRow, evaluation_id: str, model_id: str, card: PipelineCard, include_questions: bool
+) -> SampleLine:
     request = rec.get("request") or {}
     raw_question, formatted = _question_text(request)
     gold = str(rec.get("gold", ""))
@@ -48,21 +55,28 @@ def sample_line(rec: RecordRow, evaluation_id: str, model_id: str, card: Pipelin
     output: SampleOutput = {"raw": outputs, "reasoning_trace": [reasoning_text] if reasoning_text else None}
     rule = card.get("fields", {}).get("extraction.rule") or "unspecified"
     reasoning = card.get("fields", {}).get("extraction.reasoning")
-    attribution: list[AnswerAttribution] = [{
-        "turn_idx": 0,
-        "source": f"output.raw[{len(outputs) - 1}]",
-        "extracted_value": "" if rec.get("prediction") is None else str(rec["prediction"]),
-        "extraction_method": f"benchaudit:{rule}" + (f" (reasoning={reasoning})" if reasoning else ""),
-        "is_terminal": True,
-    }]
+    attribution: list[AnswerAttribution] = [
+        {
+            "turn_idx": 0,
+            "source": f"output.raw[{len(outputs) - 1}]",
+            "extracted_value": "" if rec.get("prediction") is None else str(rec["prediction"]),
+            "extraction_method": f"benchaudit:{rule}" + (f" (reasoning={reasoning})" if reasoning else ""),
+            "is_terminal": True,
+        }
+    ]
     usage = rec.get("usage") or {}
     token_usage: TokenUsage | None = None
-    prompt_tokens, completion_tokens, total_tokens = (usage.get("prompt_tokens"), usage.get("completion_tokens"),
-                                                      usage.get("total_tokens"))
+    prompt_tokens, completion_tokens, total_tokens = (
+        usage.get("prompt_tokens"),
+        usage.get("completion_tokens"),
+        usage.get("total_tokens"),
+    )
     if isinstance(prompt_tokens, int) and isinstance(completion_tokens, int):
-        token_usage = {"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
-                       "total_tokens": total_tokens if isinstance(total_tokens, int)
-                       else prompt_tokens + completion_tokens}
+        token_usage = {
+            "input_tokens": prompt_tokens,
+            "output_tokens": completion_tokens,
+            "total_tokens": total_tokens if isinstance(total_tokens, int) else prompt_tokens + completion_tokens,
+        }
         details = usage.get("completion_tokens_details") or {}
         reasoning_tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
         if isinstance(reasoning_tokens, int):

@@ -1,5 +1,4 @@
-"""Writing an Every Eval Ever export: one aggregate JSON per model x benchmark, samples on request, validation.
-"""
+"""Writing an Every Eval Ever export: one aggregate JSON per model x benchmark, samples on request, validation."""
 
 from __future__ import annotations
 
@@ -8,8 +7,8 @@ import json
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from pydantic import JsonValue
 
@@ -58,8 +57,11 @@ def _benchmark_result(entry: BenchmarkScore, task_results: list[TaskResult]) -> 
     return {
         "evaluation_result_id": bench + (f"|{variant}" if variant else ""),
         "evaluation_name": bench + (f"|{variant}" if variant else ""),
-        "source_data": {"dataset_name": bench, "source_type": "other",
-                        "additional_details": _str_map({"tasks": entry.get("tasks")})},
+        "source_data": {
+            "dataset_name": bench,
+            "source_type": "other",
+            "additional_details": _str_map({"tasks": entry.get("tasks")}),
+        },
         "metric_config": {
             "evaluation_description": f"{bench}: the tasks' headline scores combined by aggregation.method = {method}",
             "metric_id": f"benchaudit.{bench}.{_slug(method)}",
@@ -69,19 +71,28 @@ def _benchmark_result(entry: BenchmarkScore, task_results: list[TaskResult]) -> 
             "score_type": "continuous",
             "min_score": None if None in lows else min(v for v in lows if v is not None),
             "max_score": None if None in highs else max(v for v in highs if v is not None),
-            "additional_details": _str_map({"aggregation.method": method, "tasks": entry.get("tasks"),
-                                            "note": entry.get("note") or None}),
+            "additional_details": _str_map(
+                {"aggregation.method": method, "tasks": entry.get("tasks"), "note": entry.get("note") or None}
+            ),
         },
-        "score_details": {"score": float(score),
-                          "details": _str_map({"n": entry.get("n"), "aggregation.method": method,
-                                               "pipeline": entry.get("pipeline")})},
+        "score_details": {
+            "score": float(score),
+            "details": _str_map({"n": entry.get("n"), "aggregation.method": method, "pipeline": entry.get("pipeline")}),
+        },
     }
 
 
-def export_every_eval_ever(run_dir: Path, out: Path, *, samples: bool = False, include_questions: bool = False,
-                           suites_dir: Path | None = None, source_organization: str = "unknown",
-                           evaluator_relationship: str = "third_party",
-                           now: float | None = None) -> list[Path]:
+def export_every_eval_ever(
+    run_dir: Path,
+    out: Path,
+    *,
+    samples: bool = False,
+    include_questions: bool = False,
+    suites_dir: Path | None = None,
+    source_organization: str = "unknown",
+    evaluator_relationship: str = "third_party",
+    now: float | None = None,
+) -> list[Path]:
     """Write the Every Eval Ever files for ``run_dir`` under ``out``; returns the paths written."""
     run, summary, records = read_run(run_dir)
     run_id = str(run.get("run_id") or Path(run_dir).name)
@@ -114,8 +125,11 @@ def export_every_eval_ever(run_dir: Path, out: Path, *, samples: bool = False, i
         for result in results:
             task, variant = result["task"], result.get("variant", "")
             if result.get("score") is None:
-                print(f"warning: {bench}.{task} for {spec}: no headline score (denominator "
-                      f"{result.get('denominator')!r}); not exported", file=sys.stderr)
+                print(
+                    f"warning: {bench}.{task} for {spec}: no headline score (denominator "
+                    f"{result.get('denominator')!r}); not exported",
+                    file=sys.stderr,
+                )
                 continue
             card = _card_for(cards, bench, task, variant)
             recs = by_key.get((bench, task, spec, variant), [])
@@ -147,32 +161,42 @@ def export_every_eval_ever(run_dir: Path, out: Path, *, samples: bool = False, i
         if not evaluation_results:
             continue
 
-        source_details: dict[str, object] = {"benchaudit.run_id": run_id, "benchaudit.pipeline": run.get("pipeline"),
-                                          "benchaudit.overrides": run.get("overrides") or None,
-                                          "benchaudit.dataset_checksums": run.get("dataset_checksums") or None}
+        source_details: dict[str, object] = {
+            "benchaudit.run_id": run_id,
+            "benchaudit.pipeline": run.get("pipeline"),
+            "benchaudit.overrides": run.get("overrides") or None,
+            "benchaudit.dataset_checksums": run.get("dataset_checksums") or None,
+        }
         if source:
-            source_details.update({
-                "imported_from": source.get("kind"),
-                "imported_files": source.get("file_checksums") or source.get("files"),
-                "import_note": source.get("note"),
-                "released_scores": run.get("released_scores"),
-                "agreement_with_released": run.get("agreement"),
-            })
+            source_details.update(
+                {
+                    "imported_from": source.get("kind"),
+                    "imported_files": source.get("file_checksums") or source.get("files"),
+                    "import_note": source.get("note"),
+                    "released_scores": run.get("released_scores"),
+                    "agreement_with_released": run.get("agreement"),
+                }
+            )
         doc: AggregateDocument = {
             "schema_version": SCHEMA_VERSION,
             "evaluation_id": evaluation_id,
             "retrieved_timestamp": retrieved,
             "source_metadata": {
-                "source_name": (f"{source.get('kind')} (imported by benchaudit)" if source
-                                else f"benchaudit run {run_id}"),
+                "source_name": (
+                    f"{source.get('kind')} (imported by benchaudit)" if source else f"benchaudit run {run_id}"
+                ),
                 "source_type": "evaluation_run",
                 "source_organization_name": source_organization,
                 "evaluator_relationship": evaluator_relationship,
                 "additional_details": _str_map(source_details),
             },
-            "eval_library": {"name": LIBRARY, "version": library_version,
-                             "additional_details": _str_map({"record_version": (records[0].get("record_version")
-                                                                                 if records else None)})},
+            "eval_library": {
+                "name": LIBRARY,
+                "version": library_version,
+                "additional_details": _str_map(
+                    {"record_version": (records[0].get("record_version") if records else None)}
+                ),
+            },
             "model_info": info,
             "evaluation_results": evaluation_results,
         }
@@ -180,8 +204,9 @@ def export_every_eval_ever(run_dir: Path, out: Path, *, samples: bool = False, i
             doc["evaluation_timestamp"] = str(evaluated_at)
         if samples:
             sample_path = target_dir / f"{file_id}_samples.jsonl"
-            body = "".join(json.dumps(redact_obj(line), ensure_ascii=False, separators=(",", ":")) + "\n"
-                           for line in lines)
+            body = "".join(
+                json.dumps(redact_obj(line), ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines
+            )
             _write_text(sample_path, body)
             written.append(sample_path)
             doc["detailed_evaluation_results"] = {
@@ -228,7 +253,9 @@ def validate_export(paths: Iterable[Path], schema_dir: Path) -> list[str]:
         if path.name.endswith("_samples.jsonl"):
             for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 for err in validators["samples"].iter_errors(json.loads(line)):
-                    problems.append(f"{path}:{lineno}: {'/'.join(map(str, err.absolute_path)) or '(top)'}: {err.message}")
+                    problems.append(
+                        f"{path}:{lineno}: {'/'.join(map(str, err.absolute_path)) or '(top)'}: {err.message}"
+                    )
         else:
             for err in validators["aggregate"].iter_errors(json.loads(path.read_text(encoding="utf-8"))):
                 problems.append(f"{path}: {'/'.join(map(str, err.absolute_path)) or '(top)'}: {err.message}")

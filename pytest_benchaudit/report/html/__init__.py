@@ -40,18 +40,29 @@ from pathlib import Path
 from typing import Any, cast
 
 from pytest_benchaudit.aggregate.summary_documents import TaskResult
-from pytest_benchaudit.compare.compare_documents import CompareDocument
 from pytest_benchaudit.compare.analysis_registry import analyses
+from pytest_benchaudit.compare.compare_documents import CompareDocument
 from pytest_benchaudit.diagnose.finding_documents import FindingRow
-from pytest_benchaudit.report.html.audits import (findings_section, invalid_section, ledger_section, notes_section,
-                                                  sweeps_section)
+from pytest_benchaudit.report.html.audits import (
+    findings_section,
+    invalid_section,
+    ledger_section,
+    notes_section,
+    sweeps_section,
+)
 from pytest_benchaudit.report.html.format import CSP, CSS, esc, note, table
 from pytest_benchaudit.report.html.harnesses import harnesses_section
 from pytest_benchaudit.report.html.kit import ReportKit
 from pytest_benchaudit.report.html.paired import paired_section
 from pytest_benchaudit.report.html.repeats import repeats_section
-from pytest_benchaudit.report.html.sets import (pca_section, ranks_section, scores_section, set_views, shift_section,
-                                                tau_section)
+from pytest_benchaudit.report.html.sets import (
+    pca_section,
+    ranks_section,
+    scores_section,
+    set_views,
+    shift_section,
+    tau_section,
+)
 from pytest_benchaudit.report.html.sweeps import SweepRow
 from pytest_benchaudit.report.html.verdict import causes_section, verdict_section
 
@@ -72,19 +83,40 @@ def _summary(doc: CompareDocument) -> str:
         runs = (meta.get("runs") if meta else None) or an.get("runs") or []
         rows.append([side, label, ", ".join(map(str, pipelines)) or "—", len(runs), len(models), len(tasks)])
     cmp = doc.get("comparison")
-    text = (f"Set a ({cmp.get('a')}) against set b ({cmp.get('b')}), by {cmp.get('by')}." if cmp else
-            "One run set: agreement between its tasks.")
+    text = (
+        f"Set a ({cmp.get('a')}) against set b ({cmp.get('b')}), by {cmp.get('by')}."
+        if cmp
+        else "One run set: agreement between its tasks."
+    )
     created = f" Written {doc['created']}." if doc.get("created") else ""
-    return ('<section id="summary"><h2>Summary</h2>' + note(text + created)
-            + table(["set", "label", "pipelines", "runs", "models", "tasks"], rows) + "</section>")
+    return (
+        '<section id="summary"><h2>Summary</h2>'
+        + note(text + created)
+        + table(["set", "label", "pipelines", "runs", "models", "tasks"], rows)
+        + "</section>"
+    )
 
 
 # The report's own sections, in order; the registered analyses' sections go after the PCA (_ANALYSES_AFTER).
-_NAV = [("verdict", "Verdict"), ("summary", "Summary"), ("harnesses", "Harnesses"), ("causes", "Causes"),
-        ("scores", "Scores"), ("ranks", "Ranks"), ("shift", "Rank shifts"), ("bump", "Ranks across tasks"),
-        ("tau", "τ-b"), ("pca", "PCA"), ("findings", "Findings"), ("sweeps", "Field deltas"),
-        ("invalid", "Invalid rates"), ("repeats", "Repeats"), ("paired", "Paired differences"), ("ledger", "Ledger"),
-        ("notes", "Notes")]
+_NAV = [
+    ("verdict", "Verdict"),
+    ("summary", "Summary"),
+    ("harnesses", "Harnesses"),
+    ("causes", "Causes"),
+    ("scores", "Scores"),
+    ("ranks", "Ranks"),
+    ("shift", "Rank shifts"),
+    ("bump", "Ranks across tasks"),
+    ("tau", "τ-b"),
+    ("pca", "PCA"),
+    ("findings", "Findings"),
+    ("sweeps", "Field deltas"),
+    ("invalid", "Invalid rates"),
+    ("repeats", "Repeats"),
+    ("paired", "Paired differences"),
+    ("ledger", "Ledger"),
+    ("notes", "Notes"),
+]
 _ANALYSES_AFTER = "pca"
 
 
@@ -111,11 +143,19 @@ def _nav(extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return _NAV[:at] + extra + _NAV[at:]
 
 
-def render_html(compare_doc: CompareDocument, *, sweeps: Sequence[SweepRow] | None = None,
-                runs: Sequence[Mapping[str, Any]] | None = None, findings: Sequence[FindingRow] | None = None,
-                ledger: Sequence[Mapping[str, Any]] | None = None, upstream: Sequence[Mapping[str, Any]] | None = None,
-                title: str = "benchaudit compare report", harnesses: Sequence[Mapping[str, Any]] | None = None,
-                first: str = "", extra_sections: Sequence[tuple[str, str, str]] = ()) -> str:
+def render_html(
+    compare_doc: CompareDocument,
+    *,
+    sweeps: Sequence[SweepRow] | None = None,
+    runs: Sequence[Mapping[str, Any]] | None = None,
+    findings: Sequence[FindingRow] | None = None,
+    ledger: Sequence[Mapping[str, Any]] | None = None,
+    upstream: Sequence[Mapping[str, Any]] | None = None,
+    title: str = "benchaudit compare report",
+    harnesses: Sequence[Mapping[str, Any]] | None = None,
+    first: str = "",
+    extra_sections: Sequence[tuple[str, str, str]] = (),
+) -> str:
     """The report as an HTML string (see :func:`write_html`)."""
     doc = compare_doc or {}
     sweep_rows = [r for r in (sweeps or []) if isinstance(r, dict)]
@@ -124,32 +164,64 @@ def render_html(compare_doc: CompareDocument, *, sweeps: Sequence[SweepRow] | No
     run_rows = [cast(TaskResult, r) for r in (runs or []) if isinstance(r, Mapping)]
     verdict = verdict_section(doc, sweep_rows, findings, lead=first)
     registered, registered_nav = _analysis_sections(doc)
-    sections = [_summary(doc), harnesses_section(harnesses), causes_section(doc, sweep_rows, findings), scores_section(doc),
-                ranks_section(doc), shift_section(doc), tau_section(doc), pca_section(doc), *registered,
-                findings_section(findings), sweeps_section(sweep_rows), invalid_section(run_rows), repeats_section(run_rows),
-                paired_section(doc), *(html for _a, _t, html in extra_sections), ledger_section(ledger, upstream),
-                notes_section(doc)]
+    sections = [
+        _summary(doc),
+        harnesses_section(harnesses),
+        causes_section(doc, sweep_rows, findings),
+        scores_section(doc),
+        ranks_section(doc),
+        shift_section(doc),
+        tau_section(doc),
+        pca_section(doc),
+        *registered,
+        findings_section(findings),
+        sweeps_section(sweep_rows),
+        invalid_section(run_rows),
+        repeats_section(run_rows),
+        paired_section(doc),
+        *(html for _a, _t, html in extra_sections),
+        ledger_section(ledger, upstream),
+        notes_section(doc),
+    ]
     body = "\n".join(s for s in sections if s)
     nav = _nav(registered_nav)
     at = [a for a, _t in nav].index("ledger")
     nav = nav[:at] + [(a, t) for a, t, _h in extra_sections] + nav[at:]
-    links = " ".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in nav
-                     if f'<section id="{esc(a)}">' in verdict + body)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n"
-            f"<h1>{esc(title)}</h1>\n" + verdict + "\n"
-            + note("Offline, self-contained report: no script, no external resource. Every name and string is shown "
-                   "as text; numbers are rounded for reading, compare.json holds them in full.")
-            + (f"<nav>{links}</nav>\n" if links else "") + body + "\n</body></html>\n")
+    links = " ".join(
+        f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in nav if f'<section id="{esc(a)}">' in verdict + body
+    )
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n"
+        f"<h1>{esc(title)}</h1>\n"
+        + verdict
+        + "\n"
+        + note(
+            "Offline, self-contained report: no script, no external resource. Every name and string is shown "
+            "as text; numbers are rounded for reading, compare.json holds them in full."
+        )
+        + (f"<nav>{links}</nav>\n" if links else "")
+        + body
+        + "\n</body></html>\n"
+    )
 
 
-def write_html(compare_doc: CompareDocument, path: Path, *, sweeps: Sequence[SweepRow] | None = None,
-               runs: Sequence[Mapping[str, Any]] | None = None, findings: Sequence[FindingRow] | None = None,
-               ledger: Sequence[Mapping[str, Any]] | None = None, upstream: Sequence[Mapping[str, Any]] | None = None,
-               title: str = "benchaudit compare report", harnesses: Sequence[Mapping[str, Any]] | None = None,
-               first: str = "", extra_sections: Sequence[tuple[str, str, str]] = ()) -> Path:
+def write_html(
+    compare_doc: CompareDocument,
+    path: Path,
+    *,
+    sweeps: Sequence[SweepRow] | None = None,
+    runs: Sequence[Mapping[str, Any]] | None = None,
+    findings: Sequence[FindingRow] | None = None,
+    ledger: Sequence[Mapping[str, Any]] | None = None,
+    upstream: Sequence[Mapping[str, Any]] | None = None,
+    title: str = "benchaudit compare report",
+    harnesses: Sequence[Mapping[str, Any]] | None = None,
+    first: str = "",
+    extra_sections: Sequence[tuple[str, str, str]] = (),
+) -> Path:
     """Write the compare document (plus optional sweep deltas, run summary rows and diagnose findings)
     as one self-contained HTML file at ``path``; returns the path.
 
@@ -165,7 +237,19 @@ def write_html(compare_doc: CompareDocument, path: Path, *, sweeps: Sequence[Swe
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(compare_doc, sweeps=sweeps, runs=runs, findings=findings, ledger=ledger,
-                                upstream=upstream, title=title, harnesses=harnesses, first=first,
-                                extra_sections=extra_sections), encoding="utf-8")
+    path.write_text(
+        render_html(
+            compare_doc,
+            sweeps=sweeps,
+            runs=runs,
+            findings=findings,
+            ledger=ledger,
+            upstream=upstream,
+            title=title,
+            harnesses=harnesses,
+            first=first,
+            extra_sections=extra_sections,
+        ),
+        encoding="utf-8",
+    )
     return path

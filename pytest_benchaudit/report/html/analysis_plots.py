@@ -51,12 +51,22 @@ def tau_heatmap(rows: Sequence[TauRow], title: str = "Kendall τ-b between tasks
             for i in range(n):
                 for j in range(n):
                     if i != j and not math.isnan(grid[i, j]):
-                        ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                                color="white" if abs(grid[i, j]) > 0.6 else "black")
+                        ax.text(
+                            j,
+                            i,
+                            f"{grid[i, j]:.2f}",
+                            ha="center",
+                            va="center",
+                            fontsize=7,
+                            color="white" if abs(grid[i, j]) > 0.6 else "black",
+                        )
         fig.colorbar(im, ax=ax, label="τ-b", shrink=0.8)
         ax.set_title(title)
-        return img(fig, "tau-b heatmap", "Kendall τ-b of every pair of tasks on their common models "
-                   "(blank: fewer than 3 common models).")
+        return img(
+            fig,
+            "tau-b heatmap",
+            "Kendall τ-b of every pair of tasks on their common models (blank: fewer than 3 common models).",
+        )
 
 
 def scree_plot(pca: PcaResult, title: str) -> str:
@@ -81,14 +91,20 @@ def scree_plot(pca: PcaResult, title: str) -> str:
         ax.set_ylabel("eigenvalue")
         ax.set_title(short(title))
         ax.legend(fontsize=8)
-        return img(fig, f"PCA scree plot {title}", "Eigenvalues of the task correlation matrix, with the share of "
-                   "variance; a component is retained while its eigenvalue is above the dashed parallel-analysis line.")
+        return img(
+            fig,
+            f"PCA scree plot {title}",
+            "Eigenvalues of the task correlation matrix, with the share of "
+            "variance; a component is retained while its eigenvalue is above the dashed parallel-analysis line.",
+        )
 
 
 #: Offsets (pixels) tried for a label, nearest first: 16 directions at growing distances.
 _RINGS = (7, 13, 21, 32, 46, 64, 86, 112, 140)
-_DIRECTIONS = tuple((round(math.cos(k * math.pi / 8), 3), round(math.sin(k * math.pi / 8), 3))
-                    for k in (2, 0, 4, 6, 14, 10, 8, 12, 1, 3, 5, 7, 9, 11, 13, 15))
+_DIRECTIONS = tuple(
+    (round(math.cos(k * math.pi / 8), 3), round(math.sin(k * math.pi / 8), 3))
+    for k in (2, 0, 4, 6, 14, 10, 8, 12, 1, 3, 5, 7, 9, 11, 13, 15)
+)
 
 
 def _overlap(a: Any, b: Any) -> float:
@@ -98,8 +114,9 @@ def _overlap(a: Any, b: Any) -> float:
     return max(w, 0.0) * max(h, 0.0)
 
 
-def place_labels(fig: Any, ax: Any, items: list[tuple[float, float, str, LabelStyle]],
-                 obstacles: list[tuple[float, float]]) -> list[Any]:
+def place_labels(
+    fig: Any, ax: Any, items: list[tuple[float, float, str, LabelStyle]], obstacles: list[tuple[float, float]]
+) -> list[Any]:
     """Annotate each (x, y, text, style) at the nearest offset where its box overlaps no label placed before
     it, no point of ``obstacles`` and stays inside the axes; where none is free, the least-overlapping one.
 
@@ -122,8 +139,12 @@ def place_labels(fig: Any, ax: Any, items: list[tuple[float, float, str, LabelSt
                 off = (dx * r, dy * r)
                 ann.set_position(off)
                 box = text_box(ann, renderer)
-                outside = (max(frame.x0 - box.x0, 0) + max(box.x1 - frame.x1, 0)
-                           + max(frame.y0 - box.y0, 0) + max(box.y1 - frame.y1, 0))
+                outside = (
+                    max(frame.x0 - box.x0, 0)
+                    + max(box.x1 - frame.x1, 0)
+                    + max(frame.y0 - box.y0, 0)
+                    + max(box.y1 - frame.y1, 0)
+                )
                 cost = sum(_overlap(box, t) for t in taken) + 1000.0 * outside
                 if best is None or cost < best[0]:
                     best = (cost, off)
@@ -135,9 +156,20 @@ def place_labels(fig: Any, ax: Any, items: list[tuple[float, float, str, LabelSt
         ann.remove()
         far = (best[1][0] ** 2 + best[1][1] ** 2) ** 0.5 > _RINGS[1] + 1
         # A label pushed away from its point keeps a thin leader line back to it.
-        ann = ax.annotate(text, (x, y), xytext=best[1], textcoords="offset pixels", ha="center", va="center",
-                          **({"arrowprops": {"arrowstyle": "-", "color": "#999", "lw": 0.6, "shrinkA": 0,
-                                             "shrinkB": 3}} if far else {}), **style)
+        ann = ax.annotate(
+            text,
+            (x, y),
+            xytext=best[1],
+            textcoords="offset pixels",
+            ha="center",
+            va="center",
+            **(
+                {"arrowprops": {"arrowstyle": "-", "color": "#999", "lw": 0.6, "shrinkA": 0, "shrinkB": 3}}
+                if far
+                else {}
+            ),
+            **style,
+        )
         taken.append(text_box(ann, renderer))
         placed.append(ann)
     return placed
@@ -190,10 +222,19 @@ def biplot_figure(pca: PcaResult, title: str) -> Any:
     ax.set_xlabel(f"PC1 ({100 * share[0]:.0f}%)")
     ax.set_ylabel(f"PC2 ({100 * share[1]:.0f}%)")
     ax.set_title(short(title))
-    handles = [Line2D([], [], marker="o", ls="", color=c, label=f"{k}  {short(m)}")
-               for k, (m, c) in enumerate(zip(models, palette), 1)]
-    fig.legend(handles=handles, loc="outside right upper", fontsize=7, title="models", title_fontsize=8,
-               handletextpad=0.3, ncols=1 if len(models) <= 24 else 2)
+    handles = [
+        Line2D([], [], marker="o", ls="", color=c, label=f"{k}  {short(m)}")
+        for k, (m, c) in enumerate(zip(models, palette), 1)
+    ]
+    fig.legend(
+        handles=handles,
+        loc="outside right upper",
+        fontsize=7,
+        title="models",
+        title_fontsize=8,
+        handletextpad=0.3,
+        ncols=1 if len(models) <= 24 else 2,
+    )
     items = [(x, y, str(k), LabelStyle(fontsize=8, fontweight="bold")) for k, (x, y) in enumerate(zip(xs, ys), 1)]
     items += [(lx, ly, text, LabelStyle(fontsize=7, color="#d62728")) for lx, ly, text in tips]
     place_labels(fig, ax, items, list(zip(xs, ys)))
@@ -206,6 +247,10 @@ def biplot(pca: PcaResult, title: str) -> str:
         fig = biplot_figure(pca, title)
         if fig is None:
             return ""
-        return img(fig, f"PCA biplot {title}", "Models on the first two components (numbered points, named in the "
-                   "legend) and each task's loadings (red arrows: its correlation with PC1 and PC2, scaled to the "
-                   "points). Models close together rank alike across the tasks.")
+        return img(
+            fig,
+            f"PCA biplot {title}",
+            "Models on the first two components (numbered points, named in the "
+            "legend) and each task's loadings (red arrows: its correlation with PC1 and PC2, scaled to the "
+            "points). Models close together rank alike across the tasks.",
+        )

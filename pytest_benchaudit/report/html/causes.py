@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from typing import NotRequired
 
 from pydantic import JsonValue
-from typing import NotRequired
 from typing_extensions import TypedDict
 
 from pytest_benchaudit.compare.compare_documents import TaskInfo
@@ -20,8 +20,19 @@ from pytest_benchaudit.diagnose.finding_documents import FindingRow
 from pytest_benchaudit.report.html.format import is_num
 from pytest_benchaudit.report.html.sweeps import SweepRow, run_of, value_of
 
-__all__ = ["MATERIAL_PP", "UPSTREAM", "Cause", "MetricCause", "field_causes", "is_upstream", "metric_causes",
-           "reproduce", "rescore_command", "unit_of", "value_text"]
+__all__ = [
+    "MATERIAL_PP",
+    "UPSTREAM",
+    "Cause",
+    "MetricCause",
+    "field_causes",
+    "is_upstream",
+    "metric_causes",
+    "reproduce",
+    "rescore_command",
+    "unit_of",
+    "value_text",
+]
 
 #: A move of at least this many percentage points makes the verdict "pipeline-dependent".
 MATERIAL_PP = 1.0
@@ -101,8 +112,9 @@ def _weight(cause: Cause) -> tuple[float, bool]:
     return round(abs(cause["pp"]), 1), str(cause.get("command") or "").startswith(("benchaudit rescore", "pytest"))
 
 
-def field_causes(bench: str, sweeps: Sequence[SweepRow], findings: Sequence[FindingRow],
-                 runs: dict[tuple[str, str], str]) -> list[Cause]:
+def field_causes(
+    bench: str, sweeps: Sequence[SweepRow], findings: Sequence[FindingRow], runs: dict[tuple[str, str], str]
+) -> list[Cause]:
     """Per field, its largest effect in pp (single-field re-scores and findings), largest first."""
     best: dict[str, Cause] = {}
     moved: dict[str, set[tuple[str, str]]] = {}  # per field, the model x task cells it moves MATERIAL_PP or more
@@ -120,9 +132,18 @@ def field_causes(bench: str, sweeps: Sequence[SweepRow], findings: Sequence[Find
         if str(r.get("benchmark")) != bench or pp is None or not is_num(pp) or not r.get("field"):
             continue
         run = run_of(r) or runs.get((bench, str(r.get("model"))))
-        offer(Cause(field=str(r["field"]), value=value_of(r), pp=float(pp), run=run,
-                    model=r.get("model"), task=r.get("task"),
-                    source="new generation" if is_upstream(r) else "re-score", command=reproduce(bench, r, run)))
+        offer(
+            Cause(
+                field=str(r["field"]),
+                value=value_of(r),
+                pp=float(pp),
+                run=run,
+                model=r.get("model"),
+                task=r.get("task"),
+                source="new generation" if is_upstream(r) else "re-score",
+                command=reproduce(bench, r, run),
+            )
+        )
     for f in findings:
         effect_pp = f.get("effect_pp")
         if str(f.get("benchmark")) != bench or effect_pp is None or not is_num(effect_pp) or not f.get("field"):
@@ -130,47 +151,87 @@ def field_causes(bench: str, sweeps: Sequence[SweepRow], findings: Sequence[Find
         run = runs.get((bench, str(f.get("model"))))
         # A finding names its field, not a value to set it to: its command re-runs diagnose, which re-scores it.
         command = f"benchaudit diagnose {shlex.quote(run) if run else 'RUN'}"
-        offer(Cause(field=str(f["field"]), value=None, pp=float(effect_pp), run=run, model=f.get("model"),
-                    task=f.get("task"), source=str(f.get("failure_mode") or "finding"), command=command))
+        offer(
+            Cause(
+                field=str(f["field"]),
+                value=None,
+                pp=float(effect_pp),
+                run=run,
+                model=f.get("model"),
+                task=f.get("task"),
+                source=str(f.get("failure_mode") or "finding"),
+                command=command,
+            )
+        )
     ordered = sorted(best.values(), key=lambda c: (-_weight(c)[0], not _weight(c)[1], c["field"]))
     for c in ordered:
         c["n_moved"] = len(moved[c["field"]])
     return ordered
 
 
-def metric_causes(bench: str, sweeps: Sequence[SweepRow], findings: Sequence[FindingRow],
-                  runs: dict[tuple[str, str], str], tasks: dict[str, TaskInfo]) -> list[MetricCause]:
+def metric_causes(
+    bench: str,
+    sweeps: Sequence[SweepRow],
+    findings: Sequence[FindingRow],
+    runs: dict[tuple[str, str], str],
+    tasks: dict[str, TaskInfo],
+) -> list[MetricCause]:
     """Per (field, unit), the largest single-field move of an error metric in its own unit, largest first:
     sweep rows with a ``delta`` and no ``delta_pp``, findings with an ``effect_delta`` and no ``effect_pp``.
 
     Kept apart from the pp causes: a MAD's points and percentage points do not compare."""
     best: dict[tuple[str, str], MetricCause] = {}
     for f in findings:
-        if (str(f.get("benchmark")) != bench or is_num(f.get("effect_pp")) or not is_num(f.get("effect_delta"))
-                or not f.get("field") or not f["effect_delta"]):
+        if (
+            str(f.get("benchmark")) != bench
+            or is_num(f.get("effect_pp"))
+            or not is_num(f.get("effect_delta"))
+            or not f.get("field")
+            or not f["effect_delta"]
+        ):
             continue
         info = tasks.get(f"{bench}.{f.get('task')}")
         unit = unit_of(info)
         run = runs.get((bench, str(f.get("model"))))
         key = (str(f["field"]), unit)
-        cause = MetricCause(field=key[0], value=None, delta=float(f["effect_delta"]), unit=unit, run=run,
-                            model=f.get("model"), task=f.get("task"),
-                            lower_is_better=bool(info and info.get("lower_is_better")),
-                            command=f"benchaudit diagnose {shlex.quote(run) if run else 'RUN'}")
+        cause = MetricCause(
+            field=key[0],
+            value=None,
+            delta=float(f["effect_delta"]),
+            unit=unit,
+            run=run,
+            model=f.get("model"),
+            task=f.get("task"),
+            lower_is_better=bool(info and info.get("lower_is_better")),
+            command=f"benchaudit diagnose {shlex.quote(run) if run else 'RUN'}",
+        )
         if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
             best[key] = cause
     for r in sweeps:
         delta = r.get("delta")
-        if (str(r.get("benchmark")) != bench or is_num(r.get("delta_pp")) or delta is None or not is_num(delta)
-                or not r.get("field")):
+        if (
+            str(r.get("benchmark")) != bench
+            or is_num(r.get("delta_pp"))
+            or delta is None
+            or not is_num(delta)
+            or not r.get("field")
+        ):
             continue
         unit = str(r.get("unit") or r.get("metric") or "metric unit")
         key = (str(r["field"]), unit)
         run = run_of(r) or runs.get((bench, str(r.get("model"))))
         cause = MetricCause(
-            field=key[0], value=value_of(r), delta=float(delta), unit=unit, run=run,
-            model=r.get("model"), task=r.get("task"), lower_is_better=bool(r.get("lower_is_better")),
-            command=reproduce(bench, r, run), base=r.get("base_score"))
+            field=key[0],
+            value=value_of(r),
+            delta=float(delta),
+            unit=unit,
+            run=run,
+            model=r.get("model"),
+            task=r.get("task"),
+            lower_is_better=bool(r.get("lower_is_better")),
+            command=reproduce(bench, r, run),
+            base=r.get("base_score"),
+        )
         if key not in best or abs(cause["delta"]) > abs(best[key]["delta"]):
             best[key] = cause
     return sorted(best.values(), key=lambda c: (-abs(c["delta"]), c["field"]))

@@ -11,10 +11,27 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["esc", "is_num", "fmt", "fmt_rank", "fmt_score", "fmt_corr", "fmt_p", "fmt_pp", "fmt_share", "fmt_ci",
-           "table", "note", "short", "CSS", "CSP", "LABEL_MAX"]
+__all__ = [
+    "esc",
+    "is_num",
+    "fmt",
+    "fmt_rank",
+    "fmt_score",
+    "fmt_corr",
+    "fmt_p",
+    "fmt_pp",
+    "fmt_share",
+    "fmt_ci",
+    "table",
+    "note",
+    "short",
+    "CSS",
+    "CSP",
+    "LABEL_MAX",
+]
 
 #: Longest label drawn on a plot (tables show the full string).
 LABEL_MAX = 40
@@ -56,8 +73,11 @@ def esc(value: Any) -> str:
 
 
 def is_num(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not (
-        isinstance(value, float) and math.isnan(value))
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and not (isinstance(value, float) and math.isnan(value))
+    )
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -75,7 +95,7 @@ def fmt(value: Any, digits: int = 3) -> str:
             return "∞" if value > 0 else "−∞"
         if value.is_integer() and abs(value) < 1e6:
             return str(int(value))
-        if abs(value) < 10 ** -digits or abs(value) >= 1e5:
+        if abs(value) < 10**-digits or abs(value) >= 1e5:
             return f"{value:.2g}"
         return f"{value:.{digits}f}"
     if isinstance(value, (list, tuple)):

@@ -9,7 +9,8 @@ escaped (:func:`.format.table`); numbers are rounded as the other sections round
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pytest_benchaudit.report.html.format import esc, fmt, fmt_pp, fmt_share, note, table
 from pytest_benchaudit.report.html.sets import section
@@ -42,14 +43,25 @@ def harnesses_section(rows: Sequence[Mapping[str, Any]] | None) -> str:
     if not rows:
         return ""
     base = rows[0]["base_layer"]
-    scores = [[r["task"], r["model"], r["layer"] + (" (base)" if r["is_base"] else ""),
-               "—" if r["score"] is None else
-               f"{_score(r['score'], r['lower_is_better'])} ({'valid' if r['denominator'] == 'valid' else 'all'})",
-               _score(r["score_total"], r["lower_is_better"]), _score(r["score_valid"], r["lower_is_better"]),
-               "—" if r["n"] is None else f"{r['n_valid']}/{r['n']}",
-               _move(r, "total"), _move(r, "downstream"), _move(r, "upstream"),
-               "—" if r.get("requests_compared") is None else f"{r['requests_identical']}/{r['requests_compared']}",
-               r["note"]] for r in rows]
+    scores = [
+        [
+            r["task"],
+            r["model"],
+            r["layer"] + (" (base)" if r["is_base"] else ""),
+            "—"
+            if r["score"] is None
+            else f"{_score(r['score'], r['lower_is_better'])} ({'valid' if r['denominator'] == 'valid' else 'all'})",
+            _score(r["score_total"], r["lower_is_better"]),
+            _score(r["score_valid"], r["lower_is_better"]),
+            "—" if r["n"] is None else f"{r['n_valid']}/{r['n']}",
+            _move(r, "total"),
+            _move(r, "downstream"),
+            _move(r, "upstream"),
+            "—" if r.get("requests_compared") is None else f"{r['requests_identical']}/{r['requests_compared']}",
+            r["note"],
+        ]
+        for r in rows
+    ]
     fields: list[list[Any]] = []
     seen: set[tuple[str, str]] = set()
     for r in rows:
@@ -59,21 +71,49 @@ def harnesses_section(rows: Sequence[Mapping[str, Any]] | None) -> str:
         seen.add(key)
         for part in ("downstream", "upstream"):
             for d in r.get(f"{part}_fields") or []:
-                fields.append([r["task"], r["layer"], part, d["field"], _value(d["base"]), _value(d["layer"]),
-                               d.get("why") or "—"])
+                fields.append(
+                    [
+                        r["task"],
+                        r["layer"],
+                        part,
+                        d["field"],
+                        _value(d["base"]),
+                        _value(d["layer"]),
+                        d.get("why") or "—",
+                    ]
+                )
         if str(r.get("downstream_note", "")).startswith("not defined"):
             fields.append([r["task"], r["layer"], "downstream", "—", "—", "—", r["downstream_note"]])
     return section(
-        "harnesses", f"Cross-harness table: each layer against {base}",
-        note(f"{base} is the base: the benchmark's own reading. Per task and model, each layer's score over all "
-             "questions and over the valid ones, and its move from the base in points (error metrics in their own "
-             "unit), split into downstream (the base layer's stored outputs re-scored under the layer's extraction, "
-             "scoring and aggregation fields) and upstream (the rest: the layer's own generations; the upstream "
-             "fields act together, one set of generations). Where the layers ask different kinds of requests "
-             "(generation against log-likelihood) the split is not defined and only the move is given."),
-        table(["task", "model", "layer", "score (over)", "all questions", "valid only", "valid/n", "move", "downstream",
-               "upstream", "requests identical", "note"], scores),
+        "harnesses",
+        f"Cross-harness table: each layer against {base}",
+        note(
+            f"{base} is the base: the benchmark's own reading. Per task and model, each layer's score over all "
+            "questions and over the valid ones, and its move from the base in points (error metrics in their own "
+            "unit), split into downstream (the base layer's stored outputs re-scored under the layer's extraction, "
+            "scoring and aggregation fields) and upstream (the rest: the layer's own generations; the upstream "
+            "fields act together, one set of generations). Where the layers ask different kinds of requests "
+            "(generation against log-likelihood) the split is not defined and only the move is given."
+        ),
+        table(
+            [
+                "task",
+                "model",
+                "layer",
+                "score (over)",
+                "all questions",
+                "valid only",
+                "valid/n",
+                "move",
+                "downstream",
+                "upstream",
+                "requests identical",
+                "note",
+            ],
+            scores,
+        ),
         f"<h3>{esc('Fields that differ from ' + str(base))}</h3>",
-        table(["task", "layer", "part", "field", f"value in {base}", "value in the layer", "why (the layer's)"],
-              fields) if fields else
-        note("No field differs: every layer listed has the base layer's pipeline."))
+        table(["task", "layer", "part", "field", f"value in {base}", "value in the layer", "why (the layer's)"], fields)
+        if fields
+        else note("No field differs: every layer listed has the base layer's pipeline."),
+    )

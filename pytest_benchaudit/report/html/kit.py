@@ -7,7 +7,8 @@ section escapes and rounds exactly as every other section does, without the anal
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pytest_benchaudit.report.html.format import esc, fmt, fmt_ci, fmt_corr, fmt_p, fmt_pp, is_num, note, table
 from pytest_benchaudit.report.html.plots import figure, img, rc
@@ -16,8 +17,17 @@ from pytest_benchaudit.report.html.verdict import small_sample_note
 __all__ = ["ReportKit", "scatter_plot"]
 
 
-def scatter_plot(xs: Sequence[float], ys: Sequence[float], *, xlabel: str, ylabel: str, title: str, alt: str,
-                 caption: str, fit_line: bool = False) -> str:
+def scatter_plot(
+    xs: Sequence[float],
+    ys: Sequence[float],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    alt: str,
+    caption: str,
+    fit_line: bool = False,
+) -> str:
     """A scatter plot as an embedded PNG, with the least-squares line when ``fit_line`` (and 3 or more points
     spread along x); "" without points.  Labels are drawn as plain text (mathtext off, :func:`.plots.rc`)."""
     if not xs:
@@ -77,7 +87,18 @@ class ReportKit:
     def small_sample(self, n: Any, what: str) -> str:
         return small_sample_note(n, what)
 
-    def scatter(self, xs: Sequence[float], ys: Sequence[float], *, xlabel: str, ylabel: str, title: str,
-                alt: str, caption: str, fit_line: bool = False) -> str:
-        return scatter_plot(xs, ys, xlabel=xlabel, ylabel=ylabel, title=title, alt=alt, caption=caption,
-                            fit_line=fit_line)
+    def scatter(
+        self,
+        xs: Sequence[float],
+        ys: Sequence[float],
+        *,
+        xlabel: str,
+        ylabel: str,
+        title: str,
+        alt: str,
+        caption: str,
+        fit_line: bool = False,
+    ) -> str:
+        return scatter_plot(
+            xs, ys, xlabel=xlabel, ylabel=ylabel, title=title, alt=alt, caption=caption, fit_line=fit_line
+        )

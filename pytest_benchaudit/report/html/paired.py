@@ -27,8 +27,16 @@ from pytest_benchaudit.compare.render import paired_unit
 from pytest_benchaudit.report.html.format import esc, fmt_p, is_num, note, table
 from pytest_benchaudit.report.html.sets import caption, section, set_views, share_task
 
-__all__ = ["MAX_PAIRS_SHOWN", "PAIR_HEADERS", "TIE_HEADERS", "READING_GUIDE", "fmt_diff", "fmt_diff_ci",
-           "paired_section", "tests_used"]
+__all__ = [
+    "MAX_PAIRS_SHOWN",
+    "PAIR_HEADERS",
+    "TIE_HEADERS",
+    "READING_GUIDE",
+    "fmt_diff",
+    "fmt_diff_ci",
+    "paired_section",
+    "tests_used",
+]
 
 #: Significant pairs listed per task; the rest are counted (the terminal lists 15 too, per set:
 #: compare/render.py; compare.json keeps every pair).
@@ -37,11 +45,14 @@ MAX_PAIRS_SHOWN = 15
 PAIR_HEADERS = ["model a", "model b", "questions", "diff a − b", "95% CI", "p", "p Holm", "favours"]
 TIE_HEADERS = ["ranked above", "ranked below (≈)", "questions", "diff", "95% CI", "p Holm"]
 
-READING_GUIDE = ("A CI that contains 0: the same questions asked again could order these two models the "
-                 "other way.")
+READING_GUIDE = "A CI that contains 0: the same questions asked again could order these two models the other way."
 
-_TESTS = {"mcnemar_exact": "exact McNemar", "paired_t": "paired t", "clustered_t": "clustered t",
-          "None": "no test (under two common questions or groups)"}
+_TESTS = {
+    "mcnemar_exact": "exact McNemar",
+    "paired_t": "paired t",
+    "clustered_t": "clustered t",
+    "None": "no test (under two common questions or groups)",
+}
 
 
 def fmt_diff(value: Any, share: bool) -> str:
@@ -80,27 +91,60 @@ def _task_block(an: SetAnalysis, task: str, rows: list[PairedRow], ties: list[Ra
     significant = [r for r in rows if r.get("significant")]
     shown = significant[:MAX_PAIRS_SHOWN]
     mde = (an.get("mde80") or {}).get(task)
-    mde_text = (_mde(mde.get("mde80") if mde else None, share)
-                + (f" at {mde['n']} common questions" if mde and is_num(mde.get("n")) else ""))
-    line = (f"{len(significant)} of {len(rows)} pairs significant, {len(rows) - len(significant)} not. "
-            f"Test: {tests_used(rows)}; Holm's correction over the task's {len(rows)} pairs. Error bars: "
-            f"{paired_unit(rows)}. mde80: {mde_text}.")
+    mde_text = _mde(mde.get("mde80") if mde else None, share) + (
+        f" at {mde['n']} common questions" if mde and is_num(mde.get("n")) else ""
+    )
+    line = (
+        f"{len(significant)} of {len(rows)} pairs significant, {len(rows) - len(significant)} not. "
+        f"Test: {tests_used(rows)}; Holm's correction over the task's {len(rows)} pairs. Error bars: "
+        f"{paired_unit(rows)}. mde80: {mde_text}."
+    )
     parts = [f"<h4>{esc(task)}{' ↓' if lower else ''}</h4>", note(line)]
     if shown:
-        parts.append(table([h + unit if h in ("diff a − b", "95% CI") else h for h in PAIR_HEADERS],
-                           [[r.get("model_a"), r.get("model_b"), r.get("n", "—"), fmt_diff(r.get("diff"), share),
-                             fmt_diff_ci(r.get("ci95"), share), fmt_p(r.get("p_value")), fmt_p(r.get("p_holm")),
-                             r.get("favours") or "neither"] for r in shown]))
+        parts.append(
+            table(
+                [h + unit if h in ("diff a − b", "95% CI") else h for h in PAIR_HEADERS],
+                [
+                    [
+                        r.get("model_a"),
+                        r.get("model_b"),
+                        r.get("n", "—"),
+                        fmt_diff(r.get("diff"), share),
+                        fmt_diff_ci(r.get("ci95"), share),
+                        fmt_p(r.get("p_value")),
+                        fmt_p(r.get("p_holm")),
+                        r.get("favours") or "neither",
+                    ]
+                    for r in shown
+                ],
+            )
+        )
     if len(significant) > len(shown):
-        parts.append(note(f"{len(significant) - len(shown)} more significant pairs of this task are in compare.json "
-                          "'paired' (the first "
-                          f"{MAX_PAIRS_SHOWN} are listed)."))
+        parts.append(
+            note(
+                f"{len(significant) - len(shown)} more significant pairs of this task are in compare.json "
+                "'paired' (the first "
+                f"{MAX_PAIRS_SHOWN} are listed)."
+            )
+        )
     if ties:
-        parts.append(note("Neighbours in the ranking whose order is not significant (≈ under Ranks per task):")
-                     + table([h + unit if h in ("diff", "95% CI") else h for h in TIE_HEADERS],
-                             [[t.get("better"), t.get("worse"), t.get("n", "—"), fmt_diff(t.get("diff"), share),
-                               fmt_diff_ci(t.get("ci95"), share),
-                               fmt_p(t.get("p_holm")) if is_num(t.get("p_holm")) else "untestable"] for t in ties]))
+        parts.append(
+            note("Neighbours in the ranking whose order is not significant (≈ under Ranks per task):")
+            + table(
+                [h + unit if h in ("diff", "95% CI") else h for h in TIE_HEADERS],
+                [
+                    [
+                        t.get("better"),
+                        t.get("worse"),
+                        t.get("n", "—"),
+                        fmt_diff(t.get("diff"), share),
+                        fmt_diff_ci(t.get("ci95"), share),
+                        fmt_p(t.get("p_holm")) if is_num(t.get("p_holm")) else "untestable",
+                    ]
+                    for t in ties
+                ],
+            )
+        )
     return "".join(parts)
 
 
@@ -122,16 +166,22 @@ def paired_section(doc: CompareDocument) -> str:
         parts += [_task_block(an, task, task_rows, ties.get(task, [])) for task, task_rows in by_task.items()]
     if not parts:
         return ""
-    return section("paired", "Paired differences between models", note(
-        "Every pair of models of a task, compared question by question on the questions both answered: diff = "
-        "model a's mean per-question score minus model b's (model a = the better by headline; per question the "
-        "reducer over its repeats), with its 95% CI: diff ± 1.96 SE of the per-question differences when the "
-        "questions are treated as independent, where p is exact McNemar when every per-question score is 0 or 1, "
-        "else the paired t test; when the task groups its questions (aggregation.by), diff ± t(G−1) × the "
-        "clustered SE over the G groups, and p the clustered t test (each task's line says which). p Holm: "
-        "Holm's step-down correction over all the pairs of the task, so that the chance of any pair reading significant by chance "
-        "stays under 5%; a pair is significant when p Holm < 0.05. mde80: the smallest true difference a pair of "
-        "the task detects with 80% power at that level. Differences on share metrics in percentage points, "
-        "others in the metric's unit (↓ = lower is better: a negative diff favours model a). docs/statistics.md "
-        "defines each.")
-        + note(READING_GUIDE), *parts)
+    return section(
+        "paired",
+        "Paired differences between models",
+        note(
+            "Every pair of models of a task, compared question by question on the questions both answered: diff = "
+            "model a's mean per-question score minus model b's (model a = the better by headline; per question the "
+            "reducer over its repeats), with its 95% CI: diff ± 1.96 SE of the per-question differences when the "
+            "questions are treated as independent, where p is exact McNemar when every per-question score is 0 or 1, "
+            "else the paired t test; when the task groups its questions (aggregation.by), diff ± t(G−1) × the "
+            "clustered SE over the G groups, and p the clustered t test (each task's line says which). p Holm: "
+            "Holm's step-down correction over all the pairs of the task, so that the chance of any pair reading significant by chance "
+            "stays under 5%; a pair is significant when p Holm < 0.05. mde80: the smallest true difference a pair of "
+            "the task detects with 80% power at that level. Differences on share metrics in percentage points, "
+            "others in the metric's unit (↓ = lower is better: a negative diff favours model a). docs/statistics.md "
+            "defines each."
+        )
+        + note(READING_GUIDE),
+        *parts,
+    )

@@ -9,17 +9,15 @@ from __future__ import annotations
 import base64
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Mapping
+from typing import Any
 
 from pytest_benchaudit.compare.compare_documents import RankShiftRow
 from pytest_benchaudit.report.html.format import esc, is_num, short
 from pytest_benchaudit.report.html.sweeps import SweepRow
 
-__all__ = ["figure", "img", "rc", "colors", "bump_pipelines", "bump_tasks", "sweep_plot", "sweep_plots",
-           "invalid_plot"]
-
+__all__ = ["figure", "img", "rc", "colors", "bump_pipelines", "bump_tasks", "sweep_plot", "sweep_plots", "invalid_plot"]
 
 
 def figure(width: float, height: float) -> Any:
@@ -41,16 +39,17 @@ def _png(fig: Any) -> str:
 def img(fig: Any, alt: str, caption: str) -> str:
     """The figure as an embedded PNG with its alt text and caption (both escaped)."""
     data = _png(fig)
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{esc(alt)}">'
-            f"<figcaption>{esc(caption)}</figcaption></figure>")
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{esc(alt)}">'
+        f"<figcaption>{esc(caption)}</figcaption></figure>"
+    )
 
 
 def rc() -> AbstractContextManager[Any]:
     import matplotlib
 
     # Untrusted labels: never parse "$...$" as mathtext, never hand text to TeX.
-    return matplotlib.rc_context({"text.parse_math": False, "text.usetex": False,
-                                  "font.size": 9, "axes.titlesize": 10})
+    return matplotlib.rc_context({"text.parse_math": False, "text.usetex": False, "font.size": 9, "axes.titlesize": 10})
 
 
 def colors(n: int) -> list[Any]:
@@ -86,8 +85,14 @@ def bump_pipelines(shifts: Sequence[RankShiftRow], label_a: str, label_b: str) -
                 for r in rows:
                     names.setdefault(r["rank_a"] if under_a else r["rank_b"], []).append(short(r.get("model")))
                 ticks = sorted(names)
-                axis.set_yticks(ticks, [f"{t:g}. {', '.join(names[t])}" if axis is ax else
-                                        f"{', '.join(names[t])} ({t:g})" for t in ticks], fontsize=8)
+                axis.set_yticks(
+                    ticks,
+                    [
+                        f"{t:g}. {', '.join(names[t])}" if axis is ax else f"{', '.join(names[t])} ({t:g})"
+                        for t in ticks
+                    ],
+                    fontsize=8,
+                )
                 axis.set_ylim(max_rank + 0.5, 0.5)
                 axis.tick_params(axis="y", length=0)
                 for side in ("top", "left", "right"):
@@ -96,13 +101,17 @@ def bump_pipelines(shifts: Sequence[RankShiftRow], label_a: str, label_b: str) -
             ax.set_xticks([0, 1], [short(label_a), short(label_b)])
             ax.set_title(short(bench))
         fig.suptitle(f"Rank shift: {short(label_a)} → {short(label_b)}")
-        return img(fig, "rank shift bump chart",
-                    f"Each model's rank under pipeline {label_a} (left) and {label_b} (right), per benchmark.")
+        return img(
+            fig,
+            "rank shift bump chart",
+            f"Each model's rank under pipeline {label_a} (left) and {label_b} (right), per benchmark.",
+        )
 
 
 def bump_tasks(ranks: dict[str, dict[str, float]]) -> str:
-    tasks = [t for t, by_model in ranks.items() if isinstance(by_model, dict)
-             and any(is_num(v) for v in by_model.values())]
+    tasks = [
+        t for t, by_model in ranks.items() if isinstance(by_model, dict) and any(is_num(v) for v in by_model.values())
+    ]
     if not tasks:
         return ""
     models = sorted({str(m) for t in tasks for m, v in ranks[t].items() if is_num(v)})
@@ -190,18 +199,32 @@ def sweep_plot(sweeps: Sequence[SweepRow], unit: str = "pp") -> str:
             ax.set_xlabel(f"Δ score, {axis}")
             ax.set_title(f"field: {short(f)}")
             for y, r in zip(ys, rows):
-                ax.annotate(f"{r[1]:+.1f}" if unit == "pp" else f"{r[1]:+.3g}", (r[1], y),
-                            xytext=(3 if r[1] >= 0 else -3, 0), textcoords="offset points",
-                            ha="left" if r[1] >= 0 else "right", va="center", fontsize=8)
+                ax.annotate(
+                    f"{r[1]:+.1f}" if unit == "pp" else f"{r[1]:+.3g}",
+                    (r[1], y),
+                    xytext=(3 if r[1] >= 0 else -3, 0),
+                    textcoords="offset points",
+                    ha="left" if r[1] >= 0 else "right",
+                    va="center",
+                    fontsize=8,
+                )
             lo, hi = ax.get_xlim()
             pad = 0.15 * (hi - lo)
             ax.set_xlim(lo - pad, hi + pad)
         stages = sorted({r[2] for rows in by_field.values() for r in rows})
-        fig.legend(handles=[Patch(color=_STAGE_COLORS.get(s, "#8c564b"), label=f"moved by {short(s)}") for s in stages],
-                   loc="outside lower center", ncols=max(1, len(stages)), fontsize=8)
+        fig.legend(
+            handles=[Patch(color=_STAGE_COLORS.get(s, "#8c564b"), label=f"moved by {short(s)}") for s in stages],
+            loc="outside lower center",
+            ncols=max(1, len(stages)),
+            fontsize=8,
+        )
         fig.suptitle(f"Per-field score deltas (variant − base), in {axis}")
-        return img(fig, f"per-field score deltas ({axis})", f"Change of the headline score under each single-field "
-                   f"variant, in {axis}, coloured by the stage that moved it.")
+        return img(
+            fig,
+            f"per-field score deltas ({axis})",
+            f"Change of the headline score under each single-field "
+            f"variant, in {axis}, coloured by the stage that moved it.",
+        )
 
 
 def invalid_plot(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -225,16 +248,24 @@ def invalid_plot(runs: Sequence[Mapping[str, Any]]) -> str:
     with rc():
         fig = figure(max(5.5, 1.2 * len(tasks) + 3.0), max(2.5, 0.45 * len(models) + 1.6))
         ax = fig.add_subplot(1, 1, 1)
-        im = ax.imshow(np.ma.masked_invalid(grid), cmap="Reds", vmin=0, vmax=max(0.05, float(np.nanmax(grid))),
-                       aspect="auto")
+        im = ax.imshow(
+            np.ma.masked_invalid(grid), cmap="Reds", vmin=0, vmax=max(0.05, float(np.nanmax(grid))), aspect="auto"
+        )
         ax.set_xticks(range(len(tasks)), [short(t) for t in tasks], rotation=25, ha="right")
         ax.set_yticks(range(len(models)), [short(m) for m in models])
         hi = float(np.nanmax(grid)) or 1.0
         for i in range(len(models)):
             for j in range(len(tasks)):
                 if not math.isnan(grid[i, j]):
-                    ax.text(j, i, f"{100 * grid[i, j]:.1f}%", ha="center", va="center", fontsize=8,
-                            color="white" if grid[i, j] > 0.6 * hi else "black")
+                    ax.text(
+                        j,
+                        i,
+                        f"{100 * grid[i, j]:.1f}%",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white" if grid[i, j] > 0.6 * hi else "black",
+                    )
         fig.colorbar(im, ax=ax, label="invalid rate")
         ax.set_title("Invalid rate per model and task")
         return img(fig, "invalid rates per model and task", "Share of items without a scorable answer.")

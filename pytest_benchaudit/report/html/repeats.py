@@ -14,17 +14,32 @@ errors and the SD), two decimals for the latter; an error metric's (a MAD) in it
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.aggregate.intervals import METHOD_TEXT
+from pytest_benchaudit.aggregate.summary_documents import TaskResult
 from pytest_benchaudit.report.html.format import esc, fmt_share, is_num, note, table
 from pytest_benchaudit.report.terminal import shown_interval
 
 __all__ = ["repeats_section", "repeats_rows", "HEADERS"]
 
-HEADERS = ["benchmark", "task", "model", "pipeline", "repeats", "reducer", "questions", "headline", "se",
-           "se clustered", "95% CI", "CI kind", "sampling sd", "retest agreement"]
+HEADERS = [
+    "benchmark",
+    "task",
+    "model",
+    "pipeline",
+    "repeats",
+    "reducer",
+    "questions",
+    "headline",
+    "se",
+    "se clustered",
+    "95% CI",
+    "CI kind",
+    "sampling sd",
+    "retest agreement",
+]
 
 
 def _spread(value: Any, share: bool) -> str:
@@ -49,21 +64,34 @@ def repeats_rows(runs: Sequence[TaskResult]) -> list[list[Any]]:
             continue
         share = not r.get("lower_is_better", False)
         ci, clustered = shown_interval(r)
-        interval = (f"{_level(ci[0], share)} – {_level(ci[1], share)}"
-                    if isinstance(ci, list) and len(ci) == 2 else "—")
+        interval = f"{_level(ci[0], share)} – {_level(ci[1], share)}" if isinstance(ci, list) and len(ci) == 2 else "—"
         method = r.get("ci95_clustered_method" if clustered else "ci95_method")
         kind = "—" if not ci else METHOD_TEXT.get(str(method), "over questions") if method else "over questions"
         if clustered:
-            kind = (f"clustered by {r.get('clustered_by')}, {r.get('n_groups')} groups: "
-                    + (kind if ci else "none under 2 groups"))
+            kind = f"clustered by {r.get('clustered_by')}, {r.get('n_groups')} groups: " + (
+                kind if ci else "none under 2 groups"
+            )
         # An audit's rows name their layer as both (one cell per layer): say it once.
         variant = r.get("variant") if r.get("variant") != r.get("pipeline") else None
         pipeline = str(r.get("pipeline") or "") + (f" | {variant}" if variant else "")
-        rows.append([r.get("benchmark"), r.get("task"), r.get("model"), pipeline or "—", int(r["repeats"]),
-                     r.get("reducer", "mean"), r.get("n_questions") if r.get("n_questions") is not None else "—",
-                     _level(r.get("score"), share), _spread(r.get("se"), share),
-                     _spread(r.get("se_clustered"), share), interval, kind,
-                     _spread(r.get("sampling_sd"), share), fmt_share(r.get("retest_agreement"))])
+        rows.append(
+            [
+                r.get("benchmark"),
+                r.get("task"),
+                r.get("model"),
+                pipeline or "—",
+                int(r["repeats"]),
+                r.get("reducer", "mean"),
+                r.get("n_questions") if r.get("n_questions") is not None else "—",
+                _level(r.get("score"), share),
+                _spread(r.get("se"), share),
+                _spread(r.get("se_clustered"), share),
+                interval,
+                kind,
+                _spread(r.get("sampling_sd"), share),
+                fmt_share(r.get("retest_agreement")),
+            ]
+        )
     return rows
 
 
@@ -72,16 +100,21 @@ def repeats_section(runs: Sequence[TaskResult] | None) -> str:
     rows = repeats_rows(runs or [])
     if not rows:
         return ""
-    return (f'<section id="repeats"><h2>{esc("Repeats and error bars")}</h2>'
-            + note("Runs whose questions were asked K > 1 times (--repeats K). headline: each question's K scores "
-                   "reduced by the reducer, then the mean over questions. se: the headline's standard error over "
-                   "questions (CLT); se clustered: the CR1 clustered standard error by aggregation.by when set (— "
-                   "without). 95% CI: clustered by aggregation.by when the task groups its questions (t with G−1 "
-                   "degrees of freedom; it contains the plain interval), else over the questions as independent; "
-                   "CI kind says which and how it was made (Wilson on 0/1 scores; Wilson on the design-effect n for "
-                   "shares; mean ± t·se otherwise). sampling sd: one standard deviation of the headline between "
-                   "repeats of the same questions (about 2 runs in 3 land within ±1 sd); retest agreement: the "
-                   "share of questions whose K verdicts all agree (sd 0 and 100% when the model answers "
-                   "deterministically). Share metrics in percent, se and sd in percentage points. "
-                   "docs/statistics.md defines each.")
-            + table(HEADERS, rows) + "</section>")
+    return (
+        f'<section id="repeats"><h2>{esc("Repeats and error bars")}</h2>'
+        + note(
+            "Runs whose questions were asked K > 1 times (--repeats K). headline: each question's K scores "
+            "reduced by the reducer, then the mean over questions. se: the headline's standard error over "
+            "questions (CLT); se clustered: the CR1 clustered standard error by aggregation.by when set (— "
+            "without). 95% CI: clustered by aggregation.by when the task groups its questions (t with G−1 "
+            "degrees of freedom; it contains the plain interval), else over the questions as independent; "
+            "CI kind says which and how it was made (Wilson on 0/1 scores; Wilson on the design-effect n for "
+            "shares; mean ± t·se otherwise). sampling sd: one standard deviation of the headline between "
+            "repeats of the same questions (about 2 runs in 3 land within ±1 sd); retest agreement: the "
+            "share of questions whose K verdicts all agree (sd 0 and 100% when the model answers "
+            "deterministically). Share metrics in percent, se and sd in percentage points. "
+            "docs/statistics.md defines each."
+        )
+        + table(HEADERS, rows)
+        + "</section>"
+    )

@@ -11,18 +11,43 @@ import math
 
 from pytest_benchaudit.compare.compare_documents import CompareDocument, PcaResult, RankTie, SetAnalysis
 from pytest_benchaudit.report.html.analysis_plots import biplot, scree_plot, tau_heatmap
-from pytest_benchaudit.report.html.format import (esc, fmt_ci, fmt_corr, fmt_p, fmt_rank, fmt_score, fmt_share,
-                                                  is_num, note, table)
+from pytest_benchaudit.report.html.format import (
+    esc,
+    fmt_ci,
+    fmt_corr,
+    fmt_p,
+    fmt_rank,
+    fmt_score,
+    fmt_share,
+    is_num,
+    note,
+    table,
+)
 from pytest_benchaudit.report.html.plots import bump_pipelines, bump_tasks
 from pytest_benchaudit.report.html.verdict import benchmark_of, small_sample_note
 
-__all__ = ["set_views", "section", "caption", "share_task", "benchmark_groups", "win_rates", "scores_section",
-           "ranks_section", "rank_cell", "TIE_LEGEND", "shift_section", "tau_section", "pca_section"]
+__all__ = [
+    "set_views",
+    "section",
+    "caption",
+    "share_task",
+    "benchmark_groups",
+    "win_rates",
+    "scores_section",
+    "ranks_section",
+    "rank_cell",
+    "TIE_LEGEND",
+    "shift_section",
+    "tau_section",
+    "pca_section",
+]
 
 #: The rank table's legend line for ``≈`` (shown when a set has a rank tie).
-TIE_LEGEND = ("≈ = not significantly behind the model ranked just above it on that task: their paired difference "
-              "on the same questions is not significant (Holm-adjusted p ≥ 0.05, or untestable); hover over the "
-              "rank for the pair and its p. Paired differences lists the pairs.")
+TIE_LEGEND = (
+    "≈ = not significantly behind the model ranked just above it on that task: their paired difference "
+    "on the same questions is not significant (Holm-adjusted p ≥ 0.05, or untestable); hover over the "
+    "rank for the pair and its p. Paired differences lists the pairs."
+)
 
 
 def section(anchor: str, heading: str, *parts: str) -> str:
@@ -35,17 +60,31 @@ def set_views(doc: CompareDocument) -> list[tuple[str, str, SetAnalysis]]:
     by_set = doc.get("by_set") or {}
     if by_set:
         sets = doc.get("sets") or {}
-        return [(side, str((meta.get("label") if (meta := sets.get(side)) else None) or an.get("label") or side), an)
-                for side, an in by_set.items() if isinstance(an, dict)]
+        return [
+            (side, str((meta.get("label") if (meta := sets.get(side)) else None) or an.get("label") or side), an)
+            for side, an in by_set.items()
+            if isinstance(an, dict)
+        ]
     if doc.get("scores") or doc.get("ranks"):
         label = str(doc.get("label_a") or "a")
         # Set a's analysis is the document's top level (pipelines, runs and models are under sets/by_set).
-        view = SetAnalysis(label=label, pipelines=[], runs=[], models=[], tasks=doc.get("tasks") or {},
-                           scores=doc.get("scores") or {}, ranks=doc.get("ranks") or {}, tau_b=doc.get("tau_b") or [],
-                           mean_win_rate=doc.get("mean_win_rate") or {},
-                           benchmark_ranks=doc.get("benchmark_ranks") or {}, pca=doc.get("pca") or PcaResult(),
-                           pca_by_benchmark=doc.get("pca_by_benchmark") or {}, paired=doc.get("paired") or [],
-                           rank_ties=doc.get("rank_ties") or [], mde80=doc.get("mde80") or {})
+        view = SetAnalysis(
+            label=label,
+            pipelines=[],
+            runs=[],
+            models=[],
+            tasks=doc.get("tasks") or {},
+            scores=doc.get("scores") or {},
+            ranks=doc.get("ranks") or {},
+            tau_b=doc.get("tau_b") or [],
+            mean_win_rate=doc.get("mean_win_rate") or {},
+            benchmark_ranks=doc.get("benchmark_ranks") or {},
+            pca=doc.get("pca") or PcaResult(),
+            pca_by_benchmark=doc.get("pca_by_benchmark") or {},
+            paired=doc.get("paired") or [],
+            rank_ties=doc.get("rank_ties") or [],
+            mde80=doc.get("mde80") or {},
+        )
         return [("a", label, view)]
     return []
 
@@ -80,7 +119,7 @@ def share_task(an: SetAnalysis, task: str) -> bool:
 
 def _short_task(task: str, bench: str) -> str:
     """A task key without its benchmark prefix, inside that benchmark's table."""
-    return task[len(bench) + 1:] if task.startswith(bench + ".") else task
+    return task[len(bench) + 1 :] if task.startswith(bench + ".") else task
 
 
 def _task_head(an: SetAnalysis, task: str, share: bool, bench: str = "") -> str:
@@ -100,7 +139,9 @@ def benchmark_groups(an: SetAnalysis) -> list[tuple[str, list[str], list[str]]]:
         groups.setdefault(benchmark_of(t), []).append(t)
     out = []
     for bench, ts in groups.items():
-        out.append((bench, ts, _models({t: scores[t] for t in ts if t in scores}, {t: ranks[t] for t in ts if t in ranks})))
+        out.append(
+            (bench, ts, _models({t: scores[t] for t in ts if t in scores}, {t: ranks[t] for t in ts if t in ranks}))
+        )
     return out
 
 
@@ -134,17 +175,26 @@ def scores_section(doc: CompareDocument) -> str:
                 continue
             share = {t: share_task(an, t) for t in tasks}
             wr = win_rates(an.get("ranks") or {}, tasks)
-            rows = [[m, *[fmt_score(scores[t].get(m), share[t]) for t in tasks]] + ([fmt_share(wr.get(m))] if wr else [])
-                    for m in models]
+            rows = [
+                [m, *[fmt_score(scores[t].get(m), share[t]) for t in tasks]] + ([fmt_share(wr.get(m))] if wr else [])
+                for m in models
+            ]
             heads = ["model", *[_task_head(an, t, share[t], bench) for t in tasks]] + (["mean win rate"] if wr else [])
             parts.append(f"<h4>{esc(bench)}: {len(models)} models x {len(tasks)} tasks</h4>" + table(heads, rows))
     if not parts:
         return ""
-    return section("scores", "Scores per task", note("Each run's headline score under its task's denominator, one "
-                   "table per benchmark (each benchmark's models apart). (%) = a share metric in percent, ↓ = lower "
-                   "is better (e.g. a MAD, in its own unit). Models best first by mean rank. Mean win rate: on each "
-                   "task, the share of the other models on that task that this model beats (a tie = ½), averaged "
-                   "over the benchmark's tasks it has."), *parts)
+    return section(
+        "scores",
+        "Scores per task",
+        note(
+            "Each run's headline score under its task's denominator, one "
+            "table per benchmark (each benchmark's models apart). (%) = a share metric in percent, ↓ = lower "
+            "is better (e.g. a MAD, in its own unit). Models best first by mean rank. Mean win rate: on each "
+            "task, the share of the other models on that task that this model beats (a tie = ½), averaged "
+            "over the benchmark's tasks it has."
+        ),
+        *parts,
+    )
 
 
 def rank_cell(rank: float | None, tie: RankTie | None) -> str:
@@ -187,9 +237,16 @@ def ranks_section(doc: CompareDocument) -> str:
             parts.append(note(TIE_LEGEND))
     if not parts:
         return ""
-    return section("ranks", "Ranks per task", note("1 = best, direction-aware; tied models share the average rank "
-                   "(e.g. 2.5). Benchmark rank: models ordered by their mean task rank (in brackets), among the "
-                   "models that have every task of the benchmark."), *parts)
+    return section(
+        "ranks",
+        "Ranks per task",
+        note(
+            "1 = best, direction-aware; tied models share the average rank "
+            "(e.g. 2.5). Benchmark rank: models ordered by their mean task rank (in brackets), among the "
+            "models that have every task of the benchmark."
+        ),
+        *parts,
+    )
 
 
 def shift_section(doc: CompareDocument) -> str:
@@ -210,25 +267,58 @@ def shift_section(doc: CompareDocument) -> str:
         else:
             arrow = "0"
         stab = r.get("direction_stability")
-        rows.append([r.get("benchmark"), r.get("model"), fmt_rank(r.get("rank_a")), fmt_rank(r.get("rank_b")), arrow,
-                     fmt_share(stab, 0) if is_num(stab) else "—"])
-    sp_rows = [[r.get("benchmark"), fmt_corr(r.get("rho")), fmt_ci(r.get("ci95")), fmt_p(r.get("p_value")),
-                r.get("n_models", "—"), len(r.get("tasks") or [])] for r in spearman]
-    warns = [f"{r.get('benchmark')}: " + small_sample_note(r.get("n_models"), "Spearman ρ") for r in spearman
-             if small_sample_note(r.get("n_models"), "Spearman ρ")]
+        rows.append(
+            [
+                r.get("benchmark"),
+                r.get("model"),
+                fmt_rank(r.get("rank_a")),
+                fmt_rank(r.get("rank_b")),
+                arrow,
+                fmt_share(stab, 0) if is_num(stab) else "—",
+            ]
+        )
+    sp_rows = [
+        [
+            r.get("benchmark"),
+            fmt_corr(r.get("rho")),
+            fmt_ci(r.get("ci95")),
+            fmt_p(r.get("p_value")),
+            r.get("n_models", "—"),
+            len(r.get("tasks") or []),
+        ]
+        for r in spearman
+    ]
+    warns = [
+        f"{r.get('benchmark')}: " + small_sample_note(r.get("n_models"), "Spearman ρ")
+        for r in spearman
+        if small_sample_note(r.get("n_models"), "Spearman ρ")
+    ]
     return section(
-        "shift", f"Rank shifts between {label_a} and {label_b}",
+        "shift",
+        f"Rank shifts between {label_a} and {label_b}",
         bump_pipelines(shifts, label_a, label_b),
-        table(["benchmark", "model", f"rank ({label_a})", f"rank ({label_b})", "shift", "direction stability"], rows,
-              raw_cols={4}) if rows else "",
-        note("▲ = the model ranks higher under the second set. Direction stability (for shifts of "
-             f"{doc.get('min_shift_for_stability', 3)} or more): share of bootstrap resamples keeping the sign."),
-        "<h3>Spearman ρ between the two rankings</h3>" + table(
-            ["benchmark", "Spearman ρ", "95% CI (paired bootstrap)", "p", "models", "tasks"], sp_rows)
-        + note("ρ: Spearman correlation of each benchmark's ranking (by mean task rank) under the two sets; 1 = the "
-               "same order. CI: 2.5th and 97.5th percentiles of ρ over bootstrap resamples of the questions, paired "
-               "across sets; p: scipy's test of ρ = 0.")
-        + "".join(f'<p class="warn">{esc(w)}</p>' for w in warns) if sp_rows else "")
+        table(
+            ["benchmark", "model", f"rank ({label_a})", f"rank ({label_b})", "shift", "direction stability"],
+            rows,
+            raw_cols={4},
+        )
+        if rows
+        else "",
+        note(
+            "▲ = the model ranks higher under the second set. Direction stability (for shifts of "
+            f"{doc.get('min_shift_for_stability', 3)} or more): share of bootstrap resamples keeping the sign."
+        ),
+        "<h3>Spearman ρ between the two rankings</h3>"
+        + table(["benchmark", "Spearman ρ", "95% CI (paired bootstrap)", "p", "models", "tasks"], sp_rows)
+        + note(
+            "ρ: Spearman correlation of each benchmark's ranking (by mean task rank) under the two sets; 1 = the "
+            "same order. CI: 2.5th and 97.5th percentiles of ρ over bootstrap resamples of the questions, paired "
+            "across sets; p: scipy's test of ρ = 0."
+        )
+        + "".join(f'<p class="warn">{esc(w)}</p>' for w in warns)
+        if sp_rows
+        else "",
+    )
 
 
 def tau_section(doc: CompareDocument) -> str:
@@ -237,18 +327,38 @@ def tau_section(doc: CompareDocument) -> str:
         rows = [r for r in an.get("tau_b") or [] if isinstance(r, dict)]
         if not rows:
             continue
-        body = [[r.get("task_a"), r.get("task_b"), fmt_corr(r.get("tau")), fmt_p(r.get("p_value")),
-                 r.get("inversions", "—"), r.get("n_models", "—"), "yes" if r.get("similar") else ""] for r in rows]
+        body = [
+            [
+                r.get("task_a"),
+                r.get("task_b"),
+                fmt_corr(r.get("tau")),
+                fmt_p(r.get("p_value")),
+                r.get("inversions", "—"),
+                r.get("n_models", "—"),
+                "yes" if r.get("similar") else "",
+            ]
+            for r in rows
+        ]
         few = sorted({int(r["n_models"]) for r in rows if is_num(r.get("n_models"))})
         warn = small_sample_note(few[0], f"τ-b of the pairs with {few[0]} common models") if few else ""
-        parts.append(caption(side, label, an) + tau_heatmap(rows, f"Kendall τ-b, set {side} ({label})")
-                     + table(["task a", "task b", "τ-b", "p", "inversions", "models", "declared similar"], body)
-                     + (f'<p class="warn">{esc(warn)}</p>' if warn else ""))
+        parts.append(
+            caption(side, label, an)
+            + tau_heatmap(rows, f"Kendall τ-b, set {side} ({label})")
+            + table(["task a", "task b", "τ-b", "p", "inversions", "models", "declared similar"], body)
+            + (f'<p class="warn">{esc(warn)}</p>' if warn else "")
+        )
     if not parts:
         return ""
-    return section("tau", "Kendall τ-b between tasks", note("Agreement of two tasks' model rankings on their common "
-                   "models (1 = same order, −1 = reversed); inversions = model pairs ordered oppositely; p: scipy's "
-                   "test of τ = 0; models: the models both tasks have."), *parts)
+    return section(
+        "tau",
+        "Kendall τ-b between tasks",
+        note(
+            "Agreement of two tasks' model rankings on their common "
+            "models (1 = same order, −1 = reversed); inversions = model pairs ordered oppositely; p: scipy's "
+            "test of τ = 0; models: the models both tasks have."
+        ),
+        *parts,
+    )
 
 
 def _pca_block(title: str, pca: PcaResult | None) -> str:
@@ -258,22 +368,38 @@ def _pca_block(title: str, pca: PcaResult | None) -> str:
     pa = pca.get("parallel_analysis")
     thr = (pa.get("threshold") if pa else None) or []
     retained = pa.get("n_components", 0) if pa else 0
-    rows = [[k + 1, f"{ev:.2f}", fmt_share(share), fmt_share(cum), f"{thr[k]:.2f}" if k < len(thr) else "—",
-             "yes" if k < retained else "no"]
-            for k, (ev, share, cum) in enumerate(zip(pca["eigenvalues"], pca["variance_explained"], pca["cumulative"]))]
+    rows = [
+        [
+            k + 1,
+            f"{ev:.2f}",
+            fmt_share(share),
+            fmt_share(cum),
+            f"{thr[k]:.2f}" if k < len(thr) else "—",
+            "yes" if k < retained else "no",
+        ]
+        for k, (ev, share, cum) in enumerate(zip(pca["eigenvalues"], pca["variance_explained"], pca["cumulative"]))
+    ]
     left = pca.get("models_left_out") or []
     n_models, n_tasks = len(pca.get("models") or []), len(pca.get("columns") or [])
     warn = small_sample_note(n_models, f"this PCA ({n_models} models x {n_tasks} tasks)")
-    return (f"<h3>{esc(title)}</h3>" + (f'<p class="warn">{esc(warn)}</p>' if warn else "") + note(f"{len(pca.get('models') or [])} models x {len(pca.get('columns') or [])} "
+    return (
+        f"<h3>{esc(title)}</h3>"
+        + (f'<p class="warn">{esc(warn)}</p>' if warn else "")
+        + note(
+            f"{len(pca.get('models') or [])} models x {len(pca.get('columns') or [])} "
             f"tasks, standardized; parallel analysis retains {pa.get('n_components', '—') if pa else '—'} component(s) "
-            f"({pa.get('n_permutations', '—') if pa else '—'} permuted matrices)." + (f" Left out (a task missing): "
-                                                                     f"{', '.join(map(str, left))}." if left else ""))
-            + scree_plot(pca, title) + biplot(pca, title)
-            + table(["component", "eigenvalue", "variance", "cumulative", "parallel-analysis threshold", "retained"],
-                    rows)
-            + note("Eigenvalue: variance carried by the component (the tasks' correlation matrix; the values sum to "
-                   "the number of tasks). Variance: its share. Threshold: the 95th percentile of that eigenvalue over "
-                   "matrices with each column permuted (Horn's parallel analysis); retained while above it."))
+            f"({pa.get('n_permutations', '—') if pa else '—'} permuted matrices)."
+            + (f" Left out (a task missing): {', '.join(map(str, left))}." if left else "")
+        )
+        + scree_plot(pca, title)
+        + biplot(pca, title)
+        + table(["component", "eigenvalue", "variance", "cumulative", "parallel-analysis threshold", "retained"], rows)
+        + note(
+            "Eigenvalue: variance carried by the component (the tasks' correlation matrix; the values sum to "
+            "the number of tasks). Variance: its share. Threshold: the 95th percentile of that eigenvalue over "
+            "matrices with each column permuted (Horn's parallel analysis); retained while above it."
+        )
+    )
 
 
 def pca_section(doc: CompareDocument) -> str:
@@ -287,7 +413,12 @@ def pca_section(doc: CompareDocument) -> str:
     blocks = [b for b in blocks if b]
     if not blocks:
         return ""
-    return section("pca", "Principal components of the score matrix",
-                   note("Models x tasks, scores oriented higher = better, columns standardized (set a). One dominant "
-                        "component means the tasks rank models alike."), *blocks)
-
+    return section(
+        "pca",
+        "Principal components of the score matrix",
+        note(
+            "Models x tasks, scores oriented higher = better, columns standardized (set a). One dominant "
+            "component means the tasks rank models alike."
+        ),
+        *blocks,
+    )

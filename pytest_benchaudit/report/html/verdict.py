@@ -23,20 +23,40 @@ import shlex
 from collections.abc import Sequence
 from typing import Any, NotRequired
 
-from pydantic import JsonValue
 from typing_extensions import TypedDict
 
 from pytest_benchaudit.compare.compare_documents import CompareDocument, TaskInfo
 from pytest_benchaudit.diagnose.finding_documents import FindingRow
-from pytest_benchaudit.report.html.causes import (MATERIAL_PP, Cause, MetricCause, field_causes, metric_causes,
-                                                  unit_of, value_text)
+from pytest_benchaudit.report.html.causes import (
+    MATERIAL_PP,
+    Cause,
+    MetricCause,
+    field_causes,
+    metric_causes,
+    unit_of,
+    value_text,
+)
 from pytest_benchaudit.report.html.format import esc, fmt_ci, fmt_corr, fmt_pp, is_num, note, table
 from pytest_benchaudit.report.html.sweeps import SweepRow
 
 # Cause, MetricCause and MATERIAL_PP are .causes' (re-exported: importable from here as before).
-__all__ = ["SMALL_SAMPLE", "MATERIAL_PP", "TOP_CAUSES", "Cause", "MetricCause", "MetricMove", "Mover", "PpMove",
-           "RankVerdict", "Verdict", "benchmark_of", "verdicts", "verdict_section", "causes_section",
-           "small_sample_note"]
+__all__ = [
+    "SMALL_SAMPLE",
+    "MATERIAL_PP",
+    "TOP_CAUSES",
+    "Cause",
+    "MetricCause",
+    "MetricMove",
+    "Mover",
+    "PpMove",
+    "RankVerdict",
+    "Verdict",
+    "benchmark_of",
+    "verdicts",
+    "verdict_section",
+    "causes_section",
+    "small_sample_note",
+]
 
 #: Below this many models a rank correlation or a PCA is too rough to read as more than a description.
 SMALL_SAMPLE = 8
@@ -106,8 +126,10 @@ def small_sample_note(n_models: Any, what: str) -> str:
     """A warning line when ``what`` rests on fewer than :data:`SMALL_SAMPLE` models, else ``""``."""
     if not is_num(n_models) or n_models >= SMALL_SAMPLE:
         return ""
-    return (f"Small sample: {what} rests on {int(n_models)} models (fewer than {SMALL_SAMPLE}); one model more or "
-            "less can change it: read it as a description of these models, not of the benchmark.")
+    return (
+        f"Small sample: {what} rests on {int(n_models)} models (fewer than {SMALL_SAMPLE}); one model more or "
+        "less can change it: read it as a description of these models, not of the benchmark."
+    )
 
 
 def _share_task(info: TaskInfo | None, values: list[float]) -> bool:
@@ -148,8 +170,15 @@ def _moves(doc: CompareDocument, bench: str) -> tuple[PpMove | None, MetricMove 
                 if best_pp is None or abs(pp_move["pp"]) > abs(best_pp["pp"]):
                     best_pp = pp_move
             else:
-                move = MetricMove(model=model, task=task, a=float(va), b=float(vb), delta=float(vb) - float(va),
-                                  unit=unit_of(info_a), lower_is_better=bool(info_a and info_a.get("lower_is_better")))
+                move = MetricMove(
+                    model=model,
+                    task=task,
+                    a=float(va),
+                    b=float(vb),
+                    delta=float(vb) - float(va),
+                    unit=unit_of(info_a),
+                    lower_is_better=bool(info_a and info_a.get("lower_is_better")),
+                )
                 if best_metric is None or abs(move["delta"]) > abs(best_metric["delta"]):
                     best_metric = move
     return best_pp, best_metric, differ
@@ -161,12 +190,19 @@ def _rank(doc: CompareDocument, bench: str) -> RankVerdict | None:
     if rho is None and not shifts:
         return None
     least = doc.get("min_shift_for_stability", 3)
-    movers = sorted((r for r in shifts if is_num(r.get("shift")) and abs(r["shift"]) >= least),
-                    key=lambda r: (-abs(r["shift"]), str(r.get("model"))))
+    movers = sorted(
+        (r for r in shifts if is_num(r.get("shift")) and abs(r["shift"]) >= least),
+        key=lambda r: (-abs(r["shift"]), str(r.get("model"))),
+    )
     n_models = rho.get("n_models", len(shifts)) if rho else len(shifts)
-    return RankVerdict(rho=rho.get("rho") if rho else None, ci95=rho.get("ci95") if rho else None, n_models=n_models,
-                       min_shift=least, movers=[Mover(model=r["model"], shift=r["shift"]) for r in movers],
-                       small_sample=is_num(n_models) and n_models < SMALL_SAMPLE)
+    return RankVerdict(
+        rho=rho.get("rho") if rho else None,
+        ci95=rho.get("ci95") if rho else None,
+        n_models=n_models,
+        min_shift=least,
+        movers=[Mover(model=r["model"], shift=r["shift"]) for r in movers],
+        small_sample=is_num(n_models) and n_models < SMALL_SAMPLE,
+    )
 
 
 def _run_paths(doc: CompareDocument, findings: Sequence[FindingRow]) -> dict[tuple[str, str], str]:
@@ -200,8 +236,9 @@ def _benchmarks(doc: CompareDocument, sweeps: Sequence[SweepRow], findings: Sequ
     return sorted(names)
 
 
-def verdicts(doc: CompareDocument, sweeps: Sequence[SweepRow] | None = None,
-             findings: Sequence[FindingRow] | None = None) -> list[Verdict]:
+def verdicts(
+    doc: CompareDocument, sweeps: Sequence[SweepRow] | None = None, findings: Sequence[FindingRow] | None = None
+) -> list[Verdict]:
     """One verdict per benchmark (sorted by name): largest moves, rank stability, causes, a sentence.
 
     A benchmark with nothing compared and nothing attributed gets no verdict."""
@@ -218,8 +255,15 @@ def verdicts(doc: CompareDocument, sweeps: Sequence[SweepRow] | None = None,
         in_units = metric_causes(bench, sweeps, findings, runs, tasks)
         if move is None and metric_move is None and rank is None and not causes and not in_units:
             continue
-        v = Verdict(benchmark=bench, largest_move=move, largest_metric_move=metric_move, rank=rank, causes=causes,
-                    metric_causes=in_units, metric_differs=differ)
+        v = Verdict(
+            benchmark=bench,
+            largest_move=move,
+            largest_metric_move=metric_move,
+            rank=rank,
+            causes=causes,
+            metric_causes=in_units,
+            metric_differs=differ,
+        )
         v["dependent"] = _dependent(v)
         v["sentence"] = _sentence(doc, v)
         out.append(v)
@@ -259,9 +303,12 @@ def _sentence(doc: CompareDocument, v: Verdict) -> str:
     move = v["largest_move"]
     top = v["causes"][0] if v["causes"] else None
     left_out = [_short_task(t) for t in v["metric_differs"]]
-    scope = (f" on the tasks both score with one metric ({', '.join(left_out)} left out: "
-             f"{'its metric differs' if len(left_out) == 1 else 'their metrics differ'} between the sets)"
-             if left_out else "")
+    scope = (
+        f" on the tasks both score with one metric ({', '.join(left_out)} left out: "
+        f"{'its metric differs' if len(left_out) == 1 else 'their metrics differ'} between the sets)"
+        if left_out
+        else ""
+    )
     if v["dependent"] is None:
         head = "not compared"
     elif v["dependent"]:
@@ -276,8 +323,9 @@ def _sentence(doc: CompareDocument, v: Verdict) -> str:
     if rank:
         held = "the ranking changes" if rank["movers"] else "the ranking holds"
         rho = f"ρ = {fmt_corr(rank['rho'])}" if is_num(rank.get("rho")) else "ρ not computed"
-        parts.append(f"{held} ({rho}; {len(rank['movers'])} of {rank['n_models']} models move "
-                     f"{rank['min_shift']}+ ranks)")
+        parts.append(
+            f"{held} ({rho}; {len(rank['movers'])} of {rank['n_models']} models move {rank['min_shift']}+ ranks)"
+        )
     if top:
         key = _task_key(v["benchmark"], top.get("task"))
         where = f" on {_short_task(key)}" if top.get("task") else ""
@@ -288,8 +336,11 @@ def _sentence(doc: CompareDocument, v: Verdict) -> str:
             why = ", more than the move between the sets: their other changes offset it"
         parts.append(f"largest cause {top['field']}, changed alone ({fmt_pp(top['pp'])} pp{where}{why})")
     # An error metric's move is named in the sentence when it is material: MATERIAL_PP per cent of its base.
-    material = [m for m in v["metric_causes"] if is_num(m.get("base")) and m["base"]
-                and abs(m["delta"] / m["base"]) >= MATERIAL_PP / 100]
+    material = [
+        m
+        for m in v["metric_causes"]
+        if is_num(m.get("base")) and m["base"] and abs(m["delta"] / m["base"]) >= MATERIAL_PP / 100
+    ]
     if material:
         m = material[0]
         parts.append(f"{m['field']} moves {m['unit']} by {m['delta']:+.3g} (from {m['base']:.3g})")
@@ -307,64 +358,133 @@ def _verdict_table(doc: CompareDocument, v: Verdict) -> str:
     move = v["largest_move"]
     differ = ", ".join(t.partition(".")[2] or t for t in v["metric_differs"])
     if move:
-        rows.append(["largest move", f"{fmt_pp(move['pp'])} pp", _where(move),
-                     f"{100 * move['a']:.1f} → {100 * move['b']:.1f}", ""])
+        rows.append(
+            [
+                "largest move",
+                f"{fmt_pp(move['pp'])} pp",
+                _where(move),
+                f"{100 * move['a']:.1f} → {100 * move['b']:.1f}",
+                "",
+            ]
+        )
     metric = v["largest_metric_move"]
     if metric:
         size = f"{metric['delta']:+.3g}" if metric["delta"] else "0 (no move)"
-        rows.append(["largest move, metric unit", f"{size} {metric['unit']}", _where(metric),
-                     f"{metric['a']:.3f} → {metric['b']:.3f}"
-                     + (" (↓ better)" if metric["lower_is_better"] else ""),
-                     ""])
+        rows.append(
+            [
+                "largest move, metric unit",
+                f"{size} {metric['unit']}",
+                _where(metric),
+                f"{metric['a']:.3f} → {metric['b']:.3f}" + (" (↓ better)" if metric["lower_is_better"] else ""),
+                "",
+            ]
+        )
     if differ:
         rows.append(["not compared", "—", differ, "the metric differs between the sets", ""])
     rank = v["rank"]
     if rank:
         movers = ", ".join(f"{m['model']} ({m['shift']:+g})" for m in rank["movers"]) or "none"
-        rows.append(["rank stability", f"ρ = {fmt_corr(rank['rho'])} {fmt_ci(rank['ci95'])}",
-                     f"{rank['n_models']} models" + (" (few)" if rank["small_sample"] else ""),
-                     f"{rank['min_shift']}+ ranks: {movers}", ""])
+        rows.append(
+            [
+                "rank stability",
+                f"ρ = {fmt_corr(rank['rho'])} {fmt_ci(rank['ci95'])}",
+                f"{rank['n_models']} models" + (" (few)" if rank["small_sample"] else ""),
+                f"{rank['min_shift']}+ ranks: {movers}",
+                "",
+            ]
+        )
     for k, c in enumerate(v["causes"][:TOP_CAUSES], 1):
         fix = c["field"] + (f"={value_text(c['value'])}" if c.get("value") is not None else "")
         more = f" +{c['n_moved'] - 1} more" if c["n_moved"] > 1 else ""
-        rows.append([f"cause {k}", f"{fmt_pp(c['pp'])} pp", _where(c) + more, fix,
-                     f'<code title="{esc(c["command"])}">{esc(_short(c))}</code>' if c.get("command") else "—"])
+        rows.append(
+            [
+                f"cause {k}",
+                f"{fmt_pp(c['pp'])} pp",
+                _where(c) + more,
+                fix,
+                f'<code title="{esc(c["command"])}">{esc(_short(c))}</code>' if c.get("command") else "—",
+            ]
+        )
     for mc in v["metric_causes"][:1]:
         fix = mc["field"] + (f"={value_text(mc['value'])}" if mc.get("value") is not None else "")
-        rows.append(["cause, metric unit", f"{mc['delta']:+.3g} {mc['unit']}", _where(mc),
-                     fix + (" (↓ better)" if mc["lower_is_better"] else ""),
-                     f'<code title="{esc(mc["command"])}">{esc(_short(mc))}</code>' if mc.get("command") else "—"])
+        rows.append(
+            [
+                "cause, metric unit",
+                f"{mc['delta']:+.3g} {mc['unit']}",
+                _where(mc),
+                fix + (" (↓ better)" if mc["lower_is_better"] else ""),
+                f'<code title="{esc(mc["command"])}">{esc(_short(mc))}</code>' if mc.get("command") else "—",
+            ]
+        )
     if not rows:
         return ""
     return table(["", "size", "where", "field to fix / detail", "reproduce"], rows, raw_cols={4})
 
 
-def causes_section(doc: CompareDocument, sweeps: Sequence[SweepRow] | None = None,
-                   findings: Sequence[FindingRow] | None = None) -> str:
+def causes_section(
+    doc: CompareDocument, sweeps: Sequence[SweepRow] | None = None, findings: Sequence[FindingRow] | None = None
+) -> str:
     """Every cause of every verdict, largest first, with the full command (its run directory spelled out)."""
-    rows = [[v["benchmark"], c["field"] + (f"={value_text(c['value'])}" if c.get("value") is not None else ""),
-             f"{fmt_pp(c['pp'])} pp", _where(c), c["n_moved"], c["source"],
-             f"<code>{esc(c['command'])}</code>" if c.get("command") else "—"]
-            for v in verdicts(doc, sweeps, findings) for c in v["causes"]]
-    rows += [[v["benchmark"], c["field"] + (f"={value_text(c['value'])}" if c.get("value") is not None else ""),
-              f"{c['delta']:+.3g} {c['unit']}", _where(c), "—", "re-score",
-              f"<code>{esc(c['command'])}</code>" if c.get("command") else "—"]
-             for v in verdicts(doc, sweeps, findings) for c in v["metric_causes"]]
+    rows = [
+        [
+            v["benchmark"],
+            c["field"] + (f"={value_text(c['value'])}" if c.get("value") is not None else ""),
+            f"{fmt_pp(c['pp'])} pp",
+            _where(c),
+            c["n_moved"],
+            c["source"],
+            f"<code>{esc(c['command'])}</code>" if c.get("command") else "—",
+        ]
+        for v in verdicts(doc, sweeps, findings)
+        for c in v["causes"]
+    ]
+    rows += [
+        [
+            v["benchmark"],
+            c["field"] + (f"={value_text(c['value'])}" if c.get("value") is not None else ""),
+            f"{c['delta']:+.3g} {c['unit']}",
+            _where(c),
+            "—",
+            "re-score",
+            f"<code>{esc(c['command'])}</code>" if c.get("command") else "—",
+        ]
+        for v in verdicts(doc, sweeps, findings)
+        for c in v["metric_causes"]
+    ]
     if not rows:
         return ""
-    return ('<section id="causes"><h2>Causes, largest first</h2>'
-            + table(["benchmark", "field to fix", "largest effect", "where", f"moves ≥ {MATERIAL_PP:g} pp", "from",
-                     "reproduce"], rows, raw_cols={6})
-            + note("One row per pipeline field: its largest effect on one model x task, in percentage points "
-                   f"(a single-field re-score, or a diagnose finding's effect), then the error metrics' moves in their "
-                   f"own unit (e.g. a MAD's CVSS points, after the pp rows); 'moves ≥ {MATERIAL_PP:g} pp': how many "
-                   "model x task cells it moves that much. 'from': re-score = the field-by-field attribution, else "
-                   "the diagnose failure mode (its command re-runs diagnose, which re-scores it).")
-            + "</section>")
+    return (
+        '<section id="causes"><h2>Causes, largest first</h2>'
+        + table(
+            [
+                "benchmark",
+                "field to fix",
+                "largest effect",
+                "where",
+                f"moves ≥ {MATERIAL_PP:g} pp",
+                "from",
+                "reproduce",
+            ],
+            rows,
+            raw_cols={6},
+        )
+        + note(
+            "One row per pipeline field: its largest effect on one model x task, in percentage points "
+            f"(a single-field re-score, or a diagnose finding's effect), then the error metrics' moves in their "
+            f"own unit (e.g. a MAD's CVSS points, after the pp rows); 'moves ≥ {MATERIAL_PP:g} pp': how many "
+            "model x task cells it moves that much. 'from': re-score = the field-by-field attribution, else "
+            "the diagnose failure mode (its command re-runs diagnose, which re-scores it)."
+        )
+        + "</section>"
+    )
 
 
-def verdict_section(doc: CompareDocument, sweeps: Sequence[SweepRow] | None = None,
-                    findings: Sequence[FindingRow] | None = None, lead: str = "") -> str:
+def verdict_section(
+    doc: CompareDocument,
+    sweeps: Sequence[SweepRow] | None = None,
+    findings: Sequence[FindingRow] | None = None,
+    lead: str = "",
+) -> str:
     """The verdict block (``<section id="verdict">``), or ``""`` when there is nothing to judge.
 
     ``lead``: HTML shown first inside the block (``benchaudit audit``: which model orderings survive the
@@ -375,15 +495,25 @@ def verdict_section(doc: CompareDocument, sweeps: Sequence[SweepRow] | None = No
     blocks = []
     for v in found:
         warn = small_sample_note((v["rank"] or {}).get("n_models"), "the rank correlation") if v["rank"] else ""
-        blocks.append(f'<div class="verdict" data-benchmark="{esc(v["benchmark"])}">'
-                      f'<p class="sentence"><strong>{esc(v["sentence"])}</strong></p>'
-                      + _verdict_table(doc, v) + (f'<p class="warn">{esc(warn)}</p>' if warn else "") + "</div>")
+        blocks.append(
+            f'<div class="verdict" data-benchmark="{esc(v["benchmark"])}">'
+            f'<p class="sentence"><strong>{esc(v["sentence"])}</strong></p>'
+            + _verdict_table(doc, v)
+            + (f'<p class="warn">{esc(warn)}</p>' if warn else "")
+            + "</div>"
+        )
     a, b = str(doc.get("label_a") or "a"), str(doc.get("label_b") or "b")
-    return ('<section id="verdict"><h2>Verdict per benchmark</h2>' + lead + "".join(blocks)
-            + note(f"Move: {b} minus {a}, one model on one task, in percentage points (share metrics) or in the "
-                   "metric's own unit (error metrics, e.g. a MAD). ρ: Spearman correlation of the two benchmark "
-                   "rankings, 95% CI (paired bootstrap). Cause: one pipeline field and its largest effect "
-                   f"(single-field re-score or diagnose finding). Pipeline-dependent: a move of {MATERIAL_PP:g} pp or "
-                   "more, or a model moving 3+ ranks. RUN: that model's run directory (full commands under Causes); "
-                   "MODEL@URL: its endpoint (an upstream field needs new generations).")
-            + "</section>")
+    return (
+        '<section id="verdict"><h2>Verdict per benchmark</h2>'
+        + lead
+        + "".join(blocks)
+        + note(
+            f"Move: {b} minus {a}, one model on one task, in percentage points (share metrics) or in the "
+            "metric's own unit (error metrics, e.g. a MAD). ρ: Spearman correlation of the two benchmark "
+            "rankings, 95% CI (paired bootstrap). Cause: one pipeline field and its largest effect "
+            f"(single-field re-score or diagnose finding). Pipeline-dependent: a move of {MATERIAL_PP:g} pp or "
+            "more, or a model moving 3+ ranks. RUN: that model's run directory (full commands under Causes); "
+            "MODEL@URL: its endpoint (an upstream field needs new generations)."
+        )
+        + "</section>"
+    )

@@ -31,10 +31,10 @@ from collections import OrderedDict, deque
 
 from pydantic import JsonValue
 
+from pytest_benchaudit.pipeline.types import Generation, Question, Score
 from pytest_benchaudit.scoring import declarations
-from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score
 from pytest_benchaudit.scoring.tasks.attack import athena_lines, clean_freeform
-from pytest_benchaudit.scoring.tasks.inputs import ActorTable, Metric, Resources, Rule
+from pytest_benchaudit.scoring.tasks.inputs import ActorTable, Resources
 
 __all__ = ["RULES", "METRICS", "METRIC_INFO", "connection"]
 
@@ -69,6 +69,7 @@ def actor_final_line(text: str, question: Question, generation: Generation) -> t
 
 
 # --------------------------------------------------------------------------- graphs
+
 
 class _GraphCache:
     """The graphs built from resource tables, by table *identity*, each entry holding its table.
@@ -156,7 +157,7 @@ def _bfs(start: str, target: str, graphs: tuple[dict[str, list[str]], ...], coun
 
 
 def connection(gold: str, prediction: str, resources: Resources, *, released_cti: bool) -> str:
-    """"C" (alias chain), "P" (alias ∪ related chain) or "I", from gold to prediction.
+    """ "C" (alias chain), "P" (alias ∪ related chain) or "I", from gold to prediction.
 
     ``released_cti`` selects CTI-Bench's variant (start node not compared, ``"nan"`` kept).
     The BFS visits nodes once; the released code re-queues visited ones, which changes
@@ -178,8 +179,7 @@ def _score(kind: str) -> Score:
     return Score(
         value=1.0 if kind == "C" else 0.0,
         correct=kind == "C",
-        extras={"plausible": 1.0 if kind in ("C", "P") else 0.0,
-                "combined": {"C": 1.0, "P": 0.5}.get(kind, 0.0)},
+        extras={"plausible": 1.0 if kind in ("C", "P") else 0.0, "combined": {"C": 1.0, "P": 0.5}.get(kind, 0.0)},
     )
 
 
@@ -190,8 +190,8 @@ def _score(kind: str) -> Score:
     resources=RESOURCES,
     invalid_extras=(("plausible", 0.0), ("combined", 0.0)),
     description="CTI-Bench TAA: 1 when the prediction is reached from the gold over the alias graph (BFS as "
-        "released: an identical name counts only if it has an alias edge; 'nan' is a node); extras "
-        "'plausible' (alias or related-group chain) and 'combined' (C=1, P=0.5)",
+    "released: an identical name counts only if it has an alias edge; 'nan' is a node); extras "
+    "'plausible' (alias or related-group chain) and 'combined' (C=1, P=0.5)",
 )
 def cti_actor_graph(prediction: str, question: Question, resources: Resources) -> Score:
     """CTI-Bench ``compute_taa_accuracy``: value = correct (alias chain); extras plausible, combined."""
@@ -205,8 +205,8 @@ def cti_actor_graph(prediction: str, question: Question, resources: Resources) -
     resources=RESOURCES,
     invalid_extras=(("plausible", 0.0), ("combined", 0.0)),
     description="TAA: 1 when prediction equals the gold or is reached from it over the alias graph "
-        "(AthenaBench BFS; 'nan' artefacts dropped); extras 'plausible' (alias or related-group chain) "
-        "and 'combined' (C=1, P=0.5)",
+    "(AthenaBench BFS; 'nan' artefacts dropped); extras 'plausible' (alias or related-group chain) "
+    "and 'combined' (C=1, P=0.5)",
 )
 def actor_graph(prediction: str, question: Question, resources: Resources) -> Score:
     """AthenaBench ``score_taa`` BFS (identity counts, "nan" dropped): value = correct; extras plausible, combined."""

@@ -27,9 +27,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from pytest_benchaudit.pipeline.types import Generation, Question, Score
 from pytest_benchaudit.scoring import declarations
-from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score
-from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
+from pytest_benchaudit.scoring.tasks.inputs import Resources
 
 __all__ = ["RULES", "METRICS", "METRIC_INFO", "athena_lines", "clean_freeform", "parent_technique"]
 
@@ -45,8 +45,9 @@ def _athena_strip(line: str) -> str:
     return _ATHENA_PREFIX.sub("", line, count=1).strip()
 
 
-def athena_lines(text: str, pattern: str | re.Pattern[str],
-                 transform: Callable[[str], str] = lambda s: s) -> tuple[str, str]:
+def athena_lines(
+    text: str, pattern: str | re.Pattern[str], transform: Callable[[str], str] = lambda s: s
+) -> tuple[str, str]:
     """AthenaBench ``_extract_from_lines``: ``(match, detail)``; ``match`` is "" when none.
 
     Non-empty lines (stripped) are scanned from the last one up.  On each, the label prefix
@@ -67,7 +68,9 @@ def athena_lines(text: str, pattern: str | re.Pattern[str],
                 if 0 <= j < len(lines):
                     found = regex.search(_athena_strip(lines[j]))
                     if found:
-                        return transform(found.group(1)), f"line {j + 1} (next to 'answer' line {i + 1}): {lines[j][:60]!r}"
+                        return transform(
+                            found.group(1)
+                        ), f"line {j + 1} (next to 'answer' line {i + 1}): {lines[j][:60]!r}"
     return "", "no line matched"
 
 
@@ -117,13 +120,16 @@ def _last_line_with(text: str, finder: Callable[[str], list[str]]) -> tuple[list
 # --------------------------------------------------------------------------- released rules
 
 athena_mcq_letter = declarations.rule(name="athena_mcq_letter")(
-    _athena_rule(r"\b([A-E])\b", str.upper, "option letter A-E"))
+    _athena_rule(r"\b([A-E])\b", str.upper, "option letter A-E")
+)
 athena_mcq_letter.__doc__ = (
     "AthenaBench MCQ3k/CKT: bottom-up ``\\b([A-E])\\b`` with IGNORECASE, upper-cased "
-    "(a trailing line with the article 'a' reads as A, even below 'Answer: C').")
+    "(a trailing line with the article 'a' reads as A, even below 'Answer: C')."
+)
 
 athena_technique = declarations.rule(name="athena_technique")(
-    _athena_rule(r"(T\d{4}(?:\.\d{3})?)", lambda s: parent_technique(s), "technique id"))
+    _athena_rule(r"(T\d{4}(?:\.\d{3})?)", lambda s: parent_technique(s), "technique id")
+)
 athena_technique.__doc__ = "AthenaBench ATE: the bottom-up first ``T####(.###)`` id, reduced to its parent."
 
 

@@ -40,10 +40,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from pytest_benchaudit.pipeline.types import Generation, Question, Score, UnscorablePrediction
 from pytest_benchaudit.scoring import declarations
-from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score, UnscorablePrediction
 from pytest_benchaudit.scoring.tasks.attack import athena_lines
-from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
+from pytest_benchaudit.scoring.tasks.inputs import Resources
 
 __all__ = ["RULES", "METRICS", "METRIC_INFO", "base_score"]
 
@@ -156,8 +156,8 @@ def _abs_score(diff: float) -> Score:
     invalid_value=WORST_DIFF,
     worst_case=_WORST_CASE,
     description="CTI-Bench: |base score of 'CVSS:3.0/'+prediction (unless it has its own prefix) - base score "
-        "of the (v3.1) gold|; mean = MAD. A vector that does not parse is invalid; under 'total' an "
-        "invalid answer with no credit scores 10.0, the worst case",
+    "of the (v3.1) gold|; mean = MAD. A vector that does not parse is invalid; under 'total' an "
+    "invalid answer with no credit scores 10.0, the worst case",
 )
 def cvss_abs_diff_cti(prediction: str, question: Question, resources: Resources) -> Score:
     """CTI-Bench: |base(``CVSS:3.0/`` + pred.upper()) − base(gold.upper())|; correct when 0.
@@ -179,7 +179,7 @@ def cvss_abs_diff_cti(prediction: str, question: Question, resources: Resources)
     invalid_value=WORST_DIFF,
     worst_case=_WORST_CASE,
     description="|CVSS v3.1 base score of prediction - that of gold|; mean = MAD; an invalid answer with no "
-        "credit scores 10.0 (the largest possible difference: a MAD has no neutral value)",
+    "credit scores 10.0 (the largest possible difference: a MAD has no neutral value)",
 )
 def cvss_abs_diff(prediction: str, question: Question, resources: Resources) -> Score:
     """Standardized: |base(pred) − base(gold)|, both read as v3.1 whatever prefix they carry.
@@ -202,8 +202,8 @@ def cvss_abs_diff(prediction: str, question: Question, resources: Resources) -> 
     invalid_value=0.0,
     value_range=(1 - WORST_DIFF / ATHENA_VSP_DENOMINATOR, 1.0),
     description="AthenaBench: 1 - |base(pred) - base(gold)| / 7.7; mean = 1 - MAD/7.7 (a share). A vector "
-        "that does not parse is invalid (released: success = False, left out); under 'total' an "
-        "invalid answer with no credit scores 0",
+    "that does not parse is invalid (released: success = False, left out); under 'total' an "
+    "invalid answer with no credit scores 0",
 )
 def cvss_closeness_athena(prediction: str, question: Question, resources: Resources) -> Score:
     """AthenaBench: 1 − |base(pred) − base(gold)| / 7.7 (vectors as they stand); correct when |d| = 0.

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import re
 
+from pytest_benchaudit.pipeline.types import Generation, Question
 from pytest_benchaudit.scoring import declarations
-from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question
 from pytest_benchaudit.scoring.tasks.attack import athena_lines
-from pytest_benchaudit.scoring.tasks.inputs import Metric, Rule
 
 __all__ = ["RULES", "METRICS", "METRIC_INFO"]
 
@@ -68,7 +67,7 @@ def cwe_final_answer(text: str, question: Question, generation: Generation) -> t
     lines = [ln for ln in text.splitlines() if ln.strip()]
     for line in reversed(lines):
         marker = None
-        for marker in _ANSWER_MARKER.finditer(line):
+        for marker in _ANSWER_MARKER.finditer(line):  # noqa: B007 - the loop keeps the last marker of the line
             pass
         after = _CWE.search(line, marker.end()) if marker is not None else None
         if after:

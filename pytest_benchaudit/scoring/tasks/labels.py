@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import ast
 import re
-from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
+from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, Generation, Question, Score
 from pytest_benchaudit.scoring import declarations
-from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, Generation, MetricInfo, Question, Score
-from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
+from pytest_benchaudit.scoring.tasks.inputs import Resources, Rule
 
 __all__ = ["ABSTAIN", "METRICS", "METRIC_INFO", "RULES", "gold_label_set", "label_rule", "read_label"]
 
@@ -53,16 +53,20 @@ _DEFAULT_LABELS = ("A", "B", "C", "D")
 # "Answer:", "Final answer is", "My answer: " … case-insensitive; the label itself is
 # matched case-sensitively (or as a whole alias word such as "True").
 # "**Answer**: C" and "**Answer:** C": the marker's own bold closes before or after the colon.
-_MARKER = (r"(?i:\b(?:final\s+)?answers?\b(?:\*\*)?\s*(?:is|are|would\s+be|:)?\s*[:：]?\s*(?:\*\*\s*)?"
-           r"(?:option|choice)?\s*)")
+_MARKER = (
+    r"(?i:\b(?:final\s+)?answers?\b(?:\*\*)?\s*(?:is|are|would\s+be|:)?\s*[:：]?\s*(?:\*\*\s*)?"
+    r"(?:option|choice)?\s*)"
+)
 # LaTeX answers come as \boxed{C} or, inside math mode, $\boxed{C}$.
 _OPEN = r"(?:\*\*|\(|\[|\$?\\boxed\{|[\"'`])?\s*"
 _NOT_WORD = r"(?![A-Za-z0-9])"
 # Between two options of a hedge: "A or B", "A, B", "A and B", "A/B", "A & B", "A and/or B", after
 # any closing decoration of the first ("(A) or (B)", "**A** or **B**").
 _CLOSE = r"\s*(?:[)\]}\"'`]|\*\*)*\s*"
-_HEDGE_SEP = (r"(?:[,;]?\s*(?:\bor\b|\band/or\b|\band\b)|,|;|/|&|\+)"
-              r"(?:\s*(?i:possibly|maybe|perhaps|probably)\b)?")
+_HEDGE_SEP = (
+    r"(?:[,;]?\s*(?:\bor\b|\band/or\b|\band\b)|,|;|/|&|\+)"
+    r"(?:\s*(?i:possibly|maybe|perhaps|probably)\b)?"
+)
 
 
 def _alternatives(labels: Sequence[str], aliases: Mapping[str, str]) -> str:
@@ -77,15 +81,22 @@ def _compile(labels: Sequence[str], aliases: Mapping[str, str]) -> tuple[re.Patt
 
 
 @lru_cache(maxsize=64)
-def _hedges(labels: tuple[str, ...], aliases: tuple[tuple[str, str], ...]
-            ) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str] | None]:
+def _hedges(
+    labels: tuple[str, ...], aliases: tuple[tuple[str, str], ...]
+) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str] | None]:
     """(what after a marker's label makes it a hedge; a marker, "either"/"both" and a label; a marker
     before a run of two or more labels, "Answer: AB")."""
     alt = _alternatives(labels, dict(aliases))
     label = _OPEN + rf"(?<![A-Za-z0-9])({alt}){_NOT_WORD}"
     # A separator and another option, or only more options to the end of the line ("A C D").
-    more = re.compile(_CLOSE + "(?:" + _HEDGE_SEP + r"\s*(?:\*\*)?\s*" + label
-                      + rf"|\s+(?<![A-Za-z0-9])({alt})(?:\s+{alt})*\s*[.!]?\s*$)")
+    more = re.compile(
+        _CLOSE
+        + "(?:"
+        + _HEDGE_SEP
+        + r"\s*(?:\*\*)?\s*"
+        + label
+        + rf"|\s+(?<![A-Za-z0-9])({alt})(?:\s+{alt})*\s*[.!]?\s*$)"
+    )
     either = re.compile(_MARKER + r"(?i:either|both)\s+" + label)
     single = [lbl for lbl in labels if len(lbl) == 1]
     run = None
@@ -96,7 +107,9 @@ def _hedges(labels: tuple[str, ...], aliases: tuple[tuple[str, str], ...]
 
 
 @lru_cache(maxsize=64)
-def _compile_cached(labels: tuple[str, ...], aliases: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+def _compile_cached(
+    labels: tuple[str, ...], aliases: tuple[tuple[str, str], ...]
+) -> tuple[re.Pattern[str], re.Pattern[str]]:
     alt = _alternatives(labels, dict(aliases))
     marker = re.compile(_MARKER + _OPEN + rf"(?<![A-Za-z0-9])({alt}){_NOT_WORD}")
     # A line that *is* the answer: X / X. / (X) / **X** / \boxed{X}, or "C) text", "C: text".
@@ -170,8 +183,13 @@ def _option_lines(lines: Sequence[str], alone: re.Pattern[str], norm: Callable[[
     return out
 
 
-def label_rule(labels: Sequence[str] | None = None, *, extra: Sequence[str] = (),
-               aliases: Mapping[str, str] | None = None, doc: str = "") -> Rule:
+def label_rule(
+    labels: Sequence[str] | None = None,
+    *,
+    extra: Sequence[str] = (),
+    aliases: Mapping[str, str] | None = None,
+    doc: str = "",
+) -> Rule:
     """A rule reading one final label.
 
     ``labels`` fixes the label set; ``None`` takes it from ``question.meta["labels"]``,
@@ -200,16 +218,21 @@ def label_rule(labels: Sequence[str] | None = None, *, extra: Sequence[str] = ()
 
 
 final_answer_label = declarations.rule(name="final_answer_label")(
-    label_rule(
-    doc="Single final label from question.meta['labels'] (else the choice keys, A–D by default)."))
+    label_rule(doc="Single final label from question.meta['labels'] (else the choice keys, A–D by default).")
+)
 final_answer_or_x = declarations.rule(name="final_answer_or_x")(
     label_rule(
-    extra=(ABSTAIN,),
-    doc="Single final label among the question's choice keys plus X (SECURE MAET/CWET: 'if you do not know, return X')."))
+        extra=(ABSTAIN,),
+        doc="Single final label among the question's choice keys plus X (SECURE MAET/CWET: 'if you do not know, return X').",
+    )
+)
 final_answer_tfx = declarations.rule(name="final_answer_tfx")(
     label_rule(
-    ("T", "F", ABSTAIN), aliases={"True": "T", "False": "F"},
-    doc="Single final T/F/X (SECURE KCV/VOOD); the words True/False read as T/F."))
+        ("T", "F", ABSTAIN),
+        aliases={"True": "T", "False": "F"},
+        doc="Single final T/F/X (SECURE KCV/VOOD); the words True/False read as T/F.",
+    )
+)
 
 
 @declarations.rule(name="whole_answer")
@@ -254,7 +277,7 @@ def gold_label_set(gold: str) -> frozenset[str]:
     lower_is_better=False,
     kind="binary",
     description="set of answer labels equals the gold set (gold as letters or a stringified list, "
-        "read without eval); empty gold never matched",
+    "read without eval); empty gold never matched",
 )
 def label_set_match(prediction: str, question: Question, resources: Resources) -> Score:
     """Multi-answer MCQ: the predicted label set equals the gold label set.
@@ -274,7 +297,7 @@ def label_set_match(prediction: str, question: Question, resources: Resources) -
     lower_is_better=False,
     kind="binary",
     description="answer label equals gold, case-insensitive; X (don't know) is a valid answer, "
-        "correct only where the gold is X; extras.abstained = share of X answers",
+    "correct only where the gold is X; extras.abstained = share of X answers",
 )
 def label_match_x(prediction: str, question: Question, resources: Resources) -> Score:
     """SECURE: prediction equals the gold label (case-insensitive); ``X`` is a valid answer.
@@ -285,8 +308,7 @@ def label_match_x(prediction: str, question: Question, resources: Resources) -> 
     """
     pred, gold = prediction.strip().upper(), question.gold.strip().upper()
     correct = bool(gold) and pred == gold
-    return Score(value=1.0 if correct else 0.0, correct=correct,
-                 extras={"abstained": 1.0 if pred == ABSTAIN else 0.0})
+    return Score(value=1.0 if correct else 0.0, correct=correct, extras={"abstained": 1.0 if pred == ABSTAIN else 0.0})
 
 
 # This module's rules and metrics by name, from their decorators (declarations.declared).

@@ -26,9 +26,9 @@ from __future__ import annotations
 import math
 import re
 
+from pytest_benchaudit.pipeline.types import Generation, Question, Score, UnscorablePrediction
 from pytest_benchaudit.scoring import declarations
-from pytest_benchaudit.pipeline.types import Generation, MetricInfo, Question, Score, UnscorablePrediction
-from pytest_benchaudit.scoring.tasks.inputs import Metric, Resources, Rule
+from pytest_benchaudit.scoring.tasks.inputs import Resources
 
 __all__ = ["CVSS_TOLERANCE", "CVSS_WORST_ERROR", "METRICS", "METRIC_INFO", "RULES"]
 
@@ -43,8 +43,9 @@ _MARKER = re.compile(
     r"(?:\*\*|\(|\[|\\boxed\{|[\"'`])?\s*" + _NUMBER + r"(?![\d.]*\d)(?!\s*%)"
 )
 _ALONE = re.compile(
-    r"^\s*(?:\*\*|\\boxed\{|[\"'`(\[])?\s*" + _NUMBER +
-    r"\s*(?:/\s*10(?:\.0)?)?\s*(?:\*\*|\}|[\"'`)\]])?\s*(?:\((?:none|low|medium|high|critical)\))?\s*\.?\s*$",
+    r"^\s*(?:\*\*|\\boxed\{|[\"'`(\[])?\s*"
+    + _NUMBER
+    + r"\s*(?:/\s*10(?:\.0)?)?\s*(?:\*\*|\}|[\"'`)\]])?\s*(?:\((?:none|low|medium|high|critical)\))?\s*\.?\s*$",
     re.IGNORECASE,
 )
 
@@ -83,8 +84,8 @@ def _number(value: str) -> float | None:
     invalid_value=CVSS_WORST_ERROR,
     worst_case="the whole 0-10 scale",
     description=f"absolute error of the CVSS base score (mean = MAE, 0-10, lower is better); correct and "
-        f"extras.within_tolerance when |error| <= {CVSS_TOLERANCE} (equal at one decimal); invalid with no "
-        f"credit = {CVSS_WORST_ERROR:g}",
+    f"extras.within_tolerance when |error| <= {CVSS_TOLERANCE} (equal at one decimal); invalid with no "
+    f"credit = {CVSS_WORST_ERROR:g}",
 )
 def cvss_abs_error(prediction: str, question: Question, resources: Resources) -> Score:
     """|prediction - gold| on the 0-10 CVSS scale; correct when within ``CVSS_TOLERANCE``.

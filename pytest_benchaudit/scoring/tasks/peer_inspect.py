@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import re
 
+from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, Generation, Question
 from pytest_benchaudit.scoring import declarations
-from pytest_benchaudit.pipeline.types import HEDGED_PREFIX, Generation, MetricInfo, Question
-from pytest_benchaudit.scoring.tasks.inputs import Metric, Rule
 
 __all__ = ["RULES", "METRICS", "METRIC_INFO", "inspect_choice", "inspect_answer_run"]
 

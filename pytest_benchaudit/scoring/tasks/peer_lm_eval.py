@@ -28,9 +28,8 @@ from __future__ import annotations
 import re
 import string
 
-from pytest_benchaudit.scoring import declarations
 from pytest_benchaudit.pipeline.types import NO_LOGPROBS_PREFIX, Generation, Question
-from pytest_benchaudit.scoring.tasks.inputs import Rule
+from pytest_benchaudit.scoring import declarations
 
 __all__ = ["RULES", "lm_eval_exact_match", "lm_eval_loglikelihood", "lm_eval_filtered", "lm_eval_normalised"]
 
@@ -80,22 +79,27 @@ def lm_eval_loglikelihood(text: str, question: Question, generation: Generation)
     ``text`` is not read: a log-likelihood request generates no answer text."""
     read = generation.continuations
     if read is None:
-        return None, (NO_LOGPROBS_PREFIX + "no continuation log-likelihoods in the generation (it was not asked "
-                      "with inference.request = 'loglikelihood')")
+        return None, (
+            NO_LOGPROBS_PREFIX + "no continuation log-likelihoods in the generation (it was not asked "
+            "with inference.request = 'loglikelihood')"
+        )
     missing = [f"{c.continuation!r}: {c.missing}" for c in read if c.missing is not None]
     if missing:
         return None, NO_LOGPROBS_PREFIX + "; ".join(missing)
     labels = _labels(question)
     if len(read) != len(labels):
-        return None, (NO_LOGPROBS_PREFIX + f"{len(read)} continuation log-likelihoods for {len(labels)} options "
-                      f"({', '.join(labels)})")
+        return None, (
+            NO_LOGPROBS_PREFIX + f"{len(read)} continuation log-likelihoods for {len(labels)} options "
+            f"({', '.join(labels)})"
+        )
     lls = [c.loglikelihood for c in read]
     best = max(range(len(lls)), key=lambda i: (lls[i], -i))  # np.argmax: the first maximum
     detail = " ".join(f"{label}={ll:.6g}" for label, ll in zip(labels, lls))
     # What lm-eval's cut did that a reader would not expect (no generated token, a merged context), once each.
     notes = sorted({c.note for c in read if c.note})
-    return labels[best], (f"loglikelihood {detail} (lm-eval's token_logprobs[ctxlen:-1] summed)"
-                          + "".join(f"; {note}" for note in notes))
+    return labels[best], (
+        f"loglikelihood {detail} (lm-eval's token_logprobs[ctxlen:-1] summed)" + "".join(f"; {note}" for note in notes)
+    )
 
 
 # This module's rules and metrics by name, from their decorators (declarations.declared).

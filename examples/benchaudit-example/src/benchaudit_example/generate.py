@@ -12,9 +12,26 @@ import random
 import sys
 from pathlib import Path
 
-PORTS = {"SSH": 22, "SMTP": 25, "DNS": 53, "HTTP": 80, "Kerberos": 88, "POP3": 110, "NTP": 123, "IMAP": 143,
-         "SNMP": 161, "LDAP": 389, "HTTPS": 443, "SMB": 445, "LDAPS": 636, "IMAPS": 993, "MSSQL": 1433,
-         "MySQL": 3306, "RDP": 3389, "PostgreSQL": 5432}
+PORTS = {
+    "SSH": 22,
+    "SMTP": 25,
+    "DNS": 53,
+    "HTTP": 80,
+    "Kerberos": 88,
+    "POP3": 110,
+    "NTP": 123,
+    "IMAP": 143,
+    "SNMP": 161,
+    "LDAP": 389,
+    "HTTPS": 443,
+    "SMB": 445,
+    "LDAPS": 636,
+    "IMAPS": 993,
+    "MSSQL": 1433,
+    "MySQL": 3306,
+    "RDP": 3389,
+    "PostgreSQL": 5432,
+}
 LABELS = "ABCD"
 
 
@@ -27,16 +44,19 @@ def questions(seed: int = 34) -> str:
         options = wrong[:]
         gold = rng.randrange(4)
         options.insert(gold, port)
-        out.append(f"[q{i:03d}]\nquestion = Which TCP or UDP port does {service} use by default?\n"
-                   + "".join(f"{LABELS[j]} = {p}\n" for j, p in enumerate(options))
-                   + f"answer = {LABELS[gold]}\n")
+        out.append(
+            f"[q{i:03d}]\nquestion = Which TCP or UDP port does {service} use by default?\n"
+            + "".join(f"{LABELS[j]} = {p}\n" for j, p in enumerate(options))
+            + f"answer = {LABELS[gold]}\n"
+        )
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    root = Path(args[0] if args else os.environ.get("BENCHAUDIT_DATA")
-                or Path.home() / ".cache" / "benchaudit" / "datasets")
+    root = Path(
+        args[0] if args else os.environ.get("BENCHAUDIT_DATA") or Path.home() / ".cache" / "benchaudit" / "datasets"
+    )
     target = root / "quiz" / "questions.quiz"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(questions(), encoding="utf-8")

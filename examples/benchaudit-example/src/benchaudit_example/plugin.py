@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_benchaudit.api import hookimpl
 from benchaudit_example.quiz import quiz_marked, quiz_points, read_quiz
+from pytest_benchaudit.api import hookimpl
 
 
 @hookimpl

@@ -41,8 +41,10 @@ def read_quiz(text: str, path: Path, mapping: Mapping[str, Any]) -> Iterator[tup
         if missing:
             raise DataError(f"{path}: [{name}]: missing {', '.join(missing)}")
         choices = {label: section[label] for label in LABELS if label in section}
-        yield f"[{name}]", {"id": name, "question": section["question"], "choices": choices,
-                            "answer": section["answer"]}
+        yield (
+            f"[{name}]",
+            {"id": name, "question": section["question"], "choices": choices, "answer": section["answer"]},
+        )
 
 
 _MARKED = re.compile(r"<<\s*([A-Z])\s*>>")
@@ -57,9 +59,14 @@ def quiz_marked(text: str, question: Question, generation: Generation) -> tuple[
     return found[-1], f"marked <<{found[-1]}>>"
 
 
-@metric(name="quiz_points", answers="label", lower_is_better=False, kind="continuous",
-        description="exam marking: 1 for the right option, -1/(k-1) for a wrong one of k, 0 for no answer",
-        value_range=(-1.0, 1.0))
+@metric(
+    name="quiz_points",
+    answers="label",
+    lower_is_better=False,
+    kind="continuous",
+    description="exam marking: 1 for the right option, -1/(k-1) for a wrong one of k, 0 for no answer",
+    value_range=(-1.0, 1.0),
+)
 def quiz_points(prediction: str, question: Question, resources: Mapping[str, Any]) -> Score:
     """1 for the gold option, ``-1/(k-1)`` for another (guessing scores 0 on average), as exams mark."""
     right = prediction.strip().upper() == question.gold.strip().upper()
