@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cache_entries import IDENTITY, concurrent_writer, gen, req
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.cache import (
     CACHE_FILENAME,
@@ -20,30 +21,11 @@ from pytest_benchaudit.inference.cache import (
 )
 from pytest_benchaudit.inference.engine import Engine
 from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
-from pytest_benchaudit.pipeline.types import Generation, Message, Request
+from pytest_benchaudit.pipeline.types import Generation
 from pytest_benchaudit.pytest_plugin.options import default_cache_dir
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 from pytest_benchaudit.testing.toy import TOY_QUESTIONS
-
-IDENTITY = model_identity(ModelSpec(label="m", kind="endpoint", base_url="http://127.0.0.1:9/v1", model_id="m"))
-
-
-def req(text: str = "What is 2+2?", **params: object) -> Request:
-    return Request(mode="chat", messages=(Message(role="user", content=text),), params=params)
-
-
-def gen(text: str = "Answer: B", **kw: object) -> Generation:
-    return Generation(
-        text=text,
-        finish_reason="stop",
-        usage={"prompt_tokens": 3, "completion_tokens": 2},
-        latency_s=0.25,
-        attempts=2,
-        served_model="srv",
-        **kw,
-    )
-
 
 # -- the store ---------------------------------------------------------------------------
 
@@ -104,21 +86,10 @@ def test_errors_are_not_stored(tmp_path: Path) -> None:
     assert cache.get(IDENTITY, req()) is None and len(cache) == 0
 
 
-def _writer(directory: str, worker: int, n: int) -> None:
-    cache = GenerationCache(directory, busy_timeout=0.05)
-    for i in range(n):
-        # half the keys are written by both processes (the same content), half by one only
-        text = f"shared {i}" if i % 2 else f"own {worker} {i}"
-        assert cache.put(IDENTITY, req(text), gen(f"Answer: {text}"))
-        assert cache.get(IDENTITY, req(text)) is not None
-    assert cache.disabled is None, cache.disabled
-    cache.close()
-
-
 def test_two_processes_write_concurrently_without_loss(tmp_path: Path) -> None:
     n = 200
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(str(tmp_path), w, n)) for w in range(2)]
+    procs = [ctx.Process(target=concurrent_writer, args=(str(tmp_path), w, n)) for w in range(2)]
     for p in procs:
         p.start()
     for p in procs:

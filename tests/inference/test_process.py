@@ -8,7 +8,9 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import sys
 import threading
+import types
 from collections.abc import Iterator
 
 import pytest
@@ -146,11 +148,17 @@ def test_unknown_model_and_unpicklable_factory_are_clear_errors(engine) -> None:
         engine.add_model("m", lambda: None)
 
 
-def _not_importable_there() -> object:  # this test module is not importable in the child
+def _not_importable_there() -> object:
     raise AssertionError("never called")
 
 
-def test_a_backend_that_raises_fails_that_request_only(engine, server, start) -> None:
+def test_a_backend_that_raises_fails_that_request_only(engine, server, start, monkeypatch) -> None:
+    # A recipe from a module only this process has: a spawned interpreter cannot import it, whatever
+    # name pytest's import mode gave this test module (under importlib mode the child can import that).
+    only_here = types.ModuleType("benchaudit_tests_only_in_this_process")
+    monkeypatch.setattr(_not_importable_there, "__module__", only_here.__name__)
+    monkeypatch.setattr(only_here, "_not_importable_there", _not_importable_there, raising=False)
+    monkeypatch.setitem(sys.modules, only_here.__name__, only_here)
     engine.add_model("broken", functools.partial(int, "backend bug"))  # raises when built
     engine.add_model("unknown", _not_importable_there)
     engine.add_model("m", endpoint_recipe(spec_for(server), 2, 20))
