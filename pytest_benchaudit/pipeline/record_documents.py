@@ -178,9 +178,10 @@ class ContinuationRow(TypedDict):
     tokens: list[str]
     logprobs: list[float]
     missing: str | None
-    context_tokens: NotRequired[int]
-    prompt: NotRequired[str]
-    note: NotRequired[str]
+    # None is left out of a record's line (the model's serializer), but the model accepts it: so does the row
+    context_tokens: NotRequired[int | None]
+    prompt: NotRequired[str | None]
+    note: NotRequired[str | None]
 
 
 TopLogprobs = dict[str, float]

@@ -123,12 +123,20 @@ def evaluate(
 def _continuation_row(continuation: ContinuationLogprobs) -> ContinuationRow:
     """One continuation of a log-likelihood answer as the record's row holds it (validated back into a
     :class:`ContinuationLogprobs` by the record)."""
-    return {
+    row: ContinuationRow = {
         "continuation": continuation.continuation,
         "tokens": list(continuation.tokens),
         "logprobs": list(continuation.logprobs),
         "missing": continuation.missing,
     }
+    # Set only where they tell something (ContinuationLogprobs leaves them out of its dump otherwise).
+    if continuation.context_tokens is not None:
+        row["context_tokens"] = continuation.context_tokens
+    if continuation.prompt is not None:
+        row["prompt"] = continuation.prompt
+    if continuation.note is not None:
+        row["note"] = continuation.note
+    return row
 
 
 _stamp: list[int | str | None] = [None, ""]  # [whole second, its ISO text]
