@@ -481,7 +481,13 @@ def test_an_interrupted_large_k_keeps_its_answered_repeats_and_resume_asks_the_r
         deadline = time.monotonic() + 60
         while paced.asked <= 60 and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.5)  # the answered ones reach the controller
+        # the answered ones reach the controller and its records.jsonl (flushed within 0.2 s): wait for the
+        # file, not for a time
+        while time.monotonic() < deadline:
+            written = list((pytester.path / "out").glob("*/records.jsonl"))
+            if written and written[0].read_text().count("\n") >= 40:
+                break
+            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         code, out = finish_process(proc)
         paced.released.set()
