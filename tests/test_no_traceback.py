@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.runs.store import BadRecord, EmptyRun, read_records
 from pytest_benchaudit.testing.data import data_file
-from pytest_benchaudit.testing.runs import complete_record, only_run_dir, read_run, write_run_dir
+from pytest_benchaudit.testing.runs import build_toy_run, complete_record, only_run_dir, read_run, write_run_dir
 from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
 from pytest_benchaudit.testing.toy import toy_script, write_mcq_suite, write_toy
 
@@ -50,35 +49,7 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def built_toy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Once per module: the toy suite (with a `documented` layer for mcq) and a finished run of both
     tasks against the scripted server, made by a real pytest process."""
-    root = tmp_path_factory.mktemp("toy")
-    write_toy(root)
-    with (root / "suites" / "toy" / "suite.toml").open("a") as fh:
-        fh.write(DOCUMENTED)
-    with ScriptedServer(toy_script()) as server:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-p",
-                "no:cacheprovider",
-                "suites/toy",
-                "--data-dir",
-                "data",
-                "--model",
-                f"toy-model@{server.url}",
-                "--report-dir",
-                "out",
-                "--max-retries",
-                "0",
-                "--no-cache",
-            ],
-            cwd=root,
-            capture_output=True,
-            text=True,
-        )
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    return root
+    return build_toy_run(tmp_path_factory.mktemp("toy"), suite_extra=DOCUMENTED)
 
 
 @pytest.fixture

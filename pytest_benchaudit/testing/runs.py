@@ -79,10 +79,14 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def build_toy_run(root: Path) -> Path:
+def build_toy_run(root: Path, suite_extra: str = "") -> Path:
     """The toy suite under ``root`` and a finished run of it (12 + 1 records) in ``root/out``, made by a real
-    pytest process against the scripted server; returns ``root``."""
+    pytest process against the scripted server; returns ``root``.  ``suite_extra``: TOML appended to the
+    suite file first (another layer, say)."""
     write_toy(root)
+    if suite_extra:
+        with (root / "suites" / "toy" / "suite.toml").open("a") as fh:
+            fh.write(suite_extra)
     with ScriptedServer(toy_script()) as server:
         proc = subprocess.run(
             [
