@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import re
 import textwrap
-import threading
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import SUITES
+from helpers.origin import Origin
 from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.dataset import fetch as fetch_mod
 from pytest_benchaudit.dataset.fetch import FetchError, fetch_plan, js_assignment_to_json
@@ -22,42 +21,6 @@ from pytest_benchaudit.dataset.suites import load_suite
 from pytest_benchaudit.testing.data import real_data_dir
 
 OWN_SUITES = ("seceval", "mmlu_cs", "cybermetric", "cti_bench", "athenabench", "secbench", "secure")
-
-
-class Origin:
-    """A stdlib HTTP server on 127.0.0.1 serving ``routes`` (URL path -> bytes); logs requests."""
-
-    def __init__(self) -> None:
-        self.routes: dict[str, bytes] = {}
-        self.requests: list[str] = []
-        origin = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                origin.requests.append(self.path)
-                body = origin.routes.get(self.path)
-                if body is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/base/"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    def __enter__(self) -> Origin:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

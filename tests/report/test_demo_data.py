@@ -8,17 +8,16 @@ real benchmark files (when they are here), one that fails leaves nothing behind.
 
 from __future__ import annotations
 
-import http.server
 import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from helpers.origin import Origin
 from pytest_benchaudit.report import demo_data
 from pytest_benchaudit.report.demo_data import DEMO_BENCHMARK, DEMO_FILE, ensure_demo_data
 
@@ -28,41 +27,10 @@ FILES = ("CyberMetric-80-v1.json", "CyberMetric-500-v1.json", "CyberMetric-2000-
 _DATA = Path(os.environ.get("BENCHAUDIT_DATA") or "nowhere").expanduser().resolve()
 
 
-class Origin:
-    """A stdlib HTTP server on 127.0.0.1 serving ``routes`` (URL path -> bytes); logs the paths asked."""
-
-    def __init__(self) -> None:
-        self.routes: dict[str, bytes] = {}
-        self.requests: list[str] = []
-        origin = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                origin.requests.append(self.path)
-                body = origin.routes.get(self.path)
-                if body is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/base/"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-
 @pytest.fixture
 def origin() -> Iterator[Origin]:
-    server = Origin()
-    server.thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
+    with Origin() as server:
+        yield server
 
 
 @pytest.fixture
