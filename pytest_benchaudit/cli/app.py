@@ -33,8 +33,9 @@
                                           a stratified, seeded sample for annotators (local file with question text)
     benchaudit diagnose RUN... [--json]   the catalogued failure modes (docs/failure-modes.md) on every model x
                                           task: hypothesis, evidence, the field that fixes it, effect in points
-    benchaudit import athenabench-runs DIR | cti-bench-responses DIR
-                                          published model outputs as run directories (one per model)
+    benchaudit import [SOURCE] PATH...    other harnesses' logs and published outputs as run directories
+                                          (inspect, lm-eval, every-eval-ever, athenabench-runs,
+                                          cti-bench-responses, a plugin's; detected when SOURCE is left out)
     benchaudit summarize RUN_DIR          recompute summary.json from records.jsonl and run.json
                                           (e.g. after a run was killed before it could write it)
     benchaudit card BENCH [--task T] [--pipeline P] [--set FIELD=VALUE]...
@@ -116,7 +117,7 @@ _LIST_HELP: dict[str, str] = {
     "fetch": "download benchmark files from their public origin, sha256-verified",
     "rescore": "re-score a run's stored outputs under another pipeline (no model calls)",
     "sweep": "single-field counterfactuals on a run's stored outputs (downstream fields)",
-    "import": "published model outputs as run directories (one per model)",
+    "import": "other harnesses' logs and published outputs as run directories",
     "compare": "ranks, tau-b, rank shifts with bootstrap CIs, PCA, peer gaps, similarity, sensitivity; compare.json "
     "and an HTML report",
     "export": "write a run in another format (Every Eval Ever)",
