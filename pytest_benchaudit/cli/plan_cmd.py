@@ -89,8 +89,9 @@ class Plan(BaseModel):
     task: str
     metric: str
     task_questions: int
-    # Where task_questions was counted: "data" (the suite task's data file) or "runs" (an imported task with no
-    # suite: the distinct questions of the --from runs, which may be fewer than the harness's dataset holds).
+    # Where task_questions was counted: "data" (the suite task's data file), "log" (an imported task with no
+    # suite whose log states its dataset's size: Inspect's eval.dataset.samples) or "runs" (no such statement:
+    # the distinct questions of the --from runs, which may be fewer than the harness's dataset holds).
     task_questions_from: str = "data"
     mde: float
     alpha: float
@@ -241,9 +242,13 @@ def _task_questions(suite: Any, task: str, data_dir: str | None) -> int:
     return len(questions)
 
 
-def _scores_by_model(runs: list[Path], bench: str, task: str) -> tuple[dict[str, dict[str, list[float]]], str]:
+def _scores_by_model(
+    runs: list[Path], bench: str, task: str, dataset_sizes: set[int] | None = None
+) -> tuple[dict[str, dict[str, list[float]]], str]:
     """model -> question id -> its scores in repeat order, from the runs' base records of the task (not a
-    --vary variant); and the metric they were scored with.  A model in two runs is two entries."""
+    --vary variant); and the metric they were scored with.  A model in two runs is two entries.  The sizes of
+    the whole dataset that imported runs' logs state (run.json ``source.dataset_questions``) are added to
+    ``dataset_sizes``."""
     from pytest_benchaudit.compare.runsets import CompareError, expand_runs
     from pytest_benchaudit.runs.store import load_run
 
@@ -254,7 +259,10 @@ def _scores_by_model(runs: list[Path], bench: str, task: str) -> tuple[dict[str,
     found: dict[str, dict[str, list[float]]] = {}
     metrics: set[str] = set()
     for run_dir in runs:
-        _meta, records = load_run(run_dir, require_records=True)
+        meta, records = load_run(run_dir, require_records=True)
+        stated = dict(meta.get("source") or {}).get("dataset_questions")
+        if dataset_sizes is not None and isinstance(stated, int) and not isinstance(stated, bool):
+            dataset_sizes.add(stated)
         mine = [r for r in records if r["benchmark"] == bench and r["task"] == task and not r.get("variant")]
         if not mine:
             tasks = sorted({f"{r['benchmark']}.{r['task']}" for r in records})
@@ -358,7 +366,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
         ) from None
     bench = suite.name if suite is not None else bench
     repeats = _parse_repeats(args.repeats)
-    scores, metric = _scores_by_model(args.runs, bench, task) if args.runs else ({}, "")
+    dataset_sizes: set[int] = set()
+    scores, metric = _scores_by_model(args.runs, bench, task, dataset_sizes) if args.runs else ({}, "")
     if not metric and suite is None:
         raise CliError(f"--task {args.task!r}: the runs' records of {bench}.{task} name no scoring metric")
     if not metric and suite is not None:
@@ -379,12 +388,17 @@ def make_plan(args: argparse.Namespace) -> Plan:
             f"{bench}.{task} scores with {metric!r}, not a 0/1 score: there is no safe assumption "
             "about its variance; measure it with --from RUN (a run of the task, ideally with --repeats)"
         )
-    # An imported task has no suite and no data file here: its size is the questions its runs hold.
+    # An imported task has no suite and no data file here: its size is what its log states of the dataset
+    # (the largest, when runs disagree), else the questions its runs hold.
+    held = len({qid for by_q in scores.values() for qid in by_q})
     size = (
         _task_questions(suite, task, args.data_dir)
         if suite is not None
-        else len({qid for by_q in scores.values() for qid in by_q})
+        else max(dataset_sizes | {held})
+        if dataset_sizes
+        else held
     )
+    size_from = "data" if suite is not None else "log" if dataset_sizes else "runs"
     rows = plan_rows(args.mde, variances, size, repeats, args.alpha, args.power)
     fitting = [r for r in rows if r.fits]
     best = min(fitting, key=lambda r: (r.generations, r.repeats)) if fitting else None
@@ -407,7 +421,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         task=f"{bench}.{task}",
         metric=metric,
         task_questions=size,
-        task_questions_from="data" if suite is not None else "runs",
+        task_questions_from=size_from,
         mde=args.mde,
         alpha=args.alpha,
         power=args.power,
@@ -435,11 +449,10 @@ def render_plan(plan: Plan) -> str:
     from tabulate import tabulate
 
     share = _is_share(plan.metric)
-    size = f"{plan.task_questions:,} questions" + (
-        " in its runs: an imported task with no suite; the harness's dataset may hold more"
-        if plan.task_questions_from == "runs"
-        else ""
-    )
+    size = f"{plan.task_questions:,} questions" + {
+        "runs": " in its runs: an imported task with no suite; the harness's dataset may hold more",
+        "log": " in the harness's dataset, as its log states (an imported task with no suite)",
+    }.get(plan.task_questions_from, "")
     what = f"{plan.mde:g}" + (f" ({100 * plan.mde:g} points)" if share else f" ({plan.metric})")
     v = plan.variances
     lines = [

@@ -327,6 +327,8 @@ def _source(task: HarnessTask, layer: LayerIndex | None) -> RunSource:
     }
     if task.not_recorded:
         source["not_recorded"] = dict(task.not_recorded)
+    if task.dataset_questions is not None:
+        source["dataset_questions"] = task.dataset_questions
     return source
 
 

@@ -340,6 +340,7 @@ def _task(log: _LogFile) -> HarnessTask:
         benchmark="inspect",
         notes=notes,
         reduced=log.reductions(),
+        dataset_questions=spec.dataset.samples,
     )
 
 

@@ -73,6 +73,9 @@ class HarnessTask:
     left_out: list[str] = field(default_factory=list)  # what the import could not take, and why
     # A record field the log does not hold -> why (run.json source.not_recorded; runs.run_meta.not_recorded).
     not_recorded: dict[str, str] = field(default_factory=dict)
+    # The questions of the harness's whole dataset, where the log states it (Inspect's eval.dataset.samples):
+    # a run of a --limit subset holds fewer (run.json source.dataset_questions; `benchaudit plan` reads it).
+    dataset_questions: int | None = None
 
 
 @dataclass

@@ -114,6 +114,8 @@ class RunSource(TypedDict, total=False):
     # imported logs: a record field the harness does not log -> why, e.g. {"finish_reason": "not recorded by
     # lm-eval"}: its records hold null there, which no count may read as "none" (0 truncated)
     not_recorded: dict[str, str]
+    # imported logs: the questions of the harness's whole dataset, where the log states it (Inspect)
+    dataset_questions: int
     # rescore and layer: the run it was made from
     run_dir: str
     run_id: str | None

@@ -68,7 +68,8 @@ def test_plan_on_imported_inspect_runs_measures_the_logs_own_scores(
     _import(tmp_path, "inspect", *logs)
     plan = _plan(capsys, "--task", "inspect.toy_mcq", "--mde", "0.2", "--from", tmp_path / "reports")
     (model_a, a), (model_b, b) = (_log_scores(log) for log in logs)
-    assert plan["task_questions"] == 6 and plan["task_questions_from"] == "runs"  # toy-1 .. toy-6 in the log
+    # toy-1 .. toy-6: the log's eval.dataset.samples (run.json source.dataset_questions)
+    assert plan["task_questions"] == 6 and plan["task_questions_from"] == "log"
     assert sorted(plan["models"]) == sorted([model_a, model_b]) and plan["metric"] == "inspect:choice/accuracy"
     # docs/statistics.md's components, in numpy: D_i the difference of the question means, s2 ddof 1.
     qs = sorted(a)
@@ -96,7 +97,7 @@ def test_an_imported_task_plans_as_its_suite_task_does(tmp_path: Path, capsys: p
         (run / "run.json").write_text(json.dumps(meta))
     imported_plan = _plan(capsys, "--task", "inspect.cm80_log", "--mde", "0.3", "--from", *runs)
     assert suite_plan["task_questions"] == 6 and suite_plan["task_questions_from"] == "data"
-    assert imported_plan["task_questions_from"] == "runs"
+    assert imported_plan["task_questions_from"] == "log"
     for key in ("task_questions", "metric", "variances", "rows", "best", "questions_any_repeats", "discordance"):
         assert imported_plan[key] == suite_plan[key], key
 
@@ -257,3 +258,27 @@ def test_each_log_importer_also_imports_one_source_as_the_released_importers_do(
             sorted(runs, key=lambda r: r.path.name.split("-", 2)[2]), sorted(cli, key=lambda p: p.name.split("-", 2)[2])
         ):
             assert (mine.path / "summary.json").read_text() == (theirs / "summary.json").read_text()
+
+
+def test_plan_of_a_subset_run_takes_the_dataset_size_its_log_states(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log of a --limit run holds fewer samples than its dataset: the plan's size is the dataset's, as the
+    header states it (eval.dataset.samples), not the questions the run holds; without that statement, the run's."""
+    logs = sorted((LOGS / "inspect-old").glob("*toy-mcq*.eval"))
+    runs = _import(tmp_path, "inspect", *logs)
+    with zipfile.ZipFile(logs[0]) as archive:
+        stated = json.loads(archive.read("header.json"))["eval"]["dataset"]["samples"]
+    assert {json.loads((run / "run.json").read_text())["source"]["dataset_questions"] for run in runs} == {stated}
+    for run in runs:  # as if the log stated a larger dataset than its --limit run asked
+        meta = json.loads((run / "run.json").read_text())
+        meta["source"]["dataset_questions"] = 500
+        (run / "run.json").write_text(json.dumps(meta))
+    plan = _plan(capsys, "--task", "inspect.toy_mcq", "--mde", "0.2", "--from", *runs)
+    assert plan["task_questions"] == 500 and plan["task_questions_from"] == "log"
+    for run in runs:  # no statement: the questions the runs hold
+        meta = json.loads((run / "run.json").read_text())
+        del meta["source"]["dataset_questions"]
+        (run / "run.json").write_text(json.dumps(meta))
+    plan = _plan(capsys, "--task", "inspect.toy_mcq", "--mde", "0.2", "--from", *runs)
+    assert plan["task_questions"] == 6 and plan["task_questions_from"] == "runs"
