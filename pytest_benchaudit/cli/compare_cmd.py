@@ -107,6 +107,14 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "regenerated (upstream change) or re-scored (downstream): Spearman rho_gen and rho_ext per "
         "benchmark, with paired-bootstrap CIs",
     )
+    p.add_argument(
+        "--analysis",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run an on-request analysis a plugin registered (repeatable; benchaudit plugins lists them); the "
+        "built-in ones have their own flags (--similarity, --sensitivity)",
+    )
     p.add_argument("--resamples", type=int, default=5000, help="bootstrap resamples (default 5000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of parallel analysis (default 0)")
     p.add_argument("--permutations", type=int, default=1000, help="parallel-analysis null matrices (default 1000)")
@@ -180,7 +188,34 @@ def _requests(args: argparse.Namespace, runs_a: list[LoadedRun]) -> dict[str, ob
 
         cards = {k: c for run in runs_a for k, c in (run.meta.get("pipeline_cards") or {}).items()}
         options["sensitivity"] = SensitivityRequest(load_runs(args.sensitivity), cards)
+    for name in getattr(args, "analysis", None) or []:
+        options[name] = _on_request(name)
     return options
+
+
+# The built-in on-request analyses take what their own flags build; --analysis NAME cannot give it.
+_OWN_FLAGS = {"similarity": "--similarity", "sensitivity": "--sensitivity RUN..."}
+
+
+def _on_request(name: str) -> bool:
+    """``--analysis NAME``: an on-request analysis a plugin registered (its option is ``True``).  An unknown name,
+    an analysis that always runs, or a built-in with its own flag is a CompareError naming what there is."""
+    from pytest_benchaudit.common.errors import did_you_mean
+    from pytest_benchaudit.compare import CompareError
+    from pytest_benchaudit.compare.analysis_registry import analyses
+
+    if name in _OWN_FLAGS:
+        raise CompareError(f"--analysis {name}: the built-in {name} analysis is asked for with {_OWN_FLAGS[name]}")
+    known = {a.name: a for a in analyses()}
+    wanted = sorted(n for n, a in known.items() if a.on_request and n not in _OWN_FLAGS)
+    if name not in known:
+        raise CompareError(
+            f"--analysis {name}: no such analysis{did_you_mean(name, wanted)}; on-request analyses: "
+            f"{', '.join(wanted) or 'none registered (benchaudit plugins lists what plugins add)'}"
+        )
+    if not known[name].on_request:
+        raise CompareError(f"--analysis {name}: that analysis always runs; nothing to ask for")
+    return True
 
 
 def run(args: argparse.Namespace) -> int:

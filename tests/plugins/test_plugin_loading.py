@@ -15,6 +15,7 @@ from pytest_benchaudit.cli.app import main
 from pytest_benchaudit.plugins import plugin_manager
 from pytest_benchaudit.plugins.plugin_manager import PluginError, load_plugins, unload_plugins
 from pytest_benchaudit.scoring import extract, metrics
+from pytest_benchaudit.testing.runs import write_run_dir
 
 
 @pytest.fixture(autouse=True)
@@ -187,3 +188,52 @@ def test_a_plugin_adds_an_analysis_and_an_importer(
     assert capsys.readouterr().out.splitlines()[:2] == [f"detected fake-source in {tmp_path}", f"reading {tmp_path}"]
     unload_plugins()
     assert "score_spread" not in [a.name for a in analyses()]
+
+
+ON_REQUEST = """
+    from pytest_benchaudit.api import hookimpl
+    from pytest_benchaudit.compare.analysis_registry import Analysis
+
+    def _models(ctx):
+        return {key: sorted(by_model) for key, by_model in sorted(ctx.set_a.results.items())}
+
+    COUNT = Analysis(name="model_count", compute=_models, text=lambda part: "Models per task", on_request=True)
+
+    @hookimpl
+    def benchaudit_analyses():
+        return [COUNT]
+"""
+
+
+def _toy_run(root: Path, name: str, model: str, scores: list[float]) -> Path:
+    records = [
+        {"question_id": f"q{i}", "question_index": i, "model": model, "task": "mcq", "score": s, "correct": s == 1.0}
+        for i, s in enumerate(scores)
+    ]
+    run = write_run_dir(root, name, records)
+    card = {"fields": {"scoring.metric": "exact_match", "scoring.denominator": "total"}}
+    (run / "run.json").write_text(json.dumps({"run_id": name, "pipeline_cards": {"toy.mcq": card}}))
+    return run
+
+
+def test_a_plugins_on_request_analysis_runs_when_compare_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An analysis with on_request=True is asked for with `compare --analysis NAME`: without it compare.json has no
+    part of it; a name that is not one, or a built-in that has its own flag, is one error (exit 2)."""
+    install(tmp_path, monkeypatch, "count", "bench_count_plugin", ON_REQUEST)
+    runs = [str(_toy_run(tmp_path / "runs", n, m, [1.0, 0.0, 1.0, 1.0])) for n, m in (("r1", "m1"), ("r2", "m2"))]
+    common = ["--resamples", "50", "--permutations", "10"]
+    assert main(["compare", *runs, "--out", str(tmp_path / "plain"), *common]) == 0
+    assert "model_count" not in json.loads((tmp_path / "plain" / "compare.json").read_text())
+    capsys.readouterr()
+    assert main(["compare", *runs, "--out", str(tmp_path / "asked"), "--analysis", "model_count", *common]) == 0
+    assert json.loads((tmp_path / "asked" / "compare.json").read_text())["model_count"] == {"toy.mcq": ["m1", "m2"]}
+    assert "Models per task" in capsys.readouterr().out
+    assert main(["compare", *runs, "--out", str(tmp_path / "x"), "--analysis", "model_cont", *common]) == 2
+    err = capsys.readouterr().err
+    assert "no such analysis (did you mean 'model_count'?); on-request analyses: model_count" in err, err
+    assert main(["compare", *runs, "--out", str(tmp_path / "x"), "--analysis", "similarity", *common]) == 2
+    assert "asked for with --similarity" in capsys.readouterr().err
+    assert main(["compare", *runs, "--out", str(tmp_path / "x"), "--analysis", "peer_gaps", *common]) == 2
+    assert "always runs" in capsys.readouterr().err
