@@ -95,12 +95,19 @@ def n_completions(server: ScriptedServer) -> int:
     return sum(1 for c in server.calls if c.path == "/v1/chat/completions")
 
 
-def wait_for(predicate, timeout: float = 5.0) -> None:
+def wait_for(predicate, timeout: float = 120.0) -> None:
+    """Poll until ``predicate()`` holds; the deadline only catches a hang (a loaded machine is slow, not stuck)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         time.sleep(0.005)
+
+
+def engine_idle(engine: Engine) -> bool:
+    """Nothing queued and nothing running (read under the engine's lock, as _pump changes both)."""
+    with engine._lock:
+        return not engine._pending and engine._running == 0
 
 
 # --------------------------------------------------------------------------- prefetch and concurrency
@@ -145,7 +152,9 @@ def test_generate_of_prefetched_request_does_not_send_again(server, engine):
     wait_for(lambda: n_completions(server) == 1)
     gen = engine.generate("m", r)
     assert gen.text == "echo once"
-    time.sleep(LATENCY)  # a second request would have reached the server by now
+    # A second send would be queued or running in the engine until its answer came back (after the
+    # server counted it): once the engine has nothing queued or running, the count is final.
+    wait_for(lambda: engine_idle(engine))
     assert n_completions(server) == 1
 
 
