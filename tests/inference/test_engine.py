@@ -8,14 +8,17 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
+from pytest_benchaudit.inference import engine as engine_module
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.engine import Engine, request_key
 from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.pipeline.types import Generation, Message, Request
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+from pytest_benchaudit.testing.virtual_time import VirtualClock
 
 LATENCY = 0.05
 
@@ -330,18 +333,43 @@ def test_generations_are_forgotten_once_consumed_or_released(server, engine):
     assert engine._slots == {}
 
 
-def test_waiting_counts_requests_unanswered_longer_than_n_seconds(server: ScriptedServer) -> None:
-    server.script = lambda call: Reply(content="slow", delay=1.5)
+def test_waiting_counts_requests_unanswered_longer_than_n_seconds(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The engine's sent times and waiting() read a virtual clock that moves 0.25 s at each on_wait tick
+    # from the moment both requests are at the server until a tick counts both; the server holds them
+    # until then. The ages are exact whatever the machine's load (a 1.5 s answer and wall-clock bounds
+    # depended on it).
+    clock = VirtualClock()
+    monkeypatch.setattr(engine_module, "time", SimpleNamespace(monotonic=clock.now))
+    counted = threading.Event()
+
+    def held(call: Call) -> Reply:
+        counted.wait(120)  # a bound against a hang only: the tick that counts both sets it
+        return Reply(content="slow")
+
+    server.script = held
     engine = Engine(window=8)
-    spec = ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m", timeout=10.0)
+    spec = ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m", timeout=300.0)
     engine.add_model("m", lambda: OpenAICompatBackend(spec, concurrency=4))
-    engine.wait_tick = 0.2
+    engine.wait_tick = 0.05
     seen: list[tuple[int, float]] = []
-    engine.on_wait = lambda eng: seen.append(eng.waiting(0.5))
+
+    def on_wait(eng: Engine) -> None:
+        seen.append(eng.waiting(0.5))
+        if seen[-1][0] == 2:
+            counted.set()  # time stops here: every later tick reads the same ages
+        elif n_completions(server) == 2 and not counted.is_set():  # both asked (sent_at set before)
+            clock.advance(0.25)
+
+    engine.on_wait = on_wait
     try:
         engine.prefetch("m", Request(mode="chat", messages=(Message(role="user", content="a"),)))
         assert engine.generate("m", Request(mode="chat", messages=(Message(role="user", content="b"),))).text == "slow"
     finally:
         engine.close()
-    assert len(seen) >= 5 and seen[0] == (0, 0.0)
-    assert max(n for n, _ in seen) == 2 and all(0.5 < longest < 2.0 for n, longest in seen if n)
+    assert len(seen) >= 4 and seen[0] == (0, 0.0)  # asked before anything was 0.5 s old
+    counting = [entry for entry in seen if entry[0]]
+    # 0, 0.25 and 0.5 s old are not "older than 0.5 s"; at 0.75 s both are
+    assert seen[: seen.index(counting[0])] == [(0, 0.0)] * seen.index(counting[0]) and counting[0] == (2, 0.75)
+    assert max(n for n, _ in seen) == 2 and all(longest == 0.75 for _, longest in counting)
