@@ -233,9 +233,10 @@ def test_connection_cut_mid_body_is_retried_as_a_connection_error(server):
 
 
 def test_stalled_body_ends_at_the_read_timeout_and_is_retried(server):
-    """Half the body, then nothing for longer than the read timeout: a timeout, retried."""
-    server.script = sequence(Reply(content="Answer: A", stall_body=5.0), Reply(content="Answer: B"))
-    gen = generate(server, chat(), timeout=0.5)
+    """Half the body, then nothing for longer than the read timeout: a timeout, retried. (The stall lasts
+    until the server stops; the timeout leaves the retry's answer seconds to come on a loaded machine.)"""
+    server.script = sequence(Reply(content="Answer: A", stall_body=600.0), Reply(content="Answer: B"))
+    gen = generate(server, chat(), timeout=3.0)
     assert gen.error is None and gen.text == "Answer: B" and gen.attempts == 2
 
 
@@ -431,12 +432,14 @@ def test_model_spec_is_frozen_and_strict():
 
 
 def test_read_timeout_is_reported_as_timeout_and_retried(server):
-    server.script = sequence(Reply(delay=1.0), Reply(content="Answer: B", delay=0.0))
-    gen = generate(server, chat(), timeout=0.3, max_retries=1)
+    # A held answer comes only when the server stops (never within the timeout); the timeout leaves the
+    # retry's answer seconds to come on a loaded machine (0.3 s did not always).
+    server.script = sequence(Reply(delay=600.0), Reply(content="Answer: B", delay=0.0))
+    gen = generate(server, chat(), timeout=2.5, max_retries=1)
     assert gen.error is None and gen.text == "Answer: B" and gen.attempts == 2
-    server.script = lambda call: Reply(delay=1.0)
-    gen = generate(server, chat("other"), timeout=0.3, max_retries=1)
-    assert gen.error is not None and gen.error.startswith("timeout: no answer within 0.3s")
+    server.script = lambda call: Reply(delay=600.0)
+    gen = generate(server, chat("other"), timeout=2.5, max_retries=1)
+    assert gen.error is not None and gen.error.startswith("timeout: no answer within 2.5s")
     assert gen.attempts == 2
 
 
