@@ -21,6 +21,7 @@ from pytest_benchaudit.inference.backend import (
 from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.pipeline.types import Generation, Message, Request
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer, by_marker, sequence
+from pytest_benchaudit.testing.virtual_time import VirtualClock
 
 CANARY = "sk-canary-1234567890"
 
@@ -51,9 +52,13 @@ def spec_for(server: ScriptedServer, **kw: Any) -> ModelSpec:
     return ModelSpec(**fields)
 
 
-def generate(server: ScriptedServer, request: Request, **spec_kw: Any) -> Generation:
+def generate(server: ScriptedServer, request: Request, clock: VirtualClock | None = None, **spec_kw: Any) -> Generation:
+    """One generation through a fresh backend; with ``clock``, its limiter's pauses wait on that clock."""
+
     async def go() -> Generation:
         backend = OpenAICompatBackend(spec_for(server, **spec_kw), concurrency=4)
+        if clock is not None:
+            backend.limiter.clock = clock
         try:
             return await backend.generate(request)
         finally:
@@ -181,11 +186,12 @@ def test_503_then_success_is_retried(server):
 
 def test_429_with_retry_after_zero_then_success(server):
     server.script = sequence(Reply(status=429, headers={"Retry-After": "0"}), Reply(content="Answer: C"))
-    gen = generate(server, chat(), retry_base=30.0)  # a jittered backoff would take seconds
+    clock = VirtualClock()  # the limiter's pause is read off this clock, not off the machine's speed
+    gen = generate(server, chat(), clock=clock, retry_base=30.0)  # a jittered backoff would pause 15-30 s
     assert gen.error is None
     assert gen.text == "Answer: C"
     assert gen.attempts == 2
-    assert gen.latency_s < 5
+    assert [wait for wait in clock.sleeps if wait > 0] == [] and clock.now() == VirtualClock().now()
 
 
 def test_400_is_not_retried(server):
