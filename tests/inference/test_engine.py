@@ -25,7 +25,9 @@ LATENCY = 0.05
 
 class ConcurrencyProbe:
     """A script that holds each request for ``latency`` (and until ``gate`` opens, when there is one) and
-    records the peak number in flight."""
+    records the peak number in flight. With ``hold_until_in_flight`` set to N, every request is also held
+    until N were in flight at once: a client that sends them concurrently opens that gate however slow
+    the machine, one that sends them one at a time never does (a bound against a hang then ends it)."""
 
     def __init__(self, latency: float = LATENCY) -> None:
         self.latency = latency
@@ -34,6 +36,9 @@ class ConcurrencyProbe:
         self.peak = 0
         self.order: list[str] = []
         self.gate: threading.Event | None = None
+        self.hold_until_in_flight: int | None = None
+        self.together = threading.Event()
+        self.hold_deadline: float | None = None  # one bound against a hang for all the held requests
 
     def __call__(self, call: Call) -> Reply:
         text = call.last_user_text
@@ -41,8 +46,14 @@ class ConcurrencyProbe:
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
             self.order.append(text)
+            if self.hold_until_in_flight is not None and self.peak >= self.hold_until_in_flight:
+                self.together.set()
+            if self.hold_deadline is None:
+                self.hold_deadline = time.monotonic() + 120
         try:
             time.sleep(self.latency)  # the hold happens inside the script so it is counted
+            if self.hold_until_in_flight is not None:  # (a client that never sends N at once meets the bound)
+                self.together.wait(max(0.0, self.hold_deadline - time.monotonic()))
             if self.gate is not None:
                 self.gate.wait()
         finally:
@@ -117,6 +128,7 @@ def engine_idle(engine: Engine) -> bool:
 
 
 def test_prefetch_runs_concurrently_but_never_above_the_backend_limit(server, engine, probe):
+    probe.hold_until_in_flight = 4  # the first requests wait for each other: the lower bound below is an event
     n = 40
     requests = [req(f"q{i}") for i in range(n)]
     for r in requests:
@@ -127,8 +139,9 @@ def test_prefetch_runs_concurrently_but_never_above_the_backend_limit(server, en
     assert all(g.error is None for g in gens)
     assert n_completions(server) == n
     assert probe.peak <= 8
-    # really concurrent, not one at a time: read from the server's count of requests held at once
-    # (a wall-clock bound, under 60% of n * LATENCY, depended on the machine's load)
+    # really concurrent, not one at a time: read from the server's count of requests held at once, reached
+    # by the held requests however slowly the client sends (a wall-clock bound, under 60% of n * LATENCY,
+    # depended on the machine's load, and so did the peak of requests held LATENCY s each)
     assert probe.peak >= 4
 
 
