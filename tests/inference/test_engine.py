@@ -214,11 +214,33 @@ def test_generate_without_prefetch_runs_on_demand(server, engine):
     assert n_completions(server) == 1
 
 
+def open_gate_once_first_in_queue(engine: Engine, probe: ConcurrencyProbe, request: Request) -> None:
+    """Hold what the server is answering until ``request`` heads the engine's queue, then let all through:
+    the request in flight cannot finish (and let the next queued one start) before the item asks, however
+    slowly the test's thread runs (a 0.05 s hold could end first on a loaded machine)."""
+    probe.gate = gate = threading.Event()
+    key = request_key("m", request)
+
+    def first_in_queue() -> bool:  # (or already started: the loop had not yet started another)
+        with engine._lock:
+            slot = engine._slots.get(key)
+            return slot is not None and (slot.started or (bool(engine._pending) and engine._pending[0] == key))
+
+    def open_then() -> None:
+        try:
+            wait_for(first_in_queue)
+        finally:
+            gate.set()
+
+    threading.Thread(target=open_then, daemon=True).start()
+
+
 def test_waiting_item_jumps_the_queue(server, probe):
     engine = make_engine(server, window=1)
     try:
         for i in range(5):
             engine.prefetch("m", req(f"bg{i}"))
+        open_gate_once_first_in_queue(engine, probe, req("urgent"))
         urgent = engine.generate("m", req("urgent"))
         assert urgent.text == "echo urgent"
         # at most the one request already in flight went before it
@@ -235,6 +257,7 @@ def test_prefetched_item_requested_now_moves_to_the_front(server, probe):
     try:
         for i in range(6):
             engine.prefetch("m", req(f"p{i}"))
+        open_gate_once_first_in_queue(engine, probe, req("p5"))
         assert engine.generate("m", req("p5")).text == "echo p5"
         assert probe.order.index("p5") <= 1
         for i in range(5):
