@@ -737,10 +737,10 @@ def test_case14_a_launched_server_requires_its_per_run_key(fake_vllm: Path) -> N
         assert launch["host"] == "127.0.0.1" and launch["api_key"] == server.api_key and len(server.api_key) >= 32
         assert server.api_key not in " ".join(server.command)  # the key is not on the command line (ps)
         with pytest.raises(urllib.error.HTTPError) as refused:  # another local process, without the key
-            urllib.request.urlopen(f"{url}/models", timeout=5)
+            urllib.request.urlopen(f"{url}/models", timeout=60)
         assert refused.value.code == 401
         ok = urllib.request.Request(f"{url}/models", headers={"Authorization": f"Bearer {server.api_key}"})
-        with urllib.request.urlopen(ok, timeout=5) as response:
+        with urllib.request.urlopen(ok, timeout=60) as response:
             assert response.status == 200
         assert server.api_key not in redact(f"key={server.api_key}")
     finally:

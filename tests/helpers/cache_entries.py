@@ -30,7 +30,10 @@ def gen(text: str = "Answer: B", **kw: object) -> Generation:
 
 def concurrent_writer(directory: str, worker: int, n: int) -> None:
     """One of the processes writing the same cache (a spawned process's target: importable by name there)."""
-    cache = GenerationCache(directory, busy_timeout=0.05)
+    # A short busy timeout makes the two writers meet the lock and go through the retries; many retries
+    # (about 30 s of waits in all) keep a writer stalled mid-transaction on a loaded machine from turning
+    # the other's cache off (the 6 by default wait about 1.5 s).
+    cache = GenerationCache(directory, busy_timeout=0.05, retries=64)
     for i in range(n):
         # half the keys are written by both processes (the same content), half by one only
         text = f"shared {i}" if i % 2 else f"own {worker} {i}"

@@ -21,6 +21,7 @@ from pytest_benchaudit.inference.backend import (
 from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.pipeline.types import Generation, Message, Request
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer, by_marker, sequence
+from pytest_benchaudit.testing.virtual_time import VirtualClock
 
 CANARY = "sk-canary-1234567890"
 
@@ -51,9 +52,13 @@ def spec_for(server: ScriptedServer, **kw: Any) -> ModelSpec:
     return ModelSpec(**fields)
 
 
-def generate(server: ScriptedServer, request: Request, **spec_kw: Any) -> Generation:
+def generate(server: ScriptedServer, request: Request, clock: VirtualClock | None = None, **spec_kw: Any) -> Generation:
+    """One generation through a fresh backend; with ``clock``, its limiter's pauses wait on that clock."""
+
     async def go() -> Generation:
         backend = OpenAICompatBackend(spec_for(server, **spec_kw), concurrency=4)
+        if clock is not None:
+            backend.limiter.clock = clock
         try:
             return await backend.generate(request)
         finally:
@@ -181,11 +186,12 @@ def test_503_then_success_is_retried(server):
 
 def test_429_with_retry_after_zero_then_success(server):
     server.script = sequence(Reply(status=429, headers={"Retry-After": "0"}), Reply(content="Answer: C"))
-    gen = generate(server, chat(), retry_base=30.0)  # a jittered backoff would take seconds
+    clock = VirtualClock()  # the limiter's pause is read off this clock, not off the machine's speed
+    gen = generate(server, chat(), clock=clock, retry_base=30.0)  # a jittered backoff would pause 15-30 s
     assert gen.error is None
     assert gen.text == "Answer: C"
     assert gen.attempts == 2
-    assert gen.latency_s < 5
+    assert [wait for wait in clock.sleeps if wait > 0] == [] and clock.now() == VirtualClock().now()
 
 
 def test_400_is_not_retried(server):
@@ -233,9 +239,10 @@ def test_connection_cut_mid_body_is_retried_as_a_connection_error(server):
 
 
 def test_stalled_body_ends_at_the_read_timeout_and_is_retried(server):
-    """Half the body, then nothing for longer than the read timeout: a timeout, retried."""
-    server.script = sequence(Reply(content="Answer: A", stall_body=5.0), Reply(content="Answer: B"))
-    gen = generate(server, chat(), timeout=0.5)
+    """Half the body, then nothing for longer than the read timeout: a timeout, retried. (The stall lasts
+    until the server stops; the timeout leaves the retry's answer seconds to come on a loaded machine.)"""
+    server.script = sequence(Reply(content="Answer: A", stall_body=600.0), Reply(content="Answer: B"))
+    gen = generate(server, chat(), timeout=3.0)
     assert gen.error is None and gen.text == "Answer: B" and gen.attempts == 2
 
 
@@ -431,12 +438,14 @@ def test_model_spec_is_frozen_and_strict():
 
 
 def test_read_timeout_is_reported_as_timeout_and_retried(server):
-    server.script = sequence(Reply(delay=1.0), Reply(content="Answer: B", delay=0.0))
-    gen = generate(server, chat(), timeout=0.3, max_retries=1)
+    # A held answer comes only when the server stops (never within the timeout); the timeout leaves the
+    # retry's answer seconds to come on a loaded machine (0.3 s did not always).
+    server.script = sequence(Reply(delay=600.0), Reply(content="Answer: B", delay=0.0))
+    gen = generate(server, chat(), timeout=2.5, max_retries=1)
     assert gen.error is None and gen.text == "Answer: B" and gen.attempts == 2
-    server.script = lambda call: Reply(delay=1.0)
-    gen = generate(server, chat("other"), timeout=0.3, max_retries=1)
-    assert gen.error is not None and gen.error.startswith("timeout: no answer within 0.3s")
+    server.script = lambda call: Reply(delay=600.0)
+    gen = generate(server, chat("other"), timeout=2.5, max_retries=1)
+    assert gen.error is not None and gen.error.startswith("timeout: no answer within 2.5s")
     assert gen.attempts == 2
 
 

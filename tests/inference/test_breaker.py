@@ -192,20 +192,24 @@ def test_endpoint_that_cuts_every_body_trips_the_breaker(pytester: pytest.Pytest
 
 
 class _Slow:
-    """Fails the first ``fast`` requests at once; the others hang (a request going through its retries)."""
+    """Fails the first ``fast`` requests on the loop's next turn (after every request already started
+    was sent: the loop runs its ready tasks in order, whatever the machine's speed); the others hang
+    until cancelled (a request going through its retries). :attr:`started` is set once one is sent."""
 
     spec = None
 
     def __init__(self, fast: int) -> None:
         self.fast = fast
         self.sent = 0
+        self.started = asyncio.Event()
 
     async def generate(self, request: Request) -> Generation:
         self.sent += 1
+        self.started.set()
         if self.sent <= self.fast:
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0)
         else:
-            await asyncio.sleep(60)
+            await asyncio.Event().wait()  # never set: only a cut (a cancel) ends it
         return Generation(error="connection error: refused (gave up after 5 attempts)")
 
     async def aclose(self) -> None:
@@ -219,8 +223,8 @@ def test_requests_in_flight_when_it_trips_are_cut_not_left_to_their_retries() ->
     breaker = BreakerBackend(_Slow(fast=3), threshold=3, label="m", concurrency=8)
 
     async def go() -> list[Generation]:
-        # without the cut, the 5 slow ones would hold the run for their whole minute
-        return await asyncio.wait_for(asyncio.gather(*(breaker.generate(REQUEST) for _ in range(12))), 10)
+        # without the cut, the 5 slow ones would hang for ever: the bound only catches that hang
+        return await asyncio.wait_for(asyncio.gather(*(breaker.generate(REQUEST) for _ in range(12))), 120)
 
     out = asyncio.run(go())
     assert breaker.inner.sent == 8  # the gate's 8 were sent; the 4 behind it never were
@@ -244,12 +248,16 @@ def test_a_401_does_not_cut_what_is_in_flight() -> None:
         spec = None
         sent = 0
 
+        def __init__(self) -> None:
+            self.refused = asyncio.Event()
+
         async def generate(self, request: Request) -> Generation:
             self.sent += 1
             if self.sent == 1:
-                await asyncio.sleep(0.01)  # the next three are sent meanwhile
+                await asyncio.sleep(0)  # the next three are sent meanwhile (the loop's next turn)
+                self.refused.set()  # the breaker reads the 401 before any waiter of this event runs
                 return Generation(error="HTTP 401: Incorrect API key provided")
-            await asyncio.sleep(0.05)
+            await self.refused.wait()  # answered only once the 401 came back: in flight when it tripped
             return Generation(text="Answer: A")
 
         async def aclose(self) -> None:
@@ -272,7 +280,7 @@ def test_a_cancel_from_outside_is_not_swallowed() -> None:
 
     async def go() -> None:
         task = asyncio.ensure_future(breaker.generate(REQUEST))
-        await asyncio.sleep(0.01)
+        await breaker.inner.started.wait()  # in flight at the endpoint
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

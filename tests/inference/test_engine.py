@@ -8,21 +8,26 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
+from pytest_benchaudit.inference import engine as engine_module
 from pytest_benchaudit.inference.backend import ModelSpec
 from pytest_benchaudit.inference.engine import Engine, request_key
 from pytest_benchaudit.inference.openai_compat import OpenAICompatBackend
 from pytest_benchaudit.pipeline.types import Generation, Message, Request
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
+from pytest_benchaudit.testing.virtual_time import VirtualClock
 
 LATENCY = 0.05
 
 
 class ConcurrencyProbe:
     """A script that holds each request for ``latency`` (and until ``gate`` opens, when there is one) and
-    records the peak number in flight."""
+    records the peak number in flight. With ``hold_until_in_flight`` set to N, every request is also held
+    until N were in flight at once: a client that sends them concurrently opens that gate however slow
+    the machine, one that sends them one at a time never does (a bound against a hang then ends it)."""
 
     def __init__(self, latency: float = LATENCY) -> None:
         self.latency = latency
@@ -31,6 +36,9 @@ class ConcurrencyProbe:
         self.peak = 0
         self.order: list[str] = []
         self.gate: threading.Event | None = None
+        self.hold_until_in_flight: int | None = None
+        self.together = threading.Event()
+        self.hold_deadline: float | None = None  # one bound against a hang for all the held requests
 
     def __call__(self, call: Call) -> Reply:
         text = call.last_user_text
@@ -38,8 +46,14 @@ class ConcurrencyProbe:
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
             self.order.append(text)
+            if self.hold_until_in_flight is not None and self.peak >= self.hold_until_in_flight:
+                self.together.set()
+            if self.hold_deadline is None:
+                self.hold_deadline = time.monotonic() + 120
         try:
             time.sleep(self.latency)  # the hold happens inside the script so it is counted
+            if self.hold_until_in_flight is not None:  # (a client that never sends N at once meets the bound)
+                self.together.wait(max(0.0, self.hold_deadline - time.monotonic()))
             if self.gate is not None:
                 self.gate.wait()
         finally:
@@ -95,7 +109,8 @@ def n_completions(server: ScriptedServer) -> int:
     return sum(1 for c in server.calls if c.path == "/v1/chat/completions")
 
 
-def wait_for(predicate, timeout: float = 5.0) -> None:
+def wait_for(predicate, timeout: float = 120.0) -> None:
+    """Poll until ``predicate()`` holds; the deadline only catches a hang (a loaded machine is slow, not stuck)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -103,10 +118,17 @@ def wait_for(predicate, timeout: float = 5.0) -> None:
         time.sleep(0.005)
 
 
+def engine_idle(engine: Engine) -> bool:
+    """Nothing queued and nothing running (read under the engine's lock, as _pump changes both)."""
+    with engine._lock:
+        return not engine._pending and engine._running == 0
+
+
 # --------------------------------------------------------------------------- prefetch and concurrency
 
 
 def test_prefetch_runs_concurrently_but_never_above_the_backend_limit(server, engine, probe):
+    probe.hold_until_in_flight = 4  # the first requests wait for each other: the lower bound below is an event
     n = 40
     requests = [req(f"q{i}") for i in range(n)]
     for r in requests:
@@ -117,8 +139,9 @@ def test_prefetch_runs_concurrently_but_never_above_the_backend_limit(server, en
     assert all(g.error is None for g in gens)
     assert n_completions(server) == n
     assert probe.peak <= 8
-    # really concurrent, not one at a time: read from the server's count of requests held at once
-    # (a wall-clock bound, under 60% of n * LATENCY, depended on the machine's load)
+    # really concurrent, not one at a time: read from the server's count of requests held at once, reached
+    # by the held requests however slowly the client sends (a wall-clock bound, under 60% of n * LATENCY,
+    # depended on the machine's load, and so did the peak of requests held LATENCY s each)
     assert probe.peak >= 4
 
 
@@ -145,7 +168,9 @@ def test_generate_of_prefetched_request_does_not_send_again(server, engine):
     wait_for(lambda: n_completions(server) == 1)
     gen = engine.generate("m", r)
     assert gen.text == "echo once"
-    time.sleep(LATENCY)  # a second request would have reached the server by now
+    # A second send would be queued or running in the engine until its answer came back (after the
+    # server counted it): once the engine has nothing queued or running, the count is final.
+    wait_for(lambda: engine_idle(engine))
     assert n_completions(server) == 1
 
 
@@ -189,11 +214,33 @@ def test_generate_without_prefetch_runs_on_demand(server, engine):
     assert n_completions(server) == 1
 
 
+def open_gate_once_first_in_queue(engine: Engine, probe: ConcurrencyProbe, request: Request) -> None:
+    """Hold what the server is answering until ``request`` heads the engine's queue, then let all through:
+    the request in flight cannot finish (and let the next queued one start) before the item asks, however
+    slowly the test's thread runs (a 0.05 s hold could end first on a loaded machine)."""
+    probe.gate = gate = threading.Event()
+    key = request_key("m", request)
+
+    def first_in_queue() -> bool:  # (or already started: the loop had not yet started another)
+        with engine._lock:
+            slot = engine._slots.get(key)
+            return slot is not None and (slot.started or (bool(engine._pending) and engine._pending[0] == key))
+
+    def open_then() -> None:
+        try:
+            wait_for(first_in_queue)
+        finally:
+            gate.set()
+
+    threading.Thread(target=open_then, daemon=True).start()
+
+
 def test_waiting_item_jumps_the_queue(server, probe):
     engine = make_engine(server, window=1)
     try:
         for i in range(5):
             engine.prefetch("m", req(f"bg{i}"))
+        open_gate_once_first_in_queue(engine, probe, req("urgent"))
         urgent = engine.generate("m", req("urgent"))
         assert urgent.text == "echo urgent"
         # at most the one request already in flight went before it
@@ -210,6 +257,7 @@ def test_prefetched_item_requested_now_moves_to_the_front(server, probe):
     try:
         for i in range(6):
             engine.prefetch("m", req(f"p{i}"))
+        open_gate_once_first_in_queue(engine, probe, req("p5"))
         assert engine.generate("m", req("p5")).text == "echo p5"
         assert probe.order.index("p5") <= 1
         for i in range(5):
@@ -321,18 +369,43 @@ def test_generations_are_forgotten_once_consumed_or_released(server, engine):
     assert engine._slots == {}
 
 
-def test_waiting_counts_requests_unanswered_longer_than_n_seconds(server: ScriptedServer) -> None:
-    server.script = lambda call: Reply(content="slow", delay=1.5)
+def test_waiting_counts_requests_unanswered_longer_than_n_seconds(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The engine's sent times and waiting() read a virtual clock that moves 0.25 s at each on_wait tick
+    # from the moment both requests are at the server until a tick counts both; the server holds them
+    # until then. The ages are exact whatever the machine's load (a 1.5 s answer and wall-clock bounds
+    # depended on it).
+    clock = VirtualClock()
+    monkeypatch.setattr(engine_module, "time", SimpleNamespace(monotonic=clock.now))
+    counted = threading.Event()
+
+    def held(call: Call) -> Reply:
+        counted.wait(120)  # a bound against a hang only: the tick that counts both sets it
+        return Reply(content="slow")
+
+    server.script = held
     engine = Engine(window=8)
-    spec = ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m", timeout=10.0)
+    spec = ModelSpec(label="m", kind="endpoint", base_url=server.url, model_id="m", timeout=300.0)
     engine.add_model("m", lambda: OpenAICompatBackend(spec, concurrency=4))
-    engine.wait_tick = 0.2
+    engine.wait_tick = 0.05
     seen: list[tuple[int, float]] = []
-    engine.on_wait = lambda eng: seen.append(eng.waiting(0.5))
+
+    def on_wait(eng: Engine) -> None:
+        seen.append(eng.waiting(0.5))
+        if seen[-1][0] == 2:
+            counted.set()  # time stops here: every later tick reads the same ages
+        elif n_completions(server) == 2 and not counted.is_set():  # both asked (sent_at set before)
+            clock.advance(0.25)
+
+    engine.on_wait = on_wait
     try:
         engine.prefetch("m", Request(mode="chat", messages=(Message(role="user", content="a"),)))
         assert engine.generate("m", Request(mode="chat", messages=(Message(role="user", content="b"),))).text == "slow"
     finally:
         engine.close()
-    assert len(seen) >= 5 and seen[0] == (0, 0.0)
-    assert max(n for n, _ in seen) == 2 and all(0.5 < longest < 2.0 for n, longest in seen if n)
+    assert len(seen) >= 4 and seen[0] == (0, 0.0)  # asked before anything was 0.5 s old
+    counting = [entry for entry in seen if entry[0]]
+    # 0, 0.25 and 0.5 s old are not "older than 0.5 s"; at 0.75 s both are
+    assert seen[: seen.index(counting[0])] == [(0, 0.0)] * seen.index(counting[0]) and counting[0] == (2, 0.75)
+    assert max(n for n, _ in seen) == 2 and all(longest == 0.75 for _, longest in counting)

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,6 +27,7 @@ from pytest_benchaudit.pipeline.types import Message, Request
 from pytest_benchaudit.testing.runs import only_run_dir, read_run
 from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 from pytest_benchaudit.testing.toy import TOY_QUESTIONS
+from pytest_benchaudit.testing.virtual_time import VirtualClock
 
 MCQ = len(TOY_QUESTIONS)  # the toy mcq task; the fake answers "Answer: A" to all of them
 GOLD_A = sum(1 for _, _, gold in TOY_QUESTIONS if gold == "A")
@@ -346,8 +348,15 @@ def test_all_endpoints_refusing_is_an_error_after_retries() -> None:
     asyncio.run(go())
 
 
-def test_failover_to_a_live_endpoint_costs_no_retry() -> None:
+def test_failover_to_a_live_endpoint_costs_no_retry(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_benchaudit.inference import balanced
     from pytest_benchaudit.inference.launch.local import _free_port
+
+    # The balancer's "avoided for DOWN_FOR_S" and the endpoints' pauses read one virtual clock: time passes
+    # only by a wait the code asks for, so the dead endpoint stays avoided however slow the machine is (a
+    # wall-clock bound under DOWN_FOR_S stood for that).
+    clock = VirtualClock()
+    monkeypatch.setattr(balanced, "time", SimpleNamespace(monotonic=clock.now, perf_counter=time.perf_counter))
 
     async def go(url: str) -> None:
         dead = f"http://127.0.0.1:{_free_port()}/v1"
@@ -361,7 +370,8 @@ def test_failover_to_a_live_endpoint_costs_no_retry() -> None:
             api_key_env=None,
         )
         backend = BalancedBackend(spec, concurrency=2)
-        started = time.monotonic()
+        for endpoint in backend.endpoints:
+            endpoint.backend.limiter.clock = clock
         try:
             gens = [await backend.generate(_request(i)) for i in range(4)]
         finally:
@@ -369,7 +379,7 @@ def test_failover_to_a_live_endpoint_costs_no_retry() -> None:
         assert all(g.error is None and g.text == "Answer: B" for g in gens)
         assert gens[0].attempts == 2  # refused by the dead one, answered by the live one
         assert all(g.attempts == 1 for g in gens[1:])  # the dead one is avoided for a while
-        assert time.monotonic() - started < 5
+        assert [wait for wait in clock.sleeps if wait > 0] == []  # the fail-over waited for nothing
 
     with ScriptedServer(lambda c: Reply(content="Answer: B"), model_id="m") as live:
         asyncio.run(go(live.url))

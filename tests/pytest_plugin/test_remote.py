@@ -68,7 +68,7 @@ class Host:
         self.port = self._port()
 
     def _port(self) -> int:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 120  # a bound against a hang only (a dead server ends the wait at once)
         while time.monotonic() < deadline:
             found = re.search(r"Entering Accept loop \('127\.0\.0\.1', (\d+)\)", self.log.read_text())
             if found:
@@ -146,7 +146,7 @@ def _pytest(proj: Path, env: dict[str, str], *args: str) -> subprocess.Completed
         env=env,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=600,  # a bound against a hang only: two gateways' pytest start-ups on a loaded machine
     )
 
 

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 import pytest_benchaudit.plugin
 from pytest_benchaudit.runs.store import RunDirectory
 from pytest_benchaudit.testing.runs import complete_record
-from pytest_benchaudit.testing.scripted_server import Reply, ScriptedServer
+from pytest_benchaudit.testing.scripted_server import Call, Reply, ScriptedServer
 from pytest_benchaudit.testing.toy import write_toy
 
 N_QUESTIONS = 60
@@ -77,8 +78,25 @@ def lines_of(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.is_file() else []
 
 
+# kill_mid_run's server answers this many completion requests, then holds the others until the kill: the
+# run is killed mid-run however slow the machine is, never after a run that outpaced the test.
+ANSWERED_BEFORE_THE_KILL = N_QUESTIONS // 2
+
+
 def kill_mid_run(root: Path, server: ScriptedServer, *extra: str) -> tuple[Path, list[dict]]:
     """Start a run, SIGKILL it once some records are written, tear its last line; return the run dir."""
+    answer, lock, asked, released = server.script, threading.Lock(), [0], threading.Event()
+
+    def held(call: Call) -> Reply:
+        if call.path.endswith("/completions"):
+            with lock:
+                asked[0] += 1
+                hold = asked[0] > ANSWERED_BEFORE_THE_KILL
+            if hold:
+                released.wait(600)  # a bound against a hang only: the kill comes first
+        return answer(call)
+
+    server.script = held
     proc = subprocess.Popen(
         pytest_cmd(server, *extra),
         cwd=root,
@@ -101,6 +119,8 @@ def kill_mid_run(root: Path, server: ScriptedServer, *extra: str) -> tuple[Path,
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # its whole session: xdist workers too
         proc.wait(timeout=30)
+        server.script = answer
+        released.set()
     assert proc.returncode == -signal.SIGKILL
     records_path = run_dir / "records.jsonl"
     text = records_path.read_text()
@@ -265,15 +285,13 @@ def test_two_resumes_at_once_one_writes_the_other_is_refused(pytester: pytest.Py
     # Two real processes resume one run directory.  The first holds the writer lock while the
     # server keeps its answers back; the second must be refused at start-up, naming the first,
     # and leave the file alone: each question ends up recorded once.
-    import threading
-
     write_many(pytester.path)
     with ScriptedServer(lambda call: Reply(content="Answer: B"), latency=0.1) as server:
         run_dir, before = kill_mid_run(pytester.path, server, "--no-cache")
     release = threading.Event()
 
     def held(call: object) -> Reply:
-        release.wait(120)
+        release.wait(600)  # a bound against a hang only: the test releases it
         return Reply(content="Answer: B")
 
     with ScriptedServer(held) as server:
@@ -285,7 +303,7 @@ def test_two_resumes_at_once_one_writes_the_other_is_refused(pytester: pytest.Py
             text=True,
         )
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 300  # a bound against a hang only
             while not any(c.path.endswith("/completions") for c in server.calls):  # the first one is asking
                 assert first.poll() is None and time.monotonic() < deadline, "the first resume never asked"
                 time.sleep(0.02)
@@ -297,7 +315,10 @@ def test_two_resumes_at_once_one_writes_the_other_is_refused(pytester: pytest.Py
                 text=True,
             )
             try:
-                second.wait(timeout=60)  # refused at start-up (before this change: it asked, and waited too)
+                # refused at start-up (before this change: it asked, and waited too). The first holds the
+                # lock until the release below, so however slowly the second starts it meets the lock; the
+                # bound only ends a second that waits on the held server (that wrong run then fails below).
+                second.wait(timeout=300)
             except subprocess.TimeoutExpired:
                 pass
         finally:

@@ -38,20 +38,22 @@ def _record(qid: str, correct: bool = True, variant: str = "") -> dict:
     }
 
 
-# A process that takes the writer lock the way a run does, says so, and holds it until killed.
+# A process that takes the writer lock the way a run does, says so, and holds it until killed (or until
+# its stdin closes, so that it never outlives the test: no fixed sleep that a slow machine could outlast).
 HOLDER = """
-import sys, time
+import sys
 from pathlib import Path
 from pytest_benchaudit.runs.store import RunDirectory
 run = RunDirectory.reopen(Path(sys.argv[1]))
 print("HOLDING", flush=True)
-time.sleep(120)
+sys.stdin.read()
 """
 
 
 def _hold(run_dir: Path) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(run_dir), "--model", "m@http://u:pw-0123456789@h/v1"],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -184,24 +186,27 @@ def test_summarize_and_show_refuse_a_run_with_duplicated_records(
     assert row.split()[2] == "3"
 
 
-# A writer that forks a child while it holds the lock (as the inference process may be forked).
+# A writer that forks a child while it holds the lock (as the inference process may be forked). Both
+# live until killed or until their shared stdin closes (no fixed sleep a slow machine could outlast).
 FORKING_HOLDER = """
-import os, sys, time
+import os, sys
 from pathlib import Path
 from pytest_benchaudit.runs.store import RunDirectory
 run = RunDirectory.reopen(Path(sys.argv[1]))
 child = os.fork()
 if child == 0:
-    time.sleep(120)
+    sys.stdin.read()
     os._exit(0)
 print("HOLDING", child, flush=True)
-time.sleep(120)
+sys.stdin.read()
 """
 
 
 def test_a_child_forked_by_the_writer_does_not_keep_the_run_locked(tmp_path: Path) -> None:
     run_dir = write_run_dir(tmp_path, "run", [_record("q1")])
-    proc = subprocess.Popen([sys.executable, "-c", FORKING_HOLDER, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FORKING_HOLDER, str(run_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     word, child = proc.stdout.readline().split()
     assert word == "HOLDING"
