@@ -141,14 +141,15 @@ def _rejection_bounds(n: int, alpha: float) -> Any:
     if known is not None and len(known) > n:
         return known[: n + 1]
     m = np.arange(max(n + 1, 2 * len(known) if known is not None else 0, 64))
-    c = np.floor(m / 2 - _normal_quantile(1 - alpha / 2) * np.sqrt(m) / 2)
+    # Started at -1 at the lowest: below it bdtr is nan, which would hold c under a bound of 0 at a
+    # small alpha (m = 28 at alpha 1e-8); c never goes lower, since it moves down only from c >= 0.
+    c = np.maximum(np.floor(m / 2 - _normal_quantile(1 - alpha / 2) * np.sqrt(m) / 2), -1)
     for _ in range(64):  # a few steps at most: the approximation is within one or two of the bound
         up = 2 * special.bdtr(c + 1, m, 0.5) < alpha
         down = (c >= 0) & ~(2 * special.bdtr(np.maximum(c, 0), m, 0.5) < alpha)
         if not up.any() and not down.any():
             break
         c = np.where(up, c + 1, np.where(down, c - 1, c))
-    c = np.maximum(c, -1)
     _BOUNDS[alpha] = c
     return c[: n + 1]
 
