@@ -113,7 +113,10 @@ def z_total(alpha: float, power: float) -> float:
         raise ValueError(f"power must lie in (0, 1), not {power}")
     from scipy.stats import norm  # lazy: importing the module stays cheap
 
-    return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
+    z = float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
+    if not math.isfinite(z):  # 1 - alpha / 2 rounds to 1 below alpha ~ 2.2e-16
+        raise ValueError(f"alpha {alpha} is too small: its normal quantile is infinite in floating point")
+    return z
 
 
 def questions_for(mde: float, variances: Variances, repeats: int, alpha: float = 0.05, power: float = 0.80) -> int:
@@ -124,9 +127,12 @@ def questions_for(mde: float, variances: Variances, repeats: int, alpha: float =
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
     z = z_total(alpha, power)
+    square = mde * mde
+    if square == 0:  # underflows: no float number of questions would do
+        raise ValueError(f"the difference to detect, {mde}, is too small to plan for")
     # Rounded before the ceiling so that float noise (a product that is an integer up to 1e-12)
     # does not add a question.
-    return max(2, math.ceil(round(z * z * variances.total(repeats) / (mde * mde), 9)))
+    return max(2, math.ceil(round(z * z * variances.total(repeats) / square, 9)))
 
 
 def _rejection_bounds(n: int, alpha: float) -> Any:
@@ -214,7 +220,8 @@ def questions_for_power(power_at: Callable[[int], float], target: float, start: 
     normal approximation ``start`` (the power rises with n, up to the exact test's small steps), and the
     power there."""
     lo, hi = 1, max(2, start)
-    while power_at(hi) < target:
+    # Checked before the power is computed there too: McNemar's power at n holds n + 1 bounds in memory.
+    while hi > 10**8 or power_at(hi) < target:
         lo, hi = hi, hi * 2
         if hi > 10**8:
             raise ValueError("the plan needs more than 100 million questions: detect a larger difference")

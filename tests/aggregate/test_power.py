@@ -269,6 +269,30 @@ def test_questions_for_power_allows_up_to_one_hundred_million() -> None:
         power.questions_for_power(lambda n: float(n >= 150_000_000), 0.8, start)
 
 
+def test_a_plan_past_one_hundred_million_questions_is_refused_before_its_power_is_computed() -> None:
+    """McNemar's power at n holds n + 1 rejection bounds: a start of 3.9e10 questions (mde 1e-5 on the
+    assumed variance) would ask for a 292 GiB array before the doubling's check was reached."""
+
+    def power_at(n: int) -> float:
+        assert n <= 10**8, n
+        return 0.9
+
+    with pytest.raises(ValueError, match="more than 100 million"):
+        power.questions_for_power(power_at, 0.8, 10**8 + 1)
+    assert power.questions_for_power(power_at, 0.8, 10**8) == (2, 0.9)  # 100 million itself is allowed
+
+
+def test_levels_and_differences_past_floating_point_are_refused() -> None:
+    assert 1 - 1e-20 / 2 == 1.0  # the quantile of 1 is infinite
+    with pytest.raises(ValueError, match="alpha 1e-20 is too small"):
+        power.z_total(1e-20, 0.8)
+    assert power.z_total(1e-15, 0.8) > power.z_total(1e-12, 0.8) > 7  # small, but still a number
+    assert (1e-200) ** 2 == 0.0  # underflows
+    with pytest.raises(ValueError, match="the difference to detect, 1e-200, is too small to plan for"):
+        power.questions_for(1e-200, power.assumed_binary_variances(), 1)
+    assert power.questions_for(1e-150, Variances(0.0, 0.0, "given"), 1) == 2  # no variance: two questions
+
+
 def test_questions_for_power_brackets_by_doubling_from_the_start() -> None:
     """The exact test's power is not monotone in n: the answer is the crossing inside the first bracket
     (start, 2 start, 4 start, ...) that reaches the target, here 12 (reached on 12..16 and from 50 on)."""
