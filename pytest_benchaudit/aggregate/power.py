@@ -220,11 +220,13 @@ def questions_for_power(power_at: Callable[[int], float], target: float, start: 
     normal approximation ``start`` (the power rises with n, up to the exact test's small steps), and the
     power there."""
     lo, hi = 1, max(2, start)
-    # Checked before the power is computed there too: McNemar's power at n holds n + 1 bounds in memory.
-    while hi > 10**8 or power_at(hi) < target:
-        lo, hi = hi, hi * 2
+    while True:
+        # Checked before the power is computed there: McNemar's power at n holds n + 1 bounds in memory.
         if hi > 10**8:
             raise ValueError("the plan needs more than 100 million questions: detect a larger difference")
+        if power_at(hi) >= target:
+            break
+        lo, hi = hi, hi * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if power_at(mid) >= target:
