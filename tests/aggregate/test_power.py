@@ -69,7 +69,7 @@ def test_questions_for_is_the_closed_form_with_its_floor_of_two() -> None:
     assert power.questions_for(0.05, v, 1) == power.questions_for(0.05, v, 1, 0.05, 0.80)  # the defaults
     assert power.questions_for(5.0, v, 1) == 2
     for bad in (0.0, -0.1, math.inf, math.nan):
-        with pytest.raises(ValueError, match="difference to detect"):
+        with pytest.raises(ValueError, match="the difference to detect must be a number > 0"):
             power.questions_for(bad, v, 1)
     with pytest.raises(ValueError, match="repeats must be >= 1"):
         power.questions_for(0.1, v, 0)
