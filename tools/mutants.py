@@ -128,7 +128,12 @@ GROUPS: dict[str, Group] = {
         ),
     ),
     "evaluate": Group(
-        ("scoring/evaluate.py",), ("tests/scoring/test_evaluate_record.py", "tests/scoring/test_record_properties.py")
+        ("scoring/evaluate.py",),
+        (
+            "tests/scoring/test_evaluate_record.py",
+            "tests/scoring/test_record_properties.py",
+            "tests/scoring/test_evaluate_mutants.py",
+        ),
     ),
     "results": Group(
         ("aggregate/results.py", "aggregate/deltas.py"),

@@ -113,7 +113,10 @@ def z_total(alpha: float, power: float) -> float:
         raise ValueError(f"power must lie in (0, 1), not {power}")
     from scipy.stats import norm  # lazy: importing the module stays cheap
 
-    return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
+    z = float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
+    if not math.isfinite(z):  # 1 - alpha / 2 rounds to 1 below alpha ~ 2.2e-16
+        raise ValueError(f"alpha {alpha} is too small: its normal quantile is infinite in floating point")
+    return z
 
 
 def questions_for(mde: float, variances: Variances, repeats: int, alpha: float = 0.05, power: float = 0.80) -> int:
@@ -124,9 +127,12 @@ def questions_for(mde: float, variances: Variances, repeats: int, alpha: float =
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
     z = z_total(alpha, power)
+    square = mde * mde
+    if square == 0:  # underflows: no float number of questions would do
+        raise ValueError(f"the difference to detect, {mde}, is too small to plan for")
     # Rounded before the ceiling so that float noise (a product that is an integer up to 1e-12)
     # does not add a question.
-    return max(2, math.ceil(round(z * z * variances.total(repeats) / (mde * mde), 9)))
+    return max(2, math.ceil(round(z * z * variances.total(repeats) / square, 9)))
 
 
 def _rejection_bounds(n: int, alpha: float) -> Any:
@@ -141,14 +147,15 @@ def _rejection_bounds(n: int, alpha: float) -> Any:
     if known is not None and len(known) > n:
         return known[: n + 1]
     m = np.arange(max(n + 1, 2 * len(known) if known is not None else 0, 64))
-    c = np.floor(m / 2 - _normal_quantile(1 - alpha / 2) * np.sqrt(m) / 2)
+    # Started at -1 at the lowest: below it bdtr is nan, which would hold c under a bound of 0 at a
+    # small alpha (m = 28 at alpha 1e-8); c never goes lower, since it moves down only from c >= 0.
+    c = np.maximum(np.floor(m / 2 - _normal_quantile(1 - alpha / 2) * np.sqrt(m) / 2), -1)
     for _ in range(64):  # a few steps at most: the approximation is within one or two of the bound
         up = 2 * special.bdtr(c + 1, m, 0.5) < alpha
         down = (c >= 0) & ~(2 * special.bdtr(np.maximum(c, 0), m, 0.5) < alpha)
         if not up.any() and not down.any():
             break
         c = np.where(up, c + 1, np.where(down, c - 1, c))
-    c = np.maximum(c, -1)
     _BOUNDS[alpha] = c
     return c[: n + 1]
 
@@ -213,6 +220,9 @@ def questions_for_power(power_at: Callable[[int], float], target: float, start: 
     normal approximation ``start`` (the power rises with n, up to the exact test's small steps), and the
     power there."""
     lo, hi = 1, max(2, start)
+    # Checked before the power is computed there: McNemar's power at n holds n + 1 bounds in memory.
+    if hi > 10**8:
+        raise ValueError("the plan needs more than 100 million questions: detect a larger difference")
     while power_at(hi) < target:
         lo, hi = hi, hi * 2
         if hi > 10**8:

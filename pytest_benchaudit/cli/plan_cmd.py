@@ -399,13 +399,16 @@ def make_plan(args: argparse.Namespace) -> Plan:
         else held
     )
     size_from = "data" if suite is not None else "log" if dataset_sizes else "runs"
-    rows = plan_rows(args.mde, variances, size, repeats, args.alpha, args.power)
+    try:  # a plan past 100 million questions, or a level whose normal quantile is infinite
+        rows = plan_rows(args.mde, variances, size, repeats, args.alpha, args.power)
+        # K -> infinity: the between-question part alone, under the paired t test.
+        limit, _ = questions_for_power(
+            lambda n: paired_t_power(n, args.mde, variances.between, args.alpha), args.power, rows[0].questions
+        )
+    except ValueError as err:
+        raise CliError(f"--mde {args.mde:g}, --alpha {args.alpha:g}, --power {args.power:g}: {err}") from None
     fitting = [r for r in rows if r.fits]
     best = min(fitting, key=lambda r: (r.generations, r.repeats)) if fitting else None
-    # K -> infinity: the between-question part alone, under the paired t test.
-    limit, _ = questions_for_power(
-        lambda n: paired_t_power(n, args.mde, variances.between, args.alpha), args.power, rows[0].questions
-    )
     docs = [
         PlanRowDoc(
             repeats=r.repeats,

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 from statsmodels.stats.power import TTestPower
 
 from pytest_benchaudit.aggregate import power
@@ -69,7 +69,7 @@ def test_questions_for_is_the_closed_form_with_its_floor_of_two() -> None:
     assert power.questions_for(0.05, v, 1) == power.questions_for(0.05, v, 1, 0.05, 0.80)  # the defaults
     assert power.questions_for(5.0, v, 1) == 2
     for bad in (0.0, -0.1, math.inf, math.nan):
-        with pytest.raises(ValueError, match="difference to detect"):
+        with pytest.raises(ValueError, match="the difference to detect must be a number > 0"):
             power.questions_for(bad, v, 1)
     with pytest.raises(ValueError, match="repeats must be >= 1"):
         power.questions_for(0.1, v, 0)
@@ -130,6 +130,100 @@ def test_the_discordance_of_the_alternative() -> None:
     assert power.mcnemar_discordance(Variances(0.9, 0.3, "given"), 0.5) == 1.0  # at most 1
 
 
+# --------------------------------------------------------------------------- McNemar's rejection region
+# Checked against its definition with scipy.stats.binom at levels and sizes where the normal-approximation
+# start of _rejection_bounds is far from the bound (large m) or below -1 (tiny alpha), at an exact tie
+# (a p-value equal to alpha does not reject, as binomtest decides), and through the memo.
+
+
+def assert_is_the_rejection_region(bounds: np.ndarray, alpha: float) -> None:
+    """Each bound is the largest split that rejects, by the definition, with scipy's binomial cdf."""
+    m = np.arange(len(bounds))
+    assert (bounds >= -1).all() and (bounds <= m // 2).all()
+    rejects = (bounds == -1) | (2 * stats.binom.cdf(bounds, m, 0.5) < alpha)
+    one_more_does_not = 2 * stats.binom.cdf(bounds + 1, m, 0.5) >= alpha
+    bad = m[~(rejects & one_more_does_not)]
+    assert bad.size == 0, f"wrong bound at m = {bad[:10].tolist()}: {bounds[bad[:10]].tolist()}"
+
+
+@pytest.mark.parametrize(
+    "n,alpha",
+    [
+        (300, 1e-4),  # at m = 15 the normal start is one below the bound
+        (300, 1e-8),  # ... and below -1 for the small m (bdtr is nan there)
+        (300, 1e-10),  # some bounds two steps above their start
+        (300, 1e-15),
+        (20_000, 1e-6),  # large m: a start off by z sqrt(m) / 2 or more is beyond the 64 correcting steps
+        (20_000, 0.45),
+        (120_000, 0.99),
+    ],
+)
+def test_the_rejection_bounds_hold_at_any_level_and_size(n: int, alpha: float) -> None:
+    power._BOUNDS.pop(alpha, None)
+    bounds = power._rejection_bounds(n, alpha)
+    assert len(bounds) == n + 1
+    assert_is_the_rejection_region(bounds, alpha)
+
+
+def test_a_split_of_none_rejects_at_a_small_level_when_its_p_value_is_below_it() -> None:
+    """Hand count: 28 discordant questions all on one side have p = 2 / 2^28 = 7.45e-9 < 1e-8, so the
+    exact test rejects at k = 0 (the bound is 0, not -1); one question on the other side gives
+    p = 2 * 29 / 2^28 = 2.2e-7, which does not.  (The start of the search is below -1 there.)"""
+    power._BOUNDS.pop(1e-8, None)
+    assert stats.binomtest(0, 28, 0.5).pvalue == pytest.approx(2 / 2**28) and 2 / 2**28 < 1e-8
+    assert stats.binomtest(1, 28, 0.5).pvalue > 1e-8
+    bounds = power._rejection_bounds(40, 1e-8)
+    assert bounds[28] == 0 and bounds[27] == -1  # 27 on one side: p = 1.49e-8
+    # the power the plan reads: at mde 1 every question is discordant and on a's side, so it rejects
+    # exactly when at least 28 of the n questions are discordant, which they all are
+    assert power.mcnemar_power(28, 1.0, 1.0, 1e-8) == pytest.approx(1.0)
+
+
+def test_a_p_value_equal_to_the_level_does_not_reject() -> None:
+    """At alpha = 1/16 and m = 5, all five on one side has p = 2 / 32 = 1/16 exactly (in binary, no
+    rounding): not below alpha, so no split of 5 rejects; at m = 6, p = 2 / 64 < 1/16 rejects."""
+    alpha = 1 / 16
+    assert stats.binomtest(0, 5, 0.5).pvalue == alpha and stats.binomtest(0, 6, 0.5).pvalue < alpha
+    power._BOUNDS.pop(alpha, None)
+    bounds = power._rejection_bounds(200, alpha)
+    assert bounds[5] == -1 and bounds[6] == 0
+    assert_is_the_rejection_region(bounds, alpha)
+    # the same through the memo (the second call reads the bounds the first one stored)
+    assert power._rejection_bounds(5, alpha)[5] == -1
+
+
+def test_the_memo_returns_exactly_n_plus_one_bounds() -> None:
+    alpha = 0.05
+    power._BOUNDS.pop(alpha, None)
+    first = power._rejection_bounds(10, alpha).tolist()
+    # from the memo (64 bounds stored after the first call): shorter, then one longer than it holds
+    for n in (5, 10, 63, 64, 65, 200, 3):
+        got = power._rejection_bounds(n, alpha)
+        assert len(got) == n + 1, n
+        assert_is_the_rejection_region(got, alpha)
+    assert power._rejection_bounds(10, alpha).tolist() == first
+
+
+def test_the_bounds_are_memoised_per_level_and_grow_by_doubling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docstring's promise (a plan's bisection asks at every step): bounds already computed for a
+    level are served without a binomial tail, and a call past them stores twice as many, so that the
+    bisection's doubling recomputes once per doubling, not at every step."""
+    alpha = 0.03
+    power._BOUNDS.pop(alpha, None)
+    first = power._rejection_bounds(100, alpha).tolist()
+    tails: list[int] = []
+    bdtr = special.bdtr
+    monkeypatch.setattr(special, "bdtr", lambda *args: tails.append(1) or bdtr(*args))
+    assert power._rejection_bounds(60, alpha).tolist() == first[:61] and not tails  # from the memo
+    assert power._rejection_bounds(101, alpha).tolist()[:101] == first and tails  # one past it: computed
+    tails.clear()
+    assert_is_the_rejection_region(power._rejection_bounds(200, alpha), alpha)  # stored then: 2 x 101
+    assert not tails
+    power._BOUNDS.pop(0.04, None)
+    assert_is_the_rejection_region(power._rejection_bounds(10, 0.04), 0.04)
+    assert tails  # another level: its own bounds
+
+
 # --------------------------------------------------------------------------- the paired t test
 
 
@@ -173,6 +267,30 @@ def test_questions_for_power_allows_up_to_one_hundred_million() -> None:
     assert power.questions_for_power(lambda n: float(n >= 10**8), 0.8, start) == (10**8, 1.0)
     with pytest.raises(ValueError, match="more than 100 million"):  # the next doubling, 200 million, is refused
         power.questions_for_power(lambda n: float(n >= 150_000_000), 0.8, start)
+
+
+def test_a_plan_past_one_hundred_million_questions_is_refused_before_its_power_is_computed() -> None:
+    """McNemar's power at n holds n + 1 rejection bounds: a start of 3.9e10 questions (mde 1e-5 on the
+    assumed variance) would ask for a 292 GiB array before the doubling's check was reached."""
+
+    def power_at(n: int) -> float:
+        assert n <= 10**8, n
+        return 0.9
+
+    with pytest.raises(ValueError, match="more than 100 million"):
+        power.questions_for_power(power_at, 0.8, 10**8 + 1)
+    assert power.questions_for_power(power_at, 0.8, 10**8) == (2, 0.9)  # 100 million itself is allowed
+
+
+def test_levels_and_differences_past_floating_point_are_refused() -> None:
+    assert 1 - 1e-20 / 2 == 1.0  # the quantile of 1 is infinite
+    with pytest.raises(ValueError, match="alpha 1e-20 is too small"):
+        power.z_total(1e-20, 0.8)
+    assert power.z_total(1e-15, 0.8) > power.z_total(1e-12, 0.8) > 7  # small, but still a number
+    assert (1e-200) ** 2 == 0.0  # underflows
+    with pytest.raises(ValueError, match="the difference to detect, 1e-200, is too small to plan for"):
+        power.questions_for(1e-200, power.assumed_binary_variances(), 1)
+    assert power.questions_for(1e-150, Variances(0.0, 0.0, "given"), 1) == 2  # no variance: two questions
 
 
 def test_questions_for_power_brackets_by_doubling_from_the_start() -> None:

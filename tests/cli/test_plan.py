@@ -316,6 +316,10 @@ def test_bad_input_is_one_clear_error(pytester: pytest.Pytester, capsys: pytest.
         ),
         (["--task", "pw.mcq", "--mde", "0.1", "--alpha", "1.5"], "--alpha 1.5: must lie strictly between 0 and 1"),
         (["--task", "pw.mcq", "--mde", "0.1", "--power", "0"], "--power 0.0: must lie strictly between 0 and 1"),
+        # past what floating point or the planner holds: named, never a traceback or a 292 GiB array
+        (["--task", "pw.mcq", "--mde", "0.1", "--alpha", "1e-20"], "alpha 1e-20 is too small: its normal quantile"),
+        (["--task", "pw.mcq", "--mde", "1e-5"], "the plan needs more than 100 million questions"),
+        (["--task", "pw.mcq", "--mde", "1e-200"], "the difference to detect, 1e-200, is too small to plan for"),
         (["--task", "pw.mcq", "--mde", "0.1", "--repeats", "0,2"], "--repeats '0,2': a comma-separated list"),
         (
             ["--task", "pw.mcq", "--mde", "0.1", "--from", str(run_dir), "--models", "a,z"],
