@@ -212,7 +212,9 @@ def paired_t_power(n: int, mde: float, variance: float, alpha: float = 0.05) -> 
 
     df, nc = n - 1, mde * math.sqrt(n / variance)
     crit = float(stats.t.ppf(1 - alpha / 2, df))
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    # The lower tail P(T < -crit) as P(T' > crit) for T' = -T, noncentral with -nc: scipy's nct.cdf is nan
+    # far in that tail (n = 60, var 0.05, mde 0.25), which sent the bisection the wrong way.
+    return float(stats.nct.sf(crit, df, nc) + stats.nct.sf(crit, df, -nc))
 
 
 def questions_for_power(power_at: Callable[[int], float], target: float, start: int) -> tuple[int, float]:

@@ -235,6 +235,19 @@ def test_paired_t_power_is_statsmodels(n: int, mde: float, var: float, alpha: fl
     assert power.paired_t_power(n, mde, var, alpha) == pytest.approx(float(expected), rel=1e-9)
 
 
+def test_paired_t_power_is_a_number_far_in_the_lower_tail() -> None:
+    """scipy's nct.cdf(-crit) is nan at n = 60 or 100 here (its lower tail is ~1e-20): the power is the
+    upper tail then, and the plan's bisection from a start of 100 finds statsmodels' 9 questions."""
+    var = 0.049558080808080815
+    for n in (9, 30, 60, 100, 113, 500):
+        df, nc = n - 1, 0.25 * math.sqrt(n / var)
+        upper = float(stats.nct.sf(stats.t.ppf(0.975, df), df, nc))
+        got = power.paired_t_power(n, 0.25, var)
+        assert math.isfinite(got) and upper <= got <= upper + 1e-6, n
+    solved = TTestPower().solve_power(effect_size=0.25 / math.sqrt(var), alpha=0.05, power=0.8)
+    assert power.questions_for_power(lambda n: power.paired_t_power(n, 0.25, var), 0.8, 100)[0] == math.ceil(solved)
+
+
 def test_paired_t_power_edges() -> None:
     assert power.paired_t_power(1, 0.2, 0.3) == 0.0  # no standard error from one question
     assert power.paired_t_power(2, 0.2, 0.0) == 1.0  # every question moves by the same amount
