@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
+from helpers.toy_benchmark_data import toy_data_dir
 from pytest_benchaudit.cli.app import main
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 LOGS = FIXTURES / "logs"
-DATA = FIXTURES / "data"
+DATA = toy_data_dir()  # the made-up questions the logs were made on, written to a temporary folder
 SUITES = Path(__file__).resolve().parents[2] / "suites"
 
 # Hand count of the scripted answers (make_logs.reply_for) over the samples Inspect scores (toy-4

@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from helpers.toy_benchmark_data import toy_data_dir
 from pytest_benchaudit.cli.app import main
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 LOGS = FIXTURES / "logs"
-DATA = FIXTURES / "data"
+DATA = toy_data_dir()  # the made-up questions the logs were made on, written to a temporary folder
 SUITES = Path(__file__).resolve().parents[2] / "suites"
 # Inspect's score values as the first scorer writes them (an errored sample has none: its record scores 0).
 VALUE = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
