@@ -13,7 +13,8 @@ import pytest
 # imported twice in one process, so the plugin's lazy scipy import must happen out here first.
 import scipy.stats  # noqa: F401
 
-pytest_plugins = ["pytest_benchaudit.testing.fixtures"]
+# helpers.cli_runs: the toy run fixtures the read commands' tests share (built_toy, toy_root, toy_run)
+pytest_plugins = ["pytest_benchaudit.testing.fixtures", "helpers.cli_runs"]
 
 TEST_TIMEOUT_S = 600  # a hung test fails instead of stalling CI (pytest-timeout)
 

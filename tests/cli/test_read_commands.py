@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from pytest_benchaudit.cli.app import main
+from helpers.cli_runs import cli, record_lines
 from pytest_benchaudit.runs.store import ForeignRecord, load_run
-from pytest_benchaudit.testing.runs import build_toy_run, only_run_dir, writer_lock_held
+from pytest_benchaudit.testing.runs import writer_lock_held
 
 
 def _append(run: Path, record: dict[str, Any]) -> None:
@@ -29,37 +29,7 @@ def _append(run: Path, record: dict[str, Any]) -> None:
         fh.write(json.dumps(record) + "\n")
 
 
-def no_traceback(text: str) -> None:
-    assert "Traceback" not in text and "INTERNALERROR" not in text, text[-3000:]
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str, str]:
-    """``benchaudit ARGV`` in-process: (exit status, stdout, stderr), never a traceback."""
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    no_traceback(out + err)
-    return rc, out, err
-
-
-@pytest.fixture(scope="module")
-def built_toy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Once per module: the toy suite and a finished run of it (12 + 1 records), made by a real pytest."""
-    return build_toy_run(tmp_path_factory.mktemp("toy"))
-
-
-@pytest.fixture
-def toy_root(built_toy: Path, tmp_path: Path) -> Path:
-    shutil.copytree(built_toy, tmp_path / "root")
-    return tmp_path / "root"
-
-
-@pytest.fixture
-def toy_run(toy_root: Path) -> Path:
-    return only_run_dir(toy_root / "out")
-
-
-def _lines(run: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+_lines = record_lines
 
 
 # --------------------------------------------------------------------------- a record of another run
